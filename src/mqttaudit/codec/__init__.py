@@ -1,0 +1,78 @@
+"""Sans-I/O MQTT 3.1.1 codec: packets, strict decoding that names the rule each defect breaks, and encoding that
+refuses what decoding would flag.
+
+    >>> from mqttaudit import codec
+    >>> codec.encode(codec.Subscribe(packet_id=4, subscriptions=(codec.Subscription(topic_filter="a/b"),)))
+    b'\\x82\\x08\\x00\\x04\\x00\\x03a/b\\x00'
+    >>> [v.rule for v in codec.decode(bytes.fromhex("82050001000000"), "client").violations]
+    ['MQTT-4.7.3-1']
+"""
+
+from . import rules
+from .buffer import Buffer
+from .decoder import Decoded, decode
+from .encoder import encode
+from .errors import BufferUnderrun, CodecError, EncodeError, ProtocolViolation, Violation
+from .packets import (
+    Connack,
+    Connect,
+    Direction,
+    Disconnect,
+    Packet,
+    PacketType,
+    Pingreq,
+    Pingresp,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    ReservedPacket,
+    Suback,
+    Subscribe,
+    Subscription,
+    Unsuback,
+    Unsubscribe,
+    Will,
+)
+from .remaining_length import MAX_REMAINING_LENGTH, encode_remaining_length, read_remaining_length
+from .stream import DEFAULT_MAX_PACKET_SIZE, Frame, StreamDecoder
+
+__all__ = [
+    "DEFAULT_MAX_PACKET_SIZE",
+    "MAX_REMAINING_LENGTH",
+    "Buffer",
+    "BufferUnderrun",
+    "CodecError",
+    "Connack",
+    "Connect",
+    "Decoded",
+    "Direction",
+    "Disconnect",
+    "EncodeError",
+    "Frame",
+    "Packet",
+    "PacketType",
+    "Pingreq",
+    "Pingresp",
+    "ProtocolViolation",
+    "Puback",
+    "Pubcomp",
+    "Publish",
+    "Pubrec",
+    "Pubrel",
+    "ReservedPacket",
+    "StreamDecoder",
+    "Suback",
+    "Subscribe",
+    "Subscription",
+    "Unsuback",
+    "Unsubscribe",
+    "Violation",
+    "Will",
+    "decode",
+    "encode",
+    "encode_remaining_length",
+    "read_remaining_length",
+    "rules",
+]

@@ -1,0 +1,43 @@
+"""One-shot decoding of a complete byte string (one direction of one connection)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import Violation
+from .packets import Direction, Packet
+from .stream import DEFAULT_MAX_PACKET_SIZE, Frame, StreamDecoder
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """What :func:`decode` found: every frame in order, with the packets and violations gathered from them."""
+
+    frames: tuple[Frame, ...]
+
+    @property
+    def packets(self) -> list[Packet]:
+        return [frame.packet for frame in self.frames if frame.packet is not None]
+
+    @property
+    def violations(self) -> list[Violation]:
+        return [violation for frame in self.frames for violation in frame.violations]
+
+
+def decode(
+    data: bytes,
+    direction: Direction | str | None,
+    *,
+    strict: bool = False,
+    max_packet_size: int = DEFAULT_MAX_PACKET_SIZE,
+) -> Decoded:
+    """Decodes every packet in ``data`` sent by ``direction`` ("client", "server", or None when unknown).
+
+    Audit mode (the default) collects every violation and still returns each best-effort packet; ``strict=True``
+    raises :class:`~mqttaudit.codec.ProtocolViolation` at the first MUST-level violation. Data that ends inside a
+    packet is reported as [MQTT-2.2.3-truncated].
+    """
+    decoder = StreamDecoder(direction, strict=strict, max_packet_size=max_packet_size)
+    frames = decoder.feed(data)
+    frames += decoder.close()
+    return Decoded(tuple(frames))

@@ -1,0 +1,60 @@
+"""The codec's own errors and the violation record every check produces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken rule: its id, the byte offset in the decoded input (or encoded output), and what was seen."""
+
+    rule: str
+    offset: int
+    detail: str
+
+
+class CodecError(Exception):
+    """Base of every error the codec raises; nothing else ever escapes it."""
+
+
+class BufferUnderrun(CodecError):
+    """A read needed more bytes than the buffer holds; the read position is left unchanged."""
+
+    def __init__(self, offset: int, needed: int, available: int, what: str = "") -> None:
+        super().__init__(f"{what or 'a field'} needs {needed} byte(s) at offset {offset}, {available} remain")
+        self.offset = offset
+        self.needed = needed
+        self.available = available
+        self.what = what
+
+
+class ProtocolViolation(CodecError):
+    """A packet breaks a rule: raised by strict decoding and by validating encoders.
+
+    ``rule`` is the statement id (``MQTT-4.7.3-1``), ``offset`` the byte offset where it shows, ``detail`` what
+    was seen. ``violations`` holds every violation found in the packet, the raised one first, and ``packet`` the
+    best-effort packet (None when the bytes could not be framed). A stream decoder also sets ``frames``: the frames
+    it completed in that call, the offending one last.
+    """
+
+    def __init__(
+        self,
+        violation: Violation,
+        *,
+        violations: tuple[Violation, ...] = (),
+        packet: object | None = None,
+        frames: tuple[object, ...] = (),
+    ) -> None:
+        super().__init__(f"{violation.rule} at offset {violation.offset}: {violation.detail}")
+        self.violation = violation
+        self.rule = violation.rule
+        self.offset = violation.offset
+        self.detail = violation.detail
+        self.violations = violations or (violation,)
+        self.packet = packet
+        self.frames = frames
+
+
+class EncodeError(CodecError, ValueError):
+    """A packet holds a value its wire format cannot express at all (a 70,000-byte string, QoS 4, ...)."""

@@ -1,0 +1,58 @@
+"""Remaining Length: the variable-length integer of the fixed header (section 2.2.3, as corrected by Errata 01).
+
+Up to four bytes, seven bits each, least significant first; a set top bit means another byte follows. The largest
+value is 268,435,455 (0xFF 0xFF 0xFF 0x7F). A fifth byte is never allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .errors import EncodeError
+
+MAX_REMAINING_LENGTH: Final = 268_435_455
+MAX_BYTES: Final = 4
+
+#: Returned as the end position by :func:`read_remaining_length`.
+NEED_MORE: Final = -1
+TOO_LONG: Final = -2
+
+
+def read_remaining_length(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """Reads the Remaining Length starting at ``data[pos]``.
+
+    Returns ``(value, next_pos)``; ``(0, NEED_MORE)`` when ``data[:end]`` stops before the last length byte;
+    ``(value_so_far, TOO_LONG)`` when a fifth byte would be needed.
+    """
+    value = 0
+    shift = 0
+    for index in range(pos, min(pos + MAX_BYTES, end)):
+        byte = data[index]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, index + 1
+        shift += 7
+    if end - pos >= MAX_BYTES:
+        return value, TOO_LONG
+    return 0, NEED_MORE
+
+
+def is_shortest(value: int, size: int) -> bool:
+    """True when ``value`` written in ``size`` bytes uses no more bytes than it needs (no trailing 0x80 0x00)."""
+    return size == 1 or value >= 1 << (7 * (size - 1))
+
+
+def encode_remaining_length(value: int) -> bytes:
+    if not 0 <= value <= MAX_REMAINING_LENGTH:
+        raise EncodeError(f"Remaining Length {value} does not fit in four bytes (maximum {MAX_REMAINING_LENGTH})")
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
