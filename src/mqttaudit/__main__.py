@@ -1,0 +1,5 @@
+import sys
+
+from mqttaudit.cli.main import main
+
+sys.exit(main())

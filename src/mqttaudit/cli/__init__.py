@@ -1,0 +1,1 @@
+"""The ``mqttaudit`` command line: thin commands over the library."""

@@ -1,0 +1,128 @@
+"""``mqttaudit decode``: decode bytes of one direction and show each packet and each violation."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterable
+from typing import Any, BinaryIO
+
+import click
+
+from mqttaudit import codec
+from mqttaudit.codec.describe import describe_packet, packet_to_dict
+from mqttaudit.spec import Catalogue, load_catalogue
+
+_HEX_SEPARATORS = re.compile(r"[\s:,]+|0x", re.IGNORECASE)
+
+
+def parse_hex(text: str) -> bytes:
+    """Hex digits, optionally separated by spaces, colons or commas, with optional 0x prefixes."""
+    digits = _HEX_SEPARATORS.sub("", text)
+    try:
+        return bytes.fromhex(digits)
+    except ValueError:
+        bad = next((c for c in digits if c not in "0123456789abcdefABCDEF"), None)
+        reason = f"{bad!r} is not a hex digit" if bad else "odd number of hex digits"
+        raise click.BadParameter(f"not hex: {reason}", param_hint="--hex") from None
+
+
+def violation_to_dict(violation: codec.Violation, catalogue: Catalogue, sender: str | None) -> dict[str, Any]:
+    rule = catalogue.get(violation.rule)
+    return {
+        "rule": violation.rule,
+        "offset": violation.offset,
+        "detail": violation.detail,
+        "level": rule.level if rule else None,
+        "severity": rule.severity if rule else None,
+        "section": rule.section if rule else None,
+        "actor": sender,
+        "summary": rule.summary if rule else None,
+    }
+
+
+def frame_to_dict(frame: codec.Frame) -> dict[str, Any]:
+    packet = packet_to_dict(frame.packet) if frame.packet is not None else None
+    return {"offset": frame.offset, "length": frame.length, "hex": frame.raw.hex(), "packet": packet}
+
+
+def frames_have_errors(frames: Iterable[codec.Frame]) -> bool:
+    return any(not codec.rules.is_advisory(v.rule) for frame in frames for v in frame.violations)
+
+
+def render_frames(frames: Iterable[codec.Frame], sender: str | None, catalogue: Catalogue) -> list[str]:
+    lines = []
+    for frame in frames:
+        what = describe_packet(frame.packet) if frame.packet is not None else "(bytes that are not a packet)"
+        evidence = frame.raw.hex(" ") + (" ..." if len(frame.raw) < frame.length else "")
+        lines.append(f"[{frame.offset}] {what}")
+        lines.append(f"      bytes: {evidence}")
+        for violation in frame.violations:
+            rule = catalogue.get(violation.rule)
+            label = f"{rule.level} {rule.section}" if rule else "unknown rule"
+            mark = "warning" if codec.rules.is_advisory(violation.rule) else "VIOLATION"
+            by = f" by the {sender}" if sender else ""
+            lines.append(f"      {mark} {violation.rule} ({label}){by} at offset {violation.offset}: {violation.detail}")
+            if rule:
+                lines.append(f"        rule: {rule.summary}")
+    return lines
+
+
+def _read_input(hex_text: str | None, file: BinaryIO | None) -> bytes:
+    if hex_text is not None and file is not None:
+        raise click.UsageError("give either --hex or --file, not both")
+    if hex_text == "-":
+        return parse_hex(sys.stdin.read())
+    if hex_text is not None:
+        return parse_hex(hex_text)
+    if file is not None:
+        return file.read()
+    if sys.stdin.isatty():
+        raise click.UsageError("no input: give --hex, --file, or pipe raw bytes to standard input")
+    return sys.stdin.buffer.read()
+
+
+@click.command("decode")
+@click.option("--hex", "hex_text", metavar="HEX", help='Packet bytes as hex ("82 05 00 01 ..."); "-" reads hex from stdin.')
+@click.option("--file", type=click.File("rb"), help='Raw bytes from a file ("-" for stdin). Default: raw bytes on stdin.')
+@click.option(
+    "--from",
+    "sender",
+    type=click.Choice(["client", "server"]),
+    help="Who sent the bytes; enables the direction checks (a server never sends SUBSCRIBE, ...).",
+)
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--max-packet-size",
+    type=click.IntRange(min=2),
+    default=codec.DEFAULT_MAX_PACKET_SIZE,
+    show_default=True,
+    help="Larger packets are reported and skipped undecoded.",
+)
+def decode_command(
+    hex_text: str | None, file: BinaryIO | None, sender: str | None, output_format: str, max_packet_size: int
+) -> int:
+    """Decode MQTT 3.1.1 packets of one direction and report every rule they break.
+
+    Exit status 1 when a MUST-level rule is broken, 0 otherwise (warnings alone do not fail).
+    """
+    data = _read_input(hex_text, file)
+    result = codec.decode(data, sender, max_packet_size=max_packet_size)
+    catalogue = load_catalogue("3.1.1")
+    if output_format == "json":
+        document = {
+            "from": sender,
+            "bytes": len(data),
+            "packets": [frame_to_dict(f) for f in result.frames if f.packet is not None],
+            "violations": [violation_to_dict(v, catalogue, sender) for v in result.violations],
+            "unframed": [frame_to_dict(f) for f in result.frames if f.packet is None],
+        }
+        click.echo(json.dumps(document, indent=2))
+    else:
+        for line in render_frames(result.frames, sender, catalogue):
+            click.echo(line)
+        errors = sum(not codec.rules.is_advisory(v.rule) for v in result.violations)
+        warnings = len(result.violations) - errors
+        click.echo(f"{len(result.packets)} packet(s), {errors} violation(s), {warnings} warning(s) in {len(data)} bytes")
+    return 1 if frames_have_errors(result.frames) else 0

@@ -1,0 +1,54 @@
+"""``mqttaudit rules``: the rule catalogue, and which part of mqttaudit checks each rule today."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from mqttaudit.codec import rules as codec_rules
+from mqttaudit.spec import Rule, load_catalogue
+
+
+def checked_by(rule: Rule) -> list[str]:
+    """The components that report violations of ``rule``."""
+    return ["codec"] if rule.id in codec_rules.CHECKED else []
+
+
+@click.command("rules")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--version", "version", type=click.Choice(["3.1.1"]), default="3.1.1", show_default=True)
+@click.option("--checked/--unchecked", "checked", default=None, help="Only rules that are (or are not) checked.")
+def rules_command(output_format: str, version: str, checked: bool | None) -> int:
+    """List the rules of MQTT VERSION with id, section, level, actor, observability and who checks them."""
+    catalogue = load_catalogue(version)
+    selected = [r for r in catalogue if checked is None or bool(checked_by(r)) == checked]
+    if output_format == "json":
+        rows = [
+            {
+                "id": r.id,
+                "version": r.version,
+                "section": r.section,
+                "level": r.level,
+                "actor": r.actor,
+                "observability": r.observability,
+                "origin": r.origin,
+                "summary": r.summary,
+                "basis": r.basis,
+                "checked_by": checked_by(r),
+            }
+            for r in selected
+        ]
+        click.echo(json.dumps(rows, indent=2))
+        return 0
+    width = max(len(r.id) for r in catalogue)
+    for r in selected:
+        by = ",".join(checked_by(r)) or "-"
+        click.echo(f"{r.id:<{width}}  {r.level:<6} {r.actor:<6} {r.observability:<22} {by:<6} {r.summary}")
+    statements = sum(r.origin == "statement" for r in catalogue)
+    checked_count = sum(bool(checked_by(r)) for r in catalogue)
+    click.echo(
+        f"\n{len(catalogue)} rules of MQTT {version}: {statements} numbered statements, "
+        f"{len(catalogue) - statements} derived rules; {checked_count} checked by the codec"
+    )
+    return 0

@@ -1,0 +1,66 @@
+"""Plain renderings of packets: a JSON-ready dict and a one-line summary. Pure functions, no I/O."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .packets import Connect, Packet, Publish, ReservedPacket, Suback, Subscribe, Unsubscribe
+
+
+def _plain(value: object) -> Any:
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, str):
+        # Ill-formed bytes are kept as lone surrogates; show them as escapes so the result is valid JSON text.
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: _plain(getattr(value, field.name)) for field in dataclasses.fields(value)}
+    return value
+
+
+def packet_to_dict(packet: Packet) -> dict[str, Any]:
+    """``{"type": "PUBLISH", <field>: <value>, ...}``; bytes become hex strings, ``raw_*`` fields are left out when
+    None (the packet's bytes agreed with its fields)."""
+    fields = {
+        field.name: _plain(getattr(packet, field.name))
+        for field in dataclasses.fields(packet)
+        if not (field.name.startswith("raw_") and getattr(packet, field.name) is None)
+    }
+    return {"type": packet.packet_type.name, **fields}
+
+
+def describe_packet(packet: Packet) -> str:
+    """A one-line human summary: ``PUBLISH 'a/b' QoS 1 id=7 (2 bytes payload)``."""
+    name = packet.packet_type.name
+    match packet:
+        case Publish():
+            flags = "".join(f" {flag}" for flag, on in (("DUP", packet.dup), ("RETAIN", packet.retain)) if on)
+            ident = f" id={packet.packet_id}" if packet.packet_id is not None else ""
+            return f"{name} {_text(packet.topic)} QoS {packet.qos}{ident}{flags} ({len(packet.payload)} bytes payload)"
+        case Connect():
+            return (
+                f"{name} {packet.protocol_name!r} level {packet.protocol_level} client_id={_text(packet.client_id)} "
+                f"clean_session={int(packet.clean_session)} keep_alive={packet.keep_alive}"
+            )
+        case Subscribe():
+            subs = ", ".join(f"{_text(s.topic_filter)} QoS {s.qos}" for s in packet.subscriptions)
+            return f"{name} id={packet.packet_id} [{subs}]"
+        case Unsubscribe():
+            return f"{name} id={packet.packet_id} [{', '.join(_text(f) for f in packet.topic_filters)}]"
+        case Suback():
+            return f"{name} id={packet.packet_id} codes=[{', '.join(f'0x{c:02x}' for c in packet.return_codes)}]"
+        case ReservedPacket():
+            return f"reserved packet type {packet.packet_type_value} ({len(packet.body)} bytes body)"
+    details = " ".join(
+        f"{field.name}={_plain(getattr(packet, field.name))}"
+        for field in dataclasses.fields(packet)
+        if getattr(packet, field.name) is not None
+    )
+    return f"{name} {details}".rstrip()
+
+
+def _text(value: str) -> str:
+    return repr(_plain(value))
