@@ -22,7 +22,7 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
     ("SUBACK granting QoS 1 and refusing one filter (valid)", "server", "90 04 00 04 01 80"),
     ("SUBACK with the reserved return code 0x03", "server", "90 03 00 04 03"),
     ("PUBREL with reserved flags 0000", "client", "60 02 00 07"),
-    ("CONNECT with a password but no user name", "client", "10 12 00 04 4d 51 54 54 04 42 00 3c 00 00 00 02 70 77"),
+    ("CONNECT with a password but no user name", "client", "10 10 00 04 4d 51 54 54 04 42 00 3c 00 00 00 02 70 77"),
     ("SUBACK sent by a client", "client", "90 03 00 01 00"),
 )
 
