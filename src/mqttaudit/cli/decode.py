@@ -63,7 +63,9 @@ def render_frames(frames: Iterable[codec.Frame], sender: str | None, catalogue: 
             label = f"{rule.level} {rule.section}" if rule else "unknown rule"
             mark = "warning" if codec.rules.is_advisory(violation.rule) else "VIOLATION"
             by = f" by the {sender}" if sender else ""
-            lines.append(f"      {mark} {violation.rule} ({label}){by} at offset {violation.offset}: {violation.detail}")
+            lines.append(
+                f"      {mark} {violation.rule} ({label}){by} at offset {violation.offset}: {violation.detail}"
+            )
             if rule:
                 lines.append(f"        rule: {rule.summary}")
     return lines
@@ -84,8 +86,17 @@ def _read_input(hex_text: str | None, file: BinaryIO | None) -> bytes:
 
 
 @click.command("decode")
-@click.option("--hex", "hex_text", metavar="HEX", help='Packet bytes as hex ("82 05 00 01 ..."); "-" reads hex from stdin.')
-@click.option("--file", type=click.File("rb"), help='Raw bytes from a file ("-" for stdin). Default: raw bytes on stdin.')
+@click.option(
+    "--hex",
+    "hex_text",
+    metavar="HEX",
+    help='Packet bytes as hex ("82 05 00 01 ..."); "-" reads hex from stdin.',
+)
+@click.option(
+    "--file",
+    type=click.File("rb"),
+    help='Raw bytes from a file ("-" for stdin). Default: raw bytes on stdin.',
+)
 @click.option(
     "--from",
     "sender",
@@ -124,5 +135,7 @@ def decode_command(
             click.echo(line)
         errors = sum(not codec.rules.is_advisory(v.rule) for v in result.violations)
         warnings = len(result.violations) - errors
-        click.echo(f"{len(result.packets)} packet(s), {errors} violation(s), {warnings} warning(s) in {len(data)} bytes")
+        click.echo(
+            f"{len(result.packets)} packet(s), {errors} violation(s), {warnings} warning(s) in {len(data)} bytes"
+        )
     return 1 if frames_have_errors(result.frames) else 0

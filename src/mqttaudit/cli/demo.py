@@ -13,16 +13,32 @@ from .decode import frames_have_errors, render_frames
 EXAMPLES: tuple[tuple[str, str, str], ...] = (
     ("SUBSCRIBE with an empty Topic Filter", "client", "82 05 00 01 00 00 00"),
     ("UNSUBSCRIBE with an empty Topic Filter", "client", "a2 04 00 02 00 00"),
-    ("PUBLISH to the wildcard Topic Name 'sensor/#'", "client", "32 0e 00 08 73 65 6e 73 6f 72 2f 23 00 03 68 69"),
+    (
+        "PUBLISH to the wildcard Topic Name 'sensor/#'",
+        "client",
+        "32 0e 00 08 73 65 6e 73 6f 72 2f 23 00 03 68 69",
+    ),
     ("PUBLISH with a five-byte Remaining Length", "client", "30 ff ff ff ff 01"),
     ("SUBSCRIBE to 'a/b' (valid)", "client", "82 08 00 04 00 03 61 2f 62 00"),
-    ("CONNECT, clean session, client id 'demo' (valid)", "client", "10 10 00 04 4d 51 54 54 04 02 00 3c 00 04 64 65 6d 6f"),
+    (
+        "CONNECT, clean session, client id 'demo' (valid)",
+        "client",
+        "10 10 00 04 4d 51 54 54 04 02 00 3c 00 04 64 65 6d 6f",
+    ),
     ("CONNACK accepted (valid)", "server", "20 02 00 00"),
-    ("PUBLISH QoS 1 to 'sensor/1' (valid)", "client", "32 10 00 08 73 65 6e 73 6f 72 2f 31 00 07 32 31 2e 35"),
+    (
+        "PUBLISH QoS 1 to 'sensor/1' (valid)",
+        "client",
+        "32 10 00 08 73 65 6e 73 6f 72 2f 31 00 07 32 31 2e 35",
+    ),
     ("SUBACK granting QoS 1 and refusing one filter (valid)", "server", "90 04 00 04 01 80"),
     ("SUBACK with the reserved return code 0x03", "server", "90 03 00 04 03"),
     ("PUBREL with reserved flags 0000", "client", "60 02 00 07"),
-    ("CONNECT with a password but no user name", "client", "10 10 00 04 4d 51 54 54 04 42 00 3c 00 00 00 02 70 77"),
+    (
+        "CONNECT with a password but no user name",
+        "client",
+        "10 10 00 04 4d 51 54 54 04 42 00 3c 00 00 00 02 70 77",
+    ),
     ("SUBACK sent by a client", "client", "90 03 00 01 00"),
 )
 
@@ -40,5 +56,7 @@ def demo_command() -> int:
         for line in render_frames(frames, sender, catalogue):
             click.echo(f"   {line}")
         click.echo("")
-    click.echo(f"{len(EXAMPLES)} examples decoded, {failing} with violations. Try: mqttaudit decode --hex '...' --from client")
+    click.echo(
+        f"{len(EXAMPLES)} examples decoded, {failing} with violations. Try: mqttaudit decode --hex '...' --from client"
+    )
     return 0

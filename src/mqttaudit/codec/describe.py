@@ -17,19 +17,18 @@ def _plain(value: object) -> Any:
     if isinstance(value, tuple):
         return [_plain(item) for item in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {field.name: _plain(getattr(value, field.name)) for field in dataclasses.fields(value)}
+        return {
+            field.name: _plain(getattr(value, field.name))
+            for field in dataclasses.fields(value)
+            if not (field.name.startswith("raw_") and getattr(value, field.name) is None)
+        }
     return value
 
 
 def packet_to_dict(packet: Packet) -> dict[str, Any]:
     """``{"type": "PUBLISH", <field>: <value>, ...}``; bytes become hex strings, ``raw_*`` fields are left out when
     None (the packet's bytes agreed with its fields)."""
-    fields = {
-        field.name: _plain(getattr(packet, field.name))
-        for field in dataclasses.fields(packet)
-        if not (field.name.startswith("raw_") and getattr(packet, field.name) is None)
-    }
-    return {"type": packet.packet_type.name, **fields}
+    return {"type": packet.packet_type.name, **_plain(packet)}
 
 
 def describe_packet(packet: Packet) -> str:

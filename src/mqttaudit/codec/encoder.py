@@ -41,4 +41,3 @@ def _check(packet: Packet, data: bytes, body: int, direction: Direction | None) 
         raise ProtocolViolation(errors[0], violations=tuple(out), packet=packet)
     if decoded != packet:
         raise EncodeError(f"{packet!r} cannot be represented on the wire; its bytes read back as {decoded!r}")
-

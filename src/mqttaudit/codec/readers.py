@@ -97,27 +97,44 @@ def read_connect(buf: Buffer, flags: int, header_offset: int, out: list[Violatio
         else:
             id_offset = buf.tell()
             client_id = read_string(buf, check.CLIENT_ID_FIELD, out)
-            check.check_client_id(client_id.encode("utf-8", "surrogateescape"), bool(connect_flags & 0x02), id_offset, out)
+            check.check_client_id(
+                client_id.encode("utf-8", "surrogateescape"), bool(connect_flags & 0x02), id_offset, out
+            )
             if connect_flags & 0x04:
                 if buf.eof():
-                    out.append(Violation(rules.WILL_FIELDS_PRESENT, buf.tell(), "Will flag is 1 but no Will Topic follows"))
+                    out.append(
+                        Violation(rules.WILL_FIELDS_PRESENT, buf.tell(), "Will flag is 1 but no Will Topic follows")
+                    )
                 else:
                     topic = read_string(buf, check.WILL_TOPIC_FIELD, out)
                     message = read_binary(buf, "Will Message")
-                    will = Will(topic=topic, message=message, qos=(connect_flags >> 3) & 3, retain=bool(connect_flags & 0x20))
+                    will = Will(
+                        topic=topic,
+                        message=message,
+                        qos=(connect_flags >> 3) & 3,
+                        retain=bool(connect_flags & 0x20),
+                    )
             if connect_flags & 0x80:
                 if buf.eof():
-                    out.append(Violation(rules.USERNAME_PRESENT, buf.tell(), "User Name flag is 1 but no User Name follows"))
+                    out.append(
+                        Violation(rules.USERNAME_PRESENT, buf.tell(), "User Name flag is 1 but no User Name follows")
+                    )
                 else:
                     username = read_string(buf, check.USERNAME_FIELD, out)
             if connect_flags & 0x40:
                 if buf.eof():
-                    out.append(Violation(rules.PASSWORD_PRESENT, buf.tell(), "Password flag is 1 but no Password follows"))
+                    out.append(
+                        Violation(rules.PASSWORD_PRESENT, buf.tell(), "Password flag is 1 but no Password follows")
+                    )
                 else:
                     password = read_binary(buf, "Password")
             if not buf.eof():
                 out.append(
-                    Violation(rules.LEFTOVER_BYTES, buf.tell(), f"{buf.remaining()} byte(s) follow the last CONNECT field")
+                    Violation(
+                        rules.LEFTOVER_BYTES,
+                        buf.tell(),
+                        f"{buf.remaining()} byte(s) follow the last CONNECT field",
+                    )
                 )
     except BufferUnderrun as exc:
         _overrun(exc, out)
@@ -175,11 +192,8 @@ def _ack_reader(cls: type[Puback | Pubrec | Pubrel | Pubcomp | Unsuback]) -> Rea
     packet_type = cls.packet_type
 
     def read_ack(buf: Buffer, flags: int, header_offset: int, out: list[Violation]) -> Packet:
-        packet_id: int | None = None
-        try:
-            packet_id = _read_packet_id(buf, packet_type, out)
-        except BufferUnderrun:
-            pass  # the fixed-length rule has reported it
+        # A short body has been reported by the fixed-length rule; the id is then unknown.
+        packet_id = _read_packet_id(buf, packet_type, out) if buf.remaining() >= 2 else None
         return cls(packet_id=packet_id, raw_flags=_raw_flags(packet_type, flags))
 
     return read_ack
@@ -201,12 +215,18 @@ def read_subscribe(buf: Buffer, flags: int, header_offset: int, out: list[Violat
                 raise BufferUnderrun(exc.offset, 1, 0, f"requested QoS of {topic_filter!r}") from None
             check.check_subscription_options(options, options_offset, out)
             subscriptions.append(
-                Subscription(topic_filter=topic_filter, qos=options & 0x03, raw_options=options if options & 0xFC else None)
+                Subscription(
+                    topic_filter=topic_filter,
+                    qos=options & 0x03,
+                    raw_options=options if options & 0xFC else None,
+                )
             )
     except BufferUnderrun as exc:
         _overrun(exc, out)
     return Subscribe(
-        packet_id=packet_id, subscriptions=tuple(subscriptions), raw_flags=_raw_flags(PacketType.SUBSCRIBE, flags)
+        packet_id=packet_id,
+        subscriptions=tuple(subscriptions),
+        raw_flags=_raw_flags(PacketType.SUBSCRIBE, flags),
     )
 
 

@@ -72,10 +72,12 @@ class StreamDecoder:
         return len(self._pending)
 
     def feed(self, data: bytes) -> list[Frame]:
-        if not data:
+        if not data and not self._pending:
             return []
         frames: list[Frame] = []
         if self._unframeable:
+            if not data:
+                return frames
             frames.append(Frame(self._offset, len(data), bytes(data[:EVIDENCE_BYTES]), None))
             self._offset += len(data)
             return frames
@@ -90,7 +92,7 @@ class StreamDecoder:
 
     def close(self) -> list[Frame]:
         """Ends the stream: a packet still incomplete is reported as [MQTT-2.2.3-truncated]."""
-        frames: list[Frame] = []
+        frames = self.feed(b"") if self._pending else []  # after a strict raise, whole packets may wait here
         if self._skipped is not None:
             done = self._skipped.length - self._skip
             frames.append(
@@ -101,7 +103,11 @@ class StreamDecoder:
                     None,
                     (
                         *self._skipped.violations,
-                        Violation(rules.TRUNCATED, self._offset, f"stream ended {self._skip} byte(s) before the packet's end"),
+                        Violation(
+                            rules.TRUNCATED,
+                            self._offset,
+                            f"stream ended {self._skip} byte(s) before the packet's end",
+                        ),
                     ),
                 )
             )

@@ -137,7 +137,9 @@ def check_direction(packet_type: int, direction: Direction | None, offset: int, 
     sender = "client" if direction is Direction.FROM_CLIENT else "server"
     out.append(
         Violation(
-            rules.PACKET_DIRECTION, offset, f"{PacketType(packet_type).name} sent by the {sender}, which never sends it"
+            rules.PACKET_DIRECTION,
+            offset,
+            f"{PacketType(packet_type).name} sent by the {sender}, which never sends it",
         )
     )
 
@@ -147,8 +149,7 @@ def check_fixed_flags(packet_type: int, flags: int, offset: int, out: list[Viola
     required = REQUIRED_FLAGS[packet_type]
     if flags != required:
         detail = f"{PacketType(packet_type).name} flags are {flags:04b}, must be {required:04b}"
-        for rule in _FLAG_RULES.get(packet_type, (rules.RESERVED_FLAGS,)):
-            out.append(Violation(rule, offset, detail))
+        out.extend(Violation(rule, offset, detail) for rule in _FLAG_RULES.get(packet_type, (rules.RESERVED_FLAGS,)))
 
 
 def check_publish_flags(qos: int, dup: bool, offset: int, out: list[Violation]) -> None:
@@ -182,6 +183,13 @@ def check_packet_id(packet_type: int, packet_id: int, offset: int, out: list[Vio
         )
 
 
+def string_too_long(raw: bytes, what: str, rule: str) -> Violation | None:
+    """A string field holds at most 65,535 bytes: its length prefix has two bytes [MQTT-4.7.3-3 for topics]."""
+    if len(raw) <= 0xFFFF:
+        return None
+    return Violation(rule, 0, f"{what} is {len(raw)} bytes of UTF-8; a string field holds at most 65,535")
+
+
 def check_string(raw: bytes, offset: int, field: StringField, out: list[Violation]) -> str:
     """Checks one string field's bytes (``offset`` is where its first byte lies) and returns its text.
 
@@ -192,7 +200,8 @@ def check_string(raw: bytes, offset: int, field: StringField, out: list[Violatio
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         text = raw.decode("utf-8", "surrogateescape")
-        detail = f"{field.name} is not well-formed UTF-8: {exc.reason} at byte {exc.start} ({raw[exc.start : exc.start + 4].hex(' ')})"
+        seen = raw[exc.start : exc.start + 4].hex(" ")
+        detail = f"{field.name} is not well-formed UTF-8: {exc.reason} at byte {exc.start} ({seen})"
         out.append(Violation(rules.UTF8_WELL_FORMED, offset + exc.start, detail))
         out.extend(Violation(rule, offset + exc.start, detail) for rule in field.utf8_rules)
     if _SUSPECT.search(raw) is not None:
@@ -254,9 +263,7 @@ def check_topic_filter(raw: bytes, offset: int, field: StringField, out: list[Vi
         if hash_at >= 0 and (level != b"#" or index != last):
             where = "not the last level" if level == b"#" else "not alone in its level"
             out.append(
-                Violation(
-                    rules.MULTI_LEVEL_WILDCARD, pos + hash_at, f"{field.name} {_show(raw)}: '#' is {where}"
-                )
+                Violation(rules.MULTI_LEVEL_WILDCARD, pos + hash_at, f"{field.name} {_show(raw)}: '#' is {where}")
             )
         plus_at = level.find(b"+")
         if plus_at >= 0 and level != b"+":
@@ -295,9 +302,7 @@ def check_connack(ack_flags: int, return_code: int, offset: int, out: list[Viola
             Violation(rules.CONNACK_RESERVED_FLAGS, offset, f"acknowledge flags 0x{ack_flags:02x} set reserved bits")
         )
     if return_code not in CONNACK_RETURN_CODES:
-        out.append(
-            Violation(rules.CONNACK_RETURN_CODE, offset + 1, f"CONNACK return code {return_code} is reserved")
-        )
+        out.append(Violation(rules.CONNACK_RETURN_CODE, offset + 1, f"CONNACK return code {return_code} is reserved"))
     if return_code != 0 and ack_flags & 0x01:
         out.append(
             Violation(
@@ -310,13 +315,9 @@ def check_connack(ack_flags: int, return_code: int, offset: int, out: list[Viola
 
 def check_protocol(name: str, level: int, name_offset: int, level_offset: int, out: list[Violation]) -> None:
     if name != PROTOCOL_NAME:
-        out.append(
-            Violation(rules.PROTOCOL_NAME, name_offset, f"protocol name is {name!r}, MQTT 3.1.1 uses 'MQTT'")
-        )
+        out.append(Violation(rules.PROTOCOL_NAME, name_offset, f"protocol name is {name!r}, MQTT 3.1.1 uses 'MQTT'"))
     if level != PROTOCOL_LEVEL:
-        out.append(
-            Violation(rules.PROTOCOL_LEVEL, level_offset, f"protocol level is {level}, MQTT 3.1.1 uses 4")
-        )
+        out.append(Violation(rules.PROTOCOL_LEVEL, level_offset, f"protocol level is {level}, MQTT 3.1.1 uses 4"))
 
 
 def check_connect_flags(flags: int, offset: int, out: list[Violation]) -> None:
@@ -346,7 +347,9 @@ def check_client_id(client_id: bytes, clean_session: bool, offset: int, out: lis
     if not client_id and not clean_session:
         out.append(
             Violation(
-                rules.CLIENT_ID_EMPTY_NEEDS_CLEAN_SESSION, offset, "zero-length Client Identifier with CleanSession 0"
+                rules.CLIENT_ID_EMPTY_NEEDS_CLEAN_SESSION,
+                offset,
+                "zero-length Client Identifier with CleanSession 0",
             )
         )
 

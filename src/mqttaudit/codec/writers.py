@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import struct
-from .errors import EncodeError
+
+from . import rules
+from .errors import EncodeError, ProtocolViolation
 from .packets import (
     Connack,
     Connect,
@@ -19,7 +21,7 @@ from .packets import (
     Unsuback,
     Unsubscribe,
 )
-from .validators import REQUIRED_FLAGS
+from .validators import REQUIRED_FLAGS, string_too_long
 
 _U16 = struct.Struct(">H")
 
@@ -40,8 +42,12 @@ def wire_string(text: str) -> bytes:
         return bytes(out)
 
 
-def _string(text: str, what: str) -> bytes:
-    return _binary(wire_string(text), what)
+def _string(text: str, what: str, rule: str = rules.STRING_MAX_LENGTH) -> bytes:
+    raw = wire_string(text)
+    too_long = string_too_long(raw, what, rule)
+    if too_long is not None:  # refused even with validate=False: no two-byte length prefix can describe it
+        raise ProtocolViolation(too_long)
+    return _U16.pack(len(raw)) + raw
 
 
 def _binary(raw: bytes, what: str) -> bytes:
@@ -94,7 +100,7 @@ def _connect(packet: Connect) -> bytes:
         _string(packet.client_id, "Client Identifier"),
     ]
     if packet.will is not None:
-        parts.append(_string(packet.will.topic, "Will Topic"))
+        parts.append(_string(packet.will.topic, "Will Topic", rules.TOPIC_MAX_LENGTH))
         parts.append(_binary(packet.will.message, "Will Message"))
     if packet.username is not None:
         parts.append(_string(packet.username, "User Name"))
@@ -109,14 +115,16 @@ def _connack(packet: Connack) -> bytes:
 
 
 def _publish(packet: Publish) -> bytes:
-    return _string(packet.topic, "Topic Name") + _packet_id(packet.packet_id) + packet.payload
+    return _string(packet.topic, "Topic Name", rules.TOPIC_MAX_LENGTH) + _packet_id(packet.packet_id) + packet.payload
 
 
 def _subscribe(packet: Subscribe) -> bytes:
     parts = [_packet_id(packet.packet_id)]
     for sub in packet.subscriptions:
         options = sub.raw_options if sub.raw_options is not None else _qos(sub.qos, "requested QoS")
-        parts.append(_string(sub.topic_filter, "Topic Filter") + _u8(options, "requested QoS byte"))
+        parts.append(
+            _string(sub.topic_filter, "Topic Filter", rules.TOPIC_MAX_LENGTH) + _u8(options, "requested QoS byte")
+        )
     return b"".join(parts)
 
 
@@ -125,7 +133,9 @@ def _suback(packet: Suback) -> bytes:
 
 
 def _unsubscribe(packet: Unsubscribe) -> bytes:
-    return _packet_id(packet.packet_id) + b"".join(_string(f, "Topic Filter") for f in packet.topic_filters)
+    return _packet_id(packet.packet_id) + b"".join(
+        _string(f, "Topic Filter", rules.TOPIC_MAX_LENGTH) for f in packet.topic_filters
+    )
 
 
 def write_body(packet: Packet) -> bytes:

@@ -1,0 +1,150 @@
+"""The command line: decode's exact findings and exit statuses, rules, demo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mqttaudit.cli.main import main
+
+ISSUE_VECTORS = [
+    ("82 05 00 01 00 00 00", ["MQTT-4.7.3-1"]),
+    ("a2 04 00 02 00 00", ["MQTT-4.7.3-1"]),
+    ("32 0e 00 08 73 65 6e 73 6f 72 2f 23 00 03 68 69", ["MQTT-3.3.2-2", "MQTT-4.7.1-1"]),
+    ("30 ff ff ff ff 01", ["MQTT-2.2.3-four-bytes"]),
+    ("82 08 00 04 00 03 61 2f 62 00", []),
+]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.mark.parametrize(("hex_text", "expected"), ISSUE_VECTORS)
+def test_decode_json_gives_exactly_the_expected_findings(
+    capsys: pytest.CaptureFixture[str], hex_text: str, expected: list[str]
+) -> None:
+    status, out, _ = run(capsys, "decode", "--hex", hex_text, "--from", "client", "--format", "json")
+    document = json.loads(out)
+    assert [v["rule"] for v in document["violations"]] == expected
+    assert status == (1 if expected else 0)
+    for violation in document["violations"]:
+        assert {"rule", "offset", "detail"} <= violation.keys()
+        assert violation["actor"] == "client"
+
+
+def test_decode_text_shows_packet_rule_offset_detail_and_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "decode", "--hex", "82 05 00 01 00 00 00", "--from", "client")
+    assert status == 1
+    assert "SUBSCRIBE id=1" in out
+    assert "MQTT-4.7.3-1" in out and "at offset 4" in out
+    assert "Topic Filter is empty" in out
+    assert "at least one character long" in out  # the rule's summary
+
+
+def test_decode_json_lists_packets_with_their_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(capsys, "decode", "--hex", "82 08 00 04 00 03 61 2f 62 00", "--from", "client", "--format", "json")
+    packet = json.loads(out)["packets"][0]
+    assert packet["packet"]["type"] == "SUBSCRIBE"
+    assert packet["packet"]["subscriptions"] == [{"topic_filter": "a/b", "qos": 0}]
+    assert packet["hex"] == "820800040003612f6200"
+
+
+def test_decode_reads_raw_bytes_from_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    capture = tmp_path / "packets.bin"
+    capture.write_bytes(bytes.fromhex("c0 00 82 05 00 01 00 00 00"))
+    status, out, _ = run(capsys, "decode", "--file", str(capture), "--from", "client", "--format", "json")
+    document = json.loads(out)
+    assert status == 1
+    assert [p["packet"]["type"] for p in document["packets"]] == ["PINGREQ", "SUBSCRIBE"]
+    assert document["violations"][0]["offset"] == 6
+
+
+def test_decode_direction_matters(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "decode", "--hex", "20 02 00 00", "--from", "server")[0] == 0
+    status, out, _ = run(capsys, "decode", "--hex", "20 02 00 00", "--from", "client", "--format", "json")
+    assert status == 1
+    assert [v["rule"] for v in json.loads(out)["violations"]] == ["MQTT-2.2.1-direction"]
+
+
+def test_decode_warnings_alone_exit_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "decode", "--hex", "c0 80 00", "--from", "client")
+    assert status == 0
+    assert "warning MQTT-2.2.3-shortest-encoding" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["decode", "--hex", "zz"],
+        ["decode", "--hex", "123"],
+        ["decode", "--hex", "c000", "--from", "broker"],
+        ["decode", "--hex", "c000", "--file", "x"],
+        ["no-such-command"],
+    ],
+)
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    status, _, err = run(capsys, *argv)
+    assert status == 2
+    assert err
+
+
+def test_console_script_reads_stdin_hex_and_raw(tmp_path: Path) -> None:
+    exe = Path(sys.executable).parent / "mqttaudit"
+    hex_run = subprocess.run(
+        [str(exe), "decode", "--hex", "-", "--from", "client"],
+        input=b"a2 04 00 02 00 00\n",
+        capture_output=True,
+        check=False,
+    )
+    assert hex_run.returncode == 1, hex_run.stderr
+    assert b"MQTT-4.7.3-1" in hex_run.stdout
+    raw_run = subprocess.run(
+        [str(exe), "decode", "--from", "client", "--format", "json"],
+        input=bytes.fromhex("82 08 00 04 00 03 61 2f 62 00"),
+        capture_output=True,
+        check=False,
+    )
+    assert raw_run.returncode == 0, raw_run.stderr
+    assert json.loads(raw_run.stdout)["violations"] == []
+
+
+def test_rules_json_lists_every_rule_with_its_fields_and_checker(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "rules", "--format", "json")
+    rows = json.loads(out)
+    assert status == 0
+    assert len([r for r in rows if r["origin"] == "statement"]) == 141
+    for row in rows:
+        assert {"id", "section", "level", "actor", "observability", "summary", "checked_by"} <= row.keys()
+    by_id = {r["id"]: r for r in rows}
+    assert by_id["MQTT-4.7.3-1"]["checked_by"] == ["codec"]
+    assert by_id["MQTT-2.2.3-four-bytes"]["checked_by"] == ["codec"]
+    assert by_id["MQTT-3.1.2-24"]["checked_by"] == []
+
+
+def test_rules_text_says_how_many_the_codec_checks(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "rules", "--checked")
+    assert status == 0
+    assert "MQTT-4.7.3-1" in out and "MQTT-3.1.2-24" not in out
+    assert "checked by the codec" in out
+
+
+def test_demo_finds_the_known_defects_and_passes_the_valid_packets(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from mqttaudit.cli.demo import EXAMPLES
+
+    status, out, _ = run(capsys, "demo")
+    assert status == 0
+    for title, _, _ in EXAMPLES:
+        expected = "conformant" if "(valid)" in title else "VIOLATIONS"
+        assert f"== {title} (from the " in out
+        line = next(line for line in out.splitlines() if line.startswith(f"== {title} "))
+        assert line.endswith(expected), line
+    assert "MQTT-2.2.3-truncated" not in out  # every example is a whole packet
