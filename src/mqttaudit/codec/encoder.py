@@ -11,7 +11,7 @@ from .errors import EncodeError, ProtocolViolation, Violation
 from .packets import Direction, Packet, Publish
 from .readers import read_packet
 from .remaining_length import encode_remaining_length
-from .writers import fixed_header_flags, write_body
+from .writers import first_byte, write_body
 
 
 def encode(packet: Packet, *, validate: bool = True, direction: Direction | str | None = None) -> bytes:
@@ -23,7 +23,7 @@ def encode(packet: Packet, *, validate: bool = True, direction: Direction | str 
     A value the wire cannot hold at all (a 70,000-byte string, QoS 4) raises :class:`EncodeError` either way.
     """
     body = write_body(packet)
-    header = bytes(((packet.packet_type << 4) | fixed_header_flags(packet),)) + encode_remaining_length(len(body))
+    header = bytes((first_byte(packet),)) + encode_remaining_length(len(body))
     data = header + body
     if validate:
         _check(packet, data, len(header), Direction.parse(direction))

@@ -22,7 +22,7 @@ class BufferUnderrun(CodecError):
     """A read needed more bytes than the buffer holds; the read position is left unchanged."""
 
     def __init__(self, offset: int, needed: int, available: int, what: str = "") -> None:
-        super().__init__(f"{what or 'a field'} needs {needed} byte(s) at offset {offset}, {available} remain")
+        super().__init__(f"{what or 'a field'} needs {needed} byte(s), {available} remain")
         self.offset = offset
         self.needed = needed
         self.available = available

@@ -198,7 +198,10 @@ class ReservedPacket:
 
     @property
     def packet_type(self) -> PacketType:
-        return PacketType(self.packet_type_value)
+        try:
+            return PacketType(self.packet_type_value)
+        except ValueError:  # only a hand-made packet holds a type outside 0..15
+            return PacketType.RESERVED_0 if self.packet_type_value < 0 else PacketType.RESERVED_15
 
 
 def derive_connect_flags(clean_session: bool, will: Will | None, username: str | None, password: bytes | None) -> int:

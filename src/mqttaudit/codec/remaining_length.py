@@ -22,7 +22,7 @@ def read_remaining_length(data: bytes, pos: int, end: int) -> tuple[int, int]:
     """Reads the Remaining Length starting at ``data[pos]``.
 
     Returns ``(value, next_pos)``; ``(0, NEED_MORE)`` when ``data[:end]`` stops before the last length byte;
-    ``(value_so_far, TOO_LONG)`` when a fifth byte would be needed.
+    ``(value_so_far, TOO_LONG)`` when four bytes all ask for another and a fifth byte is there.
     """
     value = 0
     shift = 0
@@ -32,7 +32,7 @@ def read_remaining_length(data: bytes, pos: int, end: int) -> tuple[int, int]:
         if byte < 0x80:
             return value, index + 1
         shift += 7
-    if end - pos >= MAX_BYTES:
+    if end - pos > MAX_BYTES:
         return value, TOO_LONG
     return 0, NEED_MORE
 

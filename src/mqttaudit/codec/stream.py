@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from . import rules
@@ -13,16 +13,16 @@ from .remaining_length import NEED_MORE, TOO_LONG, is_shortest, read_remaining_l
 
 #: Default bound on one packet (fixed header included). Larger packets are reported and skipped, never buffered.
 DEFAULT_MAX_PACKET_SIZE: Final = 16 * 1024 * 1024
-#: How many bytes of an oversized or unframeable run are kept as evidence.
+#: How many bytes of an oversized packet or an unframeable run are kept as evidence.
 EVIDENCE_BYTES: Final = 64
 
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """One framed packet, or a run of bytes that could not be framed (``packet`` is None).
+    """One framed packet, or a run of bytes that could not be decoded (``packet`` is None).
 
-    ``offset`` is the stream offset of its first byte and ``length`` how many stream bytes it covers; ``raw`` holds
-    those bytes, except for oversized and unframeable runs, where it holds the first ``EVIDENCE_BYTES``.
+    ``offset`` is the stream offset of its first byte and ``length`` how many stream bytes it covers. ``raw`` holds
+    those bytes, except for oversized packets and unframeable runs, where it holds the first ``EVIDENCE_BYTES``.
     """
 
     offset: int
@@ -32,17 +32,32 @@ class Frame:
     violations: tuple[Violation, ...] = ()
 
 
+@dataclass(slots=True)
+class _Run:
+    """Bytes passed over without decoding: an oversized packet (``remaining`` known) or, after a five-byte
+    Remaining Length, the rest of the stream (``remaining`` None)."""
+
+    offset: int
+    remaining: int | None
+    violations: tuple[Violation, ...]
+    length: int = 0
+    evidence: bytearray = field(default_factory=bytearray)
+
+    def frame(self, extra: tuple[Violation, ...] = ()) -> Frame:
+        return Frame(self.offset, self.length, bytes(self.evidence), None, self.violations + extra)
+
+
 class StreamDecoder:
     """Incremental decoder of one direction of one connection.
 
-    ``feed`` returns the frames completed by the new bytes; ``close`` reports an unfinished packet at the end of
-    the stream. The frames are the same for any split of the input. A Remaining Length of five bytes makes the
-    rest of the stream unframeable (there is no way to find the next packet): those bytes come back as frames with
-    ``packet=None``. A packet declared larger than ``max_packet_size`` is reported and its bytes are skipped as
-    they arrive, so memory stays bounded by ``max_packet_size``.
+    ``feed`` returns the frames completed by the new bytes and ``close`` those left at the end of the stream; the
+    frames are the same for any split of the input, and their lengths add up to every byte fed. A packet declared
+    larger than ``max_packet_size`` is reported and its bytes are skipped as they arrive, so memory stays bounded
+    by ``max_packet_size``. After a Remaining Length of five bytes no packet boundary can be found again: the rest
+    of the stream is returned by ``close`` as one frame with ``packet=None``.
 
-    With ``strict=True`` the first frame holding a MUST-level violation raises :class:`ProtocolViolation`
-    (carrying the frame's violations and best-effort packet); otherwise violations ride on the frames.
+    With ``strict=True`` the first frame holding a MUST-level violation raises :class:`ProtocolViolation`, whose
+    ``frames`` are the frames completed in that call, the offending one last; the decoder can go on afterwards.
     """
 
     def __init__(
@@ -57,87 +72,73 @@ class StreamDecoder:
         self.max_packet_size = max_packet_size
         self.strict = strict
         self._pending = b""
-        self._offset = offset  # stream offset of _pending[0]
-        self._skip = 0  # bytes of an oversized packet still to discard
-        self._skipped: Frame | None = None  # the oversized packet being skipped
-        self._unframeable = False
+        self._offset = offset  # stream offset of _pending[0], or of the next byte a run will take
+        self._run: _Run | None = None
 
     @property
     def offset(self) -> int:
-        """Stream offset of the first byte not yet returned in a frame."""
+        """Stream offset of the first byte not yet accounted for in a returned frame or a run."""
         return self._offset
 
     @property
     def buffered(self) -> int:
+        """Bytes held while waiting for the rest of a packet (never more than ``max_packet_size``)."""
         return len(self._pending)
 
     def feed(self, data: bytes) -> list[Frame]:
-        if not data and not self._pending:
-            return []
         frames: list[Frame] = []
-        if self._unframeable:
-            if not data:
+        while True:
+            if self._run is not None:
+                data = self._extend_run(data, frames)
+                if self._run is not None:
+                    return frames
+            if not data and not self._pending:
                 return frames
-            frames.append(Frame(self._offset, len(data), bytes(data[:EVIDENCE_BYTES]), None))
-            self._offset += len(data)
-            return frames
-        if self._skip:
-            data = self._discard(data, frames)
-            if not data:
+            buf = self._pending + data if self._pending else bytes(data)
+            self._pending = b""
+            data = self._frame(buf, frames)
+            if self._run is None:  # no run started: whatever is left waits in _pending
                 return frames
-        buf = self._pending + data if self._pending else bytes(data)
-        self._pending = b""
-        self._frame(buf, frames)
-        return frames
 
     def close(self) -> list[Frame]:
         """Ends the stream: a packet still incomplete is reported as [MQTT-2.2.3-truncated]."""
         frames = self.feed(b"") if self._pending else []  # after a strict raise, whole packets may wait here
-        if self._skipped is not None:
-            done = self._skipped.length - self._skip
-            frames.append(
-                Frame(
-                    self._skipped.offset,
-                    done,
-                    self._skipped.raw,
-                    None,
-                    (
-                        *self._skipped.violations,
-                        Violation(
-                            rules.TRUNCATED,
-                            self._offset,
-                            f"stream ended {self._skip} byte(s) before the packet's end",
-                        ),
-                    ),
-                )
-            )
-            self._skipped = None
-            self._skip = 0
+        run = self._run
+        if run is not None:
+            self._run = None
+            if run.remaining:
+                detail = f"stream ended {run.remaining} byte(s) before the end of the oversized packet"
+                frames.append(run.frame((Violation(rules.TRUNCATED, self._offset, detail),)))
+            elif run.length:
+                frames.append(run.frame())
         elif self._pending:
             pending = self._pending
-            frames.append(
-                Frame(
-                    self._offset,
-                    len(pending),
-                    pending,
-                    None,
-                    (Violation(rules.TRUNCATED, self._offset, _truncation_detail(pending)),),
-                )
-            )
+            violation = Violation(rules.TRUNCATED, self._offset, _truncation_detail(pending))
+            frames.append(Frame(self._offset, len(pending), pending, None, (violation,)))
             self._offset += len(pending)
             self._pending = b""
+        if self.strict:
+            for index, frame in enumerate(frames):
+                _raise_if_error(frame, frames[: index + 1])
         return frames
 
-    def _discard(self, data: bytes, frames: list[Frame]) -> bytes:
-        taken = min(self._skip, len(data))
-        self._skip -= taken
+    def _extend_run(self, data: bytes, frames: list[Frame]) -> bytes:
+        run = self._run
+        assert run is not None
+        taken = len(data) if run.remaining is None else min(run.remaining, len(data))
+        if len(run.evidence) < EVIDENCE_BYTES:
+            run.evidence += data[: min(taken, EVIDENCE_BYTES - len(run.evidence))]
+        run.length += taken
         self._offset += taken
-        if not self._skip and self._skipped is not None:
-            frames.append(self._skipped)
-            self._skipped = None
+        if run.remaining is not None:
+            run.remaining -= taken
+            if not run.remaining:
+                self._run = None
+                frames.append(run.frame())
         return data[taken:]
 
-    def _frame(self, buf: bytes, frames: list[Frame]) -> None:
+    def _frame(self, buf: bytes, frames: list[Frame]) -> bytes:
+        """Frames whole packets of ``buf``; keeps an incomplete tail pending, or returns the bytes a new run takes."""
         pos = 0
         size = len(buf)
         base = self._offset
@@ -151,71 +152,51 @@ class StreamDecoder:
                 if body == NEED_MORE:
                     break
                 if body == TOO_LONG:
-                    self._become_unframeable(buf, pos, frames)
-                    return
+                    return self._start_unframeable(buf, pos, frames)
             end = body + remaining
             if end - pos > self.max_packet_size:
-                pos = self._skip_oversized(buf, pos, body, end, frames)
-                if self._skip:
-                    return
-                continue
+                return self._start_oversized(buf, pos, end - pos)
             if end > size:
                 break
             out: list[Violation] = []
-            if body - pos > 2 and not is_shortest(remaining, body - pos - 1):
-                out.append(
-                    Violation(
-                        rules.REMAINING_LENGTH_SHORTEST,
-                        base + pos + 1,
-                        f"Remaining Length {remaining} written in {body - pos - 1} bytes; fewer suffice",
-                    )
-                )
             packet = read_packet(buf, pos, body, end, direction, out)
+            if base and out:  # checks count offsets in ``buf``; findings count stream bytes
+                out = [Violation(v.rule, v.offset + base, v.detail) for v in out]
+            if body - pos > 2 and not is_shortest(remaining, body - pos - 1):
+                detail = f"Remaining Length {remaining} written in {body - pos - 1} bytes; fewer suffice"
+                out.insert(0, Violation(rules.REMAINING_LENGTH_SHORTEST, base + pos + 1, detail))
             frame = Frame(base + pos, end - pos, buf[pos:end], packet, tuple(out))
             frames.append(frame)
             pos = end
             if out and self.strict:
                 self._pending = buf[pos:]
                 self._offset = base + pos
-                _raise_first(frames)
+                _raise_if_error(frame, frames)
         self._pending = buf[pos:]
         self._offset = base + pos
+        return b""
 
-    def _become_unframeable(self, buf: bytes, pos: int, frames: list[Frame]) -> None:
+    def _start_unframeable(self, buf: bytes, pos: int, frames: list[Frame]) -> bytes:
         base = self._offset
+        header = buf[pos : pos + 6]
         violation = Violation(
             rules.REMAINING_LENGTH_FOUR_BYTES,
             base + pos + 5,
-            f"Remaining Length continues past its fourth byte ({buf[pos + 1 : pos + 5].hex(' ')} ...); "
-            "the rest of the stream cannot be framed",
+            f"Remaining Length has a fifth byte ({header[1:].hex(' ')}); the rest of the stream cannot be framed",
         )
-        rest = buf[pos:]
-        frame = Frame(base + pos, len(rest), rest[:EVIDENCE_BYTES], None, (violation,))
+        frame = Frame(base + pos, len(header), header, None, (violation,))
         frames.append(frame)
-        self._unframeable = True
-        self._pending = b""
-        self._offset = base + len(buf)
+        self._offset = base + pos + len(header)
+        self._run = _Run(self._offset, None, ())
         if self.strict:
-            _raise_first(frames)
+            _raise_if_error(frame, frames)
+        return buf[pos + len(header) :]
 
-    def _skip_oversized(self, buf: bytes, pos: int, body: int, end: int, frames: list[Frame]) -> int:
-        base = self._offset
-        declared = end - pos
-        violation = Violation(
-            rules.SIZE_LIMIT,
-            base + pos + 1,
-            f"packet declares {declared} bytes, above the {self.max_packet_size}-byte bound; skipped undecoded",
-        )
-        available = min(end, len(buf))
-        self._skipped = Frame(base + pos, declared, buf[pos : min(available, pos + EVIDENCE_BYTES)], None, (violation,))
-        self._skip = end - available
-        if not self._skip:
-            frames.append(self._skipped)
-            self._skipped = None
-            return end
-        self._offset = base + available
-        self._pending = b""
-        return available
+    def _start_oversized(self, buf: bytes, pos: int, declared: int) -> bytes:
+        detail = f"packet declares {declared} bytes, above the {self.max_packet_size}-byte bound; skipped undecoded"
+        self._offset += pos
+        self._run = _Run(self._offset, declared, (Violation(rules.SIZE_LIMIT, self._offset + 1, detail),))
+        return buf[pos:]
 
     def __repr__(self) -> str:
         return f"StreamDecoder(direction={self.direction}, offset={self._offset}, buffered={len(self._pending)})"
@@ -230,8 +211,7 @@ def _truncation_detail(pending: bytes) -> str:
     return f"packet declares {remaining} byte(s) after its fixed header, {len(pending) - body} arrived"
 
 
-def _raise_first(frames: list[Frame]) -> None:
-    frame = frames[-1]
-    violations = [v for v in frame.violations if not rules.is_advisory(v.rule)]
-    if violations:
-        raise ProtocolViolation(violations[0], violations=frame.violations, packet=frame.packet, frames=tuple(frames))
+def _raise_if_error(frame: Frame, frames: list[Frame]) -> None:
+    errors = [v for v in frame.violations if not rules.is_advisory(v.rule)]
+    if errors:
+        raise ProtocolViolation(errors[0], violations=frame.violations, packet=frame.packet, frames=tuple(frames))

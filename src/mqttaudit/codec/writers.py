@@ -78,6 +78,13 @@ def _qos(qos: int, what: str) -> int:
     return qos
 
 
+def first_byte(packet: Packet) -> int:
+    """The fixed header's first byte: packet type in the high nibble, flags in the low one."""
+    if isinstance(packet, ReservedPacket) and not 0 <= packet.packet_type_value <= 0x0F:
+        raise EncodeError(f"packet type {packet.packet_type_value} does not fit in four bits")
+    return (int(packet.packet_type) << 4) | fixed_header_flags(packet)
+
+
 def fixed_header_flags(packet: Packet) -> int:
     if isinstance(packet, Publish):
         qos = _qos(packet.qos, "QoS")
