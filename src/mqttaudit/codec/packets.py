@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import ClassVar
 
 
 class PacketType(enum.IntEnum):
@@ -58,7 +57,10 @@ class Will:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Connect:
-    packet_type: ClassVar[PacketType] = PacketType.CONNECT
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.CONNECT
+
     protocol_name: str = "MQTT"
     protocol_level: int = 4
     clean_session: bool = True
@@ -82,7 +84,10 @@ class Connect:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Connack:
-    packet_type: ClassVar[PacketType] = PacketType.CONNACK
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.CONNACK
+
     session_present: bool = False
     return_code: int = 0
     #: The Connect Acknowledge Flags byte as observed, when bits 7-1 are not zero.
@@ -92,7 +97,10 @@ class Connack:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Publish:
-    packet_type: ClassVar[PacketType] = PacketType.PUBLISH
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.PUBLISH
+
     topic: str
     payload: bytes = b""
     qos: int = 0
@@ -103,28 +111,40 @@ class Publish:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Puback:
-    packet_type: ClassVar[PacketType] = PacketType.PUBACK
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.PUBACK
+
     packet_id: int | None
     raw_flags: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pubrec:
-    packet_type: ClassVar[PacketType] = PacketType.PUBREC
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.PUBREC
+
     packet_id: int | None
     raw_flags: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pubrel:
-    packet_type: ClassVar[PacketType] = PacketType.PUBREL
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.PUBREL
+
     packet_id: int | None
     raw_flags: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pubcomp:
-    packet_type: ClassVar[PacketType] = PacketType.PUBCOMP
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.PUBCOMP
+
     packet_id: int | None
     raw_flags: int | None = None
 
@@ -141,7 +161,10 @@ class Subscription:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Subscribe:
-    packet_type: ClassVar[PacketType] = PacketType.SUBSCRIBE
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.SUBSCRIBE
+
     packet_id: int | None
     subscriptions: tuple[Subscription, ...]
     raw_flags: int | None = None
@@ -149,7 +172,10 @@ class Subscribe:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Suback:
-    packet_type: ClassVar[PacketType] = PacketType.SUBACK
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.SUBACK
+
     packet_id: int | None
     return_codes: tuple[int, ...]
     raw_flags: int | None = None
@@ -157,7 +183,10 @@ class Suback:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Unsubscribe:
-    packet_type: ClassVar[PacketType] = PacketType.UNSUBSCRIBE
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.UNSUBSCRIBE
+
     packet_id: int | None
     topic_filters: tuple[str, ...]
     raw_flags: int | None = None
@@ -165,26 +194,38 @@ class Unsubscribe:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Unsuback:
-    packet_type: ClassVar[PacketType] = PacketType.UNSUBACK
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.UNSUBACK
+
     packet_id: int | None
     raw_flags: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pingreq:
-    packet_type: ClassVar[PacketType] = PacketType.PINGREQ
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.PINGREQ
+
     raw_flags: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pingresp:
-    packet_type: ClassVar[PacketType] = PacketType.PINGRESP
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.PINGRESP
+
     raw_flags: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Disconnect:
-    packet_type: ClassVar[PacketType] = PacketType.DISCONNECT
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.DISCONNECT
+
     raw_flags: int | None = None
 
 

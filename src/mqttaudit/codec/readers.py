@@ -188,8 +188,7 @@ def read_publish(buf: Buffer, flags: int, header_offset: int, out: list[Violatio
     return Publish(topic=topic, payload=payload, qos=qos, retain=bool(flags & 0x01), dup=dup, packet_id=packet_id)
 
 
-def _ack_reader(cls: type[Puback | Pubrec | Pubrel | Pubcomp | Unsuback]) -> Reader:
-    packet_type = cls.packet_type
+def _ack_reader(cls: type[Puback | Pubrec | Pubrel | Pubcomp | Unsuback], packet_type: PacketType) -> Reader:
 
     def read_ack(buf: Buffer, flags: int, header_offset: int, out: list[Violation]) -> Packet:
         # A short body has been reported by the fixed-length rule; the id is then unknown.
@@ -262,8 +261,7 @@ def read_unsubscribe(buf: Buffer, flags: int, header_offset: int, out: list[Viol
     )
 
 
-def _empty_reader(cls: type[Pingreq | Pingresp | Disconnect]) -> Reader:
-    packet_type = cls.packet_type
+def _empty_reader(cls: type[Pingreq | Pingresp | Disconnect], packet_type: PacketType) -> Reader:
 
     def read_empty(buf: Buffer, flags: int, header_offset: int, out: list[Violation]) -> Packet:
         return cls(raw_flags=_raw_flags(packet_type, flags))
@@ -275,17 +273,17 @@ READERS: dict[int, Reader] = {
     PacketType.CONNECT: read_connect,
     PacketType.CONNACK: read_connack,
     PacketType.PUBLISH: read_publish,
-    PacketType.PUBACK: _ack_reader(Puback),
-    PacketType.PUBREC: _ack_reader(Pubrec),
-    PacketType.PUBREL: _ack_reader(Pubrel),
-    PacketType.PUBCOMP: _ack_reader(Pubcomp),
+    PacketType.PUBACK: _ack_reader(Puback, PacketType.PUBACK),
+    PacketType.PUBREC: _ack_reader(Pubrec, PacketType.PUBREC),
+    PacketType.PUBREL: _ack_reader(Pubrel, PacketType.PUBREL),
+    PacketType.PUBCOMP: _ack_reader(Pubcomp, PacketType.PUBCOMP),
     PacketType.SUBSCRIBE: read_subscribe,
     PacketType.SUBACK: read_suback,
     PacketType.UNSUBSCRIBE: read_unsubscribe,
-    PacketType.UNSUBACK: _ack_reader(Unsuback),
-    PacketType.PINGREQ: _empty_reader(Pingreq),
-    PacketType.PINGRESP: _empty_reader(Pingresp),
-    PacketType.DISCONNECT: _empty_reader(Disconnect),
+    PacketType.UNSUBACK: _ack_reader(Unsuback, PacketType.UNSUBACK),
+    PacketType.PINGREQ: _empty_reader(Pingreq, PacketType.PINGREQ),
+    PacketType.PINGRESP: _empty_reader(Pingresp, PacketType.PINGRESP),
+    PacketType.DISCONNECT: _empty_reader(Disconnect, PacketType.DISCONNECT),
 }
 
 

@@ -87,18 +87,23 @@ class StreamDecoder:
 
     def feed(self, data: bytes) -> list[Frame]:
         frames: list[Frame] = []
+        # ``_running()`` rather than ``self._run is None``: the calls in between change it, which a narrowed
+        # attribute type would hide (and compiled code would trust).
         while True:
-            if self._run is not None:
+            if self._running():
                 data = self._extend_run(data, frames)
-                if self._run is not None:
+                if self._running():
                     return frames
             if not data and not self._pending:
                 return frames
             buf = self._pending + data if self._pending else bytes(data)
             self._pending = b""
             data = self._frame(buf, frames)
-            if self._run is None:  # no run started: whatever is left waits in _pending
+            if not self._running():  # no run started: whatever is left waits in _pending
                 return frames
+
+    def _running(self) -> bool:
+        return self._run is not None
 
     def close(self) -> list[Frame]:
         """Ends the stream: a packet still incomplete is reported as [MQTT-2.2.3-truncated]."""
