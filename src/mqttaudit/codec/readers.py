@@ -7,6 +7,7 @@ returned with the fields read so far.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from . import rules
 from . import validators as check
@@ -171,21 +172,45 @@ def read_connack(buf: Buffer, flags: int, header_offset: int, out: list[Violatio
     )
 
 
-def read_publish(buf: Buffer, flags: int, header_offset: int, out: list[Violation]) -> Packet:
+def read_publish(data: bytes, offset: int, body: int, end: int, out: list[Violation]) -> Publish:
+    """PUBLISH, the packet of the hot path: read by index, without a Buffer, with the shared checks."""
+    flags = data[offset] & 0x0F
     qos = (flags >> 1) & 0x03
-    dup = bool(flags & 0x08)
-    check.check_publish_flags(qos, dup, header_offset, out)
+    dup = flags & 0x08 != 0
+    if qos == 3 or (dup and not qos):
+        check.check_publish_flags(qos, dup, offset, out)
     topic = ""
     packet_id: int | None = None
     payload = b""
-    try:
-        topic = read_string(buf, check.PUBLISH_TOPIC_FIELD, out)
-        if qos:
-            packet_id = _read_packet_id(buf, PacketType.PUBLISH, out)
-        payload = buf.pull_rest()
-    except BufferUnderrun as exc:
-        _overrun(exc, out)
-    return Publish(topic=topic, payload=payload, qos=qos, retain=bool(flags & 0x01), dup=dup, packet_id=packet_id)
+    topic_start = body + 2
+    if topic_start > end:
+        out.append(
+            Violation(
+                rules.FIELD_OVERRUN,
+                body,
+                f"packet ends inside a field: Topic Name needs 2 byte(s), {end - body} remain",
+            )
+        )
+    else:
+        topic_end = topic_start + ((data[body] << 8) | data[body + 1])
+        if topic_end > end:
+            detail = f"Topic Name needs {topic_end - topic_start} byte(s), {end - topic_start} remain"
+            out.append(Violation(rules.FIELD_OVERRUN, topic_start, f"packet ends inside a field: {detail}"))
+        else:
+            topic = check.check_string(data[topic_start:topic_end], topic_start, check.PUBLISH_TOPIC_FIELD, out)
+            payload_start = topic_end
+            if qos:
+                payload_start += 2
+                if payload_start > end:
+                    detail = f"Packet Identifier needs 2 byte(s), {end - topic_end} remain"
+                    out.append(Violation(rules.FIELD_OVERRUN, topic_end, f"packet ends inside a field: {detail}"))
+                else:
+                    packet_id = (data[topic_end] << 8) | data[topic_end + 1]
+                    if not packet_id:
+                        check.check_packet_id(PacketType.PUBLISH, packet_id, topic_end, out)
+            if payload_start <= end:
+                payload = data[payload_start:end]
+    return Publish(topic=topic, payload=payload, qos=qos, retain=flags & 0x01 != 0, dup=dup, packet_id=packet_id)
 
 
 def _ack_reader(cls: type[Puback | Pubrec | Pubrel | Pubcomp | Unsuback], packet_type: PacketType) -> Reader:
@@ -272,7 +297,6 @@ def _empty_reader(cls: type[Pingreq | Pingresp | Disconnect], packet_type: Packe
 READERS: dict[int, Reader] = {
     PacketType.CONNECT: read_connect,
     PacketType.CONNACK: read_connack,
-    PacketType.PUBLISH: read_publish,
     PacketType.PUBACK: _ack_reader(Puback, PacketType.PUBACK),
     PacketType.PUBREC: _ack_reader(Pubrec, PacketType.PUBREC),
     PacketType.PUBREL: _ack_reader(Pubrel, PacketType.PUBREL),
@@ -296,8 +320,13 @@ def read_packet(
     flags = first & 0x0F
     if not check.check_packet_type(packet_type, offset, out):
         return ReservedPacket(packet_type_value=packet_type, body=data[body:end], flags=flags)
-    check.check_direction(packet_type, direction, offset, out)
-    if packet_type != PacketType.PUBLISH:
-        check.check_fixed_flags(packet_type, flags, offset, out)
-        check.check_fixed_length(packet_type, end - body, offset + 1, out)
+    if direction is not None:
+        check.check_direction(packet_type, direction, offset, out)
+    if packet_type == _PUBLISH:
+        return read_publish(data, offset, body, end, out)
+    check.check_fixed_flags(packet_type, flags, offset, out)
+    check.check_fixed_length(packet_type, end - body, offset + 1, out)
     return READERS[packet_type](Buffer(data, body, end), flags, offset, out)
+
+
+_PUBLISH: Final = int(PacketType.PUBLISH)

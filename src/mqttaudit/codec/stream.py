@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 from . import rules
 from .errors import ProtocolViolation, Violation
@@ -17,8 +17,7 @@ DEFAULT_MAX_PACKET_SIZE: Final = 16 * 1024 * 1024
 EVIDENCE_BYTES: Final = 64
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
+class Frame(NamedTuple):
     """One framed packet, or a run of bytes that could not be decoded (``packet`` is None).
 
     ``offset`` is the stream offset of its first byte and ``length`` how many stream bytes it covers. ``raw`` holds
@@ -170,7 +169,7 @@ class StreamDecoder:
             if body - pos > 2 and not is_shortest(remaining, body - pos - 1):
                 detail = f"Remaining Length {remaining} written in {body - pos - 1} bytes; fewer suffice"
                 out.insert(0, Violation(rules.REMAINING_LENGTH_SHORTEST, base + pos + 1, detail))
-            frame = Frame(base + pos, end - pos, buf[pos:end], packet, tuple(out))
+            frame = Frame(base + pos, end - pos, buf[pos:end], packet, tuple(out) if out else ())
             frames.append(frame)
             pos = end
             if out and self.strict:

@@ -36,6 +36,10 @@ SENDERS: Final[dict[int, frozenset[Direction]]] = {
     PacketType.DISCONNECT: _CLIENT,
 }
 
+# The same table as sets of plain ints: membership by identity of the direction, no enum hashing per packet.
+_CLIENT_SENDS: Final = frozenset(int(t) for t, senders in SENDERS.items() if Direction.FROM_CLIENT in senders)
+_SERVER_SENDS: Final = frozenset(int(t) for t, senders in SENDERS.items() if Direction.FROM_SERVER in senders)
+
 #: Required fixed-header flag bits (Table 2.2); PUBLISH is absent because its flags carry DUP, QoS and RETAIN.
 REQUIRED_FLAGS: Final[dict[int, int]] = {
     PacketType.CONNECT: 0,
@@ -132,7 +136,9 @@ def check_packet_type(packet_type: int, offset: int, out: list[Violation]) -> bo
 
 def check_direction(packet_type: int, direction: Direction | None, offset: int, out: list[Violation]) -> None:
     """A packet may only flow the way Table 2.1 says (a server never sends SUBSCRIBE, a client never CONNACK)."""
-    if direction is None or direction in SENDERS[packet_type]:
+    if direction is None:
+        return
+    if packet_type in (_CLIENT_SENDS if direction is Direction.FROM_CLIENT else _SERVER_SENDS):
         return
     sender = "client" if direction is Direction.FROM_CLIENT else "server"
     out.append(
