@@ -25,10 +25,6 @@ class Buffer:
     def seek(self, pos: int) -> None:
         self._pos = pos
 
-    @property
-    def end(self) -> int:
-        return self._end
-
     def remaining(self) -> int:
         return self._end - self._pos
 

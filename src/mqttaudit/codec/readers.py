@@ -172,44 +172,34 @@ def read_connack(buf: Buffer, flags: int, header_offset: int, out: list[Violatio
     )
 
 
+def _field_end(start: int, end: int, needed: int, what: str) -> int:
+    """Where a field of ``needed`` bytes at ``start`` ends; raises like a Buffer read when it passes ``end``."""
+    if start + needed > end:
+        raise BufferUnderrun(start, needed, end - start, what)
+    return start + needed
+
+
 def read_publish(data: bytes, offset: int, body: int, end: int, out: list[Violation]) -> Publish:
-    """PUBLISH, the packet of the hot path: read by index, without a Buffer, with the shared checks."""
+    """PUBLISH, the packet of the hot path: read by index rather than through a Buffer, with the shared checks."""
     flags = data[offset] & 0x0F
     qos = (flags >> 1) & 0x03
     dup = flags & 0x08 != 0
-    if qos == 3 or (dup and not qos):
-        check.check_publish_flags(qos, dup, offset, out)
+    check.check_publish_flags(qos, dup, offset, out)
     topic = ""
     packet_id: int | None = None
     payload = b""
-    topic_start = body + 2
-    if topic_start > end:
-        out.append(
-            Violation(
-                rules.FIELD_OVERRUN,
-                body,
-                f"packet ends inside a field: Topic Name needs 2 byte(s), {end - body} remain",
-            )
-        )
-    else:
-        topic_end = topic_start + ((data[body] << 8) | data[body + 1])
-        if topic_end > end:
-            detail = f"Topic Name needs {topic_end - topic_start} byte(s), {end - topic_start} remain"
-            out.append(Violation(rules.FIELD_OVERRUN, topic_start, f"packet ends inside a field: {detail}"))
-        else:
-            topic = check.check_string(data[topic_start:topic_end], topic_start, check.PUBLISH_TOPIC_FIELD, out)
-            payload_start = topic_end
-            if qos:
-                payload_start += 2
-                if payload_start > end:
-                    detail = f"Packet Identifier needs 2 byte(s), {end - topic_end} remain"
-                    out.append(Violation(rules.FIELD_OVERRUN, topic_end, f"packet ends inside a field: {detail}"))
-                else:
-                    packet_id = (data[topic_end] << 8) | data[topic_end + 1]
-                    if not packet_id:
-                        check.check_packet_id(PacketType.PUBLISH, packet_id, topic_end, out)
-            if payload_start <= end:
-                payload = data[payload_start:end]
+    try:
+        topic_start = _field_end(body, end, 2, "Topic Name")
+        topic_end = _field_end(topic_start, end, (data[body] << 8) | data[body + 1], "Topic Name")
+        topic = check.check_string(data[topic_start:topic_end], topic_start, check.PUBLISH_TOPIC_FIELD, out)
+        payload_start = topic_end
+        if qos:
+            payload_start = _field_end(topic_end, end, 2, "Packet Identifier")
+            packet_id = (data[topic_end] << 8) | data[topic_end + 1]
+            check.check_packet_id(PacketType.PUBLISH, packet_id, topic_end, out)
+        payload = data[payload_start:end]
+    except BufferUnderrun as exc:
+        _overrun(exc, out)
     return Publish(topic=topic, payload=payload, qos=qos, retain=flags & 0x01 != 0, dup=dup, packet_id=packet_id)
 
 
@@ -320,7 +310,7 @@ def read_packet(
     flags = first & 0x0F
     if not check.check_packet_type(packet_type, offset, out):
         return ReservedPacket(packet_type_value=packet_type, body=data[body:end], flags=flags)
-    if direction is not None:
+    if direction is not None:  # unknown sender: nothing to check
         check.check_direction(packet_type, direction, offset, out)
     if packet_type == _PUBLISH:
         return read_publish(data, offset, body, end, out)

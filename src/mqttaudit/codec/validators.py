@@ -134,10 +134,8 @@ def check_packet_type(packet_type: int, offset: int, out: list[Violation]) -> bo
     return False
 
 
-def check_direction(packet_type: int, direction: Direction | None, offset: int, out: list[Violation]) -> None:
+def check_direction(packet_type: int, direction: Direction, offset: int, out: list[Violation]) -> None:
     """A packet may only flow the way Table 2.1 says (a server never sends SUBSCRIBE, a client never CONNACK)."""
-    if direction is None:
-        return
     if packet_type in (_CLIENT_SENDS if direction is Direction.FROM_CLIENT else _SERVER_SENDS):
         return
     sender = "client" if direction is Direction.FROM_CLIENT else "server"
