@@ -1,16 +1,21 @@
 # Two entry points: `make demo` (the main job on embedded defaults) and `make test` (installs what the tests
-# need, then runs every gate). Everything is installed into .venv, keyed on the pyproject.toml it came from.
+# need, then runs every gate). Everything is installed into .venv. The package is installed (not linked) so
+# that its codec is the compiled build; it is reinstalled whenever a source file changes.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+SOURCES := pyproject.toml setup.py $(sort $(shell find src -type f \( -name '*.py' -o -name '*.tsv' -o -name '*.js' \)))
+STAMP := $(VENV)/.installed-$(shell cat $(SOURCES) | cksum | cut -d' ' -f1)
+# The codec tests run a second time on the pure-Python fallback, straight from the source tree.
+PURE_TESTS := tests/test_codec_build.py tests/test_codec_vectors.py tests/test_codec_properties.py
 
-.PHONY: install system-deps demo test lint typecheck unit bench clean
+.PHONY: install build-deps system-deps demo test lint typecheck unit bench clean
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+$(STAMP): $(SOURCES)
+	bash scripts/install-build-deps.sh $(PYTHON)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -m pip install --quiet '.[test,bench]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 
@@ -23,14 +28,15 @@ demo: install
 	$(VENV)/bin/mqttaudit demo
 
 lint: install
-	$(PY) -m ruff check src tests bench
-	$(PY) -m ruff format --check src tests bench
+	$(PY) -m ruff check src tests bench setup.py
+	$(PY) -m ruff format --check src tests bench setup.py
 
 typecheck: install
 	$(PY) -m mypy
 
 unit: install system-deps
 	$(PY) -m pytest
+	PYTHONPATH=src MQTTAUDIT_EXPECT_BUILD=pure $(PY) -m pytest -q $(PURE_TESTS)
 
 test: lint typecheck unit
 

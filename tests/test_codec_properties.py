@@ -422,3 +422,12 @@ def test_decode_of_a_short_input_declaring_200_mb_does_not_allocate_it(
     assert {v.rule for v in decoded.violations} == expected
     assert decoded.packets == []
     assert_frames_tile(decoded.frames, data)
+
+
+def test_every_character_the_suspect_scan_finds_is_non_printable() -> None:
+    """check_string skips the scan for printable text; that is only sound if the scan never matches printable."""
+    from mqttaudit.codec.validators import _SUSPECT
+
+    matched = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF and _SUSPECT.search(chr(cp).encode())]
+    assert len(matched) == 32 + 1 + 32 + 32 + 34  # C0, DEL, C1, U+FDD0..U+FDEF, two per plane
+    assert not [cp for cp in matched if chr(cp).isprintable()]

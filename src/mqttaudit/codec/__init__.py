@@ -8,6 +8,7 @@ refuses what decoding would flag.
     ['MQTT-4.7.3-1']
 """
 
+from . import packets as _packets
 from . import rules
 from .buffer import Buffer
 from .decoder import Decoded, decode
@@ -38,7 +39,11 @@ from .packets import (
 from .remaining_length import MAX_REMAINING_LENGTH, encode_remaining_length, read_remaining_length
 from .stream import DEFAULT_MAX_PACKET_SIZE, Frame, StreamDecoder
 
+#: Whether the compiled (mypyc) build of the codec is running; the pure-Python fallback decodes the same, slower.
+COMPILED: bool = not (_packets.__file__ or "").endswith(".py")
+
 __all__ = [
+    "COMPILED",
     "DEFAULT_MAX_PACKET_SIZE",
     "MAX_REMAINING_LENGTH",
     "Buffer",

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-from .packets import Connect, Packet, Publish, ReservedPacket, Suback, Subscribe, Unsubscribe
+from .packets import Connect, Packet, Publish, ReservedPacket, Suback, Subscribe, Unsubscribe, Value
 
 
 def _plain(value: object) -> Any:
@@ -16,11 +15,11 @@ def _plain(value: object) -> Any:
         return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, tuple):
         return [_plain(item) for item in value]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    if isinstance(value, Value):
         return {
-            field.name: _plain(getattr(value, field.name))
-            for field in dataclasses.fields(value)
-            if not (field.name.startswith("raw_") and getattr(value, field.name) is None)
+            name: _plain(item)
+            for name, item in value.as_dict().items()
+            if not (name.startswith("raw_") and item is None)
         }
     return value
 
@@ -53,11 +52,7 @@ def describe_packet(packet: Packet) -> str:
             return f"{name} id={packet.packet_id} codes=[{', '.join(f'0x{c:02x}' for c in packet.return_codes)}]"
         case ReservedPacket():
             return f"reserved packet type {packet.packet_type_value} ({len(packet.body)} bytes body)"
-    details = " ".join(
-        f"{field.name}={_plain(getattr(packet, field.name))}"
-        for field in dataclasses.fields(packet)
-        if getattr(packet, field.name) is not None
-    )
+    details = " ".join(f"{field}={_plain(item)}" for field, item in packet.as_dict().items() if item is not None)
     return f"{name} {details}".rstrip()
 
 

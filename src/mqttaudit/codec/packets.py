@@ -1,4 +1,4 @@
-"""MQTT 3.1.1 control packets as frozen dataclasses.
+"""MQTT 3.1.1 control packets as immutable value objects.
 
 Constructors do not validate: an auditor must be able to hold the invalid packet it observed. Fields that a
 wire packet can contradict (flag bits that disagree with the fields) are kept as ``raw_*`` overrides that are
@@ -8,7 +8,8 @@ wire packet can contradict (flag bits that disagree with the fields) are kept as
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Iterable
+from typing import ClassVar, Final
 
 
 class PacketType(enum.IntEnum):
@@ -45,34 +46,99 @@ class Direction(enum.Enum):
         return cls(value.lower())
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Will:
+class Value:
+    """Base of the codec's value objects: equality, hashing, ``repr``, pickling and copying by field values.
+
+    Subclasses list their fields in ``FIELDS`` and set them once in ``__init__`` as ``Final`` attributes. When the
+    codec is compiled (the default build) those attributes are read-only at run time; in the pure-Python fallback
+    the type checker alone enforces it.
+    """
+
+    FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def values(self) -> tuple[object, ...]:
+        """The field values, in ``FIELDS`` order."""
+        return tuple([getattr(self, name) for name in self.FIELDS])
+
+    def as_dict(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.FIELDS}
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self) or not isinstance(other, Value):
+            return NotImplemented
+        return self.values() == other.values()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.values()))
+
+    def __repr__(self) -> str:
+        args = ", ".join([f"{name}={getattr(self, name)!r}" for name in self.FIELDS])
+        return f"{type(self).__name__}({args})"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), self.as_dict()))
+
+
+def _rebuild(cls: type[Value], fields: dict[str, object]) -> Value:
+    return cls(**fields)
+
+
+class Will(Value):
     """The Will carried by CONNECT: topic, message and how the server must publish it."""
 
-    topic: str
-    message: bytes = b""
-    qos: int = 0
-    retain: bool = False
+    FIELDS = ("topic", "message", "qos", "retain")
+
+    def __init__(self, *, topic: str, message: bytes = b"", qos: int = 0, retain: bool = False) -> None:
+        self.topic: Final = topic
+        self.message: Final = message
+        self.qos: Final = qos
+        self.retain: Final = retain
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Connect:
+class Connect(Value):
+    FIELDS = (
+        "protocol_name",
+        "protocol_level",
+        "clean_session",
+        "keep_alive",
+        "client_id",
+        "will",
+        "username",
+        "password",
+        "raw_connect_flags",
+        "raw_flags",
+    )
+
+    def __init__(
+        self,
+        *,
+        protocol_name: str = "MQTT",
+        protocol_level: int = 4,
+        clean_session: bool = True,
+        keep_alive: int = 0,
+        client_id: str = "",
+        will: Will | None = None,
+        username: str | None = None,
+        password: bytes | None = None,
+        raw_connect_flags: int | None = None,
+        raw_flags: int | None = None,
+    ) -> None:
+        self.protocol_name: Final = protocol_name
+        self.protocol_level: Final = protocol_level
+        self.clean_session: Final = clean_session
+        self.keep_alive: Final = keep_alive
+        self.client_id: Final = client_id
+        self.will: Final = will
+        self.username: Final = username
+        self.password: Final = password
+        #: The Connect Flags byte as observed, when it disagrees with the fields above (reserved bit, Will flags
+        #: without a Will, ...); None means "derived from the fields".
+        self.raw_connect_flags: Final = raw_connect_flags
+        self.raw_flags: Final = raw_flags
+
     @property
     def packet_type(self) -> PacketType:
         return PacketType.CONNECT
-
-    protocol_name: str = "MQTT"
-    protocol_level: int = 4
-    clean_session: bool = True
-    keep_alive: int = 0
-    client_id: str = ""
-    will: Will | None = None
-    username: str | None = None
-    password: bytes | None = None
-    #: The Connect Flags byte as observed, when it disagrees with the fields above (reserved bit, Will flags
-    #: without a Will, ...); None means "derived from the fields".
-    raw_connect_flags: int | None = None
-    raw_flags: int | None = None
 
     @property
     def connect_flags(self) -> int:
@@ -82,160 +148,190 @@ class Connect:
         return derive_connect_flags(self.clean_session, self.will, self.username, self.password)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Connack:
+class Connack(Value):
+    FIELDS = ("session_present", "return_code", "raw_ack_flags", "raw_flags")
+
+    def __init__(
+        self,
+        *,
+        session_present: bool = False,
+        return_code: int = 0,
+        raw_ack_flags: int | None = None,
+        raw_flags: int | None = None,
+    ) -> None:
+        self.session_present: Final = session_present
+        self.return_code: Final = return_code
+        #: The Connect Acknowledge Flags byte as observed, when bits 7-1 are not zero.
+        self.raw_ack_flags: Final = raw_ack_flags
+        self.raw_flags: Final = raw_flags
+
     @property
     def packet_type(self) -> PacketType:
         return PacketType.CONNACK
 
-    session_present: bool = False
-    return_code: int = 0
-    #: The Connect Acknowledge Flags byte as observed, when bits 7-1 are not zero.
-    raw_ack_flags: int | None = None
-    raw_flags: int | None = None
 
+class Publish(Value):
+    FIELDS = ("topic", "payload", "qos", "retain", "dup", "packet_id")
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Publish:
+    def __init__(
+        self,
+        *,
+        topic: str,
+        payload: bytes = b"",
+        qos: int = 0,
+        retain: bool = False,
+        dup: bool = False,
+        packet_id: int | None = None,
+    ) -> None:
+        self.topic: Final = topic
+        self.payload: Final = payload
+        self.qos: Final = qos
+        self.retain: Final = retain
+        self.dup: Final = dup
+        self.packet_id: Final = packet_id
+
     @property
     def packet_type(self) -> PacketType:
         return PacketType.PUBLISH
 
-    topic: str
-    payload: bytes = b""
-    qos: int = 0
-    retain: bool = False
-    dup: bool = False
-    packet_id: int | None = None
+
+class _Ack(Value):
+    """Packets whose only field is the Packet Identifier."""
+
+    FIELDS = ("packet_id", "raw_flags")
+
+    def __init__(self, *, packet_id: int | None, raw_flags: int | None = None) -> None:
+        self.packet_id: Final = packet_id
+        self.raw_flags: Final = raw_flags
+
+    @property
+    def packet_type(self) -> PacketType:
+        raise NotImplementedError
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Puback:
+class Puback(_Ack):
     @property
     def packet_type(self) -> PacketType:
         return PacketType.PUBACK
 
-    packet_id: int | None
-    raw_flags: int | None = None
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Pubrec:
+class Pubrec(_Ack):
     @property
     def packet_type(self) -> PacketType:
         return PacketType.PUBREC
 
-    packet_id: int | None
-    raw_flags: int | None = None
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Pubrel:
+class Pubrel(_Ack):
     @property
     def packet_type(self) -> PacketType:
         return PacketType.PUBREL
 
-    packet_id: int | None
-    raw_flags: int | None = None
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Pubcomp:
+class Pubcomp(_Ack):
     @property
     def packet_type(self) -> PacketType:
         return PacketType.PUBCOMP
 
-    packet_id: int | None
-    raw_flags: int | None = None
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Subscription:
-    """One Topic Filter / requested QoS pair of a SUBSCRIBE."""
-
-    topic_filter: str
-    qos: int = 0
-    #: The options byte as observed, when its reserved bits 7-2 are not zero.
-    raw_options: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Subscribe:
-    @property
-    def packet_type(self) -> PacketType:
-        return PacketType.SUBSCRIBE
-
-    packet_id: int | None
-    subscriptions: tuple[Subscription, ...]
-    raw_flags: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Suback:
-    @property
-    def packet_type(self) -> PacketType:
-        return PacketType.SUBACK
-
-    packet_id: int | None
-    return_codes: tuple[int, ...]
-    raw_flags: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Unsubscribe:
-    @property
-    def packet_type(self) -> PacketType:
-        return PacketType.UNSUBSCRIBE
-
-    packet_id: int | None
-    topic_filters: tuple[str, ...]
-    raw_flags: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Unsuback:
+class Unsuback(_Ack):
     @property
     def packet_type(self) -> PacketType:
         return PacketType.UNSUBACK
 
-    packet_id: int | None
-    raw_flags: int | None = None
+
+class Subscription(Value):
+    """One Topic Filter / requested QoS pair of a SUBSCRIBE."""
+
+    FIELDS = ("topic_filter", "qos", "raw_options")
+
+    def __init__(self, *, topic_filter: str, qos: int = 0, raw_options: int | None = None) -> None:
+        self.topic_filter: Final = topic_filter
+        self.qos: Final = qos
+        #: The options byte as observed, when its reserved bits 7-2 are not zero.
+        self.raw_options: Final = raw_options
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Pingreq:
+class Subscribe(Value):
+    FIELDS = ("packet_id", "subscriptions", "raw_flags")
+
+    def __init__(
+        self, *, packet_id: int | None, subscriptions: Iterable[Subscription], raw_flags: int | None = None
+    ) -> None:
+        self.packet_id: Final = packet_id
+        self.subscriptions: Final[tuple[Subscription, ...]] = tuple(subscriptions)
+        self.raw_flags: Final = raw_flags
+
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.SUBSCRIBE
+
+
+class Suback(Value):
+    FIELDS = ("packet_id", "return_codes", "raw_flags")
+
+    def __init__(self, *, packet_id: int | None, return_codes: Iterable[int], raw_flags: int | None = None) -> None:
+        self.packet_id: Final = packet_id
+        self.return_codes: Final[tuple[int, ...]] = tuple(return_codes)
+        self.raw_flags: Final = raw_flags
+
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.SUBACK
+
+
+class Unsubscribe(Value):
+    FIELDS = ("packet_id", "topic_filters", "raw_flags")
+
+    def __init__(self, *, packet_id: int | None, topic_filters: Iterable[str], raw_flags: int | None = None) -> None:
+        self.packet_id: Final = packet_id
+        self.topic_filters: Final[tuple[str, ...]] = tuple(topic_filters)
+        self.raw_flags: Final = raw_flags
+
+    @property
+    def packet_type(self) -> PacketType:
+        return PacketType.UNSUBSCRIBE
+
+
+class _Empty(Value):
+    """Packets with no variable header and no payload."""
+
+    FIELDS = ("raw_flags",)
+
+    def __init__(self, *, raw_flags: int | None = None) -> None:
+        self.raw_flags: Final = raw_flags
+
+    @property
+    def packet_type(self) -> PacketType:
+        raise NotImplementedError
+
+
+class Pingreq(_Empty):
     @property
     def packet_type(self) -> PacketType:
         return PacketType.PINGREQ
 
-    raw_flags: int | None = None
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Pingresp:
+class Pingresp(_Empty):
     @property
     def packet_type(self) -> PacketType:
         return PacketType.PINGRESP
 
-    raw_flags: int | None = None
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Disconnect:
+class Disconnect(_Empty):
     @property
     def packet_type(self) -> PacketType:
         return PacketType.DISCONNECT
 
-    raw_flags: int | None = None
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReservedPacket:
+class ReservedPacket(Value):
     """A packet of reserved type 0 or 15: framed by its Remaining Length, its body kept as bytes."""
 
-    packet_type_value: int
-    body: bytes = b""
-    flags: int = 0
+    FIELDS = ("packet_type_value", "body", "flags")
+
+    def __init__(self, *, packet_type_value: int, body: bytes = b"", flags: int = 0) -> None:
+        self.packet_type_value: Final = packet_type_value
+        self.body: Final = body
+        self.flags: Final = flags
 
     @property
     def packet_type(self) -> PacketType:

@@ -196,7 +196,7 @@ def read_publish(data: bytes, offset: int, body: int, end: int, out: list[Violat
         if qos:
             payload_start = _field_end(topic_end, end, 2, "Packet Identifier")
             packet_id = (data[topic_end] << 8) | data[topic_end + 1]
-            check.check_packet_id(PacketType.PUBLISH, packet_id, topic_end, out)
+            check.check_packet_id(_PUBLISH, packet_id, topic_end, out)
         payload = data[payload_start:end]
     except BufferUnderrun as exc:
         _overrun(exc, out)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import Final
 
 from . import rules
 from .errors import ProtocolViolation, Violation
-from .packets import Direction, Packet
+from .packets import Direction, Packet, Value
 from .readers import read_packet
 from .remaining_length import NEED_MORE, TOO_LONG, is_shortest, read_remaining_length
 
@@ -17,18 +17,23 @@ DEFAULT_MAX_PACKET_SIZE: Final = 16 * 1024 * 1024
 EVIDENCE_BYTES: Final = 64
 
 
-class Frame(NamedTuple):
+class Frame(Value):
     """One framed packet, or a run of bytes that could not be decoded (``packet`` is None).
 
     ``offset`` is the stream offset of its first byte and ``length`` how many stream bytes it covers. ``raw`` holds
     those bytes, except for oversized packets and unframeable runs, where it holds the first ``EVIDENCE_BYTES``.
     """
 
-    offset: int
-    length: int
-    raw: bytes
-    packet: Packet | None
-    violations: tuple[Violation, ...] = ()
+    FIELDS = ("offset", "length", "raw", "packet", "violations")
+
+    def __init__(
+        self, offset: int, length: int, raw: bytes, packet: Packet | None, violations: tuple[Violation, ...] = ()
+    ) -> None:
+        self.offset: Final = offset
+        self.length: Final = length
+        self.raw: Final = raw
+        self.packet: Final = packet
+        self.violations: Final = violations
 
 
 @dataclass(slots=True)
@@ -147,6 +152,7 @@ class StreamDecoder:
         size = len(buf)
         base = self._offset
         direction = self.direction
+        out: list[Violation] = []  # reused: a clean packet, the common case, allocates no list
         while pos + 1 < size:
             length_byte = buf[pos + 1]
             if length_byte < 0x80:
@@ -162,17 +168,20 @@ class StreamDecoder:
                 return self._start_oversized(buf, pos, end - pos)
             if end > size:
                 break
-            out: list[Violation] = []
             packet = read_packet(buf, pos, body, end, direction, out)
-            if base and out:  # checks count offsets in ``buf``; findings count stream bytes
-                out = [Violation(v.rule, v.offset + base, v.detail) for v in out]
             if body - pos > 2 and not is_shortest(remaining, body - pos - 1):
                 detail = f"Remaining Length {remaining} written in {body - pos - 1} bytes; fewer suffice"
-                out.insert(0, Violation(rules.REMAINING_LENGTH_SHORTEST, base + pos + 1, detail))
-            frame = Frame(base + pos, end - pos, buf[pos:end], packet, tuple(out) if out else ())
+                out.insert(0, Violation(rules.REMAINING_LENGTH_SHORTEST, pos + 1, detail))
+            if out:
+                # checks count offsets in ``buf``; findings count stream bytes
+                found = tuple([Violation(v.rule, v.offset + base, v.detail) for v in out]) if base else tuple(out)
+                out.clear()
+                frame = Frame(base + pos, end - pos, buf[pos:end], packet, found)
+            else:
+                frame = Frame(base + pos, end - pos, buf[pos:end], packet)
             frames.append(frame)
             pos = end
-            if out and self.strict:
+            if frame.violations and self.strict:
                 self._pending = buf[pos:]
                 self._offset = base + pos
                 _raise_if_error(frame, frames)

@@ -14,6 +14,7 @@ from . import rules
 from .errors import Violation
 from .packets import Direction, PacketType
 
+_FROM_CLIENT: Final = Direction.FROM_CLIENT
 _CLIENT = frozenset({Direction.FROM_CLIENT})
 _SERVER = frozenset({Direction.FROM_SERVER})
 _BOTH = frozenset({Direction.FROM_CLIENT, Direction.FROM_SERVER})
@@ -97,6 +98,8 @@ SUBACK_RETURN_CODES: Final = frozenset({0x00, 0x01, 0x02, 0x80})
 CONNACK_RETURN_CODES: Final = frozenset(range(6))
 PROTOCOL_NAME: Final = "MQTT"
 PROTOCOL_LEVEL: Final = 4
+_PLUS: Final = ord("+")
+_HASH: Final = ord("#")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,9 +139,9 @@ def check_packet_type(packet_type: int, offset: int, out: list[Violation]) -> bo
 
 def check_direction(packet_type: int, direction: Direction, offset: int, out: list[Violation]) -> None:
     """A packet may only flow the way Table 2.1 says (a server never sends SUBSCRIBE, a client never CONNACK)."""
-    if packet_type in (_CLIENT_SENDS if direction is Direction.FROM_CLIENT else _SERVER_SENDS):
+    if packet_type in (_CLIENT_SENDS if direction is _FROM_CLIENT else _SERVER_SENDS):
         return
-    sender = "client" if direction is Direction.FROM_CLIENT else "server"
+    sender = "client" if direction is _FROM_CLIENT else "server"
     out.append(
         Violation(
             rules.PACKET_DIRECTION,
@@ -208,7 +211,8 @@ def check_string(raw: bytes, offset: int, field: StringField, out: list[Violatio
         detail = f"{field.name} is not well-formed UTF-8: {exc.reason} at byte {exc.start} ({seen})"
         out.append(Violation(rules.UTF8_WELL_FORMED, offset + exc.start, detail))
         out.extend(Violation(rule, offset + exc.start, detail) for rule in field.utf8_rules)
-    if _SUSPECT.search(raw) is not None:
+    # Printable text holds none of the characters 1.5.3 names (they are all non-printable): one C-level pass.
+    if not text.isprintable() and _SUSPECT.search(raw) is not None:
         _check_suspect_characters(raw, offset, field, out)
     if field.kind == "topic-name":
         check_topic_name(raw, offset, field, out)
@@ -242,6 +246,8 @@ def check_topic_name(raw: bytes, offset: int, field: StringField, out: list[Viol
     if not raw:
         out.append(Violation(rules.TOPIC_NOT_EMPTY, offset - 2, f"{field.name} is empty (length 0x0000)"))
         return
+    if _PLUS not in raw and _HASH not in raw:  # byte values: memchr, no substring search
+        return
     for wildcard in (b"+", b"#"):
         pos = raw.find(wildcard)
         if pos >= 0:
@@ -257,7 +263,7 @@ def check_topic_filter(raw: bytes, offset: int, field: StringField, out: list[Vi
     if not raw:
         out.append(Violation(rules.TOPIC_NOT_EMPTY, offset - 2, f"{field.name} is empty (length 0x0000)"))
         return
-    if b"+" not in raw and b"#" not in raw:
+    if _PLUS not in raw and _HASH not in raw:  # byte values: memchr, no substring search
         return
     levels = raw.split(b"/")
     last = len(levels) - 1

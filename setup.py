@@ -1,0 +1,64 @@
+"""Build hook: the codec's hot modules are compiled to C with mypyc (the same source also runs as pure Python).
+
+The compiled build is the default. Set ``MQTTAUDIT_PURE_PYTHON=1`` to skip it; when mypyc or a C compiler is
+missing, the build warns and installs the pure-Python codec, which behaves the same, only slower.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+# The modules on the decoding path. errors.py stays pure Python so that user code may subclass its exceptions.
+COMPILED = [
+    f"src/mqttaudit/codec/{name}.py"
+    for name in (
+        "buffer",
+        "decoder",
+        "encoder",
+        "packets",
+        "readers",
+        "remaining_length",
+        "rules",
+        "stream",
+        "validators",
+        "writers",
+    )
+]
+
+
+class OptionalBuildExt(build_ext):
+    """Falls back to the pure-Python codec when the C extension cannot be built."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # no compiler, no Python headers, ...
+            self._warn(exc)
+
+    def build_extension(self, ext: object) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:
+            self._warn(exc)
+
+    @staticmethod
+    def _warn(exc: BaseException) -> None:
+        print(f"mqttaudit: compiled codec not built ({exc}); installing the pure-Python codec", file=sys.stderr)
+
+
+def ext_modules() -> list[object]:
+    if os.environ.get("MQTTAUDIT_PURE_PYTHON"):
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        print("mqttaudit: mypyc not available; installing the pure-Python codec", file=sys.stderr)
+        return []
+    return list(mypycify(COMPILED, opt_level="3", group_name="mqttaudit_codec"))
+
+
+setup(ext_modules=ext_modules(), cmdclass={"build_ext": OptionalBuildExt})
