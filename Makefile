@@ -22,7 +22,7 @@ $(STAMP): $(SOURCES)
 install: $(STAMP)
 
 system-deps:
-	bash scripts/install-system-deps.sh
+	bash scripts/install-test-deps.sh
 
 demo: install
 	$(VENV)/bin/mqttaudit demo
