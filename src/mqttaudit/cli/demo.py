@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from mqttaudit import codec
@@ -44,8 +46,11 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
 
 
 @click.command("demo")
-def demo_command() -> int:
-    """Decode a set of example packets, valid and broken, and report what mqttaudit finds in them."""
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("mqttaudit-out"))
+@click.option("--no-probe", is_flag=True, help="Only decode the example packets.")
+def demo_command(out_dir: Path, no_probe: bool) -> int:
+    """Decode example packets, valid and broken, then probe a local broker (mosquitto when installed, else amqtt)
+    with the whole case library and write its reports to --out."""
     catalogue = load_catalogue("3.1.1")
     failing = 0
     for title, sender, hex_text in EXAMPLES:
@@ -59,4 +64,27 @@ def demo_command() -> int:
     click.echo(
         f"{len(EXAMPLES)} examples decoded, {failing} with violations. Try: mqttaudit decode --hex '...' --from client"
     )
+    if not no_probe:
+        _probe_local_broker(out_dir)
     return 0
+
+
+def _probe_local_broker(out_dir: Path) -> None:
+    from mqttaudit.probe.brokers import available_brokers, start_broker
+    from mqttaudit.probe.case import Target
+    from mqttaudit.report import write_probe_reports
+
+    from .probe import run_cases, select_cases, summarize
+
+    candidates = [name for name in ("mosquitto", "amqtt") if name in available_brokers()]
+    if not candidates:
+        click.echo("\nno local broker to probe (install mosquitto, or amqtt with pip); skipping the probe")
+        return
+    name = candidates[0]
+    click.echo(f"\n== Probing a local {name} with {len(select_cases(None))} cases")
+    with start_broker(name) as broker:
+        click.echo(f"   {name} started on {broker.url} (pid {broker.pid})")
+        run = run_cases(Target(broker.host, broker.port), select_cases(None), 2.0, 8, quiet=False)
+    written = write_probe_reports(run, out_dir)
+    click.echo(summarize(run))
+    click.echo(f"reports: {', '.join(str(path) for path in written)}")

@@ -15,6 +15,7 @@ from mqttaudit import __version__
 
 from .decode import decode_command
 from .demo import demo_command
+from .probe import matrix_command, probe_command
 from .rules import rules_command
 
 EXIT_OK = 0
@@ -33,6 +34,8 @@ def cli() -> None:
 cli.add_command(decode_command)
 cli.add_command(rules_command)
 cli.add_command(demo_command)
+cli.add_command(probe_command)
+cli.add_command(matrix_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,10 +9,12 @@ import click
 from mqttaudit.codec import rules as codec_rules
 from mqttaudit.spec import Rule, load_catalogue
 
+from .probe import probe_coverage
+
 
 def checked_by(rule: Rule) -> list[str]:
-    """The components that report violations of ``rule``."""
-    return ["codec"] if rule.id in codec_rules.CHECKED else []
+    """The components that check ``rule``: the codec (in bytes), the probe (a case targets it)."""
+    return (["codec"] if rule.id in codec_rules.CHECKED else []) + (["probe"] if rule.id in probe_coverage() else [])
 
 
 @click.command("rules")
@@ -44,11 +46,13 @@ def rules_command(output_format: str, version: str, checked: bool | None) -> int
     width = max(len(r.id) for r in catalogue)
     for r in selected:
         by = ",".join(checked_by(r)) or "-"
-        click.echo(f"{r.id:<{width}}  {r.level:<6} {r.actor:<6} {r.observability:<22} {by:<6} {r.summary}")
+        click.echo(f"{r.id:<{width}}  {r.level:<6} {r.actor:<6} {r.observability:<22} {by:<11} {r.summary}")
     statements = sum(r.origin == "statement" for r in catalogue)
-    checked_count = sum(bool(checked_by(r)) for r in catalogue)
+    by_codec = sum("codec" in checked_by(r) for r in catalogue)
+    by_probe = sum("probe" in checked_by(r) for r in catalogue if r.origin == "statement")
     click.echo(
         f"\n{len(catalogue)} rules of MQTT {version}: {statements} numbered statements, "
-        f"{len(catalogue) - statements} derived rules; {checked_count} checked by the codec"
+        f"{len(catalogue) - statements} derived rules; {by_codec} checked by the codec, "
+        f"{by_probe} numbered statements covered by probe cases"
     )
     return 0

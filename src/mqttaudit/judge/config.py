@@ -1,0 +1,30 @@
+"""How patient the judge is: the time limits that turn "not yet" into "did not"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    #: Seconds a receiver may take to close the connection after a protocol violation, after refusing a
+    #: connection, or (client) after sending DISCONNECT.
+    close_grace: float = 5.0
+    #: Seconds a receiver may take to answer a request (CONNACK, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBACK,
+    #: UNSUBACK, PINGRESP) and a server to deliver a message it accepted. The spec sets no limit: past this one
+    #: the judge reports the answer as missing.
+    answer_timeout: float = 5.0
+    #: The server must drop a client silent for this many Keep Alive periods [MQTT-3.1.2-24].
+    keep_alive_factor: float = 1.5
+    #: Timer granularity allowed on top of every Keep Alive limit, for both sides.
+    keep_alive_slack: float = 1.0
+    #: Protocol Levels the server is known to support; a CONNECT with another level must be refused with
+    #: CONNACK 0x01 [MQTT-3.1.2-2]. A supported level other than 4 is not MQTT 3.1.1 and is not judged.
+    supported_protocol_levels: frozenset[int] = field(default_factory=lambda: frozenset({4}))
+
+    def __post_init__(self) -> None:
+        for name in ("close_grace", "answer_timeout", "keep_alive_slack"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
+        if self.keep_alive_factor < 1:
+            raise ValueError("keep_alive_factor must be at least 1")

@@ -1,0 +1,391 @@
+"""Opening and closing a connection: CONNECT first and once, the CONNACK the server owes each CONNECT, the close
+after a refusal, and the client's DISCONNECT."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from mqttaudit.codec import Connack, Connect, Direction, Disconnect, Packet, PacketType, Publish
+from mqttaudit.codec import rules as codec_rules
+
+from . import rules
+from .context import Context, Seen, describe
+from .events import Closed
+from .obligations import Obligation, OnClose
+from .violations import Offence, Offences
+
+SERVER: Final = Direction.FROM_SERVER
+CLIENT: Final = Direction.FROM_CLIENT
+#: Client packets the server answers; processing one after a refusal would show.
+ANSWERED_TYPES: Final = frozenset({PacketType.SUBSCRIBE, PacketType.UNSUBSCRIBE, PacketType.PINGREQ, PacketType.PUBREL})
+
+
+#: The ClientIds every server must allow [MQTT-3.1.3-5].
+PLAIN_CLIENT_ID: Final = re.compile("[0-9a-zA-Z]{1,23}")
+#: CONNACK return code 0x02.
+IDENTIFIER_REJECTED: Final = 0x02
+
+
+def is_answered(packet: Packet | None) -> bool:
+    """The server answers this client packet (QoS 0 PUBLISH, PUBACK, PUBCOMP and DISCONNECT get no answer)."""
+    if isinstance(packet, Publish):
+        return packet.qos in (1, 2)
+    return packet is not None and packet.packet_type in ANSWERED_TYPES
+
+
+@dataclass(frozen=True, slots=True)
+class Reaction:
+    """How the server must answer one CONNECT."""
+
+    #: The statement that fixes the reaction.
+    rule: str
+    #: CONNACK return codes the server may send; empty: it must close without any CONNACK.
+    codes: frozenset[int]
+    #: It must close the connection after its CONNACK.
+    must_close: bool
+    #: It may close without sending a CONNACK at all (none of the codes fits [MQTT-3.2.2-6]).
+    close_excuses: bool
+    why: str
+
+
+ACCEPT_OR_REFUSE: Final = Reaction(
+    rules.CONNACK_FOR_VALID_CONNECT, frozenset(range(6)), False, True, "a valid CONNECT gets a CONNACK"
+)
+REFUSE_PROTOCOL_LEVEL: Final = Reaction(
+    rules.UNSUPPORTED_PROTOCOL_LEVEL,
+    frozenset({1}),
+    True,
+    False,
+    "an unsupported Protocol Level is refused with CONNACK 0x01, then the connection is closed",
+)
+REFUSE_CLIENT_ID: Final = Reaction(
+    rules.EMPTY_CLIENT_ID_WITHOUT_CLEAN_SESSION,
+    frozenset({2}),
+    True,
+    False,
+    "a zero-length ClientId with CleanSession 0 is refused with CONNACK 0x02, then the connection is closed",
+)
+CLOSE_WITHOUT_CONNACK: Final = Reaction(
+    rules.MALFORMED_CONNECT,
+    frozenset(),
+    True,
+    False,
+    "a CONNECT that breaks section 3.1 is answered by closing the connection, without CONNACK",
+)
+
+
+def foreign_protocol(connect: Connect, supported_levels: frozenset[int]) -> str | None:
+    """Why a CONNECT is outside MQTT 3.1.1 for this server (so its reaction is not judged), or None."""
+    if connect.protocol_name != "MQTT":
+        return f"protocol name {connect.protocol_name!r}: the server may follow another specification (MQTT-3.1.2-1)"
+    if connect.protocol_level != 4 and connect.protocol_level in supported_levels:
+        return f"protocol level {connect.protocol_level} is supported by the server and is not MQTT 3.1.1"
+    return None
+
+
+def connect_reaction(seen: Seen, connect: Connect, supported_levels: frozenset[int]) -> Reaction:
+    """The reaction the server owes ``connect`` (an unknown level first: nothing after it can be read)."""
+    if connect.protocol_level not in supported_levels:
+        return REFUSE_PROTOCOL_LEVEL
+    broken = {violation.rule for violation in seen.errors}
+    if not broken:
+        return ACCEPT_OR_REFUSE
+    if broken == {codec_rules.CLIENT_ID_EMPTY_NEEDS_CLEAN_SESSION}:
+        return REFUSE_CLIENT_ID
+    return CLOSE_WITHOUT_CONNACK
+
+
+class Connection:
+    """CONNECT, CONNACK and DISCONNECT on one connection."""
+
+    def __init__(self, ctx: Context, offences: Offences) -> None:
+        self._ctx = ctx
+        self._offences = offences
+        self.connect: Connect | None = None
+        self.connect_seen: Seen | None = None
+        self.reaction: Reaction | None = None
+        self.connack: Connack | None = None
+        self.refused_at: Seen | None = None
+        self.disconnect_seen: Seen | None = None
+        self._client_spoke = False
+        self._server_spoke = False
+        self._unanswered: list[Seen] = []  # CONNECTs waiting for their CONNACK, oldest first
+        self._connack_due: Obligation | None = None
+        self._followups = False  # client packets the server must not process after a refusal
+        self._acted_after_refusal = False
+        self._after_disconnect = False
+
+    @property
+    def accepted(self) -> bool:
+        return self.connack is not None and self.connack.return_code == 0
+
+    @property
+    def session_known(self) -> bool:
+        """The session started empty on this connection, so everything in it was seen here."""
+        if self.connect is None:
+            return False
+        return self.connect.clean_session or (self.connack is not None and not self.connack.session_present)
+
+    @property
+    def may_resume(self) -> bool:
+        """The server may hold state from an earlier connection of this client (CleanSession 0, Session Present
+        1 or not yet known)."""
+        return self.connect is not None and not self.connect.clean_session and not self.session_known
+
+    # Client packets -----------------------------------------------------------------------------------------
+
+    def on_client(self, seen: Seen) -> None:
+        packet = seen.packet
+        first = not self._client_spoke
+        self._client_spoke = True
+        if self.disconnect_seen is not None:
+            self._after_disconnect = True
+            self._ctx.ledger.fail(
+                rules.NOTHING_AFTER_DISCONNECT,
+                CLIENT,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} follows DISCONNECT (event {self.disconnect_seen.event})",
+                "after DISCONNECT the client sends nothing more on the connection",
+            )
+        if isinstance(packet, Connect):
+            self._on_connect(seen, packet, first)
+        elif first and packet is None:
+            self._ctx.ledger.undecided(
+                rules.CONNECT_FIRST, f"the client's first bytes (event {seen.event}) were not decoded"
+            )
+        elif first:
+            self._not_connect_first(seen)
+        elif isinstance(packet, Disconnect) and self.disconnect_seen is None:
+            self._on_disconnect(seen)
+        if is_answered(packet) and self.connect_seen is not None:
+            self._followups = True
+
+    def _not_connect_first(self, seen: Seen) -> None:
+        """[MQTT-3.1.0-1] The client's first packet is CONNECT; the server closes on anything else."""
+        self._ctx.ledger.fail(
+            rules.CONNECT_FIRST,
+            CLIENT,
+            seen.time,
+            seen.event,
+            f"the client's first packet is {describe(seen.packet)}",
+            "the first packet a client sends is CONNECT",
+        )
+        self._offences.record(
+            Offence(
+                seen,
+                rules.CLOSE_ON_VIOLATION,
+                rules.CLOSE_ON_VIOLATION,
+                f"{seen.describe()} before CONNECT",
+                (rules.CONNECT_FIRST,),
+            )
+        )
+
+    def _on_connect(self, seen: Seen, connect: Connect, first: bool) -> None:
+        self._unanswered.append(seen)
+        if not first:
+            # [MQTT-3.1.0-2] A second CONNECT is a protocol violation the server disconnects on.
+            what = f"a second CONNECT ({seen.describe()})"
+            self._offences.record(Offence(seen, rules.SECOND_CONNECT, rules.SECOND_CONNECT, what))
+            return
+        self._ctx.ledger.held(rules.CONNECT_FIRST)
+        self.connect, self.connect_seen = connect, seen
+        self._ctx.transcript.connect, self._ctx.transcript.connect_time = connect, seen.time
+        config = self._ctx.config
+        reason = foreign_protocol(connect, config.supported_protocol_levels)
+        if reason is not None:
+            self._ctx.ledger.undecided(rules.CONNACK_FOR_VALID_CONNECT, reason)
+            return
+        self.reaction = reaction = connect_reaction(seen, connect, config.supported_protocol_levels)
+        if not reaction.codes:
+            self._offences.record(Offence.of_frame(seen, reaction.rule, act_rule=reaction.rule))
+            return
+        self._connack_due = self._ctx.obligations.open(
+            Obligation(
+                reaction.rule,
+                SERVER,
+                seen.event,
+                seen.time,
+                seen.time + config.answer_timeout,
+                "send CONNACK",
+                reaction.why,
+                OnClose.EXCUSES if reaction.close_excuses else OnClose.BREAKS,
+                informs=(rules.PLAIN_CLIENT_ID_ALLOWED,) if PLAIN_CLIENT_ID.fullmatch(connect.client_id) else (),
+            )
+        )
+
+    def _on_disconnect(self, seen: Seen) -> None:
+        """[MQTT-3.14.4-1] After DISCONNECT the client closes the connection."""
+        self.disconnect_seen = seen
+        self._ctx.transcript.disconnected = True
+        grace = self._ctx.config.close_grace
+        self._ctx.obligations.open(
+            Obligation(
+                rules.CLOSE_AFTER_DISCONNECT,
+                CLIENT,
+                seen.event,
+                seen.time,
+                seen.time + grace,
+                "close the connection after DISCONNECT",
+                f"the client closes the connection after sending DISCONNECT (within {grace:g} s)",
+                OnClose.FULFILS,
+            )
+        )
+
+    # Server packets -----------------------------------------------------------------------------------------
+
+    def on_server(self, seen: Seen) -> int | None:
+        """Judges a server packet; returns the event of the CONNECT it answers, if it is a CONNACK."""
+        packet = seen.packet
+        if not self._server_spoke:
+            self._server_spoke = True
+            self._connack_first(seen)
+        if not isinstance(packet, Connack) or not self._unanswered:
+            return None
+        connect_seen = self._unanswered.pop(0)
+        if connect_seen is self.connect_seen and self.connack is None:
+            self.connack = packet
+            transcript = self._ctx.transcript
+            transcript.connack, transcript.connack_time, transcript.connack_event = packet, seen.time, seen.event
+            self._judge_connack(seen, packet)
+        return connect_seen.event
+
+    def _connack_first(self, seen: Seen) -> None:
+        """[MQTT-3.2.0-1] The first packet the server sends is CONNACK."""
+        if isinstance(seen.packet, Connack):
+            self._ctx.ledger.held(rules.CONNACK_FIRST)
+            return
+        if seen.packet is None:
+            reason = f"the server's first bytes (event {seen.event}) were not decoded"
+            self._ctx.ledger.undecided(rules.CONNACK_FIRST, reason)
+            return
+        self._ctx.ledger.fail(
+            rules.CONNACK_FIRST,
+            SERVER,
+            seen.time,
+            seen.event,
+            f"the server's first packet is {describe(seen.packet)}",
+            "the first packet the server sends is CONNACK",
+        )
+
+    def _judge_connack(self, seen: Seen, connack: Connack) -> None:
+        reaction = self.reaction
+        connect = self.connect
+        if reaction is None or connect is None or not reaction.codes:
+            return  # not judged, or an offence: answering it is judged as acting on it
+        obligations = self._ctx.obligations
+        if self._connack_due is not None:
+            obligations.fulfil(self._connack_due)
+        code = connack.return_code
+        if code not in reaction.codes:
+            allowed = ", ".join(f"0x{c:02x}" for c in sorted(reaction.codes))
+            self._ctx.ledger.fail(
+                reaction.rule,
+                SERVER,
+                seen.time,
+                seen.event,
+                f"CONNACK return code 0x{code:02x} answers CONNECT (event {self.connect_seen_event})",
+                f"{reaction.why} (return code {allowed})",
+            )
+        self._plain_client_id_allowed(seen, connect, code)
+        if code == 0:
+            self._session_present_with_clean_session(seen, connect, connack)
+        else:
+            self.refused_at = seen
+            # [MQTT-3.1.4-5] Nothing the client sent after the refused CONNECT may be answered.
+            after = self.connect_seen_event
+            obligations.drop_where(lambda o: o.side is SERVER and o.event > after)
+        if code != 0 or reaction.must_close:
+            grace = self._ctx.config.close_grace
+            rule = reaction.rule if reaction.must_close else rules.CLOSE_AFTER_REFUSAL
+            obligations.open(
+                Obligation(
+                    rule,
+                    SERVER,
+                    seen.event,
+                    seen.time,
+                    seen.time + grace,
+                    "close the connection after refusing it",
+                    f"after CONNACK with return code 0x{code:02x} the server closes the connection (within "
+                    f"{grace:g} s)",
+                    OnClose.FULFILS,
+                )
+            )
+
+    def _plain_client_id_allowed(self, seen: Seen, connect: Connect, code: int) -> None:
+        """[MQTT-3.1.3-5] A ClientId of 1 to 23 of the characters 0-9, a-z, A-Z is never refused as
+        "identifier rejected" (0x02)."""
+        if PLAIN_CLIENT_ID.fullmatch(connect.client_id) is None:
+            return
+        if code != IDENTIFIER_REJECTED:
+            self._ctx.ledger.held(rules.PLAIN_CLIENT_ID_ALLOWED)
+            return
+        self._ctx.ledger.fail(
+            rules.PLAIN_CLIENT_ID_ALLOWED,
+            SERVER,
+            seen.time,
+            seen.event,
+            f"CONNACK 0x02 (identifier rejected) refuses ClientId {connect.client_id!r}",
+            "the server allows every ClientId of 1 to 23 bytes drawn from 0-9, a-z and A-Z",
+        )
+
+    @property
+    def connect_seen_event(self) -> int:
+        return -1 if self.connect_seen is None else self.connect_seen.event
+
+    def _session_present_with_clean_session(self, seen: Seen, connect: Connect, connack: Connack) -> None:
+        """[MQTT-3.2.2-1] Accepting a CleanSession 1 connection, the server sets Session Present 0."""
+        if not connect.clean_session:
+            return
+        if not connack.session_present:
+            self._ctx.ledger.held(rules.NO_SESSION_PRESENT_WITH_CLEAN_SESSION)
+            return
+        self._ctx.ledger.fail(
+            rules.NO_SESSION_PRESENT_WITH_CLEAN_SESSION,
+            SERVER,
+            seen.time,
+            seen.event,
+            f"CONNACK sets Session Present 1 for a CleanSession 1 CONNECT (event {self.connect_seen_event})",
+            "a server accepting CleanSession 1 answers Session Present 0",
+        )
+
+    def check_answer(self, seen: Seen, answered: int | None) -> None:
+        """[MQTT-3.1.4-5] After refusing a CONNECT the server processes nothing the client sent after it."""
+        refused = self.refused_at
+        if refused is None or answered is None or answered <= self.connect_seen_event:
+            return
+        self._acted_after_refusal = True
+        self._ctx.ledger.fail(
+            rules.NOTHING_PROCESSED_AFTER_REFUSAL,
+            SERVER,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} answers event {answered}, sent after the CONNECT the server refused "
+            f"(CONNACK at event {refused.event})",
+            "a server that refuses a CONNECT processes nothing the client sent after it",
+        )
+
+    # The end ------------------------------------------------------------------------------------------------
+
+    def on_end(self, end: float, closed: Closed | None) -> None:
+        """Settles what only the end of the conversation decides."""
+        ledger = self._ctx.ledger
+        if self.disconnect_seen is not None and not self._after_disconnect:
+            if closed is not None:
+                ledger.held(rules.NOTHING_AFTER_DISCONNECT)
+            else:
+                ledger.undecided(rules.NOTHING_AFTER_DISCONNECT, "observation ended with the connection still open")
+        if self.reaction is ACCEPT_OR_REFUSE and self.connack is None and self.connect and self.connect.clean_session:
+            ledger.undecided(rules.NO_SESSION_PRESENT_WITH_CLEAN_SESSION, "no CONNACK seen")
+        refused = self.refused_at
+        if refused is None or not self._followups or self._acted_after_refusal:
+            return
+        if (closed is not None and closed.by is SERVER) or end - refused.time >= self._ctx.config.answer_timeout:
+            self._ctx.ledger.held(rules.NOTHING_PROCESSED_AFTER_REFUSAL)
+        else:
+            self._ctx.ledger.undecided(
+                rules.NOTHING_PROCESSED_AFTER_REFUSAL,
+                f"observation ended {end - refused.time:.3g} s after the refusal, before an answer would show",
+            )

@@ -1,0 +1,77 @@
+"""What every check of a conversation shares: the configuration, the ledger, the open obligations, and the
+observed packet being judged."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mqttaudit.codec import Direction, Frame, Packet, Publish, Violation
+from mqttaudit.codec import rules as codec_rules
+
+from .config import JudgeConfig
+from .events import peer, side_name
+from .obligations import Obligations
+from .transcript import Transcript
+from .verdict import Ledger
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    config: JudgeConfig
+    ledger: Ledger
+    obligations: Obligations
+    #: What the conversation did, for the broker model.
+    transcript: Transcript
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One frame as the checks see it: where it is, who sent it, and the MUST-level violations it carries."""
+
+    event: int
+    time: float
+    sender: Direction
+    frame: Frame
+    #: MUST-level codec violations, except a truncation at the end of the stream (bytes cut off by the close,
+    #: which nobody could have answered).
+    errors: tuple[Violation, ...]
+
+    @classmethod
+    def of(cls, event: int, time: float, sender: Direction, frame: Frame) -> Seen:
+        errors = tuple(
+            v for v in frame.violations if not codec_rules.is_advisory(v.rule) and v.rule != codec_rules.TRUNCATED
+        )
+        return cls(event, time, sender, frame, errors)
+
+    @property
+    def packet(self) -> Packet | None:
+        return self.frame.packet
+
+    @property
+    def receiver(self) -> Direction:
+        return peer(self.sender)
+
+    @property
+    def offends(self) -> bool:
+        """The frame breaks a MUST-level rule (an unframeable run always does)."""
+        return bool(self.errors)
+
+    @property
+    def undecoded(self) -> bool:
+        """A packet skipped without decoding (above the size bound), so nothing is known of it."""
+        return self.packet is None and not self.errors
+
+    def describe(self) -> str:
+        return f"{side_name(self.sender)} {describe(self.packet)} (event {self.event})"
+
+
+def describe(packet: Packet | None) -> str:
+    """A short name of a packet for details: type, Packet Identifier and what sets it apart."""
+    if packet is None:
+        return "bytes that could not be framed"
+    name = packet.packet_type.name
+    if isinstance(packet, Publish):
+        ident = "" if packet.packet_id is None else f" id {packet.packet_id}"
+        return f"{name}{ident} (QoS {packet.qos}, retain {int(packet.retain)}) to {packet.topic!r}"
+    packet_id = getattr(packet, "packet_id", None)
+    return name if packet_id is None else f"{name} id {packet_id}"

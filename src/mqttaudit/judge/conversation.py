@@ -1,0 +1,121 @@
+"""The conversation judge: one connection's events in, findings out, whoever recorded the events.
+
+Feed events in time order; each call returns the findings that event decided. ``finish`` settles what is left
+(not assessable) and returns the :class:`Judgement`. Nothing here reads a clock, a socket or a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from mqttaudit.codec import Connect, Direction
+
+from .config import JudgeConfig
+from .connection import Connection
+from .context import Context, Seen
+from .deliveries import Deliveries
+from .events import Closed, Event, Quiet, Sent
+from .keepalive import KeepAlive
+from .obligations import Obligations
+from .pairing import Pairing
+from .subscriptions import Subscriptions
+from .transcript import Transcript
+from .verdict import Finding, Judgement, Ledger
+from .violations import Offences
+
+CLIENT: Final = Direction.FROM_CLIENT
+DEFAULT_CONFIG: Final = JudgeConfig()
+
+
+class ConversationJudge:
+    """Judges the events of one MQTT 3.1.1 connection, both directions, incrementally."""
+
+    def __init__(self, config: JudgeConfig = DEFAULT_CONFIG, *, conversation: str = "") -> None:
+        ledger = Ledger(conversation)
+        self._ctx = ctx = Context(config, ledger, Obligations(ledger), Transcript())
+        self._offences = Offences(ctx)
+        self._connection = Connection(ctx, self._offences)
+        subscriptions = Subscriptions()
+        self._pairing = Pairing(ctx, self._offences, self._connection, subscriptions)
+        self._deliveries = Deliveries(ctx, self._connection, subscriptions)
+        self._keep_alive = KeepAlive(ctx, self._connection, self._offences)
+        self._events = 0
+        self._now: float | None = None
+        self._closed: Closed | None = None
+        self._judgement: Judgement | None = None
+
+    @property
+    def transcript(self) -> Transcript:
+        """What the conversation did so far, for the broker model."""
+        return self._ctx.transcript
+
+    def feed(self, event: Event) -> list[Finding]:
+        """Judges one event; returns the findings it decided."""
+        if self._judgement is not None or self._closed is not None:
+            raise ValueError("the conversation is over: no event may follow Closed or finish()")
+        if self._now is not None and event.time < self._now:
+            raise ValueError(f"event {self._events} at {event.time} goes back in time (last was {self._now})")
+        index, self._events, self._now = self._events, self._events + 1, event.time
+        findings = self._ctx.ledger.findings
+        before = len(findings)
+        if isinstance(event, Sent):
+            self._ctx.obligations.advance(event.time, index, quiet=False)
+            self._on_sent(Seen.of(index, event.time, event.sender, event.frame))
+        elif isinstance(event, Quiet):
+            self._keep_alive.silence(event.time, index)
+            self._ctx.obligations.advance(event.time, index, quiet=True)
+        else:
+            self._closed = event
+            self._ctx.obligations.close(event, index)
+            self._end(event.time, index)
+        return findings[before:]
+
+    def finish(self) -> Judgement:
+        """Ends observation: whatever is still open is not assessable. Returns the judgement (idempotent)."""
+        if self._judgement is None:
+            if self._closed is None and self._now is not None:
+                self._ctx.obligations.finish(self._now)
+                self._end(self._now, self._events - 1)
+            self._judgement = self._ctx.ledger.judgement()
+        return self._judgement
+
+    def _on_sent(self, seen: Seen) -> None:
+        connection = self._connection
+        if seen.sender is CLIENT:
+            self._keep_alive.gap(seen)
+            if not isinstance(seen.packet, Connect):  # a client CONNECT is the connection's to judge
+                self._offences.on_frame(seen)
+            connection.on_client(seen)
+            answered = self._pairing.on_packet(seen)
+        else:
+            self._offences.on_frame(seen)
+            answered = connection.on_server(seen)
+            paired = self._pairing.on_packet(seen)
+            answered = paired if answered is None else answered
+        if answered is not None:
+            self._offences.check_answer(seen, answered)
+            if seen.sender is not CLIENT:
+                connection.check_answer(seen, answered)
+                self._ctx.transcript.processed_by(answered, seen.time)
+        self._offences.check_echo(seen)
+        self._deliveries.on_packet(seen)
+        if seen.sender is CLIENT:
+            self._keep_alive.on_client(seen)
+        self._keep_alive.after_event()
+
+    def _end(self, time: float, index: int) -> None:
+        self._keep_alive.end(time, index)
+        transcript = self._ctx.transcript
+        transcript.end, transcript.end_event, transcript.closed = time, index, self._closed
+        offence = self._offences.by(CLIENT)
+        transcript.client_offence = None if offence is None else offence.seen.event
+        self._connection.on_end(time, self._closed)
+
+
+def judge(events: Iterable[Event], config: JudgeConfig = DEFAULT_CONFIG) -> Judgement:
+    """Judges one conversation: every event in order, then :meth:`ConversationJudge.finish`."""
+    conversation = ConversationJudge(config)
+    for event in events:
+        conversation.feed(event)
+    return conversation.finish()

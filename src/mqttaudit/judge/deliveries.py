@@ -1,0 +1,92 @@
+"""Deliveries on one connection: every PUBLISH the server sends matches a subscription of the session, in the
+'$' namespace only through filters that do not start with a wildcard, at no higher QoS than the subscription
+allows. Whether each message that should arrive did is the broker model's question (several connections)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from mqttaudit.codec import Direction, Publish
+
+from . import rules
+from .connection import Connection
+from .context import Context, Seen
+from .subscriptions import Subscriptions
+from .transcript import Delivered
+
+SERVER: Final = Direction.FROM_SERVER
+
+
+class Deliveries:
+    def __init__(self, ctx: Context, connection: Connection, subscriptions: Subscriptions) -> None:
+        self._ctx = ctx
+        self._connection = connection
+        self._subscriptions = subscriptions
+
+    def on_packet(self, seen: Seen) -> None:
+        packet = seen.packet
+        if seen.sender is not SERVER or not isinstance(packet, Publish) or seen.offends:
+            return
+        self._ctx.transcript.delivered.append(Delivered(seen.event, seen.time, packet))
+        unknown = self._unknown_subscriptions()
+        if unknown is not None:
+            self._ctx.ledger.undecided(rules.DELIVERY_MATCHES_SUBSCRIPTION, unknown)
+            self._ctx.ledger.undecided(rules.DELIVERY_QOS, unknown)
+            return
+        bounds = self._subscriptions.bounds(packet.topic)
+        if self._matches_a_subscription(seen, packet, bounds):
+            self._qos_within_grant(seen, packet, bounds)
+
+    def _unknown_subscriptions(self) -> str | None:
+        connection = self._connection
+        if connection.connect is None:
+            return "no CONNECT seen: the session is unknown"
+        if connection.session_known:
+            return None
+        if connection.connack is None:
+            return "CleanSession 0 and no CONNACK seen: the session may hold subscriptions of earlier connections"
+        return "session resumed (Session Present 1): subscriptions of earlier connections are unknown"
+
+    def _matches_a_subscription(self, seen: Seen, packet: Publish, bounds: dict[str, int]) -> bool:
+        """[MQTT-3.3.2-3] The Topic Name matches a filter of the session; [MQTT-4.7.2-1] a '$' name never
+        matches through a filter that starts with a wildcard."""
+        if bounds:
+            self._ctx.ledger.held(rules.DELIVERY_MATCHES_SUBSCRIPTION)
+            return True
+        blocked = self._subscriptions.blocked_by_dollar_rule(packet.topic)
+        if blocked:
+            self._ctx.ledger.fail(
+                rules.DOLLAR_TOPICS_NOT_MATCHED_BY_WILDCARDS,
+                SERVER,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} reaches the client only through {', '.join(map(repr, blocked))}",
+                "a Topic Filter starting with '#' or '+' does not match a Topic Name starting with '$'",
+            )
+            return False
+        self._ctx.ledger.fail(
+            rules.DELIVERY_MATCHES_SUBSCRIPTION,
+            SERVER,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} matches no Topic Filter the client subscribed to on this connection",
+            "the server sends a client only messages whose Topic Name matches one of its subscriptions",
+        )
+        return False
+
+    def _qos_within_grant(self, seen: Seen, packet: Publish, bounds: dict[str, int]) -> None:
+        """[MQTT-3.8.4-6] A delivery uses at most the QoS its subscription was granted (requested, until the
+        SUBACK says)."""
+        allowed = max(bounds.values())
+        if packet.qos <= allowed:
+            self._ctx.ledger.held(rules.DELIVERY_QOS)
+            return
+        grants = ", ".join(f"{name!r}: QoS {qos}" for name, qos in sorted(bounds.items()))
+        self._ctx.ledger.fail(
+            rules.DELIVERY_QOS,
+            SERVER,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} exceeds the QoS its subscriptions allow ({grants})",
+            "a message is delivered at the lower of its publish QoS and the QoS granted to the subscription",
+        )

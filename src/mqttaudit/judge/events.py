@@ -1,0 +1,49 @@
+"""What the judge consumes: the timed events of one connection, in both directions, however they were observed.
+
+The live prober and the capture pipeline both turn what they saw into these events; the judge never learns which
+one fed it. Times are seconds from any origin and never decrease along a conversation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mqttaudit.codec import Direction, Frame
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """One frame sent by ``sender``, as framed by the ``codec.StreamDecoder`` of that direction."""
+
+    time: float
+    sender: Direction
+    frame: Frame
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """The TCP connection ended: ``by`` who (None when unknown), ``abrupt`` for a reset rather than a FIN."""
+
+    time: float
+    by: Direction | None
+    abrupt: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Quiet:
+    """Observation stopped at ``time`` with the connection still open: silence until then (a deadline)."""
+
+    time: float
+
+
+Event = Sent | Closed | Quiet
+
+
+def peer(side: Direction) -> Direction:
+    """The other end of the connection."""
+    return Direction.FROM_SERVER if side is Direction.FROM_CLIENT else Direction.FROM_CLIENT
+
+
+def side_name(side: Direction) -> str:
+    """ "client" or "server", for details."""
+    return side.value

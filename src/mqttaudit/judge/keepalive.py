@@ -1,0 +1,116 @@
+"""Keep Alive (3.1.2.10): the client is never silent for longer than Keep Alive [MQTT-3.1.2-23], and the server
+drops a client silent for one and a half times Keep Alive [MQTT-3.1.2-24]."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from mqttaudit.codec import Direction
+
+from . import rules
+from .connection import ACCEPT_OR_REFUSE, Connection
+from .context import Context, Seen
+from .obligations import Obligation, OnClose
+from .violations import Offences
+
+CLIENT: Final = Direction.FROM_CLIENT
+SERVER: Final = Direction.FROM_SERVER
+
+
+class KeepAlive:
+    def __init__(self, ctx: Context, connection: Connection, offences: Offences) -> None:
+        self._ctx = ctx
+        self._connection = connection
+        self._offences = offences
+        self._last: Seen | None = None  # the client's last packet since its CONNECT
+        self._reported = False  # the silence since _last was reported already
+        self._decided = False  # some silence was judged
+        self._due: Obligation | None = None
+
+    def period(self) -> float:
+        """The Keep Alive in force: 0 before an acceptable CONNECT, after a refusal, after DISCONNECT, and once
+        the client broke a rule (the server must close for that reason instead)."""
+        connection = self._connection
+        connect = connection.connect
+        if (
+            connect is None
+            or connection.reaction is not ACCEPT_OR_REFUSE
+            or connection.refused_at is not None
+            or connection.disconnect_seen is not None
+            or self._offences.by(CLIENT) is not None
+        ):
+            return 0.0
+        return float(connect.keep_alive)
+
+    def on_client(self, seen: Seen) -> None:
+        """The client spoke (its silence was judged by :meth:`gap`): the server's deadline starts again."""
+        if self._connection.connect_seen is not None:
+            self._last, self._reported = seen, False
+        self._arm()
+
+    def after_event(self) -> None:
+        """Withdraws the server's duty once the Keep Alive no longer applies."""
+        if self._due is not None and not self.period():
+            self._ctx.obligations.drop(self._due)
+            self._due = None
+
+    def gap(self, seen: Seen) -> None:
+        """[MQTT-3.1.2-23] The silence that a client packet ends is at most the Keep Alive."""
+        if self._too_long(seen.time, seen.event) is False:
+            self._decided = True
+            self._ctx.ledger.held(rules.CLIENT_KEEP_ALIVE)
+
+    def silence(self, time: float, event: int) -> None:
+        """A silence still going on at ``time`` may already be too long."""
+        self._too_long(time, event)
+
+    def end(self, time: float, event: int) -> None:
+        """The silence at the end counts only when too long; a conversation that never saw a whole Keep Alive
+        period decided nothing."""
+        if self._too_long(time, event) is False and not self._decided and self.period():
+            self._ctx.ledger.undecided(rules.CLIENT_KEEP_ALIVE, "no whole Keep Alive period was observed")
+
+    def _too_long(self, time: float, event: int) -> bool | None:
+        """None when no Keep Alive applies or the silence was reported already."""
+        period = self.period()
+        last = self._last
+        if not period or last is None or self._reported:
+            return None
+        silence = time - last.time
+        if silence <= period + self._ctx.config.keep_alive_slack:
+            return False
+        self._reported = self._decided = True
+        self._ctx.ledger.fail(
+            rules.CLIENT_KEEP_ALIVE,
+            CLIENT,
+            time,
+            event,
+            f"the client sent nothing for {silence:.3g} s after {last.describe()}; Keep Alive is {period:g} s",
+            "the client sends a packet (PINGREQ if nothing else) within each Keep Alive period",
+        )
+        return True
+
+    def _arm(self) -> None:
+        """[MQTT-3.1.2-24] Restarts the server's deadline from the client's latest packet."""
+        if self._due is not None:
+            self._ctx.obligations.drop(self._due)
+            self._due = None
+        period, last = self.period(), self._last
+        if not period or last is None:
+            return
+        config = self._ctx.config
+        limit = config.keep_alive_factor * period
+        self._due = self._ctx.obligations.open(
+            Obligation(
+                rules.SERVER_DROPS_SILENT_CLIENT,
+                SERVER,
+                last.event,
+                last.time,
+                last.time + limit + config.keep_alive_slack,
+                f"close the connection of a client silent for {limit:g} s (Keep Alive {period:g} s)",
+                f"the server disconnects a client that sends nothing for {config.keep_alive_factor:g} times its "
+                "Keep Alive",
+                OnClose.FULFILS,
+                exercised_after=last.time + period,
+            )
+        )

@@ -1,0 +1,437 @@
+"""The broker model: what a conforming server owes each connection of a scenario, given what it accepted on all
+of them (one common clock).
+
+From the transcripts it rebuilds sessions (by ClientId and CleanSession), subscriptions (with the windows in
+which each may and surely did hold), the messages the server took (PUBLISH and Wills, with the window in which
+it took each) and the retained message of every topic, and turns them into :class:`Expectation` records: a
+message that must (or may) reach a connection, with the QoS, the RETAIN flag and the rule it answers to.
+
+Assumptions, each of which errs towards "not assessable" rather than a finding: the scenario holds all traffic
+on its topics, except retained messages older than the scenario (unknown, never a finding); the server
+processes a request within ``answer_timeout``; state from before a CleanSession 0 session first seen here is
+unknown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from mqttaudit.codec import Publish
+from mqttaudit.topics import matches, matches_but_for_dollar_rule
+
+from . import rules
+from .config import JudgeConfig
+from .events import Closed
+from .transcript import Subscribed, Transcript, Unsubscribed
+
+INF: Final = math.inf
+Window = tuple[float, float]
+
+
+def overlaps(a: Window, b: Window) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def covers(outer: Window, inner: Window) -> bool:
+    return outer[0] <= inner[0] and inner[1] <= outer[1]
+
+
+@dataclass(eq=False)
+class Link:
+    """One accepted connection: the conversation, its client, and when it was open."""
+
+    name: str
+    transcript: Transcript
+    client_id: str
+    clean: bool
+    opened: float
+    #: Last observation of the connection (its close, or where observation stopped with it open).
+    ended: float
+    closed: Closed | None
+    session: Session | None = None
+    #: Session Present the server owed this connection (None: unknown).
+    owed_session_present: bool | None = None
+    expectations: list[Expectation] = field(default_factory=list)
+
+    def open_at(self, time: float) -> bool:
+        return self.opened <= time <= self.ended
+
+
+@dataclass(eq=False)
+class Session:
+    client_id: str
+    clean: bool
+    #: The scenario saw the session start empty, so all of its subscriptions are known.
+    known: bool
+    links: list[Link] = field(default_factory=list)
+    subscriptions: list[Subscription] = field(default_factory=list)
+    #: When the server discarded it (a CleanSession 1 connection ended or replaced it).
+    ended: float = INF
+
+    def link_at(self, time: float) -> Link | None:
+        return next((link for link in self.links if link.open_at(time)), None)
+
+    def link_after(self, time: float) -> Link | None:
+        return next((link for link in self.links if link.opened > time), None)
+
+
+@dataclass(frozen=True, eq=False)
+class Subscription:
+    link: Link
+    event: int
+    topic_filter: str
+    #: The granted QoS once a SUBACK said, the requested one before.
+    qos: int
+    #: When it may have been in effect, and when it surely was (None: never surely).
+    possible: Window
+    definite: Window | None
+
+
+@dataclass(frozen=True, eq=False)
+class Message:
+    """An Application Message the server may have taken: a client PUBLISH or a Will."""
+
+    link: Link
+    event: int
+    publish: Publish
+    #: Between these times the server took it.
+    window: Window
+    #: The server surely took it (acknowledged, or a QoS 0 PUBLISH on a healthy connection, or a due Will).
+    certain: bool
+    will: bool = False
+
+    @property
+    def key(self) -> tuple[str, bytes]:
+        return (self.publish.topic, self.publish.payload)
+
+
+#: The retained state of a topic nobody in the scenario set: unknown, never a finding.
+UNKNOWN: Final = "unknown"
+RetainedState = Message | None | str  # a message, None (nothing retained), or UNKNOWN
+
+
+@dataclass(eq=False)
+class Expectation:
+    """A message the server must (or may) send one connection."""
+
+    link: Link
+    message: Message
+    must: bool
+    #: The rule broken when it never arrives.
+    rule: str
+    #: Sent because of a new subscription (RETAIN 1) rather than an established one (RETAIN 0).
+    retained: bool
+    #: The QoS at least one copy must arrive with (when ``must``).
+    qos: int
+    qos_rule: str
+    #: Deliveries before this time cannot be it; after ``deadline`` it is missing.
+    after: float
+    deadline: float
+    #: How many copies may arrive (one per matching subscription [MQTT-3.3.5-1]).
+    copies: int = 1
+    #: The highest QoS any copy may use (a subscription that may have held allows more than a sure one).
+    ceiling: int | None = None
+    #: The message must NOT arrive (as retained, when ``retained``): ``rule`` is broken if it does.
+    forbidden: bool = False
+    delivered: list[Publish] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, bytes]:
+        return self.message.key
+
+    @property
+    def highest(self) -> int:
+        return self.qos if self.ceiling is None else self.ceiling
+
+
+@dataclass
+class Model:
+    links: list[Link]
+    sessions: list[Session]
+    messages: list[Message]
+    #: The messages of each topic, and those that set its retained message.
+    by_topic: dict[str, list[Message]]
+    retained: dict[str, list[Message]]
+
+
+def build(transcripts: Mapping[str, Transcript], config: JudgeConfig) -> Model:
+    links = sorted(_links(transcripts), key=lambda link: link.opened)
+    sessions = _sessions(links)
+    for session in sessions:
+        session.subscriptions = list(_subscriptions(session))
+    messages, unowned = _messages(transcripts, links, config)
+    by_topic: dict[str, list[Message]] = {}
+    retained: dict[str, list[Message]] = {}
+    for message in messages:
+        by_topic.setdefault(message.publish.topic, []).append(message)
+        if message.publish.retain:
+            retained.setdefault(message.publish.topic, []).append(message)
+    model = Model(links, sessions, messages, by_topic, retained)
+    for session in sessions:
+        for message in messages:
+            _route(model, message, session, config)
+        for message, rule in unowned:
+            _forbid_unowned(message, rule, session, config)
+        for subscription in session.subscriptions:
+            _send_retained(model, subscription, config)
+    return model
+
+
+def _links(transcripts: Mapping[str, Transcript]) -> Iterable[Link]:
+    for name, transcript in transcripts.items():
+        connect = transcript.connect
+        if connect is None or not transcript.accepted:
+            continue
+        closed = transcript.closed
+        yield Link(
+            name, transcript, connect.client_id, connect.clean_session, transcript.connack_time, transcript.end, closed
+        )
+
+
+def _sessions(links: list[Link]) -> list[Session]:
+    """Assigns each connection its session [MQTT-3.1.2-4, -6] and the Session Present it is owed [3.2.2-2, -3]."""
+    sessions: list[Session] = []
+    current: dict[str, Session] = {}  # the session the server holds per ClientId
+    seen: set[str] = set()
+    for link in links:
+        held = current.get(link.client_id)
+        if held is not None and held.ended <= link.opened:
+            held = None
+        if link.clean:
+            if held is not None:
+                held.ended = min(held.ended, link.transcript.connect_time)
+            session = Session(link.client_id, True, True)
+            session.ended = link.closed.time if link.closed is not None else INF
+            sessions.append(session)
+        elif held is not None and not held.clean:
+            session = held
+            link.owed_session_present = True
+        else:
+            if held is not None:  # a CleanSession 1 session still open: replaced, its state never reused
+                held.ended = min(held.ended, link.transcript.connect_time)
+            session = Session(link.client_id, False, link.client_id in seen)
+            link.owed_session_present = False if session.known else None
+            sessions.append(session)
+        seen.add(link.client_id)
+        current[link.client_id] = session
+        session.links.append(link)
+        link.session = session
+    return sessions
+
+
+def _subscriptions(session: Session) -> Iterable[Subscription]:
+    """Each granted (or still unanswered) filter with its windows: it ends where the session ends, where an
+    UNSUBSCRIBE of the same filter starts, or where a new SUBSCRIBE of it replaces it [MQTT-3.8.4-3]."""
+    asked = [(link, record) for link in session.links for record in link.transcript.subscribed]
+    for link, record in asked:
+        if record.acked is not None and record.granted is None:
+            continue  # refused
+        possible_end = definite_end = session.ended
+        later_subscribes = [r for _, r in asked if r.topic_filter == record.topic_filter and r.sent > record.sent]
+        unsubscribes = [
+            u
+            for other in session.links
+            for u in other.transcript.unsubscribed
+            if u.topic_filter == record.topic_filter and u.sent >= record.sent
+        ]
+        enders: list[Subscribed | Unsubscribed] = [*later_subscribes, *unsubscribes]
+        for ender in enders:
+            definite_end = min(definite_end, ender.sent)
+            possible_end = min(possible_end, ender.acked if ender.acked is not None else INF)
+        qos = record.granted if record.granted is not None else record.requested
+        definite = None if record.acked is None else (record.acked, definite_end)
+        if definite is not None and definite[0] > definite[1]:
+            definite = None
+        yield Subscription(link, record.event, record.topic_filter, qos, (record.sent, possible_end), definite)
+
+
+def _messages(
+    transcripts: Mapping[str, Transcript], links: list[Link], config: JudgeConfig
+) -> tuple[list[Message], list[tuple[Message, str]]]:
+    """The messages the server took, and those it must not have: sent on a refused connection [MQTT-3.1.4-5],
+    or a Will discarded by DISCONNECT [MQTT-3.14.4-3]."""
+    by_name = {link.name: link for link in links}
+    routed: list[Message] = []
+    unowned: list[tuple[Message, str]] = []
+    for name, transcript in transcripts.items():
+        link = by_name.get(name)
+        source = link or Link(name, transcript, "", True, transcript.connect_time, transcript.end, None)
+        refused = transcript.connack is not None and transcript.connack.return_code != 0
+        for record in transcript.published:
+            taken = record.accepted if record.accepted is not None else record.sent + config.answer_timeout
+            message = Message(source, record.event, record.message, (record.sent, taken), record.certain)
+            if link is not None and (transcript.client_offence is None or record.event < transcript.client_offence):
+                routed.append(message)
+            elif refused:
+                unowned.append((message, rules.NOTHING_PROCESSED_AFTER_REFUSAL))
+        will = None if transcript.connect is None else transcript.connect.will
+        if link is None or will is None:
+            continue
+        publish = Publish(topic=will.topic, payload=will.message, qos=will.qos, retain=will.retain)
+        closing = (link.ended, link.ended)
+        if transcript.disconnected and transcript.client_offence is None:
+            unowned.append(
+                (Message(link, transcript.end_event, publish, closing, True, True), rules.WILL_DISCARDED_ON_DISCONNECT)
+            )
+        elif transcript.closed is not None:
+            routed.append(Message(link, transcript.end_event, publish, closing, True, True))
+    return routed, unowned
+
+
+def _route(model: Model, message: Message, session: Session, config: JudgeConfig) -> None:
+    """The live delivery of ``message`` to ``session``: owed when a matching subscription surely held for the
+    whole time the server was taking the message [MQTT-4.5.0-1]; forbidden when the session has a reason not
+    to get it."""
+    topic = message.publish.topic
+    possible = [
+        s for s in session.subscriptions if matches(s.topic_filter, topic) and overlaps(s.possible, message.window)
+    ]
+    if not possible:
+        _forbid_live(model, message, session, config)
+        return
+    definite = [s for s in possible if s.definite is not None and covers(s.definite, message.window)]
+    must = message.certain and bool(definite)
+    qos = min(message.publish.qos, max(s.qos for s in (definite or possible)))
+    ceiling = min(message.publish.qos, max(s.qos for s in possible))
+    qos_rule = rules.HIGHEST_QOS_OF_OVERLAPPING if len(possible) > 1 else rules.DELIVERY_QOS
+    taken = message.window[1]
+    link = session.link_at(taken)
+    if link is not None:
+        if message.will:
+            rule = rules.WILL_PUBLISHED
+        elif definite and all(s.link is not link for s in definite):
+            rule = rules.SESSION_RESUMED
+        else:
+            rule = rules.MESSAGE_ROUTED
+        after, deadline = message.window[0], taken + config.answer_timeout
+    else:
+        # [MQTT-3.1.2-5] Offline: a persistent session keeps QoS 1 and 2 messages for its next connection.
+        link = session.link_after(taken)
+        if link is None:
+            return
+        must = must and not session.clean and qos > 0
+        rule, after, deadline = rules.OFFLINE_MESSAGES_KEPT, link.opened, link.opened + config.answer_timeout
+    link.expectations.append(
+        Expectation(link, message, must, rule, False, qos, qos_rule, after, deadline, len(possible), ceiling=ceiling)
+    )
+
+
+def _forbid_live(model: Model, message: Message, session: Session, config: JudgeConfig) -> None:
+    """A message no subscription of the session matched while the server took it must not arrive, where a
+    rule says why: the filter was unsubscribed [MQTT-3.10.4-2], belonged to a discarded session [MQTT-3.1.2-6],
+    or would match but for the '$' rule [MQTT-4.7.2-1]."""
+    link = session.link_at(message.window[1])
+    if link is None or not session.known:
+        return
+    topic = message.publish.topic
+    mine = [s for s in session.subscriptions if matches(s.topic_filter, topic)]
+    discarded = [
+        s
+        for other in model.sessions
+        if other is not session and other.client_id == session.client_id and other.ended <= message.window[0]
+        for s in other.subscriptions
+        if matches(s.topic_filter, topic)
+    ]
+    if any(s.possible[1] < message.window[0] for s in mine):
+        rule = rules.UNSUBSCRIBED_STOPS_DELIVERY
+    elif discarded and not mine:
+        rule = rules.CLEAN_SESSION_DISCARDED
+    elif any(
+        matches_but_for_dollar_rule(s.topic_filter, topic) and overlaps(s.possible, message.window)
+        for s in session.subscriptions
+    ):
+        rule = rules.DOLLAR_TOPICS_NOT_MATCHED_BY_WILDCARDS
+    else:
+        return
+    _forbid(link, message, rule, False, message.window, config)
+
+
+def _forbid_unowned(message: Message, rule: str, session: Session, config: JudgeConfig) -> None:
+    """A message the server must not have taken reaches no subscriber that would match it."""
+    for subscription in session.subscriptions:
+        if matches(subscription.topic_filter, message.publish.topic) and overlaps(
+            subscription.possible, message.window
+        ):
+            link = session.link_at(message.window[1])
+            if link is not None:
+                _forbid(link, message, rule, False, message.window, config)
+            return
+
+
+def _forbid(link: Link, message: Message, rule: str, retained: bool, window: Window, config: JudgeConfig) -> None:
+    deadline = window[1] + config.answer_timeout
+    link.expectations.append(
+        Expectation(link, message, False, rule, retained, 0, rule, window[0], deadline, forbidden=True)
+    )
+
+
+def retained_states(changes: list[Message], window: Window) -> set[RetainedState]:
+    """The retained message a topic may hold at some time in ``window``, given the retained PUBLISHes (and
+    Wills) that set it: a zero-byte one clears it [MQTT-3.3.1-10, -11], a QoS 0 one may be dropped any time
+    [MQTT-3.3.1-7], and before the first one the state is unknown."""
+    settled = [c for c in changes if c.certain and c.window[1] <= window[0]]
+    last = max(settled, key=lambda c: c.window[1], default=None)
+    states: set[RetainedState] = {UNKNOWN} if last is None else set()
+    for change in changes:
+        if change.window[0] > window[1] or (last is not None and change.window[1] < last.window[0]):
+            continue
+        if not change.certain:
+            states.add(UNKNOWN if last is None else last)
+        if change.publish.payload:
+            states.add(change)
+            if change.publish.qos == 0:
+                states.add(None)
+        else:
+            states.add(None)
+    return states
+
+
+def _send_retained(model: Model, subscription: Subscription, config: JudgeConfig) -> None:
+    """[MQTT-3.3.1-6] A new subscription gets the retained message of every matching topic (with RETAIN 1,
+    [MQTT-3.3.1-8]) and, as retained, nothing else that was published there."""
+    if subscription.definite is None:
+        return
+    window = (subscription.possible[0], subscription.definite[0])
+    link = subscription.link
+    for topic, published in model.by_topic.items():
+        if not matches(subscription.topic_filter, topic):
+            continue
+        changes = model.retained.get(topic, [])
+        states = retained_states(changes, window)
+        for state in states:
+            if isinstance(state, Message):
+                must = len(states) == 1 and state.publish.qos > 0
+                rule = rules.WILL_RETAINED if state.will else rules.RETAINED_SENT_ON_SUBSCRIBE
+                qos = min(state.publish.qos, subscription.qos)
+                deadline = window[1] + config.answer_timeout
+                link.expectations.append(
+                    Expectation(link, state, must, rule, True, qos, rules.DELIVERY_QOS, window[0], deadline)
+                )
+        for message in published:
+            forbidden = None if message in states else not_retained_rule(message, changes, window)
+            if forbidden is not None:
+                _forbid(link, message, forbidden, True, window, config)
+
+
+def not_retained_rule(message: Message, changes: list[Message], window: Window) -> str | None:
+    """Why ``message`` is not the retained message of its topic during ``window``: never retained
+    [MQTT-3.3.1-12, 3.1.2-16], zero-byte [MQTT-3.3.1-11], or superseded before by a zero-byte [-10], a QoS 0
+    [-7] or another [-6] retained message. None when it was published too late to tell."""
+    if message.window[1] > window[0]:
+        return None
+    if not message.publish.retain:
+        return rules.WILL_NOT_RETAINED if message.will else rules.NON_RETAINED_KEEPS_RETAINED
+    if not message.publish.payload:
+        return rules.ZERO_BYTE_RETAINED_NOT_STORED
+    later = [c for c in changes if c.certain and message.window[1] <= c.window[0] and c.window[1] <= window[0]]
+    if not later:
+        return None
+    replacement = min(later, key=lambda c: c.window[0])
+    if not replacement.publish.payload:
+        return rules.ZERO_BYTE_RETAINED_CLEARS
+    if replacement.publish.qos == 0:
+        return rules.RETAINED_QOS0_REPLACES
+    return rules.RETAINED_SENT_ON_SUBSCRIBE

@@ -1,0 +1,167 @@
+"""Deadlines: what one side owes the other by when, and how later events settle it.
+
+An obligation is opened by an event (a request, a violation, a refusal) and settled by an answer (fulfilled),
+by the connection closing (depending on :class:`OnClose`), or by evidence that the connection was still open
+after the deadline: a later event, or a :class:`~mqttaudit.judge.events.Quiet` at or past it (a finding).
+Whatever is still open when observation ends is not assessable.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mqttaudit.codec import Direction
+
+from .events import Closed, peer, side_name
+from .verdict import Ledger
+
+
+class OnClose(enum.Enum):
+    """What the owing side closing the connection before the deadline means."""
+
+    FULFILS = "fulfils"  # the obligation is to close
+    EXCUSES = "excuses"  # closing instead of answering is allowed: the rule is not assessable
+    BREAKS = "breaks"  # the answer had to come before the close (CONNACK 0x01, then close)
+
+
+@dataclass(eq=False, slots=True)
+class Obligation:
+    rule: str
+    #: The side that owes it.
+    side: Direction
+    #: The event that opened it (the request, the violation, the refusal).
+    event: int
+    since: float
+    due: float
+    #: What is owed, as a verb phrase: "close the connection", "send PUBACK for PUBLISH id 7".
+    owed: str
+    expected: str
+    on_close: OnClose
+    #: A close before this time does not exercise the rule at all (Keep Alive: the client was not silent long
+    #: enough for the close to be an answer to its silence).
+    exercised_after: float = -math.inf
+    #: Rules the awaited answer also decides (its Packet Identifier, its type): they pass with the obligation
+    #: and are not assessable when it is, or when it is broken (no answer, so nothing to judge them on).
+    informs: tuple[str, ...] = ()
+    #: Rules the owing side enforces by doing what it owes (the rule a malformed packet broke, which its receiver
+    #: upholds by closing): they hold, fail or stay undecided with the obligation itself.
+    enforces: tuple[str, ...] = ()
+
+    @property
+    def decided(self) -> tuple[str, ...]:
+        """Every rule settled with the obligation, its own first."""
+        return (self.rule, *self.enforces)
+
+    @property
+    def limit(self) -> float:
+        return self.due - self.since
+
+
+class Obligations:
+    """The open obligations of one conversation; every settlement is recorded in the ledger."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self._open: list[Obligation] = []
+
+    def open(self, obligation: Obligation) -> Obligation:
+        self._open.append(obligation)
+        return obligation
+
+    def fulfil(self, obligation: Obligation) -> None:
+        """The owing side did what it owed in time (an answer after a missed deadline was already reported)."""
+        if obligation in self._open:
+            self._open.remove(obligation)
+            for rule in (*obligation.decided, *obligation.informs):
+                self._ledger.held(rule)
+
+    def drop(self, obligation: Obligation, reason: str | None = None) -> None:
+        """Withdraws an obligation: not assessable for ``reason``, or silently when it never applied."""
+        if obligation in self._open:
+            self._open.remove(obligation)
+            if reason is not None:
+                self._undecided(obligation, reason)
+
+    def drop_where(self, predicate: Callable[[Obligation], bool], reason: str | None = None) -> None:
+        for obligation in [o for o in self._open if predicate(o)]:
+            self.drop(obligation, reason)
+
+    def advance(self, time: float, event: int, *, quiet: bool) -> None:
+        """Event ``event`` shows the connection open at ``time``: every obligation past its deadline is broken.
+        A Quiet at the deadline itself counts (the grace is over); any other event must come after it."""
+        for obligation in list(self._open):
+            if time > obligation.due or (quiet and time >= obligation.due):
+                self._open.remove(obligation)
+                self._breach(obligation, time, event, f"still open {time - obligation.since:.3g} s after it")
+
+    def close(self, closed: Closed, event: int) -> None:
+        """The connection ended: settles every open obligation."""
+        for obligation in list(self._open):
+            self._open.remove(obligation)
+            self._settle_on_close(obligation, closed, event)
+
+    def finish(self, now: float) -> None:
+        """Observation ended without a close or a deadline passing: whatever is open is not assessable."""
+        for obligation in list(self._open):
+            self._open.remove(obligation)
+            if now >= obligation.exercised_after:
+                self._undecided(
+                    obligation,
+                    f"observation ended {now - obligation.since:.3g} s after event {obligation.event}, before the "
+                    f"{side_name(obligation.side)} had to {obligation.owed} ({obligation.limit:g} s)",
+                )
+
+    def _settle_on_close(self, obligation: Obligation, closed: Closed, event: int) -> None:
+        if closed.time < obligation.exercised_after:
+            return
+        if closed.time > obligation.due:
+            closed_after = closed.time - obligation.since
+            self._breach(obligation, closed.time, event, f"the connection closed only {closed_after:.3g} s after it")
+            return
+        side = side_name(obligation.side)
+        if closed.by is None:
+            self._undecided(obligation, "the connection closed within the limit, by an unknown side")
+        elif closed.by is not obligation.side:
+            self._undecided(
+                obligation,
+                f"the {side_name(peer(obligation.side))} closed the connection "
+                f"{closed.time - obligation.since:.3g} s after event {obligation.event}, before the {side} had to "
+                f"{obligation.owed}",
+            )
+        elif obligation.on_close is OnClose.FULFILS:
+            for rule in obligation.decided:
+                self._ledger.held(rule)
+        elif obligation.on_close is OnClose.EXCUSES:
+            self._undecided(
+                obligation, f"the {side} closed the connection instead, which it may do (event {obligation.event})"
+            )
+        else:
+            self._fail(
+                obligation,
+                closed.time,
+                event,
+                f"the {side} closed the connection {closed.time - obligation.since:.3g} s after event "
+                f"{obligation.event} but did not {obligation.owed} first",
+            )
+
+    def _undecided(self, obligation: Obligation, reason: str) -> None:
+        for rule in (*obligation.decided, *obligation.informs):
+            self._ledger.undecided(rule, reason)
+
+    def _breach(self, obligation: Obligation, time: float, event: int, observed: str) -> None:
+        for rule in obligation.informs:
+            self._ledger.undecided(rule, f"no answer to event {obligation.event}, so nothing to judge it on")
+        self._fail(
+            obligation,
+            time,
+            event,
+            f"the {side_name(obligation.side)} did not {obligation.owed} within {obligation.limit:g} s of event "
+            f"{obligation.event}: {observed}",
+        )
+
+    def _fail(self, obligation: Obligation, time: float, event: int, detail: str) -> None:
+        for rule in obligation.decided:
+            self._ledger.fail(rule, obligation.side, time, event, detail, obligation.expected)

@@ -1,0 +1,487 @@
+"""Packet Identifiers: every request gets its answers, with its identifier, in the right order.
+
+One table drives the flows (section 4.3 and 3.8-3.11): a QoS 1 PUBLISH awaits PUBACK; a QoS 2 PUBLISH awaits
+PUBREC, then its sender's PUBREL, then PUBCOMP; SUBSCRIBE awaits SUBACK; UNSUBSCRIBE awaits UNSUBACK. An answer
+that fits no flow in flight is a finding; so is a new request reusing an identifier still in flight.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Final
+
+from mqttaudit.codec import Direction, PacketType, Pingreq, Pingresp, Publish, Suback, Subscribe, Unsubscribe
+from mqttaudit.codec import rules as codec_rules
+
+from . import rules
+from .connection import Connection
+from .context import Context, Seen, describe
+from .events import peer, side_name
+from .obligations import Obligation, OnClose
+from .subscriptions import FAILURE, Subscriptions
+from .transcript import Published, Subscribed, Unsubscribed
+from .violations import Offences
+
+CLIENT: Final = Direction.FROM_CLIENT
+
+
+class Stage(enum.Enum):
+    """What a flow in flight awaits: the packet type named."""
+
+    PUBACK = PacketType.PUBACK
+    PUBREC = PacketType.PUBREC
+    PUBREL = PacketType.PUBREL
+    PUBCOMP = PacketType.PUBCOMP
+    SUBACK = PacketType.SUBACK
+    UNSUBACK = PacketType.UNSUBACK
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    #: The requester sends it (PUBREL), not its peer.
+    by_owner: bool
+    then: Stage | None
+    #: The rule broken when it never comes.
+    missing: str
+
+
+STEPS: Final[dict[Stage, Step]] = {
+    Stage.PUBACK: Step(False, None, rules.QOS1_RECEIVER_PUBACK),
+    Stage.PUBREC: Step(False, Stage.PUBREL, rules.QOS2_RECEIVER),
+    Stage.PUBREL: Step(True, Stage.PUBCOMP, rules.QOS2_SENDER),
+    Stage.PUBCOMP: Step(False, None, rules.QOS2_RECEIVER),
+    Stage.SUBACK: Step(False, None, rules.SUBACK_SENT),
+    Stage.UNSUBACK: Step(False, None, rules.UNSUBACK_SAME_ID),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Stray:
+    """An answer whose Packet Identifier matches no flow awaiting it."""
+
+    rule: str
+    awaited: str
+    expected: str
+
+
+STRAYS: Final[dict[PacketType, Stray]] = {
+    PacketType.PUBACK: Stray(
+        rules.PUBLISH_ACK_SAME_ID, "QoS 1 PUBLISH", "PUBACK carries the Packet Identifier of the PUBLISH it answers"
+    ),
+    PacketType.PUBREC: Stray(
+        rules.PUBLISH_ACK_SAME_ID, "QoS 2 PUBLISH", "PUBREC carries the Packet Identifier of the PUBLISH it answers"
+    ),
+    PacketType.PUBREL: Stray(
+        rules.PUBLISH_ACK_SAME_ID,
+        "QoS 2 PUBLISH acknowledged by PUBREC",
+        "PUBREL carries the Packet Identifier of the PUBLISH whose PUBREC it answers",
+    ),
+    PacketType.PUBCOMP: Stray(
+        rules.QOS2_RECEIVER, "PUBREL", "PUBCOMP carries the Packet Identifier of the PUBREL it answers"
+    ),
+    PacketType.SUBACK: Stray(
+        rules.SUBACK_SAME_ID, "SUBSCRIBE", "SUBACK carries the Packet Identifier of the SUBSCRIBE it acknowledges"
+    ),
+    PacketType.UNSUBACK: Stray(
+        rules.UNSUBACK_SAME_ID,
+        "UNSUBSCRIBE",
+        "UNSUBACK carries the Packet Identifier of the UNSUBSCRIBE it acknowledges",
+    ),
+}
+
+#: Answers of a known flow at the wrong step: the rule broken, or None where a repeat is harmless.
+OUT_OF_STEP: Final[dict[tuple[Stage, PacketType], tuple[str, str] | None]] = {
+    (Stage.PUBACK, PacketType.PUBREC): (rules.ACK_MATCHES_QOS, "a QoS 1 PUBLISH is answered with PUBACK"),
+    (Stage.PUBREC, PacketType.PUBACK): (rules.ACK_MATCHES_QOS, "a QoS 2 PUBLISH is answered with PUBREC"),
+    (Stage.PUBREC, PacketType.PUBREL): (rules.QOS2_SENDER, "the sender sends PUBREL only after receiving PUBREC"),
+    (Stage.PUBREC, PacketType.PUBCOMP): (rules.QOS2_RECEIVER, "the receiver sends PUBCOMP only in answer to PUBREL"),
+    (Stage.PUBREL, PacketType.PUBCOMP): (rules.QOS2_RECEIVER, "the receiver sends PUBCOMP only in answer to PUBREL"),
+    (Stage.PUBREL, PacketType.PUBREC): None,
+    (Stage.PUBCOMP, PacketType.PUBREC): None,
+    (Stage.PUBCOMP, PacketType.PUBREL): None,
+}
+
+#: The client acknowledges in the order the packets arrived [MQTT-4.6.0-2, -3, -4].
+ORDER_RULES: Final[dict[PacketType, str]] = {
+    PacketType.PUBACK: rules.PUBACK_ORDER,
+    PacketType.PUBREC: rules.PUBREC_ORDER,
+    PacketType.PUBREL: rules.PUBREL_ORDER,
+}
+
+#: A new request reuses an identifier still in flight [MQTT-2.3.1-2] (client), [MQTT-2.3.1-4] (server).
+ID_IN_USE: Final[dict[Direction, str]] = {
+    Direction.FROM_CLIENT: rules.CLIENT_PACKET_ID_IN_USE,
+    Direction.FROM_SERVER: rules.SERVER_PACKET_ID_IN_USE,
+}
+
+
+@dataclass(eq=False, slots=True)
+class Flow:
+    """One request in flight: who sent it, its identifier, and what it awaits next."""
+
+    owner: Direction
+    packet_id: int
+    request: Seen
+    stage: Stage
+    #: The packet the next step answers.
+    last: Seen
+    #: The rule broken when the first answer never comes, where it is not the step's own.
+    missing: str | None = None
+    due: Obligation | None = None
+    #: What the broker model learns when the flow completes.
+    subscribed: list[Subscribed] = field(default_factory=list)
+    unsubscribed: list[Unsubscribed] = field(default_factory=list)
+    published: Published | None = None
+
+
+class Pairing:
+    def __init__(self, ctx: Context, offences: Offences, connection: Connection, subscriptions: Subscriptions) -> None:
+        self._ctx = ctx
+        self._offences = offences
+        self._connection = connection
+        self._subscriptions = subscriptions
+        self._flows: dict[Direction, dict[int, Flow]] = {side: {} for side in Direction}
+        self._pings: list[tuple[Seen, Obligation | None]] = []
+        self._blind: set[Direction] = set()
+
+    def on_packet(self, seen: Seen) -> int | None:
+        """Pairs one packet with the flows in flight; returns the event it answers, if any."""
+        packet = seen.packet
+        if packet is None:
+            if seen.undecoded:
+                self._blind.add(seen.sender)
+            return None
+        if any(v.rule == codec_rules.PACKET_DIRECTION for v in seen.errors):
+            return None
+        if isinstance(packet, Publish):
+            publication = self._note_publication(seen, packet)
+            if packet.qos in (1, 2) and packet.packet_id:
+                flow = self._request(seen, packet.packet_id, Stage.PUBACK if packet.qos == 1 else Stage.PUBREC)
+                if flow is not None:
+                    flow.published = publication
+            return None
+        if isinstance(packet, Subscribe | Unsubscribe):
+            if packet.packet_id:
+                self._request(seen, packet.packet_id, Stage.SUBACK if isinstance(packet, Subscribe) else Stage.UNSUBACK)
+            return None
+        if isinstance(packet, Pingreq):
+            self._ping(seen)
+            return None
+        if isinstance(packet, Pingresp):
+            return self._pong()
+        if packet.packet_type in STRAYS:
+            packet_id = getattr(packet, "packet_id", None)
+            return self._answer(seen, packet.packet_type, packet_id) if packet_id else None
+        return None
+
+    # Requests ---------------------------------------------------------------------------------------------------
+
+    def _request(self, seen: Seen, packet_id: int, stage: Stage) -> Flow | None:
+        """Starts a flow for a new request (None when it re-sends one in flight, or breaks the QoS 2 flow)."""
+        flows = self._flows[seen.sender]
+        current = flows.get(packet_id)
+        if current is not None and _resends(current, seen):
+            if current.due is not None:
+                self._ctx.obligations.drop(current.due)  # one answer settles the message and its re-send
+            current.stage, current.last = stage, seen
+            self._expect(current)
+            return None
+        if current is not None and current.stage is Stage.PUBCOMP and _same_message(current.request, seen):
+            self._ctx.ledger.fail(
+                rules.QOS2_SENDER,
+                seen.sender,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} re-sends the PUBLISH of event {current.request.event} after its PUBREL",
+                "a QoS 2 sender never re-sends the PUBLISH once it has sent PUBREL",
+            )
+            return None
+        rule = ID_IN_USE[seen.sender]
+        if current is None and self._connection.may_resume:
+            self._ctx.ledger.undecided(rule, "the session may hold identifiers in flight from an earlier connection")
+        elif current is None:
+            self._ctx.ledger.held(rule)
+        else:
+            self._ctx.ledger.fail(
+                rule,
+                seen.sender,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} reuses Packet Identifier {packet_id}, still in flight for "
+                f"{current.request.describe()} (awaiting {current.stage.name})",
+                "each new SUBSCRIBE, UNSUBSCRIBE or QoS 1/2 PUBLISH gets a Packet Identifier not in use",
+            )
+            if current.due is not None:
+                self._ctx.obligations.drop(
+                    current.due, f"Packet Identifier {packet_id} was reused (event {seen.event})"
+                )
+        flow = Flow(seen.sender, packet_id, seen, stage, seen, self._note_subscriptions(seen))
+        self._note_requests(flow)
+        flows[packet_id] = flow
+        self._expect(flow)
+        return flow
+
+    def _note_publication(self, seen: Seen, packet: Publish) -> Published | None:
+        """A client PUBLISH the server may route; QoS 0 is surely taken unless it breaks a rule or comes after a
+        violation or DISCONNECT (a refusal is the model's to weigh)."""
+        if seen.sender is not CLIENT or seen.offends:
+            return None
+        surely = packet.qos == 0 and self._owes_answer(seen)
+        publication = Published(seen.event, packet, seen.time, certain=surely)
+        self._ctx.transcript.published.append(publication)
+        return publication
+
+    def _note_requests(self, flow: Flow) -> None:
+        packet, seen = flow.request.packet, flow.request
+        if seen.offends:
+            return
+        if isinstance(packet, Subscribe):
+            flow.subscribed = [Subscribed(seen.event, s.topic_filter, s.qos, seen.time) for s in packet.subscriptions]
+            self._ctx.transcript.subscribed.extend(flow.subscribed)
+        elif isinstance(packet, Unsubscribe):
+            flow.unsubscribed = [Unsubscribed(seen.event, name, seen.time) for name in packet.topic_filters]
+            self._ctx.transcript.unsubscribed.extend(flow.unsubscribed)
+
+    def _note_subscriptions(self, seen: Seen) -> str | None:
+        """Updates the subscriptions a valid SUBSCRIBE or UNSUBSCRIBE asks to change; an UNSUBSCRIBE that holds no
+        filter of the session is [MQTT-3.10.4-5] when its UNSUBACK never comes."""
+        packet = seen.packet
+        if seen.offends:
+            return None
+        if isinstance(packet, Subscribe):
+            self._subscriptions.asked(packet)
+        if not isinstance(packet, Unsubscribe):
+            return None
+        deletes = self._subscriptions.holds_any(packet.topic_filters)
+        self._subscriptions.removed(packet.topic_filters)
+        return rules.UNSUBACK_WITHOUT_DELETION if self._connection.session_known and not deletes else None
+
+    def _expect(self, flow: Flow) -> None:
+        """Opens the obligation of the flow's next step, unless the packet it answers must not be answered."""
+        step = STEPS[flow.stage]
+        owing = flow.owner if step.by_owner else peer(flow.owner)
+        rule = flow.missing or step.missing
+        request = flow.request.packet
+        if not self._owes_answer(flow.last):
+            return
+        limit = self._ctx.config.answer_timeout
+        flow.due = self._ctx.obligations.open(
+            Obligation(
+                rule,
+                owing,
+                flow.last.event,
+                flow.last.time,
+                flow.last.time + limit,
+                f"send {flow.stage.name} for {describe(request)}",
+                f"the {side_name(owing)} answers {describe(flow.last.packet)} with {flow.stage.name} "
+                f"(within {limit:g} s)",
+                OnClose.EXCUSES,
+                informs=_informs(flow.stage, owing, rule),
+            )
+        )
+
+    def _owes_answer(self, seen: Seen) -> bool:
+        """The receiver of ``seen`` owes it an answer: not when it breaks a rule or follows a violation of its
+        sender, nor when the client sent it after DISCONNECT or on a refused connection."""
+        if seen.offends or self._offences.by(seen.sender) is not None:
+            return False
+        connection = self._connection
+        return seen.sender is not CLIENT or (connection.disconnect_seen is None and connection.refused_at is None)
+
+    # Answers ----------------------------------------------------------------------------------------------------
+
+    def _answer(self, seen: Seen, packet_type: PacketType, packet_id: int) -> int | None:
+        owner = seen.sender if packet_type is PacketType.PUBREL else seen.receiver
+        flow = self._flows[owner].get(packet_id)
+        if flow is not None and flow.stage.value == packet_type:
+            return self._advance(flow, seen, packet_type)
+        if flow is not None and (flow.stage, packet_type) in OUT_OF_STEP:
+            broken = OUT_OF_STEP[(flow.stage, packet_type)]
+            if broken is not None:
+                self._ctx.ledger.fail(
+                    broken[0],
+                    seen.sender,
+                    seen.time,
+                    seen.event,
+                    f"{seen.describe()} answers {flow.last.describe()}, which awaits {flow.stage.name}",
+                    broken[1],
+                )
+            return flow.last.event
+        self._stray(seen, packet_type, packet_id, owner)
+        return None
+
+    def _advance(self, flow: Flow, seen: Seen, packet_type: PacketType) -> int:
+        if flow.due is not None:
+            self._ctx.obligations.fulfil(flow.due)
+            flow.due = None
+        if not flow.request.offends:  # answering an offending request is judged as acting on it, nothing else
+            self._check_order(flow, seen, packet_type)
+            self._note_answer(flow, seen)
+        answered = flow.last.event
+        flow.last = seen
+        step = STEPS[flow.stage]
+        if step.then is None:
+            del self._flows[flow.owner][flow.packet_id]
+        else:
+            flow.stage, flow.missing = step.then, None
+            self._expect(flow)
+        return answered
+
+    def _note_answer(self, flow: Flow, seen: Seen) -> None:
+        request, answer = flow.request.packet, seen.packet
+        if isinstance(request, Subscribe) and isinstance(answer, Suback):
+            self._check_suback(seen, request, answer)
+            for record, code in zip(flow.subscribed, answer.return_codes, strict=False):
+                record.granted, record.acked = (None if code == FAILURE else code), seen.time
+        for unsubscribed in flow.unsubscribed:
+            unsubscribed.acked = seen.time
+        if flow.published is not None and flow.stage in (Stage.PUBACK, Stage.PUBREC):
+            flow.published.accepted, flow.published.certain = seen.time, True
+
+    def _check_order(self, flow: Flow, seen: Seen, packet_type: PacketType) -> None:
+        """[MQTT-4.6.0-2, -3, -4] The client acknowledges in the order the packets it answers arrived."""
+        rule = ORDER_RULES.get(packet_type)
+        if rule is None or seen.sender is not CLIENT:
+            return
+        earlier = [
+            other
+            for other in self._flows[flow.owner].values()
+            if other.stage is flow.stage and other.last.event < flow.last.event
+        ]
+        if not earlier:
+            return
+        first = min(earlier, key=lambda other: other.last.event)
+        self._ctx.ledger.fail(
+            rule,
+            CLIENT,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} answers {flow.last.describe()} before {first.last.describe()}, which arrived first",
+            f"the client sends {packet_type.name} packets in the order the packets they answer arrived",
+        )
+
+    def _check_suback(self, seen: Seen, subscribe: Subscribe, suback: Suback) -> None:
+        """[MQTT-3.8.4-5] One return code per Topic Filter of the SUBSCRIBE."""
+        self._subscriptions.answered(subscribe, suback)
+        if len(suback.return_codes) == len(subscribe.subscriptions):
+            self._check_suback_order(seen, subscribe, suback)
+            return
+        self._ctx.ledger.fail(
+            rules.SUBACK_CODE_PER_FILTER,
+            seen.sender,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} holds {len(suback.return_codes)} return code(s) for the "
+            f"{len(subscribe.subscriptions)} Topic Filter(s) of SUBSCRIBE id {subscribe.packet_id}",
+            "a SUBACK holds one return code per Topic Filter of the SUBSCRIBE it answers",
+        )
+
+    def _check_suback_order(self, seen: Seen, subscribe: Subscribe, suback: Suback) -> None:
+        """[MQTT-3.9.3-1] The return codes follow the order of the Topic Filters: a code granting more than the
+        filter in its place requested shows them out of order (the server may grant less, never more)."""
+        wrong = [
+            f"code {code:#04x} for {sub.topic_filter!r}, which requested QoS {sub.qos}"
+            for code, sub in zip(suback.return_codes, subscribe.subscriptions, strict=True)
+            if code != FAILURE and code > sub.qos
+        ]
+        if not wrong:
+            self._ctx.ledger.held(rules.SUBACK_CODES_IN_ORDER)
+            return
+        self._ctx.ledger.fail(
+            rules.SUBACK_CODES_IN_ORDER,
+            seen.sender,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} grants more than requested: {'; '.join(wrong)}",
+            "the SUBACK return codes follow the order of the Topic Filters, each at most the QoS its filter requested",
+        )
+
+    def _stray(self, seen: Seen, packet_type: PacketType, packet_id: int, owner: Direction) -> None:
+        stray = STRAYS[packet_type]
+        if seen.offends:
+            return  # a malformed answer is the codec's finding; its identifier proves nothing
+        if owner in self._blind:
+            self._ctx.ledger.undecided(stray.rule, f"a packet from the {side_name(owner)} was skipped undecoded")
+            return
+        if packet_type is PacketType.PUBREL and self._connection.may_resume:
+            # [MQTT-4.4.0-1] On a resumed session a PUBREL may finish a flow begun on an earlier connection.
+            self._ctx.ledger.undecided(
+                stray.rule, f"{seen.describe()} may continue a QoS 2 flow of an earlier connection (session resumed)"
+            )
+            flow = Flow(seen.sender, packet_id, seen, Stage.PUBCOMP, seen)
+            self._flows[seen.sender][packet_id] = flow
+            self._expect(flow)
+            return
+        self._ctx.ledger.fail(
+            stray.rule,
+            seen.sender,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} matches no {stray.awaited} of the {side_name(owner)} in flight",
+            stray.expected,
+        )
+
+    # PINGREQ / PINGRESP -----------------------------------------------------------------------------------------
+
+    def _ping(self, seen: Seen) -> None:
+        """[MQTT-3.12.4-1] The server answers each PINGREQ with a PINGRESP."""
+        if seen.sender is not CLIENT:
+            return
+        due = None
+        if self._owes_answer(seen):
+            limit = self._ctx.config.answer_timeout
+            due = self._ctx.obligations.open(
+                Obligation(
+                    rules.PINGRESP_SENT,
+                    seen.receiver,
+                    seen.event,
+                    seen.time,
+                    seen.time + limit,
+                    "send PINGRESP",
+                    f"the server answers PINGREQ with PINGRESP (within {limit:g} s)",
+                    OnClose.EXCUSES,
+                )
+            )
+        self._pings.append((seen, due))
+
+    def _pong(self) -> int | None:
+        if not self._pings:
+            return None
+        seen, due = self._pings.pop(0)
+        if due is not None:
+            self._ctx.obligations.fulfil(due)
+        return seen.event
+
+
+def _informs(stage: Stage, owing: Direction, rule: str) -> tuple[str, ...]:
+    """The rules the answer a flow awaits also decides: its identifier, its type (the first answer to a
+    PUBLISH), its return codes (SUBACK), and the client's acknowledgement order."""
+    informs = [STRAYS[stage.value].rule]
+    if stage in (Stage.PUBACK, Stage.PUBREC):
+        informs.append(rules.ACK_MATCHES_QOS)
+    if stage is Stage.SUBACK:
+        informs += [rules.SUBACK_CODE_PER_FILTER, rules.SUBACK_CODES_IN_ORDER]
+    order = ORDER_RULES.get(stage.value)
+    if order is not None and owing is CLIENT:
+        informs.append(order)
+    return tuple(r for r in dict.fromkeys(informs) if r != rule)
+
+
+def _resends(flow: Flow, seen: Seen) -> bool:
+    """A DUP PUBLISH of the same QoS before its PUBREL re-sends the message in flight."""
+    packet, original = seen.packet, flow.request.packet
+    return (
+        isinstance(packet, Publish)
+        and isinstance(original, Publish)
+        and packet.dup
+        and packet.qos == original.qos
+        and flow.stage in (Stage.PUBACK, Stage.PUBREC, Stage.PUBREL)
+    )
+
+
+def _same_message(first: Seen, second: Seen) -> bool:
+    a, b = first.packet, second.packet
+    return (
+        isinstance(a, Publish) and isinstance(b, Publish) and (a.topic, a.payload, a.qos) == (b.topic, b.payload, b.qos)
+    )

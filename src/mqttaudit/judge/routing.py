@@ -1,0 +1,303 @@
+"""Routing verdicts: the deliveries each connection received, held against what the broker model says it was
+owed. Missing, unexpected and misflagged deliveries become findings; so do the Session Present flags and the
+takeover of a connected ClientId."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from mqttaudit.codec import Direction
+
+from . import rules
+from .config import JudgeConfig
+from .model import Expectation, Link, Model
+from .transcript import Delivered, Transcript
+from .verdict import Judgement, Ledger, combine
+
+SERVER: Final = Direction.FROM_SERVER
+
+
+class Routing:
+    """Judges a built model; one ledger per conversation, so every finding points into its own events."""
+
+    def __init__(self, model: Model, transcripts: Mapping[str, Transcript], config: JudgeConfig) -> None:
+        self._model = model
+        self._config = config
+        self._ledgers = {name: Ledger(name) for name in transcripts}
+
+    def judgement(self) -> Judgement:
+        for link in self._model.links:
+            self._session_present(link)
+            self._takeover(link)
+        for link in self._model.links:  # in the order they opened: a message missed on one may be owed on the next
+            for delivered in link.transcript.delivered:
+                self._deliver(link, delivered)
+            for expectation in list(link.expectations):
+                self._settle(link, expectation)
+        return combine(ledger.judgement() for ledger in self._ledgers.values())
+
+    def _fail(self, link: Link, rule: str, time: float, event: int, detail: str, expected: str) -> None:
+        self._ledgers[link.name].fail(rule, SERVER, time, event, detail, expected)
+
+    def _held(self, link: Link, rule: str) -> None:
+        self._ledgers[link.name].held(rule)
+
+    def _undecided(self, link: Link, rule: str, reason: str) -> None:
+        self._ledgers[link.name].undecided(rule, reason)
+
+    # Sessions -------------------------------------------------------------------------------------------------
+
+    def _session_present(self, link: Link) -> None:
+        """[MQTT-3.2.2-2] Session Present 1 when the server holds the session; [MQTT-3.2.2-3] 0 when it does not."""
+        connack = link.transcript.connack
+        if link.clean or connack is None:
+            return
+        owed = link.owed_session_present
+        rule = rules.SESSION_PRESENT if owed else rules.NO_SESSION_PRESENT
+        if owed is None:
+            for unknown in (rules.SESSION_PRESENT, rules.NO_SESSION_PRESENT):
+                self._undecided(link, unknown, f"no earlier connection of ClientId {link.client_id!r} was seen")
+            return
+        if connack.session_present == owed:
+            self._held(link, rule)
+            return
+        self._fail(
+            link,
+            rule,
+            link.transcript.connack_time,
+            link.transcript.connack_event,
+            f"CONNACK sets Session Present {int(connack.session_present)} for ClientId {link.client_id!r}, whose "
+            f"session the server {'holds' if owed else 'does not hold'}",
+            f"CleanSession 0 is answered with Session Present {int(owed)} here",
+        )
+
+    def _takeover(self, link: Link) -> None:
+        """[MQTT-3.1.4-2] A CONNECT with the ClientId of a connected client disconnects that client."""
+        for older in self._model.links:
+            if older is link or older.client_id != link.client_id or not older.open_at(link.transcript.connect_time):
+                continue
+            deadline = link.opened + self._config.close_grace
+            closed = older.closed
+            if (closed is not None and closed.time > deadline) or (closed is None and older.ended >= deadline):
+                self._fail(
+                    older,
+                    rules.TAKEOVER,
+                    older.ended,
+                    older.transcript.end_event,
+                    f"the connection stayed open {older.ended - link.opened:.3g} s after ClientId "
+                    f"{link.client_id!r} connected again on {link.name!r}",
+                    f"the server disconnects the existing client within {self._config.close_grace:g} s",
+                )
+            elif closed is not None and closed.by is SERVER:
+                self._held(older, rules.TAKEOVER)
+            else:
+                self._undecided(
+                    older, rules.TAKEOVER, "the connection was closed by the client, or observation ended first"
+                )
+
+    # Deliveries -----------------------------------------------------------------------------------------------
+
+    def _deliver(self, link: Link, delivered: Delivered) -> None:
+        publish = delivered.message
+        key = (publish.topic, publish.payload)
+        matching = [e for e in link.expectations if e.key == key and e.after <= delivered.time]
+        owed = [
+            e for e in matching if not e.forbidden and (len(e.delivered) < e.copies or (publish.dup and e.delivered))
+        ]
+        if owed:
+            chosen = min(owed, key=lambda e: (e.retained != publish.retain, not e.must, e.after))
+            first = not chosen.delivered
+            chosen.delivered.append(publish)
+            if len({e.retained for e in owed}) > 1:
+                for rule in (rules.RETAIN_SET_ON_NEW_SUBSCRIPTION, rules.RETAIN_CLEARED_ON_ESTABLISHED):
+                    self._undecided(link, rule, f"event {delivered.event} may be a live or a retained message")
+            else:
+                self._retain_flag(link, delivered, chosen)
+            self._qos_at_most(link, delivered, chosen)
+            if first:
+                self._dup_not_propagated(link, delivered, chosen)
+            return
+        forbidden = [e for e in matching if e.forbidden and (publish.retain or not e.retained)]
+        if forbidden:
+            forbidden[0].delivered.append(publish)
+            self._fail(
+                link,
+                forbidden[0].rule,
+                delivered.time,
+                delivered.event,
+                f"PUBLISH to {publish.topic!r} (event {delivered.event}, RETAIN {int(publish.retain)}) delivers "
+                f"{_what(forbidden[0])}",
+                EXPECTED[forbidden[0].rule],
+            )
+            return
+        self._duplicate(link, delivered, [e for e in matching if e.delivered])
+
+    def _duplicate(self, link: Link, delivered: Delivered, used: list[Expectation]) -> None:
+        """[MQTT-4.3.3-2] A QoS 2 message reaches a subscriber once per subscription, never more."""
+        if not any(e.qos == 2 for e in used) or delivered.message.dup:
+            return
+        self._fail(
+            link,
+            rules.QOS2_RECEIVER,
+            delivered.time,
+            delivered.event,
+            f"PUBLISH to {delivered.message.topic!r} (event {delivered.event}) delivers {_what(used[0])} once more",
+            "a message taken at QoS 2 is delivered onward once, not duplicated",
+        )
+
+    def _retain_flag(self, link: Link, delivered: Delivered, expectation: Expectation) -> None:
+        """[MQTT-3.3.1-8] RETAIN 1 when sent for a new subscription; [MQTT-3.3.1-9] RETAIN 0 for an established one."""
+        rule = rules.RETAIN_SET_ON_NEW_SUBSCRIPTION if expectation.retained else rules.RETAIN_CLEARED_ON_ESTABLISHED
+        if delivered.message.retain == expectation.retained:
+            self._held(link, rule)
+            return
+        self._fail(
+            link,
+            rule,
+            delivered.time,
+            delivered.event,
+            f"PUBLISH to {delivered.message.topic!r} (event {delivered.event}) has RETAIN "
+            f"{int(delivered.message.retain)}, but it delivers {_what(expectation)}",
+            EXPECTED[rule],
+        )
+
+    def _qos_at_most(self, link: Link, delivered: Delivered, expectation: Expectation) -> None:
+        """[MQTT-3.8.4-6] Never above the lower of the publish QoS and the granted QoS."""
+        if delivered.message.qos <= expectation.highest:
+            return
+        self._fail(
+            link,
+            expectation.qos_rule,
+            delivered.time,
+            delivered.event,
+            f"PUBLISH to {delivered.message.topic!r} (event {delivered.event}) arrives at QoS "
+            f"{delivered.message.qos}; published at QoS {expectation.message.publish.qos}, its subscriptions allow "
+            f"{expectation.highest}",
+            EXPECTED[expectation.qos_rule],
+        )
+
+    def _dup_not_propagated(self, link: Link, delivered: Delivered, expectation: Expectation) -> None:
+        """[MQTT-3.3.1-3] The first copy sent to a subscriber has DUP 0, whatever the publisher's DUP."""
+        if expectation.retained:
+            return
+        if expectation.rule == rules.OFFLINE_MESSAGES_KEPT:
+            reason = f"event {delivered.event} may re-send a copy first sent on an earlier connection"
+            self._undecided(link, rules.DUP_NOT_PROPAGATED, reason)
+            return
+        if not delivered.message.dup:
+            self._held(link, rules.DUP_NOT_PROPAGATED)
+            return
+        self._fail(
+            link,
+            rules.DUP_NOT_PROPAGATED,
+            delivered.time,
+            delivered.event,
+            f"the first copy of {_what(expectation)} arrives with DUP 1 (event {delivered.event})",
+            EXPECTED[rules.DUP_NOT_PROPAGATED],
+        )
+
+    def _settle(self, link: Link, expectation: Expectation) -> None:
+        """Settles one expectation once every delivery of its connection was matched."""
+        if expectation.forbidden:
+            self._settle_forbidden(link, expectation)
+        elif expectation.delivered:
+            if expectation.must:
+                self._held(link, expectation.rule)
+                self._qos_reached(link, expectation)
+        elif expectation.must:
+            self._settle_missing(link, expectation)
+
+    def _settle_forbidden(self, link: Link, expectation: Expectation) -> None:
+        if expectation.delivered:
+            return  # reported when it arrived
+        if link.ended >= expectation.deadline:
+            self._held(link, expectation.rule)
+        else:
+            self._undecided(link, expectation.rule, f"the connection ended before {_what(expectation)} could show")
+
+    def _settle_missing(self, link: Link, expectation: Expectation) -> None:
+        """Missing while the connection stayed open past the deadline: a finding. Missing because it closed
+        first: a CleanSession 0 session owes a QoS 1 or 2 message on its next connection [MQTT-3.1.2-5];
+        otherwise not assessable."""
+        if link.ended >= expectation.deadline:
+            self._fail(
+                link,
+                expectation.rule,
+                link.ended,
+                link.transcript.end_event,
+                f"{_what(expectation)} never arrived: it was owed from {expectation.after:g} s, due by "
+                f"{expectation.deadline:g} s, and the connection was open until {link.ended:g} s",
+                EXPECTED[expectation.rule],
+            )
+            return
+        session = link.session
+        following = None if session is None else session.link_after(link.ended)
+        if session is None or session.clean or expectation.qos == 0 or following is None:
+            for rule in (expectation.rule, expectation.qos_rule):
+                self._undecided(link, rule, f"the connection ended before {_what(expectation)} was due")
+            return
+        limit = self._config.answer_timeout
+        following.expectations.append(
+            Expectation(
+                following,
+                expectation.message,
+                True,
+                rules.OFFLINE_MESSAGES_KEPT,
+                expectation.retained,
+                expectation.qos,
+                expectation.qos_rule,
+                following.opened,
+                following.opened + limit,
+                expectation.copies,
+                ceiling=expectation.ceiling,
+            )
+        )
+
+    def _qos_reached(self, link: Link, expectation: Expectation) -> None:
+        """[MQTT-3.8.4-6, 3.3.5-1] At least one copy arrives at the QoS owed."""
+        best = max(publish.qos for publish in expectation.delivered)
+        if best >= expectation.qos:
+            self._held(link, expectation.qos_rule)
+            return
+        self._fail(
+            link,
+            expectation.qos_rule,
+            link.ended,
+            link.transcript.end_event,
+            f"{_what(expectation)} arrived at QoS {best} at best; QoS {expectation.qos} was owed",
+            EXPECTED[expectation.qos_rule],
+        )
+
+
+def _what(expectation: Expectation) -> str:
+    message = expectation.message
+    kind = "the Will" if message.will else "the message"
+    retained = " as retained message" if expectation.retained else ""
+    return f"{kind} to {message.publish.topic!r} (event {message.event} of {message.link.name!r}){retained}"
+
+
+#: What the spec requires, per rule the model decides.
+EXPECTED: Final[dict[str, str]] = {
+    rules.MESSAGE_ROUTED: "the server sends each message it accepts to every session whose subscriptions match it",
+    rules.SESSION_RESUMED: "a resumed CleanSession 0 session keeps its subscriptions",
+    rules.OFFLINE_MESSAGES_KEPT: "a CleanSession 0 session keeps QoS 1 and 2 messages for its next connection",
+    rules.CLEAN_SESSION_DISCARDED: "a CleanSession 1 connection discards the previous session; nothing of it is reused",
+    rules.WILL_PUBLISHED: "the server publishes the Will when the connection closes without DISCONNECT",
+    rules.WILL_RETAINED: "a Will with Will Retain 1 is published as a retained message",
+    rules.WILL_NOT_RETAINED: "a Will with Will Retain 0 is published as a non-retained message",
+    rules.WILL_DISCARDED_ON_DISCONNECT: "DISCONNECT discards the Will without publishing it",
+    rules.NOTHING_PROCESSED_AFTER_REFUSAL: "a server that refuses a CONNECT processes nothing sent after it",
+    rules.RETAINED_SENT_ON_SUBSCRIBE: "a new subscription gets the last retained message of each matching topic",
+    rules.RETAINED_QOS0_REPLACES: "a retained QoS 0 message discards the topic's previously retained message",
+    rules.RETAIN_SET_ON_NEW_SUBSCRIPTION: "a message sent because of a new subscription has RETAIN 1",
+    rules.RETAIN_CLEARED_ON_ESTABLISHED: "a message sent to an established subscription has RETAIN 0",
+    rules.ZERO_BYTE_RETAINED_CLEARS: "a zero-byte retained message removes the topic's retained message",
+    rules.ZERO_BYTE_RETAINED_NOT_STORED: "a zero-byte retained message is never stored as retained",
+    rules.NON_RETAINED_KEEPS_RETAINED: "a RETAIN 0 message is not stored and leaves the retained message alone",
+    rules.UNSUBSCRIBED_STOPS_DELIVERY: "after an UNSUBSCRIBE no new message is delivered under its filter",
+    rules.DOLLAR_TOPICS_NOT_MATCHED_BY_WILDCARDS: "a filter starting with '#' or '+' does not match a '$' topic",
+    rules.DUP_NOT_PROPAGATED: "the DUP flag of an outgoing PUBLISH says only whether it is a retransmission",
+    rules.DELIVERY_QOS: "a message is delivered at the lower of its publish QoS and the granted QoS",
+    rules.HIGHEST_QOS_OF_OVERLAPPING: "overlapping subscriptions get the message at the highest QoS among them",
+}

@@ -1,0 +1,116 @@
+"""The statement ids the judge decides, by name. Every id here is in the spec catalogue (a test holds that)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from mqttaudit.codec import rules as codec_rules
+
+# Reactions to a protocol violation: the receiver closes and does not act on it (sections 1.5.3, 2.2.2, 4.8).
+CLOSE_ON_VIOLATION: Final = "MQTT-4.8.0-1"
+CLOSE_ON_BAD_FLAGS: Final = "MQTT-2.2.2-2"
+CLOSE_ON_BAD_UTF8: Final = "MQTT-1.5.3-1"
+CLOSE_ON_NULL_CHARACTER: Final = "MQTT-1.5.3-2"
+CLOSE_ON_QOS_3: Final = "MQTT-3.3.1-4"
+CLOSE_ON_BAD_PUBREL_FLAGS: Final = "MQTT-3.6.1-1"
+CLOSE_ON_BAD_SUBSCRIBE_FLAGS: Final = "MQTT-3.8.1-1"
+CLOSE_ON_BAD_REQUESTED_QOS: Final = "MQTT-3.8.3-4"
+CLOSE_ON_BAD_UNSUBSCRIBE_FLAGS: Final = "MQTT-3.10.1-1"
+CLOSE_ON_BAD_DISCONNECT_FLAGS: Final = "MQTT-3.14.1-1"
+CLOSE_ON_CONNECT_RESERVED_FLAG: Final = "MQTT-3.1.2-3"
+
+# Opening a connection (sections 3.1, 3.2).
+CONNECT_FIRST: Final = "MQTT-3.1.0-1"
+SECOND_CONNECT: Final = "MQTT-3.1.0-2"
+UNSUPPORTED_PROTOCOL_LEVEL: Final = "MQTT-3.1.2-2"
+EMPTY_CLIENT_ID_WITHOUT_CLEAN_SESSION: Final = "MQTT-3.1.3-8"
+PLAIN_CLIENT_ID_ALLOWED: Final = "MQTT-3.1.3-5"
+MALFORMED_CONNECT: Final = "MQTT-3.1.4-1"
+CONNACK_FOR_VALID_CONNECT: Final = "MQTT-3.1.4-4"
+NOTHING_PROCESSED_AFTER_REFUSAL: Final = "MQTT-3.1.4-5"
+CONNACK_FIRST: Final = "MQTT-3.2.0-1"
+NO_SESSION_PRESENT_WITH_CLEAN_SESSION: Final = "MQTT-3.2.2-1"
+CLOSE_AFTER_REFUSAL: Final = "MQTT-3.2.2-5"
+
+# Keep Alive (3.1.2.10).
+CLIENT_KEEP_ALIVE: Final = "MQTT-3.1.2-23"
+SERVER_DROPS_SILENT_CLIENT: Final = "MQTT-3.1.2-24"
+
+# DISCONNECT (3.14.4).
+CLOSE_AFTER_DISCONNECT: Final = "MQTT-3.14.4-1"
+NOTHING_AFTER_DISCONNECT: Final = "MQTT-3.14.4-2"
+
+# Packet Identifiers and acknowledgements (2.3.1, 3.3.4, 3.8.4, 3.10.4, 3.12.4, 4.3, 4.6).
+CLIENT_PACKET_ID_IN_USE: Final = "MQTT-2.3.1-2"
+SERVER_PACKET_ID_IN_USE: Final = "MQTT-2.3.1-4"
+PUBLISH_ACK_SAME_ID: Final = "MQTT-2.3.1-6"
+ACK_MATCHES_QOS: Final = "MQTT-3.3.4-1"
+QOS1_RECEIVER_PUBACK: Final = "MQTT-4.3.2-2"
+QOS2_SENDER: Final = "MQTT-4.3.3-1"
+QOS2_RECEIVER: Final = "MQTT-4.3.3-2"
+SUBACK_SENT: Final = "MQTT-3.8.4-1"
+SUBACK_SAME_ID: Final = "MQTT-3.8.4-2"
+SUBACK_CODE_PER_FILTER: Final = "MQTT-3.8.4-5"
+SUBACK_CODES_IN_ORDER: Final = "MQTT-3.9.3-1"
+UNSUBACK_SAME_ID: Final = "MQTT-3.10.4-4"
+UNSUBACK_WITHOUT_DELETION: Final = "MQTT-3.10.4-5"
+PINGRESP_SENT: Final = "MQTT-3.12.4-1"
+PUBACK_ORDER: Final = "MQTT-4.6.0-2"
+PUBREC_ORDER: Final = "MQTT-4.6.0-3"
+PUBREL_ORDER: Final = "MQTT-4.6.0-4"
+
+# Deliveries to the subscriber on this connection (3.3.2, 3.8.4, 4.7.2).
+DELIVERY_MATCHES_SUBSCRIPTION: Final = "MQTT-3.3.2-3"
+DELIVERY_QOS: Final = "MQTT-3.8.4-6"
+DOLLAR_TOPICS_NOT_MATCHED_BY_WILDCARDS: Final = "MQTT-4.7.2-1"
+
+# Across connections: the broker model (sessions, subscriptions, retained messages, Wills).
+WILL_PUBLISHED: Final = "MQTT-3.1.2-8"
+WILL_NOT_RETAINED: Final = "MQTT-3.1.2-16"
+WILL_RETAINED: Final = "MQTT-3.1.2-17"
+WILL_DISCARDED_ON_DISCONNECT: Final = "MQTT-3.14.4-3"
+SESSION_RESUMED: Final = "MQTT-3.1.2-4"
+OFFLINE_MESSAGES_KEPT: Final = "MQTT-3.1.2-5"
+CLEAN_SESSION_DISCARDED: Final = "MQTT-3.1.2-6"
+TAKEOVER: Final = "MQTT-3.1.4-2"
+SESSION_PRESENT: Final = "MQTT-3.2.2-2"
+NO_SESSION_PRESENT: Final = "MQTT-3.2.2-3"
+DUP_NOT_PROPAGATED: Final = "MQTT-3.3.1-3"
+RETAINED_SENT_ON_SUBSCRIBE: Final = "MQTT-3.3.1-6"
+RETAINED_QOS0_REPLACES: Final = "MQTT-3.3.1-7"
+RETAIN_SET_ON_NEW_SUBSCRIPTION: Final = "MQTT-3.3.1-8"
+RETAIN_CLEARED_ON_ESTABLISHED: Final = "MQTT-3.3.1-9"
+ZERO_BYTE_RETAINED_CLEARS: Final = "MQTT-3.3.1-10"
+ZERO_BYTE_RETAINED_NOT_STORED: Final = "MQTT-3.3.1-11"
+NON_RETAINED_KEEPS_RETAINED: Final = "MQTT-3.3.1-12"
+HIGHEST_QOS_OF_OVERLAPPING: Final = "MQTT-3.3.5-1"
+UNSUBSCRIBED_STOPS_DELIVERY: Final = "MQTT-3.10.4-2"
+MESSAGE_ROUTED: Final = "MQTT-4.5.0-1"
+
+#: The rules the judge decides itself, as reactions and obligations.
+OWN_RULES: Final = frozenset(
+    value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)
+)
+
+#: Codec rules no received bytes can break: they bind the encoder only (a two-byte length cannot exceed 65,535;
+#: a QoS 0 PUBLISH has no Packet Identifier field to set).
+_ENCODER_ONLY: Final = frozenset(
+    {codec_rules.STRING_MAX_LENGTH, codec_rules.TOPIC_MAX_LENGTH, codec_rules.QOS0_NO_PACKET_ID}
+)
+
+#: Codec rules of CONNECT the server answers with a CONNACK return code, judged under the statements that say
+#: so (MQTT-3.1.2-1, MQTT-3.1.2-2, MQTT-3.1.3-8), not by closing.
+_ANSWERED_BY_CONNACK: Final = frozenset(
+    {codec_rules.PROTOCOL_NAME, codec_rules.PROTOCOL_LEVEL, codec_rules.CLIENT_ID_EMPTY_NEEDS_CLEAN_SESSION}
+)
+
+#: The MUST-level codec rules a receiver upholds by closing on a packet that breaks them (a truncation is left
+#: out: bytes cut off by a close are nothing anybody could answer).
+ENFORCED_CODEC_RULES: Final = frozenset(
+    rule
+    for rule in codec_rules.CHECKED - _ENCODER_ONLY - _ANSWERED_BY_CONNACK
+    if not codec_rules.is_advisory(rule) and rule != codec_rules.TRUNCATED
+)
+
+#: Every rule id the judge (conversation and scenario) can decide.
+CHECKED_RULES: Final = OWN_RULES | ENFORCED_CODEC_RULES

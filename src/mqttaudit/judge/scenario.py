@@ -1,0 +1,35 @@
+"""Scenarios: several conversations with one broker on a common clock, each judged on its own and all of them
+held against the broker model (sessions, subscriptions, retained messages, Wills)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .config import JudgeConfig
+from .conversation import DEFAULT_CONFIG, ConversationJudge
+from .events import Event
+from .model import build
+from .routing import Routing
+from .transcript import Transcript
+from .verdict import Judgement, combine
+
+
+def judge_scenario(conversations: Mapping[str, Sequence[Event]], config: JudgeConfig = DEFAULT_CONFIG) -> Judgement:
+    """Judges every conversation (findings name it in ``Finding.conversation``) and the routing between them.
+
+    Times of all conversations share one clock. A finding both a conversation and the model make (a delivery
+    matching no subscription) is reported once.
+    """
+    transcripts: dict[str, Transcript] = {}
+    parts: list[Judgement] = []
+    for name, events in conversations.items():
+        judge = ConversationJudge(config, conversation=name)
+        for event in events:
+            judge.feed(event)
+        parts.append(judge.finish())
+        transcripts[name] = judge.transcript
+    routing = Routing(build(transcripts, config), transcripts, config).judgement()
+    seen = {(f.conversation, f.rule, f.event) for part in parts for f in part.findings}
+    fresh = tuple(f for f in routing.findings if (f.conversation, f.rule, f.event) not in seen)
+    parts.append(Judgement(fresh, routing.assessed, routing.not_assessable))
+    return combine(parts)

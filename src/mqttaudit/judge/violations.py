@@ -1,0 +1,137 @@
+"""Protocol violations: the receiver must close the connection and must not act on the offending packet.
+
+The first violation each side commits opens an obligation on the other side to close within the grace
+[MQTT-4.8.0-1], under the more specific statement where the spec names one (a malformed SUBSCRIBE is
+[MQTT-3.8.1-1]). Answering the offending packet, or anything sent after it, is acting on it: a finding too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from mqttaudit.codec import Direction, Publish, Violation
+from mqttaudit.codec import rules as codec_rules
+
+from . import rules
+from .context import Context, Seen, describe
+from .events import side_name
+from .obligations import Obligation, OnClose
+
+#: The statement obliging the receiver to close, per codec rule, most specific first: (when the server receives
+#: it, when the client receives it); None where the statement binds the other side only. Anything else falls
+#: back to [MQTT-4.8.0-1].
+CLOSE_RULES: Final[dict[str, tuple[str | None, str | None]]] = {
+    codec_rules.PUBREL_FLAGS: (rules.CLOSE_ON_BAD_PUBREL_FLAGS, None),
+    codec_rules.SUBSCRIBE_FLAGS: (rules.CLOSE_ON_BAD_SUBSCRIBE_FLAGS, None),
+    codec_rules.UNSUBSCRIBE_FLAGS: (rules.CLOSE_ON_BAD_UNSUBSCRIBE_FLAGS, None),
+    codec_rules.DISCONNECT_FLAGS: (rules.CLOSE_ON_BAD_DISCONNECT_FLAGS, None),
+    codec_rules.CONNECT_RESERVED_FLAG: (rules.CLOSE_ON_CONNECT_RESERVED_FLAG, None),
+    codec_rules.SUBSCRIBE_OPTIONS: (rules.CLOSE_ON_BAD_REQUESTED_QOS, None),
+    codec_rules.QOS_3: (rules.CLOSE_ON_QOS_3, rules.CLOSE_ON_QOS_3),
+    codec_rules.RESERVED_FLAGS: (rules.CLOSE_ON_BAD_FLAGS, rules.CLOSE_ON_BAD_FLAGS),
+    codec_rules.UTF8_WELL_FORMED: (rules.CLOSE_ON_BAD_UTF8, rules.CLOSE_ON_BAD_UTF8),
+    codec_rules.UTF8_NO_NULL: (rules.CLOSE_ON_NULL_CHARACTER, rules.CLOSE_ON_NULL_CHARACTER),
+}
+
+
+def close_rule(seen: Seen, default: str = rules.CLOSE_ON_VIOLATION) -> tuple[str, Violation]:
+    """The statement that obliges the receiver of ``seen`` to close the connection, and the violation that
+    calls for it (``seen`` must carry at least one)."""
+    column = 0 if seen.receiver is Direction.FROM_SERVER else 1
+    for codec_rule, by_receiver in CLOSE_RULES.items():
+        rule = by_receiver[column]
+        for violation in seen.errors:
+            if violation.rule == codec_rule and rule is not None:
+                return rule, violation
+    return default, seen.errors[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Offence:
+    """A protocol violation its receiver must close the connection on."""
+
+    seen: Seen
+    #: The statement that obliges the receiver to close.
+    close_rule: str
+    #: The statement broken by answering it (usually the same).
+    act_rule: str
+    #: What was wrong, for details.
+    what: str
+    #: The rules the offending frame broke, which its receiver upholds by closing and fails by accepting.
+    broken: tuple[str, ...] = ()
+
+    @classmethod
+    def of_frame(cls, seen: Seen, default: str = rules.CLOSE_ON_VIOLATION, act_rule: str | None = None) -> Offence:
+        rule, violation = close_rule(seen, default)
+        what = f"{seen.describe()} breaking {violation.rule}: {violation.detail}"
+        broken = tuple(
+            dict.fromkeys(
+                v.rule for v in seen.errors if v.rule in rules.ENFORCED_CODEC_RULES and v.rule not in (rule, act_rule)
+            )
+        )
+        return cls(seen, rule, act_rule or rule, what, broken)
+
+
+class Offences:
+    """The first protocol violation of each side, and the receiver's duty to close on it."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._first: dict[Direction, Offence] = {}
+
+    def by(self, side: Direction) -> Offence | None:
+        """The first violation ``side`` committed, if any."""
+        return self._first.get(side)
+
+    def on_frame(self, seen: Seen) -> None:
+        """A frame with MUST-level violations is an offence (CONNECT is the connection's to judge)."""
+        if seen.offends:
+            self.record(Offence.of_frame(seen))
+
+    def record(self, offence: Offence) -> None:
+        """Opens the receiver's obligation to close, for the sender's first violation only: after it, the
+        receiver should no longer be listening."""
+        seen = offence.seen
+        if seen.sender in self._first:
+            return
+        self._first[seen.sender] = offence
+        grace = self._ctx.config.close_grace
+        self._ctx.obligations.open(
+            Obligation(
+                offence.close_rule,
+                seen.receiver,
+                seen.event,
+                seen.time,
+                seen.time + grace,
+                "close the connection",
+                f"the {side_name(seen.receiver)} closes the connection within {grace:g} s of {offence.what}",
+                OnClose.FULFILS,
+                enforces=offence.broken,
+            )
+        )
+
+    def check_answer(self, seen: Seen, answered: int | None) -> None:
+        """``seen`` answers event ``answered``: acting on an offence, or on what followed it, breaks the rule."""
+        offence = self._first.get(seen.receiver)
+        if offence is None or answered is None or answered < offence.seen.event:
+            return
+        target = "the offending packet" if answered == offence.seen.event else f"event {answered}, sent after it"
+        self._act(offence, seen, f"{seen.describe()} answers {target}: {offence.what}")
+
+    def check_echo(self, seen: Seen) -> None:
+        """A delivery of the offending PUBLISH itself is acting on it."""
+        offence = self._first.get(seen.receiver)
+        if offence is None or not isinstance(seen.packet, Publish):
+            return
+        bad = offence.seen.packet
+        if isinstance(bad, Publish) and (bad.topic, bad.payload) == (seen.packet.topic, seen.packet.payload):
+            self._act(offence, seen, f"{seen.describe()} delivers the message of {offence.what}")
+
+    def _act(self, offence: Offence, seen: Seen, detail: str) -> None:
+        expected = (
+            f"the {side_name(seen.sender)} closes the connection on {describe(offence.seen.packet)} "
+            "without acting on it"
+        )
+        for rule in (offence.act_rule, *offence.broken):
+            self._ctx.ledger.fail(rule, seen.sender, seen.time, seen.event, detail, expected)

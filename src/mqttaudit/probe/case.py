@@ -1,0 +1,239 @@
+"""Probe cases: the statements a case targets and the stimulus it sends, written as a short async script.
+
+A script only drives the conversation; it never decides the verdict. The judge does, from the recorded events,
+so the same rules judge a live probe and a capture. A script may stop early with :class:`NotApplicable` (the
+broker declared a feature unsupported) or :class:`Inconclusive` (the setup the case needs did not happen).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+from ..codec import (
+    Connack,
+    Connect,
+    Packet,
+    Pingreq,
+    Pingresp,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    Suback,
+    Subscribe,
+    Subscription,
+    Unsuback,
+    Unsubscribe,
+    Will,
+)
+from .connection import ProbeConnection
+
+Script = Callable[["CaseContext"], Awaitable[None]]
+
+
+class NotApplicable(Exception):
+    """The broker declared the feature the case needs unsupported (e.g. it granted QoS 1 for QoS 2)."""
+
+
+class Inconclusive(Exception):
+    """The case could not set up what it needs (a setup CONNECT refused, no SUBACK, ...)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    statements: tuple[str, ...]
+    title: str
+    script: Script = field(repr=False, compare=False)
+    #: The stimulus in words, for the list and the reports.
+    stimulus: str = ""
+    #: What a conforming broker does.
+    expected: str = ""
+
+
+@dataclass(frozen=True)
+class Target:
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"mqtt://{self.host}:{self.port}"
+
+    @classmethod
+    def parse(cls, url: str) -> Target:
+        """``mqtt://HOST[:PORT]`` (or ``HOST[:PORT]``); the port defaults to 1883."""
+        rest = url.removeprefix("mqtt://").rstrip("/")
+        if "://" in rest or not rest:
+            raise ValueError(f"not an mqtt:// target: {url!r}")
+        host, _, port = rest.rpartition(":") if ":" in rest else (rest, "", "1883")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"bad port in {url!r}")
+        return cls(host, int(port))
+
+
+class CaseContext:
+    """What a case script works with: connections to the target, unique client ids and topics, and the usual
+    client steps (connect, subscribe, publish), each bounded by the probe timeout."""
+
+    def __init__(self, case: Case, target: Target, *, timeout: float, run_id: str) -> None:
+        self.case = case
+        self.target = target
+        self.timeout = timeout
+        self.run_id = run_id
+        self.connections: list[ProbeConnection] = []
+        self._loop = asyncio.get_running_loop()
+        self._start = self._loop.time()
+        self._packet_ids = 0
+
+    def clock(self) -> float:
+        return self._loop.time() - self._start
+
+    def client_id(self) -> str:
+        """A fresh client id the spec obliges every server to accept: 23 characters of [0-9a-zA-Z] [MQTT-3.1.3-5]."""
+        return "mqa" + secrets.token_hex(10)
+
+    def topic(self, *levels: str) -> str:
+        """A topic of this case alone: ``mqttaudit/<run>/<case>/<levels>``."""
+        return "/".join(("mqttaudit", self.run_id, self.case.id, *levels))
+
+    def packet_id(self) -> int:
+        self._packet_ids = self._packet_ids % 0xFFFF + 1
+        return self._packet_ids
+
+    async def open(self, name: str | None = None, *, auto_ack: bool = True) -> ProbeConnection:
+        """A TCP connection, nothing sent yet. Raises :class:`Inconclusive` when the target does not accept it."""
+        label = name or f"c{len(self.connections) + 1}"
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(self.target.host, self.target.port), self.timeout
+            )
+        except (OSError, TimeoutError) as exc:
+            raise Unreachable(f"cannot connect to {self.target.url}: {exc or type(exc).__name__}") from exc
+        connection = ProbeConnection(label, reader, writer, self.clock, timeout=self.timeout, auto_ack=auto_ack)
+        self.connections.append(connection)
+        return connection
+
+    async def connect(
+        self,
+        name: str | None = None,
+        *,
+        client_id: str | None = None,
+        clean_session: bool = True,
+        keep_alive: int = 0,
+        will: Will | None = None,
+        auto_ack: bool = True,
+    ) -> ProbeConnection:
+        """Opens a connection whose CONNECT the broker accepts; :class:`Inconclusive` when it does not."""
+        connection = await self.open(name, auto_ack=auto_ack)
+        connection.client_id = client_id if client_id is not None else self.client_id()
+        await connection.send(
+            Connect(client_id=connection.client_id, clean_session=clean_session, keep_alive=keep_alive, will=will)
+        )
+        ack = await connection.wait_type(Connack)
+        if not isinstance(ack, Connack):
+            raise Inconclusive(f"setup: no CONNACK within {self.timeout:g} s for {connection.name}")
+        if ack.return_code != 0:
+            raise Inconclusive(f"setup: the broker refused the CONNECT of {connection.name} (code {ack.return_code})")
+        return connection
+
+    async def subscribe(self, connection: ProbeConnection, *filters: tuple[str, int]) -> tuple[int, ...]:
+        """Subscribes and returns the SUBACK return codes; :class:`Inconclusive` without a SUBACK."""
+        packet_id = self.packet_id()
+        since = len(connection.received)
+        subscriptions = [Subscription(topic_filter=topic_filter, qos=qos) for topic_filter, qos in filters]
+        await connection.send(Subscribe(packet_id=packet_id, subscriptions=subscriptions))
+        ack = await connection.wait_for(_answers(Suback, packet_id), since=since)
+        if not isinstance(ack, Suback):
+            raise Inconclusive(f"setup: no SUBACK for packet id {packet_id} on {connection.name}")
+        return ack.return_codes
+
+    async def subscribe_granted(self, connection: ProbeConnection, topic_filter: str, qos: int) -> int:
+        """Subscribes one filter; :class:`NotApplicable` when the broker refuses it or grants less than ``qos``."""
+        (code,) = (await self.subscribe(connection, (topic_filter, qos)))[:1] or (0x80,)
+        if code == 0x80:
+            raise NotApplicable(f"the broker refused the subscription {topic_filter!r} (SUBACK 0x80)")
+        if code < qos:
+            raise NotApplicable(f"the broker granted QoS {code} for a QoS {qos} subscription")
+        return code
+
+    async def unsubscribe(self, connection: ProbeConnection, *filters: str) -> None:
+        packet_id = self.packet_id()
+        since = len(connection.received)
+        await connection.send(Unsubscribe(packet_id=packet_id, topic_filters=filters))
+        if not isinstance(await connection.wait_for(_answers(Unsuback, packet_id), since=since), Unsuback):
+            raise Inconclusive(f"setup: no UNSUBACK for packet id {packet_id} on {connection.name}")
+
+    async def publish(
+        self,
+        connection: ProbeConnection,
+        topic: str,
+        payload: bytes = b"",
+        *,
+        qos: int = 0,
+        retain: bool = False,
+    ) -> None:
+        """Publishes and completes the QoS flow (PUBACK, or PUBREC/PUBREL/PUBCOMP); bounded like every wait."""
+        packet_id = self.packet_id() if qos else None
+        since = len(connection.received)
+        await connection.send(Publish(topic=topic, payload=payload, qos=qos, retain=retain, packet_id=packet_id))
+        if qos == 0:
+            # PINGRESP answers a later request, so it shows the broker processed the PUBLISH before it.
+            await connection.send(Pingreq())
+            await connection.wait_type(Pingresp, since=since)
+        elif qos == 1:
+            await connection.wait_for(_answers(Puback, packet_id), since=since)
+        elif qos == 2 and isinstance(await connection.wait_for(_answers(Pubrec, packet_id), since=since), Pubrec):
+            await connection.send(Pubrel(packet_id=packet_id))
+            await connection.wait_for(_answers(Pubcomp, packet_id), since=since)
+
+    async def deliveries(self, connection: ProbeConnection, topic: str, *, timeout: float | None = None) -> None:
+        """Waits for a PUBLISH on ``topic`` (or the timeout): the judge decides whether one was due."""
+        await connection.wait_for(lambda p: isinstance(p, Publish) and p.topic == topic, timeout)
+
+    async def settle(self, *connections: ProbeConnection) -> None:
+        """Watches ``connections`` until every delivery the judge may expect or forbid of what was published so
+        far is due (its answer timeout, plus a margin): only then can an absent message count as not delivered."""
+        await asyncio.gather(*(connection.observe(self.timeout + SETTLE_MARGIN) for connection in connections))
+
+    async def clear_retained(self, topics: Iterable[str]) -> None:
+        """Removes retained messages a case left on the broker (a zero-byte retained PUBLISH [MQTT-3.3.1-10])."""
+        connection = await self.connect("cleanup")
+        for topic in topics:
+            await self.publish(connection, topic, b"", qos=1, retain=True)
+        await connection.send(bytes((0xE0, 0x00)))
+        await connection.close()
+
+
+class Unreachable(Inconclusive):
+    """The target did not accept a TCP connection."""
+
+
+def _answers(kind: type[Packet], packet_id: int | None) -> Callable[[Packet], bool]:
+    return lambda packet: isinstance(packet, kind) and getattr(packet, "packet_id", None) == packet_id
+
+
+#: Seconds watched past the judge's delivery deadline.
+SETTLE_MARGIN = 0.2
+
+CASES: dict[str, Case] = {}
+
+
+def case(
+    case_id: str, statements: Iterable[str], title: str, *, stimulus: str = "", expected: str = ""
+) -> Callable[[Script], Script]:
+    """Registers a script as a case of the library."""
+
+    def register(script: Script) -> Script:
+        if case_id in CASES:
+            raise ValueError(f"duplicate probe case id {case_id!r}")
+        CASES[case_id] = Case(case_id, tuple(statements), title, script, stimulus, expected)
+        return script
+
+    return register

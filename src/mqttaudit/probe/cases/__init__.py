@@ -1,0 +1,7 @@
+"""The case library: importing this package registers every case in :data:`mqttaudit.probe.case.CASES`."""
+
+from __future__ import annotations
+
+from . import delivery, malformed, session
+
+__all__ = ["delivery", "malformed", "session"]

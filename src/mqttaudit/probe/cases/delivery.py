@@ -1,0 +1,389 @@
+"""PUBLISH flows, retained messages, subscriptions and topic matching (sections 3.3-3.11, 4.3-4.7).
+
+Every case publishes on topics of its own; the judge compares what each connection received with what the broker
+model says it should have received.
+"""
+
+from __future__ import annotations
+
+from ...codec import Disconnect, Publish, Pubrel, Unsubscribe, encode
+from ..case import CaseContext, case
+
+DISCONNECT = encode(Disconnect())
+
+
+@case(
+    "publish/qos1-puback",
+    ["MQTT-3.3.4-1", "MQTT-4.3.2-2", "MQTT-2.3.1-6"],
+    "QoS 1 PUBLISH is acknowledged with PUBACK",
+    stimulus="PUBLISH QoS 1",
+    expected="PUBACK with the same Packet Identifier",
+)
+async def qos1_puback(context: CaseContext) -> None:
+    connection = await context.connect()
+    await context.publish(connection, context.topic("q1"), b"one", qos=1)
+    await connection.send(DISCONNECT)
+
+
+@case(
+    "publish/qos2-flow",
+    ["MQTT-4.3.3-2", "MQTT-3.3.4-1"],
+    "QoS 2 PUBLISH: PUBREC, then PUBCOMP for PUBREL",
+    stimulus="PUBLISH QoS 2, then PUBREL for its PUBREC",
+    expected="PUBREC and PUBCOMP with the same Packet Identifier",
+)
+async def qos2_flow(context: CaseContext) -> None:
+    connection = await context.connect()
+    await context.publish(connection, context.topic("q2"), b"two", qos=2)
+    await connection.send(DISCONNECT)
+
+
+@case(
+    "publish/qos2-no-duplicate-delivery",
+    ["MQTT-4.3.3-2", "MQTT-4.3.3-1", "MQTT-2.3.1-4"],
+    "A repeated QoS 2 PUBLISH before PUBREL is delivered once",
+    stimulus="PUBLISH QoS 2, the same PUBLISH again with DUP 1, then PUBREL",
+    expected="PUBREC for both, one delivery to subscribers, PUBCOMP",
+)
+async def qos2_duplicate(context: CaseContext) -> None:
+    topic = context.topic("q2dup")
+    subscriber = await context.connect("subscriber")
+    await context.subscribe(subscriber, (topic, 2))
+    publisher = await context.connect("publisher")
+    packet_id = context.packet_id()
+    await publisher.send(Publish(topic=topic, payload=b"once", qos=2, packet_id=packet_id))
+    await publisher.send(Publish(topic=topic, payload=b"once", qos=2, packet_id=packet_id, dup=True))
+    await publisher.observe(context.timeout / 4)
+    await publisher.send(Pubrel(packet_id=packet_id))
+    await context.deliveries(subscriber, topic)
+    await context.settle(subscriber)
+    await publisher.send(DISCONNECT)
+    await subscriber.send(DISCONNECT)
+
+
+@case(
+    "publish/dup-not-propagated",
+    ["MQTT-3.3.1-3"],
+    "The incoming DUP flag is not copied to subscribers",
+    stimulus="PUBLISH QoS 1 with DUP 1 to a topic with a subscriber",
+    expected="the subscriber's copy has DUP 0",
+)
+async def dup_not_propagated(context: CaseContext) -> None:
+    topic = context.topic("dup")
+    subscriber = await context.connect("subscriber")
+    await context.subscribe(subscriber, (topic, 1))
+    publisher = await context.connect("publisher")
+    await publisher.send(Publish(topic=topic, payload=b"d", qos=1, packet_id=context.packet_id(), dup=True))
+    await context.deliveries(subscriber, topic)
+    await publisher.send(DISCONNECT)
+    await subscriber.send(DISCONNECT)
+
+
+@case(
+    "subscribe/delivery-matches-filter",
+    ["MQTT-3.3.2-3", "MQTT-4.5.0-1", "MQTT-3.3.1-9"],
+    "Deliveries match the subscription, with RETAIN 0",
+    stimulus="subscribe to '<case>/+/t'; publish to '<case>/a/t' (RETAIN 1) and '<case>/a/u'",
+    expected="only '<case>/a/t' is delivered, with RETAIN 0",
+)
+async def delivery_matches(context: CaseContext) -> None:
+    subscriber = await context.connect("subscriber")
+    await context.subscribe(subscriber, (context.topic("+", "t"), 1))
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, context.topic("a", "t"), b"match", qos=1, retain=True)
+    await context.publish(publisher, context.topic("a", "u"), b"no-match", qos=1)
+    await context.deliveries(subscriber, context.topic("a", "t"))
+    await context.settle(subscriber)
+    await context.clear_retained([context.topic("a", "t")])
+    await publisher.send(DISCONNECT)
+    await subscriber.send(DISCONNECT)
+
+
+@case(
+    "subscribe/suback",
+    ["MQTT-3.8.4-1", "MQTT-3.8.4-2"],
+    "SUBSCRIBE is answered with SUBACK",
+    stimulus="SUBSCRIBE with one filter",
+    expected="SUBACK with the same Packet Identifier and a valid return code",
+)
+async def suback(context: CaseContext) -> None:
+    connection = await context.connect()
+    await context.subscribe(connection, (context.topic("s"), 1))
+    await connection.send(DISCONNECT)
+
+
+@case(
+    "subscribe/multiple-filters",
+    ["MQTT-3.8.4-5", "MQTT-3.9.3-1"],
+    "A SUBSCRIBE with three filters gets one SUBACK with three codes in order",
+    stimulus="SUBSCRIBE to three filters at QoS 0, 1 and 2",
+    expected="one SUBACK with three return codes, in the order of the filters",
+)
+async def multiple_filters(context: CaseContext) -> None:
+    connection = await context.connect()
+    await context.subscribe(connection, (context.topic("m0"), 0), (context.topic("m1"), 1), (context.topic("m2"), 2))
+    await connection.observe(context.timeout / 4)
+    await connection.send(DISCONNECT)
+
+
+@case(
+    "subscribe/granted-qos-caps-delivery",
+    ["MQTT-3.8.4-6"],
+    "Delivery QoS is the lower of publish QoS and granted QoS",
+    stimulus="subscribe at QoS 0; publish at QoS 1",
+    expected="delivered at QoS 0",
+)
+async def granted_qos_caps(context: CaseContext) -> None:
+    topic = context.topic("g")
+    subscriber = await context.connect("subscriber")
+    await context.subscribe(subscriber, (topic, 0))
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, topic, b"g", qos=1)
+    await context.deliveries(subscriber, topic)
+    await publisher.send(DISCONNECT)
+    await subscriber.send(DISCONNECT)
+
+
+@case(
+    "subscribe/overlapping-subscriptions",
+    ["MQTT-3.3.5-1"],
+    "Overlapping subscriptions: delivered at the highest granted QoS",
+    stimulus="subscribe to '<case>/#' at QoS 0 and '<case>/o' at QoS 1; publish QoS 1 to '<case>/o'",
+    expected="delivered honouring QoS 1 (once at QoS 1, or once per subscription with one at QoS 1)",
+)
+async def overlapping(context: CaseContext) -> None:
+    topic = context.topic("o")
+    subscriber = await context.connect("subscriber")
+    await context.subscribe(subscriber, (context.topic("#"), 0), (topic, 1))
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, topic, b"o", qos=1)
+    await context.deliveries(subscriber, topic)
+    await context.settle(subscriber)
+    await publisher.send(DISCONNECT)
+    await subscriber.send(DISCONNECT)
+
+
+@case(
+    "subscribe/resubscribe-replaces",
+    ["MQTT-3.8.4-6"],
+    "Subscribing again to the same filter replaces the subscription",
+    stimulus="subscribe to a filter twice (QoS 1 then QoS 0); publish once at QoS 1",
+    expected="one delivery, at QoS 0",
+)
+async def resubscribe(context: CaseContext) -> None:
+    topic = context.topic("r")
+    subscriber = await context.connect("subscriber")
+    await context.subscribe(subscriber, (topic, 1))
+    await context.subscribe(subscriber, (topic, 0))
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, topic, b"r", qos=1)
+    await context.deliveries(subscriber, topic)
+    await context.settle(subscriber)
+    await publisher.send(DISCONNECT)
+    await subscriber.send(DISCONNECT)
+
+
+@case(
+    "unsubscribe/unsuback",
+    ["MQTT-3.10.4-4", "MQTT-3.10.4-5"],
+    "UNSUBSCRIBE is answered with UNSUBACK, even for an unknown filter",
+    stimulus="UNSUBSCRIBE from a filter never subscribed",
+    expected="UNSUBACK with the same Packet Identifier",
+)
+async def unsuback(context: CaseContext) -> None:
+    connection = await context.connect()
+    await context.unsubscribe(connection, context.topic("never"))
+    await connection.send(DISCONNECT)
+
+
+@case(
+    "unsubscribe/multiple-filters",
+    ["MQTT-3.10.4-4"],
+    "An UNSUBSCRIBE with two filters gets one UNSUBACK",
+    stimulus="subscribe to two filters; UNSUBSCRIBE both in one packet",
+    expected="exactly one UNSUBACK",
+)
+async def unsubscribe_multiple(context: CaseContext) -> None:
+    connection = await context.connect()
+    await context.subscribe(connection, (context.topic("u1"), 0), (context.topic("u2"), 0))
+    await connection.send(
+        Unsubscribe(packet_id=context.packet_id(), topic_filters=[context.topic("u1"), context.topic("u2")])
+    )
+    await connection.observe(context.timeout / 2)
+    await connection.send(DISCONNECT)
+
+
+@case(
+    "unsubscribe/stops-delivery",
+    ["MQTT-3.10.4-2"],
+    "No delivery after UNSUBACK",
+    stimulus="subscribe, unsubscribe, publish",
+    expected="nothing delivered",
+)
+async def unsubscribe_stops(context: CaseContext) -> None:
+    topic = context.topic("stop")
+    subscriber = await context.connect("subscriber")
+    await context.subscribe(subscriber, (topic, 1))
+    await context.unsubscribe(subscriber, topic)
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, topic, b"late", qos=1)
+    await context.settle(subscriber)
+    await publisher.send(DISCONNECT)
+    await subscriber.send(DISCONNECT)
+
+
+@case(
+    "unsubscribe/exact-filter-only",
+    ["MQTT-3.10.4-5", "MQTT-4.5.0-1"],
+    "UNSUBSCRIBE compares filters character by character",
+    stimulus="subscribe to '<case>/+'; UNSUBSCRIBE '<case>/x'; publish to '<case>/x'",
+    expected="the '+' subscription stays: the message is delivered",
+)
+async def unsubscribe_exact(context: CaseContext) -> None:
+    subscriber = await context.connect("subscriber")
+    await context.subscribe(subscriber, (context.topic("+"), 1))
+    await context.unsubscribe(subscriber, context.topic("x"))
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, context.topic("x"), b"still", qos=1)
+    await context.deliveries(subscriber, context.topic("x"))
+    await publisher.send(DISCONNECT)
+    await subscriber.send(DISCONNECT)
+
+
+@case(
+    "retain/delivered-on-subscribe",
+    ["MQTT-3.3.1-6", "MQTT-3.3.1-8"],
+    "A retained message is sent to a new subscriber with RETAIN 1",
+    stimulus="retained PUBLISH QoS 1, then a new subscription matching it",
+    expected="the new subscriber gets the message with RETAIN 1",
+)
+async def retained_on_subscribe(context: CaseContext) -> None:
+    topic = context.topic("kept")
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, topic, b"kept", qos=1, retain=True)
+    subscriber = await context.connect("subscriber")
+    await context.subscribe(subscriber, (topic, 1))
+    await context.deliveries(subscriber, topic)
+    await context.clear_retained([topic])
+    await publisher.send(DISCONNECT)
+    await subscriber.send(DISCONNECT)
+
+
+@case(
+    "retain/qos0-replaces",
+    ["MQTT-3.3.1-7"],
+    "A retained QoS 0 message replaces the previous retained message",
+    stimulus="retained PUBLISH 'old' at QoS 1, then retained 'new' at QoS 0, then subscribe",
+    expected="the subscriber gets 'new' only",
+)
+async def retained_qos0_replaces(context: CaseContext) -> None:
+    topic = context.topic("replace")
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, topic, b"old", qos=1, retain=True)
+    await context.publish(publisher, topic, b"new", qos=0, retain=True)
+    await publisher.observe(context.timeout / 4)
+    subscriber = await context.connect("subscriber")
+    await context.subscribe(subscriber, (topic, 1))
+    await context.deliveries(subscriber, topic)
+    await context.settle(subscriber)
+    await context.clear_retained([topic])
+    await publisher.send(DISCONNECT)
+    await subscriber.send(DISCONNECT)
+
+
+@case(
+    "retain/zero-byte-clears",
+    ["MQTT-3.3.1-10", "MQTT-3.3.1-11"],
+    "A zero-byte retained message clears the retained message and is not stored",
+    stimulus="retained PUBLISH, then a zero-byte retained PUBLISH, then subscribe",
+    expected="the new subscriber gets no retained message",
+)
+async def retained_cleared(context: CaseContext) -> None:
+    topic = context.topic("clear")
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, topic, b"x", qos=1, retain=True)
+    await context.publish(publisher, topic, b"", qos=1, retain=True)
+    subscriber = await context.connect("subscriber")
+    await context.subscribe(subscriber, (topic, 1))
+    await context.settle(subscriber)
+    await publisher.send(DISCONNECT)
+    await subscriber.send(DISCONNECT)
+
+
+@case(
+    "retain/non-retained-leaves-retained",
+    ["MQTT-3.3.1-12"],
+    "A RETAIN 0 PUBLISH does not touch the retained message",
+    stimulus="retained PUBLISH 'kept', then a non-retained PUBLISH 'live', then subscribe",
+    expected="the new subscriber gets 'kept'",
+)
+async def non_retained_leaves(context: CaseContext) -> None:
+    topic = context.topic("leave")
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, topic, b"kept", qos=1, retain=True)
+    await context.publish(publisher, topic, b"live", qos=1)
+    subscriber = await context.connect("subscriber")
+    await context.subscribe(subscriber, (topic, 1))
+    await context.deliveries(subscriber, topic)
+    await context.settle(subscriber)
+    await context.clear_retained([topic])
+    await publisher.send(DISCONNECT)
+    await subscriber.send(DISCONNECT)
+
+
+@case(
+    "retain/survives-session-end",
+    ["MQTT-3.3.1-6"],
+    "Retained messages outlive the session that published them",
+    stimulus="a CleanSession 1 client publishes a retained message and disconnects; a new client subscribes",
+    expected="the new subscriber gets the retained message",
+)
+async def retained_survives(context: CaseContext) -> None:
+    topic = context.topic("outlive")
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, topic, b"outlive", qos=1, retain=True)
+    await publisher.send(DISCONNECT)
+    await publisher.close()
+    subscriber = await context.connect("subscriber")
+    await context.subscribe(subscriber, (topic, 1))
+    await context.deliveries(subscriber, topic)
+    await context.clear_retained([topic])
+    await subscriber.send(DISCONNECT)
+
+
+@case(
+    "topics/dollar-not-matched-by-wildcards",
+    ["MQTT-4.7.2-1"],
+    "Filters starting with a wildcard do not match '$' topics",
+    stimulus="subscribe to '#' and '+/<run>/#'; publish to '$mqttaudit/<run>/<case>'",
+    expected="no delivery of the '$' topic to either subscription",
+)
+async def dollar_topics(context: CaseContext) -> None:
+    topic = "$" + context.topic("d")
+    subscriber = await context.connect("subscriber")
+    await context.subscribe(subscriber, ("#", 0), ("+/" + context.run_id + "/#", 0))
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, topic, b"dollar", qos=1)
+    await context.settle(subscriber)
+    await publisher.send(DISCONNECT)
+    await subscriber.send(DISCONNECT)
+
+
+@case(
+    "topics/no-normalisation",
+    ["MQTT-3.3.2-3"],
+    "Topics are matched byte for byte: no normalisation, a BOM is kept",
+    stimulus="subscribe to '<case>//a' and '<case>/\\ufeffb'; publish to '<case>/a', '<case>/b' and '<case>/\\ufeffb'",
+    expected="only '<case>/\\ufeffb' is delivered, with its BOM",
+)
+async def no_normalisation(context: CaseContext) -> None:
+    subscriber = await context.connect("subscriber")
+    await context.subscribe(subscriber, (context.topic("", "a"), 1), (context.topic("\ufeffb"), 1))
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, context.topic("a"), b"a", qos=1)
+    await context.publish(publisher, context.topic("b"), b"b", qos=1)
+    await context.publish(publisher, context.topic("\ufeffb"), b"bom", qos=1)
+    await context.deliveries(subscriber, context.topic("\ufeffb"))
+    await context.settle(subscriber)
+    await publisher.send(DISCONNECT)
+    await subscriber.send(DISCONNECT)

@@ -1,0 +1,243 @@
+"""CONNECT and CONNACK, sessions, Will messages, keep-alive, PINGREQ, takeover (sections 3.1, 3.2, 3.12, 3.14, 4.1)."""
+
+from __future__ import annotations
+
+from ...codec import Connack, Connect, Disconnect, Pingreq, Pingresp, Subscribe, Subscription, Will, encode
+from ..case import CaseContext, case
+
+DISCONNECT = encode(Disconnect())
+
+
+@case(
+    "connect/accepted",
+    ["MQTT-3.1.4-4", "MQTT-3.2.0-1", "MQTT-3.2.2-1", "MQTT-3.1.3-5"],
+    "A valid CONNECT is accepted",
+    stimulus="CONNECT, CleanSession 1, a 23-character alphanumeric Client Identifier",
+    expected="CONNACK first, return code 0, Session Present 0",
+)
+async def connect_accepted(context: CaseContext) -> None:
+    connection = await context.open()
+    await connection.send(Connect(client_id=context.client_id()))
+    await connection.wait_type(Connack)
+    await connection.send(DISCONNECT)
+
+
+@case(
+    "connect/protocol-level-unsupported",
+    ["MQTT-3.1.2-2", "MQTT-3.1.4-5"],
+    "CONNECT with an unsupported protocol level",
+    stimulus="CONNECT with Protocol Level 9, followed in the same write by a SUBSCRIBE",
+    expected="CONNACK return code 0x01 with Session Present 0, then close; the SUBSCRIBE is not processed",
+)
+async def protocol_level_unsupported(context: CaseContext) -> None:
+    connection = await context.open()
+    connect = encode(Connect(client_id=context.client_id(), protocol_level=9), validate=False)
+    subscribe = encode(Subscribe(packet_id=1, subscriptions=[Subscription(topic_filter=context.topic("x"))]))
+    await connection.send(connect + subscribe)
+    await connection.wait_close()
+
+
+@case(
+    "connect/empty-client-id-persistent-session",
+    ["MQTT-3.1.3-8"],
+    "Empty Client Identifier with CleanSession 0",
+    stimulus="CONNECT with a zero-length Client Identifier and CleanSession 0",
+    expected="CONNACK return code 0x02, then close",
+)
+async def empty_client_id_persistent(context: CaseContext) -> None:
+    connection = await context.open()
+    await connection.send(Connect(client_id="", clean_session=False), validate=False)
+    await connection.wait_close()
+
+
+@case(
+    "connect/second-connect",
+    ["MQTT-3.1.0-2"],
+    "A second CONNECT on the same connection",
+    stimulus="CONNECT, then another CONNECT after the CONNACK",
+    expected="close the connection; no second CONNACK",
+)
+async def second_connect(context: CaseContext) -> None:
+    connection = await context.connect()
+    await connection.send(Connect(client_id=connection.client_id))
+    await connection.wait_close()
+
+
+@case(
+    "connect/takeover",
+    ["MQTT-3.1.4-2"],
+    "A second connection with the same Client Identifier",
+    stimulus="two connections with the same Client Identifier, one after the other",
+    expected="the broker disconnects the first connection",
+)
+async def takeover(context: CaseContext) -> None:
+    client_id = context.client_id()
+    first = await context.connect("first", client_id=client_id)
+    second = await context.connect("second", client_id=client_id)
+    await first.wait_close()
+    await second.send(DISCONNECT)
+
+
+@case(
+    "session/present-flag",
+    ["MQTT-3.2.2-2", "MQTT-3.2.2-3", "MQTT-3.1.2-4"],
+    "Session Present reflects stored session state",
+    stimulus="CleanSession 1 connect and disconnect; CleanSession 0 connect, subscribe, disconnect; reconnect with "
+    "CleanSession 0 and the same Client Identifier",
+    expected="Session Present 0 on the first CONNACK, 1 on the second, and the subscription still delivers",
+)
+async def session_present(context: CaseContext) -> None:
+    client_id = context.client_id()
+    # CleanSession 1 first: whatever the broker held for this Client Identifier is gone when it ends.
+    fresh = await context.connect("fresh", client_id=client_id, clean_session=True)
+    await fresh.send(DISCONNECT)
+    await fresh.close()
+    first = await context.connect("first", client_id=client_id, clean_session=False)
+    await context.subscribe(first, (context.topic("s"), 1))
+    await first.send(DISCONNECT)
+    await first.close()
+    second = await context.connect("second", client_id=client_id, clean_session=False)
+    # The resumed session keeps the subscription made on the first connection [MQTT-3.1.2-4].
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, context.topic("s"), b"resumed", qos=1)
+    await context.deliveries(second, context.topic("s"))
+    await publisher.send(DISCONNECT)
+    await second.send(DISCONNECT)
+    # leave no session behind: a clean connection discards it
+    third = await context.connect("cleanup", client_id=client_id, clean_session=True)
+    await third.send(DISCONNECT)
+
+
+@case(
+    "session/queued-while-offline",
+    ["MQTT-3.1.2-5"],
+    "QoS 1 messages are stored for a disconnected persistent session",
+    stimulus="CleanSession 0 subscriber disconnects; a QoS 1 message is published; the subscriber reconnects",
+    expected="the stored message is delivered after the reconnect",
+)
+async def queued_while_offline(context: CaseContext) -> None:
+    client_id = context.client_id()
+    topic = context.topic("q")
+    subscriber = await context.connect("subscriber", client_id=client_id, clean_session=False)
+    await context.subscribe_granted(subscriber, topic, 1)
+    await subscriber.send(DISCONNECT)
+    await subscriber.close()
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, topic, b"while-offline", qos=1)
+    await publisher.send(DISCONNECT)
+    again = await context.connect("subscriber-again", client_id=client_id, clean_session=False)
+    await context.deliveries(again, topic)
+    await again.send(DISCONNECT)
+    cleanup = await context.connect("cleanup", client_id=client_id, clean_session=True)
+    await cleanup.send(DISCONNECT)
+
+
+@case(
+    "session/clean-session-discards",
+    ["MQTT-3.1.2-6"],
+    "CleanSession 1 discards the previous session",
+    stimulus="CleanSession 0 subscribe, disconnect, reconnect with CleanSession 1, publish to the old topic",
+    expected="Session Present 0 and no delivery under the discarded subscription",
+)
+async def clean_session_discards(context: CaseContext) -> None:
+    client_id = context.client_id()
+    topic = context.topic("c")
+    first = await context.connect("first", client_id=client_id, clean_session=False)
+    await context.subscribe(first, (topic, 1))
+    await first.send(DISCONNECT)
+    await first.close()
+    second = await context.connect("second", client_id=client_id, clean_session=True)
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, topic, b"after-clean", qos=1)
+    await context.settle(second)
+    await second.send(DISCONNECT)
+    await publisher.send(DISCONNECT)
+
+
+def _will(context: CaseContext, *, retain: bool = False) -> Will:
+    return Will(topic=context.topic("will"), message=b"gone", qos=1, retain=retain)
+
+
+async def _watch_will(context: CaseContext, *, retain: bool, graceful: bool) -> None:
+    will = _will(context, retain=retain)
+    watcher = await context.connect("watcher")
+    await context.subscribe(watcher, (will.topic, 1))
+    dying = await context.connect("dying", will=will)
+    if graceful:
+        await dying.send(DISCONNECT)
+        await dying.close()
+    else:
+        await dying.close(abrupt=True)
+    await context.deliveries(watcher, will.topic)
+    if graceful:
+        await context.settle(watcher)
+    # A later subscriber gets the Will as a retained message only when Will Retain was 1.
+    late = await context.connect("late-subscriber")
+    await context.subscribe(late, (will.topic, 1))
+    if retain:
+        await context.deliveries(late, will.topic)
+    else:
+        await context.settle(late)
+    await late.send(DISCONNECT)
+    if retain:
+        await context.clear_retained([will.topic])
+    await watcher.send(DISCONNECT)
+
+
+@case(
+    "will/published-on-abnormal-close",
+    ["MQTT-3.1.2-8", "MQTT-3.1.2-16"],
+    "The Will Message is published when the connection drops",
+    stimulus="CONNECT with a Will (QoS 1, Retain 0), then the TCP connection is reset",
+    expected="subscribers of the Will Topic get the Will Message, not retained",
+)
+async def will_on_abnormal_close(context: CaseContext) -> None:
+    await _watch_will(context, retain=False, graceful=False)
+
+
+@case(
+    "will/retained",
+    ["MQTT-3.1.2-17"],
+    "A Will with Will Retain 1 is published as a retained message",
+    stimulus="CONNECT with a Will (Retain 1), reset; then a new subscriber to the Will Topic",
+    expected="the Will Message is retained: a later subscriber gets it with RETAIN 1",
+)
+async def will_retained(context: CaseContext) -> None:
+    await _watch_will(context, retain=True, graceful=False)
+
+
+@case(
+    "will/not-after-disconnect",
+    ["MQTT-3.14.4-3"],
+    "No Will Message after DISCONNECT",
+    stimulus="CONNECT with a Will, DISCONNECT, close",
+    expected="the Will Message is discarded, never published",
+)
+async def will_not_after_disconnect(context: CaseContext) -> None:
+    await _watch_will(context, retain=False, graceful=True)
+
+
+@case(
+    "keep-alive/server-disconnects-silent-client",
+    ["MQTT-3.1.2-24"],
+    "A silent client is disconnected after 1.5 times its Keep Alive",
+    stimulus="CONNECT with Keep Alive 1 s, then silence",
+    expected="the broker closes the connection within 1.5 s of the last packet (plus the probe's grace)",
+)
+async def keep_alive(context: CaseContext) -> None:
+    connection = await context.connect(keep_alive=1)
+    await connection.wait_close(1.5 + context.timeout)
+
+
+@case(
+    "ping/pingresp",
+    ["MQTT-3.12.4-1"],
+    "PINGREQ is answered with PINGRESP",
+    stimulus="PINGREQ after CONNECT",
+    expected="PINGRESP",
+)
+async def ping(context: CaseContext) -> None:
+    connection = await context.connect()
+    await connection.send(Pingreq())
+    await connection.wait_type(Pingresp)
+    await connection.send(DISCONNECT)

@@ -1,0 +1,268 @@
+"""Runs probe cases against a live broker and turns each recorded conversation into a verdict through the judge.
+
+Cases are independent (fresh connections, unique client ids and topics) and may run concurrently; every wait is
+bounded by the timeout. A broker that stops accepting connections is reported once, and every case after that
+point is inconclusive with that reason instead of failing one by one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ..codec import Connack, Connect, Direction
+from ..codec.describe import describe_packet
+from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, judge_scenario
+from ..judge.events import Closed, Event, Quiet, Sent
+from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable
+from .connection import ProbeConnection
+
+PASS = "pass"
+FAIL = "fail"
+INCONCLUSIVE = "inconclusive"
+NOT_APPLICABLE = "not-applicable"
+VERDICTS = (PASS, FAIL, INCONCLUSIVE, NOT_APPLICABLE)
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    verdict: str
+    reason: str = ""
+    #: Verdict per targeted statement.
+    statements: dict[str, str] = field(default_factory=dict)
+    #: Findings against the broker on the case's statements (the failure), then any others the judge made.
+    findings: list[Finding] = field(default_factory=list)
+    other_findings: list[Finding] = field(default_factory=list)
+    connections: list[dict[str, Any]] = field(default_factory=list)
+    duration: float = 0.0
+    #: Every rule the judge decided in the case's conversations, targeted or not.
+    assessed: list[str] = field(default_factory=list)
+
+    def evidence(self) -> dict[str, Any]:
+        return {
+            "connections": self.connections,
+            "findings": [finding_to_dict(f) for f in self.findings],
+            "other_findings": [finding_to_dict(f) for f in self.other_findings],
+            "statements": self.statements,
+            "assessed": self.assessed,
+            "reason": self.reason,
+            "duration_s": round(self.duration, 3),
+        }
+
+
+@dataclass
+class ProbeRun:
+    target: Target
+    started: str
+    results: list[CaseResult]
+    duration: float
+    #: Why the broker stopped being probed, when it did (it crashed or stopped accepting connections).
+    broker_down: str | None = None
+
+    def count(self, verdict: str) -> int:
+        return sum(1 for result in self.results if result.verdict == verdict)
+
+
+@dataclass
+class _Health:
+    """Shared by the cases of one run: whether the broker still accepts connections."""
+
+    down: str | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+async def run_probe(
+    target: Target,
+    cases: Sequence[Case],
+    *,
+    timeout: float = 2.0,
+    concurrency: int = 8,
+    progress: Callable[[CaseResult], None] | None = None,
+) -> ProbeRun:
+    """Runs ``cases`` against ``target``, at most ``concurrency`` at a time; results keep the order of ``cases``."""
+    run_id = f"{int(time.time()) % 100000:05d}{id(cases) % 1000:03d}"
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    clock0 = time.monotonic()
+    health = _Health()
+    limit = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(case: Case) -> CaseResult:
+        async with limit:
+            result = await run_case(case, target, timeout=timeout, run_id=run_id, health=health)
+        if progress is not None:
+            progress(result)
+        return result
+
+    results = list(await asyncio.gather(*(one(case) for case in cases)))
+    return ProbeRun(target, started, results, time.monotonic() - clock0, health.down)
+
+
+async def run_case(
+    case: Case, target: Target, *, timeout: float, run_id: str, health: _Health | None = None
+) -> CaseResult:
+    health = health or _Health()
+    if health.down:
+        return CaseResult(case, INCONCLUSIVE, health.down)
+    context = CaseContext(case, target, timeout=timeout, run_id=run_id)
+    started = time.monotonic()
+    stopped: tuple[str, str] | None = None
+    try:
+        await asyncio.wait_for(case.script(context), timeout * 20)
+    except NotApplicable as exc:
+        stopped = (NOT_APPLICABLE, str(exc))
+    except Unreachable as exc:
+        stopped = (INCONCLUSIVE, await _check_health(target, timeout, health, case, str(exc)))
+    except Inconclusive as exc:
+        stopped = (INCONCLUSIVE, str(exc))
+    except TimeoutError:
+        stopped = (INCONCLUSIVE, f"the case did not finish within {timeout * 20:g} s")
+    finally:
+        for connection in context.connections:
+            await connection.finish()
+    judgement = judge_scenario(
+        {connection.name: connection.events for connection in context.connections},
+        JudgeConfig(close_grace=timeout, answer_timeout=timeout),
+    )
+    sent = [finding for connection in context.connections for finding in server_violations(connection)]
+    result = decide(case, judgement, stopped, sent)
+    result.assessed = sorted(judgement.assessed)
+    result.connections = [connection_evidence(connection) for connection in context.connections]
+    result.duration = time.monotonic() - started
+    return result
+
+
+def server_violations(connection: ProbeConnection) -> list[Finding]:
+    """The broker's own malformed packets: every MUST-level codec rule a frame it sent breaks (the judge judges
+    the reaction to a violation; the violation itself is the codec's)."""
+    findings: list[Finding] = []
+    for index, event in enumerate(connection.events):
+        if not isinstance(event, Sent) or event.sender is not Direction.FROM_SERVER:
+            continue
+        cited: set[str] = set()
+        for violation in event.frame.violations:
+            if violation.rule in ENFORCED_CODEC_RULES and violation.rule not in cited:
+                cited.add(violation.rule)
+                findings.append(
+                    Finding(
+                        violation.rule,
+                        Direction.FROM_SERVER,
+                        event.time,
+                        index,
+                        f"the server sent {violation.detail} (byte {violation.offset} of its stream)",
+                        f"the server sends only packets that keep {violation.rule}",
+                        connection.name,
+                    )
+                )
+    return findings
+
+
+def decide(
+    case: Case, judgement: Judgement, stopped: tuple[str, str] | None = None, sent: Sequence[Finding] = ()
+) -> CaseResult:
+    """The verdict of a case from the judgement of its conversations.
+
+    ``fail`` when the judge found the broker breaking a targeted statement; ``pass`` when it assessed every
+    targeted statement without such a finding; otherwise ``inconclusive``, with the judge's reasons. A script
+    that stopped early (not applicable, setup failed) keeps its verdict unless the broker already failed.
+    """
+    against = [f for f in (*judgement.findings, *sent) if f.side is Direction.FROM_SERVER]
+    on_target = [f for f in against if f.rule in case.statements]
+    others = [f for f in against if f.rule not in case.statements]
+    per_statement: dict[str, str] = {}
+    reasons: list[str] = []
+    for statement in case.statements:
+        if any(f.rule == statement for f in on_target):
+            per_statement[statement] = FAIL
+        elif statement in judgement.assessed:
+            per_statement[statement] = PASS
+        else:
+            per_statement[statement] = INCONCLUSIVE
+            why = judgement.not_assessable.get(statement, "the conversation did not exercise it")
+            reasons.append(f"{statement}: {why}")
+    if on_target:
+        verdict, reason = FAIL, "; ".join(f"{f.rule}: {f.detail}" for f in on_target)
+    elif stopped is not None:
+        verdict, reason = stopped
+    elif all(v == PASS for v in per_statement.values()):
+        verdict, reason = PASS, ""
+    else:
+        verdict, reason = INCONCLUSIVE, "; ".join(reasons)
+    return CaseResult(case, verdict, reason, per_statement, on_target, others)
+
+
+async def _check_health(target: Target, timeout: float, health: _Health, case: Case, error: str) -> str:
+    """After a failed connection: is the broker still there? Marks the run when it is not."""
+    async with health.lock:
+        if health.down:
+            return health.down
+        if await broker_alive(target, timeout):
+            return f"transient: {error}"
+        health.down = f"the broker stopped accepting connections during case {case.id} ({error})"
+        return health.down
+
+
+async def broker_alive(target: Target, timeout: float) -> bool:
+    """A fresh connection gets a CONNACK for a plain CONNECT within ``timeout``."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(target.host, target.port), timeout)
+    except (OSError, TimeoutError):
+        return False
+    connection = ProbeConnection("health", reader, writer, time.monotonic, timeout=timeout)
+    try:
+        await connection.send(Connect(client_id="mqahealth" + f"{time.monotonic_ns() % 10**14:014d}"))
+        return isinstance(await connection.wait_type(Connack), Connack)
+    finally:
+        with contextlib.suppress(Exception):
+            await connection.send(bytes((0xE0, 0x00)))
+        await connection.finish()
+
+
+def connection_evidence(connection: ProbeConnection) -> dict[str, Any]:
+    return {"name": connection.name, "client_id": connection.client_id, "events": events_to_dicts(connection.events)}
+
+
+def events_to_dicts(events: Iterable[Event]) -> list[dict[str, Any]]:
+    """The evidence of one connection: bytes both ways with times, and how it ended."""
+    out: list[dict[str, Any]] = []
+    for event in events:
+        if isinstance(event, Sent):
+            frame = event.frame
+            out.append(
+                {
+                    "t": round(event.time, 6),
+                    "from": event.sender.value,
+                    "offset": frame.offset,
+                    "hex": frame.raw.hex(" "),
+                    "packet": None if frame.packet is None else describe_packet(frame.packet),
+                    "violations": [{"rule": v.rule, "offset": v.offset, "detail": v.detail} for v in frame.violations],
+                }
+            )
+        elif isinstance(event, Closed):
+            out.append(
+                {
+                    "t": round(event.time, 6),
+                    "closed_by": None if event.by is None else event.by.value,
+                    "how": "rst" if event.abrupt else "fin",
+                }
+            )
+        elif isinstance(event, Quiet):
+            out.append({"t": round(event.time, 6), "quiet_until": True})
+    return out
+
+
+def finding_to_dict(finding: Finding) -> dict[str, Any]:
+    return {
+        "rule": finding.rule,
+        "side": finding.side.value,
+        "t": round(finding.time, 6),
+        "event": finding.event,
+        "detail": finding.detail,
+        "expected": finding.expected,
+        "conversation": finding.conversation,
+    }

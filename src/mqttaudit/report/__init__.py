@@ -1,0 +1,57 @@
+"""Reports of probe runs: ``findings.json``, ``findings.md`` and ``junit.xml`` for one broker, and the
+conformance matrix (``matrix.md``, ``matrix.html``) across brokers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..probe.runner import ProbeRun
+from ..spec import Catalogue
+from .junit import junit_bytes, probe_run_to_junit
+from .matrix import Matrix, build_matrix, matrix_html, matrix_markdown, statement_verdict
+from .probe_json import probe_run_to_json
+from .probe_markdown import probe_run_to_markdown
+
+__all__ = [
+    "Matrix",
+    "build_matrix",
+    "junit_bytes",
+    "matrix_html",
+    "matrix_markdown",
+    "probe_run_to_json",
+    "probe_run_to_junit",
+    "probe_run_to_markdown",
+    "statement_verdict",
+    "write_matrix",
+    "write_probe_reports",
+]
+
+
+def write_probe_reports(run: ProbeRun, out_dir: Path | str, catalogue: Catalogue | None = None) -> list[Path]:
+    """Writes ``findings.json``, ``findings.md`` and ``junit.xml`` into ``out_dir`` (created if needed)."""
+    out = _directory(out_dir)
+    paths = [out / "findings.json", out / "findings.md", out / "junit.xml"]
+    paths[0].write_text(json.dumps(probe_run_to_json(run, catalogue), indent=2) + "\n", encoding="utf-8")
+    paths[1].write_text(probe_run_to_markdown(run, catalogue), encoding="utf-8")
+    paths[2].write_bytes(junit_bytes(probe_run_to_junit(run, catalogue)))
+    return paths
+
+
+def write_matrix(
+    runs: Sequence[tuple[str, ProbeRun]], out_dir: Path | str, catalogue: Catalogue | None = None
+) -> list[Path]:
+    """Writes ``matrix.md`` and ``matrix.html`` for ``(label, run)`` pairs, one broker each."""
+    out = _directory(out_dir)
+    matrix = build_matrix(runs, catalogue)
+    paths = [out / "matrix.md", out / "matrix.html"]
+    paths[0].write_text(matrix_markdown(matrix), encoding="utf-8")
+    paths[1].write_text(matrix_html(matrix), encoding="utf-8")
+    return paths
+
+
+def _directory(out_dir: Path | str) -> Path:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return out

@@ -1,0 +1,33 @@
+"""``findings.json``: a probe run as plain data, every case with its verdict, level and evidence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..probe.runner import VERDICTS, ProbeRun
+from ..spec import Catalogue
+from .statements import default_catalogue, strongest_level
+
+
+def probe_run_to_json(run: ProbeRun, catalogue: Catalogue | None = None) -> dict[str, Any]:
+    """The run as JSON-ready data; ``level`` is the strongest level among a case's statements."""
+    rules = default_catalogue(catalogue)
+    return {
+        "target": run.target.url,
+        "started": run.started,
+        "duration_s": round(run.duration, 3),
+        "broker_down": run.broker_down,
+        "summary": {verdict: run.count(verdict) for verdict in VERDICTS},
+        "results": [
+            {
+                "case": result.case.id,
+                "title": result.case.title,
+                "statements": list(result.case.statements),
+                "verdict": result.verdict,
+                "reason": result.reason,
+                "level": strongest_level(result.case.statements, rules),
+                "evidence": result.evidence(),
+            }
+            for result in run.results
+        ],
+    }

@@ -1,0 +1,178 @@
+"""``findings.md``: a probe run for people. A summary of every case, then one section per failure (summary,
+standard reference, expected behaviour, evidence bytes, what it means for users), then the inconclusive cases."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..judge import Finding
+from ..probe.runner import FAIL, INCONCLUSIVE, NOT_APPLICABLE, PASS, VERDICTS, CaseResult, ProbeRun
+from ..spec import Catalogue
+from .evidence import Exchange, exchange_of, exchanges, seconds, transcript
+from .markdown import code, fenced, inline, table
+from .statements import default_catalogue, section_of, strongest_level
+
+SPEC = "OASIS MQTT Version 3.1.1"
+VERDICT_LABELS = {PASS: "pass", FAIL: "**FAIL**", INCONCLUSIVE: "inconclusive", NOT_APPLICABLE: "n/a"}
+
+
+def probe_run_to_markdown(run: ProbeRun, catalogue: Catalogue | None = None) -> str:
+    """The whole ``findings.md`` document."""
+    rules = default_catalogue(catalogue)
+    failures = [result for result in run.results if result.verdict == FAIL]
+    lines = [*_header(run), "", "## All cases", ""]
+    lines += table(
+        ("Case", "Statements", "Verdict", "Reason"),
+        (
+            (
+                f"[{code(r.case.id)}](#{anchor(r)})" if r.verdict == FAIL else code(r.case.id),
+                ", ".join(r.case.statements),
+                VERDICT_LABELS.get(r.verdict, inline(r.verdict)),
+                inline(r.reason),
+            )
+            for r in run.results
+        ),
+    )
+    if failures:
+        lines += ["", "## Failures"]
+        for result in failures:
+            lines += ["", *failure_section(result, run.target.url, rules)]
+    inconclusive = [result for result in run.results if result.verdict == INCONCLUSIVE]
+    if inconclusive:
+        lines += ["", "## Inconclusive cases", "", "Not decided either way; none of them counts as a pass.", ""]
+        lines += [f"- {code(r.case.id)} ({inline(r.case.title)}): {inline(r.reason)}" for r in inconclusive]
+    return "\n".join(lines) + "\n"
+
+
+def anchor(result: CaseResult) -> str:
+    """The id of a failing case's section, for links from the summary table."""
+    return f"fail-{result.case.id}"
+
+
+def _header(run: ProbeRun) -> list[str]:
+    counts = ", ".join(f"{run.count(verdict)} {verdict}" for verdict in VERDICTS)
+    lines = [
+        f"# mqttaudit probe findings: {inline(run.target.url)}",
+        "",
+        f"- Target: {code(run.target.url)}",
+        f"- Started: {inline(run.started)}",
+        f"- Duration: {seconds(run.duration)}",
+        f"- Cases: {len(run.results)} ({counts})",
+    ]
+    if run.broker_down:
+        lines.append(f"- **Broker down:** {inline(run.broker_down)}; the cases after that point are inconclusive.")
+    return lines
+
+
+def failure_section(result: CaseResult, target: str, catalogue: Catalogue) -> list[str]:
+    """The section of one failing case, in the form of a conformance finding."""
+    rounds = exchanges(result.connections)
+    level = strongest_level(result.case.statements, catalogue) or "unlisted"
+    lines = [
+        f'<a id="{anchor(result)}"></a>',
+        f"### {inline(result.case.title)}",
+        "",
+        f"Case {code(result.case.id)}: **FAIL** ({level}).",
+        "",
+        "#### Summary",
+        "",
+        *_summary(result, target, rounds),
+        "",
+        "#### Standard reference",
+        "",
+        *_reference(result, catalogue),
+        "",
+        "#### Expected behaviour",
+        "",
+        *_expected(result, rounds),
+        "",
+        "#### Evidence",
+        "",
+        "Every event of the case's connections, in order: [n] is the event number the findings cite, times are "
+        "seconds from the start of the case, offsets count the bytes of that direction of the connection.",
+        "",
+        *fenced(transcript(result.connections)),
+    ]
+    if result.other_findings:
+        lines += ["", "Other rules the broker broke in the same conversation (not targeted by this case):", ""]
+        lines += [_finding_line(finding) for finding in result.other_findings]
+    lines += ["", "#### What it means for users", "", _meaning(level, rounds)]
+    return lines
+
+
+def _summary(result: CaseResult, target: str, rounds: Sequence[Exchange]) -> list[str]:
+    lines = []
+    first = exchange_of(result.findings[0], rounds) if result.findings else None
+    if first is not None:
+        lines += [
+            f"After the client sent {inline(first.stimulus)}, the broker at {code(target)} {inline(first.observed)}.",
+            "",
+        ]
+    if result.case.stimulus:
+        lines += [f"Stimulus: {inline(result.case.stimulus)}.", ""]
+    lines += [_finding_line(finding) for finding in result.findings] or [f"- {inline(result.reason)}"]
+    return lines
+
+
+def _finding_line(finding: Finding) -> str:
+    where = f" on connection {code(finding.conversation)}" if finding.conversation else ""
+    return f"- **{finding.rule}** ({finding.side.value}, at {seconds(finding.time)}{where}): {inline(finding.detail)}"
+
+
+def _reference(result: CaseResult, catalogue: Catalogue) -> list[str]:
+    lines = [f"Source: {SPEC}.", ""]
+    for statement in result.case.statements:
+        rule = catalogue.get(statement)
+        if rule is None:
+            lines.append(f"- Section {section_of(statement, catalogue)}, [{statement}]: not in the rule catalogue.")
+            continue
+        basis = f" Stated without a number: {inline(rule.basis)}." if rule.basis else ""
+        lines.append(
+            f"- Section {rule.section}, statement [{statement}] ({rule.level}, {rule.actor}): "
+            f"{inline(rule.summary)}.{basis}"
+        )
+    lines += [
+        "",
+        "The requirements above are the catalogue's one-line summaries, not the text of the specification; the "
+        "section and statement id locate the original wording.",
+    ]
+    return lines
+
+
+def _expected(result: CaseResult, rounds: Sequence[Exchange]) -> list[str]:
+    lines = [f"Expected of a conforming broker: {inline(result.case.expected)}.", ""] if result.case.expected else []
+    expected: dict[Exchange, list[str]] = {}
+    for finding in result.findings:
+        exchange = exchange_of(finding, rounds)
+        if exchange is not None:
+            expected.setdefault(exchange, []).append(finding.expected or result.case.expected)
+    several = len({exchange.connection for exchange in rounds}) > 1
+    rows = []
+    for exchange in rounds:
+        shape = inline(exchange.stimulus)
+        if exchange.violations:
+            shape += f" (breaks {', '.join(exchange.violations)})"
+        if several:
+            shape = f"{code(exchange.connection)}: {shape}"
+        wanted = expected.get(exchange) or ([result.case.expected] if exchange.violations else [])
+        rows.append((shape, inline("; ".join(dict.fromkeys(wanted))) or "-", inline(exchange.observed)))
+    return lines + table(("Packet shape", "Expected result", "Observed result"), rows)
+
+
+def _meaning(level: str, rounds: Sequence[Exchange]) -> str:
+    if any(exchange.violations for exchange in rounds):
+        text = (
+            "The broker carries on after input the specification requires it to refuse. Clients with the same defect "
+            "go unnoticed against it, invalid data can reach its sessions, subscriptions and other subscribers, and a "
+            "deployment cannot rely on the broker to police what its clients send."
+        )
+    else:
+        text = (
+            "A conforming client can see behaviour the specification rules out. Client libraries and applications "
+            "written against the specification may lose, duplicate or misroute messages, or stall waiting for an "
+            "answer, when they talk to this broker."
+        )
+    if level != "MUST":
+        text += f" The statements are {level}-level: a recommended behaviour, so this limits interoperability "
+        text += "rather than breaking conformance outright."
+    return text

@@ -1,0 +1,183 @@
+"""Conversations for judge tests, written compactly and framed by the real codec.
+
+    talk = Talk().client(CONNECT).server(CONNACK_OK).client(subscribe(1, "a")).quiet(after=10)
+    judgement = judge(talk.events)
+
+Packets are encoded with ``codec.encode(p, validate=False)`` (so invalid ones can be written), ``bytes`` and hex
+strings are sent as they are; each step's bytes go through the ``StreamDecoder`` of its direction, which turns
+them into the ``Sent`` events of that step (none while a packet is incomplete). Every step advances the clock by
+``STEP`` seconds unless ``at`` says when it happens.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from mqttaudit import codec
+from mqttaudit.judge import Closed, Event, Quiet, Sent
+
+C = codec.Direction.FROM_CLIENT
+S = codec.Direction.FROM_SERVER
+STEP = 0.01
+
+Item = codec.Packet | bytes | str
+Step = tuple[float, codec.Direction, bytes]
+
+
+def wire(item: Item) -> bytes:
+    if isinstance(item, bytes):
+        return item
+    if isinstance(item, str):
+        return bytes.fromhex(item)
+    return codec.encode(item, validate=False)
+
+
+@dataclass
+class Talk:
+    events: list[Event] = field(default_factory=list)
+    #: What happened, in order, for re-framing tests: byte steps (time, sender, bytes), Quiet and Closed.
+    script: list[Step | Quiet | Closed] = field(default_factory=list)
+    now: float = 0.0
+    _decoders: dict[codec.Direction, codec.StreamDecoder] = field(
+        default_factory=lambda: {C: codec.StreamDecoder(C), S: codec.StreamDecoder(S)}
+    )
+
+    def _clock(self, at: float | None) -> float:
+        self.now = self.now + STEP if at is None else at
+        return self.now
+
+    def send(self, sender: codec.Direction, *items: Item, at: float | None = None) -> Talk:
+        time = self._clock(at)
+        data = b"".join(wire(item) for item in items)
+        self.script.append((time, sender, data))
+        self.events += [Sent(time, sender, frame) for frame in self._decoders[sender].feed(data)]
+        return self
+
+    def client(self, *items: Item, at: float | None = None) -> Talk:
+        return self.send(C, *items, at=at)
+
+    def server(self, *items: Item, at: float | None = None) -> Talk:
+        return self.send(S, *items, at=at)
+
+    def quiet(self, after: float | None = None, *, at: float | None = None) -> Talk:
+        """Observation stops ``after`` seconds from now (or ``at``) with the connection open."""
+        quiet = Quiet(self._clock(self.now + after if after is not None else at))
+        self.events.append(quiet)
+        self.script.append(quiet)
+        return self
+
+    def closed(
+        self, by: codec.Direction | None, after: float | None = None, *, at: float | None = None, abrupt: bool = False
+    ) -> Talk:
+        """The connection closes ``after`` seconds from now (or ``at``; one step by default)."""
+        closed = Closed(self._clock(self.now + after if after is not None else at), by, abrupt)
+        self.events += _close(self._decoders, closed)
+        self.script.append(closed)
+        return self
+
+    def wait(self, seconds: float) -> Talk:
+        """Lets time pass without an event: the next step happens ``seconds`` later."""
+        self.now += max(seconds - STEP, 0.0)
+        return self
+
+
+def _close(decoders: dict[codec.Direction, codec.StreamDecoder], closed: Closed) -> list[Event]:
+    """The frames cut off by the close, then the close."""
+    events: list[Event] = [Sent(closed.time, sender, frame) for sender in (C, S) for frame in decoders[sender].close()]
+    return [*events, closed]
+
+
+def reframe(script: Sequence[Step | Quiet | Closed], splits: Sequence[Sequence[int]]) -> list[Event]:
+    """The same script fed to fresh decoders in other pieces: byte step ``n`` is cut at the offsets ``splits[n]``
+    (taken modulo its length) and fed piece by piece, at its own time."""
+    decoders = {C: codec.StreamDecoder(C), S: codec.StreamDecoder(S)}
+    events: list[Event] = []
+    byte_steps = 0
+    for step in script:
+        if isinstance(step, Closed):
+            events += _close(decoders, step)
+            continue
+        if isinstance(step, Quiet):
+            events.append(step)
+            continue
+        time, sender, data = step
+        cuts = splits[byte_steps % len(splits)] if splits else ()
+        byte_steps += 1
+        points = sorted({cut % (len(data) + 1) for cut in cuts} | {0, len(data)})
+        for start, end in itertools.pairwise(points):
+            events += [Sent(time, sender, frame) for frame in decoders[sender].feed(data[start:end])]
+    return events
+
+
+# Packets used again and again --------------------------------------------------------------------------------
+
+CONNECT = codec.Connect(client_id="judge-test", keep_alive=0)
+CONNACK_OK = codec.Connack()
+PINGREQ = codec.Pingreq()
+PINGRESP = codec.Pingresp()
+DISCONNECT = codec.Disconnect()
+
+
+def subscribe(packet_id: int, *filters: str | tuple[str, int]) -> codec.Subscribe:
+    subscriptions = [
+        codec.Subscription(topic_filter=f, qos=0)
+        if isinstance(f, str)
+        else codec.Subscription(topic_filter=f[0], qos=f[1])
+        for f in filters
+    ]
+    return codec.Subscribe(packet_id=packet_id, subscriptions=subscriptions)
+
+
+def suback(packet_id: int, *codes: int) -> codec.Suback:
+    return codec.Suback(packet_id=packet_id, return_codes=codes or (0,))
+
+
+def unsubscribe(packet_id: int, *filters: str) -> codec.Unsubscribe:
+    return codec.Unsubscribe(packet_id=packet_id, topic_filters=filters)
+
+
+def publish(
+    topic: str, payload: bytes = b"x", qos: int = 0, packet_id: int | None = None, **flags: bool
+) -> codec.Publish:
+    if qos and packet_id is None:
+        packet_id = 1
+    return codec.Publish(topic=topic, payload=payload, qos=qos, packet_id=packet_id, **flags)
+
+
+def connected(
+    client_id: str = "judge-test",
+    *,
+    clean_session: bool = True,
+    keep_alive: int = 0,
+    will: codec.Will | None = None,
+    session_present: bool = False,
+    at: float | None = None,
+) -> Talk:
+    """A client that connected and was accepted."""
+    connect = codec.Connect(client_id=client_id, clean_session=clean_session, keep_alive=keep_alive, will=will)
+    talk = Talk()
+    if at is not None:
+        talk.now = at - STEP
+    return talk.client(connect).server(codec.Connack(session_present=session_present))
+
+
+def acknowledge(talk: Talk, message: codec.Publish) -> Talk:
+    """The server's side of the flow of a client PUBLISH."""
+    packet_id = message.packet_id or 0
+    if message.qos == 1:
+        talk.server(codec.Puback(packet_id=packet_id))
+    elif message.qos == 2:
+        talk.server(codec.Pubrec(packet_id=packet_id)).client(codec.Pubrel(packet_id=packet_id))
+        talk.server(codec.Pubcomp(packet_id=packet_id))
+    return talk
+
+
+def publisher(*messages: codec.Publish, client_id: str = "pub", at: float = 1.0) -> Talk:
+    """Connects at ``at``, publishes (each acknowledged), makes sure the server processed it all (PINGREQ) and
+    leaves with DISCONNECT."""
+    talk = connected(client_id, at=at)
+    for message in messages:
+        acknowledge(talk.client(message), message)
+    return talk.client(PINGREQ).server(PINGRESP).client(DISCONNECT).closed(C)

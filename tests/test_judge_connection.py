@@ -1,0 +1,217 @@
+"""Opening and closing a connection (sections 3.1, 3.2, 3.14, Keep Alive 3.1.2.10)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mqttaudit import codec
+from mqttaudit.judge import Closed, ConversationJudge, JudgeConfig, Quiet, judge
+
+from .cases import Case, case_id, check_fails, check_passes, check_undecided, explain
+from .talk import CONNACK_OK, CONNECT, DISCONNECT, PINGREQ, PINGRESP, C, S, Talk, connected, suback, subscribe
+
+LEVEL_5 = codec.Connect(client_id="x", protocol_level=5)
+EMPTY_ID_PERSISTENT = codec.Connect(client_id="", clean_session=False)
+
+
+def refused(code: int, *then: codec.Packet) -> Talk:
+    return Talk().client(CONNECT, *then).server(codec.Connack(return_code=code))
+
+
+#: 23 characters from 0-9, a-z, A-Z: a ClientId every server must allow.
+PLAIN_ID = codec.Connect(client_id="Plain0123456789abcdefgh", keep_alive=0)
+
+CASES = [
+    Case(
+        "MQTT-3.1.0-1",
+        C,
+        fails=lambda: Talk().client(PINGREQ),
+        passes=connected,
+        undecided=lambda: Talk().client("30ffffffff01"),
+    ),
+    Case(
+        "MQTT-3.2.0-1",
+        S,
+        fails=lambda: Talk().client(CONNECT).server(PINGRESP),
+        passes=connected,
+        undecided=lambda: Talk().client(CONNECT).server("20ffffffff01"),
+    ),
+    Case(
+        "MQTT-3.1.2-2",
+        S,
+        fails=lambda: Talk().client(LEVEL_5).server(CONNACK_OK).quiet(after=10),
+        passes=lambda: Talk().client(LEVEL_5).server(codec.Connack(return_code=1)).closed(S),
+        undecided=lambda: Talk().client(LEVEL_5).server(codec.Connack(return_code=1)).quiet(after=1),
+    ),
+    Case(
+        "MQTT-3.1.3-8",
+        S,
+        fails=lambda: Talk().client(EMPTY_ID_PERSISTENT).server(CONNACK_OK).quiet(after=10),
+        passes=lambda: Talk().client(EMPTY_ID_PERSISTENT).server(codec.Connack(return_code=2)).closed(S),
+        undecided=lambda: Talk().client(EMPTY_ID_PERSISTENT).server(codec.Connack(return_code=2)).quiet(after=1),
+    ),
+    Case(
+        "MQTT-3.1.3-5",
+        S,
+        fails=lambda: Talk().client(PLAIN_ID).server(codec.Connack(return_code=2)).closed(S),
+        passes=lambda: Talk().client(PLAIN_ID).server(CONNACK_OK),
+        undecided=lambda: Talk().client(PLAIN_ID).closed(S),
+    ),
+    Case(
+        "MQTT-3.1.4-4",
+        S,
+        fails=lambda: Talk().client(CONNECT).quiet(after=10),
+        passes=connected,
+        undecided=lambda: Talk().client(CONNECT).closed(S, after=1),
+    ),
+    Case(
+        "MQTT-3.1.4-5",
+        S,
+        fails=lambda: refused(5, subscribe(1, "a")).server(suback(1)).closed(S),
+        passes=lambda: refused(5, subscribe(1, "a")).closed(S),
+        undecided=lambda: refused(5, subscribe(1, "a")).quiet(after=1),
+    ),
+    Case(
+        "MQTT-3.2.2-1",
+        S,
+        fails=lambda: Talk().client(CONNECT).server(codec.Connack(session_present=True)),
+        passes=connected,
+        undecided=lambda: Talk().client(CONNECT).quiet(after=1),
+    ),
+    Case(
+        "MQTT-3.2.2-5",
+        S,
+        fails=lambda: refused(4).quiet(after=10),
+        passes=lambda: refused(4).closed(S),
+        undecided=lambda: refused(4).quiet(after=1),
+    ),
+    Case(
+        "MQTT-3.14.4-1",
+        C,
+        fails=lambda: connected().client(DISCONNECT).quiet(after=10),
+        passes=lambda: connected().client(DISCONNECT).closed(C),
+        undecided=lambda: connected().client(DISCONNECT).closed(S),
+    ),
+    Case(
+        "MQTT-3.14.4-2",
+        C,
+        fails=lambda: connected().client(DISCONNECT).client(PINGREQ).closed(C),
+        passes=lambda: connected().client(DISCONNECT).closed(C),
+        undecided=lambda: connected().client(DISCONNECT).quiet(after=1),
+    ),
+    Case(
+        "MQTT-3.1.2-23",
+        C,
+        fails=lambda: connected(keep_alive=10).quiet(after=30),
+        passes=lambda: connected(keep_alive=10).wait(8).client(PINGREQ).server(PINGRESP).closed(C),
+        undecided=lambda: connected(keep_alive=10).quiet(after=3),
+    ),
+    Case(
+        "MQTT-3.1.2-24",
+        S,
+        fails=lambda: connected(keep_alive=10).quiet(after=20),
+        passes=lambda: connected(keep_alive=10).closed(S, after=14),
+        undecided=lambda: connected(keep_alive=10).closed(C, after=12),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_conversation_breaking_the_rule_is_a_finding(case: Case) -> None:
+    check_fails(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_conversation_keeping_the_rule_passes_it(case: Case) -> None:
+    check_passes(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_conversation_that_cannot_show_it_leaves_the_rule_not_assessable(case: Case) -> None:
+    check_undecided(case)
+
+
+def test_closing_without_the_connack_0x01_breaks_the_protocol_level_rule() -> None:
+    findings = judge(Talk().client(LEVEL_5).closed(S).events).findings
+    assert [(f.rule, f.side) for f in findings] == [("MQTT-3.1.2-2", S)]
+    assert "did not send CONNACK first" in findings[0].detail
+
+
+def test_refusing_a_valid_connect_with_any_return_code_is_allowed() -> None:
+    for code in range(1, 6):
+        judgement = judge(refused(code).closed(S).events)
+        assert judgement.findings == (), explain(judgement)
+        assert {"MQTT-3.1.4-4", "MQTT-3.2.2-5"} <= judgement.passed
+
+
+def test_a_refused_connection_owes_no_answer_to_what_followed_the_connect() -> None:
+    judgement = judge(refused(5, subscribe(1, "a"), PINGREQ).closed(S, after=20).events)
+    assert {f.rule for f in judgement.findings} == {"MQTT-3.2.2-5"}  # only the late close
+
+
+def test_another_protocol_name_is_not_judged_as_mqtt_3_1_1() -> None:
+    mqisdp = codec.Connect(client_id="x", protocol_name="MQIsdp", protocol_level=3)
+    judgement = judge(Talk().client(mqisdp).server(CONNACK_OK).quiet(after=10).events)
+    assert judgement.findings == ()
+    assert "MQTT-3.1.2-1" in judgement.not_assessable["MQTT-3.1.4-4"]
+
+
+def test_a_supported_level_other_than_4_is_not_judged() -> None:
+    config = JudgeConfig(supported_protocol_levels=frozenset({4, 5}))
+    conversation = ConversationJudge(config)
+    for event in Talk().client(LEVEL_5).server(CONNACK_OK).quiet(after=10).events:
+        conversation.feed(event)
+    judgement = conversation.finish()
+    assert "MQTT-3.1.2-2" not in judgement.assessed and "MQTT-3.1.4-4" in judgement.not_assessable
+
+
+def test_a_second_connack_answers_the_second_connect() -> None:
+    talk = connected().client(CONNECT).server(CONNACK_OK).closed(S)
+    findings = judge(talk.events).findings
+    assert [(f.rule, f.event) for f in findings] == [("MQTT-3.1.0-2", 3)]
+
+
+def test_keep_alive_restarts_with_every_client_packet() -> None:
+    talk = connected(keep_alive=10)
+    for _ in range(5):
+        talk.wait(9).client(PINGREQ).server(PINGRESP)
+    judgement = judge(talk.quiet(after=5).events)
+    assert judgement.findings == (), explain(judgement)
+    assert "MQTT-3.1.2-23" in judgement.passed
+
+
+def test_a_server_closing_before_a_whole_keep_alive_does_not_exercise_the_rule() -> None:
+    judgement = judge(connected(keep_alive=10).closed(S, after=4).events)
+    assert "MQTT-3.1.2-24" not in judgement.assessed | judgement.not_assessable.keys()
+
+
+def test_keep_alive_zero_never_expires() -> None:
+    judgement = judge(connected(keep_alive=0).quiet(after=3600).events)
+    assert judgement.findings == ()
+    assert "MQTT-3.1.2-24" not in judgement.not_assessable
+
+
+def test_keep_alive_no_longer_applies_after_disconnect() -> None:
+    judgement = judge(connected(keep_alive=10).client(DISCONNECT).closed(C, after=30).events)
+    assert {f.rule for f in judgement.findings} == {"MQTT-3.14.4-1"}
+
+
+def test_events_must_not_go_back_in_time() -> None:
+    conversation = ConversationJudge()
+    conversation.feed(Quiet(2.0))
+    with pytest.raises(ValueError, match="back in time"):
+        conversation.feed(Quiet(1.0))
+
+
+def test_nothing_may_follow_the_close() -> None:
+    conversation = ConversationJudge()
+    conversation.feed(Closed(1.0, C, abrupt=False))
+    with pytest.raises(ValueError, match="over"):
+        conversation.feed(Quiet(2.0))
+
+
+def test_finish_is_idempotent_and_an_empty_conversation_decides_nothing() -> None:
+    conversation = ConversationJudge()
+    first = conversation.finish()
+    assert first is conversation.finish()
+    assert first.findings == () and not first.assessed and not first.not_assessable

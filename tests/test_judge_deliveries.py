@@ -1,0 +1,95 @@
+"""Deliveries on one connection (sections 3.3.2, 3.8.4, 4.7.2): every PUBLISH the server sends matches a
+subscription of the session, never a '$' topic through a leading wildcard, at no more than the granted QoS."""
+
+from __future__ import annotations
+
+import pytest
+
+from mqttaudit import codec
+from mqttaudit.judge import judge
+
+from .cases import Case, case_id, check_fails, check_passes, check_undecided
+from .talk import C, S, Talk, connected, publish, publisher, suback, subscribe
+
+DOLLAR = publish("$probe/x", b"d")
+
+
+def subscribed(topic_filter: str, qos: int = 0) -> Talk:
+    return connected().client(subscribe(1, (topic_filter, qos))).server(suback(1, qos))
+
+
+def resumed() -> Talk:
+    return connected(clean_session=False, session_present=True)
+
+
+def wildcard_watcher() -> Talk:
+    return connected("watcher", at=0.0).client(subscribe(1, "#")).server(suback(1))
+
+
+CASES = [
+    Case(
+        "MQTT-3.3.2-3",
+        S,
+        fails=lambda: connected().server(publish("t")),
+        passes=lambda: subscribed("t").server(publish("t")),
+        undecided=lambda: resumed().server(publish("t")),
+    ),
+    Case(
+        "MQTT-3.8.4-6",
+        S,
+        fails=lambda: subscribed("t", 0).server(publish("t", qos=1, packet_id=5)),
+        passes=lambda: subscribed("t", 1).server(publish("t", qos=1, packet_id=5)).client(codec.Puback(packet_id=5)),
+        undecided=lambda: resumed().server(publish("t", qos=1, packet_id=5)),
+    ),
+    Case(
+        "MQTT-4.7.2-1",
+        S,
+        fails=lambda: subscribed("#").server(DOLLAR),
+        passes=lambda: {"watcher": wildcard_watcher().quiet(at=10), "pub": publisher(DOLLAR)},
+        undecided=lambda: {"watcher": wildcard_watcher().closed(C, at=1.5), "pub": publisher(DOLLAR)},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_conversation_breaking_the_rule_is_a_finding(case: Case) -> None:
+    check_fails(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_conversation_keeping_the_rule_passes_it(case: Case) -> None:
+    check_passes(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_conversation_that_cannot_show_it_leaves_the_rule_not_assessable(case: Case) -> None:
+    check_undecided(case)
+
+
+def findings(talk: Talk) -> list[str]:
+    return [f.rule for f in judge(talk.events).findings]
+
+
+def test_a_dollar_topic_matches_a_filter_that_names_its_first_level() -> None:
+    assert findings(subscribed("$probe/#").server(DOLLAR)) == []
+
+
+def test_a_delivery_may_come_before_the_suback() -> None:
+    talk = connected().client(subscribe(1, ("t", 1))).server(publish("t", qos=1, packet_id=2), suback(1, 1))
+    assert findings(talk.client(codec.Puback(packet_id=2))) == []
+
+
+def test_the_qos_bound_is_the_grant_not_the_request() -> None:
+    talk = connected().client(subscribe(1, ("t", 2))).server(suback(1, 0)).server(publish("t", qos=1, packet_id=4))
+    assert findings(talk) == ["MQTT-3.8.4-6"]
+
+
+def test_overlapping_subscriptions_allow_the_highest_grant() -> None:
+    talk = connected().client(subscribe(1, ("t", 0), ("+", 2))).server(suback(1, 0, 2))
+    talk.server(publish("t", qos=2, packet_id=4)).client(codec.Pubrec(packet_id=4))
+    assert findings(talk) == []
+
+
+def test_a_filter_unsubscribed_on_this_connection_still_explains_a_queued_delivery() -> None:
+    talk = subscribed("t").client(codec.Unsubscribe(packet_id=2, topic_filters=["t"])).server(publish("t"))
+    assert findings(talk) == []

@@ -1,0 +1,416 @@
+"""Several connections to one broker on a common clock, held against the broker model: routing to every matching
+session [MQTT-4.5.0-1], sessions [3.1.2-4/5/6, 3.2.2-2/3, 3.1.4-2], retained messages [3.3.1-6 to -12], Wills
+[3.1.2-8/16/17, 3.14.4-3] and the flags and QoS of each delivery [3.3.1-3, 3.3.5-1, 3.8.4-6, 3.10.4-2]."""
+
+from __future__ import annotations
+
+import pytest
+
+from mqttaudit import codec
+from mqttaudit.judge import judge_scenario
+
+from .cases import Case, case_id, check_fails, check_passes, check_undecided, explain
+from .talk import CONNACK_OK, DISCONNECT, C, S, Talk, connected, publish, publisher, suback, subscribe
+
+LATE = 10.0  # every subscriber below watches until here: past every deadline
+EARLY = 1.5  # a subscriber that leaves here leaves before any delivery was due
+
+
+def subscriber(
+    *filters: str | tuple[str, int],
+    client_id: str = "sub",
+    at: float = 0.0,
+    clean_session: bool = True,
+    session_present: bool = False,
+    codes: tuple[int, ...] = (),
+) -> Talk:
+    talk = connected(client_id, clean_session=clean_session, session_present=session_present, at=at)
+    granted = codes or tuple(f[1] if isinstance(f, tuple) else 0 for f in filters)
+    return talk.client(subscribe(1, *filters)).server(suback(1, *granted))
+
+
+def got(talk: Talk, *messages: codec.Publish, at: float = 2.0) -> Talk:
+    """The subscriber receives ``messages`` (as the server writes them) and acknowledges them."""
+    for number, message in enumerate(messages, start=1):
+        sent = message
+        if message.qos:
+            sent = codec.Publish(
+                topic=message.topic,
+                payload=message.payload,
+                qos=message.qos,
+                retain=message.retain,
+                dup=message.dup,
+                packet_id=100 + number,
+            )
+        talk.server(sent, at=at + number / 10)
+        if sent.qos == 1:
+            talk.client(codec.Puback(packet_id=100 + number))
+        elif sent.qos == 2:
+            talk.client(codec.Pubrec(packet_id=100 + number)).server(codec.Pubrel(packet_id=100 + number))
+            talk.client(codec.Pubcomp(packet_id=100 + number))
+    return talk
+
+
+def as_retained(message: codec.Publish) -> codec.Publish:
+    return codec.Publish(topic=message.topic, payload=message.payload, qos=message.qos, retain=True)
+
+
+def not_retained(message: codec.Publish) -> codec.Publish:
+    return codec.Publish(topic=message.topic, payload=message.payload, qos=message.qos, retain=False)
+
+
+def at_qos(message: codec.Publish, qos: int) -> codec.Publish:
+    return codec.Publish(topic=message.topic, payload=message.payload, qos=qos, retain=message.retain)
+
+
+def watch(talk: Talk, *, early: bool = False) -> Talk:
+    return talk.closed(C, at=EARLY) if early else talk.quiet(at=LATE)
+
+
+LIVE = publish("t/1", b"live")
+LIVE_QOS1 = publish("t/1", b"live1", qos=1, packet_id=1)
+LIVE_QOS2 = publish("t/1", b"live2", qos=2, packet_id=2)
+KEPT = publish("r/1", b"kept", qos=1, packet_id=3, retain=True)
+KEPT_QOS0 = publish("r/1", b"kept0", retain=True)
+CLEAR = publish("r/1", b"", qos=1, packet_id=4, retain=True)
+PLAIN = publish("r/1", b"plain", qos=1, packet_id=5)
+WILL = codec.Will(topic="will/w", message=b"gone", qos=1)
+WILL_RETAINED = codec.Will(topic="will/w", message=b"gone", qos=1, retain=True)
+WILL_MESSAGE = publish("will/w", b"gone", qos=1, packet_id=1)
+
+
+def routed(delivered: bool = True, early: bool = False, **publish_at: float) -> dict[str, Talk]:
+    sub = subscriber(("t/+", 1))
+    if delivered:
+        got(sub, LIVE)
+    return {"sub": watch(sub, early=early), "pub": publisher(LIVE, **publish_at)}
+
+
+def retained_then_subscribe(
+    *published: codec.Publish, delivered: tuple[codec.Publish, ...] = (), early: bool = False
+) -> dict[str, Talk]:
+    """Retained messages are published first; a new subscriber to 'r/#' comes at 3 s."""
+    sub = subscriber(("r/#", 1), at=3.0)
+    got(sub, *delivered, at=3.5)
+    return {"pub": publisher(*published), "sub": sub.closed(C, at=3.6) if early else sub.quiet(at=LATE)}
+
+
+def will_owner(will: codec.Will, *, disconnect: bool = False, at: float = 1.0) -> Talk:
+    talk = Talk()
+    talk.now = at - 0.01
+    talk.client(codec.Connect(client_id="mortal", will=will)).server(CONNACK_OK)
+    if disconnect:
+        talk.client(DISCONNECT)
+    return talk.closed(C, abrupt=not disconnect)
+
+
+def wills(
+    will: codec.Will, *delivered: codec.Publish, disconnect: bool = False, early: bool = False
+) -> dict[str, Talk]:
+    sub = got(subscriber(("will/#", 1)), *delivered)
+    return {"mortal": will_owner(will, disconnect=disconnect), "sub": watch(sub, early=early)}
+
+
+def late_subscriber_to_will(will: codec.Will, *delivered: codec.Publish, early: bool = False) -> dict[str, Talk]:
+    sub = got(subscriber(("will/#", 1), at=3.0), *delivered, at=3.5)
+    return {"mortal": will_owner(will), "sub": sub.closed(C, at=3.6) if early else sub.quiet(at=LATE)}
+
+
+def persistent(*, first_leaves: float = 0.5, second_at: float = 2.0, session_present: bool = True) -> tuple[Talk, Talk]:
+    """A CleanSession 0 client subscribes to 't/+' at QoS 1, leaves, and comes back at ``second_at``."""
+    first = (
+        subscriber(("t/+", 1), client_id="keeper", clean_session=False).client(DISCONNECT).closed(C, at=first_leaves)
+    )
+    second = connected("keeper", clean_session=False, session_present=session_present, at=second_at)
+    return first, second
+
+
+def resumed(delivered: bool, *, early: bool = False, publish_at: float = 3.0) -> dict[str, Talk]:
+    first, second = persistent()
+    if delivered:
+        got(second, LIVE_QOS1, at=publish_at + 0.5)
+    last = second.closed(C, at=publish_at + 0.2) if early else second.quiet(at=LATE)
+    return {"first": first, "second": last, "pub": publisher(LIVE_QOS1, at=publish_at)}
+
+
+def offline(delivered: bool, *, early: bool = False) -> dict[str, Talk]:
+    first, second = persistent(second_at=3.0)
+    if delivered:
+        got(second, LIVE_QOS1, at=3.2)
+    last = second.closed(C, at=3.1) if early else second.quiet(at=LATE)
+    return {"first": first, "pub": publisher(LIVE_QOS1, at=1.0), "second": last}
+
+
+def discarded(delivered: bool, *, early: bool = False) -> dict[str, Talk]:
+    first, _ = persistent()
+    second = connected("keeper", clean_session=True, at=2.0)
+    if delivered:
+        got(second, LIVE, at=3.5)
+    last = second.closed(C, at=3.1) if early else second.quiet(at=LATE)
+    return {"first": first, "second": last, "pub": publisher(LIVE, at=3.0)}
+
+
+def takeover(closed_by: codec.Direction | None = None) -> dict[str, Talk]:
+    """A second connection with the same ClientId at 2 s; the first is closed by ``closed_by`` at once (or
+    stays open)."""
+    old = connected("twin", at=0.0)
+    old = old.quiet(at=LATE) if closed_by is None else old.closed(closed_by, at=2.1)
+    return {"old": old, "new": connected("twin", at=2.0).quiet(at=LATE)}
+
+
+def reconnect(second_present: bool = False, third_present: bool = True) -> dict[str, Talk]:
+    """CleanSession 1 wipes any state; then CleanSession 0 twice: no session the first time, one the second."""
+    wipe = connected("again", at=0.0).client(DISCONNECT).closed(C, at=0.5)
+    second = connected("again", clean_session=False, session_present=second_present, at=1.0)
+    third = connected("again", clean_session=False, session_present=third_present, at=2.0).quiet(at=LATE)
+    return {"wipe": wipe, "second": second.client(DISCONNECT).closed(C, at=1.5), "third": third}
+
+
+def lone_persistent() -> dict[str, Talk]:
+    return {"only": connected("again", clean_session=False, session_present=True).quiet(at=LATE)}
+
+
+def overlapping(*delivered_qos: int, early: bool = False) -> dict[str, Talk]:
+    sub = subscriber(("t/1", 0), ("t/+", 2))
+    got(sub, *(at_qos(LIVE_QOS2, qos) for qos in delivered_qos))
+    return {"sub": watch(sub, early=early), "pub": publisher(LIVE_QOS2)}
+
+
+def unsubscribed(delivered: bool, *, early: bool = False) -> dict[str, Talk]:
+    sub = subscriber(("t/+", 0)).client(codec.Unsubscribe(packet_id=2, topic_filters=["t/+"]))
+    sub.server(codec.Unsuback(packet_id=2), at=0.5)
+    if delivered:
+        got(sub, LIVE)
+    return {"sub": watch(sub, early=early), "pub": publisher(LIVE)}
+
+
+def dup_first_copy(dup: bool, *, early_resume: bool = False) -> dict[str, Talk]:
+    if early_resume:
+        conversations = offline(True)
+        return conversations
+    sub = subscriber(("t/+", 1))
+    copy = codec.Publish(topic="t/1", payload=b"live1", qos=1, packet_id=101, dup=dup)
+    sub.server(copy, at=2.0).client(codec.Puback(packet_id=101))
+    return {"sub": sub.quiet(at=LATE), "pub": publisher(LIVE_QOS1)}
+
+
+def racing_retained(flag: bool) -> dict[str, Talk]:
+    """The retained message is published while the subscription is being made: live or retained, both fit."""
+    sub = connected("sub", at=0.0).client(subscribe(1, ("r/#", 1)), at=1.0).server(suback(1, 1), at=1.5)
+    got(sub, as_retained(KEPT) if flag else not_retained(KEPT), at=1.6)
+    return {"sub": sub.quiet(at=LATE), "pub": publisher(KEPT, at=0.99)}
+
+
+CASES = [
+    Case(
+        "MQTT-4.5.0-1",
+        S,
+        fails=lambda: routed(delivered=False),
+        passes=routed,
+        undecided=lambda: routed(delivered=False, early=True),
+    ),
+    Case(
+        "MQTT-3.3.1-9",
+        S,
+        fails=lambda: {"sub": watch(got(subscriber(("t/+", 1)), as_retained(LIVE))), "pub": publisher(LIVE)},
+        passes=routed,
+        undecided=lambda: racing_retained(flag=False),
+    ),
+    Case(
+        "MQTT-3.3.1-8",
+        S,
+        fails=lambda: retained_then_subscribe(KEPT, delivered=(not_retained(KEPT),)),
+        passes=lambda: retained_then_subscribe(KEPT, delivered=(KEPT,)),
+        undecided=lambda: racing_retained(flag=True),
+    ),
+    Case(
+        "MQTT-3.3.1-6",
+        S,
+        fails=lambda: retained_then_subscribe(KEPT),
+        passes=lambda: retained_then_subscribe(KEPT, delivered=(KEPT,)),
+        undecided=lambda: retained_then_subscribe(KEPT, early=True),
+    ),
+    Case(
+        "MQTT-3.3.1-7",
+        S,
+        fails=lambda: retained_then_subscribe(KEPT, KEPT_QOS0, delivered=(KEPT,)),
+        passes=lambda: retained_then_subscribe(KEPT, KEPT_QOS0, delivered=(KEPT_QOS0,)),
+        undecided=lambda: retained_then_subscribe(KEPT, KEPT_QOS0, early=True),
+    ),
+    Case(
+        "MQTT-3.3.1-10",
+        S,
+        fails=lambda: retained_then_subscribe(KEPT, CLEAR, delivered=(KEPT,)),
+        passes=lambda: retained_then_subscribe(KEPT, CLEAR),
+        undecided=lambda: retained_then_subscribe(KEPT, CLEAR, early=True),
+    ),
+    Case(
+        "MQTT-3.3.1-11",
+        S,
+        fails=lambda: retained_then_subscribe(CLEAR, delivered=(CLEAR,)),
+        passes=lambda: retained_then_subscribe(CLEAR),
+        undecided=lambda: retained_then_subscribe(CLEAR, early=True),
+    ),
+    Case(
+        "MQTT-3.3.1-12",
+        S,
+        fails=lambda: retained_then_subscribe(KEPT, PLAIN, delivered=(as_retained(PLAIN),)),
+        passes=lambda: retained_then_subscribe(KEPT, PLAIN, delivered=(KEPT,)),
+        undecided=lambda: retained_then_subscribe(KEPT, PLAIN, early=True),
+    ),
+    Case(
+        "MQTT-3.1.2-8",
+        S,
+        fails=lambda: wills(WILL),
+        passes=lambda: wills(WILL, WILL_MESSAGE),
+        undecided=lambda: wills(WILL, early=True),
+    ),
+    Case(
+        "MQTT-3.1.2-16",
+        S,
+        fails=lambda: late_subscriber_to_will(WILL, as_retained(WILL_MESSAGE)),
+        passes=lambda: late_subscriber_to_will(WILL),
+        undecided=lambda: late_subscriber_to_will(WILL, early=True),
+    ),
+    Case(
+        "MQTT-3.1.2-17",
+        S,
+        fails=lambda: late_subscriber_to_will(WILL_RETAINED),
+        passes=lambda: late_subscriber_to_will(WILL_RETAINED, as_retained(WILL_MESSAGE)),
+        undecided=lambda: late_subscriber_to_will(WILL_RETAINED, early=True),
+    ),
+    Case(
+        "MQTT-3.14.4-3",
+        S,
+        fails=lambda: wills(WILL, WILL_MESSAGE, disconnect=True),
+        passes=lambda: wills(WILL, disconnect=True),
+        undecided=lambda: wills(WILL, disconnect=True, early=True),
+    ),
+    Case(
+        "MQTT-3.1.2-4",
+        S,
+        fails=lambda: resumed(delivered=False),
+        passes=lambda: resumed(delivered=True),
+        undecided=lambda: resumed(delivered=False, early=True),
+    ),
+    Case(
+        "MQTT-3.1.2-5",
+        S,
+        fails=lambda: offline(delivered=False),
+        passes=lambda: offline(delivered=True),
+        undecided=lambda: offline(delivered=False, early=True),
+    ),
+    Case(
+        "MQTT-3.1.2-6",
+        S,
+        fails=lambda: discarded(delivered=True),
+        passes=lambda: discarded(delivered=False),
+        undecided=lambda: discarded(delivered=False, early=True),
+    ),
+    Case(
+        "MQTT-3.1.4-2",
+        S,
+        fails=takeover,
+        passes=lambda: takeover(S),
+        undecided=lambda: takeover(C),
+    ),
+    Case(
+        "MQTT-3.2.2-2",
+        S,
+        fails=lambda: reconnect(third_present=False),
+        passes=reconnect,
+        undecided=lone_persistent,
+    ),
+    Case(
+        "MQTT-3.2.2-3",
+        S,
+        fails=lambda: reconnect(second_present=True),
+        passes=reconnect,
+        undecided=lone_persistent,
+    ),
+    Case(
+        "MQTT-3.3.1-3",
+        S,
+        fails=lambda: dup_first_copy(dup=True),
+        passes=lambda: dup_first_copy(dup=False),
+        undecided=lambda: dup_first_copy(dup=False, early_resume=True),
+    ),
+    Case(
+        "MQTT-3.3.5-1",
+        S,
+        fails=lambda: overlapping(0),
+        passes=lambda: overlapping(0, 2),
+        undecided=lambda: overlapping(early=True),
+    ),
+    Case(
+        "MQTT-3.10.4-2",
+        S,
+        fails=lambda: unsubscribed(delivered=True),
+        passes=lambda: unsubscribed(delivered=False),
+        undecided=lambda: unsubscribed(delivered=False, early=True),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_scenario_breaking_the_rule_is_a_finding(case: Case) -> None:
+    check_fails(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_scenario_keeping_the_rule_passes_it(case: Case) -> None:
+    check_passes(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_scenario_that_cannot_show_it_leaves_the_rule_not_assessable(case: Case) -> None:
+    check_undecided(case)
+
+
+def findings(conversations: dict[str, Talk]) -> list[tuple[str, str, str]]:
+    judgement = judge_scenario({name: talk.events for name, talk in conversations.items()})
+    return [(f.conversation, f.rule, f.side.value) for f in judgement.findings]
+
+
+def test_a_clean_scenario_has_no_finding() -> None:
+    judgement = judge_scenario({name: talk.events for name, talk in routed().items()})
+    assert judgement.findings == (), explain(judgement)
+    assert {"MQTT-4.5.0-1", "MQTT-3.3.1-9", "MQTT-3.3.1-3"} <= judgement.passed
+
+
+def test_findings_name_their_conversation() -> None:
+    assert findings(routed(delivered=False)) == [("sub", "MQTT-4.5.0-1", "server")]
+
+
+def test_a_message_published_before_the_subscription_is_not_owed() -> None:
+    sub = subscriber(("t/+", 1), at=3.0).quiet(at=LATE)
+    assert findings({"sub": sub, "pub": publisher(LIVE)}) == []
+
+
+def test_a_qos2_message_delivered_twice_is_a_duplicate() -> None:
+    sub = got(subscriber(("t/+", 2)), LIVE_QOS2, LIVE_QOS2)
+    assert ("sub", "MQTT-4.3.3-2", "server") in findings({"sub": sub.quiet(at=LATE), "pub": publisher(LIVE_QOS2)})
+
+
+def test_a_message_from_a_refused_connection_must_not_be_routed() -> None:
+    refused = Talk()
+    refused.now = 0.99
+    refused.client(codec.Connect(client_id="nobody"), LIVE).server(codec.Connack(return_code=5)).closed(S)
+    sub = got(subscriber(("t/+", 0)), LIVE).quiet(at=LATE)
+    assert ("sub", "MQTT-3.1.4-5", "server") in findings({"sub": sub, "refused": refused})
+
+
+def test_a_lower_qos_than_owed_on_a_single_subscription_is_a_finding() -> None:
+    sub = got(subscriber(("t/+", 1)), at_qos(LIVE_QOS1, 0)).quiet(at=LATE)
+    assert ("sub", "MQTT-3.8.4-6", "server") in findings({"sub": sub, "pub": publisher(LIVE_QOS1)})
+
+
+def test_a_qos0_retained_message_may_be_dropped() -> None:
+    judgement = judge_scenario({n: t.events for n, t in retained_then_subscribe(KEPT_QOS0).items()})
+    assert judgement.findings == (), explain(judgement)
+
+
+def test_a_retained_message_from_before_the_scenario_is_no_finding() -> None:
+    sub = got(subscriber(("r/#", 1)), publish("r/old", b"older", qos=1, packet_id=9, retain=True)).quiet(at=LATE)
+    judgement = judge_scenario({"sub": sub.events})
+    assert judgement.findings == (), explain(judgement)

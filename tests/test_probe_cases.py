@@ -1,0 +1,81 @@
+"""The case library, without a broker: every case names real statements, and together they cover at least 80."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mqttaudit.cli.main import main
+from mqttaudit.cli.probe import select_cases
+from mqttaudit.codec import Direction, decode
+from mqttaudit.probe.case import CASES, Target
+from mqttaudit.probe.cases.malformed import STIMULI, targeted
+from mqttaudit.spec import load_catalogue
+
+CATALOGUE = load_catalogue("3.1.1")
+
+
+def numbered(statements: set[str]) -> set[str]:
+    return {s for s in statements if CATALOGUE[s].origin == "statement"}
+
+
+def test_every_case_targets_statements_of_the_catalogue() -> None:
+    for case in CASES.values():
+        assert case.statements, case.id
+        unknown = [s for s in case.statements if s not in CATALOGUE]
+        assert not unknown, f"{case.id} targets unknown ids {unknown}"
+        assert case.title and case.stimulus and case.expected, case.id
+
+
+def test_the_library_covers_at_least_80_numbered_statements() -> None:
+    covered = numbered({s for case in CASES.values() for s in case.statements})
+    assert len(covered) >= 80, sorted(covered)
+
+
+def test_every_malformed_stimulus_really_breaks_what_its_case_targets() -> None:
+    for stimulus in STIMULI:
+        broken = {v.rule for v in decode(stimulus.data, Direction.FROM_CLIENT).violations}
+        statements = targeted(stimulus)
+        assert broken, f"{stimulus.case_id}: the stimulus decodes cleanly"
+        assert "MQTT-4.8.0-1" in statements
+        assert broken & set(statements), stimulus.case_id
+
+
+def test_select_cases_by_id_glob_and_by_statement() -> None:
+    assert [c.id for c in select_cases("malformed/subscribe-empty-filter")] == ["malformed/subscribe-empty-filter"]
+    by_statement = select_cases("MQTT-4.7.3-1")
+    assert by_statement and all("MQTT-4.7.3-1" in c.statements for c in by_statement)
+    assert {c.id for c in select_cases("retain/*")} == {c for c in CASES if c.startswith("retain/")}
+
+
+def test_probe_list_json_gives_id_and_statements(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["probe", "--list", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == len(CASES)
+    assert all(isinstance(row["id"], str) and row["statements"] for row in rows)
+
+
+def test_rules_show_probe_coverage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rules", "--format", "json"]) == 0
+    rows = {row["id"]: row for row in json.loads(capsys.readouterr().out)}
+    assert "probe" in rows["MQTT-3.12.4-1"]["checked_by"]
+    assert "probe" not in rows["MQTT-7.1.2-1"]["checked_by"]
+
+
+@pytest.mark.parametrize(
+    ("text", "host", "port"),
+    [("mqtt://127.0.0.1:1884", "127.0.0.1", 1884), ("localhost", "localhost", 1883), ("mqtt://[::1]:9", "::1", 9)],
+)
+def test_targets_parse(text: str, host: str, port: int) -> None:
+    assert Target.parse(text) == Target(host, port)
+
+
+@pytest.mark.parametrize("text", ["http://x:1", "mqtt://x:0", "mqtt://x:port", ""])
+def test_bad_targets_are_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        Target.parse(text)
+
+
+def test_probe_without_target_is_a_usage_error() -> None:
+    assert main(["probe"]) == 2

@@ -1,0 +1,106 @@
+"""The prober against brokers that misbehave at the transport level: every wait is bounded, nothing raises, and the
+reason ends up in the verdicts. The servers here are real TCP servers on 127.0.0.1, each with one fixed behaviour."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from mqttaudit.probe.brokers import free_port, start_broker
+from mqttaudit.probe.case import CASES, Target
+from mqttaudit.probe.runner import FAIL, INCONCLUSIVE, CaseResult, run_probe
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+SOME = [
+    CASES[c] for c in ("connect/accepted", "ping/pingresp", "malformed/subscribe-empty-filter", "retain/qos0-replaces")
+]
+
+
+@asynccontextmanager
+async def tcp_server(handler: Handler) -> AsyncIterator[Target]:
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield Target("127.0.0.1", port)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Reads everything, answers nothing, never closes (until the client does)."""
+    while await reader.read(4096):
+        pass
+    writer.close()
+
+
+async def resetting(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Resets every connection as soon as it opens."""
+    sock = writer.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+def test_a_broker_that_never_answers_makes_setups_inconclusive_within_the_timeout() -> None:
+    async def scenario() -> list[CaseResult]:
+        async with tcp_server(silent) as target:
+            run = await asyncio.wait_for(run_probe(target, SOME, timeout=0.3, concurrency=4), 30)
+        return run.results
+
+    results = asyncio.run(scenario())
+    assert [r.verdict for r in results] == [INCONCLUSIVE] * len(SOME)
+    assert all("no CONNACK" in r.reason for r in results), [r.reason for r in results]
+
+
+def test_a_server_that_keeps_a_malformed_connect_open_fails_the_close_rule() -> None:
+    async def scenario() -> CaseResult:
+        async with tcp_server(silent) as target:
+            run = await run_probe(target, [CASES["malformed/connect-reserved-flag"]], timeout=0.3)
+        return run.results[0]
+
+    result = asyncio.run(scenario())
+    assert result.verdict == FAIL
+    assert "MQTT-4.8.0-1" in {f.rule for f in result.findings}
+
+
+def test_a_broker_that_resets_every_connection_is_reported_not_raised() -> None:
+    async def scenario() -> list[CaseResult]:
+        async with tcp_server(resetting) as target:
+            run = await run_probe(target, SOME, timeout=0.3, concurrency=2)
+        return run.results
+
+    results = asyncio.run(scenario())
+    assert all(r.verdict == INCONCLUSIVE for r in results)
+    assert all(r.reason for r in results)
+
+
+def test_an_unreachable_target_marks_the_run_and_every_case() -> None:
+    target = Target("127.0.0.1", free_port())
+    run = asyncio.run(run_probe(target, SOME, timeout=0.3, concurrency=1))
+    assert run.broker_down is not None and "stopped accepting connections" in run.broker_down
+    assert [r.verdict for r in run.results] == [INCONCLUSIVE] * len(SOME)
+    assert all(r.reason for r in run.results)
+
+
+def test_a_broker_that_dies_mid_run_leaves_the_later_cases_inconclusive_with_that_reason() -> None:
+    selected = [CASES[c] for c in CASES if c.startswith("malformed/")][:12]
+    with start_broker("mosquitto") as broker:
+        done: list[CaseResult] = []
+
+        def kill_after_three(result: CaseResult) -> None:
+            done.append(result)
+            if len(done) == 3:
+                os.kill(broker.pid, signal.SIGKILL)
+
+        run = asyncio.run(
+            run_probe(Target(broker.host, broker.port), selected, timeout=0.5, concurrency=1, progress=kill_after_three)
+        )
+    assert run.broker_down is not None
+    later = run.results[4:]
+    assert later and all(r.verdict == INCONCLUSIVE and r.reason == run.broker_down for r in later)
+    assert all(r.verdict != INCONCLUSIVE for r in run.results[:3])
