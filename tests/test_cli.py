@@ -123,16 +123,17 @@ def test_rules_json_lists_every_rule_with_its_fields_and_checker(capsys: pytest.
     for row in rows:
         assert {"id", "section", "level", "actor", "observability", "summary", "checked_by"} <= row.keys()
     by_id = {r["id"]: r for r in rows}
-    assert by_id["MQTT-4.7.3-1"]["checked_by"] == ["codec"]
-    assert by_id["MQTT-2.2.3-four-bytes"]["checked_by"] == ["codec"]
-    assert by_id["MQTT-3.1.2-24"]["checked_by"] == []
+    assert by_id["MQTT-4.7.3-1"]["checked_by"] == ["codec", "judge", "probe"]
+    assert by_id["MQTT-2.2.3-four-bytes"]["checked_by"] == ["codec", "judge", "probe"]
+    assert by_id["MQTT-3.1.2-24"]["checked_by"] == ["judge", "probe"]
+    assert by_id["MQTT-4.6.0-6"]["checked_by"] == []
 
 
 def test_rules_text_says_how_many_the_codec_checks(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(capsys, "rules", "--checked")
     assert status == 0
-    assert "MQTT-4.7.3-1" in out and "MQTT-3.1.2-24" not in out
-    assert "checked by the codec" in out
+    assert "MQTT-4.7.3-1" in out and "MQTT-3.1.2-24" in out and "MQTT-4.6.0-6" not in out
+    assert "checked by the codec" in out and "numbered statements covered by probe cases" in out
 
 
 def test_demo_finds_the_known_defects_and_passes_the_valid_packets(

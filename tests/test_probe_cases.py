@@ -9,11 +9,17 @@ import pytest
 from mqttaudit.cli.main import main
 from mqttaudit.cli.probe import select_cases
 from mqttaudit.codec import Direction, decode
+from mqttaudit.judge import CHECKED_RULES
+from mqttaudit.judge import rules as judge_rules
 from mqttaudit.probe.case import CASES, Target
 from mqttaudit.probe.cases.malformed import STIMULI, targeted
 from mqttaudit.spec import load_catalogue
 
 CATALOGUE = load_catalogue("3.1.1")
+#: The statements that oblige the receiver of a malformed or forbidden packet to close the connection.
+CLOSE_RULES = {
+    value for name, value in vars(judge_rules).items() if name.startswith("CLOSE_ON_") and isinstance(value, str)
+} | {judge_rules.MALFORMED_CONNECT}
 
 
 def numbered(statements: set[str]) -> set[str]:
@@ -37,9 +43,19 @@ def test_every_malformed_stimulus_really_breaks_what_its_case_targets() -> None:
     for stimulus in STIMULI:
         broken = {v.rule for v in decode(stimulus.data, Direction.FROM_CLIENT).violations}
         statements = targeted(stimulus)
-        assert broken, f"{stimulus.case_id}: the stimulus decodes cleanly"
-        assert "MQTT-4.8.0-1" in statements
+        if not stimulus.as_connect or stimulus.data[0] >> 4 == 1:
+            assert broken, f"{stimulus.case_id}: the stimulus decodes cleanly"
+        else:  # a valid packet other than CONNECT opening the connection
+            broken = {"MQTT-3.1.0-1"}
+        close_rules = set(statements) & CLOSE_RULES
+        assert close_rules, f"{stimulus.case_id}: no statement obliges the broker to close"
         assert broken & set(statements), stimulus.case_id
+
+
+def test_every_case_targets_only_statements_the_judge_decides() -> None:
+    """A targeted statement the judge cannot decide would leave its case inconclusive on every broker."""
+    for case in CASES.values():
+        assert set(case.statements) <= CHECKED_RULES, (case.id, sorted(set(case.statements) - CHECKED_RULES))
 
 
 def test_select_cases_by_id_glob_and_by_statement() -> None:

@@ -7,14 +7,21 @@ import json
 import click
 
 from mqttaudit.codec import rules as codec_rules
+from mqttaudit.judge import CHECKED_RULES
 from mqttaudit.spec import Rule, load_catalogue
 
 from .probe import probe_coverage
 
 
 def checked_by(rule: Rule) -> list[str]:
-    """The components that check ``rule``: the codec (in bytes), the probe (a case targets it)."""
-    return (["codec"] if rule.id in codec_rules.CHECKED else []) + (["probe"] if rule.id in probe_coverage() else [])
+    """The components that check ``rule``: the codec (in bytes), the judge (in a conversation, live or
+    captured), the probe (a case targets it)."""
+    checkers = (
+        ("codec", codec_rules.CHECKED),
+        ("judge", CHECKED_RULES),
+        ("probe", probe_coverage()),
+    )
+    return [name for name, rules in checkers if rule.id in rules]
 
 
 @click.command("rules")
@@ -49,10 +56,11 @@ def rules_command(output_format: str, version: str, checked: bool | None) -> int
         click.echo(f"{r.id:<{width}}  {r.level:<6} {r.actor:<6} {r.observability:<22} {by:<11} {r.summary}")
     statements = sum(r.origin == "statement" for r in catalogue)
     by_codec = sum("codec" in checked_by(r) for r in catalogue)
+    by_judge = sum("judge" in checked_by(r) for r in catalogue)
     by_probe = sum("probe" in checked_by(r) for r in catalogue if r.origin == "statement")
     click.echo(
         f"\n{len(catalogue)} rules of MQTT {version}: {statements} numbered statements, "
-        f"{len(catalogue) - statements} derived rules; {by_codec} checked by the codec, "
+        f"{len(catalogue) - statements} derived rules; {by_codec} checked by the codec, {by_judge} by the judge, "
         f"{by_probe} numbered statements covered by probe cases"
     )
     return 0

@@ -88,6 +88,8 @@ class CaseContext:
         self.timeout = timeout
         self.run_id = run_id
         self.connections: list[ProbeConnection] = []
+        #: Topics the case left a retained message on; :meth:`clean_up` clears them after the case is judged.
+        self.retained: set[str] = set()
         self._loop = asyncio.get_running_loop()
         self._start = self._loop.time()
         self._packet_ids = 0
@@ -107,8 +109,9 @@ class CaseContext:
         self._packet_ids = self._packet_ids % 0xFFFF + 1
         return self._packet_ids
 
-    async def open(self, name: str | None = None, *, auto_ack: bool = True) -> ProbeConnection:
-        """A TCP connection, nothing sent yet. Raises :class:`Inconclusive` when the target does not accept it."""
+    async def open(self, name: str | None = None, *, auto_ack: bool = True, evidence: bool = True) -> ProbeConnection:
+        """A TCP connection, nothing sent yet. Raises :class:`Inconclusive` when the target does not accept it.
+        ``evidence=False`` keeps it out of the conversations the judge sees (housekeeping)."""
         label = name or f"c{len(self.connections) + 1}"
         try:
             reader, writer = await asyncio.wait_for(
@@ -117,7 +120,8 @@ class CaseContext:
         except (OSError, TimeoutError) as exc:
             raise Unreachable(f"cannot connect to {self.target.url}: {exc or type(exc).__name__}") from exc
         connection = ProbeConnection(label, reader, writer, self.clock, timeout=self.timeout, auto_ack=auto_ack)
-        self.connections.append(connection)
+        if evidence:
+            self.connections.append(connection)
         return connection
 
     async def connect(
@@ -129,9 +133,10 @@ class CaseContext:
         keep_alive: int = 0,
         will: Will | None = None,
         auto_ack: bool = True,
+        evidence: bool = True,
     ) -> ProbeConnection:
         """Opens a connection whose CONNECT the broker accepts; :class:`Inconclusive` when it does not."""
-        connection = await self.open(name, auto_ack=auto_ack)
+        connection = await self.open(name, auto_ack=auto_ack, evidence=evidence)
         connection.client_id = client_id if client_id is not None else self.client_id()
         await connection.send(
             Connect(client_id=connection.client_id, clean_session=clean_session, keep_alive=keep_alive, will=will)
@@ -181,6 +186,8 @@ class CaseContext:
     ) -> None:
         """Publishes and completes the QoS flow (PUBACK, or PUBREC/PUBREL/PUBCOMP); bounded like every wait."""
         packet_id = self.packet_id() if qos else None
+        if retain and payload:
+            self.retained.add(topic)
         since = len(connection.received)
         await connection.send(Publish(topic=topic, payload=payload, qos=qos, retain=retain, packet_id=packet_id))
         if qos == 0:
@@ -202,13 +209,18 @@ class CaseContext:
         far is due (its answer timeout, plus a margin): only then can an absent message count as not delivered."""
         await asyncio.gather(*(connection.observe(self.timeout + SETTLE_MARGIN) for connection in connections))
 
-    async def clear_retained(self, topics: Iterable[str]) -> None:
-        """Removes retained messages a case left on the broker (a zero-byte retained PUBLISH [MQTT-3.3.1-10])."""
-        connection = await self.connect("cleanup")
-        for topic in topics:
-            await self.publish(connection, topic, b"", qos=1, retain=True)
-        await connection.send(bytes((0xE0, 0x00)))
-        await connection.close()
+    async def clean_up(self) -> None:
+        """Clears the retained messages the case left (a zero-byte retained PUBLISH [MQTT-3.3.1-10]) on a
+        connection that is no part of the evidence."""
+        if not self.retained:
+            return
+        connection = await self.connect("cleanup", evidence=False)
+        try:
+            for topic in sorted(self.retained):
+                await self.publish(connection, topic, b"", qos=1, retain=True)
+            await connection.send(bytes((0xE0, 0x00)))
+        finally:
+            await connection.finish()
 
 
 class Unreachable(Inconclusive):

@@ -125,6 +125,8 @@ async def run_case(
     finally:
         for connection in context.connections:
             await connection.finish()
+    with contextlib.suppress(Inconclusive, OSError, TimeoutError):
+        await asyncio.wait_for(context.clean_up(), timeout * 4)
     judgement = judge_scenario(
         {connection.name: connection.events for connection in context.connections},
         JudgeConfig(close_grace=timeout, answer_timeout=timeout),

@@ -94,7 +94,6 @@ async def delivery_matches(context: CaseContext) -> None:
     await context.publish(publisher, context.topic("a", "u"), b"no-match", qos=1)
     await context.deliveries(subscriber, context.topic("a", "t"))
     await context.settle(subscriber)
-    await context.clear_retained([context.topic("a", "t")])
     await publisher.send(DISCONNECT)
     await subscriber.send(DISCONNECT)
 
@@ -264,7 +263,6 @@ async def retained_on_subscribe(context: CaseContext) -> None:
     subscriber = await context.connect("subscriber")
     await context.subscribe(subscriber, (topic, 1))
     await context.deliveries(subscriber, topic)
-    await context.clear_retained([topic])
     await publisher.send(DISCONNECT)
     await subscriber.send(DISCONNECT)
 
@@ -286,7 +284,6 @@ async def retained_qos0_replaces(context: CaseContext) -> None:
     await context.subscribe(subscriber, (topic, 1))
     await context.deliveries(subscriber, topic)
     await context.settle(subscriber)
-    await context.clear_retained([topic])
     await publisher.send(DISCONNECT)
     await subscriber.send(DISCONNECT)
 
@@ -326,7 +323,6 @@ async def non_retained_leaves(context: CaseContext) -> None:
     await context.subscribe(subscriber, (topic, 1))
     await context.deliveries(subscriber, topic)
     await context.settle(subscriber)
-    await context.clear_retained([topic])
     await publisher.send(DISCONNECT)
     await subscriber.send(DISCONNECT)
 
@@ -347,7 +343,6 @@ async def retained_survives(context: CaseContext) -> None:
     subscriber = await context.connect("subscriber")
     await context.subscribe(subscriber, (topic, 1))
     await context.deliveries(subscriber, topic)
-    await context.clear_retained([topic])
     await subscriber.send(DISCONNECT)
 
 

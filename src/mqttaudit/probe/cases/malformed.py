@@ -219,8 +219,9 @@ def targeted(stimulus: Stimulus) -> tuple[str, ...]:
     packet breaks (which the receiver upholds by rejecting it) and the duty to close on it."""
     events: list[Event] = []
     if not stimulus.as_connect:
-        for packet, sender in zip(_ACCEPTED_CONNECT, (Direction.FROM_CLIENT, Direction.FROM_SERVER), strict=True):
-            events.append(Sent(0.0, sender, Frame(0, 0, encode(packet), packet)))
+        connect, connack = _ACCEPTED_CONNECT
+        events.append(Sent(0.0, Direction.FROM_CLIENT, Frame(0, 0, encode(connect), connect)))
+        events.append(Sent(0.0, Direction.FROM_SERVER, Frame(0, 0, encode(connack), connack)))
     events += [
         Sent(0.0, Direction.FROM_CLIENT, frame) for frame in StreamDecoder(Direction.FROM_CLIENT).feed(stimulus.data)
     ]

@@ -160,6 +160,8 @@ def _will(context: CaseContext, *, retain: bool = False) -> Will:
 
 async def _watch_will(context: CaseContext, *, retain: bool, graceful: bool) -> None:
     will = _will(context, retain=retain)
+    if retain:
+        context.retained.add(will.topic)
     watcher = await context.connect("watcher")
     await context.subscribe(watcher, (will.topic, 1))
     dying = await context.connect("dying", will=will)
@@ -179,8 +181,6 @@ async def _watch_will(context: CaseContext, *, retain: bool, graceful: bool) -> 
     else:
         await context.settle(late)
     await late.send(DISCONNECT)
-    if retain:
-        await context.clear_retained([will.topic])
     await watcher.send(DISCONNECT)
 
 
