@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -86,7 +87,7 @@ async def run_probe(
     progress: Callable[[CaseResult], None] | None = None,
 ) -> ProbeRun:
     """Runs ``cases`` against ``target``, at most ``concurrency`` at a time; results keep the order of ``cases``."""
-    run_id = f"{int(time.time()) % 100000:05d}{id(cases) % 1000:03d}"
+    run_id = secrets.token_hex(4)  # topics of concurrent runs against one broker never meet
     started = datetime.now(UTC).isoformat(timespec="seconds")
     clock0 = time.monotonic()
     health = _Health()
@@ -164,6 +165,16 @@ def server_violations(connection: ProbeConnection) -> list[Finding]:
     return findings
 
 
+def _grouped(findings: Sequence[Finding]) -> str:
+    """One line per distinct observation, with every rule it breaks: "MQTT-a, MQTT-b: detail"."""
+    by_detail: dict[str, list[str]] = {}
+    for finding in findings:
+        rules = by_detail.setdefault(finding.detail, [])
+        if finding.rule not in rules:
+            rules.append(finding.rule)
+    return "; ".join(f"{', '.join(rules)}: {detail}" for detail, rules in by_detail.items())
+
+
 def decide(
     case: Case, judgement: Judgement, stopped: tuple[str, str] | None = None, sent: Sequence[Finding] = ()
 ) -> CaseResult:
@@ -188,7 +199,7 @@ def decide(
             why = judgement.not_assessable.get(statement, "the conversation did not exercise it")
             reasons.append(f"{statement}: {why}")
     if on_target:
-        verdict, reason = FAIL, "; ".join(f"{f.rule}: {f.detail}" for f in on_target)
+        verdict, reason = FAIL, _grouped(on_target)
     elif stopped is not None:
         verdict, reason = stopped
     elif all(v == PASS for v in per_statement.values()):

@@ -1,0 +1,164 @@
+"""The probe against real brokers on loopback, with the verdicts checked by hand against the spec pinned.
+
+Each broker is started on a free port, probed once through the command line (reports written, exit status
+checked) and stopped by PID. The pinned verdicts were checked with plain sockets, outside mqttaudit: for example
+mosquitto 2.0.11 answers ``c1 00`` (PINGREQ with a reserved flag set) with PINGRESP and stays open, amqtt 0.12.1
+answers ``82 05 00 01 00 00 00`` (an empty Topic Filter) with SUBACK, and aedes 1.2.0 closes without CONNACK
+0x01 on Protocol Level 9. A broker that starts behaving differently changes a pin: the probe must keep telling
+these apart. A missing broker fails: `make test` installs all three.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mqttaudit.cli.main import main
+from mqttaudit.probe.brokers import BrokerName, BrokerUnavailable, RunningBroker, start_broker
+from mqttaudit.probe.case import CASES, Target
+from mqttaudit.probe.runner import run_probe
+
+PASS, FAIL = "pass", "fail"
+
+#: case -> verdict, per broker, each checked by hand against the broker's bytes on the wire.
+PINNED: dict[BrokerName, dict[str, str]] = {
+    "mosquitto": {
+        "connect/accepted": PASS,
+        "ping/pingresp": PASS,
+        "malformed/subscribe-empty-filter": PASS,  # closes at once
+        "malformed/publish-topic-hash": PASS,
+        "malformed/remaining-length-fifth-byte": PASS,
+        "malformed/subscribe-qos-3": PASS,
+        "malformed/publish-topic-null": PASS,
+        "connect/protocol-level-unsupported": PASS,  # CONNACK 20 02 00 01, then close
+        "malformed/pingreq-reserved-flags": FAIL,  # answers PINGRESP d0 00, stays open
+        "malformed/client-sends-suback": FAIL,  # stays open
+    },
+    "amqtt": {
+        "connect/accepted": PASS,
+        "ping/pingresp": PASS,
+        "connect/protocol-level-unsupported": PASS,  # CONNACK 20 02 00 01, then close
+        "malformed/subscribe-empty-filter": FAIL,  # SUBACK 90 03 00 01 00
+        "malformed/subscribe-qos-3": FAIL,  # SUBACK 90 03 00 01 03: grants the reserved QoS 3
+        "malformed/publish-topic-hash": FAIL,  # stays open
+        "malformed/publish-topic-null": FAIL,  # stays open
+        "malformed/remaining-length-fifth-byte": FAIL,  # stays open
+        "malformed/pingreq-reserved-flags": FAIL,  # PINGRESP d0 00
+        "malformed/client-sends-suback": FAIL,  # stays open
+        "session/present-flag": FAIL,  # Session Present 1 right after a CleanSession 1 session ended
+    },
+    "aedes": {
+        "connect/accepted": PASS,
+        "ping/pingresp": PASS,
+        "malformed/subscribe-empty-filter": PASS,
+        "malformed/publish-topic-hash": PASS,
+        "malformed/remaining-length-fifth-byte": PASS,
+        "malformed/subscribe-qos-3": PASS,
+        "malformed/pingreq-reserved-flags": PASS,
+        "malformed/client-sends-suback": PASS,
+        "malformed/publish-topic-null": FAIL,  # stays open
+        "connect/protocol-level-unsupported": FAIL,  # closes without CONNACK 0x01
+    },
+}
+
+
+def start_or_fail(name: BrokerName) -> RunningBroker:
+    try:
+        return start_broker(name)
+    except BrokerUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="module", params=sorted(PINNED))
+def probed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """One full probe of a broker through the command line: its exit status and findings.json."""
+    name: BrokerName = request.param
+    out = tmp_path_factory.mktemp(name)
+    with start_or_fail(name) as broker:
+        status = main(["probe", broker.url, "--out", str(out)])
+    report = json.loads((out / "findings.json").read_text())
+    yield {"name": name, "status": status, "report": report, "out": out}
+
+
+def verdicts(report: dict[str, Any]) -> dict[str, str]:
+    return {result["case"]: result["verdict"] for result in report["results"]}
+
+
+def test_the_pinned_verdicts_hold(probed: dict[str, Any]) -> None:
+    observed = verdicts(probed["report"])
+    expected = PINNED[probed["name"]]
+    assert {case: observed[case] for case in expected} == expected
+
+
+def test_every_case_ran_and_the_reports_are_complete(probed: dict[str, Any]) -> None:
+    report, out = probed["report"], probed["out"]
+    assert [r["case"] for r in report["results"]] == list(CASES)
+    assert {r["verdict"] for r in report["results"]} <= {"pass", "fail", "inconclusive", "not-applicable"}
+    assert all(r["evidence"]["connections"] for r in report["results"] if r["verdict"] in ("pass", "fail"))
+    junit = (out / "junit.xml").read_text()
+    assert junit.count("<testcase ") == len(CASES)
+    markdown = (out / "findings.md").read_text()
+    failed = [r["case"] for r in report["results"] if r["verdict"] == "fail"]
+    assert all(case in markdown for case in failed)
+
+
+def test_a_must_failure_sets_exit_status_1(probed: dict[str, Any]) -> None:
+    failed = [r for r in probed["report"]["results"] if r["verdict"] == "fail"]
+    assert failed  # every broker here breaks at least one MUST statement (pinned above)
+    assert probed["status"] == 1
+
+
+def test_failures_carry_the_broken_statement_and_the_bytes(probed: dict[str, Any]) -> None:
+    for result in probed["report"]["results"]:
+        if result["verdict"] != "fail":
+            continue
+        findings = result["evidence"]["findings"]
+        assert findings and all(f["side"] == "server" for f in findings), result["case"]
+        assert {f["rule"] for f in findings} <= set(result["statements"]), result["case"]
+        hexes = [e["hex"] for c in result["evidence"]["connections"] for e in c["events"] if "hex" in e]
+        assert hexes, result["case"]
+
+
+#: Cases whose verdict depends on nothing but the broker's answers (no timing window is near its limit).
+STEADY = [
+    "connect/accepted",
+    "ping/pingresp",
+    "publish/qos1-puback",
+    "publish/qos2-flow",
+    "subscribe/suback",
+    "subscribe/multiple-filters",
+    "unsubscribe/unsuback",
+    "malformed/subscribe-empty-filter",
+    "malformed/pingreq-reserved-flags",
+    "malformed/publish-topic-hash",
+    "malformed/remaining-length-fifth-byte",
+    "malformed/connect-reserved-flag",
+    "retain/delivered-on-subscribe",
+    "subscribe/delivery-matches-filter",
+]
+
+
+def test_concurrency_does_not_change_verdicts() -> None:
+    cases = [CASES[c] for c in STEADY]
+
+    async def both(target: Target) -> tuple[list[str], list[str]]:
+        serial = await run_probe(target, cases, timeout=1.0, concurrency=1)
+        parallel = await run_probe(target, cases, timeout=1.0, concurrency=8)
+        return [r.verdict for r in serial.results], [r.verdict for r in parallel.results]
+
+    with start_or_fail("mosquitto") as broker:
+        serial, parallel = asyncio.run(both(Target.parse(broker.url)))
+    assert serial == parallel
+    assert "pass" in serial and "fail" in serial
+
+
+def test_a_passing_selection_exits_0_and_writes_the_three_reports(tmp_path: Path) -> None:
+    with start_or_fail("mosquitto") as broker:
+        status = main(["probe", broker.url, "--cases", "ping/*", "--out", str(tmp_path)])
+    assert status == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["findings.json", "findings.md", "junit.xml"]
