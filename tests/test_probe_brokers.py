@@ -162,3 +162,27 @@ def test_a_passing_selection_exits_0_and_writes_the_three_reports(tmp_path: Path
         status = main(["probe", broker.url, "--cases", "ping/*", "--out", str(tmp_path)])
     assert status == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["findings.json", "findings.md", "junit.xml"]
+
+
+def test_the_matrix_sets_brokers_side_by_side(tmp_path: Path) -> None:
+    """mosquitto answers a PINGREQ with a reserved flag set; aedes closes on it (both checked by hand)."""
+    with start_or_fail("mosquitto") as mosquitto, start_or_fail("aedes") as aedes:
+        status = main(
+            [
+                "matrix",
+                f"mosquitto={mosquitto.url}",
+                f"aedes={aedes.url}",
+                "--cases",
+                "malformed/pingreq-reserved-flags,ping/pingresp",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+    assert status == 1  # mosquitto fails a MUST-level case
+    markdown = (tmp_path / "matrix.md").read_text()
+    lines = markdown.splitlines()
+    assert "| Statement | Section | Level | mosquitto | aedes |" in lines
+    assert "| MQTT-2.2.2-2 | 2.2.2 | MUST | FAIL | pass |" in lines
+    assert "| MQTT-3.12.4-1 | 3.12.4 | MUST | pass | pass |" in lines
+    assert (tmp_path / "matrix.html").read_text().count("<tr") >= 3
+    assert (tmp_path / "mosquitto" / "findings.json").exists() and (tmp_path / "aedes" / "junit.xml").exists()
