@@ -9,7 +9,7 @@ import pytest
 from mqttaudit import codec
 from mqttaudit.judge import judge_scenario
 
-from .cases import Case, case_id, check_fails, check_passes, check_undecided, explain
+from .cases import Case, case_id, check_fails, check_passes, check_undecided, explain, verdict
 from .talk import CONNACK_OK, DISCONNECT, C, S, Talk, connected, publish, publisher, suback, subscribe
 
 LATE = 10.0  # every subscriber below watches until here: past every deadline
@@ -414,3 +414,47 @@ def test_a_retained_message_from_before_the_scenario_is_no_finding() -> None:
     sub = got(subscriber(("r/#", 1)), publish("r/old", b"older", qos=1, packet_id=9, retain=True)).quiet(at=LATE)
     judgement = judge_scenario({"sub": sub.events})
     assert judgement.findings == (), explain(judgement)
+
+
+OTHER = publish("u/1", b"other", qos=1, packet_id=6)
+
+
+def test_a_subscriber_that_gets_nothing_unmatched_keeps_the_leak_rule() -> None:
+    judgement = verdict({"sub": watch(subscriber(("t/+", 1))), "pub": publisher(OTHER)})
+    assert "MQTT-3.3.2-3" in judgement.passed, explain(judgement)
+    assert judgement.findings == (), explain(judgement)
+
+
+def test_a_delivery_no_filter_matches_is_a_leak() -> None:
+    judgement = verdict({"sub": watch(got(subscriber(("t/+", 1)), OTHER)), "pub": publisher(OTHER)})
+    assert [(f.conversation, f.rule, f.kind) for f in judgement.findings] == [("sub", "MQTT-3.3.2-3", "leak")]
+
+
+def test_routing_findings_name_their_kind() -> None:
+    missing = verdict({"sub": watch(subscriber(("t/+", 1))), "pub": publisher(LIVE_QOS1)})
+    assert [(f.rule, f.kind) for f in missing.findings] == [("MQTT-4.5.0-1", "missing")], explain(missing)
+    downgraded = verdict({"sub": watch(got(subscriber(("t/+", 1)), at_qos(LIVE_QOS1, 0))), "pub": publisher(LIVE_QOS1)})
+    assert [(f.rule, f.kind) for f in downgraded.findings] == [("MQTT-3.8.4-6", "qos")], explain(downgraded)
+    twice = verdict({"sub": watch(got(subscriber(("t/+", 2)), LIVE_QOS2, LIVE_QOS2)), "pub": publisher(LIVE_QOS2)})
+    assert [(f.rule, f.kind) for f in twice.findings] == [("MQTT-4.3.3-2", "duplicate")], explain(twice)
+
+
+def test_expected_deliveries_list_each_owed_copy_with_its_qos_and_retain_flag() -> None:
+    from mqttaudit.judge import expected_deliveries
+
+    overlapping = subscriber(("t/+", 0), ("t/1", 1), client_id="over").quiet(at=LATE)
+    plain = subscriber(("t/1", 2), client_id="plain").quiet(at=LATE)
+    late = subscriber(("r/1", 1), client_id="late", at=3.0).quiet(at=LATE)
+    conversations = {
+        "over": overlapping.events,
+        "plain": plain.events,
+        "late": late.events,
+        "pub": publisher(LIVE_QOS1, KEPT).events,
+    }
+    records = expected_deliveries(conversations)
+    summary = [(r.subscriber, r.topic, r.qos, r.highest_qos, r.retain, r.must, r.copies) for r in records]
+    assert ("over", "t/1", 1, 1, False, True, 2) in summary  # highest QoS of the two filters, up to two copies
+    assert ("plain", "t/1", 1, 1, False, True, 1) in summary  # the publish QoS caps the granted QoS 2
+    assert ("late", "r/1", 1, 1, True, True, 1) in summary  # the retained message, on subscribe, RETAIN 1
+    assert all(r.publisher == "pub" for r in records)
+    assert not [r for r in records if r.topic == "r/1" and r.subscriber != "late"]

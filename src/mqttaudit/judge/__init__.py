@@ -29,8 +29,9 @@ decide is *not assessable*, never a pass. :data:`CHECKED_RULES` lists every rule
 from .config import JudgeConfig
 from .conversation import ConversationJudge, judge
 from .events import Closed, Event, Quiet, Sent, peer
+from .model import ExpectedDelivery
 from .rules import CHECKED_RULES, ENFORCED_CODEC_RULES, OWN_RULES
-from .scenario import judge_scenario
+from .scenario import expected_deliveries, judge_scenario
 from .transcript import Transcript
 from .verdict import Finding, Judgement, combine
 
@@ -41,6 +42,7 @@ __all__ = [
     "Closed",
     "ConversationJudge",
     "Event",
+    "ExpectedDelivery",
     "Finding",
     "JudgeConfig",
     "Judgement",
@@ -48,6 +50,7 @@ __all__ = [
     "Sent",
     "Transcript",
     "combine",
+    "expected_deliveries",
     "judge",
     "judge_scenario",
     "peer",

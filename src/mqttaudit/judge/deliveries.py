@@ -13,6 +13,7 @@ from .connection import Connection
 from .context import Context, Seen
 from .subscriptions import Subscriptions
 from .transcript import Delivered
+from .verdict import LEAK, QOS
 
 SERVER: Final = Direction.FROM_SERVER
 
@@ -62,6 +63,7 @@ class Deliveries:
                 seen.event,
                 f"{seen.describe()} reaches the client only through {', '.join(map(repr, blocked))}",
                 "a Topic Filter starting with '#' or '+' does not match a Topic Name starting with '$'",
+                LEAK,
             )
             return False
         self._ctx.ledger.fail(
@@ -71,6 +73,7 @@ class Deliveries:
             seen.event,
             f"{seen.describe()} matches no Topic Filter the client subscribed to on this connection",
             "the server sends a client only messages whose Topic Name matches one of its subscriptions",
+            LEAK,
         )
         return False
 
@@ -89,4 +92,5 @@ class Deliveries:
             seen.event,
             f"{seen.describe()} exceeds the QoS its subscriptions allow ({grants})",
             "a message is delivered at the lower of its publish QoS and the QoS granted to the subscription",
+            QOS,
         )

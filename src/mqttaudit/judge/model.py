@@ -6,6 +6,13 @@ which each may and surely did hold), the messages the server took (PUBLISH and W
 it took each) and the retained message of every topic, and turns them into :class:`Expectation` records: a
 message that must (or may) reach a connection, with the QoS, the RETAIN flag and the rule it answers to.
 
+Overlapping subscriptions follow MQTT 3.1.1 section 3.3.5 [MQTT-3.3.5-1]: a message matching several filters of
+one session is owed once at the highest QoS of the matching subscriptions (capped by its publish QoS), and the
+server MAY send one further copy per additional matching subscription, each at most at that subscription's QoS.
+So the model owes one copy at that QoS and allows up to one copy per matching subscription: both broker designs
+the spec permits (one copy, as mosquitto does, or a copy per subscription) pass, and only a missing copy, a copy
+too many or a copy below the owed QoS is a finding. (MQTT 5.0 adds subscription identifiers, not a new rule.)
+
 Assumptions, each of which errs towards "not assessable" rather than a finding: the scenario holds all traffic
 on its topics, except retained messages older than the scenario (unknown, never a finding); the server
 processes a request within ``answer_timeout``; state from before a CleanSession 0 session first seen here is
@@ -145,6 +152,63 @@ class Expectation:
     @property
     def highest(self) -> int:
         return self.qos if self.ceiling is None else self.ceiling
+
+
+@dataclass(frozen=True)
+class ExpectedDelivery:
+    """One delivery a conforming broker makes (``must``) or may make: the message, to whom, how."""
+
+    #: The subscriber's connection (the conversation name) and ClientId.
+    subscriber: str
+    client_id: str
+    topic: str
+    payload: bytes
+    #: The QoS at least one copy must arrive with, and the highest any copy may use.
+    qos: int
+    highest_qos: int
+    #: RETAIN 1: sent because of a new subscription (the topic's retained message) [MQTT-3.3.1-8].
+    retain: bool
+    #: Owed (a finding when missing) rather than allowed.
+    must: bool
+    #: The statement the delivery answers to.
+    rule: str
+    #: The connection that published it and the event of its PUBLISH (a Will: the close of that connection).
+    publisher: str
+    event: int
+    will: bool
+    #: How many copies may arrive: one per matching subscription [MQTT-3.3.5-1].
+    copies: int
+    #: Deliveries before ``after`` cannot be it; after ``deadline`` it is missing.
+    after: float
+    deadline: float
+
+
+def deliveries_of(model: Model) -> list[ExpectedDelivery]:
+    """The model's expectations as plain records (forbidden deliveries left out), in the order messages were
+    taken, then by subscriber."""
+    records = [
+        ExpectedDelivery(
+            subscriber=link.name,
+            client_id=link.client_id,
+            topic=e.message.publish.topic,
+            payload=e.message.publish.payload,
+            qos=e.qos,
+            highest_qos=e.highest,
+            retain=e.retained,
+            must=e.must,
+            rule=e.rule,
+            publisher=e.message.link.name,
+            event=e.message.event,
+            will=e.message.will,
+            copies=e.copies,
+            after=e.after,
+            deadline=e.deadline,
+        )
+        for link in model.links
+        for e in link.expectations
+        if not e.forbidden
+    ]
+    return sorted(records, key=lambda r: (r.after, r.publisher, r.event, r.subscriber))
 
 
 @dataclass
@@ -344,6 +408,10 @@ def _forbid_live(model: Model, message: Message, session: Session, config: Judge
         for s in session.subscriptions
     ):
         rule = rules.DOLLAR_TOPICS_NOT_MATCHED_BY_WILDCARDS
+    elif any(s.definite is not None and covers(s.definite, message.window) for s in session.subscriptions):
+        # A subscriber none of whose filters matches: the message would leak to it [MQTT-3.3.2-3]. Its arrival
+        # is reported where it is seen (deliveries); its absence past the deadline keeps the rule.
+        rule = rules.DELIVERY_MATCHES_SUBSCRIPTION
     else:
         return
     _forbid(link, message, rule, False, message.window, config)

@@ -13,7 +13,7 @@ from . import rules
 from .config import JudgeConfig
 from .model import Expectation, Link, Model
 from .transcript import Delivered, Transcript
-from .verdict import Judgement, Ledger, combine
+from .verdict import DUPLICATE, LEAK, MISSING, QOS, Judgement, Ledger, combine
 
 SERVER: Final = Direction.FROM_SERVER
 
@@ -37,8 +37,8 @@ class Routing:
                 self._settle(link, expectation)
         return combine(ledger.judgement() for ledger in self._ledgers.values())
 
-    def _fail(self, link: Link, rule: str, time: float, event: int, detail: str, expected: str) -> None:
-        self._ledgers[link.name].fail(rule, SERVER, time, event, detail, expected)
+    def _fail(self, link: Link, rule: str, time: float, event: int, detail: str, expected: str, kind: str = "") -> None:
+        self._ledgers[link.name].fail(rule, SERVER, time, event, detail, expected, kind)
 
     def _held(self, link: Link, rule: str) -> None:
         self._ledgers[link.name].held(rule)
@@ -121,6 +121,8 @@ class Routing:
         forbidden = [e for e in matching if e.forbidden and (publish.retain or not e.retained)]
         if forbidden:
             forbidden[0].delivered.append(publish)
+            if forbidden[0].rule == rules.DELIVERY_MATCHES_SUBSCRIPTION:
+                return  # the conversation judge reported it where it arrived
             self._fail(
                 link,
                 forbidden[0].rule,
@@ -129,6 +131,7 @@ class Routing:
                 f"PUBLISH to {publish.topic!r} (event {delivered.event}, RETAIN {int(publish.retain)}) delivers "
                 f"{_what(forbidden[0])}",
                 EXPECTED[forbidden[0].rule],
+                LEAK,
             )
             return
         self._duplicate(link, delivered, [e for e in matching if e.delivered])
@@ -144,6 +147,7 @@ class Routing:
             delivered.event,
             f"PUBLISH to {delivered.message.topic!r} (event {delivered.event}) delivers {_what(used[0])} once more",
             "a message taken at QoS 2 is delivered onward once, not duplicated",
+            DUPLICATE,
         )
 
     def _retain_flag(self, link: Link, delivered: Delivered, expectation: Expectation) -> None:
@@ -175,6 +179,7 @@ class Routing:
             f"{delivered.message.qos}; published at QoS {expectation.message.publish.qos}, its subscriptions allow "
             f"{expectation.highest}",
             EXPECTED[expectation.qos_rule],
+            QOS,
         )
 
     def _dup_not_propagated(self, link: Link, delivered: Delivered, expectation: Expectation) -> None:
@@ -213,7 +218,7 @@ class Routing:
             return  # reported when it arrived
         if link.ended >= expectation.deadline:
             self._held(link, expectation.rule)
-        else:
+        elif expectation.rule != rules.DELIVERY_MATCHES_SUBSCRIPTION:  # decided on every delivery as well
             self._undecided(link, expectation.rule, f"the connection ended before {_what(expectation)} could show")
 
     def _settle_missing(self, link: Link, expectation: Expectation) -> None:
@@ -229,6 +234,7 @@ class Routing:
                 f"{_what(expectation)} never arrived: it was owed from {expectation.after:g} s, due by "
                 f"{expectation.deadline:g} s, and the connection was open until {link.ended:g} s",
                 EXPECTED[expectation.rule],
+                MISSING,
             )
             return
         session = link.session
@@ -267,6 +273,7 @@ class Routing:
             link.transcript.end_event,
             f"{_what(expectation)} arrived at QoS {best} at best; QoS {expectation.qos} was owed",
             EXPECTED[expectation.qos_rule],
+            QOS,
         )
 
 

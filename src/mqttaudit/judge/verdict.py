@@ -12,6 +12,12 @@ from types import MappingProxyType
 
 from mqttaudit.codec import Direction
 
+#: The kinds of routing finding.
+LEAK = "leak"
+MISSING = "missing"
+DUPLICATE = "duplicate"
+QOS = "qos"
+
 
 @dataclass(frozen=True, slots=True)
 class Finding:
@@ -28,6 +34,9 @@ class Finding:
     expected: str
     #: The conversation the event index refers to ("" for a lone conversation).
     conversation: str = ""
+    #: For routing findings, what went wrong with a delivery: ``leak`` (delivered, should not have been),
+    #: ``missing``, ``duplicate`` or ``qos``; "" for every other finding.
+    kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,8 +84,10 @@ class Ledger:
     held_rules: set[str] = field(default_factory=set)
     undecided_rules: dict[str, str] = field(default_factory=dict)
 
-    def fail(self, rule: str, side: Direction, time: float, event: int, detail: str, expected: str) -> Finding:
-        finding = Finding(rule, side, time, event, detail, expected, self.conversation)
+    def fail(
+        self, rule: str, side: Direction, time: float, event: int, detail: str, expected: str, kind: str = ""
+    ) -> Finding:
+        finding = Finding(rule, side, time, event, detail, expected, self.conversation, kind)
         self.findings.append(finding)
         return finding
 

@@ -278,4 +278,5 @@ def finding_to_dict(finding: Finding) -> dict[str, Any]:
         "detail": finding.detail,
         "expected": finding.expected,
         "conversation": finding.conversation,
+        "kind": finding.kind,
     }
