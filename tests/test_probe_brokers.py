@@ -21,7 +21,7 @@ import pytest
 from mqttaudit.cli.main import main
 from mqttaudit.probe.brokers import BrokerName, BrokerUnavailable, RunningBroker, start_broker
 from mqttaudit.probe.case import CASES, Target
-from mqttaudit.probe.runner import run_probe
+from mqttaudit.probe.runner import CaseResult, run_probe
 
 PASS, FAIL = "pass", "fail"
 
@@ -38,6 +38,11 @@ PINNED: dict[BrokerName, dict[str, str]] = {
         "connect/protocol-level-unsupported": PASS,  # CONNACK 20 02 00 01, then close
         "malformed/pingreq-reserved-flags": FAIL,  # answers PINGRESP d0 00, stays open
         "malformed/client-sends-suback": FAIL,  # stays open
+        "routing/dollar-hash": PASS,
+        "routing/plus-empty-leading": PASS,
+        "routing/no-unicode-normalisation": PASS,
+        # SUBACK grants 0, 2, 1 for '<p>/#', '<p>/+/x', '<p>/a/x'; the QoS 2 message arrives once, at QoS 1
+        "routing/overlapping-three-filters": FAIL,
     },
     "amqtt": {
         "connect/accepted": PASS,
@@ -51,6 +56,8 @@ PINNED: dict[BrokerName, dict[str, str]] = {
         "malformed/pingreq-reserved-flags": FAIL,  # PINGRESP d0 00
         "malformed/client-sends-suback": FAIL,  # stays open
         "session/present-flag": FAIL,  # Session Present 1 right after a CleanSession 1 session ended
+        "routing/dollar-exact": FAIL,  # '$mqttaudit/.../monitor/+' never gets '$mqttaudit/.../monitor/Clients'
+        "routing/retained-to-wildcard-subscribers": FAIL,  # retained messages sent to clients right after CONNACK
     },
     "aedes": {
         "connect/accepted": PASS,
@@ -63,6 +70,8 @@ PINNED: dict[BrokerName, dict[str, str]] = {
         "malformed/client-sends-suback": PASS,
         "malformed/publish-topic-null": FAIL,  # stays open
         "connect/protocol-level-unsupported": FAIL,  # closes without CONNACK 0x01
+        "routing/dollar-hash": PASS,
+        "routing/overlapping-three-filters": FAIL,  # the QoS 2 message arrives once, at QoS 0
     },
 }
 
@@ -89,10 +98,27 @@ def verdicts(report: dict[str, Any]) -> dict[str, str]:
     return {result["case"]: result["verdict"] for result in report["results"]}
 
 
-def test_the_pinned_verdicts_hold(probed: dict[str, Any]) -> None:
-    observed = verdicts(probed["report"])
-    expected = PINNED[probed["name"]]
-    assert {case: observed[case] for case in expected} == expected
+#: amqtt sends every retained message it holds to each client right after CONNACK, subscribed or not, and may
+#: then drop the connection: a retained message left by one case can upset another running beside it. Its
+#: pinned cases therefore run one at a time, the case that leaves retained messages last.
+ONE_AT_A_TIME: set[BrokerName] = {"amqtt"}
+
+
+@pytest.fixture(scope="module", params=sorted(PINNED))
+def pinned(request: pytest.FixtureRequest) -> Iterator[tuple[BrokerName, list[CaseResult]]]:
+    """The pinned cases of a broker, on a fresh broker."""
+    name: BrokerName = request.param
+    cases = sorted((CASES[c] for c in PINNED[name]), key=lambda c: c.id.startswith("routing/retained"))
+    concurrency = 1 if name in ONE_AT_A_TIME else 8
+    with start_or_fail(name) as broker:
+        run = asyncio.run(run_probe(Target.parse(broker.url), cases, concurrency=concurrency))
+    yield name, run.results
+
+
+def test_the_pinned_verdicts_hold(pinned: tuple[BrokerName, list[CaseResult]]) -> None:
+    name, results = pinned
+    observed = {r.case.id: r.verdict for r in results}
+    assert observed == PINNED[name], {r.case.id: r.reason for r in results if r.verdict != PINNED[name][r.case.id]}
 
 
 def test_every_case_ran_and_the_reports_are_complete(probed: dict[str, Any]) -> None:
@@ -186,3 +212,20 @@ def test_the_matrix_sets_brokers_side_by_side(tmp_path: Path) -> None:
     assert "| MQTT-3.12.4-1 | 3.12.4 | MUST | pass | pass |" in lines
     assert (tmp_path / "matrix.html").read_text().count("<tr") >= 3
     assert (tmp_path / "mosquitto" / "findings.json").exists() and (tmp_path / "aedes" / "junit.xml").exists()
+
+
+#: Routing findings pinned with their kind, per broker: (case, rule, kind).
+ROUTING_KINDS: dict[BrokerName, set[tuple[str, str, str]]] = {
+    "mosquitto": {("routing/overlapping-three-filters", "MQTT-3.3.5-1", "qos")},
+    "amqtt": {
+        ("routing/dollar-exact", "MQTT-4.5.0-1", "missing"),
+        ("routing/retained-to-wildcard-subscribers", "MQTT-3.3.2-3", "leak"),
+    },
+    "aedes": {("routing/overlapping-three-filters", "MQTT-3.3.5-1", "qos")},
+}
+
+
+def test_routing_findings_name_their_kind(pinned: tuple[BrokerName, list[CaseResult]]) -> None:
+    name, results = pinned
+    found = {(r.case.id, f.rule, f.kind) for r in results if r.case.id.startswith("routing/") for f in r.findings}
+    assert ROUTING_KINDS[name] <= found

@@ -95,3 +95,15 @@ def test_bad_targets_are_refused(text: str) -> None:
 
 def test_probe_without_target_is_a_usage_error() -> None:
     assert main(["probe"]) == 2
+
+
+def test_every_routing_row_agrees_with_the_matcher() -> None:
+    """The table's own answer (delivered or not) is what section 4.7 says for its filter and topic."""
+    from mqttaudit.probe.cases.routing import TABLE
+    from mqttaudit.topics import matches
+
+    prefix = "mqttaudit/run/routing/case"
+    for row in TABLE:
+        topic_filter = row.topic_filter.format(p=prefix, rest=prefix.split("/", 1)[1])
+        topic = row.topic.format(p=prefix, rest=prefix.split("/", 1)[1])
+        assert matches(topic_filter, topic) is row.delivered, row.name

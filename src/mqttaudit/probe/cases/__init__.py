@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import delivery, malformed, session
+from . import delivery, malformed, routing, session
 
-__all__ = ["delivery", "malformed", "session"]
+__all__ = ["delivery", "malformed", "routing", "session"]
