@@ -564,3 +564,22 @@ def test_matrix_html_links_failing_cells_to_the_case_list(runs: list[tuple[str, 
     # Details with markup and control bytes are escaped.
     assert "topic &lt;a&amp;b&gt; \\x00\\x01\\x7f end" in html
     assert "\x00" not in html and "\x7f" not in html
+
+
+def test_a_routing_finding_shows_its_kind() -> None:
+    case = make_case("leak", ("MQTT-3.3.2-3",), "A delivery no filter matches", expected="not delivered")
+    c1 = Conversation("subscriber", "mqa0leak").connected().quiet(2.5)
+    finding = Finding(
+        "MQTT-3.3.2-3",
+        SERVER,
+        1.0,
+        2,
+        "server PUBLISH to 'u/1' (event 2) matches no Topic Filter the client subscribed to on this connection",
+        "the server sends a client only messages whose Topic Name matches one of its subscriptions",
+        "subscriber",
+        "leak",
+    )
+    result = judged(case, [c1], [finding], assessed=["MQTT-3.3.2-3"])
+    assert result.evidence()["findings"][0]["kind"] == "leak"
+    section = failure_sections(probe_run_to_markdown(probe_run([result])))["leak"]
+    assert "- **MQTT-3.3.2-3** — leak (server, at " in section

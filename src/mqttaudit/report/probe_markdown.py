@@ -116,7 +116,11 @@ def _summary(result: CaseResult, target: str, rounds: Sequence[Exchange]) -> lis
 
 def _finding_line(finding: Finding) -> str:
     where = f" on connection {code(finding.conversation)}" if finding.conversation else ""
-    return f"- **{finding.rule}** ({finding.side.value}, at {seconds(finding.time)}{where}): {inline(finding.detail)}"
+    kind = f" — {finding.kind}" if finding.kind else ""
+    return (
+        f"- **{finding.rule}**{kind} ({finding.side.value}, at {seconds(finding.time)}{where}): "
+        f"{inline(finding.detail)}"
+    )
 
 
 def _reference(result: CaseResult, catalogue: Catalogue) -> list[str]:
