@@ -1,0 +1,285 @@
+"""One captured connection through the judge, as table rows: its packets, every violation (the codec's and the
+judge's, each with the side at fault), the connection itself, and the transcript the routing replay needs.
+
+Pure: no Spark here. The Spark stages call :func:`judge_flow` once per connection inside an Arrow UDF and turn the
+column lists it returns into record batches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from mqttaudit.codec import Connect, Publish
+from mqttaudit.codec.describe import describe_packet
+from mqttaudit.codec.packets import Value
+from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig
+from mqttaudit.judge.events import Closed, Event, Quiet, Sent
+from mqttaudit.judge.transcript import Transcript
+from mqttaudit.spec import load_catalogue
+
+CATALOGUE = load_catalogue("3.1.1")
+
+
+@dataclass
+class Flow:
+    """One TCP connection of a capture, as the capture layer hands it over."""
+
+    capture: str
+    #: Stable id of the connection within the audit (capture, endpoints, first sequence number).
+    flow: str
+    client: str
+    server: str
+    #: The judge events of the connection, in order.
+    events: Sequence[Event]
+    #: For each event, the capture record (frame number) that completed it (None when unknown).
+    frames: Sequence[int | None]
+    #: The capture began inside the connection (no SYN seen): what came before is unknown.
+    mid_stream: bool = False
+    #: How the client/server roles were decided ("handshake", "port", ...).
+    roles: str = "handshake"
+
+
+@dataclass
+class Columns:
+    """Column lists of one table, appended row by row."""
+
+    names: tuple[str, ...]
+    data: dict[str, list[Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.data = {name: [] for name in self.names}
+
+    def add(self, **row: Any) -> None:
+        for name in self.names:
+            self.data[name].append(row.get(name))
+
+    def __len__(self) -> int:
+        return len(self.data[self.names[0]])
+
+
+PACKET_COLUMNS = (
+    "capture",
+    "flow",
+    "event",
+    "direction",
+    "frame",
+    "offset",
+    "length",
+    "time",
+    "type",
+    "packet_id",
+    "qos",
+    "retain",
+    "dup",
+    "topic",
+    "client_id",
+    "summary",
+)
+VIOLATION_COLUMNS = (
+    "capture",
+    "flow",
+    "event",
+    "rule",
+    "level",
+    "section",
+    "actor",
+    "origin",
+    "kind",
+    "frame",
+    "offset",
+    "time",
+    "detail",
+    "expected",
+)
+CONNECTION_COLUMNS = (
+    "capture",
+    "flow",
+    "client",
+    "server",
+    "client_id",
+    "protocol_level",
+    "clean_session",
+    "keep_alive",
+    "connack_code",
+    "start",
+    "end",
+    "ended_by",
+    "how",
+    "mid_stream",
+    "roles",
+    "packets",
+    "violations",
+    "not_assessable",
+)
+
+
+@dataclass
+class FlowResult:
+    packets: Columns
+    violations: Columns
+    connection: Columns
+    #: The transcript for the routing replay (payloads replaced by digests), pickled.
+    transcript: bytes
+
+
+def rule_level(rule: str) -> tuple[str, str]:
+    """The level and section of a rule ("MUST" and "" for an id the catalogue does not hold)."""
+    entry = CATALOGUE.get(rule)
+    return ("MUST", "") if entry is None else (entry.level, entry.section)
+
+
+def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
+    """Feeds the connection's events to the judge and returns its rows."""
+    judge = ConversationJudge(config, conversation=flow.flow)
+    packets = Columns(PACKET_COLUMNS)
+    violations = Columns(VIOLATION_COLUMNS)
+    codec_violations = 0
+    for index, event in enumerate(flow.events):
+        judge.feed(event)
+        if not isinstance(event, Sent):
+            continue
+        frame, packet = event.frame, event.frame.packet
+        record = flow.frames[index] if index < len(flow.frames) else None
+        side = event.sender.value
+        packets.add(
+            capture=flow.capture,
+            flow=flow.flow,
+            event=index,
+            direction=side,
+            frame=record,
+            offset=frame.offset,
+            length=frame.length,
+            time=event.time,
+            type=None if packet is None else packet.packet_type.name,
+            packet_id=getattr(packet, "packet_id", None),
+            qos=getattr(packet, "qos", None) if isinstance(packet, Publish) else None,
+            retain=packet.retain if isinstance(packet, Publish) else None,
+            dup=packet.dup if isinstance(packet, Publish) else None,
+            topic=packet.topic if isinstance(packet, Publish) else None,
+            client_id=packet.client_id if isinstance(packet, Connect) else None,
+            summary="bytes that could not be framed" if packet is None else describe_packet(packet),
+        )
+        for violation in frame.violations:
+            codec_violations += 1
+            level, section = rule_level(violation.rule)
+            violations.add(
+                capture=flow.capture,
+                flow=flow.flow,
+                event=index,
+                rule=violation.rule,
+                level=level,
+                section=section,
+                actor=side,
+                origin="codec",
+                kind="",
+                frame=record,
+                offset=violation.offset,
+                time=event.time,
+                detail=violation.detail,
+                expected="",
+            )
+    judgement = judge.finish()
+    for finding in judgement.findings:
+        add_finding(violations, flow.capture, finding, flow, "judge")
+    transcript = judge.transcript
+    connection = Columns(CONNECTION_COLUMNS)
+    row = _connection_row(flow, transcript, len(packets), codec_violations + len(judgement.findings))
+    connection.add(**row, not_assessable=len(judgement.not_assessable))
+    return FlowResult(packets, violations, connection, pickle.dumps(digested(transcript)))
+
+
+def add_finding(violations: Columns, capture: str, finding: Finding, flow: Flow | None, origin: str) -> None:
+    """A judge finding as a violation row, located by the event it names."""
+    level, section = rule_level(finding.rule)
+    frame = None
+    offset = None
+    if flow is not None and 0 <= finding.event < len(flow.events):
+        event = flow.events[finding.event]
+        frame = flow.frames[finding.event] if finding.event < len(flow.frames) else None
+        if isinstance(event, Sent):
+            offset = event.frame.offset
+    violations.add(
+        capture=capture,
+        flow=finding.conversation,
+        event=finding.event,
+        rule=finding.rule,
+        level=level,
+        section=section,
+        actor=finding.side.value,
+        origin=origin,
+        kind=finding.kind,
+        frame=frame,
+        offset=offset,
+        time=finding.time,
+        detail=finding.detail,
+        expected=finding.expected,
+    )
+
+
+def _connection_row(flow: Flow, transcript: Transcript, packets: int, violations: int) -> dict[str, Any]:
+    connect, connack = transcript.connect, transcript.connack
+    closed = next((e for e in reversed(flow.events) if isinstance(e, Closed)), None)
+    quiet = next((e for e in reversed(flow.events) if isinstance(e, Quiet)), None)
+    times = [e.time for e in flow.events]
+    if closed is not None:
+        how = "rst" if closed.abrupt else "fin"
+        ended_by = None if closed.by is None else closed.by.value
+    else:
+        how, ended_by = ("capture-end" if quiet is not None or times else "unknown"), None
+    return {
+        "capture": flow.capture,
+        "flow": flow.flow,
+        "client": flow.client,
+        "server": flow.server,
+        "client_id": None if connect is None else connect.client_id,
+        "protocol_level": None if connect is None else connect.protocol_level,
+        "clean_session": None if connect is None else connect.clean_session,
+        "keep_alive": None if connect is None else connect.keep_alive,
+        "connack_code": None if connack is None else connack.return_code,
+        "start": min(times) if times else None,
+        "end": max(times) if times else None,
+        "ended_by": ended_by,
+        "how": how,
+        "mid_stream": flow.mid_stream,
+        "roles": flow.roles,
+        "packets": packets,
+        "violations": violations,
+    }
+
+
+def _digest(payload: bytes) -> bytes:
+    """Stands in for a payload in the routing replay: equal payloads stay equal, an empty one stays empty."""
+    return payload if len(payload) <= 16 else b"#" + hashlib.blake2b(payload, digest_size=15).digest()
+
+
+V = TypeVar("V", bound=Value)
+
+
+def _with(value: V, **changes: object) -> V:
+    """A copy of a codec value with some fields changed."""
+    return type(value)(**{**value.as_dict(), **changes})
+
+
+def _digest_publish(publish: Publish) -> Publish:
+    return _with(publish, payload=_digest(publish.payload))
+
+
+def digested(transcript: Transcript) -> Transcript:
+    """The transcript with every payload replaced by its digest (what the broker model compares)."""
+    connect = transcript.connect
+    if connect is not None and connect.will is not None:
+        connect = _with(connect, will=_with(connect.will, message=_digest(connect.will.message)))
+    return replace(
+        transcript,
+        connect=connect,
+        published=[
+            replace(p, message=_with(p.message, payload=_digest(p.message.payload))) for p in transcript.published
+        ],
+        delivered=[
+            replace(d, message=_with(d.message, payload=_digest(d.message.payload))) for d in transcript.delivered
+        ],
+    )

@@ -1,0 +1,100 @@
+"""The routing replay of one broker endpoint: the transcripts of all its captured connections held against the
+broker model. Pure; the Spark stage groups transcripts by server endpoint and calls :func:`replay_broker`.
+
+Every expectation of the model becomes a ``deliveries`` row (expected or allowed, observed or not, the QoS owed and
+the QoS seen) and every routing finding a ``routing_findings`` row with its kind (leak, missing, duplicate, qos).
+The tolerance is the judge's answer timeout: a delivery later than that after the broker took the message counts
+as missing.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterable
+
+from mqttaudit.judge import JudgeConfig
+from mqttaudit.judge.model import build
+from mqttaudit.judge.routing import Routing
+from mqttaudit.judge.transcript import Transcript
+
+from .conversations import Columns, rule_level
+
+DELIVERY_COLUMNS = (
+    "broker",
+    "publisher_flow",
+    "publisher_event",
+    "topic",
+    "will",
+    "subscriber_flow",
+    "client_id",
+    "expected",
+    "rule",
+    "retain",
+    "observed",
+    "copies_allowed",
+    "copies_observed",
+    "qos_expected",
+    "qos_observed",
+)
+ROUTING_COLUMNS = (
+    "broker",
+    "flow",
+    "event",
+    "kind",
+    "rule",
+    "level",
+    "section",
+    "time",
+    "detail",
+    "expected",
+)
+
+
+def replay_broker(
+    broker: str, transcripts: Iterable[tuple[str, bytes]], config: JudgeConfig
+) -> tuple[Columns, Columns, dict[str, str]]:
+    """``transcripts``: (flow id, pickled transcript) of every connection to ``broker``. Returns the deliveries
+    rows, the routing findings rows, and the rules the replay could not decide (with why)."""
+    loaded: dict[str, Transcript] = {flow: pickle.loads(blob) for flow, blob in transcripts}  # noqa: S301
+    model = build(loaded, config)
+    judgement = Routing(model, loaded, config).judgement()
+    deliveries = Columns(DELIVERY_COLUMNS)
+    for link in model.links:
+        for expectation in link.expectations:
+            if expectation.forbidden and not expectation.delivered:
+                continue
+            message = expectation.message
+            seen = expectation.delivered
+            deliveries.add(
+                broker=broker,
+                publisher_flow=message.link.name,
+                publisher_event=message.event,
+                topic=message.publish.topic,
+                will=message.will,
+                subscriber_flow=link.name,
+                client_id=link.client_id,
+                expected="forbidden" if expectation.forbidden else ("owed" if expectation.must else "allowed"),
+                rule=expectation.rule,
+                retain=expectation.retained,
+                observed=bool(seen),
+                copies_allowed=0 if expectation.forbidden else expectation.copies,
+                copies_observed=len(seen),
+                qos_expected=None if expectation.forbidden else expectation.qos,
+                qos_observed=max((p.qos for p in seen), default=None),
+            )
+    findings = Columns(ROUTING_COLUMNS)
+    for finding in judgement.findings:
+        level, section = rule_level(finding.rule)
+        findings.add(
+            broker=broker,
+            flow=finding.conversation,
+            event=finding.event,
+            kind=finding.kind or "session",
+            rule=finding.rule,
+            level=level,
+            section=section,
+            time=finding.time,
+            detail=finding.detail,
+            expected=finding.expected,
+        )
+    return deliveries, findings, dict(judgement.not_assessable)

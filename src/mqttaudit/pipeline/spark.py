@@ -1,0 +1,45 @@
+"""The Spark session of an audit: the embedded ``local[*]`` master by default, any master URL otherwise.
+
+Loopback only for the embedded master (driver host and bind address 127.0.0.1, no UI), the executors' Python is
+the driver's, and Arrow carries every batch between the JVM and Python.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+
+
+def spark_session(
+    master: str = DEFAULT_MASTER, app_name: str = "mqttaudit", shuffle_partitions: int | None = None
+) -> SparkSession:
+    """A Spark session for ``master`` (one per process: an existing one is reused and reconfigured)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    local = master.startswith("local")
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.adaptive.enabled", "true")
+    )
+    if local:
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    if shuffle_partitions is not None:
+        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
