@@ -94,7 +94,10 @@ VIOLATION_COLUMNS = (
     "time",
     "detail",
     "expected",
+    "evidence",
 )
+#: Bytes of evidence kept per violation (hex); longer frames are cut, with the full length in the packets table.
+EVIDENCE_BYTES = 64
 CONNECTION_COLUMNS = (
     "capture",
     "flow",
@@ -181,6 +184,7 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
                 time=event.time,
                 detail=violation.detail,
                 expected="",
+                evidence=evidence(frame.raw),
             )
     judgement = judge.finish()
     for finding in judgement.findings:
@@ -197,11 +201,12 @@ def add_finding(violations: Columns, capture: str, finding: Finding, flow: Flow 
     level, section = rule_level(finding.rule)
     frame = None
     offset = None
+    hexed = ""
     if flow is not None and 0 <= finding.event < len(flow.events):
         event = flow.events[finding.event]
         frame = flow.frames[finding.event] if finding.event < len(flow.frames) else None
         if isinstance(event, Sent):
-            offset = event.frame.offset
+            offset, hexed = event.frame.offset, evidence(event.frame.raw)
     violations.add(
         capture=capture,
         flow=finding.conversation,
@@ -217,7 +222,14 @@ def add_finding(violations: Columns, capture: str, finding: Finding, flow: Flow 
         time=finding.time,
         detail=finding.detail,
         expected=finding.expected,
+        evidence=hexed,
     )
+
+
+def evidence(raw: bytes) -> str:
+    """The bytes of a frame in hex, cut at :data:`EVIDENCE_BYTES` (an ellipsis says so)."""
+    shown = raw[:EVIDENCE_BYTES].hex(" ")
+    return shown + (" …" if len(raw) > EVIDENCE_BYTES else "")
 
 
 def _connection_row(flow: Flow, transcript: Transcript, packets: int, violations: int) -> dict[str, Any]:
