@@ -55,7 +55,7 @@ def replay_broker(
 ) -> tuple[Columns, Columns, dict[str, str]]:
     """``transcripts``: (flow id, pickled transcript) of every connection to ``broker``. Returns the deliveries
     rows, the routing findings rows, and the rules the replay could not decide (with why)."""
-    loaded: dict[str, Transcript] = {flow: pickle.loads(blob) for flow, blob in transcripts}  # noqa: S301
+    loaded: dict[str, Transcript] = {flow: pickle.loads(blob) for flow, blob in transcripts}
     model = build(loaded, config)
     judgement = Routing(model, loaded, config).judgement()
     deliveries = Columns(DELIVERY_COLUMNS)

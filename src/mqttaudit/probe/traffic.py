@@ -59,6 +59,7 @@ def _raw_client(host: str, port: int, client_id: str, defect: bytes, timeout: fl
 def run_traffic(host: str, port: int, *, rounds: int = 5, timeout: float = 3.0, prefix: str = "plant") -> TrafficReport:
     """Runs the clients against ``host:port`` and returns what happened (bounded by ``timeout`` per wait)."""
     import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
 
     received: dict[str, int] = {}
     lock = threading.Lock()
@@ -71,7 +72,7 @@ def run_traffic(host: str, port: int, *, rounds: int = 5, timeout: float = 3.0, 
         return on_message
 
     def client(name: str) -> mqtt.Client:
-        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=name, protocol=mqtt.MQTTv311)
+        c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=name, protocol=mqtt.MQTTv311)
         c.connect(host, port, keepalive=30)
         c.loop_start()
         return c

@@ -9,13 +9,20 @@ from pathlib import Path
 
 from ..probe.runner import ProbeRun
 from ..spec import Catalogue
+from .audit_data import AuditReportData
+from .audit_html import audit_html
+from .audit_markdown import audit_to_markdown
+from .audit_reports import write_audit_reports
 from .junit import junit_bytes, probe_run_to_junit
 from .matrix import Matrix, build_matrix, matrix_html, matrix_markdown, statement_verdict
 from .probe_json import probe_run_to_json
 from .probe_markdown import probe_run_to_markdown
 
 __all__ = [
+    "AuditReportData",
     "Matrix",
+    "audit_html",
+    "audit_to_markdown",
     "build_matrix",
     "junit_bytes",
     "matrix_html",
@@ -24,6 +31,7 @@ __all__ = [
     "probe_run_to_junit",
     "probe_run_to_markdown",
     "statement_verdict",
+    "write_audit_reports",
     "write_matrix",
     "write_probe_reports",
 ]

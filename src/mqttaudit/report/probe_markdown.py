@@ -13,6 +13,15 @@ from .markdown import code, fenced, inline, table
 from .statements import default_catalogue, section_of, strongest_level
 
 SPEC = "OASIS MQTT Version 3.1.1"
+
+
+def source(catalogue: Catalogue) -> str:
+    """The standard a catalogue's statements come from."""
+    if catalogue.version.lower().startswith("amqp"):
+        return "AMQP 0-9-1 specification"
+    return f"OASIS MQTT Version {catalogue.version}"
+
+
 VERDICT_LABELS = {PASS: "pass", FAIL: "**FAIL**", INCONCLUSIVE: "inconclusive", NOT_APPLICABLE: "n/a"}
 
 
@@ -124,7 +133,7 @@ def _finding_line(finding: Finding) -> str:
 
 
 def _reference(result: CaseResult, catalogue: Catalogue) -> list[str]:
-    lines = [f"Source: {SPEC}.", ""]
+    lines = [f"Source: {source(catalogue)}.", ""]
     for statement in result.case.statements:
         rule = catalogue.get(statement)
         if rule is None:

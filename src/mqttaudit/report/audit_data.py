@@ -1,0 +1,243 @@
+"""What the audit reports are written from: the bounded, already aggregated data the driver collects from the
+audit's tables (counts, top-N lists, a few sample rows per rule), never a whole table. JSON-serialisable, so the
+pipeline can keep it beside the tables as ``report_data.json`` and the reports can be written again from it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, NotRequired, TypedDict, cast
+
+
+class CaptureInfo(TypedDict):
+    """One capture file audited."""
+
+    file: str
+    #: Size of the file in bytes.
+    bytes: int
+    #: Capture records (frames) read from it.
+    records: int
+
+
+class ByteAccounting(TypedDict):
+    """Where the bytes of the MQTT flows went. They reconcile when
+    ``mqtt_bytes == packet_bytes + malformed_bytes + gap_bytes + unsynced_bytes``."""
+
+    #: Bytes of TCP stream (both directions of every MQTT flow) the audit covered.
+    mqtt_bytes: int
+    #: Bytes framed into MQTT packets.
+    packet_bytes: int
+    #: Bytes that could not be framed (malformed-bytes records).
+    malformed_bytes: int
+    #: Bytes missing from the capture (gap records): sequence space the capture never saw.
+    gap_bytes: int
+    #: Bytes before the first packet boundary of a connection captured mid-stream.
+    unsynced_bytes: int
+
+
+class CaptureErrorRow(TypedDict):
+    """A capture that could not be read to its end (corrupt or truncated): where and why it stopped."""
+
+    file: str
+    #: Byte offset in the file of the structure at fault (None when unknown).
+    offset: int | None
+    reason: str
+
+
+class TimeSpan(TypedDict):
+    """First and last capture timestamps, in seconds (Unix time for real captures)."""
+
+    start: float | None
+    end: float | None
+
+
+class AuditSummary(TypedDict, total=False):
+    """The audit as a whole. Every key is optional; the reports leave out what is missing."""
+
+    captures: list[CaptureInfo]
+    flows: int
+    connections: int
+    packets: int
+    bytes: ByteAccounting
+    time_span: TimeSpan
+    spark_master: str
+    #: Seconds the audit took.
+    duration: float
+    #: When the audit ran (ISO 8601).
+    started: str
+    #: Capture records that yielded no TCP segment, by reason (``truncated-ip-header``, ``not-tcp``, ...).
+    skipped: dict[str, int]
+    errors: list[CaptureErrorRow]
+    #: Rules the judge exercised but could not decide, summed over connections.
+    not_assessable: int
+
+
+class RuleCount(TypedDict):
+    """Violations of one rule by one side, found one way (``violations`` grouped by rule, actor, origin)."""
+
+    rule: str
+    level: str
+    section: str
+    #: The side that broke the rule: ``client`` or ``server``.
+    actor: str
+    #: ``codec`` (seen in the bytes) or ``judge`` (seen in the behaviour).
+    origin: str
+    count: int
+    first_time: float | None
+    #: The rule's one-line summary from the catalogue ("" to let the reports look it up).
+    summary: str
+
+
+class TimeBucket(TypedDict):
+    bucket_start: float
+    actor: str
+    count: int
+
+
+class ClientCount(TypedDict):
+    """A client by its violations: ``client`` is its address (``ip:port``) or its client id."""
+
+    client: str
+    client_id: str | None
+    violations: int
+    connections: int
+
+
+class ViolationRow(TypedDict):
+    """A row of the ``violations`` table."""
+
+    capture: str
+    flow: str
+    #: Index of the judge event that shows the violation, within its flow.
+    event: int | None
+    rule: str
+    level: str
+    section: str
+    actor: str
+    origin: str
+    kind: str | None
+    #: Capture record (frame number) that completed the event.
+    frame: int | None
+    #: Byte offset in that direction of the connection's stream.
+    offset: int | None
+    time: float | None
+    detail: str
+    expected: str | None
+    #: The frame's bytes in hex, possibly cut (ending in "…"); "" when the finding is not about a packet.
+    evidence: str | None
+
+
+class RoutingRow(TypedDict):
+    """A row of the ``routing_findings`` table."""
+
+    broker: str
+    flow: str
+    event: int | None
+    #: ``leak``, ``missing``, ``duplicate``, ``qos`` or ``session``.
+    kind: str
+    rule: str
+    level: str
+    section: str
+    time: float | None
+    detail: str
+    expected: str | None
+
+
+class ConnectionRow(TypedDict):
+    """A row of the ``connections`` table."""
+
+    capture: str
+    flow: str
+    client: str
+    server: str
+    client_id: str | None
+    protocol_level: int | None
+    clean_session: bool | None
+    keep_alive: int | None
+    connack_code: int | None
+    start: float | None
+    end: float | None
+    ended_by: str | None
+    how: str | None
+    mid_stream: bool | None
+    roles: str | None
+    packets: int | None
+    violations: int | None
+    not_assessable: int | None
+
+
+class GapRow(TypedDict):
+    """Bytes of one direction of a flow the capture never saw."""
+
+    capture: str
+    flow: str
+    direction: str
+    offset: int
+    length: int
+    time: NotRequired[float | None]
+
+
+def _empty_summary() -> AuditSummary:
+    return AuditSummary()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditReportData:
+    """Everything the audit reports show. Every list is bounded by the driver (top N, N samples per rule)."""
+
+    summary: AuditSummary = field(default_factory=_empty_summary)
+    violations_by_rule: list[RuleCount] = field(default_factory=list)
+    violations_over_time: list[TimeBucket] = field(default_factory=list)
+    #: Width of a time bucket in seconds (0: unknown, inferred from the bucket starts).
+    bucket_seconds: float = 0.0
+    top_clients: list[ClientCount] = field(default_factory=list)
+    #: Up to N example rows per (rule, actor).
+    violation_samples: list[ViolationRow] = field(default_factory=list)
+    #: Up to N routing findings.
+    routing_findings: list[RoutingRow] = field(default_factory=list)
+    #: All routing findings, by kind.
+    routing_counts: dict[str, int] = field(default_factory=dict)
+    #: Deliveries the broker model owed and what became of them: ``owed``, ``observed``, ``missing``, ``leaked``...
+    deliveries_summary: dict[str, int] = field(default_factory=dict)
+    connections_sample: list[ConnectionRow] = field(default_factory=list)
+    #: Up to N gaps, and how many there were in all.
+    gaps: list[GapRow] = field(default_factory=list)
+    gaps_total: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The data as JSON text; NaN and infinities are refused (JSON has none)."""
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AuditReportData:
+        """The inverse of :meth:`to_dict`. Raises ``ValueError`` on keys it does not know or values of the wrong
+        JSON type (rows are taken as they are)."""
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ValueError(f"unknown audit report data keys: {', '.join(unknown)}")
+        values: dict[str, Any] = {}
+        for name, value in data.items():
+            spec = known[name]
+            default = spec.default if spec.default_factory is MISSING else spec.default_factory()
+            if isinstance(default, list):
+                if not isinstance(value, list) or not all(isinstance(row, dict) for row in value):
+                    raise ValueError(f"{name}: expected a list of objects")
+            elif isinstance(default, dict):
+                if not isinstance(value, dict):
+                    raise ValueError(f"{name}: expected an object")
+            elif not isinstance(value, int | float) or isinstance(value, bool):
+                raise ValueError(f"{name}: expected a number")
+            values[name] = value
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> AuditReportData:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("audit report data must be a JSON object")
+        return cls.from_dict(cast(dict[str, Any], data))

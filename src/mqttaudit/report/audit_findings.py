@@ -1,0 +1,447 @@
+"""The audit's findings as both reports present them: one per (rule, side) with its catalogue entry and sample rows,
+routing findings grouped by kind, the headline counts, the byte accounting and the anchors that link them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..spec import Catalogue, Rule
+from .audit_data import AuditReportData, AuditSummary, ConnectionRow, RoutingRow, RuleCount, ViolationRow
+from .audit_format import count, duration, plural, size, when
+from .statements import LEVEL_ORDER, default_catalogue, in_spec_order, section_of
+
+SIDES = ("client", "server")
+#: How a violation was found.
+ORIGINS = {"codec": "seen in the bytes", "judge": "seen in the behaviour"}
+#: Routing finding kinds, in report order: (title, what went wrong).
+KINDS = {
+    "leak": ("Leaked deliveries", "a subscriber received a message that none of its subscriptions matches"),
+    "missing": ("Missing deliveries", "a message owed to a matching subscriber never arrived"),
+    "duplicate": ("Duplicate deliveries", "a subscriber received more copies of a message than allowed"),
+    "qos": ("Deliveries at the wrong QoS", "a message arrived at a QoS other than the one owed"),
+    "session": (
+        "Session state",
+        "session state (subscriptions, queued messages, the Will) was not kept or not discarded as required",
+    ),
+}
+#: What a finding means for the people who run or build on the implementation at fault.
+MEANINGS = {
+    "client": (
+        "Clients in this traffic send what the specification forbids. A broker that follows the specification closes "
+        "their connections, so these clients can fail as soon as they meet a stricter broker; a broker that lets the "
+        "data through passes it on to sessions, subscriptions and other subscribers."
+    ),
+    "server": (
+        "The broker behaves in a way the specification rules out. Client libraries and applications written against "
+        "the specification may lose, duplicate or misroute messages, stall waiting for an answer, or keep talking to "
+        "a broker that should have closed the connection."
+    ),
+    "leak": (
+        "Subscribers receive messages they never asked for: data crosses between subscriptions, sessions or tenants "
+        "that should be kept apart. This is a confidentiality problem as much as a conformance one."
+    ),
+    "missing": (
+        "Messages the broker accepted never reach a subscriber whose filter matches them: data is lost without the "
+        "publisher or the subscriber being told."
+    ),
+    "duplicate": (
+        "Subscribers get more copies than the QoS allows; an application relying on exactly-once delivery processes "
+        "the same message twice."
+    ),
+    "qos": "Messages arrive with other delivery guarantees than the publisher and the subscription agreed on.",
+    "session": (
+        "Session state does not follow what the client asked for: subscriptions, queued messages or Wills outlive "
+        "their session, or are lost while it lasts."
+    ),
+}
+_NOT_AN_ID = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class Anchors:
+    """Unique, HTML-safe ids for the sections and rows the reports link to."""
+
+    def __init__(self) -> None:
+        self._used: set[str] = set()
+
+    def make(self, *parts: object) -> str:
+        base = "-".join(_NOT_AN_ID.sub("-", str(part)).strip("-") or "x" for part in parts)
+        anchor, number = base, 1
+        while anchor in self._used:
+            number += 1
+            anchor = f"{base}--{number}"
+        self._used.add(anchor)
+        return anchor
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """What the catalogue says about a statement id."""
+
+    rule: str
+    section: str
+    level: str
+    #: The side the statement binds, as the catalogue has it (``client``, ``server``, ``both``); "" if unlisted.
+    binds: str
+    summary: str
+    #: For a rule the spec states without a number: where it comes from.
+    basis: str
+    catalogued: bool
+
+    @property
+    def binds_text(self) -> str:
+        """Whom the statement binds, in words ("" when the catalogue does not say)."""
+        return {"both": "the client and the server"}.get(self.binds, f"the {self.binds}" if self.binds else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    number: int
+    anchor: str
+    row: ViolationRow
+
+
+@dataclass(frozen=True, slots=True)
+class RuleFinding:
+    """Every violation of one rule by one side."""
+
+    reference: Reference
+    actor: str
+    count: int
+    #: ``codec`` and/or ``judge``.
+    origins: tuple[str, ...]
+    first_time: float | None
+    samples: tuple[Sample, ...]
+    anchor: str
+
+    @property
+    def rule(self) -> str:
+        return self.reference.rule
+
+    @property
+    def level(self) -> str:
+        return self.reference.level
+
+    @property
+    def title(self) -> str:
+        return f"{self.rule} broken by {_side_phrase(self.actor)}"
+
+    @property
+    def summary(self) -> str:
+        """One sentence: who broke what, how often, since when, and how it was seen."""
+        seen = " and ".join(ORIGINS.get(origin, f"found by {origin}") for origin in self.origins)
+        first = f", first at {when(self.first_time)}" if self.first_time is not None else ""
+        return (
+            f"{_side_phrase(self.actor).capitalize()} broke {self.rule} ({self.level}) "
+            f"{plural(self.count, 'time')} in the audited traffic{first}" + (f"; {seen}" if seen else "") + "."
+        )
+
+    @property
+    def meaning(self) -> str:
+        return MEANINGS.get(self.actor, MEANINGS["server"]) + _level_note(self.level)
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingSample:
+    number: int
+    anchor: str
+    row: RoutingRow
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingGroup:
+    """The routing findings of one kind."""
+
+    kind: str
+    count: int
+    references: tuple[Reference, ...]
+    samples: tuple[RoutingSample, ...]
+    anchor: str
+
+    @property
+    def title(self) -> str:
+        return KINDS.get(self.kind, (f"Routing findings of kind {self.kind!r}", ""))[0]
+
+    @property
+    def description(self) -> str:
+        return KINDS.get(self.kind, ("", "a routing finding of a kind this report does not describe"))[1]
+
+    @property
+    def summary(self) -> str:
+        brokers = sorted({sample.row["broker"] for sample in self.samples})
+        where = f" at broker {', '.join(brokers)}" if brokers else ""
+        shown = f"; {count(len(self.samples))} shown" if len(self.samples) < self.count else ""
+        return f"{plural(self.count, 'routing finding')} of kind {self.kind}{where}{shown}: {self.description}."
+
+    @property
+    def meaning(self) -> str:
+        strongest = next((lv for lv in LEVEL_ORDER if any(r.level == lv for r in self.references)), "MUST")
+        return MEANINGS.get(self.kind, MEANINGS["server"]) + _level_note(strongest)
+
+
+@dataclass(frozen=True, slots=True)
+class Headline:
+    violations: int
+    by_client: int
+    by_server: int
+    #: Violations by an actor that is neither client nor server (should be none).
+    by_other: int
+    routing: int
+
+    @property
+    def clean(self) -> bool:
+        return not self.violations and not self.routing
+
+    @property
+    def text(self) -> str:
+        if self.clean:
+            return "No violations found: 0 by clients, 0 by servers; no routing findings"
+        other = f", {count(self.by_other)} by an unnamed side" if self.by_other else ""
+        return (
+            f"{plural(self.violations, 'violation')}: {count(self.by_client)} by clients, "
+            f"{count(self.by_server)} by servers{other}; {plural(self.routing, 'routing finding')}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Accounting:
+    """The bytes of the MQTT flows and where they went; they reconcile when the parts add up to the total."""
+
+    total: int
+    parts: tuple[tuple[str, int], ...]
+
+    @property
+    def difference(self) -> int:
+        return self.total - sum(value for _, value in self.parts)
+
+    @property
+    def reconciles(self) -> bool:
+        return self.difference == 0
+
+    @property
+    def verdict(self) -> str:
+        if self.reconciles:
+            return (
+                "The byte counts reconcile: every byte of the MQTT flows is in a packet, in malformed bytes, in a gap "
+                "or before the first packet boundary."
+            )
+        if self.difference > 0:
+            return f"The byte counts do not reconcile: {plural(self.difference, 'byte')} unaccounted for."
+        return f"The byte counts do not reconcile: the parts exceed the total by {plural(-self.difference, 'byte')}."
+
+
+@dataclass(frozen=True)
+class AuditView:
+    """What both reports show, computed once."""
+
+    data: AuditReportData
+    catalogue: Catalogue
+    headline: Headline
+    findings: tuple[RuleFinding, ...]
+    routing: tuple[RoutingGroup, ...]
+    accounting: Accounting | None
+    #: Flow id -> anchor of its row in the connections sample.
+    flows: Mapping[str, str]
+    #: The connections sample with the anchor of each row ("" for a flow already listed).
+    connections: tuple[tuple[str, ConnectionRow], ...]
+
+    @property
+    def summary(self) -> AuditSummary:
+        return self.data.summary
+
+    @property
+    def facts(self) -> list[tuple[str, str]]:
+        """What was audited, where and how long it took, as (label, text) pairs; what the summary lacks is left out."""
+        summary, out = self.summary, []
+        if "captures" in summary:
+            captures = summary["captures"]
+            total = sum(capture.get("bytes", 0) for capture in captures)
+            records = sum(capture.get("records", 0) for capture in captures)
+            out.append(("Captures", f"{plural(len(captures), 'capture')}, {size(total)}, {plural(records, 'record')}"))
+        traffic = [
+            plural(value, word)
+            for key, word in (("connections", "connection"), ("flows", "flow"), ("packets", "packet"))
+            for value in [summary.get(key)]
+            if isinstance(value, int)
+        ]
+        if traffic:
+            out.append(("Traffic", ", ".join(traffic)))
+        span = summary.get("time_span")
+        if span:
+            out.append(("Time span", f"{when(span.get('start'))} to {when(span.get('end'))}"))
+        if summary.get("spark_master"):
+            out.append(("Spark master", summary["spark_master"]))
+        if summary.get("started"):
+            out.append(("Started", summary["started"]))
+        if "duration" in summary:
+            out.append(("Duration", duration(summary["duration"])))
+        return out
+
+    @property
+    def warnings(self) -> list[str]:
+        """What limits the audit: unreadable captures, bytes that do not add up, rules not decided."""
+        out = []
+        errors = self.summary.get("errors", [])
+        if errors:
+            out.append(
+                f"{plural(len(errors), 'capture')} could not be read to the end; the traffic after the point where "
+                "reading stopped was not audited."
+            )
+        if self.accounting is not None and not self.accounting.reconciles:
+            out.append(self.accounting.verdict)
+        undecided = self.summary.get("not_assessable", 0)
+        if undecided:
+            out.append(
+                f"{plural(undecided, 'rule check')} could not be decided from the traffic (not assessable); "
+                "they are neither passes nor violations."
+            )
+        return out
+
+
+def audit_view(data: AuditReportData, catalogue: Catalogue | None = None) -> AuditView:
+    rules = default_catalogue(catalogue)
+    anchors = Anchors()
+    findings = rule_findings(data, rules, anchors)
+    routing = routing_groups(data, rules, anchors)
+    by_side = {side: sum(f.count for f in findings if f.actor == side) for side in SIDES}
+    total = sum(f.count for f in findings)
+    headline = Headline(
+        total, by_side["client"], by_side["server"], total - sum(by_side.values()), sum(g.count for g in routing)
+    )
+    flows = {flow: anchors.make("flow", flow) for flow in dict.fromkeys(row["flow"] for row in data.connections_sample)}
+    listed: set[str] = set()
+    connections = []
+    for row in data.connections_sample:
+        connections.append(("" if row["flow"] in listed else flows[row["flow"]], row))
+        listed.add(row["flow"])
+    return AuditView(data, rules, headline, findings, routing, accounting(data.summary), flows, tuple(connections))
+
+
+def reference(rule: str, catalogue: Catalogue, level: str = "", section: str = "", summary: str = "") -> Reference:
+    """The catalogue's entry for ``rule``; for an id it does not hold, what the audit's rows say about it."""
+    entry: Rule | None = catalogue.get(rule)
+    if entry is not None:
+        return Reference(rule, entry.section, entry.level, entry.actor, entry.summary, entry.basis, True)
+    return Reference(
+        rule,
+        section or section_of(rule, catalogue),
+        level or "unlisted",
+        "",
+        summary or "not in the rule catalogue",
+        "",
+        False,
+    )
+
+
+def rule_findings(data: AuditReportData, catalogue: Catalogue, anchors: Anchors) -> tuple[RuleFinding, ...]:
+    """One finding per (rule, actor) of the counts and the samples; MUST first, then the most frequent, then in
+    spec order."""
+    counts: dict[tuple[str, str], list[RuleCount]] = {}
+    for row in data.violations_by_rule:
+        counts.setdefault((row["rule"], row["actor"]), []).append(row)
+    samples: dict[tuple[str, str], list[ViolationRow]] = {}
+    for sample in data.violation_samples:
+        samples.setdefault((sample["rule"], sample["actor"]), []).append(sample)
+    keys = list(dict.fromkeys([*counts, *samples]))
+    findings = []
+    for rule, actor in keys:
+        rows, examples = counts.get((rule, actor), []), samples.get((rule, actor), [])
+        ref = reference(
+            rule,
+            catalogue,
+            _first(r.get("level") for r in [*rows, *examples]),
+            _first(r.get("section") for r in [*rows, *examples]),
+            _first(r.get("summary") for r in rows),
+        )
+        origins = {str(r.get("origin") or "") for r in [*rows, *examples]} - {""}
+        times = [t for t in [*(r.get("first_time") for r in rows), *(r.get("time") for r in examples)] if t is not None]
+        anchor = anchors.make("rule", rule, actor)
+        examples.sort(key=lambda r: (r.get("time") is None, r.get("time") or 0.0))
+        findings.append(
+            RuleFinding(
+                ref,
+                actor,
+                sum(r["count"] for r in rows) if rows else len(examples),
+                tuple(sorted(origins, key=lambda o: (o not in ORIGINS, o))),
+                min(times, default=None),
+                tuple(Sample(n, anchors.make(anchor, "sample", n), r) for n, r in enumerate(examples, 1)),
+                anchor,
+            )
+        )
+    position = {rule: index for index, rule in enumerate(in_spec_order((f.rule for f in findings), catalogue))}
+    findings.sort(key=lambda f: (_strength(f.level), -f.count, position[f.rule], f.actor))
+    return tuple(findings)
+
+
+def routing_groups(data: AuditReportData, catalogue: Catalogue, anchors: Anchors) -> tuple[RoutingGroup, ...]:
+    """One group per kind with findings, known kinds first in :data:`KINDS` order."""
+    rows: dict[str, list[RoutingRow]] = {}
+    for row in data.routing_findings:
+        rows.setdefault(str(row.get("kind") or "session"), []).append(row)
+    kinds = [k for k in KINDS if data.routing_counts.get(k) or k in rows]
+    kinds += sorted(k for k in {*data.routing_counts, *rows} - set(KINDS) if data.routing_counts.get(k) or k in rows)
+    groups = []
+    for kind in kinds:
+        examples = sorted(rows.get(kind, []), key=lambda r: (r.get("time") is None, r.get("time") or 0.0))
+        statements = in_spec_order((r["rule"] for r in examples), catalogue)
+        first = {r["rule"]: r for r in reversed(examples)}
+        anchor = anchors.make("routing", kind)
+        groups.append(
+            RoutingGroup(
+                kind,
+                max(data.routing_counts.get(kind, 0), len(examples)),
+                tuple(
+                    reference(s, catalogue, first[s].get("level", ""), first[s].get("section", "")) for s in statements
+                ),
+                tuple(RoutingSample(n, anchors.make(anchor, n), r) for n, r in enumerate(examples, 1)),
+                anchor,
+            )
+        )
+    return tuple(groups)
+
+
+def accounting(summary: AuditSummary) -> Accounting | None:
+    counted = summary.get("bytes")
+    if counted is None:
+        return None
+    return Accounting(
+        counted.get("mqtt_bytes", 0),
+        (
+            ("framed into MQTT packets", counted.get("packet_bytes", 0)),
+            ("malformed (could not be framed)", counted.get("malformed_bytes", 0)),
+            ("in gaps (never captured)", counted.get("gap_bytes", 0)),
+            ("before the first packet boundary (connection captured mid-stream)", counted.get("unsynced_bytes", 0)),
+        ),
+    )
+
+
+def expected_of(sample: Sample, finding: RuleFinding) -> str:
+    """What a conforming side does: the judge's words, else (a codec violation) the rule itself."""
+    return sample.row.get("expected") or finding.reference.summary
+
+
+def _side_phrase(actor: str) -> str:
+    return {"client": "clients", "server": "the server"}.get(actor, f"the {actor}" if actor else "an unnamed side")
+
+
+def _level_note(level: str) -> str:
+    if level in ("MUST", "unlisted"):
+        return ""
+    return (
+        f" The statement is {level}-level: a recommended behaviour, so this limits interoperability rather than "
+        "breaking conformance outright."
+    )
+
+
+def _strength(level: str) -> int:
+    return LEVEL_ORDER.index(level) if level in LEVEL_ORDER else len(LEVEL_ORDER)
+
+
+def _first(values: Iterable[object]) -> str:
+    return next((str(value) for value in values if value), "")
+
+
+def side_counts(findings: Sequence[RuleFinding], rule: str) -> dict[str, int]:
+    """Violations of ``rule`` per side."""
+    return {side: sum(f.count for f in findings if f.rule == rule and f.actor == side) for side in SIDES}

@@ -1,0 +1,133 @@
+"""``report.html`` of an audit: one self-contained page (inline CSS, inline SVG charts, no script, no external asset)
+with the headline, the charts, every rule broken with its plain-language summary, and the evidence rows they link
+to."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Sequence
+
+import jinja2
+from markupsafe import Markup
+
+from ..spec import Catalogue
+from .audit_charts import Bar, Series, bar_chart, line_chart
+from .audit_data import AuditReportData, TimeBucket
+from .audit_findings import KINDS, ORIGINS, SIDES, AuditView, audit_view, expected_of, side_counts
+from .audit_format import count, duration, frame_label, packet_shape, plural, short_when, size, when
+from .evidence import printable
+
+SIDE_SERIES = (Series("client", "by clients", "#2563eb"), Series("server", "by the server", "#d97706"))
+OTHER_COLOUR = "#6b7280"
+ROUTING_SERIES = (Series("routing", "routing findings", "#7c3aed"),)
+#: Bars per chart; the tables list the rest.
+MAX_BARS = 20
+#: Buckets a time series is filled out to (empty buckets count 0); beyond it only the buckets given are drawn.
+MAX_BUCKETS = 2000
+
+
+def audit_html(data: AuditReportData, catalogue: Catalogue | None = None) -> str:
+    view = audit_view(data, catalogue)
+    return (
+        _environment()
+        .get_template("audit.html.j2")
+        .render(view=view, charts=charts(view), kinds=KINDS, origins=ORIGINS, expected_of=expected_of)
+    )
+
+
+def charts(view: AuditView) -> dict[str, Markup]:
+    """The page's charts, by name; a chart with nothing to show is left out."""
+    out = {}
+    rules = list(dict.fromkeys(finding.rule for finding in view.findings))
+    if rules:
+        anchors = {finding.rule: finding.anchor for finding in reversed(view.findings)}
+        summaries = {finding.rule: finding.reference.summary for finding in view.findings}
+        bars = [
+            Bar(rule, tuple(side_counts(view.findings, rule).values()), anchors[rule], summaries[rule])
+            for rule in rules
+        ]
+        bars = sorted(bars, key=lambda bar: -sum(bar.values))[:MAX_BARS]
+        out["rules"] = bar_chart("Violations by statement, split by the side that broke it", SIDE_SERIES, bars)
+    buckets = view.data.violations_over_time
+    if buckets:
+        series = [*SIDE_SERIES]
+        series += [Series(a, f"by {a}", OTHER_COLOUR) for a in sorted({b["actor"] for b in buckets} - set(SIDES))]
+        out["time"] = line_chart(
+            "Violations over time, per side", series, time_points(buckets, view.data.bucket_seconds), short_when
+        )
+    clients = view.data.top_clients[:MAX_BARS]
+    if clients:
+        out["clients"] = bar_chart(
+            "Clients with the most violations",
+            (Series("violations", "violations", SIDE_SERIES[0].colour),),
+            [
+                Bar(row["client"], (row["violations"],), note=_client_note(row["client_id"], row["connections"]))
+                for row in clients
+            ],
+        )
+    if view.routing:
+        out["routing"] = bar_chart(
+            "Routing findings by kind",
+            ROUTING_SERIES,
+            [Bar(group.kind, (group.count,), group.anchor, group.description) for group in view.routing],
+        )
+    return out
+
+
+def time_points(buckets: Sequence[TimeBucket], width: float = 0.0) -> dict[str, list[tuple[float, int]]]:
+    """Violations per side per bucket start. With a bucket width (given, or the smallest step between starts), the
+    buckets missing between the first and the last count 0."""
+    if not buckets:
+        return {}
+    starts = sorted({float(b["bucket_start"]) for b in buckets})
+    steps = [b - a for a, b in itertools.pairwise(starts) if b > a]
+    width = width or min(steps, default=0.0)
+    origin = starts[0] if starts else 0.0
+    filled = width > 0 and (starts[-1] - origin) / width <= MAX_BUCKETS
+    grid = [origin + i * width for i in range(round((starts[-1] - origin) / width) + 1)] if filled else starts
+    position = {start: index for index, start in enumerate(starts)}
+    sums: dict[str, dict[int, int]] = {}
+    for bucket in buckets:
+        start = float(bucket["bucket_start"])
+        index = round((start - origin) / width) if filled else position[start]
+        per_side = sums.setdefault(bucket["actor"], {})
+        per_side[index] = per_side.get(index, 0) + bucket["count"]
+    return {side: [(x, counts.get(i, 0)) for i, x in enumerate(grid)] for side, counts in sums.items()}
+
+
+def _client_note(client_id: str | None, connections: int) -> str:
+    named = f"client id {client_id!r}, " if client_id else ""
+    return named + plural(connections, "connection")
+
+
+def _shown(value: object) -> object:
+    """Every value the template writes: None as "-", text with its control characters made visible."""
+    if value is None:
+        return "-"
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return printable(value)
+    return value
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("mqttaudit.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=_shown,
+    )
+    environment.filters.update(
+        when=when,
+        count=count,
+        size=size,
+        duration=duration,
+        frame_label=frame_label,
+        packet_shape=packet_shape,
+        plural=plural,
+        printable=printable,
+    )
+    return environment

@@ -1,0 +1,282 @@
+"""``findings.md`` of an audit: the headline and what was audited, the violations by rule, then one section per
+(rule, side) in the form of a conformance finding (summary, standard reference, expected behaviour, evidence bytes,
+what it means for users), then the routing findings by kind in the same form."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..spec import Catalogue
+from .audit_data import AuditReportData
+from .audit_findings import AuditView, Reference, RoutingGroup, RuleFinding, audit_view, expected_of
+from .audit_format import count, frame_label, packet_shape, plural, when
+from .evidence import printable
+from .markdown import code, fenced, inline, table
+from .probe_markdown import SPEC
+
+HOW_TO_READ = (
+    "How to read this: each finding names the statement of the specification that was broken and the side that "
+    "broke it (client or server). A violation found by the codec was seen in the bytes of one packet; one found by "
+    "the judge was seen in the behaviour over the connection. A rule the traffic could not decide is *not "
+    "assessable*, which is not a pass. Records are numbered from 0 in their capture file; Wireshark shows the same "
+    "frame numbered from 1. Offsets count the bytes of one direction of the connection."
+)
+
+
+#: Distinct observations quoted in a finding's summary; the expected-behaviour table has every sample.
+OBSERVATIONS = 3
+
+
+def audit_to_markdown(data: AuditReportData, catalogue: Catalogue | None = None) -> str:
+    """The whole ``findings.md`` document."""
+    view = audit_view(data, catalogue)
+    lines = ["# mqttaudit audit findings", "", f"**{inline(view.headline.text)}.**", ""]
+    if view.headline.clean:
+        lines += [
+            "No rule was found broken in the audited traffic. This covers only what the captures show, and rules "
+            "that could not be decided are counted apart, never as passes.",
+            "",
+        ]
+    lines += [f"- {label}: {inline(value)}" for label, value in view.facts]
+    lines += [f"- **Warning:** {inline(warning)}" for warning in view.warnings]
+    lines += ["", HOW_TO_READ, "", "## Violations by rule", ""]
+    if view.findings:
+        lines += table(
+            ("Statement", "Broken by", "Level", "Section", "What the rule says", "Found", "Count", "First seen"),
+            (
+                (
+                    f"[{code(f.rule)}](#{f.anchor})",
+                    inline(f.actor),
+                    inline(f.level),
+                    inline(f.reference.section),
+                    inline(f.reference.summary),
+                    inline(", ".join(f.origins)),
+                    count(f.count),
+                    inline(when(f.first_time)),
+                )
+                for f in view.findings
+            ),
+        )
+        lines += ["", "## Findings"]
+        for finding in view.findings:
+            lines += ["", *finding_section(finding, view)]
+    else:
+        lines.append("No violations: no client and no server broke a rule in the audited traffic.")
+    lines += ["", *routing_part(view), "", *capture_part(view)]
+    return "\n".join(lines) + "\n"
+
+
+def finding_section(finding: RuleFinding, view: AuditView) -> list[str]:
+    """The section of one (rule, side): summary, standard reference, expected behaviour, evidence, meaning."""
+    lines = [
+        f'<a id="{finding.anchor}"></a>',
+        f"### {inline(finding.title)}",
+        "",
+        f"**{inline(finding.level)}**, {plural(finding.count, 'violation')}.",
+        "",
+        "#### Summary",
+        "",
+        inline(finding.summary),
+        "",
+        *_observed(finding),
+        "#### Standard reference",
+        "",
+        *reference_lines([finding.reference]),
+        "",
+        "#### Expected behaviour",
+        "",
+    ]
+    if finding.samples:
+        lines += table(
+            ("Sample", "Packet shape", "Expected", "Observed"),
+            (
+                (
+                    f"[{sample.number}](#{sample.anchor})",
+                    inline(packet_shape(sample.row.get("evidence"))),
+                    inline(expected_of(sample, finding)),
+                    inline(sample.row["detail"]),
+                )
+                for sample in finding.samples
+            ),
+        )
+    else:
+        lines.append(f"Expected: {inline(finding.reference.summary)}. No sample was kept.")
+    lines += ["", "#### Evidence", ""]
+    if len(finding.samples) < finding.count:
+        lines += [f"{count(len(finding.samples))} of {count(finding.count)} shown; the violations table has all.", ""]
+    for sample in finding.samples:
+        row = sample.row
+        where = [
+            f"capture {code(row['capture'])}",
+            f"flow {code(row['flow'])}",
+            inline(frame_label(row.get("frame"))),
+            f"event {_value(row.get('event'))}",
+            *([] if row.get("offset") is None else [f"stream offset {_value(row.get('offset'))}"]),
+            f"at {inline(when(row.get('time')))}",
+        ]
+        found = inline(", ".join(str(part) for part in (row.get("origin"), row.get("kind")) if part))
+        lines += [
+            f'<a id="{sample.anchor}"></a>',
+            f"**Sample {sample.number}** ({found}): {', '.join(where)}.",
+            "",
+        ]
+        evidence = row.get("evidence")
+        lines += (
+            [*fenced(printable(evidence)), ""]
+            if evidence
+            else ["No bytes: the finding is about what the connection did.", ""]
+        )
+    lines += ["#### What it means for users", "", inline(finding.meaning)]
+    return lines
+
+
+def routing_part(view: AuditView) -> list[str]:
+    """The routing findings: deliveries, counts by kind, then one section per kind."""
+    lines = ["## Routing findings", ""]
+    deliveries = view.data.deliveries_summary
+    if deliveries:
+        owed = ", ".join(f"{inline(name)} {count(value)}" for name, value in deliveries.items())
+        lines += [f"Deliveries the broker model worked out from the subscriptions seen: {owed}.", ""]
+    if not view.routing:
+        return [*lines, "No routing findings."]
+    lines += table(
+        ("Kind", "What went wrong", "Findings", "Shown"),
+        (
+            (f"[{inline(g.kind)}](#{g.anchor})", inline(g.description), count(g.count), count(len(g.samples)))
+            for g in view.routing
+        ),
+    )
+    for group in view.routing:
+        lines += ["", *routing_section(group)]
+    return lines
+
+
+def routing_section(group: RoutingGroup) -> list[str]:
+    lines = [
+        f'<a id="{group.anchor}"></a>',
+        f"### {inline(group.title)}",
+        "",
+        "#### Summary",
+        "",
+        inline(group.summary),
+        "",
+        "#### Standard reference",
+        "",
+        *reference_lines(group.references),
+        "",
+        "#### Expected behaviour",
+        "",
+    ]
+    lines += table(
+        ("Finding", "Subscriber flow", "Expected", "Observed"),
+        (
+            (
+                f"[{sample.number}](#{sample.anchor})",
+                f"{code(sample.row['flow'])}, event {_value(sample.row.get('event'))}",
+                inline(sample.row.get("expected") or "-"),
+                inline(sample.row["detail"]),
+            )
+            for sample in group.samples
+        ),
+    )
+    lines += [
+        "",
+        "#### Evidence",
+        "",
+        "A routing finding rests on the transcripts of the broker's connections, not on one packet: the event named is "
+        "where it shows (the delivery, or the end of the subscriber's connection for one that never came). The "
+        "packets table holds the bytes of every event.",
+        "",
+    ]
+    for sample in group.samples:
+        row = sample.row
+        lines += [
+            f'<a id="{sample.anchor}"></a>',
+            f"**Finding {sample.number}** ({code(row['rule'])}): broker {code(row['broker'])}, "
+            f"flow {code(row['flow'])}, event {_value(row.get('event'))}, at {inline(when(row.get('time')))}.",
+            "",
+        ]
+    lines += ["#### What it means for users", "", inline(group.meaning)]
+    return lines
+
+
+def capture_part(view: AuditView) -> list[str]:
+    """What limits the audit: unreadable captures, gaps, skipped records, and whether the bytes reconcile."""
+    summary, data = view.summary, view.data
+    lines = ["## Captures", ""]
+    errors = summary.get("errors", [])
+    if errors:
+        lines += ["Captures that could not be read to the end:", ""]
+        lines += table(
+            ("File", "Byte offset", "Reason"),
+            ((code(e["file"]), count(e.get("offset")), inline(e["reason"])) for e in errors),
+        )
+        lines.append("")
+    else:
+        lines += ["Every capture was read to its end.", ""]
+    if data.gaps_total or data.gaps:
+        lines += [
+            f"{plural(data.gaps_total, 'gap')} in all (bytes the capture never saw; not audited), "
+            f"{count(len(data.gaps))} shown:",
+            "",
+        ]
+        lines += table(
+            ("Capture", "Flow", "Direction", "Stream offset", "Bytes missing", "Time"),
+            (
+                (
+                    code(g["capture"]),
+                    code(g["flow"]),
+                    inline(g["direction"]),
+                    count(g["offset"]),
+                    count(g["length"]),
+                    inline(when(g.get("time"))),
+                )
+                for g in data.gaps
+            ),
+        )
+        lines.append("")
+    else:
+        lines += ["No gaps: the captures hold every byte of every MQTT connection they saw.", ""]
+    skipped = summary.get("skipped", {})
+    if skipped:
+        reasons = ", ".join(f"{inline(reason)} {count(n)}" for reason, n in skipped.items())
+        lines += [f"Capture records skipped (no usable TCP segment), by reason: {reasons}.", ""]
+    if view.accounting is not None:
+        parts = "; ".join(f"{inline(label)} {count(value)}" for label, value in view.accounting.parts)
+        lines += [f"Bytes of the MQTT flows: {count(view.accounting.total)} in all; {parts}."]
+        lines.append(inline(view.accounting.verdict))
+    return lines
+
+
+def reference_lines(references: Sequence[Reference]) -> list[str]:
+    """The standard reference of some statements: section, id, level, the side bound and the catalogue summary."""
+    lines = [f"Source: {SPEC}.", ""]
+    for ref in references:
+        if not ref.catalogued:
+            lines.append(
+                f"- Section {inline(ref.section)}, [{inline(ref.rule)}] ({inline(ref.level)}): {inline(ref.summary)}."
+            )
+            continue
+        basis = f" Stated without a number: {inline(ref.basis)}." if ref.basis else ""
+        lines.append(
+            f"- Section {ref.section}, statement [{ref.rule}] ({ref.level}, binds {ref.binds_text}): "
+            f"{inline(ref.summary)}.{basis}"
+        )
+    lines += [
+        "",
+        "The requirements above are the catalogue's one-line summaries, not the text of the specification; the "
+        "section and statement id locate the original wording.",
+    ]
+    return lines
+
+
+def _observed(finding: RuleFinding) -> list[str]:
+    """The distinct observations of the samples, as a list (none without samples)."""
+    details = list(dict.fromkeys(sample.row["detail"] for sample in finding.samples))[:OBSERVATIONS]
+    if not details:
+        return []
+    return ["Observed in the samples:", "", *(f"- {inline(detail)}" for detail in details), ""]
+
+
+def _value(value: object) -> str:
+    return "-" if value is None else inline(str(value))
