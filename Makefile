@@ -42,6 +42,7 @@ test: lint typecheck unit
 
 bench: install
 	$(PY) bench/codec_throughput.py
+	$(PY) bench/trie_throughput.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build src/*.egg-info

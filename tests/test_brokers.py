@@ -1,6 +1,6 @@
 """Real brokers on loopback: each one answers a raw MQTT 3.1.1 CONNECT, listens on 127.0.0.1 only, and is gone
-once stopped; a broker that fails to start says why. A missing broker fails these tests: `make test` installs
-all three."""
+once stopped; a broker that fails to start says why. RabbitMQ also answers AMQP 0-9-1, and its whole process group
+and the epmd started for it go when it stops. A missing broker fails these tests: `make test` installs all four."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import pika
 import pytest
 
 from mqttaudit import codec
+from mqttaudit.probe import brokers
 from mqttaudit.probe.brokers import (
     BROKERS,
     NODE_PATH_VARIABLE,
@@ -59,6 +61,63 @@ def assert_refused(host: str, port: int) -> None:
         socket.create_connection((host, port), timeout=2).close()
 
 
+def running(pid: int) -> bool:
+    """A live process; a zombie is dead, and where PID 1 does not reap orphans it stays listed."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def process_tree(roots: Iterable[int]) -> set[int]:
+    """``roots`` and every process descending from them, read from /proc."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # it ended meanwhile
+        parents[int(stat.parent.name)] = int(fields[1])
+    tree = set(roots)
+    grown = True
+    while grown:
+        children = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= children
+        grown = bool(children)
+    return tree
+
+
+def listening_sockets(pids: Iterable[int]) -> set[tuple[str, int]]:
+    """(address, port) of every TCP socket the processes ``pids`` listen on, IPv4 and IPv6."""
+    inodes: set[str] = set()
+    for pid in pids:
+        fd_dir = Path(f"/proc/{pid}/fd")
+        for fd in fd_dir.glob("*") if fd_dir.exists() else ():
+            try:
+                link = os.readlink(fd)
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    found: set[tuple[str, int]] = set()
+    for table, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state != "0A" or inode not in inodes:  # 0A: LISTEN
+                continue
+            address, port = local.split(":")
+            raw = bytes.fromhex(address)
+            # /proc/net prints the address as 32-bit words in host (little-endian) order.
+            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+            found.add((socket.inet_ntop(family, raw), int(port, 16)))
+    return found
+
+
+def broker_processes(broker: RunningBroker) -> set[int]:
+    return process_tree({broker.pid, *broker.companion_pids})
+
+
 @pytest.fixture(scope="module", params=BROKERS)
 def broker(request: pytest.FixtureRequest) -> Iterator[RunningBroker]:
     with start_or_fail(request.param) as running:
@@ -78,17 +137,74 @@ def test_broker_listens_on_127_0_0_1_only(broker: RunningBroker) -> None:
     assert_refused("127.0.0.2", broker.port)
 
 
+def test_every_socket_the_broker_listens_on_is_on_loopback(broker: RunningBroker) -> None:
+    listening = listening_sockets(broker_processes(broker))
+
+    assert ("127.0.0.1", broker.port) in listening
+    assert {address for address, _ in listening} <= {"127.0.0.1", "::1"}
+    for _, port in listening:
+        assert_refused("127.0.0.2", port)
+
+
 @pytest.mark.parametrize("name", BROKERS)
 def test_stopped_broker_process_is_reaped_and_its_port_closed(name: BrokerName) -> None:
     broker = start_or_fail(name)
     workdir = broker.log_path.parent
+    # Its whole tree: RabbitMQ's script, beam and beam's helpers, and the epmd started for it.
+    processes = broker_processes(broker)
+    listening = listening_sockets(processes)
 
     broker.stop()
 
-    with pytest.raises(ProcessLookupError):
-        os.kill(broker.pid, 0)
+    assert broker.pid in processes
+    assert [pid for pid in processes if running(pid)] == []
     assert_refused(broker.host, broker.port)
+    for address, port in listening:
+        assert_refused(address, port)
     assert not workdir.exists()
+
+
+@pytest.fixture(scope="module")
+def rabbitmq() -> Iterator[RunningBroker]:
+    with start_or_fail("rabbitmq") as running:
+        yield running
+
+
+def test_rabbitmq_serves_amqp_beside_mqtt(rabbitmq: RunningBroker) -> None:
+    amqp_url = rabbitmq.urls["amqp"]
+    assert "rabbitmq" in available_brokers()
+    assert rabbitmq.urls["mqtt"] == rabbitmq.url
+    assert amqp_url.startswith("amqp://guest:guest@127.0.0.1:") and amqp_url.endswith("/%2F")
+
+    connection = pika.BlockingConnection(pika.URLParameters(amqp_url + "?socket_timeout=5&stack_timeout=10"))
+    try:
+        channel = connection.channel()
+        queue = channel.queue_declare("", exclusive=True).method.queue
+        channel.basic_publish("", queue, b"over AMQP")
+        method, _, body = channel.basic_get(queue, auto_ack=True)
+    finally:
+        connection.close()
+
+    assert method is not None and body == b"over AMQP"
+
+
+def test_rabbitmq_runs_with_its_own_epmd_and_listens_on_four_loopback_ports(rabbitmq: RunningBroker) -> None:
+    amqp_port = int(rabbitmq.urls["amqp"].rsplit(":", 1)[1].split("/")[0])
+    [epmd] = rabbitmq.companion_pids
+    epmd_ports = {port for _, port in listening_sockets([epmd])}
+
+    processes = broker_processes(rabbitmq)
+    listening = listening_sockets(processes)
+
+    # The rabbitmq-server script leads the process group of beam; epmd runs beside it, stopped with it.
+    [beam] = [pid for pid in processes if Path(f"/proc/{pid}/comm").read_text().strip() == "beam.smp"]
+    assert os.getpgid(beam) == rabbitmq.pid
+    assert epmd in processes and os.getpgid(epmd) != rabbitmq.pid
+    # MQTT, AMQP, Erlang distribution, and epmd (also on ::1, which it always adds); none is a default port.
+    assert len({port for _, port in listening}) == 4
+    assert {rabbitmq.port, amqp_port} <= {port for address, port in listening if address == "127.0.0.1"}
+    assert len(epmd_ports) == 1 and not epmd_ports & {4369, 5672, 1883, 25672}
+    assert {address for address, _ in listening} <= {"127.0.0.1", "::1"}
 
 
 def test_broker_given_a_workdir_leaves_its_config_and_output_there(tmp_path: Path) -> None:
@@ -164,3 +280,17 @@ def test_missing_aedes_is_unavailable_with_install_instructions(
         f"or set {NODE_PATH_VARIABLE} to its npm prefix"
     )
     assert "aedes" not in available_brokers()
+
+
+def test_missing_rabbitmq_is_unavailable_with_install_instructions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(brokers, "RABBITMQ_SERVER", tmp_path / "rabbitmq-server")
+
+    with pytest.raises(BrokerUnavailable) as error:
+        start_broker("rabbitmq")
+
+    assert str(error.value) == (
+        "rabbitmq-server is not installed: run scripts/install-test-deps.sh (or apt-get install rabbitmq-server)"
+    )
+    assert "rabbitmq" not in available_brokers()

@@ -215,3 +215,18 @@ def test_finish_is_idempotent_and_an_empty_conversation_decides_nothing() -> Non
     first = conversation.finish()
     assert first is conversation.finish()
     assert first.findings == () and not first.assessed and not first.not_assessable
+
+
+def test_a_conversation_seen_from_its_middle_is_not_blamed_for_what_came_before() -> None:
+    from mqttaudit.judge import ConversationJudge
+
+    talk = Talk().client(PINGREQ).server(PINGRESP).server(codec.Puback(packet_id=9)).quiet(after=10)
+    whole = ConversationJudge()
+    middle = ConversationJudge(mid_stream=True)
+    for event in talk.events:
+        whole.feed(event)
+        middle.feed(event)
+    assert {f.rule for f in whole.finish().findings} >= {"MQTT-3.1.0-1"}
+    judged = middle.finish()
+    assert judged.findings == (), explain(judged)
+    assert "MQTT-3.1.0-1" in judged.not_assessable and "MQTT-3.12.4-1" in judged.passed

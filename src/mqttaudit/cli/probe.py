@@ -1,11 +1,12 @@
-"""``mqttaudit probe`` and ``mqttaudit matrix``: the case library against live brokers, with reports."""
+"""``mqttaudit probe`` and ``mqttaudit matrix``: the case library against live brokers, with reports; ``probe``
+also runs the AMQP 0-9-1 routing suite against an ``amqp://`` target."""
 
 from __future__ import annotations
 
 import asyncio
 import fnmatch
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import click
@@ -18,14 +19,16 @@ from mqttaudit.spec import load_catalogue
 LEVEL_ORDER = {"MUST": 0, "SHOULD": 1, "MAY": 2}
 
 
-def select_cases(patterns: str | None) -> list[Case]:
-    """Cases whose id, or one of whose statements, matches one of the comma-separated glob ``patterns``."""
+def select_cases(patterns: str | None, suite: str | None = None) -> list[Case]:
+    """Cases whose id, or one of whose statements, matches one of the comma-separated glob ``patterns``, and
+    whose id starts with ``suite/`` when a suite is given."""
+    cases = [c for c in CASES.values() if suite is None or c.id.startswith(f"{suite}/")]
     if not patterns:
-        return list(CASES.values())
+        return cases
     globs = [p.strip() for p in patterns.split(",") if p.strip()]
     return [
         c
-        for c in CASES.values()
+        for c in cases
         if any(fnmatch.fnmatchcase(c.id, g) or any(fnmatch.fnmatchcase(s, g) for s in c.statements) for g in globs)
     ]
 
@@ -47,16 +50,21 @@ def probe_coverage() -> dict[str, list[str]]:
 
 
 def run_cases(target: Target, selected: Sequence[Case], timeout: float, concurrency: int, quiet: bool) -> ProbeRun:
+    progress = _progress(quiet)
+    run = asyncio.run(run_probe(target, selected, timeout=timeout, concurrency=concurrency, progress=progress))
+    if not quiet:
+        click.echo("", err=True)
+    return run
+
+
+def _progress(quiet: bool) -> Callable[[CaseResult], None]:
     marks = {"pass": ".", "fail": "F", "inconclusive": "?", "not-applicable": "-"}
 
     def progress(result: CaseResult) -> None:
         if not quiet:
             click.echo(marks.get(result.verdict, "!"), nl=False, err=True)
 
-    run = asyncio.run(run_probe(target, selected, timeout=timeout, concurrency=concurrency, progress=progress))
-    if not quiet:
-        click.echo("", err=True)
-    return run
+    return progress
 
 
 def summarize(run: ProbeRun) -> str:
@@ -87,6 +95,11 @@ def _parse_target(value: str) -> Target:
 @click.argument("target", required=False)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("mqttaudit-out"))
 @click.option("--cases", "patterns", help="Comma-separated globs over case ids or statement ids.")
+@click.option(
+    "--suite",
+    help="Only the cases whose id starts with SUITE/ (routing, malformed, ...). amqp:// targets have one suite, "
+    "routing (the default there): AMQP 0-9-1 topic exchange routing.",
+)
 @click.option("--timeout", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Seconds per wait.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--list", "list_only", is_flag=True, help="List the cases and their statements; probe nothing.")
@@ -95,21 +108,25 @@ def probe_command(
     target: str | None,
     out_dir: Path,
     patterns: str | None,
+    suite: str | None,
     timeout: float,
     concurrency: int,
     list_only: bool,
     output_format: str,
 ) -> int:
-    """Probe the broker at TARGET (mqtt://HOST:PORT) with the case library and write findings.json, findings.md
-    and junit.xml to --out. Exit status 1 when a MUST-level case fails."""
-    selected = select_cases(patterns)
+    """Probe the broker at TARGET (mqtt://HOST:PORT, or amqp://USER:PASS@HOST:PORT/VHOST for the AMQP routing
+    suite) and write findings.json, findings.md and junit.xml to --out. Exit status 1 when a MUST-level case
+    fails (any failing case, for amqp://)."""
+    if target is not None and target.startswith("amqp://"):
+        return _probe_amqp(target, out_dir, patterns, suite, timeout, list_only, output_format)
+    selected = select_cases(patterns, suite)
     if list_only:
         _list(selected, output_format)
         return 0
     if target is None:
         raise click.UsageError("a TARGET (mqtt://HOST:PORT) is needed, or --list")
     if not selected:
-        raise click.UsageError(f"no case matches {patterns!r}")
+        raise click.UsageError(f"no case matches {patterns!r}" + (f" in suite {suite!r}" if suite else ""))
     from mqttaudit.report import write_probe_reports
     from mqttaudit.report.probe_json import probe_run_to_json
 
@@ -121,6 +138,44 @@ def probe_command(
         click.echo(summarize(run))
         click.echo(f"reports: {', '.join(str(path) for path in written)}")
     return 1 if must_failures(run) else 0
+
+
+def _probe_amqp(
+    target: str,
+    out_dir: Path,
+    patterns: str | None,
+    suite: str | None,
+    timeout: float,
+    list_only: bool,
+    output_format: str,
+) -> int:
+    """The AMQP 0-9-1 routing suite against ``target``, reported like the MQTT cases; exit status 1 on a failure."""
+    from mqttaudit.probe.amqp import AMQP_CASES, AMQP_RULES, AmqpTarget, run_amqp_routing
+    from mqttaudit.report import write_probe_reports
+    from mqttaudit.report.probe_json import probe_run_to_json
+
+    if suite not in (None, "routing"):
+        raise click.UsageError(f"amqp:// targets have one suite, 'routing', not {suite!r}")
+    if patterns:
+        raise click.UsageError("--cases selects MQTT cases; an amqp:// target runs the whole routing suite")
+    if list_only:
+        _list([routing.case for routing in AMQP_CASES.values()], output_format)
+        return 0
+    try:
+        parsed = AmqpTarget.parse(target)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    quiet = output_format == "json"
+    run = run_amqp_routing(parsed, timeout, progress=_progress(quiet))
+    if not quiet:
+        click.echo("", err=True)
+    written = write_probe_reports(run, out_dir, AMQP_RULES)
+    if quiet:
+        click.echo(json.dumps(probe_run_to_json(run, AMQP_RULES), indent=2))
+    else:
+        click.echo(summarize(run))
+        click.echo(f"reports: {', '.join(str(path) for path in written)}")
+    return 1 if run.count(FAIL) else 0
 
 
 def _list(selected: Sequence[Case], output_format: str) -> None:

@@ -100,9 +100,12 @@ def connect_reaction(seen: Seen, connect: Connect, supported_levels: frozenset[i
 class Connection:
     """CONNECT, CONNACK and DISCONNECT on one connection."""
 
-    def __init__(self, ctx: Context, offences: Offences) -> None:
+    def __init__(self, ctx: Context, offences: Offences, *, mid_stream: bool = False) -> None:
         self._ctx = ctx
         self._offences = offences
+        #: Observation began inside the connection: its CONNECT (and so the version, the session and the packets in
+        #: flight) may never be seen.
+        self.mid_stream = mid_stream
         self.connect: Connect | None = None
         self.connect_seen: Seen | None = None
         self.reaction: Reaction | None = None
@@ -152,6 +155,10 @@ class Connection:
             )
         if isinstance(packet, Connect):
             self._on_connect(seen, packet, first)
+        elif first and self.mid_stream:
+            self._ctx.ledger.undecided(
+                rules.CONNECT_FIRST, "the capture began inside the connection: its first packets were not seen"
+            )
         elif first and packet is None:
             self._ctx.ledger.undecided(
                 rules.CONNECT_FIRST, f"the client's first bytes (event {seen.event}) were not decoded"
@@ -257,8 +264,12 @@ class Connection:
         if isinstance(seen.packet, Connack):
             self._ctx.ledger.held(rules.CONNACK_FIRST)
             return
-        if seen.packet is None:
-            reason = f"the server's first bytes (event {seen.event}) were not decoded"
+        if seen.packet is None or self.mid_stream:
+            reason = (
+                "the capture began inside the connection: its first packets were not seen"
+                if self.mid_stream
+                else f"the server's first bytes (event {seen.event}) were not decoded"
+            )
             self._ctx.ledger.undecided(rules.CONNACK_FIRST, reason)
             return
         self._ctx.ledger.fail(

@@ -31,11 +31,15 @@ DEFAULT_CONFIG: Final = JudgeConfig()
 class ConversationJudge:
     """Judges the events of one MQTT 3.1.1 connection, both directions, incrementally."""
 
-    def __init__(self, config: JudgeConfig = DEFAULT_CONFIG, *, conversation: str = "") -> None:
+    def __init__(
+        self, config: JudgeConfig = DEFAULT_CONFIG, *, conversation: str = "", mid_stream: bool = False
+    ) -> None:
+        """``mid_stream``: observation began inside the connection (a capture without its SYN), so its CONNECT,
+        the protocol version and the packets already in flight are unknown; nothing is judged on them."""
         ledger = Ledger(conversation)
         self._ctx = ctx = Context(config, ledger, Obligations(ledger), Transcript())
         self._offences = Offences(ctx)
-        self._connection = Connection(ctx, self._offences)
+        self._connection = Connection(ctx, self._offences, mid_stream=mid_stream)
         subscriptions = Subscriptions()
         self._pairing = Pairing(ctx, self._offences, self._connection, subscriptions)
         self._deliveries = Deliveries(ctx, self._connection, subscriptions)

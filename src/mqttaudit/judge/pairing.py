@@ -404,6 +404,11 @@ class Pairing:
         if owner in self._blind:
             self._ctx.ledger.undecided(stray.rule, f"a packet from the {side_name(owner)} was skipped undecoded")
             return
+        if self._connection.mid_stream:
+            self._ctx.ledger.undecided(
+                stray.rule, f"{seen.describe()} may answer a packet sent before the capture began"
+            )
+            return
         if packet_type is PacketType.PUBREL and self._connection.may_resume:
             # [MQTT-4.4.0-1] On a resumed session a PUBREL may finish a flow begun on an earlier connection.
             self._ctx.ledger.undecided(

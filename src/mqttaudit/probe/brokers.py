@@ -1,12 +1,18 @@
-"""Real MQTT brokers (mosquitto, amqtt, aedes) run as child processes listening on 127.0.0.1 only.
+"""Real MQTT brokers (mosquitto, amqtt, aedes, and RabbitMQ with its MQTT plugin) run as child processes
+listening on 127.0.0.1 only.
 
 >>> with start_broker("mosquitto") as broker:  # doctest: +SKIP
 ...     broker.url
 'mqtt://127.0.0.1:40117'
+>>> with start_broker("rabbitmq") as broker:  # doctest: +SKIP
+...     broker.urls
+{'mqtt': 'mqtt://127.0.0.1:40119', 'amqp': 'amqp://guest:guest@127.0.0.1:40121/%2F'}
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
 import json
 import os
@@ -25,7 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, TypeAlias, get_args
 
-BrokerName: TypeAlias = Literal["mosquitto", "amqtt", "aedes"]
+BrokerName: TypeAlias = Literal["mosquitto", "amqtt", "aedes", "rabbitmq"]
 BROKERS: tuple[BrokerName, ...] = get_args(BrokerName)
 HOST = "127.0.0.1"
 
@@ -36,6 +42,11 @@ _SOURCE_CHECKOUT = Path(__file__).resolve().parents[3]
 _INSTALL_HINT = "run scripts/install-test-deps.sh"
 _PORT_ATTEMPTS = 3
 _TAIL_LINES = 20
+_DEFAULT_TIMEOUT = 15.0
+#: How a broker says that a port it was given is taken (RabbitMQ checks its distribution port itself).
+_PORT_TAKEN = re.compile(r"address already in use|\beaddrinuse\b|\bdist_port_already_used\b", re.IGNORECASE)
+#: Where Debian's rabbitmq-server package puts the script that runs the node in the foreground.
+RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
 
 
 class BrokerUnavailable(Exception):
@@ -61,22 +72,45 @@ class RunningBroker:
     log_path: Path
     _process: subprocess.Popen[bytes] = field(repr=False)
     _owned_dir: Path | None = field(default=None, repr=False)
+    #: URLs of its other listeners, by scheme (RabbitMQ's AMQP listener).
+    _other_urls: dict[str, str] = field(default_factory=dict, repr=False)
+    #: It leads its own process group, and :meth:`stop` signals the whole group (RabbitMQ: a shell and beam).
+    _group: bool = field(default=False, repr=False)
+    #: Processes it needs (RabbitMQ's epmd), stopped after it.
+    _companions: tuple[subprocess.Popen[bytes], ...] = field(default=(), repr=False)
 
     @property
     def pid(self) -> int:
+        """The process started; for a broker run as a process group, the group's leader (and the group's id)."""
         return self._process.pid
 
     @property
     def url(self) -> str:
         return f"mqtt://{self.host}:{self.port}"
 
+    @property
+    def urls(self) -> dict[str, str]:
+        """Every listener it serves, by scheme: ``mqtt`` always, ``amqp`` for RabbitMQ."""
+        return {"mqtt": self.url, **self._other_urls}
+
+    @property
+    def companion_pids(self) -> tuple[int, ...]:
+        """The processes started for it and stopped with it (RabbitMQ's epmd)."""
+        return tuple(companion.pid for companion in self._companions)
+
     def output(self) -> str:
         """What the broker wrote to stdout and stderr so far."""
         return _read_text(self.log_path)
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Sends SIGTERM, then SIGKILL if the broker is still running after ``timeout`` seconds, and reaps it."""
-        _terminate(self._process, timeout)
+        """Sends SIGTERM, then SIGKILL if the broker is still running after ``timeout`` seconds, and reaps it;
+        then the same for its companions."""
+        if self._group:
+            _terminate_group(self._process, timeout)
+        else:
+            _terminate(self._process, timeout)
+        for companion in self._companions:
+            _terminate(companion, timeout)
         if self._owned_dir is not None:
             shutil.rmtree(self._owned_dir, ignore_errors=True)
             self._owned_dir = None
@@ -102,14 +136,16 @@ def available_brokers() -> list[BrokerName]:
     return available
 
 
-def start_broker(name: BrokerName, *, workdir: Path | None = None, timeout: float = 15.0) -> RunningBroker:
+def start_broker(name: BrokerName, *, workdir: Path | None = None, timeout: float | None = None) -> RunningBroker:
     """Starts ``name`` on a free port of 127.0.0.1 and returns once it accepts TCP connections.
 
     Its configuration and output go to ``workdir`` (a temporary directory, removed on stop, when None).
+    ``timeout`` bounds the start (default: 15 s, 60 s for RabbitMQ, which takes several seconds to boot).
     Raises :class:`BrokerUnavailable` when it is not installed, :class:`BrokerStartError` when it fails to start.
     """
     recipe = _RECIPES[name]
     recipe.locate()
+    timeout = recipe.timeout if timeout is None else timeout
     owned_dir = None
     if workdir is None:
         workdir = owned_dir = Path(tempfile.mkdtemp(prefix=f"mqttaudit-{name}-"))
@@ -132,39 +168,78 @@ def launch_broker(
     workdir: Path,
     env: Mapping[str, str] | None = None,
     ready: str | None = None,
-    timeout: float = 15.0,
+    timeout: float = _DEFAULT_TIMEOUT,
+    other_ports: Sequence[int] = (),
+    check: Callable[[], bool] | None = None,
+    urls: Mapping[str, str] | None = None,
+    group: bool = False,
+    companions: Sequence[subprocess.Popen[bytes]] = (),
 ) -> RunningBroker:
     """Runs ``command`` with its output in ``workdir/NAME.log`` and waits up to ``timeout`` seconds for it to
     accept TCP connections on 127.0.0.1:``port``; a process that dies or never listens is reported with the tail
     of its output (and killed).
 
     ``ready`` is a regular expression that the broker writes once it listens: it tells the broker's own listener
-    from another process that took the port meanwhile.
+    from another process that took the port meanwhile. A broker with several listeners is ready once
+    ``other_ports`` accept connections too and ``check()`` is true. ``group`` runs it as the leader of its own
+    process group, stopped as a whole; ``companions`` are processes stopped after it (also when it fails here).
     """
     log_path = workdir / f"{name}.log"
     with log_path.open("wb") as log:
         try:
             process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env=env
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=workdir,
+                env=env,
+                start_new_session=group,
             )
         except OSError as exc:
+            for companion in companions:
+                _terminate(companion, _DEFAULT_TIMEOUT)
             raise BrokerStartError(f"{name} could not be run: {exc}\ncommand: {shlex.join(command)}") from exc
-    broker = RunningBroker(name=name, host=HOST, port=port, command=tuple(command), log_path=log_path, _process=process)
+    broker = RunningBroker(
+        name=name,
+        host=HOST,
+        port=port,
+        command=tuple(command),
+        log_path=log_path,
+        _process=process,
+        _other_urls=dict(urls or {}),
+        _group=group,
+        _companions=tuple(companions),
+    )
+    try:
+        _wait_until_listening(broker, ready, (port, *other_ports), check, timeout)
+    except BaseException:
+        broker.stop()  # what failed to start leaves nothing running, companions included
+        raise
+    return broker
+
+
+def _wait_until_listening(
+    broker: RunningBroker, ready: str | None, ports: Sequence[int], check: Callable[[], bool] | None, timeout: float
+) -> None:
     deadline = time.monotonic() + timeout
+    where = f"{HOST}:{ports[0]}" if len(ports) == 1 else f"{HOST} ports {', '.join(map(str, ports))}"
     while True:
         # The status before the output: a broker that has exited has written all of it.
-        status = process.poll()
+        status = broker._process.poll()
         output = broker.output()
-        if "address already in use" in output.lower():
-            broker.stop()
-            raise PortInUse(_failure(broker, f"could not bind {HOST}:{port}: the port is in use"))
+        if _PORT_TAKEN.search(output):
+            raise PortInUse(_failure(broker, f"could not bind {where}: the port is in use"))
         if status is not None:
-            raise BrokerStartError(_failure(broker, f"exited with status {status} before listening on {HOST}:{port}"))
-        if (ready is None or re.search(ready, output)) and _accepts_connections(port):
-            return broker
+            raise BrokerStartError(_failure(broker, f"exited with status {status} before listening on {where}"))
+        if (
+            (ready is None or re.search(ready, output))
+            and all(_accepts_connections(port) for port in ports)
+            and (check is None or check())
+        ):
+            return
         if time.monotonic() > deadline:
-            broker.stop()
-            raise BrokerStartError(_failure(broker, f"did not listen on {HOST}:{port} within {timeout:g} s"))
+            raise BrokerStartError(_failure(broker, f"did not listen on {where} within {timeout:g} s"))
         time.sleep(0.05)
 
 
@@ -186,11 +261,26 @@ def node_prefix() -> Path:
 
 @dataclass(frozen=True)
 class _Launch:
-    """One broker's command for one port, its environment, and the line it writes once it listens."""
+    """One broker's command for one port, its environment, and the line it writes once it listens; for a broker
+    with more listeners, their ports and URLs, a last readiness check, and a companion to start first."""
 
     command: list[str]
     ready: str
     env: dict[str, str] | None = None
+    other_ports: tuple[int, ...] = ()
+    check: Callable[[], bool] | None = None
+    urls: dict[str, str] = field(default_factory=dict)
+    group: bool = False
+    companion: _Companion | None = None
+
+
+@dataclass(frozen=True)
+class _Companion:
+    """A process a broker needs listening on ``port`` before it starts."""
+
+    name: str
+    command: list[str]
+    port: int
 
 
 @dataclass(frozen=True)
@@ -199,6 +289,7 @@ class _Recipe:
 
     locate: Callable[[], str]
     prepare: Callable[[int, Path], _Launch]
+    timeout: float = _DEFAULT_TIMEOUT
 
 
 def _locate_mosquitto() -> str:
@@ -257,10 +348,63 @@ def _prepare_aedes(port: int, workdir: Path) -> _Launch:
     return _Launch(command, ready="listening on " + re.escape(f"{HOST}:{port}") + r"\b", env=env)
 
 
+def _locate_rabbitmq() -> str:
+    if not RABBITMQ_SERVER.is_file() or shutil.which("epmd") is None:
+        raise BrokerUnavailable(
+            f"rabbitmq-server is not installed: {_INSTALL_HINT} (or apt-get install rabbitmq-server)"
+        )
+    return str(RABBITMQ_SERVER)
+
+
+def _prepare_rabbitmq(port: int, workdir: Path) -> _Launch:
+    """The node in the foreground with everything under ``workdir``: MQTT on ``port``, AMQP, distribution and an
+    epmd of its own on further free ports, each bound to 127.0.0.1; only the MQTT plugin is enabled."""
+    amqp_port, dist_port, epmd_port = _free_ports(3, avoid={port})
+    config = workdir / "rabbitmq.conf"
+    config.write_text(
+        f"listeners.tcp.default = {HOST}:{amqp_port}\n"
+        f"mqtt.listeners.tcp.default = {HOST}:{port}\n"
+        "log.console = true\nlog.console.level = info\nlog.console.use_colors = off\nlog.file = false\n"
+    )
+    plugins = workdir / "enabled_plugins"
+    plugins.write_text("[rabbitmq_mqtt].\n")
+    # Nothing from the caller's environment or /etc/rabbitmq may point the node elsewhere.
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("RABBITMQ_", "ERL_"))}
+    env.update(
+        HOME=str(workdir),  # the Erlang cookie goes there
+        RABBITMQ_NODENAME=f"mqa{port}@localhost",
+        RABBITMQ_NODE_PORT=str(amqp_port),
+        RABBITMQ_DIST_PORT=str(dist_port),
+        ERL_EPMD_PORT=str(epmd_port),
+        ERL_EPMD_ADDRESS=HOST,
+        RABBITMQ_CONFIG_FILE=str(config),
+        RABBITMQ_ENABLED_PLUGINS_FILE=str(plugins),
+        RABBITMQ_MNESIA_BASE=str(workdir / "mnesia"),
+        RABBITMQ_LOG_BASE=str(workdir / "log"),
+        RABBITMQ_CONF_ENV_FILE=str(workdir / "rabbitmq-env.conf"),
+        RABBITMQ_ADVANCED_CONFIG_FILE=str(workdir / "advanced.config"),
+        # Distribution on loopback, registered with the epmd started for this node.
+        RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1} -start_epmd false",
+    )
+    amqp_url = f"amqp://guest:guest@{HOST}:{amqp_port}/%2F"
+    epmd = _Companion("epmd", [shutil.which("epmd") or "epmd", "-address", HOST, "-port", str(epmd_port)], epmd_port)
+    return _Launch(
+        [_locate_rabbitmq()],
+        ready=r"Server startup complete",
+        env=env,
+        other_ports=(amqp_port,),
+        check=lambda: _answers_amqp(amqp_url),
+        urls={"amqp": amqp_url},
+        group=True,
+        companion=epmd,
+    )
+
+
 _RECIPES: dict[str, _Recipe] = {
     "mosquitto": _Recipe(_locate_mosquitto, _prepare_mosquitto),
     "amqtt": _Recipe(_locate_amqtt, _prepare_amqtt),
     "aedes": _Recipe(_locate_aedes, _prepare_aedes),
+    "rabbitmq": _Recipe(_locate_rabbitmq, _prepare_rabbitmq, timeout=60.0),
 }
 
 
@@ -268,8 +412,21 @@ def _launch_on_free_port(name: str, recipe: _Recipe, workdir: Path, timeout: flo
     def attempt() -> RunningBroker:
         port = free_port()
         launch = recipe.prepare(port, workdir)
+        deadline = time.monotonic() + timeout
+        companions = [] if launch.companion is None else [_start_companion(launch.companion, workdir, timeout)]
         return launch_broker(
-            name, launch.command, port=port, workdir=workdir, env=launch.env, ready=launch.ready, timeout=timeout
+            name,
+            launch.command,
+            port=port,
+            workdir=workdir,
+            env=launch.env,
+            ready=launch.ready,
+            timeout=max(0.0, deadline - time.monotonic()),
+            other_ports=launch.other_ports,
+            check=launch.check,
+            urls=launch.urls,
+            group=launch.group,
+            companions=companions,
         )
 
     for _ in range(_PORT_ATTEMPTS - 1):
@@ -280,12 +437,62 @@ def _launch_on_free_port(name: str, recipe: _Recipe, workdir: Path, timeout: flo
     return attempt()
 
 
+def _start_companion(companion: _Companion, workdir: Path, timeout: float) -> subprocess.Popen[bytes]:
+    """Starts ``companion`` and waits until it accepts connections on its port; a companion that exits first
+    found its port taken (epmd exits quietly when something already listens there)."""
+    log_path = workdir / f"{companion.name}.log"
+    with log_path.open("wb") as log:
+        try:
+            process = subprocess.Popen(
+                companion.command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=workdir,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise BrokerStartError(f"{companion.name} could not be run: {exc}") from exc
+    deadline = time.monotonic() + timeout
+    while True:
+        status = process.poll()
+        if status is not None:
+            output = _read_text(log_path).strip() or "(no output)"
+            raise PortInUse(
+                f"{companion.name} exited with status {status} before listening on {HOST}:"
+                f"{companion.port} (is the port taken?): {output}"
+            )
+        if _accepts_connections(companion.port):
+            return process
+        if time.monotonic() > deadline:
+            _terminate(process, _DEFAULT_TIMEOUT)
+            raise BrokerStartError(f"{companion.name} did not listen on {HOST}:{companion.port} within {timeout:g} s")
+        time.sleep(0.05)
+
+
+def _free_ports(count: int, avoid: set[int]) -> list[int]:
+    """``count`` distinct free ports, none of them in ``avoid``."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in avoid and port not in ports:
+            ports.append(port)
+    return ports
+
+
 def _accepts_connections(port: int) -> bool:
     try:
         with socket.create_connection((HOST, port), timeout=0.5):
             return True
     except OSError:
         return False
+
+
+def _answers_amqp(url: str) -> bool:
+    """A guest login over AMQP 0-9-1 succeeds: the vhost and a channel open."""
+    from .amqp import AmqpTarget, check_login  # the probe's own AMQP client; only RabbitMQ needs it
+
+    return asyncio.run(check_login(AmqpTarget.parse(url), timeout=1.0)) is None
 
 
 def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
@@ -296,6 +503,51 @@ def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
     process.wait()
+
+
+def _terminate_group(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM to the process group ``process`` leads, SIGKILL to what is left of it after ``timeout`` seconds;
+    then waits (as long again) for the processes below it that left the group (beam's erl_child_setup starts a
+    session of its own), and kills any that outlive the broker."""
+    group = process.pid
+    below = _descendants(group)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout)
+    # Members outlive the leader only when they ignored SIGTERM; the group id stays theirs while any is left.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
+    process.wait()
+    deadline = time.monotonic() + timeout
+    while (running := [pid for pid in below if _running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes below ``pid``, read from /proc (empty where there is none)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process; a zombie is not (it waits only for its parent to reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def _failure(broker: RunningBroker, what: str) -> str:
