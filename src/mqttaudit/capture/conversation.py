@@ -1,0 +1,337 @@
+"""From one reassembled TCP connection to what the judge consumes: one ``StreamDecoder`` per direction, boundary
+hunts after gaps and mid-stream starts, and an account of every byte.
+
+Every byte of a side's stream ends up in exactly one bucket of :class:`ByteCounts`: a decoded packet, malformed
+bytes (a frame without a packet, or a packet with a MUST-level violation), a gap, or not assessable (before a
+proven boundary, or a packet cut short by a gap or by the end of the capture). A packet cut short by its own
+sender's FIN or reset is the sender's doing and stays a malformed frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, NamedTuple
+
+from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, StreamDecoder, rules
+from mqttaudit.judge.events import Closed, Event, Quiet, Sent
+
+from .reassembly import (
+    DEFAULT_BROKER_PORTS,
+    DEFAULT_HISTORY,
+    DEFAULT_MAX_BUFFERED,
+    Conflict,
+    Data,
+    End,
+    Endpoint,
+    Gap,
+    Output,
+    Reassembler,
+    SideStats,
+)
+from .resync import DEFAULT_MAX_BYTES, DEFAULT_MIN_PACKETS, DEFAULT_MIN_UNALIGNED_PACKETS, BoundaryHunt, ResyncRule
+from .segments import Segment
+
+MID_STREAM: Final = "mid-stream start, before the first proven packet boundary"
+AFTER_GAP: Final = "after a gap, before the first proven packet boundary"
+CUT_BY_GAP: Final = "packet cut short by a gap"
+CUT_BY_END: Final = "packet cut short by the end of the capture"
+CUT_BY_RESET: Final = "packet cut short by the peer's reset"
+
+_NS: Final = 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class FlowOptions:
+    """How connections are reassembled and decoded (the resync knobs are described in :mod:`.resync`)."""
+
+    broker_ports: frozenset[int] = DEFAULT_BROKER_PORTS
+    max_buffered: int = DEFAULT_MAX_BUFFERED
+    history: int = DEFAULT_HISTORY
+    max_packet_size: int = DEFAULT_MAX_PACKET_SIZE
+    min_packets: int = DEFAULT_MIN_PACKETS
+    min_unaligned_packets: int = DEFAULT_MIN_UNALIGNED_PACKETS
+    max_hunt_bytes: int = DEFAULT_MAX_BYTES
+
+    @property
+    def resync(self) -> ResyncRule:
+        return ResyncRule(self.min_packets, self.min_unaligned_packets, self.max_hunt_bytes, self.max_packet_size)
+
+
+DEFAULT_OPTIONS: Final = FlowOptions()
+
+
+@dataclass(slots=True)
+class ByteCounts:
+    """Where the bytes of one side's stream went; ``packets + malformed + gaps + unassessable == stream``."""
+
+    stream: int = 0
+    packets: int = 0
+    malformed: int = 0
+    gaps: int = 0
+    unassessable: int = 0
+
+    @property
+    def reconciles(self) -> bool:
+        return self.packets + self.malformed + self.gaps + self.unassessable == self.stream
+
+    def __add__(self, other: ByteCounts) -> ByteCounts:
+        return ByteCounts(
+            self.stream + other.stream,
+            self.packets + other.packets,
+            self.malformed + other.malformed,
+            self.gaps + other.gaps,
+            self.unassessable + other.unassessable,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Unassessable:
+    """``length`` bytes of ``side`` at stream ``offset`` that could not be framed with confidence, and why."""
+
+    side: int
+    offset: int
+    length: int
+    reason: str
+
+
+class SideFrame(NamedTuple):
+    """A frame decoded from ``side``, completed by data captured at ``time`` (ns)."""
+
+    side: int
+    time: int
+    frame: Frame
+
+
+@dataclass(frozen=True, slots=True)
+class FlowAudit:
+    """One TCP connection: its endpoints and roles, the judge's events, and the account of its bytes.
+
+    ``events`` is empty when the client is unknown (``direction_reason`` says why); ``frames`` holds the decoded
+    frames either way (decoded without a direction then). Sent times are capture times in seconds, made
+    non-decreasing; ``Closed`` says who ended the connection first and whether that was a reset, and comes last.
+    """
+
+    endpoints: tuple[Endpoint, Endpoint]
+    client: int | None
+    direction_reason: str
+    started_with_syn: tuple[bool, bool]
+    isn: tuple[int | None, int | None]
+    first_time: int
+    last_time: int
+    events: tuple[Event, ...]
+    frames: tuple[SideFrame, ...]
+    gaps: tuple[Gap, ...]
+    conflicts: tuple[Conflict, ...]
+    unassessable: tuple[Unassessable, ...]
+    counts: tuple[ByteCounts, ByteCounts]
+    tcp: tuple[SideStats, SideStats]
+    end: End | None
+
+    def direction(self, side: int) -> Direction | None:
+        if self.client is None:
+            return None
+        return Direction.FROM_CLIENT if side == self.client else Direction.FROM_SERVER
+
+    @property
+    def mid_stream(self) -> bool:
+        """True when a side's stream did not start at its captured SYN: the conversation's start was not seen."""
+        return not all(self.started_with_syn)
+
+    @property
+    def total(self) -> ByteCounts:
+        return self.counts[0] + self.counts[1]
+
+
+@dataclass(slots=True)
+class _Sink:
+    """What the two streams of a connection report."""
+
+    frames: list[tuple[int, SideFrame]] = field(default_factory=list)  # (order, frame)
+    unassessable: list[Unassessable] = field(default_factory=list)
+
+
+class _Stream:
+    """One direction: a StreamDecoder while framing is certain, a BoundaryHunt while it is not."""
+
+    def __init__(self, side: int, reassembler: Reassembler, options: FlowOptions, sink: _Sink) -> None:
+        self.side = side
+        self.counts = ByteCounts()
+        self._reassembler = reassembler
+        self._options = options
+        self._sink = sink
+        self._decoder: StreamDecoder | None = None
+        self._hunt: BoundaryHunt | None = None
+        self._hunt_reason = ""
+        self._after_gap = False
+        self._done = False
+        self._time = 0
+        self._order = 0
+
+    def data(self, offset: int, data: bytes, time: int, order: int) -> None:
+        self.counts.stream += len(data)
+        if self._done:  # the reassembler sends nothing after an end; should it, the bytes stay accounted for
+            self._skip(offset, len(data), "after the end of the stream")
+            return
+        self._time, self._order = time, order
+        decoder, hunt = self._decoder, self._hunt
+        if decoder is None and hunt is None:
+            if offset == 0 and not self._after_gap and self._reassembler.started_with_syn(self.side):
+                decoder = self._decoder = self._new_decoder(offset)
+            else:
+                hunt = self._hunt = BoundaryHunt(self._direction(), offset, self._options.resync)
+                self._hunt_reason = AFTER_GAP if self._after_gap else MID_STREAM
+        if hunt is not None:
+            boundary = hunt.feed(offset, data, time, order)
+            if boundary is not None:
+                self._sync(hunt, boundary)
+        elif decoder is not None:
+            self._frames(decoder.feed(data), time, order)
+
+    def gap(self, length: int) -> None:
+        self._stop(own=False, reason=CUT_BY_GAP)
+        self.counts.stream += length
+        self.counts.gaps += length
+        self._after_gap = True
+
+    def end(self, *, own: bool, reason: str) -> None:
+        if not self._done:
+            self._stop(own=own, reason=reason)
+            self._done = True
+
+    def _direction(self) -> Direction | None:
+        return self._reassembler.direction(self.side)
+
+    def _new_decoder(self, offset: int) -> StreamDecoder:
+        return StreamDecoder(self._direction(), max_packet_size=self._options.max_packet_size, offset=offset)
+
+    def _sync(self, hunt: BoundaryHunt, boundary: int) -> None:
+        self._hunt = None
+        self._skip(hunt.start, boundary - hunt.start, self._hunt_reason)
+        decoder = self._decoder = self._new_decoder(boundary)
+        for _offset, data, time, order in hunt.pieces_from(boundary):
+            self._frames(decoder.feed(data), time, order)
+
+    def _stop(self, *, own: bool, reason: str) -> None:
+        hunt = self._hunt
+        if hunt is not None:
+            boundary = hunt.stop()
+            if boundary is None:
+                self._hunt = None
+                self._skip(hunt.start, hunt.end - hunt.start, self._hunt_reason)
+            else:
+                self._sync(hunt, boundary)
+        decoder = self._decoder
+        if decoder is not None:
+            self._decoder = None
+            for frame in decoder.close():
+                if not own and any(violation.rule == rules.TRUNCATED for violation in frame.violations):
+                    self._skip(frame.offset, frame.length, reason)
+                else:
+                    self._frames([frame], self._time, self._order)
+
+    def _skip(self, offset: int, length: int, reason: str) -> None:
+        if length > 0:
+            self.counts.unassessable += length
+            self._sink.unassessable.append(Unassessable(self.side, offset, length, reason))
+
+    def _frames(self, frames: list[Frame], time: int, order: int) -> None:
+        counts, side, out = self.counts, self.side, self._sink.frames
+        for frame in frames:
+            if frame.packet is None or any(not rules.is_advisory(v.rule) for v in frame.violations):
+                counts.malformed += frame.length
+            else:
+                counts.packets += frame.length
+            out.append((order, SideFrame(side, time, frame)))
+
+
+class ConnectionAudit:
+    """Audits one TCP connection incrementally: :meth:`feed` its segments in capture order, then :meth:`finish`."""
+
+    def __init__(self, options: FlowOptions = DEFAULT_OPTIONS) -> None:
+        self.options = options
+        self.reassembler = Reassembler(
+            broker_ports=options.broker_ports, max_buffered=options.max_buffered, history=options.history
+        )
+        self._sink = _Sink()
+        self._streams = (
+            _Stream(0, self.reassembler, options, self._sink),
+            _Stream(1, self.reassembler, options, self._sink),
+        )
+        self._gaps: list[Gap] = []
+        self._conflicts: list[Conflict] = []
+        self._end: End | None = None
+        self._order = 0
+
+    def is_new_connection(self, segment: Segment) -> bool:
+        """True for a SYN that starts another connection between the same endpoints."""
+        return self.reassembler.is_new_connection(segment)
+
+    def feed(self, segment: Segment) -> None:
+        self._dispatch(self.reassembler.feed(segment))
+
+    def finish(self, end_time_ns: int | None = None) -> FlowAudit:
+        """Ends the input. ``end_time_ns`` is when observation stopped (the end of the capture); by default the
+        time of the connection's last segment."""
+        reassembler = self.reassembler
+        if reassembler.endpoints is None or reassembler.first_time is None or reassembler.last_time is None:
+            raise ValueError("no segment was fed")
+        self._dispatch(reassembler.finish())
+        for stream in self._streams:
+            stream.end(own=False, reason=CUT_BY_END)
+        stop = reassembler.last_time if end_time_ns is None else max(end_time_ns, reassembler.last_time)
+        ordered = [frame for _order, frame in sorted(self._sink.frames, key=lambda item: item[0])]
+        return FlowAudit(
+            endpoints=reassembler.endpoints,
+            client=reassembler.client,
+            direction_reason=reassembler.direction_reason,
+            started_with_syn=(reassembler.started_with_syn(0), reassembler.started_with_syn(1)),
+            isn=(reassembler.isn(0), reassembler.isn(1)),
+            first_time=reassembler.first_time,
+            last_time=reassembler.last_time,
+            events=tuple(self._events(ordered, stop)),
+            frames=tuple(ordered),
+            gaps=tuple(self._gaps),
+            conflicts=tuple(self._conflicts),
+            unassessable=tuple(sorted(self._sink.unassessable, key=lambda item: (item.side, item.offset))),
+            counts=(self._streams[0].counts, self._streams[1].counts),
+            tcp=(reassembler.stats(0), reassembler.stats(1)),
+            end=self._end,
+        )
+
+    def _dispatch(self, outputs: list[Output]) -> None:
+        streams = self._streams
+        for item in outputs:
+            order = self._order
+            self._order += 1
+            if isinstance(item, Data):
+                streams[item.side].data(item.offset, item.data, item.time, order)
+            elif isinstance(item, Gap):
+                self._gaps.append(item)
+                streams[item.side].gap(item.length)
+            elif isinstance(item, Conflict):
+                self._conflicts.append(item)
+            else:
+                if self._end is None:
+                    self._end = item
+                streams[item.side].end(own=True, reason="")
+                if item.abrupt:
+                    streams[1 - item.side].end(own=False, reason=CUT_BY_RESET)
+
+    def _events(self, frames: list[SideFrame], stop: int) -> list[Event]:
+        reassembler = self.reassembler
+        if reassembler.client is None:
+            return []
+        directions = (reassembler.direction(0), reassembler.direction(1))
+        events: list[Event] = []
+        now = float("-inf")
+        for side, time, frame in frames:
+            sender = directions[side]
+            assert sender is not None
+            now = max(now, time / _NS)
+            events.append(Sent(now, sender, frame))
+        end = self._end
+        if end is None:
+            events.append(Quiet(max(now, stop / _NS)))
+        else:
+            events.append(Closed(max(now, end.time / _NS), directions[end.side], end.abrupt))
+        return events

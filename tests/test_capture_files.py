@@ -1,0 +1,195 @@
+"""Real captures from other projects' suites (the repository's sibling folder ``shared/captures``): every file reads
+whole and in chunks with the frame count tshark reports, every frame parses to the TCP segment dpkt sees, every flow
+accounts for every byte, its MQTT packets are the ones tshark decodes, and its events are judged without error.
+
+tshark is used when installed; otherwise the counts tshark 4.0 recorded in the folder's ``INVENTORY.tsv`` stand in,
+and dpkt's own count is compared in every case.
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import dpkt
+import pytest
+
+from mqttaudit.capture import FlowAudit, audit_records, plan_chunks, read_chunk, read_records, segments
+from mqttaudit.capture.conversation import MID_STREAM
+from mqttaudit.capture.link import ETHERNET, IPV4
+from mqttaudit.codec import Publish, ReservedPacket, rules
+from mqttaudit.judge import Closed, Quiet, Sent, judge
+
+CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
+MISSING = "<shared captures missing>"
+LINKTYPES = {"ether": ETHERNET, "rawip4": IPV4}
+#: Flows seen from the middle whose first packet, an MQTT 3.1 CONNECT, breaks 3.1.1 rules: a packet with a
+#: violation proves no boundary, so it is not assessable and framing starts at the next packet.
+MID_STREAM_CONNECTS = {"zeek/mqtt.pcap": 2, "peafowl/mqtt-1.pcapng": 2}
+
+
+def inventory() -> dict[str, dict[str, str]]:
+    if not (CAPTURES / "INVENTORY.tsv").is_file():
+        return {}
+    with (CAPTURES / "INVENTORY.tsv").open(newline="") as table:
+        return {row["file"]: row for row in csv.DictReader(table, delimiter="\t")}
+
+
+INVENTORY = inventory()
+FILES = sorted(INVENTORY) or [MISSING]
+
+
+def path_of(name: str) -> Path:
+    if name == MISSING or not CAPTURES.is_dir():
+        pytest.fail(
+            f"the shared captures are missing: the tests read them from {CAPTURES}, the folder shared/captures "
+            "beside the repository (see its README.md); clone or copy it there"
+        )
+    return CAPTURES / name
+
+
+def test_the_shared_captures_are_found_beside_the_repository() -> None:
+    path_of(FILES[0])
+    found = sorted(str(path.relative_to(CAPTURES)) for path in CAPTURES.rglob("*.pcap*"))
+    assert found == sorted(INVENTORY) and len(found) == 31
+
+
+def tshark_count(path: Path) -> int | None:
+    tshark = shutil.which("tshark")
+    if tshark is None:
+        return None
+    fields = subprocess.run(
+        [tshark, "-r", str(path), "-T", "fields", "-e", "frame.number"], check=True, capture_output=True, text=True
+    )
+    return len(fields.stdout.splitlines())
+
+
+def dpkt_packets(path: Path) -> list[tuple[float, bytes]]:
+    with path.open("rb") as capture:
+        reader = dpkt.pcapng.Reader(capture) if path.suffix == ".pcapng" else dpkt.pcap.Reader(capture)
+        return list(reader)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_capture_reads_whole_with_the_frame_count_tshark_and_dpkt_report(name: str) -> None:
+    path = path_of(name)
+    reader = read_records(path)
+    records = list(reader)
+    assert reader.truncation is None
+    expected = tshark_count(path)
+    if expected is None:
+        expected = int(INVENTORY[name]["frames"])  # tshark 4.0's count, recorded with the file
+    assert len(records) == expected == len(dpkt_packets(path))
+    assert [record[4] for record in records] == list(range(len(records)))
+    assert {record[1] for record in records} == {LINKTYPES[INVENTORY[name]["linktype"]]}
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_capture_reads_the_same_in_chunks_of_any_size(name: str) -> None:
+    path = path_of(name)
+    whole = list(read_records(path))
+    for target in (1, 150, 4096):
+        chunks = plan_chunks(path, target)
+        assert [record for chunk in chunks for record in read_chunk(lambda: path.open("rb"), chunk)] == whole
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_frame_parses_to_the_tcp_segment_dpkt_sees(name: str) -> None:
+    path = path_of(name)
+    skipped: Counter[str] = Counter()
+    found = list(segments(read_records(path), skipped))
+    assert not skipped
+    theirs = dpkt_packets(path)
+    assert len(found) == len(theirs)
+    for (_index, segment), (_time, frame) in zip(found, theirs, strict=True):
+        ip = dpkt.ip.IP(frame) if INVENTORY[name]["linktype"] == "rawip4" else dpkt.ethernet.Ethernet(frame).data
+        tcp = ip.data
+        assert isinstance(tcp, dpkt.tcp.TCP)
+        _time_ns, src, sport, dst, dport, seq, ack, flags, payload = segment
+        assert (src, sport, dst, dport) == (ip.src, tcp.sport, ip.dst, tcp.dport)
+        assert (seq, ack, flags & 0xFF, payload) == (tcp.seq, tcp.ack, tcp.flags, bytes(tcp.data))
+
+
+def audits_of(name: str) -> list[FlowAudit]:
+    return audit_records(read_records(path_of(name)))
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_byte_of_every_flow_is_accounted_for(name: str) -> None:
+    path = path_of(name)
+    payload: Counter[tuple[tuple[bytes, int], tuple[bytes, int]]] = Counter()
+    for _index, segment in segments(read_records(path)):
+        payload[(segment[1], segment[2]), (segment[3], segment[4])] += len(segment[8])
+    for audit in audits_of(name):
+        for side in (0, 1):
+            counts, tcp = audit.counts[side], audit.tcp[side]
+            assert counts.reconciles, counts
+            # Every captured payload byte is in the stream once, or counted apart with the reason it is not.
+            set_apart = tcp.retransmitted + tcp.conflicting + tcp.unverified + tcp.keepalive
+            set_apart += tcp.before_start + tcp.after_end + tcp.out_of_window
+            sender, receiver = audit.endpoints[side], audit.endpoints[1 - side]
+            assert payload[sender, receiver] == counts.stream - counts.gaps + set_apart
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_the_mqtt_packets_framed_are_the_ones_tshark_decodes(name: str) -> None:
+    audits = audits_of(name)
+    frames = sum(len(audit.frames) for audit in audits)
+    hidden = MID_STREAM_CONNECTS.get(name, 0)
+    assert frames == int(INVENTORY[name]["mqtt_pdus"]) - hidden
+    assert len(audits) == int(INVENTORY[name]["mqtt_streams"])
+    unassessable = [item for audit in audits for item in audit.unassessable]
+    assert [(item.offset, item.reason) for item in unassessable] == [(0, MID_STREAM)] * hidden
+    assert all(audit.client is not None for audit in audits)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_the_events_of_every_flow_are_judged_in_order(name: str) -> None:
+    for audit in audits_of(name):
+        times = [event.time for event in audit.events]
+        assert times == sorted(times)
+        assert isinstance(audit.events[-1], Closed | Quiet)
+        assert all(isinstance(event, Sent) for event in audit.events[:-1])
+        judge(audit.events)
+
+
+def test_a_publish_spread_over_tcp_segments_is_one_frame() -> None:
+    [audit] = audits_of("suricata-verify/mqtt-connect-rules.pcap")
+    [publish] = [frame for _side, _time, frame in audit.frames if isinstance(frame.packet, Publish)]
+    assert publish.length > 35_000 and not publish.violations
+    [limit] = audits_of("suricata-verify/mqtt-limit-2.pcap")
+    large = [frame.length for _side, _time, frame in limit.frames if frame.length > 100_000]
+    assert len(large) == 2
+
+
+def test_a_packet_of_reserved_type_zero_is_framed_with_its_violation() -> None:
+    [audit] = audits_of("suricata-verify/mqtt-events-unassigned-msgtype.pcap")
+    [reserved] = [frame for _side, _time, frame in audit.frames if isinstance(frame.packet, ReservedPacket)]
+    assert [violation.rule for violation in reserved.violations] == [rules.RESERVED_PACKET_TYPE]
+
+
+def test_packets_cut_out_of_a_capture_are_gaps() -> None:
+    # A copy of another capture with the CONNACK and the DISCONNECT removed: the peers' acknowledgements show it.
+    [audit] = audits_of("suricata-verify/mqtt-events-unintroduced.pcap")
+    server = 1 - audit.client if audit.client is not None else None
+    assert [(gap.side, gap.offset, gap.length) for gap in audit.gaps if gap.side == server] == [(server, 0, 4)]
+    assert audit.counts[1 - (server or 0)].gaps >= 2
+
+
+def test_a_topic_of_8190_bytes_split_over_two_segments_is_one_publish() -> None:
+    audits = audits_of("arkime/mqtt_synthetic.pcap")
+    topics = [
+        len(frame.packet.topic)
+        for audit in audits
+        for _s, _t, frame in audit.frames
+        if isinstance(frame.packet, Publish)
+    ]
+    assert 8190 in topics
+
+
+def test_flows_seen_from_the_middle_take_the_client_from_the_broker_port() -> None:
+    for audit in audits_of("zeek/mqtt.pcap") + audits_of("suricata-verify/mqtt-ping.pcap"):
+        assert audit.mid_stream and audit.direction_reason.endswith(":1883 uses a broker port")
