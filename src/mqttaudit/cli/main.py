@@ -13,6 +13,7 @@ import click
 
 from mqttaudit import __version__
 
+from .audit import audit_command
 from .decode import decode_command
 from .demo import demo_command
 from .probe import matrix_command, probe_command
@@ -36,6 +37,7 @@ cli.add_command(rules_command)
 cli.add_command(demo_command)
 cli.add_command(probe_command)
 cli.add_command(matrix_command)
+cli.add_command(audit_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -137,7 +137,7 @@ def rule_level(rule: str) -> tuple[str, str]:
 
 def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
     """Feeds the connection's events to the judge and returns its rows."""
-    judge = ConversationJudge(config, conversation=flow.flow)
+    judge = ConversationJudge(config, conversation=flow.flow, mid_stream=flow.mid_stream)
     packets = Columns(PACKET_COLUMNS)
     violations = Columns(VIOLATION_COLUMNS)
     codec_violations = 0

@@ -1,0 +1,325 @@
+"""``mqttaudit audit``: captures -> record-aligned chunks -> TCP segments -> connections judged -> routing replay
+per broker -> Parquet tables, ``summary.json``, ``report.html`` and ``findings.md``.
+
+The driver plans chunks (one pass over record headers) and collects only aggregates and bounded samples for the
+reports; every row of every table is written by the executors.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import pickle
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mqttaudit.capture import CaptureError, plan_chunks, read_chunk
+from mqttaudit.spec import load_catalogue
+
+from .spark import DEFAULT_MASTER, spark_session
+from .stages import (
+    BROKER_SCHEMA,
+    CHUNK_SCHEMA,
+    CONNECTION_SCHEMA,
+    SEGMENT_SCHEMA,
+    AuditOptions,
+    broker_replayer,
+    ddl,
+    flow_auditor,
+    read_segments,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+DEFAULT_CHUNK_BYTES = 64 * 1024 * 1024
+TABLES = ("packets", "violations", "connections", "deliveries", "routing_findings", "gaps")
+SAMPLES_PER_RULE = 5
+REPORT_ROWS = 200
+CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz")
+
+
+class AuditInputError(ValueError):
+    """No capture matches what was asked for."""
+
+
+@dataclass
+class AuditResult:
+    out_dir: Path
+    summary: dict[str, Any]
+    written: list[Path] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        """There are MUST-level violations or routing findings."""
+        counts = self.summary["counts"]
+        return bool(counts["violations_must"] or counts["routing_findings"])
+
+
+def expand_inputs(paths: Sequence[str]) -> list[str]:
+    """Files, folders (every capture below them) and globs, in a stable order; ``file://`` URLs as paths."""
+    found: list[str] = []
+    for raw in paths:
+        path = raw[len("file://") :] if raw.startswith("file://") else raw
+        if "://" in path:
+            raise AuditInputError(f"{raw}: only local paths and file:// URLs are read directly in this version")
+        matches = sorted(glob.glob(path, recursive=True)) if glob.has_magic(path) else [path]
+        if not matches:
+            raise AuditInputError(f"{raw}: no file matches")
+        for match in matches:
+            if os.path.isdir(match):
+                found += sorted(
+                    str(p) for p in Path(match).rglob("*") if p.is_file() and p.name.endswith(CAPTURE_SUFFIXES)
+                )
+            elif os.path.isfile(match):
+                found.append(match)
+            else:
+                raise AuditInputError(f"{raw}: no such file or folder")
+    unique = list(dict.fromkeys(found))
+    if not unique:
+        raise AuditInputError(f"no capture file under {', '.join(paths)}")
+    return unique
+
+
+def _end_time_ns(path: str, chunks: list[Any]) -> int | None:
+    """When observation of a capture ended: the time of its last record (only the last chunk is read)."""
+    if not chunks:
+        return None
+    last = None
+    try:
+        for record in read_chunk(lambda: open(path, "rb"), chunks[-1]):  # noqa: SIM115
+            last = record[0] if last is None else max(last, record[0])
+    except CaptureError:
+        return last
+    return last
+
+
+def run_audit(
+    paths: Sequence[str],
+    out_dir: Path,
+    *,
+    master: str = DEFAULT_MASTER,
+    ports: Iterable[int] = (1883,),
+    tolerance: float = 5.0,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    progress: Callable[[str], None] = lambda message: None,
+    spark: SparkSession | None = None,
+) -> AuditResult:
+    started = time.time()
+    files = expand_inputs(paths)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    progress(f"planning chunks of {len(files)} capture(s)")
+    chunk_rows: list[dict[str, Any]] = []
+    captures: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    end_ns: int | None = None
+    for path in files:
+        name = os.path.basename(path)
+        size = os.path.getsize(path)
+        try:
+            chunks = plan_chunks(path, chunk_bytes, name=name)
+        except CaptureError as exc:
+            errors.append({"capture": name, "offset": exc.offset, "reason": exc.detail})
+            captures.append({"capture": name, "path": path, "bytes": size, "chunks": 0})
+            continue
+        except OSError as exc:
+            errors.append({"capture": name, "offset": 0, "reason": f"cannot read: {exc}"})
+            continue
+        captures.append({"capture": name, "path": path, "bytes": size, "chunks": len(chunks)})
+        chunk_rows += [{"capture": name, "path": path, "chunk": pickle.dumps(chunk)} for chunk in chunks]
+        last = _end_time_ns(path, chunks)
+        if last is not None:
+            end_ns = last if end_ns is None else max(end_ns, last)
+    options = AuditOptions(frozenset(ports), tolerance, end_ns)
+    session = spark or spark_session(master)
+    watcher = _Progress(session, progress)
+    watcher.start()
+    try:
+        summary = _run(session, chunk_rows, options, out_dir, progress)
+    finally:
+        watcher.stop()
+    summary["captures"] = captures
+    summary["errors"] = errors + summary.pop("chunk_errors")
+    summary["spark_master"] = session.sparkContext.master
+    summary["duration"] = round(time.time() - started, 3)
+    summary["tolerance_s"] = tolerance
+    summary["broker_ports"] = sorted(options.broker_ports)
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    written = [out_dir / name for name in TABLES] + [out_dir / "summary.json"]
+    progress("writing report.html and findings.md")
+    written += _reports(session, out_dir, summary)
+    return AuditResult(out_dir, summary, written)
+
+
+def _run(
+    session: SparkSession,
+    chunk_rows: list[dict[str, Any]],
+    options: AuditOptions,
+    out_dir: Path,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    import pyarrow as pa
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    parallelism = max(session.sparkContext.defaultParallelism, 1)
+    chunks = session.createDataFrame(
+        pa.Table.from_pylist(chunk_rows, schema=CHUNK_SCHEMA).to_pandas() if chunk_rows else [],
+        schema=ddl(CHUNK_SCHEMA),
+    ).repartition(max(min(len(chunk_rows), parallelism * 4), 1))
+    progress(f"reading {len(chunk_rows)} chunk(s)")
+    segments = chunks.mapInArrow(partial(read_segments, options=options), ddl(SEGMENT_SCHEMA)).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
+    notes = [json.loads(row.note) | {"capture": row.capture} for row in segments.where("note is not null").collect()]
+    progress("reassembling and judging connections")
+    connections = (
+        segments.where("note is null")
+        .drop("note")
+        .groupBy("flow")
+        .applyInArrow(flow_auditor(options), ddl(CONNECTION_SCHEMA))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    for table in ("packets", "violations", "gaps"):
+        connections.select(F.explode(table).alias("row")).select("row.*").write.mode("overwrite").parquet(
+            str(out_dir / table)
+        )
+    connections.select("connection.*").write.mode("overwrite").parquet(str(out_dir / "connections"))
+    progress("replaying routing per broker")
+    brokers = (
+        connections.where("server != 'unknown'")
+        .select("server", "flow", "transcript")
+        .groupBy("server")
+        .applyInArrow(broker_replayer(options), ddl(BROKER_SCHEMA))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    for table in ("deliveries", "routing_findings"):
+        brokers.select(F.explode(table).alias("row")).select("row.*").write.mode("overwrite").parquet(
+            str(out_dir / table)
+        )
+    summary = _summary(session, connections, brokers, notes, out_dir)
+    for frame in (brokers, connections, segments):
+        frame.unpersist()
+    return summary
+
+
+def _summary(
+    session: SparkSession, connections: DataFrame, brokers: DataFrame, notes: list[dict[str, Any]], out_dir: Path
+) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    sums = connections.agg(
+        F.count("*").alias("connections"),
+        F.countDistinct(F.split("flow", "@").getItem(0)).alias("flows"),
+        F.sum("stream_bytes").alias("stream"),
+        F.sum("packet_bytes").alias("packets"),
+        F.sum("malformed_bytes").alias("malformed"),
+        F.sum("gap_bytes").alias("gaps"),
+        F.sum("unassessable_bytes").alias("unassessable"),
+        F.sum(F.size("packets")).alias("packet_count"),
+        F.min("connection.start").alias("first"),
+        F.max("connection.end").alias("last"),
+    ).first()
+    violations = session.read.parquet(str(out_dir / "violations"))
+    routing = session.read.parquet(str(out_dir / "routing_findings"))
+    by_level = {row["level"]: row["count"] for row in violations.groupBy("level").count().collect()}
+    by_actor = {row["actor"]: row["count"] for row in violations.groupBy("actor").count().collect()}
+    by_kind = {row["kind"]: row["count"] for row in routing.groupBy("kind").count().collect()}
+    skipped: dict[str, int] = {}
+    records = segments_kept = 0
+    chunk_errors: list[dict[str, Any]] = []
+    truncated: list[dict[str, Any]] = []
+    records_by_capture: dict[str, int] = {}
+    for note in notes:
+        records += note.get("records", 0)
+        records_by_capture[note["capture"]] = records_by_capture.get(note["capture"], 0) + note.get("records", 0)
+        segments_kept += note.get("segments", 0)
+        for reason, count in note.get("skipped", {}).items():
+            skipped[reason] = skipped.get(reason, 0) + count
+        if "error" in note:
+            chunk_errors.append({"capture": note["capture"], **note["error"]})
+        if "truncated" in note:
+            truncated.append({"capture": note["capture"], **note["truncated"]})
+    assert sums is not None
+    stream = int(sums["stream"] or 0)
+    accounted = sum(int(sums[k] or 0) for k in ("packets", "malformed", "gaps", "unassessable"))
+    return {
+        "records": records,
+        "records_by_capture": records_by_capture,
+        "segments": segments_kept,
+        "skipped": skipped,
+        "truncated": truncated,
+        "chunk_errors": chunk_errors,
+        "time_span": [sums["first"], sums["last"]],
+        "counts": {
+            "flows": int(sums["flows"] or 0),
+            "connections": int(sums["connections"] or 0),
+            "packets": int(sums["packet_count"] or 0),
+            "violations": sum(by_level.values()),
+            "violations_must": by_level.get("MUST", 0),
+            "violations_by_level": by_level,
+            "violations_by_actor": by_actor,
+            "routing_findings": sum(by_kind.values()),
+            "routing_by_kind": by_kind,
+        },
+        "bytes": {
+            "mqtt_bytes": stream,
+            "packet_bytes": int(sums["packets"] or 0),
+            "malformed_bytes": int(sums["malformed"] or 0),
+            "gap_bytes": int(sums["gaps"] or 0),
+            "unsynced_bytes": int(sums["unassessable"] or 0),
+            "reconciles": stream == accounted,
+        },
+    }
+
+
+def _reports(session: SparkSession, out_dir: Path, summary: dict[str, Any]) -> list[Path]:
+    from mqttaudit.report import write_audit_reports
+
+    from .report_data import report_data
+
+    data = report_data(session, out_dir, summary, samples=SAMPLES_PER_RULE, rows=REPORT_ROWS)
+    (out_dir / "report_data.json").write_text(data.to_json())
+    return [*write_audit_reports(out_dir, data, load_catalogue("3.1.1")), out_dir / "report_data.json"]
+
+
+class _Progress:
+    """Prints how far the running Spark stages are, every few seconds, while the audit runs."""
+
+    def __init__(self, session: SparkSession, say: Callable[[str], None], every: float = 3.0) -> None:
+        self._tracker = session.sparkContext.statusTracker()
+        self._say = say
+        self._every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        last = ""
+        while not self._stop.wait(self._every):
+            parts = []
+            for stage_id in self._tracker.getActiveStageIds():
+                info = self._tracker.getStageInfo(stage_id)
+                if info is not None:
+                    parts.append(f"stage {stage_id}: {info.numCompletedTasks}/{info.numTasks} tasks")
+            line = "; ".join(parts)
+            if line and line != last:
+                self._say(line)
+                last = line
+
+
+def iter_tables(out_dir: Path) -> Iterator[Path]:
+    for name in TABLES:
+        yield out_dir / name
