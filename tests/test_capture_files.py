@@ -21,7 +21,7 @@ from mqttaudit.capture import FlowAudit, audit_records, plan_chunks, read_chunk,
 from mqttaudit.capture.conversation import MID_STREAM
 from mqttaudit.capture.link import ETHERNET, IPV4
 from mqttaudit.codec import Publish, ReservedPacket, rules
-from mqttaudit.judge import Closed, Quiet, Sent, judge
+from mqttaudit.judge import Closed, Lost, Quiet, Sent, judge
 
 CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
 MISSING = "<shared captures missing>"
@@ -152,7 +152,9 @@ def test_the_events_of_every_flow_are_judged_in_order(name: str) -> None:
         times = [event.time for event in audit.events]
         assert times == sorted(times)
         assert isinstance(audit.events[-1], Closed | Quiet)
-        assert all(isinstance(event, Sent) for event in audit.events[:-1])
+        assert all(isinstance(event, Sent | Lost) for event in audit.events[:-1])
+        lost = [event for event in audit.events if isinstance(event, Lost)]
+        assert sum(event.length for event in lost) == audit.total.gaps  # every gap reaches the judge
         judge(audit.events)
 
 

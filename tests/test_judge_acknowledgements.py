@@ -289,3 +289,26 @@ def test_the_client_refusing_a_subscription_code_is_no_subscription() -> None:
 def test_a_qos0_publish_needs_no_answer() -> None:
     judgement = judge(connected().client(publish("t")).quiet(after=WAIT).events)
     assert judgement.findings == ()
+
+
+def test_bytes_lost_from_the_server_leave_its_answers_not_assessable() -> None:
+    from mqttaudit.judge import Lost
+
+    talk = connected().client(publish("t", b"m", qos=1, packet_id=1))
+    talk.events.append(Lost(talk.now + 0.01, S, 4))  # the PUBACK may be in the bytes the capture missed
+    talk.quiet(after=WAIT)
+    judgement = judge(talk.events)
+    assert judgement.findings == (), explain(judgement)
+    assert "not observed" in judgement.not_assessable["MQTT-4.3.2-2"]
+
+
+def test_bytes_lost_from_the_client_make_its_ack_order_not_assessable() -> None:
+    from mqttaudit.judge import Lost
+
+    first, second = publish("t", b"1", qos=1, packet_id=1), publish("t", b"2", qos=1, packet_id=2)
+    talk = connected().server(first, second)
+    talk.events.append(Lost(talk.now + 0.01, C, 4))  # the PUBACK for id 1 may be in the bytes the capture missed
+    talk.client(codec.Puback(packet_id=2)).quiet(after=WAIT)
+    judgement = judge(talk.events)
+    assert not [f for f in judgement.findings if f.rule == "MQTT-4.6.0-2"], explain(judgement)
+    assert "MQTT-4.6.0-2" in judgement.not_assessable

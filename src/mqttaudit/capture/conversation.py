@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, StreamDecoder, rules
-from mqttaudit.judge.events import Closed, Event, Quiet, Sent
+from mqttaudit.judge.events import Closed, Event, Lost, Quiet, Sent
 
 from .reassembly import (
     DEFAULT_BROKER_PORTS,
@@ -258,6 +258,7 @@ class ConnectionAudit:
             _Stream(1, self.reassembler, options, self._sink),
         )
         self._gaps: list[Gap] = []
+        self._lost: list[tuple[int, Gap]] = []
         self._conflicts: list[Conflict] = []
         self._end: End | None = None
         self._order = 0
@@ -279,7 +280,8 @@ class ConnectionAudit:
         for stream in self._streams:
             stream.end(own=False, reason=CUT_BY_END)
         stop = reassembler.last_time if end_time_ns is None else max(end_time_ns, reassembler.last_time)
-        ordered = [frame for _order, frame in sorted(self._sink.frames, key=lambda item: item[0])]
+        ordered_pairs = sorted(self._sink.frames, key=lambda item: item[0])
+        ordered = [frame for _order, frame in ordered_pairs]
         return FlowAudit(
             endpoints=reassembler.endpoints,
             client=reassembler.client,
@@ -288,7 +290,7 @@ class ConnectionAudit:
             isn=(reassembler.isn(0), reassembler.isn(1)),
             first_time=reassembler.first_time,
             last_time=reassembler.last_time,
-            events=tuple(self._events(ordered, stop)),
+            events=tuple(self._events(ordered_pairs, stop)),
             frames=tuple(ordered),
             gaps=tuple(self._gaps),
             conflicts=tuple(self._conflicts),
@@ -307,6 +309,7 @@ class ConnectionAudit:
                 streams[item.side].data(item.offset, item.data, item.time, order)
             elif isinstance(item, Gap):
                 self._gaps.append(item)
+                self._lost.append((order, item))
                 streams[item.side].gap(item.length)
             elif isinstance(item, Conflict):
                 self._conflicts.append(item)
@@ -317,18 +320,36 @@ class ConnectionAudit:
                 if item.abrupt:
                     streams[1 - item.side].end(own=False, reason=CUT_BY_RESET)
 
-    def _events(self, frames: list[SideFrame], stop: int) -> list[Event]:
+    def _events(self, frames: list[tuple[int, SideFrame]], stop: int) -> list[Event]:
         reassembler = self.reassembler
         if reassembler.client is None:
             return []
         directions = (reassembler.direction(0), reassembler.direction(1))
         events: list[Event] = []
         now = float("-inf")
-        for side, time, frame in frames:
+        # Frames and gaps in the order the reassembler produced them: a gap tells the judge that what the side
+        # owed may have been in the bytes nobody captured.
+        lost = iter(self._lost)
+        pending = next(lost, None)
+        for order, (side, time, frame) in frames:
+            while pending is not None and pending[0] < order:
+                gap = pending[1]
+                now = max(now, gap.time / _NS)
+                sender = directions[gap.side]
+                assert sender is not None
+                events.append(Lost(now, sender, gap.length))
+                pending = next(lost, None)
             sender = directions[side]
             assert sender is not None
             now = max(now, time / _NS)
             events.append(Sent(now, sender, frame))
+        while pending is not None:
+            gap = pending[1]
+            now = max(now, gap.time / _NS)
+            sender = directions[gap.side]
+            assert sender is not None
+            events.append(Lost(now, sender, gap.length))
+            pending = next(lost, None)
         end = self._end
         if end is None:
             events.append(Quiet(max(now, stop / _NS)))

@@ -38,7 +38,8 @@ def audit_command(
     """Audit captures (files, folders, globs): every packet decoded strictly in both directions, every connection
     judged, routing replayed per broker; Parquet tables, summary.json, report.html and findings.md in --out.
     Exit status 1 when there are MUST-level violations or routing findings."""
-    from mqttaudit.pipeline.audit import AuditInputError, run_audit
+    from mqttaudit.pipeline.audit import run_audit
+    from mqttaudit.pipeline.sources import AuditInputError
 
     try:
         result = run_audit(

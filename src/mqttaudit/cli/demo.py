@@ -48,9 +48,11 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
 @click.command("demo")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("mqttaudit-out"))
 @click.option("--no-probe", is_flag=True, help="Only decode the example packets.")
-def demo_command(out_dir: Path, no_probe: bool) -> int:
-    """Decode example packets, valid and broken, then probe a local broker (mosquitto when installed, else amqtt)
-    with the whole case library and write its reports to --out."""
+@click.option("--master", default="local[*]", show_default=True, help="Spark master for the audit.")
+def demo_command(out_dir: Path, no_probe: bool, master: str) -> int:
+    """The whole job on embedded defaults: decode example packets, start a local broker (mosquitto when
+    installed, else amqtt), probe it with the case library, record real clients talking through it (a few of them
+    misbehaving), audit that capture on Spark, and say where the reports are."""
     catalogue = load_catalogue("3.1.1")
     failing = 0
     for title, sender, hex_text in EXAMPLES:
@@ -65,26 +67,63 @@ def demo_command(out_dir: Path, no_probe: bool) -> int:
         f"{len(EXAMPLES)} examples decoded, {failing} with violations. Try: mqttaudit decode --hex '...' --from client"
     )
     if not no_probe:
-        _probe_local_broker(out_dir)
+        _whole_job(out_dir, master)
     return 0
 
 
-def _probe_local_broker(out_dir: Path) -> None:
+def _whole_job(out_dir: Path, master: str) -> None:
+    from mqttaudit.pipeline.audit import run_audit
     from mqttaudit.probe.brokers import available_brokers, start_broker
     from mqttaudit.probe.case import Target
     from mqttaudit.report import write_probe_reports
 
+    from .audit import summarize as summarize_audit
     from .probe import run_cases, select_cases, summarize
 
     candidates = [name for name in ("mosquitto", "amqtt") if name in available_brokers()]
     if not candidates:
-        click.echo("\nno local broker to probe (install mosquitto, or amqtt with pip); skipping the probe")
+        click.echo("\nno local broker (install mosquitto, or amqtt with pip); skipping the probe and the audit")
         return
     name = candidates[0]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    capture = out_dir / "traffic.pcapng"  # the relay's; tcpdump writes traffic.pcap
     click.echo(f"\n== Probing a local {name} with {len(select_cases(None))} cases")
     with start_broker(name) as broker:
         click.echo(f"   {name} started on {broker.url} (pid {broker.pid})")
         run = run_cases(Target(broker.host, broker.port), select_cases(None), 2.0, 8, quiet=False)
-    written = write_probe_reports(run, out_dir)
-    click.echo(summarize(run))
-    click.echo(f"reports: {', '.join(str(path) for path in written)}")
+        written = write_probe_reports(run, out_dir / "probe")
+        click.echo(summarize(run))
+        click.echo(f"probe reports: {', '.join(str(path) for path in written)}")
+        click.echo(f"\n== Recording clients talking through {name} (three of them misbehave)")
+        capture, port, how = _record(capture, broker.port)
+        click.echo(f"   {capture} written ({how})")
+    click.echo(f"\n== Auditing the capture on Spark ({master})")
+    result = run_audit(
+        [str(capture)],
+        out_dir / "audit",
+        master=master,
+        ports=[port],
+        tolerance=2.0,
+        progress=lambda message: click.echo(f"   {message}"),
+    )
+    click.echo(summarize_audit(result.summary))
+    click.echo(f"report: {out_dir / 'audit' / 'report.html'}")
+
+
+def _record(capture: Path, broker_port: int) -> tuple[Path, int, str]:
+    """Records the demo traffic with tcpdump on loopback, or through the recording relay when tcpdump may not
+    capture here; returns the capture, the broker port as seen in it, and how it was recorded."""
+    from mqttaudit.probe.recorder import RecorderUnavailable, tcpdump_recording
+    from mqttaudit.probe.relay import relay_recording
+    from mqttaudit.probe.traffic import run_traffic
+
+    pcap = capture.with_suffix(".pcap")
+    try:
+        with tcpdump_recording(pcap, broker_port):
+            run_traffic("127.0.0.1", broker_port)
+        return pcap, broker_port, "tcpdump on loopback"
+    except RecorderUnavailable as exc:
+        click.echo(f"   tcpdump cannot capture here ({exc}); recording through the relay instead")
+    with relay_recording(capture, "127.0.0.1", broker_port) as relay:
+        run_traffic("127.0.0.1", relay.port)
+    return capture, broker_port, "the recording relay"

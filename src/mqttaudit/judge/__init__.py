@@ -28,7 +28,7 @@ decide is *not assessable*, never a pass. :data:`CHECKED_RULES` lists every rule
 
 from .config import JudgeConfig
 from .conversation import ConversationJudge, judge
-from .events import Closed, Event, Quiet, Sent, peer
+from .events import Closed, Event, Lost, Quiet, Sent, peer
 from .model import ExpectedDelivery
 from .rules import CHECKED_RULES, ENFORCED_CODEC_RULES, OWN_RULES
 from .scenario import expected_deliveries, judge_scenario
@@ -46,6 +46,7 @@ __all__ = [
     "Finding",
     "JudgeConfig",
     "Judgement",
+    "Lost",
     "Quiet",
     "Sent",
     "Transcript",

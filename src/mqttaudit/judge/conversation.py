@@ -15,7 +15,7 @@ from .config import JudgeConfig
 from .connection import Connection
 from .context import Context, Seen
 from .deliveries import Deliveries
-from .events import Closed, Event, Quiet, Sent
+from .events import Closed, Event, Lost, Quiet, Sent, side_name
 from .keepalive import KeepAlive
 from .obligations import Obligations
 from .pairing import Pairing
@@ -69,6 +69,8 @@ class ConversationJudge:
         elif isinstance(event, Quiet):
             self._keep_alive.silence(event.time, index)
             self._ctx.obligations.advance(event.time, index, quiet=True)
+        elif isinstance(event, Lost):
+            self._on_lost(event, index)
         else:
             self._closed = event
             self._ctx.obligations.close(event, index)
@@ -83,6 +85,16 @@ class ConversationJudge:
                 self._end(self._now, self._events - 1)
             self._judgement = self._ctx.ledger.judgement()
         return self._judgement
+
+    def _on_lost(self, event: Lost, index: int) -> None:
+        """Unobserved bytes of one side: what that side owed may be in them, so its duties are not assessable."""
+        side = side_name(event.sender)
+        reason = f"{event.length} bytes the {side} sent were not observed (event {index})"
+        self._ctx.obligations.drop_where(lambda obligation: obligation.side is event.sender, reason)
+        self._pairing.lost(event.sender)
+        if event.sender is CLIENT:
+            self._keep_alive.lost(reason)
+        self._ctx.transcript.lost.append((event.sender, event.time))
 
     def _on_sent(self, seen: Seen) -> None:
         connection = self._connection

@@ -36,7 +36,17 @@ class Quiet:
     time: float
 
 
-Event = Sent | Closed | Quiet
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """``length`` bytes ``sender`` sent were not observed (a gap in a capture): whatever they held is unknown, so
+    nothing that depends on them is judged."""
+
+    time: float
+    sender: Direction
+    length: int
+
+
+Event = Sent | Closed | Quiet | Lost
 
 
 def peer(side: Direction) -> Direction:

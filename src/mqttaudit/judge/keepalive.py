@@ -42,6 +42,14 @@ class KeepAlive:
             return 0.0
         return float(connect.keep_alive)
 
+    def lost(self, reason: str) -> None:
+        """Client bytes went unobserved: its silence can no longer be measured, on either side's duty."""
+        self._last = None
+        if self._due is not None:
+            self._ctx.obligations.drop(self._due, reason)
+            self._due = None
+        self._ctx.ledger.undecided(rules.CLIENT_KEEP_ALIVE, reason)
+
     def on_client(self, seen: Seen) -> None:
         """The client spoke (its silence was judged by :meth:`gap`): the server's deadline starts again."""
         if self._connection.connect_seen is not None:

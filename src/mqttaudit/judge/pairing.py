@@ -339,10 +339,17 @@ class Pairing:
         if flow.published is not None and flow.stage in (Stage.PUBACK, Stage.PUBREC):
             flow.published.accepted, flow.published.certain = seen.time, True
 
+    def lost(self, sender: Direction) -> None:
+        """Bytes ``sender`` sent were not observed: its answers may be among them."""
+        self._blind.add(sender)
+
     def _check_order(self, flow: Flow, seen: Seen, packet_type: PacketType) -> None:
         """[MQTT-4.6.0-2, -3, -4] The client acknowledges in the order the packets it answers arrived."""
         rule = ORDER_RULES.get(packet_type)
         if rule is None or seen.sender is not CLIENT:
+            return
+        if CLIENT in self._blind:
+            self._ctx.ledger.undecided(rule, "bytes the client sent were not observed: an answer may be among them")
             return
         earlier = [
             other
@@ -402,7 +409,8 @@ class Pairing:
         if seen.offends:
             return  # a malformed answer is the codec's finding; its identifier proves nothing
         if owner in self._blind:
-            self._ctx.ledger.undecided(stray.rule, f"a packet from the {side_name(owner)} was skipped undecoded")
+            reason = f"bytes from the {side_name(owner)} were skipped undecoded or not observed"
+            self._ctx.ledger.undecided(stray.rule, reason)
             return
         if self._connection.mid_stream:
             self._ctx.ledger.undecided(

@@ -216,6 +216,10 @@ class Routing:
     def _settle_forbidden(self, link: Link, expectation: Expectation) -> None:
         if expectation.delivered:
             return  # reported when it arrived
+        if any(side is SERVER for side, _ in link.transcript.lost):
+            reason = "bytes the server sent on this connection were not observed: a delivery may be among them"
+            self._undecided(link, expectation.rule, reason)
+            return
         if link.ended >= expectation.deadline:
             self._held(link, expectation.rule)
         elif expectation.rule != rules.DELIVERY_MATCHES_SUBSCRIPTION:  # decided on every delivery as well
@@ -225,6 +229,12 @@ class Routing:
         """Missing while the connection stayed open past the deadline: a finding. Missing because it closed
         first: a CleanSession 0 session owes a QoS 1 or 2 message on its next connection [MQTT-3.1.2-5];
         otherwise not assessable."""
+        lost = [time for side, time in link.transcript.lost if side is SERVER]
+        if lost:
+            reason = f"bytes the server sent on this connection were not observed (at {min(lost):g} s)"
+            for rule in (expectation.rule, expectation.qos_rule):
+                self._undecided(link, rule, reason)
+            return
         if link.ended >= expectation.deadline:
             self._fail(
                 link,

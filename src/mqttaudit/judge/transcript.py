@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mqttaudit.codec import Connack, Connect, Publish
+from mqttaudit.codec import Connack, Connect, Direction, Publish
 
 from .events import Closed
 
@@ -71,6 +71,8 @@ class Transcript:
     end: float = 0.0
     end_event: int = -1
     closed: Closed | None = None
+    #: When bytes of each side went unobserved (gaps in a capture): deliveries may be among the server's.
+    lost: list[tuple[Direction, float]] = field(default_factory=list)
 
     @property
     def accepted(self) -> bool:

@@ -7,10 +7,9 @@ reports; every row of every table is written by the executors.
 
 from __future__ import annotations
 
-import glob
 import json
-import os
 import pickle
+import posixpath
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from mqttaudit.capture import CaptureError, plan_chunks, read_chunk
 from mqttaudit.spec import load_catalogue
 
+from . import sources
 from .spark import DEFAULT_MASTER, spark_session
 from .stages import (
     BROKER_SCHEMA,
@@ -42,11 +42,6 @@ DEFAULT_CHUNK_BYTES = 64 * 1024 * 1024
 TABLES = ("packets", "violations", "connections", "deliveries", "routing_findings", "gaps")
 SAMPLES_PER_RULE = 5
 REPORT_ROWS = 200
-CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz")
-
-
-class AuditInputError(ValueError):
-    """No capture matches what was asked for."""
 
 
 @dataclass
@@ -62,38 +57,13 @@ class AuditResult:
         return bool(counts["violations_must"] or counts["routing_findings"])
 
 
-def expand_inputs(paths: Sequence[str]) -> list[str]:
-    """Files, folders (every capture below them) and globs, in a stable order; ``file://`` URLs as paths."""
-    found: list[str] = []
-    for raw in paths:
-        path = raw[len("file://") :] if raw.startswith("file://") else raw
-        if "://" in path:
-            raise AuditInputError(f"{raw}: only local paths and file:// URLs are read directly in this version")
-        matches = sorted(glob.glob(path, recursive=True)) if glob.has_magic(path) else [path]
-        if not matches:
-            raise AuditInputError(f"{raw}: no file matches")
-        for match in matches:
-            if os.path.isdir(match):
-                found += sorted(
-                    str(p) for p in Path(match).rglob("*") if p.is_file() and p.name.endswith(CAPTURE_SUFFIXES)
-                )
-            elif os.path.isfile(match):
-                found.append(match)
-            else:
-                raise AuditInputError(f"{raw}: no such file or folder")
-    unique = list(dict.fromkeys(found))
-    if not unique:
-        raise AuditInputError(f"no capture file under {', '.join(paths)}")
-    return unique
-
-
 def _end_time_ns(path: str, chunks: list[Any]) -> int | None:
     """When observation of a capture ended: the time of its last record (only the last chunk is read)."""
     if not chunks:
         return None
     last = None
     try:
-        for record in read_chunk(lambda: open(path, "rb"), chunks[-1]):  # noqa: SIM115
+        for record in read_chunk(sources.opener(path), chunks[-1]):
             last = record[0] if last is None else max(last, record[0])
     except CaptureError:
         return last
@@ -112,7 +82,7 @@ def run_audit(
     spark: SparkSession | None = None,
 ) -> AuditResult:
     started = time.time()
-    files = expand_inputs(paths)
+    files = sources.expand(list(paths))
     out_dir.mkdir(parents=True, exist_ok=True)
     progress(f"planning chunks of {len(files)} capture(s)")
     chunk_rows: list[dict[str, Any]] = []
@@ -120,15 +90,15 @@ def run_audit(
     errors: list[dict[str, Any]] = []
     end_ns: int | None = None
     for path in files:
-        name = os.path.basename(path)
-        size = os.path.getsize(path)
+        name = posixpath.basename(path)
         try:
-            chunks = plan_chunks(path, chunk_bytes, name=name)
+            size = sources.size(path)
+            chunks = plan_chunks(sources.opener(path), chunk_bytes, name=name, size=size)
         except CaptureError as exc:
             errors.append({"capture": name, "offset": exc.offset, "reason": exc.detail})
             captures.append({"capture": name, "path": path, "bytes": size, "chunks": 0})
             continue
-        except OSError as exc:
+        except (OSError, sources.AuditInputError) as exc:
             errors.append({"capture": name, "offset": 0, "reason": f"cannot read: {exc}"})
             continue
         captures.append({"capture": name, "path": path, "bytes": size, "chunks": len(chunks)})

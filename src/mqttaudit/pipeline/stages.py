@@ -14,7 +14,6 @@ Times in the tables are seconds since the epoch (float64), as the capture record
 from __future__ import annotations
 
 import json
-import os
 import pickle
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mqttaudit.capture import CaptureError, Chunk, FlowAudit, FlowOptions, Segment, flow_events, read_chunk, segments
 from mqttaudit.capture.flows import flow_key, is_broker_flow
@@ -29,6 +29,7 @@ from mqttaudit.capture.segments import format_endpoint
 from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge.events import Sent
 
+from . import sources
 from .conversations import (
     CONNECTION_COLUMNS,
     PACKET_COLUMNS,
@@ -223,7 +224,7 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
     columns = _segment_columns()
     skipped: Counter[str] = Counter()
     records = kept = 0
-    reader = read_chunk(lambda: open(path, "rb"), chunk)  # noqa: SIM115 - the reader closes what it opens
+    reader = read_chunk(sources.opener(path), chunk)
     error = None
 
     def counted() -> Iterator[Any]:
@@ -245,7 +246,7 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
                 columns = _segment_columns()
     except CaptureError as exc:
         error = {"offset": exc.offset, "detail": exc.detail}
-    except OSError as exc:
+    except (OSError, sources.AuditInputError) as exc:
         error = {"offset": chunk.start, "detail": f"cannot read: {exc}"}
     if columns["flow"]:
         yield _batch(columns)
@@ -294,7 +295,7 @@ def _add_segment(columns: dict[str, list[Any]], flow: str, capture: str, index: 
 
 def audit_flow(table: pa.Table, options: AuditOptions) -> pa.Table:
     """All segments of one flow (any order) in; one row per connection out."""
-    order = pa.compute.sort_indices(
+    order = pc.sort_indices(
         table, sort_keys=[("time_ns", "ascending"), ("capture", "ascending"), ("record", "ascending")]
     )
     table = table.take(order)
@@ -415,11 +416,6 @@ def replay_group(table: pa.Table, options: AuditOptions) -> pa.Table:
         "routing_findings": _rows(findings),
     }
     return pa.Table.from_pylist([row], schema=BROKER_SCHEMA)
-
-
-def local_path(path: str) -> str:
-    """A ``file:`` URL as a local path; other paths as they are."""
-    return path[len("file://") :] if path.startswith("file://") else os.fspath(path)
 
 
 def flow_auditor(options: AuditOptions) -> Callable[[pa.Table], pa.Table]:

@@ -17,6 +17,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+#: The kernel capture buffer, in KiB: large enough that a burst on loopback is not dropped.
+BUFFER_KIB = 65536
+
 
 class RecorderUnavailable(RuntimeError):
     """tcpdump is missing or may not capture here."""
@@ -34,7 +37,8 @@ def tcpdump_recording(path: Path, port: int, *, interface: str = "lo", settle: f
     binary = tcpdump_path()
     if binary is None:
         raise RecorderUnavailable("tcpdump is not installed (Debian package tcpdump)")
-    command = [binary, "-i", interface, "--immediate-mode", "-U", "-s", "0", "-w", str(path), f"tcp port {port}"]
+    command = [binary, "-i", interface, "--immediate-mode", "-U", "-B", str(BUFFER_KIB), "-s", "0", "-w", str(path)]
+    command.append(f"tcp port {port}")
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         _wait_listening(process, path)

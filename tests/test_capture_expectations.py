@@ -1,0 +1,727 @@
+"""What other projects' suites expect of the shared captures, against what mqttaudit reports on them.
+
+Every capture of the sibling folder ``shared/captures`` goes through the pure path of an audit (no Spark): the
+capture layer reassembles and frames each connection, and ``judge_flow`` judges it as the pipeline's per-flow stage
+does. ``EXPECTED`` holds, per connection, the statements mqttaudit must report against each side and those it must
+leave not assessable, each justified by a reading of the bytes. Where a suite expects an anomaly mqttaudit does not
+report, the entry says why. Suricata's ``*.test.yaml``, Zeek's baselines and Arkime's session JSON then serve as a
+second opinion wherever versions and the tools' own limits make them comparable.
+
+mqttaudit judges MQTT 3.1.1 only: an MQTT 5.0 packet is read with the 3.1.1 layout, so some of what it reports on
+MQTT 5.0 captures comes from reading properties as 3.1.1 fields. Those statements are listed apart (``v5_misreads``):
+tolerated, never required, because they say nothing about the peers.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from mqttaudit.capture import FlowAudit, FlowOptions, audit_records, flow_key, read_records, segments
+from mqttaudit.capture.conversation import MID_STREAM
+from mqttaudit.capture.segments import format_endpoint
+from mqttaudit.codec import Connack, Connect, Frame, Publish, Suback, Subscribe, Unsubscribe, decode
+from mqttaudit.judge import ConversationJudge, JudgeConfig, Judgement, Sent
+from mqttaudit.pipeline.conversations import Flow, FlowResult, judge_flow
+
+CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
+MISSING = "<shared captures missing>"
+CONFIG = JudgeConfig()
+#: What Suricata, Zeek and Arkime call the Protocol Levels mqttaudit reads.
+VERSIONS = {3: "3.1", 4: "3.1.1", 5: "5.0"}
+
+# The statements of the table, by the names the codec and the judge give them.
+RESERVED_TYPE = "MQTT-2.2.1-reserved-type"
+OVERRUN = "MQTT-2.2.3-overrun"
+PROTOCOL_NAME = "MQTT-3.1.2-protocol-name"
+PROTOCOL_LEVEL = "MQTT-3.1.2-protocol-level"
+CONNECT_FIRST = "MQTT-3.1.0-1"
+UNSUPPORTED_LEVEL = "MQTT-3.1.2-2"
+CLIENT_KEEP_ALIVE = "MQTT-3.1.2-23"
+SERVER_DROPS_SILENT_CLIENT = "MQTT-3.1.2-24"
+CONNACK_FOR_VALID_CONNECT = "MQTT-3.1.4-4"
+CONNACK_FIRST = "MQTT-3.2.0-1"
+CONNACK_LENGTH = "MQTT-3.2.1-remaining-length"
+DELIVERY_MATCHES_SUBSCRIPTION = "MQTT-3.3.2-3"
+PUBACK_LENGTH = "MQTT-3.4.1-remaining-length"
+SUBSCRIBE_OPTIONS = "MQTT-3.8.3-4"
+SUBACK_SENT = "MQTT-3.8.4-1"
+DELIVERY_QOS = "MQTT-3.8.4-6"
+UNSUBACK_SENT = "MQTT-3.10.4-4"
+UNSUBACK_WITHOUT_DELETION = "MQTT-3.10.4-5"
+UNSUBACK_LENGTH = "MQTT-3.11.1-remaining-length"
+DISCONNECT_LENGTH = "MQTT-3.14.1-remaining-length"
+QOS1_RECEIVER_PUBACK = "MQTT-4.3.2-2"
+TOPIC_NOT_EMPTY = "MQTT-4.7.3-1"
+CLOSE_ON_VIOLATION = "MQTT-4.8.0-1"
+
+
+# -- the shared captures, audited ----------------------------------------------------------------------------------
+
+
+def inventory() -> dict[str, dict[str, str]]:
+    if not (CAPTURES / "INVENTORY.tsv").is_file():
+        return {}
+    with (CAPTURES / "INVENTORY.tsv").open(newline="") as table:
+        return {row["file"]: row for row in csv.DictReader(table, delimiter="\t")}
+
+
+INVENTORY = inventory()
+FILES = sorted(INVENTORY) or [MISSING]
+
+
+def path_of(name: str) -> Path:
+    if name == MISSING or not (CAPTURES / name).is_file():
+        pytest.fail(
+            f"the shared captures are missing: the tests read them from {CAPTURES}, the folder shared/captures "
+            "beside the repository (see its README.md); clone or copy it there"
+        )
+    return CAPTURES / name
+
+
+def broker_ports(name: str) -> frozenset[int]:
+    """The MQTT ports tshark decoded in the capture (every capture of the set uses 1883)."""
+    listed = INVENTORY.get(name, {}).get("mqtt_ports", "")
+    return frozenset(int(port) for port in listed.split(",") if port) or frozenset({1883})
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One connection of a capture: the capture layer's audit, judge_flow's rows and the judge's judgement."""
+
+    audit: FlowAudit
+    result: FlowResult
+    judgement: Judgement
+
+    @property
+    def client_port(self) -> int:
+        assert self.audit.client is not None
+        return self.audit.endpoints[self.audit.client][1]
+
+    @property
+    def reported(self) -> set[tuple[str, str]]:
+        """(side, statement) of every violation row, the codec's and the judge's."""
+        rows = self.result.violations.data
+        return set(zip(rows["actor"], rows["rule"], strict=True))
+
+    def frames(self, side: str | None = None) -> list[Frame]:
+        """The frames of one side ("client" or "server") or of both, in order."""
+        wanted = {"client": self.audit.client, "server": None if self.audit.client is None else 1 - self.audit.client}
+        return [frame for s, _time, frame in self.audit.frames if side is None or s == wanted[side]]
+
+    def packets(self, kind: type, side: str | None = None) -> list:
+        return [frame.packet for frame in self.frames(side) if isinstance(frame.packet, kind)]
+
+    @property
+    def connect(self) -> Connect | None:
+        return next(iter(self.packets(Connect, "client")), None)
+
+
+def as_flow(name: str, audit: FlowAudit, record_at: dict[int, int]) -> Flow:
+    """The Flow the pipeline builds from a FlowAudit (``stages._connection``), frame numbers included."""
+    endpoints = [format_endpoint(*endpoint) for endpoint in audit.endpoints]
+    client = None if audit.client is None else endpoints[audit.client]
+    server = None if audit.client is None else endpoints[1 - audit.client]
+    times = iter([side_frame.time for side_frame in audit.frames])
+    frames = [record_at.get(next(times, -1)) if isinstance(event, Sent) else None for event in audit.events]
+    flow = "|".join(format_endpoint(*endpoint) for endpoint in sorted(audit.endpoints))
+    return Flow(
+        name,
+        f"{flow}@{audit.first_time}",
+        client or endpoints[0],
+        server or endpoints[1],
+        audit.events,
+        frames,
+        mid_stream=audit.mid_stream,
+        roles=audit.direction_reason,
+    )
+
+
+@cache
+def judged(name: str, config: JudgeConfig = CONFIG) -> tuple[Judged, ...]:
+    path = path_of(name)
+    # The capture record that carried each segment, by flow and time (first wins), as the pipeline names frames.
+    record_at: dict[tuple[object, int], int] = {}
+    for index, segment in segments(read_records(path)):
+        record_at.setdefault((flow_key(segment), segment[0]), index)
+    found = []
+    for audit in audit_records(read_records(path), options=FlowOptions(broker_ports=broker_ports(name))):
+        key = tuple(sorted(audit.endpoints))
+        flow = as_flow(name, audit, {time: index for (k, time), index in record_at.items() if k == key})
+        conversation = ConversationJudge(config, conversation=flow.flow, mid_stream=flow.mid_stream)
+        for event in flow.events:
+            conversation.feed(event)
+        found.append(Judged(audit, judge_flow(flow, config), conversation.finish()))
+    return tuple(found)
+
+
+def flow_of(name: str, client_port: int) -> Judged:
+    [flow] = [flow for flow in judged(name) if flow.client_port == client_port]
+    return flow
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_connection_is_judged_and_every_byte_of_it_is_accounted_for(name: str) -> None:
+    flows = judged(name)
+    assert flows, "no MQTT connection in a capture tshark decodes MQTT in"
+    for flow in flows:
+        assert flow.audit.total.reconciles, flow.audit.total
+        assert all(counts.reconciles for counts in flow.audit.counts)
+        [row] = [
+            dict(zip(flow.result.connection.names, values, strict=True))
+            for values in zip(*flow.result.connection.data.values(), strict=True)
+        ]
+        assert row["packets"] == len(flow.audit.frames)
+        assert row["not_assessable"] == len(flow.judgement.not_assessable)
+        assert row["violations"] == len(flow.result.violations)
+        # Every decoded packet was completed by a captured record the packets table names.
+        assert None not in flow.result.packets.data["frame"]
+
+
+# -- the table -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What mqttaudit reports on one connection, and why that is right for its bytes."""
+
+    #: What the source suite expects of the capture and how it maps onto MQTT 3.1.1 statements (or why it does not).
+    suite: str
+    client: frozenset[str] = frozenset()
+    server: frozenset[str] = frozenset()
+    #: Statements the judgement must list as not assessable (others may join them).
+    not_assessable: frozenset[str] = frozenset()
+    #: (side, statement) reported only because an MQTT 5.0 packet was read with the MQTT 3.1.1 layout: tolerated.
+    v5_misreads: frozenset[tuple[str, str]] = frozenset()
+    #: Suricata anomaly events the suite's test.yaml files expect on the capture, with their counts.
+    anomalies: tuple[tuple[str, int], ...] = ()
+
+
+def expected(
+    suite: str,
+    *,
+    client: Iterable[str] = (),
+    server: Iterable[str] = (),
+    not_assessable: Iterable[str] = (),
+    v5_misreads: Iterable[tuple[str, str]] = (),
+    anomalies: Iterable[tuple[str, int]] = (),
+) -> Expected:
+    return Expected(
+        suite, frozenset(client), frozenset(server), frozenset(not_assessable), frozenset(v5_misreads), tuple(anomalies)
+    )
+
+
+# A mosquitto session in MQTT 3.1.1 (CONNECT "MQTT" level 4, every packet in its 3.1.1 shape): nothing to report.
+MQTT311 = expected("no anomaly; a conforming MQTT 3.1.1 session, every byte decoded as a packet")
+# A mosquitto session in MQTT 3.1: its CONNECT starts 00 06 "MQIsdp" 03. MQTT 3.1.1 wants "MQTT" and level 4
+# (3.1.2.1, 3.1.2.2), so the codec flags both on the CONNECT; by [MQTT-3.1.2-1] the server may follow another
+# specification, so its CONNACK is not judged. The rest of the session has the 3.1.1 layout and is clean.
+MQTT31 = expected(
+    "no anomaly; MQTT 3.1 is another specification: its CONNECT breaks the 3.1.1 protocol name and level only",
+    client={PROTOCOL_NAME, PROTOCOL_LEVEL},
+    not_assessable={CONNACK_FOR_VALID_CONNECT},
+)
+# A mosquitto session in MQTT 5.0: CONNECT level 5 (3.1.2.2), accepted with CONNACK 0x00 although the default
+# JudgeConfig declares level 4 the only one supported, so the server should have refused with 0x01 [MQTT-3.1.2-2].
+# Past the level byte the CONNECT is read with the 3.1.1 layout: the property length (03) and the first property
+# id (21, Receive Maximum) become a Client Identifier length of 0x0321 that runs past the packet; the server's v5
+# CONNACK carries a reason code and properties, so its Remaining Length is not 2.
+MQTT5 = expected(
+    "no anomaly; MQTT 5.0 read as MQTT 3.1.1: the level-5 CONNECT is accepted, so the server breaks MQTT-3.1.2-2 "
+    "under a configuration that supports level 4 only",
+    client={PROTOCOL_LEVEL},
+    server={UNSUPPORTED_LEVEL},
+    v5_misreads={("client", OVERRUN), ("server", CONNACK_LENGTH)},
+)
+# MQTT 5.0 SUBSCRIBE 82 15 00 01 | 00 | 00 06 "topicX" 00 ...: the zero property length and the high byte of the
+# filter length read as an empty filter (4.7.3-1), the low byte 06 as requested QoS 2 with reserved bit 2 set
+# (3.8.3-4), "to" as the next filter's length (overrun). The judge then holds the SUBACK that answers it, and every
+# later answer, as acting on a malformed packet. The DISCONNECT e0 01 04 carries a reason code (Remaining Length 1).
+V5_SUBSCRIBE = {
+    ("client", TOPIC_NOT_EMPTY),
+    ("client", SUBSCRIBE_OPTIONS),
+    ("client", OVERRUN),
+    ("client", DISCONNECT_LENGTH),
+    ("server", OVERRUN),
+    ("server", SUBSCRIBE_OPTIONS),
+    ("server", TOPIC_NOT_EMPTY),
+}
+# MQTT 5.0 UNSUBACK b0 04 00 02 | 00 | 00: a property length and a reason code after the Packet Identifier.
+V5_UNSUBSCRIBE = {*V5_SUBSCRIBE, ("server", UNSUBACK_LENGTH)}
+
+
+def mqtt5(suite: str = MQTT5.suite, *, misreads: Iterable[tuple[str, str]] = (), **more: object) -> Expected:
+    return replace(MQTT5, suite=suite, v5_misreads=MQTT5.v5_misreads | frozenset(misreads), **more)  # type: ignore[arg-type]
+
+
+SV = "suricata-verify/"
+EXPECTED: dict[tuple[str, int], Expected] = {
+    (SV + "mqtt311-pub-qos1.pcap", 38500): MQTT311,  # PUBLISH 32 QoS 1 id 1, PUBACK 40 02 00 01
+    (SV + "mqtt311-pub-qos2.pcap", 38546): MQTT311,  # PUBLISH QoS 2, PUBREC, PUBREL 62 02 (flags 0010), PUBCOMP
+    (SV + "mqtt311-pub-userpass.pcap", 38458): MQTT311,  # CONNECT flags c2: user name, password, clean session
+    (SV + "mqtt311-sub-userpass.pcap", 38588): MQTT311,  # SUBSCRIBE 82 (flags 0010) topicX, topicY; SUBACK 00 00
+    (SV + "mqtt311-unsub-qos1.pcap", 38676): MQTT311,  # UNSUBACK even for topicY, never subscribed [MQTT-3.10.4-5]
+    (SV + "mqtt311-unsub-qos2.pcap", 38718): MQTT311,  # SUBSCRIBE QoS 2 granted 02; two UNSUBSCRIBEs in one segment
+    (SV + "mqtt311-unsub-userpass.pcap", 38634): MQTT311,
+    (SV + "mqtt-limit-2.pcap", 44659): expected(
+        "no anomaly; mqtt-limit-* truncate PUBLISH messages above Suricata's max-msg-length and string-log-limit "
+        "settings: limits of Suricata, not MQTT rules (mqttaudit decodes all four PUBLISHes whole)",
+    ),  # PUBLISH 32 a7 8d 06: Remaining Length 100007 in three bytes, the shortest form; QoS 0 copy to the subscriber
+    (SV + "mqtt31-pub-qos1.pcap", 38154): MQTT31,
+    (SV + "mqtt31-pub-qos2.pcap", 38196): MQTT31,
+    (SV + "mqtt31-pub-userpass.pcap", 38108): MQTT31,
+    (SV + "mqtt31-pub-userpass-auto-clientid.pcap", 38066): MQTT31,  # client id mosq-dRkAMvJQvimi16jz72 (23 bytes)
+    (SV + "mqtt31-sub-userpass.pcap", 38238): MQTT31,
+    (SV + "mqtt31-unsub-qos1.pcap", 38326): MQTT31,
+    (SV + "mqtt31-unsub-userpass.pcap", 38280): MQTT31,
+    (SV + "mqtt-events-unassigned-msgtype.pcap", 38458): expected(
+        "unassigned_msg_type: a packet of type 0, reserved and forbidden by Table 2.1, breaks the codec's rule; "
+        "the client closed 22 us later, before the server had to close [MQTT-4.8.0-1]",
+        client={RESERVED_TYPE},  # the third client packet starts 00 18: the PUBLISH's 0x30 edited to 0x00
+        not_assessable={CLOSE_ON_VIOLATION},
+        anomalies=[("unassigned_msg_type", 1)],
+    ),
+    (SV + "mqtt-events-unintroduced.pcap", 38108): expected(
+        "unintroduced_message is Suricata's own state (no CONNACK seen before the PUBLISH), not an MQTT rule: "
+        "3.1.4 lets a client send packets right after CONNECT without waiting for CONNACK, and the server's "
+        "4 missing bytes (the cut CONNACK) are a gap, so nothing is reported beyond the MQTT 3.1 CONNECT",
+        client={PROTOCOL_NAME, PROTOCOL_LEVEL},  # MQIsdp 3, as in mqtt31-pub-userpass.pcap
+        not_assessable={CONNACK_FOR_VALID_CONNECT},
+        anomalies=[("unintroduced_message", 1)],
+    ),
+    (SV + "mqtt-ping.pcap", 49327): expected(
+        "unintroduced_message x2 (PINGREQ and PINGRESP without a CONNECT seen) maps to MQTT-3.1.0-1 and "
+        "MQTT-3.2.0-1, not assessable: no SYN, the capture starts inside the connection (2 frames cut from "
+        "zeek/mqtt.pcap), so its CONNECT and CONNACK were sent before it",
+        not_assessable={CONNECT_FIRST, CONNACK_FIRST},
+        anomalies=[("unintroduced_message", 2)],
+    ),
+    (SV + "mqtt5-excessiveproplen.pcap", 37758): mqtt5(
+        "malformed_traffic (CONNECT property length ff, 255 > the 36 bytes left) is an MQTT 5.0 defect the 3.1.1 "
+        "codec cannot see: it reads the same statements as on the intact mqtt5-pub-userpass.pcap (a separate test)",
+        anomalies=[("malformed_traffic", 1)],
+    ),
+    (SV + "mqtt5-pub-userpass.pcap", 37758): MQTT5,
+    (SV + "mqtt5-pub-userpass-auto-clientid.pcap", 37716): MQTT5,  # CONNACK property 12: assigned client id
+    (SV + "mqtt-connect-rules.pcap", 53654): MQTT5,  # PUBLISH of 35771 bytes over two segments (JPEG payload)
+    (SV + "mqtt-frames-truncated.pcap", 53048): mqtt5(
+        "no anomaly: its frame alerts depend on Suricata's max-msg-length 60 and on a PUBLISH these bytes lack "
+        "(a separate test); the capture stops 21 us after the CONNACK, before the client had to close on it",
+        not_assessable={CLOSE_ON_VIOLATION},
+    ),
+    (SV + "mqtt5-pub-qos1.pcap", 37802): mqtt5(misreads={("server", PUBACK_LENGTH)}),  # PUBACK 40 03 00 01 10
+    (SV + "mqtt5-sub-userpass.pcap", 37890): mqtt5(misreads=V5_SUBSCRIBE),
+    (SV + "mqtt5-sub-mosquittoprops.pcap", 38848): mqtt5(misreads=V5_SUBSCRIBE),  # DISCONNECT e0 1d 04 + props
+    (SV + "mqtt5-unsub-qos2.pcap", 38020): mqtt5(misreads=V5_UNSUBSCRIBE),
+    (SV + "mqtt5-unsub-userpass.pcap", 37932): mqtt5(misreads=V5_UNSUBSCRIBE),
+}
+# Zeek's trace (and peafowl's pcapng copy of it): two MQTT 3.1 connections seen from their middle, no SYN. The
+# first client bytes are a CONNECT (MQIsdp 3) that breaks 3.1.1, so they prove no packet boundary and stay not
+# assessable; every later packet is a clean 3.1 packet in the 3.1.1 layout. Without the CONNECT the session is
+# unknown, so the retained PUBLISH the broker sends after the SUBACK is not judged as a delivery.
+for capture in ("zeek/mqtt.pcap", "peafowl/mqtt-1.pcapng"):
+    EXPECTED[capture, 49327] = expected(
+        "no anomaly (Zeek and peafowl only log); the capture starts inside the connection",
+        not_assessable={CONNECT_FIRST, DELIVERY_MATCHES_SUBSCRIPTION, DELIVERY_QOS},
+    )
+    EXPECTED[capture, 49330] = expected(
+        "no anomaly; PUBLISH and DISCONNECT before the CONNACK arrives, which 3.1.4 allows",
+        not_assessable={CONNECT_FIRST},
+    )
+# Arkime's synthetic capture: seven connections whose server sends TCP acknowledgements and no byte of payload
+# (Arkime: server bytes 0), all open when the capture ends at 1700000100.4 s. Every request goes unanswered for
+# longer than the judge's 5 s, and clients with Keep Alive 60 s fall silent for longer than 61 s.
+ARKIME = "arkime/mqtt_synthetic.pcap"
+NO_SERVER = "no anomaly (Arkime only logs); the generator wrote no byte from the server"
+EXPECTED |= {
+    (ARKIME, 54321): expected(
+        NO_SERVER,
+        client={CLIENT_KEEP_ALIVE},  # last packet at 4.2 s, silent 96.2 s > 60 s + 1 s slack
+        # no CONNACK, SUBACK nor PUBACK (id 2), and no close after 96.2 s > 1.5 x 60 s + 1 s
+        server={CONNACK_FOR_VALID_CONNECT, SUBACK_SENT, QOS1_RECEIVER_PUBACK, SERVER_DROPS_SILENT_CLIENT},
+    ),
+    (ARKIME, 44444): expected(
+        NO_SERVER + "; MQTT 3.1 CONNECT (MQIsdp 3, Will QoS 2)",
+        client={PROTOCOL_NAME, PROTOCOL_LEVEL},
+        server={QOS1_RECEIVER_PUBACK},  # PUBLISH 32 QoS 1 id 1 to data/readings, never acknowledged
+        not_assessable={CONNACK_FOR_VALID_CONNECT},
+    ),
+    (ARKIME, 33333): expected(
+        NO_SERVER,
+        client={CLIENT_KEEP_ALIVE},  # silent 77.2 s: long enough for the client's rule, not for the server's 91 s
+        server={CONNACK_FOR_VALID_CONNECT, SUBACK_SENT, UNSUBACK_SENT},  # alerts/+ was in its SUBSCRIBE
+        not_assessable={SERVER_DROPS_SILENT_CLIENT},
+    ),
+    (ARKIME, 22222): expected(
+        NO_SERVER,
+        client={CLIENT_KEEP_ALIVE},  # silent 66.2 s
+        server={CONNACK_FOR_VALID_CONNECT, QOS1_RECEIVER_PUBACK},  # public/stocks QoS 1 id 1
+        not_assessable={SERVER_DROPS_SILENT_CLIENT},
+    ),
+    (ARKIME, 11111): expected(
+        NO_SERVER + "; an MQTT 5.0 CONNECT neither refused with 0x01 nor closed within 5 s [MQTT-3.1.2-2]",
+        client={PROTOCOL_LEVEL},
+        server={UNSUPPORTED_LEVEL},
+        # CONNECT 05 c2 00 3c | 00 | 00 0c "mqtt5-client": the zero property length makes an empty Client
+        # Identifier, then 0c 6d a User Name length of 3181; SUBSCRIBE 00 | 00 0b "v5/commands" 00 as for
+        # V5_SUBSCRIBE (options byte 0b: QoS 3), which the server then "did not close on".
+        v5_misreads={
+            ("client", OVERRUN),
+            ("client", TOPIC_NOT_EMPTY),
+            ("client", SUBSCRIBE_OPTIONS),
+            ("server", OVERRUN),
+            ("server", SUBSCRIBE_OPTIONS),
+            ("server", TOPIC_NOT_EMPTY),
+        },
+    ),
+    (ARKIME, 55556): expected(
+        NO_SERVER,  # 50.2 s of silence at the end: within Keep Alive
+        server={CONNACK_FOR_VALID_CONNECT, UNSUBACK_WITHOUT_DELETION},  # UNSUBSCRIBE of filters never subscribed
+    ),
+    (ARKIME, 55557): expected(
+        NO_SERVER + "; the capture ends 0.25 s after this CONNECT, before a CONNACK was due",
+        not_assessable={CONNACK_FOR_VALID_CONNECT},  # PUBLISH with an 8190-byte topic, Remaining Length 8192
+    ),
+}
+
+
+def test_the_table_names_every_connection_of_every_capture() -> None:
+    found = {(name, flow.client_port) for name in FILES for flow in judged(name)}
+    assert found == set(EXPECTED)
+
+
+@pytest.mark.parametrize(("name", "port"), sorted(EXPECTED), ids=[f"{n}:{p}" for n, p in sorted(EXPECTED)])
+def test_mqttaudit_reports_what_the_bytes_of_each_connection_call_for(name: str, port: int) -> None:
+    want = EXPECTED[name, port]
+    flow = flow_of(name, port)
+    required = {("client", rule) for rule in want.client} | {("server", rule) for rule in want.server}
+    reported = flow.reported
+    assert required <= reported, want.suite
+    assert reported - required <= want.v5_misreads, want.suite
+    assert want.not_assessable <= flow.judgement.not_assessable.keys(), want.suite
+    if want.v5_misreads:
+        assert flow.connect is not None and flow.connect.protocol_level == 5
+
+
+def suricata_expectations() -> Iterator[tuple[str, str]]:
+    """(capture, text of a test.yaml run on it), by the file each SOURCES.tsv row names."""
+    with (CAPTURES / "SOURCES.tsv").open(newline="") as table:
+        for row in csv.DictReader(table, delimiter="\t"):
+            if row["file"].endswith(".test.yaml"):
+                pcap = re.search(r"(?:uses|expectations for) (\S+\.pcap)", row["notes"])
+                assert pcap is not None, row["notes"]
+                yield f"{SV}{pcap.group(1)}", (CAPTURES / row["file"]).read_text()
+
+
+def anomalies_in(text: str) -> Counter[str]:
+    """The anomaly events of a test.yaml, each weighted by the count of the filter it sits in."""
+    found: Counter[str] = Counter()
+    count = 0
+    for line in text.splitlines():
+        if match := re.match(r"\s*count:\s*(\d+)", line):
+            count = int(match.group(1))
+        elif match := re.match(r"\s*anomaly\.event:\s*(\w+)", line):
+            found[match.group(1)] += count
+    return found
+
+
+def test_the_table_answers_every_anomaly_the_suricata_suite_expects() -> None:
+    path_of(FILES[0])
+    theirs: Counter[tuple[str, str]] = Counter()
+    for capture, text in suricata_expectations():
+        theirs.update({(capture, event): n for event, n in anomalies_in(text).items()})
+    ours = Counter({(name, event): n for (name, _port), want in EXPECTED.items() for event, n in want.anomalies})
+    assert ours == theirs
+
+
+def test_a_level_5_connect_is_judged_by_the_levels_the_configuration_supports() -> None:
+    supports_v5 = JudgeConfig(supported_protocol_levels=frozenset({4, 5}))
+    for (name, port), want in EXPECTED.items():
+        if UNSUPPORTED_LEVEL not in want.server:
+            continue
+        [flow] = [flow for flow in judged(name, supports_v5) if flow.client_port == port]
+        assert ("server", UNSUPPORTED_LEVEL) not in flow.reported
+        assert "level 5 is supported" in flow.judgement.not_assessable[CONNACK_FOR_VALID_CONNECT]
+
+
+def test_the_v5_property_length_suricata_calls_malformed_reads_as_in_the_intact_capture() -> None:
+    # The capture is mqtt5-pub-userpass.pcap with one byte edited: the CONNECT's property length 03 -> ff.
+    [edited], [intact] = judged(SV + "mqtt5-excessiveproplen.pcap"), judged(SV + "mqtt5-pub-userpass.pcap")
+    edited_raw, intact_raw = edited.frames("client")[0].raw, intact.frames("client")[0].raw
+    assert [(i, a, b) for i, (a, b) in enumerate(zip(edited_raw, intact_raw, strict=True)) if a != b] == [
+        (12, 0xFF, 0x03)
+    ]
+    assert edited.reported == intact.reported
+
+
+def test_the_frame_alerts_of_mqtt_frames_truncated_cannot_come_from_its_bytes() -> None:
+    # Its rules match a PUBLISH starting 32 a7 8d and ending "XXX" (as in mqtt-limit-2.pcap); this copy holds a
+    # CONNECT (flags c2: no Will, whatever INVENTORY.tsv says) and a CONNACK, 85 bytes in all.
+    [flow] = judged(SV + "mqtt-frames-truncated.pcap")
+    assert [type(frame.packet).__name__ for frame in flow.frames()] == ["Connect", "Connack"]
+    assert flow.frames("client")[0].raw[9] == 0xC2
+    [publish] = [f.raw for f in flow_of(SV + "mqtt-limit-2.pcap", 44659).frames("client") if f.length == 100_011]
+    assert publish.startswith(bytes.fromhex("32a78d")) and publish.endswith(b"XXX")
+
+
+# -- Suricata's logs: the same packets, read by another decoder --------------------------------------------------
+
+
+def logged_fields(text: str) -> list[tuple[str, str]]:
+    """(key, value) of every ``mqtt.*`` match line of a test.yaml, quotes removed."""
+    fields = []
+    for line in text.splitlines():
+        if match := re.match(r"\s*(mqtt\.[\w.]+):\s*(.*?)\s*$", line):
+            fields.append((match.group(1), match.group(2).strip('"')))
+        elif match := re.match(r"\s*has-key:\s*(mqtt\.\w+)", line):
+            fields.append((match.group(1), ""))
+    return fields
+
+
+def test_suricata_logs_the_packet_types_and_the_fields_mqttaudit_decodes() -> None:
+    path_of(FILES[0])
+    for capture, text in suricata_expectations():
+        flows = judged(capture)
+        frames = [frame for flow in flows for frame in flow.frames()]
+        types = {frame.packet.packet_type.name.lower() for frame in frames if frame.packet is not None}
+        publishes = [p for flow in flows for p in flow.packets(Publish)]
+        level = {flow.connect.protocol_level for flow in flows if flow.connect is not None}
+        for key, value in logged_fields(text):
+            kind = key.split(".")[1]
+            assert kind in types, (capture, key)  # the fixed header is the same in every version
+            if key == "mqtt.connect.protocol_version":
+                assert level == {int(value)}, capture
+            elif key == "mqtt.connect.client_id" and level != {5}:
+                assert [flow.connect.client_id for flow in flows if flow.connect] == [value], capture
+            elif key == "mqtt.publish.topic":
+                assert value in {p.topic for p in publishes}, capture
+            elif key == "mqtt.publish.message" and "[truncated" not in value:
+                # A v5 PUBLISH has a property length after the topic: read as 3.1.1, it opens the payload.
+                message = (b"\x00" if level == {5} else b"") + value.encode()
+                assert message in {p.payload for p in publishes}, capture
+
+
+def test_suricata_reads_a_v5_reason_code_without_properties_as_0() -> None:
+    # MQTT 5.0 3.14.2: only a Remaining Length of 0 means reason 0x00. These DISCONNECTs are e0 01 04 ("disconnect
+    # with Will Message"), and the suite expects reason_code 0: its parser drops a reason code not followed by
+    # properties. A disagreement of the suite with the bytes, not with mqttaudit.
+    for name in ("mqtt5-sub-userpass.pcap", "mqtt5-unsub-qos2.pcap", "mqtt5-unsub-userpass.pcap"):
+        [flow] = judged(SV + name)
+        assert flow.frames("client")[-1].raw == bytes.fromhex("e00104")
+        assert "mqtt.disconnect.reason_code: 0" in (CAPTURES / SV / name.replace(".pcap", ".test.yaml")).read_text()
+
+
+def test_suricata_frames_and_truncated_lengths_are_mqttaudit_frames() -> None:
+    path_of(FILES[0])
+    # mqtt-frames-xpdu: record 12 (pcap_cnt counts from 1) carries two UNSUBSCRIBE PDUs of 13 bytes.
+    [unsub] = judged(SV + "mqtt5-unsub-userpass.pcap")
+    in_record_11 = [
+        (type(frame.packet).__name__, frame.length)
+        for frame, record in zip(unsub.frames(), frame_records(unsub), strict=True)
+        if record == 11
+    ]
+    assert in_record_11 == [("Unsubscribe", 13), ("Unsubscribe", 13)]
+    # mqtt-limit-*: skipped_length is the whole PUBLISH Suricata passed over, fixed header included.
+    [limit] = judged(SV + "mqtt-limit-2.pcap")
+    lengths = {frame.length for frame in limit.frames() if isinstance(frame.packet, Publish)}
+    payloads = {p.payload for p in limit.packets(Publish)}
+    for capture, text in suricata_expectations():
+        if capture == SV + "mqtt-limit-2.pcap":
+            assert {int(n) for n in re.findall(r"skipped_length: (\d+)", text)} <= lengths
+            for letters, more in re.findall(r"message: (\w+)\[truncated (\d+) additional bytes\]", text):
+                assert letters[0].encode() * (len(letters) + int(more)) in payloads
+    assert lengths == {100_011, 100_009, 1010, 109}
+
+
+def frame_records(flow: Judged) -> list[int | None]:
+    """The capture record of each frame of a flow, as the packets table names it."""
+    rows = flow.result.packets.data
+    by_offset = {
+        (side, offset): frame
+        for side, offset, frame in zip(rows["direction"], rows["offset"], rows["frame"], strict=True)
+    }
+    sides = {flow.audit.client: "client", 1 - (flow.audit.client or 0): "server"}
+    return [by_offset[sides[side], frame.offset] for side, _time, frame in flow.audit.frames]
+
+
+# -- Zeek's logs and peafowl's count ---------------------------------------------------------------------------
+
+
+def zeek_log(name: str) -> list[dict[str, str]]:
+    lines = (CAPTURES / "zeek" / name).read_text().splitlines()
+    [fields] = [line.split("\t")[1:] for line in lines if line.startswith("#fields")]
+    return [dict(zip(fields, line.split("\t"), strict=True)) for line in lines if line and not line.startswith("#")]
+
+
+ZEEK_TRACES = ["zeek/mqtt.pcap", "peafowl/mqtt-1.pcapng"]  # the same packets, as pcap and as pcapng
+ZEEK_QOS = {"at most once": 0, "at least once": 1, "exactly once": 2}
+
+
+def timed_publishes(name: str) -> list[tuple[int, bool, Publish]]:
+    """(client port, sent by the client, packet) of every PUBLISH of a capture, in capture order."""
+    found = [
+        (time, flow.client_port, side == flow.audit.client, frame.packet)
+        for flow in judged(name)
+        for side, time, frame in flow.audit.frames
+        if isinstance(frame.packet, Publish)
+    ]
+    return [(port, by_client, packet) for _time, port, by_client, packet in sorted(found, key=lambda item: item[0])]
+
+
+@pytest.mark.parametrize("name", ZEEK_TRACES)
+def test_zeek_logs_the_publishes_mqttaudit_decodes(name: str) -> None:
+    path_of(name)
+    ours = [
+        (port, by_client, p.retain, p.qos, p.topic, p.payload.decode(), len(p.payload))
+        for port, by_client, p in timed_publishes(name)
+    ]
+    theirs = [
+        (
+            int(row["id.orig_p"]),
+            row["from_client"] == "T",
+            row["retain"] == "T",
+            ZEEK_QOS[row["qos"]],
+            row["topic"],
+            row["payload"],
+            int(row["payload_len"]),
+        )
+        for row in zeek_log("mqtt.baseline.mqtt.mqtt_publish.log")
+    ]
+    assert ours == theirs
+    # Under MQTT::max_payload_size Zeek logs a prefix of the payload and its whole length: Zeek's limit, not MQTT's.
+    capped = zeek_log("mqtt.baseline.mqtt-payload-cap.mqtt_publish.log")
+    assert [(row["payload"], int(row["payload_len"])) for row in capped] == [
+        (payload[:8], length) for *_, payload, length in ours
+    ]
+    printed = (CAPTURES / "zeek" / "mqtt.baseline.mqtt-payload-cap-dynamic.out").read_text().splitlines()[1:]
+    for line, (*_, payload, length) in zip(printed, ours, strict=True):
+        _event, prefix, shown, whole = line.split(", ")
+        assert payload.startswith(prefix) and len(prefix) == int(shown) and int(whole) == length
+
+
+@pytest.mark.parametrize("name", ZEEK_TRACES)
+def test_zeek_logs_the_subscription_and_the_connects_mqttaudit_leaves_unframed(name: str) -> None:
+    path_of(name)
+    [row] = zeek_log("mqtt.baseline.mqtt.mqtt_subscribe.log")
+    flow = flow_of(name, int(row["id.orig_p"]))
+    [subscribe], [suback] = flow.packets(Subscribe), flow.packets(Suback)
+    assert [(s.topic_filter, str(s.qos)) for s in subscribe.subscriptions] == [(row["topics"], row["qos_levels"])]
+    assert suback.packet_id == subscribe.packet_id and suback.return_codes == (int(row["granted_qos_level"]),)
+    # Zeek decodes the CONNECT that opens each client stream; mqttaudit leaves it not assessable, because without
+    # the SYN a packet boundary must be proven and an MQTT 3.1 CONNECT breaks 3.1.1 rules. The bytes are the same.
+    first_client_bytes = {}
+    for _index, segment in segments(read_records(path_of(name))):
+        if segment[4] == 1883 and segment[8]:
+            first_client_bytes.setdefault(segment[2], bytes(segment[8]))
+    for row in zeek_log("mqtt.baseline.mqtt.mqtt_connect.log"):
+        port = int(row["id.orig_p"])
+        flow = flow_of(name, port)
+        [hidden] = [item for item in flow.audit.unassessable if item.side == flow.audit.client]
+        assert (hidden.offset, hidden.reason) == (0, MID_STREAM)
+        [frame] = decode(first_client_bytes[port][: hidden.length], "client").frames
+        connect = frame.packet
+        assert isinstance(connect, Connect) and frame.length == hidden.length
+        assert (connect.protocol_name, VERSIONS[connect.protocol_level], connect.client_id) == (
+            row["proto_name"],
+            row["proto_version"],
+            row["client_id"],
+        )
+        assert {v.rule for v in frame.violations} == {PROTOCOL_NAME, PROTOCOL_LEVEL}
+        [connack] = flow.packets(Connack, "server")
+        assert (connack.return_code, row["connect_status"]) == (0, "Connection Accepted")
+
+
+def test_peafowl_counts_as_mqtt_every_frame_that_carries_payload() -> None:
+    # test/testMQTT.cpp expects 19 MQTT packets with TCP reordering disabled (14 with it, peafowl's own
+    # reassembly of a trace without handshake): 19 frames carry payload, every byte of it MQTT.
+    carrying = [index for index, segment in segments(read_records(path_of("peafowl/mqtt-1.pcapng"))) if segment[8]]
+    assert len(carrying) == 19
+    for flow in judged("peafowl/mqtt-1.pcapng"):
+        total = flow.audit.total
+        assert total.malformed == total.gaps == 0 and total.packets + total.unassessable == total.stream
+
+
+# -- Arkime's sessions ---------------------------------------------------------------------------------------------
+
+
+def arkime_sessions() -> dict[int, dict]:
+    sessions = json.loads((CAPTURES / "arkime" / "mqtt_synthetic.arkime-test.json").read_text())["sessions3"]
+    return {session["body"]["source"]["port"]: session["body"] for session in sessions}
+
+
+@dataclass
+class Session:
+    """What Arkime's MQTT parser records of a session, computed from mqttaudit's decode."""
+
+    bytes: int
+    type: set[str]
+    version: set[str]
+    topic: set[str] = field(default_factory=set)
+    client_id: set[str] = field(default_factory=set)
+    user: set[str] = field(default_factory=set)
+    flags: set[str] = field(default_factory=set)
+    will_topic: set[str] = field(default_factory=set)
+    qos: set[int] = field(default_factory=set)
+
+
+def as_arkime_session(flow: Judged) -> Session:
+    connect = flow.connect
+    assert connect is not None and flow.audit.client is not None
+    session = Session(
+        flow.audit.counts[flow.audit.client].stream,
+        {frame.packet.packet_type.name for frame in flow.frames() if frame.packet is not None},
+        {VERSIONS[connect.protocol_level]},
+    )
+    for p in flow.packets(Publish):
+        session.topic.add(p.topic)
+        session.qos.add(p.qos)
+    for s in flow.packets(Subscribe):
+        session.topic |= {subscription.topic_filter for subscription in s.subscriptions}
+    for u in flow.packets(Unsubscribe):
+        session.topic |= set(u.topic_filters)
+    session.client_id = {connect.client_id} - {""}
+    session.user = {connect.username} - {None, ""}
+    flags = {"cleanSession": connect.clean_session, "hasPassword": connect.password is not None}
+    session.flags = {name for name, on in (*flags.items(), ("hasWill", connect.will is not None)) if on}
+    if connect.will is not None:
+        session.will_topic, session.qos = {connect.will.topic}, session.qos | {connect.will.qos}
+    return session
+
+
+def test_arkime_records_the_sessions_mqttaudit_decodes() -> None:
+    path_of(ARKIME)
+    theirs = arkime_sessions()
+    flows = {flow.client_port: flow for flow in judged(ARKIME)}
+    assert set(flows) == set(theirs)
+    for port, flow in flows.items():
+        body, ours = theirs[port], as_arkime_session(flow)
+        mqtt = body["mqtt"]
+        # Framing and byte counts do not depend on the version.
+        assert (ours.bytes, body["server"]["bytes"], flow.audit.counts[1 - flow.audit.client].stream) == (
+            body["client"]["bytes"],
+            0,
+            0,
+        )
+        assert (ours.type, ours.version) == (set(mqtt["type"]), set(mqtt["version"])), port
+        if port == 11111:
+            # MQTT 5.0: Arkime skips the properties, the 3.1.1 codec reads them as fields; only the PUBLISH
+            # topic, which precedes its properties, reads the same.
+            assert ours.topic & set(mqtt["topic"]) == {"v5/telemetry"}
+            continue
+        if port == 55557:
+            # Arkime parses one TCP segment at a time; this PUBLISH spans two (4096 + 4099 bytes), so it has
+            # neither its 8190-byte topic nor its QoS.
+            assert "topic" not in mqtt and "qos" not in mqtt and [len(t) for t in ours.topic] == [8190]
+            ours.topic, ours.qos = set(), set()
+        assert ours.topic == set(mqtt.get("topic", [])), port
+        assert ours.qos == {int(q) for q in mqtt.get("qos", [])}, port
+        assert (ours.client_id, ours.user) == (set(mqtt["clientId"]), set(body.get("user", []))), port
+        assert (ours.flags, ours.will_topic) == (set(mqtt["flags"]), set(mqtt.get("willTopic", []))), port

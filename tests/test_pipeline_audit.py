@@ -1,0 +1,190 @@
+"""The audit on Spark (``local[2]``), on captures recorded here with tcpdump while real clients talk through a real
+mosquitto, and on broken captures: every table written, counts that reconcile, violations attributed to the side
+that broke the rule, the broker judged on its reactions, and bad input reported without a crash."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from mqttaudit.cli.main import main
+from mqttaudit.pipeline.audit import TABLES, run_audit
+from mqttaudit.pipeline.sources import AuditInputError
+from mqttaudit.probe.brokers import BrokerUnavailable, start_broker
+from mqttaudit.probe.recorder import tcpdump_recording
+from mqttaudit.probe.traffic import MISBEHAVIOUR, run_traffic
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int, Any]]:
+    """A capture of paho-mqtt clients and three misbehaving raw clients talking through mosquitto."""
+    folder = tmp_path_factory.mktemp("recorded")
+    try:
+        broker = start_broker("mosquitto")
+    except BrokerUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with broker, tcpdump_recording(folder / "traffic.pcap", broker.port):
+        report = run_traffic("127.0.0.1", broker.port)
+    yield folder / "traffic.pcap", broker.port, report
+
+
+@pytest.fixture(scope="module")
+def audited(
+    spark: SparkSession, recorded: tuple[Path, int, Any], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    capture, port, report = recorded
+    out = tmp_path_factory.mktemp("audit")
+    result = run_audit([str(capture)], out, ports=[port], tolerance=2.0, spark=spark)
+    tables = {name: pq.read_table(out / name).to_pylist() for name in TABLES}
+    return {"result": result, "tables": tables, "out": out, "traffic": report}
+
+
+def test_every_misbehaving_client_is_caught_with_the_statement_it_broke(audited: dict[str, Any]) -> None:
+    violations = audited["tables"]["violations"]
+    connections = {c["flow"]: c for c in audited["tables"]["connections"]}
+    for client_id, _defect, rule in MISBEHAVIOUR:
+        mine = [v for v in violations if connections[v["flow"]]["client_id"] == client_id]
+        assert (rule, "client", "codec") in {(v["rule"], v["actor"], v["origin"]) for v in mine}, client_id
+        assert all(v["evidence"] for v in mine if v["origin"] == "codec")
+
+
+def test_mosquitto_closing_on_those_clients_is_judged_conformant(audited: dict[str, Any]) -> None:
+    assert all(audited["traffic"].closed_on_defect.values())
+    connections = {c["flow"]: c for c in audited["tables"]["connections"]}
+    bad = {client_id for client_id, _, _ in MISBEHAVIOUR}
+    for flow, connection in connections.items():
+        if connection["client_id"] in bad:
+            assert connection["ended_by"] == "server", connection
+            server_side = [v for v in audited["tables"]["violations"] if v["flow"] == flow and v["actor"] == "server"]
+            assert server_side == [], server_side
+
+
+def test_no_routing_finding_and_every_owed_delivery_observed_where_the_capture_saw_it(
+    audited: dict[str, Any],
+) -> None:
+    """A delivery the capture did not see (tcpdump dropped its segment: a gap towards that subscriber) is not
+    assessable, never missing; every other owed delivery was observed."""
+    assert audited["tables"]["routing_findings"] == []
+    owed = [d for d in audited["tables"]["deliveries"] if d["expected"] == "owed"]
+    blind = {g["flow"] for g in audited["tables"]["gaps"] if g["kind"] == "gap" and g["direction"] == "server"}
+    assert owed and all(d["observed"] or d["subscriber_flow"] in blind for d in owed)
+    observed = [d for d in owed if d["observed"]]
+    assert len(observed) <= sum(audited["traffic"].received.values())
+    if not blind:
+        assert len(observed) == sum(audited["traffic"].received.values())
+
+
+def test_the_byte_account_reconciles_and_the_summary_counts_the_tables(audited: dict[str, Any]) -> None:
+    summary = json.loads((audited["out"] / "summary.json").read_text())
+    account = summary["bytes"]
+    assert account["reconciles"] and account["mqtt_bytes"] > 0
+    assert account["mqtt_bytes"] == sum(
+        account[k] for k in ("packet_bytes", "malformed_bytes", "gap_bytes", "unsynced_bytes")
+    )
+    tables = audited["tables"]
+    assert summary["counts"]["packets"] == len(tables["packets"])
+    assert summary["counts"]["connections"] == len(tables["connections"])
+    assert summary["counts"]["violations"] == len(tables["violations"])
+    # Every frame is a row of ``packets`` (malformed ones too), so their lengths add up to the framed bytes.
+    assert sum(p["length"] for p in tables["packets"]) == account["packet_bytes"] + account["malformed_bytes"]
+
+
+def test_packets_carry_frames_offsets_and_directions(audited: dict[str, Any]) -> None:
+    packets = audited["tables"]["packets"]
+    assert {p["direction"] for p in packets} == {"client", "server"}
+    assert all(p["frame"] is not None and p["offset"] is not None for p in packets)
+    connects = [p for p in packets if p["type"] == "CONNECT"]
+    assert {p["client_id"] for p in connects} >= {client_id for client_id, _, _ in MISBEHAVIOUR}
+
+
+def test_the_reports_are_written(audited: dict[str, Any]) -> None:
+    out = audited["out"]
+    html = (out / "report.html").read_text()
+    assert "MQTT-4.7.3-1" in html and "<svg" in html and "http://" not in html.replace("http://www.w3.org", "")
+    assert "MQTT-2.2.3-four-bytes" in (out / "findings.md").read_text()
+
+
+def test_a_failing_audit_exits_1_and_says_where_the_report_is(
+    spark: SparkSession, recorded: tuple[Path, int, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capture, port, _ = recorded
+    status = main(["audit", str(capture), "--ports", str(port), "--out", str(tmp_path), "--tolerance", "2"])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "violation(s)" in out and str(tmp_path / "report.html") in out
+
+
+def test_truncated_and_corrupt_captures_are_reported_and_the_rest_is_audited(
+    spark: SparkSession, recorded: tuple[Path, int, Any], tmp_path: Path
+) -> None:
+    capture, port, _ = recorded
+    data = capture.read_bytes()
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "truncated.pcap").write_bytes(data[: len(data) - 7])
+    (folder / "corrupt.pcap").write_bytes(b"\x00\x01garbage" + data[10:200])
+    shutil.copy(capture, folder / "whole.pcap")
+    result = run_audit([str(folder)], tmp_path / "out", ports=[port], tolerance=2.0, spark=spark)
+    errors = {e["capture"]: e for e in result.summary["errors"]}
+    assert "corrupt.pcap" in errors and errors["corrupt.pcap"]["reason"]
+    assert [t["capture"] for t in result.summary["truncated"]] == ["truncated.pcap"]
+    assert result.summary["bytes"]["reconciles"]
+    assert result.summary["counts"]["connections"] > 0
+
+
+def test_a_capture_that_starts_mid_connection_is_judged_from_what_is_known(
+    spark: SparkSession, recorded: tuple[Path, int, Any], tmp_path: Path
+) -> None:
+    from mqttaudit.capture import read_records
+    from mqttaudit.capture.writer import pcap_bytes
+
+    capture, port, _ = recorded
+    records = list(read_records(str(capture)))
+    tail = records[len(records) // 2 :]
+    cut = tmp_path / "middle.pcap"
+    cut.write_bytes(pcap_bytes([(r[0], r[2]) for r in tail], linktype=records[0][1]))
+    result = run_audit([str(cut)], tmp_path / "out", ports=[port], tolerance=2.0, spark=spark)
+    connections = pq.read_table(tmp_path / "out" / "connections").to_pylist()
+    assert any(c["mid_stream"] for c in connections)
+    violations = pq.read_table(tmp_path / "out" / "violations").to_pylist()
+    assert not [v for v in violations if v["rule"] in ("MQTT-3.1.0-1", "MQTT-3.2.0-1")]
+    assert result.summary["bytes"]["reconciles"]
+
+
+def test_no_capture_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(AuditInputError):
+        run_audit([str(tmp_path / "none-*.pcap")], tmp_path / "out")
+
+
+def test_a_rotated_capture_is_audited_like_the_whole_one(
+    spark: SparkSession, recorded: tuple[Path, int, Any], audited: dict[str, Any], tmp_path: Path
+) -> None:
+    """Connections that cross from one file to the next (and chunks of 4 KiB) are reassembled as one, read
+    through file:// URLs."""
+    from mqttaudit.capture import read_records
+    from mqttaudit.capture.writer import pcap_bytes
+
+    capture, port, _ = recorded
+    records = list(read_records(str(capture)))
+    half = len(records) // 2
+    for name, part in (("rot-1.pcap", records[:half]), ("rot-2.pcap", records[half:])):
+        (tmp_path / name).write_bytes(pcap_bytes([(r[0], r[2]) for r in part], linktype=records[0][1]))
+    result = run_audit(
+        [f"file://{tmp_path}/rot-*.pcap"], tmp_path / "out", ports=[port], tolerance=2.0, chunk_bytes=4096, spark=spark
+    )
+    whole = audited["result"].summary
+    assert len(result.summary["captures"]) == 2
+    assert result.summary["counts"]["connections"] == whole["counts"]["connections"]
+    assert result.summary["counts"]["packets"] == whole["counts"]["packets"]
+    assert result.summary["bytes"] == whole["bytes"]
+    rules = sorted((v["rule"], v["actor"]) for v in pq.read_table(tmp_path / "out" / "violations").to_pylist())
+    assert rules == sorted((v["rule"], v["actor"]) for v in audited["tables"]["violations"])
