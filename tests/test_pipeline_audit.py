@@ -188,3 +188,21 @@ def test_a_rotated_capture_is_audited_like_the_whole_one(
     assert result.summary["bytes"] == whole["bytes"]
     rules = sorted((v["rule"], v["actor"]) for v in pq.read_table(tmp_path / "out" / "violations").to_pylist())
     assert rules == sorted((v["rule"], v["actor"]) for v in audited["tables"]["violations"])
+
+
+def test_every_shared_capture_is_audited_on_spark_without_a_crash_and_the_bytes_reconcile(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """All captures of ../shared/captures (other projects' suites) in one audit; the per-capture expectations
+    are checked without Spark in test_capture_expectations.py."""
+    folder = Path(__file__).resolve().parents[2] / "shared" / "captures"
+    assert folder.is_dir(), f"the shared captures are missing: {folder}"
+    ports: set[int] = set()
+    for line in (folder / "INVENTORY.tsv").read_text().splitlines()[1:]:
+        ports |= {int(p) for p in line.split("\t")[9].split(",") if p}
+    result = run_audit([str(folder)], tmp_path / "out", ports=sorted(ports), tolerance=5.0, spark=spark)
+    summary = result.summary
+    assert len(summary["captures"]) == 31 and summary["errors"] == []
+    assert summary["bytes"]["reconciles"], summary["bytes"]
+    assert summary["counts"]["connections"] >= 31
+    assert (tmp_path / "out" / "report.html").stat().st_size > 0

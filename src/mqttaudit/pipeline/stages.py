@@ -321,7 +321,9 @@ def audit_flow(table: pa.Table, options: AuditOptions) -> pa.Table:
         record_at.setdefault(data["time_ns"][i], (data["capture"][i], data["record"][i]))
     end = options.end_time_ns if options.end_time_ns is not None else (data["time_ns"][-1] if rows else None)
     audits = flow_events(flow_segments, options=options.flow_options, end_time_ns=end)
-    out = [_connection(audit, data["flow"][0], record_at, options) for audit in audits]
+    # A connection that carried no payload byte (the last ACKs of one that ended before the capture began) is no
+    # MQTT connection: nothing in it can be judged.
+    out = [_connection(audit, data["flow"][0], record_at, options) for audit in audits if audit.total.stream]
     return pa.Table.from_pylist(out, schema=CONNECTION_SCHEMA)
 
 
