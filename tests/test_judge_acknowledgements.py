@@ -312,3 +312,14 @@ def test_bytes_lost_from_the_client_make_its_ack_order_not_assessable() -> None:
     judgement = judge(talk.events)
     assert not [f for f in judgement.findings if f.rule == "MQTT-4.6.0-2"], explain(judgement)
     assert "MQTT-4.6.0-2" in judgement.not_assessable
+
+
+def test_an_answer_seen_after_lost_bytes_still_keeps_the_rule() -> None:
+    from mqttaudit.judge import Lost
+
+    talk = connected().client(publish("t", b"m", qos=1, packet_id=1))
+    talk.events.append(Lost(talk.now + 0.01, S, 4))
+    talk.now += 0.01
+    talk.server(codec.Puback(packet_id=1)).quiet(after=WAIT)
+    judgement = judge(talk.events)
+    assert "MQTT-4.3.2-2" in judgement.passed, explain(judgement)

@@ -230,3 +230,25 @@ def test_a_conversation_seen_from_its_middle_is_not_blamed_for_what_came_before(
     judged = middle.finish()
     assert judged.findings == (), explain(judged)
     assert "MQTT-3.1.0-1" in judged.not_assessable and "MQTT-3.12.4-1" in judged.passed
+
+
+def test_lost_server_bytes_before_its_first_packet_leave_connack_first_not_assessable() -> None:
+    from mqttaudit.judge import Lost, judge
+
+    talk = Talk().client(CONNECT)
+    talk.events.append(Lost(talk.now + 0.01, S, 4))  # the CONNACK may be in them
+    talk.now += 0.01
+    talk.client(PINGREQ).server(PINGRESP).quiet(after=10)
+    judgement = judge(talk.events)
+    assert "MQTT-3.2.0-1" in judgement.not_assessable, explain(judgement)
+    assert not [f for f in judgement.findings if f.side is S], explain(judgement)
+
+
+def test_nothing_is_judged_after_the_connect_of_another_specification() -> None:
+    from mqttaudit.judge import JudgeConfig, judge
+
+    v5 = codec.Connect(client_id="five", protocol_level=5)
+    talk = Talk().client(v5).server(CONNACK_OK).client("82050001000000").server(suback(1)).quiet(after=10)
+    judgement = judge(talk.events, JudgeConfig(supported_protocol_levels=frozenset({4, 5})))
+    assert judgement.findings == (), explain(judgement)
+    assert "MQTT-3.1.4-4" in judgement.not_assessable

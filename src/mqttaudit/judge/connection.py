@@ -106,6 +106,11 @@ class Connection:
         #: Observation began inside the connection: its CONNECT (and so the version, the session and the packets in
         #: flight) may never be seen.
         self.mid_stream = mid_stream
+        #: Why the connection follows another specification (a CONNECT of another protocol name or of a level
+        #: the server supports besides 4): nothing after that CONNECT is judged against MQTT 3.1.1.
+        self.foreign: str | None = None
+        #: Sides some of whose bytes went unobserved (gaps in a capture).
+        self.lost: set[Direction] = set()
         self.connect: Connect | None = None
         self.connect_seen: Seen | None = None
         self.reaction: Reaction | None = None
@@ -203,6 +208,7 @@ class Connection:
         config = self._ctx.config
         reason = foreign_protocol(connect, config.supported_protocol_levels)
         if reason is not None:
+            self.foreign = reason
             self._ctx.ledger.undecided(rules.CONNACK_FOR_VALID_CONNECT, reason)
             return
         self.reaction = reaction = connect_reaction(seen, connect, config.supported_protocol_levels)
@@ -261,15 +267,16 @@ class Connection:
 
     def _connack_first(self, seen: Seen) -> None:
         """[MQTT-3.2.0-1] The first packet the server sends is CONNACK."""
-        if isinstance(seen.packet, Connack):
+        if isinstance(seen.packet, Connack) and not self.mid_stream and SERVER not in self.lost:
             self._ctx.ledger.held(rules.CONNACK_FIRST)
             return
-        if seen.packet is None or self.mid_stream:
-            reason = (
-                "the capture began inside the connection: its first packets were not seen"
-                if self.mid_stream
-                else f"the server's first bytes (event {seen.event}) were not decoded"
-            )
+        if seen.packet is None or self.mid_stream or SERVER in self.lost:
+            if self.mid_stream:
+                reason = "the capture began inside the connection: its first packets were not seen"
+            elif SERVER in self.lost:
+                reason = "bytes the server sent before it were not observed"
+            else:
+                reason = f"the server's first bytes (event {seen.event}) were not decoded"
             self._ctx.ledger.undecided(rules.CONNACK_FIRST, reason)
             return
         self._ctx.ledger.fail(

@@ -90,7 +90,8 @@ class ConversationJudge:
         """Unobserved bytes of one side: what that side owed may be in them, so its duties are not assessable."""
         side = side_name(event.sender)
         reason = f"{event.length} bytes the {side} sent were not observed (event {index})"
-        self._ctx.obligations.drop_where(lambda obligation: obligation.side is event.sender, reason)
+        self._ctx.obligations.mark_lost(event.sender, reason)
+        self._connection.lost.add(event.sender)
         self._pairing.lost(event.sender)
         if event.sender is CLIENT:
             self._keep_alive.lost(reason)
@@ -98,6 +99,9 @@ class ConversationJudge:
 
     def _on_sent(self, seen: Seen) -> None:
         connection = self._connection
+        if connection.foreign is not None:
+            # Another specification's conversation: its packets are not MQTT 3.1.1 packets to judge.
+            return
         if seen.sender is CLIENT:
             self._keep_alive.gap(seen)
             if not isinstance(seen.packet, Connect):  # a client CONNECT is the connection's to judge

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from mqttaudit.codec import Publish
-from mqttaudit.topics import matches, matches_but_for_dollar_rule
+from mqttaudit.topics import InvalidTopic, TopicTrie, matches, matches_but_for_dollar_rule
 
 from . import rules
 from .config import JudgeConfig
@@ -211,6 +211,34 @@ def deliveries_of(model: Model) -> list[ExpectedDelivery]:
     return sorted(records, key=lambda r: (r.after, r.publisher, r.event, r.subscriber))
 
 
+class SessionFilters:
+    """The subscriptions of every session in a topic trie rooted per session: which of a session's subscriptions
+    match a Topic Name, without comparing every filter. Filters the trie refuses (invalid, so a conforming server
+    never granted them) and Topic Names it refuses are compared pair by pair instead."""
+
+    def __init__(self, sessions: Iterable[Session]) -> None:
+        self._trie: TopicTrie[int] = TopicTrie("mqtt")
+        self._refused: dict[int, list[Subscription]] = {}
+        self._subscriptions: dict[int, list[Subscription]] = {}
+        for session in sessions:
+            key = id(session)
+            self._subscriptions[key] = session.subscriptions
+            for index, subscription in enumerate(session.subscriptions):
+                try:
+                    self._trie.add(key, subscription.topic_filter, index)
+                except InvalidTopic:
+                    self._refused.setdefault(key, []).append(subscription)
+
+    def matching(self, session: Session, topic: str) -> list[Subscription]:
+        key = id(session)
+        subscriptions = self._subscriptions.get(key, session.subscriptions)
+        try:
+            found = [subscriptions[index] for index in sorted(set(self._trie.match(key, topic)))]
+        except InvalidTopic:
+            return [s for s in subscriptions if matches(s.topic_filter, topic)]
+        return found + [s for s in self._refused.get(key, ()) if matches(s.topic_filter, topic)]
+
+
 @dataclass
 class Model:
     links: list[Link]
@@ -219,6 +247,7 @@ class Model:
     #: The messages of each topic, and those that set its retained message.
     by_topic: dict[str, list[Message]]
     retained: dict[str, list[Message]]
+    filters: SessionFilters
 
 
 def build(transcripts: Mapping[str, Transcript], config: JudgeConfig) -> Model:
@@ -233,7 +262,7 @@ def build(transcripts: Mapping[str, Transcript], config: JudgeConfig) -> Model:
         by_topic.setdefault(message.publish.topic, []).append(message)
         if message.publish.retain:
             retained.setdefault(message.publish.topic, []).append(message)
-    model = Model(links, sessions, messages, by_topic, retained)
+    model = Model(links, sessions, messages, by_topic, retained, SessionFilters(sessions))
     for session in sessions:
         for message in messages:
             _route(model, message, session, config)
@@ -350,9 +379,7 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
     whole time the server was taking the message [MQTT-4.5.0-1]; forbidden when the session has a reason not
     to get it."""
     topic = message.publish.topic
-    possible = [
-        s for s in session.subscriptions if matches(s.topic_filter, topic) and overlaps(s.possible, message.window)
-    ]
+    possible = [s for s in model.filters.matching(session, topic) if overlaps(s.possible, message.window)]
     if not possible:
         _forbid_live(model, message, session, config)
         return
@@ -391,7 +418,7 @@ def _forbid_live(model: Model, message: Message, session: Session, config: Judge
     if link is None or not session.known:
         return
     topic = message.publish.topic
-    mine = [s for s in session.subscriptions if matches(s.topic_filter, topic)]
+    mine = model.filters.matching(session, topic)
     discarded = [
         s
         for other in model.sessions

@@ -46,6 +46,9 @@ class Obligation:
     #: Rules the awaited answer also decides (its Packet Identifier, its type): they pass with the obligation
     #: and are not assessable when it is, or when it is broken (no answer, so nothing to judge them on).
     informs: tuple[str, ...] = ()
+    #: Bytes of the owing side went unobserved while it was open: the answer may be among them, so a missed
+    #: deadline is not a finding (this says why).
+    lost: str | None = None
     #: Rules the owing side enforces by doing what it owes (the rule a malformed packet broke, which its receiver
     #: upholds by closing): they hold, fail or stay undecided with the obligation itself.
     enforces: tuple[str, ...] = ()
@@ -84,6 +87,12 @@ class Obligations:
             self._open.remove(obligation)
             if reason is not None:
                 self._undecided(obligation, reason)
+
+    def mark_lost(self, side: Direction, reason: str) -> None:
+        """Bytes ``side`` sent went unobserved: what it owes now may have been sent in them."""
+        for obligation in self._open:
+            if obligation.side is side:
+                obligation.lost = reason
 
     def drop_where(self, predicate: Callable[[Obligation], bool], reason: str | None = None) -> None:
         for obligation in [o for o in self._open if predicate(o)]:
@@ -138,6 +147,8 @@ class Obligations:
             self._undecided(
                 obligation, f"the {side} closed the connection instead, which it may do (event {obligation.event})"
             )
+        elif obligation.lost is not None:
+            self._undecided(obligation, obligation.lost)
         else:
             self._fail(
                 obligation,
@@ -152,6 +163,9 @@ class Obligations:
             self._ledger.undecided(rule, reason)
 
     def _breach(self, obligation: Obligation, time: float, event: int, observed: str) -> None:
+        if obligation.lost is not None:
+            self._undecided(obligation, obligation.lost)
+            return
         for rule in obligation.informs:
             self._ledger.undecided(rule, f"no answer to event {obligation.event}, so nothing to judge it on")
         self._fail(

@@ -83,14 +83,18 @@ def run_audit(
 ) -> AuditResult:
     started = time.time()
     files = sources.expand(list(paths))
+    # Captures are named by file name, or by their whole location when two files share a name.
+    basenames = [posixpath.basename(path) for path in files]
+    unique = len(set(basenames)) == len(basenames)
+    names = {path: base if unique else path for path, base in zip(files, basenames, strict=True)}
     out_dir.mkdir(parents=True, exist_ok=True)
     progress(f"planning chunks of {len(files)} capture(s)")
     chunk_rows: list[dict[str, Any]] = []
     captures: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
-    end_ns: int | None = None
+    end_times: list[tuple[str, int]] = []
     for path in files:
-        name = posixpath.basename(path)
+        name = names[path]
         try:
             size = sources.size(path)
             chunks = plan_chunks(sources.opener(path), chunk_bytes, name=name, size=size)
@@ -105,8 +109,8 @@ def run_audit(
         chunk_rows += [{"capture": name, "path": path, "chunk": pickle.dumps(chunk)} for chunk in chunks]
         last = _end_time_ns(path, chunks)
         if last is not None:
-            end_ns = last if end_ns is None else max(end_ns, last)
-    options = AuditOptions(frozenset(ports), tolerance, end_ns)
+            end_times.append((name, last))
+    options = AuditOptions(frozenset(ports), tolerance, tuple(end_times))
     session = spark or spark_session(master)
     watcher = _Progress(session, progress)
     watcher.start()

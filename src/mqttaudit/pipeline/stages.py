@@ -173,12 +173,17 @@ class AuditOptions:
     broker_ports: frozenset[int] = frozenset({1883})
     #: Seconds a receiver may take to answer or close, and the broker to deliver (the routing tolerance).
     tolerance: float = 5.0
-    #: Where observation of every capture ended (ns): an open connection is quiet until then.
-    end_time_ns: int | None = None
+    #: Where observation of each capture ended (ns), by capture name: an open connection is quiet until the end of
+    #: the last capture that holds it (rotated captures continue each other).
+    end_times: tuple[tuple[str, int], ...] = ()
 
     @property
     def judge_config(self) -> JudgeConfig:
-        return JudgeConfig(close_grace=self.tolerance, answer_timeout=self.tolerance)
+        # A broker seen accepting MQTT 5.0 supports it: those connections follow another specification and are
+        # not judged against 3.1.1 (rather than blaming the broker for not refusing them).
+        return JudgeConfig(
+            close_grace=self.tolerance, answer_timeout=self.tolerance, supported_protocol_levels=frozenset({4, 5})
+        )
 
     @property
     def flow_options(self) -> FlowOptions:
@@ -319,7 +324,9 @@ def audit_flow(table: pa.Table, options: AuditOptions) -> pa.Table:
     record_at: dict[int, tuple[str, int]] = {}
     for i in rows:
         record_at.setdefault(data["time_ns"][i], (data["capture"][i], data["record"][i]))
-    end = options.end_time_ns if options.end_time_ns is not None else (data["time_ns"][-1] if rows else None)
+    ends = dict(options.end_times)
+    known = [ends[capture] for capture in set(data["capture"]) if capture in ends]
+    end = max(known) if known else (data["time_ns"][-1] if rows else None)
     audits = flow_events(flow_segments, options=options.flow_options, end_time_ns=end)
     # A connection that carried no payload byte (the last ACKs of one that ended before the capture began) is no
     # MQTT connection: nothing in it can be judged.
