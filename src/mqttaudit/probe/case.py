@@ -148,6 +148,17 @@ class CaseContext:
             raise Inconclusive(f"setup: the broker refused the CONNECT of {connection.name} (code {ack.return_code})")
         return connection
 
+    async def subscriber(self, name: str, *filters: tuple[str, int]) -> ProbeConnection:
+        """A fresh connection subscribed to ``filters`` (SUBACK received)."""
+        connection = await self.connect(name)
+        await self.subscribe(connection, *filters)
+        return connection
+
+    async def leave(self, *connections: ProbeConnection) -> None:
+        """Ends each connection with DISCONNECT, as a well-behaved client does."""
+        for connection in connections:
+            await connection.send(_DISCONNECT)
+
     async def subscribe(self, connection: ProbeConnection, *filters: tuple[str, int]) -> tuple[int, ...]:
         """Subscribes and returns the SUBACK return codes; :class:`Inconclusive` without a SUBACK."""
         packet_id = self.packet_id()
@@ -233,6 +244,8 @@ def _answers(kind: type[Packet], packet_id: int | None) -> Callable[[Packet], bo
 
 #: Seconds watched past the judge's delivery deadline.
 SETTLE_MARGIN = 0.2
+
+_DISCONNECT = bytes((0xE0, 0x00))
 
 CASES: dict[str, Case] = {}
 

@@ -47,8 +47,7 @@ async def qos2_flow(context: CaseContext) -> None:
 )
 async def qos2_duplicate(context: CaseContext) -> None:
     topic = context.topic("q2dup")
-    subscriber = await context.connect("subscriber")
-    await context.subscribe(subscriber, (topic, 2))
+    subscriber = await context.subscriber("subscriber", (topic, 2))
     publisher = await context.connect("publisher")
     packet_id = context.packet_id()
     await publisher.send(Publish(topic=topic, payload=b"once", qos=2, packet_id=packet_id))
@@ -57,8 +56,7 @@ async def qos2_duplicate(context: CaseContext) -> None:
     await publisher.send(Pubrel(packet_id=packet_id))
     await context.deliveries(subscriber, topic)
     await context.settle(subscriber)
-    await publisher.send(DISCONNECT)
-    await subscriber.send(DISCONNECT)
+    await context.leave(publisher, subscriber)
 
 
 @case(
@@ -70,13 +68,11 @@ async def qos2_duplicate(context: CaseContext) -> None:
 )
 async def dup_not_propagated(context: CaseContext) -> None:
     topic = context.topic("dup")
-    subscriber = await context.connect("subscriber")
-    await context.subscribe(subscriber, (topic, 1))
+    subscriber = await context.subscriber("subscriber", (topic, 1))
     publisher = await context.connect("publisher")
     await publisher.send(Publish(topic=topic, payload=b"d", qos=1, packet_id=context.packet_id(), dup=True))
     await context.deliveries(subscriber, topic)
-    await publisher.send(DISCONNECT)
-    await subscriber.send(DISCONNECT)
+    await context.leave(publisher, subscriber)
 
 
 @case(
@@ -87,15 +83,13 @@ async def dup_not_propagated(context: CaseContext) -> None:
     expected="only '<case>/a/t' is delivered, with RETAIN 0",
 )
 async def delivery_matches(context: CaseContext) -> None:
-    subscriber = await context.connect("subscriber")
-    await context.subscribe(subscriber, (context.topic("+", "t"), 1))
+    subscriber = await context.subscriber("subscriber", (context.topic("+", "t"), 1))
     publisher = await context.connect("publisher")
     await context.publish(publisher, context.topic("a", "t"), b"match", qos=1, retain=True)
     await context.publish(publisher, context.topic("a", "u"), b"no-match", qos=1)
     await context.deliveries(subscriber, context.topic("a", "t"))
     await context.settle(subscriber)
-    await publisher.send(DISCONNECT)
-    await subscriber.send(DISCONNECT)
+    await context.leave(publisher, subscriber)
 
 
 @case(
@@ -134,13 +128,11 @@ async def multiple_filters(context: CaseContext) -> None:
 )
 async def granted_qos_caps(context: CaseContext) -> None:
     topic = context.topic("g")
-    subscriber = await context.connect("subscriber")
-    await context.subscribe(subscriber, (topic, 0))
+    subscriber = await context.subscriber("subscriber", (topic, 0))
     publisher = await context.connect("publisher")
     await context.publish(publisher, topic, b"g", qos=1)
     await context.deliveries(subscriber, topic)
-    await publisher.send(DISCONNECT)
-    await subscriber.send(DISCONNECT)
+    await context.leave(publisher, subscriber)
 
 
 @case(
@@ -152,14 +144,12 @@ async def granted_qos_caps(context: CaseContext) -> None:
 )
 async def overlapping(context: CaseContext) -> None:
     topic = context.topic("o")
-    subscriber = await context.connect("subscriber")
-    await context.subscribe(subscriber, (context.topic("#"), 0), (topic, 1))
+    subscriber = await context.subscriber("subscriber", (context.topic("#"), 0), (topic, 1))
     publisher = await context.connect("publisher")
     await context.publish(publisher, topic, b"o", qos=1)
     await context.deliveries(subscriber, topic)
     await context.settle(subscriber)
-    await publisher.send(DISCONNECT)
-    await subscriber.send(DISCONNECT)
+    await context.leave(publisher, subscriber)
 
 
 @case(
@@ -171,15 +161,13 @@ async def overlapping(context: CaseContext) -> None:
 )
 async def resubscribe(context: CaseContext) -> None:
     topic = context.topic("r")
-    subscriber = await context.connect("subscriber")
-    await context.subscribe(subscriber, (topic, 1))
+    subscriber = await context.subscriber("subscriber", (topic, 1))
     await context.subscribe(subscriber, (topic, 0))
     publisher = await context.connect("publisher")
     await context.publish(publisher, topic, b"r", qos=1)
     await context.deliveries(subscriber, topic)
     await context.settle(subscriber)
-    await publisher.send(DISCONNECT)
-    await subscriber.send(DISCONNECT)
+    await context.leave(publisher, subscriber)
 
 
 @case(
@@ -221,14 +209,12 @@ async def unsubscribe_multiple(context: CaseContext) -> None:
 )
 async def unsubscribe_stops(context: CaseContext) -> None:
     topic = context.topic("stop")
-    subscriber = await context.connect("subscriber")
-    await context.subscribe(subscriber, (topic, 1))
+    subscriber = await context.subscriber("subscriber", (topic, 1))
     await context.unsubscribe(subscriber, topic)
     publisher = await context.connect("publisher")
     await context.publish(publisher, topic, b"late", qos=1)
     await context.settle(subscriber)
-    await publisher.send(DISCONNECT)
-    await subscriber.send(DISCONNECT)
+    await context.leave(publisher, subscriber)
 
 
 @case(
@@ -239,14 +225,12 @@ async def unsubscribe_stops(context: CaseContext) -> None:
     expected="the '+' subscription stays: the message is delivered",
 )
 async def unsubscribe_exact(context: CaseContext) -> None:
-    subscriber = await context.connect("subscriber")
-    await context.subscribe(subscriber, (context.topic("+"), 1))
+    subscriber = await context.subscriber("subscriber", (context.topic("+"), 1))
     await context.unsubscribe(subscriber, context.topic("x"))
     publisher = await context.connect("publisher")
     await context.publish(publisher, context.topic("x"), b"still", qos=1)
     await context.deliveries(subscriber, context.topic("x"))
-    await publisher.send(DISCONNECT)
-    await subscriber.send(DISCONNECT)
+    await context.leave(publisher, subscriber)
 
 
 @case(
@@ -260,11 +244,9 @@ async def retained_on_subscribe(context: CaseContext) -> None:
     topic = context.topic("kept")
     publisher = await context.connect("publisher")
     await context.publish(publisher, topic, b"kept", qos=1, retain=True)
-    subscriber = await context.connect("subscriber")
-    await context.subscribe(subscriber, (topic, 1))
+    subscriber = await context.subscriber("subscriber", (topic, 1))
     await context.deliveries(subscriber, topic)
-    await publisher.send(DISCONNECT)
-    await subscriber.send(DISCONNECT)
+    await context.leave(publisher, subscriber)
 
 
 @case(
@@ -280,12 +262,10 @@ async def retained_qos0_replaces(context: CaseContext) -> None:
     await context.publish(publisher, topic, b"old", qos=1, retain=True)
     await context.publish(publisher, topic, b"new", qos=0, retain=True)
     await publisher.observe(context.timeout / 4)
-    subscriber = await context.connect("subscriber")
-    await context.subscribe(subscriber, (topic, 1))
+    subscriber = await context.subscriber("subscriber", (topic, 1))
     await context.deliveries(subscriber, topic)
     await context.settle(subscriber)
-    await publisher.send(DISCONNECT)
-    await subscriber.send(DISCONNECT)
+    await context.leave(publisher, subscriber)
 
 
 @case(
@@ -300,11 +280,9 @@ async def retained_cleared(context: CaseContext) -> None:
     publisher = await context.connect("publisher")
     await context.publish(publisher, topic, b"x", qos=1, retain=True)
     await context.publish(publisher, topic, b"", qos=1, retain=True)
-    subscriber = await context.connect("subscriber")
-    await context.subscribe(subscriber, (topic, 1))
+    subscriber = await context.subscriber("subscriber", (topic, 1))
     await context.settle(subscriber)
-    await publisher.send(DISCONNECT)
-    await subscriber.send(DISCONNECT)
+    await context.leave(publisher, subscriber)
 
 
 @case(
@@ -319,12 +297,10 @@ async def non_retained_leaves(context: CaseContext) -> None:
     publisher = await context.connect("publisher")
     await context.publish(publisher, topic, b"kept", qos=1, retain=True)
     await context.publish(publisher, topic, b"live", qos=1)
-    subscriber = await context.connect("subscriber")
-    await context.subscribe(subscriber, (topic, 1))
+    subscriber = await context.subscriber("subscriber", (topic, 1))
     await context.deliveries(subscriber, topic)
     await context.settle(subscriber)
-    await publisher.send(DISCONNECT)
-    await subscriber.send(DISCONNECT)
+    await context.leave(publisher, subscriber)
 
 
 @case(
@@ -340,8 +316,7 @@ async def retained_survives(context: CaseContext) -> None:
     await context.publish(publisher, topic, b"outlive", qos=1, retain=True)
     await publisher.send(DISCONNECT)
     await publisher.close()
-    subscriber = await context.connect("subscriber")
-    await context.subscribe(subscriber, (topic, 1))
+    subscriber = await context.subscriber("subscriber", (topic, 1))
     await context.deliveries(subscriber, topic)
     await subscriber.send(DISCONNECT)
 
@@ -355,13 +330,11 @@ async def retained_survives(context: CaseContext) -> None:
 )
 async def dollar_topics(context: CaseContext) -> None:
     topic = "$" + context.topic("d")
-    subscriber = await context.connect("subscriber")
-    await context.subscribe(subscriber, ("#", 0), ("+/" + context.run_id + "/#", 0))
+    subscriber = await context.subscriber("subscriber", ("#", 0), ("+/" + context.run_id + "/#", 0))
     publisher = await context.connect("publisher")
     await context.publish(publisher, topic, b"dollar", qos=1)
     await context.settle(subscriber)
-    await publisher.send(DISCONNECT)
-    await subscriber.send(DISCONNECT)
+    await context.leave(publisher, subscriber)
 
 
 @case(
@@ -372,13 +345,11 @@ async def dollar_topics(context: CaseContext) -> None:
     expected="only '<case>/\\ufeffb' is delivered, with its BOM",
 )
 async def no_normalisation(context: CaseContext) -> None:
-    subscriber = await context.connect("subscriber")
-    await context.subscribe(subscriber, (context.topic("", "a"), 1), (context.topic("\ufeffb"), 1))
+    subscriber = await context.subscriber("subscriber", (context.topic("", "a"), 1), (context.topic("\ufeffb"), 1))
     publisher = await context.connect("publisher")
     await context.publish(publisher, context.topic("a"), b"a", qos=1)
     await context.publish(publisher, context.topic("b"), b"b", qos=1)
     await context.publish(publisher, context.topic("\ufeffb"), b"bom", qos=1)
     await context.deliveries(subscriber, context.topic("\ufeffb"))
     await context.settle(subscriber)
-    await publisher.send(DISCONNECT)
-    await subscriber.send(DISCONNECT)
+    await context.leave(publisher, subscriber)

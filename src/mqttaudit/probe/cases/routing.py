@@ -126,14 +126,11 @@ async def retained_to_wildcards(context: CaseContext) -> None:
     await context.publish(publisher, context.topic("r", "a"), b"a", qos=1, retain=True)
     await context.publish(publisher, context.topic("r", "b", "c"), b"bc", qos=1, retain=True)
     await publisher.send(DISCONNECT)
-    deep = await context.connect("deep")
-    await context.subscribe(deep, (context.topic("r", "#"), 1))
-    shallow = await context.connect("shallow")
-    await context.subscribe(shallow, (context.topic("r", "+"), 1))
+    deep = await context.subscriber("deep", (context.topic("r", "#"), 1))
+    shallow = await context.subscriber("shallow", (context.topic("r", "+"), 1))
     await context.deliveries(deep, context.topic("r", "b", "c"))
     await context.settle(deep, shallow)
-    await deep.send(DISCONNECT)
-    await shallow.send(DISCONNECT)
+    await context.leave(deep, shallow)
 
 
 @case(
@@ -153,8 +150,7 @@ async def overlapping_three(context: CaseContext) -> None:
     await context.publish(publisher, topic, b"three", qos=2)
     await context.deliveries(subscriber, topic)
     await context.settle(subscriber)
-    await publisher.send(DISCONNECT)
-    await subscriber.send(DISCONNECT)
+    await context.leave(publisher, subscriber)
 
 
 @case(

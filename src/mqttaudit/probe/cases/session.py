@@ -101,8 +101,7 @@ async def session_present(context: CaseContext) -> None:
     publisher = await context.connect("publisher")
     await context.publish(publisher, context.topic("s"), b"resumed", qos=1)
     await context.deliveries(second, context.topic("s"))
-    await publisher.send(DISCONNECT)
-    await second.send(DISCONNECT)
+    await context.leave(publisher, second)
     # leave no session behind: a clean connection discards it
     third = await context.connect("cleanup", client_id=client_id, clean_session=True)
     await third.send(DISCONNECT)
@@ -150,8 +149,7 @@ async def clean_session_discards(context: CaseContext) -> None:
     publisher = await context.connect("publisher")
     await context.publish(publisher, topic, b"after-clean", qos=1)
     await context.settle(second)
-    await second.send(DISCONNECT)
-    await publisher.send(DISCONNECT)
+    await context.leave(second, publisher)
 
 
 def _will(context: CaseContext, *, retain: bool = False) -> Will:
@@ -162,8 +160,7 @@ async def _watch_will(context: CaseContext, *, retain: bool, graceful: bool) -> 
     will = _will(context, retain=retain)
     if retain:
         context.retained.add(will.topic)
-    watcher = await context.connect("watcher")
-    await context.subscribe(watcher, (will.topic, 1))
+    watcher = await context.subscriber("watcher", (will.topic, 1))
     dying = await context.connect("dying", will=will)
     if graceful:
         await dying.send(DISCONNECT)
@@ -174,14 +171,12 @@ async def _watch_will(context: CaseContext, *, retain: bool, graceful: bool) -> 
     if graceful:
         await context.settle(watcher)
     # A later subscriber gets the Will as a retained message only when Will Retain was 1.
-    late = await context.connect("late-subscriber")
-    await context.subscribe(late, (will.topic, 1))
+    late = await context.subscriber("late-subscriber", (will.topic, 1))
     if retain:
         await context.deliveries(late, will.topic)
     else:
         await context.settle(late)
-    await late.send(DISCONNECT)
-    await watcher.send(DISCONNECT)
+    await context.leave(late, watcher)
 
 
 @case(
