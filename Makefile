@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-SOURCES := pyproject.toml setup.py $(sort $(shell find src -type f \( -name '*.py' -o -name '*.tsv' -o -name '*.js' \)))
+SOURCES := pyproject.toml setup.py $(sort $(shell find src -type f \( -name '*.py' -o -name '*.tsv' -o -name '*.js' -o -name '*.j2' \)))
 STAMP := $(VENV)/.installed-$(shell cat $(SOURCES) | cksum | cut -d' ' -f1)
 # The codec tests run a second time on the pure-Python fallback, straight from the source tree.
 PURE_TESTS := tests/test_codec_build.py tests/test_codec_vectors.py tests/test_codec_properties.py
@@ -15,6 +15,7 @@ $(STAMP): $(SOURCES)
 	bash scripts/install-build-deps.sh $(PYTHON)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	rm -rf build  # a module no longer compiled must not come back from an earlier build
 	$(PY) -m pip install --quiet '.[test,bench]'
 	rm -f $(VENV)/.installed-*
 	touch $@
@@ -41,8 +42,11 @@ unit: install system-deps
 test: lint typecheck unit
 
 bench: install
+	bash scripts/install-bench-deps.sh
 	$(PY) bench/codec_throughput.py
 	$(PY) bench/trie_throughput.py
+	$(PY) bench/capture_gen.py
+	$(PY) bench/audit_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build src/*.egg-info

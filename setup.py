@@ -1,4 +1,5 @@
-"""Build hook: the codec's hot modules are compiled to C with mypyc (the same source also runs as pure Python).
+"""Build hook: the hot modules (codec, capture reading and reassembly, judge) are compiled to C with mypyc (the same
+source also runs as pure Python).
 
 The compiled build is the default. Set ``MQTTAUDIT_PURE_PYTHON=1`` to skip it; when mypyc or a C compiler is
 missing, the build warns and installs the pure-Python codec, which behaves the same, only slower.
@@ -13,7 +14,7 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 # The modules on the decoding path. errors.py stays pure Python so that user code may subclass its exceptions.
-COMPILED = [
+CODEC = [
     f"src/mqttaudit/codec/{name}.py"
     for name in (
         "buffer",
@@ -28,6 +29,40 @@ COMPILED = [
         "writers",
     )
 ]
+# The capture layer's reading, reassembly and framing (its chunk descriptors stay pure Python: they are pickled
+# from the driver to Spark's workers), and the judge (its events and transcripts stay pure Python too, as they
+# travel between Spark stages pickled; its rule table is built from the module's own names at import).
+CAPTURE = [
+    f"src/mqttaudit/capture/{name}.py"
+    for name in (
+        "conversation",
+        "flows",
+        "link",
+        "pcap",
+        "pcapng",
+        "reader",
+        "reassembly",
+        "resync",
+        "segments",
+    )
+]
+JUDGE = [
+    f"src/mqttaudit/judge/{name}.py"
+    for name in (
+        "config",
+        "connection",
+        "context",
+        "conversation",
+        "deliveries",
+        "keepalive",
+        "obligations",
+        "pairing",
+        "subscriptions",
+        "verdict",
+        "violations",
+    )
+]
+COMPILED = CODEC + CAPTURE + JUDGE
 
 
 class OptionalBuildExt(build_ext):

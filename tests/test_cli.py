@@ -141,7 +141,7 @@ def test_demo_finds_the_known_defects_and_passes_the_valid_packets(
 ) -> None:
     from mqttaudit.cli.demo import EXAMPLES
 
-    status, out, _ = run(capsys, "demo")
+    status, out, _ = run(capsys, "demo", "--no-probe")
     assert status == 0
     for title, _, _ in EXAMPLES:
         expected = "conformant" if "(valid)" in title else "VIOLATIONS"

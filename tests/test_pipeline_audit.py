@@ -206,3 +206,17 @@ def test_every_shared_capture_is_audited_on_spark_without_a_crash_and_the_bytes_
     assert summary["bytes"]["reconciles"], summary["bytes"]
     assert summary["counts"]["connections"] >= 31
     assert (tmp_path / "out" / "report.html").stat().st_size > 0
+
+
+def test_the_demo_runs_the_whole_job(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``mqttaudit demo``: a local broker probed, real clients recorded, the capture audited, the reports named."""
+    status = main(["demo", "--out", str(tmp_path), "--master", "local[2]"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "cases in" in out and "probe reports:" in out
+    assert "written (tcpdump on loopback)" in out or "written (the recording relay)" in out
+    assert f"report: {tmp_path / 'audit' / 'report.html'}" in out
+    assert (tmp_path / "audit" / "report.html").exists() and (tmp_path / "probe" / "junit.xml").exists()
+    summary = json.loads((tmp_path / "audit" / "summary.json").read_text())
+    assert summary["counts"]["violations_by_actor"].get("client", 0) >= len(MISBEHAVIOUR)
+    assert summary["counts"]["routing_findings"] == 0

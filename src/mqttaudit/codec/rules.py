@@ -94,7 +94,7 @@ TOPIC_MAX_LENGTH: Final = "MQTT-4.7.3-3"
 ADVISORY: Final = frozenset({UTF8_CONTROL_CHARACTERS, REMAINING_LENGTH_SHORTEST, SIZE_LIMIT})
 
 #: Every rule id the codec can report.
-CHECKED: Final = frozenset(
+CHECKED: Final[frozenset[str]] = frozenset(
     value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)
 )
 

@@ -88,29 +88,29 @@ UNSUBSCRIBED_STOPS_DELIVERY: Final = "MQTT-3.10.4-2"
 MESSAGE_ROUTED: Final = "MQTT-4.5.0-1"
 
 #: The rules the judge decides itself, as reactions and obligations.
-OWN_RULES: Final = frozenset(
+OWN_RULES: Final[frozenset[str]] = frozenset(
     value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)
 )
 
 #: Codec rules no received bytes can break: they bind the encoder only (a two-byte length cannot exceed 65,535;
 #: a QoS 0 PUBLISH has no Packet Identifier field to set).
-_ENCODER_ONLY: Final = frozenset(
+_ENCODER_ONLY: Final[frozenset[str]] = frozenset(
     {codec_rules.STRING_MAX_LENGTH, codec_rules.TOPIC_MAX_LENGTH, codec_rules.QOS0_NO_PACKET_ID}
 )
 
 #: Codec rules of CONNECT the server answers with a CONNACK return code, judged under the statements that say
 #: so (MQTT-3.1.2-1, MQTT-3.1.2-2, MQTT-3.1.3-8), not by closing.
-_ANSWERED_BY_CONNACK: Final = frozenset(
+_ANSWERED_BY_CONNACK: Final[frozenset[str]] = frozenset(
     {codec_rules.PROTOCOL_NAME, codec_rules.PROTOCOL_LEVEL, codec_rules.CLIENT_ID_EMPTY_NEEDS_CLEAN_SESSION}
 )
 
 #: The MUST-level codec rules a receiver upholds by closing on a packet that breaks them (a truncation is left
 #: out: bytes cut off by a close are nothing anybody could answer).
-ENFORCED_CODEC_RULES: Final = frozenset(
+ENFORCED_CODEC_RULES: Final[frozenset[str]] = frozenset(
     rule
     for rule in codec_rules.CHECKED - _ENCODER_ONLY - _ANSWERED_BY_CONNACK
     if not codec_rules.is_advisory(rule) and rule != codec_rules.TRUNCATED
 )
 
 #: Every rule id the judge (conversation and scenario) can decide.
-CHECKED_RULES: Final = OWN_RULES | ENFORCED_CODEC_RULES
+CHECKED_RULES: Final[frozenset[str]] = OWN_RULES | ENFORCED_CODEC_RULES

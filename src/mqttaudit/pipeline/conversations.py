@@ -14,7 +14,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from mqttaudit.codec import Connect, Publish
-from mqttaudit.codec.describe import describe_packet
 from mqttaudit.codec.packets import Value
 from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig
 from mqttaudit.judge.events import Closed, Event, Quiet, Sent
@@ -77,7 +76,6 @@ PACKET_COLUMNS = (
     "dup",
     "topic",
     "client_id",
-    "summary",
 )
 VIOLATION_COLUMNS = (
     "capture",
@@ -139,6 +137,7 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
     """Feeds the connection's events to the judge and returns its rows."""
     judge = ConversationJudge(config, conversation=flow.flow, mid_stream=flow.mid_stream)
     packets = Columns(PACKET_COLUMNS)
+    packet_columns = [packets.data[name] for name in PACKET_COLUMNS]
     violations = Columns(VIOLATION_COLUMNS)
     codec_violations = 0
     for index, event in enumerate(flow.events):
@@ -148,24 +147,26 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
         frame, packet = event.frame, event.frame.packet
         record = flow.frames[index] if index < len(flow.frames) else None
         side = event.sender.value
-        packets.add(
-            capture=flow.capture,
-            flow=flow.flow,
-            event=index,
-            direction=side,
-            frame=record,
-            offset=frame.offset,
-            length=frame.length,
-            time=event.time,
-            type=None if packet is None else packet.packet_type.name,
-            packet_id=getattr(packet, "packet_id", None),
-            qos=getattr(packet, "qos", None) if isinstance(packet, Publish) else None,
-            retain=packet.retain if isinstance(packet, Publish) else None,
-            dup=packet.dup if isinstance(packet, Publish) else None,
-            topic=packet.topic if isinstance(packet, Publish) else None,
-            client_id=packet.client_id if isinstance(packet, Connect) else None,
-            summary="bytes that could not be framed" if packet is None else describe_packet(packet),
+        publish = packet if isinstance(packet, Publish) else None
+        values = (
+            flow.capture,
+            flow.flow,
+            index,
+            side,
+            record,
+            frame.offset,
+            frame.length,
+            event.time,
+            None if packet is None else packet.packet_type.name,
+            getattr(packet, "packet_id", None),
+            None if publish is None else publish.qos,
+            None if publish is None else publish.retain,
+            None if publish is None else publish.dup,
+            None if publish is None else publish.topic,
+            packet.client_id if isinstance(packet, Connect) else None,
         )
+        for column, value in zip(packet_columns, values, strict=True):
+            column.append(value)
         for violation in frame.violations:
             codec_violations += 1
             level, section = rule_level(violation.rule)
@@ -263,9 +264,13 @@ def _connection_row(flow: Flow, transcript: Transcript, packets: int, violations
     }
 
 
+#: Payloads longer than this are replaced by a digest of this size in the routing replay.
+DIGEST_SIZE = 16
+
+
 def _digest(payload: bytes) -> bytes:
     """Stands in for a payload in the routing replay: equal payloads stay equal, an empty one stays empty."""
-    return payload if len(payload) <= 16 else b"#" + hashlib.blake2b(payload, digest_size=15).digest()
+    return payload if len(payload) <= DIGEST_SIZE else b"#" + hashlib.blake2b(payload, digest_size=15).digest()
 
 
 V = TypeVar("V", bound=Value)
@@ -277,21 +282,24 @@ def _with(value: V, **changes: object) -> V:
 
 
 def _digest_publish(publish: Publish) -> Publish:
-    return _with(publish, payload=_digest(publish.payload))
+    digest = _digest(publish.payload)
+    return publish if digest is publish.payload else _with(publish, payload=digest)
 
 
 def digested(transcript: Transcript) -> Transcript:
     """The transcript with every payload replaced by its digest (what the broker model compares)."""
     connect = transcript.connect
-    if connect is not None and connect.will is not None:
+    if connect is not None and connect.will is not None and len(connect.will.message) > DIGEST_SIZE:
         connect = _with(connect, will=_with(connect.will, message=_digest(connect.will.message)))
     return replace(
         transcript,
         connect=connect,
         published=[
-            replace(p, message=_with(p.message, payload=_digest(p.message.payload))) for p in transcript.published
+            p if len(p.message.payload) <= DIGEST_SIZE else replace(p, message=_digest_publish(p.message))
+            for p in transcript.published
         ],
         delivered=[
-            replace(d, message=_with(d.message, payload=_digest(d.message.payload))) for d in transcript.delivered
+            d if len(d.message.payload) <= DIGEST_SIZE else replace(d, message=_digest_publish(d.message))
+            for d in transcript.delivered
         ],
     )
