@@ -22,7 +22,7 @@ unknown.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -35,6 +35,10 @@ from .events import Closed
 from .transcript import Subscribed, Transcript, Unsubscribed
 
 INF: Final = math.inf
+#: Up to this many sessions, every message is held against every session.
+EXHAUSTIVE_SESSIONS: Final = 64
+#: The one namespace of the broker-wide trie.
+BROKER: Final = "broker"
 Window = tuple[float, float]
 
 
@@ -216,18 +220,43 @@ class SessionFilters:
     match a Topic Name, without comparing every filter. Filters the trie refuses (invalid, so a conforming server
     never granted them) and Topic Names it refuses are compared pair by pair instead."""
 
-    def __init__(self, sessions: Iterable[Session]) -> None:
+    def __init__(self, sessions: Sequence[Session]) -> None:
         self._trie: TopicTrie[int] = TopicTrie("mqtt")
         self._refused: dict[int, list[Subscription]] = {}
         self._subscriptions: dict[int, list[Subscription]] = {}
-        for session in sessions:
+        #: Every session's filters in one namespace (value: the session's position), to find the sessions a
+        #: message concerns without asking each of them.
+        self._broker: TopicTrie[int] = TopicTrie("mqtt")
+        self._sessions = sessions
+        self._odd: set[int] = set()  # sessions some filter of which only a pair-by-pair comparison can judge
+        self._same_client: dict[str, list[int]] = {}
+        for position, session in enumerate(sessions):
             key = id(session)
             self._subscriptions[key] = session.subscriptions
+            self._same_client.setdefault(session.client_id, []).append(position)
             for index, subscription in enumerate(session.subscriptions):
+                topic_filter = subscription.topic_filter
+                if topic_filter.startswith(("+", "#")):
+                    self._odd.add(position)  # it may concern '$' topics under [MQTT-4.7.2-1]
                 try:
-                    self._trie.add(key, subscription.topic_filter, index)
+                    self._trie.add(key, topic_filter, index)
+                    self._broker.add(BROKER, topic_filter, position)
                 except InvalidTopic:
                     self._refused.setdefault(key, []).append(subscription)
+                    self._odd.add(position)
+
+    def concerned(self, topic: str) -> list[Session]:
+        """The sessions a message to ``topic`` may concern, in their order: those with a matching filter (live or
+        ended), the other sessions of their ClientIds (a discarded session [MQTT-3.1.2-6]), and those whose
+        filters a trie cannot judge for this topic."""
+        try:
+            positions = set(self._broker.match(BROKER, topic))
+        except InvalidTopic:
+            return list(self._sessions)
+        for position in list(positions):
+            positions.update(self._same_client[self._sessions[position].client_id])
+        positions |= self._odd
+        return [self._sessions[position] for position in sorted(positions)]
 
     def matching(self, session: Session, topic: str) -> list[Subscription]:
         key = id(session)
@@ -263,8 +292,16 @@ def build(transcripts: Mapping[str, Transcript], config: JudgeConfig) -> Model:
         if message.publish.retain:
             retained.setdefault(message.publish.topic, []).append(message)
     model = Model(links, sessions, messages, by_topic, retained, SessionFilters(sessions))
+    # Which messages concern which session: every pair when there are few sessions (a probe's scenario), else
+    # through the broker-wide trie. Only the check that nothing leaked to an unrelated subscriber, which never
+    # makes a finding of its own (a leak is found where it is delivered), is left out for large scenarios.
+    exhaustive = len(sessions) <= EXHAUSTIVE_SESSIONS
+    routed: dict[int, list[Message]] = {id(session): [] for session in sessions}
+    for message in messages:
+        for session in sessions if exhaustive else model.filters.concerned(message.publish.topic):
+            routed[id(session)].append(message)
     for session in sessions:
-        for message in messages:
+        for message in routed[id(session)]:
             _route(model, message, session, config)
         for message, rule in unowned:
             _forbid_unowned(message, rule, session, config)

@@ -31,8 +31,11 @@ class Routing:
             self._session_present(link)
             self._takeover(link)
         for link in self._model.links:  # in the order they opened: a message missed on one may be owed on the next
+            by_key: dict[tuple[str, bytes], list[Expectation]] = {}
+            for expectation in link.expectations:
+                by_key.setdefault(expectation.key, []).append(expectation)
             for delivered in link.transcript.delivered:
-                self._deliver(link, delivered)
+                self._deliver(link, delivered, by_key)
             for expectation in list(link.expectations):
                 self._settle(link, expectation)
         return combine(ledger.judgement() for ledger in self._ledgers.values())
@@ -98,10 +101,12 @@ class Routing:
 
     # Deliveries -----------------------------------------------------------------------------------------------
 
-    def _deliver(self, link: Link, delivered: Delivered) -> None:
+    def _deliver(
+        self, link: Link, delivered: Delivered, by_key: dict[tuple[str, bytes], list[Expectation]]
+    ) -> None:
         publish = delivered.message
         key = (publish.topic, publish.payload)
-        matching = [e for e in link.expectations if e.key == key and e.after <= delivered.time]
+        matching = [e for e in by_key.get(key, ()) if e.after <= delivered.time]
         owed = [
             e for e in matching if not e.forbidden and (len(e.delivered) < e.copies or (publish.dup and e.delivered))
         ]
