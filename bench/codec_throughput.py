@@ -52,7 +52,6 @@ import gc
 import io
 import json
 import logging
-import os
 import platform
 import pstats
 import random
@@ -64,6 +63,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from machine import cpu_model, pin_to_one_cpu  # bench/machine.py
 from mqttaudit import codec
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -419,25 +419,6 @@ def count_scapy_chain(results: Sequence[Any]) -> int:
 # ----------------------------------------------------------------------------------------------------------
 # Environment and reporting
 # ----------------------------------------------------------------------------------------------------------
-
-
-def pin_to_one_cpu() -> int | None:
-    if not hasattr(os, "sched_setaffinity"):
-        return None
-    cpu = min(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cpu})
-    return cpu
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in ("model name", "Model", "Hardware", "cpu model"):
-                return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def scapy_version() -> str:

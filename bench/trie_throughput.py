@@ -48,7 +48,6 @@ import dataclasses
 import gc
 import io
 import json
-import os
 import platform
 import pstats
 import random
@@ -61,6 +60,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from machine import cpu_model, pin_to_one_cpu  # bench/machine.py
 from mqttaudit import codec
 from mqttaudit.topics import ReferenceMatcher, TopicTrie
 
@@ -352,25 +352,6 @@ def trie_memory(subscriptions: Sequence[tuple[Namespace, str, str]]) -> int:
 # ----------------------------------------------------------------------------------------------------------
 # Environment and reporting
 # ----------------------------------------------------------------------------------------------------------
-
-
-def pin_to_one_cpu() -> int | None:
-    if not hasattr(os, "sched_setaffinity"):
-        return None
-    cpu = min(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cpu})
-    return cpu
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in ("model name", "Model", "Hardware", "cpu model"):
-                return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def paho_version() -> str:
