@@ -1,0 +1,812 @@
+"""The capture audit end to end, against tshark and scapy: wall time, CPU time and peak memory per tool, scaling
+from one core to two, and peak memory against capture size.
+
+What is measured
+    The captures come from ``bench/capture_gen.py`` (run here when they are missing): ``bench/out/mqtt-N.pcap``
+    with N = ``BENCH_PACKETS`` MQTT packets (default 4,000,000) and a comparison capture of a quarter of that, at
+    most 1,000,000 (``BENCH_COMPARE_PACKETS``). Each tool runs in a fresh subprocess, one after the other:
+
+    * ``mqttaudit audit FILE --out DIR --master local[1] --ports 1883``, then the same with ``local[2]``: the
+      whole job, from planning the chunks to the HTML report, on the embedded Spark master. The times at which
+      its progress lines appear split the run into phases (planning and Spark start-up, reading segments,
+      judging connections and writing their tables, the routing replay and the summary, the reports);
+    * ``tshark -r FILE -d tcp.port==1883,mqtt -T fields -e frame.number -e mqtt.msgtype -e mqtt.topic``, output
+      to /dev/null: Wireshark's dissector with its TCP reassembly, one pass, one core;
+    * scapy's MQTT layer (``scapy.contrib.mqtt``; ``Ether(frame)`` dissects every layer, the MQTT layers are
+      walked) over the first frames of the capture that hold about ``--scapy-sample`` MQTT packets (50,000 by
+      default), then extrapolated to the whole capture by its share of the frames: the row says so. scapy does
+      not reassemble TCP, so packets split across segments are lost to it; the number of MQTT layers it found is
+      reported beside the number of packets those frames complete;
+    * the parts alone, in one subprocess, each timed inside it: reading the capture and parsing its frames to
+      TCP segments (mqttaudit's reader, grouped into one list of payloads per direction of each connection; the
+      generated captures have no loss or reordering, so that list is the direction's stream), the codec alone
+      (``StreamDecoder.feed`` over those payloads, each frame checked and dropped), and the routing trie alone
+      (``TopicTrie`` holding every Topic Filter the capture subscribes, matching the Topic Name of every PUBLISH a
+      client sent);
+    * on the comparison capture, the audit with ``local[1]`` and tshark again, for peak memory against size.
+
+    Every subprocess runs under ``/usr/bin/time -v`` when it exists (its user + system time covers the process
+    and every descendant it waited for; its maximum RSS is that of the largest single process) while psutil polls
+    the whole process tree every ``--poll`` seconds (0.2 by default): the Python driver, the Spark JVM and the
+    Python workers. The peak memory reported is the largest sum of the tree's resident set sizes seen by the
+    polling (shared pages of forked workers count once per process, so it errs high); the CPU time reported is
+    the larger of the two accounts (each can only miss time: rusage misses children nobody waited for, the
+    polling misses the last interval of each process). Without ``/usr/bin/time`` the polling alone is used; the
+    results say which. A run that exceeds ``--timeout`` seconds (``BENCH_TIMEOUT``, default 3600) is killed
+    and recorded as not finished, with what was measured until then.
+
+    The environment of the benchmark is passed on: with ``PYTHONPATH=src`` the audit (driver and Spark workers)
+    runs the source tree, whose codec is the pure-Python build; from an install it runs the compiled codec. The
+    results name the codec build that ran.
+
+    Targets: the audit with ``local[1]`` at least 3x faster than tshark (``speedup_vs_tshark`` = tshark wall /
+    audit wall); ``local[2]`` at least 1.7x faster than ``local[1]`` (``scaling_2_vs_1``); the audit's peak
+    memory not growing with capture size (peak at N over peak at the comparison size at most 1.2).
+    Written to ``bench/results.json`` (every measurement) and ``bench/results.md`` (the table).
+
+How to reproduce
+    make bench                                                   # tshark installed, then every benchmark
+    .venv/bin/python bench/audit_bench.py                        # 4,000,000 packets; the compiled codec
+    BENCH_PACKETS=200000 PYTHONPATH=src .venv/bin/python bench/audit_bench.py   # quick, source tree
+    BENCH_PACKETS=200000 .venv/bin/python bench/audit_bench.py --profile       # cProfile, no Spark
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import io
+import json
+import os
+import platform
+import pstats
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+import mqttaudit
+from mqttaudit import codec
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+sys.path.insert(0, str(BENCH_DIR))
+import capture_gen  # noqa: E402
+
+DEFAULT_JSON = BENCH_DIR / "results.json"
+DEFAULT_MD = BENCH_DIR / "results.md"
+TARGET_SPEEDUP = 3.0
+TARGET_SCALING = 1.7
+MEMORY_GROWTH_LIMIT = 1.2
+TIME = Path("/usr/bin/time") if Path("/usr/bin/time").exists() else None
+PHASES = (
+    ("planning chunks", "planning and Spark start-up"),
+    ("reading ", "reading frames into TCP segments"),
+    ("reassembling and judging", "judging connections, writing their tables"),
+    ("replaying routing", "routing replay per broker, summary"),
+    ("writing report", "reports"),
+)
+MB = 1024 * 1024
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Running one tool in a fresh subprocess
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class TreeWatch:
+    """Polls a process tree: the largest sum of resident set sizes, and the CPU time each process reached."""
+
+    def __init__(self, root: psutil.Process) -> None:
+        self.root = root
+        self.peak_rss = 0
+        self.peak_processes = 0
+        self.cpu: dict[int, float] = {}
+        self.samples = 0
+
+    def poll(self) -> list[psutil.Process]:
+        try:
+            tree = [self.root, *self.root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+        rss = 0
+        alive = []
+        for process in tree:
+            try:
+                with process.oneshot():
+                    rss += process.memory_info().rss
+                    times = process.cpu_times()
+                self.cpu[process.pid] = times.user + times.system
+                alive.append(process)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        self.samples += 1
+        if rss > self.peak_rss:
+            self.peak_rss, self.peak_processes = rss, len(alive)
+        return alive
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(self.cpu.values())
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the machine spent busy so far, over all CPUs."""
+    times = psutil.cpu_times()._asdict()
+    # Linux counts guest time inside user time; idle, I/O wait and stolen time are not this machine's work.
+    left_out = ("idle", "iowait", "steal", "guest", "guest_nice")
+    return float(sum(value for name, value in times.items() if name not in left_out))
+
+
+def parse_time_v(text: str) -> dict[str, Any]:
+    """The figures of GNU time's ``-v`` report that matter here."""
+    found: dict[str, Any] = {}
+    for key, pattern in (
+        ("user_s", r"User time \(seconds\): ([\d.]+)"),
+        ("system_s", r"System time \(seconds\): ([\d.]+)"),
+        ("max_rss_kb", r"Maximum resident set size \(kbytes\): (\d+)"),
+        ("exit_status", r"Exit status: (\d+)"),
+    ):
+        match = re.search(pattern, text)
+        if match:
+            found[key] = float(match.group(1)) if "." in match.group(1) else int(match.group(1))
+    return found
+
+
+def run_tool(
+    name: str,
+    command: Sequence[str],
+    *,
+    capture: Path,
+    packets: int,
+    env: dict[str, str],
+    timeout: float,
+    poll: float,
+    stdout: Path | None = None,
+) -> dict[str, Any]:
+    """Runs ``command`` once, watching its process tree; its stderr lines are kept with their times."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    time_file = BENCH_DIR / "out" / f"{slug}.time"
+    time_file.unlink(missing_ok=True)
+    full = [str(TIME), "-v", "-o", str(time_file), *command] if TIME else list(command)
+    print(f"  {name}: {' '.join(command)}", file=sys.stderr)
+    out = stdout.open("wb") if stdout else subprocess.DEVNULL
+    lines: list[tuple[float, str]] = []
+    busy0 = machine_busy_s()
+    wall0 = time.perf_counter()
+    process = psutil.Popen(full, stdout=out, stderr=subprocess.PIPE, env=env, cwd=ROOT, start_new_session=True)
+
+    def read_stderr() -> None:
+        assert process.stderr is not None
+        lines.extend((time.perf_counter() - wall0, raw.decode(errors="replace").rstrip()) for raw in process.stderr)
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    watch = TreeWatch(process)
+    timed_out = False
+    while process.poll() is None:
+        alive = watch.poll()
+        if time.perf_counter() - wall0 > timeout:
+            timed_out = True
+            _kill(process, alive)
+            break
+        time.sleep(poll)
+    process.wait()
+    wall = time.perf_counter() - wall0
+    busy = machine_busy_s() - busy0
+    reader.join(timeout=10)
+    if stdout:
+        out.close()  # type: ignore[union-attr]
+    rusage = parse_time_v(time_file.read_text()) if TIME and time_file.exists() else {}
+    status = rusage.get("exit_status", process.returncode)
+    rusage_cpu = rusage.get("user_s", 0.0) + rusage.get("system_s", 0.0) if rusage else None
+    result: dict[str, Any] = {
+        "tool": name,
+        "command": " ".join(command).replace(str(ROOT) + "/", ""),
+        "capture": capture.name,
+        "packets": packets,
+        "wall_s": round(wall, 3),
+        "cpu_s": round(max(rusage_cpu or 0.0, watch.cpu_s), 3),
+        "cpu_s_rusage": None if rusage_cpu is None else round(rusage_cpu, 3),
+        "cpu_s_polled": round(watch.cpu_s, 3),
+        "peak_rss_tree_mb": round(watch.peak_rss / MB, 1),
+        "processes_at_peak": watch.peak_processes,
+        "max_rss_one_process_mb": round(rusage["max_rss_kb"] / 1024, 1) if "max_rss_kb" in rusage else None,
+        "memory_method": "psutil tree polling" + (" + /usr/bin/time -v" if TIME else ""),
+        # CPU the whole machine spent meanwhile beyond the tool's own: other work that competed with it.
+        "other_cpu_s": round(max(0.0, busy - max(rusage_cpu or 0.0, watch.cpu_s)), 2),
+        "exit_status": status,
+        "finished": not timed_out,
+        "packets_per_s": round(packets / wall) if not timed_out else None,
+        "extrapolated": False,
+    }
+    if timed_out:
+        result["note"] = f"killed after {timeout:g} s: did not finish"
+    result["stderr_tail"] = [line for _, line in lines if "WARN" not in line][-8:]
+    result["_lines"] = lines
+    return result
+
+
+def _kill(process: psutil.Popen, tree: list[psutil.Process]) -> None:
+    """Ends the tool this benchmark started: its process group, then any of its processes still alive."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    for member in tree:
+        try:
+            member.kill()
+        except psutil.NoSuchProcess:
+            continue
+
+
+def phases(lines: list[tuple[float, str]], wall: float) -> dict[str, float]:
+    """Seconds between the audit's progress lines (Spark is lazy: each phase ends where the next line appears)."""
+    marks: list[tuple[float, str]] = []
+    for label_start, label in PHASES:
+        at = next((t for t, line in lines if line.strip().startswith(label_start)), None)
+        if at is not None:
+            marks.append((at, label))
+    out: dict[str, float] = {}
+    if marks:
+        out["python start-up and imports"] = round(marks[0][0], 2)
+    for (start, label), end in zip(marks, [m[0] for m in marks[1:]] + [wall], strict=True):
+        out[label] = round(end - start, 2)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Workers: scapy on a sample, and the parts alone (run as ``audit_bench.py --run ...`` in a fresh process)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def worker_scapy(capture: Path, sample_frames: int) -> dict[str, Any]:
+    import logging
+
+    logging.getLogger("scapy").setLevel(logging.ERROR)
+    from scapy.contrib.mqtt import MQTT
+    from scapy.layers.l2 import Ether
+    from scapy.packet import NoPayload
+    from scapy.utils import RawPcapReader
+
+    frames = found = 0
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    for raw, _meta in RawPcapReader(str(capture)):
+        if frames >= sample_frames:
+            break
+        frames += 1
+        layer = Ether(raw)
+        while not isinstance(layer, NoPayload):
+            if isinstance(layer, MQTT):
+                found += 1
+            layer = layer.payload
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    import scapy
+
+    return {
+        "frames": frames,
+        "mqtt_layers_found": found,
+        "mqtt_packets_in_frames": count_packets(capture, frames),
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "scapy": str(scapy.VERSION),
+    }
+
+
+def read_streams(capture: Path) -> tuple[dict[tuple[bytes, int, bytes, int], list[bytes]], int, Counter[str]]:
+    """One list of TCP payloads per direction of each connection, in capture order, and the number of records."""
+    from mqttaudit.capture import read_records, segments
+
+    skipped: Counter[str] = Counter()
+    streams: dict[tuple[bytes, int, bytes, int], list[bytes]] = {}
+    records = 0
+    for index, segment in segments(read_records(str(capture)), skipped):
+        records = index + 1
+        payload = segment[8]
+        if payload:
+            key = (segment[1], segment[2], segment[3], segment[4])
+            pieces = streams.get(key)
+            if pieces is None:
+                pieces = streams[key] = []
+            pieces.append(bytes(payload))
+    return streams, records, skipped
+
+
+def count_packets(capture: Path, frames: int) -> int:
+    """MQTT packets completed within the first ``frames`` frames (mqttaudit's codec, untimed)."""
+    from mqttaudit.capture import read_records, segments
+
+    streams: dict[tuple[bytes, int, bytes, int], codec.StreamDecoder] = {}
+    total = 0
+    for index, segment in segments(read_records(str(capture)), Counter()):
+        if index >= frames:
+            break
+        if segment[8]:
+            key = (segment[1], segment[2], segment[3], segment[4])
+            decoder = streams.get(key)
+            if decoder is None:
+                decoder = streams[key] = codec.StreamDecoder("server" if segment[2] == 1883 else "client")
+            total += sum(1 for frame in decoder.feed(bytes(segment[8])) if frame.packet is not None)
+    return total
+
+
+def worker_components(capture: Path) -> dict[str, Any]:
+    from mqttaudit.topics import TopicTrie
+
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    streams, records, skipped = read_streams(capture)
+    read_wall, read_cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+
+    publish, subscribe = codec.PacketType.PUBLISH, codec.PacketType.SUBSCRIBE
+    topics: list[str] = []
+    filters: list[tuple[str, str]] = []
+    frames = flawed = 0
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    for key, pieces in streams.items():
+        from_client = key[3] == capture_gen.BROKER_PORT
+        decoder = codec.StreamDecoder("client" if from_client else "server")
+        feed = decoder.feed
+        for piece in pieces:
+            for frame in feed(piece):
+                frames += 1
+                packet = frame.packet
+                if frame.violations or packet is None:
+                    flawed += 1
+                    continue
+                if from_client:
+                    kind = packet.packet_type
+                    if kind is publish:
+                        topics.append(packet.topic)  # type: ignore[attr-defined]
+                    elif kind is subscribe:
+                        connection = f"{key[0].hex()}:{key[1]}"
+                        filters += [(s.topic_filter, connection) for s in packet.subscriptions]  # type: ignore[attr-defined]
+        frames += len(decoder.close())
+    codec_wall, codec_cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+
+    wall0 = time.perf_counter()
+    trie: TopicTrie[str] = TopicTrie("mqtt")
+    for topic_filter, connection in dict.fromkeys(filters):
+        trie.add("broker", topic_filter, connection)
+    build_wall = time.perf_counter() - wall0
+    match = trie.match
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    deliveries = 0
+    for topic in topics:
+        deliveries += len(match("broker", topic))
+    trie_wall, trie_cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    return {
+        "records": records,
+        "skipped": dict(skipped),
+        "streams": len(streams),
+        "segments_with_payload": sum(len(p) for p in streams.values()),
+        "read": {"wall_s": read_wall, "cpu_s": read_cpu},
+        "codec": {"wall_s": codec_wall, "cpu_s": codec_cpu, "frames": frames, "flawed_frames": flawed},
+        "trie": {
+            "wall_s": trie_wall,
+            "cpu_s": trie_cpu,
+            "topics": len(topics),
+            "subscriptions": len(dict.fromkeys(filters)),
+            "deliveries": deliveries,
+            "build_s": build_wall,
+        },
+        "codec_build": "compiled" if codec.COMPILED else "pure-python",
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Profile: the per-connection path of the audit without Spark
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def profile(capture: Path, *, replay: bool, top: int = 25) -> None:
+    """cProfile of what each Spark task of the judging stage runs, in one process: ``audit_records`` (frames ->
+    segments -> connections, reassembled and decoded) then ``judge_flow`` per connection; and, with ``replay``,
+    the routing replay of the broker over every transcript (``replay_broker``), profiled on its own."""
+    from mqttaudit.capture import audit_records, read_records
+    from mqttaudit.capture.segments import format_endpoint
+    from mqttaudit.pipeline.conversations import Flow, judge_flow
+    from mqttaudit.pipeline.replay import replay_broker
+    from mqttaudit.pipeline.stages import AuditOptions
+
+    options = AuditOptions(frozenset({capture_gen.BROKER_PORT}))
+    config = options.judge_config
+    transcripts: list[tuple[str, bytes]] = []
+
+    def judge_all() -> int:
+        audits = audit_records(read_records(str(capture)), options=options.flow_options)
+        packets = 0
+        for audit in audits:
+            if audit.client is None:
+                continue
+            ends = [format_endpoint(*endpoint) for endpoint in audit.endpoints]
+            client, server = ends[audit.client], ends[1 - audit.client]
+            name = f"{server}|{client}@{audit.first_time}"
+            flow = Flow(capture.name, name, client, server, audit.events, [None] * len(audit.events))
+            result = judge_flow(flow, config)
+            packets += len(result.packets)
+            transcripts.append((name, result.transcript))
+        return packets
+
+    for title, run in (("audit_records + judge_flow", judge_all),) + (
+        (("replay_broker", lambda: len(replay_broker("broker", transcripts, config)[0])),) if replay else ()
+    ):
+        profiler = cProfile.Profile()
+        wall0 = time.perf_counter()
+        profiler.enable()
+        count = run()
+        profiler.disable()
+        wall = time.perf_counter() - wall0
+        build = "compiled" if codec.COMPILED else "pure Python"
+        print(f"\n## cProfile of {title} on {capture.name}: {wall:.2f} s under the profiler ({count:,} rows)")
+        print(f"codec build: {build}; compiled functions do not show individually\n")
+        for key, label in ((pstats.SortKey.CUMULATIVE, "cumulative"), (pstats.SortKey.TIME, "tottime")):
+            report = io.StringIO()
+            pstats.Stats(profiler, stream=report).sort_stats(key).print_stats(top)
+            text = report.getvalue()
+            print(f"### top {top} by {label}\n")
+            print(text[text.find("   ncalls") :].rstrip() + "\n")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Environment and reporting
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model", "Hardware", "cpu model"):
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def versions() -> dict[str, str | None]:
+    def first_line(command: list[str]) -> str | None:
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        text = (done.stdout or done.stderr).strip().splitlines()
+        return text[0] if text else None
+
+    import pyspark
+    import scapy
+
+    return {
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+        "java": first_line(["java", "-version"]),
+        "tshark": first_line(["tshark", "--version"]),
+        "scapy": str(scapy.VERSION),
+        "psutil": psutil.__version__,
+    }
+
+
+def source_revision() -> dict[str, Any]:
+    """The commit the source tree is at, and whether ``src`` differs from it (the code that was measured)."""
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        return done.stdout.strip()
+
+    commit = git("rev-parse", "HEAD")
+    return {
+        "commit": commit or None,
+        "src_modified": bool(git("status", "--porcelain", "--", "src")) if commit else None,
+    }
+
+
+def child_env() -> dict[str, str]:
+    """The benchmark's own environment; when mqttaudit comes from the source tree, the children use it too."""
+    env = dict(os.environ)
+    package_root = Path(mqttaudit.__file__).resolve().parents[1]
+    if package_root == (ROOT / "src").resolve():
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, ["src", env.get("PYTHONPATH", "")]))
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    return env
+
+
+def fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def render_table(rows: Sequence[dict[str, Any]]) -> str:
+    lines = [
+        "| tool | capture | MQTT packets | wall s | CPU s (tree) | peak RSS MB (tree) | packets/s | other CPU s "
+        "| note |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in rows:
+        rate = row.get("packets_per_s")
+        lines.append(
+            f"| {row['tool']} | {row['capture']} | {row['packets']:,} | {fmt(row['wall_s'], 2)} "
+            f"| {fmt(row.get('cpu_s'), 2)} | {fmt(row.get('peak_rss_tree_mb'))} "
+            f"| {'-' if rate is None else f'{rate:,}'} | {fmt(row.get('other_cpu_s'))} | {row.get('note', '')} |"
+        )
+    return "\n".join(lines)
+
+
+def ratio(numerator: dict[str, Any] | None, denominator: dict[str, Any] | None, key: str) -> float | None:
+    if not numerator or not denominator or not numerator.get("finished") or not denominator.get("finished"):
+        return None
+    return numerator[key] / denominator[key] if denominator[key] else None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Entry points
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--packets", type=int, default=None, help="MQTT packets (default: BENCH_PACKETS or 4,000,000)")
+    parser.add_argument("--timeout", type=float, default=float(os.environ.get("BENCH_TIMEOUT", "3600")))
+    parser.add_argument("--poll", type=float, default=0.2, help="seconds between polls of the process tree")
+    parser.add_argument("--scapy-sample", type=int, default=50_000, help="MQTT packets scapy dissects (50,000)")
+    parser.add_argument("--skip-audit", action="store_true", help="measure everything but the Spark audits")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
+    parser.add_argument("--md", type=Path, default=DEFAULT_MD)
+    parser.add_argument("--profile", action="store_true", help="cProfile the per-connection path without Spark")
+    parser.add_argument("--profile-replay", action="store_true", help="with --profile: the routing replay too")
+    parser.add_argument("--run", choices=("scapy", "components"), help=argparse.SUPPRESS)
+    parser.add_argument("--capture", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--frames", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.timeout <= 0 or args.poll <= 0 or args.scapy_sample < 1:
+        parser.error("--timeout, --poll and --scapy-sample must be positive")
+    return args
+
+
+def ensure_captures(packets: int, compare: int) -> list[tuple[Path, dict[str, Any]]]:
+    """The benchmark's captures, generated when missing or out of date (smaller first)."""
+    out = []
+    for count in [packets] if compare < 1 or compare >= packets else [compare, packets]:
+        capture_gen.main(["--packets", str(count), "--only"])
+        path = capture_gen.capture_path(count)
+        out.append((path, json.loads(capture_gen.manifest_path(path).read_text())))
+    return out
+
+
+def audit_command(capture: Path, master: str, out_dir: Path) -> list[str]:
+    return [sys.executable, "-m", "mqttaudit", "audit", str(capture), "--out", str(out_dir), "--master", master]
+
+
+def audit_row(row: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    row["phases_s"] = phases(row.pop("_lines"), row["wall_s"])
+    try:
+        summary = json.loads((out_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return row
+    counts = summary["counts"]
+    row["audit"] = {
+        "connections": counts["connections"],
+        "packets": counts["packets"],
+        "violations": counts["violations"],
+        "violations_by_actor": counts["violations_by_actor"],
+        "routing_findings": counts["routing_findings"],
+        "bytes_reconcile": summary["bytes"]["reconciles"],
+    }
+    # Exit status 1 means findings (the capture holds deliberate violations), not a failure.
+    actors = ", ".join(f"{n} by {actor}s" for actor, n in counts["violations_by_actor"].items())
+    row["note"] = f"{counts['violations']} violations ({actors}), {counts['routing_findings']} routing findings"
+    return row
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.run:
+        result = worker_scapy(args.capture, args.frames) if args.run == "scapy" else worker_components(args.capture)
+        print(json.dumps(result))
+        return 0
+    packets, compare = capture_gen.sizes_from_env(args.packets)
+    captures = ensure_captures(packets, compare)
+    main_path, main_manifest = captures[-1]
+    if args.profile:
+        profile(main_path, replay=args.profile_replay)
+        return 0
+    env = child_env()
+    common = {"env": env, "timeout": args.timeout, "poll": args.poll}
+    rows: list[dict[str, Any]] = []
+    out_root = BENCH_DIR / "out"
+    print(f"measuring on {main_path.name} ({packets:,} MQTT packets), one tool at a time ...", file=sys.stderr)
+
+    audits: dict[tuple[str, str], dict[str, Any]] = {}
+    plan = [(main_path, main_manifest, master) for master in ("local[1]", "local[2]")]
+    if len(captures) > 1:
+        plan.append((captures[0][0], captures[0][1], "local[1]"))
+    for path, manifest, master in plan if not args.skip_audit else []:
+        slug = f"audit-{manifest['packets']}-{master.removeprefix('local[').removesuffix(']')}"
+        out_dir = out_root / slug
+        row = run_tool(
+            f"mqttaudit audit --master {master}",
+            audit_command(path, master, out_dir),
+            capture=path,
+            packets=manifest["packets"],
+            stdout=out_root / f"{slug}.stdout",
+            **common,  # type: ignore[arg-type]
+        )
+        audits[(path.name, master)] = audit_row(row, out_dir)
+
+    tsharks: dict[str, dict[str, Any]] = {}
+    for path, manifest in reversed(captures):
+        command = ["tshark", "-r", str(path), "-d", "tcp.port==1883,mqtt", "-T", "fields"]
+        command += ["-e", "frame.number", "-e", "mqtt.msgtype", "-e", "mqtt.topic"]
+        row = run_tool("tshark", command, capture=path, packets=manifest["packets"], **common)  # type: ignore[arg-type]
+        row.pop("_lines")
+        row["note"] = "dissects every frame, reassembles TCP; output to /dev/null"
+        tsharks[path.name] = row
+
+    sample = min(main_manifest["frames"], round(main_manifest["frames"] * args.scapy_sample / packets))
+    worker = [sys.executable, str(Path(__file__).resolve()), "--capture", str(main_path)]
+    scapy_out = out_root / "scapy.json"
+    scapy_row = run_tool(
+        "scapy",
+        [*worker, "--run", "scapy", "--frames", str(sample)],
+        capture=main_path,
+        packets=main_manifest["packets"],
+        stdout=scapy_out,
+        **common,  # type: ignore[arg-type]
+    )
+    scapy_row.pop("_lines")
+    if scapy_row["finished"] and scapy_row["exit_status"] == 0:
+        sampled = json.loads(scapy_out.read_text())
+        scale = main_manifest["frames"] / sampled["frames"]
+        scapy_row["sample"] = sampled | {"scale": scale, "subprocess_wall_s": scapy_row["wall_s"]}
+        scapy_row["wall_s"] = round(sampled["wall_s"] * scale, 2)
+        scapy_row["cpu_s"] = round(sampled["cpu_s"] * scale, 2)
+        scapy_row["packets_per_s"] = round(packets / scapy_row["wall_s"])
+        scapy_row["extrapolated"] = True
+        scapy_row["tool"] = "scapy MQTT layer (extrapolated)"
+        scapy_row["note"] = (
+            f"EXTRAPOLATED from the first {sampled['frames']:,} frames ({sampled['wall_s']:.1f} s, x{scale:,.1f}); "
+            f"found {sampled['mqtt_layers_found']:,} MQTT layers where those frames complete "
+            f"{sampled['mqtt_packets_in_frames']:,} packets (no TCP reassembly); peak RSS of the sample run"
+        )
+
+    components_out = out_root / "components.json"
+    components_row = run_tool(
+        "parts alone",
+        [*worker, "--run", "components"],
+        capture=main_path,
+        packets=main_manifest["packets"],
+        stdout=components_out,
+        **common,  # type: ignore[arg-type]
+    )
+    components_row.pop("_lines")
+    parts: dict[str, Any] = {}
+    part_rows: list[dict[str, Any]] = []
+    if components_row["finished"] and components_row["exit_status"] == 0:
+        parts = json.loads(components_out.read_text())
+        for key, label, count, note in (
+            ("read", "mqttaudit reader: frames -> TCP segments", packets, f"{parts['records']:,} frames"),
+            (
+                "codec",
+                "mqttaudit codec alone (StreamDecoder)",
+                parts["codec"]["frames"],
+                f"{parts['streams']:,} streams, {parts['codec']['flawed_frames']} flawed frames",
+            ),
+            (
+                "trie",
+                "mqttaudit TopicTrie.match alone",
+                parts["trie"]["topics"],
+                f"topics matched against {parts['trie']['subscriptions']:,} subscriptions, "
+                f"{parts['trie']['deliveries']:,} deliveries (count is topics)",
+            ),
+        ):
+            wall = parts[key]["wall_s"]
+            part_rows.append(
+                {
+                    "tool": label,
+                    "capture": main_path.name,
+                    "packets": count,
+                    "wall_s": round(wall, 3),
+                    "cpu_s": round(parts[key]["cpu_s"], 3),
+                    "peak_rss_tree_mb": None,
+                    "packets_per_s": round(count / wall) if wall else None,
+                    "finished": True,
+                    "extrapolated": False,
+                    "note": note + "; timed inside one process",
+                }
+            )
+        components_row["note"] = "the process that timed the three rows above (reading, decoding, matching)"
+
+    local1 = audits.get((main_path.name, "local[1]"))
+    local2 = audits.get((main_path.name, "local[2]"))
+    small1 = audits.get((captures[0][0].name, "local[1]")) if len(captures) > 1 else None
+    speedup = ratio(tsharks.get(main_path.name), local1, "wall_s")
+    scaling = ratio(local1, local2, "wall_s")
+    growth = ratio(local1, small1, "peak_rss_tree_mb")
+    tshark_growth = ratio(tsharks.get(main_path.name), tsharks.get(captures[0][0].name), "peak_rss_tree_mb")
+    targets = [
+        {
+            "target": f"speedup_vs_tshark >= {TARGET_SPEEDUP:g}",
+            "value": None if speedup is None else round(speedup, 3),
+            "met": speedup is not None and speedup >= TARGET_SPEEDUP,
+        },
+        {
+            "target": f"scaling_2_vs_1 >= {TARGET_SCALING:g}",
+            "value": None if scaling is None else round(scaling, 3),
+            "met": scaling is not None and scaling >= TARGET_SCALING,
+        },
+        {
+            "target": f"audit peak memory at {packets:,} / at {compare:,} packets <= {MEMORY_GROWTH_LIMIT:g}",
+            "value": None if growth is None else round(growth, 3),
+            "met": growth is not None and growth <= MEMORY_GROWTH_LIMIT,
+        },
+    ]
+    main_rows = [r for r in (local1, local2, tsharks.get(main_path.name), scapy_row) if r]
+    compare_rows = [r for r in (small1, tsharks.get(captures[0][0].name)) if r and len(captures) > 1]
+    rows = [*main_rows, *part_rows, components_row, *compare_rows]
+    build = parts.get("codec_build") or ("compiled" if codec.COMPILED else "pure-python")
+    machine = {
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu_model(),
+        "memory_gb": round(psutil.virtual_memory().total / 1e9, 1),
+        "platform": platform.platform(),
+    }
+    result = {
+        "benchmark": "audit_bench",
+        "captures": {
+            path.name: {k: v for k, v in manifest.items() if k != "topic_filters"} for path, manifest in captures
+        },
+        "packets": packets,
+        "compare_packets": compare if len(captures) > 1 else None,
+        "machine": machine,
+        "versions": versions(),
+        "codec_build": build,
+        "source": source_revision(),
+        "memory_method": "psutil polling of the process tree (sum of RSS)"
+        + (", with /usr/bin/time -v for rusage" if TIME else " only (no /usr/bin/time)"),
+        "timeout_s": args.timeout,
+        "runs": rows,
+        "parts": parts,
+        "speedup_vs_tshark": None if speedup is None else round(speedup, 4),
+        "scaling_2_vs_1": None if scaling is None else round(scaling, 4),
+        "memory_growth_audit": None if growth is None else round(growth, 4),
+        "memory_growth_tshark": None if tshark_growth is None else round(tshark_growth, 4),
+        "targets": targets,
+    }
+    args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+    header = (
+        f"## Capture audit against tshark and scapy ({packets:,} MQTT packets"
+        + (f"; memory also at {compare:,}" if len(captures) > 1 else "")
+        + ")\n\n"
+        + f"{machine['cpus']} CPUs ({machine['cpu_model']}), {machine['memory_gb']} GB; Python "
+        + f"{result['versions']['python']}, PySpark {result['versions']['pyspark']}, "
+        + f"{result['versions']['tshark']}, scapy {result['versions']['scapy']}; codec build: {build}. "
+        + f"CPU and peak RSS are those of the whole process tree ({result['memory_method']}); "
+        + "other CPU s is what the rest of the machine used meanwhile (competition for the cores).\n\n"
+    )
+    verdicts = "\n".join(
+        f"- {t['target']}: {'-' if t['value'] is None else t['value']} -> {'met' if t['met'] else 'NOT MET'}"
+        for t in targets
+    )
+    phase_lines = "\n".join(
+        f"- {row['tool']} ({row['capture']}): "
+        + ", ".join(f"{label} {seconds:,.1f} s" for label, seconds in row.get("phases_s", {}).items())
+        for row in audits.values()
+    )
+    markdown = f"{header}{render_table(rows)}\n\nPhases of the audit runs:\n\n{phase_lines}\n\nTargets:\n\n{verdicts}\n"
+    args.md.write_text(markdown)
+    print(markdown)
+    print(f"speedup_vs_tshark = {result['speedup_vs_tshark']}, scaling_2_vs_1 = {result['scaling_2_vs_1']}")
+    print(f"wrote {args.json} and {args.md}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
