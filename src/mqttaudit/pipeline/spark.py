@@ -14,12 +14,20 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+#: The JVM heap of the driver (and, in local mode, of the executors): connections of a large capture are held
+#: there as nested rows while their tables are written.
+DEFAULT_DRIVER_MEMORY = os.environ.get("MQTTAUDIT_DRIVER_MEMORY", "4g")
 
 
 def spark_session(
-    master: str = DEFAULT_MASTER, app_name: str = "mqttaudit", shuffle_partitions: int | None = None
+    master: str = DEFAULT_MASTER,
+    app_name: str = "mqttaudit",
+    shuffle_partitions: int | None = None,
+    driver_memory: str = DEFAULT_DRIVER_MEMORY,
 ) -> SparkSession:
-    """A Spark session for ``master`` (one per process: an existing one is reused and reconfigured)."""
+    """A Spark session for ``master`` (one per process: an existing one is reused and reconfigured).
+    ``driver_memory`` sizes the driver's JVM heap, which in local mode is also the executors' (it takes effect
+    when this call starts the JVM)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     local = master.startswith("local")
@@ -35,6 +43,7 @@ def spark_session(
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.driver.memory", driver_memory)
     )
     if local:
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
