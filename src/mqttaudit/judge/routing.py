@@ -101,9 +101,7 @@ class Routing:
 
     # Deliveries -----------------------------------------------------------------------------------------------
 
-    def _deliver(
-        self, link: Link, delivered: Delivered, by_key: dict[tuple[str, bytes], list[Expectation]]
-    ) -> None:
+    def _deliver(self, link: Link, delivered: Delivered, by_key: dict[tuple[str, bytes], list[Expectation]]) -> None:
         publish = delivered.message
         key = (publish.topic, publish.payload)
         matching = [e for e in by_key.get(key, ()) if e.after <= delivered.time]
