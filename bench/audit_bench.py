@@ -9,7 +9,10 @@ What is measured
     * ``mqttaudit audit FILE --out DIR --master local[1] --ports 1883``, then the same with ``local[2]``: the
       whole job, from planning the chunks to the HTML report, on the embedded Spark master. The times at which
       its progress lines appear split the run into phases (planning and Spark start-up, reading segments,
-      judging connections and writing their tables, the routing replay and the summary, the reports);
+      judging connections and writing their tables, the routing replay and the summary, the reports). Exit
+      status 1 (findings: the capture holds deliberate violations) counts as finished, any other as failed; an
+      audit that fails because the JVM ran out of heap is run once more with ``--retry-driver-memory``
+      (``BENCH_RETRY_DRIVER_MEMORY``, default 8g; both rows are reported, the ratios use the finished one);
     * ``tshark -r FILE -d tcp.port==1883,mqtt -T fields -e frame.number -e mqtt.msgtype -e mqtt.topic``, output
       to /dev/null: Wireshark's dissector with its TCP reassembly, one pass, one core;
     * scapy's MQTT layer (``scapy.contrib.mqtt``; ``Ether(frame)`` dissects every layer, the MQTT layers are
@@ -23,7 +26,8 @@ What is measured
       (``StreamDecoder.feed`` over those payloads, each frame checked and dropped), and the routing trie alone
       (``TopicTrie`` holding every Topic Filter the capture subscribes, matching the Topic Name of every PUBLISH a
       client sent);
-    * on the comparison capture, the audit with ``local[1]`` and tshark again, for peak memory against size.
+    * on the comparison capture, the audit with ``local[1]`` (with the JVM heap the large capture needed) and
+      tshark again, for peak memory against size.
 
     Every subprocess runs under ``/usr/bin/time -v`` when it exists (its user + system time covers the process
     and every descendant it waited for; its maximum RSS is that of the largest single process) while psutil polls
@@ -32,8 +36,10 @@ What is measured
     polling (shared pages of forked workers count once per process, so it errs high); the CPU time reported is
     the larger of the two accounts (each can only miss time: rusage misses children nobody waited for, the
     polling misses the last interval of each process). Without ``/usr/bin/time`` the polling alone is used; the
-    results say which. A run that exceeds ``--timeout`` seconds (``BENCH_TIMEOUT``, default 3600) is killed
-    and recorded as not finished, with what was measured until then.
+    results say which. "Other CPU s" is the CPU time the rest of the machine used during a run (work that
+    competed for the cores; large values make the run's figures doubtful). A run that exceeds ``--timeout``
+    seconds (``BENCH_TIMEOUT``, default 3600) is killed and recorded as not finished, with what was measured
+    until then.
 
     The environment of the benchmark is passed on: with ``PYTHONPATH=src`` the audit (driver and Spark workers)
     runs the source tree, whose codec is the pure-Python build; from an install it runs the compiled codec. The
@@ -49,6 +55,7 @@ How to reproduce
     .venv/bin/python bench/audit_bench.py                        # 4,000,000 packets; the compiled codec
     BENCH_PACKETS=200000 PYTHONPATH=src .venv/bin/python bench/audit_bench.py   # quick, source tree
     BENCH_PACKETS=200000 .venv/bin/python bench/audit_bench.py --profile       # cProfile, no Spark
+    BENCH_PACKETS=50000 .venv/bin/python bench/audit_bench.py --profile --profile-replay  # and the replay
 """
 
 from __future__ import annotations
@@ -629,20 +636,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"measuring on {main_path.name} ({packets:,} MQTT packets), one tool at a time ...", file=sys.stderr)
 
     # The audits: each with the defaults first; one that runs out of JVM heap is run again with more (reported
-    # beside the failure, and then used for the ratios).
+    # beside the failure, and then used for the ratios). The comparison capture is audited with the heap the
+    # large one needed, so that its peak memory compares like with like.
     audits: dict[tuple[str, str], dict[str, Any]] = {}
     audit_rows: list[dict[str, Any]] = []
     plan = [(main_path, main_manifest, master) for master in ("local[1]", "local[2]")]
     if len(captures) > 1:
         plan.append((captures[0][0], captures[0][1], "local[1]"))
     for path, manifest, master in plan if not args.skip_audit else []:
-        for memory in ("", args.retry_driver_memory):
+        needed = (audits.get((main_path.name, "local[1]")) or {}).get("driver_memory")
+        for memory in (needed,) if path != main_path and needed else ("", args.retry_driver_memory):
             slug = f"audit-{manifest['packets']}-{master.removeprefix('local[').removesuffix(']')}"
             slug += f"-{memory}" if memory else ""
             out_dir = out_root / slug
             shutil.rmtree(out_dir, ignore_errors=True)
             run_env = dict(env)
             if memory:
+                # The audit's own setting, and spark-submit's for versions that do not read it.
+                run_env["MQTTAUDIT_DRIVER_MEMORY"] = memory
                 run_env["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {memory} pyspark-shell"
             row = run_tool(
                 f"mqttaudit audit --master {master}" + (f" (driver memory {memory})" if memory else ""),

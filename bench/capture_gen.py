@@ -70,7 +70,7 @@ from mqttaudit.topics import TopicTrie, matches
 
 BENCH_DIR = Path(__file__).resolve().parent
 OUT_DIR = BENCH_DIR / "out"
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 DEFAULT_PACKETS = 4_000_000
 COMPARE_LIMIT = 1_000_000
 DEFAULT_CLIENTS = 400
@@ -207,6 +207,8 @@ class Client:
     subscribed_once: bool = False
     last_sent: int = 0
     next_port: int = 0
+    #: Chosen to break a rule at its next action.
+    violates: bool = False
     #: Detail views a service holds (filter -> when to close it).
     views: dict[str, int] = dataclasses.field(default_factory=dict)
 
@@ -647,7 +649,11 @@ class Simulation:
             return
         rng = self.rng
         if self.stats.packets >= self.next_violation:
+            # The client that misbehaves is drawn at random (not the busiest one); it does so at its next action.
             self.next_violation = self.stats.packets + rng.randint(500, 1500)
+            rng.choice(self.clients).violates = True
+        if client.violates:
+            client.violates = False
             self._violate(client, conn)
             return
         roll = rng.random()
