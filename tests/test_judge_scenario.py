@@ -10,7 +10,21 @@ from mqttaudit import codec
 from mqttaudit.judge import judge_scenario
 
 from .cases import Case, case_id, check_fails, check_passes, check_undecided, explain, verdict
-from .talk import CONNACK_OK, DISCONNECT, C, S, Talk, connected, publish, publisher, suback, subscribe
+from .talk import (
+    CONNACK_OK,
+    DISCONNECT,
+    PINGREQ,
+    PINGRESP,
+    C,
+    S,
+    Talk,
+    acknowledge,
+    connected,
+    publish,
+    publisher,
+    suback,
+    subscribe,
+)
 
 LATE = 10.0  # every subscriber below watches until here: past every deadline
 EARLY = 1.5  # a subscriber that leaves here leaves before any delivery was due
@@ -458,3 +472,35 @@ def test_expected_deliveries_list_each_owed_copy_with_its_qos_and_retain_flag() 
     assert ("late", "r/1", 1, 1, True, True, 1) in summary  # the retained message, on subscribe, RETAIN 1
     assert all(r.publisher == "pub" for r in records)
     assert not [r for r in records if r.topic == "r/1" and r.subscriber != "late"]
+
+
+def slow_publisher(message: codec.Publish, *, at: float, processed: float) -> Talk:
+    """Publishes ``message`` at ``at``; the server shows it processed it only at ``processed`` (its PINGRESP)."""
+    talk = acknowledge(connected("slow-pub", at=at).client(message), message)
+    return talk.client(PINGREQ, at=processed).server(PINGRESP).client(DISCONNECT).closed(C)
+
+
+def test_a_qos0_message_the_server_may_have_taken_while_the_session_was_offline_is_not_owed() -> None:
+    # The persistent subscriber is away from 1.0 to 3.0; the server took LIVE somewhere between 1.51 and 4.0.
+    away = subscriber(("t/+", 1), clean_session=False).closed(C, at=1.0)
+    back = connected("sub", clean_session=False, session_present=True, at=3.0).quiet(at=LATE)
+    dropped = verdict({"away": away, "back": back, "pub": slow_publisher(LIVE, at=1.5, processed=4.0)})
+    assert dropped.findings == (), explain(dropped)
+    # At QoS 1 the session keeps it while offline, so it is owed either way.
+    away = subscriber(("t/+", 1), clean_session=False).closed(C, at=1.0)
+    back = connected("sub", clean_session=False, session_present=True, at=3.0).quiet(at=LATE)
+    kept = verdict({"away": away, "back": back, "pub": slow_publisher(LIVE_QOS1, at=1.5, processed=4.0)})
+    assert [(f.conversation, f.kind) for f in kept.findings] == [("back", "missing")], explain(kept)
+
+
+def test_a_message_republished_with_the_same_topic_and_payload_is_matched_to_its_own_delivery() -> None:
+    # Two overlapping filters allow two copies of each; the second message must not count as an extra copy of
+    # the first (a device's retained status, published again on every connection, looks exactly like this).
+    status = publish("s/1", b"online", qos=1, packet_id=7)
+    sub = subscriber(("s/#", 1), ("s/1", 1))
+    got(got(sub, status, at=2.0), status, at=6.0).quiet(at=20.0)
+    first = publisher(status, client_id="pub-1", at=1.0)
+    second = publisher(status, client_id="pub-2", at=5.0)
+    judgement = verdict({"sub": sub, "pub-1": first, "pub-2": second})
+    assert judgement.findings == (), explain(judgement)
+    assert "MQTT-4.5.0-1" in judgement.passed

@@ -428,6 +428,10 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
     taken = message.window[1]
     link = session.link_at(taken)
     if link is not None:
+        if link.opened > message.window[0]:
+            # The server may have taken it before this connection opened, while the session was offline: then
+            # only a persistent session keeps it, and only at QoS 1 or 2 [MQTT-3.1.2-5].
+            must = must and not session.clean and qos > 0
         if message.will:
             rule = rules.WILL_PUBLISHED
         elif definite and all(s.link is not link for s in definite):

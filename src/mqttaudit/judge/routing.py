@@ -109,7 +109,18 @@ class Routing:
             e for e in matching if not e.forbidden and (len(e.delivered) < e.copies or (publish.dup and e.delivered))
         ]
         if owed:
-            chosen = min(owed, key=lambda e: (e.retained != publish.retain, not e.must, e.after))
+            # Same topic and payload may be several messages (a device's retained status, re-published on each
+            # connection): a first copy goes before an extra one, one still due before one past its deadline.
+            chosen = min(
+                owed,
+                key=lambda e: (
+                    e.retained != publish.retain,
+                    bool(e.delivered),
+                    e.deadline < delivered.time,
+                    not e.must,
+                    e.after,
+                ),
+            )
             first = not chosen.delivered
             chosen.delivered.append(publish)
             if len({e.retained for e in owed}) > 1:
@@ -234,7 +245,7 @@ class Routing:
         otherwise not assessable."""
         lost = [time for side, time in link.transcript.lost if side is SERVER]
         if lost:
-            reason = f"bytes the server sent on this connection were not observed (at {min(lost):g} s)"
+            reason = f"bytes the server sent on this connection were not observed (at {min(lost):.6f} s)"
             for rule in (expectation.rule, expectation.qos_rule):
                 self._undecided(link, rule, reason)
             return
@@ -244,8 +255,8 @@ class Routing:
                 expectation.rule,
                 link.ended,
                 link.transcript.end_event,
-                f"{_what(expectation)} never arrived: it was owed from {expectation.after:g} s, due by "
-                f"{expectation.deadline:g} s, and the connection was open until {link.ended:g} s",
+                f"{_what(expectation)} never arrived: it was owed from {expectation.after:.6f} s, due by "
+                f"{expectation.deadline:.6f} s, and the connection was open until {link.ended:.6f} s",
                 EXPECTED[expectation.rule],
                 MISSING,
             )
