@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mqttaudit.topics import dollar_rule_applies, matches, matches_but_for_dollar_rule
+from mqttaudit.topics import TopicIndex, dollar_rule_applies, matches, matches_but_for_dollar_rule
 
 from .strategies import valid_topic_filters, valid_topic_names
 
@@ -119,3 +119,34 @@ def test_the_dollar_rule_splits_the_naive_match_in_two(topic_filter: str, name: 
     plain, blocked = matches(topic_filter, name), matches_but_for_dollar_rule(topic_filter, name)
     assert not (plain and blocked)
     assert (plain or blocked) == oracle(topic_filter, name, dollar_rule=False)
+
+
+# Levels that exercise every branch: empty levels, '$' names, wildcards in and out of place, look-alikes.
+_LEVELS = st.sampled_from(["", "a", "b", "$SYS", "$x", "+", "#", "a#", "a+", "sport", "ä", "a\u0308"])
+_STRINGS = st.lists(_LEVELS, min_size=1, max_size=4).map("/".join)
+
+
+@given(names=st.lists(_STRINGS, max_size=30), topic_filters=st.lists(_STRINGS, min_size=1, max_size=10))
+def test_topic_index_finds_exactly_the_names_a_filter_matches_in_insertion_order(
+    names: list[str], topic_filters: list[str]
+) -> None:
+    index = TopicIndex(names)
+    unique = list(dict.fromkeys(names))
+    assert len(index) == len(unique)
+    for topic_filter in topic_filters:
+        assert index.matching(topic_filter) == [name for name in unique if matches(topic_filter, name)]
+
+
+@given(names=st.lists(valid_topic_names, max_size=20), topic_filter=valid_topic_filters())
+def test_topic_index_agrees_with_matches_on_valid_topics(names: list[str], topic_filter: str) -> None:
+    unique = list(dict.fromkeys(names))
+    assert TopicIndex(names).matching(topic_filter) == [name for name in unique if matches(topic_filter, name)]
+
+
+def test_topic_index_examples_from_section_4_7() -> None:
+    index = TopicIndex(["sport", "sport/tennis/player1", "sport/tennis/player1/ranking", "/finance", "$SYS/x"])
+    assert index.matching("sport/#") == ["sport", "sport/tennis/player1", "sport/tennis/player1/ranking"]
+    assert index.matching("sport/tennis/+") == ["sport/tennis/player1"]
+    assert index.matching("+/+") == ["/finance"]
+    assert index.matching("#") == ["sport", "sport/tennis/player1", "sport/tennis/player1/ranking", "/finance"]
+    assert index.matching("$SYS/#") == ["$SYS/x"]

@@ -22,12 +22,12 @@ unknown.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 from mqttaudit.codec import Publish
-from mqttaudit.topics import InvalidTopic, TopicTrie, matches, matches_but_for_dollar_rule
+from mqttaudit.topics import InvalidTopic, TopicIndex, TopicTrie, matches, matches_but_for_dollar_rule
 
 from . import rules
 from .config import JudgeConfig
@@ -277,25 +277,42 @@ class Model:
     by_topic: dict[str, list[Message]]
     retained: dict[str, list[Message]]
     filters: SessionFilters
+    #: The Topic Names of ``by_topic``, to find those a filter matches.
+    topics: TopicIndex
 
 
-def build(transcripts: Mapping[str, Transcript], config: JudgeConfig) -> Model:
-    links = sorted(_links(transcripts), key=lambda link: link.opened)
-    sessions = _sessions(links)
+def build(
+    transcripts: Mapping[str, Transcript], config: JudgeConfig, subscribers: Collection[str] | None = None
+) -> Model:
+    """The model of one broker from the transcripts of its connections.
+
+    ``subscribers`` limits it to the sessions of those ClientIds (None: every session). Every transcript is still
+    a source of messages, so a model per disjoint set of ClientIds (a shard) owes each session exactly what the
+    whole model would: a session's expectations depend only on its own connections and on every message. The
+    transcripts of other ClientIds need only what they published (their subscriptions and deliveries unused).
+    """
+    every_link = sorted(_links(transcripts), key=lambda link: link.opened)
+    sessions = _sessions(every_link)
+    # Decided on the whole broker, so that every shard decides alike.
+    exhaustive = len(sessions) <= EXHAUSTIVE_SESSIONS
+    messages, unowned = _messages(transcripts, every_link, config)
+    if subscribers is None:
+        links = every_link
+    else:
+        links = [link for link in every_link if link.client_id in subscribers]
+        sessions = [session for session in sessions if session.client_id in subscribers]
     for session in sessions:
         session.subscriptions = list(_subscriptions(session))
-    messages, unowned = _messages(transcripts, links, config)
     by_topic: dict[str, list[Message]] = {}
     retained: dict[str, list[Message]] = {}
     for message in messages:
         by_topic.setdefault(message.publish.topic, []).append(message)
         if message.publish.retain:
             retained.setdefault(message.publish.topic, []).append(message)
-    model = Model(links, sessions, messages, by_topic, retained, SessionFilters(sessions))
+    model = Model(links, sessions, messages, by_topic, retained, SessionFilters(sessions), TopicIndex(by_topic))
     # Which messages concern which session: every pair when there are few sessions (a probe's scenario), else
     # through the broker-wide trie. Only the check that nothing leaked to an unrelated subscriber, which never
     # makes a finding of its own (a leak is found where it is delivered), is left out for large scenarios.
-    exhaustive = len(sessions) <= EXHAUSTIVE_SESSIONS
     routed: dict[int, list[Message]] = {id(session): [] for session in sessions}
     for message in messages:
         for session in sessions if exhaustive else model.filters.concerned(message.publish.topic):
@@ -532,9 +549,8 @@ def _send_retained(model: Model, subscription: Subscription, config: JudgeConfig
         return
     window = (subscription.possible[0], subscription.definite[0])
     link = subscription.link
-    for topic, published in model.by_topic.items():
-        if not matches(subscription.topic_filter, topic):
-            continue
+    for topic in model.topics.matching(subscription.topic_filter):
+        published = model.by_topic[topic]
         changes = model.retained.get(topic, [])
         states = retained_states(changes, window)
         for state in states:

@@ -1,5 +1,8 @@
 """What one conversation did, as the broker model needs it: the session it opened, the subscriptions it made,
-the messages the server accepted from it and the deliveries it received, each with its times."""
+the messages the server accepted from it and the deliveries it received, each with its times.
+
+The records pickle by position (``__reduce__``): a slotted dataclass's default state costs a ``fields()`` walk
+per object, which dominated the hand-over of transcripts from the judging stage to the routing replay."""
 
 from __future__ import annotations
 
@@ -22,6 +25,9 @@ class Subscribed:
     granted: int | None = None
     acked: float | None = None
 
+    def __reduce__(self) -> tuple[type[Subscribed], tuple[object, ...]]:
+        return Subscribed, (self.event, self.topic_filter, self.requested, self.sent, self.granted, self.acked)
+
 
 @dataclass(slots=True)
 class Unsubscribed:
@@ -29,6 +35,9 @@ class Unsubscribed:
     topic_filter: str
     sent: float
     acked: float | None = None
+
+    def __reduce__(self) -> tuple[type[Unsubscribed], tuple[object, ...]]:
+        return Unsubscribed, (self.event, self.topic_filter, self.sent, self.acked)
 
 
 @dataclass(slots=True)
@@ -42,6 +51,9 @@ class Published:
     accepted: float | None = None
     certain: bool = False
 
+    def __reduce__(self) -> tuple[type[Published], tuple[object, ...]]:
+        return Published, (self.event, self.message, self.sent, self.accepted, self.certain)
+
 
 @dataclass(frozen=True, slots=True)
 class Delivered:
@@ -50,6 +62,9 @@ class Delivered:
     event: int
     time: float
     message: Publish
+
+    def __reduce__(self) -> tuple[type[Delivered], tuple[object, ...]]:
+        return Delivered, (self.event, self.time, self.message)
 
 
 @dataclass

@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 DEFAULT_CHUNK_BYTES = 64 * 1024 * 1024
+MIN_CHUNK_BYTES = 1024 * 1024
+#: Tasks per core of the reading and judging stages (a few, so that unequal tasks even out).
+CHUNKS_PER_CORE = 4
 TABLES = ("packets", "violations", "connections", "deliveries", "routing_findings", "gaps")
 SAMPLES_PER_RULE = 5
 REPORT_ROWS = 200
@@ -88,7 +91,17 @@ def run_audit(
     unique = len(set(basenames)) == len(basenames)
     names = {path: base if unique else path for path, base in zip(files, basenames, strict=True)}
     out_dir.mkdir(parents=True, exist_ok=True)
-    progress(f"planning chunks of {len(files)} capture(s)")
+    session = spark or spark_session(master)
+    parallelism = max(session.sparkContext.defaultParallelism, 1)
+    sizes: dict[str, int] = {}
+    for path in files:
+        try:
+            sizes[path] = sources.size(path)
+        except (OSError, sources.AuditInputError):
+            continue
+    # Chunks of at most ``chunk_bytes``, and small enough that every core gets several of them.
+    chunk_bytes = min(chunk_bytes, max(sum(sizes.values()) // (parallelism * CHUNKS_PER_CORE), MIN_CHUNK_BYTES))
+    progress(f"planning chunks of {len(files)} capture(s) ({chunk_bytes:,} bytes at most each)")
     chunk_rows: list[dict[str, Any]] = []
     captures: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
@@ -96,7 +109,7 @@ def run_audit(
     for path in files:
         name = names[path]
         try:
-            size = sources.size(path)
+            size = sizes[path] if path in sizes else sources.size(path)
             chunks = plan_chunks(sources.opener(path), chunk_bytes, name=name, size=size)
         except CaptureError as exc:
             errors.append({"capture": name, "offset": exc.offset, "reason": exc.detail})
@@ -111,7 +124,6 @@ def run_audit(
         if last is not None:
             end_times.append((name, last))
     options = AuditOptions(frozenset(ports), tolerance, tuple(end_times))
-    session = spark or spark_session(master)
     watcher = _Progress(session, progress)
     watcher.start()
     try:
@@ -156,6 +168,7 @@ def _run(
     connections = (
         segments.where("note is null")
         .drop("note")
+        .repartition(parallelism * CHUNKS_PER_CORE, "flow")
         .groupBy("flow")
         .applyInArrow(flow_auditor(options), ddl(CONNECTION_SCHEMA))
         .persist(StorageLevel.MEMORY_AND_DISK)
@@ -166,10 +179,30 @@ def _run(
         )
     connections.select("connection.*").write.mode("overwrite").parquet(str(out_dir / "connections"))
     progress("replaying routing per broker")
+    # The routing replay of each broker in shards of its ClientIds, one task each: a shard judges the sessions
+    # of its ClientIds and reads every other connection only for the messages it published.
+    shards = max(parallelism, 1)
+    known = connections.where("server != 'unknown'").select(
+        "server",
+        "flow",
+        "transcript",
+        "sources",
+        F.pmod(F.xxhash64(F.coalesce("connection.client_id", "flow")), F.lit(shards)).alias("home"),
+    )
+    targets = session.range(shards).withColumnRenamed("id", "shard")
     brokers = (
-        connections.where("server != 'unknown'")
-        .select("server", "flow", "transcript")
-        .groupBy("server")
+        known.crossJoin(F.broadcast(targets))
+        .select(
+            "server",
+            "shard",
+            "flow",
+            F.when(F.col("home") == F.col("shard"), F.col("transcript"))
+            .otherwise(F.col("sources"))
+            .alias("transcript"),
+            (F.col("home") == F.col("shard")).alias("own"),
+        )
+        .repartitionByRange(shards, "shard")  # one task per shard (hash partitioning could merge two)
+        .groupBy("server", "shard")
         .applyInArrow(broker_replayer(options), ddl(BROKER_SCHEMA))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )

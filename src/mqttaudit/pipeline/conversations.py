@@ -125,6 +125,8 @@ class FlowResult:
     connection: Columns
     #: The transcript for the routing replay (payloads replaced by digests), pickled.
     transcript: bytes
+    #: The same without subscriptions and deliveries (:func:`sources`), pickled.
+    sources: bytes
 
 
 def rule_level(rule: str) -> tuple[str, str]:
@@ -194,7 +196,8 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
     connection = Columns(CONNECTION_COLUMNS)
     row = _connection_row(flow, transcript, len(packets), codec_violations + len(judgement.findings))
     connection.add(**row, not_assessable=len(judgement.not_assessable))
-    return FlowResult(packets, violations, connection, pickle.dumps(digested(transcript)))
+    replayed = digested(transcript)
+    return FlowResult(packets, violations, connection, pickle.dumps(replayed), pickle.dumps(sources(replayed)))
 
 
 def add_finding(violations: Columns, capture: str, finding: Finding, flow: Flow | None, origin: str) -> None:
@@ -303,3 +306,9 @@ def digested(transcript: Transcript) -> Transcript:
             for d in transcript.delivered
         ],
     )
+
+
+def sources(transcript: Transcript) -> Transcript:
+    """What a shard of the routing replay needs of a connection whose sessions it does not judge: all but its
+    subscriptions and deliveries (the bulk of a subscriber's transcript)."""
+    return replace(transcript, subscribed=[], unsubscribed=[], delivered=[])

@@ -10,7 +10,7 @@ as missing.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge.model import build
@@ -51,12 +51,21 @@ ROUTING_COLUMNS = (
 
 
 def replay_broker(
-    broker: str, transcripts: Iterable[tuple[str, bytes]], config: JudgeConfig
+    broker: str,
+    transcripts: Iterable[tuple[str, bytes]],
+    config: JudgeConfig,
+    own: Collection[str] | None = None,
 ) -> tuple[Columns, Columns, dict[str, str]]:
     """``transcripts``: (flow id, pickled transcript) of every connection to ``broker``. Returns the deliveries
-    rows, the routing findings rows, and the rules the replay could not decide (with why)."""
+    rows, the routing findings rows, and the rules the replay could not decide (with why).
+
+    ``own`` makes it the replay of one shard: only the sessions of the ClientIds of those flows are judged (the
+    other transcripts are only sources of messages, see :func:`~.conversations.sources`); None judges every session."""
     loaded: dict[str, Transcript] = {flow: pickle.loads(blob) for flow, blob in transcripts}
-    model = build(loaded, config)
+    subscribers = None
+    if own is not None:
+        subscribers = {c.client_id for c in (loaded[flow].connect for flow in own if flow in loaded) if c is not None}
+    model = build(loaded, config, subscribers)
     judgement = Routing(model, loaded, config).judgement()
     deliveries = Columns(DELIVERY_COLUMNS)
     for link in model.links:

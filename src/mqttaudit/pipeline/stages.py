@@ -6,7 +6,8 @@
 - :func:`audit_flow` (``groupBy(flow).applyInArrow``): the segments of one TCP flow (across chunks and rotated
   files), reassembled per connection and direction, decoded, and judged; one row per connection with its packets,
   violations, gaps and byte account nested, and the transcript the routing replay needs.
-- :func:`replay_group` (``groupBy(server).applyInArrow``): the routing replay of one broker endpoint.
+- :func:`replay_group` (``groupBy(server, shard).applyInArrow``): the routing replay of one broker endpoint, for
+  the sessions of one shard of its ClientIds (shards run in parallel; each sees every message).
 
 Times in the tables are seconds since the epoch (float64), as the capture recorded them.
 """
@@ -151,6 +152,7 @@ CONNECTION_SCHEMA = pa.schema(
         ("flow", pa.string()),
         ("server", pa.string()),
         ("transcript", pa.binary()),
+        ("sources", pa.binary()),
         *[(name, pa.int64()) for name in COUNT_COLUMNS],
         ("connection", struct_type(CONNECTION_COLUMNS)),
         ("packets", pa.list_(struct_type(PACKET_COLUMNS))),
@@ -331,7 +333,39 @@ def audit_flow(table: pa.Table, options: AuditOptions) -> pa.Table:
     # A connection that carried no payload byte (the last ACKs of one that ended before the capture began) is no
     # MQTT connection: nothing in it can be judged.
     out = [_connection(audit, data["flow"][0], record_at, options) for audit in audits if audit.total.stream]
-    return pa.Table.from_pylist(out, schema=CONNECTION_SCHEMA)
+    return _table(out, CONNECTION_SCHEMA)
+
+
+def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Rows as one Arrow table, built column by column: a nested value is a :class:`Columns` (a list of structs,
+    one struct per row of it) or a one-row :class:`Columns` (a struct), never a dict per row."""
+    arrays: list[pa.Array] = []
+    for field in schema:
+        values = [row[field.name] for row in rows]
+        if isinstance(field.type, pa.ListType):
+            arrays.append(_list_of_structs(values, field.type))
+        elif isinstance(field.type, pa.StructType):
+            arrays.append(_structs(values, field.type))
+        else:
+            arrays.append(pa.array(values, type=field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _structs(parts: Sequence[Columns], data_type: pa.StructType) -> pa.StructArray:
+    """The rows of several column sets, one after the other, as one struct array."""
+    children = [
+        pa.array([value for part in parts for value in part.data[field.name]], type=field.type) for field in data_type
+    ]
+    return pa.StructArray.from_arrays(children, fields=list(data_type))
+
+
+def _list_of_structs(parts: Sequence[Columns], data_type: pa.ListType) -> pa.ListArray:
+    """One list per column set (one per connection), each holding that set's rows."""
+    offsets = [0]
+    for part in parts:
+        offsets.append(offsets[-1] + len(part))
+    values = _structs(parts, data_type.value_type)
+    return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), values, type=data_type)
 
 
 def _connection(
@@ -389,15 +423,16 @@ def _connection(
         "flow": connection_id,
         "server": server or "unknown",
         "transcript": judged.transcript,
+        "sources": judged.sources,
         "stream_bytes": total.stream,
         "packet_bytes": total.packets,
         "malformed_bytes": total.malformed,
         "gap_bytes": total.gaps,
         "unassessable_bytes": total.unassessable,
-        "connection": _rows(judged.connection)[0],
-        "packets": _rows(judged.packets),
-        "violations": _rows(judged.violations),
-        "gaps": _rows(gaps),
+        "connection": judged.connection,
+        "packets": judged.packets,
+        "violations": judged.violations,
+        "gaps": gaps,
     }
 
 
@@ -406,25 +441,24 @@ def _side(audit: FlowAudit, side: int) -> str:
     return "unknown" if direction is None else direction.value
 
 
-def _rows(columns: Columns) -> list[dict[str, Any]]:
-    return [dict(zip(columns.names, values, strict=True)) for values in zip(*columns.data.values(), strict=True)]
-
-
 # -- stage 3: one broker -> deliveries and routing findings ------------------------------------------------------
 
 
 def replay_group(table: pa.Table, options: AuditOptions) -> pa.Table:
+    """One shard of one broker: every connection's transcript, whole for the flows of the shard's ClientIds
+    (``own``), as message sources for the others."""
     broker = table.column("server")[0].as_py()
     flows = table.column("flow").to_pylist()
     blobs = table.column("transcript").to_pylist()
-    deliveries, findings, undecided = replay_broker(broker, zip(flows, blobs, strict=True), options.judge_config)
+    own = [flow for flow, mine in zip(flows, table.column("own").to_pylist(), strict=True) if mine]
+    deliveries, findings, undecided = replay_broker(broker, zip(flows, blobs, strict=True), options.judge_config, own)
     row = {
         "broker": broker,
         "not_assessable": json.dumps(undecided, sort_keys=True),
-        "deliveries": _rows(deliveries),
-        "routing_findings": _rows(findings),
+        "deliveries": deliveries,
+        "routing_findings": findings,
     }
-    return pa.Table.from_pylist([row], schema=BROKER_SCHEMA)
+    return _table([row], BROKER_SCHEMA)
 
 
 def flow_auditor(options: AuditOptions) -> Callable[[pa.Table], pa.Table]:

@@ -4,7 +4,7 @@ brute-force reference matcher the trie is tested against."""
 
 from .amqp import key_violations as amqp_key_violations
 from .amqp import validate_binding_key, validate_routing_key
-from .matching import dollar_rule_applies, matches, matches_but_for_dollar_rule
+from .matching import TopicIndex, dollar_rule_applies, matches, matches_but_for_dollar_rule
 from .reference import ReferenceMatcher, amqp_matches
 from .trie import AMQP, MQTT, MQTT5, TRIE_DIALECTS, TopicTrie, check_filter, check_topic, parse_shared
 from .validation import (
@@ -24,6 +24,7 @@ __all__ = [
     "TRIE_DIALECTS",
     "InvalidTopic",
     "ReferenceMatcher",
+    "TopicIndex",
     "TopicTrie",
     "amqp_key_violations",
     "amqp_matches",

@@ -11,6 +11,7 @@ which no valid Topic Name can equal. Validate them with :mod:`mqttaudit.topics.v
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 SEPARATOR: Final = "/"
@@ -53,3 +54,78 @@ def _levels_match(filter_levels: list[str], name_levels: list[str]) -> bool:
         if level != SINGLE_LEVEL and level != name_levels[index]:
             return False
     return len(filter_levels) == len(name_levels)
+
+
+class _Level:
+    __slots__ = ("children", "position")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Level] = {}
+        #: Position of the Topic Name that ends at this level (-1: none does).
+        self.position = -1
+
+
+class TopicIndex:
+    """Topic Names held in a tree of levels, to find those a Topic Filter matches without comparing each one:
+    the reverse of a subscription trie. It answers exactly as :func:`matches` would for every held name
+    (misplaced wildcards included), in the order the names were first added."""
+
+    __slots__ = ("_root", "_count")
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self._root = _Level()
+        self._count = 0
+        for name in names:
+            self.add(name)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def add(self, name: str) -> None:
+        node = self._root
+        for level in name.split(SEPARATOR):
+            child = node.children.get(level)
+            if child is None:
+                child = node.children[level] = _Level()
+            node = child
+        if node.position < 0:
+            node.position = self._count
+            self._count += 1
+
+    def matching(self, topic_filter: str) -> list[str]:
+        """The held names ``topic_filter`` matches, in the order they were added."""
+        found: list[tuple[int, str]] = []
+        levels = topic_filter.split(SEPARATOR)
+        last = len(levels) - 1
+        # (level node, index of the filter level to match below it, the name so far; None above the first level)
+        stack: list[tuple[_Level, int, str | None]] = [(self._root, 0, None)]
+        while stack:
+            node, index, path = stack.pop()
+            level = levels[index]
+            if level == MULTI_LEVEL and index == last:
+                _subtree(node, path, found)  # '#' matches the parent level and every level below it
+                continue
+            if level == SINGLE_LEVEL:
+                below = list(node.children.items())
+            else:
+                child = node.children.get(level)
+                below = [] if child is None else [(level, child)]
+            for key, child in below:
+                child_path = key if path is None else f"{path}{SEPARATOR}{key}"
+                if index < last:
+                    stack.append((child, index + 1, child_path))
+                elif child.position >= 0:
+                    found.append((child.position, child_path))
+        found.sort()
+        dollar_excluded = topic_filter.startswith(_WILDCARDS)  # [MQTT-4.7.2-1]
+        return [name for _, name in found if not (dollar_excluded and name.startswith("$"))]
+
+
+def _subtree(node: _Level, path: str | None, found: list[tuple[int, str]]) -> None:
+    stack = [(node, path)]
+    while stack:
+        current, current_path = stack.pop()
+        if current_path is not None and current.position >= 0:
+            found.append((current.position, current_path))
+        for key, child in current.children.items():
+            stack.append((child, key if current_path is None else f"{current_path}{SEPARATOR}{key}"))
