@@ -70,7 +70,7 @@ class TopicIndex:
     the reverse of a subscription trie. It answers exactly as :func:`matches` would for every held name
     (misplaced wildcards included), in the order the names were first added."""
 
-    __slots__ = ("_root", "_count")
+    __slots__ = ("_count", "_root")
 
     def __init__(self, names: Iterable[str] = ()) -> None:
         self._root = _Level()
