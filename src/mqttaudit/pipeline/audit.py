@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import pickle
 import posixpath
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -24,15 +25,16 @@ from mqttaudit.spec import load_catalogue
 from . import sources
 from .spark import DEFAULT_MASTER, spark_session
 from .stages import (
-    BROKER_SCHEMA,
     CHUNK_SCHEMA,
-    CONNECTION_SCHEMA,
+    JUDGED_SCHEMA,
+    REPLAYED_SCHEMA,
     SEGMENT_SCHEMA,
     AuditOptions,
     broker_replayer,
     ddl,
-    flow_auditor,
+    flow_judge,
     read_segments,
+    table_schema,
 )
 
 if TYPE_CHECKING:
@@ -123,7 +125,7 @@ def run_audit(
         last = _end_time_ns(path, chunks)
         if last is not None:
             end_times.append((name, last))
-    options = AuditOptions(frozenset(ports), tolerance, tuple(end_times))
+    options = AuditOptions(frozenset(ports), tolerance, tuple(end_times), str(out_dir.resolve()))
     watcher = _Progress(session, progress)
     watcher.start()
     try:
@@ -154,43 +156,36 @@ def _run(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
+    for table in TABLES:
+        shutil.rmtree(out_dir / table, ignore_errors=True)
+        (out_dir / table).mkdir(parents=True)
     parallelism = max(session.sparkContext.defaultParallelism, 1)
     chunks = session.createDataFrame(
         pa.Table.from_pylist(chunk_rows, schema=CHUNK_SCHEMA).to_pandas() if chunk_rows else [],
         schema=ddl(CHUNK_SCHEMA),
-    ).repartition(max(min(len(chunk_rows), parallelism * 4), 1))
-    progress(f"reading {len(chunk_rows)} chunk(s)")
-    segments = chunks.mapInArrow(partial(read_segments, options=options), ddl(SEGMENT_SCHEMA)).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
-    notes = [json.loads(row.note) | {"capture": row.capture} for row in segments.where("note is not null").collect()]
-    progress("reassembling and judging connections")
-    connections = (
-        segments.where("note is null")
-        .drop("note")
-        .repartition(parallelism * CHUNKS_PER_CORE, "flow")
-        .groupBy("flow")
-        .applyInArrow(flow_auditor(options), ddl(CONNECTION_SCHEMA))
+    ).repartition(max(min(len(chunk_rows), parallelism * CHUNKS_PER_CORE), 1))
+    progress(f"reading {len(chunk_rows)} chunk(s), then reassembling and judging connections")
+    segments = chunks.mapInArrow(partial(read_segments, options=options), ddl(SEGMENT_SCHEMA))
+    # Every flow in one task, its segments in order; the chunk notes (no flow) come through as they are.
+    judged = (
+        segments.repartition(parallelism * CHUNKS_PER_CORE, "flow")
+        .sortWithinPartitions("flow", "time_ns", "capture", "record")
+        .mapInArrow(flow_judge(options), ddl(JUDGED_SCHEMA))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    for table in ("packets", "violations", "gaps"):
-        connections.select(F.explode(table).alias("row")).select("row.*").write.mode("overwrite").parquet(
-            str(out_dir / table)
-        )
-    connections.select("connection.*").write.mode("overwrite").parquet(str(out_dir / "connections"))
+    notes = [json.loads(row.note) | {"capture": row.capture} for row in judged.where("note is not null").collect()]
+    connections = judged.where("note is null")
     progress("replaying routing per broker")
     # The routing replay of each broker in shards of its ClientIds, one task each: a shard judges the sessions
     # of its ClientIds and reads every other connection only for the messages it published.
-    shards = max(parallelism, 1)
-    known = connections.where("server != 'unknown'").select(
-        "server",
-        "flow",
-        "transcript",
-        "sources",
-        F.pmod(F.xxhash64(F.coalesce("connection.client_id", "flow")), F.lit(shards)).alias("home"),
+    shards = _shards(connections, parallelism, session)
+    known = (
+        connections.where("server != 'unknown'")
+        .withColumn("client_key", F.coalesce("client_id", "flow"))
+        .join(F.broadcast(shards), "client_key")
     )
-    targets = session.range(shards).withColumnRenamed("id", "shard")
-    brokers = (
+    targets = session.range(parallelism).withColumnRenamed("id", "shard")
+    replayed = (
         known.crossJoin(F.broadcast(targets))
         .select(
             "server",
@@ -201,23 +196,54 @@ def _run(
             .alias("transcript"),
             (F.col("home") == F.col("shard")).alias("own"),
         )
-        .repartitionByRange(shards, "shard")  # one task per shard (hash partitioning could merge two)
+        .repartitionByRange(parallelism, "shard")  # one task per shard (hash partitioning could merge two)
         .groupBy("server", "shard")
-        .applyInArrow(broker_replayer(options), ddl(BROKER_SCHEMA))
-        .persist(StorageLevel.MEMORY_AND_DISK)
+        .applyInArrow(broker_replayer(options), ddl(REPLAYED_SCHEMA))
+        .collect()
     )
-    for table in ("deliveries", "routing_findings"):
-        brokers.select(F.explode(table).alias("row")).select("row.*").write.mode("overwrite").parquet(
-            str(out_dir / table)
-        )
-    summary = _summary(session, connections, brokers, notes, out_dir)
-    for frame in (brokers, connections, segments):
-        frame.unpersist()
+    for table in TABLES:
+        _ensure_readable(out_dir / table, table)
+    summary = _summary(session, connections, notes, out_dir)
+    summary["routing_shards"] = [row.asDict() for row in replayed]
+    judged.unpersist()
     return summary
 
 
+def _shards(connections: DataFrame, shards: int, session: SparkSession) -> DataFrame:
+    """Which shard replays the sessions of each ClientId (``client_key``, the flow for a connection without a
+    CONNECT): the heaviest ClientIds first, each to the shard with the least work so far (work: the bytes of its
+    subscriptions and deliveries), so that one busy subscriber does not leave the other shards idle."""
+    from pyspark.sql import functions as F
+
+    weights = (
+        connections.where("server != 'unknown'")
+        .select(
+            F.coalesce("client_id", "flow").alias("client_key"),
+            (F.length("transcript") - F.length("sources") + F.lit(64)).alias("weight"),
+        )
+        .groupBy("client_key")
+        .agg(F.sum("weight").alias("weight"))
+        .collect()
+    )
+    load = [0] * shards
+    homes: list[tuple[str, int]] = []
+    for row in sorted(weights, key=lambda row: (-row.weight, row.client_key)):
+        home = load.index(min(load))
+        load[home] += row.weight
+        homes.append((row.client_key, home))
+    return session.createDataFrame(homes, "client_key string, home bigint")
+
+
+def _ensure_readable(directory: Path, table: str) -> None:
+    """A table no task wrote a row to still gets a file with its columns, so that it reads as an empty table."""
+    import pyarrow.parquet as pq
+
+    if not any(path.suffix == ".parquet" for path in directory.iterdir()):
+        pq.write_table(table_schema(table).empty_table(), directory / "part-empty.parquet")
+
+
 def _summary(
-    session: SparkSession, connections: DataFrame, brokers: DataFrame, notes: list[dict[str, Any]], out_dir: Path
+    session: SparkSession, connections: DataFrame, notes: list[dict[str, Any]], out_dir: Path
 ) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
@@ -229,9 +255,9 @@ def _summary(
         F.sum("malformed_bytes").alias("malformed"),
         F.sum("gap_bytes").alias("gaps"),
         F.sum("unassessable_bytes").alias("unassessable"),
-        F.sum(F.size("packets")).alias("packet_count"),
-        F.min("connection.start").alias("first"),
-        F.max("connection.end").alias("last"),
+        F.sum("packet_count").alias("packet_count"),
+        F.min("start").alias("first"),
+        F.max("end").alias("last"),
     ).first()
     violations = session.read.parquet(str(out_dir / "violations"))
     routing = session.read.parquet(str(out_dir / "routing_findings"))

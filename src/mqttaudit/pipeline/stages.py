@@ -3,19 +3,28 @@
 - :func:`read_segments` (``mapInArrow`` over chunk descriptors): reads one record-aligned chunk of a capture,
   keeps the TCP segments of MQTT flows (a broker port on either side), and reports what it skipped, a truncated
   tail or a corrupt capture as a note row. A task holds one chunk, never a whole file.
-- :func:`audit_flow` (``groupBy(flow).applyInArrow``): the segments of one TCP flow (across chunks and rotated
-  files), reassembled per connection and direction, decoded, and judged; one row per connection with its packets,
-  violations, gaps and byte account nested, and the transcript the routing replay needs.
+- :func:`judge_partition` (``mapInArrow`` over segments partitioned and sorted by flow): one TCP flow at a time
+  (across chunks and rotated files), reassembled per connection and direction, decoded and judged; the task
+  writes the packets, violations, gaps and connections tables itself and hands back one small row per
+  connection, with the transcript the routing replay needs.
 - :func:`replay_group` (``groupBy(server, shard).applyInArrow``): the routing replay of one broker endpoint, for
-  the sessions of one shard of its ClientIds (shards run in parallel; each sees every message).
+  the sessions of one shard of its ClientIds (shards run in parallel; each sees every message); it writes the
+  deliveries and routing findings tables.
+
+The tasks write Parquet themselves (one file per task and table, published when the task completes) rather than
+returning nested rows for Spark to convert, cache and explode: that conversion cost the JVM more CPU than the
+judging itself cost Python, and its cache grew with the capture.
 
 Times in the tables are seconds since the epoch (float64), as the capture recorded them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import pickle
+import posixpath
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -23,6 +32,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark import TaskContext
 
 from mqttaudit.capture import CaptureError, Chunk, FlowAudit, FlowOptions, Segment, flow_events, read_chunk, segments
 from mqttaudit.capture.flows import flow_key, is_broker_flow
@@ -147,27 +158,46 @@ SEGMENT_SCHEMA = pa.schema(
     ]
 )
 COUNT_COLUMNS = ("stream_bytes", "packet_bytes", "malformed_bytes", "gap_bytes", "unassessable_bytes")
-CONNECTION_SCHEMA = pa.schema(
+#: What the judging stage hands back to Spark per connection (the tables it writes itself): what the summary
+#: adds up, and the transcript the routing replay needs. A row with ``note`` set carries a chunk's note instead.
+JUDGED_SCHEMA = pa.schema(
     [
         ("flow", pa.string()),
+        ("capture", pa.string()),
         ("server", pa.string()),
+        ("client_id", pa.string()),
         ("transcript", pa.binary()),
         ("sources", pa.binary()),
         *[(name, pa.int64()) for name in COUNT_COLUMNS],
-        ("connection", struct_type(CONNECTION_COLUMNS)),
-        ("packets", pa.list_(struct_type(PACKET_COLUMNS))),
-        ("violations", pa.list_(struct_type(VIOLATION_COLUMNS))),
-        ("gaps", pa.list_(struct_type(GAP_COLUMNS))),
+        ("packet_count", pa.int64()),
+        ("start", pa.float64()),
+        ("end", pa.float64()),
+        ("note", pa.string()),
     ]
 )
-BROKER_SCHEMA = pa.schema(
+#: What the replay of one shard hands back (the tables it writes itself).
+REPLAYED_SCHEMA = pa.schema(
     [
         ("broker", pa.string()),
+        ("shard", pa.int64()),
+        ("deliveries", pa.int64()),
+        ("routing_findings", pa.int64()),
         ("not_assessable", pa.string()),
-        ("deliveries", pa.list_(struct_type(DELIVERY_COLUMNS))),
-        ("routing_findings", pa.list_(struct_type(ROUTING_COLUMNS))),
     ]
 )
+#: The Parquet tables of an audit and the columns of each.
+TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "packets": PACKET_COLUMNS,
+    "violations": VIOLATION_COLUMNS,
+    "connections": CONNECTION_COLUMNS,
+    "gaps": GAP_COLUMNS,
+    "deliveries": DELIVERY_COLUMNS,
+    "routing_findings": ROUTING_COLUMNS,
+}
+
+
+def table_schema(table: str) -> pa.Schema:
+    return pa.schema(list(struct_type(TABLE_COLUMNS[table])))
 
 
 @dataclass(frozen=True)
@@ -178,6 +208,8 @@ class AuditOptions:
     #: Where observation of each capture ended (ns), by capture name: an open connection is quiet until the end of
     #: the last capture that holds it (rotated captures continue each other).
     end_times: tuple[tuple[str, int], ...] = ()
+    #: Where the tasks write the tables (a local directory; each table is a folder of Parquet files).
+    out_dir: str = ""
 
     @property
     def judge_config(self) -> JudgeConfig:
@@ -297,11 +329,119 @@ def _add_segment(columns: dict[str, list[Any]], flow: str, capture: str, index: 
         columns[name].append(value)
 
 
-# -- stage 2: one flow -> connection rows ------------------------------------------------------------------------
+# -- writing tables from the tasks --------------------------------------------------------------------------------
 
 
-def audit_flow(table: pa.Table, options: AuditOptions) -> pa.Table:
-    """All segments of one flow (any order) in; one row per connection out."""
+class TableWriter:
+    """The rows one task adds to one table, as one Parquet file in the table's folder: written in row groups as
+    they come, under a hidden name until the task completes (Spark and pyarrow skip names starting with '.'), then
+    renamed; a retried task overwrites its own file, so a table never holds a row twice."""
+
+    ROW_GROUP = 65536
+
+    def __init__(self, directory: str, table: str, part: str) -> None:
+        self.schema = table_schema(table)
+        self.rows = 0
+        self._path = posixpath.join(directory, table, f"part-{part}.parquet")
+        self._hidden = posixpath.join(directory, table, f".part-{part}.parquet.tmp")
+        self._pending: list[Columns] = []
+        self._pending_rows = 0
+        self._writer: pq.ParquetWriter | None = None
+
+    def add(self, columns: Columns) -> None:
+        if not len(columns):
+            return
+        self._pending.append(columns)
+        self._pending_rows += len(columns)
+        self.rows += len(columns)
+        if self._pending_rows >= self.ROW_GROUP:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._hidden, self.schema, compression="snappy")
+        if self._pending:
+            self._writer.write_table(columns_table(self._pending, self.schema))
+        self._pending, self._pending_rows = [], 0
+
+    def close(self) -> None:
+        """Writes what is left and publishes the file (nothing for a task that had no row)."""
+        if self.rows:
+            self._flush()
+        if self._writer is not None:
+            self._writer.close()
+            os.replace(self._hidden, self._path)
+
+
+def columns_table(parts: Sequence[Columns], schema: pa.Schema) -> pa.Table:
+    """The rows of several column sets, one after the other, as one table, built column by column."""
+    arrays = [pa.array([v for part in parts for v in part.data[field.name]], type=field.type) for field in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _part_name(*keys: object) -> str:
+    """A file name part unique to this task's partition (stable across retries of the same task)."""
+    context = TaskContext.get()
+    partition = 0 if context is None else context.partitionId()
+    return "-".join([f"{partition:05d}", *(str(key) for key in keys)])
+
+
+# -- stage 2: the flows of a partition -> judged connections -----------------------------------------------------
+
+
+def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) -> Iterator[pa.RecordBatch]:
+    """Segments sorted by flow in (``mapInArrow`` after ``repartition(flow)`` and ``sortWithinPartitions``), one
+    flow at a time: each is reassembled, decoded and judged, its packets, violations, gaps and connections written
+    to their tables here, and one small row per connection handed back (chunk notes pass through). Only one flow
+    is held at a time."""
+    part = _part_name()
+    writers = {
+        table: TableWriter(options.out_dir, table, part) for table in ("packets", "violations", "connections", "gaps")
+    }
+    judged = Columns(JUDGED_SCHEMA.names)
+    for flow, table in _flow_runs(batches):
+        if flow is None:
+            for capture, note in zip(
+                table.column("capture").to_pylist(), table.column("note").to_pylist(), strict=True
+            ):
+                judged.add(capture=capture, note=note)
+            continue
+        for row in judge_segments(table, options):
+            for name, writer in writers.items():
+                writer.add(row[name])
+            judged.add(**row)
+        if len(judged) >= BATCH_ROWS:
+            yield columns_table([judged], JUDGED_SCHEMA).to_batches()[0]
+            judged = Columns(JUDGED_SCHEMA.names)
+    for writer in writers.values():
+        writer.close()
+    if len(judged):
+        yield columns_table([judged], JUDGED_SCHEMA).to_batches()[0]
+
+
+def _flow_runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str | None, pa.Table]]:
+    """The runs of consecutive rows with the same flow, across batch boundaries, each as one table."""
+    pending: list[pa.RecordBatch] = []
+    current: str | None = None
+    for batch in batches:
+        flows = batch.column("flow").to_pylist()
+        start = 0
+        for index in range(1, len(flows) + 1):
+            if index < len(flows) and flows[index] == flows[start]:
+                continue
+            piece = batch.slice(start, index - start)
+            if pending and flows[start] != current:
+                yield current, pa.Table.from_batches(pending)
+                pending = []
+            pending.append(piece)
+            current = flows[start]
+            start = index
+    if pending:
+        yield current, pa.Table.from_batches(pending)
+
+
+def judge_segments(table: pa.Table, options: AuditOptions) -> list[dict[str, Any]]:
+    """All segments of one flow (any order) in; per connection, its table rows and its judged row."""
     order = pc.sort_indices(
         table, sort_keys=[("time_ns", "ascending"), ("capture", "ascending"), ("record", "ascending")]
     )
@@ -332,40 +472,7 @@ def audit_flow(table: pa.Table, options: AuditOptions) -> pa.Table:
     audits = flow_events(flow_segments, options=options.flow_options, end_time_ns=end)
     # A connection that carried no payload byte (the last ACKs of one that ended before the capture began) is no
     # MQTT connection: nothing in it can be judged.
-    out = [_connection(audit, data["flow"][0], record_at, options) for audit in audits if audit.total.stream]
-    return _table(out, CONNECTION_SCHEMA)
-
-
-def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
-    """Rows as one Arrow table, built column by column: a nested value is a :class:`Columns` (a list of structs,
-    one struct per row of it) or a one-row :class:`Columns` (a struct), never a dict per row."""
-    arrays: list[pa.Array] = []
-    for field in schema:
-        values = [row[field.name] for row in rows]
-        if isinstance(field.type, pa.ListType):
-            arrays.append(_list_of_structs(values, field.type))
-        elif isinstance(field.type, pa.StructType):
-            arrays.append(_structs(values, field.type))
-        else:
-            arrays.append(pa.array(values, type=field.type))
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def _structs(parts: Sequence[Columns], data_type: pa.StructType) -> pa.StructArray:
-    """The rows of several column sets, one after the other, as one struct array."""
-    children = [
-        pa.array([value for part in parts for value in part.data[field.name]], type=field.type) for field in data_type
-    ]
-    return pa.StructArray.from_arrays(children, fields=list(data_type))
-
-
-def _list_of_structs(parts: Sequence[Columns], data_type: pa.ListType) -> pa.ListArray:
-    """One list per column set (one per connection), each holding that set's rows."""
-    offsets = [0]
-    for part in parts:
-        offsets.append(offsets[-1] + len(part))
-    values = _structs(parts, data_type.value_type)
-    return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), values, type=data_type)
+    return [_connection(audit, data["flow"][0], record_at, options) for audit in audits if audit.total.stream]
 
 
 def _connection(
@@ -419,9 +526,12 @@ def _connection(
             reason=hole.reason,
         )
     total = audit.total
+    connection = judged.connection.data
     return {
         "flow": connection_id,
+        "capture": capture,
         "server": server or "unknown",
+        "client_id": connection["client_id"][0],
         "transcript": judged.transcript,
         "sources": judged.sources,
         "stream_bytes": total.stream,
@@ -429,9 +539,12 @@ def _connection(
         "malformed_bytes": total.malformed,
         "gap_bytes": total.gaps,
         "unassessable_bytes": total.unassessable,
-        "connection": judged.connection,
+        "packet_count": len(judged.packets),
         "packets": judged.packets,
+        "start": connection["start"][0],
+        "end": connection["end"][0],
         "violations": judged.violations,
+        "connections": judged.connection,
         "gaps": gaps,
     }
 
@@ -441,37 +554,46 @@ def _side(audit: FlowAudit, side: int) -> str:
     return "unknown" if direction is None else direction.value
 
 
-# -- stage 3: one broker -> deliveries and routing findings ------------------------------------------------------
+# -- stage 3: one shard of one broker -> deliveries and routing findings -----------------------------------------
 
 
 def replay_group(table: pa.Table, options: AuditOptions) -> pa.Table:
     """One shard of one broker: every connection's transcript, whole for the flows of the shard's ClientIds
-    (``own``), as message sources for the others."""
+    (``own``), as message sources for the others. Writes its deliveries and routing findings; returns their
+    counts and what it could not decide."""
     broker = table.column("server")[0].as_py()
+    shard = table.column("shard")[0].as_py()
     flows = table.column("flow").to_pylist()
     blobs = table.column("transcript").to_pylist()
     own = [flow for flow, mine in zip(flows, table.column("own").to_pylist(), strict=True) if mine]
     deliveries, findings, undecided = replay_broker(broker, zip(flows, blobs, strict=True), options.judge_config, own)
-    row = {
-        "broker": broker,
-        "not_assessable": json.dumps(undecided, sort_keys=True),
-        "deliveries": deliveries,
-        "routing_findings": findings,
-    }
-    return _table([row], BROKER_SCHEMA)
+    part = _part_name(hashlib.blake2b(broker.encode(), digest_size=6).hexdigest(), shard)
+    for name, rows in (("deliveries", deliveries), ("routing_findings", findings)):
+        writer = TableWriter(options.out_dir, name, part)
+        writer.add(rows)
+        writer.close()
+    row = Columns(REPLAYED_SCHEMA.names)
+    row.add(
+        broker=broker,
+        shard=shard,
+        deliveries=len(deliveries),
+        routing_findings=len(findings),
+        not_assessable=json.dumps(undecided, sort_keys=True),
+    )
+    return columns_table([row], REPLAYED_SCHEMA)
 
 
-def flow_auditor(options: AuditOptions) -> Callable[[pa.Table], pa.Table]:
-    """:func:`audit_flow` bound to ``options``, with the type hints Spark reads to pick the grouped Arrow API."""
+def flow_judge(options: AuditOptions) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """:func:`judge_partition` bound to ``options``."""
 
-    def run(table: pa.Table) -> pa.Table:
-        return audit_flow(table, options)
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return judge_partition(batches, options)
 
     return run
 
 
 def broker_replayer(options: AuditOptions) -> Callable[[pa.Table], pa.Table]:
-    """:func:`replay_group` bound to ``options``, typed for Spark like :func:`flow_auditor`."""
+    """:func:`replay_group` bound to ``options``, with the type hints Spark reads to pick the grouped Arrow API."""
 
     def run(table: pa.Table) -> pa.Table:
         return replay_group(table, options)
