@@ -230,6 +230,8 @@ class SessionFilters:
         self._sessions = sessions
         self._odd: set[int] = set()  # sessions some filter of which only a pair-by-pair comparison can judge
         self._same_client: dict[str, list[int]] = {}
+        self._concerned: dict[str, list[Session]] = {}
+        self._matching: dict[tuple[int, str], list[Subscription]] = {}
         for position, session in enumerate(sessions):
             key = id(session)
             self._subscriptions[key] = session.subscriptions
@@ -248,7 +250,13 @@ class SessionFilters:
     def concerned(self, topic: str) -> list[Session]:
         """The sessions a message to ``topic`` may concern, in their order: those with a matching filter (live or
         ended), the other sessions of their ClientIds (a discarded session [MQTT-3.1.2-6]), and those whose
-        filters a trie cannot judge for this topic."""
+        filters a trie cannot judge for this topic. Remembered per topic: messages repeat their topics."""
+        found = self._concerned.get(topic)
+        if found is None:
+            found = self._concerned[topic] = self._find_concerned(topic)
+        return found
+
+    def _find_concerned(self, topic: str) -> list[Session]:
         try:
             positions = set(self._broker.match(BROKER, topic))
         except InvalidTopic:
@@ -259,6 +267,13 @@ class SessionFilters:
         return [self._sessions[position] for position in sorted(positions)]
 
     def matching(self, session: Session, topic: str) -> list[Subscription]:
+        """The subscriptions of ``session`` that match ``topic`` (remembered per session and topic)."""
+        found = self._matching.get((id(session), topic))
+        if found is None:
+            found = self._matching[(id(session), topic)] = self._find_matching(session, topic)
+        return found
+
+    def _find_matching(self, session: Session, topic: str) -> list[Subscription]:
         key = id(session)
         subscriptions = self._subscriptions.get(key, session.subscriptions)
         try:

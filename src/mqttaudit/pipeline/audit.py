@@ -175,16 +175,18 @@ def _run(
     )
     notes = [json.loads(row.note) | {"capture": row.capture} for row in judged.where("note is not null").collect()]
     connections = judged.where("note is null")
-    progress("replaying routing per broker")
+    progress(f"balancing the routing replay of each broker over {parallelism} shard(s) of its ClientIds")
     # The routing replay of each broker in shards of its ClientIds, one task each: a shard judges the sessions
     # of its ClientIds and reads every other connection only for the messages it published.
-    shards = _shards(connections, parallelism, session)
+    keys = _shard_keys(session, parallelism)
+    shards = _shards(connections, keys, session)
     known = (
         connections.where("server != 'unknown'")
         .withColumn("client_key", F.coalesce("client_id", "flow"))
         .join(F.broadcast(shards), "client_key")
     )
-    targets = session.range(parallelism).withColumnRenamed("id", "shard")
+    targets = session.createDataFrame([(key,) for key in keys], "shard bigint")
+    progress("replaying routing per broker")
     replayed = (
         known.crossJoin(F.broadcast(targets))
         .select(
@@ -196,11 +198,12 @@ def _run(
             .alias("transcript"),
             (F.col("home") == F.col("shard")).alias("own"),
         )
-        .repartitionByRange(parallelism, "shard")  # one task per shard (hash partitioning could merge two)
+        .repartition(len(keys), "shard")  # one task per shard: each key hashes to its own partition
         .groupBy("server", "shard")
         .applyInArrow(broker_replayer(options), ddl(REPLAYED_SCHEMA))
         .collect()
     )
+    progress("adding up the summary")
     for table in TABLES:
         _ensure_readable(out_dir / table, table)
     summary = _summary(session, connections, notes, out_dir)
@@ -209,7 +212,21 @@ def _run(
     return summary
 
 
-def _shards(connections: DataFrame, shards: int, session: SparkSession) -> DataFrame:
+def _shard_keys(session: SparkSession, shards: int) -> list[int]:
+    """One key per shard such that Spark's hash partitioning into ``shards`` partitions sends each to its own
+    partition (range partitioning, which samples, was seen to put two shards in one)."""
+    from pyspark.sql import functions as F
+
+    candidates = session.range(64 * shards).select("id", F.pmod(F.hash("id"), F.lit(shards)).alias("partition"))
+    first: dict[int, int] = {}
+    for row in candidates.collect():
+        first.setdefault(row.partition, row.id)
+    if len(first) < shards:  # not seen with 64 candidates per partition; the shards then share tasks
+        return list(range(shards))
+    return [first[partition] for partition in range(shards)]
+
+
+def _shards(connections: DataFrame, keys: list[int], session: SparkSession) -> DataFrame:
     """Which shard replays the sessions of each ClientId (``client_key``, the flow for a connection without a
     CONNECT): the heaviest ClientIds first, each to the shard with the least work so far (work: the bytes of its
     subscriptions and deliveries), so that one busy subscriber does not leave the other shards idle."""
@@ -225,12 +242,12 @@ def _shards(connections: DataFrame, shards: int, session: SparkSession) -> DataF
         .agg(F.sum("weight").alias("weight"))
         .collect()
     )
-    load = [0] * shards
+    load = [0] * len(keys)
     homes: list[tuple[str, int]] = []
     for row in sorted(weights, key=lambda row: (-row.weight, row.client_key)):
         home = load.index(min(load))
         load[home] += row.weight
-        homes.append((row.client_key, home))
+        homes.append((row.client_key, keys[home]))
     return session.createDataFrame(homes, "client_key string, home bigint")
 
 
