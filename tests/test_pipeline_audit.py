@@ -83,6 +83,20 @@ def test_no_routing_finding_and_every_owed_delivery_observed_where_the_capture_s
         assert len(observed) == sum(audited["traffic"].received.values())
 
 
+def test_the_routing_replay_runs_one_shard_per_core_each_in_its_own_task(audited: dict[str, Any]) -> None:
+    """Spark ``local[2]``: two shards of the broker's ClientIds, in two partitions, their deliveries adding up to
+    the table's."""
+    shards = audited["result"].summary["routing_shards"]
+    assert len(shards) == 2
+    assert len({s["shard"] for s in shards}) == 2 and len({s["partition"] for s in shards}) == 2
+    assert sum(s["deliveries"] for s in shards) == len(audited["tables"]["deliveries"])
+    assert sum(s["routing_findings"] for s in shards) == len(audited["tables"]["routing_findings"])
+    # Every subscriber's deliveries come from one shard: a ClientId's sessions are judged in one place.
+    files = sorted((audited["out"] / "deliveries").glob("part-*.parquet"))
+    subscribers = [set(pq.read_table(f).column("client_id").to_pylist()) for f in files]
+    assert all(not (a & b) for i, a in enumerate(subscribers) for b in subscribers[i + 1 :])
+
+
 def test_the_byte_account_reconciles_and_the_summary_counts_the_tables(audited: dict[str, Any]) -> None:
     summary = json.loads((audited["out"] / "summary.json").read_text())
     account = summary["bytes"]

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
+
+import pytest
 
 from mqttaudit import codec
 from mqttaudit.judge import JudgeConfig
-from mqttaudit.pipeline.conversations import Flow, digested, judge_flow
-from mqttaudit.pipeline.replay import replay_broker
+from mqttaudit.pipeline.conversations import PACKET_COLUMNS, Columns, Flow, digested, judge_flow
+from mqttaudit.pipeline.replay import DELIVERY_COLUMNS, ROUTING_COLUMNS, replay_broker
+from mqttaudit.pipeline.stages import GAP_COLUMNS
 
 from .talk import CONNACK_OK, Talk, connected, publish, suback, subscribe
 
@@ -56,3 +60,71 @@ def test_payload_digests_keep_equality_and_emptiness() -> None:
     big, empty = (p.message.payload for p in transcript.published)
     assert len(big) == 16 and empty == b""
     assert digested(transcript).published[0].message.payload == big
+
+
+def _scenarios() -> list[tuple[str, dict[str, Talk]]]:
+    from .test_judge_scenario import CASES
+
+    scenarios = []
+    for case in CASES:
+        for column in ("fails", "passes", "undecided"):
+            conversation = getattr(case, column)()
+            if isinstance(conversation, dict) and len(conversation) > 1:
+                scenarios.append((f"{case.id}-{column}", conversation))
+    return scenarios
+
+
+def _rows(columns: Columns) -> list[tuple[object, ...]]:
+    return sorted(zip(*columns.data.values(), strict=True), key=repr)
+
+
+@pytest.mark.parametrize(("name", "conversation"), _scenarios(), ids=[name for name, _ in _scenarios()])
+def test_a_replay_in_shards_of_client_ids_owes_and_finds_what_the_whole_replay_does(
+    name: str, conversation: dict[str, Talk]
+) -> None:
+    judged = {flow_name: judge_flow(flow(flow_name, talk), CONFIG) for flow_name, talk in conversation.items()}
+    whole_deliveries, whole_findings, _ = replay_broker("b", [(n, j.transcript) for n, j in judged.items()], CONFIG)
+    client_ids = sorted({j.connection.data["client_id"][0] or n for n, j in judged.items()})
+    for shards in (1, 2, len(client_ids)):
+        home = {client_id: index % shards for index, client_id in enumerate(client_ids)}
+        deliveries, findings = Columns(DELIVERY_COLUMNS), Columns(ROUTING_COLUMNS)
+        for shard in range(shards):
+            own = [n for n, j in judged.items() if home[j.connection.data["client_id"][0] or n] == shard]
+            blobs = [(n, j.transcript if n in own else j.sources) for n, j in judged.items()]
+            part_deliveries, part_findings, _ = replay_broker("b", blobs, CONFIG, own)
+            for whole, part in ((deliveries, part_deliveries), (findings, part_findings)):
+                for values in zip(*part.data.values(), strict=True):
+                    whole.add(**dict(zip(part.names, values, strict=True)))
+        assert _rows(deliveries) == _rows(whole_deliveries), (name, shards)
+        assert _rows(findings) == _rows(whole_findings), (name, shards)
+
+
+def test_a_task_table_file_appears_only_when_the_task_completes(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from mqttaudit.pipeline.stages import TableWriter
+
+    (tmp_path / "gaps").mkdir()
+    writer = TableWriter(str(tmp_path), "gaps", "00003")
+    writer.ROW_GROUP = 2  # several row groups from few rows
+    for offset in range(5):
+        rows = Columns(GAP_COLUMNS)
+        rows.add(capture="c", flow="f", direction="client", offset=offset, length=1, kind="gap", reason="r")
+        writer.add(rows)
+    assert [p.name for p in (tmp_path / "gaps").iterdir() if not p.name.startswith(".")] == []
+    writer.close()
+    table = pq.read_table(tmp_path / "gaps")
+    assert table.column("offset").to_pylist() == [0, 1, 2, 3, 4]
+    assert table.schema.field("time").type == "double" and table.column("time").null_count == 5
+    assert pq.ParquetFile(tmp_path / "gaps" / "part-00003.parquet").num_row_groups == 3
+    assert [p.name for p in (tmp_path / "gaps").iterdir()] == ["part-00003.parquet"]
+
+
+def test_a_task_without_rows_writes_no_file(tmp_path: Path) -> None:
+    from mqttaudit.pipeline.stages import TableWriter
+
+    (tmp_path / "packets").mkdir()
+    writer = TableWriter(str(tmp_path), "packets", "00000")
+    writer.add(Columns(PACKET_COLUMNS))
+    writer.close()
+    assert list((tmp_path / "packets").iterdir()) == []

@@ -181,6 +181,7 @@ REPLAYED_SCHEMA = pa.schema(
     [
         ("broker", pa.string()),
         ("shard", pa.int64()),
+        ("partition", pa.int64()),
         ("deliveries", pa.int64()),
         ("routing_findings", pa.int64()),
         ("not_assessable", pa.string()),
@@ -401,9 +402,12 @@ def columns_table(parts: Sequence[Columns], schema: pa.Schema) -> pa.Table:
 
 def _part_name(*keys: object) -> str:
     """A file name part unique to this task's partition (stable across retries of the same task)."""
+    return "-".join([f"{_partition():05d}", *(str(key) for key in keys)])
+
+
+def _partition() -> int:
     context = TaskContext.get()
-    partition = 0 if context is None else context.partitionId()
-    return "-".join([f"{partition:05d}", *(str(key) for key in keys)])
+    return 0 if context is None else context.partitionId()
 
 
 # -- stage 2: the flows of a partition -> judged connections -----------------------------------------------------
@@ -598,6 +602,7 @@ def replay_group(table: pa.Table, options: AuditOptions) -> pa.Table:
     row.add(
         broker=broker,
         shard=shard,
+        partition=_partition(),
         deliveries=len(deliveries),
         routing_findings=len(findings),
         not_assessable=json.dumps(undecided, sort_keys=True),
