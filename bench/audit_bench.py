@@ -8,8 +8,9 @@ What is measured
 
     * ``mqttaudit audit FILE --out DIR --master local[1] --ports 1883``, then the same with ``local[2]``: the
       whole job, from planning the chunks to the HTML report, on the embedded Spark master. The times at which
-      its progress lines appear split the run into phases (planning and Spark start-up, reading segments,
-      judging connections and writing their tables, the routing replay and the summary, the reports). Exit
+      its progress lines appear split the run into phases (Python and Spark start-up, planning the chunks, reading
+      frames and judging connections (one pipelined Spark job that writes their tables), weighing ClientIds for
+      the replay shards, the routing replay, the summary, the reports). Exit
       status 1 (findings: the capture holds deliberate violations) counts as finished, any other as failed; an
       audit that fails because the JVM ran out of heap is run once more with ``--retry-driver-memory``
       (``BENCH_RETRY_DRIVER_MEMORY``, default 8g; both rows are reported, the ratios use the finished one);
@@ -98,10 +99,11 @@ TARGET_SCALING = 1.7
 MEMORY_GROWTH_LIMIT = 1.2
 TIME = Path("/usr/bin/time") if Path("/usr/bin/time").exists() else None
 PHASES = (
-    ("planning chunks", "planning and Spark start-up"),
-    ("reading ", "reading frames into TCP segments"),
-    ("reassembling and judging", "judging connections, writing their tables"),
-    ("replaying routing", "routing replay per broker, summary"),
+    ("planning chunks", "planning chunks"),
+    ("reading ", "reading frames, judging connections, writing their tables"),
+    ("balancing the routing replay", "weighing ClientIds for the replay shards"),
+    ("replaying routing", "routing replay per broker, writing its tables"),
+    ("adding up the summary", "summary"),
     ("writing report", "reports"),
 )
 MB = 1024 * 1024
@@ -274,7 +276,7 @@ def phases(lines: list[tuple[float, str]], wall: float) -> dict[str, float]:
             marks.append((at, label))
     out: dict[str, float] = {}
     if marks:
-        out["python start-up and imports"] = round(marks[0][0], 2)
+        out["python start-up, imports and Spark start-up"] = round(marks[0][0], 2)
     for (start, label), end in zip(marks, [m[0] for m in marks[1:]] + [wall], strict=True):
         out[label] = round(end - start, 2)
     return out
