@@ -66,6 +66,8 @@ class Link:
     #: Session Present the server owed this connection (None: unknown).
     owed_session_present: bool | None = None
     expectations: list[Expectation] = field(default_factory=list)
+    #: What new subscriptions must not receive as retained, per matching topic (see :class:`RetainedWatch`).
+    watches: list[RetainedWatch] = field(default_factory=list)
 
     def open_at(self, time: float) -> bool:
         return self.opened <= time <= self.ended
@@ -156,6 +158,24 @@ class Expectation:
     @property
     def highest(self) -> int:
         return self.qos if self.ceiling is None else self.ceiling
+
+
+@dataclass(eq=False)
+class RetainedWatch:
+    """A new subscription's view of one matching topic: as retained messages, only the topic's retained state
+    may arrive [MQTT-3.3.1-6]; any other message published there before is forbidden, under the rule that says
+    why (:func:`not_retained_rule`). Held as one watch rather than one forbidden expectation per message ever
+    published on the topic (which grows with the capture for every subscription); a RETAIN 1 delivery is
+    checked against it when it arrives."""
+
+    topic: str
+    #: From the SUBSCRIBE to its SUBACK.
+    window: Window
+    #: The retained states the topic may have had then (these may arrive).
+    states: set[RetainedState]
+    #: The rules the forbidden messages of the topic answer to.
+    rules: frozenset[str]
+    deadline: float
 
 
 @dataclass(frozen=True)
@@ -294,6 +314,12 @@ class Model:
     filters: SessionFilters
     #: The Topic Names of ``by_topic``, to find those a filter matches.
     topics: TopicIndex
+    #: The messages of each topic and payload, in the order they were taken.
+    by_key: dict[tuple[str, bytes], list[Message]] = field(default_factory=dict)
+    #: Per topic, when the server first took a RETAIN 0 message there, by the rule it answers to as retained.
+    first_unretained: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: The sessions of each ClientId.
+    by_client: dict[str, list[Session]] = field(default_factory=dict)
 
 
 def build(
@@ -325,13 +351,28 @@ def build(
         if message.publish.retain:
             retained.setdefault(message.publish.topic, []).append(message)
     model = Model(links, sessions, messages, by_topic, retained, SessionFilters(sessions), TopicIndex(by_topic))
+    for message in messages:
+        model.by_key.setdefault(message.key, []).append(message)
+        if not message.publish.retain:
+            rule = rules.WILL_NOT_RETAINED if message.will else rules.NON_RETAINED_KEEPS_RETAINED
+            firsts = model.first_unretained.setdefault(message.publish.topic, {})
+            firsts[rule] = min(firsts.get(rule, INF), message.window[1])
+    for session in sessions:
+        model.by_client.setdefault(session.client_id, []).append(session)
     # Which messages concern which session: every pair when there are few sessions (a probe's scenario), else
     # through the broker-wide trie. Only the check that nothing leaked to an unrelated subscriber, which never
     # makes a finding of its own (a leak is found where it is delivered), is left out for large scenarios.
     routed: dict[int, list[Message]] = {id(session): [] for session in sessions}
+    # A session that did not exist while the server took a message can neither get it nor be owed it: only the
+    # sessions alive then are asked (without this, every message of a topic meets every session that ever
+    # subscribed to it, which grows with the square of the capture).
+    alive = {id(session): _lifetime(session) for session in sessions}
     for message in messages:
+        begin, end = message.window
         for session in sessions if exhaustive else model.filters.concerned(message.publish.topic):
-            routed[id(session)].append(message)
+            first, last = alive[id(session)]
+            if first <= end and begin <= last:
+                routed[id(session)].append(message)
     for session in sessions:
         for message in routed[id(session)]:
             _route(model, message, session, config)
@@ -340,6 +381,12 @@ def build(
         for subscription in session.subscriptions:
             _send_retained(model, subscription, config)
     return model
+
+
+def _lifetime(session: Session) -> Window:
+    """From the session's first connection to its end, or to the end of its last connection if that is later
+    (a connection taken over lives on after the session was replaced)."""
+    return (session.links[0].opened, max(session.ended, *(link.ended for link in session.links)))
 
 
 def _links(transcripts: Mapping[str, Transcript]) -> Iterable[Link]:
@@ -388,18 +435,22 @@ def _subscriptions(session: Session) -> Iterable[Subscription]:
     """Each granted (or still unanswered) filter with its windows: it ends where the session ends, where an
     UNSUBSCRIBE of the same filter starts, or where a new SUBSCRIBE of it replaces it [MQTT-3.8.4-3]."""
     asked = [(link, record) for link in session.links for record in link.transcript.subscribed]
+    # Per filter: what may end a subscription to it (a later SUBSCRIBE or an UNSUBSCRIBE of the same filter).
+    by_filter: dict[str, list[Subscribed | Unsubscribed]] = {}
+    for _, record in asked:
+        by_filter.setdefault(record.topic_filter, []).append(record)
+    for other in session.links:
+        for unsubscribed in other.transcript.unsubscribed:
+            by_filter.setdefault(unsubscribed.topic_filter, []).append(unsubscribed)
     for link, record in asked:
         if record.acked is not None and record.granted is None:
             continue  # refused
         possible_end = definite_end = session.ended
-        later_subscribes = [r for _, r in asked if r.topic_filter == record.topic_filter and r.sent > record.sent]
-        unsubscribes = [
-            u
-            for other in session.links
-            for u in other.transcript.unsubscribed
-            if u.topic_filter == record.topic_filter and u.sent >= record.sent
+        enders = [
+            r
+            for r in by_filter[record.topic_filter]
+            if (r.sent > record.sent if isinstance(r, Subscribed) else r.sent >= record.sent)
         ]
-        enders: list[Subscribed | Unsubscribed] = [*later_subscribes, *unsubscribes]
         for ender in enders:
             definite_end = min(definite_end, ender.sent)
             possible_end = min(possible_end, ender.acked if ender.acked is not None else INF)
@@ -492,18 +543,15 @@ def _forbid_live(model: Model, message: Message, session: Session, config: Judge
         return
     topic = message.publish.topic
     mine = model.filters.matching(session, topic)
-    discarded = [
-        s
-        for other in model.sessions
-        if other is not session and other.client_id == session.client_id and other.ended <= message.window[0]
-        for s in other.subscriptions
-        if matches(s.topic_filter, topic)
-    ]
     if any(s.possible[1] < message.window[0] for s in mine):
         rule = rules.UNSUBSCRIBED_STOPS_DELIVERY
-    elif discarded and not mine:
+    elif not mine and any(
+        model.filters.matching(other, topic)
+        for other in model.by_client.get(session.client_id, ())
+        if other is not session and other.ended <= message.window[0]
+    ):
         rule = rules.CLEAN_SESSION_DISCARDED
-    elif any(
+    elif topic.startswith("$") and any(
         matches_but_for_dollar_rule(s.topic_filter, topic) and overlaps(s.possible, message.window)
         for s in session.subscriptions
     ):
@@ -514,7 +562,7 @@ def _forbid_live(model: Model, message: Message, session: Session, config: Judge
         rule = rules.DELIVERY_MATCHES_SUBSCRIPTION
     else:
         return
-    _forbid(link, message, rule, False, message.window, config)
+    _forbid(link, message, rule, config)
 
 
 def _forbid_unowned(message: Message, rule: str, session: Session, config: JudgeConfig) -> None:
@@ -525,14 +573,15 @@ def _forbid_unowned(message: Message, rule: str, session: Session, config: Judge
         ):
             link = session.link_at(message.window[1])
             if link is not None:
-                _forbid(link, message, rule, False, message.window, config)
+                _forbid(link, message, rule, config)
             return
 
 
-def _forbid(link: Link, message: Message, rule: str, retained: bool, window: Window, config: JudgeConfig) -> None:
+def _forbid(link: Link, message: Message, rule: str, config: JudgeConfig) -> None:
+    window = message.window
     deadline = window[1] + config.answer_timeout
     link.expectations.append(
-        Expectation(link, message, False, rule, retained, 0, rule, window[0], deadline, forbidden=True)
+        Expectation(link, message, False, rule, False, 0, rule, window[0], deadline, forbidden=True)
     )
 
 
@@ -565,7 +614,6 @@ def _send_retained(model: Model, subscription: Subscription, config: JudgeConfig
     window = (subscription.possible[0], subscription.definite[0])
     link = subscription.link
     for topic in model.topics.matching(subscription.topic_filter):
-        published = model.by_topic[topic]
         changes = model.retained.get(topic, [])
         states = retained_states(changes, window)
         for state in states:
@@ -577,10 +625,16 @@ def _send_retained(model: Model, subscription: Subscription, config: JudgeConfig
                 link.expectations.append(
                     Expectation(link, state, must, rule, True, qos, rules.DELIVERY_QOS, window[0], deadline)
                 )
-        for message in published:
-            forbidden = None if message in states else not_retained_rule(message, changes, window)
-            if forbidden is not None:
-                _forbid(link, message, forbidden, True, window, config)
+        # Every other message taken there before is forbidden as retained: RETAIN 0 ones (by when the first was
+        # taken) and retained ones the topic no longer held.
+        forbidden = {rule for rule, first in model.first_unretained.get(topic, {}).items() if first <= window[0]}
+        for change in changes:
+            superseded = None if change in states else not_retained_rule(change, changes, window)
+            if superseded is not None:
+                forbidden.add(superseded)
+        if forbidden:
+            deadline = window[1] + config.answer_timeout
+            link.watches.append(RetainedWatch(topic, window, states, frozenset(forbidden), deadline))
 
 
 def not_retained_rule(message: Message, changes: list[Message], window: Window) -> str | None:

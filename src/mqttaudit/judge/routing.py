@@ -11,7 +11,7 @@ from mqttaudit.codec import Direction
 
 from . import rules
 from .config import JudgeConfig
-from .model import Expectation, Link, Model
+from .model import Expectation, Link, Model, RetainedWatch, not_retained_rule
 from .transcript import Delivered, Transcript
 from .verdict import DUPLICATE, LEAK, MISSING, QOS, Judgement, Ledger, combine
 
@@ -25,6 +25,9 @@ class Routing:
         self._model = model
         self._config = config
         self._ledgers = {name: Ledger(name) for name in transcripts}
+        self._same_client: dict[str, list[Link]] = {}
+        for link in model.links:
+            self._same_client.setdefault(link.client_id, []).append(link)
 
     def judgement(self) -> Judgement:
         for link in self._model.links:
@@ -38,6 +41,8 @@ class Routing:
                 self._deliver(link, delivered, by_key)
             for expectation in list(link.expectations):
                 self._settle(link, expectation)
+            for watch in link.watches:
+                self._settle_watch(link, watch)
         return combine(ledger.judgement() for ledger in self._ledgers.values())
 
     def _fail(self, link: Link, rule: str, time: float, event: int, detail: str, expected: str, kind: str = "") -> None:
@@ -77,8 +82,8 @@ class Routing:
 
     def _takeover(self, link: Link) -> None:
         """[MQTT-3.1.4-2] A CONNECT with the ClientId of a connected client disconnects that client."""
-        for older in self._model.links:
-            if older is link or older.client_id != link.client_id or not older.open_at(link.transcript.connect_time):
+        for older in self._same_client.get(link.client_id, ()):
+            if older is link or not older.open_at(link.transcript.connect_time):
                 continue
             deadline = link.opened + self._config.close_grace
             closed = older.closed
@@ -133,6 +138,8 @@ class Routing:
                 self._dup_not_propagated(link, delivered, chosen)
             return
         forbidden = [e for e in matching if e.forbidden and (publish.retain or not e.retained)]
+        if not forbidden and publish.retain:
+            forbidden = self._retained_leak(link, delivered)
         if forbidden:
             forbidden[0].delivered.append(publish)
             if forbidden[0].rule == rules.DELIVERY_MATCHES_SUBSCRIPTION:
@@ -149,6 +156,41 @@ class Routing:
             )
             return
         self._duplicate(link, delivered, [e for e in matching if e.delivered])
+
+    def _retained_leak(self, link: Link, delivered: Delivered) -> list[Expectation]:
+        """A RETAIN 1 delivery no expectation explains, held against the new subscriptions' watches of its topic:
+        the message it repeats, if the topic did not hold it as retained then, becomes a forbidden expectation
+        (delivered) under the rule that says why."""
+        publish = delivered.message
+        candidates = self._model.by_key.get((publish.topic, publish.payload), ())
+        changes = self._model.retained.get(publish.topic, [])
+        for watch in link.watches:
+            if watch.topic != publish.topic or watch.window[0] > delivered.time:
+                continue
+            for message in candidates:
+                rule = None if message in watch.states else not_retained_rule(message, changes, watch.window)
+                if rule is not None:
+                    window = watch.window
+                    expectation = Expectation(
+                        link, message, False, rule, True, 0, rule, window[0], watch.deadline, forbidden=True
+                    )
+                    link.expectations.append(expectation)
+                    return [expectation]
+        return []
+
+    def _settle_watch(self, link: Link, watch: RetainedWatch) -> None:
+        """What a new subscription did not receive as retained, once every delivery was matched: the rules of its
+        watch held when the connection stayed open past the deadline."""
+        lost = any(side is SERVER for side, _ in link.transcript.lost)
+        for rule in sorted(watch.rules):
+            if lost:
+                reason = "bytes the server sent on this connection were not observed: a delivery may be among them"
+                self._undecided(link, rule, reason)
+            elif link.ended >= watch.deadline:
+                self._held(link, rule)
+            else:
+                reason = f"the connection ended before a retained message of {watch.topic!r} could show"
+                self._undecided(link, rule, reason)
 
     def _duplicate(self, link: Link, delivered: Delivered, used: list[Expectation]) -> None:
         """[MQTT-4.3.3-2] A QoS 2 message reaches a subscriber once per subscription, never more."""
