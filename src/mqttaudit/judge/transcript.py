@@ -88,6 +88,8 @@ class Transcript:
     closed: Closed | None = None
     #: When bytes of each side went unobserved (gaps in a capture): deliveries may be among the server's.
     lost: list[tuple[Direction, float]] = field(default_factory=list)
+    #: How many publications :meth:`processed_by` has settled.
+    settled_upto: int = 0
 
     @property
     def accepted(self) -> bool:
@@ -95,7 +97,13 @@ class Transcript:
 
     def processed_by(self, answered: int, time: float) -> None:
         """The server answered client event ``answered`` at ``time``: it processes in order, so it had
-        processed every QoS 0 PUBLISH sent before that event by then."""
-        for publication in self.published:
-            if publication.event < answered and publication.accepted is None and publication.message.qos == 0:
+        processed every QoS 0 PUBLISH sent before that event by then. (Publications are in event order: those
+        before an earlier answer were settled then, so each is visited once.)"""
+        published = self.published
+        index = self.settled_upto
+        while index < len(published) and published[index].event < answered:
+            publication = published[index]
+            if publication.accepted is None and publication.message.qos == 0:
                 publication.accepted = time
+            index += 1
+        self.settled_upto = index

@@ -17,7 +17,7 @@ from mqttaudit.codec import Connect, Publish
 from mqttaudit.codec.packets import Value
 from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig
 from mqttaudit.judge.events import Closed, Event, Quiet, Sent
-from mqttaudit.judge.transcript import Transcript
+from mqttaudit.judge.transcript import Delivered, Published, Transcript
 from mqttaudit.spec import load_catalogue
 
 CATALOGUE = load_catalogue("3.1.1")
@@ -286,7 +286,16 @@ def _with(value: V, **changes: object) -> V:
 
 def _digest_publish(publish: Publish) -> Publish:
     digest = _digest(publish.payload)
-    return publish if digest is publish.payload else _with(publish, payload=digest)
+    if digest is publish.payload:
+        return publish
+    return Publish(
+        topic=publish.topic,
+        payload=digest,
+        qos=publish.qos,
+        retain=publish.retain,
+        dup=publish.dup,
+        packet_id=publish.packet_id,
+    )
 
 
 def digested(transcript: Transcript) -> Transcript:
@@ -298,11 +307,13 @@ def digested(transcript: Transcript) -> Transcript:
         transcript,
         connect=connect,
         published=[
-            p if len(p.message.payload) <= DIGEST_SIZE else replace(p, message=_digest_publish(p.message))
+            p
+            if len(p.message.payload) <= DIGEST_SIZE
+            else Published(p.event, _digest_publish(p.message), p.sent, p.accepted, p.certain)
             for p in transcript.published
         ],
         delivered=[
-            d if len(d.message.payload) <= DIGEST_SIZE else replace(d, message=_digest_publish(d.message))
+            d if len(d.message.payload) <= DIGEST_SIZE else Delivered(d.event, d.time, _digest_publish(d.message))
             for d in transcript.delivered
         ],
     )
