@@ -27,6 +27,9 @@ What is measured
       (``StreamDecoder.feed`` over those payloads, each frame checked and dropped), and the routing trie alone
       (``TopicTrie`` holding every Topic Filter the capture subscribes, matching the Topic Name of every PUBLISH a
       client sent);
+    * the audit's own Python work alone, in one subprocess with the collector settings of the Spark tasks:
+      ``audit_records`` (reading, reassembly, decoding), ``judge_flow`` over every connection and ``replay_broker``
+      over the broker (what is left of an audit's time beyond these is Spark's);
     * on the comparison capture, the audit with ``local[1]`` (with the JVM heap the large capture needed) and
       tshark again, for peak memory against size.
 
@@ -77,7 +80,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -420,6 +423,61 @@ def worker_components(capture: Path) -> dict[str, Any]:
     }
 
 
+def judge_connections(capture: Path, audits: Iterable[Any], transcripts: list[tuple[str, bytes]]) -> int:
+    """``judge_flow`` over every connection the capture layer reassembled (as the judging tasks run it), keeping
+    each transcript for the replay; returns the packets judged."""
+    from mqttaudit.capture.segments import format_endpoint
+    from mqttaudit.pipeline.conversations import Flow, judge_flow
+    from mqttaudit.pipeline.stages import AuditOptions
+
+    config = AuditOptions(frozenset({capture_gen.BROKER_PORT})).judge_config
+    packets = 0
+    for audit in audits:
+        if audit.client is None:
+            continue
+        ends = [format_endpoint(*endpoint) for endpoint in audit.endpoints]
+        client, server = ends[audit.client], ends[1 - audit.client]
+        name = f"{server}|{client}@{audit.first_time}"
+        flow = Flow(capture.name, name, client, server, audit.events, [None] * len(audit.events))
+        result = judge_flow(flow, config)
+        packets += len(result.packets)
+        transcripts.append((name, result.transcript))
+    return packets
+
+
+def worker_pipeline(capture: Path) -> dict[str, Any]:
+    """The audit's own Python work, without Spark, in this one process with the tasks' collector settings:
+    reading and reassembling every connection and decoding it (``audit_records``), judging each connection
+    (``judge_flow``), and the routing replay of the broker (``replay_broker``). What is left of an audit's time
+    beyond these is Spark's."""
+    from mqttaudit.capture import audit_records, read_records
+    from mqttaudit.pipeline.replay import replay_broker
+    from mqttaudit.pipeline.stages import AuditOptions, tune_gc
+
+    tune_gc()
+    options = AuditOptions(frozenset({capture_gen.BROKER_PORT}))
+    timings: dict[str, Any] = {}
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    audits = list(audit_records(read_records(str(capture)), options=options.flow_options))
+    timings["reassembly"] = {"wall_s": time.perf_counter() - wall0, "cpu_s": time.process_time() - cpu0}
+    transcripts: list[tuple[str, bytes]] = []
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    packets = judge_connections(capture, audits, transcripts)
+    timings["judge"] = {"wall_s": time.perf_counter() - wall0, "cpu_s": time.process_time() - cpu0}
+    del audits
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    deliveries, findings, _ = replay_broker("broker", transcripts, options.judge_config)
+    timings["replay"] = {"wall_s": time.perf_counter() - wall0, "cpu_s": time.process_time() - cpu0}
+    return {
+        **timings,
+        "connections": len(transcripts),
+        "packets": packets,
+        "deliveries": len(deliveries),
+        "routing_findings": len(findings),
+        "codec_build": "compiled" if codec.COMPILED else "pure-python",
+    }
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Profile: the per-connection path of the audit without Spark
 # ----------------------------------------------------------------------------------------------------------------
@@ -430,8 +488,6 @@ def profile(capture: Path, *, replay: bool, top: int = 25) -> None:
     segments -> connections, reassembled and decoded) then ``judge_flow`` per connection; and, with ``replay``,
     the routing replay of the broker over every transcript (``replay_broker``), profiled on its own."""
     from mqttaudit.capture import audit_records, read_records
-    from mqttaudit.capture.segments import format_endpoint
-    from mqttaudit.pipeline.conversations import Flow, judge_flow
     from mqttaudit.pipeline.replay import replay_broker
     from mqttaudit.pipeline.stages import AuditOptions
 
@@ -441,18 +497,7 @@ def profile(capture: Path, *, replay: bool, top: int = 25) -> None:
 
     def judge_all() -> int:
         audits = audit_records(read_records(str(capture)), options=options.flow_options)
-        packets = 0
-        for audit in audits:
-            if audit.client is None:
-                continue
-            ends = [format_endpoint(*endpoint) for endpoint in audit.endpoints]
-            client, server = ends[audit.client], ends[1 - audit.client]
-            name = f"{server}|{client}@{audit.first_time}"
-            flow = Flow(capture.name, name, client, server, audit.events, [None] * len(audit.events))
-            result = judge_flow(flow, config)
-            packets += len(result.packets)
-            transcripts.append((name, result.transcript))
-        return packets
+        return judge_connections(capture, audits, transcripts)
 
     for title, run in (("audit_records + judge_flow", judge_all),) + (
         (("replay_broker", lambda: len(replay_broker("broker", transcripts, config)[0])),) if replay else ()
@@ -575,7 +620,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--md", type=Path, default=DEFAULT_MD)
     parser.add_argument("--profile", action="store_true", help="cProfile the per-connection path without Spark")
     parser.add_argument("--profile-replay", action="store_true", help="with --profile: the routing replay too")
-    parser.add_argument("--run", choices=("scapy", "components"), help=argparse.SUPPRESS)
+    parser.add_argument("--run", choices=("scapy", "components", "pipeline"), help=argparse.SUPPRESS)
     parser.add_argument("--capture", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--frames", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -622,7 +667,12 @@ def audit_row(row: dict[str, Any], out_dir: Path) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.run:
-        result = worker_scapy(args.capture, args.frames) if args.run == "scapy" else worker_components(args.capture)
+        workers = {
+            "scapy": lambda: worker_scapy(args.capture, args.frames),
+            "components": lambda: worker_components(args.capture),
+            "pipeline": lambda: worker_pipeline(args.capture),
+        }
+        result = workers[args.run]()
         print(json.dumps(result))
         return 0
     packets, compare = capture_gen.sizes_from_env(args.packets)
@@ -759,6 +809,49 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         components_row["note"] = "the process that timed the three rows above (reading, decoding, matching)"
 
+    pipeline_out = out_root / "pipeline.json"
+    pipeline_row = run_tool(
+        "audit's Python work alone",
+        [*worker, "--run", "pipeline"],
+        capture=main_path,
+        packets=main_manifest["packets"],
+        stdout=pipeline_out,
+        **common,  # type: ignore[arg-type]
+    )
+    pipeline_row.pop("_lines")
+    if pipeline_row["finished"] and pipeline_row["exit_status"] == 0:
+        work = json.loads(pipeline_out.read_text())
+        for key, label, note in (
+            ("reassembly", "audit without Spark: reading, reassembly, decoding", "audit_records"),
+            (
+                "judge",
+                "audit without Spark: judging every connection",
+                f"judge_flow, {work['connections']:,} connections",
+            ),
+            (
+                "replay",
+                "audit without Spark: routing replay",
+                f"replay_broker, {work['deliveries']:,} deliveries, {work['routing_findings']} routing findings",
+            ),
+        ):
+            wall = work[key]["wall_s"]
+            part_rows.append(
+                {
+                    "tool": label,
+                    "capture": main_path.name,
+                    "packets": work["packets"],
+                    "wall_s": round(wall, 3),
+                    "cpu_s": round(work[key]["cpu_s"], 3),
+                    "peak_rss_tree_mb": None,
+                    "packets_per_s": round(work["packets"] / wall) if wall else None,
+                    "us_per_packet": round(wall / work["packets"] * 1e6, 2) if work["packets"] else None,
+                    "finished": True,
+                    "extrapolated": False,
+                    "note": note + "; timed inside one process, the tasks' collector settings",
+                }
+            )
+        pipeline_row["note"] = "the process that timed the three rows above (the audit's Python work, no Spark)"
+
     local1 = audits.get((main_path.name, "local[1]"))
     local2 = audits.get((main_path.name, "local[2]"))
     small1 = audits.get((captures[0][0].name, "local[1]")) if len(captures) > 1 else None
@@ -794,7 +887,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     main_rows += [r for r in (tsharks.get(main_path.name), scapy_row) if r]
     compare_rows = [r for r in audit_rows if r["capture"] != main_path.name]
     compare_rows += [r for r in (tsharks.get(captures[0][0].name),) if r and len(captures) > 1]
-    rows = [*main_rows, *part_rows, components_row, *compare_rows]
+    rows = [*main_rows, *part_rows, components_row, pipeline_row, *compare_rows]
     build = parts.get("codec_build") or ("compiled" if codec.COMPILED else "pure-python")
     machine = {
         "cpus": os.cpu_count(),
