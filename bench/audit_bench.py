@@ -423,6 +423,24 @@ def worker_components(capture: Path) -> dict[str, Any]:
     }
 
 
+def timed_row(tool: str, capture: str, count: int, timing: dict[str, float], note: str) -> dict[str, Any]:
+    """A results row for something timed inside a worker process (its wall and CPU seconds over ``count``)."""
+    wall = timing["wall_s"]
+    return {
+        "tool": tool,
+        "capture": capture,
+        "packets": count,
+        "wall_s": round(wall, 3),
+        "cpu_s": round(timing["cpu_s"], 3),
+        "peak_rss_tree_mb": None,
+        "packets_per_s": round(count / wall) if wall else None,
+        "us_per_packet": round(wall / count * 1e6, 2) if count else None,
+        "finished": True,
+        "extrapolated": False,
+        "note": note,
+    }
+
+
 def judge_connections(capture: Path, audits: Iterable[Any], transcripts: list[tuple[str, bytes]]) -> int:
     """``judge_flow`` over every connection the capture layer reassembled (as the judging tasks run it), keeping
     each transcript for the replay; returns the packets judged."""
@@ -762,20 +780,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{sampled['mqtt_packets_in_frames']:,} packets (no TCP reassembly); peak RSS of the sample run"
         )
 
-    components_out = out_root / "components.json"
-    components_row = run_tool(
-        "parts alone",
-        [*worker, "--run", "components"],
-        capture=main_path,
-        packets=main_manifest["packets"],
-        stdout=components_out,
-        **common,  # type: ignore[arg-type]
-    )
-    components_row.pop("_lines")
-    parts: dict[str, Any] = {}
+    def run_worker(tool: str, kind: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """A worker of this script in its own process, measured like the tools; what it printed, if it worked."""
+        out = out_root / f"{kind}.json"
+        row = run_tool(
+            tool,
+            [*worker, "--run", kind],
+            capture=main_path,
+            packets=main_manifest["packets"],
+            stdout=out,
+            **common,  # type: ignore[arg-type]
+        )
+        row.pop("_lines")
+        worked = row["finished"] and row["exit_status"] == 0
+        return row, json.loads(out.read_text()) if worked else None
+
+    components_row, measured = run_worker("parts alone", "components")
+    parts: dict[str, Any] = measured or {}
     part_rows: list[dict[str, Any]] = []
-    if components_row["finished"] and components_row["exit_status"] == 0:
-        parts = json.loads(components_out.read_text())
+    if measured is not None:
         for key, label, count, note in (
             ("read", "mqttaudit reader: frames -> TCP segments", packets, f"{parts['records']:,} frames"),
             (
@@ -792,36 +815,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{parts['trie']['deliveries']:,} deliveries (count is topics)",
             ),
         ):
-            wall = parts[key]["wall_s"]
-            part_rows.append(
-                {
-                    "tool": label,
-                    "capture": main_path.name,
-                    "packets": count,
-                    "wall_s": round(wall, 3),
-                    "cpu_s": round(parts[key]["cpu_s"], 3),
-                    "peak_rss_tree_mb": None,
-                    "packets_per_s": round(count / wall) if wall else None,
-                    "finished": True,
-                    "extrapolated": False,
-                    "note": note + "; timed inside one process",
-                }
-            )
+            part_rows.append(timed_row(label, main_path.name, count, parts[key], note + "; timed inside one process"))
         components_row["note"] = "the process that timed the three rows above (reading, decoding, matching)"
 
-    pipeline_out = out_root / "pipeline.json"
-    pipeline_row = run_tool(
-        "audit's Python work alone",
-        [*worker, "--run", "pipeline"],
-        capture=main_path,
-        packets=main_manifest["packets"],
-        stdout=pipeline_out,
-        **common,  # type: ignore[arg-type]
-    )
-    pipeline_row.pop("_lines")
-    if pipeline_row["finished"] and pipeline_row["exit_status"] == 0:
-        work = json.loads(pipeline_out.read_text())
-        for key, label, note in (
+    pipeline_row, work = run_worker("audit's Python work alone", "pipeline")
+    work_rows: list[dict[str, Any]] = []
+    if work is not None:
+        for key, label, what in (
             ("reassembly", "audit without Spark: reading, reassembly, decoding", "audit_records"),
             (
                 "judge",
@@ -834,22 +834,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"replay_broker, {work['deliveries']:,} deliveries, {work['routing_findings']} routing findings",
             ),
         ):
-            wall = work[key]["wall_s"]
-            part_rows.append(
-                {
-                    "tool": label,
-                    "capture": main_path.name,
-                    "packets": work["packets"],
-                    "wall_s": round(wall, 3),
-                    "cpu_s": round(work[key]["cpu_s"], 3),
-                    "peak_rss_tree_mb": None,
-                    "packets_per_s": round(work["packets"] / wall) if wall else None,
-                    "us_per_packet": round(wall / work["packets"] * 1e6, 2) if work["packets"] else None,
-                    "finished": True,
-                    "extrapolated": False,
-                    "note": note + "; timed inside one process, the tasks' collector settings",
-                }
-            )
+            note = what + "; timed inside one process, the tasks' collector settings"
+            work_rows.append(timed_row(label, main_path.name, work["packets"], work[key], note))
         pipeline_row["note"] = "the process that timed the three rows above (the audit's Python work, no Spark)"
 
     local1 = audits.get((main_path.name, "local[1]"))
@@ -887,7 +873,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     main_rows += [r for r in (tsharks.get(main_path.name), scapy_row) if r]
     compare_rows = [r for r in audit_rows if r["capture"] != main_path.name]
     compare_rows += [r for r in (tsharks.get(captures[0][0].name),) if r and len(captures) > 1]
-    rows = [*main_rows, *part_rows, components_row, pipeline_row, *compare_rows]
+    rows = [*main_rows, *part_rows, components_row, *work_rows, pipeline_row, *compare_rows]
     build = parts.get("codec_build") or ("compiled" if codec.COMPILED else "pure-python")
     machine = {
         "cpus": os.cpu_count(),
