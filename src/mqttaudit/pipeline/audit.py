@@ -169,7 +169,7 @@ def _run(
     # Every flow in one task, its segments in order; the chunk notes (no flow) come through as they are.
     judged = (
         segments.repartition(parallelism * CHUNKS_PER_CORE, "flow")
-        .sortWithinPartitions("flow", "first_time_ns", "capture", "first_record")
+        .sortWithinPartitions("flow", "time_ns", "capture", "record")
         .mapInArrow(flow_judge(options), ddl(JUDGED_SCHEMA))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )

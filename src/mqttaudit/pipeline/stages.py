@@ -141,34 +141,23 @@ def ddl(schema: pa.Schema) -> str:
 
 
 CHUNK_SCHEMA = pa.schema([("capture", pa.string()), ("path", pa.string()), ("chunk", pa.binary())])
-#: The per-segment columns of a run (one list each).
-SEGMENT_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
-    ("record", pa.int64()),
-    ("time_ns", pa.int64()),
-    ("src_ip", pa.binary()),
-    ("src_port", pa.int32()),
-    ("dst_ip", pa.binary()),
-    ("dst_port", pa.int32()),
-    ("seq", pa.int64()),
-    ("ack", pa.int64()),
-    ("flags", pa.int32()),
-    ("payload", pa.binary()),
-)
-#: What the reading stage hands on: runs of consecutive TCP segments of one flow from one chunk, each a row with
-#: one list per segment column (shuffling and sorting a row per run rather than per segment spares the JVM most
-#: of its work), sorted by their first segment's time and record; or a chunk's note (no flow).
 SEGMENT_SCHEMA = pa.schema(
     [
         ("flow", pa.string()),
         ("capture", pa.string()),
-        ("first_record", pa.int64()),
-        ("first_time_ns", pa.int64()),
-        *[(f"{name}s", pa.list_(data_type)) for name, data_type in SEGMENT_FIELDS],
+        ("record", pa.int64()),
+        ("time_ns", pa.int64()),
+        ("src_ip", pa.binary()),
+        ("src_port", pa.int32()),
+        ("dst_ip", pa.binary()),
+        ("dst_port", pa.int32()),
+        ("seq", pa.int64()),
+        ("ack", pa.int64()),
+        ("flags", pa.int32()),
+        ("payload", pa.binary()),
         ("note", pa.string()),
     ]
 )
-#: Segments per run at most (a longer stretch of one flow in one chunk becomes several runs).
-RUN_SEGMENTS = 4096
 COUNT_COLUMNS = ("stream_bytes", "packet_bytes", "malformed_bytes", "gap_bytes", "unassessable_bytes")
 #: What the judging stage hands back to Spark per connection (the tables it writes itself): what the summary
 #: adds up, and the transcript the routing replay needs. A row with ``note`` set carries a chunk's note instead.
@@ -258,11 +247,9 @@ def tune_gc() -> None:
 # -- stage 1: chunks -> segments ---------------------------------------------------------------------------------
 
 BATCH_ROWS = 8192
-#: Runs per batch of the reading stage.
-RUN_BATCH = 64
 
 
-def _run_columns() -> dict[str, list[Any]]:
+def _segment_columns() -> dict[str, list[Any]]:
     return {name: [] for name in SEGMENT_SCHEMA.names}
 
 
@@ -271,7 +258,7 @@ def _batch(columns: dict[str, list[Any]]) -> pa.RecordBatch:
 
 
 def _note(capture: str, **fields: Any) -> dict[str, list[Any]]:
-    columns = _run_columns()
+    columns = _segment_columns()
     for name in SEGMENT_SCHEMA.names:
         columns[name].append(None)
     columns["capture"][0] = capture
@@ -285,8 +272,7 @@ def flow_id(key: tuple[tuple[bytes, int], tuple[bytes, int]]) -> str:
 
 
 def read_segments(batches: Iterator[pa.RecordBatch], options: AuditOptions) -> Iterator[pa.RecordBatch]:
-    """Chunk descriptors in, runs of TCP segments of MQTT flows out (plus one note row per chunk with its
-    counts)."""
+    """Chunk descriptors in, TCP segments of MQTT flows out (plus one note row per chunk with its counts)."""
     tune_gc()
     for batch in batches:
         for capture, path, blob in zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True):
@@ -294,52 +280,8 @@ def read_segments(batches: Iterator[pa.RecordBatch], options: AuditOptions) -> I
             yield from _chunk_segments(capture, path, chunk, options)
 
 
-class _Runs:
-    """The segments of one chunk gathered per flow into runs, handed on as batches of runs."""
-
-    def __init__(self, capture: str) -> None:
-        self.capture = capture
-        self.open: dict[str, list[list[Any]]] = {}
-        self.done = _run_columns()
-
-    def add(self, flow: str, index: int, segment: Segment) -> None:
-        run = self.open.get(flow)
-        if run is None:
-            run = self.open[flow] = [[] for _ in SEGMENT_FIELDS]
-        time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, payload = segment
-        for column, value in zip(
-            run, (index, time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, bytes(payload)), strict=True
-        ):
-            column.append(value)
-        if len(run[0]) >= RUN_SEGMENTS:
-            self._close(flow)
-
-    def _close(self, flow: str) -> None:
-        run = self.open.pop(flow)
-        done = self.done
-        done["flow"].append(flow)
-        done["capture"].append(self.capture)
-        done["first_record"].append(run[0][0])
-        done["first_time_ns"].append(run[1][0])
-        for (name, _), values in zip(SEGMENT_FIELDS, run, strict=True):
-            done[f"{name}s"].append(values)
-        done["note"].append(None)
-
-    def ready(self, rows: int) -> pa.RecordBatch | None:
-        """A batch of the closed runs once there are ``rows`` of them."""
-        if len(self.done["flow"]) < rows:
-            return None
-        batch, self.done = _batch(self.done), _run_columns()
-        return batch
-
-    def finish(self) -> pa.RecordBatch | None:
-        for flow in list(self.open):
-            self._close(flow)
-        return self.ready(1)
-
-
 def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions) -> Iterator[pa.RecordBatch]:
-    runs = _Runs(capture)
+    columns = _segment_columns()
     skipped: Counter[str] = Counter()
     records = kept = 0
     reader = read_chunk(sources.opener(path), chunk)
@@ -358,17 +300,16 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
                 skipped["not a broker port"] += 1
                 continue
             kept += 1
-            runs.add(flow_id(key), index, segment)
-            batch = runs.ready(RUN_BATCH)
-            if batch is not None:
-                yield batch
+            _add_segment(columns, flow_id(key), capture, index, segment)
+            if len(columns["flow"]) >= BATCH_ROWS:
+                yield _batch(columns)
+                columns = _segment_columns()
     except CaptureError as exc:
         error = {"offset": exc.offset, "detail": exc.detail}
     except (OSError, sources.AuditInputError) as exc:
         error = {"offset": chunk.start, "detail": f"cannot read: {exc}"}
-    last = runs.finish()
-    if last is not None:
-        yield last
+    if columns["flow"]:
+        yield _batch(columns)
     truncation = getattr(reader, "truncation", None)
     note: dict[str, Any] = {
         "chunk_start": chunk.start,
@@ -389,18 +330,24 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
     yield _batch(_note(capture, **note))
 
 
-def segments_of(runs: pa.Table) -> pa.Table:
-    """The runs of one flow as one row per segment (flow, capture and the segment columns)."""
-    runs = runs.combine_chunks()  # parent indices are per chunk
-    lists = runs.column("records")
-    parents = pc.list_parent_indices(lists)
-    columns = {
-        "flow": pc.take(runs.column("flow"), parents),
-        "capture": pc.take(runs.column("capture"), parents),
-    }
-    for name, _ in SEGMENT_FIELDS:
-        columns[name] = pc.list_flatten(runs.column(f"{name}s"))
-    return pa.table(columns)
+def _add_segment(columns: dict[str, list[Any]], flow: str, capture: str, index: int, segment: Segment) -> None:
+    time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, payload = segment
+    for name, value in (
+        ("flow", flow),
+        ("capture", capture),
+        ("record", index),
+        ("time_ns", time_ns),
+        ("src_ip", src_ip),
+        ("src_port", src_port),
+        ("dst_ip", dst_ip),
+        ("dst_port", dst_port),
+        ("seq", seq),
+        ("ack", ack),
+        ("flags", flags),
+        ("payload", bytes(payload)),
+        ("note", None),
+    ):
+        columns[name].append(value)
 
 
 # -- writing tables from the tasks --------------------------------------------------------------------------------
@@ -484,7 +431,7 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
             ):
                 judged.add(capture=capture, note=note)
             continue
-        for row in judge_segments(segments_of(table), options):
+        for row in judge_segments(table, options):
             for name, writer in writers.items():
                 writer.add(row[name])
             judged.add(**row)
