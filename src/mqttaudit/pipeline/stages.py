@@ -128,11 +128,7 @@ _SPARK_NAMES = {
 
 
 def spark_type(data_type: pa.DataType) -> str:
-    """The Spark DDL of an Arrow type (the few this pipeline uses)."""
-    if isinstance(data_type, pa.StructType):
-        return "struct<" + ", ".join(f"`{f.name}`: {spark_type(f.type)}" for f in data_type) + ">"
-    if isinstance(data_type, pa.ListType):
-        return f"array<{spark_type(data_type.value_type)}>"
+    """The Spark DDL of an Arrow type (the few flat ones the stages hand to Spark)."""
     return _SPARK_NAMES[data_type]
 
 
