@@ -78,7 +78,10 @@ def _rows(columns: Columns) -> list[tuple[object, ...]]:
     return sorted(zip(*columns.data.values(), strict=True), key=repr)
 
 
-@pytest.mark.parametrize(("name", "conversation"), _scenarios(), ids=[name for name, _ in _scenarios()])
+SCENARIOS = _scenarios()
+
+
+@pytest.mark.parametrize(("name", "conversation"), SCENARIOS, ids=[name for name, _ in SCENARIOS])
 def test_a_replay_in_shards_of_client_ids_owes_and_finds_what_the_whole_replay_does(
     name: str, conversation: dict[str, Talk]
 ) -> None:

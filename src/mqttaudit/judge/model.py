@@ -308,11 +308,10 @@ class Model:
     links: list[Link]
     sessions: list[Session]
     messages: list[Message]
-    #: The messages of each topic, and those that set its retained message.
-    by_topic: dict[str, list[Message]]
+    #: The messages that set each topic's retained message.
     retained: dict[str, list[Message]]
     filters: SessionFilters
-    #: The Topic Names of ``by_topic``, to find those a filter matches.
+    #: The Topic Names of every message, to find those a filter matches.
     topics: TopicIndex
     #: The messages of each topic and payload, in the order they were taken.
     by_key: dict[tuple[str, bytes], list[Message]] = field(default_factory=dict)
@@ -344,17 +343,16 @@ def build(
         sessions = [session for session in sessions if session.client_id in subscribers]
     for session in sessions:
         session.subscriptions = list(_subscriptions(session))
-    by_topic: dict[str, list[Message]] = {}
     retained: dict[str, list[Message]] = {}
     for message in messages:
-        by_topic.setdefault(message.publish.topic, []).append(message)
         if message.publish.retain:
             retained.setdefault(message.publish.topic, []).append(message)
-    model = Model(links, sessions, messages, by_topic, retained, SessionFilters(sessions), TopicIndex(by_topic))
+    topics = TopicIndex(message.publish.topic for message in messages)
+    model = Model(links, sessions, messages, retained, SessionFilters(sessions), topics)
     for message in messages:
         model.by_key.setdefault(message.key, []).append(message)
         if not message.publish.retain:
-            rule = rules.WILL_NOT_RETAINED if message.will else rules.NON_RETAINED_KEEPS_RETAINED
+            rule = unretained_rule(message)
             firsts = model.first_unretained.setdefault(message.publish.topic, {})
             firsts[rule] = min(firsts.get(rule, INF), message.window[1])
     for session in sessions:
@@ -579,10 +577,15 @@ def _forbid_unowned(message: Message, rule: str, session: Session, config: Judge
 
 def _forbid(link: Link, message: Message, rule: str, config: JudgeConfig) -> None:
     window = message.window
-    deadline = window[1] + config.answer_timeout
-    link.expectations.append(
-        Expectation(link, message, False, rule, False, 0, rule, window[0], deadline, forbidden=True)
-    )
+    forbid(link, message, rule, retained=False, after=window[0], deadline=window[1] + config.answer_timeout)
+
+
+def forbid(link: Link, message: Message, rule: str, *, retained: bool, after: float, deadline: float) -> Expectation:
+    """``message`` must not reach ``link`` (as a retained message, when ``retained``) between ``after`` and
+    ``deadline``: ``rule`` is broken if it does."""
+    expectation = Expectation(link, message, False, rule, retained, 0, rule, after, deadline, forbidden=True)
+    link.expectations.append(expectation)
+    return expectation
 
 
 def retained_states(changes: list[Message], window: Window) -> set[RetainedState]:
@@ -637,6 +640,11 @@ def _send_retained(model: Model, subscription: Subscription, config: JudgeConfig
             link.watches.append(RetainedWatch(topic, window, states, frozenset(forbidden), deadline))
 
 
+def unretained_rule(message: Message) -> str:
+    """Why a RETAIN 0 message (or Will) never becomes its topic's retained message."""
+    return rules.WILL_NOT_RETAINED if message.will else rules.NON_RETAINED_KEEPS_RETAINED
+
+
 def not_retained_rule(message: Message, changes: list[Message], window: Window) -> str | None:
     """Why ``message`` is not the retained message of its topic during ``window``: never retained
     [MQTT-3.3.1-12, 3.1.2-16], zero-byte [MQTT-3.3.1-11], or superseded before by a zero-byte [-10], a QoS 0
@@ -644,7 +652,7 @@ def not_retained_rule(message: Message, changes: list[Message], window: Window) 
     if message.window[1] > window[0]:
         return None
     if not message.publish.retain:
-        return rules.WILL_NOT_RETAINED if message.will else rules.NON_RETAINED_KEEPS_RETAINED
+        return unretained_rule(message)
     if not message.publish.payload:
         return rules.ZERO_BYTE_RETAINED_NOT_STORED
     later = [c for c in changes if c.certain and message.window[1] <= c.window[0] and c.window[1] <= window[0]]

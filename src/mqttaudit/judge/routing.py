@@ -11,7 +11,7 @@ from mqttaudit.codec import Direction
 
 from . import rules
 from .config import JudgeConfig
-from .model import Expectation, Link, Model, RetainedWatch, not_retained_rule
+from .model import Expectation, Link, Model, RetainedWatch, forbid, not_retained_rule
 from .transcript import Delivered, Transcript
 from .verdict import DUPLICATE, LEAK, MISSING, QOS, Judgement, Ledger, combine
 
@@ -170,27 +170,13 @@ class Routing:
             for message in candidates:
                 rule = None if message in watch.states else not_retained_rule(message, changes, watch.window)
                 if rule is not None:
-                    window = watch.window
-                    expectation = Expectation(
-                        link, message, False, rule, True, 0, rule, window[0], watch.deadline, forbidden=True
-                    )
-                    link.expectations.append(expectation)
-                    return [expectation]
+                    return [forbid(link, message, rule, retained=True, after=watch.window[0], deadline=watch.deadline)]
         return []
 
     def _settle_watch(self, link: Link, watch: RetainedWatch) -> None:
-        """What a new subscription did not receive as retained, once every delivery was matched: the rules of its
-        watch held when the connection stayed open past the deadline."""
-        lost = any(side is SERVER for side, _ in link.transcript.lost)
+        """What a new subscription did not receive as retained, once every delivery was matched."""
         for rule in sorted(watch.rules):
-            if lost:
-                reason = "bytes the server sent on this connection were not observed: a delivery may be among them"
-                self._undecided(link, rule, reason)
-            elif link.ended >= watch.deadline:
-                self._held(link, rule)
-            else:
-                reason = f"the connection ended before a retained message of {watch.topic!r} could show"
-                self._undecided(link, rule, reason)
+            self._settle_absence(link, rule, watch.deadline, f"a retained message of {watch.topic!r}")
 
     def _duplicate(self, link: Link, delivered: Delivered, used: list[Expectation]) -> None:
         """[MQTT-4.3.3-2] A QoS 2 message reaches a subscriber once per subscription, never more."""
@@ -272,14 +258,20 @@ class Routing:
     def _settle_forbidden(self, link: Link, expectation: Expectation) -> None:
         if expectation.delivered:
             return  # reported when it arrived
+        # [MQTT-3.3.2-3] is decided on every delivery as well: an early close leaves nothing undecided there.
+        early = None if expectation.rule == rules.DELIVERY_MATCHES_SUBSCRIPTION else _what(expectation)
+        self._settle_absence(link, expectation.rule, expectation.deadline, early)
+
+    def _settle_absence(self, link: Link, rule: str, deadline: float, what: str | None) -> None:
+        """Something that must not arrive did not: ``rule`` held if the connection stayed open past ``deadline``
+        with every byte the server sent observed; otherwise not assessable (about ``what``, when given)."""
         if any(side is SERVER for side, _ in link.transcript.lost):
             reason = "bytes the server sent on this connection were not observed: a delivery may be among them"
-            self._undecided(link, expectation.rule, reason)
-            return
-        if link.ended >= expectation.deadline:
-            self._held(link, expectation.rule)
-        elif expectation.rule != rules.DELIVERY_MATCHES_SUBSCRIPTION:  # decided on every delivery as well
-            self._undecided(link, expectation.rule, f"the connection ended before {_what(expectation)} could show")
+            self._undecided(link, rule, reason)
+        elif link.ended >= deadline:
+            self._held(link, rule)
+        elif what is not None:
+            self._undecided(link, rule, f"the connection ended before {what} could show")
 
     def _settle_missing(self, link: Link, expectation: Expectation) -> None:
         """Missing while the connection stayed open past the deadline: a finding. Missing because it closed

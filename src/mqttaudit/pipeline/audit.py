@@ -178,13 +178,10 @@ def _run(
     progress(f"balancing the routing replay of each broker over {parallelism} shard(s) of its ClientIds")
     # The routing replay of each broker in shards of its ClientIds, one task each: a shard judges the sessions
     # of its ClientIds and reads every other connection only for the messages it published.
+    # A ClientId's sessions are judged in one shard (a connection without a CONNECT stands for itself).
+    known = connections.where("server != 'unknown'").withColumn("client_key", F.coalesce("client_id", "flow"))
     keys = _shard_keys(session, parallelism)
-    shards = _shards(connections, keys, session)
-    known = (
-        connections.where("server != 'unknown'")
-        .withColumn("client_key", F.coalesce("client_id", "flow"))
-        .join(F.broadcast(shards), "client_key")
-    )
+    known = known.join(F.broadcast(_shards(known, keys, session)), "client_key")
     targets = session.createDataFrame([(key,) for key in keys], "shard bigint")
     progress("replaying routing per broker")
     replayed = (
@@ -226,18 +223,14 @@ def _shard_keys(session: SparkSession, shards: int) -> list[int]:
     return [first[partition] for partition in range(shards)]
 
 
-def _shards(connections: DataFrame, keys: list[int], session: SparkSession) -> DataFrame:
-    """Which shard replays the sessions of each ClientId (``client_key``, the flow for a connection without a
-    CONNECT): the heaviest ClientIds first, each to the shard with the least work so far (work: the bytes of its
-    subscriptions and deliveries), so that one busy subscriber does not leave the other shards idle."""
+def _shards(known: DataFrame, keys: list[int], session: SparkSession) -> DataFrame:
+    """Which shard replays the sessions of each ClientId (``client_key``): the heaviest ClientIds first, each to
+    the shard with the least work so far (work: the bytes of its subscriptions and deliveries), so that one busy
+    subscriber does not leave the other shards idle."""
     from pyspark.sql import functions as F
 
     weights = (
-        connections.where("server != 'unknown'")
-        .select(
-            F.coalesce("client_id", "flow").alias("client_key"),
-            (F.length("transcript") - F.length("sources") + F.lit(64)).alias("weight"),
-        )
+        known.select("client_key", (F.length("transcript") - F.length("sources") + F.lit(64)).alias("weight"))
         .groupBy("client_key")
         .agg(F.sum("weight").alias("weight"))
         .collect()
