@@ -30,8 +30,9 @@ CODEC = [
     )
 ]
 # The capture layer's reading, reassembly and framing (its chunk descriptors stay pure Python: they are pickled
-# from the driver to Spark's workers), and the judge (its events and transcripts stay pure Python too, as they
-# travel between Spark stages pickled; its rule table is built from the module's own names at import).
+# from the driver to Spark's workers), and the judge with its broker model and routing replay (its events and
+# transcripts stay pure Python, as they travel between Spark stages pickled; its rule table is built from the
+# module's own names at import).
 CAPTURE = [
     f"src/mqttaudit/capture/{name}.py"
     for name in (
@@ -55,8 +56,10 @@ JUDGE = [
         "conversation",
         "deliveries",
         "keepalive",
+        "model",
         "obligations",
         "pairing",
+        "routing",
         "subscriptions",
         "verdict",
         "violations",
