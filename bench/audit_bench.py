@@ -117,14 +117,32 @@ MB = 1024 * 1024
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def role(process: psutil.Process) -> str:
+    """What a process of an audit's tree is: the JVM, Spark's Python workers (the daemon and the task workers it
+    forks), the Python driver, or something else (``/usr/bin/time``, Spark's launcher shell)."""
+    command = " ".join(process.cmdline()[:6])
+    if "java" in command.split(" ")[0] or "org.apache.spark" in command:
+        return "jvm"
+    if "pyspark.daemon" in command or "pyspark.worker" in command:
+        return "python workers"
+    if "mqttaudit" in command and "python" in command:
+        return "driver"
+    return "other"
+
+
 class TreeWatch:
-    """Polls a process tree: the largest sum of resident set sizes, and the CPU time each process reached."""
+    """Polls a process tree: the largest sum of resident set sizes, and the CPU time each process reached; the
+    same per role (:func:`role`), so that an audit's time and memory can be split between the JVM and Python."""
 
     def __init__(self, root: psutil.Process) -> None:
         self.root = root
         self.peak_rss = 0
         self.peak_processes = 0
         self.cpu: dict[int, float] = {}
+        self.roles: dict[int, str] = {}
+        #: Per role: the largest sum of its processes' RSS at one poll, and the largest single process.
+        self.peak_rss_role: dict[str, int] = {}
+        self.peak_rss_process: dict[str, int] = {}
         self.samples = 0
 
     def poll(self) -> list[psutil.Process]:
@@ -133,24 +151,48 @@ class TreeWatch:
         except psutil.NoSuchProcess:
             return []
         rss = 0
+        by_role: dict[str, int] = {}
         alive = []
         for process in tree:
             try:
                 with process.oneshot():
-                    rss += process.memory_info().rss
+                    resident = process.memory_info().rss
                     times = process.cpu_times()
+                    if process.pid not in self.roles:
+                        self.roles[process.pid] = role(process)
                 self.cpu[process.pid] = times.user + times.system
                 alive.append(process)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
+            rss += resident
+            kind = self.roles[process.pid]
+            by_role[kind] = by_role.get(kind, 0) + resident
+            self.peak_rss_process[kind] = max(self.peak_rss_process.get(kind, 0), resident)
         self.samples += 1
         if rss > self.peak_rss:
             self.peak_rss, self.peak_processes = rss, len(alive)
+        for kind, resident in by_role.items():
+            self.peak_rss_role[kind] = max(self.peak_rss_role.get(kind, 0), resident)
         return alive
 
     @property
     def cpu_s(self) -> float:
         return sum(self.cpu.values())
+
+    def by_role(self) -> dict[str, dict[str, float]]:
+        """CPU seconds, peak RSS (MB, all processes of the role at once) and the largest one process's peak RSS
+        (MB), per role."""
+        out: dict[str, dict[str, float]] = {}
+        for pid, seconds in self.cpu.items():
+            kind = self.roles.get(pid, "other")
+            entry = out.setdefault(kind, {"cpu_s": 0.0, "processes": 0})
+            entry["cpu_s"] += seconds
+            entry["processes"] += 1
+        for kind, entry in out.items():
+            entry["cpu_s"] = round(entry["cpu_s"], 1)
+            entry["peak_rss_mb"] = round(self.peak_rss_role.get(kind, 0) / MB, 1)
+            entry["peak_rss_one_process_mb"] = round(self.peak_rss_process.get(kind, 0) / MB, 1)
+        return out
 
 
 def machine_busy_s() -> float:
@@ -239,6 +281,7 @@ def run_tool(
         "cpu_s_polled": round(watch.cpu_s, 3),
         "peak_rss_tree_mb": round(watch.peak_rss / MB, 1),
         "processes_at_peak": watch.peak_processes,
+        "by_role": watch.by_role(),
         "max_rss_one_process_mb": round(rusage["max_rss_kb"] / 1024, 1) if "max_rss_kb" in rusage else None,
         "memory_method": "psutil tree polling" + (" + /usr/bin/time -v" if TIME else ""),
         # CPU the whole machine spent meanwhile beyond the tool's own: other work that competed with it.
@@ -902,6 +945,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "memory_growth_audit": None if growth is None else round(growth, 4),
         "memory_growth_tshark": None if tshark_growth is None else round(tshark_growth, 4),
         "targets": targets,
+        # The most a second CPU can give when the one-core run already keeps more than one busy (the JVM's
+        # threads beside the Python worker): the one-core wall over its CPU time spread across every CPU.
+        "scaling_ceiling_cpu": (
+            round(local1["wall_s"] / (local1["cpu_s"] / (machine["cpus"] or 1)), 3)
+            if local1 and local1.get("finished") and local1["cpu_s"]
+            else None
+        ),
     }
     args.json.write_text(json.dumps(result, indent=2) + "\n")
 
@@ -925,7 +975,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         + ", ".join(f"{label} {seconds:,.1f} s" for label, seconds in row.get("phases_s", {}).items())
         for row in audit_rows
     )
-    markdown = f"{header}{render_table(rows)}\n\nPhases of the audit runs:\n\n{phase_lines}\n\nTargets:\n\n{verdicts}\n"
+    role_lines = "\n".join(
+        f"- {row['tool']} ({row['capture']}): "
+        + "; ".join(
+            f"{kind} {entry['cpu_s']:,.1f} CPU s, peak RSS {entry['peak_rss_mb']:,.0f} MB"
+            + (f" (largest one {entry['peak_rss_one_process_mb']:,.0f} MB)" if entry["processes"] > 1 else "")
+            for kind, entry in sorted(row.get("by_role", {}).items())
+            if kind != "other"
+        )
+        for row in audit_rows
+    )
+    ceiling = (
+        f"\nA bound on scaling from CPU alone: the `local[1]` run used {local1['cpu_s']:,.1f} CPU s, so "
+        f"{machine['cpus']} CPUs need at least {local1['cpu_s'] / (machine['cpus'] or 1):,.1f} s for the same work: "
+        f"at most {result['scaling_ceiling_cpu']:.2f}x, before any serial part.\n"
+        if local1 and result["scaling_ceiling_cpu"]
+        else ""
+    )
+    markdown = (
+        f"{header}{render_table(rows)}\n\nPhases of the audit runs:\n\n{phase_lines}\n\n"
+        f"CPU and memory per process role (the JVM, Spark's Python workers, the driver):\n\n{role_lines}\n"
+        f"{ceiling}\nTargets:\n\n{verdicts}\n"
+    )
     args.md.write_text(markdown)
     print(markdown)
     print(f"speedup_vs_tshark = {result['speedup_vs_tshark']}, scaling_2_vs_1 = {result['scaling_2_vs_1']}")
