@@ -6,6 +6,7 @@ returned with the fields read so far.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Final
 
@@ -191,7 +192,9 @@ def read_publish(data: bytes, offset: int, body: int, end: int, out: list[Violat
     try:
         topic_start = _field_end(body, end, 2, "Topic Name")
         topic_end = _field_end(topic_start, end, (data[body] << 8) | data[body + 1], "Topic Name")
-        topic = check.check_string(data[topic_start:topic_end], topic_start, check.PUBLISH_TOPIC_FIELD, out)
+        # Topic Names repeat: one string per distinct name keeps decoded traffic (and its pickles, which
+        # memoize a repeated object) smaller.
+        topic = sys.intern(check.check_string(data[topic_start:topic_end], topic_start, check.PUBLISH_TOPIC_FIELD, out))
         payload_start = topic_end
         if qos:
             payload_start = _field_end(topic_end, end, 2, "Packet Identifier")

@@ -10,10 +10,10 @@ as missing.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 
 from mqttaudit.judge import JudgeConfig
-from mqttaudit.judge.model import build
+from mqttaudit.judge.model import Model, build
 from mqttaudit.judge.routing import Routing
 from mqttaudit.judge.transcript import Transcript
 
@@ -50,6 +50,10 @@ ROUTING_COLUMNS = (
 )
 
 
+#: Deliveries rows per batch handed on by :func:`replay_batches` (a Parquet row group of the writing task).
+BATCH_ROWS = 65536
+
+
 def replay_broker(
     broker: str,
     transcripts: Iterable[tuple[str, bytes]],
@@ -61,12 +65,48 @@ def replay_broker(
 
     ``own`` makes it the replay of one shard: only the sessions of the ClientIds of those flows are judged (the
     other transcripts are only sources of messages, see :func:`~.conversations.sources`); None judges every session."""
+    batches, findings, undecided = replay_batches(broker, transcripts, config, own)
+    deliveries = Columns(DELIVERY_COLUMNS)
+    for batch in batches:
+        for name in DELIVERY_COLUMNS:
+            deliveries.data[name] += batch.data[name]
+    return deliveries, findings, undecided
+
+
+def replay_batches(
+    broker: str,
+    transcripts: Iterable[tuple[str, bytes]],
+    config: JudgeConfig,
+    own: Collection[str] | None = None,
+    rows: int = BATCH_ROWS,
+) -> tuple[Iterator[Columns], Columns, dict[str, str]]:
+    """:func:`replay_broker` with the deliveries rows handed on in batches of ``rows`` as they are made, so that a
+    task writing them never holds them all (there is one per expectation of the model)."""
     loaded: dict[str, Transcript] = {flow: pickle.loads(blob) for flow, blob in transcripts}
     subscribers = None
     if own is not None:
         subscribers = {c.client_id for c in (loaded[flow].connect for flow in own if flow in loaded) if c is not None}
     model = build(loaded, config, subscribers)
     judgement = Routing(model, loaded, config).judgement()
+    findings = Columns(ROUTING_COLUMNS)
+    for finding in judgement.findings:
+        level, section = rule_level(finding.rule)
+        findings.add(
+            broker=broker,
+            flow=finding.conversation,
+            event=finding.event,
+            kind=finding.kind or "session",
+            rule=finding.rule,
+            level=level,
+            section=section,
+            time=finding.time,
+            detail=finding.detail,
+            expected=finding.expected,
+        )
+    return _deliveries(broker, model, rows), findings, dict(judgement.not_assessable)
+
+
+def _deliveries(broker: str, model: Model, rows: int) -> Iterator[Columns]:
     deliveries = Columns(DELIVERY_COLUMNS)
     for link in model.links:
         for expectation in link.expectations:
@@ -91,19 +131,8 @@ def replay_broker(
                 qos_expected=None if expectation.forbidden else expectation.qos,
                 qos_observed=max((p.qos for p in seen), default=None),
             )
-    findings = Columns(ROUTING_COLUMNS)
-    for finding in judgement.findings:
-        level, section = rule_level(finding.rule)
-        findings.add(
-            broker=broker,
-            flow=finding.conversation,
-            event=finding.event,
-            kind=finding.kind or "session",
-            rule=finding.rule,
-            level=level,
-            section=section,
-            time=finding.time,
-            detail=finding.detail,
-            expected=finding.expected,
-        )
-    return deliveries, findings, dict(judgement.not_assessable)
+            if len(deliveries) >= rows:
+                yield deliveries
+                deliveries = Columns(DELIVERY_COLUMNS)
+    if len(deliveries):
+        yield deliveries

@@ -51,7 +51,7 @@ from .conversations import (
     Flow,
     judge_flow,
 )
-from .replay import DELIVERY_COLUMNS, ROUTING_COLUMNS, replay_broker
+from .replay import DELIVERY_COLUMNS, ROUTING_COLUMNS, replay_batches
 
 # -- schemas ------------------------------------------------------------------------------------------------------
 
@@ -586,20 +586,23 @@ def replay_group(table: pa.Table, options: AuditOptions) -> pa.Table:
     broker = table.column("server")[0].as_py()
     shard = table.column("shard")[0].as_py()
     flows = table.column("flow").to_pylist()
-    blobs = table.column("transcript").to_pylist()
     own = [flow for flow, mine in zip(flows, table.column("own").to_pylist(), strict=True) if mine]
-    deliveries, findings, undecided = replay_broker(broker, zip(flows, blobs, strict=True), options.judge_config, own)
+    # Each transcript's bytes are copied out of Arrow only while it is unpickled.
+    blobs = (blob.as_py() for blob in table.column("transcript"))
+    batches, findings, undecided = replay_batches(broker, zip(flows, blobs, strict=True), options.judge_config, own)
     part = _part_name(hashlib.blake2b(broker.encode(), digest_size=6).hexdigest(), shard)
-    for name, rows in (("deliveries", deliveries), ("routing_findings", findings)):
-        writer = TableWriter(options.out_dir, name, part)
-        writer.add(rows)
+    writers = {name: TableWriter(options.out_dir, name, part) for name in ("deliveries", "routing_findings")}
+    for batch in batches:
+        writers["deliveries"].add(batch)
+    writers["routing_findings"].add(findings)
+    for writer in writers.values():
         writer.close()
     row = Columns(REPLAYED_SCHEMA.names)
     row.add(
         broker=broker,
         shard=shard,
         partition=_partition(),
-        deliveries=len(deliveries),
+        deliveries=writers["deliveries"].rows,
         routing_findings=len(findings),
         not_assessable=json.dumps(undecided, sort_keys=True),
     )
