@@ -166,10 +166,10 @@ def _run(
     ).repartition(max(min(len(chunk_rows), parallelism * CHUNKS_PER_CORE), 1))
     progress(f"reading {len(chunk_rows)} chunk(s), then reassembling and judging connections")
     segments = chunks.mapInArrow(partial(read_segments, options=options), ddl(SEGMENT_SCHEMA))
-    # Every flow in one task, its segments in order; the chunk notes (no flow) come through as they are.
+    # Every flow's runs of segments together in one task; the chunk notes (no flow) come through as they are.
     judged = (
         segments.repartition(parallelism * CHUNKS_PER_CORE, "flow")
-        .sortWithinPartitions("flow", "time_ns", "capture", "record")
+        .sortWithinPartitions("flow", "capture", "first_record")
         .mapInArrow(flow_judge(options), ddl(JUDGED_SCHEMA))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )

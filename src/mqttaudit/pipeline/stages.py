@@ -1,11 +1,11 @@
 """The per-task work of an audit, as Arrow-in, Arrow-out functions Spark runs on its executors.
 
 - :func:`read_segments` (``mapInArrow`` over chunk descriptors): reads one record-aligned chunk of a capture,
-  keeps the TCP segments of MQTT flows (a broker port on either side), and reports what it skipped, a truncated
-  tail or a corrupt capture as a note row. A task holds one chunk, never a whole file.
-- :func:`judge_partition` (``mapInArrow`` over segments partitioned and sorted by flow): one TCP flow at a time
-  (across chunks and rotated files), reassembled per connection and direction, decoded and judged; the task
-  writes the packets, violations, gaps and connections tables itself and hands back one small row per
+  keeps the TCP segments of MQTT flows (a broker port on either side), gathered in runs per flow, and reports
+  what it skipped, a truncated tail or a corrupt capture as a note row. A task holds one chunk, never a whole file.
+- :func:`judge_partition` (``mapInArrow`` over runs of segments partitioned and sorted by flow): one TCP flow at
+  a time (across chunks and rotated files), reassembled per connection and direction, decoded and judged; the
+  task writes the packets, violations, gaps and connections tables itself and hands back one small row per
   connection, with the transcript the routing replay needs.
 - :func:`replay_group` (``groupBy(server, shard).applyInArrow``): the routing replay of one broker endpoint, for
   the sessions of one shard of its ClientIds (shards run in parallel; each sees every message); it writes the
@@ -137,10 +137,9 @@ def ddl(schema: pa.Schema) -> str:
 
 
 CHUNK_SCHEMA = pa.schema([("capture", pa.string()), ("path", pa.string()), ("chunk", pa.binary())])
-SEGMENT_SCHEMA = pa.schema(
+#: The columns of one TCP segment, in a run of segments (:data:`SEGMENT_SCHEMA`).
+RUN_SCHEMA = pa.schema(
     [
-        ("flow", pa.string()),
-        ("capture", pa.string()),
         ("record", pa.int64()),
         ("time_ns", pa.int64()),
         ("src_ip", pa.binary()),
@@ -151,6 +150,18 @@ SEGMENT_SCHEMA = pa.schema(
         ("ack", pa.int64()),
         ("flags", pa.int32()),
         ("payload", pa.binary()),
+    ]
+)
+#: What the reading stage hands on: runs of one flow's TCP segments from one chunk, each row carrying its segments
+#: as one serialized Arrow record batch (:data:`RUN_SCHEMA`), which the JVM shuffles and sorts as one opaque value
+#: (with a row per segment, converting, shuffling and sorting them cost the JVM about half the audit's CPU); or a
+#: chunk's note (no flow).
+SEGMENT_SCHEMA = pa.schema(
+    [
+        ("flow", pa.string()),
+        ("capture", pa.string()),
+        ("first_record", pa.int64()),
+        ("segments", pa.binary()),
         ("note", pa.string()),
     ]
 )
@@ -240,9 +251,13 @@ def tune_gc() -> None:
         gc.set_threshold(GC_THRESHOLD, 20, 100)
 
 
-# -- stage 1: chunks -> segments ---------------------------------------------------------------------------------
+# -- stage 1: chunks -> runs of segments --------------------------------------------------------------------------
 
 BATCH_ROWS = 8192
+#: Segments of one run at most (a longer stretch of one flow in one chunk becomes several runs).
+RUN_SEGMENTS = 16384
+#: Bytes of runs per batch handed to Spark at most.
+BATCH_BYTES = 16 * 1024 * 1024
 
 
 def _segment_columns() -> dict[str, list[Any]]:
@@ -268,7 +283,8 @@ def flow_id(key: tuple[tuple[bytes, int], tuple[bytes, int]]) -> str:
 
 
 def read_segments(batches: Iterator[pa.RecordBatch], options: AuditOptions) -> Iterator[pa.RecordBatch]:
-    """Chunk descriptors in, TCP segments of MQTT flows out (plus one note row per chunk with its counts)."""
+    """Chunk descriptors in, runs of TCP segments of MQTT flows out (plus one note row per chunk with its
+    counts)."""
     tune_gc()
     for batch in batches:
         for capture, path, blob in zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True):
@@ -276,8 +292,77 @@ def read_segments(batches: Iterator[pa.RecordBatch], options: AuditOptions) -> I
             yield from _chunk_segments(capture, path, chunk, options)
 
 
+#: The segments of a chunk as the reading task gathers them: the run columns and the flow of each.
+PIECE_SCHEMA = pa.schema([("flow", pa.string()), *RUN_SCHEMA])
+
+
+class Runs:
+    """The segments of one chunk gathered per flow into runs (:data:`SEGMENT_SCHEMA` rows).
+
+    Segments are turned into Arrow data every :data:`BATCH_ROWS` (so that the chunk's segments do not stay alive
+    as Python objects for the collector to walk); when the chunk ends they are ordered by flow and record, and
+    each flow's segments become runs of at most :data:`RUN_SEGMENTS`, one serialized record batch each."""
+
+    def __init__(self, capture: str) -> None:
+        self.capture = capture
+        self._columns: list[list[Any]] = [[] for _ in PIECE_SCHEMA.names]
+        self._pieces: list[pa.RecordBatch] = []
+
+    def add(self, flow: str, record: int, segment: Segment) -> None:
+        time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, payload = segment
+        for column, value in zip(
+            self._columns,
+            (flow, record, time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, bytes(payload)),
+            strict=True,
+        ):
+            column.append(value)
+        if len(self._columns[0]) >= BATCH_ROWS:
+            self._piece()
+
+    def _piece(self) -> None:
+        arrays = [pa.array(values, type=field.type) for values, field in zip(self._columns, PIECE_SCHEMA, strict=True)]
+        self._pieces.append(pa.RecordBatch.from_arrays(arrays, schema=PIECE_SCHEMA))
+        self._columns = [[] for _ in PIECE_SCHEMA.names]
+
+    def finish(self) -> Iterator[pa.RecordBatch]:
+        """The chunk's runs, in batches of at most :data:`BATCH_BYTES` (nothing when it had no segment)."""
+        if self._columns[0]:
+            self._piece()
+        if not self._pieces:
+            return
+        table = pa.Table.from_batches(self._pieces, schema=PIECE_SCHEMA)
+        self._pieces = []
+        table = table.take(pc.sort_indices(table, sort_keys=[("flow", "ascending"), ("record", "ascending")]))
+        flows = pc.run_end_encode(table.column("flow").combine_chunks())
+        segments = table.select(RUN_SCHEMA.names).combine_chunks()
+        done = _segment_columns()
+        size = start = 0
+        for flow, end in zip(flows.values.to_pylist(), flows.run_ends.to_pylist(), strict=True):
+            for first in range(start, end, RUN_SEGMENTS):
+                run = segments.slice(first, min(RUN_SEGMENTS, end - first)).to_batches()[0]
+                blob = run.serialize().to_pybytes()
+                done["flow"].append(flow)
+                done["capture"].append(self.capture)
+                done["first_record"].append(run.column(0)[0].as_py())
+                done["segments"].append(blob)
+                done["note"].append(None)
+                size += len(blob)
+                if size >= BATCH_BYTES:
+                    yield _batch(done)
+                    done, size = _segment_columns(), 0
+            start = end
+        if done["flow"]:
+            yield _batch(done)
+
+
+def decode_run(capture: str, blob: pa.Buffer) -> pa.RecordBatch:
+    """One run's segments (:data:`RUN_SCHEMA`) with the capture that holds them as a last column."""
+    batch = pa.ipc.read_record_batch(blob, RUN_SCHEMA)
+    return batch.append_column("capture", pa.array([capture] * batch.num_rows, type=pa.string()))
+
+
 def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions) -> Iterator[pa.RecordBatch]:
-    columns = _segment_columns()
+    runs = Runs(capture)
     skipped: Counter[str] = Counter()
     records = kept = 0
     reader = read_chunk(sources.opener(path), chunk)
@@ -296,16 +381,12 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
                 skipped["not a broker port"] += 1
                 continue
             kept += 1
-            _add_segment(columns, flow_id(key), capture, index, segment)
-            if len(columns["flow"]) >= BATCH_ROWS:
-                yield _batch(columns)
-                columns = _segment_columns()
+            runs.add(flow_id(key), index, segment)
     except CaptureError as exc:
         error = {"offset": exc.offset, "detail": exc.detail}
     except (OSError, sources.AuditInputError) as exc:
         error = {"offset": chunk.start, "detail": f"cannot read: {exc}"}
-    if columns["flow"]:
-        yield _batch(columns)
+    yield from runs.finish()
     truncation = getattr(reader, "truncation", None)
     note: dict[str, Any] = {
         "chunk_start": chunk.start,
@@ -324,26 +405,6 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
     if error is not None:
         note["error"] = error
     yield _batch(_note(capture, **note))
-
-
-def _add_segment(columns: dict[str, list[Any]], flow: str, capture: str, index: int, segment: Segment) -> None:
-    time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, payload = segment
-    for name, value in (
-        ("flow", flow),
-        ("capture", capture),
-        ("record", index),
-        ("time_ns", time_ns),
-        ("src_ip", src_ip),
-        ("src_port", src_port),
-        ("dst_ip", dst_ip),
-        ("dst_port", dst_port),
-        ("seq", seq),
-        ("ack", ack),
-        ("flags", flags),
-        ("payload", bytes(payload)),
-        ("note", None),
-    ):
-        columns[name].append(value)
 
 
 # -- writing tables from the tasks --------------------------------------------------------------------------------
@@ -410,8 +471,8 @@ def _partition() -> int:
 
 
 def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) -> Iterator[pa.RecordBatch]:
-    """Segments sorted by flow in (``mapInArrow`` after ``repartition(flow)`` and ``sortWithinPartitions``), one
-    flow at a time: each is reassembled, decoded and judged, its packets, violations, gaps and connections written
+    """Runs of segments sorted by flow in (``mapInArrow`` after ``repartition(flow)`` and ``sortWithinPartitions``),
+    one flow at a time: each is reassembled, decoded and judged, its packets, violations, gaps and connections written
     to their tables here, and one small row per connection handed back (chunk notes pass through). Only one flow
     is held at a time."""
     tune_gc()
@@ -420,7 +481,7 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
         table: TableWriter(options.out_dir, table, part) for table in ("packets", "violations", "connections", "gaps")
     }
     judged = Columns(JUDGED_SCHEMA.names)
-    for flow, table in _flow_runs(batches):
+    for flow, table in _flow_groups(batches):
         if flow is None:
             for capture, note in zip(
                 table.column("capture").to_pylist(), table.column("note").to_pylist(), strict=True
@@ -440,7 +501,7 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
         yield columns_table([judged], JUDGED_SCHEMA).to_batches()[0]
 
 
-def _flow_runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str | None, pa.Table]]:
+def _flow_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str | None, pa.Table]]:
     """The runs of consecutive rows with the same flow, across batch boundaries, each as one table."""
     pending: list[pa.RecordBatch] = []
     current: str | None = None
@@ -462,7 +523,14 @@ def _flow_runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str | None, 
 
 
 def judge_segments(table: pa.Table, options: AuditOptions) -> list[dict[str, Any]]:
-    """All segments of one flow (any order) in; per connection, its table rows and its judged row."""
+    """All runs of segments of one flow (:data:`SEGMENT_SCHEMA` rows, any order) in; per connection, its table
+    rows and its judged row."""
+    flow = table.column("flow")[0].as_py()
+    runs = [
+        decode_run(capture, blob.as_buffer())
+        for capture, blob in zip(table.column("capture").to_pylist(), table.column("segments"), strict=True)
+    ]
+    table = pa.Table.from_batches(runs)
     order = pc.sort_indices(
         table, sort_keys=[("time_ns", "ascending"), ("capture", "ascending"), ("record", "ascending")]
     )
@@ -493,7 +561,7 @@ def judge_segments(table: pa.Table, options: AuditOptions) -> list[dict[str, Any
     audits = flow_events(flow_segments, options=options.flow_options, end_time_ns=end)
     # A connection that carried no payload byte (the last ACKs of one that ended before the capture began) is no
     # MQTT connection: nothing in it can be judged.
-    return [_connection(audit, data["flow"][0], record_at, options) for audit in audits if audit.total.stream]
+    return [_connection(audit, flow, record_at, options) for audit in audits if audit.total.stream]
 
 
 def _connection(
