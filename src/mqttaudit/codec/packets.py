@@ -39,6 +39,10 @@ class Direction(enum.Enum):
     FROM_CLIENT = "client"
     FROM_SERVER = "server"
 
+    # Members are singletons compared by identity: an identity hash keeps set and dict look-ups (several per
+    # packet in the judge) in C rather than in Enum's Python-level __hash__.
+    __hash__ = object.__hash__
+
     @classmethod
     def parse(cls, value: Direction | str | None) -> Direction | None:
         if value is None or isinstance(value, Direction):

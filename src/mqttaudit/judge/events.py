@@ -55,5 +55,5 @@ def peer(side: Direction) -> Direction:
 
 
 def side_name(side: Direction) -> str:
-    """ "client" or "server", for details."""
-    return side.value
+    """ "client" or "server", for details (without Enum's Python-level ``value`` property: once per packet)."""
+    return "client" if side is Direction.FROM_CLIENT else "server"

@@ -26,6 +26,8 @@ class OnClose(enum.Enum):
     EXCUSES = "excuses"  # closing instead of answering is allowed: the rule is not assessable
     BREAKS = "breaks"  # the answer had to come before the close (CONNACK 0x01, then close)
 
+    __hash__ = object.__hash__  # singletons compared by identity (see Direction)
+
 
 @dataclass(eq=False, slots=True)
 class Obligation:

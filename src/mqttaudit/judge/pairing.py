@@ -36,6 +36,12 @@ class Stage(enum.Enum):
     SUBACK = PacketType.SUBACK
     UNSUBACK = PacketType.UNSUBACK
 
+    __hash__ = object.__hash__  # singletons compared by identity (see Direction)
+
+
+#: The packet type each stage awaits (Enum's ``value`` property costs a Python call per answer).
+AWAITED: Final[dict[Stage, PacketType]] = {stage: stage.value for stage in Stage}
+
 
 @dataclass(frozen=True, slots=True)
 class Step:
@@ -294,7 +300,7 @@ class Pairing:
     def _answer(self, seen: Seen, packet_type: PacketType, packet_id: int) -> int | None:
         owner = seen.sender if packet_type is PacketType.PUBREL else seen.receiver
         flow = self._flows[owner].get(packet_id)
-        if flow is not None and flow.stage.value == packet_type:
+        if flow is not None and AWAITED[flow.stage] == packet_type:
             return self._advance(flow, seen, packet_type)
         if flow is not None and (flow.stage, packet_type) in OUT_OF_STEP:
             broken = OUT_OF_STEP[(flow.stage, packet_type)]

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from mqttaudit.codec import Connect, Publish
+from mqttaudit.codec import Connect, PacketType, Publish
 from mqttaudit.codec.packets import Value
 from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig
-from mqttaudit.judge.events import Closed, Event, Quiet, Sent
+from mqttaudit.judge.events import Closed, Event, Quiet, Sent, side_name
 from mqttaudit.judge.transcript import Delivered, Published, Transcript
 from mqttaudit.spec import load_catalogue
 
@@ -40,6 +40,10 @@ class Flow:
     mid_stream: bool = False
     #: How the client/server roles were decided ("handshake", "port", ...).
     roles: str = "handshake"
+
+
+#: Packet type names by type number (Enum's ``name`` property costs a Python call per packet).
+TYPE_NAMES = [packet_type.name for packet_type in PacketType]
 
 
 @dataclass
@@ -148,7 +152,7 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
             continue
         frame, packet = event.frame, event.frame.packet
         record = flow.frames[index] if index < len(flow.frames) else None
-        side = event.sender.value
+        side = side_name(event.sender)
         publish = packet if isinstance(packet, Publish) else None
         values = (
             flow.capture,
@@ -159,7 +163,7 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
             frame.offset,
             frame.length,
             event.time,
-            None if packet is None else packet.packet_type.name,
+            None if packet is None else TYPE_NAMES[packet.packet_type],
             getattr(packet, "packet_id", None),
             None if publish is None else publish.qos,
             None if publish is None else publish.retain,

@@ -108,31 +108,36 @@ def replay_batches(
 
 def _deliveries(broker: str, model: Model, rows: int) -> Iterator[Columns]:
     deliveries = Columns(DELIVERY_COLUMNS)
+    # Appended by position (one row per expectation of the model: the replay's largest output).
+    columns = [deliveries.data[name] for name in DELIVERY_COLUMNS]
     for link in model.links:
         for expectation in link.expectations:
             if expectation.forbidden and not expectation.delivered:
                 continue
             message = expectation.message
             seen = expectation.delivered
-            deliveries.add(
-                broker=broker,
-                publisher_flow=message.link.name,
-                publisher_event=message.event,
-                topic=message.publish.topic,
-                will=message.will,
-                subscriber_flow=link.name,
-                client_id=link.client_id,
-                expected="forbidden" if expectation.forbidden else ("owed" if expectation.must else "allowed"),
-                rule=expectation.rule,
-                retain=expectation.retained,
-                observed=bool(seen),
-                copies_allowed=0 if expectation.forbidden else expectation.copies,
-                copies_observed=len(seen),
-                qos_expected=None if expectation.forbidden else expectation.qos,
-                qos_observed=max((p.qos for p in seen), default=None),
+            values = (
+                broker,
+                message.link.name,
+                message.event,
+                message.publish.topic,
+                message.will,
+                link.name,
+                link.client_id,
+                "forbidden" if expectation.forbidden else ("owed" if expectation.must else "allowed"),
+                expectation.rule,
+                expectation.retained,
+                bool(seen),
+                0 if expectation.forbidden else expectation.copies,
+                len(seen),
+                None if expectation.forbidden else expectation.qos,
+                max((p.qos for p in seen), default=None),
             )
-            if len(deliveries) >= rows:
+            for column, value in zip(columns, values, strict=True):
+                column.append(value)
+            if len(columns[0]) >= rows:
                 yield deliveries
                 deliveries = Columns(DELIVERY_COLUMNS)
+                columns = [deliveries.data[name] for name in DELIVERY_COLUMNS]
     if len(deliveries):
         yield deliveries
