@@ -65,7 +65,10 @@ JUDGE = [
         "violations",
     )
 ]
-COMPILED = CODEC + CAPTURE + JUDGE
+# The audit's per-connection glue: the judge's findings and each packet as table rows (once per packet), and the
+# replay's rows (once per expectation).
+PIPELINE = [f"src/mqttaudit/pipeline/{name}.py" for name in ("conversations", "replay")]
+COMPILED = CODEC + CAPTURE + JUDGE + PIPELINE
 
 
 class OptionalBuildExt(build_ext):

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 from pyspark import TaskContext
 
 from mqttaudit.capture import CaptureError, Chunk, FlowAudit, FlowOptions, Segment, flow_events, read_chunk, segments
-from mqttaudit.capture.flows import flow_key, is_broker_flow
+from mqttaudit.capture.flows import FlowKey, flow_key, is_broker_flow
 from mqttaudit.capture.segments import format_endpoint
 from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge.events import Sent
@@ -305,28 +305,23 @@ class Runs:
 
     def __init__(self, capture: str) -> None:
         self.capture = capture
-        self._columns: list[list[Any]] = [[] for _ in PIECE_SCHEMA.names]
+        self._rows: list[tuple[Any, ...]] = []
         self._pieces: list[pa.RecordBatch] = []
 
     def add(self, flow: str, record: int, segment: Segment) -> None:
-        time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, payload = segment
-        for column, value in zip(
-            self._columns,
-            (flow, record, time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, bytes(payload)),
-            strict=True,
-        ):
-            column.append(value)
-        if len(self._columns[0]) >= BATCH_ROWS:
+        self._rows.append((flow, record, *segment[:8], bytes(segment[8])))
+        if len(self._rows) >= BATCH_ROWS:
             self._piece()
 
     def _piece(self) -> None:
-        arrays = [pa.array(values, type=field.type) for values, field in zip(self._columns, PIECE_SCHEMA, strict=True)]
+        columns = zip(*self._rows, strict=True)
+        arrays = [pa.array(values, type=field.type) for values, field in zip(columns, PIECE_SCHEMA, strict=True)]
         self._pieces.append(pa.RecordBatch.from_arrays(arrays, schema=PIECE_SCHEMA))
-        self._columns = [[] for _ in PIECE_SCHEMA.names]
+        self._rows = []
 
     def finish(self) -> Iterator[pa.RecordBatch]:
         """The chunk's runs, in batches of at most :data:`BATCH_BYTES` (nothing when it had no segment)."""
-        if self._columns[0]:
+        if self._rows:
             self._piece()
         if not self._pieces:
             return
@@ -374,14 +369,21 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
             records += 1
             yield record
 
+    # Each flow's name, or None for a flow without a broker port (formatting addresses per segment cost more
+    # than reading the frames).
+    names: dict[FlowKey, str | None] = {}
     try:
         for index, segment in segments(counted(), skipped):
             key = flow_key(segment)
-            if not is_broker_flow(key, options.broker_ports):
+            if key in names:
+                name = names[key]
+            else:
+                name = names[key] = flow_id(key) if is_broker_flow(key, options.broker_ports) else None
+            if name is None:
                 skipped["not a broker port"] += 1
                 continue
             kept += 1
-            runs.add(flow_id(key), index, segment)
+            runs.add(name, index, segment)
     except CaptureError as exc:
         error = {"offset": exc.offset, "detail": exc.detail}
     except (OSError, sources.AuditInputError) as exc:
@@ -480,7 +482,7 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
     writers = {
         table: TableWriter(options.out_dir, table, part) for table in ("packets", "violations", "connections", "gaps")
     }
-    judged = Columns(JUDGED_SCHEMA.names)
+    judged = Columns(tuple(JUDGED_SCHEMA.names))
     for flow, table in _flow_groups(batches):
         if flow is None:
             for capture, note in zip(
@@ -494,7 +496,7 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
             judged.add(**row)
         if len(judged) >= BATCH_ROWS:
             yield columns_table([judged], JUDGED_SCHEMA).to_batches()[0]
-            judged = Columns(JUDGED_SCHEMA.names)
+            judged = Columns(tuple(JUDGED_SCHEMA.names))
     for writer in writers.values():
         writer.close()
     if len(judged):
@@ -665,7 +667,7 @@ def replay_group(table: pa.Table, options: AuditOptions) -> pa.Table:
     writers["routing_findings"].add(findings)
     for writer in writers.values():
         writer.close()
-    row = Columns(REPLAYED_SCHEMA.names)
+    row = Columns(tuple(REPLAYED_SCHEMA.names))
     row.add(
         broker=broker,
         shard=shard,
