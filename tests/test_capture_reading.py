@@ -323,3 +323,38 @@ def test_reading_a_chunk_holds_memory_bounded_by_the_chunk_not_the_file(tmp_path
         # The chunk's bytes, the records cut from them, and one record of slack.
         assert peaks[target] < 4 * target + 64 * 1024, (target, peaks[target])
     assert peaks[32 * 1024] < size / 50
+
+
+def reference_boundaries(data: bytes, byteorder: str, target: int) -> list[tuple[int, int, int]]:
+    """(start, end, first record) of each chunk, by walking every record header one at a time."""
+    out: list[tuple[int, int, int]] = []
+    start = pos = GLOBAL_HEADER_SIZE
+    first = index = 0
+    while pos + 16 <= len(data):
+        if pos - start >= target:
+            out.append((start, pos, first))
+            start, first = pos, index
+        pos += 16 + struct.unpack_from(byteorder + "I", data, pos + 8)[0]
+        index += 1
+    out.append((start, len(data), first))
+    return out
+
+
+@pytest.mark.parametrize("byteorder", ["<", ">"])
+@pytest.mark.parametrize("window", [16, 37, 64, 1 << 20])
+@pytest.mark.parametrize("target", [1, 100, 1000])
+def test_chunk_boundaries_do_not_depend_on_byte_order_or_the_planner_window(
+    byteorder: str, window: int, target: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mqttaudit.capture import chunks as planner
+
+    monkeypatch.setattr(planner, "WINDOW", window)
+    written = [(EPOCH + i, bytes([i]) * (i * 7 % 90)) for i in range(60)]
+    data = writer.pcap_bytes(written, ETHERNET, byteorder=byteorder)
+    planned = [(c.start, c.end, c.first_index) for c in plan_chunks(opener(data), target)]
+    assert planned == reference_boundaries(data, byteorder, target)
+    # A record cut off by the end of the file stays in the last chunk.
+    cut = data[:-5]
+    assert [(c.start, c.end, c.first_index) for c in plan_chunks(opener(cut), target)] == reference_boundaries(
+        cut, byteorder, target
+    )

@@ -117,7 +117,7 @@ def plan_chunks(source: Source, target_bytes: int, *, name: str | None = None, s
 def _plan_pcap(window: _Window, size: int, header: pcap.PcapHeader, target: int, label: str) -> list[Chunk]:
     chunks: list[Chunk] = []
     interfaces = (header.interface,)
-    caplen_of = struct.Struct(header.byteorder + "8xI").unpack_from
+    little = header.byteorder == "<"
     limit = pcap.caplen_limit(header.snaplen)
     start = pos = pcap.GLOBAL_HEADER_SIZE
     first = index = 0
@@ -125,11 +125,14 @@ def _plan_pcap(window: _Window, size: int, header: pcap.PcapHeader, target: int,
         if pos - start >= target:
             chunks.append(Chunk(label, PCAP, start, pos, first, header.byteorder, interfaces))
             start, first = pos, index
-        caplen = caplen_of(window.get(pos, pcap.RECORD_HEADER_SIZE))[0]
-        if caplen > limit:
-            raise CaptureError(label, pos, f"record {index} declares {caplen} captured bytes, above the {limit}")
-        pos += pcap.RECORD_HEADER_SIZE + caplen
-        index += 1
+        # As many headers as the window holds, up to where the chunk is full.
+        data = window.get(pos, min(WINDOW, size - pos))
+        reached, count, caplen = pcap.skip_records(data, start + target - pos, little, limit)
+        if caplen >= 0:
+            at = pos + reached
+            raise CaptureError(label, at, f"record {index + count} declares {caplen} captured bytes, above the {limit}")
+        pos += reached
+        index += count
     if size > start:
         chunks.append(Chunk(label, PCAP, start, size, first, header.byteorder, interfaces))
     return chunks

@@ -67,6 +67,27 @@ def caplen_limit(snaplen: int) -> int:
     return max(snaplen, MAX_CAPLEN)
 
 
+def skip_records(data: bytes, stop: int, little_endian: bool, limit: int) -> tuple[int, int, int]:
+    """Walks the record headers at the start of ``data`` (which begins at a record): returns the offset reached
+    (the next record, possibly beyond ``data``), the records passed, and the captured length of a record that
+    declares more than ``limit`` (-1 when none does; the walk stops at it). The walk stops before a header that is
+    not wholly in ``data`` and at the first record that starts at or after ``stop``. (The chunk planner's inner
+    loop: one pass over every record header of a capture.)"""
+    offset = count = 0
+    size = len(data)
+    while offset + RECORD_HEADER_SIZE <= size and offset < stop:
+        at = offset + 8
+        if little_endian:
+            caplen = data[at] | data[at + 1] << 8 | data[at + 2] << 16 | data[at + 3] << 24
+        else:
+            caplen = data[at] << 24 | data[at + 1] << 16 | data[at + 2] << 8 | data[at + 3]
+        if caplen > limit:
+            return offset, count, caplen
+        offset += RECORD_HEADER_SIZE + caplen
+        count += 1
+    return offset, count, -1
+
+
 class PcapParser:
     """Parses whole records out of the bytes handed to :meth:`parse`; keeps the record index and file offset of
     the next record between calls, so a file can be handed in piece by piece."""

@@ -42,8 +42,10 @@ if TYPE_CHECKING:
 
 DEFAULT_CHUNK_BYTES = 64 * 1024 * 1024
 MIN_CHUNK_BYTES = 1024 * 1024
-#: Tasks per core of the reading and judging stages (a few, so that unequal tasks even out).
+#: Tasks per core of the reading stage (a few, so that unequal chunks even out).
 CHUNKS_PER_CORE = 4
+#: Tasks per core of the judging stage: flows differ widely in length, so more, smaller shares even out better.
+FLOW_PARTITIONS_PER_CORE = 8
 TABLES = ("packets", "violations", "connections", "deliveries", "routing_findings", "gaps")
 SAMPLES_PER_RULE = 5
 REPORT_ROWS = 200
@@ -75,6 +77,14 @@ def _end_time_ns(path: str, chunks: list[Any]) -> int | None:
     return last
 
 
+def chunk_size(total: int, largest: int, parallelism: int) -> int:
+    """The chunk size for ``total`` bytes of captures: at most ``largest``, at least :data:`MIN_CHUNK_BYTES`, and
+    such that the chunks come in a multiple of ``parallelism``, at least :data:`CHUNKS_PER_CORE` per core (the
+    reading stage runs one task per chunk: equal shares keep every core busy until the stage ends)."""
+    per_core = max(CHUNKS_PER_CORE, -(-total // (largest * parallelism)))
+    return max(min(largest, -(-total // (parallelism * per_core))), MIN_CHUNK_BYTES)
+
+
 def run_audit(
     paths: Sequence[str],
     out_dir: Path,
@@ -101,8 +111,7 @@ def run_audit(
             sizes[path] = sources.size(path)
         except (OSError, sources.AuditInputError):
             continue
-    # Chunks of at most ``chunk_bytes``, and small enough that every core gets several of them.
-    chunk_bytes = min(chunk_bytes, max(sum(sizes.values()) // (parallelism * CHUNKS_PER_CORE), MIN_CHUNK_BYTES))
+    chunk_bytes = chunk_size(sum(sizes.values()), chunk_bytes, parallelism)
     progress(f"planning chunks of {len(files)} capture(s) ({chunk_bytes:,} bytes at most each)")
     chunk_rows: list[dict[str, Any]] = []
     captures: list[dict[str, Any]] = []
@@ -152,7 +161,6 @@ def _run(
     out_dir: Path,
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
-    import pyarrow as pa
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -160,15 +168,18 @@ def _run(
         shutil.rmtree(out_dir / table, ignore_errors=True)
         (out_dir / table).mkdir(parents=True)
     parallelism = max(session.sparkContext.defaultParallelism, 1)
+    # One chunk per task (the scheduler hands the next chunk to whichever core is free).
     chunks = session.createDataFrame(
-        pa.Table.from_pylist(chunk_rows, schema=CHUNK_SCHEMA).to_pandas() if chunk_rows else [],
+        session.sparkContext.parallelize(
+            [tuple(row[name] for name in CHUNK_SCHEMA.names) for row in chunk_rows], max(len(chunk_rows), 1)
+        ),
         schema=ddl(CHUNK_SCHEMA),
-    ).repartition(max(min(len(chunk_rows), parallelism * CHUNKS_PER_CORE), 1))
+    )
     progress(f"reading {len(chunk_rows)} chunk(s), then reassembling and judging connections")
     segments = chunks.mapInArrow(partial(read_segments, options=options), ddl(SEGMENT_SCHEMA))
     # Every flow's runs of segments together in one task; the chunk notes (no flow) come through as they are.
     judged = (
-        segments.repartition(parallelism * CHUNKS_PER_CORE, "flow")
+        segments.repartition(parallelism * FLOW_PARTITIONS_PER_CORE, "flow")
         .sortWithinPartitions("flow", "capture", "first_record")
         .mapInArrow(flow_judge(options), ddl(JUDGED_SCHEMA))
         .persist(StorageLevel.MEMORY_AND_DISK)
