@@ -68,7 +68,9 @@ JUDGE = [
 # The audit's per-connection glue: the judge's findings and each packet as table rows (once per packet), and the
 # replay's rows (once per expectation).
 PIPELINE = [f"src/mqttaudit/pipeline/{name}.py" for name in ("conversations", "replay")]
-COMPILED = CODEC + CAPTURE + JUDGE + PIPELINE
+# Topic matching: the judge's subscription checks and the replay's routing look-ups.
+TOPICS = [f"src/mqttaudit/topics/{name}.py" for name in ("matching", "trie", "validation")]
+COMPILED = CODEC + CAPTURE + JUDGE + PIPELINE + TOPICS
 
 
 class OptionalBuildExt(build_ext):

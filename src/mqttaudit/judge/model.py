@@ -347,7 +347,7 @@ def build(
     for message in messages:
         if message.publish.retain:
             retained.setdefault(message.publish.topic, []).append(message)
-    topics = TopicIndex(message.publish.topic for message in messages)
+    topics = TopicIndex(dict.fromkeys(message.publish.topic for message in messages))  # each topic once
     model = Model(links, sessions, messages, retained, SessionFilters(sessions), topics)
     for message in messages:
         model.by_key.setdefault(message.key, []).append(message)
