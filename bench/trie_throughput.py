@@ -63,6 +63,7 @@ from typing import Any
 from machine import cpu_model, pin_to_one_cpu  # bench/machine.py
 from mqttaudit import codec
 from mqttaudit.topics import ReferenceMatcher, TopicTrie
+from mqttaudit.topics import trie as trie_module
 
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_JSON = BENCH_DIR / "results-trie.json"
@@ -500,8 +501,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"## Routing oracle throughput ({len(subscriptions):,} subscriptions, {args.namespaces} namespaces)\n")
     build = "compiled (mypyc)" if codec.COMPILED else "pure Python"
+    trie_build = "pure Python" if (trie_module.__file__ or "").endswith(".py") else "compiled (mypyc)"
     print(
-        f"Python {platform.python_version()}, codec build: {build} (the trie is pure Python either way), "
+        f"Python {platform.python_version()}, codec build: {build}, trie build: {trie_build}, "
         f"paho-mqtt {paho_version()}, CPU: {cpu_model()} (pinned: {pinned})"
     )
     print(
