@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mqttaudit.cli.main import main
-from mqttaudit.pipeline.audit import TABLES, run_audit
+from mqttaudit.pipeline.audit import CHUNKS_PER_CORE, MIN_CHUNK_BYTES, TABLES, chunk_size, run_audit
 from mqttaudit.pipeline.sources import AuditInputError
 from mqttaudit.probe.brokers import BrokerUnavailable, start_broker
 from mqttaudit.probe.recorder import tcpdump_recording
@@ -234,3 +236,19 @@ def test_the_demo_runs_the_whole_job(spark: SparkSession, tmp_path: Path, capsys
     summary = json.loads((tmp_path / "audit" / "summary.json").read_text())
     assert summary["counts"]["violations_by_actor"].get("client", 0) >= len(MISBEHAVIOUR)
     assert summary["counts"]["routing_findings"] == 0
+
+
+@given(
+    total=st.integers(0, 1 << 40),
+    largest=st.integers(MIN_CHUNK_BYTES, 1 << 30),
+    parallelism=st.integers(1, 64),
+)
+def test_chunks_are_bounded_and_come_in_a_multiple_of_the_cores(total: int, largest: int, parallelism: int) -> None:
+    size = chunk_size(total, largest, parallelism)
+    assert MIN_CHUNK_BYTES <= size <= largest
+    chunks = -(-total // size)
+    if size > MIN_CHUNK_BYTES:  # not held up by the floor: every core gets at least four, in equal shares but one
+        assert chunks >= CHUNKS_PER_CORE * parallelism
+        per_core = -(-total // (largest * parallelism))
+        assert chunks <= parallelism * max(CHUNKS_PER_CORE, per_core)
+        assert chunks > parallelism * (max(CHUNKS_PER_CORE, per_core) - 1)

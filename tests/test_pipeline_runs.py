@@ -114,3 +114,19 @@ def test_batches_are_cut_by_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_chunk_without_segments_hands_on_nothing() -> None:
     assert list(Runs("cap.pcap").finish()) == []
+
+
+def test_a_flow_of_large_segments_is_cut_into_runs_of_bounded_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stages, "RUN_BYTES", 10_000)
+    runs = Runs("cap.pcap")
+    for record in range(7):
+        runs.add("a|b", record, segment(record, CLIENT_A, BROKER, record, bytes(4_000)))
+    runs.add("a|b", 7, segment(7, CLIENT_A, BROKER, 7, bytes(30_000)))  # above the bound alone: a run of its own
+    runs.add("a|b", 8, segment(8, CLIENT_A, BROKER, 8, b"x"))
+    batches = list(runs.finish())
+    records = [
+        decode_run("cap.pcap", blob.as_buffer()).column("record").to_pylist()
+        for batch in batches
+        for blob in batch.column("segments")
+    ]
+    assert records == [[0, 1], [2, 3], [4, 5], [6], [7], [8]]

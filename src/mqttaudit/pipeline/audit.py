@@ -79,8 +79,8 @@ def _end_time_ns(path: str, chunks: list[Any]) -> int | None:
 
 def chunk_size(total: int, largest: int, parallelism: int) -> int:
     """The chunk size for ``total`` bytes of captures: at most ``largest``, at least :data:`MIN_CHUNK_BYTES`, and
-    such that the chunks come in a multiple of ``parallelism``, at least :data:`CHUNKS_PER_CORE` per core (the
-    reading stage runs one task per chunk: equal shares keep every core busy until the stage ends)."""
+    such that every core gets as many chunks, at least :data:`CHUNKS_PER_CORE` (the reading stage runs one task
+    per chunk: equal shares keep every core busy until the stage ends)."""
     per_core = max(CHUNKS_PER_CORE, -(-total // (largest * parallelism)))
     return max(min(largest, -(-total // (parallelism * per_core))), MIN_CHUNK_BYTES)
 

@@ -254,8 +254,10 @@ def tune_gc() -> None:
 # -- stage 1: chunks -> runs of segments --------------------------------------------------------------------------
 
 BATCH_ROWS = 8192
-#: Segments of one run at most (a longer stretch of one flow in one chunk becomes several runs).
+#: Segments and payload bytes of one run at most (a longer stretch of one flow in one chunk becomes several runs;
+#: loopback captures hold segments of up to 64 KB).
 RUN_SEGMENTS = 16384
+RUN_BYTES = 8 * 1024 * 1024
 #: Bytes of runs per batch handed to Spark at most.
 BATCH_BYTES = 16 * 1024 * 1024
 
@@ -301,7 +303,8 @@ class Runs:
 
     Segments are turned into Arrow data every :data:`BATCH_ROWS` (so that the chunk's segments do not stay alive
     as Python objects for the collector to walk); when the chunk ends they are ordered by flow and record, and
-    each flow's segments become runs of at most :data:`RUN_SEGMENTS`, one serialized record batch each."""
+    each flow's segments become runs of at most :data:`RUN_SEGMENTS` and :data:`RUN_BYTES`, one serialized record
+    batch each."""
 
     def __init__(self, capture: str) -> None:
         self.capture = capture
@@ -330,11 +333,12 @@ class Runs:
         table = table.take(pc.sort_indices(table, sort_keys=[("flow", "ascending"), ("record", "ascending")]))
         flows = pc.run_end_encode(table.column("flow").combine_chunks())
         segments = table.select(RUN_SCHEMA.names).combine_chunks()
+        lengths = pc.binary_length(segments.column("payload")).to_pylist()
         done = _segment_columns()
         size = start = 0
         for flow, end in zip(flows.values.to_pylist(), flows.run_ends.to_pylist(), strict=True):
-            for first in range(start, end, RUN_SEGMENTS):
-                run = segments.slice(first, min(RUN_SEGMENTS, end - first)).to_batches()[0]
+            for first, last in _cuts(lengths, start, end):
+                run = segments.slice(first, last - first).to_batches()[0]
                 blob = run.serialize().to_pybytes()
                 done["flow"].append(flow)
                 done["capture"].append(self.capture)
@@ -348,6 +352,18 @@ class Runs:
             start = end
         if done["flow"]:
             yield _batch(done)
+
+
+def _cuts(lengths: list[int], start: int, end: int) -> Iterator[tuple[int, int]]:
+    """Segments ``[start, end)`` of one flow cut into runs of at most :data:`RUN_SEGMENTS` segments and
+    :data:`RUN_BYTES` of payload (a longer segment is a run of its own)."""
+    first, size = start, 0
+    for index in range(start, end):
+        if index > first and (index - first >= RUN_SEGMENTS or size + lengths[index] > RUN_BYTES):
+            yield first, index
+            first, size = index, 0
+        size += lengths[index]
+    yield first, end
 
 
 def decode_run(capture: str, blob: pa.Buffer) -> pa.RecordBatch:
