@@ -29,6 +29,7 @@ from .stages import (
     JUDGED_SCHEMA,
     REPLAYED_SCHEMA,
     SEGMENT_SCHEMA,
+    TRANSCRIPTS_DIR,
     AuditOptions,
     broker_replayer,
     ddl,
@@ -164,7 +165,7 @@ def _run(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    for table in TABLES:
+    for table in (*TABLES, TRANSCRIPTS_DIR):
         shutil.rmtree(out_dir / table, ignore_errors=True)
         (out_dir / table).mkdir(parents=True)
     parallelism = max(session.sparkContext.defaultParallelism, 1)
@@ -201,9 +202,8 @@ def _run(
             "server",
             "shard",
             "flow",
-            F.when(F.col("home") == F.col("shard"), F.col("transcript"))
-            .otherwise(F.col("sources"))
-            .alias("transcript"),
+            "transcripts",
+            "transcript_row",
             (F.col("home") == F.col("shard")).alias("own"),
         )
         .repartition(len(keys), "shard")  # one task per shard: each key hashes to its own partition
@@ -211,6 +211,7 @@ def _run(
         .applyInArrow(broker_replayer(options), ddl(REPLAYED_SCHEMA))
         .collect()
     )
+    shutil.rmtree(out_dir / TRANSCRIPTS_DIR, ignore_errors=True)
     progress("adding up the summary")
     for table in TABLES:
         _ensure_readable(out_dir / table, table)
@@ -241,7 +242,7 @@ def _shards(known: DataFrame, keys: list[int], session: SparkSession) -> DataFra
     from pyspark.sql import functions as F
 
     weights = (
-        known.select("client_key", (F.length("transcript") - F.length("sources") + F.lit(64)).alias("weight"))
+        known.select("client_key", (F.col("transcript_bytes") - F.col("sources_bytes") + F.lit(64)).alias("weight"))
         .groupBy("client_key")
         .agg(F.sum("weight").alias("weight"))
         .collect()

@@ -27,7 +27,7 @@ import os
 import pickle
 import posixpath
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,15 +167,18 @@ SEGMENT_SCHEMA = pa.schema(
 )
 COUNT_COLUMNS = ("stream_bytes", "packet_bytes", "malformed_bytes", "gap_bytes", "unassessable_bytes")
 #: What the judging stage hands back to Spark per connection (the tables it writes itself): what the summary
-#: adds up, and the transcript the routing replay needs. A row with ``note`` set carries a chunk's note instead.
+#: adds up, and where the routing replay finds the connection's transcript (:class:`TranscriptWriter`). A row with
+#: ``note`` set carries a chunk's note instead.
 JUDGED_SCHEMA = pa.schema(
     [
         ("flow", pa.string()),
         ("capture", pa.string()),
         ("server", pa.string()),
         ("client_id", pa.string()),
-        ("transcript", pa.binary()),
-        ("sources", pa.binary()),
+        ("transcripts", pa.string()),
+        ("transcript_row", pa.int64()),
+        ("transcript_bytes", pa.int64()),
+        ("sources_bytes", pa.int64()),
         *[(name, pa.int64()) for name in COUNT_COLUMNS],
         ("packet_count", pa.int64()),
         ("start", pa.float64()),
@@ -469,6 +472,62 @@ class TableWriter:
             os.replace(self._hidden, self._path)
 
 
+#: The folder of the output directory where the judging tasks leave the transcripts for the routing replay (the
+#: audit removes it when the replay is done).
+TRANSCRIPTS_DIR = "_transcripts"
+#: Each connection's transcript, whole and as a source of messages only (:func:`~.conversations.sources`).
+TRANSCRIPT_SCHEMA = pa.schema([("transcript", pa.binary()), ("sources", pa.binary())])
+
+
+class TranscriptWriter:
+    """The transcripts one judging task hands to the routing replay, as one Arrow IPC file in the output directory
+    that the replay tasks read memory-mapped: the blobs (a large share of the audit's bytes) never pass through
+    the JVM. Like :class:`TableWriter`, the file is written under a hidden name and published when the task
+    completes."""
+
+    BATCH = 1024
+
+    def __init__(self, directory: str, part: str) -> None:
+        self.name = f"part-{part}.arrow"
+        self.rows = 0
+        self._path = posixpath.join(directory, TRANSCRIPTS_DIR, self.name)
+        self._hidden = posixpath.join(directory, TRANSCRIPTS_DIR, f".{self.name}.tmp")
+        self._pending: tuple[list[bytes], list[bytes]] = ([], [])
+        self._writer: pa.ipc.RecordBatchFileWriter | None = None
+
+    def add(self, transcript: bytes, sources: bytes) -> int:
+        """Adds one connection's transcript; returns its row in the file."""
+        self._pending[0].append(transcript)
+        self._pending[1].append(sources)
+        self.rows += 1
+        if len(self._pending[0]) >= self.BATCH:
+            self._flush()
+        return self.rows - 1
+
+    def _flush(self) -> None:
+        if self._writer is None:
+            self._writer = pa.ipc.new_file(self._hidden, TRANSCRIPT_SCHEMA)
+        arrays = [pa.array(values, type=pa.binary()) for values in self._pending]
+        self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=TRANSCRIPT_SCHEMA))
+        self._pending = ([], [])
+
+    def close(self) -> None:
+        """Writes what is left and publishes the file (nothing for a task that judged no connection)."""
+        if self._pending[0]:
+            self._flush()
+        if self._writer is not None:
+            self._writer.close()
+            os.replace(self._hidden, self._path)
+
+
+def read_transcripts(directory: str, names: Iterable[str]) -> dict[str, pa.Table]:
+    """The transcript files ``names`` of an audit's output directory, memory-mapped."""
+    return {
+        name: pa.ipc.open_file(pa.memory_map(posixpath.join(directory, TRANSCRIPTS_DIR, name))).read_all()
+        for name in set(names)
+    }
+
+
 def columns_table(parts: Sequence[Columns], schema: pa.Schema) -> pa.Table:
     """The rows of several column sets, one after the other, as one table, built column by column."""
     arrays = [pa.array([v for part in parts for v in part.data[field.name]], type=field.type) for field in schema]
@@ -498,6 +557,7 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
     writers = {
         table: TableWriter(options.out_dir, table, part) for table in ("packets", "violations", "connections", "gaps")
     }
+    transcripts = TranscriptWriter(options.out_dir, part)
     judged = Columns(tuple(JUDGED_SCHEMA.names))
     for flow, table in _flow_groups(batches):
         if flow is None:
@@ -509,12 +569,20 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
         for row in judge_segments(table, options):
             for name, writer in writers.items():
                 writer.add(row[name])
-            judged.add(**row)
+            transcript, source = row.pop("transcript"), row.pop("sources")
+            judged.add(
+                **row,
+                transcripts=transcripts.name,
+                transcript_row=transcripts.add(transcript, source),
+                transcript_bytes=len(transcript),
+                sources_bytes=len(source),
+            )
         if len(judged) >= BATCH_ROWS:
             yield columns_table([judged], JUDGED_SCHEMA).to_batches()[0]
             judged = Columns(tuple(JUDGED_SCHEMA.names))
     for writer in writers.values():
         writer.close()
+    transcripts.close()
     if len(judged):
         yield columns_table([judged], JUDGED_SCHEMA).to_batches()[0]
 
@@ -665,16 +733,22 @@ def _side(audit: FlowAudit, side: int) -> str:
 
 
 def replay_group(table: pa.Table, options: AuditOptions) -> pa.Table:
-    """One shard of one broker: every connection's transcript, whole for the flows of the shard's ClientIds
-    (``own``), as message sources for the others. Writes its deliveries and routing findings; returns their
-    counts and what it could not decide."""
+    """One shard of one broker: every connection's transcript (where its judging task left it), whole for the flows
+    of the shard's ClientIds (``own``), as message sources for the others. Writes its deliveries and routing
+    findings; returns their counts and what it could not decide."""
     tune_gc()
     broker = table.column("server")[0].as_py()
     shard = table.column("shard")[0].as_py()
     flows = table.column("flow").to_pylist()
-    own = [flow for flow, mine in zip(flows, table.column("own").to_pylist(), strict=True) if mine]
-    # Each transcript's bytes are copied out of Arrow only while it is unpickled.
-    blobs = (blob.as_py() for blob in table.column("transcript"))
+    mine = table.column("own").to_pylist()
+    own = [flow for flow, owned in zip(flows, mine, strict=True) if owned]
+    files = table.column("transcripts").to_pylist()
+    opened = read_transcripts(options.out_dir, files)
+    # Each transcript's bytes are copied out of the mapped file only while it is unpickled.
+    blobs = (
+        opened[name].column("transcript" if owned else "sources")[row].as_buffer().to_pybytes()
+        for name, row, owned in zip(files, table.column("transcript_row").to_pylist(), mine, strict=True)
+    )
     batches, findings, undecided = replay_batches(broker, zip(flows, blobs, strict=True), options.judge_config, own)
     part = _part_name(hashlib.blake2b(broker.encode(), digest_size=6).hexdigest(), shard)
     writers = {name: TableWriter(options.out_dir, name, part) for name in ("deliveries", "routing_findings")}
