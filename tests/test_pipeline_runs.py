@@ -1,16 +1,25 @@
-"""The reading stage's runs of segments (pure, no Spark): every segment of a chunk reaches the judging stage once,
-with its flow, capture and record, in its flow's order, however the flows interleave and however long they are."""
+"""What the audit's stages hand each other besides Spark rows (pure, no Spark): the reading stage's runs of segments
+(every segment of a chunk reaches the judging stage once, with its flow, capture and record, in its flow's order,
+however the flows interleave and however long they are), and the judging stage's transcript files."""
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from mqttaudit.capture import Segment
 from mqttaudit.pipeline import stages
-from mqttaudit.pipeline.stages import SEGMENT_SCHEMA, Runs, decode_run
+from mqttaudit.pipeline.stages import (
+    SEGMENT_SCHEMA,
+    TRANSCRIPTS_DIR,
+    Runs,
+    TranscriptWriter,
+    decode_run,
+    read_transcripts,
+)
 
 CLIENT_A = (b"\x0a\x00\x00\x02", 50000)
 CLIENT_B = (b"\x0a\x00\x00\x03", 50001)
@@ -130,3 +139,25 @@ def test_a_flow_of_large_segments_is_cut_into_runs_of_bounded_bytes(monkeypatch:
         for blob in batch.column("segments")
     ]
     assert records == [[0, 1], [2, 3], [4, 5], [6], [7], [8]]
+
+
+def test_transcripts_are_handed_to_the_replay_through_a_file_published_when_the_task_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(TranscriptWriter, "BATCH", 2)
+    (tmp_path / TRANSCRIPTS_DIR).mkdir()
+    writer = TranscriptWriter(str(tmp_path), "00003")
+    written = [(bytes([n]) * n, bytes([n])) for n in range(5)]
+    assert [writer.add(whole, source) for whole, source in written] == [0, 1, 2, 3, 4]
+    assert all(p.name.startswith(".") for p in (tmp_path / TRANSCRIPTS_DIR).iterdir())  # hidden until done
+    writer.close()
+    table = read_transcripts(str(tmp_path), [writer.name, writer.name])[writer.name]
+    read = zip(table.column("transcript").to_pylist(), table.column("sources").to_pylist(), strict=True)
+    assert list(read) == written
+    assert sorted(p.name for p in (tmp_path / TRANSCRIPTS_DIR).iterdir()) == [writer.name]
+
+
+def test_a_task_without_connections_leaves_no_transcript_file(tmp_path: Path) -> None:
+    (tmp_path / TRANSCRIPTS_DIR).mkdir()
+    TranscriptWriter(str(tmp_path), "00000").close()
+    assert list((tmp_path / TRANSCRIPTS_DIR).iterdir()) == []
