@@ -60,6 +60,7 @@ JUDGE = [
         "obligations",
         "pairing",
         "routing",
+        "sides",
         "subscriptions",
         "verdict",
         "violations",

@@ -28,10 +28,11 @@ decide is *not assessable*, never a pass. :data:`CHECKED_RULES` lists every rule
 
 from .config import JudgeConfig
 from .conversation import ConversationJudge, judge
-from .events import Closed, Event, Lost, Quiet, Sent, peer
+from .events import Closed, Event, Lost, Quiet, Sent
 from .model import ExpectedDelivery
 from .rules import CHECKED_RULES, ENFORCED_CODEC_RULES, OWN_RULES
 from .scenario import expected_deliveries, judge_scenario
+from .sides import peer
 from .transcript import Transcript
 from .verdict import Finding, Judgement, combine
 

@@ -222,8 +222,7 @@ class Connection:
                 seen.event,
                 seen.time,
                 seen.time + config.answer_timeout,
-                "send CONNACK",
-                reaction.why,
+                ("send CONNACK", reaction.why),
                 OnClose.EXCUSES if reaction.close_excuses else OnClose.BREAKS,
                 informs=(rules.PLAIN_CLIENT_ID_ALLOWED,) if PLAIN_CLIENT_ID.fullmatch(connect.client_id) else (),
             )
@@ -241,8 +240,10 @@ class Connection:
                 seen.event,
                 seen.time,
                 seen.time + grace,
-                "close the connection after DISCONNECT",
-                f"the client closes the connection after sending DISCONNECT (within {grace:g} s)",
+                (
+                    "close the connection after DISCONNECT",
+                    f"the client closes the connection after sending DISCONNECT (within {grace:g} s)",
+                ),
                 OnClose.FULFILS,
             )
         )
@@ -325,9 +326,11 @@ class Connection:
                     seen.event,
                     seen.time,
                     seen.time + grace,
-                    "close the connection after refusing it",
-                    f"after CONNACK with return code 0x{code:02x} the server closes the connection (within "
-                    f"{grace:g} s)",
+                    (
+                        "close the connection after refusing it",
+                        f"after CONNACK with return code 0x{code:02x} the server closes the connection (within "
+                        f"{grace:g} s)",
+                    ),
                     OnClose.FULFILS,
                 )
             )

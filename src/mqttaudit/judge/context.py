@@ -9,8 +9,8 @@ from mqttaudit.codec import Direction, Frame, Packet, Publish, Violation
 from mqttaudit.codec import rules as codec_rules
 
 from .config import JudgeConfig
-from .events import peer, side_name
 from .obligations import Obligations
+from .sides import peer, side_name
 from .transcript import Transcript
 from .verdict import Ledger
 

@@ -15,10 +15,11 @@ from .config import JudgeConfig
 from .connection import Connection
 from .context import Context, Seen
 from .deliveries import Deliveries
-from .events import Closed, Event, Lost, Quiet, Sent, side_name
+from .events import Closed, Event, Lost, Quiet, Sent
 from .keepalive import KeepAlive
 from .obligations import Obligations
 from .pairing import Pairing
+from .sides import side_name
 from .subscriptions import Subscriptions
 from .transcript import Transcript
 from .verdict import Finding, Judgement, Ledger

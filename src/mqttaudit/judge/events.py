@@ -47,13 +47,3 @@ class Lost:
 
 
 Event = Sent | Closed | Quiet | Lost
-
-
-def peer(side: Direction) -> Direction:
-    """The other end of the connection."""
-    return Direction.FROM_SERVER if side is Direction.FROM_CLIENT else Direction.FROM_CLIENT
-
-
-def side_name(side: Direction) -> str:
-    """ "client" or "server", for details (without Enum's Python-level ``value`` property: once per packet)."""
-    return "client" if side is Direction.FROM_CLIENT else "server"

@@ -115,9 +115,11 @@ class KeepAlive:
                 last.event,
                 last.time,
                 last.time + limit + config.keep_alive_slack,
-                f"close the connection of a client silent for {limit:g} s (Keep Alive {period:g} s)",
-                f"the server disconnects a client that sends nothing for {config.keep_alive_factor:g} times its "
-                "Keep Alive",
+                lambda: (
+                    f"close the connection of a client silent for {limit:g} s (Keep Alive {period:g} s)",
+                    f"the server disconnects a client that sends nothing for {config.keep_alive_factor:g} times "
+                    "its Keep Alive",
+                ),
                 OnClose.FULFILS,
                 exercised_after=last.time + period,
             )

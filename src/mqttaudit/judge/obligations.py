@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from mqttaudit.codec import Direction
 
-from .events import Closed, peer, side_name
+from .events import Closed
+from .sides import peer, side_name
 from .verdict import Ledger
 
 
@@ -38,9 +39,10 @@ class Obligation:
     event: int
     since: float
     due: float
-    #: What is owed, as a verb phrase: "close the connection", "send PUBACK for PUBLISH id 7".
-    owed: str
-    expected: str
+    #: What is owed, as a verb phrase ("close the connection", "send PUBACK for PUBLISH id 7"), and what a
+    #: conforming side does; or a function that says both, for the obligations opened once per packet (their text
+    #: is read only when one is broken or undecided).
+    text: tuple[str, str] | Callable[[], tuple[str, str]]
     on_close: OnClose
     #: A close before this time does not exercise the rule at all (Keep Alive: the client was not silent long
     #: enough for the close to be an answer to its silence).
@@ -63,6 +65,18 @@ class Obligation:
     @property
     def limit(self) -> float:
         return self.due - self.since
+
+    @property
+    def owed(self) -> str:
+        return self._text()[0]
+
+    @property
+    def expected(self) -> str:
+        return self._text()[1]
+
+    def _text(self) -> tuple[str, str]:
+        text = self.text
+        return text if isinstance(text, tuple) else text()
 
 
 class Obligations:

@@ -17,8 +17,8 @@ from mqttaudit.codec import rules as codec_rules
 from . import rules
 from .connection import Connection
 from .context import Context, Seen, describe
-from .events import peer, side_name
 from .obligations import Obligation, OnClose
+from .sides import peer, side_name
 from .subscriptions import FAILURE, Subscriptions
 from .transcript import Published, Subscribed, Unsubscribed
 from .violations import Offences
@@ -265,25 +265,27 @@ class Pairing:
 
     def _expect(self, flow: Flow) -> None:
         """Opens the obligation of the flow's next step, unless the packet it answers must not be answered."""
-        step = STEPS[flow.stage]
+        stage, last = flow.stage, flow.last
+        step = STEPS[stage]
         owing = flow.owner if step.by_owner else peer(flow.owner)
         rule = flow.missing or step.missing
         request = flow.request.packet
-        if not self._owes_answer(flow.last):
+        if not self._owes_answer(last):
             return
         limit = self._ctx.config.answer_timeout
         flow.due = self._ctx.obligations.open(
             Obligation(
                 rule,
                 owing,
-                flow.last.event,
-                flow.last.time,
-                flow.last.time + limit,
-                f"send {flow.stage.name} for {describe(request)}",
-                f"the {side_name(owing)} answers {describe(flow.last.packet)} with {flow.stage.name} "
-                f"(within {limit:g} s)",
+                last.event,
+                last.time,
+                last.time + limit,
+                lambda: (
+                    f"send {stage.name} for {describe(request)}",
+                    f"the {side_name(owing)} answers {describe(last.packet)} with {stage.name} (within {limit:g} s)",
+                ),
                 OnClose.EXCUSES,
-                informs=_informs(flow.stage, owing, rule),
+                informs=_informs(stage, owing, rule),
             )
         )
 
@@ -457,8 +459,7 @@ class Pairing:
                     seen.event,
                     seen.time,
                     seen.time + limit,
-                    "send PINGRESP",
-                    f"the server answers PINGREQ with PINGRESP (within {limit:g} s)",
+                    lambda: ("send PINGRESP", f"the server answers PINGREQ with PINGRESP (within {limit:g} s)"),
                     OnClose.EXCUSES,
                 )
             )

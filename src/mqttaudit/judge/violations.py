@@ -15,8 +15,8 @@ from mqttaudit.codec import rules as codec_rules
 
 from . import rules
 from .context import Context, Seen, describe
-from .events import side_name
 from .obligations import Obligation, OnClose
+from .sides import side_name
 
 #: The statement obliging the receiver to close, per codec rule, most specific first: (when the server receives
 #: it, when the client receives it); None where the statement binds the other side only. Anything else falls
@@ -104,8 +104,10 @@ class Offences:
                 seen.event,
                 seen.time,
                 seen.time + grace,
-                "close the connection",
-                f"the {side_name(seen.receiver)} closes the connection within {grace:g} s of {offence.what}",
+                (
+                    "close the connection",
+                    f"the {side_name(seen.receiver)} closes the connection within {grace:g} s of {offence.what}",
+                ),
                 OnClose.FULFILS,
                 enforces=offence.broken,
             )

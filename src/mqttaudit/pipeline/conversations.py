@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 from mqttaudit.codec import Connect, PacketType, Publish
 from mqttaudit.codec.packets import Value
 from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig
-from mqttaudit.judge.events import Closed, Event, Quiet, Sent, side_name
+from mqttaudit.judge.events import Closed, Event, Quiet, Sent
+from mqttaudit.judge.sides import side_name
 from mqttaudit.judge.transcript import Delivered, Published, Transcript
 from mqttaudit.spec import load_catalogue
 
