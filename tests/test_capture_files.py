@@ -19,6 +19,7 @@ import pytest
 
 from mqttaudit.capture import FlowAudit, audit_records, plan_chunks, read_chunk, read_records, segments
 from mqttaudit.capture.conversation import MID_STREAM
+from mqttaudit.capture.flows import broker_segments, flow_key, flow_name, is_broker_flow
 from mqttaudit.capture.link import ETHERNET, IPV4
 from mqttaudit.codec import Publish, ReservedPacket, rules
 from mqttaudit.judge import Closed, Lost, Quiet, Sent, judge
@@ -195,3 +196,21 @@ def test_a_topic_of_8190_bytes_split_over_two_segments_is_one_publish() -> None:
 def test_flows_seen_from_the_middle_take_the_client_from_the_broker_port() -> None:
     for audit in audits_of("zeek/mqtt.pcap") + audits_of("suricata-verify/mqtt-ping.pcap"):
         assert audit.mid_stream and audit.direction_reason.endswith(":1883 uses a broker port")
+
+
+@pytest.mark.parametrize("name", FILES)
+@pytest.mark.parametrize("ports", [frozenset({1883}), frozenset({1})])
+def test_the_reading_tasks_keep_the_segments_of_broker_flows_named_once_per_flow(
+    name: str, ports: frozenset[int]
+) -> None:
+    path = path_of(name)
+    everything = list(segments(read_records(path)))
+    skipped: Counter[str] = Counter()
+    batches = list(broker_segments(read_records(path), ports, skipped, 3))
+    assert all(0 < len(batch) <= 3 for batch in batches) and all(len(batch) == 3 for batch in batches[:-1])
+    kept = [row for batch in batches for row in batch]
+    wanted = [(index, segment) for index, segment in everything if is_broker_flow(flow_key(segment), ports)]
+    assert [(row[1], row[2:]) for row in kept] == [(index, segment) for index, segment in wanted]
+    assert [row[0] for row in kept] == [flow_name(flow_key(segment)) for _, segment in wanted]
+    assert skipped["not a broker port"] == len(everything) - len(wanted)
+    assert set(skipped) <= {"not a broker port"}

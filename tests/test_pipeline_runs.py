@@ -30,6 +30,12 @@ def segment(time_ns: int, src: tuple[bytes, int], dst: tuple[bytes, int], seq: i
     return (time_ns, src[0], src[1], dst[0], dst[1], seq, 7, 0x18, memoryview(payload))
 
 
+def add(runs: Runs, flow: str, record: int, seg: Segment) -> None:
+    """One segment, as the reading task's loop hands it on."""
+    time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, payload = seg
+    runs.extend([(flow, record, time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, bytes(payload))])
+
+
 def interleaved(count: int, seed: int) -> list[tuple[str, int, Segment]]:
     """``count`` segments of two connections in both directions, interleaved at random (flow, record, segment)."""
     rng = random.Random(seed)
@@ -94,7 +100,7 @@ def test_every_segment_reaches_its_flow_once_in_order(
     segments = interleaved(count, seed=count + run_segments)
     runs = Runs("cap.pcap")
     for flow, record, seg in segments:
-        runs.add(flow, record, seg)
+        add(runs, flow, record, seg)
     batches = list(runs.finish())
     assert handed_on(batches) == expected(segments, "cap.pcap")
 
@@ -103,7 +109,7 @@ def test_a_long_flow_is_cut_into_runs_of_bounded_length(monkeypatch: pytest.Monk
     monkeypatch.setattr(stages, "RUN_SEGMENTS", 10)
     runs = Runs("cap.pcap")
     for record in range(95):
-        runs.add("a|b", record, segment(record, CLIENT_A, BROKER, record, b"x"))
+        add(runs, "a|b", record, segment(record, CLIENT_A, BROKER, record, b"x"))
     batches = list(runs.finish())
     lengths = [decode_run("cap.pcap", blob.as_buffer()).num_rows for b in batches for blob in b.column("segments")]
     assert lengths == [10] * 9 + [5]
@@ -114,7 +120,7 @@ def test_batches_are_cut_by_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(stages, "BATCH_BYTES", 4096)
     runs = Runs("cap.pcap")
     for record in range(40):
-        runs.add("a|b", record, segment(record, CLIENT_A, BROKER, record, bytes(1000)))
+        add(runs, "a|b", record, segment(record, CLIENT_A, BROKER, record, bytes(1000)))
     batches = list(runs.finish())
     assert len(batches) > 1
     assert sum(b.num_rows for b in batches) == 40
@@ -129,9 +135,9 @@ def test_a_flow_of_large_segments_is_cut_into_runs_of_bounded_bytes(monkeypatch:
     monkeypatch.setattr(stages, "RUN_BYTES", 10_000)
     runs = Runs("cap.pcap")
     for record in range(7):
-        runs.add("a|b", record, segment(record, CLIENT_A, BROKER, record, bytes(4_000)))
-    runs.add("a|b", 7, segment(7, CLIENT_A, BROKER, 7, bytes(30_000)))  # above the bound alone: a run of its own
-    runs.add("a|b", 8, segment(8, CLIENT_A, BROKER, 8, b"x"))
+        add(runs, "a|b", record, segment(record, CLIENT_A, BROKER, record, bytes(4_000)))
+    add(runs, "a|b", 7, segment(7, CLIENT_A, BROKER, 7, bytes(30_000)))  # above the bound alone: a run of its own
+    add(runs, "a|b", 8, segment(8, CLIENT_A, BROKER, 8, b"x"))
     batches = list(runs.finish())
     records = [
         decode_run("cap.pcap", blob.as_buffer()).column("record").to_pylist()

@@ -8,12 +8,12 @@ In a Spark job the grouping is a repartition by :func:`flow_key` and the per-flo
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from .conversation import DEFAULT_OPTIONS, ConnectionAudit, FlowAudit, FlowOptions
 from .reassembly import Endpoint
 from .records import Record
-from .segments import Segment, segments
+from .segments import Segment, format_endpoint, segments
 
 FlowKey = tuple[Endpoint, Endpoint]
 
@@ -27,6 +27,43 @@ def flow_key(segment: Segment) -> FlowKey:
 def is_broker_flow(key: FlowKey, broker_ports: frozenset[int]) -> bool:
     """True when either endpoint uses a broker port."""
     return key[0][1] in broker_ports or key[1][1] in broker_ports
+
+
+def flow_name(key: FlowKey) -> str:
+    """``10.0.0.1:1883|10.0.0.2:50000``: a flow's endpoints in their fixed order."""
+    (ip_a, port_a), (ip_b, port_b) = key
+    return f"{format_endpoint(ip_a, port_a)}|{format_endpoint(ip_b, port_b)}"
+
+
+#: A TCP segment of an MQTT flow as the audit's reading tasks hand it on: the flow's name, the index of the record
+#: that carried it, then the fields of :data:`Segment` (the payload copied out of the record).
+SegmentRow = tuple[str, int, int, bytes, int, bytes, int, int, int, int, bytes]
+
+
+def broker_segments(
+    records: Iterable[Record], broker_ports: frozenset[int], skipped: Counter[str], rows: int
+) -> Iterator[list[SegmentRow]]:
+    """The TCP segments of MQTT flows (a broker port on either side) among ``records``, in lists of ``rows`` (the
+    last may be shorter); the other records are counted in ``skipped`` by reason. (The reading tasks' loop over
+    every frame of a capture: each flow's name is formatted once.)"""
+    names: dict[FlowKey, str | None] = {}
+    batch: list[SegmentRow] = []
+    for index, segment in segments(records, skipped):
+        key = flow_key(segment)
+        if key in names:
+            name = names[key]
+        else:
+            name = names[key] = flow_name(key) if is_broker_flow(key, broker_ports) else None
+        if name is None:
+            skipped["not a broker port"] += 1
+            continue
+        time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, payload = segment
+        batch.append((name, index, time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, bytes(payload)))
+        if len(batch) >= rows:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def flow_events(

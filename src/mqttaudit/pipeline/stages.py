@@ -36,8 +36,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark import TaskContext
 
-from mqttaudit.capture import CaptureError, Chunk, FlowAudit, FlowOptions, Segment, flow_events, read_chunk, segments
-from mqttaudit.capture.flows import FlowKey, flow_key, is_broker_flow
+from mqttaudit.capture import CaptureError, Chunk, FlowAudit, FlowOptions, Segment, flow_events, read_chunk
+from mqttaudit.capture.flows import SegmentRow, broker_segments
 from mqttaudit.capture.segments import format_endpoint
 from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge.events import Sent
@@ -282,11 +282,6 @@ def _note(capture: str, **fields: Any) -> dict[str, list[Any]]:
     return columns
 
 
-def flow_id(key: tuple[tuple[bytes, int], tuple[bytes, int]]) -> str:
-    (ip_a, port_a), (ip_b, port_b) = key
-    return f"{format_endpoint(ip_a, port_a)}|{format_endpoint(ip_b, port_b)}"
-
-
 def read_segments(batches: Iterator[pa.RecordBatch], options: AuditOptions) -> Iterator[pa.RecordBatch]:
     """Chunk descriptors in, runs of TCP segments of MQTT flows out (plus one note row per chunk with its
     counts)."""
@@ -314,8 +309,9 @@ class Runs:
         self._rows: list[tuple[Any, ...]] = []
         self._pieces: list[pa.RecordBatch] = []
 
-    def add(self, flow: str, record: int, segment: Segment) -> None:
-        self._rows.append((flow, record, *segment[:8], bytes(segment[8])))
+    def extend(self, rows: list[SegmentRow]) -> None:
+        """Adds segments as :func:`~mqttaudit.capture.flows.broker_segments` hands them on."""
+        self._rows += rows
         if len(self._rows) >= BATCH_ROWS:
             self._piece()
 
@@ -378,31 +374,13 @@ def decode_run(capture: str, blob: pa.Buffer) -> pa.RecordBatch:
 def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions) -> Iterator[pa.RecordBatch]:
     runs = Runs(capture)
     skipped: Counter[str] = Counter()
-    records = kept = 0
+    kept = 0
     reader = read_chunk(sources.opener(path), chunk)
     error = None
-
-    def counted() -> Iterator[Any]:
-        nonlocal records
-        for record in reader:
-            records += 1
-            yield record
-
-    # Each flow's name, or None for a flow without a broker port (formatting addresses per segment cost more
-    # than reading the frames).
-    names: dict[FlowKey, str | None] = {}
     try:
-        for index, segment in segments(counted(), skipped):
-            key = flow_key(segment)
-            if key in names:
-                name = names[key]
-            else:
-                name = names[key] = flow_id(key) if is_broker_flow(key, options.broker_ports) else None
-            if name is None:
-                skipped["not a broker port"] += 1
-                continue
-            kept += 1
-            runs.add(name, index, segment)
+        for rows in broker_segments(reader, options.broker_ports, skipped, BATCH_ROWS):
+            kept += len(rows)
+            runs.extend(rows)
     except CaptureError as exc:
         error = {"offset": exc.offset, "detail": exc.detail}
     except (OSError, sources.AuditInputError) as exc:
@@ -412,7 +390,7 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
     note: dict[str, Any] = {
         "chunk_start": chunk.start,
         "chunk_end": chunk.end,
-        "records": records,
+        "records": reader.records,
         "segments": kept,
         "skipped": dict(skipped),
     }
