@@ -122,8 +122,10 @@ def test_packets_carry_frames_offsets_and_directions(audited: dict[str, Any]) ->
     assert {p["client_id"] for p in connects} >= {client_id for client_id, _, _ in MISBEHAVIOUR}
 
 
-def test_the_reports_are_written(audited: dict[str, Any]) -> None:
+def test_the_reports_are_written_and_nothing_else_is_left(audited: dict[str, Any]) -> None:
     out = audited["out"]
+    reports = {"summary.json", "report.html", "findings.md", "report_data.json"}
+    assert {path.name for path in out.iterdir()} == {*TABLES, *reports}  # the replay's transcripts are gone
     html = (out / "report.html").read_text()
     assert "MQTT-4.7.3-1" in html and "<svg" in html and "http://" not in html.replace("http://www.w3.org", "")
     assert "MQTT-2.2.3-four-bytes" in (out / "findings.md").read_text()

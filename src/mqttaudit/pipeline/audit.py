@@ -162,12 +162,26 @@ def _run(
     out_dir: Path,
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
     for table in (*TABLES, TRANSCRIPTS_DIR):
         shutil.rmtree(out_dir / table, ignore_errors=True)
         (out_dir / table).mkdir(parents=True)
+    try:
+        return _stages(session, chunk_rows, options, out_dir, progress)
+    finally:
+        # The transcripts serve the routing replay only; nothing of them stays in the output, whatever happened.
+        shutil.rmtree(out_dir / TRANSCRIPTS_DIR, ignore_errors=True)
+
+
+def _stages(
+    session: SparkSession,
+    chunk_rows: list[dict[str, Any]],
+    options: AuditOptions,
+    out_dir: Path,
+    progress: Callable[[str], None],
+) -> dict[str, Any]:
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
     parallelism = max(session.sparkContext.defaultParallelism, 1)
     # One chunk per task (the scheduler hands the next chunk to whichever core is free).
     chunks = session.createDataFrame(
@@ -211,7 +225,6 @@ def _run(
         .applyInArrow(broker_replayer(options), ddl(REPLAYED_SCHEMA))
         .collect()
     )
-    shutil.rmtree(out_dir / TRANSCRIPTS_DIR, ignore_errors=True)
     progress("adding up the summary")
     for table in TABLES:
         _ensure_readable(out_dir / table, table)

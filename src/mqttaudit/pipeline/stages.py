@@ -306,7 +306,7 @@ class Runs:
 
     def __init__(self, capture: str) -> None:
         self.capture = capture
-        self._rows: list[tuple[Any, ...]] = []
+        self._rows: list[SegmentRow] = []
         self._pieces: list[pa.RecordBatch] = []
 
     def extend(self, rows: list[SegmentRow]) -> None:
