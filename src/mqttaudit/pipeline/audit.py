@@ -14,6 +14,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -139,7 +140,8 @@ def run_audit(
     watcher = _Progress(session, progress)
     watcher.start()
     try:
-        summary = _run(session, chunk_rows, options, out_dir, progress)
+        with _output_folders(out_dir):
+            summary = _run(session, chunk_rows, options, out_dir, progress)
     finally:
         watcher.stop()
     summary["captures"] = captures
@@ -155,24 +157,20 @@ def run_audit(
     return AuditResult(out_dir, summary, written)
 
 
-def _run(
-    session: SparkSession,
-    chunk_rows: list[dict[str, Any]],
-    options: AuditOptions,
-    out_dir: Path,
-    progress: Callable[[str], None],
-) -> dict[str, Any]:
+@contextmanager
+def _output_folders(out_dir: Path) -> Iterator[None]:
+    """Empty folders for the tables the tasks write, and for the transcripts they hand to the routing replay,
+    which serve the replay only: nothing of them stays in the output, whatever happens."""
     for table in (*TABLES, TRANSCRIPTS_DIR):
         shutil.rmtree(out_dir / table, ignore_errors=True)
         (out_dir / table).mkdir(parents=True)
     try:
-        return _stages(session, chunk_rows, options, out_dir, progress)
+        yield
     finally:
-        # The transcripts serve the routing replay only; nothing of them stays in the output, whatever happened.
         shutil.rmtree(out_dir / TRANSCRIPTS_DIR, ignore_errors=True)
 
 
-def _stages(
+def _run(
     session: SparkSession,
     chunk_rows: list[dict[str, Any]],
     options: AuditOptions,
