@@ -19,8 +19,9 @@ import pytest
 
 from mqttaudit.capture import FlowAudit, audit_records, plan_chunks, read_chunk, read_records, segments
 from mqttaudit.capture.conversation import MID_STREAM
-from mqttaudit.capture.flows import broker_segments, flow_key, flow_name, is_broker_flow
+from mqttaudit.capture.flows import broker_segments
 from mqttaudit.capture.link import ETHERNET, IPV4
+from mqttaudit.capture.segments import format_endpoint
 from mqttaudit.codec import Publish, ReservedPacket, rules
 from mqttaudit.judge import Closed, Lost, Quiet, Sent, judge
 
@@ -209,8 +210,10 @@ def test_the_reading_tasks_keep_the_segments_of_broker_flows_named_once_per_flow
     batches = list(broker_segments(read_records(path), ports, skipped, 3))
     assert all(0 < len(batch) <= 3 for batch in batches) and all(len(batch) == 3 for batch in batches[:-1])
     kept = [row for batch in batches for row in batch]
-    wanted = [(index, segment) for index, segment in everything if is_broker_flow(flow_key(segment), ports)]
+    wanted = [(index, segment) for index, segment in everything if segment[2] in ports or segment[4] in ports]
     assert [(row[1], row[2:]) for row in kept] == [(index, segment) for index, segment in wanted]
-    assert [row[0] for row in kept] == [flow_name(flow_key(segment)) for _, segment in wanted]
+    # Named by both endpoints in their sorted order, the same for both directions.
+    ends = [sorted([(s[1], s[2]), (s[3], s[4])]) for _, s in wanted]
+    assert [row[0] for row in kept] == [f"{format_endpoint(*a)}|{format_endpoint(*b)}" for a, b in ends]
     assert skipped["not a broker port"] == len(everything) - len(wanted)
     assert set(skipped) <= {"not a broker port"}

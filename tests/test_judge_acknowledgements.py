@@ -323,3 +323,15 @@ def test_an_answer_seen_after_lost_bytes_still_keeps_the_rule() -> None:
     talk.server(codec.Puback(packet_id=1)).quiet(after=WAIT)
     judgement = judge(talk.events)
     assert "MQTT-4.3.2-2" in judgement.passed, explain(judgement)
+
+
+def test_an_unanswered_step_says_what_was_owed_for_which_packet() -> None:
+    """The text of an obligation is made only when it is broken: it still names the request and the packet the
+    missing answer was owed for as they were when the obligation opened."""
+    [missing] = judge(pubrel_sent().quiet(after=WAIT).events).findings
+    assert (missing.rule, missing.side) == ("MQTT-4.3.3-2", codec.Direction.FROM_SERVER)
+    assert missing.detail.startswith("the server did not send PUBCOMP for PUBLISH id 3 (QoS 2, retain 0) to 't'")
+    assert missing.expected == "the server answers PUBREL id 3 with PUBCOMP (within 5 s)"
+    [ping] = judge(connected().client(PINGREQ).quiet(after=WAIT).events).findings
+    assert ping.rule == "MQTT-3.12.4-1" and ping.detail.startswith("the server did not send PINGRESP within 5 s")
+    assert ping.expected == "the server answers PINGREQ with PINGRESP (within 5 s)"

@@ -252,3 +252,12 @@ def test_nothing_is_judged_after_the_connect_of_another_specification() -> None:
     judgement = judge(talk.events, JudgeConfig(supported_protocol_levels=frozenset({4, 5})))
     assert judgement.findings == (), explain(judgement)
     assert "MQTT-3.1.4-4" in judgement.not_assessable
+
+
+def test_a_server_that_keeps_a_silent_client_is_told_what_it_owed() -> None:
+    findings = {f.rule: f for f in judge(connected(keep_alive=1).quiet(after=10).events).findings}
+    kept = findings["MQTT-3.1.2-24"]
+    assert kept.side is codec.Direction.FROM_SERVER
+    owed = "close the connection of a client silent for 1.5 s (Keep Alive 1 s)"
+    assert kept.detail.startswith(f"the server did not {owed}")
+    assert kept.expected == "the server disconnects a client that sends nothing for 1.5 times its Keep Alive"

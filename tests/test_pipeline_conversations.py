@@ -109,7 +109,7 @@ def test_a_task_table_file_appears_only_when_the_task_completes(tmp_path: Path) 
 
     (tmp_path / "gaps").mkdir()
     writer = TableWriter(str(tmp_path), "gaps", "00003")
-    writer.ROW_GROUP = 2  # several row groups from few rows
+    writer.BATCH = 2  # several row groups from few rows
     for offset in range(5):
         rows = Columns(GAP_COLUMNS)
         rows.add(capture="c", flow="f", direction="client", offset=offset, length=1, kind="gap", reason="r")

@@ -154,7 +154,7 @@ def test_transcripts_are_handed_to_the_replay_through_a_file_published_when_the_
     (tmp_path / TRANSCRIPTS_DIR).mkdir()
     writer = TranscriptWriter(str(tmp_path), "00003")
     written = [(bytes([n]) * n, bytes([n])) for n in range(5)]
-    assert [writer.add(whole, source) for whole, source in written] == [0, 1, 2, 3, 4]
+    assert [writer.add_transcript(whole, source) for whole, source in written] == [0, 1, 2, 3, 4]
     assert all(p.name.startswith(".") for p in (tmp_path / TRANSCRIPTS_DIR).iterdir())  # hidden until done
     writer.close()
     table = read_transcripts(str(tmp_path), [writer.name, writer.name])[writer.name]

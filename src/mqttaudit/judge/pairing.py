@@ -477,12 +477,12 @@ class Pairing:
 def _informs(stage: Stage, owing: Direction, rule: str) -> tuple[str, ...]:
     """The rules the answer a flow awaits also decides: its identifier, its type (the first answer to a
     PUBLISH), its return codes (SUBACK), and the client's acknowledgement order."""
-    informs = [STRAYS[stage.value].rule]
+    informs = [STRAYS[AWAITED[stage]].rule]
     if stage in (Stage.PUBACK, Stage.PUBREC):
         informs.append(rules.ACK_MATCHES_QOS)
     if stage is Stage.SUBACK:
         informs += [rules.SUBACK_CODE_PER_FILTER, rules.SUBACK_CODES_IN_ORDER]
-    order = ORDER_RULES.get(stage.value)
+    order = ORDER_RULES.get(AWAITED[stage])
     if order is not None and owing is CLIENT:
         informs.append(order)
     return tuple(r for r in dict.fromkeys(informs) if r != rule)

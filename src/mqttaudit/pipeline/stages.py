@@ -341,7 +341,7 @@ class Runs:
                 blob = run.serialize().to_pybytes()
                 done["flow"].append(flow)
                 done["capture"].append(self.capture)
-                done["first_record"].append(run.column(0)[0].as_py())
+                done["first_record"].append(run.column("record")[0].as_py())
                 done["segments"].append(blob)
                 done["note"].append(None)
                 size += len(blob)
@@ -409,21 +409,26 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
 # -- writing tables from the tasks --------------------------------------------------------------------------------
 
 
-class TableWriter:
-    """The rows one task adds to one table, as one Parquet file in the table's folder: written in row groups as
-    they come, under a hidden name until the task completes (Spark and pyarrow skip names starting with '.'), then
-    renamed; a retried task overwrites its own file, so a table never holds a row twice."""
+class TaskFile:
+    """The rows one task writes to one file of a folder of the output directory: written in batches as they
+    come, under a hidden name until the task completes (Spark and pyarrow skip names starting with '.'), then
+    renamed; a retried task overwrites its own file, so a row is never there twice. ``open_writer`` opens the
+    format (Parquet, Arrow IPC) at a path for a schema."""
 
-    ROW_GROUP = 65536
+    BATCH = 65536
 
-    def __init__(self, directory: str, table: str, part: str) -> None:
-        self.schema = table_schema(table)
+    def __init__(
+        self, directory: str, folder: str, name: str, schema: pa.Schema, open_writer: Callable[[str, pa.Schema], Any]
+    ) -> None:
+        self.schema = schema
+        self.name = name
         self.rows = 0
-        self._path = posixpath.join(directory, table, f"part-{part}.parquet")
-        self._hidden = posixpath.join(directory, table, f".part-{part}.parquet.tmp")
+        self._path = posixpath.join(directory, folder, name)
+        self._hidden = posixpath.join(directory, folder, f".{name}.tmp")
+        self._open_writer = open_writer
         self._pending: list[Columns] = []
         self._pending_rows = 0
-        self._writer: pq.ParquetWriter | None = None
+        self._writer: Any = None
 
     def add(self, columns: Columns) -> None:
         if not len(columns):
@@ -431,12 +436,12 @@ class TableWriter:
         self._pending.append(columns)
         self._pending_rows += len(columns)
         self.rows += len(columns)
-        if self._pending_rows >= self.ROW_GROUP:
+        if self._pending_rows >= self.BATCH:
             self._flush()
 
     def _flush(self) -> None:
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self._hidden, self.schema, compression="snappy")
+            self._writer = self._open_writer(self._hidden, self.schema)
         if self._pending:
             self._writer.write_table(columns_table(self._pending, self.schema))
         self._pending, self._pending_rows = [], 0
@@ -450,6 +455,18 @@ class TableWriter:
             os.replace(self._hidden, self._path)
 
 
+class TableWriter(TaskFile):
+    """The rows one task adds to one table, as one Parquet file in the table's folder (row groups of
+    :attr:`BATCH` rows)."""
+
+    def __init__(self, directory: str, table: str, part: str) -> None:
+        super().__init__(directory, table, f"part-{part}.parquet", table_schema(table), _parquet_writer)
+
+
+def _parquet_writer(path: str, schema: pa.Schema) -> pq.ParquetWriter:
+    return pq.ParquetWriter(path, schema, compression="snappy")
+
+
 #: The folder of the output directory where the judging tasks leave the transcripts for the routing replay (the
 #: audit removes it when the replay is done).
 TRANSCRIPTS_DIR = "_transcripts"
@@ -457,45 +474,22 @@ TRANSCRIPTS_DIR = "_transcripts"
 TRANSCRIPT_SCHEMA = pa.schema([("transcript", pa.binary()), ("sources", pa.binary())])
 
 
-class TranscriptWriter:
+class TranscriptWriter(TaskFile):
     """The transcripts one judging task hands to the routing replay, as one Arrow IPC file in the output directory
     that the replay tasks read memory-mapped: the blobs (a large share of the audit's bytes) never pass through
-    the JVM. Like :class:`TableWriter`, the file is written under a hidden name and published when the task
-    completes."""
+    the JVM."""
 
     BATCH = 1024
 
     def __init__(self, directory: str, part: str) -> None:
-        self.name = f"part-{part}.arrow"
-        self.rows = 0
-        self._path = posixpath.join(directory, TRANSCRIPTS_DIR, self.name)
-        self._hidden = posixpath.join(directory, TRANSCRIPTS_DIR, f".{self.name}.tmp")
-        self._pending: tuple[list[bytes], list[bytes]] = ([], [])
-        self._writer: pa.ipc.RecordBatchFileWriter | None = None
+        super().__init__(directory, TRANSCRIPTS_DIR, f"part-{part}.arrow", TRANSCRIPT_SCHEMA, pa.ipc.new_file)
 
-    def add(self, transcript: bytes, sources: bytes) -> int:
+    def add_transcript(self, transcript: bytes, sources: bytes) -> int:
         """Adds one connection's transcript; returns its row in the file."""
-        self._pending[0].append(transcript)
-        self._pending[1].append(sources)
-        self.rows += 1
-        if len(self._pending[0]) >= self.BATCH:
-            self._flush()
+        row = Columns(tuple(TRANSCRIPT_SCHEMA.names))
+        row.add(transcript=transcript, sources=sources)
+        self.add(row)
         return self.rows - 1
-
-    def _flush(self) -> None:
-        if self._writer is None:
-            self._writer = pa.ipc.new_file(self._hidden, TRANSCRIPT_SCHEMA)
-        arrays = [pa.array(values, type=pa.binary()) for values in self._pending]
-        self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=TRANSCRIPT_SCHEMA))
-        self._pending = ([], [])
-
-    def close(self) -> None:
-        """Writes what is left and publishes the file (nothing for a task that judged no connection)."""
-        if self._pending[0]:
-            self._flush()
-        if self._writer is not None:
-            self._writer.close()
-            os.replace(self._hidden, self._path)
 
 
 def read_transcripts(directory: str, names: Iterable[str]) -> dict[str, pa.Table]:
@@ -551,7 +545,7 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
             judged.add(
                 **row,
                 transcripts=transcripts.name,
-                transcript_row=transcripts.add(transcript, source),
+                transcript_row=transcripts.add_transcript(transcript, source),
                 transcript_bytes=len(transcript),
                 sources_bytes=len(source),
             )
