@@ -6,6 +6,10 @@ from pathlib import Path
 
 import click
 
+from .exits import EXIT_FINDINGS, EXIT_OK, EXIT_STATUS_HELP, CannotRun, Incomplete
+from .progress import audit_progress
+from .terminal import echo_lines, printable_line
+
 
 def _ports(text: str) -> list[int]:
     try:
@@ -17,9 +21,17 @@ def _ports(text: str) -> list[int]:
     return ports
 
 
-@click.command("audit")
+@click.command("audit", epilog=EXIT_STATUS_HELP)
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("mqttaudit-audit"))
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("mqttaudit-audit"),
+    show_default=True,
+    help="Output folder, replaced as a whole when the audit completes (never left half-written).",
+)
+@click.option("--force", is_flag=True, help="Write into an --out folder that holds other files (they are kept).")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
 @click.option("--ports", default="1883", show_default=True, help="Broker TCP ports, comma-separated.")
 @click.option(
@@ -32,30 +44,52 @@ def _ports(text: str) -> list[int]:
 @click.option(
     "--chunk-mb", type=click.IntRange(min=1), default=64, show_default=True, help="Capture bytes per Spark task."
 )
+@click.option("-v", "--verbose", is_flag=True, help="Show Spark's own messages (start-up notices, warnings).")
 def audit_command(
-    paths: tuple[str, ...], out_dir: Path, master: str, ports: str, tolerance: float, chunk_mb: int
+    paths: tuple[str, ...],
+    out_dir: Path,
+    force: bool,
+    master: str,
+    ports: str,
+    tolerance: float,
+    chunk_mb: int,
+    verbose: bool,
 ) -> int:
     """Audit captures (files, folders, globs): every packet decoded strictly in both directions, every connection
     judged, routing replayed per broker; Parquet tables, summary.json, report.html and findings.md in --out.
-    Exit status 1 when there are MUST-level violations or routing findings."""
+    Exit status 1 when there are MUST-level violations or routing findings, 4 when no MQTT connection was found."""
     from mqttaudit.pipeline.audit import run_audit
     from mqttaudit.pipeline.sources import AuditInputError
+    from mqttaudit.pipeline.spark import SparkEnvironmentError
+    from mqttaudit.report.output_dir import OutputDirError
 
     try:
-        result = run_audit(
-            list(paths),
-            out_dir,
-            master=master,
-            ports=_ports(ports),
-            tolerance=tolerance,
-            chunk_bytes=chunk_mb * 1024 * 1024,
-            progress=lambda message: click.echo(f"  {message}", err=True),
-        )
-    except AuditInputError as exc:
-        raise click.UsageError(str(exc)) from exc
-    click.echo(summarize(result.summary))
-    click.echo(f"report: {out_dir / 'report.html'}")
-    return 1 if result.failed else 0
+        with audit_progress() as progress:
+            result = run_audit(
+                list(paths),
+                out_dir,
+                master=master,
+                ports=_ports(ports),
+                tolerance=tolerance,
+                chunk_bytes=chunk_mb * 1024 * 1024,
+                progress=progress.phase,
+                tasks=progress.tasks,
+                verbose=verbose,
+                force=force,
+            )
+    except (AuditInputError, OutputDirError, SparkEnvironmentError) as exc:
+        raise CannotRun(printable_line(str(exc))) from exc
+    echo_lines(summarize(result.summary))
+    click.echo(f"report: {printable_line(str(out_dir / 'report.html'))}")
+    if not result.summary["counts"]["connections"]:
+        raise Incomplete(nothing_found(result.summary))
+    return EXIT_FINDINGS if result.failed else EXIT_OK
+
+
+def nothing_found(summary: dict[str, object]) -> str:
+    """Why an audit judged nothing, in one line."""
+    records = summary.get("records") or 0
+    return f"no MQTT connection found in {records} captured frame(s)"
 
 
 def summarize(summary: dict[str, object]) -> str:

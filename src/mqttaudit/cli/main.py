@@ -1,13 +1,19 @@
 """Entry point: ``main(argv) -> exit status``.
 
-Exit status: 0 conformant, 1 findings, 2 usage error, 3 internal error, 130 interrupted.
+Exit status: 0 conformant, 1 findings, 2 usage error, 3 internal error, 4 incomplete, 130 interrupted (Ctrl-C or
+SIGTERM). An interrupted run prints one line and leaves the previous complete output untouched: every command
+writes into a staging directory that is published only when it completes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import signal
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from types import FrameType
 
 import click
 
@@ -16,17 +22,33 @@ from mqttaudit import __version__
 from .audit import audit_command
 from .decode import decode_command
 from .demo import demo_command
+from .exits import (
+    EXIT_FINDINGS,
+    EXIT_INCOMPLETE,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_STATUS_HELP,
+    EXIT_USAGE,
+    Incomplete,
+)
 from .probe import matrix_command, probe_command
 from .rules import rules_command
+from .terminal import printable_line
 
-EXIT_OK = 0
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
-EXIT_INTERRUPTED = 130
+__all__ = [
+    "EXIT_FINDINGS",
+    "EXIT_INCOMPLETE",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "cli",
+    "main",
+]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_STATUS_HELP)
 @click.version_option(__version__, prog_name="mqttaudit")
 def cli() -> None:
     """mqttaudit: MQTT conformance auditor. Every finding names the rule it breaks and the bytes that show it."""
@@ -40,20 +62,60 @@ cli.add_command(matrix_command)
 cli.add_command(audit_command)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C: the run stops, cleans up its staging directory and exits 130."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` in the main thread while a command runs (only the main thread may set
+    handlers: a library caller in another thread keeps its own)."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _say(message: str) -> None:
+    click.echo(printable_line(message), err=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        result = cli.main(args=list(argv) if argv is not None else None, prog_name="mqttaudit", standalone_mode=False)
+        with _interruptible():
+            result = cli.main(
+                args=list(argv) if argv is not None else None, prog_name="mqttaudit", standalone_mode=False
+            )
     except click.UsageError as exc:
         exc.show()
         return EXIT_USAGE
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
+    except Incomplete as exc:
+        _say(f"mqttaudit: incomplete: {exc}")
+        return EXIT_INCOMPLETE
     except (click.Abort, KeyboardInterrupt):
-        click.echo("interrupted", err=True)
+        _quiet_after_interrupt()
+        _say("interrupted")
         return EXIT_INTERRUPTED
     except Exception:  # the last line of defence: a bug must not look like a finding
         traceback.print_exc(file=sys.stderr)
-        click.echo("mqttaudit: internal error (the traceback above is a bug; please report it)", err=True)
+        _say("mqttaudit: internal error (the traceback above is a bug; please report it)")
         return EXIT_INTERNAL
     return result if isinstance(result, int) else EXIT_OK
+
+
+def _quiet_after_interrupt() -> None:
+    """After an interrupt, Py4J's threads report the JVM's connection closing as errors; that is expected noise."""
+    for name in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)

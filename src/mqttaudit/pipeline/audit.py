@@ -7,6 +7,7 @@ reports; every row of every table is written by the executors.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
 import posixpath
@@ -20,11 +21,13 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqttaudit import __version__
 from mqttaudit.capture import CaptureError, plan_chunks, read_chunk
+from mqttaudit.report.output_dir import check_output_dir, staged_output
 from mqttaudit.spec import load_catalogue
 
 from . import sources
-from .spark import DEFAULT_MASTER, spark_session
+from .spark import DEFAULT_MASTER, check_environment, spark_session
 from .stages import (
     CHUNK_SCHEMA,
     JUDGED_SCHEMA,
@@ -96,17 +99,64 @@ def run_audit(
     tolerance: float = 5.0,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     progress: Callable[[str], None] = lambda message: None,
+    tasks: Callable[[int, int], None] | None = None,
     spark: SparkSession | None = None,
+    verbose: bool = False,
+    force: bool = False,
 ) -> AuditResult:
+    """Audits the captures at ``paths`` into ``out_dir``, published only when the whole audit completes.
+
+    Raises :class:`sources.AuditInputError` (nothing to audit, a named file that is not a capture),
+    :class:`OutputDirError` (``out_dir`` holds files mqttaudit did not write, unless ``force``) and
+    :class:`SparkEnvironmentError` (no Java, no pyspark, a bad master) before Spark starts. ``progress`` hears each
+    phase; ``tasks``, when given, hears ``(done, total)`` Spark tasks of the running stages every second.
+    """
     started = time.time()
     files = sources.expand(list(paths))
+    rejected = dict(sources.check_captures(list(paths), files))
+    check_output_dir(out_dir, force=force)
+    if spark is None:
+        check_environment(master)
+    session = spark or spark_session(master, verbose=verbose)
+    with staged_output(out_dir, force=force) as staging:
+        summary, written = _audit(
+            session,
+            files,
+            rejected,
+            staging,
+            ports=ports,
+            tolerance=tolerance,
+            chunk_bytes=chunk_bytes,
+            progress=progress,
+            tasks=tasks,
+        )
+        summary["duration"] = round(time.time() - started, 3)
+        summary["mqttaudit_version"] = __version__
+        (staging / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return AuditResult(out_dir, summary, [out_dir / path.relative_to(staging) for path in written])
+
+
+def _audit(
+    session: SparkSession,
+    files: list[str],
+    rejected: dict[str, str],
+    out_dir: Path,
+    *,
+    ports: Iterable[int],
+    tolerance: float,
+    chunk_bytes: int,
+    progress: Callable[[str], None],
+    tasks: Callable[[int, int], None] | None,
+) -> tuple[dict[str, Any], list[Path]]:
     # Captures are named by file name, or by their whole location when two files share a name.
     basenames = [posixpath.basename(path) for path in files]
     unique = len(set(basenames)) == len(basenames)
     names = {path: base if unique else path for path, base in zip(files, basenames, strict=True)}
-    out_dir.mkdir(parents=True, exist_ok=True)
-    session = spark or spark_session(master)
     parallelism = max(session.sparkContext.defaultParallelism, 1)
+    errors: list[dict[str, Any]] = [
+        {"capture": names[path], "offset": 0, "reason": why} for path, why in rejected.items()
+    ]
+    files = [path for path in files if path not in rejected]
     sizes: dict[str, int] = {}
     for path in files:
         try:
@@ -117,7 +167,6 @@ def run_audit(
     progress(f"planning chunks of {len(files)} capture(s) ({chunk_bytes:,} bytes at most each)")
     chunk_rows: list[dict[str, Any]] = []
     captures: list[dict[str, Any]] = []
-    errors: list[dict[str, Any]] = []
     end_times: list[tuple[str, int]] = []
     for path in files:
         name = names[path]
@@ -137,7 +186,7 @@ def run_audit(
         if last is not None:
             end_times.append((name, last))
     options = AuditOptions(frozenset(ports), tolerance, tuple(end_times), str(out_dir.resolve()))
-    watcher = _Progress(session, progress)
+    watcher = _Progress(session, progress, tasks)
     watcher.start()
     try:
         with _output_folders(out_dir):
@@ -147,14 +196,12 @@ def run_audit(
     summary["captures"] = captures
     summary["errors"] = errors + summary.pop("chunk_errors")
     summary["spark_master"] = session.sparkContext.master
-    summary["duration"] = round(time.time() - started, 3)
     summary["tolerance_s"] = tolerance
     summary["broker_ports"] = sorted(options.broker_ports)
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     written = [out_dir / name for name in TABLES] + [out_dir / "summary.json"]
     progress("writing report.html and findings.md")
     written += _reports(session, out_dir, summary)
-    return AuditResult(out_dir, summary, written)
+    return summary, written
 
 
 @contextmanager
@@ -356,12 +403,19 @@ def _reports(session: SparkSession, out_dir: Path, summary: dict[str, Any]) -> l
 
 
 class _Progress:
-    """Prints how far the running Spark stages are, every few seconds, while the audit runs."""
+    """Reports how far the running Spark stages are while the audit runs: ``tasks(done, total)`` every second when
+    given (a progress bar), else a line through ``say`` every few seconds when the figures change."""
 
-    def __init__(self, session: SparkSession, say: Callable[[str], None], every: float = 3.0) -> None:
+    def __init__(
+        self,
+        session: SparkSession,
+        say: Callable[[str], None],
+        tasks: Callable[[int, int], None] | None = None,
+    ) -> None:
         self._tracker = session.sparkContext.statusTracker()
         self._say = say
-        self._every = every
+        self._tasks = tasks
+        self._every = 1.0 if tasks is not None else 3.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -373,14 +427,20 @@ class _Progress:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        # The JVM may go away under this thread (an interrupted audit stops it): progress is not worth a traceback.
+        with contextlib.suppress(Exception):
+            self._watch()
+
+    def _watch(self) -> None:
         last = ""
         while not self._stop.wait(self._every):
-            parts = []
-            for stage_id in self._tracker.getActiveStageIds():
-                info = self._tracker.getStageInfo(stage_id)
-                if info is not None:
-                    parts.append(f"stage {stage_id}: {info.numCompletedTasks}/{info.numTasks} tasks")
-            line = "; ".join(parts)
+            stages = [self._tracker.getStageInfo(stage_id) for stage_id in self._tracker.getActiveStageIds()]
+            active = [info for info in stages if info is not None]
+            if self._tasks is not None:
+                if active:
+                    self._tasks(sum(i.numCompletedTasks for i in active), sum(i.numTasks for i in active))
+                continue
+            line = "; ".join(f"stage {i.stageId}: {i.numCompletedTasks}/{i.numTasks} tasks" for i in active)
             if line and line != last:
                 self._say(line)
                 last = line

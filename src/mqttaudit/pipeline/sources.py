@@ -13,6 +13,14 @@ from typing import Any, BinaryIO, cast
 from mqttaudit.capture import Opener
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
+#: The first four bytes of a pcap file (micro- or nanosecond timestamps, either byte order) or a pcapng file.
+CAPTURE_MAGICS = {
+    bytes.fromhex("a1b2c3d4"): "pcap",
+    bytes.fromhex("d4c3b2a1"): "pcap",
+    bytes.fromhex("a1b23c4d"): "pcap",
+    bytes.fromhex("4d3cb2a1"): "pcap",
+    bytes.fromhex("0a0d0d0a"): "pcapng",
+}
 
 
 class AuditInputError(ValueError):
@@ -52,6 +60,54 @@ def _is_capture(name: str) -> bool:
     return name.endswith(CAPTURE_SUFFIXES)
 
 
+def head(location: str, count: int = 4) -> bytes:
+    """The first ``count`` bytes of a capture (one small read)."""
+    with opener(location)() as file:
+        return bytes(file.read(count))
+
+
+def not_a_capture(location: str) -> str | None:
+    """Why ``location`` is not a pcap or pcapng file, or ``None`` when its magic number says it is one."""
+    try:
+        first = head(location)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if first in CAPTURE_MAGICS:
+        return None
+    if len(first) < 4:
+        return f"holds {len(first)} byte(s), too few for a capture's magic number"
+    shown = "".join(chr(b) if 0x20 <= b < 0x7F else "." for b in first)
+    return f"starts with {first.hex(' ')} ({shown!r}), which is neither a pcap nor a pcapng magic number"
+
+
+def check_captures(locations: list[str], files: list[str]) -> list[tuple[str, str]]:
+    """Checks every file's magic number before any work starts. A file the user named itself that is not a capture
+    is a usage error; one found in a folder or by a glob is returned as ``(file, why)`` to be reported while the
+    others are audited; no capture at all is a usage error."""
+    named = {location for location in locations if not glob.has_magic(location) and not _is_folder(location)}
+    rejected: list[tuple[str, str]] = []
+    for path in files:
+        why = not_a_capture(path)
+        if why is None:
+            continue
+        if path in named:
+            raise AuditInputError(f"{path}: not a capture: {why}")
+        rejected.append((path, why))
+    if len(rejected) == len(files):
+        listed = "; ".join(f"{path}: {why}" for path, why in rejected[:3])
+        raise AuditInputError(f"no pcap or pcapng capture among {len(files)} file(s) ({listed})")
+    return rejected
+
+
+def _is_folder(location: str) -> bool:
+    if not is_url(location):
+        return os.path.isdir(location)
+    import pyarrow.fs as pafs
+
+    filesystem, path = _filesystem(location)
+    return bool(filesystem.get_file_info(path).type == pafs.FileType.Directory)
+
+
 def expand(locations: list[str]) -> list[str]:
     """Files, folders (every capture below them) and globs, in a stable order."""
     found: list[str] = []
@@ -59,7 +115,7 @@ def expand(locations: list[str]) -> list[str]:
         found += _expand_url(location) if is_url(location) else _expand_local(location)
     unique = list(dict.fromkeys(found))
     if not unique:
-        raise AuditInputError(f"no capture file under {', '.join(locations)}")
+        raise AuditInputError(f"no capture file (.pcap, .pcapng, .cap) in {', '.join(locations)}")
     return unique
 
 
@@ -70,7 +126,12 @@ def _expand_local(location: str) -> list[str]:
     found: list[str] = []
     for match in matches:
         if os.path.isdir(match):
-            found += sorted(str(p) for p in Path(match).rglob("*") if p.is_file() and _is_capture(p.name))
+            # By name, or by magic number (tcpdump -C and -G name rotated files trace.pcap1, trace.pcap2, ...).
+            found += sorted(
+                str(p)
+                for p in Path(match).rglob("*")
+                if p.is_file() and (_is_capture(p.name) or not_a_capture(str(p)) is None)
+            )
         elif os.path.isfile(match):
             found.append(match)
         else:

@@ -6,8 +6,14 @@ the driver's, and Arrow carries every batch between the JVM and Python.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -21,6 +27,101 @@ DEFAULT_DRIVER_MEMORY = os.environ.get("MQTTAUDIT_DRIVER_MEMORY", "2g")
 #: The driver JVM's options. Its optimising compiler (C2) spent as much CPU compiling Spark's generated code as the
 #: JVM spent on the audit's data; the quick compiler alone halved the JVM's CPU time (the data work is Python's).
 DEFAULT_DRIVER_JAVA_OPTIONS = os.environ.get("MQTTAUDIT_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+#: Spark refuses a driver heap below about 450 MB; ask for a little more than that.
+MIN_DRIVER_MEMORY_MB = 512
+MIN_JAVA = 17
+#: The master URLs Spark knows: local modes, a standalone cluster, YARN, Kubernetes.
+_MASTER = re.compile(
+    r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?"
+    r"|local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]"
+    r"|spark://[^\s/]+:\d+(,[^\s/]+:\d+)*"
+    r"|yarn"
+    r"|k8s://\S+"
+)
+_MEMORY = re.compile(r"(\d+)([kmgt]?)b?", re.IGNORECASE)
+_MEMORY_MB = {"": 1 / (1024 * 1024), "k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+class SparkEnvironmentError(ValueError):
+    """The audit cannot start Spark here as asked (no Java, an old Java, no pyspark, a bad master or memory)."""
+
+
+def check_environment(master: str, driver_memory: str = DEFAULT_DRIVER_MEMORY) -> None:
+    """Raises :class:`SparkEnvironmentError` with what to do, before any JVM is started."""
+    if not _MASTER.fullmatch(master):
+        raise SparkEnvironmentError(
+            f"--master {master!r} is not a Spark master URL (local, local[N], local[*], spark://HOST:PORT, yarn, "
+            "k8s://URL)"
+        )
+    memory = _MEMORY.fullmatch(driver_memory.strip())
+    if memory is None or int(memory.group(1)) * _MEMORY_MB[memory.group(2).lower()] < MIN_DRIVER_MEMORY_MB:
+        raise SparkEnvironmentError(
+            f"MQTTAUDIT_DRIVER_MEMORY={driver_memory!r}: give the driver's JVM heap as a size of at least "
+            f"{MIN_DRIVER_MEMORY_MB}m (for example 2g)"
+        )
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        raise SparkEnvironmentError(
+            f"mqttaudit audit needs pyspark and pyarrow ({exc.name} is not installed): pip install 'mqttaudit[spark]'"
+        ) from exc
+    _check_java()
+
+
+def _java_command() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = os.path.join(home, "bin", "java")
+        return candidate if os.access(candidate, os.X_OK) else None
+    return shutil.which("java")
+
+
+def _check_java() -> None:
+    java = _java_command()
+    if java is None:
+        where = (
+            f"JAVA_HOME={os.environ['JAVA_HOME']} has no bin/java"
+            if os.environ.get("JAVA_HOME")
+            else "java not found on PATH and JAVA_HOME unset"
+        )
+        raise SparkEnvironmentError(f"mqttaudit audit needs Java {MIN_JAVA} or newer ({where})")
+    try:
+        answer = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SparkEnvironmentError(f"mqttaudit audit needs Java {MIN_JAVA} or newer ({java} -version: {exc})") from exc
+    version = re.search(r'version "(\d+)(?:\.(\d+))?', answer.stderr + answer.stdout)
+    if version is None:
+        raise SparkEnvironmentError(f"{java} -version did not say which Java it is: {answer.stderr.strip()[:200]!r}")
+    major = int(version.group(1))
+    if major == 1 and version.group(2):  # "1.8.0_392" is Java 8
+        major = int(version.group(2))
+    if major < MIN_JAVA:
+        raise SparkEnvironmentError(f"mqttaudit audit needs Java {MIN_JAVA} or newer; {java} is Java {major}")
+
+
+@contextlib.contextmanager
+def _jvm_output_to(log: str | None) -> Iterator[None]:
+    """While the JVM starts, our standard error (which it inherits for its whole life) is ``log``: Spark's start-up
+    notices and warnings go there instead of the terminal. ``None`` leaves the terminal as it is (``--verbose``)."""
+    if log is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
+def jvm_log_path() -> str:
+    """Where the JVM's own messages go unless ``--verbose``: one file per process, in the temporary folder."""
+    return os.path.join(tempfile.gettempdir(), f"mqttaudit-spark-{os.getpid()}.log")
 
 
 def spark_session(
@@ -28,10 +129,11 @@ def spark_session(
     app_name: str = "mqttaudit",
     shuffle_partitions: int | None = None,
     driver_memory: str = DEFAULT_DRIVER_MEMORY,
+    verbose: bool = True,
 ) -> SparkSession:
     """A Spark session for ``master`` (one per process: an existing one is reused and reconfigured).
     ``driver_memory`` sizes the driver's JVM heap, which in local mode is also the executors' (it takes effect
-    when this call starts the JVM)."""
+    when this call starts the JVM). Unless ``verbose``, the JVM's own output goes to :func:`jvm_log_path`."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     local = master.startswith("local")
@@ -56,6 +158,7 @@ def spark_session(
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     if shuffle_partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-    session = builder.getOrCreate()
+    with _jvm_output_to(None if verbose else jvm_log_path()):
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
