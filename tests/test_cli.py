@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from mqttaudit import __version__
 from mqttaudit.cli.main import main
 
 ISSUE_VECTORS = [
@@ -53,7 +55,30 @@ def test_decode_json_lists_packets_with_their_fields(capsys: pytest.CaptureFixtu
     packet = json.loads(out)["packets"][0]
     assert packet["packet"]["type"] == "SUBSCRIBE"
     assert packet["packet"]["subscriptions"] == [{"topic_filter": "a/b", "qos": 0}]
-    assert packet["hex"] == "820800040003612f6200"
+    assert packet["hex"] == "82 08 00 04 00 03 61 2f 62 00"  # bytes.hex(" "), as every output writes hex
+    assert json.loads(out)["mqttaudit_version"] == __version__
+
+
+def test_decode_text_says_what_every_number_is(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "decode", "--hex", "c0 00 82 05 00 01 00 00 00 30", "--from", "client")
+    assert status == 1
+    lines = out.splitlines()
+    assert lines[0] == "frame 0 at offset 0, 2 bytes: PINGREQ"
+    assert lines[1] == "      bytes: c0 00"
+    assert lines[2].startswith("frame 1 at offset 2, 7 bytes: SUBSCRIBE id=1")
+    assert lines[3] == "      bytes: 82 05 00 01 00 00 00"
+    assert "VIOLATION MQTT-4.7.3-1 (MUST, section 4.7.3) by the client at offset 6: " in lines[4]
+    assert lines[6] == "frame 2 at offset 9, 1 byte: bytes that are not a packet"
+    assert lines[-1] == "2 packet(s), 2 violation(s), 0 warning(s) in 10 bytes"
+    # Every frame header and every violation names its numbers: no bare "[n]" index or section.
+    assert not [line for line in lines if re.search(r"\[\d+\]|\((MUST|SHOULD|MAY) \d", line)]
+
+
+def test_decode_text_says_how_much_of_a_cut_frame_it_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "decode", "--hex", "30 ff 01" + " 00" * 255, "--from", "client", "--max-packet-size", "100")
+    assert status == 0  # a packet above the bound is a warning
+    assert out.startswith("frame 0 at offset 0, 258 bytes: bytes that are not a packet\n")
+    assert "      bytes: 30 ff 01 " + " ".join(["00"] * 61) + " ... (first 64 of 258 bytes)\n" in out
 
 
 def test_decode_reads_raw_bytes_from_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any, BinaryIO
 
 import click
 
-from mqttaudit import codec
+from mqttaudit import __version__, codec
 from mqttaudit.codec.describe import describe_packet, packet_to_dict
 from mqttaudit.spec import Catalogue, load_catalogue
 
@@ -44,7 +44,7 @@ def violation_to_dict(violation: codec.Violation, catalogue: Catalogue, sender: 
 
 def frame_to_dict(frame: codec.Frame) -> dict[str, Any]:
     packet = packet_to_dict(frame.packet) if frame.packet is not None else None
-    return {"offset": frame.offset, "length": frame.length, "hex": frame.raw.hex(), "packet": packet}
+    return {"offset": frame.offset, "length": frame.length, "hex": frame.raw.hex(" "), "packet": packet}
 
 
 def frames_have_errors(frames: Iterable[codec.Frame]) -> bool:
@@ -52,15 +52,16 @@ def frames_have_errors(frames: Iterable[codec.Frame]) -> bool:
 
 
 def render_frames(frames: Iterable[codec.Frame], sender: str | None, catalogue: Catalogue) -> list[str]:
+    """Per frame: its number, stream offset and length, the packet; its bytes in hex; each rule it breaks."""
     lines = []
-    for frame in frames:
-        what = describe_packet(frame.packet) if frame.packet is not None else "(bytes that are not a packet)"
-        evidence = frame.raw.hex(" ") + (" ..." if len(frame.raw) < frame.length else "")
-        lines.append(f"[{frame.offset}] {what}")
-        lines.append(f"      bytes: {evidence}")
+    for number, frame in enumerate(frames):
+        what = describe_packet(frame.packet) if frame.packet is not None else "bytes that are not a packet"
+        cut = f" ... (first {len(frame.raw)} of {frame.length} bytes)" if len(frame.raw) < frame.length else ""
+        lines.append(f"frame {number} at offset {frame.offset}, {_bytes(frame.length)}: {what}")
+        lines.append(f"      bytes: {frame.raw.hex(' ')}{cut}")
         for violation in frame.violations:
             rule = catalogue.get(violation.rule)
-            label = f"{rule.level} {rule.section}" if rule else "unknown rule"
+            label = f"{rule.level}, section {rule.section}" if rule else "unknown rule"
             mark = "warning" if codec.rules.is_advisory(violation.rule) else "VIOLATION"
             by = f" by the {sender}" if sender else ""
             lines.append(
@@ -69,6 +70,10 @@ def render_frames(frames: Iterable[codec.Frame], sender: str | None, catalogue: 
             if rule:
                 lines.append(f"        rule: {rule.summary}")
     return lines
+
+
+def _bytes(count: int) -> str:
+    return f"{count} byte" if count == 1 else f"{count} bytes"
 
 
 def _read_input(hex_text: str | None, file: BinaryIO | None) -> bytes:
@@ -123,6 +128,7 @@ def decode_command(
     catalogue = load_catalogue("3.1.1")
     if output_format == "json":
         document = {
+            "mqttaudit_version": __version__,
             "from": sender,
             "bytes": len(data),
             "packets": [frame_to_dict(f) for f in result.frames if f.packet is not None],
@@ -136,6 +142,6 @@ def decode_command(
         errors = sum(not codec.rules.is_advisory(v.rule) for v in result.violations)
         warnings = len(result.violations) - errors
         click.echo(
-            f"{len(result.packets)} packet(s), {errors} violation(s), {warnings} warning(s) in {len(data)} bytes"
+            f"{len(result.packets)} packet(s), {errors} violation(s), {warnings} warning(s) in {_bytes(len(data))}"
         )
     return 1 if frames_have_errors(result.frames) else 0
