@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 
 from .conversation import DEFAULT_OPTIONS, ConnectionAudit, FlowAudit, FlowOptions
+from .detect import StartScanner
 from .reassembly import Endpoint
 from .records import Record
-from .segments import Segment, format_endpoint, segments
+from .segments import ACK, SYN, Segment, format_endpoint, segments
 
 FlowKey = tuple[Endpoint, Endpoint]
 
@@ -35,27 +37,57 @@ def flow_name(key: FlowKey) -> str:
     return f"{format_endpoint(ip_a, port_a)}|{format_endpoint(ip_b, port_b)}"
 
 
+def service_port(segment: Segment) -> int:
+    """The port a flow's first segment (in a chunk) suggests the service listens on: the receiver of a SYN, the
+    sender of a SYN-ACK, else the lower of the two ports (a guess: the handshake was not seen)."""
+    flags = segment[7]
+    if flags & SYN:
+        return segment[2] if flags & ACK else segment[4]
+    return min(segment[2], segment[4])
+
+
+@dataclass(slots=True)
+class OtherTcp:
+    """The TCP flows the audit leaves out (not on an MQTT port), per service port (:func:`service_port`): frames,
+    payload bytes, and flows (counted in each chunk they appear in)."""
+
+    frames: Counter[int] = field(default_factory=Counter)
+    payload_bytes: Counter[int] = field(default_factory=Counter)
+    flows: Counter[int] = field(default_factory=Counter)
+
+
 #: A TCP segment of an MQTT flow as the audit's reading tasks hand it on: the flow's name, the index of the record
 #: that carried it, then the fields of :data:`Segment` (the payload copied out of the record).
 SegmentRow = tuple[str, int, int, bytes, int, bytes, int, int, int, int, bytes]
 
 
 def broker_segments(
-    records: Iterable[Record], broker_ports: frozenset[int], skipped: Counter[str], rows: int
+    records: Iterable[Record],
+    broker_ports: frozenset[int],
+    skipped: Counter[str],
+    rows: int,
+    other: OtherTcp | None = None,
 ) -> Iterator[list[SegmentRow]]:
     """The TCP segments of MQTT flows (a broker port on either side) among ``records``, in lists of ``rows`` (the
-    last may be shorter); the other records are counted in ``skipped`` by reason. (The reading tasks' loop over
-    every frame of a capture: each flow's name is formatted once.)"""
-    names: dict[FlowKey, str | None] = {}
+    last may be shorter); the other records are counted in ``skipped`` by reason, and the other TCP flows in
+    ``other``. (The reading tasks' loop over every frame of a capture: each flow's name is formatted once.)"""
+    names: dict[FlowKey, str | int] = {}  # a flow's name, or the service port of a flow left out
     batch: list[SegmentRow] = []
     for index, segment in segments(records, skipped):
         key = flow_key(segment)
         if key in names:
             name = names[key]
+        elif is_broker_flow(key, broker_ports):
+            name = names[key] = flow_name(key)
         else:
-            name = names[key] = flow_name(key) if is_broker_flow(key, broker_ports) else None
-        if name is None:
+            name = names[key] = service_port(segment)
+            if other is not None:
+                other.flows[name] += 1
+        if isinstance(name, int):
             skipped["not a broker port"] += 1
+            if other is not None:
+                other.frames[name] += 1
+                other.payload_bytes[name] += len(segment[8])
             continue
         time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, payload = segment
         batch.append((name, index, time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, bytes(payload)))
@@ -90,18 +122,32 @@ def flow_events(
 
 
 def audit_records(
-    records: Iterable[Record], *, options: FlowOptions = DEFAULT_OPTIONS, skipped: Counter[str] | None = None
+    records: Iterable[Record],
+    *,
+    options: FlowOptions = DEFAULT_OPTIONS,
+    skipped: Counter[str] | None = None,
+    detect: bool = False,
 ) -> list[FlowAudit]:
     """Audits every flow of a capture that uses a broker port, holding all their segments in memory; records
-    without a TCP segment are counted in ``skipped`` by reason. Flows come in the order of their first segment."""
+    without a TCP segment are counted in ``skipped`` by reason. Flows come in the order of their first segment.
+
+    With ``detect``, the server ports on which a stream starts with a CONNECT (:mod:`.detect`) are broker ports
+    too (and every TCP flow is held until they are known)."""
     flows: dict[FlowKey, list[Segment]] = {}
     end_time_ns: int | None = None
+    scanner = StartScanner() if detect else None
     for _index, segment in segments(records, skipped):
         end_time_ns = segment[0] if end_time_ns is None else max(end_time_ns, segment[0])
         key = flow_key(segment)
-        if is_broker_flow(key, options.broker_ports):
+        if scanner is not None:
+            scanner.feed(segment)
             flows.setdefault(key, []).append(segment)
+        elif is_broker_flow(key, options.broker_ports):
+            flows.setdefault(key, []).append(segment)
+    if scanner is not None:
+        options = replace(options, broker_ports=options.broker_ports | scanner.proven_ports())
     audits: list[FlowAudit] = []
-    for flow in flows.values():
-        audits.extend(flow_events(flow, options=options, end_time_ns=end_time_ns))
+    for key, flow in flows.items():
+        if is_broker_flow(key, options.broker_ports):
+            audits.extend(flow_events(flow, options=options, end_time_ns=end_time_ns))
     return audits

@@ -2,7 +2,8 @@
 
 - :func:`read_segments` (``mapInArrow`` over chunk descriptors): reads one record-aligned chunk of a capture,
   keeps the TCP segments of MQTT flows (a broker port on either side), gathered in runs per flow, and reports
-  what it skipped, a truncated tail or a corrupt capture as a note row. A task holds one chunk, never a whole file.
+  what it skipped (the other TCP flows counted per port), a truncated tail or a corrupt capture as a note row.
+  A task holds one chunk, never a whole file. (Which ports are MQTT ports: :mod:`.detection`.)
 - :func:`judge_partition` (``mapInArrow`` over runs of segments partitioned and sorted by flow): one TCP flow at
   a time (across chunks and rotated files), reassembled per connection and direction, decoded and judged; the
   task writes the packets, violations, gaps and connections tables itself and hands back one small row per
@@ -37,7 +38,8 @@ import pyarrow.parquet as pq
 from pyspark import TaskContext
 
 from mqttaudit.capture import CaptureError, Chunk, FlowAudit, FlowOptions, Segment, flow_events, read_chunk
-from mqttaudit.capture.flows import SegmentRow, broker_segments
+from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
+from mqttaudit.capture.flows import OtherTcp, SegmentRow, broker_segments
 from mqttaudit.capture.segments import format_endpoint
 from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge.events import Sent
@@ -214,7 +216,8 @@ def table_schema(table: str) -> pa.Schema:
 
 @dataclass(frozen=True)
 class AuditOptions:
-    broker_ports: frozenset[int] = frozenset({1883})
+    #: The ports whose flows are MQTT: ``--ports``, or the known MQTT port and the proven ones.
+    broker_ports: frozenset[int] = KNOWN_MQTT_PORTS
     #: Seconds a receiver may take to answer or close, and the broker to deliver (the routing tolerance).
     tolerance: float = 5.0
     #: Where observation of each capture ended (ns), by capture name: an open connection is quiet until the end of
@@ -222,6 +225,10 @@ class AuditOptions:
     end_times: tuple[tuple[str, int], ...] = ()
     #: Where the tasks write the tables (a local directory; each table is a folder of Parquet files).
     out_dir: str = ""
+    #: The ports ``--ports`` restricts the audit to; None: MQTT is recognised on any port.
+    requested_ports: frozenset[int] | None = None
+    #: Server ports on which a stream started with a CONNECT (found when ``requested_ports`` is None).
+    proven_ports: frozenset[int] = frozenset()
 
     @property
     def judge_config(self) -> JudgeConfig:
@@ -374,11 +381,12 @@ def decode_run(capture: str, blob: pa.Buffer) -> pa.RecordBatch:
 def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions) -> Iterator[pa.RecordBatch]:
     runs = Runs(capture)
     skipped: Counter[str] = Counter()
+    other = OtherTcp()
     kept = 0
     reader = read_chunk(sources.opener(path), chunk)
     error = None
     try:
-        for rows in broker_segments(reader, options.broker_ports, skipped, BATCH_ROWS):
+        for rows in broker_segments(reader, options.broker_ports, skipped, BATCH_ROWS, other):
             kept += len(rows)
             runs.extend(rows)
     except CaptureError as exc:
@@ -393,6 +401,7 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
         "records": reader.records,
         "segments": kept,
         "skipped": dict(skipped),
+        "other_tcp": other_tcp_note(other),
     }
     if truncation is not None:
         note["truncated"] = {
@@ -404,6 +413,22 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
     if error is not None:
         note["error"] = error
     yield _batch(_note(capture, **note))
+
+
+#: Ports a reading task's note lists at most for the TCP flows it left out (the rest are in its totals only).
+NOTE_PORTS = 64
+
+
+def other_tcp_note(other: OtherTcp) -> dict[str, Any]:
+    """A reading task's count of the TCP flows it left out, for its note: totals, and per port (the
+    :data:`NOTE_PORTS` with most frames) ``[frames, payload bytes, flows]``."""
+    top = [port for port, _frames in other.frames.most_common(NOTE_PORTS)]
+    return {
+        "frames": sum(other.frames.values()),
+        "bytes": sum(other.payload_bytes.values()),
+        "flows": sum(other.flows.values()),
+        "ports": {str(port): [other.frames[port], other.payload_bytes[port], other.flows[port]] for port in top},
+    }
 
 
 # -- writing tables from the tasks --------------------------------------------------------------------------------

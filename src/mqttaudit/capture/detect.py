@@ -1,0 +1,164 @@
+"""Recognising MQTT on any TCP port, as heuristic dissectors do: a TCP stream is MQTT when it starts with a
+well-formed CONNECT, and a server port is *proven* once one stream to it does.
+
+The recogniser (:func:`connect_start`) looks at the first bytes of a stream only: first byte 0x10, a Remaining
+Length of at most four bytes, then the protocol name "MQTT" with level 4 (3.1.1) or 5 (5.0), or "MQIsdp" with
+level 3 (3.1), and a Remaining Length that holds at least the rest of the variable header.
+
+The stream start is the initial sequence number plus one, known from a captured SYN or SYN-ACK, or the
+acknowledgement number of a SYN-ACK for the SYN sender. :class:`StartScanner` looks at the segments of one chunk
+of a capture: what it can decide in the chunk becomes a proven port; a handshake whose first data byte lies in
+another chunk, and a CONNECT whose handshake does, are handed on (:class:`Loose`) for the caller to match
+across chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final, NamedTuple
+
+from mqttaudit.codec.remaining_length import NEED_MORE, TOO_LONG, read_remaining_length
+
+from .segments import ACK, SYN, Segment, format_endpoint
+
+#: What :func:`connect_start` says of the first bytes of a stream.
+NOT_CONNECT: Final = 0
+IS_CONNECT: Final = 1
+NEEDS_MORE: Final = 2
+
+#: The longest prefix the recogniser reads: fixed header (5), protocol name (2 + 6), level (1).
+PREFIX_BYTES: Final = 14
+#: The IANA MQTT port, treated as MQTT without proof.
+KNOWN_MQTT_PORTS: Final = frozenset({1883})
+
+_CONNECT: Final = 0x10
+_MQTT: Final = b"\x00\x04MQTT"
+_MQISDP: Final = b"\x00\x06MQIsdp"
+_MASK: Final = 0xFFFFFFFF
+
+
+def connect_start(data: bytes) -> int:
+    """:data:`IS_CONNECT` when ``data`` starts with a well-formed CONNECT's first bytes (see the module
+    documentation), :data:`NOT_CONNECT` when it cannot, :data:`NEEDS_MORE` when it is a prefix too short to
+    decide."""
+    size = len(data)
+    if size == 0:
+        return NEEDS_MORE
+    if data[0] != _CONNECT:
+        return NOT_CONNECT
+    remaining, pos = read_remaining_length(data, 1, size)
+    if pos == TOO_LONG:
+        return NOT_CONNECT
+    if pos == NEED_MORE:
+        return NEEDS_MORE
+    for name, level in ((_MQTT, 4), (_MQISDP, 3)):
+        seen = data[pos : pos + len(name)]
+        if seen != name[: len(seen)]:
+            continue
+        if len(seen) < len(name) or size <= pos + len(name):
+            return NEEDS_MORE
+        found = data[pos + len(name)]
+        if found != level and not (level == 4 and found == 5):
+            return NOT_CONNECT
+        # The protocol name and level, then Connect Flags and Keep Alive must fit in the Remaining Length.
+        return IS_CONNECT if remaining >= len(name) + 4 else NOT_CONNECT
+    return NOT_CONNECT
+
+
+#: One direction of a flow: (source address, source port, destination address, destination port).
+DirectionKey = tuple[bytes, int, bytes, int]
+
+
+class Loose(NamedTuple):
+    """What one chunk could not decide alone: a stream start (``kind`` "start") whose first data byte was not in
+    the chunk, or a CONNECT (``kind`` "connect") not at a stream start known in the chunk; ``direction`` names
+    the sender and receiver (``10.0.0.1:50000>10.0.0.2:1883``), ``port`` is the receiver's port."""
+
+    kind: str
+    direction: str
+    seq: int
+    port: int
+
+
+def direction_name(key: DirectionKey) -> str:
+    return f"{format_endpoint(key[0], key[1])}>{format_endpoint(key[2], key[3])}"
+
+
+class StartScanner:
+    """Looks for streams that start with a CONNECT among the TCP segments of one chunk (fed in capture order).
+
+    Per segment it costs a flag test and a byte test, and a dictionary look-up only while a handshake awaits its
+    first data byte or a CONNECT's first bytes are split across segments."""
+
+    #: CONNECT candidates kept per chunk at most (a stream carries one; more are handed on unchecked).
+    MAX_CANDIDATES: Final = 65536
+
+    def __init__(self) -> None:
+        self._starts: dict[DirectionKey, set[int]] = {}  # stream starts known from a handshake
+        self._awaiting: dict[DirectionKey, set[int]] = {}  # of those, the ones whose first byte was not seen yet
+        self._split: dict[DirectionKey, tuple[int, bytes]] = {}  # a CONNECT's first bytes, still too short
+        self._connects: list[tuple[DirectionKey, int]] = []
+
+    def feed(self, segment: Segment) -> None:
+        _time, src, src_port, dst, dst_port, seq, ack, flags, payload = segment
+        if flags & SYN:
+            key = (src, src_port, dst, dst_port)
+            start = (seq + 1) & _MASK
+            self._starts.setdefault(key, set()).add(start)
+            self._awaiting.setdefault(key, set()).add(start)
+            if flags & ACK:  # the SYN-ACK says where the SYN sender's stream starts
+                peer = (dst, dst_port, src, src_port)
+                self._starts.setdefault(peer, set()).add(ack & _MASK)
+                self._awaiting.setdefault(peer, set()).add(ack & _MASK)
+            if not payload:
+                return
+            seq += 1
+        if not payload:
+            return
+        if self._awaiting or self._split:
+            key = (src, src_port, dst, dst_port)
+            awaiting = self._awaiting.get(key)
+            if awaiting is not None:
+                awaiting.discard(seq & _MASK)
+                if not awaiting:
+                    del self._awaiting[key]
+            split = self._split.pop(key, None)
+            if split is not None and (split[0] + len(split[1])) & _MASK == seq & _MASK:
+                self._candidate(key, split[0], split[1] + payload[:PREFIX_BYTES])
+                return
+        if payload[0] == _CONNECT:
+            self._candidate((src, src_port, dst, dst_port), seq & _MASK, payload[:PREFIX_BYTES])
+
+    def _candidate(self, key: DirectionKey, seq: int, prefix: bytes) -> None:
+        verdict = connect_start(prefix)
+        if verdict == IS_CONNECT and len(self._connects) < self.MAX_CANDIDATES:
+            self._connects.append((key, seq))
+        elif verdict == NEEDS_MORE and len(prefix) < PREFIX_BYTES:
+            self._split[key] = (seq, prefix)
+
+    def proven_ports(self) -> set[int]:
+        """The server ports on which a stream of this chunk started with a CONNECT."""
+        return {key[3] for key, seq in self._connects if seq in self._starts.get(key, ())}
+
+    def loose(self) -> list[Loose]:
+        """What other chunks must decide: the stream starts whose first byte was not in this chunk, and the
+        CONNECTs that are not at a stream start known here."""
+        out = [
+            Loose("start", direction_name(key), start, key[3])
+            for key, starts in self._awaiting.items()
+            for start in sorted(starts)
+        ]
+        out += [
+            Loose("connect", direction_name(key), seq, key[3])
+            for key, seq in self._connects
+            if seq not in self._starts.get(key, ())
+        ]
+        return out
+
+
+def proven_ports(segments: Iterable[Segment]) -> frozenset[int]:
+    """The server ports proven to carry MQTT among ``segments`` (one whole capture, in memory)."""
+    scanner = StartScanner()
+    for segment in segments:
+        scanner.feed(segment)
+    return frozenset(scanner.proven_ports())

@@ -1,0 +1,178 @@
+"""Which TCP ports carry MQTT, when ``--ports`` does not say: a cheap first pass over the chunks of the captures
+(record headers and TCP headers, and the first bytes of streams) finds the server ports on which a stream starts
+with a CONNECT (:mod:`mqttaudit.capture.detect`); the reading stage then keeps the flows on those ports and on
+the IANA MQTT port, and counts the other TCP flows per port without keeping their segments.
+
+Also: the summary's ``detection`` section, and the sentence that says an audit found no MQTT connection.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections import Counter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from mqttaudit.capture import CaptureError, Chunk, read_chunk, segments
+from mqttaudit.capture.detect import KNOWN_MQTT_PORTS, StartScanner
+
+from . import sources
+from .stages import CHUNK_SCHEMA, AuditOptions, ddl, tune_gc
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: What the first pass hands back per chunk: a proven server port (``kind`` "proven"), or what the chunk could not
+#: decide alone (a stream start, "start", or a CONNECT, "connect", matched across chunks by direction and seq).
+STARTS_SCHEMA = pa.schema(
+    [("kind", pa.string()), ("direction", pa.string()), ("seq", pa.int64()), ("port", pa.int32())]
+)
+#: Ports listed in the summary's ``other_tcp`` (by frames) and named in the "no MQTT connection" sentence.
+TOP_PORTS = 10
+NAMED_PORTS = 3
+
+CONNECT_AT_START = "CONNECT at stream start"
+KNOWN_PORT = "known MQTT port"
+REQUESTED = "--ports"
+
+
+def scan_starts(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Chunk descriptors in (``mapInArrow``), :data:`STARTS_SCHEMA` rows out. A chunk that cannot be read is
+    scanned as far as it can be: the reading stage reports it."""
+    tune_gc()
+    for batch in batches:
+        for path, blob in zip(batch.column("path").to_pylist(), batch.column("chunk").to_pylist(), strict=True):
+            chunk: Chunk = pickle.loads(blob)
+            scanner = StartScanner()
+            try:
+                for _index, segment in segments(read_chunk(sources.opener(path), chunk)):
+                    scanner.feed(segment)
+            except (CaptureError, OSError, sources.AuditInputError):
+                pass
+            rows: dict[str, list[Any]] = {name: [] for name in STARTS_SCHEMA.names}
+            for port in sorted(scanner.proven_ports()):
+                for name, value in (("kind", "proven"), ("direction", None), ("seq", None), ("port", port)):
+                    rows[name].append(value)
+            for item in scanner.loose():
+                for name in STARTS_SCHEMA.names:
+                    rows[name].append(getattr(item, name))
+            if rows["kind"]:
+                yield pa.RecordBatch.from_pydict(rows, schema=STARTS_SCHEMA)
+
+
+def proven_ports(session: SparkSession, chunk_rows: list[dict[str, Any]]) -> frozenset[int]:
+    """The server ports on which some stream of the captures starts with a CONNECT: decided in a chunk, or by a
+    CONNECT in one chunk at the stream start a handshake in another announced."""
+    from pyspark.sql import functions as F
+
+    chunks = session.createDataFrame(
+        session.sparkContext.parallelize(
+            [tuple(row[name] for name in CHUNK_SCHEMA.names) for row in chunk_rows], max(len(chunk_rows), 1)
+        ),
+        schema=ddl(CHUNK_SCHEMA),
+    )
+    found = chunks.mapInArrow(scan_starts, ddl(STARTS_SCHEMA))
+    matched = (
+        found.where("kind != 'proven'")
+        .groupBy("direction", "seq")
+        .agg(
+            F.max(F.when(F.col("kind") == "start", 1).otherwise(0)).alias("start"),
+            F.max(F.when(F.col("kind") == "connect", F.col("port"))).alias("port"),
+        )
+        .where("start = 1 and port is not null")
+        .select("port")
+    )
+    ports = found.where("kind = 'proven'").select("port").union(matched).distinct().collect()
+    return frozenset(int(row.port) for row in ports)
+
+
+def connections_by_port(connections: DataFrame) -> dict[int, int]:
+    """Judged connections per server port (connections whose roles are unknown are left out)."""
+    from pyspark.sql import functions as F
+
+    port = F.regexp_extract("server", r":(\d+)$", 1)
+    rows = connections.where("server != 'unknown'").groupBy(port.alias("port")).count().collect()
+    return {int(row.port): int(row["count"]) for row in rows if row.port}
+
+
+def detection_summary(
+    options: AuditOptions, connections: dict[int, int], notes: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The summary's ``detection`` section: which ports the audit treated as MQTT and why, with the connections
+    judged on each; and the TCP flows it left out, per port."""
+    ports: list[dict[str, Any]] = []
+    if options.requested_ports is not None:
+        ports += [
+            {"port": port, "how": REQUESTED, "connections": connections.get(port, 0)}
+            for port in sorted(options.requested_ports)
+        ]
+    else:
+        for port in sorted(options.proven_ports):
+            ports.append({"port": port, "how": CONNECT_AT_START, "connections": connections.get(port, 0)})
+        for port in sorted(KNOWN_MQTT_PORTS - options.proven_ports):
+            if connections.get(port):
+                ports.append({"port": port, "how": KNOWN_PORT, "connections": connections[port]})
+    frames: Counter[int] = Counter()
+    payload: Counter[int] = Counter()
+    flows: Counter[int] = Counter()
+    totals = Counter[str]()
+    for note in notes:
+        other = note.get("other_tcp")
+        if not other:
+            continue
+        for key in ("frames", "bytes", "flows"):
+            totals[key] += other[key]
+        for port, (port_frames, port_bytes, port_flows) in other["ports"].items():
+            frames[int(port)] += port_frames
+            payload[int(port)] += port_bytes
+            flows[int(port)] += port_flows
+    return {
+        "mode": "--ports" if options.requested_ports is not None else "any port",
+        "ports": ports,
+        "other_tcp": {
+            "flows": totals["flows"],
+            "frames": totals["frames"],
+            "bytes": totals["bytes"],
+            "ports": [
+                {"port": port, "frames": count, "bytes": payload[port], "flows": flows[port]}
+                for port, count in sorted(frames.items(), key=lambda item: (-item[1], item[0]))[:TOP_PORTS]
+            ],
+        },
+    }
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def no_mqtt_message(summary: dict[str, Any]) -> str | None:
+    """What to say when an audit judged no MQTT connection, naming what it did see; None when it judged some."""
+    if summary["counts"]["connections"]:
+        return None
+    records = int(summary.get("records", 0))
+    detection = summary.get("detection") or {}
+    other = detection.get("other_tcp") or {"frames": 0, "ports": []}
+    mqtt_frames = int(summary.get("segments", 0))
+    tcp = mqtt_frames + int(other["frames"])
+    if not tcp:
+        return f"no MQTT connection found: {_frames(records)}, none of them TCP"
+    requested = detection.get("mode") == "--ports"
+    listed = [str(entry["port"]) for entry in detection.get("ports", [])]
+    parts: list[str] = []
+    if mqtt_frames:
+        parts.append(f"{_frames(mqtt_frames)} on port {_and(listed)} carried no MQTT bytes" if listed else "")
+    named = [str(entry["port"]) for entry in other["ports"][:NAMED_PORTS]]
+    if named:
+        more = len(other["ports"]) > NAMED_PORTS
+        where = _and(named) + (" and others" if more else "")
+        why = "outside --ports" if requested else "none of them starting with an MQTT CONNECT"
+        parts.append(f"{_frames(int(other['frames']))} on TCP port{'s' if len(named) > 1 else ''} {where}, {why}")
+        parts.append(f"try --ports {named[0]}")
+    head = "no MQTT connection found" + (f" on --ports {','.join(listed)}" if requested and listed else "")
+    return head + ": " + ": ".join(part for part in parts if part)
+
+
+def _frames(count: int) -> str:
+    return f"{count} frame{'' if count == 1 else 's'}"
