@@ -33,7 +33,11 @@ def _ports(text: str) -> list[int]:
 )
 @click.option("--force", is_flag=True, help="Write into an --out folder that holds other files (they are kept).")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
-@click.option("--ports", default="1883", show_default=True, help="Broker TCP ports, comma-separated.")
+@click.option(
+    "--ports",
+    default=None,
+    help="Only flows on these TCP ports (comma-separated); by default MQTT is recognised on any port.",
+)
 @click.option(
     "--tolerance",
     type=click.FloatRange(min=0.0),
@@ -50,7 +54,7 @@ def audit_command(
     out_dir: Path,
     force: bool,
     master: str,
-    ports: str,
+    ports: str | None,
     tolerance: float,
     chunk_mb: int,
     verbose: bool,
@@ -69,7 +73,7 @@ def audit_command(
                 list(paths),
                 out_dir,
                 master=master,
-                ports=_ports(ports),
+                ports=None if ports is None else _ports(ports),
                 tolerance=tolerance,
                 chunk_bytes=chunk_mb * 1024 * 1024,
                 progress=progress.phase,
@@ -87,9 +91,11 @@ def audit_command(
 
 
 def nothing_found(summary: dict[str, object]) -> str:
-    """Why an audit judged nothing, in one line."""
+    """Why an audit judged nothing, in one line, naming what it saw (see ``pipeline.detection.no_mqtt_message``)."""
+    from mqttaudit.pipeline.detection import no_mqtt_message
+
     records = summary.get("records") or 0
-    return f"no MQTT connection found in {records} captured frame(s)"
+    return no_mqtt_message(summary) or f"no MQTT connection found in {records} captured frame(s)"
 
 
 def summarize(summary: dict[str, object]) -> str:
@@ -113,9 +119,26 @@ def summarize(summary: dict[str, object]) -> str:
             else ""
         ),
     ]
+    lines += _detection_lines(summary)
     errors = summary.get("errors") or []
     assert isinstance(errors, list)
     lines += [
         f"capture error: {e['capture']} at byte {e.get('offset')}: {e.get('reason') or e.get('detail')}" for e in errors
     ]
     return "\n".join(lines)
+
+
+def _detection_lines(summary: dict[str, object]) -> list[str]:
+    """Which ports were audited as MQTT and why, and the TCP traffic left out."""
+    detection = summary.get("detection")
+    if not isinstance(detection, dict):
+        return []
+    ports = [f"{entry['port']} ({entry['how']}, {entry['connections']} connection(s))" for entry in detection["ports"]]
+    lines = ["MQTT on port(s) " + ", ".join(ports)] if ports else []
+    other = detection["other_tcp"]
+    if other["frames"]:
+        named = ", ".join(str(entry["port"]) for entry in other["ports"][:3])
+        lines.append(
+            f"other TCP, not judged: {other['frames']} frame(s) in {other['flows']} flow(s) on port(s) {named}"
+        )
+    return lines

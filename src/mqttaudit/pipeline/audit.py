@@ -16,17 +16,19 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqttaudit import __version__
 from mqttaudit.capture import CaptureError, plan_chunks, read_chunk
+from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
 from mqttaudit.report.output_dir import check_output_dir, staged_output
 from mqttaudit.spec import load_catalogue
 
 from . import sources
+from .detection import connections_by_port, detection_summary, proven_ports
 from .spark import DEFAULT_MASTER, check_environment, spark_session
 from .stages import (
     CHUNK_SCHEMA,
@@ -95,7 +97,7 @@ def run_audit(
     out_dir: Path,
     *,
     master: str = DEFAULT_MASTER,
-    ports: Iterable[int] = (1883,),
+    ports: Iterable[int] | None = None,
     tolerance: float = 5.0,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     progress: Callable[[str], None] = lambda message: None,
@@ -142,7 +144,7 @@ def _audit(
     rejected: dict[str, str],
     out_dir: Path,
     *,
-    ports: Iterable[int],
+    ports: Iterable[int] | None,
     tolerance: float,
     chunk_bytes: int,
     progress: Callable[[str], None],
@@ -185,7 +187,19 @@ def _audit(
         last = _end_time_ns(path, chunks)
         if last is not None:
             end_times.append((name, last))
-    options = AuditOptions(frozenset(ports), tolerance, tuple(end_times), str(out_dir.resolve()))
+    # --ports restricts the audit to those ports; without it, MQTT is recognised on any port (see .detection).
+    requested = None if ports is None else frozenset(ports)
+    options = AuditOptions(
+        KNOWN_MQTT_PORTS if requested is None else requested,
+        tolerance,
+        tuple(end_times),
+        str(out_dir.resolve()),
+        requested_ports=requested,
+    )
+    if requested is None:
+        progress("looking for TCP streams that start with an MQTT CONNECT, on any port")
+        proven = proven_ports(session, chunk_rows)
+        options = replace(options, broker_ports=KNOWN_MQTT_PORTS | proven, proven_ports=proven)
     watcher = _Progress(session, progress, tasks)
     watcher.start()
     try:
@@ -274,6 +288,7 @@ def _run(
     for table in TABLES:
         _ensure_readable(out_dir / table, table)
     summary = _summary(session, connections, notes, out_dir)
+    summary["detection"] = detection_summary(options, connections_by_port(connections), notes)
     summary["routing_shards"] = [row.asDict() for row in replayed]
     judged.unpersist()
     return summary
