@@ -212,10 +212,20 @@ def run() -> ProbeRun:
 
 def test_json_has_exactly_the_documented_keys(run: ProbeRun) -> None:
     data = probe_run_to_json(run)
-    assert set(data) == {"target", "started", "duration_s", "broker_down", "summary", "results"}
+    assert set(data) == {
+        "target",
+        "started",
+        "duration_s",
+        "broker_down",
+        "incomplete",
+        "baseline",
+        "summary",
+        "results",
+    }
+    assert data["incomplete"] is None and data["baseline"] is None
     assert data["target"] == "mqtt://127.0.0.1:1883"
     assert data["summary"] == {"pass": 2, "fail": 3, "inconclusive": 1, "not-applicable": 1}
-    keys = {"case", "title", "statements", "verdict", "reason", "level", "evidence"}
+    keys = {"case", "title", "statements", "verdict", "reason", "error", "level", "evidence"}
     assert all(set(result) == keys for result in data["results"])
     first = data["results"][0]
     assert first["case"] == "subscribe-empty-filter"
@@ -407,11 +417,13 @@ def test_junit_has_one_testcase_per_case_and_right_counts(run: ProbeRun, tmp_pat
         "qos2-exactly-once [MQTT-4.3.3-2, MQTT-4.8.0-1]",
         "qos2-pubrel [MQTT-4.3.3-2]",
     ]
-    assert [case.get("classname") for case in cases[:3]] == [
-        "mqttaudit.probe.4.7.3",
-        "mqttaudit.probe.2.2.1",
-        "mqttaudit.probe.3.12.4",
+    # Case ids without a suite part: the whole id is the suite.
+    assert [case.get("classname") for case in cases[:2]] == [
+        "mqttaudit.probe.subscribe-empty-filter",
+        "mqttaudit.probe.reserved-packet-type-0",
     ]
+    properties = [(p.get("name"), p.get("value")) for p in cases[0].findall("properties/property")]
+    assert properties == [("statement", "MQTT-4.7.3-1"), ("statement", "MQTT-4.8.0-1"), ("section", "4.7.3")]
     assert cases[0].get("time") == "0.500"
     assert len(suite.findall("testcase/failure")) == 3 and len(suite.findall("testcase/skipped")) == 2
     assert cases[1].find("failure") is None and cases[1].find("skipped") is None

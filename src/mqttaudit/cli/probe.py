@@ -1,36 +1,52 @@
 """``mqttaudit probe`` and ``mqttaudit matrix``: the case library against live brokers, with reports; ``probe``
-also runs the AMQP 0-9-1 routing suite against an ``amqp://`` target."""
+also runs the AMQP 0-9-1 routing suite against an ``amqp://`` target. Both are :func:`mqttaudit.probe.run` plus
+printing: selection, preflight, confirmation of timing cases, baseline and exit status live in the library."""
 
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import json
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
-from mqttaudit.probe import cases as _cases  # noqa: F401 - registers the case library
+from mqttaudit.probe.api import ProbeResult, ProbeUsageError, run
 from mqttaudit.probe.case import CASES, Case, Target
-from mqttaudit.probe.runner import FAIL, VERDICTS, CaseResult, ProbeRun, run_probe
+from mqttaudit.probe.outcome import CONFORMANT, FINDINGS, INCOMPLETE, parse_share
+from mqttaudit.probe.runner import ProbeRun, run_probe
+from mqttaudit.probe.selection import NoCaseSelected
+from mqttaudit.probe.selection import select_cases as select_from_library
+from mqttaudit.probe.targets import is_amqp, mask_userinfo, parse_target
+from mqttaudit.report.terminal import colour_allowed, progress_for, summary_lines, terminal_width
 from mqttaudit.spec import load_catalogue
 
 LEVEL_ORDER = {"MUST": 0, "SHOULD": 1, "MAY": 2}
 
+EXIT_STATUSES = """\b
+Exit status:
+  0    conformant: every selected case judged, no MUST-level failure
+  1    findings: a MUST-level case failed (with --baseline: one not in the baseline)
+  2    usage error: bad arguments, a selection that matches nothing, an unreadable baseline
+  3    internal error (a bug: please report it)
+  4    incomplete: the target was unreachable or refused us, went down, or more cases than
+       --max-inconclusive allows ended inconclusive (1 still wins when there are findings)
+  130  interrupted"""
 
-def select_cases(patterns: str | None, suite: str | None = None) -> list[Case]:
-    """Cases whose id, or one of whose statements, matches one of the comma-separated glob ``patterns``, and
-    whose id starts with ``suite/`` when a suite is given."""
-    cases = [c for c in CASES.values() if suite is None or c.id.startswith(f"{suite}/")]
-    if not patterns:
-        return cases
-    globs = [p.strip() for p in patterns.split(",") if p.strip()]
-    return [
-        c
-        for c in cases
-        if any(fnmatch.fnmatchcase(c.id, g) or any(fnmatch.fnmatchcase(s, g) for s in c.statements) for g in globs)
-    ]
+_CASES_HELP = (
+    "Globs over case ids or statement ids, comma-separated or repeated; '!GLOB' leaves cases out "
+    "(e.g. 'malformed/*,!malformed/pingreq-*')."
+)
+_SKIP_HELP = "Globs of cases to leave out, comma-separated or repeated (e.g. 'malformed/pingreq-*')."
+
+
+def select_cases(patterns: str | Sequence[str] | None, suite: str | None = None) -> list[Case]:
+    """The library's selection, or no case when nothing matches (for callers that report that themselves)."""
+    try:
+        return select_from_library(patterns, suite=suite)
+    except NoCaseSelected:
+        return []
 
 
 def case_level(case: Case) -> str:
@@ -50,51 +66,89 @@ def probe_coverage() -> dict[str, list[str]]:
 
 
 def run_cases(target: Target, selected: Sequence[Case], timeout: float, concurrency: int, quiet: bool) -> ProbeRun:
-    progress = _progress(quiet)
-    run = asyncio.run(run_probe(target, selected, timeout=timeout, concurrency=concurrency, progress=progress))
-    if not quiet:
-        click.echo("", err=True)
-    return run
-
-
-def _progress(quiet: bool) -> Callable[[CaseResult], None]:
-    marks = {"pass": ".", "fail": "F", "inconclusive": "?", "not-applicable": "-"}
-
-    def progress(result: CaseResult) -> None:
-        if not quiet:
-            click.echo(marks.get(result.verdict, "!"), nl=False, err=True)
-
-    return progress
+    """The cases alone against a target known to be up (the demo's broker): no preflight, no baseline."""
+    progress = None if quiet else progress_for(sys.stderr, target.url)
+    if progress is not None:
+        progress.started(len(selected))
+    try:
+        return asyncio.run(
+            run_probe(
+                target,
+                selected,
+                timeout=timeout,
+                concurrency=concurrency,
+                progress=None if progress is None else progress.finished,
+            )
+        )
+    finally:
+        if progress is not None:
+            progress.close()
 
 
 def summarize(run: ProbeRun) -> str:
-    counts = ", ".join(f"{run.count(v)} {v}" for v in VERDICTS)
-    lines = [f"{run.target.url}: {len(run.results)} cases in {run.duration:.1f} s: {counts}"]
-    if run.broker_down:
-        lines.append(f"  broker down: {run.broker_down}")
-    lines.extend(
-        f"  FAIL {result.case.id} [{', '.join(result.case.statements)}]: {result.reason}"
-        for result in run.results
-        if result.verdict == FAIL
-    )
-    return "\n".join(lines)
+    return "\n".join(summary_lines(run, terminal_width(sys.stdout)))
 
 
-def must_failures(run: ProbeRun) -> list[CaseResult]:
-    return [r for r in run.results if r.verdict == FAIL and case_level(r.case) == "MUST"]
-
-
-def _parse_target(value: str) -> Target:
+def _share(ctx: click.Context, param: click.Parameter, value: str) -> float:
     try:
-        return Target.parse(value)
+        return parse_share(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
 
 
-@click.command("probe")
+def _probe(
+    target: str,
+    *,
+    patterns: Sequence[str],
+    skip: Sequence[str],
+    suite: str | None,
+    timeout: float,
+    concurrency: int,
+    max_inconclusive: float,
+    baseline: Path | None,
+    quiet: bool,
+) -> ProbeResult:
+    """One library run, with progress on stderr unless ``quiet``; argument errors become usage errors."""
+    progress = None if quiet else progress_for(sys.stderr, mask_userinfo(target))
+    try:
+        return run(
+            target,
+            cases=list(patterns) or None,
+            skip=list(skip) or None,
+            suite=suite,
+            timeout=timeout,
+            concurrency=concurrency,
+            max_inconclusive=max_inconclusive,
+            baseline=baseline,
+            progress=progress,
+        )
+    except ProbeUsageError as exc:
+        raise click.UsageError(str(exc)) from None
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+def _print_summary(result: ProbeResult) -> None:
+    colour = colour_allowed(sys.stdout)
+    styles = {"FAIL ": "red", "INCOMPLETE": "yellow", "FIXED ": "green"}
+    for line in summary_lines(result.run, terminal_width(sys.stdout)):
+        style = next((fg for start, fg in styles.items() if line.startswith(start)), None) if colour else None
+        click.echo(click.style(line, fg=style) if style else line, color=colour)
+
+
+@click.command("probe", epilog=EXIT_STATUSES)
 @click.argument("target", required=False)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("mqttaudit-out"))
-@click.option("--cases", "patterns", help="Comma-separated globs over case ids or statement ids.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("mqttaudit-out"),
+    show_default=True,
+    help="Where findings.json, findings.md and junit.xml go.",
+)
+@click.option("--cases", "patterns", multiple=True, help=_CASES_HELP)
+@click.option("--skip", multiple=True, help=_SKIP_HELP)
 @click.option(
     "--suite",
     help="Only the cases whose id starts with SUITE/ (routing, malformed, ...). amqp:// targets have one suite, "
@@ -102,80 +156,79 @@ def _parse_target(value: str) -> Target:
 )
 @click.option("--timeout", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Seconds per wait.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option(
+    "--max-inconclusive",
+    default="10%",
+    show_default=True,
+    callback=_share,
+    help="The share of the cases (0.1 or 10%) that may end inconclusive before the run counts as incomplete.",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A previous findings.json: only failures not in it fail the run; new, fixed and known ones are listed.",
+)
 @click.option("--list", "list_only", is_flag=True, help="List the cases and their statements; probe nothing.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def probe_command(
     target: str | None,
     out_dir: Path,
-    patterns: str | None,
+    patterns: tuple[str, ...],
+    skip: tuple[str, ...],
     suite: str | None,
     timeout: float,
     concurrency: int,
+    max_inconclusive: float,
+    baseline: Path | None,
     list_only: bool,
     output_format: str,
 ) -> int:
     """Probe the broker at TARGET (mqtt://HOST:PORT, or amqp://USER:PASS@HOST:PORT/VHOST for the AMQP routing
-    suite) and write findings.json, findings.md and junit.xml to --out. Exit status 1 when a MUST-level case
-    fails (any failing case, for amqp://)."""
-    if target is not None and target.startswith("amqp://"):
-        return _probe_amqp(target, out_dir, patterns, suite, timeout, list_only, output_format)
-    selected = select_cases(patterns, suite)
+    suite) and write findings.json, findings.md and junit.xml to --out, also when the run is incomplete.
+
+    A target that cannot be reached or refuses the prober's CONNECT is reported in one line (exit status 4)
+    after one connection attempt. A failure of a timing-dependent case (Keep Alive, Will) is run again, alone,
+    and counts only when it fails again."""
     if list_only:
-        _list(selected, output_format)
-        return 0
+        _list(_listed(target, patterns, skip, suite), output_format)
+        return CONFORMANT
     if target is None:
         raise click.UsageError("a TARGET (mqtt://HOST:PORT) is needed, or --list")
-    if not selected:
-        raise click.UsageError(f"no case matches {patterns!r}" + (f" in suite {suite!r}" if suite else ""))
-    from mqttaudit.report import write_probe_reports
-    from mqttaudit.report.probe_json import probe_run_to_json
-
-    run = run_cases(_parse_target(target), selected, timeout, concurrency, quiet=output_format == "json")
-    written = write_probe_reports(run, out_dir)
-    if output_format == "json":
-        click.echo(json.dumps(probe_run_to_json(run), indent=2))
-    else:
-        click.echo(summarize(run))
-        click.echo(f"reports: {', '.join(str(path) for path in written)}")
-    return 1 if must_failures(run) else 0
-
-
-def _probe_amqp(
-    target: str,
-    out_dir: Path,
-    patterns: str | None,
-    suite: str | None,
-    timeout: float,
-    list_only: bool,
-    output_format: str,
-) -> int:
-    """The AMQP 0-9-1 routing suite against ``target``, reported like the MQTT cases; exit status 1 on a failure."""
-    from mqttaudit.probe.amqp import AMQP_CASES, AMQP_RULES, AmqpTarget, run_amqp_routing
-    from mqttaudit.report import write_probe_reports
-    from mqttaudit.report.probe_json import probe_run_to_json
-
-    if suite not in (None, "routing"):
-        raise click.UsageError(f"amqp:// targets have one suite, 'routing', not {suite!r}")
-    if patterns:
-        raise click.UsageError("--cases selects MQTT cases; an amqp:// target runs the whole routing suite")
-    if list_only:
-        _list([routing.case for routing in AMQP_CASES.values()], output_format)
-        return 0
-    try:
-        parsed = AmqpTarget.parse(target)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from exc
     quiet = output_format == "json"
-    run = run_amqp_routing(parsed, timeout, progress=_progress(quiet))
-    if not quiet:
-        click.echo("", err=True)
-    written = write_probe_reports(run, out_dir, AMQP_RULES)
+    result = _probe(
+        target,
+        patterns=patterns,
+        skip=skip,
+        suite=suite,
+        timeout=timeout,
+        concurrency=concurrency,
+        max_inconclusive=max_inconclusive,
+        baseline=baseline,
+        quiet=quiet,
+    )
+    written = result.write_reports(out_dir)
+    if result.refusal is not None:
+        click.echo(f"mqttaudit: {result.incomplete}", err=True)
     if quiet:
-        click.echo(json.dumps(probe_run_to_json(run, AMQP_RULES), indent=2))
-    else:
-        click.echo(summarize(run))
+        click.echo(json.dumps(result.to_json(), indent=2))
+    elif result.refusal is None:
+        _print_summary(result)
         click.echo(f"reports: {', '.join(str(path) for path in written)}")
-    return 1 if run.count(FAIL) else 0
+    return result.exit_status
+
+
+def _listed(target: str | None, patterns: Sequence[str], skip: Sequence[str], suite: str | None) -> list[Case]:
+    if target is not None and is_amqp(target):
+        from mqttaudit.probe.api import amqp_selection
+
+        try:
+            return amqp_selection(list(patterns), list(skip), suite)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+    try:
+        return select_from_library(list(patterns), list(skip), suite=suite)
+    except NoCaseSelected as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def _list(selected: Sequence[Case], output_format: str) -> None:
@@ -188,6 +241,7 @@ def _list(selected: Sequence[Case], output_format: str) -> None:
                 "level": case_level(c),
                 "stimulus": c.stimulus,
                 "expected": c.expected,
+                "timing": c.timing,
             }
             for c in selected
         ]
@@ -200,34 +254,73 @@ def _list(selected: Sequence[Case], output_format: str) -> None:
     click.echo(f"\n{len(selected)} cases covering {len(numbered)} numbered statements")
 
 
-@click.command("matrix")
+@click.command("matrix", epilog=EXIT_STATUSES)
 @click.argument("targets", nargs=-1, required=True)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("mqttaudit-matrix"))
-@click.option("--cases", "patterns", help="Comma-separated globs over case ids or statement ids.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("mqttaudit-matrix"),
+    show_default=True,
+    help="Where matrix.md, matrix.html and each broker's reports go.",
+)
+@click.option("--cases", "patterns", multiple=True, help=_CASES_HELP)
+@click.option("--skip", multiple=True, help=_SKIP_HELP)
 @click.option("--timeout", type=click.FloatRange(min=0.05), default=2.0, show_default=True)
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option(
+    "--max-inconclusive",
+    default="10%",
+    show_default=True,
+    callback=_share,
+    help="The share of the cases (0.1 or 10%) that may end inconclusive before a broker's run counts as incomplete.",
+)
 def matrix_command(
-    targets: tuple[str, ...], out_dir: Path, patterns: str | None, timeout: float, concurrency: int
+    targets: tuple[str, ...],
+    out_dir: Path,
+    patterns: tuple[str, ...],
+    skip: tuple[str, ...],
+    timeout: float,
+    concurrency: int,
+    max_inconclusive: float,
 ) -> int:
     """Probe several brokers (TARGET is mqtt://HOST:PORT or NAME=mqtt://HOST:PORT) and write a statements x
-    brokers matrix (matrix.md, matrix.html) plus each broker's own reports under --out."""
-    from mqttaudit.report import write_matrix, write_probe_reports
+    brokers matrix (matrix.md, matrix.html) plus each broker's own reports under --out. Exit status 1 when any
+    broker fails a MUST-level case, else 4 when any run is incomplete."""
+    from mqttaudit.report import write_matrix
 
-    selected = select_cases(patterns)
-    if not selected:
-        raise click.UsageError(f"no case matches {patterns!r}")
-    runs: list[tuple[str, ProbeRun]] = []
+    try:
+        select_from_library(list(patterns), list(skip))
+        for spec in targets:
+            parse_target(spec.rpartition("=")[2])
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    results: list[tuple[str, ProbeResult]] = []
     for spec in targets:
         name, _, url = spec.rpartition("=") if "=" in spec else ("", "", spec)
-        target = _parse_target(url)
+        result = _probe(
+            url,
+            patterns=patterns,
+            skip=skip,
+            suite=None,
+            timeout=timeout,
+            concurrency=concurrency,
+            max_inconclusive=max_inconclusive,
+            baseline=None,
+            quiet=False,
+        )
+        target = result.run.target
         label = name or f"{target.host}:{target.port}"
-        run = run_cases(target, selected, timeout, concurrency, quiet=False)
-        write_probe_reports(run, out_dir / _safe(label))
-        click.echo(summarize(run))
-        runs.append((label, run))
-    written = write_matrix(runs, out_dir)
+        result.write_reports(out_dir / _safe(label))
+        if result.refusal is not None:
+            click.echo(f"mqttaudit: {result.incomplete}", err=True)
+        else:
+            _print_summary(result)
+        results.append((label, result))
+    written = write_matrix([(label, result.run) for label, result in results], out_dir)
     click.echo(f"matrix: {', '.join(str(path) for path in written)}")
-    return 1 if any(must_failures(run) for _, run in runs) else 0
+    statuses = {result.exit_status for _, result in results}
+    return FINDINGS if FINDINGS in statuses else INCOMPLETE if INCOMPLETE in statuses else CONFORMANT
 
 
 def _safe(label: str) -> str:

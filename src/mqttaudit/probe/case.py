@@ -8,9 +8,10 @@ broker declared a feature unsupported) or :class:`Inconclusive` (the setup the c
 from __future__ import annotations
 
 import asyncio
+import importlib
 import secrets
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 
 from ..codec import (
     Connack,
@@ -53,6 +54,9 @@ class Case:
     stimulus: str = ""
     #: What a conforming broker does.
     expected: str = ""
+    #: The verdict hangs on a deadline or a broker-side timer (Keep Alive, a Will after a drop): a failure is
+    #: confirmed by running the case again, alone, before it is reported.
+    timing: bool = False
 
 
 @dataclass(frozen=True)
@@ -247,18 +251,68 @@ SETTLE_MARGIN = 0.2
 
 _DISCONNECT = bytes((0xE0, 0x00))
 
-CASES: dict[str, Case] = {}
+
+class CaseRegistry(Mapping[str, Case]):
+    """The case library by id. The first lookup loads :mod:`mqttaudit.probe.cases`, so the registry is complete
+    whatever was imported before it."""
+
+    def __init__(self, library: str) -> None:
+        self._library = library
+        self._cases: dict[str, Case] = {}
+        self._loaded = False
+
+    def register(self, case: Case) -> None:
+        if case.id in self._cases:
+            raise ValueError(f"duplicate probe case id {case.id!r}")
+        self._cases[case.id] = case
+
+    def mark_timing(self, case_ids: Iterable[str]) -> None:
+        """Flags the cases whose verdict hangs on a deadline (see :attr:`Case.timing`)."""
+        for case_id in case_ids:
+            self._cases[case_id] = replace(self._cases[case_id], timing=True)
+
+    def _all(self) -> dict[str, Case]:
+        if not self._loaded:
+            self._loaded = True  # set first: the library's modules register while it loads
+            try:
+                importlib.import_module(self._library)
+            except BaseException:
+                self._loaded = False
+                raise
+        return self._cases
+
+    def __getitem__(self, case_id: str) -> Case:
+        return self._all()[case_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+#: Every case of the library, by id, in the library's order.
+CASES = CaseRegistry("mqttaudit.probe.cases")
+
+
+def all_cases() -> list[Case]:
+    """Every case of the library, in its order."""
+    return list(CASES.values())
 
 
 def case(
-    case_id: str, statements: Iterable[str], title: str, *, stimulus: str = "", expected: str = ""
+    case_id: str,
+    statements: Iterable[str],
+    title: str,
+    *,
+    stimulus: str = "",
+    expected: str = "",
+    timing: bool = False,
 ) -> Callable[[Script], Script]:
     """Registers a script as a case of the library."""
 
     def register(script: Script) -> Script:
-        if case_id in CASES:
-            raise ValueError(f"duplicate probe case id {case_id!r}")
-        CASES[case_id] = Case(case_id, tuple(statements), title, script, stimulus, expected)
+        CASES.register(Case(case_id, tuple(statements), title, script, stimulus, expected, timing))
         return script
 
     return register

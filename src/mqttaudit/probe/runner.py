@@ -20,6 +20,7 @@ from ..codec import Connack, Connect, Direction
 from ..codec.describe import describe_packet
 from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, judge_scenario
 from ..judge.events import Closed, Event, Quiet, Sent
+from .baseline import BaselineDiff
 from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable
 from .connection import ProbeConnection
 
@@ -44,6 +45,13 @@ class CaseResult:
     duration: float = 0.0
     #: Every rule the judge decided in the case's conversations, targeted or not.
     assessed: list[str] = field(default_factory=list)
+    #: The case could not be judged because the target was unreachable, refused the prober or went down: an
+    #: error of the run, not a verdict on the broker.
+    error: bool = False
+
+    @property
+    def case_id(self) -> str:
+        return self.case.id
 
     def evidence(self) -> dict[str, Any]:
         return {
@@ -65,6 +73,11 @@ class ProbeRun:
     duration: float
     #: Why the broker stopped being probed, when it did (it crashed or stopped accepting connections).
     broker_down: str | None = None
+    #: Why the run does not judge the broker: unreachable, refused the prober, went down, or too many
+    #: inconclusive cases. None for a complete run.
+    incomplete: str | None = None
+    #: The comparison with a previous run's findings.json, when one was given.
+    baseline: BaselineDiff | None = None
 
     def count(self, verdict: str) -> int:
         return sum(1 for result in self.results if result.verdict == verdict)
@@ -109,7 +122,7 @@ async def run_case(
 ) -> CaseResult:
     health = health or _Health()
     if health.down:
-        return CaseResult(case, INCONCLUSIVE, health.down)
+        return CaseResult(case, INCONCLUSIVE, health.down, error=True)
     context = CaseContext(case, target, timeout=timeout, run_id=run_id)
     started = time.monotonic()
     stopped: tuple[str, str] | None = None
@@ -137,6 +150,7 @@ async def run_case(
     result.assessed = sorted(judgement.assessed)
     result.connections = [connection_evidence(connection) for connection in context.connections]
     result.duration = time.monotonic() - started
+    result.error = result.verdict == INCONCLUSIVE and health.down is not None and result.reason == health.down
     return result
 
 

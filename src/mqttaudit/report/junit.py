@@ -11,48 +11,71 @@ from .statements import default_catalogue, section_of
 
 
 def probe_run_to_junit(run: ProbeRun, catalogue: Catalogue | None = None) -> ET.Element:
-    """A ``<testsuite>``; failures carry the reason and the evidence transcript, undecided cases are skipped.
+    """A ``<testsuite>``; failures carry the reason and the evidence transcript. A case that could not be judged
+    because the target was unreachable, refused the prober or went down is an ``<error>``; other undecided cases
+    (not applicable, inconclusive) are skipped. Test cases are classed ``mqttaudit.probe.<suite>`` (the first part
+    of the case id) and carry their statement ids in the name and as properties.
 
     Every text goes through :func:`printable`, so control bytes from the wire never reach the XML (XML 1.0 cannot
     hold them even as character references); ElementTree escapes the markup characters.
     """
     rules = default_catalogue(catalogue)
-    skipped = sum(run.count(verdict) for verdict in (INCONCLUSIVE, NOT_APPLICABLE))
+    errors = sum(1 for result in run.results if result.error)
+    skipped = sum(run.count(verdict) for verdict in (INCONCLUSIVE, NOT_APPLICABLE)) - errors
     suite = ET.Element(
         "testsuite",
         {
             "name": printable(f"mqttaudit probe {run.target.url}"),
             "tests": str(len(run.results)),
             "failures": str(run.count(FAIL)),
-            "errors": "0",
+            "errors": str(errors),
             "skipped": str(skipped),
             "time": f"{run.duration:.3f}",
             "timestamp": printable(run.started),
         },
     )
-    if run.broker_down:
+    run_properties = [("broker_down", run.broker_down), ("incomplete", run.incomplete)]
+    if any(value for _, value in run_properties):
         properties = ET.SubElement(suite, "properties")
-        ET.SubElement(properties, "property", {"name": "broker_down", "value": printable(run.broker_down)})
+        for name, value in run_properties:
+            if value:
+                ET.SubElement(properties, "property", {"name": name, "value": printable(value)})
     for result in run.results:
         statements = result.case.statements
-        section = section_of(statements[0], rules) if statements else "unknown"
         testcase = ET.SubElement(
             suite,
             "testcase",
             {
-                "classname": f"mqttaudit.probe.{section}",
+                "classname": f"mqttaudit.probe.{classname_part(result.case.id)}",
                 "name": printable(f"{result.case.id} [{', '.join(statements)}]"),
                 "time": f"{result.duration:.3f}",
             },
         )
+        case_properties = ET.SubElement(testcase, "properties")
+        for statement in statements:
+            ET.SubElement(case_properties, "property", {"name": "statement", "value": printable(statement)})
+        ET.SubElement(case_properties, "property", {"name": "section", "value": _section(statements, rules)})
         reason = printable(result.reason)
         if result.verdict == FAIL:
             rule = result.findings[0].rule if result.findings else (statements[0] if statements else "")
             failure = ET.SubElement(testcase, "failure", {"message": reason, "type": rule})
             failure.text = f"{reason}\n\n{transcript(result.evidence()['connections'])}\n"
+        elif result.error:
+            ET.SubElement(testcase, "error", {"message": reason, "type": "unreachable"})
         elif result.verdict in (INCONCLUSIVE, NOT_APPLICABLE):
             ET.SubElement(testcase, "skipped", {"message": f"{result.verdict}: {reason}"})
     return suite
+
+
+def classname_part(case_id: str) -> str:
+    """The suite of a case (``malformed/pingreq-with-body`` -> ``malformed``), safe between the dots of a Java-style
+    class name, so CI servers group the cases by suite."""
+    suite = case_id.split("/", 1)[0]
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in suite) or "unknown"
+
+
+def _section(statements: tuple[str, ...], rules: Catalogue) -> str:
+    return printable(section_of(statements[0], rules)) if statements else "unknown"
 
 
 def junit_bytes(suite: ET.Element) -> bytes:

@@ -10,13 +10,18 @@ from .statements import default_catalogue, strongest_level
 
 
 def probe_run_to_json(run: ProbeRun, catalogue: Catalogue | None = None) -> dict[str, Any]:
-    """The run as JSON-ready data; ``level`` is the strongest level among a case's statements."""
+    """The run as JSON-ready data; ``level`` is the strongest level among a case's statements. ``incomplete`` says
+    why the run does not judge the broker as a whole (None when it does); ``error`` marks a case that could not be
+    judged because the target was unreachable, refused the prober or went down; ``baseline`` lists the case ids
+    of new, known and fixed failures against a previous run (None without one)."""
     rules = default_catalogue(catalogue)
     return {
         "target": run.target.url,
         "started": run.started,
         "duration_s": round(run.duration, 3),
         "broker_down": run.broker_down,
+        "incomplete": run.incomplete,
+        "baseline": None if run.baseline is None else run.baseline.to_json(),
         "summary": {verdict: run.count(verdict) for verdict in VERDICTS},
         "results": [
             {
@@ -25,6 +30,7 @@ def probe_run_to_json(run: ProbeRun, catalogue: Catalogue | None = None) -> dict
                 "statements": list(result.case.statements),
                 "verdict": result.verdict,
                 "reason": result.reason,
+                "error": result.error,
                 "level": strongest_level(result.case.statements, rules),
                 "evidence": result.evidence(),
             }

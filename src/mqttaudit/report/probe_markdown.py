@@ -42,6 +42,7 @@ def probe_run_to_markdown(run: ProbeRun, catalogue: Catalogue | None = None) -> 
             for r in run.results
         ),
     )
+    lines += _baseline_section(run)
     if failures:
         lines += ["", "## Failures"]
         for result in failures:
@@ -70,6 +71,32 @@ def _header(run: ProbeRun) -> list[str]:
     ]
     if run.broker_down:
         lines.append(f"- **Broker down:** {inline(run.broker_down)}; the cases after that point are inconclusive.")
+    if run.incomplete:
+        lines.append(
+            f"- **Incomplete run:** {inline(run.incomplete)}. The verdicts do not judge the broker as a whole."
+        )
+    if run.baseline is not None:
+        diff = run.baseline
+        lines.append(
+            f"- Baseline {code(diff.source)}: {len(diff.new)} new failures, {len(diff.known)} known, "
+            f"{len(diff.fixed)} fixed"
+        )
+    return lines
+
+
+def _baseline_section(run: ProbeRun) -> list[str]:
+    """New, fixed and known failures against the baseline, each a list of case ids."""
+    if run.baseline is None:
+        return []
+    lines = ["", "## Against the baseline", "", f"Baseline: {code(run.baseline.source)}."]
+    groups = (
+        ("New failures (not failing in the baseline)", run.baseline.new),
+        ("Fixed (failed in the baseline, pass now)", run.baseline.fixed),
+        ("Known failures (failing in the baseline too)", run.baseline.known),
+    )
+    for title, case_ids in groups:
+        lines += ["", f"### {title}", ""]
+        lines += [f"- {code(case_id)}" for case_id in case_ids] or ["None."]
     return lines
 
 

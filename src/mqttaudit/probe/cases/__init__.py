@@ -1,7 +1,22 @@
-"""The case library: importing this package registers every case in :data:`mqttaudit.probe.case.CASES`."""
+"""The case library: importing this package registers every case in :data:`mqttaudit.probe.case.CASES` (which
+imports it on first use)."""
 
 from __future__ import annotations
 
+from ..case import CASES
 from . import delivery, malformed, routing, session
 
-__all__ = ["delivery", "malformed", "routing", "session"]
+__all__ = ["TIMING", "delivery", "malformed", "routing", "session"]
+
+#: Cases whose verdict hangs on a broker-side timer or on what the broker does after a connection drops: a failure
+#: of one of them is run again, alone, before it is reported.
+TIMING = (
+    "keep-alive/server-disconnects-silent-client",  # the Keep Alive timer [MQTT-3.1.2-24]
+    "will/published-on-abnormal-close",  # the Will is published some time after the drop
+    "will/retained",
+    "will/not-after-disconnect",
+    "connect/takeover",  # the old connection is closed after the new CONNECT
+    "session/queued-while-offline",  # the session outlives the drop of its connection
+)
+
+CASES.mark_timing(TIMING)

@@ -1,0 +1,241 @@
+"""The probe as a library call: select cases, check the target can be reached, run, confirm timing-dependent
+failures, compare with a baseline, and decide the exit status. ``mqttaudit probe`` and ``matrix`` are this call
+plus printing.
+
+>>> result = run("mqtt://127.0.0.1:1883", cases="ping/*")  # doctest: +SKIP
+>>> result.exit_status, result.counts["pass"]  # doctest: +SKIP
+(0, 1)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..spec import Catalogue
+from .baseline import Baseline, compare, load_baseline
+from .case import Case, Target
+from .confirm import confirm_timing_failures
+from .outcome import DEFAULT_MAX_INCONCLUSIVE, counted_failures, exit_status, failures, parse_share, too_inconclusive
+from .preflight import Refusal, preflight, preflight_amqp
+from .runner import INCONCLUSIVE, VERDICTS, CaseResult, ProbeRun, run_probe
+from .selection import Patterns, select_cases
+from .targets import is_amqp, parse_target
+
+
+class ProbeUsageError(ValueError):
+    """The arguments of a run are wrong (target, selection, share, baseline): nothing was probed."""
+
+
+class ProbeProgress(Protocol):
+    """What a caller hears while a run goes on: the number of cases, then each result as it comes."""
+
+    def started(self, total: int) -> None: ...
+
+    def finished(self, result: CaseResult) -> None: ...
+
+
+@dataclass
+class ProbeResult:
+    """One probe run and what it amounts to. ``run`` holds everything the reports show."""
+
+    run: ProbeRun
+    #: The rules the cases cite (None: the MQTT 3.1.1 catalogue).
+    catalogue: Catalogue | None = None
+    #: Why nothing was probed (unreachable, unresolvable, refused the prober), when so.
+    refusal: Refusal | None = None
+
+    @property
+    def target(self) -> str:
+        """The target's URL, without any password."""
+        return self.run.target.url
+
+    @property
+    def results(self) -> list[CaseResult]:
+        return self.run.results
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {verdict: self.run.count(verdict) for verdict in VERDICTS}
+
+    @property
+    def incomplete(self) -> str | None:
+        """Why the run does not judge the broker as a whole, or None."""
+        return self.run.incomplete
+
+    @property
+    def findings(self) -> list[CaseResult]:
+        """The failed cases, known to the baseline or not."""
+        return failures(self.run)
+
+    @property
+    def counted_findings(self) -> list[CaseResult]:
+        """The failures that fail the run: MUST-level, and not in the baseline."""
+        return counted_failures(self.run, self._rules())
+
+    @property
+    def exit_status(self) -> int:
+        """0 conformant, 1 a MUST-level failure (new, with a baseline), 4 incomplete."""
+        return exit_status(self.run, self._rules())
+
+    def to_json(self) -> dict[str, Any]:
+        """The findings.json document."""
+        from ..report.probe_json import probe_run_to_json
+
+        return probe_run_to_json(self.run, self.catalogue)
+
+    def write_reports(self, out_dir: Path | str) -> list[Path]:
+        """Writes findings.json, findings.md and junit.xml into ``out_dir``."""
+        from ..report import write_probe_reports
+
+        return write_probe_reports(self.run, out_dir, self.catalogue)
+
+    def _rules(self) -> Catalogue:
+        from ..report.statements import default_catalogue
+
+        return default_catalogue(self.catalogue)
+
+
+def run(
+    target: str,
+    *,
+    cases: Patterns = None,
+    skip: Patterns = None,
+    suite: str | None = None,
+    timeout: float = 2.0,
+    concurrency: int = 8,
+    max_inconclusive: float | str = DEFAULT_MAX_INCONCLUSIVE,
+    baseline: Path | str | Baseline | None = None,
+    confirm_timing: bool = True,
+    progress: ProbeProgress | None = None,
+) -> ProbeResult:
+    """Probes ``target`` (see :func:`run_async`) from synchronous code."""
+    return asyncio.run(
+        run_async(
+            target,
+            cases=cases,
+            skip=skip,
+            suite=suite,
+            timeout=timeout,
+            concurrency=concurrency,
+            max_inconclusive=max_inconclusive,
+            baseline=baseline,
+            confirm_timing=confirm_timing,
+            progress=progress,
+        )
+    )
+
+
+async def run_async(
+    target: str,
+    *,
+    cases: Patterns = None,
+    skip: Patterns = None,
+    suite: str | None = None,
+    timeout: float = 2.0,
+    concurrency: int = 8,
+    max_inconclusive: float | str = DEFAULT_MAX_INCONCLUSIVE,
+    baseline: Path | str | Baseline | None = None,
+    confirm_timing: bool = True,
+    progress: ProbeProgress | None = None,
+) -> ProbeResult:
+    """Probes the broker at ``target`` (``mqtt://HOST:PORT``, or ``amqp://USER:PASS@HOST:PORT/VHOST`` for the AMQP
+    routing suite) with the cases that ``cases`` selects and ``skip`` leaves out (globs over case ids or statement
+    ids; ``!glob`` in ``cases`` excludes too).
+
+    A target that cannot be reached or refuses the prober gives a result whose ``incomplete`` says why (exit
+    status 4); nothing is raised for it. ValueError for a malformed target, a selection that matches nothing, a
+    bad ``max_inconclusive``, or an unreadable baseline (:class:`~mqttaudit.probe.baseline.BaselineError`).
+    """
+    try:
+        parsed = parse_target(target)
+        limit = parse_share(max_inconclusive)
+        known = load_baseline(baseline) if isinstance(baseline, Path | str) else baseline
+        selected = amqp_selection(cases, skip, suite) if is_amqp(target) else select_cases(cases, skip, suite=suite)
+    except ValueError as exc:
+        raise ProbeUsageError(str(exc)) from None
+    if is_amqp(target):
+        result = await _run_amqp(parsed, selected, timeout, progress)
+    else:
+        result = await _run_mqtt(parsed, selected, timeout, concurrency, confirm_timing, progress)
+    probe_run = result.run
+    if probe_run.incomplete is None:
+        probe_run.incomplete = probe_run.broker_down or too_inconclusive(probe_run.results, limit)
+    if known is not None:
+        probe_run.baseline = compare(known, ((r.case.id, r.verdict) for r in probe_run.results))
+    return result
+
+
+async def _run_mqtt(
+    target: Target,
+    selected: Sequence[Case],
+    timeout: float,
+    concurrency: int,
+    confirm_timing: bool,
+    progress: ProbeProgress | None,
+) -> ProbeResult:
+    clock0 = time.monotonic()
+    refusal = await preflight(target, timeout)
+    if refusal is not None:
+        return ProbeResult(not_probed(target, selected, refusal, time.monotonic() - clock0), refusal=refusal)
+    if progress is not None:
+        progress.started(len(selected))
+    probe_run = await run_probe(
+        target,
+        selected,
+        timeout=timeout,
+        concurrency=concurrency,
+        progress=None if progress is None else progress.finished,
+    )
+    if confirm_timing and probe_run.broker_down is None:
+
+        async def alone(case: Case) -> CaseResult:
+            return (await run_probe(target, [case], timeout=timeout, concurrency=1)).results[0]
+
+        probe_run.results = await confirm_timing_failures(probe_run.results, alone)
+    return ProbeResult(probe_run)
+
+
+def amqp_selection(cases: Patterns, skip: Patterns, suite: str | None) -> list[Case]:
+    """The AMQP routing suite runs whole: no case selection, and its one suite is ``routing``."""
+    from .amqp import AMQP_CASES
+
+    if suite not in (None, "routing"):
+        raise ValueError(f"amqp:// targets have one suite, 'routing', not {suite!r}")
+    if cases or skip:
+        raise ValueError("--cases and --skip select MQTT cases; an amqp:// target runs the whole routing suite")
+    return [routing.case for routing in AMQP_CASES.values()]
+
+
+async def _run_amqp(
+    target: Target, selected: Sequence[Case], timeout: float, progress: ProbeProgress | None
+) -> ProbeResult:
+    from .amqp import AMQP_CASES, AMQP_RULES, AmqpTarget, probe_amqp_routing
+
+    assert isinstance(target, AmqpTarget)
+    clock0 = time.monotonic()
+    refusal = await preflight_amqp(target, timeout)
+    if refusal is not None:
+        return ProbeResult(not_probed(target, selected, refusal, time.monotonic() - clock0), AMQP_RULES, refusal)
+    if progress is not None:
+        progress.started(len(selected))
+    routing = [AMQP_CASES[case.id] for case in selected]
+    probe_run = await probe_amqp_routing(
+        target, routing, timeout=timeout, progress=None if progress is None else progress.finished
+    )
+    if probe_run.broker_down:
+        for result in probe_run.results:
+            result.error = result.verdict == INCONCLUSIVE and result.reason.startswith("cannot connect to")
+    return ProbeResult(probe_run, AMQP_RULES)
+
+
+def not_probed(target: Target, cases: Sequence[Case], refusal: Refusal, duration: float) -> ProbeRun:
+    """The run of a target that could not be probed: every case an error with the reason, and the run incomplete."""
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    results = [CaseResult(case, INCONCLUSIVE, f"not probed: {refusal.message}", error=True) for case in cases]
+    return ProbeRun(target, started, results, duration, incomplete=f"{refusal.message} — nothing was probed")

@@ -1,0 +1,78 @@
+"""A previous run's ``findings.json`` as a baseline: which failures are new, which are known, which are fixed.
+
+CI runs fail only on new failures; known ones are still listed, so they stay in sight.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+FAIL = "fail"
+PASS = "pass"
+
+
+class BaselineError(ValueError):
+    """The baseline file cannot be read, or is not a findings.json; the message names the file and why."""
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The verdict of every case of a previous run, by case id."""
+
+    source: str
+    verdicts: Mapping[str, str]
+
+    @property
+    def failed(self) -> frozenset[str]:
+        return frozenset(case_id for case_id, verdict in self.verdicts.items() if verdict == FAIL)
+
+
+@dataclass(frozen=True)
+class BaselineDiff:
+    """Case ids, each list in run order: failing now and not in the baseline's failures (``new``), failing in
+    both (``known``), failed in the baseline and passing now (``fixed``)."""
+
+    source: str
+    new: tuple[str, ...]
+    known: tuple[str, ...]
+    fixed: tuple[str, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"file": self.source, "new": list(self.new), "known": list(self.known), "fixed": list(self.fixed)}
+
+
+def load_baseline(path: Path | str) -> Baseline:
+    """Reads a findings.json written by ``mqttaudit probe``; :class:`BaselineError` when it is not one."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError(f"cannot read the baseline {source}: {getattr(exc, 'strerror', None) or exc}") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BaselineError(f"the baseline {source} is not JSON: {exc}") from exc
+    results = data.get("results") if isinstance(data, dict) else None
+    if not isinstance(results, list):
+        raise BaselineError(f"the baseline {source} is not a findings.json of mqttaudit probe (no 'results' list)")
+    verdicts: dict[str, str] = {}
+    for index, row in enumerate(results):
+        if not (isinstance(row, dict) and isinstance(row.get("case"), str) and isinstance(row.get("verdict"), str)):
+            raise BaselineError(f"the baseline {source} has a result without a case and a verdict (results[{index}])")
+        verdicts[row["case"]] = row["verdict"]
+    return Baseline(source, verdicts)
+
+
+def compare(baseline: Baseline, verdicts: Iterable[tuple[str, str]]) -> BaselineDiff:
+    """``verdicts``: (case id, verdict) of the run now, in run order."""
+    now = list(verdicts)
+    failed_before = baseline.failed
+    return BaselineDiff(
+        baseline.source,
+        new=tuple(case_id for case_id, verdict in now if verdict == FAIL and case_id not in failed_before),
+        known=tuple(case_id for case_id, verdict in now if verdict == FAIL and case_id in failed_before),
+        fixed=tuple(case_id for case_id, verdict in now if verdict == PASS and case_id in failed_before),
+    )

@@ -1,0 +1,67 @@
+"""What a probe run amounts to: whether it judged enough of the broker, which failures count, and the exit status
+the command line returns for it (the same numbers as ``mqttaudit.cli.main``).
+
+The rule: a MUST-level failure that the baseline does not already know makes exit status 1, even in an
+incomplete run (it is a real finding); otherwise an incomplete run makes 4; otherwise 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..report.statements import strongest_level
+from ..spec import Catalogue
+from .runner import FAIL, INCONCLUSIVE, CaseResult, ProbeRun
+
+CONFORMANT = 0
+FINDINGS = 1
+INCOMPLETE = 4
+#: The share of inconclusive cases above which a run is incomplete, unless told otherwise.
+DEFAULT_MAX_INCONCLUSIVE = 0.10
+
+
+def parse_share(text: str | float) -> float:
+    """``"10%"``, ``"0.1"`` or ``0.1`` -> 0.1; ValueError outside 0..100 % or for anything else."""
+    if isinstance(text, float | int):
+        share = float(text)
+    else:
+        value = text.strip()
+        try:
+            share = float(value[:-1]) / 100 if value.endswith("%") else float(value)
+        except ValueError:
+            raise ValueError(f"not a fraction or a percentage: {text!r}") from None
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"a share of the cases is between 0 and 1 (0% and 100%), not {text!r}")
+    return share
+
+
+def too_inconclusive(results: Sequence[CaseResult], limit: float) -> str | None:
+    """Why the run is incomplete when more than ``limit`` of its cases are inconclusive, else None."""
+    undecided = sum(1 for result in results if result.verdict == INCONCLUSIVE)
+    if not results or undecided / len(results) <= limit:
+        return None
+    return (
+        f"{undecided} of {len(results)} cases inconclusive ({undecided / len(results):.0%}), "
+        f"more than the {limit:.0%} allowed (--max-inconclusive)"
+    )
+
+
+def is_must(result: CaseResult, catalogue: Catalogue) -> bool:
+    """Whether the strongest level of the case's statements is MUST (an uncatalogued statement counts as MUST)."""
+    return (strongest_level(result.case.statements, catalogue) or "MUST") == "MUST"
+
+
+def failures(run: ProbeRun) -> list[CaseResult]:
+    return [result for result in run.results if result.verdict == FAIL]
+
+
+def counted_failures(run: ProbeRun, catalogue: Catalogue) -> list[CaseResult]:
+    """The failures that fail the run: MUST-level ones that the baseline (when there is one) does not know."""
+    known = set(run.baseline.known) if run.baseline is not None else set()
+    return [result for result in failures(run) if is_must(result, catalogue) and result.case.id not in known]
+
+
+def exit_status(run: ProbeRun, catalogue: Catalogue) -> int:
+    if counted_failures(run, catalogue):
+        return FINDINGS
+    return INCOMPLETE if run.incomplete else CONFORMANT
