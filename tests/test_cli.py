@@ -75,7 +75,9 @@ def test_decode_text_says_what_every_number_is(capsys: pytest.CaptureFixture[str
 
 
 def test_decode_text_says_how_much_of_a_cut_frame_it_shows(capsys: pytest.CaptureFixture[str]) -> None:
-    status, out, _ = run(capsys, "decode", "--hex", "30 ff 01" + " 00" * 255, "--from", "client", "--max-packet-size", "100")
+    status, out, _ = run(
+        capsys, "decode", "--hex", "30 ff 01" + " 00" * 255, "--from", "client", "--max-packet-size", "100"
+    )
     assert status == 0  # a packet above the bound is a warning
     assert out.startswith("frame 0 at offset 0, 258 bytes: bytes that are not a packet\n")
     assert "      bytes: 30 ff 01 " + " ".join(["00"] * 61) + " ... (first 64 of 258 bytes)\n" in out

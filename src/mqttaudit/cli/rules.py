@@ -39,7 +39,9 @@ class Coverage:
 
     @property
     def checked_by(self) -> list[str]:
-        return [name for name, checks in (("codec", self.codec), ("judge", self.judge), ("probe", self.probe)) if checks]
+        return [
+            name for name, checks in (("codec", self.codec), ("judge", self.judge), ("probe", self.probe)) if checks
+        ]
 
 
 @functools.cache

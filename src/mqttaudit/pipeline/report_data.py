@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from mqttaudit import __version__
 from mqttaudit.report import AuditReportData
 
 if TYPE_CHECKING:
@@ -133,6 +134,7 @@ def report_data(
             "connections_sample": connections_sample,
             "gaps": gap_rows,
             "gaps_total": gaps_total,
+            "mqttaudit_version": __version__,
         }
     )
 

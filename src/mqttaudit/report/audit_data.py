@@ -26,9 +26,10 @@ class ByteAccounting(TypedDict):
 
     #: Bytes of TCP stream (both directions of every MQTT flow) the audit covered.
     mqtt_bytes: int
-    #: Bytes framed into MQTT packets.
+    #: Bytes of well-formed frames: packets that break no MUST-level codec rule.
     packet_bytes: int
-    #: Bytes that could not be framed (malformed-bytes records).
+    #: Bytes of malformed frames: packets that break a MUST-level codec rule, and bytes that did not decode as a
+    #: packet (a truncated tail, an oversized packet, a stream after a five-byte Remaining Length).
     malformed_bytes: int
     #: Bytes missing from the capture (gap records): sequence space the capture never saw.
     gap_bytes: int
@@ -204,6 +205,8 @@ class AuditReportData:
     #: Up to N gaps, and how many there were in all.
     gaps: list[GapRow] = field(default_factory=list)
     gaps_total: int = 0
+    #: The mqttaudit version that collected the data ("" when not recorded).
+    mqttaudit_version: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -230,6 +233,9 @@ class AuditReportData:
             elif isinstance(default, dict):
                 if not isinstance(value, dict):
                     raise ValueError(f"{name}: expected an object")
+            elif isinstance(default, str):
+                if not isinstance(value, str):
+                    raise ValueError(f"{name}: expected a string")
             elif not isinstance(value, int | float) or isinstance(value, bool):
                 raise ValueError(f"{name}: expected a number")
             values[name] = value

@@ -223,8 +223,8 @@ class Accounting:
     def verdict(self) -> str:
         if self.reconciles:
             return (
-                "The byte counts reconcile: every byte of the MQTT flows is in a packet, in malformed bytes, in a gap "
-                "or before the first packet boundary."
+                "The byte counts reconcile: every byte of the MQTT flows is in a well-formed packet, in a malformed "
+                "frame, in a gap or before the first packet boundary."
             )
         if self.difference > 0:
             return f"The byte counts do not reconcile: {plural(self.difference, 'byte')} unaccounted for."
@@ -274,6 +274,8 @@ class AuditView:
             out.append(("Spark master", summary["spark_master"]))
         if summary.get("started"):
             out.append(("Started", summary["started"]))
+        if self.data.mqttaudit_version:
+            out.append(("mqttaudit version", self.data.mqttaudit_version))
         if "duration" in summary:
             out.append(("Duration", duration(summary["duration"])))
         return out
@@ -408,8 +410,12 @@ def accounting(summary: AuditSummary) -> Accounting | None:
     return Accounting(
         counted.get("mqtt_bytes", 0),
         (
-            ("framed into MQTT packets", counted.get("packet_bytes", 0)),
-            ("malformed (could not be framed)", counted.get("malformed_bytes", 0)),
+            ("in well-formed MQTT packets (no MUST-level codec violation)", counted.get("packet_bytes", 0)),
+            (
+                "in malformed frames (packets that break a MUST-level codec rule, and bytes that did not decode as "
+                "a packet: a truncated tail, an oversized packet, the rest of a stream after a five-byte length)",
+                counted.get("malformed_bytes", 0),
+            ),
             ("in gaps (never captured)", counted.get("gap_bytes", 0)),
             ("before the first packet boundary (connection captured mid-stream)", counted.get("unsynced_bytes", 0)),
         ),
