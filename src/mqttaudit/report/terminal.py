@@ -60,8 +60,8 @@ def summary_lines(run: ProbeRun, width: int) -> list[str]:
     diff = run.baseline
     lines.append(
         fit(
-            f"against the baseline {diff.source}: {len(diff.new)} new failures, {len(diff.known)} known, "
-            f"{len(diff.fixed)} fixed",
+            f"against the baseline: {len(diff.new)} new failures, {len(diff.known)} known, {len(diff.fixed)} fixed "
+            f"({diff.source})",
             width,
         )
     )
