@@ -62,10 +62,16 @@ def audit_command(
     """Audit captures (files, folders, globs): every packet decoded strictly in both directions, every connection
     judged, routing replayed per broker; Parquet tables, summary.json, report.html and findings.md in --out.
     Exit status 1 when there are MUST-level violations or routing findings, 4 when no MQTT connection was found."""
-    from mqttaudit.pipeline.audit import run_audit
     from mqttaudit.pipeline.sources import AuditInputError
-    from mqttaudit.pipeline.spark import SparkEnvironmentError
+    from mqttaudit.pipeline.spark import SPARK_MODULES, SparkEnvironmentError, missing_spark
     from mqttaudit.report.output_dir import OutputDirError
+
+    try:
+        from mqttaudit.pipeline.audit import run_audit
+    except ImportError as exc:
+        if exc.name not in SPARK_MODULES:
+            raise
+        raise CannotRun(missing_spark(exc)) from exc
 
     try:
         with audit_progress() as progress:

@@ -8,7 +8,6 @@ writes into a staging directory that is published only when it completes.
 from __future__ import annotations
 
 import contextlib
-import logging
 import signal
 import sys
 import traceback
@@ -105,7 +104,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"mqttaudit: incomplete: {exc}")
         return EXIT_INCOMPLETE
     except (click.Abort, KeyboardInterrupt):
-        _quiet_after_interrupt()
         _say("interrupted")
         return EXIT_INTERRUPTED
     except Exception:  # the last line of defence: a bug must not look like a finding
@@ -113,9 +111,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say("mqttaudit: internal error (the traceback above is a bug; please report it)")
         return EXIT_INTERNAL
     return result if isinstance(result, int) else EXIT_OK
-
-
-def _quiet_after_interrupt() -> None:
-    """After an interrupt, Py4J's threads report the JVM's connection closing as errors; that is expected noise."""
-    for name in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
-        logging.getLogger(name).setLevel(logging.CRITICAL + 1)

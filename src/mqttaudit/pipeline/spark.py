@@ -7,6 +7,7 @@ the driver's, and Arrow carries every batch between the JVM and Python.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import shutil
@@ -63,10 +64,16 @@ def check_environment(master: str, driver_memory: str = DEFAULT_DRIVER_MEMORY) -
         import pyarrow  # noqa: F401
         import pyspark  # noqa: F401
     except ImportError as exc:
-        raise SparkEnvironmentError(
-            f"mqttaudit audit needs pyspark and pyarrow ({exc.name} is not installed): pip install 'mqttaudit[spark]'"
-        ) from exc
+        raise SparkEnvironmentError(missing_spark(exc)) from exc
     _check_java()
+
+
+#: What the audit needs beyond the base install (the ``spark`` extra).
+SPARK_MODULES = frozenset({"pyspark", "pyarrow", "pandas", "py4j"})
+
+
+def missing_spark(exc: ImportError) -> str:
+    return f"mqttaudit audit needs pyspark and pyarrow ({exc.name} is not installed): pip install 'mqttaudit[spark]'"
 
 
 def _java_command() -> str | None:
@@ -119,6 +126,10 @@ def _jvm_output_to(log: str | None) -> Iterator[None]:
         os.close(target)
 
 
+def _not_from_py4j(record: logging.LogRecord) -> bool:
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
+
+
 def jvm_log_path() -> str:
     """Where the JVM's own messages go unless ``--verbose``: one file per process, in the temporary folder."""
     return os.path.join(tempfile.gettempdir(), f"mqttaudit-spark-{os.getpid()}.log")
@@ -158,6 +169,11 @@ def spark_session(
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     if shuffle_partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    if not verbose:
+        # Py4J logs every broken connection to the JVM with a traceback, as when an interrupt stops the JVM;
+        # a real failure still reaches us as an exception.
+        logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+        logging.getLogger().addFilter(_not_from_py4j)  # it also logs through the root logger
     with _jvm_output_to(None if verbose else jvm_log_path()):
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

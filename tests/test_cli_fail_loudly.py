@@ -1,0 +1,201 @@
+"""Nothing judged is never a pass: the audit's usage errors come before Spark starts, an audit that finds no MQTT
+connection exits 4, and an interrupted run (real SIGINT and SIGTERM sent to a real audit) exits 130 with one line,
+leaving the previous complete output as it was."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mqttaudit.capture import writer
+from mqttaudit.report.output_dir import MARKER, STAGING_PREFIX
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "captures"
+SMALL = SHARED / "peafowl" / "mqtt-1.pcapng"
+
+
+def mqttaudit(*argv: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mqttaudit", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def without_java() -> dict[str, str]:
+    """An environment in which no java can be found: a PATH of Python's own folder only, no JAVA_HOME."""
+    env = {key: value for key, value in os.environ.items() if key != "JAVA_HOME"}
+    env["PATH"] = str(Path(sys.executable).parent)
+    return env
+
+
+def run_without_java(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mqttaudit", *argv], capture_output=True, text=True, env=without_java(), check=False
+    )
+
+
+def test_a_file_that_is_not_a_capture_is_a_usage_error_before_spark_starts(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello, these are my notes\n")
+    # With no Java at all, the only way to exit 2 naming the file is to check it before starting Spark.
+    result = run_without_java("audit", str(notes), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2, result.stderr
+    assert f"{notes}: not a capture" in result.stderr
+    assert "68 65 6c 6c" in result.stderr and "neither a pcap nor a pcapng" in result.stderr
+    assert "Java" not in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_with_no_capture_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "captures").mkdir()
+    (tmp_path / "captures" / "README").write_text("nothing here\n")
+    result = run_without_java("audit", str(tmp_path / "captures"), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert f"no capture file (.pcap, .pcapng, .cap) in {tmp_path / 'captures'}" in result.stderr
+
+
+def test_a_folder_of_captures_without_a_capture_suffix_is_found_by_magic_number(tmp_path: Path) -> None:
+    from mqttaudit.pipeline import sources
+
+    rotated = tmp_path / "rotated"
+    rotated.mkdir()
+    (rotated / "trace.pcap1").write_bytes(SMALL.read_bytes())
+    (rotated / "notes").write_text("not a capture\n")
+    assert sources.expand([str(rotated)]) == [str(rotated / "trace.pcap1")]
+
+
+def test_a_capture_among_non_captures_in_a_glob_is_audited_and_the_others_reported(tmp_path: Path) -> None:
+    from mqttaudit.pipeline import sources
+
+    (tmp_path / "a.pcap").write_bytes(SMALL.read_bytes())
+    (tmp_path / "b.pcap").write_bytes(b"GIF89a....")
+    files = sources.expand([str(tmp_path / "*.pcap")])
+    rejected = sources.check_captures([str(tmp_path / "*.pcap")], files)
+    assert rejected == [(str(tmp_path / "b.pcap"), rejected[0][1])]
+    assert "47 49 46 38" in rejected[0][1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["--master", "foo"], {}, "--master 'foo' is not a Spark master URL"),
+        ([], {"MQTTAUDIT_DRIVER_MEMORY": "256m"}, "MQTTAUDIT_DRIVER_MEMORY='256m'"),
+        ([], {"MQTTAUDIT_DRIVER_MEMORY": "lots"}, "MQTTAUDIT_DRIVER_MEMORY='lots'"),
+    ],
+)
+def test_environment_mistakes_are_usage_errors_without_a_traceback(
+    tmp_path: Path, argv: list[str], env: dict[str, str], message: str
+) -> None:
+    result = mqttaudit("audit", str(SMALL), "--out", str(tmp_path / "out"), *argv, env=env)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+
+
+def test_no_java_is_a_usage_error_that_says_what_is_missing(tmp_path: Path) -> None:
+    result = run_without_java("audit", str(SMALL), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert "mqttaudit audit needs Java 17 or newer (java not found on PATH and JAVA_HOME unset)" in result.stderr
+
+
+def test_missing_pyspark_is_a_usage_error_with_the_pip_command(tmp_path: Path) -> None:
+    # pyspark made unimportable in this one process, as on an install without the [spark] extra.
+    code = (
+        "import sys; sys.modules['pyspark'] = None; from mqttaudit.cli.main import main; "
+        f"sys.exit(main(['audit', {str(SMALL)!r}, '--out', {str(tmp_path / 'out')!r}]))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 2, result.stderr
+    assert "pip install 'mqttaudit[spark]'" in result.stderr
+
+
+def http_only_capture(path: Path) -> None:
+    session = writer.TcpSession(("10.0.0.1", 41000), ("10.0.0.2", 8080))
+    packets = session.handshake()
+    packets.append(session.send(0, b"GET / HTTP/1.1\r\nHost: example\r\n\r\n"))
+    packets.append(session.send(1, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+    packets += [session.fin(0), session.fin(1)]
+    frames = [(1_700_000_000_000_000_000 + i * 1_000_000, writer.ethernet(p)) for i, p in enumerate(packets)]
+    path.write_bytes(writer.pcap_bytes(frames, linktype=1))
+
+
+def test_an_audit_that_finds_no_mqtt_connection_is_incomplete(tmp_path: Path) -> None:
+    capture = tmp_path / "http.pcap"
+    http_only_capture(capture)
+    result = mqttaudit("audit", str(capture), "--out", str(tmp_path / "out"), "--master", "local[1]")
+    assert result.returncode == 4, result.stderr
+    assert "no MQTT connection found" in result.stderr
+    assert "Traceback" not in result.stderr
+    # Spark's own start-up messages are hidden unless --verbose.
+    for noise in ("log4j", "NativeCodeLoader", "incubator modules", "WARN"):
+        assert noise not in result.stderr
+
+
+def tree_digest(folder: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def previous_output(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A complete audit's output, as a user would have it from an earlier run."""
+    out = tmp_path_factory.mktemp("interrupt") / "out"
+    result = mqttaudit("audit", str(SMALL), "--out", str(out), "--master", "local[1]")
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.mark.parametrize(
+    ("signum", "whole_group"),
+    [(signal.SIGINT, True), (signal.SIGINT, False), (signal.SIGTERM, False)],
+    ids=["ctrl-c-to-the-process-group", "sigint", "sigterm"],
+)
+def test_an_interrupted_audit_exits_130_with_one_line_and_leaves_the_previous_output(
+    previous_output: Path, signum: int, whole_group: bool
+) -> None:
+    before = tree_digest(previous_output)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mqttaudit", "audit", str(SHARED), "--out", str(previous_output)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a process group of its own, as a shell gives a foreground job
+    )
+    assert process.stderr is not None
+    # Wait until the audit is under way (Spark started, chunks planned), then interrupt it.
+    lines = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        lines.append(line)
+        if not line or "planning chunks" in line:
+            break
+    time.sleep(1.0)
+    assert process.poll() is None, "".join(lines)
+    if whole_group:
+        os.killpg(process.pid, signum)
+    else:
+        os.kill(process.pid, signum)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    said = [line for line in stderr.splitlines() if line.strip() and not line.startswith("  ")]
+    assert said == ["interrupted"]
+    assert "Traceback" not in stderr and "py4j" not in stderr
+    assert stdout == ""
+    assert tree_digest(previous_output) == before
+    assert not [p for p in previous_output.parent.iterdir() if p.name.startswith(STAGING_PREFIX)]
+    assert (previous_output / MARKER).is_file()
