@@ -1,10 +1,11 @@
 # Two entry points: `make demo` (the main job on embedded defaults) and `make test` (installs what the tests
 # need, then runs every gate). Everything is installed into .venv. The package is installed (not linked) so
-# that its codec is the compiled build; it is reinstalled whenever a source file changes.
+# that its codec is the compiled build; it is reinstalled whenever a source file changes. pyproject.toml states
+# compatible ranges; constraints.txt pins the versions this project's CI runs with.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-SOURCES := pyproject.toml setup.py $(sort $(shell find src -type f \( -name '*.py' -o -name '*.tsv' -o -name '*.js' -o -name '*.j2' \)))
+SOURCES := pyproject.toml setup.py constraints.txt $(sort $(shell find src -type f \( -name '*.py' -o -name '*.tsv' -o -name '*.js' -o -name '*.j2' \)))
 STAMP := $(VENV)/.installed-$(shell cat $(SOURCES) | cksum | cut -d' ' -f1)
 # The codec tests run a second time on the pure-Python fallback, straight from the source tree.
 PURE_TESTS := tests/test_codec_build.py tests/test_codec_vectors.py tests/test_codec_properties.py
@@ -16,7 +17,7 @@ $(STAMP): $(SOURCES)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	rm -rf build  # a module no longer compiled must not come back from an earlier build
-	$(PY) -m pip install --quiet '.[test,bench]'
+	PIP_CONSTRAINT=constraints.txt $(PY) -m pip install --quiet '.[all,test,bench]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .exits import EXIT_FINDINGS, EXIT_OK, EXIT_STATUS_HELP, CannotRun, Incomplete
+from .exits import EXIT_STATUS_HELP, CannotRun, Incomplete
 from .progress import audit_progress
 from .terminal import echo_lines, printable_line
 
@@ -91,9 +91,9 @@ def audit_command(
         raise CannotRun(printable_line(str(exc))) from exc
     echo_lines(summarize(result.summary))
     click.echo(f"report: {printable_line(str(out_dir / 'report.html'))}")
-    if not result.summary["counts"]["connections"]:
+    if result.incomplete:
         raise Incomplete(nothing_found(result.summary))
-    return EXIT_FINDINGS if result.failed else EXIT_OK
+    return result.exit_status
 
 
 def nothing_found(summary: dict[str, object]) -> str:

@@ -10,6 +10,8 @@ from mqttaudit import codec
 from mqttaudit.spec import load_catalogue
 
 from .decode import frames_have_errors, render_frames
+from .exits import EXIT_OK, EXIT_STATUS_HELP, CannotRun, Incomplete
+from .terminal import printable_line
 
 #: (what it is, who sends it, hex bytes): known defects from the field, and valid packets beside them.
 EXAMPLES: tuple[tuple[str, str, str], ...] = (
@@ -45,14 +47,23 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-@click.command("demo")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("mqttaudit-out"))
+@click.command("demo", epilog=EXIT_STATUS_HELP)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("mqttaudit-out"),
+    show_default=True,
+    help="Output folder (the capture, probe/ and audit/), replaced as a whole when the demo completes.",
+)
+@click.option("--force", is_flag=True, help="Write into an --out folder that holds other files (they are kept).")
 @click.option("--no-probe", is_flag=True, help="Only decode the example packets.")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master for the audit.")
-def demo_command(out_dir: Path, no_probe: bool, master: str) -> int:
+def demo_command(out_dir: Path, force: bool, no_probe: bool, master: str) -> int:
     """The whole job on embedded defaults: decode example packets, start a local broker (mosquitto when
     installed, else amqtt), probe it with the case library, record real clients talking through it (a few of them
-    misbehaving), audit that capture on Spark, and say where the reports are."""
+    misbehaving), audit that capture on Spark, and say where the reports are. Exit status 0 when every step ran
+    (the defects it shows are the demo's point), 4 when no local broker could be started."""
     catalogue = load_catalogue("3.1.1")
     failing = 0
     for title, sender, hex_text in EXAMPLES:
@@ -67,11 +78,19 @@ def demo_command(out_dir: Path, no_probe: bool, master: str) -> int:
         f"{len(EXAMPLES)} examples decoded, {failing} with violations. Try: mqttaudit decode --hex '...' --from client"
     )
     if not no_probe:
-        _whole_job(out_dir, master)
-    return 0
+        from mqttaudit.report.output_dir import OutputDirError, staged_output
+
+        try:
+            with staged_output(out_dir, force=force) as staging:
+                _whole_job(staging, out_dir, master)
+        except OutputDirError as exc:
+            raise CannotRun(printable_line(str(exc))) from exc
+        click.echo(f"\nreports in {printable_line(str(out_dir))}: probe/findings.md, audit/report.html")
+    return EXIT_OK
 
 
-def _whole_job(out_dir: Path, master: str) -> None:
+def _whole_job(staging: Path, out_dir: Path, master: str) -> None:
+    """Writes into ``staging``; what it prints names the places in ``out_dir`` where the files will be."""
     from mqttaudit.pipeline.audit import run_audit
     from mqttaudit.probe.brokers import available_brokers, start_broker
     from mqttaudit.probe.case import Target
@@ -82,25 +101,23 @@ def _whole_job(out_dir: Path, master: str) -> None:
 
     candidates = [name for name in ("mosquitto", "amqtt") if name in available_brokers()]
     if not candidates:
-        click.echo("\nno local broker (install mosquitto, or amqtt with pip); skipping the probe and the audit")
-        return
+        raise Incomplete("no local broker to probe (install mosquitto, or amqtt with pip)")
     name = candidates[0]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    capture = out_dir / "traffic.pcapng"  # the relay's; tcpdump writes traffic.pcap
+    capture = staging / "traffic.pcapng"  # the relay's; tcpdump writes traffic.pcap
     click.echo(f"\n== Probing a local {name} with {len(select_cases(None))} cases")
     with start_broker(name) as broker:
         click.echo(f"   {name} started on {broker.url} (pid {broker.pid})")
         run = run_cases(Target(broker.host, broker.port), select_cases(None), 2.0, 8, quiet=False)
-        written = write_probe_reports(run, out_dir / "probe")
+        written = write_probe_reports(run, staging / "probe")
         click.echo(summarize(run))
-        click.echo(f"probe reports: {', '.join(str(path) for path in written)}")
+        click.echo(f"probe reports: {', '.join(str(out_dir / p.relative_to(staging)) for p in written)}")
         click.echo(f"\n== Recording clients talking through {name} (three of them misbehave)")
         capture, port, how = _record(capture, broker.port)
-        click.echo(f"   {capture} written ({how})")
+        click.echo(f"   {out_dir / capture.name} written ({how})")
     click.echo(f"\n== Auditing the capture on Spark ({master})")
     result = run_audit(
         [str(capture)],
-        out_dir / "audit",
+        staging / "audit",
         master=master,
         ports=[port],
         tolerance=2.0,

@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import click
 
-EXIT_OK = 0
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
-EXIT_INCOMPLETE = 4
-EXIT_INTERRUPTED = 130
+from mqttaudit.status import (
+    EXIT_FINDINGS,
+    EXIT_INCOMPLETE,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+)
+
+__all__ = [
+    "EXIT_FINDINGS",
+    "EXIT_INCOMPLETE",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_STATUS_HELP",
+    "EXIT_USAGE",
+    "CannotRun",
+    "Incomplete",
+]
 
 #: One line per status, for ``--help`` epilogs and the README.
 EXIT_STATUS_HELP = (

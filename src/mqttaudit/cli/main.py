@@ -109,5 +109,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception:  # the last line of defence: a bug must not look like a finding
         traceback.print_exc(file=sys.stderr)
         _say("mqttaudit: internal error (the traceback above is a bug; please report it)")
+        jvm_log = _spark_log()
+        if jvm_log:
+            _say(f"mqttaudit: Spark's own messages of this run are kept in {jvm_log}")
         return EXIT_INTERNAL
     return result if isinstance(result, int) else EXIT_OK
+
+
+def _spark_log() -> str | None:
+    """The JVM's log of this run when Spark was started (its messages are hidden unless --verbose)."""
+    spark = sys.modules.get("mqttaudit.pipeline.spark")
+    return None if spark is None else spark.keep_jvm_log()

@@ -26,6 +26,7 @@ from mqttaudit.capture import CaptureError, plan_chunks, read_chunk
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
 from mqttaudit.report.output_dir import check_output_dir, staged_output
 from mqttaudit.spec import load_catalogue
+from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 
 from . import sources
 from .detection import connections_by_port, detection_summary, proven_ports
@@ -69,6 +70,18 @@ class AuditResult:
         """There are MUST-level violations or routing findings."""
         counts = self.summary["counts"]
         return bool(counts["violations_must"] or counts["routing_findings"])
+
+    @property
+    def incomplete(self) -> bool:
+        """No MQTT connection was found: nothing was judged."""
+        return not self.summary["counts"]["connections"]
+
+    @property
+    def exit_status(self) -> int:
+        """As ``mqttaudit audit`` exits: 1 findings, 4 nothing judged, 0 conformant."""
+        if self.failed:
+            return EXIT_FINDINGS
+        return EXIT_INCOMPLETE if self.incomplete else EXIT_OK
 
 
 def _end_time_ns(path: str, chunks: list[Any]) -> int | None:

@@ -6,6 +6,7 @@ the driver's, and Arrow carries every batch between the JVM and Python.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -130,9 +131,30 @@ def _not_from_py4j(record: logging.LogRecord) -> bool:
     return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
+_kept_logs: set[str] = set()
+
+
 def jvm_log_path() -> str:
-    """Where the JVM's own messages go unless ``--verbose``: one file per process, in the temporary folder."""
-    return os.path.join(tempfile.gettempdir(), f"mqttaudit-spark-{os.getpid()}.log")
+    """Where the JVM's own messages go unless ``--verbose``: one file per process, in the temporary folder,
+    removed when the process exits unless :func:`keep_jvm_log` asked to keep it."""
+    path = os.path.join(tempfile.gettempdir(), f"mqttaudit-spark-{os.getpid()}.log")
+    atexit.register(_remove_log, path)
+    return path
+
+
+def keep_jvm_log() -> str | None:
+    """The JVM's log of this process, kept after exit (to look into a failure), or ``None`` when there is none."""
+    path = os.path.join(tempfile.gettempdir(), f"mqttaudit-spark-{os.getpid()}.log")
+    if not os.path.exists(path):
+        return None
+    _kept_logs.add(path)
+    return path
+
+
+def _remove_log(path: str) -> None:
+    if path not in _kept_logs:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def spark_session(
