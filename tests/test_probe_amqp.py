@@ -216,7 +216,24 @@ def test_probe_amqp_exits_1_on_a_leak_and_says_which_case(
     assert status == 1
     out = capsys.readouterr().out
     assert f"{len(AMQP_CASES)} cases in " in out and ": 4 pass, 1 fail, 0 inconclusive" in out
-    assert "  FAIL amqp-routing/empty-key [AMQP-3.1.3.3-topic-match, AMQP-3.1.3.3-one-copy-per-queue]: 2 leak" in out
+    assert "\nFAIL amqp-routing/empty-key [AMQP-3.1.3.3-topic-match, AMQP-3.1.3.3-one-copy-per-queue]: leak: " in out
+
+
+def test_probe_amqp_with_a_wrong_password_exits_4_in_one_line_without_the_password(
+    rabbitmq: RunningBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = rabbitmq.urls["amqp"].replace("guest:guest", "guest:not-the-pw")
+
+    status = main(["probe", url, "--timeout", "1", "--out", str(tmp_path)])
+
+    captured = capsys.readouterr()
+    assert status == 4 and captured.out == ""
+    shown = url.replace("guest:not-the-pw@", "guest@")
+    assert captured.err.startswith(f"mqttaudit: {shown}: authentication refused (")
+    assert "403 ACCESS_REFUSED" in captured.err and captured.err.endswith("— nothing was probed\n")
+    written = "".join(path.read_text() for path in tmp_path.iterdir())
+    assert "not-the-pw" not in captured.err + written
+    assert f'errors="{len(AMQP_CASES)}"' in (tmp_path / "junit.xml").read_text()
 
 
 def test_probe_amqp_refuses_any_other_suite(rabbitmq: RunningBroker, capsys: pytest.CaptureFixture[str]) -> None:

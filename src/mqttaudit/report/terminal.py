@@ -40,8 +40,13 @@ def fit(text: str, width: int) -> str:
 
 def fail_line(result: CaseResult, width: int) -> str:
     """``FAIL case-id [statements]: detail``, each statement id once, cut to ``width``."""
-    details = list(dict.fromkeys(finding.detail for finding in result.findings)) or [result.reason]
+    details = list(dict.fromkeys(_said(finding.kind, finding.detail) for finding in result.findings))
+    details = details or [result.reason]
     return fit(f"FAIL {result.case.id} [{', '.join(result.case.statements)}]: {'; '.join(details)}", width)
+
+
+def _said(kind: str, detail: str) -> str:
+    return f"{kind}: {detail}" if kind else detail
 
 
 def summary_lines(run: ProbeRun, width: int) -> list[str]:
