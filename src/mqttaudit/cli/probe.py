@@ -25,13 +25,14 @@ from mqttaudit.spec import load_catalogue
 LEVEL_ORDER = {"MUST": 0, "SHOULD": 1, "MAY": 2}
 
 EXIT_STATUSES = """\b
-Exit status:
-  0    conformant: every selected case judged, no MUST-level failure
-  1    findings: a MUST-level case failed (with --baseline: one not in the baseline)
-  2    usage error: bad arguments, a selection that matches nothing, an unreadable baseline
+Exit status{scope}:
+  0    conformant: no MUST-level case failed, and the run is complete
+  1    findings: a MUST-level case failed{baseline}; 1 wins over 4
+  2    usage error: bad arguments, a selection that matches nothing, an
+       unreadable baseline
   3    internal error (a bug: please report it)
-  4    incomplete: the target was unreachable or refused us, went down, or more cases than
-       --max-inconclusive allows ended inconclusive (1 still wins when there are findings)
+  4    incomplete: the target was unreachable or refused us, went down, or
+       more cases than --max-inconclusive allows ended inconclusive
   130  interrupted"""
 
 _CASES_HELP = (
@@ -137,7 +138,10 @@ def _print_summary(result: ProbeResult) -> None:
         click.echo(click.style(line, fg=style) if style else line, color=colour)
 
 
-@click.command("probe", epilog=EXIT_STATUSES)
+@click.command(
+    "probe",
+    epilog=EXIT_STATUSES.format(scope="", baseline=" (with --baseline: one that\n       the baseline does not list)"),
+)
 @click.argument("target", required=False)
 @click.option(
     "--out",
@@ -254,7 +258,7 @@ def _list(selected: Sequence[Case], output_format: str) -> None:
     click.echo(f"\n{len(selected)} cases covering {len(numbered)} numbered statements")
 
 
-@click.command("matrix", epilog=EXIT_STATUSES)
+@click.command("matrix", epilog=EXIT_STATUSES.format(scope=" (the worst over the brokers)", baseline=""))
 @click.argument("targets", nargs=-1, required=True)
 @click.option(
     "--out",

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .api import ProbeProgress, ProbeResult, run, run_async
+    from .api import ProbeProgress, ProbeResult, ProbeUsageError, run, run_async
 
-__all__ = ["ProbeProgress", "ProbeResult", "run", "run_async"]
+__all__ = ["ProbeProgress", "ProbeResult", "ProbeUsageError", "run", "run_async"]
 
 
 def __getattr__(name: str) -> Any:
