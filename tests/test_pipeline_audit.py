@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from xml.etree import ElementTree
 
 import pyarrow.parquet as pq
 import pytest
@@ -21,6 +22,7 @@ from mqttaudit.pipeline.sources import AuditInputError
 from mqttaudit.probe.brokers import BrokerUnavailable, start_broker
 from mqttaudit.probe.recorder import tcpdump_recording
 from mqttaudit.probe.traffic import MISBEHAVIOUR, run_traffic
+from mqttaudit.report.output_dir import MARKER
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -124,8 +126,16 @@ def test_packets_carry_frames_offsets_and_directions(audited: dict[str, Any]) ->
 
 def test_the_reports_are_written_and_nothing_else_is_left(audited: dict[str, Any]) -> None:
     out = audited["out"]
-    reports = {"summary.json", "report.html", "findings.md", "report_data.json"}
+    reports = {"summary.json", "report.html", "findings.md", "report_data.json", "findings.jsonl", "junit.xml", MARKER}
     assert {path.name for path in out.iterdir()} == {*TABLES, *reports}  # the replay's transcripts are gone
+    findings = [json.loads(line) for line in (out / "findings.jsonl").read_text(encoding="utf-8").splitlines()]
+    tables = audited["tables"]
+    assert len(findings) == len(tables["violations"]) + len(tables["routing_findings"]) > 0
+    suite = ElementTree.fromstring((out / "junit.xml").read_bytes())
+    violated = {(v["rule"], v["actor"]) for v in tables["violations"]}
+    assert int(suite.attrib["failures"]) == len(violated) + len(
+        {(r["rule"], r["kind"]) for r in tables["routing_findings"]}
+    )
     html = (out / "report.html").read_text()
     assert "MQTT-4.7.3-1" in html and "<svg" in html and "http://" not in html.replace("http://www.w3.org", "")
     assert "MQTT-2.2.3-four-bytes" in (out / "findings.md").read_text()
