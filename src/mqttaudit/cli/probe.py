@@ -19,6 +19,7 @@ from mqttaudit.probe.runner import ProbeRun, run_probe
 from mqttaudit.probe.selection import NoCaseSelected
 from mqttaudit.probe.selection import select_cases as select_from_library
 from mqttaudit.probe.targets import is_amqp, mask_userinfo, parse_target
+from mqttaudit.report.evidence import printable
 from mqttaudit.report.terminal import colour_allowed, progress_for, summary_lines, terminal_width
 from mqttaudit.spec import load_catalogue
 
@@ -212,7 +213,7 @@ def probe_command(
     )
     written = result.write_reports(out_dir)
     if result.refusal is not None:
-        click.echo(f"mqttaudit: {result.incomplete}", err=True)
+        click.echo(printable(f"mqttaudit: {result.incomplete}"), err=True)
     if quiet:
         click.echo(json.dumps(result.to_json(), indent=2))
     elif result.refusal is None:
@@ -317,7 +318,7 @@ def matrix_command(
         label = name or f"{target.host}:{target.port}"
         result.write_reports(out_dir / _safe(label))
         if result.refusal is not None:
-            click.echo(f"mqttaudit: {result.incomplete}", err=True)
+            click.echo(printable(f"mqttaudit: {result.incomplete}"), err=True)
         else:
             _print_summary(result)
         results.append((label, result))
