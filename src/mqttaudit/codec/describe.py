@@ -9,7 +9,7 @@ from .packets import Connect, Packet, Publish, ReservedPacket, Suback, Subscribe
 
 def _plain(value: object) -> Any:
     if isinstance(value, bytes):
-        return value.hex()
+        return value.hex(" ")
     if isinstance(value, str):
         # Ill-formed bytes are kept as lone surrogates; show them as escapes so the result is valid JSON text.
         return value.encode("utf-8", "backslashreplace").decode("utf-8")
@@ -25,8 +25,8 @@ def _plain(value: object) -> Any:
 
 
 def packet_to_dict(packet: Packet) -> dict[str, Any]:
-    """``{"type": "PUBLISH", <field>: <value>, ...}``; bytes become hex strings, ``raw_*`` fields are left out when
-    None (the packet's bytes agreed with its fields)."""
+    """``{"type": "PUBLISH", <field>: <value>, ...}``; bytes become hex strings (``"0a 1b"``, as everywhere),
+    ``raw_*`` fields are left out when None (the packet's bytes agreed with its fields)."""
     return {"type": packet.packet_type.name, **_plain(packet)}
 
 
