@@ -20,6 +20,7 @@ from mqttaudit.judge import CHECKED_RULES
 from mqttaudit.pipeline.stages import TABLE_COLUMNS, table_schema
 from mqttaudit.report import AuditReportData, audit_tables, write_audit_reports
 from mqttaudit.report.audit_jsonl import json_line
+from mqttaudit.report.audit_junit import FindingTally, audit_to_junit, junit_document
 from mqttaudit.spec import load_catalogue
 
 T0 = 1746093600.0  # 2025-05-01 10:00:00 UTC
@@ -293,3 +294,20 @@ def test_the_byte_accounting_names_what_the_malformed_bytes_are(tmp_path: Path) 
         assert "could not be framed" not in text
         assert "in malformed frames (packets that break a MUST-level codec rule, and bytes that did not decode" in text
         assert "in well-formed MQTT packets (no MUST-level codec violation)" in text
+
+
+def test_junit_escapes_every_field_of_a_row_including_rule_side_and_kind() -> None:
+    tally = FindingTally()
+    tally.add("violation", violation(rule="MQTT-9\x07", actor="cli\x1bent", detail="a\x00b"))
+    tally.add("routing", {**ROUTING[0], "kind": "le\x0bak", "broker": "b\x7f"})
+    document = junit_document(audit_to_junit(tally, CATALOGUE, captures=["cap\x1b.pcap"], checked=[]))
+    suite = ET.fromstring(document)  # XML 1.0 cannot hold these characters at all: escaped, it parses
+    assert not any(byte < 0x20 and byte not in b"\n\t" for byte in document)
+    assert sorted(case.attrib["classname"] for case in suite.iter("testcase")) == [
+        "mqttaudit.audit.cli\\x1bent",
+        "mqttaudit.audit.routing",
+    ]
+    names = [case.attrib["name"] for case in suite.iter("testcase")]
+    assert "MQTT-9\\x07: (not in the rule catalogue)" in names
+    assert any(name.startswith("MQTT-3.3.2-3 (le\\x0bak): ") for name in names)
+    assert {p.attrib["value"] for p in suite.iter("property")} == {__version__, "cap\\x1b.pcap"}

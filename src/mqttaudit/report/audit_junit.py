@@ -105,15 +105,17 @@ def _testcase(suite: ET.Element, classname: str, rule_id: str, rules: Catalogue,
     entry = rules.get(rule_id)
     summary = entry.summary if entry is not None else "(not in the rule catalogue)"
     return ET.SubElement(
-        suite, "testcase", {"classname": classname, "name": printable(f"{rule_id}{suffix}: {summary}"), "time": "0"}
+        suite,
+        "testcase",
+        {"classname": printable(classname), "name": printable(f"{rule_id}{suffix}: {summary}"), "time": "0"},
     )
 
 
 def _failure(testcase: ET.Element, rule_id: str, found: Tally, counted: str) -> None:
     first = found.first or {}
     message = f"{counted}; first: {first.get('detail') or 'no detail'}"
-    failure = ET.SubElement(testcase, "failure", {"message": printable(message), "type": rule_id})
-    lines = [f"{rule_id}: {counted}.", "The first one:"]
+    failure = ET.SubElement(testcase, "failure", {"message": printable(message), "type": printable(rule_id)})
+    lines = [printable(f"{rule_id}: {counted}."), "The first one:"]
     lines += [f"  {label}: {printable(text)}" for label, text in evidence_lines(first)]
     failure.text = "\n".join(lines) + "\n"
 
