@@ -33,6 +33,9 @@ STARTS_SCHEMA = pa.schema(
 TOP_PORTS = 10
 NAMED_PORTS = 3
 
+#: Tasks per core of the first pass (its work per chunk is small: fewer, larger tasks cost less to schedule).
+PASS_TASKS_PER_CORE = 4
+
 CONNECT_AT_START = "CONNECT at stream start"
 KNOWN_PORT = "known MQTT port"
 REQUESTED = "--ports"
@@ -64,28 +67,33 @@ def scan_starts(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 def proven_ports(session: SparkSession, chunk_rows: list[dict[str, Any]]) -> frozenset[int]:
     """The server ports on which some stream of the captures starts with a CONNECT: decided in a chunk, or by a
-    CONNECT in one chunk at the stream start a handshake in another announced."""
+    CONNECT in one chunk at the stream start a handshake in another announced.
+
+    The chunks' stream starts (one per handshake whose first data byte another chunk holds) stay on the executors;
+    only those some loose CONNECT needs are looked up, in a second query, when there is such a CONNECT."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
+    parallelism = max(session.sparkContext.defaultParallelism, 1)
     chunks = session.createDataFrame(
         session.sparkContext.parallelize(
-            [tuple(row[name] for name in CHUNK_SCHEMA.names) for row in chunk_rows], max(len(chunk_rows), 1)
+            [tuple(row[name] for name in CHUNK_SCHEMA.names) for row in chunk_rows],
+            max(min(len(chunk_rows), parallelism * PASS_TASKS_PER_CORE), 1),
         ),
         schema=ddl(CHUNK_SCHEMA),
     )
-    found = chunks.mapInArrow(scan_starts, ddl(STARTS_SCHEMA))
-    matched = (
-        found.where("kind != 'proven'")
-        .groupBy("direction", "seq")
-        .agg(
-            F.max(F.when(F.col("kind") == "start", 1).otherwise(0)).alias("start"),
-            F.max(F.when(F.col("kind") == "connect", F.col("port"))).alias("port"),
-        )
-        .where("start = 1 and port is not null")
-        .select("port")
-    )
-    ports = found.where("kind = 'proven'").select("port").union(matched).distinct().collect()
-    return frozenset(int(row.port) for row in ports)
+    found = chunks.mapInArrow(scan_starts, ddl(STARTS_SCHEMA)).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        decided = found.where("kind != 'start'").collect()
+        ports = {int(row.port) for row in decided if row.kind == "proven"}
+        loose = {(row.direction, int(row.seq)): int(row.port) for row in decided if row.kind == "connect"}
+        if loose:
+            wanted = session.createDataFrame(list(loose), "direction string, seq bigint")
+            starts = found.where("kind = 'start'").join(F.broadcast(wanted), ["direction", "seq"])
+            ports |= {loose[(row.direction, int(row.seq))] for row in starts.select("direction", "seq").collect()}
+    finally:
+        found.unpersist()
+    return frozenset(ports)
 
 
 def connections_by_port(connections: DataFrame) -> dict[int, int]:
