@@ -61,7 +61,7 @@ def probe_run_to_junit(run: ProbeRun, catalogue: Catalogue | None = None) -> ET.
             failure = ET.SubElement(testcase, "failure", {"message": reason, "type": rule})
             failure.text = f"{reason}\n\n{transcript(result.evidence()['connections'])}\n"
         elif result.error:
-            ET.SubElement(testcase, "error", {"message": reason, "type": "unreachable"})
+            ET.SubElement(testcase, "error", {"message": reason, "type": "not-judged"})
         elif result.verdict in (INCONCLUSIVE, NOT_APPLICABLE):
             ET.SubElement(testcase, "skipped", {"message": f"{result.verdict}: {reason}"})
     return suite
