@@ -213,6 +213,7 @@ def run() -> ProbeRun:
 def test_json_has_exactly_the_documented_keys(run: ProbeRun) -> None:
     data = probe_run_to_json(run)
     assert set(data) == {
+        "mqttaudit_version",
         "target",
         "started",
         "duration_s",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import __version__
 from ..probe.runner import VERDICTS, ProbeRun
 from ..spec import Catalogue
 from .statements import default_catalogue, strongest_level
@@ -16,6 +17,7 @@ def probe_run_to_json(run: ProbeRun, catalogue: Catalogue | None = None) -> dict
     of new, known and fixed failures against a previous run (None without one)."""
     rules = default_catalogue(catalogue)
     return {
+        "mqttaudit_version": __version__,
         "target": run.target.url,
         "started": run.started,
         "duration_s": round(run.duration, 3),
