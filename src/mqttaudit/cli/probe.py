@@ -14,7 +14,7 @@ import click
 
 from mqttaudit.probe.api import ProbeResult, ProbeUsageError, run
 from mqttaudit.probe.case import CASES, Case, Target
-from mqttaudit.probe.outcome import CONFORMANT, FINDINGS, INCOMPLETE, parse_share
+from mqttaudit.probe.outcome import parse_share
 from mqttaudit.probe.runner import ProbeRun, run_probe
 from mqttaudit.probe.selection import NoCaseSelected
 from mqttaudit.probe.selection import select_cases as select_from_library
@@ -22,6 +22,7 @@ from mqttaudit.probe.targets import is_amqp, mask_userinfo, parse_target
 from mqttaudit.report.evidence import printable
 from mqttaudit.report.terminal import colour_allowed, progress_for, summary_lines, terminal_width
 from mqttaudit.spec import load_catalogue
+from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 
 LEVEL_ORDER = {"MUST": 0, "SHOULD": 1, "MAY": 2}
 
@@ -196,7 +197,7 @@ def probe_command(
     and counts only when it fails again."""
     if list_only:
         _list(_listed(target, patterns, skip, suite), output_format)
-        return CONFORMANT
+        return EXIT_OK
     if target is None:
         raise click.UsageError("a TARGET (mqtt://HOST:PORT) is needed, or --list")
     quiet = output_format == "json"
@@ -325,7 +326,7 @@ def matrix_command(
     written = write_matrix([(label, result.run) for label, result in results], out_dir)
     click.echo(f"matrix: {', '.join(str(path) for path in written)}")
     statuses = {result.exit_status for _, result in results}
-    return FINDINGS if FINDINGS in statuses else INCOMPLETE if INCOMPLETE in statuses else CONFORMANT
+    return EXIT_FINDINGS if EXIT_FINDINGS in statuses else EXIT_INCOMPLETE if EXIT_INCOMPLETE in statuses else EXIT_OK
 
 
 def _safe(label: str) -> str:

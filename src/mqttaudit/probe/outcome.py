@@ -1,5 +1,5 @@
 """What a probe run amounts to: whether it judged enough of the broker, which failures count, and the exit status
-the command line returns for it (the same numbers as ``mqttaudit.cli.main``).
+the command line returns for it (:mod:`mqttaudit.status`).
 
 The rule: a MUST-level failure that the baseline does not already know makes exit status 1, even in an
 incomplete run (it is a real finding); otherwise an incomplete run makes 4; otherwise 0.
@@ -11,11 +11,9 @@ from collections.abc import Sequence
 
 from ..report.statements import strongest_level
 from ..spec import Catalogue
+from ..status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 from .runner import FAIL, INCONCLUSIVE, CaseResult, ProbeRun
 
-CONFORMANT = 0
-FINDINGS = 1
-INCOMPLETE = 4
 #: The share of inconclusive cases above which a run is incomplete, unless told otherwise.
 DEFAULT_MAX_INCONCLUSIVE = 0.10
 
@@ -63,5 +61,5 @@ def counted_failures(run: ProbeRun, catalogue: Catalogue) -> list[CaseResult]:
 
 def exit_status(run: ProbeRun, catalogue: Catalogue) -> int:
     if counted_failures(run, catalogue):
-        return FINDINGS
-    return INCOMPLETE if run.incomplete else CONFORMANT
+        return EXIT_FINDINGS
+    return EXIT_INCOMPLETE if run.incomplete else EXIT_OK
