@@ -272,3 +272,34 @@ def test_a_mid_stream_flow_is_audited_on_a_port_another_flow_proved_and_not_on_a
     # Named with --ports, the same flow is audited, mid-stream, as before.
     given = _audit(spark, [alone], tmp_path / "given", ports=[mqtt_port])
     assert [row["mid_stream"] for row in given["connections"]] == [True]
+
+
+def _summary(records: int, kept: int, other: list[tuple[int, int]], mode: str = "any port", **extra: Any) -> Any:
+    return {
+        "records": records,
+        "segments": kept,
+        "counts": {"connections": 0},
+        "detection": {
+            "mode": mode,
+            "ports": extra.get("ports", []),
+            "other_tcp": {"frames": sum(f for _, f in other), "ports": [{"port": p, "frames": f} for p, f in other]},
+        },
+        "broker_ports": extra.get("broker_ports", [1883]),
+    }
+
+
+def test_the_nothing_found_sentence_names_what_was_seen() -> None:
+    assert no_mqtt_message({**_summary(5, 5, []), "counts": {"connections": 1}}) is None
+    assert no_mqtt_message(_summary(1, 0, [])) == "no MQTT connection found: 1 frame, none of them TCP"
+    assert no_mqtt_message(_summary(300, 0, [(46091, 200), (39812, 84)])) == (
+        "no MQTT connection found: 284 frames on TCP ports 46091 and 39812, none of them starting with an MQTT "
+        "CONNECT: try --ports 46091"
+    )
+    requested = _summary(90, 0, [(80, 50), (443, 30), (22, 5), (25, 5)], "--ports", ports=[{"port": 1883}])
+    assert no_mqtt_message(requested) == (
+        "no MQTT connection found on --ports 1883: 90 frames on TCP ports 80, 443 and 22 and others, outside "
+        "--ports: try --ports 80"
+    )
+    assert (
+        no_mqtt_message(_summary(3, 3, [])) == "no MQTT connection found: 3 frames on port 1883 carried no MQTT bytes"
+    )

@@ -168,9 +168,11 @@ def no_mqtt_message(summary: dict[str, Any]) -> str | None:
         return f"no MQTT connection found: {_frames(records)}, none of them TCP"
     requested = detection.get("mode") == "--ports"
     listed = [str(entry["port"]) for entry in detection.get("ports", [])]
+    mqtt_ports = listed or [str(port) for port in summary.get("broker_ports", [])]
     parts: list[str] = []
-    if mqtt_frames:
-        parts.append(f"{_frames(mqtt_frames)} on port {_and(listed)} carried no MQTT bytes" if listed else "")
+    if mqtt_frames:  # segments of flows on MQTT ports, none with a byte of a connection (the last ACKs of one)
+        where = f" on port{'s' if len(mqtt_ports) > 1 else ''} {_and(mqtt_ports)}" if mqtt_ports else ""
+        parts.append(f"{_frames(mqtt_frames)}{where} carried no MQTT bytes")
     named = [str(entry["port"]) for entry in other["ports"][:NAMED_PORTS]]
     if named:
         more = len(other["ports"]) > NAMED_PORTS
@@ -179,7 +181,7 @@ def no_mqtt_message(summary: dict[str, Any]) -> str | None:
         parts.append(f"{_frames(int(other['frames']))} on TCP port{'s' if len(named) > 1 else ''} {where}, {why}")
         parts.append(f"try --ports {named[0]}")
     head = "no MQTT connection found" + (f" on --ports {','.join(listed)}" if requested and listed else "")
-    return head + ": " + ": ".join(part for part in parts if part)
+    return head + ": " + ": ".join(parts)
 
 
 def _frames(count: int) -> str:
