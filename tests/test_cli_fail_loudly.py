@@ -199,3 +199,42 @@ def test_an_interrupted_audit_exits_130_with_one_line_and_leaves_the_previous_ou
     assert tree_digest(previous_output) == before
     assert not [p for p in previous_output.parent.iterdir() if p.name.startswith(STAGING_PREFIX)]
     assert (previous_output / MARKER).is_file()
+
+
+def test_the_probe_refuses_a_folder_of_someone_elses_files_before_probing(tmp_path: Path) -> None:
+    out = tmp_path / "reports"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    # Port 1 of the loopback: nothing listens there, but the folder is refused before any connection.
+    result = mqttaudit("probe", "mqtt://127.0.0.1:1", "--out", str(out))
+    assert result.returncode == 2, result.stderr
+    assert "holds files mqttaudit did not write (notes.txt)" in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+def test_an_interrupted_probe_exits_130_and_leaves_the_previous_reports(tmp_path: Path) -> None:
+    from mqttaudit.probe.brokers import start_broker
+
+    out = tmp_path / "reports"
+    with start_broker("mosquitto") as broker:
+        first = mqttaudit("probe", broker.url, "--cases", "ping/*", "--out", str(out))
+        assert first.returncode == 0, first.stderr
+        before = tree_digest(out)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mqttaudit", "probe", broker.url, "--concurrency", "1", "--out", str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        assert process.stderr is not None
+        # The first progress mark says the cases are under way (one at a time: the run takes a minute or more).
+        assert process.stderr.read(1) != ""
+        os.killpg(process.pid, signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert stderr.splitlines()[-1] == "interrupted"
+    assert "Traceback" not in stderr
+    assert stdout == ""
+    assert tree_digest(out) == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(STAGING_PREFIX)]

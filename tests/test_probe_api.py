@@ -37,21 +37,6 @@ from mqttaudit.report import probe_run_to_junit, probe_run_to_markdown
 from mqttaudit.report.statements import default_catalogue
 from mqttaudit.report.terminal import BarProgress, MarksProgress, fail_line, summary_lines
 
-#: The README's example, run verbatim by the tests (MQTT_URL names the broker).
-README_EXAMPLE = """\
-import os
-
-from mqttaudit.probe import run
-
-result = run(os.environ.get("MQTT_URL", "mqtt://127.0.0.1:1883"), cases="ping/*,connect/*", skip="connect/takeover")
-print(f"{result.target}: exit status {result.exit_status}, {result.counts['pass']} passed")
-for failed in result.findings:
-    print("FAIL", failed.case_id, list(failed.statements), failed.reason)
-if result.incomplete:
-    print("incomplete:", result.incomplete)
-result.write_reports("mqttaudit-out")
-"""
-
 
 @pytest.fixture(scope="module")
 def mosquitto() -> Iterator[RunningBroker]:
@@ -133,17 +118,6 @@ def test_a_malformed_target_raises_value_error(target: str) -> None:
 def test_a_selection_of_nothing_raises_value_error() -> None:
     with pytest.raises(ValueError, match="no case matches"):
         run("mqtt://127.0.0.1:1", cases="no-such-suite/*")
-
-
-def test_the_readme_example_runs_as_written(
-    mosquitto: RunningBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setenv("MQTT_URL", mosquitto.url)
-    monkeypatch.chdir(tmp_path)
-    exec(compile(README_EXAMPLE, "README.md", "exec"), {})
-    out = capsys.readouterr().out
-    assert out.startswith(f"{mosquitto.url}: exit status ")
-    assert (tmp_path / "mqttaudit-out" / "junit.xml").exists()
 
 
 @contextlib.contextmanager

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .exits import EXIT_STATUS_HELP, CannotRun, Incomplete
+from .exits import CannotRun, Incomplete, exit_status_help
 from .progress import audit_progress
 from .terminal import echo_lines, printable_line
 
@@ -21,7 +21,13 @@ def _ports(text: str) -> list[int]:
     return ports
 
 
-@click.command("audit", epilog=EXIT_STATUS_HELP)
+@click.command(
+    "audit",
+    epilog=exit_status_help(
+        findings="findings: a MUST-level violation or a routing finding",
+        incomplete="incomplete: no MQTT connection was found in the captures",
+    ),
+)
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
     "--out",

@@ -14,6 +14,8 @@ from mqttaudit import __version__, codec
 from mqttaudit.codec.describe import describe_packet, packet_to_dict
 from mqttaudit.spec import Catalogue, load_catalogue
 
+from .exits import exit_status_help
+
 _HEX_SEPARATORS = re.compile(r"[\s:,]+|0x", re.IGNORECASE)
 
 
@@ -90,7 +92,15 @@ def _read_input(hex_text: str | None, file: BinaryIO | None) -> bytes:
     return sys.stdin.buffer.read()
 
 
-@click.command("decode")
+@click.command(
+    "decode",
+    epilog=exit_status_help(
+        ok="conformant: no MUST-level rule is broken (SHOULD-level warnings alone do not fail)",
+        findings="findings: the bytes break a MUST-level rule",
+        usage="usage error: bad arguments, unreadable input, hex that is not hex",
+        incomplete=None,
+    ),
+)
 @click.option(
     "--hex",
     "hex_text",

@@ -10,7 +10,7 @@ from mqttaudit import codec
 from mqttaudit.spec import load_catalogue
 
 from .decode import frames_have_errors, render_frames
-from .exits import EXIT_OK, EXIT_STATUS_HELP, CannotRun, Incomplete
+from .exits import EXIT_OK, CannotRun, Incomplete, exit_status_help
 from .terminal import printable_line
 
 #: (what it is, who sends it, hex bytes): known defects from the field, and valid packets beside them.
@@ -47,7 +47,14 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-@click.command("demo", epilog=EXIT_STATUS_HELP)
+@click.command(
+    "demo",
+    epilog=exit_status_help(
+        ok="every step ran (the defects it shows are the demo's point)",
+        findings=None,
+        incomplete="incomplete: no local broker could be started",
+    ),
+)
 @click.option(
     "--out",
     "out_dir",

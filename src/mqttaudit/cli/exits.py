@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import click
 
 from mqttaudit.status import (
@@ -25,12 +27,34 @@ __all__ = [
     "Incomplete",
 ]
 
-#: One line per status, for ``--help`` epilogs and the README.
-EXIT_STATUS_HELP = (
-    "Exit status: 0 conformant; 1 findings; 2 usage error (bad arguments, unreadable input, not a capture, "
-    "missing Java or pyspark); 3 internal error; 4 incomplete (the target was unreachable or refused us, or "
-    "nothing or too little could be judged); 130 interrupted (Ctrl-C or SIGTERM)."
-)
+_MEANINGS = {
+    EXIT_OK: "conformant: everything that was judged conforms",
+    EXIT_FINDINGS: "findings: a MUST-level rule was broken",
+    EXIT_USAGE: "usage error: bad arguments, unreadable input, not a capture, an --out folder of other files, "
+    "no Java or pyspark",
+    EXIT_INTERNAL: "internal error (a bug: please report it)",
+    EXIT_INCOMPLETE: "incomplete: nothing, or too little, could be judged",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); the previous output is left as it was",
+}
+
+
+def exit_status_help(scope: str = "", **meanings: str | None) -> str:
+    """The ``--help`` epilog: one row per status, a command's own words (``ok=``, ``findings=``, ``usage=``,
+    ``incomplete=``) replacing the generic ones; ``None`` leaves out a status the command never exits with."""
+    names = {"ok": EXIT_OK, "findings": EXIT_FINDINGS, "usage": EXIT_USAGE, "incomplete": EXIT_INCOMPLETE}
+    rows: dict[int, str | None] = {**_MEANINGS, **{names[key]: text for key, text in meanings.items()}}
+    lines = ["\b", f"Exit status{scope}:"]
+    for status, text in rows.items():
+        if text is None:
+            continue
+        wrapped = textwrap.wrap(text, 70)
+        lines.append(f"  {status:<4} {wrapped[0]}")
+        lines += [f"       {more}" for more in wrapped[1:]]
+    return "\n".join(lines)
+
+
+#: The generic epilog, for the group and the commands without words of their own.
+EXIT_STATUS_HELP = exit_status_help()
 
 
 class Incomplete(Exception):

@@ -20,23 +20,24 @@ from mqttaudit.probe.selection import NoCaseSelected
 from mqttaudit.probe.selection import select_cases as select_from_library
 from mqttaudit.probe.targets import is_amqp, mask_userinfo, parse_target
 from mqttaudit.report.evidence import printable
+from mqttaudit.report.output_dir import OutputDirError, check_output_dir, staged_output
 from mqttaudit.report.terminal import colour_allowed, progress_for, summary_lines, terminal_width
 from mqttaudit.spec import load_catalogue
 from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 
+from .exits import CannotRun, exit_status_help
+
 LEVEL_ORDER = {"MUST": 0, "SHOULD": 1, "MAY": 2}
 
-EXIT_STATUSES = """\b
-Exit status{scope}:
-  0    conformant: no MUST-level case failed, and the run is complete
-  1    findings: a MUST-level case failed{baseline}; 1 wins over 4
-  2    usage error: bad arguments, a selection that matches nothing, an
-       unreadable baseline
-  3    internal error (a bug: please report it)
-  4    incomplete: the target was unreachable or refused us, went down, or
-       more cases than --max-inconclusive allows ended inconclusive
-  130  interrupted"""
-
+_FINDINGS = "findings: a MUST-level case failed"
+_USAGE = (
+    "usage error: bad arguments, a selection that matches nothing, an unreadable baseline, an --out folder of "
+    "other files"
+)
+_INCOMPLETE = (
+    "incomplete: the target was unreachable or refused us, went down, or more cases than --max-inconclusive "
+    "allows ended inconclusive"
+)
 _CASES_HELP = (
     "Globs over case ids or statement ids, comma-separated or repeated; '!GLOB' leaves cases out "
     "(e.g. 'malformed/*,!malformed/pingreq-*')."
@@ -142,7 +143,11 @@ def _print_summary(result: ProbeResult) -> None:
 
 @click.command(
     "probe",
-    epilog=EXIT_STATUSES.format(scope="", baseline=" (with --baseline: one that\n       the baseline does not list)"),
+    epilog=exit_status_help(
+        findings=f"{_FINDINGS} (with --baseline: one the baseline does not list); 1 wins over 4",
+        usage=_USAGE,
+        incomplete=_INCOMPLETE,
+    ),
 )
 @click.argument("target", required=False)
 @click.option(
@@ -153,6 +158,7 @@ def _print_summary(result: ProbeResult) -> None:
     show_default=True,
     help="Where findings.json, findings.md and junit.xml go.",
 )
+@click.option("--force", is_flag=True, help="Write into an --out folder that holds other files (they are kept).")
 @click.option("--cases", "patterns", multiple=True, help=_CASES_HELP)
 @click.option("--skip", multiple=True, help=_SKIP_HELP)
 @click.option(
@@ -179,6 +185,7 @@ def _print_summary(result: ProbeResult) -> None:
 def probe_command(
     target: str | None,
     out_dir: Path,
+    force: bool,
     patterns: tuple[str, ...],
     skip: tuple[str, ...],
     suite: str | None,
@@ -200,6 +207,7 @@ def probe_command(
         return EXIT_OK
     if target is None:
         raise click.UsageError("a TARGET (mqtt://HOST:PORT) is needed, or --list")
+    _check_out(out_dir, force)
     quiet = output_format == "json"
     result = _probe(
         target,
@@ -212,7 +220,7 @@ def probe_command(
         baseline=baseline,
         quiet=quiet,
     )
-    written = result.write_reports(out_dir)
+    written = result.write_reports(out_dir, force=force)
     if result.refusal is not None:
         click.echo(printable(f"mqttaudit: {result.incomplete}"), err=True)
     if quiet:
@@ -260,7 +268,15 @@ def _list(selected: Sequence[Case], output_format: str) -> None:
     click.echo(f"\n{len(selected)} cases covering {len(numbered)} numbered statements")
 
 
-@click.command("matrix", epilog=EXIT_STATUSES.format(scope=" (the worst over the brokers)", baseline=""))
+@click.command(
+    "matrix",
+    epilog=exit_status_help(
+        " (the worst over the brokers)",
+        findings=f"{_FINDINGS}; 1 wins over 4",
+        usage=_USAGE,
+        incomplete=_INCOMPLETE,
+    ),
+)
 @click.argument("targets", nargs=-1, required=True)
 @click.option(
     "--out",
@@ -270,6 +286,7 @@ def _list(selected: Sequence[Case], output_format: str) -> None:
     show_default=True,
     help="Where matrix.md, matrix.html and each broker's reports go.",
 )
+@click.option("--force", is_flag=True, help="Write into an --out folder that holds other files (they are kept).")
 @click.option("--cases", "patterns", multiple=True, help=_CASES_HELP)
 @click.option("--skip", multiple=True, help=_SKIP_HELP)
 @click.option("--timeout", type=click.FloatRange(min=0.05), default=2.0, show_default=True)
@@ -284,6 +301,7 @@ def _list(selected: Sequence[Case], output_format: str) -> None:
 def matrix_command(
     targets: tuple[str, ...],
     out_dir: Path,
+    force: bool,
     patterns: tuple[str, ...],
     skip: tuple[str, ...],
     timeout: float,
@@ -293,7 +311,7 @@ def matrix_command(
     """Probe several brokers (TARGET is mqtt://HOST:PORT or NAME=mqtt://HOST:PORT) and write a statements x
     brokers matrix (matrix.md, matrix.html) plus each broker's own reports under --out. Exit status 1 when any
     broker fails a MUST-level case, else 4 when any run is incomplete."""
-    from mqttaudit.report import write_matrix
+    from mqttaudit.report import write_matrix, write_probe_reports
 
     try:
         select_from_library(list(patterns), list(skip))
@@ -301,6 +319,7 @@ def matrix_command(
             parse_target(spec.rpartition("=")[2])
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    _check_out(out_dir, force)
     results: list[tuple[str, ProbeResult]] = []
     for spec in targets:
         name, _, url = spec.rpartition("=") if "=" in spec else ("", "", spec)
@@ -317,16 +336,26 @@ def matrix_command(
         )
         target = result.run.target
         label = name or f"{target.host}:{target.port}"
-        result.write_reports(out_dir / _safe(label))
         if result.refusal is not None:
             click.echo(printable(f"mqttaudit: {result.incomplete}"), err=True)
         else:
             _print_summary(result)
         results.append((label, result))
-    written = write_matrix([(label, result.run) for label, result in results], out_dir)
-    click.echo(f"matrix: {', '.join(str(path) for path in written)}")
+    with staged_output(out_dir, force=force) as staging:
+        for label, result in results:
+            write_probe_reports(result.run, staging / _safe(label), result.catalogue)
+        written = [out_dir / p.relative_to(staging) for p in write_matrix([(n, r.run) for n, r in results], staging)]
+    click.echo(f"matrix: {', '.join(printable(str(path)) for path in written)}")
     statuses = {result.exit_status for _, result in results}
     return EXIT_FINDINGS if EXIT_FINDINGS in statuses else EXIT_INCOMPLETE if EXIT_INCOMPLETE in statuses else EXIT_OK
+
+
+def _check_out(out_dir: Path, force: bool) -> None:
+    """Refuses an --out folder of someone else's files before probing, not after."""
+    try:
+        check_output_dir(out_dir, force=force)
+    except OutputDirError as exc:
+        raise CannotRun(printable(str(exc))) from None
 
 
 def _safe(label: str) -> str:

@@ -17,6 +17,8 @@ from mqttaudit.codec import rules as codec_rules
 from mqttaudit.judge import rules as judge_rules
 from mqttaudit.spec import Catalogue, Rule, load_catalogue
 
+from .exits import exit_status_help
+
 #: What each observability means, in words.
 OBSERVABLE = {
     "bytes": "in the bytes of one packet",
@@ -159,7 +161,12 @@ def _article(word: str) -> str:
     return "an" if word[:1] in "aeiou" else "a"
 
 
-@click.command("rules")
+@click.command(
+    "rules",
+    epilog=exit_status_help(
+        ok="the rules were shown", findings=None, usage="usage error: an unknown rule id", incomplete=None
+    ),
+)
 @click.argument("rule_ids", nargs=-1, metavar="[RULE]...")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--version", "version", type=click.Choice(["3.1.1"]), default="3.1.1", show_default=True)

@@ -89,11 +89,16 @@ class ProbeResult:
 
         return probe_run_to_json(self.run, self.catalogue)
 
-    def write_reports(self, out_dir: Path | str) -> list[Path]:
-        """Writes findings.json, findings.md and junit.xml into ``out_dir``."""
+    def write_reports(self, out_dir: Path | str, *, force: bool = False) -> list[Path]:
+        """Writes findings.json, findings.md and junit.xml into ``out_dir``, published whole (see
+        :mod:`mqttaudit.report.output_dir`: a folder of someone else's files is refused unless ``force``)."""
         from ..report import write_probe_reports
+        from ..report.output_dir import staged_output
 
-        return write_probe_reports(self.run, out_dir, self.catalogue)
+        out = Path(out_dir)
+        with staged_output(out, force=force) as staging:
+            written = write_probe_reports(self.run, staging, self.catalogue)
+        return [out / path.relative_to(staging) for path in written]
 
     def _rules(self) -> Catalogue:
         from ..report.statements import default_catalogue
