@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
+if TYPE_CHECKING:  # pyarrow comes with the spark extra; the base install imports this package without it
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
 #: Rows turned into Python values at a time.
 BATCH_ROWS = 8192
@@ -36,6 +36,8 @@ def table_rows(directory: Path, columns: list[str] | None = None) -> Iterator[di
 def column_values(column: pa.Array) -> list[Any]:
     """The column as Python values. A string column holding bytes that are not UTF-8 (a writer that kept the wire's
     bytes) is read with U+FFFD in place of each ill-formed sequence rather than failing."""
+    import pyarrow as pa
+
     try:
         values: list[Any] = column.to_pylist()
         return values
@@ -47,6 +49,9 @@ def column_values(column: pa.Array) -> list[Any]:
 def captures_of_flows(directory: Path, flows: Iterable[str]) -> dict[str, str]:
     """Flow id -> capture, from the ``connections`` table, for the given flows only (the table is scanned, not
     held)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     wanted = pa.array(sorted(set(flows)), pa.string())
     if not len(wanted) or not directory.is_dir():
         return {}
@@ -74,6 +79,8 @@ def finding_rows(out_dir: Path | str) -> Iterator[tuple[str, dict[str, Any]]]:
 def _batches(
     directory: Path, columns: list[str] | None, where: pc.Expression | None = None
 ) -> Iterator[pa.RecordBatch]:
+    import pyarrow.dataset as ds
+
     if not directory.is_dir():
         return
     dataset = ds.dataset(str(directory), format="parquet")
