@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from .exits import CannotRun, Incomplete, exit_status_help
+from .options import output_options
 from .progress import audit_progress
 from .terminal import echo_lines, printable_line
 
@@ -29,15 +30,7 @@ def _ports(text: str) -> list[int]:
     ),
 )
 @click.argument("paths", nargs=-1, required=True)
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("mqttaudit-audit"),
-    show_default=True,
-    help="Output folder, replaced as a whole when the audit completes (never left half-written).",
-)
-@click.option("--force", is_flag=True, help="Write into an --out folder that holds other files (they are kept).")
+@output_options("mqttaudit-audit", "The Parquet tables, summary.json and the reports")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
 @click.option(
     "--ports",

@@ -11,6 +11,7 @@ from mqttaudit.spec import load_catalogue
 
 from .decode import frames_have_errors, render_frames
 from .exits import EXIT_OK, CannotRun, Incomplete, exit_status_help
+from .options import output_options
 from .terminal import printable_line
 
 #: (what it is, who sends it, hex bytes): known defects from the field, and valid packets beside them.
@@ -55,15 +56,7 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
         incomplete="incomplete: no local broker could be started",
     ),
 )
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("mqttaudit-out"),
-    show_default=True,
-    help="Output folder (the capture, probe/ and audit/), replaced as a whole when the demo completes.",
-)
-@click.option("--force", is_flag=True, help="Write into an --out folder that holds other files (they are kept).")
+@output_options("mqttaudit-out", "The capture, probe/ and audit/")
 @click.option("--no-probe", is_flag=True, help="Only decode the example packets.")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master for the audit.")
 def demo_command(out_dir: Path, force: bool, no_probe: bool, master: str) -> int:

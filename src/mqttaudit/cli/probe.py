@@ -26,6 +26,7 @@ from mqttaudit.spec import load_catalogue
 from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 
 from .exits import CannotRun, exit_status_help
+from .options import output_options
 
 LEVEL_ORDER = {"MUST": 0, "SHOULD": 1, "MAY": 2}
 
@@ -150,15 +151,7 @@ def _print_summary(result: ProbeResult) -> None:
     ),
 )
 @click.argument("target", required=False)
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("mqttaudit-out"),
-    show_default=True,
-    help="Where findings.json, findings.md and junit.xml go.",
-)
-@click.option("--force", is_flag=True, help="Write into an --out folder that holds other files (they are kept).")
+@output_options("mqttaudit-out", "findings.json, findings.md and junit.xml")
 @click.option("--cases", "patterns", multiple=True, help=_CASES_HELP)
 @click.option("--skip", multiple=True, help=_SKIP_HELP)
 @click.option(
@@ -278,15 +271,7 @@ def _list(selected: Sequence[Case], output_format: str) -> None:
     ),
 )
 @click.argument("targets", nargs=-1, required=True)
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("mqttaudit-matrix"),
-    show_default=True,
-    help="Where matrix.md, matrix.html and each broker's reports go.",
-)
-@click.option("--force", is_flag=True, help="Write into an --out folder that holds other files (they are kept).")
+@output_options("mqttaudit-matrix", "matrix.md, matrix.html and each broker's reports")
 @click.option("--cases", "patterns", multiple=True, help=_CASES_HELP)
 @click.option("--skip", multiple=True, help=_SKIP_HELP)
 @click.option("--timeout", type=click.FloatRange(min=0.05), default=2.0, show_default=True)

@@ -1,0 +1,31 @@
+"""Options every command that writes reports shares: ``--out`` (published whole when the run completes) and
+``--force`` (write beside files mqttaudit did not write)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def output_options(default: str, holds: str) -> Callable[[Command], Command]:
+    """``--out DIR`` (default ``default``; what it ``holds``, in words) and ``--force``."""
+
+    def decorate(command: Command) -> Command:
+        command = click.option(
+            "--force", is_flag=True, help="Write into an --out folder that holds other files (they are kept)."
+        )(command)
+        return click.option(
+            "--out",
+            "out_dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=Path(default),
+            show_default=True,
+            help=f"{holds}; published whole when the run completes, never left half-written.",
+        )(command)
+
+    return decorate
