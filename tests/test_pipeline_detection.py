@@ -303,3 +303,19 @@ def test_the_nothing_found_sentence_names_what_was_seen() -> None:
     assert (
         no_mqtt_message(_summary(3, 3, [])) == "no MQTT connection found: 3 frames on port 1883 carried no MQTT bytes"
     )
+
+
+def test_ill_formed_utf8_from_the_wire_reaches_the_tables_escaped(spark: SparkSession, tmp_path: Path) -> None:
+    """A ClientId and a Topic Name with bytes that are not UTF-8 (the codec keeps them as lone surrogates) are
+    written to Parquet as backslash escapes, on a port found by its CONNECT, rather than failing the task."""
+    session = writer.TcpSession(("10.0.0.1", 50000), ("10.0.0.2", 46091))
+    connect = bytes.fromhex("10 0e 00 04") + b"MQTT" + bytes.fromhex("04 02 00 3c 00 02 ff 61")
+    publish = bytes.fromhex("30 06 00 02 fe 62 78 79")
+    packets = [*session.handshake(), session.send(0, connect), session.send(1, bytes.fromhex("20 02 00 00"))]
+    packets += [session.send(0, publish), session.fin(0), session.fin(1)]
+    capture = tmp_path / "utf8.pcap"
+    capture.write_bytes(writer.pcap_bytes([(i * 1000, p) for i, p in enumerate(packets)], linktype=101))
+    audit = _audit(spark, [capture], tmp_path / "out")
+    assert [row["client_id"] for row in audit["connections"]] == ["\\udcffa"]
+    assert [p["topic"] for p in audit["packets"] if p["type"] == "PUBLISH"] == ["\\udcfeb"]
+    assert {v["rule"] for v in audit["violations"]} >= {"MQTT-1.5.3-1"}

@@ -134,6 +134,14 @@ class FlowResult:
     sources: bytes
 
 
+def table_text(text: str) -> str:
+    """``text`` as a table can hold it: ill-formed UTF-8 from the wire, which the codec keeps as lone surrogates
+    (PEP 383), becomes backslash escapes (``\\udcff``), as in the codec's own descriptions."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def rule_level(rule: str) -> tuple[str, str]:
     """The level and section of a rule ("MUST" and "" for an id the catalogue does not hold)."""
     entry = CATALOGUE.get(rule)
@@ -169,8 +177,8 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
             None if publish is None else publish.qos,
             None if publish is None else publish.retain,
             None if publish is None else publish.dup,
-            None if publish is None else publish.topic,
-            packet.client_id if isinstance(packet, Connect) else None,
+            None if publish is None else table_text(publish.topic),
+            table_text(packet.client_id) if isinstance(packet, Connect) else None,
         )
         for column, value in zip(packet_columns, values, strict=True):
             column.append(value)
@@ -256,7 +264,7 @@ def _connection_row(flow: Flow, transcript: Transcript, packets: int, violations
         "flow": flow.flow,
         "client": flow.client,
         "server": flow.server,
-        "client_id": None if connect is None else connect.client_id,
+        "client_id": None if connect is None else table_text(connect.client_id),
         "protocol_level": None if connect is None else connect.protocol_level,
         "clean_session": None if connect is None else connect.clean_session,
         "keep_alive": None if connect is None else connect.keep_alive,
