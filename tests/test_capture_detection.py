@@ -4,7 +4,9 @@ start with a CONNECT, within a chunk and across chunks."""
 
 from __future__ import annotations
 
+import io
 import random
+from collections import Counter
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,6 +22,7 @@ from mqttaudit.capture.detect import (
     connect_start,
     proven_ports,
 )
+from mqttaudit.capture.flows import OtherTcp, broker_segments
 from mqttaudit.capture.link import RAW
 from mqttaudit.capture.segments import Segment
 
@@ -151,11 +154,35 @@ def test_audit_records_with_detection_judges_the_mqtt_flow_and_leaves_http_out()
     data = writer.pcap_bytes([(i * 1000, p) for i, p in enumerate(packets)], linktype=101)
 
     def records() -> list[tuple[int, int, bytes, int, int, int]]:
-        import io
-
         return list(read_records(lambda: io.BytesIO(data)))
 
     assert audit_records(records()) == []  # neither is on 1883
     [flow] = audit_records(records(), detect=True)
     assert flow.endpoints[1][1] == 46091 and flow.client == 0
     assert [type(event).__name__ for event in flow.events] == ["Sent", "Sent", "Closed"]
+
+
+def test_left_out_flows_are_counted_per_service_port_named_by_handshake_or_by_the_busier_endpoint() -> None:
+    """A handshake names the server's port; without one, the endpoint in more flows of the chunk serves; a lone
+    flow without handshake is counted under both its ports."""
+    opened = [_session(8080, 50000 + i) for i in range(3)]
+    packets = [p for session in opened for p in session.handshake()] + [s.send(0, HTTP) for s in opened]
+    busy = [_session(8443, 51000 + i) for i in range(2)]  # handshakes not captured: 8443 is in both flows
+    for session in busy:
+        session.handshake()
+    packets += [s.send(1, b"x" * 10) for s in busy]
+    lone = _session(36815, 59919)
+    lone.handshake()
+    packets += [lone.send(0, b"y" * 5), lone.send(1, b"z" * 5)]
+    mqtt = _session(1883, 52000)
+    packets += [*mqtt.handshake(), mqtt.send(0, CONNECT)]
+    data = writer.pcap_bytes([(i * 1000, p) for i, p in enumerate(packets)], linktype=101)
+    other = OtherTcp()
+    records = read_records(lambda: io.BytesIO(data))
+    kept = [row for rows in broker_segments(records, frozenset({1883}), Counter(), 100, other) for row in rows]
+    assert len(kept) == 4
+    assert other.by_service() == {
+        "8080": [12, 3 * len(HTTP), 3],
+        "8443": [2, 20, 2],
+        "36815/59919": [2, 10, 1],
+    }

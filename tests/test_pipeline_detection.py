@@ -267,8 +267,13 @@ def test_a_mid_stream_flow_is_audited_on_a_port_another_flow_proved_and_not_on_a
     assert [p["type"] for p in proved["packets"] if p["flow"] == mid["flow"]].count("PUBLISH") >= 1
     unproven = _audit(spark, [alone], tmp_path / "unproven")
     assert unproven["connections"] == []
+    # No handshake and a single flow: nothing tells which side serves, so both ports are named.
+    [seen] = unproven["summary"]["detection"]["other_tcp"]["ports"]
+    assert seen["port"] is None and mqtt_port in seen["ports"] and len(seen["ports"]) == 2
+    low, high = seen["ports"]
     message = no_mqtt_message(unproven["summary"])
-    assert message is not None and f"port {mqtt_port}" in message and f"try --ports {mqtt_port}" in message
+    assert message is not None and f"on TCP ports {low} or {high}, none of them starting with" in message
+    assert message.endswith(f"try --ports with the server's port ({low} or {high})")
     # Named with --ports, the same flow is audited, mid-stream, as before.
     given = _audit(spark, [alone], tmp_path / "given", ports=[mqtt_port])
     assert [row["mid_stream"] for row in given["connections"]] == [True]
@@ -302,6 +307,12 @@ def test_the_nothing_found_sentence_names_what_was_seen() -> None:
     )
     assert (
         no_mqtt_message(_summary(3, 3, [])) == "no MQTT connection found: 3 frames on port 1883 carried no MQTT bytes"
+    )
+    unknown = _summary(7, 0, [])
+    unknown["detection"]["other_tcp"] = {"frames": 7, "ports": [{"port": None, "ports": [36815, 59919], "frames": 7}]}
+    assert no_mqtt_message(unknown) == (
+        "no MQTT connection found: 7 frames on TCP ports 36815 or 59919, none of them starting with an MQTT CONNECT: "
+        "try --ports with the server's port (36815 or 59919)"
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from .conversation import DEFAULT_OPTIONS, ConnectionAudit, FlowAudit, FlowOptions
 from .detect import StartScanner
@@ -37,23 +37,43 @@ def flow_name(key: FlowKey) -> str:
     return f"{format_endpoint(ip_a, port_a)}|{format_endpoint(ip_b, port_b)}"
 
 
-def service_port(segment: Segment) -> int:
-    """The port a flow's first segment (in a chunk) suggests the service listens on: the receiver of a SYN, the
-    sender of a SYN-ACK, else the lower of the two ports (a guess: the handshake was not seen)."""
+def handshake_port(segment: Segment) -> int:
+    """The port a SYN or SYN-ACK says the service listens on (the SYN's receiver, the SYN-ACK's sender); -1 for a
+    segment of another kind."""
     flags = segment[7]
     if flags & SYN:
         return segment[2] if flags & ACK else segment[4]
-    return min(segment[2], segment[4])
+    return -1
 
 
-@dataclass(slots=True)
 class OtherTcp:
-    """The TCP flows the audit leaves out (not on an MQTT port), per service port (:func:`service_port`): frames,
-    payload bytes, and flows (counted in each chunk they appear in)."""
+    """The TCP flows of a chunk that the audit leaves out (not on an MQTT port): frames and payload bytes per flow,
+    then per service port (:meth:`by_service`)."""
 
-    frames: Counter[int] = field(default_factory=Counter)
-    payload_bytes: Counter[int] = field(default_factory=Counter)
-    flows: Counter[int] = field(default_factory=Counter)
+    def __init__(self) -> None:
+        #: Per flow: [frames, payload bytes, service port (-1 until a SYN or SYN-ACK shows it)].
+        self.flows: dict[FlowKey, list[int]] = {}
+
+    def by_service(self) -> dict[str, list[int]]:
+        """``[frames, payload bytes, flows]`` per service: its port (``"8080"``) when a handshake showed it or one
+        endpoint takes part in more of the chunk's flows than the other (a server's does), else both ports
+        (``"36815/59919"``: which side serves is not known)."""
+        popularity: Counter[Endpoint] = Counter()
+        for first, second in self.flows:
+            popularity[first] += 1
+            popularity[second] += 1
+        out: dict[str, list[int]] = {}
+        for (first, second), (frames, payload, shown) in self.flows.items():
+            port = shown
+            if port < 0 and popularity[first] != popularity[second]:
+                port = (first if popularity[first] > popularity[second] else second)[1]
+            low, high = sorted((first[1], second[1]))
+            label = str(port) if port >= 0 else f"{low}/{high}"
+            totals = out.setdefault(label, [0, 0, 0])
+            totals[0] += frames
+            totals[1] += payload
+            totals[2] += 1
+        return out
 
 
 #: A TCP segment of an MQTT flow as the audit's reading tasks hand it on: the flow's name, the index of the record
@@ -71,7 +91,7 @@ def broker_segments(
     """The TCP segments of MQTT flows (a broker port on either side) among ``records``, in lists of ``rows`` (the
     last may be shorter); the other records are counted in ``skipped`` by reason, and the other TCP flows in
     ``other``. (The reading tasks' loop over every frame of a capture: each flow's name is formatted once.)"""
-    names: dict[FlowKey, str | int] = {}  # a flow's name, or the service port of a flow left out
+    names: dict[FlowKey, str | list[int]] = {}  # a flow's name, or the counts of a flow left out
     batch: list[SegmentRow] = []
     for index, segment in segments(records, skipped):
         key = flow_key(segment)
@@ -80,14 +100,15 @@ def broker_segments(
         elif is_broker_flow(key, broker_ports):
             name = names[key] = flow_name(key)
         else:
-            name = names[key] = service_port(segment)
+            name = names[key] = [0, 0, -1]
             if other is not None:
-                other.flows[name] += 1
-        if isinstance(name, int):
+                other.flows[key] = name
+        if not isinstance(name, str):
             skipped["not a broker port"] += 1
-            if other is not None:
-                other.frames[name] += 1
-                other.payload_bytes[name] += len(segment[8])
+            name[0] += 1
+            name[1] += len(segment[8])
+            if name[2] < 0:
+                name[2] = handshake_port(segment)
             continue
         time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, payload = segment
         batch.append((name, index, time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, bytes(payload)))

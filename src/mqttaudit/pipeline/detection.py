@@ -122,9 +122,9 @@ def detection_summary(
         for port in sorted(KNOWN_MQTT_PORTS - options.proven_ports):
             if connections.get(port):
                 ports.append({"port": port, "how": KNOWN_PORT, "connections": connections[port]})
-    frames: Counter[int] = Counter()
-    payload: Counter[int] = Counter()
-    flows: Counter[int] = Counter()
+    frames: Counter[str] = Counter()
+    payload: Counter[str] = Counter()
+    flows: Counter[str] = Counter()
     totals = Counter[str]()
     for note in notes:
         other = note.get("other_tcp")
@@ -132,10 +132,10 @@ def detection_summary(
             continue
         for key in ("frames", "bytes", "flows"):
             totals[key] += other[key]
-        for port, (port_frames, port_bytes, port_flows) in other["ports"].items():
-            frames[int(port)] += port_frames
-            payload[int(port)] += port_bytes
-            flows[int(port)] += port_flows
+        for label, (label_frames, label_bytes, label_flows) in other["ports"].items():
+            frames[label] += label_frames
+            payload[label] += label_bytes
+            flows[label] += label_flows
     return {
         "mode": "--ports" if options.requested_ports is not None else "any port",
         "ports": ports,
@@ -144,11 +144,18 @@ def detection_summary(
             "frames": totals["frames"],
             "bytes": totals["bytes"],
             "ports": [
-                {"port": port, "frames": count, "bytes": payload[port], "flows": flows[port]}
-                for port, count in sorted(frames.items(), key=lambda item: (-item[1], item[0]))[:TOP_PORTS]
+                {**_service(label), "frames": count, "bytes": payload[label], "flows": flows[label]}
+                for label, count in sorted(frames.items(), key=lambda item: (-item[1], item[0]))[:TOP_PORTS]
             ],
         },
     }
+
+
+def _service(label: str) -> dict[str, Any]:
+    """A reading task's service label as summary fields: ``port`` (None when which side serves is not known) and
+    ``ports`` (that port, or both ports of the flows)."""
+    ports = [int(port) for port in label.split("/")]
+    return {"port": ports[0] if len(ports) == 1 else None, "ports": ports}
 
 
 def _and(items: list[str]) -> str:
@@ -173,13 +180,18 @@ def no_mqtt_message(summary: dict[str, Any]) -> str | None:
     if mqtt_frames:  # segments of flows on MQTT ports, none with a byte of a connection (the last ACKs of one)
         where = f" on port{'s' if len(mqtt_ports) > 1 else ''} {_and(mqtt_ports)}" if mqtt_ports else ""
         parts.append(f"{_frames(mqtt_frames)}{where} carried no MQTT bytes")
-    named = [str(entry["port"]) for entry in other["ports"][:NAMED_PORTS]]
+    top = other["ports"][:NAMED_PORTS]
+    named = [" or ".join(str(port) for port in entry.get("ports") or [entry["port"]]) for entry in top]
     if named:
         more = len(other["ports"]) > NAMED_PORTS
         where = _and(named) + (" and others" if more else "")
+        plural = len(named) > 1 or top[0].get("port", 0) is None
         why = "outside --ports" if requested else "none of them starting with an MQTT CONNECT"
-        parts.append(f"{_frames(int(other['frames']))} on TCP port{'s' if len(named) > 1 else ''} {where}, {why}")
-        parts.append(f"try --ports {named[0]}")
+        parts.append(f"{_frames(int(other['frames']))} on TCP port{'s' if plural else ''} {where}, {why}")
+        if top[0].get("port", 0) is None:  # no handshake captured, and nothing else tells which side serves
+            parts.append(f"try --ports with the server's port ({named[0]})")
+        else:
+            parts.append(f"try --ports {named[0]}")
     head = "no MQTT connection found" + (f" on --ports {','.join(listed)}" if requested and listed else "")
     return head + ": " + ": ".join(parts)
 

@@ -420,14 +420,16 @@ NOTE_PORTS = 64
 
 
 def other_tcp_note(other: OtherTcp) -> dict[str, Any]:
-    """A reading task's count of the TCP flows it left out, for its note: totals, and per port (the
-    :data:`NOTE_PORTS` with most frames) ``[frames, payload bytes, flows]``."""
-    top = [port for port, _frames in other.frames.most_common(NOTE_PORTS)]
+    """A reading task's count of the TCP flows it left out, for its note: totals, and ``[frames, payload bytes,
+    flows]`` per service (:meth:`~mqttaudit.capture.flows.OtherTcp.by_service`), the :data:`NOTE_PORTS` with most
+    frames."""
+    services = other.by_service()
+    top = sorted(services.items(), key=lambda item: -item[1][0])[:NOTE_PORTS]
     return {
-        "frames": sum(other.frames.values()),
-        "bytes": sum(other.payload_bytes.values()),
-        "flows": sum(other.flows.values()),
-        "ports": {str(port): [other.frames[port], other.payload_bytes[port], other.flows[port]] for port in top},
+        "frames": sum(counts[0] for counts in services.values()),
+        "bytes": sum(counts[1] for counts in services.values()),
+        "flows": len(other.flows),
+        "ports": dict(top),
     }
 
 
