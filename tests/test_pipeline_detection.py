@@ -22,6 +22,7 @@ import pytest
 
 from mqttaudit.capture import decode_segment, plan_chunks, read_records, writer
 from mqttaudit.capture.segments import ACK, SYN, Segment
+from mqttaudit.cli.audit import summarize
 from mqttaudit.cli.main import main
 from mqttaudit.pipeline.audit import run_audit
 from mqttaudit.pipeline.detection import CONNECT_AT_START, no_mqtt_message, proven_ports
@@ -210,6 +211,9 @@ def test_http_beside_mqtt_is_counted_as_other_tcp_and_not_judged(
     assert other["flows"] >= 3  # one connection per urllib request
     assert summary["segments"] + other["frames"] == len(_segments(capture))
     assert summary["broker_ports"] == sorted({1883, mqtt_port})
+    said = summarize(summary).splitlines()
+    assert f"MQTT on port(s) {mqtt_port} ({CONNECT_AT_START}, 2 connection(s))" in said
+    assert f"other TCP, not judged: {http_frames} frame(s) in {other['flows']} flow(s) on port(s) {web}" in said
 
 
 def test_a_capture_of_http_alone_says_no_mqtt_connection_and_names_the_http_port(

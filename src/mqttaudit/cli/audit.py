@@ -142,7 +142,7 @@ def _detection_lines(summary: dict[str, object]) -> list[str]:
     lines = ["MQTT on port(s) " + ", ".join(ports)] if ports else []
     other = detection["other_tcp"]
     if other["frames"]:
-        named = ", ".join(str(entry["port"]) for entry in other["ports"][:3])
+        named = ", ".join(" or ".join(str(port) for port in entry["ports"]) for entry in other["ports"][:3])
         lines.append(
             f"other TCP, not judged: {other['frames']} frame(s) in {other['flows']} flow(s) on port(s) {named}"
         )
