@@ -22,6 +22,7 @@ from mqttaudit.cli.main import main
 from mqttaudit.probe.brokers import BrokerName, BrokerUnavailable, RunningBroker, start_broker
 from mqttaudit.probe.case import CASES, Target
 from mqttaudit.probe.runner import CaseResult, run_probe
+from mqttaudit.report.output_dir import MARKER
 
 PASS, FAIL = "pass", "fail"
 
@@ -187,7 +188,7 @@ def test_a_passing_selection_exits_0_and_writes_the_three_reports(tmp_path: Path
     with start_or_fail("mosquitto") as broker:
         status = main(["probe", broker.url, "--cases", "ping/*", "--out", str(tmp_path)])
     assert status == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["findings.json", "findings.md", "junit.xml"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([MARKER, "findings.json", "findings.md", "junit.xml"])
 
 
 def test_the_matrix_sets_brokers_side_by_side(tmp_path: Path) -> None:

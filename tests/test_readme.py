@@ -12,10 +12,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from mqttaudit.probe.brokers import RunningBroker, start_broker
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -103,8 +107,13 @@ def test_every_command_the_readme_shows_exits_as_shown(broker: RunningBroker, wo
 
 
 def test_the_python_api_examples_run_as_written(
-    broker: RunningBroker, workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    broker: RunningBroker,
+    workdir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    spark: SparkSession,
 ) -> None:
+    # Spark runs already, started in another working folder: the example's relative paths must still be found.
     examples = blocks("python", section("Python API"))
     assert len(examples) == 2
     monkeypatch.setenv("MQTT_URL", broker.url)

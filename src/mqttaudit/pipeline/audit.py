@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import pickle
 import posixpath
 import shutil
@@ -196,7 +197,9 @@ def _audit(
             errors.append({"capture": name, "offset": 0, "reason": f"cannot read: {exc}"})
             continue
         captures.append({"capture": name, "path": path, "bytes": size, "chunks": len(chunks)})
-        chunk_rows += [{"capture": name, "path": path, "chunk": pickle.dumps(chunk)} for chunk in chunks]
+        # Executors open the file themselves, from their own working folder: a local path goes to them absolute.
+        located = path if sources.is_url(path) else os.path.abspath(path)
+        chunk_rows += [{"capture": name, "path": located, "chunk": pickle.dumps(chunk)} for chunk in chunks]
         last = _end_time_ns(path, chunks)
         if last is not None:
             end_times.append((name, last))
