@@ -100,7 +100,10 @@ def nothing_found(summary: dict[str, object]) -> str:
     from mqttaudit.pipeline.detection import no_mqtt_message
 
     records = summary.get("records") or 0
-    return no_mqtt_message(summary) or f"no MQTT connection found in {records} captured frame(s)"
+    said = no_mqtt_message(summary) or f"no MQTT connection found in {records} captured frame(s)"
+    errors = summary.get("errors") or []
+    assert isinstance(errors, list)
+    return said + (f" ({len(errors)} capture error(s), listed above)" if errors else "")
 
 
 def summarize(summary: dict[str, object]) -> str:
