@@ -10,7 +10,7 @@ refuses what decoding would flag.
 
 from . import packets as _packets
 from . import rules
-from .buffer import Buffer
+from .buffer import Buffer, BytesLike
 from .decoder import Decoded, decode
 from .encoder import encode
 from .errors import BufferUnderrun, CodecError, EncodeError, ProtocolViolation, Violation
@@ -37,7 +37,7 @@ from .packets import (
     Will,
 )
 from .remaining_length import MAX_REMAINING_LENGTH, encode_remaining_length, read_remaining_length
-from .stream import DEFAULT_MAX_PACKET_SIZE, Frame, StreamDecoder
+from .stream import DEFAULT_MAX_PACKET_SIZE, MIN_MAX_PACKET_SIZE, Frame, StreamDecoder
 
 #: Whether the compiled (mypyc) build of the codec is running; the pure-Python fallback decodes the same, slower.
 COMPILED: bool = not (_packets.__file__ or "").endswith(".py")
@@ -46,8 +46,10 @@ __all__ = [
     "COMPILED",
     "DEFAULT_MAX_PACKET_SIZE",
     "MAX_REMAINING_LENGTH",
+    "MIN_MAX_PACKET_SIZE",
     "Buffer",
     "BufferUnderrun",
+    "BytesLike",
     "CodecError",
     "Connack",
     "Connect",

@@ -1,8 +1,24 @@
-"""A bounded read cursor over bytes: typed reads that fail cleanly and leave the position unchanged."""
+"""A bounded read cursor over bytes: typed reads that fail cleanly and leave the position unchanged; and the one
+conversion every entry point applies to the bytes it is given."""
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 from .errors import BufferUnderrun
+
+#: What the codec accepts wherever it takes bytes. Each entry point converts once, so both builds accept the same.
+BytesLike: TypeAlias = bytes | bytearray | memoryview
+
+
+def to_bytes(data: BytesLike, what: str) -> bytes:
+    """``data`` as ``bytes`` (itself when it already is); anything else than the three bytes-like types is a
+    ``TypeError`` naming ``what``, as ``bytes(5)`` would silently make five zero bytes."""
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(f"{what} must be bytes, bytearray or memoryview, not {type(data).__name__}")
 
 
 class Buffer:
@@ -14,8 +30,8 @@ class Buffer:
 
     __slots__ = ("_data", "_end", "_pos")
 
-    def __init__(self, data: bytes, start: int = 0, end: int | None = None) -> None:
-        self._data = data
+    def __init__(self, data: BytesLike, start: int = 0, end: int | None = None) -> None:
+        self._data = to_bytes(data, "Buffer data")
         self._pos = start
         self._end = len(data) if end is None else end
 

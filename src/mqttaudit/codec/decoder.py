@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .buffer import BytesLike
 from .errors import Violation
 from .packets import Direction, Packet
 from .stream import DEFAULT_MAX_PACKET_SIZE, Frame, StreamDecoder
@@ -25,7 +26,7 @@ class Decoded:
 
 
 def decode(
-    data: bytes,
+    data: BytesLike,
     direction: Direction | str | None,
     *,
     strict: bool = False,
@@ -35,7 +36,8 @@ def decode(
 
     Audit mode (the default) collects every violation and still returns each best-effort packet; ``strict=True``
     raises :class:`~mqttaudit.codec.ProtocolViolation` at the first MUST-level violation. Data that ends inside a
-    packet is reported as [MQTT-2.2.3-truncated].
+    packet is reported as [MQTT-2.2.3-truncated]. ``data`` may be ``bytes``, ``bytearray`` or ``memoryview``;
+    ``max_packet_size`` below :data:`~mqttaudit.codec.MIN_MAX_PACKET_SIZE` is a ``ValueError``.
     """
     decoder = StreamDecoder(direction, strict=strict, max_packet_size=max_packet_size)
     frames = decoder.feed(data)

@@ -11,6 +11,8 @@ import enum
 from collections.abc import Iterable
 from typing import ClassVar, Final
 
+from .buffer import BytesLike, to_bytes
+
 
 class PacketType(enum.IntEnum):
     """Control packet types (section 2.2.1, Table 2.1)."""
@@ -92,9 +94,9 @@ class Will(Value):
 
     FIELDS = ("topic", "message", "qos", "retain")
 
-    def __init__(self, *, topic: str, message: bytes = b"", qos: int = 0, retain: bool = False) -> None:
+    def __init__(self, *, topic: str, message: BytesLike = b"", qos: int = 0, retain: bool = False) -> None:
         self.topic: Final = topic
-        self.message: Final = message
+        self.message: Final = to_bytes(message, "Will message")
         self.qos: Final = qos
         self.retain: Final = retain
 
@@ -123,7 +125,7 @@ class Connect(Value):
         client_id: str = "",
         will: Will | None = None,
         username: str | None = None,
-        password: bytes | None = None,
+        password: BytesLike | None = None,
         raw_connect_flags: int | None = None,
         raw_flags: int | None = None,
     ) -> None:
@@ -134,7 +136,7 @@ class Connect(Value):
         self.client_id: Final = client_id
         self.will: Final = will
         self.username: Final = username
-        self.password: Final = password
+        self.password: Final = None if password is None else to_bytes(password, "password")
         #: The Connect Flags byte as observed, when it disagrees with the fields above (reserved bit, Will flags
         #: without a Will, ...); None means "derived from the fields".
         self.raw_connect_flags: Final = raw_connect_flags
@@ -181,14 +183,14 @@ class Publish(Value):
         self,
         *,
         topic: str,
-        payload: bytes = b"",
+        payload: BytesLike = b"",
         qos: int = 0,
         retain: bool = False,
         dup: bool = False,
         packet_id: int | None = None,
     ) -> None:
         self.topic: Final = topic
-        self.payload: Final = payload
+        self.payload: Final = to_bytes(payload, "payload")
         self.qos: Final = qos
         self.retain: Final = retain
         self.dup: Final = dup
@@ -340,9 +342,9 @@ class ReservedPacket(Value):
 
     FIELDS = ("packet_type_value", "body", "flags")
 
-    def __init__(self, *, packet_type_value: int, body: bytes = b"", flags: int = 0) -> None:
+    def __init__(self, *, packet_type_value: int, body: BytesLike = b"", flags: int = 0) -> None:
         self.packet_type_value: Final = packet_type_value
-        self.body: Final = body
+        self.body: Final = to_bytes(body, "body")
         self.flags: Final = flags
 
     @property

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from .buffer import BytesLike, to_bytes
 from .errors import EncodeError
 
 MAX_REMAINING_LENGTH: Final = 268_435_455
@@ -18,12 +19,21 @@ NEED_MORE: Final = -1
 TOO_LONG: Final = -2
 
 
-def read_remaining_length(data: bytes, pos: int, end: int) -> tuple[int, int]:
+def read_remaining_length(data: BytesLike, pos: int, end: int) -> tuple[int, int]:
     """Reads the Remaining Length starting at ``data[pos]``.
 
     Returns ``(value, next_pos)``; ``(0, NEED_MORE)`` when ``data[:end]`` stops before the last length byte;
     ``(value_so_far, TOO_LONG)`` when four bytes all ask for another and a fifth byte is there.
     """
+    if isinstance(data, bytes):
+        return _read(data, pos, end)
+    # Only the bytes it may read are converted: a caller may walk a large buffer one header at a time.
+    stop = min(end, pos + MAX_BYTES + 1)
+    value, next_pos = _read(to_bytes(data[pos:stop], "data"), 0, stop - pos)
+    return value, next_pos + pos if next_pos >= 0 else next_pos
+
+
+def _read(data: bytes, pos: int, end: int) -> tuple[int, int]:
     value = 0
     shift = 0
     for index in range(pos, min(pos + MAX_BYTES, end)):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from . import rules
+from .buffer import BytesLike, to_bytes
 from .errors import ProtocolViolation, Violation
 from .packets import Direction, Packet, Value
 from .readers import read_packet
@@ -13,6 +14,9 @@ from .remaining_length import NEED_MORE, TOO_LONG, is_shortest, read_remaining_l
 
 #: Default bound on one packet (fixed header included). Larger packets are reported and skipped, never buffered.
 DEFAULT_MAX_PACKET_SIZE: Final = 16 * 1024 * 1024
+#: The smallest ``max_packet_size``: a type byte and four Remaining Length bytes come before a packet's size is
+#: known (or known to be unframeable), and they must be held meanwhile.
+MIN_MAX_PACKET_SIZE: Final = 5
 #: How many bytes of an oversized packet or an unframeable run are kept as evidence.
 EVIDENCE_BYTES: Final = 64
 
@@ -27,11 +31,11 @@ class Frame(Value):
     FIELDS = ("offset", "length", "raw", "packet", "violations")
 
     def __init__(
-        self, offset: int, length: int, raw: bytes, packet: Packet | None, violations: tuple[Violation, ...] = ()
+        self, offset: int, length: int, raw: BytesLike, packet: Packet | None, violations: tuple[Violation, ...] = ()
     ) -> None:
         self.offset: Final = offset
         self.length: Final = length
-        self.raw: Final = raw
+        self.raw: Final = to_bytes(raw, "raw")
         self.packet: Final = packet
         self.violations: Final = violations
 
@@ -60,8 +64,14 @@ class StreamDecoder:
     by ``max_packet_size``. After a Remaining Length of five bytes no packet boundary can be found again: the rest
     of the stream is returned by ``close`` as one frame with ``packet=None``.
 
+    Framing is linear in the bytes fed: while a packet of known size is incomplete, the bytes fed are appended
+    in place and the packet is joined once, when its last byte arrives, however small the pieces.
+
     With ``strict=True`` the first frame holding a MUST-level violation raises :class:`ProtocolViolation`, whose
     ``frames`` are the frames completed in that call, the offending one last; the decoder can go on afterwards.
+
+    ``max_packet_size`` below :data:`MIN_MAX_PACKET_SIZE` is a ``ValueError``: a fixed header alone may take that
+    many bytes before the packet's size is known, so no smaller bound could be kept.
     """
 
     def __init__(
@@ -73,11 +83,18 @@ class StreamDecoder:
         offset: int = 0,
     ) -> None:
         self.direction = Direction.parse(direction)
-        self.max_packet_size = max_packet_size
+        self._max_packet_size = check_max_packet_size(max_packet_size)
         self.strict = strict
-        self._pending = b""
+        self._pending = b""  # bytes not framed yet: an incomplete packet (after a strict raise, whole ones too)
+        self._more = bytearray()  # bytes of that packet fed since, while it waits for a known number of bytes
+        self._need = 0  # the whole size of the packet _pending starts, once its fixed header is complete
         self._offset = offset  # stream offset of _pending[0], or of the next byte a run will take
         self._run: _Run | None = None
+
+    @property
+    def max_packet_size(self) -> int:
+        """Packets declared larger (fixed header included) are reported and skipped undecoded."""
+        return self._max_packet_size
 
     @property
     def offset(self) -> int:
@@ -86,23 +103,42 @@ class StreamDecoder:
 
     @property
     def buffered(self) -> int:
-        """Bytes held while waiting for the rest of a packet (never more than ``max_packet_size``)."""
-        return len(self._pending)
+        """Bytes held while waiting for the rest of a packet: never more than ``max_packet_size`` once ``feed``
+        has returned (after a strict-mode raise, the rest of that call's bytes wait here for the next call)."""
+        return len(self._pending) + len(self._more)
 
-    def feed(self, data: bytes) -> list[Frame]:
+    def feed(self, data: BytesLike) -> list[Frame]:
+        buf = to_bytes(data, "data")
+        need = self._need
+        if need and len(self._pending) + len(self._more) + len(buf) < need:
+            self._more += buf  # amortised in place: joining on every call would be quadratic
+            return []
         frames: list[Frame] = []
+        pos = 0
         # ``_running()`` rather than ``self._run is None``: the calls in between change it, which a narrowed
         # attribute type would hide (and compiled code would trust).
         while True:
             if self._running():
-                data = self._extend_run(data, frames)
+                pos = self._extend_run(buf, pos, frames)
                 if self._running():
                     return frames
-            if not data and not self._pending:
+            need = self._need
+            if need:
+                rest = buf[pos:] if pos else buf
+                if len(self._pending) + len(self._more) + len(rest) < need:
+                    self._more += rest
+                    return frames
+                buf = b"".join((self._pending, self._more, rest))
+                self._more = bytearray()
+                pos = 0
+            elif self._pending:
+                buf = self._pending + (buf[pos:] if pos else buf)  # a fixed header's few bytes
+                pos = 0
+            elif pos == len(buf):
                 return frames
-            buf = self._pending + data if self._pending else bytes(data)
             self._pending = b""
-            data = self._frame(buf, frames)
+            self._need = 0
+            pos = self._frame(buf, pos, frames)
             if not self._running():  # no run started: whatever is left waits in _pending
                 return frames
 
@@ -121,22 +157,26 @@ class StreamDecoder:
             elif run.length:
                 frames.append(run.frame())
         elif self._pending:
-            pending = self._pending
+            pending = self._pending + self._more if self._more else self._pending
             violation = Violation(rules.TRUNCATED, self._offset, _truncation_detail(pending))
             frames.append(Frame(self._offset, len(pending), pending, None, (violation,)))
             self._offset += len(pending)
             self._pending = b""
+            self._more = bytearray()
+            self._need = 0
         if self.strict:
             for index, frame in enumerate(frames):
                 _raise_if_error(frame, frames[: index + 1])
         return frames
 
-    def _extend_run(self, data: bytes, frames: list[Frame]) -> bytes:
+    def _extend_run(self, buf: bytes, pos: int, frames: list[Frame]) -> int:
+        """Gives the run the bytes of ``buf`` from ``pos`` it covers; returns the position after them."""
         run = self._run
         assert run is not None
-        taken = len(data) if run.remaining is None else min(run.remaining, len(data))
+        available = len(buf) - pos
+        taken = available if run.remaining is None else min(run.remaining, available)
         if len(run.evidence) < EVIDENCE_BYTES:
-            run.evidence += data[: min(taken, EVIDENCE_BYTES - len(run.evidence))]
+            run.evidence += buf[pos : pos + min(taken, EVIDENCE_BYTES - len(run.evidence))]
         run.length += taken
         self._offset += taken
         if run.remaining is not None:
@@ -144,14 +184,16 @@ class StreamDecoder:
             if not run.remaining:
                 self._run = None
                 frames.append(run.frame())
-        return data[taken:]
+        return pos + taken
 
-    def _frame(self, buf: bytes, frames: list[Frame]) -> bytes:
-        """Frames whole packets of ``buf``; keeps an incomplete tail pending, or returns the bytes a new run takes."""
-        pos = 0
+    def _frame(self, buf: bytes, pos: int, frames: list[Frame]) -> int:
+        """Frames whole packets of ``buf`` from ``pos``; keeps an incomplete tail pending and returns ``len(buf)``,
+        or returns the position where a new run takes over."""
         size = len(buf)
-        base = self._offset
+        base = self._offset - pos  # stream offset of buf[0]
         direction = self.direction
+        limit = self._max_packet_size
+        need = 0
         out: list[Violation] = []  # reused: a clean packet, the common case, allocates no list
         while pos + 1 < size:
             length_byte = buf[pos + 1]
@@ -162,11 +204,12 @@ class StreamDecoder:
                 if body == NEED_MORE:
                     break
                 if body == TOO_LONG:
-                    return self._start_unframeable(buf, pos, frames)
+                    return self._start_unframeable(buf, pos, base, frames)
             end = body + remaining
-            if end - pos > self.max_packet_size:
-                return self._start_oversized(buf, pos, end - pos)
+            if end - pos > limit:
+                return self._start_oversized(buf, pos, base, end - pos)
             if end > size:
+                need = end - pos
                 break
             packet = read_packet(buf, pos, body, end, direction, out)
             if body - pos > 2 and not is_shortest(remaining, body - pos - 1):
@@ -186,11 +229,11 @@ class StreamDecoder:
                 self._offset = base + pos
                 _raise_if_error(frame, frames)
         self._pending = buf[pos:]
+        self._need = need
         self._offset = base + pos
-        return b""
+        return size
 
-    def _start_unframeable(self, buf: bytes, pos: int, frames: list[Frame]) -> bytes:
-        base = self._offset
+    def _start_unframeable(self, buf: bytes, pos: int, base: int, frames: list[Frame]) -> int:
         header = buf[pos : pos + 6]
         violation = Violation(
             rules.REMAINING_LENGTH_FOUR_BYTES,
@@ -201,18 +244,32 @@ class StreamDecoder:
         frames.append(frame)
         self._offset = base + pos + len(header)
         self._run = _Run(self._offset, None, ())
+        # The rest of the stream is the run's, before a strict raise too, so the decoder can go on afterwards.
+        end = self._extend_run(buf, pos + len(header), frames)
         if self.strict:
             _raise_if_error(frame, frames)
-        return buf[pos + len(header) :]
+        return end
 
-    def _start_oversized(self, buf: bytes, pos: int, declared: int) -> bytes:
-        detail = f"packet declares {declared} bytes, above the {self.max_packet_size}-byte bound; skipped undecoded"
-        self._offset += pos
+    def _start_oversized(self, buf: bytes, pos: int, base: int, declared: int) -> int:
+        detail = f"packet declares {declared} bytes, above the {self._max_packet_size}-byte bound; skipped undecoded"
+        self._offset = base + pos
         self._run = _Run(self._offset, declared, (Violation(rules.SIZE_LIMIT, self._offset + 1, detail),))
-        return buf[pos:]
+        return pos
 
     def __repr__(self) -> str:
-        return f"StreamDecoder(direction={self.direction}, offset={self._offset}, buffered={len(self._pending)})"
+        return f"StreamDecoder(direction={self.direction}, offset={self._offset}, buffered={self.buffered})"
+
+
+def check_max_packet_size(value: int) -> int:
+    """``value`` when it is a bound the decoder can keep, else a ``ValueError`` (a ``TypeError`` if no integer)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"max_packet_size must be an integer, not {type(value).__name__}")
+    if value < MIN_MAX_PACKET_SIZE:
+        raise ValueError(
+            f"max_packet_size must be at least {MIN_MAX_PACKET_SIZE} bytes (a fixed header alone may take "
+            f"{MIN_MAX_PACKET_SIZE} before the packet's size is known), not {value}"
+        )
+    return value
 
 
 def _truncation_detail(pending: bytes) -> str:
