@@ -262,12 +262,12 @@ class StreamDecoder:
 
 def check_max_packet_size(value: int) -> int:
     """``value`` when it is a bound the decoder can keep, else a ``ValueError`` (a ``TypeError`` if no integer)."""
-    if not isinstance(value, int) or isinstance(value, bool):
+    if not isinstance(value, int):  # the compiled build refuses it at the call already
         raise TypeError(f"max_packet_size must be an integer, not {type(value).__name__}")
     if value < MIN_MAX_PACKET_SIZE:
         raise ValueError(
-            f"max_packet_size must be at least {MIN_MAX_PACKET_SIZE} bytes (a fixed header alone may take "
-            f"{MIN_MAX_PACKET_SIZE} before the packet's size is known), not {value}"
+            f"max_packet_size must be at least {MIN_MAX_PACKET_SIZE}, not {value}: a decoder holds up to "
+            f"{MIN_MAX_PACKET_SIZE} bytes of a fixed header before it knows the packet's size"
         )
     return value
 
