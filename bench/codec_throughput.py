@@ -36,6 +36,10 @@ What is measured
     default install) or the pure-Python fallback (``PYTHONPATH=src``, or an install without a C compiler).
     The figures are printed as a Markdown table and written to ``bench/results-codec.json``.
 
+    Then the framing of large packets (``bench/framing_bench.py``): one 16 MiB PUBLISH fed in 1,448-byte and
+    in 64 KiB pieces (target: the small pieces cost less than 2x the large ones) and eight such packets in
+    1,448-byte pieces; ``--no-framing`` skips it.
+
 How to reproduce
     make bench                                      # = .venv/bin/python bench/codec_throughput.py
     .venv/bin/python bench/codec_throughput.py --packets 50000 --repeat 5
@@ -63,6 +67,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import framing_bench  # bench/framing_bench.py
 from machine import cpu_model, pin_to_one_cpu  # bench/machine.py
 from mqttaudit import codec
 
@@ -479,6 +484,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--scapy-sample", type=int, default=20_000, help="packets scapy dissects (default 20,000)")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write the results")
     parser.add_argument("--profile", action="store_true", help="cProfile the StreamDecoder path instead; top 25")
+    parser.add_argument("--no-framing", dest="framing", action="store_false", help="skip the framing of large packets")
     args = parser.parse_args(argv)
     if args.packets < 1 or args.chunk < 1 or args.repeat < 1 or args.scapy_sample < 1:
         parser.error("--packets, --chunk, --repeat and --scapy-sample must be positive")
@@ -640,6 +646,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = "met" if verdict["met"] else "NOT MET"
         print(f"- {verdict['decoder']}: {verdict['target']}: {verdict['value']:,} -> {status}")
 
+    framing: dict[str, object] | None = None
+    if args.framing:
+        print("framing of large packets ...", file=sys.stderr)
+        print()
+        framing = framing_bench.run(args.repeat)
+
     result = {
         "benchmark": "codec_throughput",
         "python": platform.python_version(),
@@ -671,6 +683,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "results": [row.as_json() for row in rows],
         "targets": verdicts,
+        "framing": framing,
     }
     args.json.write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwrote {args.json}", file=sys.stderr)

@@ -31,7 +31,7 @@ class Buffer:
     __slots__ = ("_data", "_end", "_pos")
 
     def __init__(self, data: BytesLike, start: int = 0, end: int | None = None) -> None:
-        self._data = to_bytes(data, "Buffer data")
+        self._data = data if isinstance(data, bytes) else to_bytes(data, "Buffer data")
         self._pos = start
         self._end = len(data) if end is None else end
 

@@ -190,7 +190,7 @@ class Publish(Value):
         packet_id: int | None = None,
     ) -> None:
         self.topic: Final = topic
-        self.payload: Final = to_bytes(payload, "payload")
+        self.payload: Final = payload if isinstance(payload, bytes) else to_bytes(payload, "payload")
         self.qos: Final = qos
         self.retain: Final = retain
         self.dup: Final = dup

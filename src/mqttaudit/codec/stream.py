@@ -35,7 +35,7 @@ class Frame(Value):
     ) -> None:
         self.offset: Final = offset
         self.length: Final = length
-        self.raw: Final = to_bytes(raw, "raw")
+        self.raw: Final = raw if isinstance(raw, bytes) else to_bytes(raw, "raw")  # no call in the common case
         self.packet: Final = packet
         self.violations: Final = violations
 
@@ -108,7 +108,9 @@ class StreamDecoder:
         return len(self._pending) + len(self._more)
 
     def feed(self, data: BytesLike) -> list[Frame]:
-        buf = to_bytes(data, "data")
+        """The frames completed by ``data`` (``bytes``, ``bytearray`` or ``memoryview``; what is kept is copied, so
+        the caller may reuse its buffer)."""
+        buf = data if isinstance(data, bytes) else to_bytes(data, "data")
         need = self._need
         if need and len(self._pending) + len(self._more) + len(buf) < need:
             self._more += buf  # amortised in place: joining on every call would be quadratic
@@ -122,17 +124,11 @@ class StreamDecoder:
                 pos = self._extend_run(buf, pos, frames)
                 if self._running():
                     return frames
-            need = self._need
-            if need:
-                rest = buf[pos:] if pos else buf
-                if len(self._pending) + len(self._more) + len(rest) < need:
-                    self._more += rest
-                    return frames
-                buf = b"".join((self._pending, self._more, rest))
+            if self._need:  # first pass only (no run waits then, pos is 0): the packet waiting is whole now
+                buf = b"".join((self._pending, self._more, buf))
                 self._more = bytearray()
-                pos = 0
             elif self._pending:
-                buf = self._pending + (buf[pos:] if pos else buf)  # a fixed header's few bytes
+                buf = self._pending + (buf[pos:] if pos else buf)  # a header's few bytes, or what a strict raise left
                 pos = 0
             elif pos == len(buf):
                 return frames
