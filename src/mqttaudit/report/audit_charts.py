@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-from .evidence import printable
+from .peer_text import printable, shown
 
 WIDTH = 560
 #: Height of one bar's row, and of the legend.
@@ -53,7 +53,7 @@ def bar_chart(title: str, series: Sequence[Series], bars: Sequence[Bar]) -> Mark
         out += _legend(series)
     for row, bar in enumerate(bars):
         y = top + row * ROW
-        tip = printable(bar.label) + (f": {printable(bar.note)}" if bar.note else "")
+        tip = shown(bar.label) + (f": {shown(bar.note)}" if bar.note else "")
         label = (
             f'<text class="label" x="{LABEL_WIDTH - 8}" y="{y + ROW * 0.68:.1f}" text-anchor="end">'
             f"<title>{escape(tip)}</title>{escape(_cut(bar.label))}</text>"
@@ -66,9 +66,9 @@ def bar_chart(title: str, series: Sequence[Series], bars: Sequence[Bar]) -> Mark
             width = max(1.0, area * value / scale)
             out.append(
                 f'<rect class="bar {escape(part.name)}" x="{x:.1f}" y="{y + 4}" width="{width:.1f}" '
-                f'height="{ROW - 8}" fill="{escape(part.colour)}" data-label="{escape(printable(bar.label))}" '
+                f'height="{ROW - 8}" fill="{escape(part.colour)}" data-label="{escape(shown(bar.label))}" '
                 f'data-series="{escape(part.name)}" data-value="{value}">'
-                f"<title>{escape(printable(bar.label))}, {escape(part.label)}: {value:,}</title></rect>"
+                f"<title>{escape(shown(bar.label))}, {escape(part.label)}: {value:,}</title></rect>"
             )
             x += width
         out.append(f'<text class="value" x="{x + 6:.1f}" y="{y + ROW * 0.68:.1f}">{sum(bar.values):,}</text>')

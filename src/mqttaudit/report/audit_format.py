@@ -11,6 +11,11 @@ from .evidence import seconds
 #: start (hand-made and test captures).
 EPOCH_FLOOR = 1e9
 _UNITS = ("KB", "MB", "GB", "TB", "PB")
+#: Where the audit's human reports point for a value they cut or a row they leave out: every value they show is
+#: kept whole there.
+WHOLE_IN = "report_data.json"
+#: Rows of one table in a human report (capture files, capture errors, gaps); the rest are counted.
+MAX_ROWS = 100
 
 
 def when(value: float | None) -> str:

@@ -15,8 +15,9 @@ from ..spec import Catalogue
 from .audit_charts import Bar, Series, bar_chart, line_chart
 from .audit_data import AuditReportData, TimeBucket
 from .audit_findings import KINDS, ORIGINS, SIDES, AuditView, audit_view, expected_of, side_counts
-from .audit_format import count, duration, frame_label, packet_shape, plural, short_when, size, when
-from .evidence import printable
+from .audit_format import MAX_ROWS, WHOLE_IN, count, duration, frame_label, packet_shape, plural, short_when, size, when
+from .evidence import MAX_HEX_BYTES, printable
+from .peer_text import shown
 
 SIDE_SERIES = (Series("client", "by clients", "#2563eb"), Series("server", "by the server", "#d97706"))
 OTHER_COLOUR = "#6b7280"
@@ -97,7 +98,7 @@ def time_points(buckets: Sequence[TimeBucket], width: float = 0.0) -> dict[str, 
 
 
 def _client_note(client_id: str | None, connections: int) -> str:
-    named = f"client id {client_id!r}, " if client_id else ""
+    named = f"client id {shown(client_id, whole_in=WHOLE_IN)!r}, " if client_id else ""
     return named + plural(connections, "connection")
 
 
@@ -129,5 +130,19 @@ def _environment() -> jinja2.Environment:
         packet_shape=packet_shape,
         plural=plural,
         printable=printable,
+        peer=peer_text,
+        hex=hex_text,
     )
+    environment.globals["max_rows"] = MAX_ROWS
     return environment
+
+
+def peer_text(value: object) -> object:
+    """A value from the traffic or the captures as the page shows it: cut, every character printable (None stays
+    None, shown as "-")."""
+    return None if value is None else shown(value, whole_in=WHOLE_IN)
+
+
+def hex_text(value: object) -> str:
+    """Evidence bytes in hex, cut like a frame of the probe's transcripts; "" for none."""
+    return shown(value, 3 * MAX_HEX_BYTES, WHOLE_IN) if value else ""

@@ -15,12 +15,14 @@ from .. import __version__
 from ..codec import rules as codec_rules
 from ..judge import CHECKED_RULES
 from ..spec import Catalogue
-from .audit_format import frame_label, plural, when
+from .audit_format import MAX_ROWS, WHOLE_IN, frame_label, plural, when
 from .audit_tables import ROUTING, VIOLATION
-from .evidence import printable
+from .evidence import MAX_HEX_BYTES, printable
+from .peer_text import LIMIT, shown
 from .statements import default_catalogue, in_spec_order
 
 SIDES = ("client", "server")
+EVIDENCE = "evidence (hex)"
 
 
 @dataclass(slots=True)
@@ -67,7 +69,8 @@ def audit_to_junit(
 ) -> ET.Element:
     """A ``<testsuite>`` of the audit. ``checked``: the rules that pass when nobody broke them (by default
     :func:`audit_checked_rules`). Every text goes through :func:`printable` (XML 1.0 cannot hold control
-    characters even as references); ElementTree escapes the markup characters."""
+    characters even as references); ElementTree escapes the markup characters. Values from the traffic and capture
+    names are cut, and at most :data:`MAX_ROWS` captures are named, so the document stays bounded."""
     rules = default_catalogue(catalogue)
     checked_ids = audit_checked_rules(rules) if checked is None else list(checked)
     routed = {rule for rule, _ in tally.routing}
@@ -81,8 +84,11 @@ def audit_to_junit(
     suite = ET.Element("testsuite", {"name": "mqttaudit audit"})
     properties = ET.SubElement(suite, "properties")
     ET.SubElement(properties, "property", {"name": "mqttaudit_version", "value": __version__})
-    for capture in captures:
-        ET.SubElement(properties, "property", {"name": "capture", "value": printable(capture)})
+    names = list(captures)
+    for capture in names[:MAX_ROWS]:
+        ET.SubElement(properties, "property", {"name": "capture", "value": shown(capture, whole_in=WHOLE_IN)})
+    if len(names) > MAX_ROWS:
+        ET.SubElement(properties, "property", {"name": "captures_not_named", "value": str(len(names) - MAX_ROWS)})
     failures = 0
     for rule_id, side in sorted(cases, key=lambda key: (order[key[0]], _side_order(key[1]), key[1])):
         testcase = _testcase(suite, f"mqttaudit.audit.{side or 'unknown'}", rule_id, rules)
@@ -113,10 +119,14 @@ def _testcase(suite: ET.Element, classname: str, rule_id: str, rules: Catalogue,
 
 def _failure(testcase: ET.Element, rule_id: str, found: Tally, counted: str) -> None:
     first = found.first or {}
-    message = f"{counted}; first: {first.get('detail') or 'no detail'}"
-    failure = ET.SubElement(testcase, "failure", {"message": printable(message), "type": printable(rule_id)})
+    detail = shown(first.get("detail") or "no detail", whole_in=WHOLE_IN)
+    message = printable(f"{counted}; first: ") + detail
+    failure = ET.SubElement(testcase, "failure", {"message": message, "type": printable(rule_id)})
     lines = [printable(f"{rule_id}: {counted}."), "The first one:"]
-    lines += [f"  {label}: {printable(text)}" for label, text in evidence_lines(first)]
+    lines += [
+        f"  {label}: {shown(text, 3 * MAX_HEX_BYTES if label == EVIDENCE else LIMIT, WHOLE_IN)}"
+        for label, text in evidence_lines(first)
+    ]
     failure.text = "\n".join(lines) + "\n"
 
 
@@ -139,7 +149,7 @@ def evidence_lines(row: Mapping[str, Any]) -> list[tuple[str, str]]:
     add("kind", row.get("kind"))
     add("detail", row.get("detail"))
     add("expected", row.get("expected"))
-    add("evidence (hex)", row.get("evidence"))
+    add(EVIDENCE, row.get("evidence"))
     return out
 
 

@@ -4,15 +4,21 @@ what it means for users), then the routing findings by kind in the same form."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from ..spec import Catalogue
+from . import markdown
 from .audit_data import AuditReportData
 from .audit_findings import AuditView, Reference, RoutingGroup, RuleFinding, audit_view, expected_of
-from .audit_format import count, frame_label, packet_shape, plural, when
-from .evidence import printable
-from .markdown import code, fenced, inline, table
+from .audit_format import MAX_ROWS, WHOLE_IN, count, frame_label, packet_shape, plural, when
+from .evidence import MAX_HEX_BYTES
+from .markdown import fenced, left_out, prose, table
+from .peer_text import cut
 from .probe_markdown import SPEC
+
+inline = functools.partial(markdown.inline, whole_in=WHOLE_IN)
+code = functools.partial(markdown.code, whole_in=WHOLE_IN)
 
 HOW_TO_READ = (
     "How to read this: each finding names the statement of the specification that was broken and the side that "
@@ -30,7 +36,7 @@ OBSERVATIONS = 3
 def audit_to_markdown(data: AuditReportData, catalogue: Catalogue | None = None) -> str:
     """The whole ``findings.md`` document."""
     view = audit_view(data, catalogue)
-    lines = ["# mqttaudit audit findings", "", f"**{inline(view.headline.text)}.**", ""]
+    lines = ["# mqttaudit audit findings", "", f"**{prose(view.headline.text)}.**", ""]
     if view.headline.clean:
         lines += [
             "No rule was found broken in the audited traffic. This covers only what the captures show, and rules "
@@ -38,18 +44,18 @@ def audit_to_markdown(data: AuditReportData, catalogue: Catalogue | None = None)
             "",
         ]
     lines += [f"- {label}: {inline(value)}" for label, value in view.facts]
-    lines += [f"- **Warning:** {inline(warning)}" for warning in view.warnings]
+    lines += [f"- **Warning:** {prose(warning)}" for warning in view.warnings]
     lines += ["", HOW_TO_READ, "", "## Violations by rule", ""]
     if view.findings:
         lines += table(
             ("Statement", "Broken by", "Level", "Section", "What the rule says", "Found", "Count", "First seen"),
             (
                 (
-                    f"[{code(f.rule)}](#{f.anchor})",
+                    f"[{code(f.rule, cell=True)}](#{f.anchor})",
                     inline(f.actor),
                     inline(f.level),
                     inline(f.reference.section),
-                    inline(f.reference.summary),
+                    prose(f.reference.summary),
                     inline(", ".join(f.origins)),
                     count(f.count),
                     inline(when(f.first_time)),
@@ -76,7 +82,7 @@ def finding_section(finding: RuleFinding, view: AuditView) -> list[str]:
         "",
         "#### Summary",
         "",
-        inline(finding.summary),
+        prose(finding.summary),
         "",
         *_observed(finding),
         "#### Standard reference",
@@ -100,7 +106,7 @@ def finding_section(finding: RuleFinding, view: AuditView) -> list[str]:
             ),
         )
     else:
-        lines.append(f"Expected: {inline(finding.reference.summary)}. No sample was kept.")
+        lines.append(f"Expected: {prose(finding.reference.summary)}. No sample was kept.")
     lines += ["", "#### Evidence", ""]
     if len(finding.samples) < finding.count:
         lines += [f"{count(len(finding.samples))} of {count(finding.count)} shown; the violations table has all.", ""]
@@ -122,11 +128,11 @@ def finding_section(finding: RuleFinding, view: AuditView) -> list[str]:
         ]
         evidence = row.get("evidence")
         lines += (
-            [*fenced(printable(evidence)), ""]
+            [*fenced(cut(str(evidence), 3 * MAX_HEX_BYTES, WHOLE_IN)), ""]
             if evidence
             else ["No bytes: the finding is about what the connection did.", ""]
         )
-    lines += ["#### What it means for users", "", inline(finding.meaning)]
+    lines += ["#### What it means for users", "", prose(finding.meaning)]
     return lines
 
 
@@ -142,7 +148,7 @@ def routing_part(view: AuditView) -> list[str]:
     lines += table(
         ("Kind", "What went wrong", "Findings", "Shown"),
         (
-            (f"[{inline(g.kind)}](#{g.anchor})", inline(g.description), count(g.count), count(len(g.samples)))
+            (f"[{inline(g.kind)}](#{g.anchor})", prose(g.description), count(g.count), count(len(g.samples)))
             for g in view.routing
         ),
     )
@@ -158,7 +164,7 @@ def routing_section(group: RoutingGroup) -> list[str]:
         "",
         "#### Summary",
         "",
-        inline(group.summary),
+        prose(group.summary),
         "",
         "#### Standard reference",
         "",
@@ -172,7 +178,7 @@ def routing_section(group: RoutingGroup) -> list[str]:
         (
             (
                 f"[{sample.number}](#{sample.anchor})",
-                f"{code(sample.row['flow'])}, event {_value(sample.row.get('event'))}",
+                f"{code(sample.row['flow'], cell=True)}, event {_value(sample.row.get('event'))}",
                 inline(sample.row.get("expected") or "-"),
                 inline(sample.row["detail"]),
             )
@@ -196,7 +202,7 @@ def routing_section(group: RoutingGroup) -> list[str]:
             f"flow {code(row['flow'])}, event {_value(row.get('event'))}, at {inline(when(row.get('time')))}.",
             "",
         ]
-    lines += ["#### What it means for users", "", inline(group.meaning)]
+    lines += ["#### What it means for users", "", prose(group.meaning)]
     return lines
 
 
@@ -209,32 +215,32 @@ def capture_part(view: AuditView) -> list[str]:
         lines += ["Captures that could not be read to the end:", ""]
         lines += table(
             ("File", "Byte offset", "Reason"),
-            ((code(e["file"]), count(e.get("offset")), inline(e["reason"])) for e in errors),
+            ((code(e["file"], cell=True), count(e.get("offset")), inline(e["reason"])) for e in errors[:MAX_ROWS]),
         )
-        lines.append("")
+        lines += [*left_out(MAX_ROWS, len(errors), "captures that could not be read", WHOLE_IN), ""]
     else:
         lines += ["Every capture was read to its end.", ""]
     if data.gaps_total or data.gaps:
         lines += [
             f"{plural(data.gaps_total, 'gap')} in all (bytes the capture never saw; not audited), "
-            f"{count(len(data.gaps))} shown:",
+            f"{count(min(len(data.gaps), MAX_ROWS))} shown:",
             "",
         ]
         lines += table(
             ("Capture", "Flow", "Direction", "Stream offset", "Bytes missing", "Time"),
             (
                 (
-                    code(g["capture"]),
-                    code(g["flow"]),
+                    code(g["capture"], cell=True),
+                    code(g["flow"], cell=True),
                     inline(g["direction"]),
                     count(g["offset"]),
                     count(g["length"]),
                     inline(when(g.get("time"))),
                 )
-                for g in data.gaps
+                for g in data.gaps[:MAX_ROWS]
             ),
         )
-        lines.append("")
+        lines += [*left_out(MAX_ROWS, len(data.gaps), "gaps", WHOLE_IN), ""]
     else:
         lines += ["No gaps: the captures hold every byte of every MQTT connection they saw.", ""]
     skipped = summary.get("skipped", {})
@@ -242,9 +248,9 @@ def capture_part(view: AuditView) -> list[str]:
         reasons = ", ".join(f"{inline(reason)} {count(n)}" for reason, n in skipped.items())
         lines += [f"Capture records skipped (no usable TCP segment), by reason: {reasons}.", ""]
     if view.accounting is not None:
-        parts = "; ".join(f"{inline(label)} {count(value)}" for label, value in view.accounting.parts)
+        parts = "; ".join(f"{prose(label)} {count(value)}" for label, value in view.accounting.parts)
         lines += [f"Bytes of the MQTT flows: {count(view.accounting.total)} in all; {parts}."]
-        lines.append(inline(view.accounting.verdict))
+        lines.append(prose(view.accounting.verdict))
     return lines
 
 
@@ -254,13 +260,13 @@ def reference_lines(references: Sequence[Reference]) -> list[str]:
     for ref in references:
         if not ref.catalogued:
             lines.append(
-                f"- Section {inline(ref.section)}, [{inline(ref.rule)}] ({inline(ref.level)}): {inline(ref.summary)}."
+                f"- Section {inline(ref.section)}, [{inline(ref.rule)}] ({inline(ref.level)}): {prose(ref.summary)}."
             )
             continue
-        basis = f" Stated without a number: {inline(ref.basis)}." if ref.basis else ""
+        basis = f" Stated without a number: {prose(ref.basis)}." if ref.basis else ""
         lines.append(
             f"- Section {ref.section}, statement [{ref.rule}] ({ref.level}, binds {ref.binds_text}): "
-            f"{inline(ref.summary)}.{basis}"
+            f"{prose(ref.summary)}.{basis}"
         )
     lines += [
         "",

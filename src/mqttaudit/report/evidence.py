@@ -8,9 +8,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..judge import Finding
+from .peer_text import cut, printable
+
+__all__ = ["printable"]
 
 #: Longest frame shown in full; longer ones are cut (the JSON evidence keeps every byte).
 MAX_HEX_BYTES = 256
+#: Events of one connection a transcript shows: the first ones and the last ones (a flooding broker sends millions).
+HEAD_EVENTS = 40
+TAIL_EVENTS = 10
+#: Packets named in what the server did after one client packet, and violations listed under one packet; the
+#: rest are counted.
+MAX_ANSWERS = 5
+#: Where a probe's human reports point for what they leave out.
+WHOLE_IN = "findings.json"
+#: Characters of evidence (transcripts) one report writes at most; the rest is in findings.json.
+EVIDENCE_CHARS = 600_000
 ARROWS = {"client": "client -> server", "server": "server -> client"}
 _INDENT = " " * 20
 
@@ -35,13 +48,6 @@ class Exchange:
         return connection == self.connection and self.first <= event < self.stop
 
 
-def printable(text: str) -> str:
-    """``text`` with control and other non-printable characters as Python escapes (``\\x00``, ``\\u200b``)."""
-    if text.isprintable():
-        return text
-    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
-
-
 def seconds(value: float) -> str:
     return f"{value:.3f} s"
 
@@ -59,16 +65,20 @@ def shown_hex(hex_bytes: str) -> str:
 
 
 def packet_label(event: Record) -> str:
-    """The decoded packet, or ``malformed: <hex>`` for bytes that did not decode."""
+    """The decoded packet (cut: a topic may be 60,000 characters), or ``malformed: <hex>`` for bytes that did not
+    decode."""
     if event.get("packet") is None:
         return f"malformed: {shown_hex(event['hex'])}"
-    return printable(str(event["packet"]))
+    return printable(cut(str(event["packet"]), whole_in=WHOLE_IN))
 
 
 def ending(event: Record) -> str:
-    """How a connection ended, or that it was still open when observation stopped."""
+    """How a connection ended, or that it was still open when observation stopped; any other event by its fields."""
     if event.get("quiet_until"):
         return "observation stopped with the connection still open"
+    if "closed_by" not in event and "how" not in event:
+        fields = ", ".join(f"{key} {value}" for key, value in event.items() if key != "t")
+        return printable(cut(fields, whole_in=WHOLE_IN))
     by = event.get("closed_by")
     return f"closed by the {by} ({_how(event)})" if by else f"the connection ended ({_how(event)}), closer unknown"
 
@@ -78,28 +88,84 @@ def _how(event: Record) -> str:
     return str(event.get("how", "fin")).upper()
 
 
-def transcript(connections: Sequence[Mapping[str, Any]]) -> str:
+class Budget:
+    """Characters of evidence one report may still write, shared by its transcripts, so that the report stays
+    bounded however many failures and frames the run holds."""
+
+    def __init__(self, chars: int = EVIDENCE_CHARS) -> None:
+        self.chars = chars
+        self.left = chars
+
+    @property
+    def spent(self) -> bool:
+        return self.left <= 0
+
+    def note(self) -> str:
+        return (
+            f"… evidence left out: this report shows at most {self.chars:,} characters of evidence; "
+            f"{WHOLE_IN} has every event"
+        )
+
+
+def transcript(connections: Sequence[Mapping[str, Any]], budget: Budget | None = None) -> str:
     """Every event of every connection in order: its number (as findings cite it), time, direction, decoded
-    packet, bytes, violations, and how the connection ended."""
+    packet, bytes, violations, and how the connection ended. A connection's events beyond the first
+    :data:`HEAD_EVENTS` and the last :data:`TAIL_EVENTS` are counted, not shown; with a ``budget``, the transcript
+    stops where the report's evidence budget runs out."""
     lines: list[str] = []
+    used = 0
     for connection in connections:
         client_id = connection.get("client_id")
         lines.append(
-            f"connection {connection['name']}" + (f", client id {printable(client_id)!r}" if client_id else "")
+            f"connection {printable(cut(str(connection['name']), whole_in=WHOLE_IN))}"
+            + (f", client id {printable(cut(str(client_id), whole_in=WHOLE_IN))!r}" if client_id else "")
         )
-        for number, event in enumerate(connection["events"]):
-            stamp = f"{f'[{number}]':>6} {event['t']:9.3f} s  "
-            if not is_packet(event):
-                lines.append(f"{stamp}{ending(event)}")
+        events = list(connection["events"])
+        hidden = range(HEAD_EVENTS, len(events) - TAIL_EVENTS) if len(events) > HEAD_EVENTS + TAIL_EVENTS else None
+        for number, event in enumerate(events):
+            if hidden is not None and number in hidden:
+                if number == hidden.start:
+                    lines.append(f"{_INDENT}{_left_out(events[hidden.start : hidden.stop])}")
                 continue
-            lines.append(f"{stamp}{ARROWS[event['from']]}  {packet_label(event)}")
-            lines.append(f"{_INDENT}bytes at offset {event['offset']}: {shown_hex(event['hex'])}")
-            lines.extend(
-                f"{_INDENT}violation {v['rule']} at offset {v['offset']}: {printable(v['detail'])}"
-                for v in event["violations"]
-            )
+            shown = _event_lines(number, event)
+            lines += shown
+            used += sum(len(line) + 1 for line in shown)
+            if budget is not None and used >= budget.left:
+                budget.left = 0
+                return "\n".join([*lines, budget.note()])
         lines.append("")
+    if budget is not None:
+        budget.left -= used
     return "\n".join(lines).rstrip("\n")
+
+
+def _event_lines(number: int, event: Record) -> list[str]:
+    stamp = f"{f'[{number}]':>6} {event['t']:9.3f} s  "
+    if not is_packet(event):
+        return [f"{stamp}{ending(event)}"]
+    return [
+        f"{stamp}{ARROWS.get(event['from'], printable(str(event['from'])))}  {packet_label(event)}",
+        f"{_INDENT}bytes at offset {event['offset']}: {shown_hex(event['hex'])}",
+        *(
+            f"{_INDENT}violation {printable(str(v['rule']))} at offset {v['offset']}: "
+            f"{printable(cut(str(v['detail']), whole_in=WHOLE_IN))}"
+            for v in event["violations"][:MAX_ANSWERS]
+        ),
+        *(
+            [f"{_INDENT}… {len(event['violations']) - MAX_ANSWERS:,} more violations of this packet"]
+            if len(event["violations"]) > MAX_ANSWERS
+            else []
+        ),
+    ]
+
+
+def _left_out(events: Sequence[Record]) -> str:
+    """``… 12,003 more events not shown (12,001 packets, 1,048,576 bytes); findings.json has every one``."""
+    packets = [event for event in events if is_packet(event)]
+    size = sum((len(str(event.get("hex", ""))) + 1) // 3 for event in packets)
+    return (
+        f"… {len(events):,} more events not shown ({len(packets):,} packets, {size:,} bytes); {WHOLE_IN} has every one"
+    )
 
 
 def exchanges(connections: Sequence[Mapping[str, Any]]) -> list[Exchange]:
@@ -129,7 +195,10 @@ def exchanges(connections: Sequence[Mapping[str, Any]]) -> list[Exchange]:
 def reaction(stimulus: Record, after: Sequence[Record], next_sent: Record | None) -> str:
     """What the server did after ``stimulus``: the packets it answered, then whether and how the connection ended."""
     t0 = float(stimulus["t"])
-    answers = [packet_label(event) for event in after if is_packet(event)]
+    answered = [event for event in after if is_packet(event)]
+    answers = [packet_label(event) for event in answered[:MAX_ANSWERS]]
+    if len(answered) > MAX_ANSWERS:
+        answers.append(f"{len(answered) - MAX_ANSWERS:,} more packets")
     parts = ["answered " + ", then ".join(answers)] if answers else []
     for event in after:
         if is_packet(event):

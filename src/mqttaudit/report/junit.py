@@ -6,7 +6,8 @@ from xml.etree import ElementTree as ET
 
 from ..probe.runner import FAIL, INCONCLUSIVE, NOT_APPLICABLE, ProbeRun
 from ..spec import Catalogue
-from .evidence import printable, transcript
+from .evidence import WHOLE_IN, Budget, printable, transcript
+from .peer_text import shown
 from .statements import default_catalogue, section_of
 
 
@@ -17,7 +18,8 @@ def probe_run_to_junit(run: ProbeRun, catalogue: Catalogue | None = None) -> ET.
     of the case id) and carry their statement ids in the name and as properties.
 
     Every text goes through :func:`printable`, so control bytes from the wire never reach the XML (XML 1.0 cannot
-    hold them even as character references); ElementTree escapes the markup characters.
+    hold them even as character references); ElementTree escapes the markup characters. Peer text is cut, and the
+    transcripts share one evidence budget, so the document stays bounded whatever the broker sent.
     """
     rules = default_catalogue(catalogue)
     errors = sum(1 for result in run.results if result.error)
@@ -25,7 +27,7 @@ def probe_run_to_junit(run: ProbeRun, catalogue: Catalogue | None = None) -> ET.
     suite = ET.Element(
         "testsuite",
         {
-            "name": printable(f"mqttaudit probe {run.target.url}"),
+            "name": "mqttaudit probe " + shown(run.target.url, whole_in=WHOLE_IN),
             "tests": str(len(run.results)),
             "failures": str(run.count(FAIL)),
             "errors": str(errors),
@@ -39,7 +41,8 @@ def probe_run_to_junit(run: ProbeRun, catalogue: Catalogue | None = None) -> ET.
         properties = ET.SubElement(suite, "properties")
         for name, value in run_properties:
             if value:
-                ET.SubElement(properties, "property", {"name": name, "value": printable(value)})
+                ET.SubElement(properties, "property", {"name": name, "value": shown(value, whole_in=WHOLE_IN)})
+    budget = Budget()
     for result in run.results:
         statements = result.case.statements
         testcase = ET.SubElement(
@@ -55,11 +58,11 @@ def probe_run_to_junit(run: ProbeRun, catalogue: Catalogue | None = None) -> ET.
         for statement in statements:
             ET.SubElement(case_properties, "property", {"name": "statement", "value": printable(statement)})
         ET.SubElement(case_properties, "property", {"name": "section", "value": _section(statements, rules)})
-        reason = printable(result.reason)
+        reason = shown(result.reason, whole_in=WHOLE_IN)
         if result.verdict == FAIL:
             rule = result.findings[0].rule if result.findings else (statements[0] if statements else "")
             failure = ET.SubElement(testcase, "failure", {"message": reason, "type": rule})
-            failure.text = f"{reason}\n\n{transcript(result.evidence()['connections'])}\n"
+            failure.text = f"{reason}\n\n{transcript(result.connections, budget)}\n"
         elif result.error:
             ET.SubElement(testcase, "error", {"message": reason, "type": "not-judged"})
         elif result.verdict in (INCONCLUSIVE, NOT_APPLICABLE):

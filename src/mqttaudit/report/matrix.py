@@ -10,9 +10,17 @@ import jinja2
 
 from ..probe.runner import FAIL, INCONCLUSIVE, NOT_APPLICABLE, PASS, VERDICTS, CaseResult, ProbeRun
 from ..spec import Catalogue, Rule
-from .evidence import printable
-from .markdown import code, inline, table
+from . import markdown
+from .evidence import WHOLE_IN, printable
+from .markdown import left_out, prose, table
+from .peer_text import shown
 from .statements import default_catalogue, in_spec_order, section_of
+
+#: Failing cases listed per broker; the rest are counted (each broker's findings.json has them all).
+MAX_LISTED = 200
+
+inline = functools.partial(markdown.inline, whole_in=WHOLE_IN)
+code = functools.partial(markdown.code, whole_in=WHOLE_IN)
 
 #: When several cases target one statement on one broker, the highest rank decides the cell.
 RANK = {NOT_APPLICABLE: 0, PASS: 1, INCONCLUSIVE: 2, FAIL: 3}
@@ -35,7 +43,8 @@ class Cell:
     def note(self) -> str:
         """One line per case, for a tooltip."""
         return "\n".join(
-            printable(f"{case}: {verdict}" + (f" ({reason})" if reason else "")) for case, verdict, reason in self.cases
+            printable(f"{case}: {verdict}") + (f" ({peer_text(reason)})" if reason else "")
+            for case, verdict, reason in self.cases[:MAX_LISTED]
         )
 
     @property
@@ -110,7 +119,7 @@ def matrix_markdown(matrix: Matrix) -> str:
     lines += table(
         ("Broker", "Target", "Started", *VERDICTS),
         (
-            (inline(c.label), code(c.run.target.url), inline(c.run.started), *map(str, c.counts.values()))
+            (inline(c.label), code(c.run.target.url, cell=True), inline(c.run.started), *map(str, c.counts.values()))
             for c in matrix.columns
         ),
     )
@@ -122,12 +131,14 @@ def matrix_markdown(matrix: Matrix) -> str:
             for row in matrix.rows
         ),
     )
-    failing = [(column, result) for column in matrix.columns for result in column.failures]
+    failing = [(column, result) for column in matrix.columns for result in column.failures[:MAX_LISTED]]
     if failing:
         lines += ["", "## Failing cases", ""]
         lines += [
-            f"- {inline(c.label)}: {code(r.case.id)} ({inline(r.case.title)}): {inline(r.reason)}" for c, r in failing
+            f"- {inline(c.label)}: {code(r.case.id)} ({prose(r.case.title)}): {inline(r.reason)}" for c, r in failing
         ]
+        for column in matrix.columns:
+            lines += left_out(MAX_LISTED, len(column.failures), f"failing cases of {inline(column.label)}", WHOLE_IN)
     return "\n".join(lines) + "\n"
 
 
@@ -146,4 +157,11 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     environment.filters["printable"] = printable
+    environment.filters["peer"] = peer_text
+    environment.globals["max_listed"] = MAX_LISTED
     return environment
+
+
+def peer_text(value: object) -> str:
+    """A peer's value as the matrix shows it: cut, every character printable."""
+    return shown(value, whole_in=WHOLE_IN)

@@ -3,16 +3,25 @@ standard reference, expected behaviour, evidence bytes, what it means for users)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from ..judge import Finding
 from ..probe.runner import FAIL, INCONCLUSIVE, NOT_APPLICABLE, PASS, VERDICTS, CaseResult, ProbeRun
 from ..spec import Catalogue
-from .evidence import Exchange, exchange_of, exchanges, seconds, transcript
-from .markdown import code, fenced, inline, table
+from . import markdown
+from .evidence import WHOLE_IN, Budget, Exchange, exchange_of, exchanges, seconds, transcript
+from .markdown import fenced, left_out, prose, table
 from .statements import default_catalogue, section_of, strongest_level
 
 SPEC = "OASIS MQTT Version 3.1.1"
+#: Failing cases given a full section; the others are listed by id (the summary table has them all).
+MAX_FAILURE_SECTIONS = 50
+#: Findings listed in one section, and rows of one expected-behaviour table.
+MAX_LINES = 40
+
+inline = functools.partial(markdown.inline, whole_in=WHOLE_IN)
+code = functools.partial(markdown.code, whole_in=WHOLE_IN)
 
 
 def source(catalogue: Catalogue) -> str:
@@ -34,7 +43,7 @@ def probe_run_to_markdown(run: ProbeRun, catalogue: Catalogue | None = None) -> 
         ("Case", "Statements", "Verdict", "Reason"),
         (
             (
-                f"[{code(r.case.id)}](#{anchor(r)})" if r.verdict == FAIL else code(r.case.id),
+                f"[{code(r.case.id, cell=True)}](#{anchor(r)})" if r.verdict == FAIL else code(r.case.id, cell=True),
                 ", ".join(r.case.statements),
                 VERDICT_LABELS.get(r.verdict, inline(r.verdict)),
                 inline(r.reason),
@@ -45,12 +54,16 @@ def probe_run_to_markdown(run: ProbeRun, catalogue: Catalogue | None = None) -> 
     lines += _baseline_section(run)
     if failures:
         lines += ["", "## Failures"]
-        for result in failures:
-            lines += ["", *failure_section(result, run.target.url, rules)]
+        budget = Budget()
+        for result in failures[:MAX_FAILURE_SECTIONS]:
+            lines += ["", *failure_section(result, run.target.url, rules, budget)]
+        if len(failures) > MAX_FAILURE_SECTIONS:
+            lines += left_out(MAX_FAILURE_SECTIONS, len(failures), "failing cases' sections", WHOLE_IN)
+            lines += ["", ", ".join(code(r.case.id) for r in failures[MAX_FAILURE_SECTIONS:])]
     inconclusive = [result for result in run.results if result.verdict == INCONCLUSIVE]
     if inconclusive:
         lines += ["", "## Inconclusive cases", "", "Not decided either way; none of them counts as a pass.", ""]
-        lines += [f"- {code(r.case.id)} ({inline(r.case.title)}): {inline(r.reason)}" for r in inconclusive]
+        lines += [f"- {code(r.case.id)} ({prose(r.case.title)}): {inline(r.reason)}" for r in inconclusive]
     return "\n".join(lines) + "\n"
 
 
@@ -62,7 +75,7 @@ def anchor(result: CaseResult) -> str:
 def _header(run: ProbeRun) -> list[str]:
     counts = ", ".join(f"{run.count(verdict)} {verdict}" for verdict in VERDICTS)
     lines = [
-        f"# mqttaudit probe findings: {inline(run.target.url)}",
+        f"# mqttaudit probe findings: {code(run.target.url)}",
         "",
         f"- Target: {code(run.target.url)}",
         f"- Started: {inline(run.started)}",
@@ -100,13 +113,14 @@ def _baseline_section(run: ProbeRun) -> list[str]:
     return lines
 
 
-def failure_section(result: CaseResult, target: str, catalogue: Catalogue) -> list[str]:
-    """The section of one failing case, in the form of a conformance finding."""
+def failure_section(result: CaseResult, target: str, catalogue: Catalogue, budget: Budget | None = None) -> list[str]:
+    """The section of one failing case, in the form of a conformance finding; its evidence draws on ``budget``,
+    the report's evidence budget."""
     rounds = exchanges(result.connections)
     level = strongest_level(result.case.statements, catalogue) or "unlisted"
     lines = [
         f'<a id="{anchor(result)}"></a>',
-        f"### {inline(result.case.title)}",
+        f"### {prose(result.case.title)}",
         "",
         f"Case {code(result.case.id)}: **FAIL** ({level}).",
         "",
@@ -127,11 +141,11 @@ def failure_section(result: CaseResult, target: str, catalogue: Catalogue) -> li
         "Every event of the case's connections, in order: [n] is the event number the findings cite, times are "
         "seconds from the start of the case, offsets count the bytes of that direction of the connection.",
         "",
-        *fenced(transcript(result.connections)),
+        *fenced(transcript(result.connections, budget)),
     ]
     if result.other_findings:
         lines += ["", "Other rules the broker broke in the same conversation (not targeted by this case):", ""]
-        lines += [_finding_line(finding) for finding in result.other_findings]
+        lines += _finding_lines(result.other_findings)
     lines += ["", "#### What it means for users", "", _meaning(level, rounds)]
     return lines
 
@@ -145,16 +159,22 @@ def _summary(result: CaseResult, target: str, rounds: Sequence[Exchange]) -> lis
             "",
         ]
     if result.case.stimulus:
-        lines += [f"Stimulus: {inline(result.case.stimulus)}.", ""]
-    lines += [_finding_line(finding) for finding in result.findings] or [f"- {inline(result.reason)}"]
+        lines += [f"Stimulus: {prose(result.case.stimulus)}.", ""]
+    lines += _finding_lines(result.findings) or [f"- {inline(result.reason)}"]
     return lines
+
+
+def _finding_lines(findings: Sequence[Finding]) -> list[str]:
+    """One line per finding, the first :data:`MAX_LINES` of them."""
+    lines = [_finding_line(finding) for finding in findings[:MAX_LINES]]
+    return lines + left_out(MAX_LINES, len(findings), "findings", WHOLE_IN)
 
 
 def _finding_line(finding: Finding) -> str:
     where = f" on connection {code(finding.conversation)}" if finding.conversation else ""
-    kind = f" — {finding.kind}" if finding.kind else ""
+    kind = f" — {inline(finding.kind)}" if finding.kind else ""
     return (
-        f"- **{finding.rule}**{kind} ({finding.side.value}, at {seconds(finding.time)}{where}): "
+        f"- **{inline(finding.rule)}**{kind} ({finding.side.value}, at {seconds(finding.time)}{where}): "
         f"{inline(finding.detail)}"
     )
 
@@ -166,10 +186,10 @@ def _reference(result: CaseResult, catalogue: Catalogue) -> list[str]:
         if rule is None:
             lines.append(f"- Section {section_of(statement, catalogue)}, [{statement}]: not in the rule catalogue.")
             continue
-        basis = f" Stated without a number: {inline(rule.basis)}." if rule.basis else ""
+        basis = f" Stated without a number: {prose(rule.basis)}." if rule.basis else ""
         lines.append(
             f"- Section {rule.section}, statement [{statement}] ({rule.level}, {rule.actor}): "
-            f"{inline(rule.summary)}.{basis}"
+            f"{prose(rule.summary)}.{basis}"
         )
     lines += [
         "",
@@ -180,7 +200,7 @@ def _reference(result: CaseResult, catalogue: Catalogue) -> list[str]:
 
 
 def _expected(result: CaseResult, rounds: Sequence[Exchange]) -> list[str]:
-    lines = [f"Expected of a conforming broker: {inline(result.case.expected)}.", ""] if result.case.expected else []
+    lines = [f"Expected of a conforming broker: {prose(result.case.expected)}.", ""] if result.case.expected else []
     expected: dict[Exchange, list[str]] = {}
     for finding in result.findings:
         exchange = exchange_of(finding, rounds)
@@ -188,15 +208,16 @@ def _expected(result: CaseResult, rounds: Sequence[Exchange]) -> list[str]:
             expected.setdefault(exchange, []).append(finding.expected or result.case.expected)
     several = len({exchange.connection for exchange in rounds}) > 1
     rows = []
-    for exchange in rounds:
+    for exchange in rounds[:MAX_LINES]:
         shape = inline(exchange.stimulus)
         if exchange.violations:
             shape += f" (breaks {', '.join(exchange.violations)})"
         if several:
-            shape = f"{code(exchange.connection)}: {shape}"
+            shape = f"{code(exchange.connection, cell=True)}: {shape}"
         wanted = expected.get(exchange) or ([result.case.expected] if exchange.violations else [])
         rows.append((shape, inline("; ".join(dict.fromkeys(wanted))) or "-", inline(exchange.observed)))
-    return lines + table(("Packet shape", "Expected result", "Observed result"), rows)
+    rows_shown = table(("Packet shape", "Expected result", "Observed result"), rows)
+    return lines + rows_shown + left_out(MAX_LINES, len(rounds), "exchanges", WHOLE_IN)
 
 
 def _meaning(level: str, rounds: Sequence[Exchange]) -> str:
