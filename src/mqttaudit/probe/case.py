@@ -147,7 +147,7 @@ class CaseContext:
         )
         ack = await connection.wait_type(Connack)
         if not isinstance(ack, Connack):
-            raise Inconclusive(f"setup: no CONNACK within {self.timeout:g} s for {connection.name}")
+            raise Inconclusive(f"setup: {connection.missing('CONNACK')} for {connection.name}")
         if ack.return_code != 0:
             raise Inconclusive(f"setup: the broker refused the CONNECT of {connection.name} (code {ack.return_code})")
         return connection
@@ -171,7 +171,7 @@ class CaseContext:
         await connection.send(Subscribe(packet_id=packet_id, subscriptions=subscriptions))
         ack = await connection.wait_for(_answers(Suback, packet_id), since=since)
         if not isinstance(ack, Suback):
-            raise Inconclusive(f"setup: no SUBACK for packet id {packet_id} on {connection.name}")
+            raise Inconclusive(f"setup: {connection.missing(f'SUBACK for packet id {packet_id}')} on {connection.name}")
         return ack.return_codes
 
     async def subscribe_granted(self, connection: ProbeConnection, topic_filter: str, qos: int) -> int:
@@ -188,7 +188,8 @@ class CaseContext:
         since = len(connection.received)
         await connection.send(Unsubscribe(packet_id=packet_id, topic_filters=filters))
         if not isinstance(await connection.wait_for(_answers(Unsuback, packet_id), since=since), Unsuback):
-            raise Inconclusive(f"setup: no UNSUBACK for packet id {packet_id} on {connection.name}")
+            missing = connection.missing(f"UNSUBACK for packet id {packet_id}")
+            raise Inconclusive(f"setup: {missing} on {connection.name}")
 
     async def publish(
         self,

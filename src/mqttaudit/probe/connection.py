@@ -11,9 +11,11 @@ import contextlib
 import socket
 import struct
 from collections.abc import Callable
+from dataclasses import replace
 
-from ..codec import Direction, Packet, Puback, Pubcomp, Publish, Pubrec, Pubrel, StreamDecoder, encode
-from ..judge.events import Closed, Event, Quiet, Sent
+from ..codec import Direction, Frame, Packet, Puback, Pubcomp, Publish, Pubrec, Pubrel, StreamDecoder, encode
+from ..judge.events import Closed, Event, Lost, Quiet, Sent
+from .overflow import MAX_BYTES, MAX_FRAMES, SERVER_MAX_PACKET, Overflow
 
 CLIENT = Direction.FROM_CLIENT
 SERVER = Direction.FROM_SERVER
@@ -23,7 +25,13 @@ PacketTest = Callable[[Packet], bool]
 
 
 class ProbeConnection:
-    """A recorded connection. Times are seconds on the case's clock (``clock()``), shared by its connections."""
+    """A recorded connection. Times are seconds on the case's clock (``clock()``), shared by its connections.
+
+    ``events`` is what the judge gets, and it is always a conversation the judge can take: times never go back,
+    nothing follows the one ``Closed`` event, and what the server sent beyond the evidence bounds
+    (:mod:`~mqttaudit.probe.overflow`) is one ``Lost`` event at the time it began, with the count in ``overflow``.
+    Only :meth:`_record` appends to it.
+    """
 
     def __init__(
         self,
@@ -40,13 +48,20 @@ class ProbeConnection:
         self.events: list[Event] = []
         self.timeout = timeout
         self.auto_ack = auto_ack
+        #: What the server sent past the evidence bounds: counted, not kept.
+        self.overflow = Overflow()
         self._reader = reader
         self._writer = writer
         self._clock = clock
+        self._opened = clock()
         self._to_server = StreamDecoder(CLIENT)
-        self._from_server = StreamDecoder(SERVER)
+        self._from_server = StreamDecoder(SERVER, max_packet_size=SERVER_MAX_PACKET)
         self._received: list[Packet] = []
+        self._kept_frames = 0
+        self._kept_bytes = 0
+        self._lost_at: int | None = None  # index in events of the Lost event standing for the overflow
         self._changed = asyncio.Condition()
+        self._closing = False  # the client side is closing: the reader only records what had arrived
         self._closed: Closed | None = None
         self._reading = asyncio.create_task(self._read(), name=f"probe-read-{name}")
 
@@ -61,19 +76,50 @@ class ProbeConnection:
         return self._closed is not None and self._closed.by is SERVER
 
     @property
+    def capped(self) -> bool:
+        """The server sent more than the evidence bounds: the rest is only counted (see ``overflow``)."""
+        return self.overflow.active
+
+    @property
+    def lost_at(self) -> int | None:
+        """The index in ``events`` of the ``Lost`` event standing for what was not kept, None when all was kept."""
+        return self._lost_at
+
+    @property
     def received(self) -> list[Packet]:
-        """Packets the server sent so far, in order."""
+        """Packets the server sent so far, in order (within the evidence bounds)."""
         return list(self._received)
+
+    def missing(self, packet: str, timeout: float | None = None) -> str:
+        """Why no ``packet`` (``CONNACK``) came, in words: the broker ended the connection (and when), the evidence
+        was capped, or nothing came within the timeout."""
+        closed = self._closed
+        if closed is not None and closed.by is SERVER:
+            how = "reset" if closed.abrupt else "closed"
+            return f"the broker {how} the connection after {closed.time - self._opened:.3f} s, with no {packet}"
+        if self.capped:
+            return f"no {packet} in the evidence kept: {self.cap_summary()}"
+        if closed is not None and closed.by is None:
+            return f"the connection ended ({'RST' if closed.abrupt else 'FIN'}) with no {packet}"
+        return f"no {packet} within {self.timeout if timeout is None else timeout:g} s"
+
+    def cap_summary(self) -> str:
+        """``the broker sent more than 1,000 frames or 262,144 bytes on c1; then ...``."""
+        return (
+            f"the broker sent more than {MAX_FRAMES:,} frames or {MAX_BYTES:,} bytes on {self.name}; "
+            f"{self.overflow.summary()}"
+        )
 
     # -- acting -------------------------------------------------------------------------------------------------
 
     async def send(self, data: Packet | bytes, *, validate: bool = True) -> None:
         """Sends a packet (encoded by the codec; ``validate=False`` for a deliberately invalid one) or raw bytes."""
         raw = data if isinstance(data, bytes) else encode(data, validate=validate, direction=CLIENT)
-        if self._closed is not None:
-            return  # the broker already closed: nothing more reaches it, and the judge sees why
+        if self._closed is not None or self._closing:
+            return  # the connection is over: nothing more reaches the broker, and the judge sees why
         now = self._clock()
-        self.events.extend(Sent(now, CLIENT, frame) for frame in self._to_server.feed(raw))
+        for frame in self._to_server.feed(raw):
+            self._record(Sent(now, CLIENT, frame))
         try:
             self._writer.write(raw)
             await asyncio.wait_for(self._writer.drain(), self.timeout)
@@ -82,14 +128,24 @@ class ProbeConnection:
 
     async def wait_for(self, test: PacketTest, timeout: float | None = None, *, since: int = 0) -> Packet | None:
         """The first packet from the server (from index ``since`` of ``received``) that passes ``test``; None
-        when the connection closes or ``timeout`` passes first."""
+        when the connection closes, the evidence is capped or ``timeout`` passes first."""
+        checked = since  # each packet is tested once, however often the connection changes
 
         def found() -> Packet | None:
-            return next((packet for packet in self._received[since:] if test(packet)), None)
+            nonlocal checked
+            while checked < len(self._received):
+                packet = self._received[checked]
+                if test(packet):
+                    return packet
+                checked += 1
+            return None
+
+        def over() -> bool:
+            return self._closed is not None or self._closing or self.capped
 
         async def until() -> Packet | None:
             async with self._changed:
-                await self._changed.wait_for(lambda: found() is not None or self._closed is not None)
+                await self._changed.wait_for(lambda: found() is not None or over())
             return found()
 
         try:
@@ -118,56 +174,67 @@ class ProbeConnection:
         await self.wait_close(seconds)
 
     async def close(self, *, abrupt: bool = False) -> None:
-        """Closes the connection from the client side: FIN, or RST when ``abrupt``."""
-        if self._closed is not None:
+        """Closes the connection from the client side: FIN, or RST when ``abrupt``. What the server had sent
+        before the close took effect (read, but not yet recorded) is recorded before the ``Closed`` event."""
+        if self._closed is not None or self._closing:
             return
-        self._record_close(Closed(self._clock(), CLIENT, abrupt))
+        self._closing = True
+        now = self._clock()
         if abrupt:
-            sock = self._writer.get_extra_info("socket")
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self._writer.transport.abort()
+            self._reset()
         else:
             self._writer.close()
             with contextlib.suppress(ConnectionError, OSError, TimeoutError):
                 await asyncio.wait_for(self._writer.wait_closed(), self.timeout)
-        await self._stop_reading()
+        await self._drain()
+        await self._end(Closed(now, CLIENT, abrupt))
 
     async def finish(self) -> None:
         """Ends the observation: an open connection is recorded as quiet until now, then closed."""
         if self._closed is None:
-            self.events.append(Quiet(self._clock()))
+            now = self._clock()
+            self._closing = True
             self._writer.transport.abort()
-            self._closed = Closed(self._clock(), CLIENT, True)
+            await self._drain()
+            await self._end(Closed(now, CLIENT, True), quiet=True)
         await self._stop_reading()
 
     # -- internals ----------------------------------------------------------------------------------------------
+
+    def _record(self, event: Event) -> None:
+        """The only way into ``events``: keeps them in time order and nothing after ``Closed`` (a frame that comes
+        later is counted in ``overflow``; the recorder's own order makes that impossible, this makes it certain)."""
+        if self._closed is not None:
+            if isinstance(event, Sent):
+                self.overflow.after_close += 1
+            return
+        last = self.events[-1].time if self.events else event.time
+        if event.time < last:
+            event = replace(event, time=last)
+        self.events.append(event)
 
     async def _read(self) -> None:
         try:
             while True:
                 data = await self._reader.read(READ_SIZE)
                 if not data:
-                    self._record_close(Closed(self._clock(), SERVER, False))
-                    break
+                    if not self._closing:
+                        await self._end(Closed(self._clock(), SERVER, False))
+                    return
                 await self._receive(data)
         except (ConnectionResetError, BrokenPipeError):
-            self._record_close(Closed(self._clock(), SERVER, True))
+            if not self._closing:
+                await self._end(Closed(self._clock(), SERVER, True))
         except (ConnectionError, OSError):
-            self._record_close(Closed(self._clock(), None, True))
+            if not self._closing:
+                await self._end(Closed(self._clock(), None, True))
         finally:
-            if self._closed is None:
-                self._record_close(Closed(self._clock(), None, False))
-            async with self._changed:
-                self._changed.notify_all()
+            if self._closed is None and not self._closing:
+                self._end_now(Closed(self._clock(), None, False))
 
     async def _receive(self, data: bytes) -> None:
         now = self._clock()
-        frames = self._from_server.feed(data)
-        self.events.extend(Sent(now, SERVER, frame) for frame in frames)
-        packets = [frame.packet for frame in frames if frame.packet is not None]
-        self._received.extend(packets)
+        packets = self._take(now, self._from_server.feed(data))
         async with self._changed:
             self._changed.notify_all()
         if self.auto_ack:
@@ -176,12 +243,61 @@ class ProbeConnection:
                 if answer is not None:
                     await self.send(answer)
 
-    def _record_close(self, event: Closed) -> None:
-        if self._closed is None:
-            self._closed = event
-            frames = self._from_server.close()
-            self.events.extend(Sent(event.time, SERVER, frame) for frame in frames)
-            self.events.append(event)
+    def _take(self, now: float, frames: list[Frame]) -> list[Packet]:
+        """Records the server's frames within the evidence bounds and counts the rest; returns the packets kept."""
+        packets: list[Packet] = []
+        for frame in frames:
+            if self._closed is not None:
+                self.overflow.after_close += 1
+                continue
+            if not self.capped:
+                fits = self._kept_frames < MAX_FRAMES and self._kept_bytes + len(frame.raw) <= MAX_BYTES
+                if fits:
+                    self._kept_frames += 1
+                    self._kept_bytes += len(frame.raw)
+                    self._record(Sent(now, SERVER, frame))
+                    if frame.packet is not None:
+                        packets.append(frame.packet)
+                    continue
+                self._lost_at = len(self.events)
+                self._record(Lost(now, SERVER, 0))  # its length is known when the connection ends
+            self.overflow.add(now, frame)
+        self._received.extend(packets)
+        return packets
+
+    async def _end(self, closed: Closed, *, quiet: bool = False) -> None:
+        self._end_now(closed, quiet=quiet)
+        async with self._changed:
+            self._changed.notify_all()
+
+    def _end_now(self, closed: Closed, *, quiet: bool = False) -> None:
+        """Records the end: the server's unfinished last packet [MQTT-2.2.3-truncated], the size of what was not
+        kept, then ``Quiet`` (observation stopped with the connection open) or nothing, then ``Closed``."""
+        if self._closed is not None:
+            return
+        self._take(closed.time, self._from_server.close())
+        if self._lost_at is not None:
+            lost = self.events[self._lost_at]
+            assert isinstance(lost, Lost)
+            self.events[self._lost_at] = replace(lost, length=self.overflow.bytes)
+        if quiet:
+            self._record(Quiet(closed.time))
+        self._record(closed)
+        self._closed = self.events[-1] if isinstance(self.events[-1], Closed) else closed
+
+    def _reset(self) -> None:
+        sock = self._writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self._writer.transport.abort()
+
+    async def _drain(self) -> None:
+        """After our close the transport reads no more: the reader records what it still holds, then stops."""
+        if not self._reading.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._reading), min(self.timeout, 1.0))
+        await self._stop_reading()
 
     async def _settle(self) -> None:
         """After a failed write the reader learns how the connection ended; give it a moment to say so."""

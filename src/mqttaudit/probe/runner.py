@@ -19,10 +19,11 @@ from typing import Any
 from ..codec import Connack, Connect, Direction
 from ..codec.describe import describe_packet
 from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, judge_scenario
-from ..judge.events import Closed, Event, Quiet, Sent
+from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from .baseline import BaselineDiff
 from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable
 from .connection import ProbeConnection
+from .overflow import Overflow
 
 PASS = "pass"
 FAIL = "fail"
@@ -48,6 +49,9 @@ class CaseResult:
     #: The case could not be judged because the target was unreachable, refused the prober or went down: an
     #: error of the run, not a verdict on the broker.
     error: bool = False
+    #: Findings past ``MAX_FINDINGS`` in ``findings`` and ``other_findings``: counted, not kept.
+    findings_omitted: int = 0
+    other_findings_omitted: int = 0
 
     @property
     def case_id(self) -> str:
@@ -57,7 +61,9 @@ class CaseResult:
         return {
             "connections": self.connections,
             "findings": [finding_to_dict(f) for f in self.findings],
+            "findings_omitted": self.findings_omitted,
             "other_findings": [finding_to_dict(f) for f in self.other_findings],
+            "other_findings_omitted": self.other_findings_omitted,
             "statements": self.statements,
             "assessed": self.assessed,
             "reason": self.reason,
@@ -147,6 +153,15 @@ async def run_case(
     )
     sent = [finding for connection in context.connections for finding in server_violations(connection)]
     result = decide(case, judgement, stopped, sent)
+    capped = [connection.cap_summary() for connection in context.connections if connection.capped]
+    if capped and result.verdict == INCONCLUSIVE:
+        # Nothing past the bounds was judged: that, rather than each statement's own "not observed", is why.
+        result.reason = "not assessable, evidence capped: " + "; ".join(capped)
+    if not result.reason and result.verdict in (FAIL, INCONCLUSIVE):
+        result.reason = f"the judge decided none of {', '.join(case.statements)} from the conversation"
+    result.findings_omitted = max(0, len(result.findings) - MAX_FINDINGS)
+    result.other_findings_omitted = max(0, len(result.other_findings) - MAX_FINDINGS)
+    del result.findings[MAX_FINDINGS:], result.other_findings[MAX_FINDINGS:]
     result.assessed = sorted(judgement.assessed)
     result.connections = [connection_evidence(connection) for connection in context.connections]
     result.duration = time.monotonic() - started
@@ -179,14 +194,25 @@ def server_violations(connection: ProbeConnection) -> list[Finding]:
     return findings
 
 
+#: Findings a case keeps in ``findings`` and in ``other_findings``; a flooding broker may cause thousands.
+MAX_FINDINGS = 10
+#: Distinct observations a failure's reason names; the rest are counted.
+MAX_REASONS = 5
+
+
 def _grouped(findings: Sequence[Finding]) -> str:
-    """One line per distinct observation, with every rule it breaks: "MQTT-a, MQTT-b: detail"."""
+    """One line per distinct observation, with every rule it breaks: "MQTT-a, MQTT-b: detail" (the first
+    ``MAX_REASONS`` of them, then how many more)."""
     by_detail: dict[str, list[str]] = {}
     for finding in findings:
         rules = by_detail.setdefault(finding.detail, [])
         if finding.rule not in rules:
             rules.append(finding.rule)
-    return "; ".join(f"{', '.join(rules)}: {detail}" for detail, rules in by_detail.items())
+    named = list(by_detail.items())[:MAX_REASONS]
+    more = len(by_detail) - len(named)
+    return "; ".join(f"{', '.join(rules)}: {detail}" for detail, rules in named) + (
+        f"; and {more:,} more" if more else ""
+    )
 
 
 def decide(
@@ -250,12 +276,43 @@ async def broker_alive(target: Target, timeout: float) -> bool:
         await connection.finish()
 
 
+#: Events of one connection written to findings.json (the judge saw up to ``overflow.MAX_FRAMES``; no connection
+#: of the library has more than about 25 against a conforming broker); the rest are summarised.
+JSON_EVENTS = 32
+#: Bytes of one frame written as hex in findings.json; ``length`` says how many the frame had.
+JSON_HEX_BYTES = 4096
+
+
 def connection_evidence(connection: ProbeConnection) -> dict[str, Any]:
-    return {"name": connection.name, "client_id": connection.client_id, "events": events_to_dicts(connection.events)}
+    """One connection as findings.json holds it: its first ``JSON_EVENTS`` events, and when there were more (or
+    the broker sent past the evidence bounds) ``omitted``: what was left out, counted, and how the connection
+    ended."""
+    events = connection.events
+    cut = min(JSON_EVENTS, len(events) if connection.lost_at is None else connection.lost_at)
+    shown = events_to_dicts(events[:cut])
+    omitted: dict[str, Any] | None = None
+    if cut < len(events):
+        server = Overflow()  # what the broker sent, kept or not, that findings.json does not show
+        client = 0
+        for event in events[cut:]:
+            if isinstance(event, Sent) and event.sender is Direction.FROM_SERVER:
+                server.add(event.time, event.frame)
+            elif isinstance(event, Sent):
+                client += 1
+        server.merge(connection.overflow)
+        omitted = {
+            "events": len(events) - cut,
+            "from_server": server.to_json(),
+            "client_packets": client,
+            "not_recorded": connection.overflow.to_json() if connection.capped else None,
+            "end": events_to_dicts(events[-1:])[0],
+        }
+    return {"name": connection.name, "client_id": connection.client_id, "events": shown, "omitted": omitted}
 
 
 def events_to_dicts(events: Iterable[Event]) -> list[dict[str, Any]]:
-    """The evidence of one connection: bytes both ways with times, and how it ended."""
+    """The evidence of one connection: bytes both ways with times (at most ``JSON_HEX_BYTES`` of a frame), and
+    how it ended."""
     out: list[dict[str, Any]] = []
     for event in events:
         if isinstance(event, Sent):
@@ -265,9 +322,12 @@ def events_to_dicts(events: Iterable[Event]) -> list[dict[str, Any]]:
                     "t": round(event.time, 6),
                     "from": event.sender.value,
                     "offset": frame.offset,
-                    "hex": frame.raw.hex(" "),
-                    "packet": None if frame.packet is None else describe_packet(frame.packet),
-                    "violations": [{"rule": v.rule, "offset": v.offset, "detail": v.detail} for v in frame.violations],
+                    "length": frame.length,
+                    "hex": frame.raw[:JSON_HEX_BYTES].hex(" "),
+                    "packet": None if frame.packet is None else _bounded(describe_packet(frame.packet)),
+                    "violations": [
+                        {"rule": v.rule, "offset": v.offset, "detail": _bounded(v.detail)} for v in frame.violations
+                    ],
                 }
             )
         elif isinstance(event, Closed):
@@ -280,7 +340,20 @@ def events_to_dicts(events: Iterable[Event]) -> list[dict[str, Any]]:
             )
         elif isinstance(event, Quiet):
             out.append({"t": round(event.time, 6), "quiet_until": True})
+        elif isinstance(event, Lost):  # connection_evidence puts the probe's own in ``omitted``
+            out.append({"t": round(event.time, 6), "lost": event.sender.value, "length": event.length})
     return out
+
+
+#: Characters of a packet's description or a violation's detail written to findings.json.
+JSON_TEXT_CHARS = 8192
+
+
+def _bounded(text: str) -> str:
+    """``text``, cut after ``JSON_TEXT_CHARS`` characters with a note of its length."""
+    if len(text) <= JSON_TEXT_CHARS:
+        return text
+    return text[:JSON_TEXT_CHARS] + f"... ({len(text):,} characters)"
 
 
 def finding_to_dict(finding: Finding) -> dict[str, Any]:

@@ -1,0 +1,78 @@
+"""How much of what a broker sends one probe connection keeps, and the count of the rest.
+
+A broker that floods a connection must not grow the prober's memory, its time or its reports with what it sends:
+a connection keeps the first ``MAX_FRAMES`` frames or ``MAX_BYTES`` bytes from the server as judge events, and
+only counts what follows (bytes and packets by type), for a summary such as "then 1,048,576 more bytes in 12,003
+PUBLISH packets". The judge is told that those bytes were not observed, so nothing that hangs on them is judged.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..codec import Frame
+from ..codec.rules import TRUNCATED
+
+#: Frames from the server one connection keeps as evidence; no case of the library needs more than a few dozen.
+MAX_FRAMES: Final = 1000
+#: Bytes of server frames one connection keeps as evidence.
+MAX_BYTES: Final = 256 * 1024
+#: The largest packet the prober decodes from a server: the library's cases never provoke one above a few hundred
+#: bytes, and a larger one is reported (MQTT-2.2.3-size-limit, advisory) and skipped, so it is never buffered.
+SERVER_MAX_PACKET: Final = 1024 * 1024
+
+
+def packet_name(frame: Frame) -> str:
+    """``PUBLISH``, ``CONNACK``, ...; ``unfinished`` for a packet the stream ended in, ``undecodable`` for other
+    bytes that did not decode."""
+    if frame.packet is not None:
+        return type(frame.packet).__name__.upper()
+    return "unfinished" if any(v.rule == TRUNCATED for v in frame.violations) else "undecodable"
+
+
+@dataclass
+class Overflow:
+    """What one side sent past the bounds of the evidence: counted, never kept."""
+
+    #: Seconds (on the case's clock) of the first byte not kept, None while nothing overflowed.
+    since: float | None = None
+    bytes: int = 0
+    packets: Counter[str] = field(default_factory=Counter)
+    #: Of those, frames that arrived after the connection was recorded closed (none by construction; counted).
+    after_close: int = 0
+
+    @property
+    def active(self) -> bool:
+        return self.since is not None
+
+    def add(self, time: float, frame: Frame) -> None:
+        if self.since is None:
+            self.since = time
+        self.bytes += frame.length
+        self.packets[packet_name(frame)] += 1
+
+    def merge(self, other: Overflow) -> None:
+        """Adds what ``other`` counted (which began later) to this count."""
+        if other.since is not None and self.since is None:
+            self.since = other.since
+        self.bytes += other.bytes
+        self.packets.update(other.packets)
+        self.after_close += other.after_close
+
+    def summary(self) -> str:
+        """``then 1,048,576 more bytes in 12,003 PUBLISH packets`` (the most frequent types first)."""
+        kinds = ", ".join(f"{count:,} {name}" for name, count in self.packets.most_common(4))
+        rest = sum(self.packets.values()) - sum(count for _, count in self.packets.most_common(4))
+        if rest:
+            kinds += f" and {rest:,} other"
+        return f"then {self.bytes:,} more bytes in {kinds} packets" if kinds else "nothing more"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "since_t": None if self.since is None else round(self.since, 6),
+            "bytes": self.bytes,
+            "packets": dict(self.packets.most_common()),
+            "summary": self.summary(),
+        }

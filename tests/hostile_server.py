@@ -1,0 +1,161 @@
+"""A TCP server on 127.0.0.1 that plays one hostile broker, for the probe's robustness tests.
+
+Each accepted connection runs in a thread with one behaviour (``MODES``). The server bounds itself: it stops
+accepting and ends every connection after ``lifetime`` seconds, and sends at most ``max_bytes`` per connection,
+so a test that forgets it cannot flood the machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+
+from mqttaudit.codec import Connack, Publish, encode
+
+CONNACK = encode(Connack(return_code=0))
+#: One burst of the flood: QoS 0 PUBLISH packets on many topics, about 64 KiB.
+FLOOD = b"".join(encode(Publish(topic=f"flood/{n}", payload=bytes(100))) for n in range(512))
+#: A PUBLISH fixed header declaring 268,435,455 bytes (the largest Remaining Length), then a topic length.
+HUGE_HEADER = bytes.fromhex("30 ff ff ff 7f 00 05")
+
+
+class HostileServer:
+    """``with HostileServer("flooding") as server: ... server.url``. ``tail`` is what the ``hanging`` mode sends
+    after its CONNACK (the start of a packet it never finishes)."""
+
+    def __init__(
+        self, mode: str, *, lifetime: float = 60.0, max_bytes: int = 256 << 20, tail: bytes = b"\x30\x05\x00"
+    ) -> None:
+        self.behaviour: Callable[[socket.socket], None] = getattr(self, f"_{mode}")
+        self.mode = mode
+        self.tail = tail
+        self.max_bytes = max_bytes
+        self.deadline = time.monotonic() + lifetime
+        self.stopped = threading.Event()
+        self.connections = 0
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self._socket.settimeout(0.2)
+        self.port: int = self._socket.getsockname()[1]
+        self._threads: list[threading.Thread] = []
+        self._acceptor = threading.Thread(target=self._accept, name=f"hostile-{mode}", daemon=True)
+        self._acceptor.start()
+
+    @property
+    def url(self) -> str:
+        return f"mqtt://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> HostileServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self._acceptor.join(5)
+        for thread in self._threads:
+            thread.join(5)
+        self._socket.close()
+
+    def _over(self) -> bool:
+        return self.stopped.is_set() or time.monotonic() > self.deadline
+
+    def _accept(self) -> None:
+        while not self._over():
+            try:
+                connection, _ = self._socket.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.connections += 1
+            thread = threading.Thread(target=self._serve, args=(connection,), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _serve(self, connection: socket.socket) -> None:
+        connection.settimeout(0.2)
+        with connection, contextlib.suppress(OSError):  # the prober closed or reset: a hostile server shrugs
+            self.behaviour(connection)
+
+    # -- the behaviours -------------------------------------------------------------------------------------------
+
+    def _read_until_closed(self, connection: socket.socket) -> None:
+        while not self._over():
+            try:
+                if not connection.recv(65536):
+                    return
+            except TimeoutError:
+                continue
+
+    def _drain_in_background(self, connection: socket.socket) -> None:
+        """Reads (and drops) what the prober sends, so its writes never block on a full window."""
+
+        def drain() -> None:
+            with contextlib.suppress(OSError):
+                self._read_until_closed(connection)
+
+        thread = threading.Thread(target=drain, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _await_connect(self, connection: socket.socket) -> bool:
+        while not self._over():
+            try:
+                return bool(connection.recv(65536))
+            except TimeoutError:
+                continue
+        return False
+
+    def _send_until_over(self, connection: socket.socket, chunk: Callable[[], bytes]) -> None:
+        sent = 0
+        while sent < self.max_bytes and not self._over():
+            data = chunk()
+            try:
+                connection.sendall(data)
+            except TimeoutError:
+                continue
+            sent += len(data)
+
+    def _silent(self, connection: socket.socket) -> None:
+        """Accepts and reads, never answers."""
+        self._read_until_closed(connection)
+
+    def _resetting(self, connection: socket.socket) -> None:
+        """Resets the connection as soon as it opens (SO_LINGER 0, then close: RST)."""
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    def _flooding(self, connection: socket.socket) -> None:
+        """CONNACK, then QoS 0 PUBLISH packets as fast as the socket takes them."""
+        if self._await_connect(connection):
+            self._drain_in_background(connection)
+            connection.sendall(CONNACK)
+            self._send_until_over(connection, lambda: FLOOD)
+
+    def _random(self, connection: socket.socket) -> None:
+        """Endless random bytes from the first moment, whatever the prober sends."""
+        self._drain_in_background(connection)
+        self._send_until_over(connection, lambda: os.urandom(65536))
+
+    def _dribbling(self, connection: socket.socket) -> None:
+        """CONNACK, then a PUBLISH declaring 256 MB whose bytes come one every 5 ms."""
+        if self._await_connect(connection):
+            self._drain_in_background(connection)
+            connection.sendall(CONNACK + HUGE_HEADER)
+
+            def one_byte() -> bytes:
+                time.sleep(0.005)
+                return b"x"
+
+            self._send_until_over(connection, one_byte)
+
+    def _hanging(self, connection: socket.socket) -> None:
+        """CONNACK, then the start of a packet (``tail``), and nothing more."""
+        if self._await_connect(connection):
+            connection.sendall(CONNACK + self.tail)
+            self._read_until_closed(connection)
