@@ -3,7 +3,7 @@ the client sent. Works on the recorded connections (``CaseResult.connections``, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +76,8 @@ def ending(event: Record) -> str:
     """How a connection ended, or that it was still open when observation stopped; any other event by its fields."""
     if event.get("quiet_until"):
         return "observation stopped with the connection still open"
+    if "lost" in event:
+        return f"{_int(event.get('length'), 0):,} bytes from the {printable(str(event['lost']))} not recorded"
     if "closed_by" not in event and "how" not in event:
         fields = ", ".join(f"{key} {value}" for key, value in event.items() if key != "t")
         return printable(cut(fields, whole_in=WHOLE_IN))
@@ -101,10 +103,7 @@ class Budget:
         return self.left <= 0
 
     def note(self) -> str:
-        return (
-            f"… evidence left out: this report shows at most {self.chars:,} characters of evidence; "
-            f"{WHOLE_IN} has every event"
-        )
+        return f"… evidence left out: this report shows at most {self.chars:,} characters of evidence; see {WHOLE_IN}"
 
 
 def transcript(connections: Sequence[Mapping[str, Any]], budget: Budget | None = None) -> str:
@@ -120,16 +119,9 @@ def transcript(connections: Sequence[Mapping[str, Any]], budget: Budget | None =
             f"connection {printable(cut(str(connection['name']), whole_in=WHOLE_IN))}"
             + (f", client id {printable(cut(str(client_id), whole_in=WHOLE_IN))!r}" if client_id else "")
         )
-        events = list(connection["events"])
-        hidden = range(HEAD_EVENTS, len(events) - TAIL_EVENTS) if len(events) > HEAD_EVENTS + TAIL_EVENTS else None
-        for number, event in enumerate(events):
-            if hidden is not None and number in hidden:
-                if number == hidden.start:
-                    lines.append(f"{_INDENT}{_left_out(events[hidden.start : hidden.stop])}")
-                continue
-            shown = _event_lines(number, event)
-            lines += shown
-            used += sum(len(line) + 1 for line in shown)
+        for line in _connection_lines(connection):
+            lines.append(line)
+            used += len(line) + 1
             if budget is not None and used >= budget.left:
                 budget.left = 0
                 return "\n".join([*lines, budget.note()])
@@ -137,6 +129,23 @@ def transcript(connections: Sequence[Mapping[str, Any]], budget: Budget | None =
     if budget is not None:
         budget.left -= used
     return "\n".join(lines).rstrip("\n")
+
+
+def _connection_lines(connection: Mapping[str, Any]) -> Iterator[str]:
+    events = list(connection["events"])
+    hidden = range(HEAD_EVENTS, len(events) - TAIL_EVENTS) if len(events) > HEAD_EVENTS + TAIL_EVENTS else range(0)
+    for number, event in enumerate(events):
+        if number in hidden:
+            if number == hidden.start:
+                yield f"{_INDENT}{_left_out(events[hidden.start : hidden.stop])}"
+            continue
+        yield from _event_lines(number, event)
+    omitted = connection.get("omitted")
+    if isinstance(omitted, Mapping):
+        end = omitted.get("end")
+        yield f"{_INDENT}{_omitted(omitted, isinstance(end, Mapping))}"
+        if isinstance(end, Mapping):
+            yield from _event_lines(len(events) + _int(omitted.get("events"), 1) - 1, end)
 
 
 def _event_lines(number: int, event: Record) -> list[str]:
@@ -159,13 +168,26 @@ def _event_lines(number: int, event: Record) -> list[str]:
     ]
 
 
+def _omitted(omitted: Record, end_shown: bool) -> str:
+    """What findings.json itself left out of a connection, as the prober counted it."""
+    server = omitted.get("from_server")
+    said = printable(cut(str(server.get("summary", "")), whole_in=WHOLE_IN)) if isinstance(server, Mapping) else ""
+    parts = [f"from the server: {said}"] if said else []
+    parts.append(f"{_int(omitted.get('client_packets'), 0):,} client packets")
+    count = _int(omitted.get("events"), 0) - end_shown
+    last = ", then the last one" if end_shown else ""
+    return f"… {count:,} more events not recorded in {WHOLE_IN} ({'; '.join(parts)}){last}"
+
+
+def _int(value: object, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
 def _left_out(events: Sequence[Record]) -> str:
-    """``… 12,003 more events not shown (12,001 packets, 1,048,576 bytes); findings.json has every one``."""
+    """``… 12,003 more events not shown here (12,001 packets, 1,048,576 bytes); see findings.json``."""
     packets = [event for event in events if is_packet(event)]
     size = sum((len(str(event.get("hex", ""))) + 1) // 3 for event in packets)
-    return (
-        f"… {len(events):,} more events not shown ({len(packets):,} packets, {size:,} bytes); {WHOLE_IN} has every one"
-    )
+    return f"… {len(events):,} more events not shown here ({len(packets):,} packets, {size:,} bytes); see {WHOLE_IN}"
 
 
 def exchanges(connections: Sequence[Mapping[str, Any]]) -> list[Exchange]:

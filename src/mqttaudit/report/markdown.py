@@ -73,11 +73,11 @@ def fenced(text: str, info: str = "text") -> list[str]:
 
 
 def left_out(shown_count: int, total: int, what: str, where: str) -> list[str]:
-    """A blank line and ``… and 1,234 more <what> not shown; <where> has every one.`` when a table or a list was
-    bounded (the blank line ends it), else nothing."""
+    """A blank line and ``… and 1,234 more <what> not shown; see <where>.`` when a table or a list was bounded (the
+    blank line ends it), else nothing."""
     if total <= shown_count:
         return []
-    return ["", f"… and {total - shown_count:,} more {what} not shown; {where} has every one."]
+    return ["", f"… and {total - shown_count:,} more {what} not shown; see {where}."]
 
 
 def _longest_backtick_run(text: str) -> int:

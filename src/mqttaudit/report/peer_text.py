@@ -1,11 +1,12 @@
 """Text a peer controls (topics, client ids, packet renderings, reasons, file names) made fit for people: every
-character printable, and long values cut in the human reports. The JSON outputs keep every value whole."""
+character printable, and long values cut in the human reports. The JSON outputs keep the values, whole or within
+their own far larger bounds."""
 
 from __future__ import annotations
 
 #: Characters of a peer value a human report shows; a longer value is cut in the middle, its length noted.
 LIMIT = 300
-#: Where a cut value is kept whole, unless a report names its own JSON file.
+#: Where more of a cut value is kept, unless a report names its own JSON file.
 WHOLE_IN = "the JSON report"
 
 
@@ -19,13 +20,13 @@ def printable(text: str) -> str:
 
 def cut(text: str, limit: int | None = LIMIT, whole_in: str = WHOLE_IN) -> str:
     """``text`` if it has at most ``limit`` characters (None: no limit), else its start and its end around a note
-    of its length and of where the whole value is: ``abc… (60,000 characters, full value in findings.json) …xyz``.
+    of its length and of where more of it is: ``abc… (60,000 characters, more in findings.json) …xyz``.
     The end is kept because a sentence that quotes a long value says what it means after it."""
     if limit is None or len(text) <= limit:
         return text
     tail = limit // 4
     head = limit - tail
-    return f"{text[:head]}… ({len(text):,} characters, full value in {whole_in}) …{text[len(text) - tail :]}"
+    return f"{text[:head]}… ({len(text):,} characters, more in {whole_in}) …{text[len(text) - tail :]}"
 
 
 def shown(text: object, limit: int | None = LIMIT, whole_in: str = WHOLE_IN) -> str:

@@ -145,7 +145,7 @@ def failure_section(result: CaseResult, target: str, catalogue: Catalogue, budge
     ]
     if result.other_findings:
         lines += ["", "Other rules the broker broke in the same conversation (not targeted by this case):", ""]
-        lines += _finding_lines(result.other_findings)
+        lines += _finding_lines(result.other_findings, getattr(result, "other_findings_omitted", 0))
     lines += ["", "#### What it means for users", "", _meaning(level, rounds)]
     return lines
 
@@ -160,14 +160,15 @@ def _summary(result: CaseResult, target: str, rounds: Sequence[Exchange]) -> lis
         ]
     if result.case.stimulus:
         lines += [f"Stimulus: {prose(result.case.stimulus)}.", ""]
-    lines += _finding_lines(result.findings) or [f"- {inline(result.reason)}"]
+    lines += _finding_lines(result.findings, getattr(result, "findings_omitted", 0)) or [f"- {inline(result.reason)}"]
     return lines
 
 
-def _finding_lines(findings: Sequence[Finding]) -> list[str]:
-    """One line per finding, the first :data:`MAX_LINES` of them."""
+def _finding_lines(findings: Sequence[Finding], omitted: int = 0) -> list[str]:
+    """One line per finding, the first :data:`MAX_LINES` of them, then how many more (``omitted``: those the run
+    itself counted but did not keep)."""
     lines = [_finding_line(finding) for finding in findings[:MAX_LINES]]
-    return lines + left_out(MAX_LINES, len(findings), "findings", WHOLE_IN)
+    return lines + left_out(len(lines), len(findings) + omitted, "findings", WHOLE_IN) if lines else []
 
 
 def _finding_line(finding: Finding) -> str:
