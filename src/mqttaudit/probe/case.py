@@ -74,6 +74,8 @@ class Target:
         rest = url.removeprefix("mqtt://").rstrip("/")
         if "://" in rest or not rest:
             raise ValueError(f"not an mqtt:// target: {url!r}")
+        if "@" in rest:  # the prober logs in anonymously; a user name and password here are refused, never shown
+            raise ValueError("an mqtt:// target takes no user name or password: mqtt://HOST[:PORT]")
         host, _, port = rest.rpartition(":") if ":" in rest else (rest, "", "1883")
         if host.startswith("[") and host.endswith("]"):
             host = host[1:-1]

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from ..codec import Direction, Frame, Packet, Puback, Pubcomp, Publish, Pubrec, Pubrel, StreamDecoder, encode
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
-from .overflow import MAX_BYTES, MAX_FRAMES, SERVER_MAX_PACKET, Overflow
+from .overflow import MAX_BYTES, MAX_FRAMES, MAX_VIOLATIONS, SERVER_MAX_PACKET, Overflow
 
 CLIENT = Direction.FROM_CLIENT
 SERVER = Direction.FROM_SERVER
@@ -59,6 +59,7 @@ class ProbeConnection:
         self._received: list[Packet] = []
         self._kept_frames = 0
         self._kept_bytes = 0
+        self._kept_violations = 0
         self._lost_at: int | None = None  # index in events of the Lost event standing for the overflow
         self._changed = asyncio.Condition()
         self._closing = False  # the client side is closing: the reader only records what had arrived
@@ -106,8 +107,8 @@ class ProbeConnection:
     def cap_summary(self) -> str:
         """``the broker sent more than 1,000 frames or 262,144 bytes on c1; then ...``."""
         return (
-            f"the broker sent more than {MAX_FRAMES:,} frames or {MAX_BYTES:,} bytes on {self.name}; "
-            f"{self.overflow.summary()}"
+            f"the broker sent more than {MAX_FRAMES:,} frames, {MAX_BYTES:,} bytes or {MAX_VIOLATIONS:,} "
+            f"violations on {self.name}; {self.overflow.summary()}"
         )
 
     # -- acting -------------------------------------------------------------------------------------------------
@@ -251,10 +252,15 @@ class ProbeConnection:
                 self.overflow.after_close += 1
                 continue
             if not self.capped:
-                fits = self._kept_frames < MAX_FRAMES and self._kept_bytes + len(frame.raw) <= MAX_BYTES
+                fits = (
+                    self._kept_frames < MAX_FRAMES
+                    and self._kept_bytes + len(frame.raw) <= MAX_BYTES
+                    and self._kept_violations + len(frame.violations) <= MAX_VIOLATIONS
+                )
                 if fits:
                     self._kept_frames += 1
                     self._kept_bytes += len(frame.raw)
+                    self._kept_violations += len(frame.violations)
                     self._record(Sent(now, SERVER, frame))
                     if frame.packet is not None:
                         packets.append(frame.packet)

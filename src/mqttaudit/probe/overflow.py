@@ -1,7 +1,8 @@
 """How much of what a broker sends one probe connection keeps, and the count of the rest.
 
 A broker that floods a connection must not grow the prober's memory, its time or its reports with what it sends:
-a connection keeps the first ``MAX_FRAMES`` frames or ``MAX_BYTES`` bytes from the server as judge events, and
+a connection keeps the first ``MAX_FRAMES`` frames, ``MAX_BYTES`` bytes or ``MAX_VIOLATIONS`` codec violations
+from the server as judge events, and
 only counts what follows (bytes and packets by type), for a summary such as "then 1,048,576 more bytes in 12,003
 PUBLISH packets". The judge is told that those bytes were not observed, so nothing that hangs on them is judged.
 """
@@ -19,9 +20,11 @@ from ..codec.rules import TRUNCATED
 MAX_FRAMES: Final = 1000
 #: Bytes of server frames one connection keeps as evidence.
 MAX_BYTES: Final = 256 * 1024
+#: Codec violations in the server frames one connection keeps (a hostile frame may break a rule in every byte).
+MAX_VIOLATIONS: Final = 5000
 #: The largest packet the prober decodes from a server: the library's cases never provoke one above a few hundred
 #: bytes, and a larger one is reported (MQTT-2.2.3-size-limit, advisory) and skipped, so it is never buffered.
-SERVER_MAX_PACKET: Final = 1024 * 1024
+SERVER_MAX_PACKET: Final = 64 * 1024
 
 
 def packet_name(frame: Frame) -> str:

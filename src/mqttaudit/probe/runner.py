@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -280,7 +281,10 @@ async def broker_alive(target: Target, timeout: float) -> bool:
 #: of the library has more than about 25 against a conforming broker); the rest are summarised.
 JSON_EVENTS = 32
 #: Bytes of one frame written as hex in findings.json; ``length`` says how many the frame had.
-JSON_HEX_BYTES = 4096
+JSON_HEX_BYTES = 1024
+#: Characters of JSON the events of one connection take in findings.json at most (about 25 KB, whatever the
+#: broker sent); the events that do not fit are summarised like those past ``JSON_EVENTS``.
+JSON_CONNECTION_BYTES = 24 * 1024
 
 
 def connection_evidence(connection: ProbeConnection) -> dict[str, Any]:
@@ -289,7 +293,14 @@ def connection_evidence(connection: ProbeConnection) -> dict[str, Any]:
     ended."""
     events = connection.events
     cut = min(JSON_EVENTS, len(events) if connection.lost_at is None else connection.lost_at)
-    shown = events_to_dicts(events[:cut])
+    shown: list[dict[str, Any]] = []
+    size = 0
+    for index, record in enumerate(events_to_dicts(events[:cut])):
+        size += len(json.dumps(record))
+        if size > JSON_CONNECTION_BYTES:
+            cut = index
+            break
+        shown.append(record)
     omitted: dict[str, Any] | None = None
     if cut < len(events):
         server = Overflow()  # what the broker sent, kept or not, that findings.json does not show
@@ -326,8 +337,10 @@ def events_to_dicts(events: Iterable[Event]) -> list[dict[str, Any]]:
                     "hex": frame.raw[:JSON_HEX_BYTES].hex(" "),
                     "packet": None if frame.packet is None else _bounded(describe_packet(frame.packet)),
                     "violations": [
-                        {"rule": v.rule, "offset": v.offset, "detail": _bounded(v.detail)} for v in frame.violations
+                        {"rule": v.rule, "offset": v.offset, "detail": _bounded(v.detail)}
+                        for v in frame.violations[:JSON_VIOLATIONS]
                     ],
+                    "violations_omitted": max(0, len(frame.violations) - JSON_VIOLATIONS),
                 }
             )
         elif isinstance(event, Closed):
@@ -345,8 +358,10 @@ def events_to_dicts(events: Iterable[Event]) -> list[dict[str, Any]]:
     return out
 
 
+#: Violations of one frame written to findings.json; ``violations_omitted`` counts the rest.
+JSON_VIOLATIONS = 5
 #: Characters of a packet's description or a violation's detail written to findings.json.
-JSON_TEXT_CHARS = 8192
+JSON_TEXT_CHARS = 1024
 
 
 def _bounded(text: str) -> str:

@@ -3,7 +3,6 @@ routing suite. A password in a target never reaches a message: :func:`mask_useri
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from .case import Target
@@ -11,12 +10,19 @@ from .case import Target
 if TYPE_CHECKING:
     from .amqp import AmqpTarget
 
-_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/@:]*):[^/@]*@")
-
 
 def mask_userinfo(url: str) -> str:
-    """``amqp://admin:secret@host`` -> ``amqp://admin:***@host``; other strings unchanged."""
-    return _PASSWORD.sub(r"\1:***@", url)
+    """``amqp://admin:secret@host`` -> ``amqp://admin:***@host`` (with or without a scheme, whatever the password
+    holds, ``@`` included); other strings unchanged."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        scheme, rest = "", url
+    authority, slash, path = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    if not at or not colon:
+        return url
+    return f"{scheme}{separator}{user}:***@{host}{slash}{path}"
 
 
 def is_amqp(url: str) -> bool:
