@@ -3,13 +3,17 @@
 What is measured
     One PUBLISH of exactly ``codec.DEFAULT_MAX_PACKET_SIZE`` bytes (16 MiB, fixed header included: the largest
     packet the audit decodes by default) is fed to a ``StreamDecoder`` in 1,448-byte pieces (one TCP MSS) and in
-    64 KiB pieces, and a stream of eight such packets in 1,448-byte pieces. Framing is linear when the small
-    pieces cost about what the large ones do (target: the 1,448-byte time below 2x the 64 KiB time) and eight
-    packets cost about eight times one. A decoder that joined the pending bytes on every call copied
-    the packet once per piece: about 11,600 copies of up to 16 MiB for one packet.
+    64 KiB pieces, and a stream of eight such packets in 1,448-byte pieces. Framing is linear when the packet
+    in small pieces costs less than 2x what it costs in large pieces (the small pieces also pay for 45 times
+    more calls), and eight packets no more than eight times one. A decoder that joined the pending bytes on
+    every call copied the packet once per piece: about 11,600 copies of up to 16 MiB for one packet, some 40x
+    the 64 KiB time. Times include the memory system: a fresh 16 MiB buffer faults its pages in, so a packet
+    in a warm process (the eight-packet stream) can cost less than the first.
 
     The pieces are cut before the clock starts; each run checks that every packet came out whole, without a
-    violation. Best of ``--repeat`` runs (wall time, ``time.perf_counter``), garbage collected before each.
+    violation. One untimed run first (a process's first large allocations fault their pages in, which a
+    long-running audit has done long before), then best of ``--repeat`` runs (wall time, ``time.perf_counter``),
+    garbage collected before each.
 
 How to reproduce
     .venv/bin/python bench/framing_bench.py                     # the installed (compiled) codec
@@ -29,8 +33,10 @@ from dataclasses import dataclass
 
 from mqttaudit import codec
 
+KIB = 1 << 10
+MIB = 1 << 20
 MSS = 1448
-LARGE_PIECE = 64 * 1024
+LARGE_PIECE = 64 * KIB
 PACKETS_IN_STREAM = 8
 TARGET_RATIO = 2.0
 TOPIC = "bench/large/payload"
@@ -67,6 +73,7 @@ class Case:
     name: str
     packets: int
     piece: int
+    fed: int
     walls: list[float]
 
     @property
@@ -74,8 +81,12 @@ class Case:
         return min(self.walls)
 
 
-def measure(name: str, chunks: list[bytes], packets: int, size: int, repeat: int) -> Case:
+def measure(name: str, wire: bytes, piece: int, size: int, repeat: int) -> Case:
+    """Times framing ``wire`` (whole packets of ``size`` bytes) fed in ``piece``-byte pieces."""
+    chunks = pieces(wire, piece)
+    packets = len(wire) // size
     walls: list[float] = []
+    frame_all(chunks, size)  # untimed: the first large allocations of a process fault their pages in
     for _ in range(repeat):
         gc.collect()
         start = time.perf_counter()
@@ -83,39 +94,38 @@ def measure(name: str, chunks: list[bytes], packets: int, size: int, repeat: int
         walls.append(time.perf_counter() - start)
         assert sizes == [size] * packets, f"{name}: framed {len(sizes)} packets, expected {packets}"
     print(f"  {name}: best {min(walls):.3f} s, median {statistics.median(walls):.3f} s", file=sys.stderr)
-    return Case(name, packets, len(chunks[0]), walls)
+    return Case(name, packets, piece, len(wire), walls)
 
 
 def run(repeat: int = 3, size: int = codec.DEFAULT_MAX_PACKET_SIZE) -> dict[str, object]:
-    """Runs the three cases, prints them as Markdown and returns them for a JSON report."""
+    """Runs the cases, prints them as Markdown and returns them for a JSON report."""
     wire = large_publish(size)
-    mib = size / (1 << 20)
-    small = measure(f"one {mib:g} MiB PUBLISH, {MSS:,}-byte pieces", pieces(wire, MSS), 1, size, repeat)
-    large = measure(
-        f"one {mib:g} MiB PUBLISH, {LARGE_PIECE // 1024} KiB pieces", pieces(wire, LARGE_PIECE), 1, size, repeat
-    )
-    stream = wire * PACKETS_IN_STREAM
-    chunks = pieces(stream, MSS)
-    del stream
+    mib = size >> 20
+    small = measure(f"one {mib} MiB PUBLISH, {MSS:,}-byte pieces", wire, MSS, size, repeat)
+    large = measure(f"one {mib} MiB PUBLISH, {LARGE_PIECE // KIB} KiB pieces", wire, LARGE_PIECE, size, repeat)
     eight = measure(
-        f"{PACKETS_IN_STREAM} x {mib:g} MiB PUBLISH, {MSS:,}-byte pieces",
-        chunks,
-        PACKETS_IN_STREAM,
+        f"{PACKETS_IN_STREAM} x {mib} MiB PUBLISH, {MSS:,}-byte pieces",
+        wire * PACKETS_IN_STREAM,
+        MSS,
         size,
         max(1, repeat - 1),
     )
-    del chunks
-    ratio = small.best / large.best
+    pieces_ratio = small.best / large.best
     per_packet = eight.best / PACKETS_IN_STREAM / small.best
     build = "compiled (mypyc)" if codec.COMPILED else "pure Python"
     print(f"## Framing of large packets (codec build: {build})\n")
     print("| case | packets | wall s (best) | MiB/s |")
     print("|---|---:|---:|---:|")
     for case in (small, large, eight):
-        print(f"| {case.name} | {case.packets} | {case.best:.3f} | {case.packets * mib / case.best:,.0f} |")
-    met = "met" if ratio < TARGET_RATIO else "NOT MET"
-    print(f"\n- {MSS:,}-byte / {LARGE_PIECE // 1024} KiB pieces: {ratio:.2f}x (target < {TARGET_RATIO:g}x: {met})")
-    print(f"- {PACKETS_IN_STREAM} packets / ({PACKETS_IN_STREAM} x one packet): {per_packet:.2f}x (linear: about 1)")
+        print(f"| {case.name} | {case.packets} | {case.best:.3f} | {case.fed / MIB / case.best:,.0f} |")
+    met = "met" if pieces_ratio < TARGET_RATIO else "NOT MET"
+    label = f"{MSS:,}-byte / {LARGE_PIECE // KIB} KiB pieces"
+    print(f"\n- {label}: {pieces_ratio:.2f}x (target < {TARGET_RATIO:g}x: {met})")
+    print(f"- {PACKETS_IN_STREAM} packets / ({PACKETS_IN_STREAM} x one packet): {per_packet:.2f}x (linear: <= ~1)")
+    print(
+        f"\nA decoder that copies its pending bytes on every call is quadratic in the packet (about 40x here at"
+        f" 16 MiB). The ratio also holds the fixed cost of {LARGE_PIECE // MSS}x more calls."
+    )
     return {
         "codec_build": "compiled" if codec.COMPILED else "pure-python",
         "packet_bytes": size,
@@ -123,10 +133,10 @@ def run(repeat: int = 3, size: int = codec.DEFAULT_MAX_PACKET_SIZE) -> dict[str,
             {"case": c.name, "packets": c.packets, "piece_bytes": c.piece, "wall_s": round(c.best, 6)}
             for c in (small, large, eight)
         ],
-        "small_over_large_pieces": round(ratio, 3),
+        "small_over_large_pieces": round(pieces_ratio, 3),
         "eight_over_eight_times_one": round(per_packet, 3),
-        "target": f"small/large < {TARGET_RATIO:g}x",
-        "met": ratio < TARGET_RATIO,
+        "target": f"small/large pieces < {TARGET_RATIO:g}x",
+        "met": pieces_ratio < TARGET_RATIO,
     }
 
 
