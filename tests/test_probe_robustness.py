@@ -4,6 +4,7 @@ reason ends up in the verdicts. The servers here are real TCP servers on 127.0.0
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import socket
@@ -11,9 +12,16 @@ import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+from mqttaudit.codec import Connack, Connect, Direction
+from mqttaudit.judge import judge_scenario
+from mqttaudit.judge.events import Closed, Lost, Sent
 from mqttaudit.probe.brokers import free_port, start_broker
 from mqttaudit.probe.case import CASES, Target
+from mqttaudit.probe.connection import ProbeConnection
+from mqttaudit.probe.overflow import MAX_BYTES, MAX_FRAMES
 from mqttaudit.probe.runner import FAIL, INCONCLUSIVE, CaseResult, run_probe
+
+from .hostile_server import HostileServer
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 SOME = [
@@ -108,3 +116,40 @@ def test_a_broker_that_dies_mid_run_leaves_the_later_cases_inconclusive_with_tha
     later = run.results[4:]
     assert later and all(r.verdict == INCONCLUSIVE and r.reason == run.broker_down for r in later)
     assert all(r.verdict != INCONCLUSIVE for r in run.results[:3])
+
+
+def test_closing_while_the_broker_floods_records_what_was_read_before_the_close() -> None:
+    """The recorder keeps the judge's invariant itself: nothing follows Closed, times never go back, and what the
+    broker sent before the close took effect is recorded before it (up to the evidence bounds, then counted)."""
+
+    async def scenario() -> ProbeConnection:
+        with HostileServer("flooding", lifetime=30) as server:
+            loop = asyncio.get_running_loop()
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            connection = ProbeConnection("c1", reader, writer, loop.time, timeout=0.5)
+            await connection.send(Connect(client_id="mqaflood"))
+            assert isinstance(await connection.wait_type(Connack), Connack)
+            await asyncio.sleep(0.05)  # the flood is under way: bytes wait in the reader as we close
+            await connection.close()
+            await connection.finish()
+        return connection
+
+    connection = asyncio.run(scenario())
+    events = connection.events
+    assert isinstance(events[-1], Closed) and events[-1].by is Direction.FROM_CLIENT
+    assert sum(isinstance(event, Closed) for event in events) == 1
+    assert all(a.time <= b.time for a, b in itertools.pairwise(events))
+    assert connection.capped and connection.overflow.packets["PUBLISH"] > 0
+    lost = events[connection.lost_at or 0]
+    assert isinstance(lost, Lost) and lost.length == connection.overflow.bytes > 0
+    kept = [e for e in events if isinstance(e, Sent) and e.sender is Direction.FROM_SERVER]
+    assert len(kept) <= MAX_FRAMES and sum(len(e.frame.raw) for e in kept) <= MAX_BYTES
+    assert connection.overflow.after_close == 0
+    judge_scenario({"c1": events})  # the judge takes it as it is
+
+
+def test_an_unreachable_target_is_said_to_refuse_connections_in_words() -> None:
+    target = Target("127.0.0.1", free_port())
+    run = asyncio.run(run_probe(target, SOME[:1], timeout=0.3, concurrency=1))
+    assert run.broker_down is not None and "connection refused" in run.broker_down
+    assert "Errno" not in run.broker_down

@@ -8,7 +8,9 @@ broker declared a feature unsupported) or :class:`Inconclusive` (the setup the c
 from __future__ import annotations
 
 import asyncio
+import errno
 import importlib
+import os
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -124,7 +126,7 @@ class CaseContext:
                 asyncio.open_connection(self.target.host, self.target.port), self.timeout
             )
         except (OSError, TimeoutError) as exc:
-            raise Unreachable(f"cannot connect to {self.target.url}: {exc or type(exc).__name__}") from exc
+            raise Unreachable(f"cannot connect to {self.target.url}: {os_error_text(exc)}") from exc
         connection = ProbeConnection(label, reader, writer, self.clock, timeout=self.timeout, auto_ack=auto_ack)
         if evidence:
             self.connections.append(connection)
@@ -243,6 +245,15 @@ class CaseContext:
 
 class Unreachable(Inconclusive):
     """The target did not accept a TCP connection."""
+
+
+def os_error_text(exc: OSError | TimeoutError) -> str:
+    """``connection refused``, ``connection reset by peer``: the error in words, without Python's wrapping."""
+    if isinstance(exc, TimeoutError) and not exc.errno:
+        return "no answer to the TCP connect in time"
+    if exc.errno is not None and exc.errno in errno.errorcode:
+        return os.strerror(exc.errno).lower()
+    return str(exc) or type(exc).__name__
 
 
 def _answers(kind: type[Packet], packet_id: int | None) -> Callable[[Packet], bool]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
-import os
 import secrets
 import socket
 import time
@@ -14,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..codec import Connack, Connect
-from .case import Target
+from .case import Target, os_error_text
 from .connection import ProbeConnection
 
 if TYPE_CHECKING:
@@ -51,7 +49,7 @@ async def reach(host: str, port: int, url: str, timeout: float) -> Streams | Ref
     except TimeoutError:
         return Refusal("unreachable", f"cannot reach {url}: no answer to the TCP connect within {timeout:g} s")
     except OSError as exc:
-        return Refusal("unreachable", f"cannot reach {url}: {_os_error(exc)}")
+        return Refusal("unreachable", f"cannot reach {url}: {os_error_text(exc)}")
 
 
 async def preflight(target: Target, timeout: float) -> Refusal | None:
@@ -73,13 +71,6 @@ async def preflight(target: Target, timeout: float) -> Refusal | None:
         what, meaning = REFUSALS[ack.return_code]
         return Refusal("refused", f"{target.url}: {what} (CONNACK 0x{ack.return_code:02x}: {meaning})")
     return None
-
-
-def _os_error(exc: OSError) -> str:
-    """``connection refused``, ``network is unreachable``: the error in words, without Python's wrapping."""
-    if exc.errno is not None and exc.errno in errno.errorcode:
-        return os.strerror(exc.errno).lower()
-    return str(exc) or type(exc).__name__
 
 
 async def preflight_amqp(target: AmqpTarget, timeout: float) -> Refusal | None:

@@ -22,7 +22,7 @@ from ..codec.describe import describe_packet
 from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, judge_scenario
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from .baseline import BaselineDiff
-from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable
+from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, os_error_text
 from .connection import ProbeConnection
 from .overflow import Overflow
 
@@ -255,26 +255,36 @@ async def _check_health(target: Target, timeout: float, health: _Health, case: C
     async with health.lock:
         if health.down:
             return health.down
-        if await broker_alive(target, timeout):
+        why = await broker_trouble(target, timeout)
+        if why is None:
             return f"transient: {error}"
-        health.down = f"the broker stopped accepting connections during case {case.id} ({error})"
+        if why.startswith("cannot connect"):
+            health.down = f"the broker stopped accepting connections during case {case.id} ({error})"
+        else:
+            health.down = f"the broker stopped answering a CONNECT during case {case.id}: {why} (first: {error})"
         return health.down
 
 
 async def broker_alive(target: Target, timeout: float) -> bool:
     """A fresh connection gets a CONNACK for a plain CONNECT within ``timeout``."""
+    return await broker_trouble(target, timeout) is None
+
+
+async def broker_trouble(target: Target, timeout: float) -> str | None:
+    """None when a fresh connection gets a CONNACK for a plain CONNECT within ``timeout``, else what happened."""
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(target.host, target.port), timeout)
-    except (OSError, TimeoutError):
-        return False
+    except (OSError, TimeoutError) as exc:
+        return f"cannot connect to {target.url}: {os_error_text(exc)}"
     connection = ProbeConnection("health", reader, writer, time.monotonic, timeout=timeout)
     try:
         await connection.send(Connect(client_id="mqahealth" + f"{time.monotonic_ns() % 10**14:014d}"))
-        return isinstance(await connection.wait_type(Connack), Connack)
+        answered = isinstance(await connection.wait_type(Connack), Connack)
     finally:
         with contextlib.suppress(Exception):
             await connection.send(bytes((0xE0, 0x00)))
         await connection.finish()
+    return None if answered else connection.missing("CONNACK")
 
 
 #: Events of one connection written to findings.json (the judge saw up to ``overflow.MAX_FRAMES``; no connection

@@ -1,0 +1,163 @@
+"""``mqttaudit probe`` against hostile brokers: the whole case library through the real command, each broker a real
+TCP server on 127.0.0.1 (tests/hostile_server.py) that stops by itself. Whatever the broker does, the run ends
+within its bounds (wall time, peak RSS of the child, report sizes), writes its reports, exits 1 or 4 (never 3 or
+0), and every case it could not pass says why."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .hostile_server import HostileServer
+
+TIMEOUT = 0.5
+#: A case's own deadline is 20 timeouts (runner); its clean-up and the end of its connections come on top.
+CASE_SECONDS = TIMEOUT * 24 + 5
+RUN_SECONDS = 90
+PEAK_RSS_MB = 300
+REPORT_MB = {"findings.json": 6, "findings.md": 4, "junit.xml": 4}
+SOURCE = Path(__file__).resolve().parents[1] / "src"
+
+
+@dataclass
+class Outcome:
+    status: int
+    stdout: str
+    stderr: str
+    wall: float
+    peak_rss_mb: float
+    out: Path
+
+    def report(self) -> dict[str, Any]:
+        report: dict[str, Any] = json.loads((self.out / "findings.json").read_text(encoding="utf-8"))
+        return report
+
+    def sizes(self) -> dict[str, int]:
+        return {name: (self.out / name).stat().st_size for name in REPORT_MB}
+
+
+def probe(target: str, out: Path, *args: str, limit: float = RUN_SECONDS) -> Outcome:
+    """Runs ``python -m mqttaudit probe`` as a child; its peak RSS comes from wait4 on that very child."""
+    command = [sys.executable, "-m", "mqttaudit", "probe", target, "--out", str(out), *args]
+    env = {**os.environ, "PYTHONPATH": str(SOURCE), "COLUMNS": "100"}
+    stdout, stderr = out.parent / f"{out.name}.stdout", out.parent / f"{out.name}.stderr"
+    started = time.monotonic()
+    with stdout.open("wb") as o, stderr.open("wb") as e:
+        child = subprocess.Popen(command, stdout=o, stderr=e, env=env)
+        while True:
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() - started > limit:
+                child.kill()
+                pid, status, usage = os.wait4(child.pid, 0)
+                break
+            time.sleep(0.05)
+    child.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+    return Outcome(
+        child.returncode,
+        stdout.read_text(errors="replace"),
+        stderr.read_text(errors="replace"),
+        time.monotonic() - started,
+        usage.ru_maxrss / 1024,  # KiB on Linux
+        out,
+    )
+
+
+#: Every mode runs the whole library (about 114 cases); together they take about a minute.
+MODES = ["silent", "resetting", "flooding", "random", "dribbling", "hanging"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_whole_library_against_a_hostile_broker_ends_bounded_with_reasons(mode: str, tmp_path: Path) -> None:
+    with HostileServer(mode, lifetime=RUN_SECONDS) as server:
+        outcome = probe(server.url, tmp_path / "out", "--timeout", str(TIMEOUT))
+    print(  # the figures of the run, for the record (pytest -s)
+        f"\n{mode}: exit {outcome.status}, {outcome.wall:.1f} s, peak RSS {outcome.peak_rss_mb:.0f} MB, "
+        f"reports {outcome.sizes()}, {server.connections} connections"
+    )
+
+    assert outcome.status in (1, 4), outcome.stderr[-2000:]
+    assert "Traceback" not in outcome.stderr + outcome.stdout
+    assert outcome.wall < RUN_SECONDS
+    assert outcome.peak_rss_mb < PEAK_RSS_MB
+    for name, size in outcome.sizes().items():
+        assert size < REPORT_MB[name] * 1024 * 1024, (name, size)
+    report = outcome.report()
+    results = report["results"]
+    assert len(results) > 100
+    unpassed = [r for r in results if r["verdict"] in ("fail", "inconclusive")]
+    assert unpassed and all(r["reason"].strip() for r in unpassed), [r["case"] for r in unpassed if not r["reason"]]
+    assert max(r["evidence"]["duration_s"] for r in results) < CASE_SECONDS
+    for result in results:
+        for connection in result["evidence"]["connections"]:
+            assert len(json.dumps(connection)) < 40 * 1024, (result["case"], connection["name"])
+
+
+def test_a_flooding_broker_is_summarised_not_kept(tmp_path: Path) -> None:
+    with HostileServer("flooding", lifetime=60) as server:
+        outcome = probe(server.url, tmp_path / "out", "--timeout", str(TIMEOUT), "--cases", "subscribe/*")
+    assert outcome.status in (1, 4)
+    results = outcome.report()["results"]
+    capped = [r for r in results if r["reason"].startswith("not assessable, evidence capped: the broker sent more")]
+    assert capped, [r["reason"] for r in results]
+    assert re.search(r"; then [\d,]+ more bytes in [\d,]+ PUBLISH", capped[0]["reason"]), capped[0]["reason"]
+    omitted = [c["omitted"] for r in results for c in r["evidence"]["connections"] if c["omitted"]]
+    assert omitted and all(o["not_recorded"]["packets"].get("PUBLISH", 0) > 0 for o in omitted if o["not_recorded"])
+    assert all(o["end"].get("closed_by") for o in omitted)  # how each connection ended is kept
+
+
+def test_the_unfinished_last_packet_of_the_broker_is_in_the_evidence(tmp_path: Path) -> None:
+    with HostileServer("hanging", tail=b"\x40", lifetime=60) as server:
+        outcome = probe(server.url, tmp_path / "out", "--timeout", str(TIMEOUT), "--cases", "ping/*,connect/accepted")
+    assert outcome.status in (1, 4), outcome.stderr
+    connections = [c for r in outcome.report()["results"] for c in r["evidence"]["connections"]]
+    assert connections
+    for connection in connections:
+        server_frames = [e for e in connection["events"] if e.get("from") == "server"]
+        assert [e["hex"] for e in server_frames] == ["20 02 00 00", "40"], connection
+        assert [v["rule"] for v in server_frames[-1]["violations"]] == ["MQTT-2.2.3-truncated"]
+
+
+def test_a_resetting_broker_is_said_to_reset_the_connection(tmp_path: Path) -> None:
+    with HostileServer("resetting", lifetime=60) as server:
+        outcome = probe(server.url, tmp_path / "out", "--timeout", "2", "--cases", "ping/*,subscribe/suback")
+    assert outcome.status == 4
+    reasons = [r["reason"] for r in outcome.report()["results"]]
+    assert reasons and all(re.search(r"the broker reset the connection after 0\.\d+ s", r) for r in reasons), reasons
+    assert not any("within 2 s" in reason for reason in reasons)
+
+
+SECRET = "S3cretPW"
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        f"amqp://admin:{SECRET}@brokerhost:99999/vh",
+        f"mqtt://admin:{SECRET}@127.0.0.1:1",
+        f"admin:{SECRET}@127.0.0.1:1",
+        f"amqp://admin:{SECRET}@127.0.0.1:1/vh",
+        f"amqp://admin:{SECRET}@no-such-host.invalid:5672/vh",
+    ],
+)
+def test_a_password_in_the_target_is_never_written(target: str, tmp_path: Path) -> None:
+    outcome = probe(target, tmp_path / "out", "--timeout", str(TIMEOUT), limit=30)
+    assert outcome.status in (2, 4), outcome.stderr
+    written = [outcome.stdout, outcome.stderr]
+    written += [path.read_text(errors="replace") for path in tmp_path.rglob("*") if path.is_file()]
+    forms = {SECRET, SECRET.encode().hex(), SECRET.encode().hex(" "), urllib.parse.quote(SECRET, safe="")}
+    forms |= {form.upper() for form in forms}
+    for text in written:
+        assert not any(form in text or form in text.upper() for form in forms), text[:500]
+    assert "Traceback" not in outcome.stderr
