@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 SOURCES := pyproject.toml setup.py constraints.txt $(sort $(shell find src -type f \( -name '*.py' -o -name '*.tsv' -o -name '*.js' -o -name '*.j2' \)))
 STAMP := $(VENV)/.installed-$(shell cat $(SOURCES) | cksum | cut -d' ' -f1)
 # The codec tests run a second time on the pure-Python fallback, straight from the source tree.
-PURE_TESTS := tests/test_codec_build.py tests/test_codec_vectors.py tests/test_codec_properties.py
+PURE_TESTS := tests/test_codec_build.py tests/test_codec_vectors.py tests/test_codec_properties.py tests/test_codec_hostile.py
 
 .PHONY: install build-deps system-deps demo test lint typecheck unit bench clean
 

@@ -37,6 +37,7 @@ CAPTURE = [
     f"src/mqttaudit/capture/{name}.py"
     for name in (
         "conversation",
+        "detect",
         "flows",
         "link",
         "pcap",

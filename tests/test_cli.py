@@ -176,3 +176,12 @@ def test_demo_finds_the_known_defects_and_passes_the_valid_packets(
         line = next(line for line in out.splitlines() if line.startswith(f"== {title} "))
         assert line.endswith(expected), line
     assert "MQTT-2.2.3-truncated" not in out  # every example is a whole packet
+
+
+@pytest.mark.parametrize("bound", ["4", "0", "-1"])
+def test_a_packet_size_bound_below_a_fixed_header_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], bound: str
+) -> None:
+    status, _, err = run(capsys, "decode", "--hex", "c0 00", "--max-packet-size", bound)
+    assert status == 2
+    assert "--max-packet-size" in err

@@ -121,7 +121,7 @@ def _read_input(hex_text: str | None, file: BinaryIO | None) -> bytes:
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option(
     "--max-packet-size",
-    type=click.IntRange(min=2),
+    type=click.IntRange(min=codec.MIN_MAX_PACKET_SIZE),
     default=codec.DEFAULT_MAX_PACKET_SIZE,
     show_default=True,
     help="Larger packets are reported and skipped undecoded.",
