@@ -156,11 +156,12 @@ def test_a_routing_finding_carries_the_capture_of_its_connection(written: dict[s
     assert routing["kind"] == "leak" and routing["flow"] == "sub@7"
 
 
-def test_ill_formed_text_from_the_wire_becomes_replacement_characters(written: dict[str, Any]) -> None:
+def test_ill_formed_text_from_the_wire_becomes_byte_escapes(written: dict[str, Any]) -> None:
     judge = written["lines"][2]
-    assert judge["detail"] == f"server PUBLISH to a/\ufffd answers {HOSTILE}"
+    assert judge["detail"] == f"server PUBLISH to a/\\xff answers {HOSTILE}"
     assert "\\udcff" in written["lines"][3]["detail"]  # repr() had already escaped it: kept as it was
-    assert json_line({"topic": "x\udc80\udcffy", "t": 1}) == '{"topic":"x\ufffd\ufffdy","t":1}\n'.encode()
+    assert json_line({"topic": "x\udc80\udcffy", "t": 1}) == b'{"topic":"x\\\\x80\\\\xffy","t":1}\n'
+    assert json.loads(json_line({"topic": "x\udc80\udcffy"}))["topic"] == "x\\x80\\xffy"
 
 
 def test_non_finite_times_are_null_in_json(tmp_path: Path) -> None:
@@ -170,19 +171,19 @@ def test_non_finite_times_are_null_in_json(tmp_path: Path) -> None:
     assert line["time"] is None and line["timestamp"] is None
 
 
-def test_a_string_column_holding_bytes_that_are_not_utf8_is_read_with_replacement_characters(tmp_path: Path) -> None:
+def test_a_string_column_holding_bytes_that_are_not_utf8_is_read_with_byte_escapes(tmp_path: Path) -> None:
     raw = pa.array([b"c1@1", b"a/\xff\xfe"], pa.binary())
     column = pa.Array.from_buffers(pa.string(), len(raw), raw.buffers())
     with pytest.raises(UnicodeDecodeError):
         column.to_pylist()
-    assert audit_tables.column_values(column) == ["c1@1", "a/\ufffd\ufffd"]
+    assert audit_tables.column_values(column) == ["c1@1", "a/\\xff\\xfe"]
     rows = table("violations", [violation(), violation()])
     rows = rows.set_column(rows.schema.get_field_index("detail"), "detail", column)
     (tmp_path / "violations").mkdir()
     pq.write_table(rows, tmp_path / "violations" / "part-0.parquet")
     (tmp_path / "routing_findings").mkdir()
     write_audit_reports(tmp_path, AuditReportData())
-    assert [line["detail"] for line in read_lines(tmp_path / "findings.jsonl")] == ["c1@1", "a/\ufffd\ufffd"]
+    assert [line["detail"] for line in read_lines(tmp_path / "findings.jsonl")] == ["c1@1", "a/\\xff\\xfe"]
 
 
 def test_rows_are_streamed_batch_by_batch_across_files_skipping_unpublished_ones(
@@ -264,7 +265,7 @@ def test_junit_text_from_the_wire_is_escaped_for_xml(written: dict[str, Any]) ->
     assert b"<script>" not in document and b"\x01" not in document
     failure = cases_by_key(written["suite"])[("mqttaudit.audit.server", "MQTT-4.8.0-1")].find("failure")
     assert failure is not None
-    assert "  detail: server PUBLISH to a/\ufffd answers <script>\\x01</script>" in (failure.text or "")
+    assert "  detail: server PUBLISH to a/\\xff answers <script>\\x01</script>" in (failure.text or "")
     assert "<script>\\x01</script>" in failure.attrib["message"]
 
 

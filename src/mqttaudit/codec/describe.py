@@ -2,17 +2,37 @@
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Final
 
 from .packets import Connect, Packet, Publish, ReservedPacket, Suback, Subscribe, Unsubscribe, Value
+
+#: Lone surrogates: U+DC80..U+DCFF stand for the ill-formed bytes 0x80..0xFF of a string (PEP 383).
+_SURROGATES: Final = re.compile("[\ud800-\udfff]")
+
+
+def wire_text(text: str) -> str:
+    """``text`` with every ill-formed byte of the wire (a lone surrogate U+DC80..U+DCFF, as the codec keeps it) as
+    the escape ``\\xNN`` of that byte, so that any medium can hold it (``a/\\xffx``); the one rule of every
+    table, report and terminal line. Any other lone surrogate becomes ``\\uNNNN``; all else is unchanged."""
+    if text.isascii():
+        return text
+    return _SURROGATES.sub(
+        lambda match: (
+            f"\\x{ord(match.group()) - 0xDC00:02x}"
+            if 0xDC80 <= ord(match.group()) <= 0xDCFF
+            else f"\\u{ord(match.group()):04x}"
+        ),
+        text,
+    )
 
 
 def _plain(value: object) -> Any:
     if isinstance(value, bytes):
         return value.hex(" ")
     if isinstance(value, str):
-        # Ill-formed bytes are kept as lone surrogates; show them as escapes so the result is valid JSON text.
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        # Ill-formed bytes are kept as lone surrogates; shown as escapes so the result is valid JSON text.
+        return wire_text(value)
     if isinstance(value, tuple):
         return [_plain(item) for item in value]
     if isinstance(value, Value):

@@ -1,5 +1,7 @@
 """One captured connection through the judge, as table rows: its packets, every violation (the codec's and the
 judge's, each with the side at fault), the connection itself, and the transcript the routing replay needs.
+Text from the wire is written by one rule (:func:`~mqttaudit.codec.describe.wire_text`): each ill-formed byte as
+``\\xNN``; the frame's bytes are in the violation's evidence.
 
 Pure: no Spark here. The Spark stages call :func:`judge_flow` once per connection inside an Arrow UDF and turn the
 column lists it returns into record batches.
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from mqttaudit.codec import Connect, PacketType, Publish
+from mqttaudit.codec.describe import wire_text
 from mqttaudit.codec.packets import Value
 from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig
 from mqttaudit.judge.events import Closed, Event, Quiet, Sent
@@ -134,14 +137,6 @@ class FlowResult:
     sources: bytes
 
 
-def table_text(text: str) -> str:
-    """``text`` as a table can hold it: ill-formed UTF-8 from the wire, which the codec keeps as lone surrogates
-    (PEP 383), becomes backslash escapes (``\\udcff``), as in the codec's own descriptions."""
-    if text.isascii():
-        return text
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 def rule_level(rule: str) -> tuple[str, str]:
     """The level and section of a rule ("MUST" and "" for an id the catalogue does not hold)."""
     entry = CATALOGUE.get(rule)
@@ -177,8 +172,8 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
             None if publish is None else publish.qos,
             None if publish is None else publish.retain,
             None if publish is None else publish.dup,
-            None if publish is None else table_text(publish.topic),
-            table_text(packet.client_id) if isinstance(packet, Connect) else None,
+            None if publish is None else wire_text(publish.topic),
+            wire_text(packet.client_id) if isinstance(packet, Connect) else None,
         )
         for column, value in zip(packet_columns, values, strict=True):
             column.append(value)
@@ -198,7 +193,7 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
                 frame=record,
                 offset=violation.offset,
                 time=event.time,
-                detail=violation.detail,
+                detail=wire_text(violation.detail),
                 expected="",
                 evidence=evidence(frame.raw),
             )
@@ -237,8 +232,8 @@ def add_finding(violations: Columns, capture: str, finding: Finding, flow: Flow 
         frame=frame,
         offset=offset,
         time=finding.time,
-        detail=finding.detail,
-        expected=finding.expected,
+        detail=wire_text(finding.detail),
+        expected=wire_text(finding.expected),
         evidence=hexed,
     )
 
@@ -264,7 +259,7 @@ def _connection_row(flow: Flow, transcript: Transcript, packets: int, violations
         "flow": flow.flow,
         "client": flow.client,
         "server": flow.server,
-        "client_id": None if connect is None else table_text(connect.client_id),
+        "client_id": None if connect is None else wire_text(connect.client_id),
         "protocol_level": None if connect is None else connect.protocol_level,
         "clean_session": None if connect is None else connect.clean_session,
         "keep_alive": None if connect is None else connect.keep_alive,

@@ -5,6 +5,7 @@ Every expectation of the model becomes a ``deliveries`` row (expected or allowed
 the QoS seen) and every routing finding a ``routing_findings`` row with its kind (leak, missing, duplicate, qos).
 The tolerance is the judge's answer timeout: a delivery later than that after the broker took the message counts
 as missing.
+Topics, ClientIds and findings are written by the tables' one rule for ill-formed UTF-8 (:func:`wire_text`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Collection, Iterable, Iterator
 
+from mqttaudit.codec.describe import wire_text
 from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge.model import Model, build
 from mqttaudit.judge.routing import Routing
@@ -100,8 +102,8 @@ def replay_batches(
             level=level,
             section=section,
             time=finding.time,
-            detail=finding.detail,
-            expected=finding.expected,
+            detail=wire_text(finding.detail),
+            expected=wire_text(finding.expected),
         )
     return _deliveries(broker, model, rows), findings, dict(judgement.not_assessable)
 
@@ -120,10 +122,10 @@ def _deliveries(broker: str, model: Model, rows: int) -> Iterator[Columns]:
                 broker,
                 message.link.name,
                 message.event,
-                message.publish.topic,
+                wire_text(message.publish.topic),
                 message.will,
                 link.name,
-                link.client_id,
+                wire_text(link.client_id),
                 "forbidden" if expectation.forbidden else ("owed" if expectation.must else "allowed"),
                 expectation.rule,
                 expectation.retained,

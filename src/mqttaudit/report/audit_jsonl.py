@@ -1,22 +1,20 @@
 """``findings.jsonl`` of an audit: one JSON object per line for every violation and every routing finding, for
 log pipelines (one event per line, like Suricata's EVE): the table row's columns, ``event_type`` (``violation``
-or ``routing``), the capture, the tool's version, and an ISO 8601 ``timestamp`` beside the ``time`` in seconds."""
+or ``routing``), the capture, the tool's version, and an ISO 8601 ``timestamp`` beside the ``time`` in seconds.
+Ill-formed UTF-8 from the wire is written as the tables write it: each ill-formed byte as ``\\xNN``."""
 
 from __future__ import annotations
 
 import datetime
 import json
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..codec.describe import wire_text
 
-#: Lone surrogates: ill-formed UTF-8 from the wire, kept by the codec as U+DC80..U+DCFF (PEP 383). UTF-8 cannot
-#: hold them, so each becomes U+FFFD in the JSON.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
@@ -40,13 +38,24 @@ def iso_time(seconds: float) -> str:
 
 
 def json_line(record: Mapping[str, Any]) -> bytes:
-    """One UTF-8 line of JSON (newline included); lone surrogates in strings become U+FFFD."""
+    """One UTF-8 line of JSON (newline included); a lone surrogate in a string (an ill-formed byte from the wire)
+    is written as the text ``\\xNN`` (:func:`~mqttaudit.codec.describe.wire_text`), never as itself."""
     text = _ENCODER.encode(record)
     try:
-        data = text.encode("utf-8")
+        return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:
-        data = _SURROGATE.sub("\ufffd", text).encode("utf-8")
-    return data + b"\n"
+        return _ENCODER.encode(_wire(record)).encode("utf-8") + b"\n"
+
+
+def _wire(value: Any) -> Any:
+    """``value`` with :func:`wire_text` applied to every string in it, keys included."""
+    if isinstance(value, str):
+        return wire_text(value)
+    if isinstance(value, Mapping):
+        return {_wire(key): _wire(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_wire(item) for item in value]
+    return value
 
 
 def write_jsonl(

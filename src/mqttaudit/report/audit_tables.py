@@ -35,7 +35,7 @@ def table_rows(directory: Path, columns: list[str] | None = None) -> Iterator[di
 
 def column_values(column: pa.Array) -> list[Any]:
     """The column as Python values. A string column holding bytes that are not UTF-8 (a writer that kept the wire's
-    bytes) is read with U+FFFD in place of each ill-formed sequence rather than failing."""
+    bytes) is read with each ill-formed byte as ``\\xNN``, the rule of the audit's own writers, rather than failing."""
     import pyarrow as pa
 
     try:
@@ -43,7 +43,7 @@ def column_values(column: pa.Array) -> list[Any]:
         return values
     except UnicodeDecodeError:
         raw = column.cast(pa.binary()).to_pylist()
-        return [None if value is None else value.decode("utf-8", "replace") for value in raw]
+        return [None if value is None else value.decode("utf-8", "backslashreplace") for value in raw]
 
 
 def captures_of_flows(directory: Path, flows: Iterable[str]) -> dict[str, str]:

@@ -4,6 +4,8 @@ their own far larger bounds."""
 
 from __future__ import annotations
 
+from mqttaudit.codec.describe import wire_text
+
 #: Characters of a peer value a human report shows; a longer value is cut in the middle, its length noted.
 LIMIT = 300
 #: Where more of a cut value is kept, unless a report names its own JSON file.
@@ -11,10 +13,12 @@ WHOLE_IN = "the JSON report"
 
 
 def printable(text: str) -> str:
-    """``text`` with control and other non-printable characters as Python escapes (``\\x1b``, ``\\n``, ``\\udc80``
-    for a lone surrogate, ``\\u202e``), so no terminal, Markdown or XML sees them raw."""
+    """``text`` with control and other non-printable characters as Python escapes (``\\x1b``, ``\\n``, ``\\u202e``),
+    so no terminal, Markdown or XML sees them raw; an ill-formed byte from the wire (a lone surrogate) is ``\\xNN``,
+    as in the audit's tables (:func:`~mqttaudit.codec.describe.wire_text`)."""
     if text.isprintable():
         return text
+    text = wire_text(text)
     return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
