@@ -15,10 +15,11 @@ from .markdown import fenced, left_out, prose, table
 from .statements import default_catalogue, section_of, strongest_level
 
 SPEC = "OASIS MQTT Version 3.1.1"
-#: Failing cases given a full section; the others are listed by id (the summary table has them all).
-MAX_FAILURE_SECTIONS = 50
+#: Characters the failure sections of one findings.md may take: sections are written while they fit, the other
+#: failing cases are listed by id (a broker that floods every case must not make a report of gigabytes).
+FAILURES_CHARS = 1_500_000
 #: Findings listed in one section, and rows of one expected-behaviour table.
-MAX_LINES = 40
+MAX_LINES = 20
 
 inline = functools.partial(markdown.inline, whole_in=WHOLE_IN)
 code = functools.partial(markdown.code, whole_in=WHOLE_IN)
@@ -38,12 +39,13 @@ def probe_run_to_markdown(run: ProbeRun, catalogue: Catalogue | None = None) -> 
     """The whole ``findings.md`` document."""
     rules = default_catalogue(catalogue)
     failures = [result for result in run.results if result.verdict == FAIL]
+    sections = _failure_sections(failures, run.target.url, rules)
     lines = [*_header(run), "", "## All cases", ""]
     lines += table(
         ("Case", "Statements", "Verdict", "Reason"),
         (
             (
-                f"[{code(r.case.id, cell=True)}](#{anchor(r)})" if r.verdict == FAIL else code(r.case.id, cell=True),
+                f"[{code(r.case.id, cell=True)}](#{anchor(r)})" if id(r) in sections else code(r.case.id, cell=True),
                 ", ".join(r.case.statements),
                 VERDICT_LABELS.get(r.verdict, inline(r.verdict)),
                 inline(r.reason),
@@ -54,17 +56,34 @@ def probe_run_to_markdown(run: ProbeRun, catalogue: Catalogue | None = None) -> 
     lines += _baseline_section(run)
     if failures:
         lines += ["", "## Failures"]
-        budget = Budget()
-        for result in failures[:MAX_FAILURE_SECTIONS]:
-            lines += ["", *failure_section(result, run.target.url, rules, budget)]
-        if len(failures) > MAX_FAILURE_SECTIONS:
-            lines += left_out(MAX_FAILURE_SECTIONS, len(failures), "failing cases' sections", WHOLE_IN)
-            lines += ["", ", ".join(code(r.case.id) for r in failures[MAX_FAILURE_SECTIONS:])]
+        for section in sections.values():
+            lines += ["", *section]
+        rest = [result for result in failures if id(result) not in sections]
+        if rest:
+            lines += left_out(
+                len(sections), len(failures), "failing cases' sections (this report's size bound)", WHOLE_IN
+            )
+            lines += ["", "Failing cases without a section: " + ", ".join(code(r.case.id) for r in rest) + "."]
     inconclusive = [result for result in run.results if result.verdict == INCONCLUSIVE]
     if inconclusive:
         lines += ["", "## Inconclusive cases", "", "Not decided either way; none of them counts as a pass.", ""]
         lines += [f"- {code(r.case.id)} ({prose(r.case.title)}): {inline(r.reason)}" for r in inconclusive]
     return "\n".join(lines) + "\n"
+
+
+def _failure_sections(failures: Sequence[CaseResult], target: str, rules: Catalogue) -> dict[int, list[str]]:
+    """The sections of the failing cases, by ``id()`` of their result, in order, while they fit in
+    :data:`FAILURES_CHARS`; the transcripts share one evidence budget."""
+    budget = Budget()
+    sections: dict[int, list[str]] = {}
+    left = FAILURES_CHARS
+    for result in failures:
+        section = failure_section(result, target, rules, budget)
+        left -= sum(len(line) + 1 for line in section) + 1
+        if left < 0:
+            break
+        sections[id(result)] = section
+    return sections
 
 
 def anchor(result: CaseResult) -> str:
