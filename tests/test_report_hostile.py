@@ -328,6 +328,7 @@ def test_an_audit_with_thousands_of_unreadable_captures_stays_bounded() -> None:
     assert len(markdown.encode()) < BOUND and len(html.encode()) < BOUND
     assert "… and 4,900 more captures that could not be read not shown; see report_data.json." in markdown
     assert "4,900 more captures not shown" in html
+    assert "60,013 characters, more in report_data.json" in html and "n" * 1000 not in html
     assert "60,013 characters, more in report_data.json" in markdown
     tally = FindingTally()
     document = junit_document(audit_to_junit(tally, captures=[long_name] * 5000, checked=[]))

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from ..spec import Catalogue, Rule
 from .audit_data import AuditReportData, AuditSummary, ConnectionRow, RoutingRow, RuleCount, ViolationRow
-from .audit_format import count, duration, plural, size, when
+from .audit_format import WHOLE_IN, count, duration, plural, size, when
+from .peer_text import cut
 from .statements import LEVEL_ORDER, default_catalogue, in_spec_order, section_of
 
 SIDES = ("client", "server")
@@ -169,7 +170,7 @@ class RoutingGroup:
 
     @property
     def summary(self) -> str:
-        brokers = sorted({sample.row["broker"] for sample in self.samples})
+        brokers = sorted({cut(str(sample.row["broker"]), whole_in=WHOLE_IN) for sample in self.samples})
         where = f" at broker {', '.join(brokers)}" if brokers else ""
         shown = f"; {count(len(self.samples))} shown" if len(self.samples) < self.count else ""
         return f"{plural(self.count, 'routing finding')} of kind {self.kind}{where}{shown}: {self.description}."
