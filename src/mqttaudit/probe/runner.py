@@ -124,6 +124,12 @@ async def run_probe(
     return ProbeRun(target, started, results, time.monotonic() - clock0, health.down)
 
 
+#: A case's script is cancelled after this many timeouts, however much its broker sends; ending its connections
+#: (each at most one timeout, or 1 s, to record what they hold) and its clean-up (``CLEAN_UP_TIMEOUTS``) follow.
+SCRIPT_TIMEOUTS = 20
+CLEAN_UP_TIMEOUTS = 4
+
+
 async def run_case(
     case: Case, target: Target, *, timeout: float, run_id: str, health: _Health | None = None
 ) -> CaseResult:
@@ -134,7 +140,7 @@ async def run_case(
     started = time.monotonic()
     stopped: tuple[str, str] | None = None
     try:
-        await asyncio.wait_for(case.script(context), timeout * 20)
+        await asyncio.wait_for(case.script(context), timeout * SCRIPT_TIMEOUTS)
     except NotApplicable as exc:
         stopped = (NOT_APPLICABLE, str(exc))
     except Unreachable as exc:
@@ -142,12 +148,12 @@ async def run_case(
     except Inconclusive as exc:
         stopped = (INCONCLUSIVE, str(exc))
     except TimeoutError:
-        stopped = (INCONCLUSIVE, f"the case did not finish within {timeout * 20:g} s")
+        stopped = (INCONCLUSIVE, f"the case did not finish within {timeout * SCRIPT_TIMEOUTS:g} s")
     finally:
         for connection in context.connections:
             await connection.finish()
     with contextlib.suppress(Inconclusive, OSError, TimeoutError):
-        await asyncio.wait_for(context.clean_up(), timeout * 4)
+        await asyncio.wait_for(context.clean_up(), timeout * CLEAN_UP_TIMEOUTS)
     judgement = judge_scenario(
         {connection.name: connection.events for connection in context.connections},
         JudgeConfig(close_grace=timeout, answer_timeout=timeout),
