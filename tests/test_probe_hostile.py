@@ -82,9 +82,11 @@ MODES = ["silent", "resetting", "flooding", "random", "dribbling", "hanging"]
 def test_the_whole_library_against_a_hostile_broker_ends_bounded_with_reasons(mode: str, tmp_path: Path) -> None:
     with HostileServer(mode, lifetime=RUN_SECONDS) as server:
         outcome = probe(server.url, tmp_path / "out", "--timeout", str(TIMEOUT))
+    results = outcome.report()["results"] if (outcome.out / "findings.json").exists() else []
+    slowest = max((r["evidence"]["duration_s"] for r in results), default=0.0)
     print(  # the figures of the run, for the record (pytest -s)
-        f"\n{mode}: exit {outcome.status}, {outcome.wall:.1f} s, peak RSS {outcome.peak_rss_mb:.0f} MB, "
-        f"reports {outcome.sizes()}, {server.connections} connections"
+        f"\n{mode}: exit {outcome.status}, {outcome.wall:.1f} s, slowest case {slowest:.2f} s, peak RSS "
+        f"{outcome.peak_rss_mb:.0f} MB, reports {outcome.sizes()}, {server.connections} connections"
     )
 
     assert outcome.status in (1, 4), outcome.stderr[-2000:]
@@ -93,12 +95,10 @@ def test_the_whole_library_against_a_hostile_broker_ends_bounded_with_reasons(mo
     assert outcome.peak_rss_mb < PEAK_RSS_MB
     for name, size in outcome.sizes().items():
         assert size < REPORT_MB[name] * 1024 * 1024, (name, size)
-    report = outcome.report()
-    results = report["results"]
     assert len(results) > 100
     unpassed = [r for r in results if r["verdict"] in ("fail", "inconclusive")]
     assert unpassed and all(r["reason"].strip() for r in unpassed), [r["case"] for r in unpassed if not r["reason"]]
-    assert max(r["evidence"]["duration_s"] for r in results) < CASE_SECONDS
+    assert slowest < CASE_SECONDS
     for result in results:
         for connection in result["evidence"]["connections"]:
             assert len(json.dumps(connection)) < 40 * 1024, (result["case"], connection["name"])
@@ -114,7 +114,7 @@ def test_a_flooding_broker_is_summarised_not_kept(tmp_path: Path) -> None:
     assert re.search(r"; then [\d,]+ more bytes in [\d,]+ PUBLISH", capped[0]["reason"]), capped[0]["reason"]
     omitted = [c["omitted"] for r in results for c in r["evidence"]["connections"] if c["omitted"]]
     assert omitted and all(o["not_recorded"]["packets"].get("PUBLISH", 0) > 0 for o in omitted if o["not_recorded"])
-    assert all(o["end"].get("closed_by") for o in omitted)  # how each connection ended is kept
+    assert all("closed_by" in o["end"] for o in omitted)  # how each connection ended is kept
 
 
 def test_the_unfinished_last_packet_of_the_broker_is_in_the_evidence(tmp_path: Path) -> None:
