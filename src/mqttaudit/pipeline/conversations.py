@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -137,6 +138,19 @@ class FlowResult:
     sources: bytes
 
 
+#: A lone surrogate U+DC80..U+DCFF as ``repr()`` writes it (``\\udcff``), not preceded by an escaped backslash.
+_QUOTED_SURROGATE = re.compile(r"(?<!\\)((?:\\\\)*)\\udc([89a-f][0-9a-f])")
+
+
+def finding_text(text: str) -> str:
+    """A judge's sentence as the tables hold it: by :func:`wire_text`, and with the ill-formed bytes of the values
+    it quotes with ``repr()`` (``'a/\\udcff'``) shown by the same rule (``'a/\\xff'``)."""
+    text = wire_text(text)
+    if "\\udc" not in text:
+        return text
+    return _QUOTED_SURROGATE.sub(r"\1\\x\2", text)
+
+
 def rule_level(rule: str) -> tuple[str, str]:
     """The level and section of a rule ("MUST" and "" for an id the catalogue does not hold)."""
     entry = CATALOGUE.get(rule)
@@ -232,8 +246,8 @@ def add_finding(violations: Columns, capture: str, finding: Finding, flow: Flow 
         frame=frame,
         offset=offset,
         time=finding.time,
-        detail=wire_text(finding.detail),
-        expected=wire_text(finding.expected),
+        detail=finding_text(finding.detail),
+        expected=finding_text(finding.expected),
         evidence=hexed,
     )
 

@@ -19,7 +19,7 @@ from mqttaudit.judge.model import Model, build
 from mqttaudit.judge.routing import Routing
 from mqttaudit.judge.transcript import Transcript
 
-from .conversations import Columns, rule_level
+from .conversations import Columns, finding_text, rule_level
 
 DELIVERY_COLUMNS = (
     "broker",
@@ -102,8 +102,8 @@ def replay_batches(
             level=level,
             section=section,
             time=finding.time,
-            detail=wire_text(finding.detail),
-            expected=wire_text(finding.expected),
+            detail=finding_text(finding.detail),
+            expected=finding_text(finding.expected),
         )
     return _deliveries(broker, model, rows), findings, dict(judgement.not_assessable)
 

@@ -1,0 +1,176 @@
+"""Hostile captures through the whole command (``python -m mqttaudit audit`` in a child process, Spark
+``local[2]``), on files written here with the project's capture writer: ill-formed UTF-8 in a Topic Name, a
+ClientId and a Topic Filter reaches every table and report by one rule (each ill-formed byte as ``\\xNN``);
+pcapng timestamps beyond 64-bit nanoseconds are corrupt records, skipped and reported with their offsets; one
+corrupt record header after a valid conversation costs only what follows it. Never a traceback, never exit 3."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from mqttaudit.capture import audit_records, read_records, writer
+from mqttaudit.capture.link import RAW
+from mqttaudit.codec import Connack, Connect, Publish, Suback, Subscribe, Subscription, encode
+from mqttaudit.codec.describe import wire_text
+from mqttaudit.judge import JudgeConfig
+from mqttaudit.pipeline.conversations import Flow, judge_flow
+from mqttaudit.pipeline.replay import replay_broker
+from mqttaudit.pipeline.stages import columns_table, table_schema
+
+EPOCH = 1_700_000_000 * 10**9
+#: PUBLISH QoS 0 to the Topic Name ``61 2f ff`` (``a/`` then an ill-formed byte) with the payload ``x``.
+BAD_PUBLISH = bytes.fromhex("30 06 00 03 61 2f ff 78")
+#: SUBSCRIBE id 2 to the Topic Filter ``61 2f ff`` at QoS 0, and its SUBACK.
+BAD_SUBSCRIBE = bytes.fromhex("82 08 00 02 00 03 61 2f ff 00")
+SUBACK = bytes.fromhex("90 03 00 02 00")
+#: The ClientId ``ff fe``, as the codec keeps ill-formed bytes (PEP 383 lone surrogates).
+SUB_ID = "\udcff\udcfe"
+BAD_TOPIC = "a/\\xff"  # as every table and report shows it: the ill-formed byte as the escape \xff
+BAD_CLIENT_ID = "\\xff\\xfe"
+
+
+def mqttaudit(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MQTTAUDIT_DRIVER_MEMORY": os.environ.get("MQTTAUDIT_DRIVER_MEMORY", "1g")}
+    return subprocess.run(
+        [sys.executable, "-m", "mqttaudit", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+def audit(*paths: Path, out: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    done = mqttaudit("audit", *map(str, paths), "--out", str(out), "--master", "local[2]", "--tolerance", "1")
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr
+    assert done.returncode != 3, done.stderr
+    summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
+    return done, summary
+
+
+def conversation(client: tuple[str, int], exchanges: list[tuple[int, bytes]], start: int) -> list[tuple[int, bytes]]:
+    """(time, IP packet) of one TCP connection to 10.0.0.2:1883: handshake, ``(side, bytes)`` sent in order, then
+    the client's FIN and the server's."""
+    session = writer.TcpSession(client, ("10.0.0.2", 1883))
+    packets = session.handshake()
+    packets += [session.send(side, data) for side, data in exchanges]
+    packets += [session.fin(0), session.fin(1)]
+    return [(start + index * 1_000_000, packet) for index, packet in enumerate(packets)]
+
+
+def ill_formed_traffic() -> list[tuple[int, bytes]]:
+    """A subscriber whose ClientId is ``ff fe`` subscribes to ``a/b`` and to the ill-formed filter; a publisher
+    publishes to ``a/b``, then to the ill-formed topic; the broker delivers both to the subscriber. (The judge
+    takes no message from a malformed packet: the ill-formed topic reaches the packets and violations tables, the
+    ill-formed ClientId the deliveries table too.)"""
+    subscriber = writer.TcpSession(("10.0.0.3", 50001), ("10.0.0.2", 1883))
+    publisher = writer.TcpSession(("10.0.0.1", 50000), ("10.0.0.2", 1883))
+    good = encode(Publish(topic="a/b", payload=b"x"))
+    sequence = [
+        *subscriber.handshake(),
+        subscriber.send(0, encode(Connect(client_id=SUB_ID), validate=False)),
+        subscriber.send(1, encode(Connack())),
+        subscriber.send(0, encode(Subscribe(packet_id=1, subscriptions=(Subscription(topic_filter="a/b", qos=0),)))),
+        subscriber.send(1, encode(Suback(packet_id=1, return_codes=(0,)))),
+        *publisher.handshake(),
+        publisher.send(0, encode(Connect(client_id="pub"))),
+        publisher.send(1, encode(Connack())),
+        publisher.send(0, good),
+        subscriber.send(1, good),
+        subscriber.send(0, BAD_SUBSCRIBE),
+        subscriber.send(1, SUBACK),
+        publisher.send(0, BAD_PUBLISH),
+        subscriber.send(1, BAD_PUBLISH),
+    ]
+    # The connections close 3 s later: past the tolerance (1 s), the broker surely took the messages.
+    closing = [publisher.fin(1), publisher.fin(0), subscriber.fin(0), subscriber.fin(1)]
+    timed = [(EPOCH + index * 1_000_000, packet) for index, packet in enumerate(sequence)]
+    return timed + [(EPOCH + 3 * 10**9 + index * 1_000_000, packet) for index, packet in enumerate(closing)]
+
+
+def valid_conversation(start: int = EPOCH) -> list[tuple[int, bytes]]:
+    """CONNECT, CONNACK, then the client's FIN: 2 MQTT packets, conformant."""
+    return conversation(
+        ("10.0.0.1", 50000), [(0, encode(Connect(client_id="good"))), (1, encode(Connack()))], start=start
+    )
+
+
+@pytest.fixture(scope="module")
+def ill_formed_audit(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    folder = tmp_path_factory.mktemp("ill-formed")
+    capture = folder / "ill-formed.pcap"
+    capture.write_bytes(writer.pcap_bytes(ill_formed_traffic(), linktype=RAW))
+    out = folder / "out"
+    done, summary = audit(capture, out=out)
+    tables = {name: pq.read_table(out / name).to_pylist() for name in ("packets", "violations", "deliveries")}
+    return {"done": done, "summary": summary, "out": out, "tables": tables}
+
+
+def test_ill_formed_utf8_is_reported_as_a_violation_not_a_crash(ill_formed_audit: dict[str, Any]) -> None:
+    done = ill_formed_audit["done"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    rules = {(v["rule"], v["actor"]) for v in ill_formed_audit["tables"]["violations"]}
+    assert ("MQTT-1.5.3-1", "client") in rules and ("MQTT-1.5.3-1", "server") in rules
+    assert ill_formed_audit["summary"]["counts"]["connections"] == 2
+
+
+def test_the_tables_hold_the_ill_formed_bytes_as_escapes(ill_formed_audit: dict[str, Any]) -> None:
+    tables = ill_formed_audit["tables"]
+    publishes = [p for p in tables["packets"] if p["type"] == "PUBLISH"]
+    assert sorted((p["direction"], p["topic"]) for p in publishes) == sorted(
+        [("client", "a/b"), ("server", "a/b"), ("client", BAD_TOPIC), ("server", BAD_TOPIC)]
+    )
+    connects = [p for p in tables["packets"] if p["type"] == "CONNECT"]
+    assert sorted(p["client_id"] for p in connects) == sorted([BAD_CLIENT_ID, "pub"])
+    codec = [v for v in tables["violations"] if v["rule"] == "MQTT-1.5.3-1" and v["origin"] == "codec"]
+    assert {v["evidence"][:23] for v in codec} >= {"30 06 00 03 61 2f ff 78", "82 08 00 02 00 03 61 2f"}
+    # The judge's sentences quote the topic by the same rule (never as \udcff).
+    judged = [f"{v['detail']} {v['expected']}" for v in tables["violations"] if v["origin"] == "judge"]
+    assert any(f"to '{BAD_TOPIC}'" in text for text in judged)
+    assert not any("\\udc" in text for text in judged)
+    assert [(d["topic"], d["client_id"], d["expected"], d["observed"]) for d in tables["deliveries"]] == [
+        ("a/b", BAD_CLIENT_ID, "owed", True)
+    ]
+
+
+def test_every_report_shows_the_ill_formed_bytes_by_the_same_rule(ill_formed_audit: dict[str, Any]) -> None:
+    out = ill_formed_audit["out"]
+    lines = [json.loads(line) for line in (out / "findings.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert any(f"to '{BAD_TOPIC}'" in (line["expected"] or "") for line in lines)
+    for report in ("findings.jsonl", "report.html", "findings.md", "report_data.json"):
+        text = (out / report).read_text(encoding="utf-8")
+        assert "\ufffd" not in text and "udcff" not in text, report
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert f"to &#39;{BAD_TOPIC}&#39;" in html and f"<code>{BAD_CLIENT_ID}</code>" in html
+    # Markdown escapes the backslash itself: the page shows a/\xff.
+    markdown = (out / "findings.md").read_text(encoding="utf-8")
+    assert "to 'a/\\\\xff'" in markdown
+    assert "capture error" not in ill_formed_audit["done"].stdout
+
+
+def test_the_routing_replay_writes_ill_formed_topics_and_client_ids_to_its_tables() -> None:
+    """The deliveries table's topic and ClientId and the routing findings come from the transcripts the replay
+    loads: written by the rule, they fit an Arrow string column (which refuses a lone surrogate)."""
+    traffic = writer.pcap_bytes(ill_formed_traffic(), linktype=RAW)
+    flows = audit_records(read_records(lambda: io.BytesIO(traffic)))
+    config = JudgeConfig(answer_timeout=1.0, close_grace=1.0)
+    transcripts = [
+        (f"flow{index}", judge_flow(Flow("t.pcap", f"flow{index}", "c", "s", flow.events, []), config).transcript)
+        for index, flow in enumerate(flows)
+    ]
+    deliveries, findings, _undecided = replay_broker("10.0.0.2:1883", transcripts, config)
+    assert set(deliveries.data["client_id"]) == {BAD_CLIENT_ID} and "a/b" in deliveries.data["topic"]
+    table = columns_table([deliveries], table_schema("deliveries"))
+    assert table.column("client_id").to_pylist() == deliveries.data["client_id"]
+    columns_table([findings], table_schema("routing_findings"))
+    assert wire_text("sub\udcff/\udc80") == "sub\\xff/\\x80"
