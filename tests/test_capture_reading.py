@@ -183,8 +183,14 @@ def test_a_corrupt_record_header_raises_naming_the_file_and_offset_after_the_rec
     assert seen == [0, 1]
     assert (caught.value.source, caught.value.offset) == ("bad.pcap", third)
     assert "record 2 declares 262145 captured bytes" in str(caught.value)
+    # Planning stops at the bad header: the last chunk runs to the end of the file and its reader reports it.
+    chunks = plan_chunks(opener(bytes(data)), 100, name="bad.pcap")
+    assert chunks[-1].end == len(data) and chunks[-1].start <= third
+    seen = []
     with pytest.raises(CaptureError, match=f"bad.pcap: offset {third}: record 2"):
-        plan_chunks(opener(bytes(data)), 100, name="bad.pcap")
+        for chunk in chunks:
+            seen.extend(record[4] for record in read_chunk(opener(bytes(data)), chunk))
+    assert seen == [0, 1]
 
 
 @pytest.mark.parametrize(

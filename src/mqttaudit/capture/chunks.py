@@ -97,8 +97,11 @@ def plan_chunks(source: Source, target_bytes: int, *, name: str | None = None, s
     """Cuts the capture into chunks of at least ``target_bytes`` (the last one may be smaller), each starting at a
     record boundary; together they cover every byte after the pcap global header (or the whole pcapng file).
 
-    A record cut off by the end of the file stays in the last chunk, whose reader reports it. A header that
-    contradicts itself raises :class:`CaptureError` naming the file and the offset.
+    A record cut off by the end of the file stays in the last chunk, whose reader reports it. So does a record
+    header that contradicts itself: planning stops there and the last chunk runs to the end of the file, so that
+    its reader yields every record before that header, then raises :class:`CaptureError` naming its offset (one
+    bad header never costs the records before it). A file that is no capture at all (its magic number, the pcap
+    global header) raises :class:`CaptureError` here.
     """
     if target_bytes <= 0:
         raise ValueError(f"target_bytes must be positive, not {target_bytes}")
@@ -129,8 +132,7 @@ def _plan_pcap(window: _Window, size: int, header: pcap.PcapHeader, target: int,
         data = window.get(pos, min(WINDOW, size - pos))
         reached, count, caplen = pcap.skip_records(data, start + target - pos, little, limit)
         if caplen >= 0:
-            at = pos + reached
-            raise CaptureError(label, at, f"record {index + count} declares {caplen} captured bytes, above the {limit}")
+            break  # a corrupt record header: the last chunk's reader reports it after the records before it
         pos += reached
         index += count
     if size > start:
@@ -150,23 +152,34 @@ def _plan_pcapng(window: _Window, size: int, target: int, label: str) -> list[Ch
             chunks.append(Chunk(label, PCAPNG, start, pos, first, *state))
             start, first, state = pos, index, (byteorder, tuple(interfaces))
         head = window.get(pos, 12)
-        kind = head[:4]
-        if kind == b"\x0a\x0d\x0d\x0a":
-            byteorder = pcapng.section_byteorder(head, pos, label)
-            interfaces = []
-        elif not byteorder:
-            raise CaptureError(label, pos, "the first block is not a Section Header Block")
-        length = pcapng.block_length(head, byteorder, pos, label)
+        try:
+            length, block_type, byteorder, interfaces = _walk_block(window, head, pos, byteorder, interfaces, label)
+        except CaptureError:
+            break  # a corrupt block: the last chunk's reader reports it after the packets before it
         if pos + length > size:
             break
-        block_type = struct.unpack_from(byteorder + "I", head)[0]
         if block_type in (pcapng.ENHANCED_PACKET, pcapng.SIMPLE_PACKET, pcapng.PACKET):
             index += 1
-        elif block_type == pcapng.INTERFACE_DESCRIPTION:
-            if length > pcapng.MAX_BLOCK_SIZE:
-                raise CaptureError(label, pos, f"block length {length} is above the {pcapng.MAX_BLOCK_SIZE}-byte limit")
-            interfaces.append(pcapng.parse_interface(window.get(pos, length), byteorder, pos, label))
         pos += length
     if size > start:
         chunks.append(Chunk(label, PCAPNG, start, size, first, *state))
     return chunks
+
+
+def _walk_block(
+    window: _Window, head: bytes, pos: int, byteorder: str, interfaces: list[Interface], label: str
+) -> tuple[int, int, str, list[Interface]]:
+    """The length and type of the pcapng block at ``pos`` (``head``: its first 12 bytes) and the byte order and
+    interface table in effect after it; raises :class:`CaptureError` for a block that contradicts itself."""
+    if head[:4] == b"\x0a\x0d\x0d\x0a":
+        byteorder = pcapng.section_byteorder(head, pos, label)
+        interfaces = []
+    elif not byteorder:
+        raise CaptureError(label, pos, "the first block is not a Section Header Block")
+    length = pcapng.block_length(head, byteorder, pos, label)
+    block_type: int = struct.unpack_from(byteorder + "I", head)[0]
+    if block_type == pcapng.INTERFACE_DESCRIPTION:
+        if length > pcapng.MAX_BLOCK_SIZE:
+            raise CaptureError(label, pos, f"block length {length} is above the {pcapng.MAX_BLOCK_SIZE}-byte limit")
+        interfaces = [*interfaces, pcapng.parse_interface(window.get(pos, length), byteorder, pos, label)]
+    return length, block_type, byteorder, interfaces

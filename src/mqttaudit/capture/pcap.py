@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from .errors import CaptureError
-from .records import MICROSECONDS, NANOSECONDS, Interface, Record
+from .records import MICROSECONDS, NANOSECONDS, CorruptRecord, Interface, Record
 
 GLOBAL_HEADER_SIZE: Final = 24
 RECORD_HEADER_SIZE: Final = 16
@@ -100,6 +100,9 @@ class PcapParser:
         self._multiplier = interface.scale()[0]
         self._limit = caplen_limit(interface.snaplen)
         self._header = struct.Struct(byteorder + "IIII")
+        #: Every pcap timestamp (32-bit seconds and fraction) fits 64-bit nanoseconds: none is skipped.
+        self.corrupt: list[CorruptRecord] = []
+        self.corrupt_count = 0
 
     def needed(self, buf: bytes) -> int:
         """How many bytes the record at the start of ``buf`` takes (its header alone while that is incomplete)."""

@@ -11,7 +11,7 @@ import struct
 from typing import Final
 
 from .errors import CaptureError
-from .records import Interface, Record
+from .records import MAX_TIME_NS, MIN_TIME_NS, CorruptRecord, Interface, Record
 
 SECTION_HEADER: Final = 0x0A0D0D0A
 INTERFACE_DESCRIPTION: Final = 0x00000001
@@ -29,6 +29,8 @@ MAX_BLOCK_SIZE: Final = 16 * 1024 * 1024
 BLOCK_HEADER_SIZE: Final = 8
 #: A Simple Packet Block carries no timestamp: its records get this time (as Wireshark shows them, at the epoch).
 NO_TIMESTAMP: Final = 0
+#: Corrupt records a parser describes (:attr:`PcapngParser.corrupt`); the others are only counted.
+KEPT_CORRUPT: Final = 16
 
 _MAGIC_LITTLE: Final = b"\x4d\x3c\x2b\x1a"
 _MAGIC_BIG: Final = b"\x1a\x2b\x3c\x4d"
@@ -81,7 +83,9 @@ class PcapngParser:
     """Parses whole blocks out of the bytes handed to :meth:`parse`; keeps the section's byte order, its interface
     table, the next record index and the file offset of the next block between calls.
 
-    ``byteorder`` is ``""`` until the first Section Header Block has been seen.
+    ``byteorder`` is ``""`` until the first Section Header Block has been seen. A packet block whose timestamp
+    is outside 64-bit nanoseconds (:data:`~.records.MAX_TIME_NS`) is skipped: the first :data:`KEPT_CORRUPT` are
+    described in :attr:`corrupt`, all are counted in :attr:`corrupt_count`, and its index is not reused.
     """
 
     def __init__(
@@ -95,6 +99,8 @@ class PcapngParser:
         self._scales: list[tuple[int, int, int, int, int]] = []  # (linktype, multiplier, divisor, offset_ns, snaplen)
         self._error: CaptureError | None = None  # met after some records of a batch: raised on the next call
         self._block = 0  # position in the buffer of the block being parsed
+        self.corrupt: list[CorruptRecord] = []
+        self.corrupt_count = 0
         for interface in interfaces:
             self._add(interface)
 
@@ -170,7 +176,10 @@ class PcapngParser:
                     self._check_packet(buf, pos, length, base + pos)
                 linktype, multiplier, divisor, offset_ns, _snaplen = self._scales[interface]
                 time_ns = ((high << 32) | low) * multiplier // divisor + offset_ns
-                append((time_ns, linktype, buf[pos + 28 : pos + 28 + caplen], orig_len, self.index, base + pos))
+                if MIN_TIME_NS <= time_ns <= MAX_TIME_NS:
+                    append((time_ns, linktype, buf[pos + 28 : pos + 28 + caplen], orig_len, self.index, base + pos))
+                else:
+                    self._skip_time(base + pos, high, low, interface)
                 self.index += 1
                 pos = end
                 continue
@@ -180,7 +189,9 @@ class PcapngParser:
             if struct.unpack_from(byteorder + "I", buf, end - 4)[0] != length:
                 raise CaptureError(source, base + pos, f"block of {length} bytes ends with a different length field")
             if kind == PACKET:
-                append(self._packet(buf, pos, length, base + pos))
+                packet = self._packet(buf, pos, length, base + pos)
+                if packet is not None:
+                    append(packet)
             elif kind == SIMPLE_PACKET:
                 append(self._simple(buf, pos, length, base + pos))
             elif kind == INTERFACE_DESCRIPTION:
@@ -199,8 +210,20 @@ class PcapngParser:
             self.source, offset, f"packet names interface {interface}; the section describes {len(self._scales)}"
         )
 
-    def _packet(self, buf: bytes, pos: int, length: int, offset: int) -> Record:
-        """An obsolete Packet Block."""
+    def _skip_time(self, offset: int, high: int, low: int, interface: int) -> None:
+        """Counts (and describes, the first few) a packet block skipped for its timestamp."""
+        self.corrupt_count += 1
+        if len(self.corrupt) < KEPT_CORRUPT:
+            resolution = self.interfaces[interface]
+            reason = (
+                f"packet {self.index} has timestamp {high:#010x}:{low:08x} (interface {interface}: if_tsresol "
+                f"{resolution.tsresol}, if_tsoffset {resolution.tsoffset} s), outside 64-bit nanoseconds since the "
+                "epoch: corrupt timestamp, record skipped"
+            )
+            self.corrupt.append(CorruptRecord(offset, self.index, reason))
+
+    def _packet(self, buf: bytes, pos: int, length: int, offset: int) -> Record | None:
+        """An obsolete Packet Block (None when skipped for its timestamp)."""
         if length < 32:
             raise CaptureError(self.source, offset, f"packet block of {length} bytes; 32 is the minimum")
         interface, _drops, high, low, caplen, orig_len = struct.unpack_from(self.byteorder + "HHIIII", buf, pos + 8)
@@ -212,6 +235,10 @@ class PcapngParser:
             )
         linktype, multiplier, divisor, offset_ns, _snaplen = self._scales[interface]
         time_ns = ((high << 32) | low) * multiplier // divisor + offset_ns
+        if not MIN_TIME_NS <= time_ns <= MAX_TIME_NS:
+            self._skip_time(offset, high, low, interface)
+            self.index += 1
+            return None
         record = (time_ns, linktype, buf[pos + 28 : pos + 28 + caplen], orig_len, self.index, offset)
         self.index += 1
         return record

@@ -11,7 +11,7 @@ from typing import Final
 from .chunks import PCAP, Chunk, Opener, Source, resolve, whole_file
 from .pcap import PcapParser
 from .pcapng import PcapngParser
-from .records import Record, Truncation
+from .records import CorruptRecord, Record, Truncation
 
 #: Bytes read at a time; a batch of records comes from one read.
 READ_SIZE: Final = 1 << 20
@@ -23,13 +23,15 @@ class ChunkReader:
     Iterate it for records, or call :meth:`batches` for lists of them (one list per read). When the chunk ends
     inside a record, the records before it are all yielded and :attr:`truncation` says where the cut one starts;
     a header that contradicts itself raises :class:`~mqttaudit.capture.CaptureError` once the records before it
-    have been yielded.
+    have been yielded. Records skipped as corrupt while reading on (a timestamp out of range) are in
+    :attr:`corrupt` (the first few) and :attr:`corrupt_count` (all).
     """
 
     def __init__(self, opener: Opener, chunk: Chunk, *, read_size: int = READ_SIZE) -> None:
         self.chunk = chunk
         self.truncation: Truncation | None = None
         self.records = 0
+        self._parser: PcapParser | PcapngParser | None = None
         self._opener = opener
         self._read_size = read_size
 
@@ -37,6 +39,14 @@ class ChunkReader:
         for batch in self.batches():
             yield from batch
             del batch  # before the next read, so that one batch is alive at a time
+
+    @property
+    def corrupt(self) -> list[CorruptRecord]:
+        return [] if self._parser is None else self._parser.corrupt
+
+    @property
+    def corrupt_count(self) -> int:
+        return 0 if self._parser is None else self._parser.corrupt_count
 
     def batches(self) -> Iterator[list[Record]]:
         chunk = self.chunk
@@ -49,6 +59,7 @@ class ChunkReader:
             parser = PcapngParser(
                 chunk.byteorder, chunk.interfaces, source=chunk.source, index=chunk.first_index, offset=chunk.start
             )
+        self._parser = parser
         left = chunk.end - chunk.start
         buf = b""
         with self._opener() as file:

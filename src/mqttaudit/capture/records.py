@@ -26,6 +26,11 @@ MICROSECONDS: Final = 6
 NANOSECONDS: Final = 9
 
 _NS_PER_SECOND: Final = 1_000_000_000
+#: Capture times a record may carry: what 64-bit nanoseconds since the epoch hold (the years 1677 to 2262), as the
+#: audit's tables store them. A timestamp outside is corrupt (a flipped high word, a resolution or offset that
+#: overflows) and its record is skipped as corrupt.
+MIN_TIME_NS: Final = -(1 << 63)
+MAX_TIME_NS: Final = (1 << 63) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +74,13 @@ class Truncation:
     index: int
     needed: int
     available: int
+
+
+@dataclass(frozen=True, slots=True)
+class CorruptRecord:
+    """A record skipped because its header is corrupt though its length is sound (the records after it are read):
+    the offset of its header in the file, its index and why."""
+
+    offset: int
+    index: int
+    reason: str

@@ -386,6 +386,7 @@ def _summary(
         segments_kept += note.get("segments", 0)
         for reason, count in note.get("skipped", {}).items():
             skipped[reason] = skipped.get(reason, 0) + count
+        chunk_errors += [{"capture": note["capture"], **corrupt} for corrupt in note.get("corrupt", [])]
         if "error" in note:
             chunk_errors.append({"capture": note["capture"], **note["error"]})
         if "truncated" in note:

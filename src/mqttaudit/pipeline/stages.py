@@ -2,7 +2,8 @@
 
 - :func:`read_segments` (``mapInArrow`` over chunk descriptors): reads one record-aligned chunk of a capture,
   keeps the TCP segments of MQTT flows (a broker port on either side), gathered in runs per flow, and reports
-  what it skipped (the other TCP flows counted per port), a truncated tail or a corrupt capture as a note row.
+  what it skipped (the other TCP flows counted per port), a truncated tail, records skipped as corrupt and the
+  corrupt header it stopped at (with their offsets) as a note row.
   A task holds one chunk, never a whole file. (Which ports are MQTT ports: :mod:`.detection`.)
 - :func:`judge_partition` (``mapInArrow`` over runs of segments partitioned and sorted by flow): one TCP flow at
   a time (across chunks and rotated files), reassembled per connection and direction, decoded and judged; the
@@ -37,7 +38,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark import TaskContext
 
-from mqttaudit.capture import CaptureError, Chunk, FlowAudit, FlowOptions, Segment, flow_events, read_chunk
+from mqttaudit.capture import (
+    CaptureError,
+    Chunk,
+    ChunkReader,
+    FlowAudit,
+    FlowOptions,
+    Segment,
+    flow_events,
+    read_chunk,
+)
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
 from mqttaudit.capture.flows import OtherTcp, SegmentRow, broker_segments
 from mqttaudit.capture.segments import format_endpoint
@@ -390,9 +400,9 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
             kept += len(rows)
             runs.extend(rows)
     except CaptureError as exc:
-        error = {"offset": exc.offset, "detail": exc.detail}
+        error = {"offset": exc.offset, "reason": exc.detail}
     except (OSError, sources.AuditInputError) as exc:
-        error = {"offset": chunk.start, "detail": f"cannot read: {exc}"}
+        error = {"offset": chunk.start, "reason": f"cannot read: {exc}"}
     yield from runs.finish()
     truncation = getattr(reader, "truncation", None)
     note: dict[str, Any] = {
@@ -412,7 +422,20 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
         }
     if error is not None:
         note["error"] = error
+    if reader.corrupt_count:
+        note["corrupt"] = corrupt_note(reader)
     yield _batch(_note(capture, **note))
+
+
+def corrupt_note(reader: ChunkReader) -> list[dict[str, Any]]:
+    """The records of a chunk skipped as corrupt, as its note lists them (``offset``, ``record``, ``reason``): the
+    first few the reader describes, then one line counting the others."""
+    kept = [{"offset": c.offset, "record": c.index, "reason": c.reason} for c in reader.corrupt]
+    more = reader.corrupt_count - len(kept)
+    if more > 0 and kept:
+        last = kept[-1]["offset"]
+        kept.append({"offset": last, "record": None, "reason": f"{more:,} more corrupt record(s) after this one"})
+    return kept
 
 
 #: Ports a reading task's note lists at most for the TCP flows it left out (the rest are in its totals only).
