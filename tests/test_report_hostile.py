@@ -406,6 +406,25 @@ def test_every_line_for_the_terminal_has_its_control_characters_escaped(value: s
     assert "\\x1b" in printable_line("file\x1b[2J.pcap") and "\\n" in printable_line("a\nb")
 
 
+def test_a_transcript_shows_what_the_json_itself_left_out_and_how_the_connection_ended() -> None:
+    head = Conversation("c1", client_id="c1").connected().send(0.1, SERVER, publish_frame("t", b"x" * 5000))
+    events = head.evidence()["events"]
+    events[-1] = {**events[-1], "hex": events[-1]["hex"][: 3 * 4096 - 1], "length": 5005}  # the JSON's own cut
+    omitted = {
+        "events": 12_004,
+        "from_server": {"summary": "then 1,048,576 more bytes in 12,003 PUBLISH packets"},
+        "client_packets": 0,
+        "end": {"t": 9.5, "closed_by": "client", "how": "fin"},
+    }
+    text = transcript([{"name": "c1", "client_id": "c1", "events": events, "omitted": omitted}])
+    assert "(first 256 of 5,005 bytes)" in text
+    assert (
+        "… 12,003 more events not recorded in findings.json (from the server: then 1,048,576 more bytes in 12,003 "
+        "PUBLISH packets; 0 client packets), then the last one"
+    ) in text
+    assert text.splitlines()[-1] == "[12006]     9.500 s  closed by the client (FIN)".rjust(len(text.splitlines()[-1]))
+
+
 def test_a_transcript_is_printable_whatever_the_broker_sent() -> None:
     text = transcript(hostile_run(HOSTILE[15]).results[0].connections)
     assert all(line.isprintable() for line in text.splitlines())

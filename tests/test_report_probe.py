@@ -362,7 +362,7 @@ def test_several_connections_are_named_in_the_table_and_the_transcript(run: Prob
 def test_long_frames_are_cut_in_the_transcript_and_kept_whole_in_the_json() -> None:
     c1 = Conversation("c1").connected().send(0.01, CLIENT, Publish(topic="a/b", payload=bytes(1000)))
     text = transcript([c1.evidence()])
-    assert f"... (first {MAX_HEX_BYTES} of 1008 bytes)" in text
+    assert f"... (first {MAX_HEX_BYTES} of 1,008 bytes)" in text
     assert len(c1.evidence()["events"][2]["hex"].split()) == 1008
 
 

@@ -12,7 +12,7 @@ from .peer_text import cut, printable
 
 __all__ = ["printable"]
 
-#: Longest frame shown in full; longer ones are cut (the JSON evidence keeps every byte).
+#: Longest frame shown in full; longer ones are cut (the JSON evidence keeps more of them).
 MAX_HEX_BYTES = 256
 #: Events of one connection a transcript shows: the first ones and the last ones (a flooding broker sends millions).
 HEAD_EVENTS = 40
@@ -56,19 +56,21 @@ def is_packet(event: Record) -> bool:
     return "from" in event
 
 
-def shown_hex(hex_bytes: str) -> str:
-    """The frame's hex, cut after ``MAX_HEX_BYTES`` bytes with a note of the full size."""
-    octets = hex_bytes.split()
-    if len(octets) <= MAX_HEX_BYTES:
+def shown_hex(hex_bytes: str, length: object = None) -> str:
+    """The frame's hex, cut after ``MAX_HEX_BYTES`` bytes with a note of the frame's size (``length`` when the
+    evidence gives it: the JSON may itself hold only the start of a long frame)."""
+    octets = hex_bytes.split(" ", MAX_HEX_BYTES)
+    total = _int(length, (len(hex_bytes) + 1) // 3)
+    if len(octets) <= MAX_HEX_BYTES and total <= MAX_HEX_BYTES:
         return hex_bytes
-    return " ".join(octets[:MAX_HEX_BYTES]) + f" ... (first {MAX_HEX_BYTES} of {len(octets)} bytes)"
+    return " ".join(octets[:MAX_HEX_BYTES]) + f" ... (first {min(MAX_HEX_BYTES, len(octets))} of {total:,} bytes)"
 
 
 def packet_label(event: Record) -> str:
     """The decoded packet (cut: a topic may be 60,000 characters), or ``malformed: <hex>`` for bytes that did not
     decode."""
     if event.get("packet") is None:
-        return f"malformed: {shown_hex(event['hex'])}"
+        return f"malformed: {shown_hex(event['hex'], event.get('length'))}"
     return printable(cut(str(event["packet"]), whole_in=WHOLE_IN))
 
 
@@ -97,10 +99,6 @@ class Budget:
     def __init__(self, chars: int = EVIDENCE_CHARS) -> None:
         self.chars = chars
         self.left = chars
-
-    @property
-    def spent(self) -> bool:
-        return self.left <= 0
 
     def note(self) -> str:
         return f"… evidence left out: this report shows at most {self.chars:,} characters of evidence; see {WHOLE_IN}"
@@ -154,7 +152,7 @@ def _event_lines(number: int, event: Record) -> list[str]:
         return [f"{stamp}{ending(event)}"]
     return [
         f"{stamp}{ARROWS.get(event['from'], printable(str(event['from'])))}  {packet_label(event)}",
-        f"{_INDENT}bytes at offset {event['offset']}: {shown_hex(event['hex'])}",
+        f"{_INDENT}bytes at offset {event['offset']}: {shown_hex(event['hex'], event.get('length'))}",
         *(
             f"{_INDENT}violation {printable(str(v['rule']))} at offset {v['offset']}: "
             f"{printable(cut(str(v['detail']), whole_in=WHOLE_IN))}"
@@ -186,7 +184,7 @@ def _int(value: object, default: int) -> int:
 def _left_out(events: Sequence[Record]) -> str:
     """``… 12,003 more events not shown here (12,001 packets, 1,048,576 bytes); see findings.json``."""
     packets = [event for event in events if is_packet(event)]
-    size = sum((len(str(event.get("hex", ""))) + 1) // 3 for event in packets)
+    size = sum(_int(event.get("length"), (len(str(event.get("hex", ""))) + 1) // 3) for event in packets)
     return f"… {len(events):,} more events not shown here ({len(packets):,} packets, {size:,} bytes); see {WHOLE_IN}"
 
 
