@@ -1,0 +1,399 @@
+"""Corrupt captures: pcapng timestamps beyond 64-bit nanoseconds are corrupt records (skipped, reported with their
+offsets, the rest read); one corrupt record header costs only what follows it; and seeded mutants of real captures
+(../shared/captures and captures written here) run through the capture layer and the audit's own stages without
+Spark (reading, judging, routing replay, tables written): only records and CaptureErrors, never another exception.
+A few mutants go through ``python -m mqttaudit audit`` too."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import random
+import struct
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from mqttaudit.capture import CaptureError, audit_records, plan_chunks, read_chunk, read_records, writer
+from mqttaudit.capture import pcapng as ng
+from mqttaudit.capture.link import RAW
+from mqttaudit.capture.records import MAX_TIME_NS
+from mqttaudit.codec import Connack, Connect, Publish, encode
+from mqttaudit.pipeline import stages
+from mqttaudit.pipeline.conversations import Flow, judge_flow
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "captures"
+REAL = [
+    SHARED / "suricata-verify" / "mqtt311-pub-qos1.pcap",
+    SHARED / "suricata-verify" / "mqtt-frames-truncated.pcap",
+    SHARED / "suricata-verify" / "mqtt5-excessiveproplen.pcap",
+    SHARED / "peafowl" / "mqtt-1.pcapng",
+]
+EPOCH = 1_700_000_000 * 10**9
+MICROS = EPOCH // 1000
+
+
+def opener(data: bytes) -> Callable[[], BinaryIO]:
+    return lambda: io.BytesIO(data)
+
+
+def conversation(port: int = 50000, payloads: tuple[bytes, ...] = ()) -> list[bytes]:
+    """The IP packets of one MQTT connection to port 1883: handshake, CONNECT, CONNACK, a PUBLISH, the given
+    extra payloads from the client, then both FINs."""
+    session = writer.TcpSession(("10.0.0.1", port), ("10.0.0.2", 1883))
+    packets = session.handshake()
+    packets += [session.send(0, encode(Connect(client_id=f"c{port}"))), session.send(1, encode(Connack()))]
+    packets += [session.send(0, encode(Publish(topic="a/b", payload=b"hello")))]
+    packets += [session.send(0, payload) for payload in payloads]
+    return [*packets, session.fin(0), session.fin(1)]
+
+
+def raw_epb(interface: int, units: int, frame: bytes, byteorder: str = "<") -> bytes:
+    """The body of an Enhanced Packet Block with a timestamp of ``units`` as stored (any 64-bit value)."""
+    head = struct.pack(byteorder + "IIIII", interface, units >> 32, units & 0xFFFFFFFF, len(frame), len(frame))
+    return head + frame + b"\x00" * (-len(frame) % 4)
+
+
+def timestamp_capture() -> tuple[bytes, list[int], int]:
+    """A pcapng file: interfaces 0 (microseconds), 1 (``if_tsresol`` 0, seconds, while its packets hold
+    microseconds), 2 and 3 (``if_tsoffset`` +2**62 and -2**62 s); a valid conversation on interface 0, with a packet
+    of each bad kind among it (and one whose timestamp high word is ffffffff). Returns the file, the offsets of the
+    bad packets, and how many packets are good."""
+    out = io.BytesIO()
+    pcap = writer.PcapngWriter(out)
+    pcap.add_interface(RAW)
+    pcap.add_interface(RAW, tsresol=0)
+    pcap.add_interface(RAW, tsoffset=1 << 62)
+    pcap.add_interface(RAW, tsoffset=-(1 << 62))
+    good = conversation()
+    intruder = conversation(port=50009)[0]  # a SYN of another connection: read, it would show as one
+    bad: list[int] = []
+    for index, packet in enumerate(good):
+        pcap.write(0, EPOCH + index * 1000, packet)
+        if index < 4:
+            bad.append(out.tell())
+            if index == 0:
+                pcap.write_block(ng.ENHANCED_PACKET, raw_epb(0, 0xFFFFFFFF << 32, intruder))
+            else:
+                pcap.write_block(ng.ENHANCED_PACKET, raw_epb(index, MICROS + index, intruder))
+    return out.getvalue(), bad, len(good)
+
+
+def test_pcapng_timestamps_beyond_64_bit_nanoseconds_are_corrupt_records_skipped_and_the_rest_read() -> None:
+    data, bad, good = timestamp_capture()
+    reader = read_records(opener(data), name="t.pcapng")
+    records = list(reader)
+    assert len(records) == good and reader.truncation is None
+    assert all(0 < record[0] <= MAX_TIME_NS for record in records)
+    assert [c.offset for c in reader.corrupt] == bad and reader.corrupt_count == 4
+    # Indexes stay the file's frame numbers: a skipped packet keeps its own.
+    assert [c.index for c in reader.corrupt] == [1, 3, 5, 7]
+    assert [record[4] for record in records] == [0, 2, 4, 6, 8, *range(9, 9 + good - 5)]
+    assert "0xffffffff:00000000" in reader.corrupt[0].reason and "if_tsresol 0" in reader.corrupt[1].reason
+    assert "if_tsoffset 4611686018427387904 s" in reader.corrupt[2].reason
+    assert all("outside 64-bit nanoseconds" in c.reason for c in reader.corrupt)
+    [flow] = audit_records(records)
+    assert flow.total.reconciles and len(flow.frames) == 3
+
+
+def test_an_obsolete_packet_block_with_an_overflowing_timestamp_is_skipped_too() -> None:
+    out = io.BytesIO()
+    pcap = writer.PcapngWriter(out)
+    pcap.add_interface(RAW, tsoffset=-(1 << 62))
+    pcap.add_interface(RAW)
+    packets = conversation()
+    at = out.tell()
+    pcap.write_obsolete(1, EPOCH, packets[0])
+    head = struct.pack("<HHIIII", 0, 0, MICROS >> 32, MICROS & 0xFFFFFFFF, len(packets[1]), len(packets[1]))
+    bad = out.tell()
+    pcap.write_block(ng.PACKET, head + packets[1])
+    pcap.write(1, EPOCH + 2000, packets[2])
+    reader = read_records(opener(out.getvalue()))
+    assert [record[4] for record in reader] == [0, 2]
+    assert [(c.offset, c.index) for c in reader.corrupt] == [(bad, 1)] and at < bad
+
+
+def test_many_corrupt_records_are_all_counted_the_first_described_and_the_note_says_how_many_more() -> None:
+    out = io.BytesIO()
+    pcap = writer.PcapngWriter(out)
+    pcap.add_interface(RAW)
+    for index in range(100):
+        pcap.write_block(ng.ENHANCED_PACKET, raw_epb(0, (0xFFFFFFFF << 32) + index, b"\x45" + bytes(19)))
+    pcap.write(0, EPOCH, conversation()[0])
+    [chunk] = plan_chunks(opener(out.getvalue()), 1 << 20)
+    reader = read_chunk(opener(out.getvalue()), chunk)
+    assert [record[4] for record in reader] == [100]
+    assert reader.corrupt_count == 100 and len(reader.corrupt) == ng.KEPT_CORRUPT
+    note = stages.corrupt_note(reader)
+    assert len(note) == ng.KEPT_CORRUPT + 1
+    assert note[-1]["reason"] == f"{100 - ng.KEPT_CORRUPT} more corrupt record(s) after this one"
+    assert note[0] == {"offset": reader.corrupt[0].offset, "record": 0, "reason": reader.corrupt[0].reason}
+
+
+def valid_then_huge_header() -> tuple[bytes, int, int]:
+    """A pcap of one conversation, then a record header declaring 16 MiB and a few bytes: the file, the offset
+    of the bad header and the good records."""
+    packets = conversation()
+    data = writer.pcap_bytes([(EPOCH + i * 1000, p) for i, p in enumerate(packets)], linktype=RAW)
+    return data + struct.pack("<IIII", EPOCH // 10**9, 0, 16 << 20, 16 << 20) + b"\x45" * 300, len(data), len(packets)
+
+
+def valid_section_then_garbage() -> tuple[bytes, int, int]:
+    """A pcapng section of one conversation, then garbage: the file, where the garbage starts, the good records."""
+    out = io.BytesIO()
+    pcap = writer.PcapngWriter(out)
+    pcap.add_interface(RAW)
+    packets = conversation()
+    for index, packet in enumerate(packets):
+        pcap.write(0, EPOCH + index * 1000, packet)
+    data = out.getvalue()
+    return data + bytes(range(7, 250)) * 3, len(data), len(packets)
+
+
+@pytest.mark.parametrize("target", [1, 100, 1000, 1 << 20])
+@pytest.mark.parametrize("make", [valid_then_huge_header, valid_section_then_garbage])
+def test_one_corrupt_header_costs_only_the_records_after_it(
+    make: Callable[[], tuple[bytes, int, int]], target: int
+) -> None:
+    data, bad, good = make()
+    chunks = plan_chunks(opener(data), target, name="bad")
+    assert chunks[-1].end == len(data)
+    seen: list[int] = []
+    with pytest.raises(CaptureError) as caught:
+        for chunk in chunks:
+            seen.extend(record[4] for record in read_chunk(opener(data), chunk))
+    assert seen == list(range(good))
+    assert caught.value.offset == bad and caught.value.source == "bad"
+
+
+# -- seeded mutants through the capture layer and the audit's stages, without Spark ------------------------------
+
+SEED = 20261124
+#: Mutants per source capture (the fuzz test takes some 20 s).
+MUTANTS = 500
+
+
+def written_captures() -> dict[str, bytes]:
+    """Captures written here: pcap and pcapng (two interfaces, big-endian) of conversations, one with random TCP
+    payloads on port 1883 after a valid start."""
+    rng = random.Random(SEED)
+    noise = tuple(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200))) for _ in range(6))
+    first, second = conversation(), conversation(port=50001, payloads=noise)
+    frames = [(EPOCH + i * 1000, p) for i, p in enumerate(first + second)]
+    out = io.BytesIO()
+    pcap = writer.PcapngWriter(out, byteorder=">")
+    pcap.add_interface(RAW)
+    pcap.add_interface(RAW, tsresol=9)
+    for index, (time_ns, packet) in enumerate(frames):
+        pcap.write(index % 2, time_ns, packet)
+    random_only = writer.TcpSession(("10.0.0.1", 50002), ("10.0.0.2", 1883))
+    streams = random_only.handshake() + [random_only.send(i % 2, payload) for i, payload in enumerate(noise)]
+    return {
+        "written.pcap": writer.pcap_bytes(frames, linktype=RAW, nanoseconds=True),
+        "written.pcapng": out.getvalue(),
+        "random.pcap": writer.pcap_bytes([(EPOCH + i, p) for i, p in enumerate(streams)], linktype=RAW),
+    }
+
+
+def headers(data: bytes) -> list[tuple[int, int]]:
+    """(offset, size) of the record or block headers of a capture (24-byte pcap header included)."""
+    if data[:4] == b"\x0a\x0d\x0d\x0a":
+        found, pos = [], 0
+        byteorder = "<" if data[8:12] == b"\x4d\x3c\x2b\x1a" else ">"
+        while pos + 12 <= len(data):
+            length = struct.unpack_from(byteorder + "I", data, pos + 4)[0]
+            found.append((pos, max(12, min(28, length))))
+            if length < 12:
+                break
+            pos += length
+        return found
+    found, pos = [(0, 24)], 24
+    byteorder = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    while pos + 16 <= len(data):
+        found.append((pos, 16))
+        pos += 16 + struct.unpack_from(byteorder + "I", data, pos + 8)[0]
+    return found
+
+
+ABSURD = (0, 1, 11, 12, 13, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 16 << 20, (16 << 20) + 4, 262_145, 65_536)
+
+
+def mutate(data: bytes, rng: random.Random) -> bytes:
+    """One to three of: truncated at or near a header, header bytes flipped, an absurd length or timestamp written
+    over a header field, random bytes written into the records, garbage appended."""
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        data = mutation(data, rng) if data else data
+    return data
+
+
+def mutation(data: bytes, rng: random.Random) -> bytes:
+    at, size = rng.choice(headers(data) or [(0, 12)])
+    size = max(size, 1)
+    kind = rng.randrange(6)
+    out = bytearray(data)
+    if kind == 0:  # truncation at a boundary, inside a header, or inside a record
+        cut = max(0, min(len(out), at + rng.choice([0, 1, size - 1, size, size + 1, rng.randrange(1, 64)])))
+        return bytes(out[:cut])
+    if kind == 1:  # flipped header bytes
+        for _ in range(rng.randrange(1, 4)):
+            index = at + rng.randrange(size)
+            if index < len(out):
+                out[index] ^= 1 << rng.randrange(8)
+        return bytes(out)
+    if kind == 2:  # an absurd length (pcap caplen at +8, pcapng block length at +4 and its trailer)
+        field = at + (8 if data[:4] != b"\x0a\x0d\x0d\x0a" and at else 4)
+        if field + 4 <= len(out):
+            out[field : field + 4] = struct.pack(rng.choice("<>") + "I", rng.choice(ABSURD))
+        return bytes(out)
+    if kind == 3:  # an absurd timestamp (high word, or pcap seconds) or an option value of an interface
+        field = at + rng.choice([0, 4, 8, 12, 16, 20, 24])
+        if field + 4 <= len(out):
+            out[field : field + 4] = struct.pack("<I", rng.choice([0xFFFFFFFF, 0x80000000, 0, 0x7FFFFFFF]))
+        return bytes(out)
+    if kind == 4:  # random bytes over a stretch of records (TCP payloads and headers alike)
+        start = rng.randrange(len(out))
+        length = min(rng.randrange(1, 120), len(out) - start)
+        out[start : start + length] = bytes(rng.randrange(256) for _ in range(length))
+        return bytes(out)
+    # garbage appended after the last record
+    return bytes(out) + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
+
+
+def capture_layer(data: bytes, target: int) -> tuple[int, int]:
+    """Plans, reads and audits a capture the way the library's users do; returns (records, errors)."""
+    try:
+        chunks = plan_chunks(opener(data), target, name="mutant")
+    except CaptureError:
+        return 0, 1
+    records = []
+    errors = 0
+    for chunk in chunks:
+        reader = read_chunk(opener(data), chunk, read_size=257)
+        try:
+            records.extend(reader)
+        except CaptureError as error:
+            assert error.source == "mutant" and 0 <= error.offset <= len(data)
+            errors += 1
+            break
+        assert all(0 <= c.offset < len(data) for c in reader.corrupt)
+    for flow in audit_records(records, detect=True):
+        assert flow.total.reconciles
+        judge_flow(Flow("mutant", "f", "c", "s", flow.events, []), stages.AuditOptions().judge_config)
+    return len(records), errors
+
+
+def pipeline_without_spark(path: Path, out_dir: Path, target: int) -> dict[str, Any]:
+    """The audit's stages on one capture, without Spark: chunks planned, read by :func:`stages.read_segments`,
+    the runs ordered by flow (as the shuffle does), judged by :func:`stages.judge_partition` (writing its Parquet
+    tables), and every broker replayed by :func:`stages.replay_group`. Returns the notes and the judged rows."""
+    for table in (*stages.TABLE_COLUMNS, stages.TRANSCRIPTS_DIR):
+        (out_dir / table).mkdir(parents=True, exist_ok=True)
+    options = stages.AuditOptions(out_dir=str(out_dir))
+    try:
+        chunks = plan_chunks(str(path), target, name=path.name)
+    except CaptureError:
+        return {"notes": [], "judged": []}
+    descriptors = pa.RecordBatch.from_pydict(
+        {
+            "capture": [path.name] * len(chunks),
+            "path": [str(path)] * len(chunks),
+            "chunk": [pickle.dumps(chunk) for chunk in chunks],
+        },
+        schema=stages.CHUNK_SCHEMA,
+    )
+    segments = pa.Table.from_batches(list(stages.read_segments(iter([descriptors]), options)), stages.SEGMENT_SCHEMA)
+    order = pc.sort_indices(segments, [("flow", "ascending"), ("capture", "ascending"), ("first_record", "ascending")])
+    ordered = segments.take(order)
+    judged = pa.Table.from_batches(
+        list(stages.judge_partition(iter(ordered.to_batches()), options)), stages.JUDGED_SCHEMA
+    ).to_pylist()
+    notes = [json.loads(row["note"]) for row in judged if row["note"] is not None]
+    connections = [row for row in judged if row["note"] is None and row["server"] != "unknown"]
+    for broker in {row["server"] for row in connections}:
+        mine = [row for row in connections if row["server"] == broker]
+        table = pa.table(
+            {
+                "server": [broker] * len(mine),
+                "shard": [0] * len(mine),
+                "flow": [row["flow"] for row in mine],
+                "own": [True] * len(mine),
+                "transcripts": [row["transcripts"] for row in mine],
+                "transcript_row": [row["transcript_row"] for row in mine],
+            }
+        )
+        stages.replay_group(table, options)
+    return {"notes": notes, "judged": judged}
+
+
+def mutants() -> Iterator[tuple[str, bytes]]:
+    rng = random.Random(SEED)
+    sources = {path.name: path.read_bytes() for path in REAL} | written_captures()
+    for name, data in sorted(sources.items()):
+        for number in range(MUTANTS):
+            yield f"{name}#{number}", mutate(data, rng)
+
+
+def test_the_real_and_written_captures_are_found() -> None:
+    assert all(path.is_file() for path in REAL), SHARED
+    assert len(list(mutants())) == MUTANTS * (len(REAL) + 3)
+
+
+def test_every_mutant_gives_records_or_capture_errors_and_the_audit_stages_never_fail(tmp_path: Path) -> None:
+    """Each mutant through the capture layer (in chunks of a random size), then through the audit's stages
+    without Spark (a mutant in three): anything but a CaptureError fails the test, naming the mutant."""
+    rng = random.Random(SEED + 1)
+    outcomes = {"records": 0, "errors": 0, "corrupt": 0}
+    for number, (name, data) in enumerate(mutants()):
+        try:
+            records, errors = capture_layer(data, rng.choice([1, 64, 1000, 1 << 20]))
+            outcomes["records"] += records
+            outcomes["errors"] += errors
+            if number % 3 == 0:
+                path = tmp_path / f"m{number}.pcap"
+                path.write_bytes(data)
+                audited = pipeline_without_spark(path, tmp_path / f"out{number}", rng.choice([64, 4096]))
+                for note in audited["notes"]:
+                    outcomes["corrupt"] += len(note.get("corrupt", []))
+                    if "error" in note:
+                        assert note["error"]["reason"] and 0 <= note["error"]["offset"] <= len(data)
+        except Exception as exc:  # the invariant: nothing but a CaptureError, which is caught above
+            raise AssertionError(f"mutant {name} raised {type(exc).__name__}: {exc}") from exc
+    # The mutants exercised both outcomes: records read, and capture errors reported.
+    assert outcomes["records"] > 1000 and outcomes["errors"] > 20 and outcomes["corrupt"] > 0, outcomes
+
+
+def test_a_few_mutants_through_the_whole_command_never_end_in_an_internal_error(tmp_path: Path) -> None:
+    rng = random.Random(SEED + 2)
+    chosen = [data for _name, data in mutants()]
+    folder = tmp_path / "mutants"
+    folder.mkdir()
+    for number in range(4):
+        (folder / f"mutant-{number}.pcap").write_bytes(chosen[rng.randrange(len(chosen))])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mqttaudit",
+            "audit",
+            str(folder),
+            "--out",
+            str(tmp_path / "out"),
+            "--master",
+            "local[2]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+        check=False,
+    )
+    assert done.returncode in (0, 1, 4), done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
