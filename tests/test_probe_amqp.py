@@ -199,7 +199,7 @@ def test_probe_amqp_with_suite_routing_writes_the_three_reports(rabbitmq: Runnin
     assert report["target"] == rabbitmq.urls["amqp"].replace("guest:guest@", "guest@")
     assert [r["case"] for r in report["results"]] == list(AMQP_CASES)
     assert report["summary"]["pass"] == len(AMQP_CASES)
-    assert (tmp_path / "findings.md").read_text().startswith("# mqttaudit probe findings: amqp://guest@127.0.0.1:")
+    assert (tmp_path / "findings.md").read_text().startswith("# mqttaudit probe findings: `amqp://guest@127.0.0.1:")
     assert (tmp_path / "junit.xml").read_text().count("<testcase ") == len(AMQP_CASES)
 
 
