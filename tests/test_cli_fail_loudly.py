@@ -238,3 +238,27 @@ def test_an_interrupted_probe_exits_130_and_leaves_the_previous_reports(tmp_path
     assert stdout == ""
     assert tree_digest(out) == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(STAGING_PREFIX)]
+
+
+def test_capture_names_and_reasons_cannot_forge_terminal_lines() -> None:
+    from mqttaudit.cli.audit import summarize
+
+    summary = {
+        "counts": {
+            "connections": 1,
+            "flows": 1,
+            "packets": 2,
+            "violations": 0,
+            "violations_must": 0,
+            "violations_by_actor": {},
+            "routing_findings": 0,
+            "routing_by_kind": {},
+        },
+        "bytes": {"mqtt_bytes": 6, "reconciles": True},
+        "errors": [{"capture": "x.pcap\n0 violations\x1b[2J", "offset": 24, "reason": "bad\rrecord"}],
+    }
+    lines = summarize(summary).split("\n")
+    assert [line for line in lines if line.startswith("capture error:")] == [
+        "capture error: x.pcap\\n0 violations\\x1b[2J at byte 24: bad\\rrecord"
+    ]
+    assert "0 violations" not in [line.strip() for line in lines]

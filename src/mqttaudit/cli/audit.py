@@ -131,7 +131,9 @@ def summarize(summary: dict[str, object]) -> str:
     errors = summary.get("errors") or []
     assert isinstance(errors, list)
     lines += [
-        f"capture error: {e['capture']} at byte {e.get('offset')}: {e.get('reason') or e.get('detail')}" for e in errors
+        # Each error is one line, whatever a file name or a reason holds (a newline would forge a line of its own).
+        printable_line(f"capture error: {e['capture']} at byte {e.get('offset')}: {e.get('reason') or e.get('detail')}")
+        for e in errors
     ]
     return "\n".join(lines)
 
