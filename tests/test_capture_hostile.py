@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from mqttaudit.capture import CaptureError, audit_records, plan_chunks, read_chunk, read_records, writer
+from mqttaudit.capture import CaptureError, audit_records, plan_chunks, read_chunk, read_records, segments, writer
 from mqttaudit.capture import pcapng as ng
 from mqttaudit.capture.link import RAW
 from mqttaudit.capture.records import MAX_TIME_NS
@@ -141,7 +141,7 @@ def test_many_corrupt_records_are_all_counted_the_first_described_and_the_note_s
 def valid_then_huge_header() -> tuple[bytes, int, int]:
     """A pcap of one conversation, then a record header declaring 16 MiB and a few bytes: the file, the offset
     of the bad header and the good records."""
-    packets = conversation()
+    packets = conversation(port=50001)
     data = writer.pcap_bytes([(EPOCH + i * 1000, p) for i, p in enumerate(packets)], linktype=RAW)
     return data + struct.pack("<IIII", EPOCH // 10**9, 0, 16 << 20, 16 << 20) + b"\x45" * 300, len(data), len(packets)
 
@@ -151,7 +151,7 @@ def valid_section_then_garbage() -> tuple[bytes, int, int]:
     out = io.BytesIO()
     pcap = writer.PcapngWriter(out)
     pcap.add_interface(RAW)
-    packets = conversation()
+    packets = conversation(port=50002)
     for index, packet in enumerate(packets):
         pcap.write(0, EPOCH + index * 1000, packet)
     data = out.getvalue()
@@ -267,12 +267,13 @@ def mutation(data: bytes, rng: random.Random) -> bytes:
     return bytes(out) + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
 
 
-def capture_layer(data: bytes, target: int) -> tuple[int, int]:
-    """Plans, reads and audits a capture the way the library's users do; returns (records, errors)."""
+def capture_layer(data: bytes, target: int) -> tuple[int, int, int]:
+    """Plans, reads and audits a capture the way the library's users do, each chunk on its own as the audit's
+    tasks read them; returns (records, capture errors, TCP segments on port 1883)."""
     try:
         chunks = plan_chunks(opener(data), target, name="mutant")
     except CaptureError:
-        return 0, 1
+        return 0, 1, 0
     records = []
     errors = 0
     for chunk in chunks:
@@ -282,12 +283,12 @@ def capture_layer(data: bytes, target: int) -> tuple[int, int]:
         except CaptureError as error:
             assert error.source == "mutant" and 0 <= error.offset <= len(data)
             errors += 1
-            break
         assert all(0 <= c.offset < len(data) for c in reader.corrupt)
+    mqtt = sum(1 for _index, segment in segments(records) if 1883 in (segment[2], segment[4]))
     for flow in audit_records(records, detect=True):
         assert flow.total.reconciles
         judge_flow(Flow("mutant", "f", "c", "s", flow.events, []), stages.AuditOptions().judge_config)
-    return len(records), errors
+    return len(records), errors, mqtt
 
 
 def pipeline_without_spark(path: Path, out_dir: Path, target: int) -> dict[str, Any]:
@@ -353,13 +354,16 @@ def test_every_mutant_gives_records_or_capture_errors_and_the_audit_stages_never
     outcomes = {"records": 0, "errors": 0, "corrupt": 0}
     for number, (name, data) in enumerate(mutants()):
         try:
-            records, errors = capture_layer(data, rng.choice([1, 64, 1000, 1 << 20]))
+            target = rng.choice([1, 64, 1000, 1 << 20])
+            records, errors, mqtt = capture_layer(data, target)
             outcomes["records"] += records
             outcomes["errors"] += errors
             if number % 3 == 0:
                 path = tmp_path / f"m{number}.pcap"
                 path.write_bytes(data)
-                audited = pipeline_without_spark(path, tmp_path / f"out{number}", rng.choice([64, 4096]))
+                audited = pipeline_without_spark(path, tmp_path / f"out{number}", target)
+                # The reading tasks hand on every segment read before an error, as the capture layer reads them.
+                assert sum(note.get("segments", 0) for note in audited["notes"]) == mqtt
                 for note in audited["notes"]:
                     outcomes["corrupt"] += len(note.get("corrupt", []))
                     if "error" in note:

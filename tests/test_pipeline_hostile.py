@@ -25,6 +25,7 @@ from mqttaudit.judge import JudgeConfig
 from mqttaudit.pipeline.conversations import Flow, judge_flow
 from mqttaudit.pipeline.replay import replay_broker
 from mqttaudit.pipeline.stages import columns_table, table_schema
+from tests.test_capture_hostile import timestamp_capture, valid_section_then_garbage, valid_then_huge_header
 
 EPOCH = 1_700_000_000 * 10**9
 #: PUBLISH QoS 0 to the Topic Name ``61 2f ff`` (``a/`` then an ill-formed byte) with the payload ``x``.
@@ -174,3 +175,59 @@ def test_the_routing_replay_writes_ill_formed_topics_and_client_ids_to_its_table
     assert table.column("client_id").to_pylist() == deliveries.data["client_id"]
     columns_table([findings], table_schema("routing_findings"))
     assert wire_text("sub\udcff/\udc80") == "sub\\xff/\\x80"
+
+
+@pytest.fixture(scope="module")
+def corrupt_audit(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One audit of three corrupt captures, each holding one valid conversation (8 records, 3 MQTT packets): a
+    pcapng with four packets whose timestamps overflow 64-bit nanoseconds among it, a pcap whose conversation is
+    followed by a record header declaring 16 MiB, a pcapng section followed by garbage."""
+    folder = tmp_path_factory.mktemp("corrupt")
+    captures = folder / "in"
+    captures.mkdir()
+    timestamps, bad_times, good = timestamp_capture()
+    huge, huge_at, huge_good = valid_then_huge_header()
+    garbage, garbage_at, garbage_good = valid_section_then_garbage()
+    (captures / "timestamps.pcapng").write_bytes(timestamps)
+    (captures / "huge-header.pcap").write_bytes(huge)
+    (captures / "garbage.pcapng").write_bytes(garbage)
+    done, summary = audit(captures, out=folder / "out")
+    packets = pq.read_table(folder / "out" / "packets").to_pylist()
+    return {
+        "done": done,
+        "summary": summary,
+        "packets": packets,
+        "expected": {
+            "timestamps.pcapng": (good, bad_times),
+            "huge-header.pcap": (huge_good, [huge_at]),
+            "garbage.pcapng": (garbage_good, [garbage_at]),
+        },
+    }
+
+
+def test_corrupt_records_cost_only_themselves_or_what_follows_and_the_rest_is_audited(
+    corrupt_audit: dict[str, Any],
+) -> None:
+    done, summary = corrupt_audit["done"], corrupt_audit["summary"]
+    assert done.returncode == 0, done.stdout + done.stderr  # the three conversations conform
+    assert summary["counts"]["connections"] == 3 and summary["counts"]["packets"] == 9
+    for capture, (records, _offsets) in corrupt_audit["expected"].items():
+        assert summary["records_by_capture"][capture] == records, capture
+        assert len([p for p in corrupt_audit["packets"] if p["capture"] == capture]) == 3, capture
+    assert summary["truncated"] == []
+
+
+def test_each_corrupt_record_is_reported_with_its_offset_and_reason_in_the_summary_and_on_the_terminal(
+    corrupt_audit: dict[str, Any],
+) -> None:
+    errors = corrupt_audit["summary"]["errors"]
+    for capture, (_records, offsets) in corrupt_audit["expected"].items():
+        assert sorted(e["offset"] for e in errors if e["capture"] == capture) == offsets, capture
+    reasons = {e["capture"]: e["reason"] for e in errors}
+    assert "outside 64-bit nanoseconds" in reasons["timestamps.pcapng"]
+    assert "record 8 declares 16777216 captured bytes" in reasons["huge-header.pcap"]
+    assert "block length" in reasons["garbage.pcapng"]
+    lines = [line for line in corrupt_audit["done"].stdout.splitlines() if line.startswith("capture error: ")]
+    assert len(lines) == len(errors) == 6
+    huge_at = corrupt_audit["expected"]["huge-header.pcap"][1][0]
+    assert f"capture error: huge-header.pcap at byte {huge_at}: record 8 declares" in "\n".join(lines)

@@ -90,9 +90,31 @@ def broker_segments(
 ) -> Iterator[list[SegmentRow]]:
     """The TCP segments of MQTT flows (a broker port on either side) among ``records``, in lists of ``rows`` (the
     last may be shorter); the other records are counted in ``skipped`` by reason, and the other TCP flows in
-    ``other``. (The reading tasks' loop over every frame of a capture: each flow's name is formatted once.)"""
-    names: dict[FlowKey, str | list[int]] = {}  # a flow's name, or the counts of a flow left out
+    ``other``. (The reading tasks' loop over every frame of a capture: each flow's name is formatted once.)
+
+    When reading ``records`` fails (a corrupt record header), the segments before it are handed on first, then
+    the error is raised."""
     batch: list[SegmentRow] = []
+    try:
+        yield from _broker_segments(records, broker_ports, skipped, rows, other, batch)
+    except Exception:
+        if batch:
+            yield batch
+        raise
+    if batch:
+        yield batch
+
+
+def _broker_segments(
+    records: Iterable[Record],
+    broker_ports: frozenset[int],
+    skipped: Counter[str],
+    rows: int,
+    other: OtherTcp | None,
+    batch: list[SegmentRow],
+) -> Iterator[list[SegmentRow]]:
+    """:func:`broker_segments`, filling ``batch`` (the caller hands on what is left in it)."""
+    names: dict[FlowKey, str | list[int]] = {}  # a flow's name, or the counts of a flow left out
     for index, segment in segments(records, skipped):
         key = flow_key(segment)
         if key in names:
@@ -113,10 +135,8 @@ def broker_segments(
         time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, payload = segment
         batch.append((name, index, time_ns, src_ip, src_port, dst_ip, dst_port, seq, ack, flags, bytes(payload)))
         if len(batch) >= rows:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+            yield batch[:]
+            batch.clear()
 
 
 def flow_events(
