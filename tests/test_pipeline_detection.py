@@ -322,7 +322,8 @@ def test_the_nothing_found_sentence_names_what_was_seen() -> None:
 
 def test_ill_formed_utf8_from_the_wire_reaches_the_tables_escaped(spark: SparkSession, tmp_path: Path) -> None:
     """A ClientId and a Topic Name with bytes that are not UTF-8 (the codec keeps them as lone surrogates) are
-    written to Parquet as backslash escapes, on a port found by its CONNECT, rather than failing the task."""
+    written to Parquet with each ill-formed byte as ``\\xNN``, on a port found by its CONNECT, rather than failing the
+    task."""
     session = writer.TcpSession(("10.0.0.1", 50000), ("10.0.0.2", 46091))
     connect = bytes.fromhex("10 0e 00 04") + b"MQTT" + bytes.fromhex("04 02 00 3c 00 02 ff 61")
     publish = bytes.fromhex("30 06 00 02 fe 62 78 79")
@@ -331,6 +332,6 @@ def test_ill_formed_utf8_from_the_wire_reaches_the_tables_escaped(spark: SparkSe
     capture = tmp_path / "utf8.pcap"
     capture.write_bytes(writer.pcap_bytes([(i * 1000, p) for i, p in enumerate(packets)], linktype=101))
     audit = _audit(spark, [capture], tmp_path / "out")
-    assert [row["client_id"] for row in audit["connections"]] == ["\\udcffa"]
-    assert [p["topic"] for p in audit["packets"] if p["type"] == "PUBLISH"] == ["\\udcfeb"]
+    assert [row["client_id"] for row in audit["connections"]] == ["\\xffa"]
+    assert [p["topic"] for p in audit["packets"] if p["type"] == "PUBLISH"] == ["\\xfeb"]
     assert {v["rule"] for v in audit["violations"]} >= {"MQTT-1.5.3-1"}
