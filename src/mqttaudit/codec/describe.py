@@ -11,6 +11,19 @@ from .packets import Connect, Packet, Publish, ReservedPacket, Suback, Subscribe
 _SURROGATES: Final = re.compile(r"[\ud800-\udfff]")  # escapes for re: mypyc holds no surrogate literal
 
 
+#: A ``repr()`` escape of an ill-formed byte kept as a lone surrogate, not preceded by an escaped backslash.
+_QUOTED_SURROGATE: Final = re.compile(r"(?<!\\)((?:\\\\)*)\\udc([89a-f][0-9a-f])")
+
+
+def quoted(text: str) -> str:
+    """``text`` quoted as ``repr()`` quotes it, with each ill-formed byte as ``\\xNN`` by the rule of
+    :func:`wire_text` (``'a/\\xff'``): how the judge and the reports name a peer's topic or ClientId."""
+    shown = repr(text)
+    if "\\udc" not in shown:
+        return shown
+    return _QUOTED_SURROGATE.sub(r"\1\\x\2", shown)
+
+
 def wire_text(text: str) -> str:
     """``text`` with every ill-formed byte of the wire (a lone surrogate U+DC80..U+DCFF, as the codec keeps it) as
     the escape ``\\xNN`` of that byte, so that any medium can hold it (``a/\\xffx``); the one rule of every
@@ -60,7 +73,8 @@ def describe_packet(packet: Packet) -> str:
             return f"{name} {_text(packet.topic)} QoS {packet.qos}{ident}{flags} ({len(packet.payload)} bytes payload)"
         case Connect():
             return (
-                f"{name} {packet.protocol_name!r} level {packet.protocol_level} client_id={_text(packet.client_id)} "
+                f"{name} {quoted(packet.protocol_name)} level {packet.protocol_level} "
+                f"client_id={_text(packet.client_id)} "
                 f"clean_session={int(packet.clean_session)} keep_alive={packet.keep_alive}"
             )
         case Subscribe():
@@ -77,4 +91,4 @@ def describe_packet(packet: Packet) -> str:
 
 
 def _text(value: str) -> str:
-    return repr(_plain(value))
+    return quoted(value)

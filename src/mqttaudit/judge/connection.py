@@ -10,6 +10,7 @@ from typing import Final
 from mqttaudit.codec import Connack, Connect, Direction, Disconnect, Packet, PacketType, Publish
 from mqttaudit.codec import rules as codec_rules
 
+from ..codec.describe import quoted
 from . import rules
 from .context import Context, Seen, describe
 from .events import Closed
@@ -79,7 +80,9 @@ CLOSE_WITHOUT_CONNACK: Final = Reaction(
 def foreign_protocol(connect: Connect, supported_levels: frozenset[int]) -> str | None:
     """Why a CONNECT is outside MQTT 3.1.1 for this server (so its reaction is not judged), or None."""
     if connect.protocol_name != "MQTT":
-        return f"protocol name {connect.protocol_name!r}: the server may follow another specification (MQTT-3.1.2-1)"
+        return (
+            f"protocol name {quoted(connect.protocol_name)}: the server may follow another specification (MQTT-3.1.2-1)"
+        )
     if connect.protocol_level != 4 and connect.protocol_level in supported_levels:
         return f"protocol level {connect.protocol_level} is supported by the server and is not MQTT 3.1.1"
     return None
@@ -348,7 +351,7 @@ class Connection:
             SERVER,
             seen.time,
             seen.event,
-            f"CONNACK 0x02 (identifier rejected) refuses ClientId {connect.client_id!r}",
+            f"CONNACK 0x02 (identifier rejected) refuses ClientId {quoted(connect.client_id)}",
             "the server allows every ClientId of 1 to 23 bytes drawn from 0-9, a-z and A-Z",
         )
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from mqttaudit.codec import Direction, Frame, Packet, Publish, Violation
 from mqttaudit.codec import rules as codec_rules
 
+from ..codec.describe import quoted
 from .config import JudgeConfig
 from .obligations import Obligations
 from .sides import peer, side_name
@@ -72,6 +73,6 @@ def describe(packet: Packet | None) -> str:
     name = packet.packet_type.name
     if isinstance(packet, Publish):
         ident = "" if packet.packet_id is None else f" id {packet.packet_id}"
-        return f"{name}{ident} (QoS {packet.qos}, retain {int(packet.retain)}) to {packet.topic!r}"
+        return f"{name}{ident} (QoS {packet.qos}, retain {int(packet.retain)}) to {quoted(packet.topic)}"
     packet_id = getattr(packet, "packet_id", None)
     return name if packet_id is None else f"{name} id {packet_id}"

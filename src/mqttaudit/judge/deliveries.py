@@ -8,6 +8,7 @@ from typing import Final
 
 from mqttaudit.codec import Direction, Publish
 
+from ..codec.describe import quoted
 from . import rules
 from .connection import Connection
 from .context import Context, Seen
@@ -84,7 +85,7 @@ class Deliveries:
         if packet.qos <= allowed:
             self._ctx.ledger.held(rules.DELIVERY_QOS)
             return
-        grants = ", ".join(f"{name!r}: QoS {qos}" for name, qos in sorted(bounds.items()))
+        grants = ", ".join(f"{quoted(name)}: QoS {qos}" for name, qos in sorted(bounds.items()))
         self._ctx.ledger.fail(
             rules.DELIVERY_QOS,
             SERVER,

@@ -14,6 +14,7 @@ from typing import Final
 from mqttaudit.codec import Direction, PacketType, Pingreq, Pingresp, Publish, Suback, Subscribe, Unsubscribe
 from mqttaudit.codec import rules as codec_rules
 
+from ..codec.describe import quoted
 from . import rules
 from .connection import Connection
 from .context import Context, Seen, describe
@@ -396,7 +397,7 @@ class Pairing:
         """[MQTT-3.9.3-1] The return codes follow the order of the Topic Filters: a code granting more than the
         filter in its place requested shows them out of order (the server may grant less, never more)."""
         wrong = [
-            f"code {code:#04x} for {sub.topic_filter!r}, which requested QoS {sub.qos}"
+            f"code {code:#04x} for {quoted(sub.topic_filter)}, which requested QoS {sub.qos}"
             for code, sub in zip(suback.return_codes, subscribe.subscriptions, strict=True)
             if code != FAILURE and code > sub.qos
         ]

@@ -9,6 +9,7 @@ from typing import Final
 
 from mqttaudit.codec import Direction
 
+from ..codec.describe import quoted
 from . import rules
 from .config import JudgeConfig
 from .model import Expectation, Link, Model, RetainedWatch, forbid, not_retained_rule
@@ -65,7 +66,7 @@ class Routing:
         rule = rules.SESSION_PRESENT if owed else rules.NO_SESSION_PRESENT
         if owed is None:
             for unknown in (rules.SESSION_PRESENT, rules.NO_SESSION_PRESENT):
-                self._undecided(link, unknown, f"no earlier connection of ClientId {link.client_id!r} was seen")
+                self._undecided(link, unknown, f"no earlier connection of ClientId {quoted(link.client_id)} was seen")
             return
         if connack.session_present == owed:
             self._held(link, rule)
@@ -75,7 +76,7 @@ class Routing:
             rule,
             link.transcript.connack_time,
             link.transcript.connack_event,
-            f"CONNACK sets Session Present {int(connack.session_present)} for ClientId {link.client_id!r}, whose "
+            f"CONNACK sets Session Present {int(connack.session_present)} for ClientId {quoted(link.client_id)}, whose "
             f"session the server {'holds' if owed else 'does not hold'}",
             f"CleanSession 0 is answered with Session Present {int(owed)} here",
         )
@@ -94,7 +95,7 @@ class Routing:
                     older.ended,
                     older.transcript.end_event,
                     f"the connection stayed open {older.ended - link.opened:.3g} s after ClientId "
-                    f"{link.client_id!r} connected again on {link.name!r}",
+                    f"{quoted(link.client_id)} connected again on {quoted(link.name)}",
                     f"the server disconnects the existing client within {self._config.close_grace:g} s",
                 )
             elif closed is not None and closed.by is SERVER:
@@ -149,7 +150,7 @@ class Routing:
                 forbidden[0].rule,
                 delivered.time,
                 delivered.event,
-                f"PUBLISH to {publish.topic!r} (event {delivered.event}, RETAIN {int(publish.retain)}) delivers "
+                f"PUBLISH to {quoted(publish.topic)} (event {delivered.event}, RETAIN {int(publish.retain)}) delivers "
                 f"{_what(forbidden[0])}",
                 EXPECTED[forbidden[0].rule],
                 LEAK,
@@ -176,7 +177,7 @@ class Routing:
     def _settle_watch(self, link: Link, watch: RetainedWatch) -> None:
         """What a new subscription did not receive as retained, once every delivery was matched."""
         for rule in sorted(watch.rules):
-            self._settle_absence(link, rule, watch.deadline, f"a retained message of {watch.topic!r}")
+            self._settle_absence(link, rule, watch.deadline, f"a retained message of {quoted(watch.topic)}")
 
     def _duplicate(self, link: Link, delivered: Delivered, used: list[Expectation]) -> None:
         """[MQTT-4.3.3-2] A QoS 2 message reaches a subscriber once per subscription, never more."""
@@ -187,7 +188,8 @@ class Routing:
             rules.QOS2_RECEIVER,
             delivered.time,
             delivered.event,
-            f"PUBLISH to {delivered.message.topic!r} (event {delivered.event}) delivers {_what(used[0])} once more",
+            f"PUBLISH to {quoted(delivered.message.topic)} (event {delivered.event}) delivers {_what(used[0])} "
+            "once more",
             "a message taken at QoS 2 is delivered onward once, not duplicated",
             DUPLICATE,
         )
@@ -203,7 +205,7 @@ class Routing:
             rule,
             delivered.time,
             delivered.event,
-            f"PUBLISH to {delivered.message.topic!r} (event {delivered.event}) has RETAIN "
+            f"PUBLISH to {quoted(delivered.message.topic)} (event {delivered.event}) has RETAIN "
             f"{int(delivered.message.retain)}, but it delivers {_what(expectation)}",
             EXPECTED[rule],
         )
@@ -217,7 +219,7 @@ class Routing:
             expectation.qos_rule,
             delivered.time,
             delivered.event,
-            f"PUBLISH to {delivered.message.topic!r} (event {delivered.event}) arrives at QoS "
+            f"PUBLISH to {quoted(delivered.message.topic)} (event {delivered.event}) arrives at QoS "
             f"{delivered.message.qos}; published at QoS {expectation.message.publish.qos}, its subscriptions allow "
             f"{expectation.highest}",
             EXPECTED[expectation.qos_rule],
@@ -339,7 +341,7 @@ def _what(expectation: Expectation) -> str:
     message = expectation.message
     kind = "the Will" if message.will else "the message"
     retained = " as retained message" if expectation.retained else ""
-    return f"{kind} to {message.publish.topic!r} (event {message.event} of {message.link.name!r}){retained}"
+    return f"{kind} to {quoted(message.publish.topic)} (event {message.event} of {quoted(message.link.name)}){retained}"
 
 
 #: What the spec requires, per rule the model decides.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -139,16 +138,9 @@ class FlowResult:
 
 
 #: A lone surrogate U+DC80..U+DCFF as ``repr()`` writes it (``\\udcff``), not preceded by an escaped backslash.
-_QUOTED_SURROGATE = re.compile(r"(?<!\\)((?:\\\\)*)\\udc([89a-f][0-9a-f])")
-
-
 def finding_text(text: str) -> str:
-    """A judge's sentence as the tables hold it: by :func:`wire_text`, and with the ill-formed bytes of the values
-    it quotes with ``repr()`` (``'a/\\udcff'``) shown by the same rule (``'a/\\xff'``)."""
-    text = wire_text(text)
-    if "\\udc" not in text:
-        return text
-    return _QUOTED_SURROGATE.sub(r"\1\\x\2", text)
+    """A judge's sentence as the tables hold it, by :func:`wire_text` (the judge quotes values with ``quoted``)."""
+    return wire_text(text)
 
 
 def rule_level(rule: str) -> tuple[str, str]:
