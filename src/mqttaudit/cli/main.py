@@ -21,30 +21,12 @@ from mqttaudit import __version__
 from .audit import audit_command
 from .decode import decode_command
 from .demo import demo_command
-from .exits import (
-    EXIT_FINDINGS,
-    EXIT_INCOMPLETE,
-    EXIT_INTERNAL,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_STATUS_HELP,
-    EXIT_USAGE,
-    Incomplete,
-)
+from .exits import EXIT_INCOMPLETE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_STATUS_HELP, EXIT_USAGE, Incomplete
 from .probe import matrix_command, probe_command
 from .rules import rules_command
 from .terminal import printable_line
 
-__all__ = [
-    "EXIT_FINDINGS",
-    "EXIT_INCOMPLETE",
-    "EXIT_INTERNAL",
-    "EXIT_INTERRUPTED",
-    "EXIT_OK",
-    "EXIT_USAGE",
-    "cli",
-    "main",
-]
+__all__ = ["cli", "main"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_STATUS_HELP)
