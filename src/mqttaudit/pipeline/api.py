@@ -1,0 +1,43 @@
+"""``mqttaudit.audit(...)``: the capture audit as a library call (``mqttaudit.audit`` loads this module on first
+use; typed callers may import :func:`audit` from here)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from os import PathLike
+from pathlib import Path
+
+from .audit import AuditResult, run_audit
+
+__all__ = ["AuditResult", "audit"]
+
+
+def audit(
+    paths: str | PathLike[str] | Sequence[str | PathLike[str]],
+    *,
+    out: str | PathLike[str],
+    master: str = "local[*]",
+    ports: Iterable[int] | None = None,
+    tolerance: float = 5.0,
+    force: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> AuditResult:
+    """Audits pcap/pcapng captures (files, folders, globs, filesystem URLs) on Spark into the folder ``out``
+    (Parquet tables, ``summary.json``, ``report.html``, ``findings.md``, ``findings.jsonl``, ``junit.xml``),
+    published only when the audit completes.
+
+    ``ports`` restricts the audit to flows on those TCP ports (by default MQTT is recognised on any port).
+    Raises ``ValueError`` subclasses before Spark starts when nothing can be audited as asked: no capture
+    (``AuditInputError``), an ``out`` folder of someone else's files without ``force`` (``OutputDirError``), no
+    Java or pyspark or a bad ``master`` (``SparkEnvironmentError``).
+    """
+    locations = [paths] if isinstance(paths, str | PathLike) else list(paths)
+    return run_audit(
+        [str(location) for location in locations],
+        Path(out),
+        master=master,
+        ports=None if ports is None else list(ports),
+        tolerance=tolerance,
+        progress=progress or (lambda message: None),
+        force=force,
+    )
