@@ -13,6 +13,7 @@ Each result has the ``exit_status`` the command would exit with (:mod:`mqttaudit
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 __version__ = "0.1.0"
@@ -21,9 +22,8 @@ __all__ = ["__version__", "audit"]
 
 
 def __getattr__(name: str) -> Any:
-    # Loaded on first use: the audit needs the spark extra, and the compiled build must not follow it statically.
+    # Loaded on first use, by name: the audit needs the spark extra, and the compiled build (mypyc checks every
+    # module the package root imports, even inside a function) must not follow it into pyspark.
     if name == "audit":
-        from .pipeline.api import audit
-
-        return audit
+        return importlib.import_module(".pipeline.api", __name__).audit
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
