@@ -29,7 +29,7 @@ from mqttaudit.probe.baseline import Baseline, BaselineError, compare, load_base
 from mqttaudit.probe.brokers import RunningBroker, free_port, start_broker
 from mqttaudit.probe.case import CASES, Case, CaseContext, Target, all_cases
 from mqttaudit.probe.confirm import UNSTABLE, confirm_timing_failures
-from mqttaudit.probe.outcome import exit_status, parse_share, too_inconclusive
+from mqttaudit.probe.outcome import exit_status, nothing_judged, parse_share, too_inconclusive
 from mqttaudit.probe.runner import FAIL, INCONCLUSIVE, NOT_APPLICABLE, PASS, CaseResult, ProbeRun
 from mqttaudit.probe.selection import NoCaseSelected, select_cases
 from mqttaudit.probe.targets import mask_userinfo
@@ -301,6 +301,13 @@ def test_too_inconclusive_counts_only_inconclusive_cases() -> None:
     assert too_inconclusive(results, 0.1) is None
     reason = too_inconclusive(results, 0.05)
     assert reason is not None and reason.startswith("1 of 10 cases inconclusive (10%)")
+
+
+def test_a_run_that_judged_no_case_is_incomplete_whatever_the_inconclusive_share() -> None:
+    results = [recorded(MUST_CASE, INCONCLUSIVE)] + [recorded(MUST_CASE, NOT_APPLICABLE)] * 9
+    assert nothing_judged(results) == "no case could be judged (9 not-applicable, 1 inconclusive)"
+    assert nothing_judged([recorded(MUST_CASE, NOT_APPLICABLE), recorded(MUST_CASE, PASS)]) is None
+    assert nothing_judged([recorded(MUST_CASE, FAIL)]) is None
 
 
 # --- reports of incomplete runs -------------------------------------------------------------------------------------

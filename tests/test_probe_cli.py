@@ -187,12 +187,13 @@ def test_a_broker_that_never_answers_is_incomplete_and_its_findings_still_count(
     assert "INCOMPLETE: 1 of 2 cases inconclusive (50%)" in out and "FAIL connect/accepted" in out
 
 
-def test_max_inconclusive_can_allow_every_case(
+def test_max_inconclusive_allows_a_share_but_a_run_that_judged_nothing_stays_incomplete(
     silent: TcpServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     args = (silent.url, "--cases", PASSING, "--timeout", "0.3", "--out", str(tmp_path), "--max-inconclusive", "100%")
     status, out, _ = probe(capsys, *args)
-    assert status == 0 and "INCOMPLETE" not in out
+    assert status == 4
+    assert "INCOMPLETE: no case could be judged (1 inconclusive)" in out and "more than the" not in out
     status, _, err = probe(capsys, *args[:-1], "lots")
     assert status == 2 and "not a fraction or a percentage" in err
 

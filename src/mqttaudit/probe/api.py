@@ -21,7 +21,15 @@ from ..spec import Catalogue
 from .baseline import Baseline, compare, load_baseline
 from .case import Case, Target
 from .confirm import confirm_timing_failures
-from .outcome import DEFAULT_MAX_INCONCLUSIVE, counted_failures, exit_status, failures, parse_share, too_inconclusive
+from .outcome import (
+    DEFAULT_MAX_INCONCLUSIVE,
+    counted_failures,
+    exit_status,
+    failures,
+    nothing_judged,
+    parse_share,
+    too_inconclusive,
+)
 from .preflight import Refusal, preflight, preflight_amqp
 from .runner import INCONCLUSIVE, VERDICTS, CaseResult, ProbeRun, run_probe
 from .selection import Patterns, select_cases
@@ -170,7 +178,9 @@ async def run_async(
         result = await _run_mqtt(parsed, selected, timeout, concurrency, confirm_timing, progress)
     probe_run = result.run
     if probe_run.incomplete is None:
-        probe_run.incomplete = probe_run.broker_down or too_inconclusive(probe_run.results, limit)
+        probe_run.incomplete = (
+            probe_run.broker_down or too_inconclusive(probe_run.results, limit) or nothing_judged(probe_run.results)
+        )
     if known is not None:
         probe_run.baseline = compare(known, ((r.case.id, r.verdict) for r in probe_run.results))
     return result

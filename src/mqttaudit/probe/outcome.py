@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from ..report.statements import strongest_level
 from ..spec import Catalogue
 from ..status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
-from .runner import FAIL, INCONCLUSIVE, CaseResult, ProbeRun
+from .runner import FAIL, INCONCLUSIVE, NOT_APPLICABLE, PASS, CaseResult, ProbeRun
 
 #: The share of inconclusive cases above which a run is incomplete, unless told otherwise.
 DEFAULT_MAX_INCONCLUSIVE = 0.10
@@ -42,6 +42,16 @@ def too_inconclusive(results: Sequence[CaseResult], limit: float) -> str | None:
         f"{undecided} of {len(results)} cases inconclusive ({undecided / len(results):.0%}), "
         f"more than the {limit:.0%} allowed (--max-inconclusive)"
     )
+
+
+def nothing_judged(results: Sequence[CaseResult]) -> str | None:
+    """Why the run is incomplete when no case passed or failed (all not applicable or inconclusive), else None: a
+    run that judged nothing is never a pass, whatever share --max-inconclusive allows."""
+    if any(result.verdict in (PASS, FAIL) for result in results):
+        return None
+    counts = {verdict: sum(1 for r in results if r.verdict == verdict) for verdict in (NOT_APPLICABLE, INCONCLUSIVE)}
+    shown = ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count)
+    return f"no case could be judged ({shown or 'no case ran'})"
 
 
 def is_must(result: CaseResult, catalogue: Catalogue) -> bool:
