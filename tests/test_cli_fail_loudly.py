@@ -262,3 +262,19 @@ def test_capture_names_and_reasons_cannot_forge_terminal_lines() -> None:
         "capture error: x.pcap\\n0 violations\\x1b[2J at byte 24: bad\\rrecord"
     ]
     assert "0 violations" not in [line.strip() for line in lines]
+
+
+def test_an_error_raised_while_an_interrupt_unwinds_is_reported_as_interrupted() -> None:
+    from mqttaudit.cli.main import _while_interrupted
+
+    def failing_clean_up() -> None:
+        try:
+            raise KeyboardInterrupt
+        finally:
+            raise ConnectionError("Answer from Java side is empty")  # as Py4J's clean-up call after a cut
+
+    try:
+        failing_clean_up()
+    except ConnectionError as exc:
+        assert _while_interrupted(exc)
+    assert not _while_interrupted(ConnectionError("a real failure"))

@@ -88,7 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (click.Abort, KeyboardInterrupt):
         _say("interrupted")
         return EXIT_INTERRUPTED
-    except Exception:  # the last line of defence: a bug must not look like a finding
+    except Exception as exc:  # the last line of defence: a bug must not look like a finding
+        if _while_interrupted(exc):
+            _say("interrupted")
+            return EXIT_INTERRUPTED
         traceback.print_exc(file=sys.stderr)
         _say("mqttaudit: internal error (the traceback above is a bug; please report it)")
         jvm_log = _spark_log()
@@ -102,3 +105,16 @@ def _spark_log() -> str | None:
     """The JVM's log of this run when Spark was started (its messages are hidden unless --verbose)."""
     spark = sys.modules.get("mqttaudit.pipeline.spark")
     return None if spark is None else spark.keep_jvm_log()
+
+
+def _while_interrupted(exc: BaseException) -> bool:
+    """An error raised while an interrupt unwound the run (Py4J's connection to the JVM, cut in the middle of a
+    call, fails the clean-up that follows): the run was interrupted, not broken."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
