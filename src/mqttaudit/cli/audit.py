@@ -99,8 +99,8 @@ def nothing_found(summary: dict[str, object]) -> str:
     """Why an audit judged nothing, in one line, naming what it saw (see ``pipeline.detection.no_mqtt_message``)."""
     from mqttaudit.pipeline.detection import no_mqtt_message
 
-    records = summary.get("records") or 0
-    said = no_mqtt_message(summary) or f"no MQTT connection found in {records} captured frame(s)"
+    said = no_mqtt_message(summary)
+    assert said is not None  # called only when no connection was judged
     errors = summary.get("errors") or []
     assert isinstance(errors, list)
     return said + (f" ({len(errors)} capture error(s), listed above)" if errors else "")

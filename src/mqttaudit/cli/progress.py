@@ -10,7 +10,9 @@ from dataclasses import dataclass
 
 import click
 
-from .terminal import colour_wanted, printable_line
+from mqttaudit.report.terminal import colour_allowed
+
+from .terminal import printable_line
 
 
 @dataclass
@@ -41,7 +43,7 @@ def audit_progress(*, quiet: bool = False) -> Iterator[AuditProgress]:
         TimeRemainingColumn,
     )
 
-    console = Console(stderr=True, no_color=not colour_wanted(sys.stderr), highlight=False)
+    console = Console(stderr=True, no_color=not colour_allowed(sys.stderr), highlight=False)
     bar = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}", markup=False),
