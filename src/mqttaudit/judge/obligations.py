@@ -176,14 +176,20 @@ class Obligations:
 
     def _undecided(self, obligation: Obligation, reason: str) -> None:
         for rule in (*obligation.decided, *obligation.informs):
-            self._ledger.undecided(rule, reason)
+            self._ledger.undecided(rule, reason, side=obligation.side, event=obligation.event, time=obligation.since)
 
     def _breach(self, obligation: Obligation, time: float, event: int, observed: str) -> None:
         if obligation.lost is not None:
             self._undecided(obligation, obligation.lost)
             return
         for rule in obligation.informs:
-            self._ledger.undecided(rule, f"no answer to event {obligation.event}, so nothing to judge it on")
+            self._ledger.undecided(
+                rule,
+                f"no answer to event {obligation.event}, so nothing to judge it on",
+                side=obligation.side,
+                event=obligation.event,
+                time=obligation.since,
+            )
         self._fail(
             obligation,
             time,
@@ -193,5 +199,6 @@ class Obligations:
         )
 
     def _fail(self, obligation: Obligation, time: float, event: int, detail: str) -> None:
+        cause = obligation.event if obligation.event != event else -1
         for rule in obligation.decided:
-            self._ledger.fail(rule, obligation.side, time, event, detail, obligation.expected)
+            self._ledger.fail(rule, obligation.side, time, event, detail, obligation.expected, cause=cause)

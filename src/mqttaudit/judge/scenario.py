@@ -47,5 +47,5 @@ def judge_scenario(conversations: Mapping[str, Sequence[Event]], config: JudgeCo
     routing = Routing(build(transcripts, config), transcripts, config).judgement()
     seen = {(f.conversation, f.rule, f.event) for part in parts for f in part.findings}
     fresh = tuple(f for f in routing.findings if (f.conversation, f.rule, f.event) not in seen)
-    parts.append(Judgement(fresh, routing.assessed, routing.not_assessable))
+    parts.append(Judgement(fresh, routing.assessed, routing.not_assessable, routing.undecided))
     return combine(parts)

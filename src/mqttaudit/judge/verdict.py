@@ -37,6 +37,24 @@ class Finding:
     #: For routing findings, what went wrong with a delivery: ``leak`` (delivered, should not have been),
     #: ``missing``, ``duplicate`` or ``qos``; "" for every other finding.
     kind: str = ""
+    #: For a missing answer or close, the event that called for it (the unanswered request, the violation); -1
+    #: when the finding has no such cause or ``event`` is that packet itself.
+    cause: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Undecided:
+    """One instance of a rule the events could not decide, and why: the side it concerned and the event that
+    called for it, when there is one."""
+
+    rule: str
+    reason: str
+    #: The side whose conduct could not be judged (None: the rule concerns the conversation, or either side).
+    side: Direction | None = None
+    #: The event that opened the question (the request, the violation), -1 when none does.
+    event: int = -1
+    time: float | None = None
+    conversation: str = ""
 
 
 @dataclass(frozen=True)
@@ -44,8 +62,10 @@ class Judgement:
     findings: tuple[Finding, ...]
     #: Rules the conversation exercised and could decide: pass = assessed and no finding.
     assessed: frozenset[str]
-    #: Rule -> why it could not be decided.
+    #: Rule -> why it could not be decided (the first reason; every instance is in ``undecided``).
     not_assessable: Mapping[str, str]
+    #: Every instance that could not be decided, rules that failed elsewhere included, in the order met.
+    undecided: tuple[Undecided, ...] = ()
 
     @property
     def failed(self) -> frozenset[str]:
@@ -72,7 +92,8 @@ def combine(judgements: Iterable[Judgement]) -> Judgement:
             if rule not in failed:
                 undecided.setdefault(rule, reason)
     assessed = {rule for part in parts for rule in part.assessed} - undecided.keys() | failed
-    return Judgement(tuple(findings), frozenset(assessed), MappingProxyType(undecided))
+    rows = tuple({row: None for part in parts for row in part.undecided})
+    return Judgement(tuple(findings), frozenset(assessed), MappingProxyType(undecided), rows)
 
 
 @dataclass
@@ -83,11 +104,20 @@ class Ledger:
     findings: list[Finding] = field(default_factory=list)
     held_rules: set[str] = field(default_factory=set)
     undecided_rules: dict[str, str] = field(default_factory=dict)
+    undecided_rows: dict[Undecided, None] = field(default_factory=dict)
 
     def fail(
-        self, rule: str, side: Direction, time: float, event: int, detail: str, expected: str, kind: str = ""
+        self,
+        rule: str,
+        side: Direction,
+        time: float,
+        event: int,
+        detail: str,
+        expected: str,
+        kind: str = "",
+        cause: int = -1,
     ) -> Finding:
-        finding = Finding(rule, side, time, event, detail, expected, self.conversation, kind)
+        finding = Finding(rule, side, time, event, detail, expected, self.conversation, kind, cause)
         self.findings.append(finding)
         return finding
 
@@ -95,10 +125,27 @@ class Ledger:
         """One instance of ``rule`` was decided and passed."""
         self.held_rules.add(rule)
 
-    def undecided(self, rule: str, reason: str) -> None:
-        """One instance of ``rule`` could not be decided; the first reason given is kept."""
+    def undecided(
+        self,
+        rule: str,
+        reason: str,
+        *,
+        side: Direction | None = None,
+        event: int = -1,
+        time: float | None = None,
+        conversation: str | None = None,
+    ) -> None:
+        """One instance of ``rule`` could not be decided: a row for it (once per rule, event and reason); the
+        rule's first reason is its reason in ``not_assessable``."""
         self.undecided_rules.setdefault(rule, reason)
+        where = self.conversation if conversation is None else conversation
+        self.undecided_rows.setdefault(Undecided(rule, reason, side, event, time, where))
 
     def judgement(self) -> Judgement:
-        part = Judgement((), frozenset(self.held_rules), MappingProxyType(dict(self.undecided_rules)))
+        part = Judgement(
+            (),
+            frozenset(self.held_rules),
+            MappingProxyType(dict(self.undecided_rules)),
+            tuple(self.undecided_rows),
+        )
         return combine([part, Judgement(tuple(self.findings), frozenset(), MappingProxyType({}))])
