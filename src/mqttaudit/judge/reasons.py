@@ -1,0 +1,45 @@
+"""Why a rule could not be decided: the short tags every not-assessable reason starts with, one per thing the
+observation could not show, so a reader (and a filter) can group them. A reason is ``"<tag>: <details>"``."""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: Bytes the client sent before its first decoded packet were not captured: its CONNECT may be among them.
+GAP_BEFORE_CONNECT: Final = "gap before CONNECT"
+#: Observation began inside the connection: its CONNECT, version and session are unknown.
+MID_STREAM: Final = "capture began inside the connection"
+#: The receiver's TCP never acknowledged the bytes that called for an answer: they may never have reached it.
+NEVER_ACKNOWLEDGED: Final = "receiver never acknowledged the bytes"
+#: Nothing of the connection was captured after a time before the deadline (the capture may have lost it).
+NO_ACTIVITY: Final = "no activity captured after"
+#: The capture (or the live observation) ends before the deadline.
+CAPTURE_ENDS: Final = "capture ends before the deadline"
+#: The server never accepted the connection (no CONNACK 0 seen), so it owed no answer to anything on it.
+NOT_ACCEPTED: Final = "connection never accepted"
+#: Bytes of the owing side went unobserved while the answer was due: the answer may be among them.
+LOST_BYTES: Final = "bytes not captured"
+
+
+def reason(tag: str, details: str) -> str:
+    """A reason: its tag, then what exactly could not be seen."""
+    return f"{tag}: {details}"
+
+
+def tag_of(text: str) -> str:
+    """The tag a reason starts with ("" when it has none of the known tags)."""
+    for tag in TAGS:
+        if text.startswith(tag):
+            return tag
+    return ""
+
+
+TAGS: Final = (
+    GAP_BEFORE_CONNECT,
+    MID_STREAM,
+    NEVER_ACKNOWLEDGED,
+    NO_ACTIVITY,
+    CAPTURE_ENDS,
+    NOT_ACCEPTED,
+    LOST_BYTES,
+)
