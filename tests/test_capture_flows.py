@@ -228,7 +228,8 @@ def test_a_capture_that_ends_inside_a_packet_leaves_it_not_assessable_and_the_fl
     packets = [*session.handshake(), session.send(0, CONNECT + publish(1)[:5])]
     audit = only(flow_events(timed(packets), end_time_ns=EPOCH + 60 * 10**9))
     assert [(u.length, u.reason) for u in audit.unassessable] == [(5, CUT_BY_END)]
-    assert audit.events[-1] == Quiet((EPOCH + 60 * 10**9) / 1e9)
+    # Seen until its last segment; the capture went on to its end.
+    assert audit.events[-1] == Quiet((EPOCH + 3 * 10**6) / 1e9, (EPOCH + 60 * 10**9) / 1e9)
 
 
 def test_after_a_half_close_the_peer_s_packets_still_come_before_closed() -> None:
@@ -265,8 +266,9 @@ def test_a_new_syn_between_the_same_endpoints_starts_a_second_connection() -> No
     packets = [*first.handshake(), first.send(0, CONNECT), *second.handshake(), second.send(0, CONNECT)]
     audits = flow_events(timed(packets), end_time_ns=EPOCH + 10**9)
     assert [sent(audit) for audit in audits] == [[(CLIENT, CONNECT)], [(CLIENT, CONNECT)]]
-    assert audits[0].events[-1] == Quiet((EPOCH + 4 * 10**6) / 1e9)  # observed until the second connection began
-    assert audits[1].events[-1] == Quiet((EPOCH + 10**9) / 1e9)
+    # Seen until its last segment, observed until the second connection began.
+    assert audits[0].events[-1] == Quiet((EPOCH + 3 * 10**6) / 1e9, (EPOCH + 4 * 10**6) / 1e9)
+    assert audits[1].events[-1] == Quiet((EPOCH + 7 * 10**6) / 1e9, (EPOCH + 10**9) / 1e9)
 
 
 # The resync rule, on the hunt alone ---------------------------------------------------------------------------

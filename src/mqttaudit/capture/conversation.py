@@ -15,6 +15,7 @@ from typing import Final, NamedTuple
 from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, StreamDecoder, rules
 from mqttaudit.judge.events import Closed, Event, Lost, Quiet, Sent
 
+from .detect import IS_CONNECT, PREFIX_BYTES, UNKNOWN_VERSION, connect_start, connect_version
 from .reassembly import (
     DEFAULT_BROKER_PORTS,
     DEFAULT_HISTORY,
@@ -36,6 +37,29 @@ AFTER_GAP: Final = "after a gap, before the first proven packet boundary"
 CUT_BY_GAP: Final = "packet cut short by a gap"
 CUT_BY_END: Final = "packet cut short by the end of the capture"
 CUT_BY_RESET: Final = "packet cut short by the peer's reset"
+
+#: Versions whose connections are framed only (fixed header and Remaining Length, the same in every version) and not
+#: judged: their packets are not MQTT 3.1.1 packets, and reading them with the 3.1.1 layout would invent defects.
+FRAMED_ONLY: Final = {
+    "5.0": "framed only: MQTT 5.0 is not judged yet",
+    "3.1": "framed only: MQTT 3.1 is another specification, out of scope",
+}
+#: Framing rules, the same in every version: what a framed-only connection can still break.
+FRAMING_RULES: Final = frozenset(
+    {rules.REMAINING_LENGTH_FOUR_BYTES, rules.REMAINING_LENGTH_SHORTEST, rules.TRUNCATED, rules.SIZE_LIMIT}
+)
+
+
+def handling(version: str) -> str:
+    """How the audit treats a connection of ``version``, in one sentence."""
+    if version in FRAMED_ONLY:
+        return FRAMED_ONLY[version]
+    if version == UNKNOWN_VERSION:
+        return "judged against MQTT 3.1.1 (no CONNECT captured: version unknown)"
+    if version == "other":
+        return "judged against MQTT 3.1.1 (a CONNECT of another protocol name or level)"
+    return "judged against MQTT 3.1.1"
+
 
 _NS: Final = 1e9
 
@@ -126,6 +150,14 @@ class FlowAudit:
     counts: tuple[ByteCounts, ByteCounts]
     tcp: tuple[SideStats, SideStats]
     end: End | None
+    #: The MQTT version the client's first packet (a CONNECT) names: "3.1.1", "5.0", "3.1", "other", or "unknown"
+    #: when the first packet seen is no CONNECT. A version in :data:`FRAMED_ONLY` is framed, not decoded.
+    version: str = UNKNOWN_VERSION
+
+    @property
+    def judged(self) -> bool:
+        """Whether the connection's packets are judged (against MQTT 3.1.1)."""
+        return self.version not in FRAMED_ONLY
 
     def direction(self, side: int) -> Direction | None:
         if self.client is None:
@@ -148,6 +180,8 @@ class _Sink:
 
     frames: list[tuple[int, SideFrame]] = field(default_factory=list)  # (order, frame)
     unassessable: list[Unassessable] = field(default_factory=list)
+    #: The version the client's first frame named, once it was seen.
+    version: str | None = None
 
 
 class _Stream:
@@ -175,7 +209,11 @@ class _Stream:
         self._time, self._order = time, order
         decoder, hunt = self._decoder, self._hunt
         if decoder is None and hunt is None:
-            if offset == 0 and not self._after_gap and self._reassembler.started_with_syn(self.side):
+            if (
+                offset == 0
+                and not self._after_gap
+                and (self._reassembler.started_with_syn(self.side) or self._starts_with_connect(data))
+            ):
                 decoder = self._decoder = self._new_decoder(offset)
             else:
                 hunt = self._hunt = BoundaryHunt(self._direction(), offset, self._options.resync)
@@ -200,6 +238,10 @@ class _Stream:
 
     def _direction(self) -> Direction | None:
         return self._reassembler.direction(self.side)
+
+    def _starts_with_connect(self, data: bytes) -> bool:
+        """The first client bytes of a mid-stream start are a CONNECT's: a packet boundary, proven by its shape."""
+        return self._direction() is Direction.FROM_CLIENT and connect_start(data[:PREFIX_BYTES]) == IS_CONNECT
 
     def _new_decoder(self, offset: int) -> StreamDecoder:
         return StreamDecoder(self._direction(), max_packet_size=self._options.max_packet_size, offset=offset)
@@ -236,12 +278,39 @@ class _Stream:
 
     def _frames(self, frames: list[Frame], time: int, order: int) -> None:
         counts, side, out = self.counts, self.side, self._sink.frames
-        for frame in frames:
-            if frame.packet is None or any(not rules.is_advisory(v.rule) for v in frame.violations):
+        for decoded in frames:
+            frame = self._as_version(decoded)
+            if is_malformed(frame, framed=self._sink.version in FRAMED_ONLY):
                 counts.malformed += frame.length
             else:
                 counts.packets += frame.length
             out.append((order, SideFrame(side, time, frame)))
+
+    def _as_version(self, frame: Frame) -> Frame:
+        """The frame as the connection's version reads it: the client's first frame names the version, and a
+        version that is not judged keeps its frames' bytes, not their 3.1.1 reading."""
+        sink = self._sink
+        if sink.version is None and self._direction() is Direction.FROM_CLIENT:
+            sink.version = connect_version(frame.raw) or UNKNOWN_VERSION
+            return framed_only(frame, keep_packet=sink.version == "3.1") if sink.version in FRAMED_ONLY else frame
+        return framed_only(frame) if sink.version in FRAMED_ONLY else frame
+
+
+def is_malformed(frame: Frame, *, framed: bool) -> bool:
+    """A frame breaking a MUST-level rule, or bytes without a packet: for a connection that is only ``framed``,
+    a whole packet's bytes are a packet."""
+    if any(not rules.is_advisory(v.rule) for v in frame.violations):
+        return True
+    return frame.packet is None and (not framed or len(frame.raw) != frame.length)
+
+
+def framed_only(frame: Frame, *, keep_packet: bool = False) -> Frame:
+    """A frame of a version that is not judged: its bytes and framing violations, no 3.1.1 reading of its body
+    (``keep_packet`` keeps the body where the layouts agree: an MQTT 3.1 CONNECT, for its ClientId)."""
+    kept = tuple(violation for violation in frame.violations if violation.rule in FRAMING_RULES)
+    if keep_packet and not kept:
+        return Frame(frame.offset, frame.length, frame.raw, frame.packet, ())
+    return Frame(frame.offset, frame.length, frame.raw, None, kept)
 
 
 class ConnectionAudit:
@@ -290,7 +359,7 @@ class ConnectionAudit:
             isn=(reassembler.isn(0), reassembler.isn(1)),
             first_time=reassembler.first_time,
             last_time=reassembler.last_time,
-            events=tuple(self._events(ordered_pairs, stop)),
+            events=tuple(self._events(ordered_pairs, reassembler.last_time, stop)),
             frames=tuple(ordered),
             gaps=tuple(self._gaps),
             conflicts=tuple(self._conflicts),
@@ -298,6 +367,7 @@ class ConnectionAudit:
             counts=(self._streams[0].counts, self._streams[1].counts),
             tcp=(reassembler.stats(0), reassembler.stats(1)),
             end=self._end,
+            version=self._sink.version or UNKNOWN_VERSION,
         )
 
     def _dispatch(self, outputs: list[Output]) -> None:
@@ -320,11 +390,14 @@ class ConnectionAudit:
                 if item.abrupt:
                     streams[1 - item.side].end(own=False, reason=CUT_BY_RESET)
 
-    def _events(self, frames: list[tuple[int, SideFrame]], stop: int) -> list[Event]:
+    def _events(self, frames: list[tuple[int, SideFrame]], last_seen: int, stop: int) -> list[Event]:
+        """The judge's events; an open connection ends in a Quiet at its last captured segment (``last_seen``),
+        with the end of the capture (``stop``) beside it."""
         reassembler = self.reassembler
         if reassembler.client is None:
             return []
         directions = (reassembler.direction(0), reassembler.direction(1))
+        acked_through = (reassembler.acked_through(0), reassembler.acked_through(1))
         events: list[Event] = []
         now = float("-inf")
         # Frames and gaps in the order the reassembler produced them: a gap tells the judge that what the side
@@ -342,7 +415,7 @@ class ConnectionAudit:
             sender = directions[side]
             assert sender is not None
             now = max(now, time / _NS)
-            events.append(Sent(now, sender, frame))
+            events.append(Sent(now, sender, frame, frame.offset + frame.length <= acked_through[side]))
         while pending is not None:
             gap = pending[1]
             now = max(now, gap.time / _NS)
@@ -352,7 +425,8 @@ class ConnectionAudit:
             pending = next(lost, None)
         end = self._end
         if end is None:
-            events.append(Quiet(max(now, stop / _NS)))
+            seen_until = max(now, last_seen / _NS)
+            events.append(Quiet(seen_until, max(seen_until, stop / _NS)))
         else:
             events.append(Closed(max(now, end.time / _NS), directions[end.side], end.abrupt))
         return events

@@ -65,6 +65,27 @@ def connect_start(data: bytes) -> int:
     return NOT_CONNECT
 
 
+#: The MQTT version each (protocol name, Protocol Level) of a CONNECT names.
+VERSIONS: Final = {(_MQTT, 4): "3.1.1", (_MQTT, 5): "5.0", (_MQISDP, 3): "3.1"}
+#: The version of a connection whose CONNECT was not seen.
+UNKNOWN_VERSION: Final = "unknown"
+
+
+def connect_version(raw: bytes) -> str | None:
+    """The MQTT version a whole CONNECT packet's bytes name ("3.1.1", "5.0", "3.1"; "other" for another protocol
+    name or level), or None when ``raw`` is no CONNECT."""
+    size = len(raw)
+    if size < 2 or raw[0] != _CONNECT:
+        return None
+    _remaining, pos = read_remaining_length(raw, 1, size)
+    if pos < 0 or pos + 2 > size:
+        return None
+    end = pos + 2 + int.from_bytes(raw[pos : pos + 2], "big")
+    if end >= size:
+        return None
+    return VERSIONS.get((raw[pos:end], raw[end]), "other")
+
+
 #: One direction of a flow: (source address, source port, destination address, destination port).
 DirectionKey = tuple[bytes, int, bytes, int]
 

@@ -106,7 +106,8 @@ class _Half:
     pending: list[tuple[int, bytes]] = field(default_factory=list)  # out-of-order pieces, sorted, disjoint
     buffered: int = 0
     history: bytearray = field(default_factory=bytearray)  # the last delivered bytes, ending at next_offset
-    acked: int = 0  # highest offset the peer acknowledged
+    acked: int = 0  # highest offset the peer acknowledged beyond what was delivered (it declares gaps)
+    acked_through: int = 0  # highest offset the peer acknowledged at all: what surely reached it
     fin: int | None = None  # offset of the FIN
     ended: bool = False
     stats: SideStats = field(default_factory=SideStats)
@@ -153,8 +154,13 @@ class Reassembler:
         return Direction.FROM_CLIENT if side == self.client else Direction.FROM_SERVER
 
     def started_with_syn(self, side: int) -> bool:
-        """Whether the stream of ``side`` starts at its captured SYN (else at the first byte seen: mid-stream)."""
+        """Whether the stream of ``side`` starts where its handshake puts it: at its captured SYN, or where the
+        acknowledgement of its peer's captured SYN-ACK says (else at the first byte seen: mid-stream)."""
         return self._halves[side].syn
+
+    def acked_through(self, side: int) -> int:
+        """The stream offset of ``side`` up to which its peer's TCP acknowledged receipt, in what was captured."""
+        return self._halves[side].acked_through
 
     def isn(self, side: int) -> int | None:
         """The initial sequence number of ``side``, when its SYN was captured."""
@@ -211,6 +217,11 @@ class Reassembler:
                 half.stats.out_of_window += len(payload)
                 return out
             data_seq = seq + 1
+            peer = self._halves[1 - side]
+            if flags & ACK and peer.isn is None and not peer.started:
+                # A SYN-ACK acknowledges the SYN: the SYN sender's stream starts at its acknowledgement number.
+                peer.isn, peer.syn = (ack - 1) & _MASK, True
+                peer.start(ack)
         if not half.started and (payload or flags & FIN):
             half.start(data_seq)  # mid-stream; a bare ACK does not start it (keep-alives sit one byte back)
         if half.started:
@@ -225,6 +236,8 @@ class Reassembler:
                 acked = peer.offset_of(ack)
                 if peer.fin is not None:
                     acked = min(acked, peer.fin)  # the FIN takes one sequence number, no stream byte
+                if acked <= peer.next_offset + MAX_WINDOW and acked > peer.acked_through:
+                    peer.acked_through = acked
                 if peer.next_offset < acked <= peer.next_offset + MAX_WINDOW and acked > peer.acked:
                     peer.acked = acked
                 self._advance(1 - side, peer, time, out, force=False)

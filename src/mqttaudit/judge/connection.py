@@ -11,9 +11,9 @@ from mqttaudit.codec import Connack, Connect, Direction, Disconnect, Packet, Pac
 from mqttaudit.codec import rules as codec_rules
 
 from ..codec.describe import quoted
-from . import rules
+from . import reasons, rules
 from .context import Context, Seen, describe
-from .events import Closed
+from .events import Closed, Lost
 from .obligations import Obligation, OnClose
 from .violations import Offence, Offences
 
@@ -123,6 +123,10 @@ class Connection:
         self._client_spoke = False
         self._server_spoke = False
         self._unanswered: list[Seen] = []  # CONNECTs waiting for their CONNACK, oldest first
+        #: Why the client's first packet may not be the first it sent (bytes before it were not captured).
+        self._gap_before_connect: str | None = None
+        if mid_stream:
+            self._not_accepted("the capture began inside the connection and no server packet shows it was accepted")
         self._connack_due: Obligation | None = None
         self._followups = False  # client packets the server must not process after a refusal
         self._acted_after_refusal = False
@@ -145,6 +149,22 @@ class Connection:
         1 or not yet known)."""
         return self.connect is not None and not self.connect.clean_session and not self.session_known
 
+    def _not_accepted(self, why: str | None) -> None:
+        """Whether the server is known to have accepted the connection: the answers it owes wait on that."""
+        self._ctx.obligations.not_accepted = None if why is None else reasons.reason(reasons.NOT_ACCEPTED, why)
+
+    def on_lost(self, lost: Lost, event: int) -> None:
+        """Bytes of one side were not captured; client bytes before its first packet may have held its CONNECT."""
+        self.lost.add(lost.sender)
+        if lost.sender is CLIENT and not self._client_spoke and self._gap_before_connect is None:
+            self._gap_before_connect = reasons.reason(
+                reasons.GAP_BEFORE_CONNECT,
+                f"{lost.length} bytes the client sent first (event {event}) were not captured; its CONNECT may be "
+                "among them",
+            )
+            if self.connack is None:
+                self._not_accepted("the client's first bytes were not captured and no server packet shows it was")
+
     # Client packets -----------------------------------------------------------------------------------------
 
     def on_client(self, seen: Seen) -> None:
@@ -163,10 +183,8 @@ class Connection:
             )
         if isinstance(packet, Connect):
             self._on_connect(seen, packet, first)
-        elif first and self.mid_stream:
-            self._ctx.ledger.undecided(
-                rules.CONNECT_FIRST, "the capture began inside the connection: its first packets were not seen"
-            )
+        elif (first and self.mid_stream) or (first and self._gap_before_connect is not None):
+            self._connect_first_unknown(seen)
         elif first and packet is None:
             self._ctx.ledger.undecided(
                 rules.CONNECT_FIRST, f"the client's first bytes (event {seen.event}) were not decoded"
@@ -177,6 +195,14 @@ class Connection:
             self._on_disconnect(seen)
         if is_answered(packet) and self.connect_seen is not None:
             self._followups = True
+
+    def _connect_first_unknown(self, seen: Seen) -> None:
+        """[MQTT-3.1.0-1] cannot be judged when what the client sent first was not seen."""
+        if self.mid_stream:
+            why = reasons.reason(reasons.MID_STREAM, "the client's first packets were sent before it")
+        else:
+            why = self._gap_before_connect or ""
+        self._ctx.ledger.undecided(rules.CONNECT_FIRST, why, side=CLIENT, event=seen.event, time=seen.time)
 
     def _not_connect_first(self, seen: Seen) -> None:
         """[MQTT-3.1.0-1] The client's first packet is CONNECT; the server closes on anything else."""
@@ -205,7 +231,12 @@ class Connection:
             what = f"a second CONNECT ({seen.describe()})"
             self._offences.record(Offence(seen, rules.SECOND_CONNECT, rules.SECOND_CONNECT, what))
             return
-        self._ctx.ledger.held(rules.CONNECT_FIRST)
+        if self.mid_stream or self._gap_before_connect is not None:
+            self._connect_first_unknown(seen)
+        else:
+            self._ctx.ledger.held(rules.CONNECT_FIRST)
+        if self.connack is None:
+            self._not_accepted(f"no CONNACK accepted the CONNECT (event {seen.event})")
         self.connect, self.connect_seen = connect, seen
         self._ctx.transcript.connect, self._ctx.transcript.connect_time = connect, seen.time
         config = self._ctx.config
@@ -259,6 +290,8 @@ class Connection:
         if not self._server_spoke:
             self._server_spoke = True
             self._connack_first(seen)
+        if self.connect_seen is None and self.connack is None and packet is not None and not seen.offends:
+            self._unseen_connect_answered(seen, packet)
         if not isinstance(packet, Connack) or not self._unanswered:
             return None
         connect_seen = self._unanswered.pop(0)
@@ -266,8 +299,25 @@ class Connection:
             self.connack = packet
             transcript = self._ctx.transcript
             transcript.connack, transcript.connack_time, transcript.connack_event = packet, seen.time, seen.event
+            code = packet.return_code
+            self._not_accepted(None if code == 0 else f"CONNACK 0x{code:02x} (event {seen.event}) refused it")
             self._judge_connack(seen, packet)
         return connect_seen.event
+
+    def _unseen_connect_answered(self, seen: Seen, packet: Packet) -> None:
+        """The CONNECT was not captured: a CONNACK 0 proves one was accepted (and a refusal one refused); any other
+        server packet shows a session in progress."""
+        if not isinstance(packet, Connack):
+            self._not_accepted(None)
+            return
+        self.connack = packet
+        transcript = self._ctx.transcript
+        transcript.connack, transcript.connack_time, transcript.connack_event = packet, seen.time, seen.event
+        if packet.return_code == 0:
+            self._not_accepted(None)
+        else:
+            self.refused_at = seen
+            self._not_accepted(f"CONNACK 0x{packet.return_code:02x} (event {seen.event}) refused the connection")
 
     def _connack_first(self, seen: Seen) -> None:
         """[MQTT-3.2.0-1] The first packet the server sends is CONNACK."""
@@ -276,12 +326,12 @@ class Connection:
             return
         if seen.packet is None or self.mid_stream or SERVER in self.lost:
             if self.mid_stream:
-                reason = "the capture began inside the connection: its first packets were not seen"
+                reason = reasons.reason(reasons.MID_STREAM, "the server's first packets were sent before it")
             elif SERVER in self.lost:
-                reason = "bytes the server sent before it were not observed"
+                reason = reasons.reason(reasons.LOST_BYTES, "bytes the server sent before it were not captured")
             else:
                 reason = f"the server's first bytes (event {seen.event}) were not decoded"
-            self._ctx.ledger.undecided(rules.CONNACK_FIRST, reason)
+            self._ctx.ledger.undecided(rules.CONNACK_FIRST, reason, side=SERVER, event=seen.event, time=seen.time)
             return
         self._ctx.ledger.fail(
             rules.CONNACK_FIRST,

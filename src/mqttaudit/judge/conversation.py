@@ -11,6 +11,7 @@ from typing import Final
 
 from mqttaudit.codec import Connect, Direction
 
+from . import reasons
 from .config import JudgeConfig
 from .connection import Connection
 from .context import Context, Seen
@@ -19,7 +20,7 @@ from .events import Closed, Event, Lost, Quiet, Sent
 from .keepalive import KeepAlive
 from .obligations import Obligations
 from .pairing import Pairing
-from .sides import side_name
+from .sides import peer, side_name
 from .subscriptions import Subscriptions
 from .transcript import Transcript
 from .verdict import Finding, Judgement, Ledger
@@ -48,6 +49,7 @@ class ConversationJudge:
         self._events = 0
         self._now: float | None = None
         self._closed: Closed | None = None
+        self._quiet: Quiet | None = None
         self._judgement: Judgement | None = None
 
     @property
@@ -66,8 +68,11 @@ class ConversationJudge:
         before = len(findings)
         if isinstance(event, Sent):
             self._ctx.obligations.advance(event.time, index, quiet=False)
+            if event.acked is False:
+                self._unreceived(event, index)
             self._on_sent(Seen.of(index, event.time, event.sender, event.frame))
         elif isinstance(event, Quiet):
+            self._quiet = event
             self._keep_alive.silence(event.time, index)
             self._ctx.obligations.advance(event.time, index, quiet=True)
         elif isinstance(event, Lost):
@@ -82,17 +87,25 @@ class ConversationJudge:
         """Ends observation: whatever is still open is not assessable. Returns the judgement (idempotent)."""
         if self._judgement is None:
             if self._closed is None and self._now is not None:
-                self._ctx.obligations.finish(self._now)
+                self._ctx.obligations.finish(self._now, self._quiet)
                 self._end(self._now, self._events - 1)
             self._judgement = self._ctx.ledger.judgement()
         return self._judgement
 
+    def _unreceived(self, event: Sent, index: int) -> None:
+        receiver = side_name(peer(event.sender))
+        reason = reasons.reason(
+            reasons.NEVER_ACKNOWLEDGED,
+            f"the {receiver}'s TCP never acknowledged event {index} in the capture, so it may never have received it",
+        )
+        self._ctx.obligations.unreceived(index, event.sender, reason)
+
     def _on_lost(self, event: Lost, index: int) -> None:
         """Unobserved bytes of one side: what that side owed may be in them, so its duties are not assessable."""
         side = side_name(event.sender)
-        reason = f"{event.length} bytes the {side} sent were not observed (event {index})"
+        reason = reasons.reason(reasons.LOST_BYTES, f"{event.length} bytes the {side} sent (event {index})")
         self._ctx.obligations.mark_lost(event.sender, reason)
-        self._connection.lost.add(event.sender)
+        self._connection.on_lost(event, index)
         self._pairing.lost(event.sender)
         if event.sender is CLIENT:
             self._keep_alive.lost(reason)

@@ -18,6 +18,9 @@ class Sent:
     time: float
     sender: Direction
     frame: Frame
+    #: Whether the receiver's TCP acknowledged the frame's bytes (a capture shows it); None when not known (the
+    #: live prober's own sends). False: the frame may never have reached the receiver, which then owed it nothing.
+    acked: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +34,14 @@ class Closed:
 
 @dataclass(frozen=True, slots=True)
 class Quiet:
-    """Observation stopped at ``time`` with the connection still open: silence until then (a deadline)."""
+    """Observation stopped at ``time`` with the connection still open: silence until then (a deadline).
+
+    From a capture, ``time`` is the connection's last captured segment and ``capture_end`` the end of the capture:
+    between the two the connection was not seen, so a silence there proves nothing. None: observation was
+    continuous until ``time`` (a live conversation)."""
 
     time: float
+    capture_end: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

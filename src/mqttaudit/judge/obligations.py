@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from mqttaudit.codec import Direction
 
-from .events import Closed
+from . import reasons
+from .events import Closed, Quiet
 from .sides import peer, side_name
 from .verdict import Ledger
 
@@ -56,6 +57,9 @@ class Obligation:
     #: Rules the owing side enforces by doing what it owes (the rule a malformed packet broke, which its receiver
     #: upholds by closing): they hold, fail or stay undecided with the obligation itself.
     enforces: tuple[str, ...] = ()
+    #: Owed only on an accepted connection (the server's answers to the client's requests): while the server has
+    #: not accepted the connection, a missing answer is not a finding.
+    needs_acceptance: bool = False
 
     @property
     def decided(self) -> tuple[str, ...]:
@@ -85,6 +89,15 @@ class Obligations:
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
         self._open: list[Obligation] = []
+        #: Why the server is not known to have accepted the connection (None once it did, or when that is
+        #: presumed): answers that need an accepted connection are not assessable meanwhile.
+        self.not_accepted: str | None = None
+        #: Events whose bytes the receiver's TCP never acknowledged: their sender, and why that matters.
+        self._unreceived: dict[int, tuple[Direction, str]] = {}
+
+    def unreceived(self, event: int, sender: Direction, reason: str) -> None:
+        """The receiver never acknowledged event ``event``: it may never have received it, so owed it nothing."""
+        self._unreceived[event] = (sender, reason)
 
     def open(self, obligation: Obligation) -> Obligation:
         self._open.append(obligation)
@@ -128,16 +141,39 @@ class Obligations:
             self._open.remove(obligation)
             self._settle_on_close(obligation, closed, event)
 
-    def finish(self, now: float) -> None:
-        """Observation ended without a close or a deadline passing: whatever is open is not assessable."""
+    def finish(self, now: float, quiet: Quiet | None = None) -> None:
+        """Observation ended without a close or a deadline passing: whatever is open is not assessable. ``quiet``
+        says where a capture's observation of the connection stopped and where the capture itself did."""
         for obligation in list(self._open):
             self._open.remove(obligation)
             if now >= obligation.exercised_after:
-                self._undecided(
-                    obligation,
-                    f"observation ended {now - obligation.since:.3g} s after event {obligation.event}, before the "
-                    f"{side_name(obligation.side)} had to {obligation.owed} ({obligation.limit:g} s)",
-                )
+                self._undecided(obligation, self._excuse(obligation) or self._unseen(obligation, now, quiet))
+
+    def _unseen(self, obligation: Obligation, now: float, quiet: Quiet | None) -> str:
+        """Why an obligation whose deadline lies beyond the observation is not assessable."""
+        owed = f"before the {side_name(obligation.side)} had to {obligation.owed} ({obligation.limit:g} s)"
+        end = None if quiet is None else quiet.capture_end
+        if end is None:
+            return f"observation ended {now - obligation.since:.3g} s after event {obligation.event}, {owed}"
+        if obligation.due > end:
+            return reasons.reason(
+                reasons.CAPTURE_ENDS, f"it ends {end - obligation.since:.3g} s after event {obligation.event}, {owed}"
+            )
+        return reasons.reason(
+            f"{reasons.NO_ACTIVITY} {reasons.utc(now)}",
+            f"the connection is not seen after {now - obligation.since:.3g} s from event {obligation.event} "
+            f"(the capture goes on {end - now:.3g} s), {owed}",
+        )
+
+    def _excuse(self, obligation: Obligation) -> str | None:
+        """Why a missed deadline is not a finding: the owing side never received what called for the answer, it
+        never accepted the connection, or its answer may be in bytes nobody captured."""
+        unreceived = self._unreceived.get(obligation.event)
+        if unreceived is not None and unreceived[0] is peer(obligation.side):
+            return unreceived[1]
+        if obligation.needs_acceptance and self.not_accepted is not None:
+            return self.not_accepted
+        return obligation.lost
 
     def _settle_on_close(self, obligation: Obligation, closed: Closed, event: int) -> None:
         if closed.time < obligation.exercised_after:
@@ -163,8 +199,8 @@ class Obligations:
             self._undecided(
                 obligation, f"the {side} closed the connection instead, which it may do (event {obligation.event})"
             )
-        elif obligation.lost is not None:
-            self._undecided(obligation, obligation.lost)
+        elif self._excuse(obligation) is not None:
+            self._undecided(obligation, self._excuse(obligation) or "")
         else:
             self._fail(
                 obligation,
@@ -179,8 +215,9 @@ class Obligations:
             self._ledger.undecided(rule, reason, side=obligation.side, event=obligation.event, time=obligation.since)
 
     def _breach(self, obligation: Obligation, time: float, event: int, observed: str) -> None:
-        if obligation.lost is not None:
-            self._undecided(obligation, obligation.lost)
+        excuse = self._excuse(obligation)
+        if excuse is not None:
+            self._undecided(obligation, excuse)
             return
         for rule in obligation.informs:
             self._ledger.undecided(

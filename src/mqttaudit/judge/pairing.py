@@ -287,6 +287,7 @@ class Pairing:
                 ),
                 OnClose.EXCUSES,
                 informs=_informs(stage, owing, rule),
+                needs_acceptance=owing is not CLIENT,
             )
         )
 
@@ -462,6 +463,7 @@ class Pairing:
                     seen.time + limit,
                     lambda: ("send PINGRESP", f"the server answers PINGREQ with PINGRESP (within {limit:g} s)"),
                     OnClose.EXCUSES,
+                    needs_acceptance=True,
                 )
             )
         self._pings.append((seen, due))

@@ -3,6 +3,7 @@ observation could not show, so a reader (and a filter) can group them. A reason 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Final
 
 #: Bytes the client sent before its first decoded packet were not captured: its CONNECT may be among them.
@@ -24,6 +25,15 @@ LOST_BYTES: Final = "bytes not captured"
 def reason(tag: str, details: str) -> str:
     """A reason: its tag, then what exactly could not be seen."""
     return f"{tag}: {details}"
+
+
+def utc(seconds: float) -> str:
+    """A capture time (seconds since the epoch) as an ISO 8601 UTC time to the microsecond."""
+    try:
+        moment = datetime.fromtimestamp(seconds, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return f"{seconds:.6f} s"
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def tag_of(text: str) -> str:
