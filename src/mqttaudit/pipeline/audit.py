@@ -55,7 +55,7 @@ MIN_CHUNK_BYTES = 1024 * 1024
 CHUNKS_PER_CORE = 4
 #: Tasks per core of the judging stage: flows differ widely in length, so more, smaller shares even out better.
 FLOW_PARTITIONS_PER_CORE = 8
-TABLES = ("packets", "violations", "connections", "deliveries", "routing_findings", "gaps")
+TABLES = ("packets", "violations", "connections", "not_assessable", "deliveries", "routing_findings", "gaps")
 SAMPLES_PER_RULE = 5
 REPORT_ROWS = 200
 
@@ -375,6 +375,12 @@ def _summary(
     by_level = {row["level"]: row["count"] for row in violations.groupBy("level").count().collect()}
     by_actor = {row["actor"]: row["count"] for row in violations.groupBy("actor").count().collect()}
     by_kind = {row["kind"]: row["count"] for row in routing.groupBy("kind").count().collect()}
+    versions = {
+        row["version"]: {"connections": row["count"], "handling": row["handling"]}
+        for row in session.read.parquet(str(out_dir / "connections")).groupBy("version", "handling").count().collect()
+    }
+    undecided = session.read.parquet(str(out_dir / "not_assessable"))
+    by_tag = {row["tag"]: row["count"] for row in undecided.groupBy("tag").count().collect()}
     skipped: dict[str, int] = {}
     records = segments_kept = 0
     chunk_errors: list[dict[str, Any]] = []
@@ -413,6 +419,8 @@ def _summary(
             "routing_findings": sum(by_kind.values()),
             "routing_by_kind": by_kind,
         },
+        "versions": dict(sorted(versions.items())),
+        "not_assessable": {"rows": sum(by_tag.values()), "by_tag": dict(sorted(by_tag.items()))},
         "bytes": {
             "mqtt_bytes": stream,
             "packet_bytes": int(sums["packets"] or 0),

@@ -15,13 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from mqttaudit.capture.conversation import FRAMED_ONLY, handling
 from mqttaudit.codec import Connect, PacketType, Publish
 from mqttaudit.codec.describe import wire_text
 from mqttaudit.codec.packets import Value
 from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig
 from mqttaudit.judge.events import Closed, Event, Quiet, Sent
+from mqttaudit.judge.reasons import tag_of
 from mqttaudit.judge.sides import side_name
 from mqttaudit.judge.transcript import Delivered, Published, Transcript
+from mqttaudit.judge.verdict import Undecided
 from mqttaudit.spec import load_catalogue
 
 CATALOGUE = load_catalogue("3.1.1")
@@ -44,7 +47,13 @@ class Flow:
     mid_stream: bool = False
     #: How the client/server roles were decided ("handshake", "port", ...).
     roles: str = "handshake"
+    #: The MQTT version the client's CONNECT names ("unknown" without one); a version in ``FRAMED_ONLY`` is not
+    #: judged.
+    version: str = "3.1.1"
 
+
+#: The Protocol Level of each version, for a connection whose CONNECT was framed but not read.
+LEVELS = {"3.1": 3, "3.1.1": 4, "5.0": 5}
 
 #: Packet type names by type number (Enum's ``name`` property costs a Python call per packet).
 TYPE_NAMES = [packet_type.name for packet_type in PacketType]
@@ -101,6 +110,8 @@ VIOLATION_COLUMNS = (
     "detail",
     "expected",
     "evidence",
+    "cause_event",
+    "cause_frame",
 )
 #: Bytes of evidence kept per violation (hex); longer frames are cut, with the full length in the packets table.
 EVIDENCE_BYTES = 64
@@ -120,9 +131,28 @@ CONNECTION_COLUMNS = (
     "how",
     "mid_stream",
     "roles",
+    "version",
+    "handling",
     "packets",
     "violations",
     "not_assessable",
+)
+#: One row per instance of a rule the audit could not decide, with the reason (its tag first, for grouping).
+NOT_ASSESSABLE_COLUMNS = (
+    "capture",
+    "flow",
+    "client",
+    "server",
+    "client_id",
+    "rule",
+    "level",
+    "section",
+    "actor",
+    "event",
+    "frame",
+    "time",
+    "tag",
+    "reason",
 )
 
 
@@ -131,6 +161,7 @@ class FlowResult:
     packets: Columns
     violations: Columns
     connection: Columns
+    not_assessable: Columns
     #: The transcript for the routing replay (payloads replaced by digests), pickled.
     transcript: bytes
     #: The same without subscriptions and deliveries (:func:`sources`), pickled.
@@ -150,14 +181,17 @@ def rule_level(rule: str) -> tuple[str, str]:
 
 
 def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
-    """Feeds the connection's events to the judge and returns its rows."""
+    """Feeds the connection's events to the judge and returns its rows. A connection of a version that is not
+    judged (``FRAMED_ONLY``) gives its packets' rows (type from the fixed header) and nothing else."""
+    judged = flow.version not in FRAMED_ONLY
     judge = ConversationJudge(config, conversation=flow.flow, mid_stream=flow.mid_stream)
     packets = Columns(PACKET_COLUMNS)
     packet_columns = [packets.data[name] for name in PACKET_COLUMNS]
     violations = Columns(VIOLATION_COLUMNS)
     codec_violations = 0
     for index, event in enumerate(flow.events):
-        judge.feed(event)
+        if judged:
+            judge.feed(event)
         if not isinstance(event, Sent):
             continue
         frame, packet = event.frame, event.frame.packet
@@ -173,7 +207,7 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
             frame.offset,
             frame.length,
             event.time,
-            None if packet is None else TYPE_NAMES[packet.packet_type],
+            packet_type_name(event) if packet is None else TYPE_NAMES[packet.packet_type],
             getattr(packet, "packet_id", None),
             None if publish is None else publish.qos,
             None if publish is None else publish.retain,
@@ -183,7 +217,7 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
         )
         for column, value in zip(packet_columns, values, strict=True):
             column.append(value)
-        for violation in frame.violations:
+        for violation in frame.violations if judged else ():
             codec_violations += 1
             level, section = rule_level(violation.rule)
             violations.add(
@@ -209,15 +243,54 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
     transcript = judge.transcript
     connection = Columns(CONNECTION_COLUMNS)
     row = _connection_row(flow, transcript, len(packets), codec_violations + len(judgement.findings))
-    connection.add(**row, not_assessable=len(judgement.not_assessable))
+    undecided = Columns(NOT_ASSESSABLE_COLUMNS)
+    for instance in judgement.undecided:
+        add_undecided(undecided, flow.capture, instance, flow, row["client_id"])
+    connection.add(**row, not_assessable=len(undecided))
     replayed = digested(transcript)
-    return FlowResult(packets, violations, connection, pickle.dumps(replayed), pickle.dumps(sources(replayed)))
+    return FlowResult(
+        packets, violations, connection, undecided, pickle.dumps(replayed), pickle.dumps(sources(replayed))
+    )
+
+
+def packet_type_name(event: Sent) -> str | None:
+    """The packet type a whole frame's fixed header names, for a frame not decoded (another version's)."""
+    frame = event.frame
+    if frame.violations or len(frame.raw) != frame.length or not frame.raw:
+        return None
+    return TYPE_NAMES[frame.raw[0] >> 4]
+
+
+def add_undecided(
+    rows: Columns, capture: str, instance: Undecided, flow: Flow | None, client_id: str | None = None
+) -> None:
+    """One undecided instance as a ``not_assessable`` row, located by the event that called for it."""
+    level, section = rule_level(instance.rule)
+    frame = None
+    if flow is not None and 0 <= instance.event < len(flow.frames):
+        frame = flow.frames[instance.event]
+    rows.add(
+        capture=capture,
+        flow=instance.conversation or (None if flow is None else flow.flow),
+        client=None if flow is None else flow.client,
+        server=None if flow is None else flow.server,
+        client_id=client_id,
+        rule=instance.rule,
+        level=level,
+        section=section,
+        actor="" if instance.side is None else instance.side.value,
+        event=None if instance.event < 0 else instance.event,
+        frame=frame,
+        time=instance.time,
+        tag=tag_of(instance.reason),
+        reason=finding_text(instance.reason),
+    )
 
 
 def add_finding(violations: Columns, capture: str, finding: Finding, flow: Flow | None, origin: str) -> None:
     """A judge finding as a violation row, located by the event it names."""
     level, section = rule_level(finding.rule)
-    frame = None
+    frame = cause_frame = None
     offset = None
     hexed = ""
     if flow is not None and 0 <= finding.event < len(flow.events):
@@ -225,6 +298,12 @@ def add_finding(violations: Columns, capture: str, finding: Finding, flow: Flow 
         frame = flow.frames[finding.event] if finding.event < len(flow.frames) else None
         if isinstance(event, Sent):
             offset, hexed = event.frame.offset, evidence(event.frame.raw)
+    if flow is not None and 0 <= finding.cause < len(flow.events):
+        cause = flow.events[finding.cause]
+        cause_frame = flow.frames[finding.cause] if finding.cause < len(flow.frames) else None
+        if isinstance(cause, Sent) and not hexed:
+            # The finding shows at a silence or a close: the bytes that called for the answer are the evidence.
+            offset, hexed = cause.frame.offset, evidence(cause.frame.raw)
     violations.add(
         capture=capture,
         flow=finding.conversation,
@@ -241,6 +320,8 @@ def add_finding(violations: Columns, capture: str, finding: Finding, flow: Flow 
         detail=finding_text(finding.detail),
         expected=finding_text(finding.expected),
         evidence=hexed,
+        cause_event=None if finding.cause < 0 else finding.cause,
+        cause_frame=cause_frame,
     )
 
 
@@ -252,6 +333,9 @@ def evidence(raw: bytes) -> str:
 
 def _connection_row(flow: Flow, transcript: Transcript, packets: int, violations: int) -> dict[str, Any]:
     connect, connack = transcript.connect, transcript.connack
+    if connect is None:  # not judged (another version's connection): its CONNECT, when it could be read
+        first = next((e.frame.packet for e in flow.events if isinstance(e, Sent)), None)
+        connect = first if isinstance(first, Connect) else None
     closed = next((e for e in reversed(flow.events) if isinstance(e, Closed)), None)
     quiet = next((e for e in reversed(flow.events) if isinstance(e, Quiet)), None)
     times = [e.time for e in flow.events]
@@ -266,7 +350,7 @@ def _connection_row(flow: Flow, transcript: Transcript, packets: int, violations
         "client": flow.client,
         "server": flow.server,
         "client_id": None if connect is None else wire_text(connect.client_id),
-        "protocol_level": None if connect is None else connect.protocol_level,
+        "protocol_level": LEVELS.get(flow.version) if connect is None else connect.protocol_level,
         "clean_session": None if connect is None else connect.clean_session,
         "keep_alive": None if connect is None else connect.keep_alive,
         "connack_code": None if connack is None else connack.return_code,
@@ -276,6 +360,8 @@ def _connection_row(flow: Flow, transcript: Transcript, packets: int, violations
         "how": how,
         "mid_stream": flow.mid_stream,
         "roles": flow.roles,
+        "version": flow.version,
+        "handling": handling(flow.version),
         "packets": packets,
         "violations": violations,
     }

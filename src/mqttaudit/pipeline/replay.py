@@ -19,7 +19,7 @@ from mqttaudit.judge.model import Model, build
 from mqttaudit.judge.routing import Routing
 from mqttaudit.judge.transcript import Transcript
 
-from .conversations import Columns, finding_text, rule_level
+from .conversations import NOT_ASSESSABLE_COLUMNS, Columns, add_undecided, finding_text, rule_level
 
 DELIVERY_COLUMNS = (
     "broker",
@@ -61,9 +61,9 @@ def replay_broker(
     transcripts: Iterable[tuple[str, bytes]],
     config: JudgeConfig,
     own: Collection[str] | None = None,
-) -> tuple[Columns, Columns, dict[str, str]]:
+) -> tuple[Columns, Columns, Columns]:
     """``transcripts``: (flow id, pickled transcript) of every connection to ``broker``. Returns the deliveries
-    rows, the routing findings rows, and the rules the replay could not decide (with why).
+    rows, the routing findings rows, and the ``not_assessable`` rows of what the replay could not decide.
 
     ``own`` makes it the replay of one shard: only the sessions of the ClientIds of those flows are judged (the
     other transcripts are only sources of messages, see :func:`~.conversations.sources`); None judges every session."""
@@ -81,7 +81,7 @@ def replay_batches(
     config: JudgeConfig,
     own: Collection[str] | None = None,
     rows: int = BATCH_ROWS,
-) -> tuple[Iterator[Columns], Columns, dict[str, str]]:
+) -> tuple[Iterator[Columns], Columns, Columns]:
     """:func:`replay_broker` with the deliveries rows handed on in batches of ``rows`` as they are made, so that a
     task writing them never holds them all (there is one per expectation of the model)."""
     loaded: dict[str, Transcript] = {flow: pickle.loads(blob) for flow, blob in transcripts}
@@ -105,7 +105,10 @@ def replay_batches(
             detail=finding_text(finding.detail),
             expected=finding_text(finding.expected),
         )
-    return _deliveries(broker, model, rows), findings, dict(judgement.not_assessable)
+    undecided = Columns(NOT_ASSESSABLE_COLUMNS)
+    for instance in judgement.undecided:
+        add_undecided(undecided, "", instance, None)
+    return _deliveries(broker, model, rows), findings, undecided
 
 
 def _deliveries(broker: str, model: Model, rows: int) -> Iterator[Columns]:

@@ -57,6 +57,7 @@ from mqttaudit.judge.events import Sent
 from . import sources
 from .conversations import (
     CONNECTION_COLUMNS,
+    NOT_ASSESSABLE_COLUMNS,
     PACKET_COLUMNS,
     VIOLATION_COLUMNS,
     Columns,
@@ -121,6 +122,11 @@ TYPES: dict[str, pa.DataType] = {
     "qos_observed": pa.int64(),
     "side": pa.string(),
     "reason": pa.string(),
+    "version": pa.string(),
+    "handling": pa.string(),
+    "cause_event": pa.int64(),
+    "cause_frame": pa.int64(),
+    "tag": pa.string(),
 }
 GAP_COLUMNS = ("capture", "flow", "direction", "offset", "length", "time", "kind", "reason")
 
@@ -215,6 +221,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "violations": VIOLATION_COLUMNS,
     "connections": CONNECTION_COLUMNS,
     "gaps": GAP_COLUMNS,
+    "not_assessable": NOT_ASSESSABLE_COLUMNS,
     "deliveries": DELIVERY_COLUMNS,
     "routing_findings": ROUTING_COLUMNS,
 }
@@ -577,7 +584,8 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
     tune_gc()
     part = _part_name()
     writers = {
-        table: TableWriter(options.out_dir, table, part) for table in ("packets", "violations", "connections", "gaps")
+        table: TableWriter(options.out_dir, table, part)
+        for table in ("packets", "violations", "connections", "gaps", "not_assessable")
     }
     transcripts = TranscriptWriter(options.out_dir, part)
     judged = Columns(tuple(JUDGED_SCHEMA.names))
@@ -696,6 +704,7 @@ def _connection(
             frames,
             mid_stream=audit.mid_stream,
             roles=audit.direction_reason,
+            version=audit.version,
         ),
         options.judge_config,
     )
@@ -743,6 +752,7 @@ def _connection(
         "violations": judged.violations,
         "connections": judged.connection,
         "gaps": gaps,
+        "not_assessable": judged.not_assessable,
     }
 
 
@@ -773,10 +783,12 @@ def replay_group(table: pa.Table, options: AuditOptions) -> pa.Table:
     )
     batches, findings, undecided = replay_batches(broker, zip(flows, blobs, strict=True), options.judge_config, own)
     part = _part_name(hashlib.blake2b(broker.encode(), digest_size=6).hexdigest(), shard)
-    writers = {name: TableWriter(options.out_dir, name, part) for name in ("deliveries", "routing_findings")}
+    names = ("deliveries", "routing_findings", "not_assessable")
+    writers = {name: TableWriter(options.out_dir, name, f"{part}-routing") for name in names}
     for batch in batches:
         writers["deliveries"].add(batch)
     writers["routing_findings"].add(findings)
+    writers["not_assessable"].add(undecided)
     for writer in writers.values():
         writer.close()
     row = Columns(tuple(REPLAYED_SCHEMA.names))
@@ -786,9 +798,17 @@ def replay_group(table: pa.Table, options: AuditOptions) -> pa.Table:
         partition=_partition(),
         deliveries=writers["deliveries"].rows,
         routing_findings=len(findings),
-        not_assessable=json.dumps(undecided, sort_keys=True),
+        not_assessable=json.dumps(first_reasons(undecided), sort_keys=True),
     )
     return columns_table([row], REPLAYED_SCHEMA)
+
+
+def first_reasons(rows: Columns) -> dict[str, str]:
+    """Rule -> the first reason of the ``not_assessable`` rows."""
+    reasons: dict[str, str] = {}
+    for rule, reason in zip(rows.data["rule"], rows.data["reason"], strict=True):
+        reasons.setdefault(rule, reason)
+    return reasons
 
 
 def flow_judge(options: AuditOptions) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
