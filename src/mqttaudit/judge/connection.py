@@ -187,7 +187,11 @@ class Connection:
             self._connect_first_unknown(seen)
         elif first and packet is None:
             self._ctx.ledger.undecided(
-                rules.CONNECT_FIRST, f"the client's first bytes (event {seen.event}) were not decoded"
+                rules.CONNECT_FIRST,
+                reasons.reason(reasons.UNDECODED, f"the client's first bytes (event {seen.event})"),
+                side=CLIENT,
+                event=seen.event,
+                time=seen.time,
             )
         elif first:
             self._not_connect_first(seen)
@@ -243,7 +247,13 @@ class Connection:
         reason = foreign_protocol(connect, config.supported_protocol_levels)
         if reason is not None:
             self.foreign = reason
-            self._ctx.ledger.undecided(rules.CONNACK_FOR_VALID_CONNECT, reason)
+            self._ctx.ledger.undecided(
+                rules.CONNACK_FOR_VALID_CONNECT,
+                reasons.reason(reasons.ANOTHER_SPECIFICATION, reason),
+                side=SERVER,
+                event=seen.event,
+                time=seen.time,
+            )
             return
         self.reaction = reaction = connect_reaction(seen, connect, config.supported_protocol_levels)
         if not reaction.codes:
@@ -330,7 +340,7 @@ class Connection:
             elif SERVER in self.lost:
                 reason = reasons.reason(reasons.LOST_BYTES, "bytes the server sent before it were not captured")
             else:
-                reason = f"the server's first bytes (event {seen.event}) were not decoded"
+                reason = reasons.reason(reasons.UNDECODED, f"the server's first bytes (event {seen.event})")
             self._ctx.ledger.undecided(rules.CONNACK_FIRST, reason, side=SERVER, event=seen.event, time=seen.time)
             return
         self._ctx.ledger.fail(
@@ -450,9 +460,21 @@ class Connection:
             if closed is not None:
                 ledger.held(rules.NOTHING_AFTER_DISCONNECT)
             else:
-                ledger.undecided(rules.NOTHING_AFTER_DISCONNECT, "observation ended with the connection still open")
+                ledger.undecided(
+                    rules.NOTHING_AFTER_DISCONNECT,
+                    reasons.reason(reasons.TOO_SHORT, "observation ended with the connection still open"),
+                    side=CLIENT,
+                    event=self.disconnect_seen.event,
+                    time=self.disconnect_seen.time,
+                )
         if self.reaction is ACCEPT_OR_REFUSE and self.connack is None and self.connect and self.connect.clean_session:
-            ledger.undecided(rules.NO_SESSION_PRESENT_WITH_CLEAN_SESSION, "no CONNACK seen")
+            ledger.undecided(
+                rules.NO_SESSION_PRESENT_WITH_CLEAN_SESSION,
+                reasons.reason(reasons.NO_ANSWER, "no CONNACK seen"),
+                side=SERVER,
+                event=self.connect_seen_event,
+                time=None if self.connect_seen is None else self.connect_seen.time,
+            )
         refused = self.refused_at
         if refused is None or not self._followups or self._acted_after_refusal:
             return
@@ -461,5 +483,11 @@ class Connection:
         else:
             self._ctx.ledger.undecided(
                 rules.NOTHING_PROCESSED_AFTER_REFUSAL,
-                f"observation ended {end - refused.time:.3g} s after the refusal, before an answer would show",
+                reasons.reason(
+                    reasons.TOO_SHORT,
+                    f"observation ended {end - refused.time:.3g} s after the refusal, before an answer would show",
+                ),
+                side=SERVER,
+                event=refused.event,
+                time=refused.time,
             )

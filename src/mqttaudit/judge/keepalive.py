@@ -7,7 +7,7 @@ from typing import Final
 
 from mqttaudit.codec import Direction
 
-from . import rules
+from . import reasons, rules
 from .connection import ACCEPT_OR_REFUSE, Connection
 from .context import Context, Seen
 from .obligations import Obligation, OnClose
@@ -76,7 +76,13 @@ class KeepAlive:
         """The silence at the end counts only when too long; a conversation that never saw a whole Keep Alive
         period decided nothing."""
         if self._too_long(time, event) is False and not self._decided and self.period():
-            self._ctx.ledger.undecided(rules.CLIENT_KEEP_ALIVE, "no whole Keep Alive period was observed")
+            self._ctx.ledger.undecided(
+                rules.CLIENT_KEEP_ALIVE,
+                reasons.reason(reasons.TOO_SHORT, "no whole Keep Alive period was observed"),
+                side=CLIENT,
+                event=event,
+                time=time,
+            )
 
     def _too_long(self, time: float, event: int) -> bool | None:
         """None when no Keep Alive applies or the silence was reported already."""

@@ -154,7 +154,10 @@ class Obligations:
         owed = f"before the {side_name(obligation.side)} had to {obligation.owed} ({obligation.limit:g} s)"
         end = None if quiet is None else quiet.capture_end
         if end is None:
-            return f"observation ended {now - obligation.since:.3g} s after event {obligation.event}, {owed}"
+            return reasons.reason(
+                reasons.TOO_SHORT,
+                f"observation ended {now - obligation.since:.3g} s after event {obligation.event}, {owed}",
+            )
         if obligation.due > end:
             return reasons.reason(
                 reasons.CAPTURE_ENDS, f"it ends {end - obligation.since:.3g} s after event {obligation.event}, {owed}"
@@ -184,20 +187,30 @@ class Obligations:
             return
         side = side_name(obligation.side)
         if closed.by is None:
-            self._undecided(obligation, "the connection closed within the limit, by an unknown side")
+            self._undecided(
+                obligation,
+                reasons.reason(reasons.PEER_CLOSED, "the connection closed within the limit, by a side unknown"),
+            )
         elif closed.by is not obligation.side:
             self._undecided(
                 obligation,
-                f"the {side_name(peer(obligation.side))} closed the connection "
-                f"{closed.time - obligation.since:.3g} s after event {obligation.event}, before the {side} had to "
-                f"{obligation.owed}",
+                reasons.reason(
+                    reasons.PEER_CLOSED,
+                    f"the {side_name(peer(obligation.side))} closed the connection "
+                    f"{closed.time - obligation.since:.3g} s after event {obligation.event}, before the {side} had "
+                    f"to {obligation.owed}",
+                ),
             )
         elif obligation.on_close is OnClose.FULFILS:
             for rule in obligation.decided:
                 self._ledger.held(rule)
         elif obligation.on_close is OnClose.EXCUSES:
             self._undecided(
-                obligation, f"the {side} closed the connection instead, which it may do (event {obligation.event})"
+                obligation,
+                reasons.reason(
+                    reasons.CLOSED_INSTEAD,
+                    f"the {side} closed the connection instead, which it may do (event {obligation.event})",
+                ),
             )
         elif self._excuse(obligation) is not None:
             self._undecided(obligation, self._excuse(obligation) or "")
@@ -222,7 +235,7 @@ class Obligations:
         for rule in obligation.informs:
             self._ledger.undecided(
                 rule,
-                f"no answer to event {obligation.event}, so nothing to judge it on",
+                reasons.reason(reasons.NO_ANSWER, f"no answer to event {obligation.event}"),
                 side=obligation.side,
                 event=obligation.event,
                 time=obligation.since,

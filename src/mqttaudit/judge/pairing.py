@@ -15,7 +15,7 @@ from mqttaudit.codec import Direction, PacketType, Pingreq, Pingresp, Publish, S
 from mqttaudit.codec import rules as codec_rules
 
 from ..codec.describe import quoted
-from . import rules
+from . import reasons, rules
 from .connection import Connection
 from .context import Context, Seen, describe
 from .obligations import Obligation, OnClose
@@ -206,7 +206,15 @@ class Pairing:
             return None
         rule = ID_IN_USE[seen.sender]
         if current is None and self._connection.may_resume:
-            self._ctx.ledger.undecided(rule, "the session may hold identifiers in flight from an earlier connection")
+            self._ctx.ledger.undecided(
+                rule,
+                reasons.reason(
+                    reasons.EARLIER_SESSION, "the session may hold identifiers in flight from an earlier connection"
+                ),
+                side=seen.sender,
+                event=seen.event,
+                time=seen.time,
+            )
         elif current is None:
             self._ctx.ledger.held(rule)
         else:
@@ -359,7 +367,15 @@ class Pairing:
         if rule is None or seen.sender is not CLIENT:
             return
         if CLIENT in self._blind:
-            self._ctx.ledger.undecided(rule, "bytes the client sent were not observed: an answer may be among them")
+            self._ctx.ledger.undecided(
+                rule,
+                reasons.reason(
+                    reasons.LOST_BYTES, "bytes the client sent were not captured: an answer may be among them"
+                ),
+                side=seen.sender,
+                event=seen.event,
+                time=seen.time,
+            )
             return
         earlier = [
             other
@@ -419,18 +435,31 @@ class Pairing:
         if seen.offends:
             return  # a malformed answer is the codec's finding; its identifier proves nothing
         if owner in self._blind:
-            reason = f"bytes from the {side_name(owner)} were skipped undecoded or not observed"
-            self._ctx.ledger.undecided(stray.rule, reason)
+            reason = reasons.reason(
+                reasons.LOST_BYTES, f"bytes from the {side_name(owner)} were skipped undecoded or not captured"
+            )
+            self._ctx.ledger.undecided(stray.rule, reason, side=seen.sender, event=seen.event, time=seen.time)
             return
         if self._connection.mid_stream:
             self._ctx.ledger.undecided(
-                stray.rule, f"{seen.describe()} may answer a packet sent before the capture began"
+                stray.rule,
+                reasons.reason(reasons.MID_STREAM, f"{seen.describe()} may answer a packet sent before it"),
+                side=seen.sender,
+                event=seen.event,
+                time=seen.time,
             )
             return
         if packet_type is PacketType.PUBREL and self._connection.may_resume:
             # [MQTT-4.4.0-1] On a resumed session a PUBREL may finish a flow begun on an earlier connection.
             self._ctx.ledger.undecided(
-                stray.rule, f"{seen.describe()} may continue a QoS 2 flow of an earlier connection (session resumed)"
+                stray.rule,
+                reasons.reason(
+                    reasons.EARLIER_SESSION,
+                    f"{seen.describe()} may continue a QoS 2 flow of an earlier connection (session resumed)",
+                ),
+                side=seen.sender,
+                event=seen.event,
+                time=seen.time,
             )
             flow = Flow(seen.sender, packet_id, seen, Stage.PUBCOMP, seen)
             self._flows[seen.sender][packet_id] = flow

@@ -20,6 +20,20 @@ CAPTURE_ENDS: Final = "capture ends before the deadline"
 NOT_ACCEPTED: Final = "connection never accepted"
 #: Bytes of the owing side went unobserved while the answer was due: the answer may be among them.
 LOST_BYTES: Final = "bytes not captured"
+#: The peer closed the connection before the deadline: the owing side had no chance to show what it does.
+PEER_CLOSED: Final = "peer closed first"
+#: The owing side closed instead of answering, which it may do.
+CLOSED_INSTEAD: Final = "closed instead of answering"
+#: What the rule is judged on (an answer, a CONNACK) never came: there is nothing to judge it on.
+NO_ANSWER: Final = "no answer to judge"
+#: The observation stopped before the rule was exercised for long enough.
+TOO_SHORT: Final = "observation too short"
+#: Bytes were captured but could not be decoded as a packet.
+UNDECODED: Final = "bytes not decoded"
+#: The connection follows another specification (another protocol name, or a level the server supports).
+ANOTHER_SPECIFICATION: Final = "another specification"
+#: The session began on an earlier connection the capture does not hold (or did not tie to this one).
+EARLIER_SESSION: Final = "earlier session unknown"
 
 
 def reason(tag: str, details: str) -> str:
@@ -52,4 +66,11 @@ TAGS: Final = (
     CAPTURE_ENDS,
     NOT_ACCEPTED,
     LOST_BYTES,
+    PEER_CLOSED,
+    CLOSED_INSTEAD,
+    NO_ANSWER,
+    TOO_SHORT,
+    UNDECODED,
+    ANOTHER_SPECIFICATION,
+    EARLIER_SESSION,
 )

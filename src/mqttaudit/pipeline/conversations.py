@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from mqttaudit.capture.conversation import FRAMED_ONLY, handling
-from mqttaudit.codec import Connect, PacketType, Publish
+from mqttaudit.codec import Connect, Direction, PacketType, Publish
 from mqttaudit.codec.describe import wire_text
 from mqttaudit.codec.packets import Value
 from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig
@@ -261,6 +261,17 @@ def packet_type_name(event: Sent) -> str | None:
     return TYPE_NAMES[frame.raw[0] >> 4]
 
 
+def framed_connack_code(flow: Flow) -> int | None:
+    """The return (or reason) code of the first CONNACK the server sent, read from its bytes: the fourth byte in
+    every version (a connection not judged has no decoded CONNACK)."""
+    for event in flow.events:
+        if isinstance(event, Sent) and event.sender is Direction.FROM_SERVER:
+            raw = event.frame.raw
+            if len(raw) >= 4 and raw[0] == 0x20 and len(raw) == event.frame.length:
+                return raw[3]
+    return None
+
+
 def add_undecided(
     rows: Columns, capture: str, instance: Undecided, flow: Flow | None, client_id: str | None = None
 ) -> None:
@@ -353,7 +364,7 @@ def _connection_row(flow: Flow, transcript: Transcript, packets: int, violations
         "protocol_level": LEVELS.get(flow.version) if connect is None else connect.protocol_level,
         "clean_session": None if connect is None else connect.clean_session,
         "keep_alive": None if connect is None else connect.keep_alive,
-        "connack_code": None if connack is None else connack.return_code,
+        "connack_code": framed_connack_code(flow) if connack is None else connack.return_code,
         "start": min(times) if times else None,
         "end": max(times) if times else None,
         "ended_by": ended_by,
