@@ -44,6 +44,9 @@ FRAMED_ONLY: Final = {
     "5.0": "framed only: MQTT 5.0 is not judged yet",
     "3.1": "framed only: MQTT 3.1 is another specification, out of scope",
 }
+#: Framed-only versions whose packets have the 3.1.1 layout (MQTT 3.1 differs in rules, not in fields): a packet
+#: that decodes cleanly is kept for the packets table (topics, identifiers), and still not judged.
+SAME_LAYOUT: Final = frozenset({"3.1"})
 #: Framing rules, the same in every version: what a framed-only connection can still break.
 FRAMING_RULES: Final = frozenset(
     {rules.REMAINING_LENGTH_FOUR_BYTES, rules.REMAINING_LENGTH_SHORTEST, rules.TRUNCATED, rules.SIZE_LIMIT}
@@ -292,8 +295,9 @@ class _Stream:
         sink = self._sink
         if sink.version is None and self._direction() is Direction.FROM_CLIENT:
             sink.version = connect_version(frame.raw) or UNKNOWN_VERSION
-            return framed_only(frame, keep_packet=sink.version == "3.1") if sink.version in FRAMED_ONLY else frame
-        return framed_only(frame) if sink.version in FRAMED_ONLY else frame
+        if sink.version not in FRAMED_ONLY:
+            return frame
+        return framed_only(frame, keep_packet=sink.version in SAME_LAYOUT)
 
 
 def is_malformed(frame: Frame, *, framed: bool) -> bool:
@@ -306,7 +310,7 @@ def is_malformed(frame: Frame, *, framed: bool) -> bool:
 
 def framed_only(frame: Frame, *, keep_packet: bool = False) -> Frame:
     """A frame of a version that is not judged: its bytes and framing violations, no 3.1.1 reading of its body
-    (``keep_packet`` keeps the body where the layouts agree: an MQTT 3.1 CONNECT, for its ClientId)."""
+    (``keep_packet`` keeps the decoded body where the layouts agree, without its 3.1.1 violations)."""
     kept = tuple(violation for violation in frame.violations if violation.rule in FRAMING_RULES)
     if keep_packet and not kept:
         return Frame(frame.offset, frame.length, frame.raw, frame.packet, ())
