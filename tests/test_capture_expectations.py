@@ -26,7 +26,9 @@ from pathlib import Path
 import pytest
 
 from mqttaudit.capture import FlowAudit, FlowOptions, audit_records, flow_key, read_records, segments
+from mqttaudit.capture.conversation import MID_STREAM
 from mqttaudit.capture.segments import format_endpoint
+from mqttaudit.capture.writer import pcap_bytes
 from mqttaudit.codec import Connack, Connect, Frame, Publish, Suback, Subscribe, Unsubscribe
 from mqttaudit.judge import JudgeConfig, Sent
 from mqttaudit.judge.reasons import (
@@ -706,3 +708,29 @@ def test_arkime_records_the_sessions_mqttaudit_decodes() -> None:
         assert ours.qos == {int(q) for q in mqtt.get("qos", [])}, port
         assert (ours.client_id, ours.user) == (set(mqtt["clientId"]), set(body.get("user", []))), port
         assert (ours.flags, ours.will_topic) == (set(mqtt["flags"]), set(mqtt.get("willTopic", []))), port
+
+
+# -- an MQTT 5.0 session seen from its middle ---------------------------------------------------------------------
+
+
+def test_an_mqtt_5_session_seen_from_its_middle_gets_no_3_1_1_finding(tmp_path: Path) -> None:
+    # mqtt5-pub-qos1.pcap without its handshake and CONNECT: the server's CONNACK and PUBACK (5.0 shapes, with
+    # properties and a reason code) prove no packet boundary, so they reach the judge as bytes not framed; the
+    # client's PUBLISH reads as a 3.1.1 PUBLISH. Nothing names the version: no finding, and the PUBACK the
+    # PUBLISH asks for is not assessable (the client closed 0.3 ms later, and the server's bytes were not framed).
+    source = path_of(SV + "mqtt5-pub-qos1.pcap")
+    records = list(read_records(source))
+    carrying = [index for index, segment in segments(records) if segment[8]]
+    kept = [(record[0], record[2]) for record in records if record[4] > carrying[0]]  # from the CONNACK on
+    edited = tmp_path / "mqtt5-mid-stream.pcap"
+    edited.write_bytes(pcap_bytes(kept, records[0][1]))
+    [audit] = audit_records(read_records(edited))
+    assert audit.mid_stream and audit.version == "unknown"
+    assert [(item.length, item.reason) for item in audit.unassessable] == [(13, MID_STREAM)]
+    result = judge_flow(as_flow(edited.name, audit, {}), CONFIG)
+    assert result.violations.data["rule"] == []
+    rows = result.not_assessable.data
+    assert set(zip(rows["actor"], rows["rule"], rows["tag"], strict=True)) == {
+        ("client", CONNECT_FIRST, MID_STREAM_TAG),
+        *(("server", rule, PEER_CLOSED) for rule in (QOS1_RECEIVER_PUBACK, PUBACK_ID, PUBACK_TYPE)),
+    }

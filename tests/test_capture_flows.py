@@ -27,7 +27,7 @@ from mqttaudit.capture.conversation import AFTER_GAP, CUT_BY_END, CUT_BY_GAP, CU
 from mqttaudit.capture.link import ETHERNET, RAW
 from mqttaudit.capture.segments import ACK, PSH, Segment
 from mqttaudit.codec import Direction
-from mqttaudit.judge import Closed, Quiet, Sent, judge
+from mqttaudit.judge import Closed, Lost, Quiet, Sent, judge
 
 SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=80)
 EPOCH = 1_700_000_000 * 10**9
@@ -413,3 +413,51 @@ def test_the_example_in_the_package_documentation_holds() -> None:
 
     result = doctest.testmod(mqttaudit.capture)
     assert result.attempted and not result.failed
+
+
+# -- what the capture cannot show ----------------------------------------------------------------------------------
+
+
+def test_a_connection_seen_from_its_middle_with_packets_no_3_1_1_peer_sends_is_framed_only() -> None:
+    # No handshake, no CONNECT: the version is unknown. The client's PINGREQs prove a boundary; then it answers a
+    # QoS 1 PUBLISH with 40 03 00 01 00, MQTT 5.0's PUBACK with a reason code, which no MQTT 3.1.1 peer sends.
+    session = writer.TcpSession()
+    v5_puback = bytes.fromhex("4003000100")
+    packets = [session.send(0, PINGREQ * 3), session.send(1, PINGRESP * 3 + publish(1)), session.send(0, v5_puback)]
+    audit = only(flow_events(timed(packets)))
+    assert audit.mid_stream and audit.version == "unknown, not 3.1.1" and not audit.judged
+    assert sent(audit)[-1] == (CLIENT, v5_puback)
+    assert all(not side_frame.frame.violations and side_frame.frame.packet is None for side_frame in audit.frames)
+    assert audit.total.malformed == 0 and audit.total.packets == audit.total.stream
+    assert_accounted(audit)
+
+
+def test_a_connection_seen_from_its_middle_whose_packets_are_3_1_1_s_stays_judged() -> None:
+    session = writer.TcpSession()
+    packets = [session.send(0, PINGREQ * 3), session.send(1, PINGRESP * 3 + publish(1)), session.send(0, PINGREQ)]
+    audit = only(flow_events(timed(packets)))
+    assert audit.mid_stream and audit.version == "unknown" and audit.judged
+
+
+def test_bytes_no_packet_was_framed_from_reach_the_judge_where_they_arrived() -> None:
+    # Seen from its middle, the server's first 5 bytes are the tail of a packet: not framed, so the PUBACK the
+    # client's PUBLISH asks for may be among them (it is not here: the judge cannot know).
+    session = writer.TcpSession()
+    packets = [
+        session.send(0, PINGREQ * 3),
+        session.send(1, b"\x00\x01\x02\x03\x04"),
+        session.send(0, publish(1)[:2] + b"\x00\x01" + publish(1)[4:]),
+        session.send(1, PINGRESP * 3),
+    ]
+    audit = only(flow_events(timed(packets)))
+    lost = [event for event in audit.events if isinstance(event, Lost)]
+    assert [(event.sender, event.length, event.undecoded) for event in lost] == [(SERVER, 5, True)]
+    [publishing] = [
+        i for i, e in enumerate(audit.events) if isinstance(e, Sent) and isinstance(e.frame.packet, codec.Publish)
+    ]
+    assert audit.events.index(lost[0]) < publishing
+    judgement = judge(audit.events)  # as if the stream's start were known: the undecoded bytes still count
+    assert (
+        judgement.not_assessable["MQTT-3.2.0-1"]
+        == "bytes not decoded: 5 bytes the server sent (event 3) could not be framed"
+    )

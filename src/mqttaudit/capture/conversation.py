@@ -9,7 +9,7 @@ sender's FIN or reset is the sender's doing and stays a malformed frame.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, NamedTuple
 
 from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, StreamDecoder, rules
@@ -40,9 +40,13 @@ CUT_BY_RESET: Final = "packet cut short by the peer's reset"
 
 #: Versions whose connections are framed only (fixed header and Remaining Length, the same in every version) and not
 #: judged: their packets are not MQTT 3.1.1 packets, and reading them with the 3.1.1 layout would invent defects.
+#: A connection whose CONNECT was not captured and some of whose packets are no MQTT 3.1.1 packets: it may speak
+#: MQTT 5.0 (properties, reason codes), so no 3.1.1 rule can be held against it.
+UNKNOWN_NOT_311: Final = "unknown, not 3.1.1"
 FRAMED_ONLY: Final = {
     "5.0": "framed only: MQTT 5.0 is not judged yet",
     "3.1": "framed only: MQTT 3.1 is another specification, out of scope",
+    UNKNOWN_NOT_311: "framed only: no CONNECT captured, and some packets are not MQTT 3.1.1 packets (MQTT 5.0?)",
 }
 #: Framed-only versions whose packets have the 3.1.1 layout (MQTT 3.1 differs in rules, not in fields): a packet
 #: that decodes cleanly is kept for the packets table (topics, identifiers), and still not judged.
@@ -185,6 +189,8 @@ class _Sink:
     unassessable: list[Unassessable] = field(default_factory=list)
     #: The version the client's first frame named, once it was seen.
     version: str | None = None
+    #: Captured bytes no packet was framed from, as the judge hears of them: (order, Lost) per piece.
+    undecoded: list[tuple[int, Lost]] = field(default_factory=list)
 
 
 class _Stream:
@@ -199,6 +205,7 @@ class _Stream:
         self._decoder: StreamDecoder | None = None
         self._hunt: BoundaryHunt | None = None
         self._hunt_reason = ""
+        self._hunted: list[tuple[int, int, int, int]] = []  # (offset, length, time, order) fed to the hunt
         self._after_gap = False
         self._done = False
         self._time = 0
@@ -222,6 +229,7 @@ class _Stream:
                 hunt = self._hunt = BoundaryHunt(self._direction(), offset, self._options.resync)
                 self._hunt_reason = AFTER_GAP if self._after_gap else MID_STREAM
         if hunt is not None:
+            self._hunted.append((offset, len(data), time, order))
             boundary = hunt.feed(offset, data, time, order)
             if boundary is not None:
                 self._sync(hunt, boundary)
@@ -252,6 +260,7 @@ class _Stream:
     def _sync(self, hunt: BoundaryHunt, boundary: int) -> None:
         self._hunt = None
         self._skip(hunt.start, boundary - hunt.start, self._hunt_reason)
+        self._not_decoded(boundary)
         decoder = self._decoder = self._new_decoder(boundary)
         for _offset, data, time, order in hunt.pieces_from(boundary):
             self._frames(decoder.feed(data), time, order)
@@ -263,6 +272,7 @@ class _Stream:
             if boundary is None:
                 self._hunt = None
                 self._skip(hunt.start, hunt.end - hunt.start, self._hunt_reason)
+                self._not_decoded(hunt.end)
             else:
                 self._sync(hunt, boundary)
         decoder = self._decoder
@@ -273,6 +283,17 @@ class _Stream:
                     self._skip(frame.offset, frame.length, reason)
                 else:
                     self._frames([frame], self._time, self._order)
+
+    def _not_decoded(self, boundary: int) -> None:
+        """The hunt's bytes before ``boundary`` were captured but not framed: the judge hears of them piece by piece,
+        where they arrived, since an answer the side owed may be among them."""
+        sender = self._direction()
+        if sender is not None:
+            for offset, length, time, order in self._hunted:
+                skipped = min(offset + length, boundary) - offset
+                if skipped > 0:
+                    self._sink.undecoded.append((order, Lost(time / _NS, sender, skipped, undecoded=True)))
+        self._hunted = []
 
     def _skip(self, offset: int, length: int, reason: str) -> None:
         if length > 0:
@@ -298,6 +319,14 @@ class _Stream:
         if sink.version not in FRAMED_ONLY:
             return frame
         return framed_only(frame, keep_packet=sink.version in SAME_LAYOUT)
+
+
+def not_311(frame: Frame) -> bool:
+    """A whole frame whose body breaks an MQTT 3.1.1 rule that is no framing rule: no 3.1.1 packet, maybe a packet
+    of another version."""
+    return len(frame.raw) == frame.length and any(
+        violation.rule not in FRAMING_RULES and not rules.is_advisory(violation.rule) for violation in frame.violations
+    )
 
 
 def is_malformed(frame: Frame, *, framed: bool) -> bool:
@@ -353,6 +382,10 @@ class ConnectionAudit:
         for stream in self._streams:
             stream.end(own=False, reason=CUT_BY_END)
         stop = reassembler.last_time if end_time_ns is None else max(end_time_ns, reassembler.last_time)
+        if (self._sink.version or UNKNOWN_VERSION) == UNKNOWN_VERSION and any(
+            not_311(side_frame.frame) for _order, side_frame in self._sink.frames
+        ):
+            self._frame_only(UNKNOWN_NOT_311)
         ordered_pairs = sorted(self._sink.frames, key=lambda item: item[0])
         ordered = [frame for _order, frame in ordered_pairs]
         return FlowAudit(
@@ -373,6 +406,21 @@ class ConnectionAudit:
             end=self._end,
             version=self._sink.version or UNKNOWN_VERSION,
         )
+
+    def _frame_only(self, version: str) -> None:
+        """Relabels the connection ``version`` (one of :data:`FRAMED_ONLY`) once all its frames are in: each frame
+        keeps its bytes only, and the account of its bytes moves with it."""
+        sink = self._sink
+        sink.version = version
+        relabelled: list[tuple[int, SideFrame]] = []
+        for order, (side, time, frame) in sink.frames:
+            plain = framed_only(frame)
+            counts = self._streams[side].counts
+            if is_malformed(frame, framed=False) and not is_malformed(plain, framed=True):
+                counts.malformed -= frame.length
+                counts.packets += frame.length
+            relabelled.append((order, SideFrame(side, time, plain)))
+        sink.frames = relabelled
 
     def _dispatch(self, outputs: list[Output]) -> None:
         streams = self._streams
@@ -404,28 +452,28 @@ class ConnectionAudit:
         acked_through = (reassembler.acked_through(0), reassembler.acked_through(1))
         events: list[Event] = []
         now = float("-inf")
-        # Frames and gaps in the order the reassembler produced them: a gap tells the judge that what the side
-        # owed may have been in the bytes nobody captured.
-        lost = iter(self._lost)
+        # Frames, gaps and bytes not framed in the order the reassembler produced them: a gap tells the judge that
+        # what the side owed may have been in the bytes nobody captured (or nobody could frame).
+        unseen: list[tuple[int, Lost]] = []
+        for order, gap in self._lost:
+            sender = directions[gap.side]
+            assert sender is not None
+            unseen.append((order, Lost(gap.time / _NS, sender, gap.length)))
+        unseen = sorted(unseen + self._sink.undecoded, key=lambda item: item[0])
+        lost = iter(unseen)
         pending = next(lost, None)
         for order, (side, time, frame) in frames:
-            while pending is not None and pending[0] < order:
-                gap = pending[1]
-                now = max(now, gap.time / _NS)
-                sender = directions[gap.side]
-                assert sender is not None
-                events.append(Lost(now, sender, gap.length))
+            while pending is not None and pending[0] <= order:
+                now = max(now, pending[1].time)
+                events.append(replace(pending[1], time=now))
                 pending = next(lost, None)
             sender = directions[side]
             assert sender is not None
             now = max(now, time / _NS)
             events.append(Sent(now, sender, frame, frame.offset + frame.length <= acked_through[side]))
         while pending is not None:
-            gap = pending[1]
-            now = max(now, gap.time / _NS)
-            sender = directions[gap.side]
-            assert sender is not None
-            events.append(Lost(now, sender, gap.length))
+            now = max(now, pending[1].time)
+            events.append(replace(pending[1], time=now))
             pending = next(lost, None)
         end = self._end
         if end is None:

@@ -112,8 +112,9 @@ class Connection:
         #: Why the connection follows another specification (a CONNECT of another protocol name or of a level
         #: the server supports besides 4): nothing after that CONNECT is judged against MQTT 3.1.1.
         self.foreign: str | None = None
-        #: Sides some of whose bytes went unobserved (gaps in a capture).
-        self.lost: set[Direction] = set()
+        #: Sides some of whose bytes went unobserved (gaps in a capture, or bytes no packet was framed from), with
+        #: the first such reason.
+        self.lost: dict[Direction, str] = {}
         self.connect: Connect | None = None
         self.connect_seen: Seen | None = None
         self.reaction: Reaction | None = None
@@ -153,14 +154,15 @@ class Connection:
         """Whether the server is known to have accepted the connection: the answers it owes wait on that."""
         self._ctx.obligations.not_accepted = None if why is None else reasons.reason(reasons.NOT_ACCEPTED, why)
 
-    def on_lost(self, lost: Lost, event: int) -> None:
-        """Bytes of one side were not captured; client bytes before its first packet may have held its CONNECT."""
-        self.lost.add(lost.sender)
+    def on_lost(self, lost: Lost, event: int, reason: str) -> None:
+        """Bytes of one side were not captured (or not framed); client bytes before its first packet may have held
+        its CONNECT."""
+        self.lost.setdefault(lost.sender, reason)
         if lost.sender is CLIENT and not self._client_spoke and self._gap_before_connect is None:
+            what = "could not be framed" if lost.undecoded else "were not captured"
             self._gap_before_connect = reasons.reason(
                 reasons.GAP_BEFORE_CONNECT,
-                f"{lost.length} bytes the client sent first (event {event}) were not captured; its CONNECT may be "
-                "among them",
+                f"{lost.length} bytes the client sent first (event {event}) {what}; its CONNECT may be among them",
             )
             if self.connack is None:
                 self._not_accepted("the client's first bytes were not captured and no server packet shows it was")
@@ -338,7 +340,7 @@ class Connection:
             if self.mid_stream:
                 reason = reasons.reason(reasons.MID_STREAM, "the server's first packets were sent before it")
             elif SERVER in self.lost:
-                reason = reasons.reason(reasons.LOST_BYTES, "bytes the server sent before it were not captured")
+                reason = self.lost[SERVER]
             else:
                 reason = reasons.reason(reasons.UNDECODED, f"the server's first bytes (event {seen.event})")
             self._ctx.ledger.undecided(rules.CONNACK_FIRST, reason, side=SERVER, event=seen.event, time=seen.time)

@@ -103,9 +103,14 @@ class ConversationJudge:
     def _on_lost(self, event: Lost, index: int) -> None:
         """Unobserved bytes of one side: what that side owed may be in them, so its duties are not assessable."""
         side = side_name(event.sender)
-        reason = reasons.reason(reasons.LOST_BYTES, f"{event.length} bytes the {side} sent (event {index})")
+        if event.undecoded:
+            reason = reasons.reason(
+                reasons.UNDECODED, f"{event.length} bytes the {side} sent (event {index}) could not be framed"
+            )
+        else:
+            reason = reasons.reason(reasons.LOST_BYTES, f"{event.length} bytes the {side} sent (event {index})")
         self._ctx.obligations.mark_lost(event.sender, reason)
-        self._connection.on_lost(event, index)
+        self._connection.on_lost(event, index, reason)
         self._pairing.lost(event.sender)
         if event.sender is CLIENT:
             self._keep_alive.lost(reason)

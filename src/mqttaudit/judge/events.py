@@ -52,6 +52,9 @@ class Lost:
     time: float
     sender: Direction
     length: int
+    #: The bytes were captured but no packet could be framed from them (a stream seen from its middle, or after a
+    #: gap, before a packet boundary was proven): as unknown as bytes never captured.
+    undecoded: bool = False
 
 
 Event = Sent | Closed | Quiet | Lost
