@@ -1,6 +1,7 @@
 """The bounded data the audit reports are written from, aggregated by Spark from the Parquet tables: counts per
-rule and side, a time series, the top offending clients, a few sample rows per rule, routing findings, connections
-and gaps (each list capped)."""
+rule and side, a time series, the top offending clients and servers (each charged with its own violations only), a
+few sample rows per rule (with the packet a missing answer was owed for), routing findings, connections, the
+connections per MQTT version, the rule instances not assessable and gaps (each list capped)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 from mqttaudit import __version__
 from mqttaudit.report import AuditReportData
+from mqttaudit.report.audit_format import packet_text
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 TIME_BUCKETS = 60
+#: Rows of the top offending clients and servers.
+TOP = 20
 
 
 def _clean(value: Any) -> Any:
@@ -58,24 +62,64 @@ def report_data(
             .orderBy("bucket_start", "actor")
         )
     connections = table("connections")
-    per_connection = violations.groupBy("flow").agg(F.count("*").alias("found"))
     top_clients = _rows(
-        connections.join(per_connection, "flow", "left")
-        .withColumn("client_key", F.coalesce("client_id", "client"))
-        .groupBy(F.col("client_key").alias("client"))
+        connections.join(_found_by(violations, "client"), "flow", "left")
+        .groupBy(_client_key(F.col("client_id"), F.col("client")).alias("key"))
         .agg(
-            F.first("client_id", ignorenulls=True).alias("client_id"),
+            F.min("client").alias("client"),
+            F.first("client_id").alias("client_id"),
             F.sum(F.coalesce("found", F.lit(0))).alias("violations"),
             F.count("*").alias("connections"),
         )
         .where("violations > 0")
-        .orderBy(F.desc("violations"))
-        .limit(20)
+        .orderBy(F.desc("violations"), "key")
+        .limit(TOP)
+        .drop("key")
+    )
+    top_servers = _rows(
+        connections.join(_found_by(violations, "server"), "flow", "left")
+        .groupBy(F.coalesce("server", F.lit("unknown")).alias("server"))
+        .agg(F.sum(F.coalesce("found", F.lit(0))).alias("violations"), F.count("*").alias("connections"))
+        .where("violations > 0")
+        .orderBy(F.desc("violations"), "server")
+        .limit(TOP)
     )
     ranked = violations.withColumn(
         "n", F.row_number().over(Window.partitionBy("rule", "actor").orderBy("time", "flow", "event"))
     )
-    violation_samples = _rows(ranked.where(F.col("n") <= samples).drop("n").orderBy("rule", "actor", "time"))
+    violation_samples = _with_causes(
+        table("packets"), _rows(ranked.where(F.col("n") <= samples).drop("n").orderBy("rule", "actor", "time"))
+    )
+    undecided = table("not_assessable")
+    undecided_counts = _rows(
+        undecided.groupBy("tag", "rule", "level", "actor")
+        .count()
+        .orderBy(F.desc("count"), "tag", "rule", "actor")
+        .limit(rows)
+    )
+    by_tag = {
+        row["tag"] or "": row["count"]
+        for row in _rows(undecided.groupBy("tag").count().orderBy(F.desc("count"), "tag"))
+    }
+    undecided_ranked = undecided.withColumn(
+        "n", F.row_number().over(Window.partitionBy("tag", "rule", "actor").orderBy("time", "flow", "event"))
+    )
+    undecided_rows = _rows(
+        undecided_ranked.where(F.col("n") <= samples).drop("n").orderBy("tag", "rule", "actor", "time").limit(rows)
+    )
+    versions: dict[str, dict[str, Any]] = {}
+    for row in _rows(
+        connections.groupBy("version", "handling")
+        .agg(F.count("*").alias("connections"), F.sum("packets").alias("packets"))
+        .orderBy("version", "handling")
+    ):
+        known = versions.setdefault(
+            row["version"] or "unknown", {"connections": 0, "handling": row["handling"] or "", "packets": 0}
+        )
+        if known["connections"] and row["handling"] and row["handling"] not in known["handling"]:
+            known["handling"] += f"; {row['handling']}"
+        known["connections"] += row["connections"]
+        known["packets"] += int(row["packets"] or 0)
     routing = table("routing_findings")
     routing_findings = _rows(routing.orderBy("time").limit(rows))
     routing_counts = {r["kind"]: r["count"] for r in _rows(routing.groupBy("kind").count())}
@@ -109,6 +153,9 @@ def report_data(
         "packets": counts["packets"],
         "bytes": {k: v for k, v in summary["bytes"].items() if k != "reconciles"},
         "time_span": {"start": start, "end": end},
+        "versions": versions,
+        "not_assessable": sum(by_tag.values()),
+        "not_assessable_by_tag": by_tag,
         "spark_master": summary.get("spark_master", ""),
         "skipped": summary.get("skipped", {}),
         "errors": [
@@ -127,6 +174,7 @@ def report_data(
             "violations_over_time": over_time,
             "bucket_seconds": bucket,
             "top_clients": top_clients,
+            "top_servers": top_servers,
             "violation_samples": violation_samples,
             "routing_findings": routing_findings,
             "routing_counts": routing_counts,
@@ -134,6 +182,8 @@ def report_data(
             "connections_sample": connections_sample,
             "gaps": gap_rows,
             "gaps_total": gaps_total,
+            "not_assessable_counts": undecided_counts,
+            "not_assessable_rows": undecided_rows,
             "mqttaudit_version": __version__,
         }
     )
@@ -141,3 +191,43 @@ def report_data(
 
 def _records_of(summary: dict[str, Any], capture: str) -> int:
     return cast(int, summary.get("records_by_capture", {}).get(capture, 0))
+
+
+def _found_by(violations: DataFrame, actor: str) -> DataFrame:
+    """Violations committed by ``actor`` ("client" or "server"), per connection (flow -> ``found``)."""
+    from pyspark.sql import functions as F
+
+    return violations.where(F.col("actor") == actor).groupBy("flow").agg(F.count("*").alias("found"))
+
+
+def _client_key(client_id: Column, address: Column) -> Column:
+    """Who a client is: its ClientId when it has one; else its address, apart for an empty ClientId and none seen (a
+    blank ClientId would lump every such connection together under an empty label)."""
+    from pyspark.sql import functions as F
+
+    return (
+        F.when(F.length(client_id) > 0, F.concat(F.lit("id "), client_id))
+        .when(client_id.isNull(), F.concat(F.lit("none "), address))
+        .otherwise(F.concat(F.lit("empty "), address))
+    )
+
+
+def _with_causes(packets: DataFrame, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The sample rows, each missing-answer finding with ``cause_packet``: the unanswered packet as the packets table
+    describes it (looked up for the few samples only)."""
+    from pyspark.sql import functions as F
+
+    wanted = {(row["flow"], row["cause_event"]) for row in samples if row.get("cause_event") is not None}
+    found: dict[tuple[str, int], str] = {}
+    if wanted:
+        flows, events = sorted({flow for flow, _ in wanted}), sorted({event for _, event in wanted})
+        for row in _rows(packets.where(F.col("flow").isin(flows) & F.col("event").isin(events))):
+            if (row["flow"], row["event"]) in wanted:
+                found[row["flow"], row["event"]] = packet_text(row)
+    return [
+        {
+            **row,
+            "cause_packet": None if row.get("cause_event") is None else found.get((row["flow"], row["cause_event"])),
+        }
+        for row in samples
+    ]

@@ -1,5 +1,7 @@
 """Charts as inline SVG, so a report needs no script and no external asset: horizontal bars split by series, and one
-line per series over time. Every text is escaped; a long label is cut, with the whole of it in the tooltip."""
+line per series over time. Every text is escaped. A bar's label is shown whole: its column is as wide as the longest
+label (in a monospace font, so the width is known); only a label from the traffic longer than the chart's limit is
+cut, with the whole of it in the tooltip."""
 
 from __future__ import annotations
 
@@ -8,19 +10,27 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
+from .audit_format import TimeAxis
 from .peer_text import printable, shown
 
 WIDTH = 560
 #: Height of one bar's row, and of the legend.
 ROW = 26
+#: The narrowest label column, and the width of the bars and of the totals beside them.
 LABEL_WIDTH = 200
 VALUE_WIDTH = 56
-#: Characters of a label shown before it is cut.
-LABEL_CHARS = 22
+BAR_AREA = WIDTH - LABEL_WIDTH - VALUE_WIDTH
+#: Bar labels are set in a monospace font of this size; a character is at most 0.62 em wide in the usual ones.
+LABEL_FONT = 'font-family="ui-monospace, SFMono-Regular, Menlo, Consolas, monospace" font-size="13"'
+CHAR_WIDTH = 8.1
+#: Characters of a label from the traffic (a ClientId, an address) shown before it is cut.
+PEER_LABEL_CHARS = 48
 #: Up to this many points a line also gets a marker (with a tooltip) per point.
 MARKED_POINTS = 60
 _LINE_HEIGHT = 240
 _LEFT, _RIGHT, _TOP, _BOTTOM = 48, 24, 12, 36
+#: Height of the line under a time axis that says what its labels leave out.
+_NOTE = 18
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,28 +52,32 @@ class Bar:
     note: str = ""
 
 
-def bar_chart(title: str, series: Sequence[Series], bars: Sequence[Bar]) -> Markup:
-    """One horizontal bar per ``Bar``, its segments one per series, with the total at its end."""
+def bar_chart(
+    title: str, series: Sequence[Series], bars: Sequence[Bar], *, label_chars: int | None = PEER_LABEL_CHARS
+) -> Markup:
+    """One horizontal bar per ``Bar``, its segments one per series, with the total at its end. Labels are shown
+    whole, but for those longer than ``label_chars`` (None: none is cut, as for statement ids)."""
     top = ROW if len(series) > 1 else 0
     height = top + ROW * len(bars) + 6
     scale = max((sum(bar.values) for bar in bars), default=0) or 1
-    area = WIDTH - LABEL_WIDTH - VALUE_WIDTH
-    out = [_open(title, height)]
+    labels = [_cut(bar.label, label_chars) for bar in bars]
+    label_width = max(LABEL_WIDTH, round(16 + CHAR_WIDTH * max((len(text) for text in labels), default=0)))
+    out = [_open(title, height, label_width + BAR_AREA + VALUE_WIDTH)]
     if top:
-        out += _legend(series)
-    for row, bar in enumerate(bars):
+        out += _legend(series, label_width)
+    for row, (bar, text) in enumerate(zip(bars, labels, strict=True)):
         y = top + row * ROW
         tip = shown(bar.label) + (f": {shown(bar.note)}" if bar.note else "")
         label = (
-            f'<text class="label" x="{LABEL_WIDTH - 8}" y="{y + ROW * 0.68:.1f}" text-anchor="end">'
-            f"<title>{escape(tip)}</title>{escape(_cut(bar.label))}</text>"
+            f'<text class="label" x="{label_width - 8}" y="{y + ROW * 0.68:.1f}" text-anchor="end" {LABEL_FONT}>'
+            f"<title>{escape(tip)}</title>{escape(text)}</text>"
         )
         out.append(f'<a href="#{escape(bar.link)}">{label}</a>' if bar.link else label)
-        x = float(LABEL_WIDTH)
+        x = float(label_width)
         for part, value in zip(series, bar.values, strict=True):
             if value <= 0:
                 continue
-            width = max(1.0, area * value / scale)
+            width = max(1.0, BAR_AREA * value / scale)
             out.append(
                 f'<rect class="bar {escape(part.name)}" x="{x:.1f}" y="{y + 4}" width="{width:.1f}" '
                 f'height="{ROW - 8}" fill="{escape(part.colour)}" data-label="{escape(shown(bar.label))}" '
@@ -80,9 +94,16 @@ def line_chart(
     title: str,
     series: Sequence[Series],
     points: Mapping[str, Sequence[tuple[float, int]]],
-    x_label: Callable[[float], str],
+    axis: TimeAxis | Callable[[float], str],
+    tip: Callable[[float], str] | None = None,
 ) -> Markup:
-    """One line per series through its (x, y) points, y from 0; axis labels at the ends and the middle."""
+    """One line per series through its (x, y) points, y from 0; axis labels at the ends and the middle, and under
+    them the axis's note (what its labels leave out). Each point's tooltip names its x by ``tip`` (by the axis
+    label without one)."""
+    x_label = axis.label if isinstance(axis, TimeAxis) else axis
+    point_label = tip or x_label
+    note = axis.note if isinstance(axis, TimeAxis) else ""
+    height = _LINE_HEIGHT + (_NOTE if note else 0)
     top = _TOP + (ROW if len(series) > 1 else 0)
     xs = [x for name in points for x, _ in points[name]]
     x0, x1 = min(xs, default=0.0), max(xs, default=0.0)
@@ -95,7 +116,7 @@ def line_chart(
     def py(y: float) -> float:
         return top + plot_h * (1 - y / y1)
 
-    out = [_open(title, _LINE_HEIGHT)]
+    out = [_open(title, height)]
     if len(series) > 1:
         out += _legend(series)
     for tick in (0, y1 // 2, y1) if y1 % 2 == 0 else (0, y1):
@@ -110,6 +131,11 @@ def line_chart(
             f'<text class="tick" x="{px(x):.1f}" y="{_LINE_HEIGHT - 12}" text-anchor="{anchor}">'
             f"{escape(x_label(x))}</text>"
         )
+    if note:
+        out.append(
+            f'<text class="axis-note" x="{_LEFT + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'
+            f"{escape(note)}</text>"
+        )
     for part in series:
         line = sorted(points.get(part.name, ()))
         if not line:
@@ -123,7 +149,7 @@ def line_chart(
         if len(line) <= MARKED_POINTS:
             out += [
                 f'<circle class="point {escape(part.name)}" cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" '
-                f'fill="{escape(part.colour)}"><title>{escape(x_label(x))}, {escape(part.label)}: {y:,}</title>'
+                f'fill="{escape(part.colour)}"><title>{escape(point_label(x))}, {escape(part.label)}: {y:,}</title>'
                 "</circle>"
                 for x, y in line
             ]
@@ -131,15 +157,15 @@ def line_chart(
     return Markup("".join(out))
 
 
-def _open(title: str, height: int) -> str:
+def _open(title: str, height: int, width: int = WIDTH) -> str:
     return (
-        f'<svg class="chart" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" '
+        f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
         f'aria-label="{escape(title)}"><title>{escape(title)}</title>'
     )
 
 
-def _legend(series: Sequence[Series]) -> list[str]:
-    out, x = [], LABEL_WIDTH
+def _legend(series: Sequence[Series], left: int = LABEL_WIDTH) -> list[str]:
+    out, x = [], left
     for part in series:
         out.append(
             f'<rect class="key {escape(part.name)}" x="{x}" y="6" width="13" height="13" fill="{escape(part.colour)}"/>'
@@ -149,9 +175,9 @@ def _legend(series: Sequence[Series]) -> list[str]:
     return out
 
 
-def _cut(label: str) -> str:
+def _cut(label: str, limit: int | None) -> str:
     text = printable(label)
-    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _nice(value: int) -> int:

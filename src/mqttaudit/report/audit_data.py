@@ -26,14 +26,16 @@ class ByteAccounting(TypedDict):
 
     #: Bytes of TCP stream (both directions of every MQTT flow) the audit covered.
     mqtt_bytes: int
-    #: Bytes of well-formed frames: packets that break no MUST-level codec rule.
+    #: Bytes of whole packets: MQTT 3.1.1 packets that break no MUST-level codec rule, and the packets of a
+    #: connection whose version is not judged (MQTT 5.0, MQTT 3.1), framed (fixed header and length) only.
     packet_bytes: int
-    #: Bytes of malformed frames: packets that break a MUST-level codec rule, and bytes that did not decode as a
-    #: packet (a truncated tail, an oversized packet, a stream after a five-byte Remaining Length).
+    #: Bytes of malformed frames of a judged connection: packets that break a MUST-level codec rule, and frames whose
+    #: body did not decode (a truncated tail, an oversized packet, a stream after a five-byte Remaining Length).
     malformed_bytes: int
     #: Bytes missing from the capture (gap records): sequence space the capture never saw.
     gap_bytes: int
-    #: Bytes before the first packet boundary of a connection captured mid-stream.
+    #: Bytes captured but not assessable: before the first proven packet boundary (a connection captured from its
+    #: middle, or after a gap), or a packet cut short by a gap or by the end of the capture.
     unsynced_bytes: int
 
 
@@ -53,6 +55,16 @@ class TimeSpan(TypedDict):
     end: float | None
 
 
+class VersionInfo(TypedDict):
+    """The connections that spoke one MQTT version, and how the audit handled them."""
+
+    connections: int
+    #: One sentence: ``judged against MQTT 3.1.1``, ``framed only: MQTT 5.0 is not judged yet``...
+    handling: str
+    #: Packets (frames) of those connections.
+    packets: NotRequired[int]
+
+
 class AuditSummary(TypedDict, total=False):
     """The audit as a whole. Every key is optional; the reports leave out what is missing."""
 
@@ -70,8 +82,12 @@ class AuditSummary(TypedDict, total=False):
     #: Capture records that yielded no TCP segment, by reason (``truncated-ip-header``, ``not-tcp``, ...).
     skipped: dict[str, int]
     errors: list[CaptureErrorRow]
-    #: Rules the judge exercised but could not decide, summed over connections.
+    #: Rule instances the audit could not decide (rows of the ``not_assessable`` table).
     not_assessable: int
+    #: Those rows by the tag their reason starts with (:mod:`mqttaudit.judge.reasons`).
+    not_assessable_by_tag: dict[str, int]
+    #: Version ("3.1.1", "3.1", "5.0", "unknown"...) -> its connections and how they were handled.
+    versions: dict[str, VersionInfo]
 
 
 class RuleCount(TypedDict):
@@ -97,10 +113,21 @@ class TimeBucket(TypedDict):
 
 
 class ClientCount(TypedDict):
-    """A client by its violations: ``client`` is its address (``ip:port``) or its client id."""
+    """A client by the violations it committed itself (never the server's on its connections): one per ClientId, and
+    one per address (``ip:port``) for a connection with an empty ClientId or none captured."""
 
+    #: Its address (for a ClientId seen on several connections, the first of them).
     client: str
+    #: Its ClientId: "" when it sent an empty one, None when no CONNECT was captured.
     client_id: str | None
+    violations: int
+    connections: int
+
+
+class ServerCount(TypedDict):
+    """A server (``ip:port``) by the violations it committed itself."""
+
+    server: str
     violations: int
     connections: int
 
@@ -125,8 +152,14 @@ class ViolationRow(TypedDict):
     time: float | None
     detail: str
     expected: str | None
-    #: The frame's bytes in hex, possibly cut (ending in "…"); "" when the finding is not about a packet.
+    #: The frame's bytes in hex, possibly cut (ending in "…"); "" when the finding is not about a packet. A missing
+    #: answer that shows at a silence or a close (no ``frame``) holds the unanswered packet's bytes.
     evidence: str | None
+    #: The unanswered packet of a missing-answer finding: its event and capture record (None for other findings).
+    cause_event: NotRequired[int | None]
+    cause_frame: NotRequired[int | None]
+    #: That packet as the packets table describes it (``PUBLISH id 7, QoS 1, topic 'a/b', 9 bytes``).
+    cause_packet: NotRequired[str | None]
 
 
 class RoutingRow(TypedDict):
@@ -166,6 +199,41 @@ class ConnectionRow(TypedDict):
     packets: int | None
     violations: int | None
     not_assessable: int | None
+    #: The MQTT version its CONNECT names ("unknown" without one), and how the audit handled it.
+    version: NotRequired[str | None]
+    handling: NotRequired[str | None]
+
+
+class UndecidedCount(TypedDict):
+    """Rule instances of one rule and side the audit could not decide, for one reason tag."""
+
+    tag: str
+    rule: str
+    level: str
+    actor: str
+    count: int
+
+
+class UndecidedRow(TypedDict):
+    """A row of the ``not_assessable`` table: one instance of a rule the capture could not decide, and why."""
+
+    capture: str
+    flow: str
+    client: str | None
+    server: str | None
+    client_id: str | None
+    rule: str
+    level: str
+    section: str
+    #: The side the rule binds ("" when neither).
+    actor: str
+    #: The event that called for the rule, and its capture record (None when unknown).
+    event: int | None
+    frame: int | None
+    time: float | None
+    #: The tag the reason starts with (:mod:`mqttaudit.judge.reasons`; "" for none of them).
+    tag: str
+    reason: str
 
 
 class GapRow(TypedDict):
@@ -193,6 +261,7 @@ class AuditReportData:
     #: Width of a time bucket in seconds (0: unknown, inferred from the bucket starts).
     bucket_seconds: float = 0.0
     top_clients: list[ClientCount] = field(default_factory=list)
+    top_servers: list[ServerCount] = field(default_factory=list)
     #: Up to N example rows per (rule, actor).
     violation_samples: list[ViolationRow] = field(default_factory=list)
     #: Up to N routing findings.
@@ -205,6 +274,9 @@ class AuditReportData:
     #: Up to N gaps, and how many there were in all.
     gaps: list[GapRow] = field(default_factory=list)
     gaps_total: int = 0
+    #: Undecided rule instances by (tag, rule, side), and up to N of them per (tag, rule, side).
+    not_assessable_counts: list[UndecidedCount] = field(default_factory=list)
+    not_assessable_rows: list[UndecidedRow] = field(default_factory=list)
     #: The mqttaudit version that collected the data ("" when not recorded).
     mqttaudit_version: str = ""
 

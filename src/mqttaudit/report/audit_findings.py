@@ -1,5 +1,6 @@
 """The audit's findings as both reports present them: one per (rule, side) with its catalogue entry and sample rows,
-routing findings grouped by kind, the headline counts, the byte accounting and the anchors that link them."""
+routing findings grouped by kind, the rule instances not assessable grouped by the reason's tag, the connections per
+MQTT version, the headline counts, the byte accounting and the anchors that link them."""
 
 from __future__ import annotations
 
@@ -7,8 +8,19 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ..judge import reasons
 from ..spec import Catalogue, Rule
-from .audit_data import AuditReportData, AuditSummary, ConnectionRow, RoutingRow, RuleCount, ViolationRow
+from .audit_data import (
+    AuditReportData,
+    AuditSummary,
+    ConnectionRow,
+    RoutingRow,
+    RuleCount,
+    UndecidedCount,
+    UndecidedRow,
+    VersionInfo,
+    ViolationRow,
+)
 from .audit_format import WHOLE_IN, count, duration, plural, size, when
 from .peer_text import cut
 from .statements import LEVEL_ORDER, default_catalogue, in_spec_order, section_of
@@ -56,6 +68,25 @@ MEANINGS = {
         "Session state does not follow what the client asked for: subscriptions, queued messages or Wills outlive "
         "their session, or are lost while it lasts."
     ),
+}
+#: What each tag of a not-assessable reason means for a reader.
+TAG_MEANINGS = {
+    reasons.GAP_BEFORE_CONNECT: "the client's first bytes were not captured: its CONNECT may be among them",
+    reasons.MID_STREAM: "the capture began inside the connection: its CONNECT, version and session are unknown",
+    reasons.NEVER_ACKNOWLEDGED: (
+        "the receiver's TCP never acknowledged the bytes that called for an answer: they may never have reached it"
+    ),
+    reasons.NO_ACTIVITY: "nothing of the connection was captured after a time before the deadline",
+    reasons.CAPTURE_ENDS: "the capture ends before the deadline of the answer",
+    reasons.NOT_ACCEPTED: "the server never accepted the connection, so it owed no answer on it",
+    reasons.LOST_BYTES: "bytes of the side that owed the answer were not captured while it was due",
+    reasons.PEER_CLOSED: "the other side closed the connection before the deadline",
+    reasons.CLOSED_INSTEAD: "the side that owed an answer closed the connection instead, which it may do",
+    reasons.NO_ANSWER: "the answer the rule judges never came, so there is nothing to judge it on",
+    reasons.TOO_SHORT: "the observation stopped before the rule was exercised for long enough",
+    reasons.UNDECODED: "bytes were captured but could not be framed as a packet",
+    reasons.ANOTHER_SPECIFICATION: "the connection follows another specification",
+    reasons.EARLIER_SESSION: "the session began on an earlier connection the capture does not hold",
 }
 _NOT_AN_ID = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -182,6 +213,25 @@ class RoutingGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class UndecidedGroup:
+    """The rule instances not assessable for one reason tag: their count per rule and side, and sample rows."""
+
+    tag: str
+    count: int
+    counts: tuple[UndecidedCount, ...]
+    rows: tuple[UndecidedRow, ...]
+    anchor: str
+
+    @property
+    def title(self) -> str:
+        return self.tag or "other reasons"
+
+    @property
+    def meaning(self) -> str:
+        return TAG_MEANINGS.get(self.tag, "a reason of a kind this report does not describe")
+
+
+@dataclass(frozen=True, slots=True)
 class Headline:
     violations: int
     by_client: int
@@ -224,8 +274,8 @@ class Accounting:
     def verdict(self) -> str:
         if self.reconciles:
             return (
-                "The byte counts reconcile: every byte of the MQTT flows is in a well-formed packet, in a malformed "
-                "frame, in a gap or before the first packet boundary."
+                "The byte counts reconcile: every byte of the MQTT flows is in a whole packet, in a malformed frame, "
+                "in a gap, or captured but not assessable."
             )
         if self.difference > 0:
             return f"The byte counts do not reconcile: {plural(self.difference, 'byte')} unaccounted for."
@@ -246,6 +296,18 @@ class AuditView:
     flows: Mapping[str, str]
     #: The connections sample with the anchor of each row ("" for a flow already listed).
     connections: tuple[tuple[str, ConnectionRow], ...]
+    #: The rule instances not assessable, one group per reason tag, the most frequent first.
+    undecided: tuple[UndecidedGroup, ...] = ()
+
+    @property
+    def versions(self) -> list[tuple[str, VersionInfo]]:
+        """(version, its connections and handling), the judged versions first."""
+        versions = self.summary.get("versions", {})
+        return sorted(versions.items(), key=lambda item: (not item[1]["handling"].startswith("judged"), item[0]))
+
+    @property
+    def undecided_total(self) -> int:
+        return self.summary.get("not_assessable", 0) or sum(group.count for group in self.undecided)
 
     @property
     def summary(self) -> AuditSummary:
@@ -293,11 +355,18 @@ class AuditView:
             )
         if self.accounting is not None and not self.accounting.reconciles:
             out.append(self.accounting.verdict)
-        undecided = self.summary.get("not_assessable", 0)
+        undecided = self.undecided_total
         if undecided:
             out.append(
                 f"{plural(undecided, 'rule check')} could not be decided from the traffic (not assessable); "
                 "they are neither passes nor violations."
+            )
+        framed = [(version, info) for version, info in self.versions if info["handling"].startswith("framed only")]
+        if framed:
+            each = ", ".join(f"{version} {count(info['connections'])}" for version, info in framed)
+            out.append(
+                f"{plural(sum(info['connections'] for _, info in framed), 'connection')} of a version that is not "
+                f"judged ({each}): framed only, never judged against the rules of MQTT 3.1.1."
             )
         return out
 
@@ -318,7 +387,41 @@ def audit_view(data: AuditReportData, catalogue: Catalogue | None = None) -> Aud
     for row in data.connections_sample:
         connections.append(("" if row["flow"] in listed else flows[row["flow"]], row))
         listed.add(row["flow"])
-    return AuditView(data, rules, headline, findings, routing, accounting(data.summary), flows, tuple(connections))
+    return AuditView(
+        data,
+        rules,
+        headline,
+        findings,
+        routing,
+        accounting(data.summary),
+        flows,
+        tuple(connections),
+        undecided_groups(data, anchors),
+    )
+
+
+def undecided_groups(data: AuditReportData, anchors: Anchors) -> tuple[UndecidedGroup, ...]:
+    """One group per reason tag, the most frequent first, with its counts per rule and side and its sample rows."""
+    counts: dict[str, list[UndecidedCount]] = {}
+    for row in data.not_assessable_counts:
+        counts.setdefault(row["tag"] or "", []).append(row)
+    rows: dict[str, list[UndecidedRow]] = {}
+    for sample in data.not_assessable_rows:
+        rows.setdefault(sample["tag"] or "", []).append(sample)
+    totals = dict(data.summary.get("not_assessable_by_tag", {}))
+    for tag in {*counts, *rows}:
+        totals.setdefault(tag, sum(row["count"] for row in counts.get(tag, [])) or len(rows.get(tag, [])))
+    order = sorted(totals, key=lambda tag: (-totals[tag], tag == "", tag))
+    return tuple(
+        UndecidedGroup(
+            tag,
+            totals[tag],
+            tuple(counts.get(tag, [])),
+            tuple(sorted(rows.get(tag, []), key=lambda r: (r["rule"], r["actor"], r.get("time") or 0.0))),
+            anchors.make("not-assessable", tag or "other"),
+        )
+        for tag in order
+    )
 
 
 def reference(rule: str, catalogue: Catalogue, level: str = "", section: str = "", summary: str = "") -> Reference:
@@ -411,14 +514,23 @@ def accounting(summary: AuditSummary) -> Accounting | None:
     return Accounting(
         counted.get("mqtt_bytes", 0),
         (
-            ("in well-formed MQTT packets (no MUST-level codec violation)", counted.get("packet_bytes", 0)),
             (
-                "in malformed frames (packets that break a MUST-level codec rule, and bytes that did not decode as "
-                "a packet: a truncated tail, an oversized packet, the rest of a stream after a five-byte length)",
+                "in whole MQTT packets (MQTT 3.1.1 packets with no MUST-level codec violation, and the packets of "
+                "connections of a version not judged, such as MQTT 5.0 or MQTT 3.1: framed, not decoded)",
+                counted.get("packet_bytes", 0),
+            ),
+            (
+                "in malformed frames of judged connections (packets that break a MUST-level codec rule, and frames "
+                "whose body did not decode: a truncated tail, an oversized packet, the rest of a stream after a "
+                "five-byte length)",
                 counted.get("malformed_bytes", 0),
             ),
             ("in gaps (never captured)", counted.get("gap_bytes", 0)),
-            ("before the first packet boundary (connection captured mid-stream)", counted.get("unsynced_bytes", 0)),
+            (
+                "captured but not assessable (before the first proven packet boundary of a connection captured from "
+                "its middle or after a gap, or a packet cut short by a gap or by the end of the capture)",
+                counted.get("unsynced_bytes", 0),
+            ),
         ),
     )
 

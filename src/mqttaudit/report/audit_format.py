@@ -1,8 +1,12 @@
-"""How the audit reports write times, counts, sizes, frame numbers and packet shapes, the same in HTML and Markdown."""
+"""How the audit reports write times, counts, sizes, frame numbers, packet shapes, clients and CONNACK codes, the
+same in HTML and Markdown."""
 
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from ..codec import PacketType
 from .evidence import seconds
@@ -28,12 +32,99 @@ def when(value: float | None) -> str:
     return seconds(value)
 
 
-def short_when(value: float) -> str:
-    """A chart axis label: the time of day for Unix time (date too when it is midnight), else seconds."""
-    if value >= EPOCH_FLOOR:
-        stamp = datetime.datetime.fromtimestamp(value, datetime.UTC)
-        return stamp.strftime("%Y-%m-%d" if stamp.time() == datetime.time() else "%H:%M:%S")
-    return f"{value:g} s"
+DAY = 86_400.0
+#: The longest span a time axis labels with dates and times of day; a longer one is labelled with dates.
+WEEKS = 31 * DAY
+#: What a CONNACK return code means in MQTT 3.1.1 and 3.1 [MQTT-3.2.2-3 table 3.1].
+CONNACK_CODES = {
+    0: "accepted",
+    1: "refused: unacceptable protocol version",
+    2: "refused: identifier rejected",
+    3: "refused: server unavailable",
+    4: "refused: bad user name or password",
+    5: "refused: not authorized",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TimeAxis:
+    """How a chart labels times over a span: ``pattern`` (strftime, UTC; "" for seconds from the start) and a note
+    saying what the labels leave out (the day, the year)."""
+
+    pattern: str
+    note: str
+
+    def label(self, value: float) -> str:
+        if not self.pattern:
+            return f"{value:g} s"
+        return datetime.datetime.fromtimestamp(value, datetime.UTC).strftime(self.pattern)
+
+
+def time_axis(start: float, end: float) -> TimeAxis:
+    """The labels of a time axis from ``start`` to ``end``: times within one day, dates and times within weeks,
+    dates beyond; the year in every label when the span crosses one (a capture may span years)."""
+    if start < EPOCH_FLOOR:
+        return TimeAxis("", "seconds from the start of the capture")
+    first, last = (datetime.datetime.fromtimestamp(value, datetime.UTC) for value in (start, end))
+    one_year = first.year == last.year
+    if first.date() == last.date():
+        return TimeAxis("%H:%M:%S", f"time of day (UTC) on {first:%Y-%m-%d}")
+    if end - start <= WEEKS:
+        if one_year:
+            return TimeAxis("%m-%d %H:%M", f"date and time (UTC) in {first.year}")
+        return TimeAxis("%Y-%m-%d %H:%M", "date and time (UTC)")
+    return TimeAxis("%m-%d", f"date (UTC) in {first.year}") if one_year else TimeAxis("%Y-%m-%d", "date (UTC)")
+
+
+def client_label(address: str | None, client_id: str | None) -> str:
+    """Who a client is, for a reader: its ClientId when it has one, else its address and why it has no name."""
+    if client_id:
+        return client_id
+    where = address or "unknown address"
+    return f"(empty ClientId) {where}" if client_id == "" else f"(no CONNECT captured) {where}"
+
+
+def connack_text(code: int | None, version: str | None = None) -> str:
+    """A CONNACK's return code and what it means ("-" when no CONNACK was captured); an MQTT 5.0 reason code in
+    hex, as that specification writes it."""
+    if code is None:
+        return "-"
+    if version == "5.0":
+        return f"0x{code:02x}" + (" (success)" if code == 0 else "")
+    meaning = CONNACK_CODES.get(code)
+    return f"{code} ({meaning})" if meaning else f"{code} (reserved)"
+
+
+def packet_text(row: Mapping[str, Any]) -> str:
+    """A packet as a row of the packets table describes it: ``PUBLISH id 7, QoS 1, topic 'a/b', 9 bytes``."""
+    parts = [str(row.get("type") or "packet")]
+    if row.get("packet_id") is not None:
+        parts[0] += f" id {row['packet_id']}"
+    if row.get("type") == "PUBLISH" and row.get("qos") is not None:
+        parts.append(f"QoS {row['qos']}")
+    if row.get("topic") is not None:
+        parts.append(f"topic '{row['topic']}'")
+    if row.get("length") is not None:
+        parts.append(plural(int(row["length"]), "byte"))
+    return ", ".join(parts)
+
+
+def cause_text(row: Mapping[str, Any]) -> str:
+    """For a missing-answer finding, the packet the answer was owed for: ``answer owed for PUBLISH id 7, ... at
+    record 5 (Wireshark frame 6), event 2``; "" for any other finding."""
+    event = row.get("cause_event")
+    if event is None:
+        return ""
+    packet = row.get("cause_packet")
+    frame = row.get("cause_frame")
+    where = f"{frame_label(frame)}, event {event}" if frame is not None else f"event {event}"
+    return f"answer owed for {packet}, at {where}" if packet else f"answer owed for {where}"
+
+
+def evidence_is_cause(row: Mapping[str, Any]) -> bool:
+    """Whether a finding's evidence bytes are the unanswered packet's: a missing answer that shows at a silence or
+    a close, not at a packet of its own (the audit then keeps the bytes that called for the answer)."""
+    return row.get("cause_event") is not None and row.get("frame") is None and bool(row.get("evidence"))
 
 
 def count(value: int | None) -> str:

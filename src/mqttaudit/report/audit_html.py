@@ -1,6 +1,7 @@
 """``report.html`` of an audit: one self-contained page (inline CSS, inline SVG charts, no script, no external asset)
-with the headline, the charts, every rule broken with its plain-language summary, and the evidence rows they link
-to."""
+with the headline, the charts, every rule broken with its plain-language summary, the evidence rows they link to,
+the clients and servers that broke rules (each charged with its own), the connections per MQTT version and the
+rule instances the capture could not decide, with their reasons."""
 
 from __future__ import annotations
 
@@ -15,7 +16,22 @@ from ..spec import Catalogue
 from .audit_charts import Bar, Series, bar_chart, line_chart
 from .audit_data import AuditReportData, TimeBucket
 from .audit_findings import KINDS, ORIGINS, SIDES, AuditView, audit_view, expected_of, side_counts
-from .audit_format import MAX_ROWS, WHOLE_IN, count, duration, frame_label, packet_shape, plural, short_when, size, when
+from .audit_format import (
+    MAX_ROWS,
+    WHOLE_IN,
+    cause_text,
+    client_label,
+    connack_text,
+    count,
+    duration,
+    evidence_is_cause,
+    frame_label,
+    packet_shape,
+    plural,
+    size,
+    time_axis,
+    when,
+)
 from .evidence import MAX_HEX_BYTES, printable
 from .peer_text import shown
 
@@ -33,7 +49,17 @@ def audit_html(data: AuditReportData, catalogue: Catalogue | None = None) -> str
     return (
         _environment()
         .get_template("audit.html.j2")
-        .render(view=view, charts=charts(view), kinds=KINDS, origins=ORIGINS, expected_of=expected_of)
+        .render(
+            view=view,
+            charts=charts(view),
+            kinds=KINDS,
+            origins=ORIGINS,
+            expected_of=expected_of,
+            cause_text=cause_text,
+            evidence_is_cause=evidence_is_cause,
+            client_label=client_label,
+            connack_text=connack_text,
+        )
     )
 
 
@@ -49,22 +75,38 @@ def charts(view: AuditView) -> dict[str, Markup]:
             for rule in rules
         ]
         bars = sorted(bars, key=lambda bar: -sum(bar.values))[:MAX_BARS]
-        out["rules"] = bar_chart("Violations by statement, split by the side that broke it", SIDE_SERIES, bars)
+        out["rules"] = bar_chart(
+            "Violations by statement, split by the side that broke it", SIDE_SERIES, bars, label_chars=None
+        )
     buckets = view.data.violations_over_time
     if buckets:
         series = [*SIDE_SERIES]
         series += [Series(a, f"by {a}", OTHER_COLOUR) for a in sorted({b["actor"] for b in buckets} - set(SIDES))]
-        out["time"] = line_chart(
-            "Violations over time, per side", series, time_points(buckets, view.data.bucket_seconds), short_when
-        )
+        points = time_points(buckets, view.data.bucket_seconds)
+        xs = [x for line in points.values() for x, _ in line]
+        out["time"] = line_chart("Violations over time, per side", series, points, time_axis(min(xs), max(xs)), when)
     clients = view.data.top_clients[:MAX_BARS]
     if clients:
         out["clients"] = bar_chart(
             "Clients with the most violations",
-            (Series("violations", "violations", SIDE_SERIES[0].colour),),
+            (Series("violations", "violations by the client", SIDE_SERIES[0].colour),),
             [
-                Bar(row["client"], (row["violations"],), note=_client_note(row["client_id"], row["connections"]))
+                Bar(
+                    client_label(row["client"], row["client_id"]),
+                    (row["violations"],),
+                    note=_client_note(row["client"], row["client_id"], row["connections"]),
+                )
                 for row in clients
+            ],
+        )
+    servers = view.data.top_servers[:MAX_BARS]
+    if servers:
+        out["servers"] = bar_chart(
+            "Servers with the most violations",
+            (Series("violations", "violations by the server", SIDE_SERIES[1].colour),),
+            [
+                Bar(row["server"], (row["violations"],), note=plural(row["connections"], "connection"))
+                for row in servers
             ],
         )
     if view.routing:
@@ -97,9 +139,10 @@ def time_points(buckets: Sequence[TimeBucket], width: float = 0.0) -> dict[str, 
     return {side: [(x, counts.get(i, 0)) for i, x in enumerate(grid)] for side, counts in sums.items()}
 
 
-def _client_note(client_id: str | None, connections: int) -> str:
+def _client_note(address: str, client_id: str | None, connections: int) -> str:
     named = f"client id {shown(client_id, whole_in=WHOLE_IN)!r}, " if client_id else ""
-    return named + plural(connections, "connection")
+    first = f", the first from {shown(address, whole_in=WHOLE_IN)}" if client_id and connections > 1 else ""
+    return named + plural(connections, "connection") + first
 
 
 def _shown(value: object) -> object:
