@@ -121,6 +121,12 @@ def cause_text(row: Mapping[str, Any]) -> str:
     return f"answer owed for {packet}, at {where}" if packet else f"answer owed for {where}"
 
 
+def shown_at(row: Mapping[str, Any]) -> str:
+    """The capture record a finding shows at, or that it shows at no packet of its own."""
+    frame = row.get("frame")
+    return frame_label(frame) if frame is not None else "no frame of its own (it shows at a silence or a close)"
+
+
 def evidence_is_cause(row: Mapping[str, Any]) -> bool:
     """Whether a finding's evidence bytes are the unanswered packet's: a missing answer that shows at a silence or
     a close, not at a packet of its own (the audit then keeps the bytes that called for the answer)."""

@@ -28,6 +28,7 @@ from .audit_format import (
     frame_label,
     packet_shape,
     plural,
+    shown_at,
     size,
     time_axis,
     when,
@@ -59,6 +60,7 @@ def audit_html(data: AuditReportData, catalogue: Catalogue | None = None) -> str
             evidence_is_cause=evidence_is_cause,
             client_label=client_label,
             connack_text=connack_text,
+            shown_at=shown_at,
         )
     )
 
@@ -83,8 +85,15 @@ def charts(view: AuditView) -> dict[str, Markup]:
         series = [*SIDE_SERIES]
         series += [Series(a, f"by {a}", OTHER_COLOUR) for a in sorted({b["actor"] for b in buckets} - set(SIDES))]
         points = time_points(buckets, view.data.bucket_seconds)
-        xs = [x for line in points.values() for x, _ in line]
-        out["time"] = line_chart("Violations over time, per side", series, points, time_axis(min(xs), max(xs)), when)
+        xs = sorted({x for line in points.values() for x, _ in line})
+        width = view.data.bucket_seconds or min((b - a for a, b in itertools.pairwise(xs)), default=0.0)
+        out["time"] = line_chart(
+            "Violations over time, per side",
+            series,
+            points,
+            time_axis(xs[0], xs[-1]),
+            lambda x: f"{when(x)} to {when(x + width)}" if width else when(x),
+        )
     clients = view.data.top_clients[:MAX_BARS]
     if clients:
         out["clients"] = bar_chart(

@@ -15,7 +15,7 @@ from .. import __version__
 from ..codec import rules as codec_rules
 from ..judge import CHECKED_RULES
 from ..spec import Catalogue
-from .audit_format import MAX_ROWS, WHOLE_IN, frame_label, plural, when
+from .audit_format import MAX_ROWS, WHOLE_IN, cause_text, evidence_is_cause, frame_label, plural, when
 from .audit_tables import ROUTING, VIOLATION
 from .evidence import MAX_HEX_BYTES, printable
 from .peer_text import LIMIT, shown
@@ -124,7 +124,7 @@ def _failure(testcase: ET.Element, rule_id: str, found: Tally, counted: str) -> 
     failure = ET.SubElement(testcase, "failure", {"message": message, "type": printable(rule_id)})
     lines = [printable(f"{rule_id}: {counted}."), "The first one:"]
     lines += [
-        f"  {label}: {shown(text, 3 * MAX_HEX_BYTES if label == EVIDENCE else LIMIT, WHOLE_IN)}"
+        f"  {label}: {shown(text, 3 * MAX_HEX_BYTES if label.startswith(EVIDENCE) else LIMIT, WHOLE_IN)}"
         for label, text in evidence_lines(first)
     ]
     failure.text = "\n".join(lines) + "\n"
@@ -143,13 +143,14 @@ def evidence_lines(row: Mapping[str, Any]) -> list[tuple[str, str]]:
     add("flow", row.get("flow"))
     add("frame", row.get("frame"), frame_label(row.get("frame")))
     add("event", row.get("event"))
+    add("answer owed for", row.get("cause_event"), cause_text(row).removeprefix("answer owed for "))
     add("stream offset", row.get("offset"))
     add("time", row.get("time"), when(row.get("time")))
     add("found by", row.get("origin"))
     add("kind", row.get("kind"))
     add("detail", row.get("detail"))
     add("expected", row.get("expected"))
-    add(EVIDENCE, row.get("evidence"))
+    add(EVIDENCE + (", the unanswered packet" if evidence_is_cause(row) else ""), row.get("evidence"))
     return out
 
 

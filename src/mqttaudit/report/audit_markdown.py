@@ -1,6 +1,7 @@
 """``findings.md`` of an audit: the headline and what was audited, the violations by rule, then one section per
 (rule, side) in the form of a conformance finding (summary, standard reference, expected behaviour, evidence bytes,
-what it means for users), then the routing findings by kind in the same form."""
+what it means for users), then the routing findings by kind in the same form, the clients and servers that broke
+rules (each charged with its own), the connections per MQTT version and the rule instances not assessable."""
 
 from __future__ import annotations
 
@@ -10,8 +11,20 @@ from collections.abc import Sequence
 from ..spec import Catalogue
 from . import markdown
 from .audit_data import AuditReportData
-from .audit_findings import AuditView, Reference, RoutingGroup, RuleFinding, audit_view, expected_of
-from .audit_format import MAX_ROWS, WHOLE_IN, count, frame_label, packet_shape, plural, when
+from .audit_findings import AuditView, Reference, RoutingGroup, RuleFinding, UndecidedGroup, audit_view, expected_of
+from .audit_format import (
+    MAX_ROWS,
+    WHOLE_IN,
+    cause_text,
+    client_label,
+    count,
+    evidence_is_cause,
+    frame_label,
+    packet_shape,
+    plural,
+    shown_at,
+    when,
+)
 from .evidence import MAX_HEX_BYTES
 from .markdown import fenced, left_out, prose, table
 from .peer_text import cut
@@ -68,7 +81,8 @@ def audit_to_markdown(data: AuditReportData, catalogue: Catalogue | None = None)
             lines += ["", *finding_section(finding, view)]
     else:
         lines.append("No violations: no client and no server broke a rule in the audited traffic.")
-    lines += ["", *routing_part(view), "", *capture_part(view)]
+    lines += ["", *routing_part(view), "", *offenders_part(view), "", *versions_part(view)]
+    lines += ["", *undecided_part(view), "", *capture_part(view)]
     return "\n".join(lines) + "\n"
 
 
@@ -98,7 +112,10 @@ def finding_section(finding: RuleFinding, view: AuditView) -> list[str]:
             (
                 (
                     f"[{sample.number}](#{sample.anchor})",
-                    inline(packet_shape(sample.row.get("evidence"))),
+                    inline(
+                        packet_shape(sample.row.get("evidence"))
+                        + (": the unanswered packet" if evidence_is_cause(sample.row) else "")
+                    ),
                     inline(expected_of(sample, finding)),
                     inline(sample.row["detail"]),
                 )
@@ -115,10 +132,11 @@ def finding_section(finding: RuleFinding, view: AuditView) -> list[str]:
         where = [
             f"capture {code(row['capture'])}",
             f"flow {code(row['flow'])}",
-            inline(frame_label(row.get("frame"))),
+            inline(shown_at(row)),
             f"event {_value(row.get('event'))}",
             *([] if row.get("offset") is None else [f"stream offset {_value(row.get('offset'))}"]),
             f"at {inline(when(row.get('time')))}",
+            *([inline(cause_text(row))] if cause_text(row) else []),
         ]
         found = inline(", ".join(str(part) for part in (row.get("origin"), row.get("kind")) if part))
         lines += [
@@ -127,6 +145,8 @@ def finding_section(finding: RuleFinding, view: AuditView) -> list[str]:
             "",
         ]
         evidence = row.get("evidence")
+        if evidence_is_cause(row):
+            lines += ["Bytes of the unanswered packet:", ""]
         lines += (
             [*fenced(cut(str(evidence), 3 * MAX_HEX_BYTES, WHOLE_IN)), ""]
             if evidence
@@ -203,6 +223,115 @@ def routing_section(group: RoutingGroup) -> list[str]:
             "",
         ]
     lines += ["#### What it means for users", "", prose(group.meaning)]
+    return lines
+
+
+def offenders_part(view: AuditView) -> list[str]:
+    """The clients and the servers with the most violations, each charged only with those it committed itself."""
+    data = view.data
+    lines = [
+        "## Top offending clients",
+        "",
+        "Each client is charged only with the violations it committed itself, the server's on its connections are "
+        "counted against the server; it is named by its ClientId, or by its address when its ClientId was empty or "
+        "no CONNECT was captured.",
+        "",
+    ]
+    if data.top_clients:
+        lines += table(
+            ("Client", "Address", "Violations by the client", "Connections"),
+            (
+                (
+                    code(client_label(row["client"], row["client_id"]), cell=True),
+                    code(row["client"], cell=True),
+                    count(row["violations"]),
+                    count(row["connections"]),
+                )
+                for row in data.top_clients
+            ),
+        )
+    else:
+        lines.append("No client broke a rule.")
+    lines += ["", "## Top offending servers", ""]
+    if data.top_servers:
+        lines += table(
+            ("Server", "Violations by the server", "Connections"),
+            (
+                (code(row["server"], cell=True), count(row["violations"]), count(row["connections"]))
+                for row in data.top_servers
+            ),
+        )
+    else:
+        lines.append("No server broke a rule.")
+    return lines
+
+
+def versions_part(view: AuditView) -> list[str]:
+    """The connections per MQTT version and how the audit handled each."""
+    lines = ["## Protocol versions", ""]
+    if not view.versions:
+        return [*lines, "No version count was recorded."]
+    return lines + table(
+        ("Version", "Connections", "Packets", "How the audit handled them"),
+        (
+            (inline(version), count(info["connections"]), count(info.get("packets")), inline(info["handling"]))
+            for version, info in view.versions
+        ),
+    )
+
+
+def undecided_part(view: AuditView) -> list[str]:
+    """The rule instances not assessable, one section per reason tag."""
+    lines = ["## Not assessable", ""]
+    if not view.undecided:
+        if view.undecided_total:
+            return [*lines, f"{plural(view.undecided_total, 'rule instance')} could not be decided; no rows kept."]
+        if "not_assessable" in view.summary:
+            return [*lines, "None: every rule the traffic exercised could be decided."]
+        return [*lines, "No count of rule instances not assessable was recorded."]
+    lines += [
+        f"{plural(view.undecided_total, 'rule instance')} could not be decided from what the captures show: neither "
+        "passes nor violations.",
+        "",
+    ]
+    lines += table(
+        ("Reason", "What it means", "Instances", "Shown"),
+        (
+            (
+                f"[{inline(group.title)}](#{group.anchor})",
+                prose(group.meaning),
+                count(group.count),
+                count(len(group.rows)),
+            )
+            for group in view.undecided
+        ),
+    )
+    for group in view.undecided:
+        lines += ["", *undecided_section(group)]
+    return lines
+
+
+def undecided_section(group: UndecidedGroup) -> list[str]:
+    lines = [f'<a id="{group.anchor}"></a>', f"### Not assessable: {inline(group.title)}", ""]
+    lines += [f"{plural(group.count, 'instance')}: {prose(group.meaning)}.", ""]
+    if group.rows:
+        lines += table(
+            ("Statement", "Side", "Connection", "Event", "Frame", "Time", "Reason"),
+            (
+                (
+                    code(row["rule"], cell=True),
+                    inline(row["actor"] or "-"),
+                    f"{code(row['flow'], cell=True)}, client "
+                    f"{code(client_label(row.get('client'), row.get('client_id')), cell=True)}",
+                    _value(row.get("event")),
+                    inline(frame_label(row.get("frame"))),
+                    inline(when(row.get("time"))),
+                    inline(row["reason"]),
+                )
+                for row in group.rows
+            ),
+        )
+        lines += left_out(len(group.rows), group.count, "rows", "the not_assessable table")
     return lines
 
 

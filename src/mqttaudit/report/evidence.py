@@ -67,10 +67,15 @@ def shown_hex(hex_bytes: str, length: object = None) -> str:
 
 
 def packet_label(event: Record) -> str:
-    """The decoded packet (cut: a topic may be 60,000 characters), or ``malformed: <hex>`` for bytes that did not
-    decode."""
+    """The decoded packet (cut: a topic may be 60,000 characters); for a frame without a decoded packet, its bytes:
+    ``malformed: <hex>`` when a rule it breaks says why, else ``MQTT 5.0 packet, not decoded: <hex>`` (a frame of a
+    version that is not judged is framed, never read as MQTT 3.1.1, and is not malformed for that)."""
     if event.get("packet") is None:
-        return f"malformed: {shown_hex(event['hex'], event.get('length'))}"
+        hexed = shown_hex(event["hex"], event.get("length"))
+        if event.get("violations"):
+            return f"malformed: {hexed}"
+        version = event.get("version")
+        return f"{'MQTT ' + printable(str(version)) if version else 'a'} packet, not decoded: {hexed}"
     return printable(cut(str(event["packet"]), whole_in=WHOLE_IN))
 
 
