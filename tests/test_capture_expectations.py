@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from mqttaudit.capture import FlowAudit, FlowOptions, audit_records, flow_key, read_records, segments
-from mqttaudit.capture.conversation import MID_STREAM
+from mqttaudit.capture.conversation import MID_STREAM, handling
 from mqttaudit.capture.segments import format_endpoint
 from mqttaudit.capture.writer import pcap_bytes
 from mqttaudit.codec import Connack, Connect, Frame, Publish, Suback, Subscribe, Unsubscribe
@@ -734,3 +734,44 @@ def test_an_mqtt_5_session_seen_from_its_middle_gets_no_3_1_1_finding(tmp_path: 
         ("client", CONNECT_FIRST, MID_STREAM_TAG),
         *(("server", rule, PEER_CLOSED) for rule in (QOS1_RECEIVER_PUBACK, PUBACK_ID, PUBACK_TYPE)),
     }
+
+
+# -- the whole audit ---------------------------------------------------------------------------------------------
+
+
+def test_the_audit_of_all_shared_captures_reports_exactly_the_table(spark: object, tmp_path: Path) -> None:
+    """The Spark audit of the 31 captures at once: its violations are the table's findings, its not-assessable
+    rows the table's, and the routing replay finds nothing (no connection both subscribes and is delivered to
+    under a judged version, and what it cannot decide is a row of the same table)."""
+    import pyarrow.parquet as pq
+
+    from mqttaudit.pipeline.audit import run_audit
+
+    paths = [path_of(name) for name in FILES]
+    result = run_audit([str(path) for path in paths], tmp_path / "out", spark=spark)
+    out = result.out_dir
+    names = {str(path): name for path, name in zip(paths, FILES, strict=True)}
+    names |= {path.name: name for path, name in zip(paths, FILES, strict=True)}
+    connections = pq.read_table(out / "connections").to_pylist()
+    port_of = {row["flow"]: int(row["client"].rsplit(":", 1)[1]) for row in connections}
+    key = {row["flow"]: (names[row["capture"]], port_of[row["flow"]]) for row in connections}
+    assert set(key.values()) == set(EXPECTED)
+    assert {key[row["flow"]]: row["version"] for row in connections} == {k: w.version for k, w in EXPECTED.items()}
+    reported = {(*key[row["flow"]], row["actor"], row["rule"]) for row in pq.read_table(out / "violations").to_pylist()}
+    wanted = {
+        (*k, side, rule)
+        for k, w in EXPECTED.items()
+        for side, rules in (("client", w.client), ("server", w.server))
+        for rule in rules
+    }
+    assert reported == wanted
+    rows = pq.read_table(out / "not_assessable").to_pylist()
+    undecided = {(*key[row["flow"]], row["actor"], row["rule"], row["tag"]) for row in rows if row["flow"] in key}
+    assert undecided == {(*k, *row) for k, w in EXPECTED.items() for row in w.not_assessable}
+    assert pq.read_table(out / "routing_findings").num_rows == 0
+    summary = result.summary
+    assert summary["versions"] == {
+        version: {"connections": count, "handling": handling(version)}
+        for version, count in Counter(w.version for w in EXPECTED.values()).items()
+    }
+    assert summary["not_assessable"]["rows"] == len(rows)

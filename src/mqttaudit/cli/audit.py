@@ -127,6 +127,7 @@ def summarize(summary: dict[str, object]) -> str:
             else ""
         ),
     ]
+    lines += _version_lines(summary)
     lines += _detection_lines(summary)
     errors = summary.get("errors") or []
     assert isinstance(errors, list)
@@ -136,6 +137,24 @@ def summarize(summary: dict[str, object]) -> str:
         for e in errors
     ]
     return "\n".join(lines)
+
+
+def _version_lines(summary: dict[str, object]) -> list[str]:
+    """How many connections spoke each version and how each was handled; what could not be judged, by reason."""
+    versions = summary.get("versions")
+    undecided = summary.get("not_assessable")
+    lines = []
+    if isinstance(versions, dict):
+        lines += [
+            f"MQTT {version}: {entry['connections']} connection(s), {entry['handling']}"
+            if version[0].isdigit()
+            else f"version {version}: {entry['connections']} connection(s), {entry['handling']}"
+            for version, entry in versions.items()
+        ]
+    if isinstance(undecided, dict) and undecided.get("rows"):
+        tags = ", ".join(f"{n} {tag or 'other'}" for tag, n in sorted(undecided["by_tag"].items(), key=lambda i: -i[1]))
+        lines.append(f"{undecided['rows']} rule instance(s) not assessable: {tags}")
+    return lines
 
 
 def _detection_lines(summary: dict[str, object]) -> list[str]:
