@@ -151,6 +151,7 @@ NOT_ASSESSABLE_COLUMNS = (
     "event",
     "frame",
     "time",
+    "origin",
     "tag",
     "reason",
 )
@@ -275,7 +276,8 @@ def framed_connack_code(flow: Flow) -> int | None:
 def add_undecided(
     rows: Columns, capture: str, instance: Undecided, flow: Flow | None, client_id: str | None = None
 ) -> None:
-    """One undecided instance as a ``not_assessable`` row, located by the event that called for it."""
+    """One undecided instance as a ``not_assessable`` row, located by the event that called for it: the
+    connection's judge's when ``flow`` is given (origin "judge"), else the routing replay's."""
     level, section = rule_level(instance.rule)
     frame = None
     if flow is not None and 0 <= instance.event < len(flow.frames):
@@ -293,6 +295,7 @@ def add_undecided(
         event=None if instance.event < 0 else instance.event,
         frame=frame,
         time=instance.time,
+        origin="routing" if flow is None else "judge",
         tag=tag_of(instance.reason),
         reason=finding_text(instance.reason),
     )
