@@ -9,7 +9,7 @@ sender's FIN or reset is the sender's doing and stays a malformed frame.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, StreamDecoder, rules
@@ -321,6 +321,11 @@ class _Stream:
         return framed_only(frame, keep_packet=sink.version in SAME_LAYOUT)
 
 
+def _at(lost: Lost, time: float) -> Lost:
+    """``lost`` at ``time`` (made non-decreasing along the conversation)."""
+    return Lost(time, lost.sender, lost.length, lost.undecoded)
+
+
 def not_311(frame: Frame) -> bool:
     """A whole frame whose body breaks an MQTT 3.1.1 rule that is no framing rule: no 3.1.1 packet, maybe a packet
     of another version."""
@@ -465,7 +470,7 @@ class ConnectionAudit:
         for order, (side, time, frame) in frames:
             while pending is not None and pending[0] <= order:
                 now = max(now, pending[1].time)
-                events.append(replace(pending[1], time=now))
+                events.append(_at(pending[1], now))
                 pending = next(lost, None)
             sender = directions[side]
             assert sender is not None
@@ -473,7 +478,7 @@ class ConnectionAudit:
             events.append(Sent(now, sender, frame, frame.offset + frame.length <= acked_through[side]))
         while pending is not None:
             now = max(now, pending[1].time)
-            events.append(replace(pending[1], time=now))
+            events.append(_at(pending[1], now))
             pending = next(lost, None)
         end = self._end
         if end is None:
