@@ -23,11 +23,15 @@ import pytest
 from mqttaudit.capture import writer
 from mqttaudit.judge import reasons
 from mqttaudit.pipeline.audit import run_audit
+from mqttaudit.pipeline.report_data import report_data
 from mqttaudit.report import AuditReportData, audit_html
 from mqttaudit.report.audit_charts import CHAR_WIDTH
 from mqttaudit.report.audit_data import ViolationRow
 from mqttaudit.report.audit_format import frame_label, time_axis
+from mqttaudit.report.audit_junit import evidence_lines
 from mqttaudit.report.evidence import packet_label
+
+from .test_report_audit_outputs import audit_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -437,3 +441,79 @@ def test_a_long_client_id_from_the_wire_is_cut_in_the_chart_but_a_rule_id_never_
     assert long_id in client.one("title").text  # whole in the tooltip
     [statement] = page.chart("Violations by statement, split by the side that broke it").all("text", class_="label")
     assert statement.text == rule
+
+
+# -- report_data on hand-made tables: groupings no capture here shows ----------------------------------------------
+
+
+def test_a_client_id_seen_on_several_connections_is_one_client_and_one_without_a_connect_is_named_by_address(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    def connection(flow: str, client: str, client_id: str | None, start: float) -> dict[str, Any]:
+        return {
+            "capture": "c.pcap",
+            "flow": flow,
+            "client": client,
+            "server": "10.0.0.1:1883",
+            "client_id": client_id,
+            "start": start,
+        }
+
+    def violation(flow: str, actor: str, event: int) -> dict[str, Any]:
+        return {"capture": "c.pcap", "flow": flow, "event": event, "rule": "MQTT-4.7.3-1", "actor": actor}
+
+    connections = [
+        {**connection("f1", "10.0.0.2:2000", "dev-1", 20.0), "packets": 3, "version": "3.1.1"},
+        {**connection("f2", "10.0.0.3:2001", "dev-1", 10.0), "packets": 3, "version": "3.1.1"},  # the first
+        {**connection("f3", "10.0.0.4:2002", None, 30.0), "packets": 2, "version": "unknown"},
+    ]
+    violations = [violation("f1", "client", 1), violation("f2", "client", 2), violation("f2", "server", 3)]
+    violations += [violation("f3", "client", 1), violation("f3", "server", 2), violation("f3", "server", 3)]
+    out = audit_dir(
+        tmp_path,
+        {
+            "violations": violations,
+            "connections": connections,
+            "routing_findings": [],
+            "deliveries": [],
+            "gaps": [],
+            "not_assessable": [],
+            "packets": [],
+        },
+    )
+    summary = {"counts": {"flows": 3, "connections": 3, "packets": 8}, "bytes": {}, "time_span": [None, None]}
+    data = report_data(spark, out, summary, samples=5, rows=200)
+    assert data.top_clients == [
+        {"client": "10.0.0.3:2001", "client_id": "dev-1", "violations": 2, "connections": 2},
+        {"client": "10.0.0.4:2002", "client_id": None, "violations": 1, "connections": 1},
+    ]
+    assert data.top_servers == [{"server": "10.0.0.1:1883", "violations": 3, "connections": 3}]
+    page = Page(audit_html(data))
+    rows = page.section("clients").one("table").rows()
+    assert rows == [
+        ["dev-1", "10.0.0.3:2001 (the first)", "2", "2"],
+        ["(no CONNECT captured) 10.0.0.4:2002", "10.0.0.4:2002", "1", "1"],
+    ]
+    assert data.summary["versions"] == {
+        "3.1.1": {"connections": 2, "handling": "", "packets": 6},
+        "unknown": {"connections": 1, "handling": "", "packets": 2},
+    }
+    assert data.summary["not_assessable"] == 0 and data.summary["not_assessable_by_tag"] == {}
+    assert "None: every rule the traffic exercised could be decided." in page.section("not-assessable").text
+
+
+def test_the_junit_failure_names_the_packet_a_missing_answer_was_owed_for() -> None:
+    row = {
+        "capture": "c.pcap",
+        "flow": "f",
+        "event": 5,
+        "frame": None,
+        "rule": "MQTT-4.3.2-2",
+        "actor": "server",
+        "evidence": PUBLISH_QOS1.hex(" "),
+        "cause_event": 2,
+        "cause_frame": 5,
+    }
+    lines = dict(evidence_lines(row))
+    assert lines["answer owed for"] == "record 5 (Wireshark frame 6), event 2"
+    assert lines["evidence (hex), the unanswered packet"] == PUBLISH_QOS1.hex(" ")

@@ -66,7 +66,7 @@ def report_data(
         connections.join(_found_by(violations, "client"), "flow", "left")
         .groupBy(_client_key(F.col("client_id"), F.col("client")).alias("key"))
         .agg(
-            F.min("client").alias("client"),
+            F.min_by("client", F.struct("start", "client")).alias("client"),
             F.first("client_id").alias("client_id"),
             F.sum(F.coalesce("found", F.lit(0))).alias("violations"),
             F.count("*").alias("connections"),
