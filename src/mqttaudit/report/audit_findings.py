@@ -303,7 +303,7 @@ class AuditView:
     def versions(self) -> list[tuple[str, VersionInfo]]:
         """(version, its connections and handling), the judged versions first."""
         versions = self.summary.get("versions", {})
-        return sorted(versions.items(), key=lambda item: (not item[1]["handling"].startswith("judged"), item[0]))
+        return sorted(versions.items(), key=lambda item: (not _judged(item[1]), item[0]))
 
     @property
     def undecided_total(self) -> int:
@@ -361,9 +361,9 @@ class AuditView:
                 f"{plural(undecided, 'rule check')} could not be decided from the traffic (not assessable); "
                 "they are neither passes nor violations."
             )
-        framed = [(version, info) for version, info in self.versions if info["handling"].startswith("framed only")]
+        framed = [(v, info) for v, info in self.versions if info.get("handling", "").startswith("framed only")]
         if framed:
-            each = ", ".join(f"{version} {count(info['connections'])}" for version, info in framed)
+            each = ", ".join(f"{version}: {count(info['connections'])}" for version, info in framed)
             out.append(
                 f"{plural(sum(info['connections'] for _, info in framed), 'connection')} of a version that is not "
                 f"judged ({each}): framed only, never judged against the rules of MQTT 3.1.1."
@@ -538,6 +538,10 @@ def accounting(summary: AuditSummary) -> Accounting | None:
 def expected_of(sample: Sample, finding: RuleFinding) -> str:
     """What a conforming side does: the judge's words, else (a codec violation) the rule itself."""
     return sample.row.get("expected") or finding.reference.summary
+
+
+def _judged(version: VersionInfo) -> bool:
+    return version.get("handling", "").startswith("judged")
 
 
 def _side_phrase(actor: str) -> str:
