@@ -396,12 +396,13 @@ def audit_view(data: AuditReportData, catalogue: Catalogue | None = None) -> Aud
         accounting(data.summary),
         flows,
         tuple(connections),
-        undecided_groups(data, anchors),
+        undecided_groups(data, rules, anchors),
     )
 
 
-def undecided_groups(data: AuditReportData, anchors: Anchors) -> tuple[UndecidedGroup, ...]:
-    """One group per reason tag, the most frequent first, with its counts per rule and side and its sample rows."""
+def undecided_groups(data: AuditReportData, catalogue: Catalogue, anchors: Anchors) -> tuple[UndecidedGroup, ...]:
+    """One group per reason tag, the most frequent first, with its counts per rule and side and its sample rows (in
+    spec order, then by time)."""
     counts: dict[str, list[UndecidedCount]] = {}
     for row in data.not_assessable_counts:
         counts.setdefault(row["tag"] or "", []).append(row)
@@ -412,12 +413,15 @@ def undecided_groups(data: AuditReportData, anchors: Anchors) -> tuple[Undecided
     for tag in {*counts, *rows}:
         totals.setdefault(tag, sum(row["count"] for row in counts.get(tag, [])) or len(rows.get(tag, [])))
     order = sorted(totals, key=lambda tag: (-totals[tag], tag == "", tag))
+    position = {
+        rule: n for n, rule in enumerate(in_spec_order((row["rule"] for row in data.not_assessable_rows), catalogue))
+    }
     return tuple(
         UndecidedGroup(
             tag,
             totals[tag],
             tuple(counts.get(tag, [])),
-            tuple(sorted(rows.get(tag, []), key=lambda r: (r["rule"], r["actor"], r.get("time") or 0.0))),
+            tuple(sorted(rows.get(tag, []), key=lambda r: (position[r["rule"]], r["actor"], r.get("time") or 0.0))),
             anchors.make("not-assessable", tag or "other"),
         )
         for tag in order
