@@ -24,7 +24,7 @@ from mqttaudit.capture import writer
 from mqttaudit.judge import reasons
 from mqttaudit.pipeline.audit import run_audit
 from mqttaudit.pipeline.report_data import report_data
-from mqttaudit.report import AuditReportData, audit_html
+from mqttaudit.report import AuditReportData, audit_html, audit_to_markdown
 from mqttaudit.report.audit_charts import CHAR_WIDTH
 from mqttaudit.report.audit_data import ViolationRow
 from mqttaudit.report.audit_format import frame_label, time_axis
@@ -517,3 +517,28 @@ def test_the_junit_failure_names_the_packet_a_missing_answer_was_owed_for() -> N
     lines = dict(evidence_lines(row))
     assert lines["answer owed for"] == "record 5 (Wireshark frame 6), event 2"
     assert lines["evidence (hex), the unanswered packet"] == PUBLISH_QOS1.hex(" ")
+
+
+def test_a_not_assessable_row_of_the_routing_replay_names_no_client_it_does_not_know() -> None:
+    row = {
+        "capture": "c.pcap",
+        "flow": "sub@7",
+        "client": None,
+        "server": None,
+        "client_id": None,
+        "rule": "MQTT-3.3.2-3",
+        "level": "MUST",
+        "section": "3.3.2",
+        "actor": "server",
+        "event": 4,
+        "frame": None,
+        "time": None,
+        "origin": "routing",
+        "tag": reasons.CAPTURE_ENDS,
+        "reason": f"{reasons.CAPTURE_ENDS}: the delivery was due after the capture's end",
+    }
+    data = AuditReportData(not_assessable_rows=[row])  # type: ignore[list-item]
+    [cells] = Page(audit_html(data)).section("not-assessable").one("table", class_="not-assessable").rows()
+    assert cells[2] == "capture c.pcap flow sub@7 left by the routing replay"
+    assert cells[5] == row["reason"]
+    assert "| `sub@7`, left by the routing replay |" in audit_to_markdown(data)

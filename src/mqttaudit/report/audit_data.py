@@ -231,6 +231,8 @@ class UndecidedRow(TypedDict):
     event: int | None
     frame: int | None
     time: float | None
+    #: Who left it: ``judge`` (the connection's judge) or ``routing`` (the routing replay).
+    origin: NotRequired[str | None]
     #: The tag the reason starts with (:mod:`mqttaudit.judge.reasons`; "" for none of them).
     tag: str
     reason: str

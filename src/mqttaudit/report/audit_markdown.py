@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ..spec import Catalogue
 from . import markdown
-from .audit_data import AuditReportData
+from .audit_data import AuditReportData, UndecidedRow
 from .audit_findings import AuditView, Reference, RoutingGroup, RuleFinding, UndecidedGroup, audit_view, expected_of
 from .audit_format import (
     MAX_ROWS,
@@ -321,8 +321,7 @@ def undecided_section(group: UndecidedGroup) -> list[str]:
                 (
                     code(row["rule"], cell=True),
                     inline(row["actor"] or "-"),
-                    f"{code(row['flow'], cell=True)}, client "
-                    f"{code(client_label(row.get('client'), row.get('client_id')), cell=True)}",
+                    _undecided_where(row),
                     _value(row.get("event")),
                     inline(frame_label(row.get("frame"))),
                     inline(when(row.get("time"))),
@@ -333,6 +332,14 @@ def undecided_section(group: UndecidedGroup) -> list[str]:
         )
         lines += left_out(len(group.rows), group.count, "rows", "the not_assessable table")
     return lines
+
+
+def _undecided_where(row: UndecidedRow) -> str:
+    """The connection of a not-assessable row: its flow, whom it is about, and who left it."""
+    where = code(row["flow"], cell=True)
+    if row.get("client") is not None or row.get("client_id") is not None:
+        where += f", client {code(client_label(row.get('client'), row.get('client_id')), cell=True)}"
+    return where + (", left by the routing replay" if row.get("origin") == "routing" else "")
 
 
 def capture_part(view: AuditView) -> list[str]:
