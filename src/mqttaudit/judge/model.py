@@ -59,7 +59,8 @@ class Link:
     client_id: str
     clean: bool
     opened: float
-    #: Last observation of the connection (its close, or where observation stopped with it open).
+    #: Last observation of the connection: its close, or (``closed`` None) the last time it was seen, after
+    #: which it may have stayed open or closed unseen.
     ended: float
     closed: Closed | None
     session: Session | None = None
@@ -70,7 +71,12 @@ class Link:
     watches: list[RetainedWatch] = field(default_factory=list)
 
     def open_at(self, time: float) -> bool:
+        """Observed open at ``time``."""
         return self.opened <= time <= self.ended
+
+    def may_be_open_at(self, time: float) -> bool:
+        """Observed open at ``time``, or opened by then and never seen to close (observation stopped earlier)."""
+        return self.opened <= time and (time <= self.ended or self.closed is None)
 
 
 @dataclass(eq=False)
@@ -85,7 +91,23 @@ class Session:
     ended: float = INF
 
     def link_at(self, time: float) -> Link | None:
-        return next((link for link in self.links if link.open_at(time)), None)
+        """The connection the session had at ``time``: one observed open then, else the last one opened by then
+        if it was never seen to close (a later connection of the session would have replaced it)."""
+        latest = None
+        for link in self.links:
+            if link.open_at(time):
+                return link
+            if link.opened <= time:
+                latest = link
+        return latest if latest is not None and latest.closed is None else None
+
+    def link_during(self, window: Window) -> Link | None:
+        """The last connection of the session observed open at some time in ``window``."""
+        found = None
+        for link in self.links:
+            if link.opened <= window[1] and window[0] <= link.ended:
+                found = link
+        return found
 
     def link_after(self, time: float) -> Link | None:
         return next((link for link in self.links if link.opened > time), None)
@@ -255,7 +277,8 @@ class SessionFilters:
         for position, session in enumerate(sessions):
             key = id(session)
             self._subscriptions[key] = session.subscriptions
-            self._same_client.setdefault(session.client_id, []).append(position)
+            if session.client_id:  # each empty ClientId is a ClientId of its own [MQTT-3.1.3-6]
+                self._same_client.setdefault(session.client_id, []).append(position)
             for index, subscription in enumerate(session.subscriptions):
                 topic_filter = subscription.topic_filter
                 if topic_filter.startswith(("+", "#")):
@@ -282,7 +305,7 @@ class SessionFilters:
         except InvalidTopic:
             return list(self._sessions)
         for position in list(positions):
-            positions.update(self._same_client[self._sessions[position].client_id])
+            positions.update(self._same_client.get(self._sessions[position].client_id, ()))
         positions |= self._odd
         return [self._sessions[position] for position in sorted(positions)]
 
@@ -317,8 +340,10 @@ class Model:
     by_key: dict[tuple[str, bytes], list[Message]] = field(default_factory=dict)
     #: Per topic, when the server first took a RETAIN 0 message there, by the rule it answers to as retained.
     first_unretained: dict[str, dict[str, float]] = field(default_factory=dict)
-    #: The sessions of each ClientId.
+    #: The sessions of each ClientId (none for the empty ClientId: the server assigns each a unique one).
     by_client: dict[str, list[Session]] = field(default_factory=dict)
+    #: The last time any connection to the broker was observed: after it, the capture shows nothing of it.
+    horizon: float = INF
 
 
 def build(
@@ -349,6 +374,7 @@ def build(
             retained.setdefault(message.publish.topic, []).append(message)
     topics = TopicIndex(dict.fromkeys(message.publish.topic for message in messages))  # each topic once
     model = Model(links, sessions, messages, retained, SessionFilters(sessions), topics)
+    model.horizon = max((transcript.end for transcript in transcripts.values()), default=INF)
     for message in messages:
         model.by_key.setdefault(message.key, []).append(message)
         if not message.publish.retain:
@@ -356,7 +382,8 @@ def build(
             firsts = model.first_unretained.setdefault(message.publish.topic, {})
             firsts[rule] = min(firsts.get(rule, INF), message.window[1])
     for session in sessions:
-        model.by_client.setdefault(session.client_id, []).append(session)
+        if session.client_id:
+            model.by_client.setdefault(session.client_id, []).append(session)
     # Which messages concern which session: every pair when there are few sessions (a probe's scenario), else
     # through the broker-wide trie. Only the check that nothing leaked to an unrelated subscriber, which never
     # makes a finding of its own (a leak is found where it is delivered), is left out for large scenarios.
@@ -404,6 +431,15 @@ def _sessions(links: list[Link]) -> list[Session]:
     current: dict[str, Session] = {}  # the session the server holds per ClientId
     seen: set[str] = set()
     for link in links:
+        if not link.client_id:
+            # [MQTT-3.1.3-6] The server gives an empty ClientId a unique one: a new session, shared with nobody.
+            session = Session("", link.clean, True)
+            session.ended = link.closed.time if link.clean and link.closed is not None else INF
+            link.owed_session_present = None if link.clean else False
+            sessions.append(session)
+            session.links.append(link)
+            link.session = session
+            continue
         held = current.get(link.client_id)
         if held is not None and held.ended <= link.opened:
             held = None
@@ -507,7 +543,10 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
     ceiling = min(message.publish.qos, max(s.qos for s in possible))
     qos_rule = rules.HIGHEST_QOS_OF_OVERLAPPING if len(possible) > 1 else rules.DELIVERY_QOS
     taken = message.window[1]
-    link = session.link_at(taken)
+    # The connection open when the server surely had the message (or that may still have been: observation of it
+    # stopped earlier), else the last one open while it may have taken it: a delivery there is this message,
+    # and its absence is settled by how the connection ended.
+    link = session.link_at(taken) or session.link_during(message.window)
     if link is not None:
         if link.opened > message.window[0]:
             # The server may have taken it before this connection opened, while the session was offline: then

@@ -10,7 +10,7 @@ from typing import Final
 from mqttaudit.codec import Direction
 
 from ..codec.describe import quoted
-from . import rules
+from . import reasons, rules
 from .config import JudgeConfig
 from .model import Expectation, Link, Model, RetainedWatch, forbid, not_retained_rule
 from .transcript import Delivered, Transcript
@@ -28,7 +28,8 @@ class Routing:
         self._ledgers = {name: Ledger(name) for name in transcripts}
         self._same_client: dict[str, list[Link]] = {}
         for link in model.links:
-            self._same_client.setdefault(link.client_id, []).append(link)
+            if link.client_id:  # each empty ClientId is a ClientId of its own [MQTT-3.1.3-6]
+                self._same_client.setdefault(link.client_id, []).append(link)
 
     def judgement(self) -> Judgement:
         for link in self._model.links:
@@ -52,8 +53,38 @@ class Routing:
     def _held(self, link: Link, rule: str) -> None:
         self._ledgers[link.name].held(rule)
 
-    def _undecided(self, link: Link, rule: str, reason: str) -> None:
-        self._ledgers[link.name].undecided(rule, reason)
+    def _undecided(self, link: Link, rule: str, reason: str, event: int = -1, time: float | None = None) -> None:
+        """An instance of ``rule``, a duty of the server on ``link``, could not be decided."""
+        self._ledgers[link.name].undecided(rule, reason, side=SERVER, event=event, time=time)
+
+    def _unobserved(self, link: Link, deadline: float, what: str) -> str:
+        """Why nothing can be said of ``what``, due by ``deadline`` on a connection last seen open before it:
+        the capture holds nothing of the connection after that time, or nothing of the broker at all."""
+        horizon = self._model.horizon
+        due = f"{what} was due by {reasons.utc(deadline)}"
+        if deadline > horizon:
+            return reasons.reason(
+                reasons.CAPTURE_ENDS, f"{due}; nothing of this server was captured after {reasons.utc(horizon)}"
+            )
+        return reasons.reason(
+            f"{reasons.NO_ACTIVITY} {reasons.utc(link.ended)}",
+            f"the connection is not seen after it, though the capture goes on; {due}",
+        )
+
+    def _cut_short(self, link: Link, deadline: float, what: str) -> str:
+        """Why nothing can be said of ``what``, due by ``deadline`` on a connection that ended before it."""
+        closed = link.closed
+        if closed is None:
+            return self._unobserved(link, deadline, what)
+        due = f"{what} was due by {reasons.utc(deadline)}"
+        if closed.by is SERVER:
+            return reasons.reason(
+                reasons.CLOSED_INSTEAD, f"the server closed the connection at {reasons.utc(closed.time)}; {due}"
+            )
+        by = "the client" if closed.by is not None else "a side unknown"
+        return reasons.reason(
+            reasons.PEER_CLOSED, f"the connection was closed by {by} at {reasons.utc(closed.time)}; {due}"
+        )
 
     # Sessions -------------------------------------------------------------------------------------------------
 
@@ -65,8 +96,11 @@ class Routing:
         owed = link.owed_session_present
         rule = rules.SESSION_PRESENT if owed else rules.NO_SESSION_PRESENT
         if owed is None:
+            reason = reasons.reason(
+                reasons.EARLIER_SESSION, f"no earlier connection of ClientId {quoted(link.client_id)} was seen"
+            )
             for unknown in (rules.SESSION_PRESENT, rules.NO_SESSION_PRESENT):
-                self._undecided(link, unknown, f"no earlier connection of ClientId {quoted(link.client_id)} was seen")
+                self._undecided(link, unknown, reason, link.transcript.connack_event, link.transcript.connack_time)
             return
         if connack.session_present == owed:
             self._held(link, rule)
@@ -83,8 +117,9 @@ class Routing:
 
     def _takeover(self, link: Link) -> None:
         """[MQTT-3.1.4-2] A CONNECT with the ClientId of a connected client disconnects that client."""
+        connected = link.transcript.connect_time
         for older in self._same_client.get(link.client_id, ()):
-            if older is link or not older.open_at(link.transcript.connect_time):
+            if older is link or not older.may_be_open_at(connected):
                 continue
             deadline = link.opened + self._config.close_grace
             closed = older.closed
@@ -101,9 +136,8 @@ class Routing:
             elif closed is not None and closed.by is SERVER:
                 self._held(older, rules.TAKEOVER)
             else:
-                self._undecided(
-                    older, rules.TAKEOVER, "the connection was closed by the client, or observation ended first"
-                )
+                what = f"its close after ClientId {quoted(link.client_id)} connected again on {quoted(link.name)}"
+                self._undecided(older, rules.TAKEOVER, self._cut_short(older, deadline, what), time=connected)
 
     # Deliveries -----------------------------------------------------------------------------------------------
 
@@ -130,8 +164,9 @@ class Routing:
             first = not chosen.delivered
             chosen.delivered.append(publish)
             if len({e.retained for e in owed}) > 1:
+                reason = f"event {delivered.event} may be a live or a retained message"
                 for rule in (rules.RETAIN_SET_ON_NEW_SUBSCRIPTION, rules.RETAIN_CLEARED_ON_ESTABLISHED):
-                    self._undecided(link, rule, f"event {delivered.event} may be a live or a retained message")
+                    self._undecided(link, rule, reason, delivered.event, delivered.time)
             else:
                 self._retain_flag(link, delivered, chosen)
             self._qos_at_most(link, delivered, chosen)
@@ -232,7 +267,7 @@ class Routing:
             return
         if expectation.rule == rules.OFFLINE_MESSAGES_KEPT:
             reason = f"event {delivered.event} may re-send a copy first sent on an earlier connection"
-            self._undecided(link, rules.DUP_NOT_PROPAGATED, reason)
+            self._undecided(link, rules.DUP_NOT_PROPAGATED, reason, delivered.event, delivered.time)
             return
         if not delivered.message.dup:
             self._held(link, rules.DUP_NOT_PROPAGATED)
@@ -265,25 +300,25 @@ class Routing:
         self._settle_absence(link, expectation.rule, expectation.deadline, early)
 
     def _settle_absence(self, link: Link, rule: str, deadline: float, what: str | None) -> None:
-        """Something that must not arrive did not: ``rule`` held if the connection stayed open past ``deadline``
+        """Something that must not arrive did not: ``rule`` held if the connection was seen open past ``deadline``
         with every byte the server sent observed; otherwise not assessable (about ``what``, when given)."""
-        if any(side is SERVER for side, _ in link.transcript.lost):
-            reason = "bytes the server sent on this connection were not observed: a delivery may be among them"
-            self._undecided(link, rule, reason)
+        lost = [time for side, time in link.transcript.lost if side is SERVER]
+        if lost:
+            self._undecided(link, rule, _unseen_bytes(min(lost), what or "a delivery"))
         elif link.ended >= deadline:
             self._held(link, rule)
         elif what is not None:
-            self._undecided(link, rule, f"the connection ended before {what} could show")
+            self._undecided(link, rule, self._cut_short(link, deadline, f"the absence of {what}"))
 
     def _settle_missing(self, link: Link, expectation: Expectation) -> None:
-        """Missing while the connection stayed open past the deadline: a finding. Missing because it closed
+        """Missing while the connection was seen open past the deadline: a finding. Missing because it closed
         first: a CleanSession 0 session owes a QoS 1 or 2 message on its next connection [MQTT-3.1.2-5];
-        otherwise not assessable."""
+        otherwise, and when observation of the connection stopped first, not assessable."""
+        rules_at_stake = (expectation.rule, expectation.qos_rule)
         lost = [time for side, time in link.transcript.lost if side is SERVER]
         if lost:
-            reason = f"bytes the server sent on this connection were not observed (at {min(lost):.6f} s)"
-            for rule in (expectation.rule, expectation.qos_rule):
-                self._undecided(link, rule, reason)
+            for rule in rules_at_stake:
+                self._undecided(link, rule, _unseen_bytes(min(lost), _what(expectation)), time=expectation.after)
             return
         if link.ended >= expectation.deadline:
             self._fail(
@@ -292,23 +327,27 @@ class Routing:
                 link.ended,
                 link.transcript.end_event,
                 f"{_what(expectation)} never arrived: it was owed from {expectation.after:.6f} s, due by "
-                f"{expectation.deadline:.6f} s, and the connection was open until {link.ended:.6f} s",
+                f"{expectation.deadline:.6f} s, and the connection was seen open until {link.ended:.6f} s",
                 EXPECTED[expectation.rule],
                 MISSING,
             )
             return
         session = link.session
         following = None if session is None else session.link_after(link.ended)
-        if session is None or session.clean or expectation.qos == 0 or following is None:
-            for rule in (expectation.rule, expectation.qos_rule):
-                self._undecided(link, rule, f"the connection ended before {_what(expectation)} was due")
+        persistent = session is not None and not session.clean and expectation.qos > 0
+        if following is None or not persistent or link.closed is None:
+            reason = self._cut_short(link, expectation.deadline, _what(expectation))
+            for rule in rules_at_stake:
+                self._undecided(link, rule, reason, time=expectation.after)
+        if following is None or not persistent:
             return
+        # [MQTT-3.1.2-5] Kept for the next connection: owed there, unless this one may have received it unseen.
         limit = self._config.answer_timeout
         following.expectations.append(
             Expectation(
                 following,
                 expectation.message,
-                True,
+                link.closed is not None,
                 rules.OFFLINE_MESSAGES_KEPT,
                 expectation.retained,
                 expectation.qos,
@@ -335,6 +374,14 @@ class Routing:
             EXPECTED[expectation.qos_rule],
             QOS,
         )
+
+
+def _unseen_bytes(time: float, what: str) -> str:
+    return reasons.reason(
+        reasons.LOST_BYTES,
+        f"bytes the server sent on this connection were not captured (from {reasons.utc(time)}): {what} may be "
+        "among them",
+    )
 
 
 def _what(expectation: Expectation) -> str:

@@ -1,0 +1,259 @@
+"""Deliveries near the end of observation: the routing replay judges only what the capture shows.
+
+A delivery the capture holds always settles what the broker model expected, however long the tolerance window
+after it; an expectation whose window outlives the observation of the subscriber's connection, and that no
+delivery settled, is a not-assessable row naming the rule, the connection, the message and why ("no activity
+captured after", "capture ends before the deadline", "peer closed first").
+
+The first tests record mosquitto with tcpdump while Debian's mosquitto_sub receives one QoS 0 message from
+mosquitto_pub, cut the recording with the project's capture writer and replay it the way the audit does (capture
+layer, ``judge_flow``, ``replay_broker``); the unit tests below them write the edge cases as events.
+"""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mqttaudit.capture import FlowOptions, Record, audit_records, read_records
+from mqttaudit.capture.segments import decode_segment, format_endpoint
+from mqttaudit.capture.writer import PcapWriter
+from mqttaudit.judge import Closed, JudgeConfig, Quiet
+from mqttaudit.judge import reasons as tags
+from mqttaudit.judge.transcript import Transcript
+from mqttaudit.pipeline.conversations import Columns, Flow, judge_flow
+from mqttaudit.pipeline.replay import replay_broker
+from mqttaudit.probe.brokers import BrokerUnavailable, start_broker
+from mqttaudit.probe.recorder import tcpdump_recording
+
+ROUTED = "MQTT-4.5.0-1"
+QOS = "MQTT-3.8.4-6"
+TOPIC = "probe/end-of-capture"
+HOST = "127.0.0.1"
+CONFIG = JudgeConfig()
+SECOND = 1_000_000_000
+
+# -- a real capture ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A recording of one delivery: its records, the broker's port, and where the parts of the story are."""
+
+    records: list[Record]
+    port: int
+    #: The client ports of the subscriber's and the publisher's connections.
+    subscriber: int
+    publisher: int
+    #: Indexes (in ``records``) of the records carrying the publisher's PUBLISH and the server's PUBLISH to the
+    #: subscriber.
+    published: int
+    delivery: int
+
+
+def _mqtt_first_byte(record: Record, *, source: int | None = None, target: int | None = None) -> int | None:
+    """The first payload byte of a record's TCP segment from port ``source`` / to port ``target`` (None when the
+    segment has no payload or other ports)."""
+    segment = decode_segment(record[0], record[1], record[2])
+    if isinstance(segment, str) or not segment[8]:
+        return None
+    if (source is not None and segment[2] != source) or (target is not None and segment[4] != target):
+        return None
+    return segment[8][0]
+
+
+def _client_port(records: Sequence[Record], port: int, first_byte: int) -> int:
+    """The client port of the connection whose client sent a packet starting with ``first_byte``."""
+    for record in records:
+        if _mqtt_first_byte(record, target=port) == first_byte:
+            segment = decode_segment(record[0], record[1], record[2])
+            assert not isinstance(segment, str)
+            return segment[2]
+    raise AssertionError(f"no client sent a packet starting with {first_byte:#04x}")
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+    """mosquitto_sub subscribed at QoS 0, mosquitto_pub publishes one QoS 0 message, mosquitto_sub leaves after
+    it (``-C 1``): all of it recorded by tcpdump."""
+    folder = tmp_path_factory.mktemp("routing-observation")
+    try:
+        broker = start_broker("mosquitto")
+    except BrokerUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    path = folder / "delivery.pcap"
+    with broker, tcpdump_recording(path, broker.port, settle=0.5):
+        where = ["-h", HOST, "-p", str(broker.port)]
+        command = ["stdbuf", "-oL", "mosquitto_sub", *where, "-d", "-q", "0", "-C", "1", "-W", "10", "-t", TOPIC]
+        subscriber = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert subscriber.stdout is not None
+        for line in subscriber.stdout:
+            if "received SUBACK" in line:
+                break
+        subprocess.run(["mosquitto_pub", *where, "-q", "0", "-t", TOPIC, "-m", "edge"], check=True, timeout=10)
+        out, _ = subscriber.communicate(timeout=10)
+        assert subscriber.returncode == 0, out
+    records = list(read_records(path))
+    sub_port = _client_port(records, broker.port, 0x82)  # SUBSCRIBE
+    pub_port = _client_port(records, broker.port, 0x30)  # PUBLISH QoS 0
+    published, delivery = (
+        next(index for index, record in enumerate(records) if _mqtt_first_byte(record, source=source) == 0x30)
+        for source in (pub_port, broker.port)
+    )
+    return Recorded(records, broker.port, sub_port, pub_port, published, delivery)
+
+
+def _write(path: Path, records: Sequence[Record]) -> Path:
+    with path.open("wb") as out:
+        writer = PcapWriter(out, records[0][1], nanoseconds=True)
+        for record in records:
+            writer.write(record[0], record[2], orig_len=record[3])
+    return path
+
+
+@dataclass(frozen=True)
+class Replayed:
+    flows: dict[int, Flow]
+    transcripts: dict[int, Transcript]
+    deliveries: list[dict[str, object]]
+    findings: list[dict[str, object]]
+    undecided: list[dict[str, object]]
+
+
+def _rows(columns: Columns) -> list[dict[str, object]]:
+    names = list(columns.data)
+    return [dict(zip(names, values, strict=True)) for values in zip(*columns.data.values(), strict=True)]
+
+
+def replay(path: Path, port: int) -> Replayed:
+    """The audit's pure path: the capture layer, ``judge_flow`` per connection, the routing replay of the broker.
+    Connections are keyed by their client port."""
+    flows: dict[int, Flow] = {}
+    blobs: list[tuple[str, bytes]] = []
+    transcripts: dict[int, Transcript] = {}
+    for audit in audit_records(read_records(path), options=FlowOptions(broker_ports=frozenset({port}))):
+        if audit.client is None or not audit.total.stream:
+            continue
+        client = audit.endpoints[audit.client]
+        flow = Flow(
+            path.name,
+            f"flow-{client[1]}",
+            format_endpoint(*client),
+            format_endpoint(*audit.endpoints[1 - audit.client]),
+            audit.events,
+            [None] * len(audit.events),
+            mid_stream=audit.mid_stream,
+            roles=audit.direction_reason,
+            version=audit.version,
+        )
+        judged = judge_flow(flow, CONFIG)
+        flows[client[1]] = flow
+        transcripts[client[1]] = pickle.loads(judged.transcript)
+        blobs.append((flow.flow, judged.transcript))
+    deliveries, findings, undecided = replay_broker(f"{HOST}:{port}", blobs, CONFIG)
+    return Replayed(flows, transcripts, _rows(deliveries), _rows(findings), _rows(undecided))
+
+
+def _published_event(replayed: Replayed, port: int) -> int:
+    [published] = replayed.transcripts[port].published
+    return published.event
+
+
+def test_a_qos_0_delivery_right_before_the_capture_ends_settles_its_expectation(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    """The defect: the capture ends right after the server forwards the message; its tolerance window runs far
+    past the end, yet the delivery is in the table, observed, and nothing is a finding or left undecided."""
+    cut = _write(tmp_path / "cut-after-delivery.pcap", recorded.records[: recorded.delivery + 1])
+    replayed = replay(cut, recorded.port)
+    subscriber = replayed.flows[recorded.subscriber]
+    assert isinstance(subscriber.events[-1], Quiet)  # still open when the capture ends
+    [delivery] = [row for row in replayed.deliveries if row["subscriber_flow"] == f"flow-{recorded.subscriber}"]
+    assert delivery == {
+        "broker": f"{HOST}:{recorded.port}",
+        "publisher_flow": f"flow-{recorded.publisher}",
+        "publisher_event": _published_event(replayed, recorded.publisher),
+        "topic": TOPIC,
+        "will": False,
+        "subscriber_flow": f"flow-{recorded.subscriber}",
+        "client_id": delivery["client_id"],
+        "expected": "owed",
+        "rule": ROUTED,
+        "retain": False,
+        "observed": True,
+        "copies_allowed": 1,
+        "copies_observed": 1,
+        "qos_expected": 0,
+        "qos_observed": 0,
+    }
+    assert replayed.findings == []
+    assert replayed.undecided == []
+
+
+def test_the_whole_recording_shows_the_delivery_before_the_subscriber_leaves(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    """mosquitto_sub disconnects right after the message, long before its window closes: the delivery still
+    settles the expectation."""
+    replayed = replay(_write(tmp_path / "whole.pcap", recorded.records), recorded.port)
+    subscriber = replayed.flows[recorded.subscriber]
+    assert isinstance(subscriber.events[-1], Closed)
+    rows = [row for row in replayed.deliveries if row["subscriber_flow"] == f"flow-{recorded.subscriber}"]
+    assert [(row["rule"], row["observed"], row["copies_observed"], row["qos_observed"]) for row in rows] == [
+        (ROUTED, True, 1, 0)
+    ]
+    assert replayed.findings == []
+    assert replayed.undecided == []
+
+
+def test_a_capture_that_ends_before_the_delivery_leaves_it_not_assessable(recorded: Recorded, tmp_path: Path) -> None:
+    """Everything from the delivery on dropped: the capture ends before the window closes. Not a finding, and not
+    silence either: one row per rule the delivery answers to, on the subscriber's connection, naming the message
+    (the publisher's connection and event) and why."""
+    replayed = replay(_write(tmp_path / "cut-before.pcap", recorded.records[: recorded.delivery]), recorded.port)
+    subscriber, event = f"flow-{recorded.subscriber}", _published_event(replayed, recorded.publisher)
+    [delivery] = [row for row in replayed.deliveries if row["subscriber_flow"] == subscriber]
+    assert (delivery["expected"], delivery["observed"], delivery["publisher_event"]) == ("owed", False, event)
+    assert replayed.findings == []
+    rows = {(row["flow"], row["rule"], row["actor"], row["origin"], row["tag"]) for row in replayed.undecided}
+    assert rows == {(subscriber, rule, "server", "routing", tags.CAPTURE_ENDS) for rule in (ROUTED, QOS)}
+    for row in replayed.undecided:
+        reason = str(row["reason"])
+        assert f"event {event} of 'flow-{recorded.publisher}'" in reason
+        assert "nothing of this server was captured after" in reason
+
+
+def test_a_subscriber_not_seen_after_the_message_while_the_capture_goes_on_is_no_activity(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    """The cut before the delivery, with the rest of the publisher's connection after its PUBLISH (DISCONNECT,
+    FINs, ACKs) moved 20 s later: the capture goes on past the deadline, but the subscriber's connection is not
+    seen after a time before it."""
+    moved = {
+        index
+        for index, record in enumerate(recorded.records[: recorded.delivery])
+        if index > recorded.published and recorded.publisher in _ports(record)
+    }
+    assert moved, "the publisher's connection goes on after its PUBLISH"
+    kept = [record for index, record in enumerate(recorded.records[: recorded.delivery]) if index not in moved]
+    later = [(record[0] + 20 * SECOND, *record[1:]) for index, record in enumerate(recorded.records) if index in moved]
+    replayed = replay(_write(tmp_path / "pause.pcap", kept + later), recorded.port)
+    subscriber = replayed.flows[recorded.subscriber]
+    assert isinstance(subscriber.events[-1], Quiet)
+    last_seen = subscriber.events[-1].time
+    assert replayed.findings == []
+    rows = {(row["flow"], row["rule"], row["tag"]) for row in replayed.undecided}
+    assert rows == {(f"flow-{recorded.subscriber}", rule, tags.NO_ACTIVITY) for rule in (ROUTED, QOS)}
+    for row in replayed.undecided:
+        assert str(row["reason"]).startswith(f"{tags.NO_ACTIVITY} {tags.utc(last_seen)}: ")
+
+
+def _ports(record: Record) -> tuple[int, int]:
+    segment = decode_segment(record[0], record[1], record[2])
+    assert not isinstance(segment, str)
+    return segment[2], segment[4]
