@@ -9,7 +9,7 @@ from typing import Final
 from mqttaudit.codec import Direction, Publish
 
 from ..codec.describe import quoted
-from . import rules
+from . import reasons, rules
 from .connection import Connection
 from .context import Context, Seen
 from .subscriptions import Subscriptions
@@ -17,6 +17,7 @@ from .transcript import Delivered
 from .verdict import LEAK, QOS
 
 SERVER: Final = Direction.FROM_SERVER
+CLIENT: Final = Direction.FROM_CLIENT
 
 
 class Deliveries:
@@ -24,6 +25,8 @@ class Deliveries:
         self._ctx = ctx
         self._connection = connection
         self._subscriptions = subscriptions
+        #: The unknown subscriptions were noted (once per connection, at the first delivery they leave undecided).
+        self._unknown_noted = False
 
     def on_packet(self, seen: Seen) -> None:
         packet = seen.packet
@@ -32,22 +35,41 @@ class Deliveries:
         self._ctx.transcript.delivered.append(Delivered(seen.event, seen.time, packet))
         unknown = self._unknown_subscriptions()
         if unknown is not None:
-            self._ctx.ledger.undecided(rules.DELIVERY_MATCHES_SUBSCRIPTION, unknown)
-            self._ctx.ledger.undecided(rules.DELIVERY_QOS, unknown)
+            if not self._unknown_noted:
+                self._unknown_noted = True
+                why = f"{unknown} (this delivery, and later ones while that holds)"
+                for rule in (rules.DELIVERY_MATCHES_SUBSCRIPTION, rules.DELIVERY_QOS):
+                    self._ctx.ledger.undecided(rule, why, side=SERVER, event=seen.event, time=seen.time)
             return
         bounds = self._subscriptions.bounds(packet.topic)
         if self._matches_a_subscription(seen, packet, bounds):
             self._qos_within_grant(seen, packet, bounds)
 
     def _unknown_subscriptions(self) -> str | None:
+        """Why the subscriptions a delivery may answer to are unknown (None: all of them were seen here)."""
         connection = self._connection
         if connection.connect is None:
-            return "no CONNECT seen: the session is unknown"
+            if connection.mid_stream:
+                return reasons.reason(
+                    reasons.MID_STREAM, "no CONNECT seen: the session and its subscriptions are unknown"
+                )
+            if CLIENT in connection.lost:
+                return reasons.reason(
+                    reasons.GAP_BEFORE_CONNECT,
+                    "the client's CONNECT may be in bytes not captured: the session and its subscriptions are unknown",
+                )
+            return reasons.reason(reasons.EARLIER_SESSION, "no CONNECT seen: the session is unknown")
         if connection.session_known:
             return None
         if connection.connack is None:
-            return "CleanSession 0 and no CONNACK seen: the session may hold subscriptions of earlier connections"
-        return "session resumed (Session Present 1): subscriptions of earlier connections are unknown"
+            return reasons.reason(
+                reasons.EARLIER_SESSION,
+                "CleanSession 0 and no CONNACK seen: the session may hold subscriptions of earlier connections",
+            )
+        return reasons.reason(
+            reasons.EARLIER_SESSION,
+            "session resumed (Session Present 1): subscriptions of earlier connections are unknown",
+        )
 
     def _matches_a_subscription(self, seen: Seen, packet: Publish, bounds: dict[str, int]) -> bool:
         """[MQTT-3.3.2-3] The Topic Name matches a filter of the session; [MQTT-4.7.2-1] a '$' name never
