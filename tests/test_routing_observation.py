@@ -20,16 +20,22 @@ from pathlib import Path
 
 import pytest
 
+from mqttaudit import codec
 from mqttaudit.capture import FlowOptions, Record, audit_records, read_records
 from mqttaudit.capture.segments import decode_segment, format_endpoint
 from mqttaudit.capture.writer import PcapWriter
-from mqttaudit.judge import Closed, JudgeConfig, Quiet
+from mqttaudit.judge import Closed, JudgeConfig, Judgement, Quiet
 from mqttaudit.judge import reasons as tags
+from mqttaudit.judge.conversation import ConversationJudge
+from mqttaudit.judge.model import Expectation, Model, build
+from mqttaudit.judge.routing import Routing
 from mqttaudit.judge.transcript import Transcript
 from mqttaudit.pipeline.conversations import Columns, Flow, judge_flow
 from mqttaudit.pipeline.replay import replay_broker
 from mqttaudit.probe.brokers import BrokerUnavailable, start_broker
 from mqttaudit.probe.recorder import tcpdump_recording
+
+from .talk import C, S, Talk, connected, publish, publisher, suback, subscribe
 
 ROUTED = "MQTT-4.5.0-1"
 QOS = "MQTT-3.8.4-6"
@@ -257,3 +263,148 @@ def _ports(record: Record) -> tuple[int, int]:
     segment = decode_segment(record[0], record[1], record[2])
     assert not isinstance(segment, str)
     return segment[2], segment[4]
+
+
+# -- the edge cases, written as events -----------------------------------------------------------------------------
+
+SUB = "sub"
+
+
+def replay_talks(talks: dict[str, Talk]) -> tuple[Model, Judgement]:
+    """Each conversation judged alone, then the broker model and the routing judgement of them all."""
+    transcripts: dict[str, Transcript] = {}
+    for name, talk in talks.items():
+        judge = ConversationJudge(CONFIG, conversation=name)
+        for event in talk.events:
+            judge.feed(event)
+        judge.finish()
+        transcripts[name] = judge.transcript
+    model = build(transcripts, CONFIG)
+    return model, Routing(model, transcripts, CONFIG).judgement()
+
+
+def subscriber(client_id: str = SUB, *, qos: int = 0, clean_session: bool = True, at: float = 0.0) -> Talk:
+    talk = connected(client_id, clean_session=clean_session, at=at)
+    return talk.client(subscribe(1, (TOPIC, qos))).server(suback(1, qos))
+
+
+def owed(model: Model, name: str = SUB) -> list[Expectation]:
+    return [e for link in model.links if link.name == name for e in link.expectations if not e.forbidden]
+
+
+def rows(judgement: Judgement) -> set[tuple[str, str, str]]:
+    """(connection, rule, reason tag) of every routing not-assessable row."""
+    return {(row.conversation, row.rule, tags.tag_of(row.reason)) for row in judgement.undecided}
+
+
+#: Publishes one QoS 0 message at 1.02 s; its PINGRESP at 1.04 s shows the server had taken it: due by 6.04 s.
+PUBLISHER = publisher(publish(TOPIC), at=1.0)
+DEADLINE = 1.04 + CONFIG.answer_timeout
+
+
+def test_the_publisher_s_message_is_due_when_the_tests_say() -> None:
+    model, _ = replay_talks({SUB: subscriber().quiet(at=30.0), "pub": PUBLISHER})
+    [expectation] = owed(model)
+    assert expectation.deadline == pytest.approx(DEADLINE)
+
+
+def test_a_delivery_a_tenth_of_a_millisecond_after_the_publish_settles_the_expectation_at_the_end() -> None:
+    publisher_talk = connected("pub", at=1.0).client(publish(TOPIC))
+    published = publisher_talk.now
+    sub = subscriber().server(publish(TOPIC), at=published + 0.0001).quiet(at=published + 0.0002)
+    model, judgement = replay_talks({SUB: sub, "pub": publisher_talk.quiet(at=published + 0.0002)})
+    [expectation] = owed(model)
+    assert expectation.must and expectation.deadline > published + CONFIG.answer_timeout
+    assert [p.topic for p in expectation.delivered] == [TOPIC]
+    assert (judgement.findings, rows(judgement)) == ((), set())
+    assert {ROUTED, QOS} <= judgement.passed
+
+
+def test_a_delivery_right_before_the_subscriber_closes_settles_the_expectation() -> None:
+    publisher_talk = connected("pub", at=1.0).client(publish(TOPIC))
+    published = publisher_talk.now
+    sub = subscriber().server(publish(TOPIC), at=published + 0.0001).closed(C, at=published + 0.0002)
+    model, judgement = replay_talks({SUB: sub, "pub": publisher_talk.quiet(at=published + 0.0002)})
+    [expectation] = owed(model)
+    assert len(expectation.delivered) == 1
+    assert (judgement.findings, rows(judgement)) == ((), set())
+
+
+def test_a_window_that_ends_exactly_at_the_last_observation_is_judged() -> None:
+    _, judgement = replay_talks({SUB: subscriber().quiet(at=DEADLINE), "pub": PUBLISHER})
+    assert [(f.conversation, f.rule, f.kind) for f in judgement.findings] == [(SUB, ROUTED, "missing")]
+    assert rows(judgement) == set()
+
+
+def test_a_window_that_ends_just_after_the_end_of_the_capture_is_not_assessable() -> None:
+    _, judgement = replay_talks({SUB: subscriber().quiet(at=DEADLINE - 0.001), "pub": PUBLISHER})
+    assert judgement.findings == ()
+    assert rows(judgement) == {(SUB, ROUTED, tags.CAPTURE_ENDS), (SUB, QOS, tags.CAPTURE_ENDS)}
+    for row in judgement.undecided:
+        assert row.side is S and row.event == -1 and row.time == pytest.approx(1.02)
+        assert "the message to 'probe/end-of-capture' (event 2 of 'pub')" in row.reason
+
+
+def test_a_subscriber_not_seen_after_a_time_before_the_deadline_is_no_activity_while_others_are_seen() -> None:
+    watcher = connected("watcher", at=0.5).quiet(at=60.0)
+    talks = {SUB: subscriber().quiet(at=3.0), "pub": PUBLISHER, "watcher": watcher}
+    _, judgement = replay_talks(talks)
+    assert judgement.findings == ()
+    assert rows(judgement) == {(SUB, ROUTED, tags.NO_ACTIVITY), (SUB, QOS, tags.NO_ACTIVITY)}
+    for row in judgement.undecided:
+        assert row.reason.startswith(f"{tags.NO_ACTIVITY} {tags.utc(3.0)}: ")
+
+
+@pytest.mark.parametrize(("closer", "tag"), [(C, tags.PEER_CLOSED), (S, tags.CLOSED_INSTEAD), (None, tags.PEER_CLOSED)])
+def test_a_subscriber_closed_before_the_deadline_leaves_the_delivery_not_assessable(
+    closer: codec.Direction | None, tag: str
+) -> None:
+    _, judgement = replay_talks({SUB: subscriber().closed(closer, at=3.0), "pub": PUBLISHER})
+    assert judgement.findings == ()
+    assert rows(judgement) == {(SUB, ROUTED, tag), (SUB, QOS, tag)}
+
+
+def test_a_subscriber_closed_before_the_server_surely_had_the_message_was_owed_nothing() -> None:
+    """It closed between the PUBLISH and the PINGRESP that shows the server had taken it: the server may have
+    taken it after the close, so nothing was owed (allowed only)."""
+    model, judgement = replay_talks({SUB: subscriber().closed(C, at=1.03), "pub": PUBLISHER})
+    assert (judgement.findings, rows(judgement)) == ((), set())
+    [expectation] = owed(model)  # a delivery before the close would have been this message
+    assert (expectation.must, expectation.rule) == (False, ROUTED)
+
+
+def test_a_persistent_session_closed_first_is_owed_the_message_on_its_next_connection() -> None:
+    first = subscriber(qos=1, clean_session=False).closed(C, at=3.0)
+    second = connected(SUB, clean_session=False, session_present=True, at=20.0).quiet(at=60.0)
+    _, judgement = replay_talks({"first": first, "second": second, "pub": publisher(publish(TOPIC, qos=1))})
+    assert [(f.conversation, f.rule, f.kind) for f in judgement.findings] == [("second", "MQTT-3.1.2-5", "missing")]
+
+
+def test_a_persistent_session_not_seen_closed_may_have_had_the_message_before_its_next_connection() -> None:
+    """Observation of the first connection stopped before the deadline: the message may have reached it unseen,
+    so the next connection is not held to it, and the first one's delivery is not assessable."""
+    first = subscriber(qos=1, clean_session=False).quiet(at=3.0)
+    second = connected(SUB, clean_session=False, session_present=True, at=20.0).quiet(at=60.0)
+    model, judgement = replay_talks({"first": first, "second": second, "pub": publisher(publish(TOPIC, qos=1))})
+    assert judgement.findings == ()
+    assert {("first", ROUTED, tags.NO_ACTIVITY), ("first", QOS, tags.NO_ACTIVITY)} <= rows(judgement)
+    [kept] = owed(model, "second")
+    assert (kept.rule, kept.must) == ("MQTT-3.1.2-5", False)
+
+
+def test_a_connection_not_seen_when_its_client_id_connects_again_leaves_the_takeover_not_assessable() -> None:
+    first = connected("twice", at=0.0).quiet(at=2.0)
+    second = connected("twice", at=10.0).quiet(at=60.0)
+    _, judgement = replay_talks({"first": first, "second": second})
+    assert judgement.findings == ()
+    assert rows(judgement) == {("first", "MQTT-3.1.4-2", tags.NO_ACTIVITY)}
+
+
+def test_connections_with_an_empty_client_id_are_sessions_of_their_own() -> None:
+    """mosquitto_sub and mosquitto_pub connect with an empty ClientId: the publisher's CONNECT neither takes the
+    subscriber's connection over nor ends its session, so the message is owed to it."""
+    sub = subscriber("").quiet(at=30.0)
+    model, judgement = replay_talks({SUB: sub, "pub": publisher(publish(TOPIC), client_id="")})
+    assert len({id(link.session) for link in model.links}) == 2
+    assert [(f.conversation, f.rule, f.kind) for f in judgement.findings] == [(SUB, ROUTED, "missing")]
+    assert rows(judgement) == set()
