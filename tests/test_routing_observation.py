@@ -17,6 +17,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -36,6 +37,9 @@ from mqttaudit.probe.brokers import BrokerUnavailable, start_broker
 from mqttaudit.probe.recorder import tcpdump_recording
 
 from .talk import C, S, Talk, connected, publish, publisher, suback, subscribe
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 ROUTED = "MQTT-4.5.0-1"
 QOS = "MQTT-3.8.4-6"
@@ -263,6 +267,34 @@ def _ports(record: Record) -> tuple[int, int]:
     segment = decode_segment(record[0], record[1], record[2])
     assert not isinstance(segment, str)
     return segment[2], segment[4]
+
+
+@pytest.mark.parametrize("cut", ["after", "before"])
+def test_the_spark_audit_tables_say_the_same(recorded: Recorded, tmp_path: Path, spark: SparkSession, cut: str) -> None:
+    """The audit on Spark: the deliveries table holds the delivery the capture ends with as observed; without it,
+    the not_assessable table holds the routing replay's two rows on the subscriber's connection."""
+    import pyarrow.parquet as pq
+
+    from mqttaudit.pipeline.audit import run_audit
+
+    end = recorded.delivery + 1 if cut == "after" else recorded.delivery
+    path = _write(tmp_path / f"cut-{cut}.pcap", recorded.records[:end])
+    out = tmp_path / "audit"
+    run_audit([str(path)], out, ports=[recorded.port], spark=spark)
+    tables = {name: pq.read_table(out / name).to_pylist() for name in ("connections", "deliveries", "not_assessable")}
+    port_of = {row["flow"]: int(row["client"].rsplit(":", 1)[1]) for row in tables["connections"]}
+    [delivery] = [row for row in tables["deliveries"] if port_of[row["subscriber_flow"]] == recorded.subscriber]
+    assert (delivery["rule"], delivery["expected"], delivery["observed"]) == (ROUTED, "owed", cut == "after")
+    assert pq.read_table(out / "routing_findings").num_rows == 0
+    routing = {
+        (port_of[row["flow"]], row["rule"], row["actor"], row["tag"])
+        for row in tables["not_assessable"]
+        if row["origin"] == "routing"
+    }
+    if cut == "after":
+        assert routing == set()
+    else:
+        assert routing == {(recorded.subscriber, rule, "server", tags.CAPTURE_ENDS) for rule in (ROUTED, QOS)}
 
 
 # -- the edge cases, written as events -----------------------------------------------------------------------------
