@@ -440,3 +440,21 @@ def test_connections_with_an_empty_client_id_are_sessions_of_their_own() -> None
     assert len({id(link.session) for link in model.links}) == 2
     assert [(f.conversation, f.rule, f.kind) for f in judgement.findings] == [(SUB, ROUTED, "missing")]
     assert rows(judgement) == set()
+
+
+def test_messages_published_after_the_subscriber_was_last_seen_are_counted_in_one_row_per_rule() -> None:
+    """Nothing of the subscriber's connection is captured after 0.5 s, and three messages follow: owed to it only
+    if it was still open. No expectation each (no delivery of them can be in the capture), one row per rule."""
+    sub = subscriber().quiet(at=0.5)
+    model, judgement = replay_talks({SUB: sub, "pub": publisher(*[publish(TOPIC, bytes([n])) for n in range(3)])})
+    assert owed(model) == []
+    assert judgement.findings == ()
+    assert {(row.conversation, row.rule, row.reason) for row in judgement.undecided} == {
+        (
+            SUB,
+            rule,
+            f"{tags.NO_ACTIVITY} {tags.utc(0.5)}: the connection is not seen after it; 3 messages published later "
+            "would be owed to it if it was still open",
+        )
+        for rule in (ROUTED, QOS)
+    }

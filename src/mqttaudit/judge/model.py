@@ -69,6 +69,9 @@ class Link:
     expectations: list[Expectation] = field(default_factory=list)
     #: What new subscriptions must not receive as retained, per matching topic (see :class:`RetainedWatch`).
     watches: list[RetainedWatch] = field(default_factory=list)
+    #: Messages published after the connection was last seen (never seen to close), owed to it only if it was
+    #: still open: how many, per rule (counted rather than expected: no delivery of them can be in the capture).
+    unobserved: dict[str, int] = field(default_factory=dict)
 
     def open_at(self, time: float) -> bool:
         """Observed open at ``time``."""
@@ -558,6 +561,11 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
             rule = rules.SESSION_RESUMED
         else:
             rule = rules.MESSAGE_ROUTED
+        if link.ended < message.window[0]:
+            if must:
+                for name in (rule, qos_rule):
+                    link.unobserved[name] = link.unobserved.get(name, 0) + 1
+            return
         after, deadline = message.window[0], taken + config.answer_timeout
     else:
         # [MQTT-3.1.2-5] Offline: a persistent session keeps QoS 1 and 2 messages for its next connection.
@@ -576,7 +584,7 @@ def _forbid_live(model: Model, message: Message, session: Session, config: Judge
     rule says why: the filter was unsubscribed [MQTT-3.10.4-2], belonged to a discarded session [MQTT-3.1.2-6],
     or would match but for the '$' rule [MQTT-4.7.2-1]."""
     link = session.link_at(message.window[1])
-    if link is None or not session.known:
+    if link is None or not session.known or link.ended < message.window[0]:
         return
     topic = message.publish.topic
     mine = model.filters.matching(session, topic)
@@ -609,7 +617,7 @@ def _forbid_unowned(message: Message, rule: str, session: Session, config: Judge
             subscription.possible, message.window
         ):
             link = session.link_at(message.window[1])
-            if link is not None:
+            if link is not None and link.ended >= message.window[0]:
                 _forbid(link, message, rule, config)
             return
 

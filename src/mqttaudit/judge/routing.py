@@ -45,6 +45,8 @@ class Routing:
                 self._settle(link, expectation)
             for watch in link.watches:
                 self._settle_watch(link, watch)
+            for rule, count in link.unobserved.items():
+                self._undecided(link, rule, self._unobserved_messages(link, count))
         return combine(ledger.judgement() for ledger in self._ledgers.values())
 
     def _fail(self, link: Link, rule: str, time: float, event: int, detail: str, expected: str, kind: str = "") -> None:
@@ -69,6 +71,13 @@ class Routing:
         return reasons.reason(
             f"{reasons.NO_ACTIVITY} {reasons.utc(link.ended)}",
             f"the connection is not seen after it, though the capture goes on; {due}",
+        )
+
+    def _unobserved_messages(self, link: Link, count: int) -> str:
+        messages = "1 message" if count == 1 else f"{count} messages"
+        return reasons.reason(
+            f"{reasons.NO_ACTIVITY} {reasons.utc(link.ended)}",
+            f"the connection is not seen after it; {messages} published later would be owed to it if it was still open",
         )
 
     def _cut_short(self, link: Link, deadline: float, what: str) -> str:
