@@ -388,8 +388,8 @@ class Routing:
 def _unseen_bytes(time: float, what: str) -> str:
     return reasons.reason(
         reasons.LOST_BYTES,
-        f"bytes the server sent on this connection were not captured (from {reasons.utc(time)}): {what} may be "
-        "among them",
+        f"bytes the server sent on this connection were not captured or could not be framed (from "
+        f"{reasons.utc(time)}): {what} may be among them",
     )
 
 
