@@ -3,7 +3,8 @@ project's capture writer, then judged through the pure path of an audit (the cap
 as the pipeline's per-flow stage does).
 
 - Talking: :func:`mosquitto_client` runs Debian's ``mosquitto_pub`` / ``mosquitto_sub``; :class:`RawClient` sends
-  encoded packets on a socket where timing or bytes matter; :func:`silent_server` accepts TCP, reads, never writes.
+  encoded packets on a socket where timing or bytes matter; :func:`silent_server` accepts TCP, reads, never writes
+  (:class:`SilentServer`).
 - Editing: :class:`Recording` holds a capture's records with their TCP segments; :func:`write_capture` writes the
   chosen frames (times may be shifted: that is how a long pause or a late close is made without waiting);
   :func:`bare_ack` is a segment's acknowledgement without its data.
@@ -17,7 +18,8 @@ import contextlib
 import socket
 import subprocess
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +28,7 @@ from mqttaudit.capture import FlowAudit, FlowOptions, Record, Segment, audit_rec
 from mqttaudit.capture.conversation import FRAMED_ONLY
 from mqttaudit.capture.segments import ACK, FIN, RST, SYN, format_endpoint
 from mqttaudit.capture.writer import PcapWriter, ethernet, ip_tcp
-from mqttaudit.judge import JudgeConfig, Judgement, Sent
+from mqttaudit.judge import JudgeConfig, Judgement
 from mqttaudit.judge.conversation import ConversationJudge
 from mqttaudit.pipeline.conversations import Flow, FlowResult, judge_flow
 from mqttaudit.probe.brokers import free_port
@@ -93,41 +95,68 @@ class RawClient:
         self.socket.close()
 
 
-@contextlib.contextmanager
-def silent_server() -> Iterator[int]:
+class SilentServer:
     """A TCP server on a free port of 127.0.0.1 that accepts every connection and reads it to its end, never
-    writing a byte (it closes its side once the client has closed). Yields the port."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((HOST, free_port()))
-    listener.listen()
-    readers: list[threading.Thread] = []
+    writing a byte (it closes its side once the client has closed)."""
 
-    def read_to_end(connection: socket.socket) -> None:
-        with connection:
-            while connection.recv(65536):
-                pass
+    def __init__(self) -> None:
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind((HOST, free_port()))
+        self._listener.listen()
+        self.port: int = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        #: Bytes read so far, per connection accepted.
+        self._read: list[int] = []
+        self._readers: list[threading.Thread] = []
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+        self._acceptor.start()
 
-    def accept() -> None:
+    def _accept(self) -> None:
         while True:
             try:
-                connection, _address = listener.accept()
+                connection, _address = self._listener.accept()
             except OSError:  # the listener was closed: the server stops
                 return
-            reader = threading.Thread(target=read_to_end, args=(connection,), daemon=True)
+            with self._lock:
+                self._read.append(0)
+                index = len(self._read) - 1
+            reader = threading.Thread(target=self._read_to_end, args=(connection, index), daemon=True)
             reader.start()
-            readers.append(reader)
+            self._readers.append(reader)
 
-    acceptor = threading.Thread(target=accept, daemon=True)
-    acceptor.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        listener.shutdown(socket.SHUT_RDWR)
-        listener.close()
-        acceptor.join(timeout=5)
-        for reader in readers:
+    def _read_to_end(self, connection: socket.socket, index: int) -> None:
+        with connection:
+            while data := connection.recv(65536):
+                with self._lock:
+                    self._read[index] += len(data)
+
+    def wait_for_bytes(self, connections: int, timeout: float = 5.0) -> None:
+        """Returns once ``connections`` connections have each sent something."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if sum(1 for count in self._read if count) >= connections:
+                    return
+            time.sleep(0.01)
+        raise AssertionError(f"fewer than {connections} clients sent bytes within {timeout:g} s")
+
+    def stop(self) -> None:
+        self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+        self._acceptor.join(timeout=5)
+        for reader in self._readers:
             reader.join(timeout=5)
+
+
+@contextlib.contextmanager
+def silent_server() -> Iterator[SilentServer]:
+    """A :class:`SilentServer`, stopped when the block ends."""
+    server = SilentServer()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 # -- editing -------------------------------------------------------------------------------------------------------
@@ -211,6 +240,13 @@ class Recording:
 
     def from_server(self, client_port: int) -> list[Captured]:
         return [c for c in self.connection(client_port) if c.from_port != client_port]
+
+    def acknowledging(self, client_port: int, captured: Captured) -> Captured:
+        """The first segment of the other side that acknowledges every byte of ``captured``."""
+        end = captured.seq + len(captured.payload)
+        other = self.from_server(client_port) if captured.from_port == client_port else self.from_client(client_port)
+        # Sequence numbers wrap at 2**32: "at or after end" is a difference below 2**31.
+        return next(c for c in other if c.flags & ACK and (c.ack - end) % (1 << 32) < 1 << 31)
 
     def carrying(self, client_port: int, first_byte: int, *, from_client: bool) -> Captured:
         """The first segment of one side whose data starts with a packet of fixed-header byte ``first_byte``."""
@@ -361,8 +397,3 @@ def observe(path: Path, broker_port: int, config: JudgeConfig = CONFIG) -> dict[
         assert observed.client_port not in found, f"two connections from port {observed.client_port}"
         found[observed.client_port] = observed
     return found
-
-
-def sent(observed: Observed) -> Sequence[Sent]:
-    """The connection's packets as the judge received them."""
-    return [event for event in observed.audit.events if isinstance(event, Sent)]
