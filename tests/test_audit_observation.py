@@ -29,6 +29,7 @@ from mqttaudit.judge import Quiet, Sent
 from mqttaudit.judge.reasons import (
     CAPTURE_ENDS,
     GAP_BEFORE_CONNECT,
+    LOST_BYTES,
     MID_STREAM,
     NEVER_ACKNOWLEDGED,
     NO_ACTIVITY,
@@ -178,11 +179,31 @@ def test_a_connection_whose_connect_segment_is_lost_is_judged_from_its_connack_o
     # The CONNACK 0 proves an accepted connection: the SUBSCRIBE is answered and its SUBACK judged as usual.
     assert {CONNACK_FIRST, *SUBACK_RULES} <= observed.passed
     assert observed.connection_row["connack_code"] == 0
-    # The Keep Alive is in the CONNECT nobody captured: the client's silences cannot be measured against it. The
-    # row names the client (its duty) and the gap.
+    # The client's silences cannot be measured across bytes nobody captured (its Keep Alive is in them too): the
+    # row names the client, whose duty it is, and the lost bytes.
     assert observed.undecided == {
         ("client", CONNECT_FIRST, "SUBSCRIBE", GAP_BEFORE_CONNECT),
-        ("client", CLIENT_KEEP_ALIVE, "Lost", GAP_BEFORE_CONNECT),
+        ("client", CLIENT_KEEP_ALIVE, "Lost", LOST_BYTES),
+    } | clean_session_rows(recording, port)
+
+
+def test_a_capture_that_begins_after_the_connect_judges_what_follows(sessions: Sessions) -> None:
+    # The same session captured from the server's TCP ACK of the CONNECT on: no handshake, no CONNECT.
+    recording, port = sessions.recording, sessions.port("observed-sub")
+    connect = recording.carrying(port, 0x10, from_client=True)
+    path = sessions.edited("after-connect", [c.frame_at() for c in recording.connection(port) if c.time > connect.time])
+
+    observed = only(path, recording.broker_port, port)
+    assert observed.audit.mid_stream and observed.audit.version == "unknown"
+    assert observed.types == ["CONNACK", "SUBSCRIBE", "SUBACK", "DISCONNECT"]
+    assert observed.findings == set()
+    assert {CONNACK_FIRST, CONNECT_FIRST} & observed.passed == set()
+    assert set(SUBACK_RULES) <= observed.passed
+    assert observed.connection_row["handling"] == handling("unknown")
+    # Whether the CONNACK and the SUBSCRIBE were the first packets of their sides is what the capture cannot show.
+    assert observed.undecided == {
+        ("client", CONNECT_FIRST, "SUBSCRIBE", MID_STREAM),
+        ("server", CONNACK_FIRST, "CONNACK", MID_STREAM),
     } | clean_session_rows(recording, port)
 
 
