@@ -346,6 +346,31 @@ def test_a_connection_left_open_when_its_recording_stopped_is_not_judged_across_
     }
 
 
+def test_the_audit_on_spark_judges_merged_recordings_as_the_pure_path_does(
+    spark: SparkSession, merged: Merged, tmp_path: Path
+) -> None:
+    """The pipeline takes the end of the capture from the whole file and the last observation from the connection:
+    no violation, and the left-open connection's rows are those of the pure path."""
+    broker_port = merged.first.broker_port
+    result = mqttaudit.audit(merged.path, out=tmp_path / "out", master="local[2]", ports=[broker_port])
+    out = result.out_dir
+    port_of = {
+        row["flow"]: int(row["client"].rsplit(":", 1)[1]) for row in pq.read_table(out / "connections").to_pylist()
+    }
+    assert sorted(port_of.values()) == sorted([merged.left_open, merged.later])
+    assert pq.read_table(out / "violations").num_rows == 0
+    rows = pq.read_table(out / "not_assessable").to_pylist()
+    pure = observe(merged.path, broker_port)
+    assert {(port_of[r["flow"]], r["actor"], r["rule"], r["tag"]) for r in rows} == {
+        (port, actor, rule, tag) for port, observed in pure.items() for actor, rule, _packet, tag in observed.undecided
+    }
+    left_open = {(r["actor"], r["rule"], r["tag"]) for r in rows if port_of[r["flow"]] == merged.left_open}
+    assert left_open == {
+        ("client", CLIENT_KEEP_ALIVE, NO_ACTIVITY),
+        ("server", SERVER_DROPS_SILENT_CLIENT, NO_ACTIVITY),
+    }
+
+
 # 5. A server that accepts TCP and never answers CONNECT ---------------------------------------------------------
 
 
