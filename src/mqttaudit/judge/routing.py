@@ -60,10 +60,11 @@ class Routing:
         self._ledgers[link.name].undecided(rule, reason, side=SERVER, event=event, time=time)
 
     def _unobserved(self, link: Link, deadline: float, what: str) -> str:
-        """Why nothing can be said of ``what``, due by ``deadline`` on a connection last seen open before it:
-        the capture holds nothing of the connection after that time, or nothing of the broker at all."""
+        """Why nothing can be said of ``what`` (a clause: "... was due"), by ``deadline`` on a connection last
+        seen open before it: the capture holds nothing of the connection after that time, or nothing of the
+        broker at all."""
         horizon = self._model.horizon
-        due = f"{what} was due by {reasons.utc(deadline)}"
+        due = f"{what} by {reasons.utc(deadline)}"
         if deadline > horizon:
             return reasons.reason(
                 reasons.CAPTURE_ENDS, f"{due}; nothing of this server was captured after {reasons.utc(horizon)}"
@@ -81,11 +82,12 @@ class Routing:
         )
 
     def _cut_short(self, link: Link, deadline: float, what: str) -> str:
-        """Why nothing can be said of ``what``, due by ``deadline`` on a connection that ended before it."""
+        """Why nothing can be said of ``what`` (a clause: "... was due"), by ``deadline`` on a connection that
+        ended, or was last seen, before it."""
         closed = link.closed
         if closed is None:
             return self._unobserved(link, deadline, what)
-        due = f"{what} was due by {reasons.utc(deadline)}"
+        due = f"{what} by {reasons.utc(deadline)}"
         if closed.by is SERVER:
             return reasons.reason(
                 reasons.CLOSED_INSTEAD, f"the server closed the connection at {reasons.utc(closed.time)}; {due}"
@@ -145,7 +147,9 @@ class Routing:
             elif closed is not None and closed.by is SERVER:
                 self._held(older, rules.TAKEOVER)
             else:
-                what = f"its close after ClientId {quoted(link.client_id)} connected again on {quoted(link.name)}"
+                what = (
+                    f"its close after ClientId {quoted(link.client_id)} connected again on {quoted(link.name)} was due"
+                )
                 self._undecided(older, rules.TAKEOVER, self._cut_short(older, deadline, what), time=connected)
 
     # Deliveries -----------------------------------------------------------------------------------------------
@@ -317,7 +321,7 @@ class Routing:
         elif link.ended >= deadline:
             self._held(link, rule)
         elif what is not None:
-            self._undecided(link, rule, self._cut_short(link, deadline, f"the absence of {what}"))
+            self._undecided(link, rule, self._cut_short(link, deadline, f"{what}, which must not arrive, could arrive"))
 
     def _settle_missing(self, link: Link, expectation: Expectation) -> None:
         """Missing while the connection was seen open past the deadline: a finding. Missing because it closed
@@ -345,7 +349,7 @@ class Routing:
         following = None if session is None else session.link_after(link.ended)
         persistent = session is not None and not session.clean and expectation.qos > 0
         if following is None or not persistent or link.closed is None:
-            reason = self._cut_short(link, expectation.deadline, _what(expectation))
+            reason = self._cut_short(link, expectation.deadline, f"{_what(expectation)} was due")
             for rule in rules_at_stake:
                 self._undecided(link, rule, reason, time=expectation.after)
         if following is None or not persistent:
