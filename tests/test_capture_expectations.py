@@ -340,31 +340,48 @@ for capture in ("zeek/mqtt.pcap", "peafowl/mqtt-1.pcapng"):
 # captured afterwards, although the capture goes on to 1700000100.4 s: a missing CONNACK (due 5 s after the CONNECT)
 # cannot be told from a connection the capture stopped seeing, so it is not assessable ("no activity captured
 # after"); and a server that never accepted the connection owed no SUBACK, PUBACK or UNSUBACK ("connection never
-# accepted"). Keep Alive (60 s) is never exercised within what was seen.
+# accepted"). Keep Alive (60 s) is not seen past the connection's last segment either: the client's next packet
+# (due 61 s after its last) and the server's close (due 91 s after it) fall after that, and after the end of the
+# capture for the connections that began late in it.
 ARKIME = "arkime/mqtt_synthetic.pcap"
 NO_SERVER = "no anomaly (Arkime only logs); the generator wrote no byte from the server"
 NO_CONNACK = {("server", CONNACK_FOR_VALID_CONNECT, NO_ACTIVITY), ("server", SESSION_PRESENT_0, NO_ANSWER)}
+
+
+def keep_alive(client: str, server: str) -> set[tuple[str, str, str]]:
+    """The Keep Alive rows of a connection left open, by the tags of the client's and the server's reasons."""
+    return {("client", CLIENT_KEEP_ALIVE, client), ("server", SERVER_DROPS_SILENT_CLIENT, server)}
+
+
 SUBACK_UNOWED = {("server", rule, NOT_ACCEPTED) for rule in (SUBACK_SENT, SUBACK_ID, SUBACK_CODES, SUBACK_ORDER)}
 PUBACK_UNOWED = {("server", rule, NOT_ACCEPTED) for rule in (QOS1_RECEIVER_PUBACK, PUBACK_ID, PUBACK_TYPE)}
 EXPECTED |= {
     (ARKIME, 54321): expected(
-        NO_SERVER, not_assessable=NO_CONNACK | SUBACK_UNOWED | PUBACK_UNOWED
-    ),  # SUBSCRIBE id 1, PUBLISH QoS 1 id 2, silent after 3.2 s
+        NO_SERVER,
+        not_assessable=NO_CONNACK | SUBACK_UNOWED | PUBACK_UNOWED | keep_alive(NO_ACTIVITY, NO_ACTIVITY),
+    ),  # SUBSCRIBE id 1, PUBLISH QoS 1 id 2, silent after 3.2 s; the capture goes on 96.1 s
     (ARKIME, 44444): mqtt31(NO_SERVER + "; MQTT 3.1 CONNECT (MQIsdp 3, Will QoS 2), framed only"),
     (ARKIME, 33333): expected(
         NO_SERVER,
-        not_assessable=NO_CONNACK | SUBACK_UNOWED | {("server", UNSUBACK_SENT, NOT_ACCEPTED)},
-    ),  # alerts/+ was in its SUBSCRIBE
-    (ARKIME, 22222): expected(NO_SERVER, not_assessable=NO_CONNACK | PUBACK_UNOWED),  # public/stocks QoS 1 id 1
+        not_assessable=NO_CONNACK
+        | SUBACK_UNOWED
+        | {("server", UNSUBACK_SENT, NOT_ACCEPTED)}
+        | keep_alive(NO_ACTIVITY, CAPTURE_ENDS),
+    ),  # alerts/+ was in its SUBSCRIBE; the capture goes on 77.2 s
+    (ARKIME, 22222): expected(
+        NO_SERVER, not_assessable=NO_CONNACK | PUBACK_UNOWED | keep_alive(NO_ACTIVITY, CAPTURE_ENDS)
+    ),  # public/stocks QoS 1 id 1; the capture goes on 66.2 s
     (ARKIME, 11111): mqtt5(NO_SERVER + "; an MQTT 5.0 session, framed only"),
     (ARKIME, 55556): expected(
         NO_SERVER,  # UNSUBSCRIBE of filters never subscribed: UNSUBACK owed [MQTT-3.10.4-5], but not by this server
         not_assessable=NO_CONNACK
-        | {("server", UNSUBACK_SENT, NOT_ACCEPTED), ("server", UNSUBACK_WITHOUT_DELETION, NOT_ACCEPTED)},
-    ),
+        | {("server", UNSUBACK_SENT, NOT_ACCEPTED), ("server", UNSUBACK_WITHOUT_DELETION, NOT_ACCEPTED)}
+        | keep_alive(CAPTURE_ENDS, CAPTURE_ENDS),
+    ),  # the capture goes on 50.2 s
     (ARKIME, 55557): expected(
         NO_SERVER + "; the capture ends 0.25 s after this CONNECT, before a CONNACK was due",
-        not_assessable={("server", CONNACK_FOR_VALID_CONNECT, CAPTURE_ENDS), ("server", SESSION_PRESENT_0, NO_ANSWER)},
+        not_assessable={("server", CONNACK_FOR_VALID_CONNECT, CAPTURE_ENDS), ("server", SESSION_PRESENT_0, NO_ANSWER)}
+        | keep_alive(CAPTURE_ENDS, CAPTURE_ENDS),
     ),  # PUBLISH with an 8190-byte topic, Remaining Length 8192
 }
 

@@ -113,7 +113,7 @@ class ConversationJudge:
         self._connection.on_lost(event, index, reason)
         self._pairing.lost(event.sender)
         if event.sender is CLIENT:
-            self._keep_alive.lost(reason)
+            self._keep_alive.lost(reason, index, event.time)
         self._ctx.transcript.lost.append((event.sender, event.time))
 
     def _on_sent(self, seen: Seen) -> None:
@@ -144,7 +144,7 @@ class ConversationJudge:
         self._keep_alive.after_event()
 
     def _end(self, time: float, index: int) -> None:
-        self._keep_alive.end(time, index)
+        self._keep_alive.end(time, index, None if self._closed is not None else self._quiet)
         transcript = self._ctx.transcript
         transcript.end, transcript.end_event, transcript.closed = time, index, self._closed
         offence = self._offences.by(CLIENT)

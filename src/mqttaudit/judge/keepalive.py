@@ -10,6 +10,7 @@ from mqttaudit.codec import Direction
 from . import reasons, rules
 from .connection import ACCEPT_OR_REFUSE, Connection
 from .context import Context, Seen
+from .events import Quiet
 from .obligations import Obligation, OnClose
 from .violations import Offences
 
@@ -42,13 +43,14 @@ class KeepAlive:
             return 0.0
         return float(connect.keep_alive)
 
-    def lost(self, reason: str) -> None:
-        """Client bytes went unobserved: its silence can no longer be measured, on either side's duty."""
+    def lost(self, reason: str, event: int, time: float) -> None:
+        """Client bytes went unobserved (event ``event``): its silence can no longer be measured, on either side's
+        duty."""
         self._last = None
         if self._due is not None:
             self._ctx.obligations.drop(self._due, reason)
             self._due = None
-        self._ctx.ledger.undecided(rules.CLIENT_KEEP_ALIVE, reason)
+        self._ctx.ledger.undecided(rules.CLIENT_KEEP_ALIVE, reason, side=CLIENT, event=event, time=time)
 
     def on_client(self, seen: Seen) -> None:
         """The client spoke (its silence was judged by :meth:`gap`): the server's deadline starts again."""
@@ -72,9 +74,15 @@ class KeepAlive:
         """A silence still going on at ``time`` may already be too long."""
         self._too_long(time, event)
 
-    def end(self, time: float, event: int) -> None:
+    def end(self, time: float, event: int, quiet: Quiet | None = None) -> None:
         """The silence at the end counts only when too long; a conversation that never saw a whole Keep Alive
-        period decided nothing."""
+        period decided nothing. A capture's connection not seen closing went on unobserved after ``quiet.time``:
+        neither side's Keep Alive duty can be judged past it."""
+        last = self._last
+        if quiet is not None and quiet.capture_end is not None and last is not None and self.period():
+            if self._too_long(time, event) is False:
+                self._unobserved(last, quiet.time, quiet.capture_end)
+            return
         if self._too_long(time, event) is False and not self._decided and self.period():
             self._ctx.ledger.undecided(
                 rules.CLIENT_KEEP_ALIVE,
@@ -83,6 +91,15 @@ class KeepAlive:
                 event=event,
                 time=time,
             )
+
+    def _unobserved(self, last: Seen, seen_until: float, capture_end: float) -> None:
+        """The client's Keep Alive past the end of a capture's observation of the connection: not assessable (the
+        server's duty is settled with the other open obligations)."""
+        period = self.period()
+        due = last.time + period + self._ctx.config.keep_alive_slack
+        owed = f"before the client had to send a packet (Keep Alive {period:g} s)"
+        why = reasons.unseen(last.time, due, seen_until, capture_end, last.event, owed)
+        self._ctx.ledger.undecided(rules.CLIENT_KEEP_ALIVE, why, side=CLIENT, event=last.event, time=last.time)
 
     def _too_long(self, time: float, event: int) -> bool | None:
         """None when no Keep Alive applies or the silence was reported already."""

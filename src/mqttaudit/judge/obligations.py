@@ -143,10 +143,12 @@ class Obligations:
 
     def finish(self, now: float, quiet: Quiet | None = None) -> None:
         """Observation ended without a close or a deadline passing: whatever is open is not assessable. ``quiet``
-        says where a capture's observation of the connection stopped and where the capture itself did."""
+        says where a capture's observation of the connection stopped and where the capture itself did: the
+        connection went on unobserved, so a duty not yet exercised when it was last seen may have been since."""
+        unobserved = quiet is not None and quiet.capture_end is not None
         for obligation in list(self._open):
             self._open.remove(obligation)
-            if now >= obligation.exercised_after:
+            if now >= obligation.exercised_after or unobserved:
                 self._undecided(obligation, self._excuse(obligation) or self._unseen(obligation, now, quiet))
 
     def _unseen(self, obligation: Obligation, now: float, quiet: Quiet | None) -> str:
@@ -158,15 +160,7 @@ class Obligations:
                 reasons.TOO_SHORT,
                 f"observation ended {now - obligation.since:.3g} s after event {obligation.event}, {owed}",
             )
-        if obligation.due > end:
-            return reasons.reason(
-                reasons.CAPTURE_ENDS, f"it ends {end - obligation.since:.3g} s after event {obligation.event}, {owed}"
-            )
-        return reasons.reason(
-            f"{reasons.NO_ACTIVITY} {reasons.utc(now)}",
-            f"the connection is not seen after {now - obligation.since:.3g} s from event {obligation.event} "
-            f"(the capture goes on {end - now:.3g} s), {owed}",
-        )
+        return reasons.unseen(obligation.since, obligation.due, now, end, obligation.event, owed)
 
     def _excuse(self, obligation: Obligation) -> str | None:
         """Why a missed deadline is not a finding: the owing side never received what called for the answer, it

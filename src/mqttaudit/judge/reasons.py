@@ -50,6 +50,19 @@ def utc(seconds: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def unseen(since: float, due: float, seen_until: float, capture_end: float, event: int, owed: str) -> str:
+    """Why a deadline (``due``, for what event ``event`` at ``since`` called for) past a capture's observation of
+    the connection cannot be judged: the capture ends before it, or the connection is not seen after
+    ``seen_until``. ``owed`` ends the sentence ("before the server had to send PUBACK (5 s)")."""
+    if due > capture_end:
+        return reason(CAPTURE_ENDS, f"it ends {capture_end - since:.3g} s after event {event}, {owed}")
+    return reason(
+        f"{NO_ACTIVITY} {utc(seen_until)}",
+        f"the connection is not seen after {seen_until - since:.3g} s from event {event} (the capture goes on "
+        f"{capture_end - seen_until:.3g} s), {owed}",
+    )
+
+
 def tag_of(text: str) -> str:
     """The tag a reason starts with ("" when it has none of the known tags)."""
     for tag in TAGS:
