@@ -458,3 +458,22 @@ def test_messages_published_after_the_subscriber_was_last_seen_are_counted_in_on
         )
         for rule in (ROUTED, QOS)
     }
+
+
+def test_a_copy_delivered_on_the_previous_connection_of_a_session_is_not_owed_again() -> None:
+    """A persistent session reconnects while the server is taking a QoS 1 message: the copy the first connection
+    got just before it closed settles the message (before, the delivery matched nothing and the second connection
+    was held to the message)."""
+    pub = connected("pub", at=1.0).client(publish(TOPIC, qos=1, packet_id=7))
+    published = pub.now
+    first = subscriber(qos=1, clean_session=False)
+    first.server(publish(TOPIC, qos=1, packet_id=1), at=published + 0.001)
+    first.client(codec.Puback(packet_id=1), at=published + 0.002).closed(C, at=published + 0.003)
+    second = connected(SUB, clean_session=False, session_present=True, at=published + 0.004).quiet(at=60.0)
+    pub.server(codec.Puback(packet_id=7), at=published + 0.05).quiet(at=60.0)
+    model, judgement = replay_talks({"first": first, "second": second, "pub": pub})
+    [there] = owed(model, "first")
+    [here] = owed(model, "second")
+    assert (len(there.delivered), here.must, here.elsewhere) == (1, True, there)
+    assert judgement.findings == ()
+    assert "MQTT-3.1.2-5" not in judgement.not_assessable

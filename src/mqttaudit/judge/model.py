@@ -175,6 +175,9 @@ class Expectation:
     #: The message must NOT arrive (as retained, when ``retained``): ``rule`` is broken if it does.
     forbidden: bool = False
     delivered: list[Publish] = field(default_factory=list)
+    #: The same message allowed on an earlier connection of the session, open while the server may have taken
+    #: it: delivered there, it is not owed here.
+    elsewhere: Expectation | None = None
 
     @property
     def key(self) -> tuple[str, bytes]:
@@ -550,17 +553,14 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
     # stopped earlier), else the last one open while it may have taken it: a delivery there is this message,
     # and its absence is settled by how the connection ended.
     link = session.link_at(taken) or session.link_during(message.window)
+    earlier = None
     if link is not None:
         if link.opened > message.window[0]:
             # The server may have taken it before this connection opened, while the session was offline: then
             # only a persistent session keeps it, and only at QoS 1 or 2 [MQTT-3.1.2-5].
             must = must and not session.clean and qos > 0
-        if message.will:
-            rule = rules.WILL_PUBLISHED
-        elif definite and all(s.link is not link for s in definite):
-            rule = rules.SESSION_RESUMED
-        else:
-            rule = rules.MESSAGE_ROUTED
+            earlier = _open_before(session, link, message.window[0])
+        rule = _live_rule(message, definite, link)
         if link.ended < message.window[0]:
             if must:
                 for name in (rule, qos_rule):
@@ -574,9 +574,36 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
             return
         must = must and not session.clean and qos > 0
         rule, after, deadline = rules.OFFLINE_MESSAGES_KEPT, link.opened, link.opened + config.answer_timeout
-    link.expectations.append(
-        Expectation(link, message, must, rule, False, qos, qos_rule, after, deadline, len(possible), ceiling=ceiling)
+    expectation = Expectation(
+        link, message, must, rule, False, qos, qos_rule, after, deadline, len(possible), ceiling=ceiling
     )
+    link.expectations.append(expectation)
+    if earlier is not None:
+        # The session's previous connection was open while the server may have taken the message: a copy may
+        # have gone there instead.
+        rule = _live_rule(message, definite, earlier)
+        expectation.elsewhere = Expectation(
+            earlier, message, False, rule, False, qos, qos_rule, after, deadline, len(possible), ceiling=ceiling
+        )
+        earlier.expectations.append(expectation.elsewhere)
+
+
+def _live_rule(message: Message, definite: list[Subscription], link: Link) -> str:
+    """The rule a live delivery to ``link`` answers to."""
+    if message.will:
+        return rules.WILL_PUBLISHED
+    if definite and all(s.link is not link for s in definite):
+        return rules.SESSION_RESUMED
+    return rules.MESSAGE_ROUTED
+
+
+def _open_before(session: Session, link: Link, since: float) -> Link | None:
+    """The connection of ``session`` before ``link`` if it was seen open at or after ``since``."""
+    index = session.links.index(link)
+    if index == 0:
+        return None
+    previous = session.links[index - 1]
+    return previous if previous.ended >= since else None
 
 
 def _forbid_live(model: Model, message: Message, session: Session, config: JudgeConfig) -> None:

@@ -303,7 +303,11 @@ class Routing:
                 self._held(link, expectation.rule)
                 self._qos_reached(link, expectation)
         elif expectation.must:
-            self._settle_missing(link, expectation)
+            elsewhere = expectation.elsewhere
+            if elsewhere is not None and elsewhere.delivered:
+                self._held(link, expectation.rule)  # the session got it on its previous connection
+            else:
+                self._settle_missing(link, expectation)
 
     def _settle_forbidden(self, link: Link, expectation: Expectation) -> None:
         if expectation.delivered:
