@@ -14,7 +14,7 @@ from markupsafe import Markup
 
 from ..spec import Catalogue
 from .audit_charts import Bar, Series, bar_chart, line_chart
-from .audit_data import AuditReportData, TimeBucket
+from .audit_data import AuditReportData, TimeBucket, TimeSpan
 from .audit_findings import KINDS, ORIGINS, SIDES, AuditView, audit_view, expected_of, side_counts
 from .audit_format import (
     MAX_ROWS,
@@ -84,7 +84,10 @@ def charts(view: AuditView) -> dict[str, Markup]:
     if buckets:
         series = [*SIDE_SERIES]
         series += [Series(a, f"by {a}", OTHER_COLOUR) for a in sorted({b["actor"] for b in buckets} - set(SIDES))]
-        points = time_points(buckets, view.data.bucket_seconds)
+        span = view.data.summary.get("time_span") or TimeSpan(start=None, end=None)
+        start, end = span.get("start"), span.get("end")
+        whole = None if start is None or end is None else (float(start), float(end))
+        points = time_points(buckets, view.data.bucket_seconds, whole)
         xs = sorted({x for line in points.values() for x, _ in line})
         width = view.data.bucket_seconds or min((b - a for a, b in itertools.pairwise(xs)), default=0.0)
         out["time"] = line_chart(
@@ -127,17 +130,22 @@ def charts(view: AuditView) -> dict[str, Markup]:
     return out
 
 
-def time_points(buckets: Sequence[TimeBucket], width: float = 0.0) -> dict[str, list[tuple[float, int]]]:
+def time_points(
+    buckets: Sequence[TimeBucket], width: float = 0.0, span: tuple[float, float] | None = None
+) -> dict[str, list[tuple[float, int]]]:
     """Violations per side per bucket start. With a bucket width (given, or the smallest step between starts), the
-    buckets missing between the first and the last count 0."""
+    buckets missing count 0: between the first and the last, or over the whole ``span`` of the capture when given
+    (the buckets start at its start), so that the axis shows the capture's time, not only the violations'."""
     if not buckets:
         return {}
     starts = sorted({float(b["bucket_start"]) for b in buckets})
     steps = [b - a for a, b in itertools.pairwise(starts) if b > a]
     width = width or min(steps, default=0.0)
-    origin = starts[0] if starts else 0.0
-    filled = width > 0 and (starts[-1] - origin) / width <= MAX_BUCKETS
-    grid = [origin + i * width for i in range(round((starts[-1] - origin) / width) + 1)] if filled else starts
+    origin, last = starts[0], starts[-1]
+    if span is not None and width > 0 and span[0] <= origin and last <= span[1]:
+        origin, last = span[0], span[0] + width * int((span[1] - span[0]) / width)
+    filled = width > 0 and (last - origin) / width <= MAX_BUCKETS
+    grid = [origin + i * width for i in range(round((last - origin) / width) + 1)] if filled else starts
     position = {start: index for index, start in enumerate(starts)}
     sums: dict[str, dict[int, int]] = {}
     for bucket in buckets:
