@@ -17,6 +17,10 @@ Assumptions, each of which errs towards "not assessable" rather than a finding: 
 on its topics, except retained messages older than the scenario (unknown, never a finding); the server
 processes a request within ``answer_timeout``; state from before a CleanSession 0 session first seen here is
 unknown.
+
+Observation: a connection's end is where it was last seen. One never seen to close may have stayed open, so it is
+still the receiver of a message the server took after that (a delivery the capture holds always meets an
+expectation); whether a message it did not get was owed is decided only if it was seen past the deadline.
 """
 
 from __future__ import annotations
