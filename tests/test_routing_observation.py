@@ -477,3 +477,24 @@ def test_a_copy_delivered_on_the_previous_connection_of_a_session_is_not_owed_ag
     assert (len(there.delivered), here.must, here.elsewhere) == (1, True, there)
     assert judgement.findings == ()
     assert "MQTT-3.1.2-5" not in judgement.not_assessable
+
+
+def test_a_message_published_after_a_persistent_session_was_last_seen_may_arrive_on_its_next_connection() -> None:
+    """The first connection is not seen after 0.5 s (nor seen to close); the QoS 1 message published at 1 s reaches
+    the session's next connection: the delivery meets the message, allowed there (the first connection may have
+    had it unseen), and the first connection's row counts it."""
+    first = subscriber(qos=1, clean_session=False).quiet(at=0.5)
+    second = connected(SUB, clean_session=False, session_present=True, at=20.0)
+    second.server(publish(TOPIC, qos=1, packet_id=1)).client(codec.Puback(packet_id=1)).quiet(at=60.0)
+    model, judgement = replay_talks({"first": first, "second": second, "pub": publisher(publish(TOPIC, qos=1))})
+    [kept] = owed(model, "second")
+    assert (kept.rule, kept.must, len(kept.delivered)) == ("MQTT-3.1.2-5", False, 1)
+    assert judgement.findings == ()
+    assert rows(judgement) == {
+        ("first", ROUTED, tags.NO_ACTIVITY),
+        ("first", QOS, tags.NO_ACTIVITY),
+        ("first", "MQTT-3.1.4-2", tags.NO_ACTIVITY),  # the takeover: the first connection is not seen then
+        ("first", "MQTT-3.2.2-2", tags.EARLIER_SESSION),  # Session Present of a ClientId first seen here
+        ("first", "MQTT-3.2.2-3", tags.EARLIER_SESSION),
+        ("second", "MQTT-3.3.1-3", tags.EARLIER_SESSION),  # DUP 0: the copy may repeat one sent before
+    }

@@ -569,6 +569,25 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
             if must:
                 for name in (rule, qos_rule):
                     link.unobserved[name] = link.unobserved.get(name, 0) + 1
+            following = session.link_after(taken)
+            if following is not None and not session.clean and qos > 0:
+                # Kept for the next connection if this one was gone [MQTT-3.1.2-5]: allowed there, not owed.
+                limit = following.opened + config.answer_timeout
+                following.expectations.append(
+                    Expectation(
+                        following,
+                        message,
+                        False,
+                        rules.OFFLINE_MESSAGES_KEPT,
+                        False,
+                        qos,
+                        qos_rule,
+                        following.opened,
+                        limit,
+                        len(possible),
+                        ceiling=ceiling,
+                    )
+                )
             return
         after, deadline = message.window[0], taken + config.answer_timeout
     else:

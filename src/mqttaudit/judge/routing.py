@@ -279,7 +279,10 @@ class Routing:
         if expectation.retained:
             return
         if expectation.rule == rules.OFFLINE_MESSAGES_KEPT:
-            reason = f"event {delivered.event} may re-send a copy first sent on an earlier connection"
+            reason = reasons.reason(
+                reasons.EARLIER_SESSION,
+                f"event {delivered.event} may re-send a copy first sent on an earlier connection of the session",
+            )
             self._undecided(link, rules.DUP_NOT_PROPAGATED, reason, delivered.event, delivered.time)
             return
         if not delivered.message.dup:
