@@ -393,6 +393,8 @@ def observe(path: Path, broker_port: int, config: JudgeConfig = CONFIG) -> dict[
             for event in flow.events:
                 judge.feed(event)
             judgement = judge.finish()
+        # Every captured byte of the connection is a packet, malformed, a gap or set aside with a reason.
+        assert audit.total.reconciles and all(counts.reconciles for counts in audit.counts), audit.total
         observed = Observed(audit, flow, judge_flow(flow, config), judgement)
         assert observed.client_port not in found, f"two connections from port {observed.client_port}"
         found[observed.client_port] = observed

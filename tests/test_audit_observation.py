@@ -147,9 +147,8 @@ def sessions(broker: RunningBroker, tmp_path_factory: pytest.TempPathFactory) ->
         mosquitto_client("mosquitto_pub", port, *v311, "-i", "observed-pub", "-t", "observed/p", "-m", "hello")
         receiver = subscribed_client(port, *v311, "-i", "observed-receiver", "-t", "observed/d", "-C", "1")
         mosquitto_client("mosquitto_pub", port, *v311, "-i", "observed-sender", "-t", "observed/d", "-m", "hi")
-        assert receiver.stdout is not None
-        assert "observed/d" in receiver.stdout.read() and receiver.wait(timeout=5) == 0
-        receiver.stdout.close()
+        output, _ = receiver.communicate(timeout=5)  # -C 1: it exits once the message has come
+        assert receiver.returncode == 0 and "observed/d" in output
         for version, client_id in (("mqttv5", "observed-v5"), ("mqttv31", "observed-v31")):
             mosquitto_client("mosquitto_pub", port, "-V", version, "-q", "1", "-i", client_id, "-t", "o/v", "-m", "v")
     return Sessions(folder, Recording.read(folder / "sessions.pcap", port))
@@ -336,9 +335,7 @@ def merged(broker: RunningBroker, tmp_path_factory: pytest.TempPathFactory) -> M
     with tcpdump_recording(folder / "first.pcap", port):
         left = subscribed_client(port, *v311, "-i", "observed-left-open", "-t", "observed/left")
     left.terminate()  # after its recording stopped: its close is in no capture
-    left.wait(timeout=5)
-    assert left.stdout is not None
-    left.stdout.close()
+    left.communicate(timeout=5)
     with tcpdump_recording(folder / "second.pcap", port):
         mosquitto_client("mosquitto_pub", port, *v311, "-i", "observed-later", "-t", "observed/later", "-m", "x")
     first, second = Recording.read(folder / "first.pcap", port), Recording.read(folder / "second.pcap", port)
