@@ -504,3 +504,20 @@ def test_a_message_republished_with_the_same_topic_and_payload_is_matched_to_its
     judgement = verdict({"sub": sub, "pub-1": first, "pub-2": second})
     assert judgement.findings == (), explain(judgement)
     assert "MQTT-4.5.0-1" in judgement.passed
+
+
+@pytest.mark.parametrize("acked", [True, False, None])
+def test_a_qos0_message_the_server_never_acknowledged_at_the_tcp_level_is_not_surely_taken(acked: bool | None) -> None:
+    # A capture shows whether the server's TCP acknowledged the PUBLISH; never acknowledged, it may never have
+    # reached the broker, so the model takes it as possibly published, owed to no one. The live prober does not
+    # know (None): what it sent reached the broker's socket.
+    from dataclasses import replace
+
+    from mqttaudit.judge import ConversationJudge, Sent
+
+    talk = connected("pub").client(LIVE).quiet(after=1.0)
+    judge = ConversationJudge()
+    for event in talk.events:
+        judge.feed(replace(event, acked=acked) if isinstance(event, Sent) and event.frame.packet == LIVE else event)
+    [published] = judge.transcript.published
+    assert published.certain is (acked is not False)

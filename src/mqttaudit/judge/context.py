@@ -36,13 +36,15 @@ class Seen:
     #: MUST-level codec violations, except a truncation at the end of the stream (bytes cut off by the close,
     #: which nobody could have answered).
     errors: tuple[Violation, ...]
+    #: False when the receiver's TCP never acknowledged the frame (a capture shows it): it may never have had it.
+    received: bool = True
 
     @classmethod
-    def of(cls, event: int, time: float, sender: Direction, frame: Frame) -> Seen:
+    def of(cls, event: int, time: float, sender: Direction, frame: Frame, *, received: bool = True) -> Seen:
         errors = tuple(
             v for v in frame.violations if not codec_rules.is_advisory(v.rule) and v.rule != codec_rules.TRUNCATED
         )
-        return cls(event, time, sender, frame, errors)
+        return cls(event, time, sender, frame, errors, received)
 
     @property
     def packet(self) -> Packet | None:

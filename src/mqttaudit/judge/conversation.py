@@ -70,7 +70,7 @@ class ConversationJudge:
             self._ctx.obligations.advance(event.time, index, quiet=False)
             if event.acked is False:
                 self._unreceived(event, index)
-            self._on_sent(Seen.of(index, event.time, event.sender, event.frame))
+            self._on_sent(Seen.of(index, event.time, event.sender, event.frame, received=event.acked is not False))
         elif isinstance(event, Quiet):
             self._quiet = event
             self._keep_alive.silence(event.time, index)
