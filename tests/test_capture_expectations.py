@@ -816,6 +816,8 @@ def test_the_audit_of_the_shared_captures_reports_exactly_the_table(spark: objec
     undecided = {(*key[row["flow"]], row["actor"], row["rule"], row["tag"]) for row in rows if row["origin"] == "judge"}
     assert undecided == {(*k, *row) for k, w in table.items() for row in w.not_assessable}
     routing = {(*key[row["flow"]], row["rule"]) for row in rows if row["origin"] == "routing"}
+    ends = {row["flow"]: (row["client"], row["server"]) for row in connections}
+    assert all((row["client"], row["server"]) == ends[row["flow"]] for row in rows)
     assert routing == {row for row in ROUTING_UNDECIDED if row[0] in members}
     assert pq.read_table(out / "routing_findings").num_rows == 0
     assert result.summary["versions"] == {

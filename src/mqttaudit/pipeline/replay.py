@@ -108,7 +108,19 @@ def replay_batches(
     undecided = Columns(NOT_ASSESSABLE_COLUMNS)
     for instance in judgement.undecided:
         add_undecided(undecided, "", instance, None)
+    # The broker is the server of every connection replayed; the client is the flow's other endpoint.
+    undecided.data["server"] = [broker] * len(undecided)
+    undecided.data["client"] = [client_of(flow, broker) for flow in undecided.data["flow"]]
     return _deliveries(broker, model, rows), findings, undecided
+
+
+def client_of(flow: str | None, broker: str) -> str | None:
+    """The client endpoint of a connection id (``client|server@start``, endpoints in either order)."""
+    if not flow:
+        return None
+    endpoints = flow.rsplit("@", 1)[0].split("|")
+    others = [endpoint for endpoint in endpoints if endpoint != broker]
+    return others[0] if len(endpoints) == 2 and len(others) == 1 else None
 
 
 def _deliveries(broker: str, model: Model, rows: int) -> Iterator[Columns]:
