@@ -250,17 +250,12 @@ class Cut:
         return "PUBLISH" if self.receiver == "server" else "SUBSCRIBE"
 
     def keep_alive_rows(self) -> set[Key]:
-        """Keep Alive (60 s) on both sides: due after the capture ends. The server's duty counts from a PUBLISH its
-        TCP never acknowledged when that is the client's last packet (it may never have received it)."""
-        unreceived = self.receiver == "server" and not self.acknowledged
+        """Keep Alive (60 s) on both sides: due after the capture ends. A PUBLISH the server's TCP never
+        acknowledged does not excuse its duty to drop a silent client: without it the silence began earlier, and
+        the deadline with it, so what blocks the judgement is still the end of the capture."""
         return {
             ("client", CLIENT_KEEP_ALIVE, self.client_last, CAPTURE_ENDS),
-            (
-                "server",
-                SERVER_DROPS_SILENT_CLIENT,
-                self.client_last,
-                NEVER_ACKNOWLEDGED if unreceived else CAPTURE_ENDS,
-            ),
+            ("server", SERVER_DROPS_SILENT_CLIENT, self.client_last, CAPTURE_ENDS),
         }
 
 

@@ -145,5 +145,6 @@ class KeepAlive:
                 ),
                 OnClose.FULFILS,
                 exercised_after=last.time + period,
+                answers=False,
             )
         )

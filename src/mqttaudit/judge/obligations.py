@@ -60,6 +60,9 @@ class Obligation:
     #: Owed only on an accepted connection (the server's answers to the client's requests): while the server has
     #: not accepted the connection, a missing answer is not a finding.
     needs_acceptance: bool = False
+    #: The obligation answers its event, so it is not owed if the owing side never received it; False for a
+    #: deadline merely counted from the event (Keep Alive: without that packet the silence began earlier).
+    answers: bool = True
 
     @property
     def decided(self) -> tuple[str, ...]:
@@ -165,7 +168,7 @@ class Obligations:
     def _excuse(self, obligation: Obligation) -> str | None:
         """Why a missed deadline is not a finding: the owing side never received what called for the answer, it
         never accepted the connection, or its answer may be in bytes nobody captured."""
-        unreceived = self._unreceived.get(obligation.event)
+        unreceived = self._unreceived.get(obligation.event) if obligation.answers else None
         if unreceived is not None and unreceived[0] is peer(obligation.side):
             return unreceived[1]
         if obligation.needs_acceptance and self.not_accepted is not None:
