@@ -39,6 +39,7 @@ from mqttaudit.judge.reasons import (
     TOO_SHORT,
     utc,
 )
+from mqttaudit.pipeline.conversations import NOT_ASSESSABLE_COLUMNS
 from mqttaudit.probe.brokers import BrokerUnavailable, RunningBroker, start_broker
 from mqttaudit.probe.recorder import tcpdump_recording
 
@@ -479,22 +480,7 @@ def test_the_audit_on_spark_writes_the_not_assessable_rows_of_a_server_that_neve
     }
 
     table = pq.read_table(out / "not_assessable")
-    assert {
-        "capture",
-        "flow",
-        "client",
-        "server",
-        "client_id",
-        "rule",
-        "level",
-        "section",
-        "actor",
-        "event",
-        "frame",
-        "time",
-        "tag",
-        "reason",
-    } <= set(table.column_names)
+    assert table.column_names == list(NOT_ASSESSABLE_COLUMNS)
     rows = table.to_pylist()
     assert {(port_of[r["flow"]], r["actor"], r["rule"], r["tag"]) for r in rows} == {
         (port, actor, rule, tag) for port, observed in pure.items() for actor, rule, _packet, tag in observed.undecided

@@ -9,6 +9,7 @@ from mqttaudit.codec import Direction, Frame, Packet, Publish, Violation
 from mqttaudit.codec import rules as codec_rules
 
 from ..codec.describe import quoted
+from . import reasons
 from .config import JudgeConfig
 from .obligations import Obligations
 from .sides import peer, side_name
@@ -66,6 +67,12 @@ class Seen:
 
     def describe(self) -> str:
         return f"{side_name(self.sender)} {describe(self.packet)} (event {self.event})"
+
+
+def undecided_at(ctx: Context, seen: Seen, rule: str, tag: str, detail: str) -> None:
+    """The instance of ``rule`` that ``seen`` (a packet of the side it concerns) calls for is not assessable, for
+    the reason ``tag: detail``."""
+    ctx.ledger.undecided(rule, reasons.reason(tag, detail), side=seen.sender, event=seen.event, time=seen.time)
 
 
 def describe(packet: Packet | None) -> str:

@@ -17,7 +17,7 @@ from mqttaudit.codec import rules as codec_rules
 from ..codec.describe import quoted
 from . import reasons, rules
 from .connection import Connection
-from .context import Context, Seen, describe
+from .context import Context, Seen, describe, undecided_at
 from .obligations import Obligation, OnClose
 from .sides import peer, side_name
 from .subscriptions import FAILURE, Subscriptions
@@ -206,14 +206,12 @@ class Pairing:
             return None
         rule = ID_IN_USE[seen.sender]
         if current is None and self._connection.may_resume:
-            self._ctx.ledger.undecided(
+            undecided_at(
+                self._ctx,
+                seen,
                 rule,
-                reasons.reason(
-                    reasons.EARLIER_SESSION, "the session may hold identifiers in flight from an earlier connection"
-                ),
-                side=seen.sender,
-                event=seen.event,
-                time=seen.time,
+                reasons.EARLIER_SESSION,
+                "the session may hold identifiers in flight from an earlier connection",
             )
         elif current is None:
             self._ctx.ledger.held(rule)
@@ -367,14 +365,12 @@ class Pairing:
         if rule is None or seen.sender is not CLIENT:
             return
         if CLIENT in self._blind:
-            self._ctx.ledger.undecided(
+            undecided_at(
+                self._ctx,
+                seen,
                 rule,
-                reasons.reason(
-                    reasons.LOST_BYTES, "bytes the client sent were not captured: an answer may be among them"
-                ),
-                side=seen.sender,
-                event=seen.event,
-                time=seen.time,
+                reasons.LOST_BYTES,
+                "bytes the client sent were not captured: an answer may be among them",
             )
             return
         earlier = [
@@ -441,25 +437,18 @@ class Pairing:
             self._ctx.ledger.undecided(stray.rule, reason, side=seen.sender, event=seen.event, time=seen.time)
             return
         if self._connection.mid_stream:
-            self._ctx.ledger.undecided(
-                stray.rule,
-                reasons.reason(reasons.MID_STREAM, f"{seen.describe()} may answer a packet sent before it"),
-                side=seen.sender,
-                event=seen.event,
-                time=seen.time,
+            undecided_at(
+                self._ctx, seen, stray.rule, reasons.MID_STREAM, f"{seen.describe()} may answer a packet sent before it"
             )
             return
         if packet_type is PacketType.PUBREL and self._connection.may_resume:
             # [MQTT-4.4.0-1] On a resumed session a PUBREL may finish a flow begun on an earlier connection.
-            self._ctx.ledger.undecided(
+            undecided_at(
+                self._ctx,
+                seen,
                 stray.rule,
-                reasons.reason(
-                    reasons.EARLIER_SESSION,
-                    f"{seen.describe()} may continue a QoS 2 flow of an earlier connection (session resumed)",
-                ),
-                side=seen.sender,
-                event=seen.event,
-                time=seen.time,
+                reasons.EARLIER_SESSION,
+                f"{seen.describe()} may continue a QoS 2 flow of an earlier connection (session resumed)",
             )
             flow = Flow(seen.sender, packet_id, seen, Stage.PUBCOMP, seen)
             self._flows[seen.sender][packet_id] = flow
