@@ -2,7 +2,10 @@
 
 The first violation each side commits opens an obligation on the other side to close within the grace
 [MQTT-4.8.0-1], under the more specific statement where the spec names one (a malformed SUBSCRIBE is
-[MQTT-3.8.1-1]). Answering the offending packet, or anything sent after it, is acting on it: a finding too.
+[MQTT-3.8.1-1]). Answering the offending packet, or anything sent after it, is acting on it (a CONNACK 0, SUBACK,
+UNSUBACK, PUBACK, PUBREC, PINGRESP, or a delivery of the offending message): it fails every rule of the offence,
+the duty to close included, and no later close undoes that, whoever closes. A CONNACK that refuses a malformed
+CONNECT does not act on it but still breaks the duty to close without any CONNACK [MQTT-3.1.4-1].
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from mqttaudit.codec import Direction, Publish, Violation
+from mqttaudit.codec import Connack, Direction, Publish, Violation
 from mqttaudit.codec import rules as codec_rules
 
 from . import rules
@@ -72,6 +75,11 @@ class Offence:
         )
         return cls(seen, rule, act_rule or rule, what, broken)
 
+    @property
+    def upheld(self) -> tuple[str, ...]:
+        """Every rule the receiver keeps by closing and breaks by acting on the packet: the duty to close first."""
+        return tuple(dict.fromkeys((self.close_rule, self.act_rule, *self.broken)))
+
 
 class Offences:
     """The first protocol violation of each side, and the receiver's duty to close on it."""
@@ -109,7 +117,7 @@ class Offences:
                     f"the {side_name(seen.receiver)} closes the connection within {grace:g} s of {offence.what}",
                 ),
                 OnClose.FULFILS,
-                enforces=offence.broken,
+                enforces=offence.upheld[1:],
             )
         )
 
@@ -119,6 +127,18 @@ class Offences:
         if offence is None or answered is None or answered < offence.seen.event:
             return
         target = "the offending packet" if answered == offence.seen.event else f"event {answered}, sent after it"
+        if answered == offence.seen.event and offence.act_rule == rules.MALFORMED_CONNECT and _refuses(seen):
+            # [MQTT-3.1.4-1] A refusal accepts nothing, but the server had to close without any CONNACK.
+            self._ctx.ledger.fail(
+                offence.act_rule,
+                seen.sender,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} refuses the offending packet instead of closing without CONNACK: {offence.what}",
+                f"the {side_name(seen.sender)} closes the connection on {describe(offence.seen.packet)} without "
+                "sending CONNACK",
+            )
+            return
         self._act(offence, seen, f"{seen.describe()} answers {target}: {offence.what}")
 
     def check_echo(self, seen: Seen) -> None:
@@ -135,5 +155,11 @@ class Offences:
             f"the {side_name(seen.sender)} closes the connection on {describe(offence.seen.packet)} "
             "without acting on it"
         )
-        for rule in (offence.act_rule, *offence.broken):
+        # Acting on it breaks the duty to close too: a close that comes later does not undo the answer.
+        for rule in offence.upheld:
             self._ctx.ledger.fail(rule, seen.sender, seen.time, seen.event, detail, expected)
+
+
+def _refuses(seen: Seen) -> bool:
+    """A CONNACK with a non-zero return code: it refuses the CONNECT, so it accepts nothing."""
+    return isinstance(seen.packet, Connack) and seen.packet.return_code != 0

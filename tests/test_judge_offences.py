@@ -1,0 +1,322 @@
+"""Malformed and forbidden packets (sections 1.5.3, 2.2, 3.1.0, 3.1.4, 3.x "treat as malformed", 4.8), as one
+table: each offending client packet against each reaction of the server, with the exact findings it earns.
+
+The rule: the receiver must not answer, act on or acknowledge the packet (no CONNACK 0, SUBACK, UNSUBACK, PUBACK,
+PUBREC, PINGRESP, no delivery of the offending message), and must close. An answer that acts on it fails every rule
+of the offence, the duty to close included, whatever follows: a close by the server (a session takeover is one), by
+the client, by a side unknown, or the end of observation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from mqttaudit import codec
+from mqttaudit.judge import Judgement, Quiet, judge
+
+from .cases import explain
+from .talk import CONNACK_OK, CONNECT, PINGREQ, PINGRESP, C, Item, S, Talk, connected, publish, suback, subscribe
+
+GRACE = 5.0  # JudgeConfig().close_grace
+#: Where a capture stops, long after the connection's last segment: the connection went on unobserved.
+CAPTURE_END = 1000.0
+
+
+def _connect_with_flags(flags: int, payload: bytes = b"\x00\x03mqa") -> bytes:
+    """A CONNECT with the given Connect Flags byte and payload (a ClientId 'mqa' unless told)."""
+    body = b"\x00\x04MQTT\x04" + bytes((flags,)) + b"\x00\x00" + payload
+    return bytes((0x10, len(body))) + body
+
+
+@dataclass(frozen=True)
+class Stimulus:
+    name: str
+    #: What the client sends (on a fresh connection when ``first``, else after an accepted CONNECT).
+    bad: tuple[Item, ...]
+    first: bool
+    #: What a server acting on it sends (None: nothing answers it).
+    answer: Item | None
+    #: Every rule the server keeps by closing and breaks by acting on the packet, the duty to close first.
+    rules: tuple[str, ...]
+    #: The offending message, which a server acting on it may deliver back (PUBLISH only).
+    message: codec.Publish | None = None
+    #: Findings against the client that sent it, whatever the server does.
+    offender: frozenset[tuple[str, str, int]] = frozenset()
+    #: Rules the server's answer breaks by itself, besides acting on the offence.
+    answer_breaks: tuple[str, ...] = ()
+
+
+WILD_QOS1 = publish("a/+", b"m", qos=1, packet_id=7)
+NULL_QOS2 = publish("a\x00b", b"m", qos=2, packet_id=8)
+
+STIMULI = [
+    # CONNECT shapes: closed without any CONNACK [MQTT-3.1.4-1], under the more specific statement when there is one.
+    Stimulus(
+        "connect-reserved-flag",
+        (_connect_with_flags(0x03),),
+        True,
+        CONNACK_OK,
+        ("MQTT-3.1.2-3", "MQTT-3.1.4-1"),
+    ),
+    Stimulus(
+        "connect-will-qos-3",
+        (codec.Connect(client_id="x", will=codec.Will(topic="w", qos=3)),),
+        True,
+        CONNACK_OK,
+        ("MQTT-3.1.4-1", "MQTT-3.1.2-14"),
+    ),
+    Stimulus(
+        "connect-client-id-ill-formed-utf8",
+        (_connect_with_flags(0x02, b"\x00\x02a\xff"),),
+        True,
+        CONNACK_OK,
+        ("MQTT-1.5.3-1", "MQTT-3.1.4-1", "MQTT-3.1.3-4"),
+    ),
+    Stimulus(
+        "connect-password-without-user-name",
+        (_connect_with_flags(0x42, b"\x00\x03mqa\x00\x01p"),),
+        True,
+        CONNACK_OK,
+        ("MQTT-3.1.4-1", "MQTT-3.1.2-22"),
+    ),
+    # Forbidden packets.
+    Stimulus("second-connect", (CONNECT,), False, CONNACK_OK, ("MQTT-3.1.0-2",)),
+    Stimulus(
+        "pingreq-before-connect",
+        (PINGREQ,),
+        True,
+        PINGRESP,
+        ("MQTT-4.8.0-1", "MQTT-3.1.0-1"),
+        offender=frozenset({("MQTT-3.1.0-1", "client", 0)}),
+        answer_breaks=("MQTT-3.2.0-1",),  # the server's first packet is not CONNACK
+    ),
+    Stimulus(
+        "reserved-packet-type-15-then-pingreq",
+        ("f000", PINGREQ),
+        False,
+        PINGRESP,
+        ("MQTT-4.8.0-1", "MQTT-2.2.1-reserved-type"),
+    ),
+    # Malformed packets after an accepted CONNECT.
+    Stimulus("subscribe-flags-0000", ("8006000100016100",), False, suback(1), ("MQTT-3.8.1-1", "MQTT-2.2.2-1")),
+    Stimulus("subscribe-without-payload", ("82020001",), False, suback(1), ("MQTT-4.8.0-1", "MQTT-3.8.3-3")),
+    Stimulus(
+        "unsubscribe-flags-0000",
+        ("a0050001000161",),
+        False,
+        codec.Unsuback(packet_id=1),
+        ("MQTT-3.10.1-1", "MQTT-2.2.2-1"),
+    ),
+    Stimulus(
+        "publish-qos1-wildcard-topic",
+        (WILD_QOS1,),
+        False,
+        codec.Puback(packet_id=7),
+        ("MQTT-4.8.0-1", "MQTT-3.3.2-2", "MQTT-4.7.1-1"),
+        WILD_QOS1,
+    ),
+    Stimulus(
+        "publish-qos2-null-in-topic",
+        (NULL_QOS2,),
+        False,
+        codec.Pubrec(packet_id=8),
+        ("MQTT-1.5.3-2", "MQTT-4.7.3-2"),
+        NULL_QOS2,
+    ),
+    Stimulus("pingreq-with-body", ("c00100",), False, PINGRESP, ("MQTT-4.8.0-1", "MQTT-3.12.1-remaining-length")),
+]
+
+#: Outcomes of the offence's rules.
+FAIL = "fail"
+PASS = "pass"
+NOT_ASSESSABLE = "not assessable"
+
+
+@dataclass
+class Run:
+    """A conversation and the events the expected findings point at."""
+
+    talk: Talk
+    #: The event of the server's answer (or delivery) that acts on the offence, -1 when there is none.
+    acted: int = -1
+
+    @property
+    def end(self) -> int:
+        return len(self.talk.events) - 1
+
+
+def offend(stimulus: Stimulus) -> Talk:
+    start = Talk() if stimulus.first else connected()
+    return start.client(*stimulus.bad)
+
+
+def answered(stimulus: Stimulus, answer: Item | None = None) -> Run:
+    talk = offend(stimulus)
+    acted = len(talk.events)
+    talk.server(answer if answer is not None else stimulus.answer or b"")
+    return Run(talk, acted)
+
+
+def captured_until(talk: Talk, seconds: float) -> Talk:
+    """Observation of the connection stops ``seconds`` later, inside a capture that goes on until CAPTURE_END."""
+    talk.events.append(Quiet(talk.now + seconds, CAPTURE_END))
+    return talk
+
+
+def delivered(stimulus: Stimulus) -> Run:
+    """The client subscribed to everything first, then the server hands the offending message back to it."""
+    assert stimulus.message is not None
+    talk = connected().client(subscribe(1, "#")).server(suback(1)).client(*stimulus.bad)
+    acted = len(talk.events)
+    echo = codec.Publish(topic=stimulus.message.topic, payload=stimulus.message.payload)
+    return Run(talk.server(echo).closed(S), acted)
+
+
+@dataclass(frozen=True)
+class Reaction:
+    name: str
+    build: Callable[[Stimulus], Run]
+    #: The offence's rules fail at the acting answer.
+    at_answer: bool
+    #: The offence's rules fail at the end (the server was still open past the grace).
+    at_end: bool
+    #: What the offence's rules come to.
+    outcome: str
+    applies: Callable[[Stimulus], bool] = lambda stimulus: True
+
+
+def _answers(stimulus: Stimulus) -> bool:
+    return stimulus.answer is not None
+
+
+def _refusable(stimulus: Stimulus) -> bool:
+    return stimulus.first and "MQTT-3.1.4-1" in stimulus.rules
+
+
+REACTIONS = [
+    Reaction("closes-at-once", lambda s: Run(offend(s).closed(S, after=0.1)), False, False, PASS),
+    Reaction(
+        "answers-then-server-closes", lambda s: (r := answered(s), r.talk.closed(S))[0], True, False, FAIL, _answers
+    ),
+    Reaction(
+        "answers-then-client-closes", lambda s: (r := answered(s), r.talk.closed(C))[0], True, False, FAIL, _answers
+    ),
+    Reaction(
+        "answers-then-unknown-side-closes",
+        lambda s: (r := answered(s), r.talk.closed(None))[0],
+        True,
+        False,
+        FAIL,
+        _answers,
+    ),
+    Reaction(
+        "answers-then-stays-open",
+        lambda s: (r := answered(s), r.talk.quiet(after=GRACE + 5))[0],
+        True,
+        True,
+        FAIL,
+        _answers,
+    ),
+    Reaction(
+        "answers-then-observation-ends-inside-the-grace",
+        lambda s: (r := answered(s), r.talk.quiet(after=GRACE / 5))[0],
+        True,
+        False,
+        FAIL,
+        _answers,
+    ),
+    Reaction(
+        "answers-then-capture-ends",
+        lambda s: (r := answered(s), captured_until(r.talk, 0.1))[0],
+        True,
+        False,
+        FAIL,
+        _answers,
+    ),
+    Reaction("stays-open-past-the-grace", lambda s: Run(offend(s).quiet(after=GRACE + 5)), False, True, FAIL),
+    Reaction(
+        "observation-ends-inside-the-grace",
+        lambda s: Run(offend(s).quiet(after=GRACE / 5)),
+        False,
+        False,
+        NOT_ASSESSABLE,
+    ),
+    Reaction("capture-ends", lambda s: Run(captured_until(offend(s), 0.1)), False, False, NOT_ASSESSABLE),
+    Reaction("client-closes-first", lambda s: Run(offend(s).closed(C, after=0.1)), False, False, NOT_ASSESSABLE),
+    Reaction("delivers-it-back", delivered, True, False, FAIL, lambda s: s.message is not None),
+]
+
+#: Findings against the client that a cell earns besides the server's: the client that got PUBREC for its QoS 2
+#: PUBLISH and stayed silent past the answer timeout never sent PUBREL [MQTT-4.3.3-1].
+CLIENT_FINDINGS = {("publish-qos2-null-in-topic", "answers-then-stays-open"): {("MQTT-4.3.3-1", "client", 4)}}
+
+CELLS = [(s, r) for s in STIMULI for r in REACTIONS if r.applies(s)]
+
+
+def findings_of(judgement: Judgement) -> set[tuple[str, str, int]]:
+    return {(f.rule, f.side.value, f.event) for f in judgement.findings}
+
+
+@pytest.mark.parametrize(("stimulus", "reaction"), CELLS, ids=[f"{s.name}:{r.name}" for s, r in CELLS])
+def test_offence_table(stimulus: Stimulus, reaction: Reaction) -> None:
+    run = reaction.build(stimulus)
+    judgement = judge(run.talk.events)
+    expected: set[tuple[str, str, int]] = set()
+    if reaction.at_answer:
+        expected |= {(rule, "server", run.acted) for rule in (*stimulus.rules, *stimulus.answer_breaks)}
+    if reaction.at_end:
+        expected |= {(rule, "server", run.end) for rule in stimulus.rules}
+    expected |= stimulus.offender | CLIENT_FINDINGS.get((stimulus.name, reaction.name), set())
+    assert findings_of(judgement) == expected, explain(judgement)
+    rules = set(stimulus.rules) - {rule for rule, _, _ in stimulus.offender}  # failed by the client regardless
+    if reaction.outcome == PASS:
+        assert rules <= judgement.passed, explain(judgement)
+    elif reaction.outcome == FAIL:
+        assert not rules & (judgement.passed | judgement.not_assessable.keys()), explain(judgement)
+    else:
+        assert rules <= judgement.not_assessable.keys(), explain(judgement)
+        assert not rules & judgement.assessed, explain(judgement)
+
+
+@pytest.mark.parametrize("stimulus", [s for s in STIMULI if _refusable(s)], ids=lambda s: s.name)
+def test_a_refusing_connack_breaks_only_the_duty_to_close_without_connack(stimulus: Stimulus) -> None:
+    """CONNACK 0x02 accepts nothing, so the server that closes after it keeps the rules it upholds by closing; it
+    still sent a CONNACK, which [MQTT-3.1.4-1] forbids."""
+    run = answered(stimulus, codec.Connack(return_code=2))
+    judgement = judge(run.talk.closed(S).events)
+    assert findings_of(judgement) == {("MQTT-3.1.4-1", "server", run.acted)} | stimulus.offender, explain(judgement)
+    assert set(stimulus.rules) - {"MQTT-3.1.4-1"} <= judgement.passed, explain(judgement)
+    assert all("refuses the offending packet" in f.detail for f in judgement.findings if f.side is S)
+
+
+@pytest.mark.parametrize("stimulus", [s for s in STIMULI if _answers(s)], ids=lambda s: s.name)
+def test_an_acting_answer_names_the_offence_and_what_a_conforming_server_does(stimulus: Stimulus) -> None:
+    run = answered(stimulus)
+    judgement = judge(run.talk.closed(S).events)
+    on_server = [f for f in judgement.findings if f.side is S and f.rule not in stimulus.answer_breaks]
+    assert on_server, explain(judgement)
+    for finding in on_server:
+        assert f"(event {run.acted}) answers" in finding.detail, finding.detail
+        assert "without acting on it" in finding.expected, finding.expected
+
+
+def test_connack_0_to_a_reserved_flag_connect_then_a_takeover_close_is_a_fail_for_the_probe_case() -> None:
+    """The false pass of concurrent probing: CONNACK 0, then the broker closes the connection because another
+    connection took the session over. The statement the probe case targets fails; nothing of it passes."""
+    talk = Talk().client(_connect_with_flags(0x03)).server(CONNACK_OK).closed(S)
+    judgement = judge(talk.events)
+    assert findings_of(judgement) == {("MQTT-3.1.2-3", "server", 1), ("MQTT-3.1.4-1", "server", 1)}
+    assert "MQTT-3.1.2-3" in judgement.failed and "MQTT-3.1.2-3" not in judgement.passed
+
+
+def test_every_stimulus_meets_every_reaction_that_applies_to_it() -> None:
+    """The table is whole: each stimulus is closed on, left open, answered (when anything answers it) and, for a
+    PUBLISH, delivered back."""
+    for stimulus in STIMULI:
+        names = {reaction.name for s, reaction in CELLS if s is stimulus}
+        assert {"closes-at-once", "stays-open-past-the-grace", "capture-ends"} <= names, stimulus.name
+        assert (stimulus.answer is not None) == ("answers-then-server-closes" in names), stimulus.name
+        assert (stimulus.message is not None) == ("delivers-it-back" in names), stimulus.name
