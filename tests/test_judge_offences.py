@@ -51,6 +51,7 @@ class Stimulus:
 
 WILD_QOS1 = publish("a/+", b"m", qos=1, packet_id=7)
 NULL_QOS2 = publish("a\x00b", b"m", qos=2, packet_id=8)
+ID0_QOS1 = codec.Publish(topic="a/0", payload=b"m", qos=1, packet_id=0)
 
 STIMULI = [
     # CONNECT shapes: closed without any CONNACK [MQTT-3.1.4-1], under the more specific statement when there is one.
@@ -125,6 +126,22 @@ STIMULI = [
         codec.Pubrec(packet_id=8),
         ("MQTT-1.5.3-2", "MQTT-4.7.3-2"),
         NULL_QOS2,
+    ),
+    # Packet Identifier 0: a server acting on it answers with identifier 0, which no flow pairs.
+    Stimulus(
+        "publish-qos1-packet-id-0",
+        (ID0_QOS1,),
+        False,
+        codec.Puback(packet_id=0),
+        ("MQTT-4.8.0-1", "MQTT-2.3.1-1"),
+        ID0_QOS1,
+    ),
+    Stimulus(
+        "subscribe-packet-id-0",
+        (codec.Subscribe(packet_id=0, subscriptions=[codec.Subscription(topic_filter="a")]),),
+        False,
+        codec.Suback(packet_id=0, return_codes=(0,)),
+        ("MQTT-4.8.0-1", "MQTT-2.3.1-1"),
     ),
     Stimulus("pingreq-with-body", ("c00100",), False, PINGRESP, ("MQTT-4.8.0-1", "MQTT-3.12.1-remaining-length")),
 ]
@@ -249,9 +266,20 @@ REACTIONS = [
     Reaction("delivers-it-back", delivered, True, False, FAIL, lambda s: s.message is not None),
 ]
 
-#: Findings against the client that a cell earns besides the server's: the client that got PUBREC for its QoS 2
-#: PUBLISH and stayed silent past the answer timeout never sent PUBREL [MQTT-4.3.3-1].
-CLIENT_FINDINGS = {("publish-qos2-null-in-topic", "answers-then-stays-open"): {("MQTT-4.3.3-1", "client", 4)}}
+#: Findings against the client that a cell earns besides the server's, when it stays open after the answer: the
+#: client that got PUBREC for its QoS 2 PUBLISH never sent PUBREL [MQTT-4.3.3-1]; an answer with Packet Identifier 0
+#: is malformed in turn [MQTT-2.3.1-6] [MQTT-2.3.1-7], and the client did not close on it [MQTT-4.8.0-1].
+CLIENT_FINDINGS = {
+    ("publish-qos2-null-in-topic", "answers-then-stays-open"): {("MQTT-4.3.3-1", "client", 4)},
+    ("publish-qos1-packet-id-0", "answers-then-stays-open"): {
+        ("MQTT-2.3.1-6", "client", 4),
+        ("MQTT-4.8.0-1", "client", 4),
+    },
+    ("subscribe-packet-id-0", "answers-then-stays-open"): {
+        ("MQTT-2.3.1-7", "client", 4),
+        ("MQTT-4.8.0-1", "client", 4),
+    },
+}
 
 CELLS = [(s, r) for s in STIMULI for r in REACTIONS if r.applies(s)]
 

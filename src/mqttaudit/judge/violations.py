@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from mqttaudit.codec import Connack, Direction, Publish, Violation
+from mqttaudit.codec import Connack, Direction, Packet, PacketType, Publish, Violation
 from mqttaudit.codec import rules as codec_rules
 
 from . import rules
@@ -36,6 +36,16 @@ CLOSE_RULES: Final[dict[str, tuple[str | None, str | None]]] = {
     codec_rules.UTF8_WELL_FORMED: (rules.CLOSE_ON_BAD_UTF8, rules.CLOSE_ON_BAD_UTF8),
     codec_rules.UTF8_NO_NULL: (rules.CLOSE_ON_NULL_CHARACTER, rules.CLOSE_ON_NULL_CHARACTER),
 }
+
+
+#: The acknowledgement that accepts each request (a PUBLISH by its QoS): sending it for an offending request whose
+#: Packet Identifier is 0 (the defect itself, so no flow pairs them) is acting on it.
+ACKNOWLEDGEMENTS: Final[dict[PacketType, PacketType]] = {
+    PacketType.SUBSCRIBE: PacketType.SUBACK,
+    PacketType.UNSUBSCRIBE: PacketType.UNSUBACK,
+    PacketType.PUBREL: PacketType.PUBCOMP,
+}
+PUBLISH_ACKNOWLEDGEMENTS: Final[dict[int, PacketType]] = {1: PacketType.PUBACK, 2: PacketType.PUBREC}
 
 
 def close_rule(seen: Seen, default: str = rules.CLOSE_ON_VIOLATION) -> tuple[str, Violation]:
@@ -87,6 +97,7 @@ class Offences:
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._first: dict[Direction, Offence] = {}
+        self._acted: set[int] = set()  # events already judged as acting on an offence
 
     def by(self, side: Direction) -> Offence | None:
         """The first violation ``side`` committed, if any."""
@@ -142,13 +153,25 @@ class Offences:
         self._act(offence, seen, f"{seen.describe()} answers {target}: {offence.what}")
 
     def check_echo(self, seen: Seen) -> None:
-        """A delivery of the offending PUBLISH itself is acting on it."""
+        """A delivery of the offending PUBLISH itself is acting on it, and so is an acknowledgement of the offending
+        packet that no flow paired (its Packet Identifier is 0)."""
         offence = self._first.get(seen.receiver)
-        if offence is None or not isinstance(seen.packet, Publish):
+        bad = None if offence is None else offence.seen.packet
+        if offence is None or bad is None or seen.packet is None or seen.event in self._acted:
             return
-        bad = offence.seen.packet
-        if isinstance(bad, Publish) and (bad.topic, bad.payload) == (seen.packet.topic, seen.packet.payload):
+        packet = seen.packet
+        if (
+            isinstance(packet, Publish)
+            and isinstance(bad, Publish)
+            and (bad.topic, bad.payload)
+            == (
+                packet.topic,
+                packet.payload,
+            )
+        ):
             self._act(offence, seen, f"{seen.describe()} delivers the message of {offence.what}")
+        elif _acknowledges(packet, bad):
+            self._act(offence, seen, f"{seen.describe()} answers the offending packet: {offence.what}")
 
     def _act(self, offence: Offence, seen: Seen, detail: str) -> None:
         expected = (
@@ -156,6 +179,7 @@ class Offences:
             "without acting on it"
         )
         # Acting on it breaks the duty to close too: a close that comes later does not undo the answer.
+        self._acted.add(seen.event)
         for rule in offence.upheld:
             self._ctx.ledger.fail(rule, seen.sender, seen.time, seen.event, detail, expected)
 
@@ -163,3 +187,17 @@ class Offences:
 def _refuses(seen: Seen) -> bool:
     """A CONNACK with a non-zero return code: it refuses the CONNECT, so it accepts nothing."""
     return isinstance(seen.packet, Connack) and seen.packet.return_code != 0
+
+
+def _acknowledges(answer: Packet, request: Packet) -> bool:
+    """``answer`` is the acknowledgement that accepts ``request``, both with Packet Identifier 0."""
+    if isinstance(request, Publish):
+        wanted = PUBLISH_ACKNOWLEDGEMENTS.get(request.qos)
+    else:
+        wanted = ACKNOWLEDGEMENTS.get(request.packet_type)
+    # Only identifier 0: a request with any other identifier is paired with its answer as a flow.
+    return (
+        wanted is not None
+        and answer.packet_type is wanted
+        and getattr(request, "packet_id", None) == 0 == getattr(answer, "packet_id", None)
+    )
