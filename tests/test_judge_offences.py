@@ -51,6 +51,8 @@ class Stimulus:
 
 WILD_QOS1 = publish("a/+", b"m", qos=1, packet_id=7)
 NULL_QOS2 = publish("a\x00b", b"m", qos=2, packet_id=8)
+#: The rules a CONNECT cut inside its variable header breaks: closed without CONNACK, and the field overrun.
+CUT = ("MQTT-3.1.4-1", "MQTT-2.2.3-overrun")
 ID0_QOS1 = codec.Publish(topic="a/0", payload=b"m", qos=1, packet_id=0)
 
 STIMULI = [
@@ -83,6 +85,11 @@ STIMULI = [
         CONNACK_OK,
         ("MQTT-3.1.4-1", "MQTT-3.1.2-22"),
     ),
+    # A Remaining Length shorter than the variable header: the name, level or flags were never sent, so the CONNECT
+    # is malformed, not another protocol [MQTT-3.1.2-1] nor an unsupported level [MQTT-3.1.2-2].
+    Stimulus("connect-cut-inside-protocol-name", ("100500044d5154",), True, CONNACK_OK, CUT),
+    Stimulus("connect-cut-before-protocol-level", ("100600044d515454",), True, CONNACK_OK, CUT),
+    Stimulus("connect-cut-inside-keep-alive", ("100900044d515454040200",), True, CONNACK_OK, CUT),
     # Forbidden packets.
     Stimulus("second-connect", (CONNECT,), False, CONNACK_OK, ("MQTT-3.1.0-2",)),
     Stimulus(
@@ -93,6 +100,21 @@ STIMULI = [
         ("MQTT-4.8.0-1", "MQTT-3.1.0-1"),
         offender=frozenset({("MQTT-3.1.0-1", "client", 0)}),
         answer_breaks=("MQTT-3.2.0-1",),  # the server's first packet is not CONNACK
+    ),
+    Stimulus(
+        "reserved-packet-type-0-instead-of-connect",
+        ("0000",),
+        True,
+        CONNACK_OK,
+        ("MQTT-4.8.0-1", "MQTT-2.2.1-reserved-type"),
+        offender=frozenset({("MQTT-3.1.0-1", "client", 0)}),
+    ),
+    Stimulus(
+        "five-byte-remaining-length-instead-of-connect",
+        ("10ffffffff01",),
+        True,
+        CONNACK_OK,
+        ("MQTT-4.8.0-1", "MQTT-2.2.3-four-bytes"),
     ),
     Stimulus(
         "reserved-packet-type-15-then-pingreq",

@@ -163,10 +163,7 @@ def test_advisory_violations_oblige_nothing() -> None:
     assert judge(talk.events).findings == ()
 
 
-#: A CONNECT whose protocol name is not "MQTT" may belong to another specification [MQTT-3.1.2-1]: nothing is
-#: decided on it.
-FOREIGN = {"connect-truncated-header"}
-ENFORCED = [v for v in vectors.INVALID if set(v[3]) & ENFORCED_CODEC_RULES and v[0] not in FOREIGN]
+ENFORCED = [v for v in vectors.INVALID if set(v[3]) & ENFORCED_CODEC_RULES]
 
 
 @pytest.mark.parametrize(("name", "sender", "data", "wanted"), ENFORCED, ids=[v[0] for v in ENFORCED])

@@ -27,6 +27,8 @@ ANSWERED_TYPES: Final = frozenset({PacketType.SUBSCRIBE, PacketType.UNSUBSCRIBE,
 PLAIN_CLIENT_ID: Final = re.compile("[0-9a-zA-Z]{1,23}")
 #: CONNACK return code 0x02.
 IDENTIFIER_REJECTED: Final = 0x02
+#: Bytes of the MQTT 3.1.1 CONNECT variable header: Protocol Name "MQTT" (6), Level, Connect Flags, Keep Alive (2).
+VARIABLE_HEADER_LENGTH: Final = 10
 
 
 def is_answered(packet: Packet | None) -> bool:
@@ -77,6 +79,17 @@ CLOSE_WITHOUT_CONNACK: Final = Reaction(
 )
 
 
+def header_cut(seen: Seen) -> bool:
+    """The CONNECT ends inside its variable header (a Remaining Length shorter than it): the name, level or flags it
+    would be judged by were never sent, so it is malformed, not another protocol or an unsupported level."""
+    raw, frame_start = seen.frame.raw, seen.frame.offset
+    fixed = 1  # the type byte, then the Remaining Length bytes (continuation bit set on all but the last)
+    while fixed < min(len(raw), 5) and raw[fixed] & 0x80:
+        fixed += 1
+    header_end = fixed + 1 + VARIABLE_HEADER_LENGTH
+    return any(v.rule == codec_rules.FIELD_OVERRUN and v.offset - frame_start < header_end for v in seen.errors)
+
+
 def foreign_protocol(connect: Connect, supported_levels: frozenset[int]) -> str | None:
     """Why a CONNECT is outside MQTT 3.1.1 for this server (so its reaction is not judged), or None."""
     if connect.protocol_name != "MQTT":
@@ -89,7 +102,10 @@ def foreign_protocol(connect: Connect, supported_levels: frozenset[int]) -> str 
 
 
 def connect_reaction(seen: Seen, connect: Connect, supported_levels: frozenset[int]) -> Reaction:
-    """The reaction the server owes ``connect`` (an unknown level first: nothing after it can be read)."""
+    """The reaction the server owes ``connect`` (a cut variable header first: its level was never sent; then an
+    unknown level: nothing after it can be read)."""
+    if header_cut(seen):
+        return CLOSE_WITHOUT_CONNACK
     if connect.protocol_level not in supported_levels:
         return REFUSE_PROTOCOL_LEVEL
     broken = {violation.rule for violation in seen.errors}
@@ -124,6 +140,8 @@ class Connection:
         self._client_spoke = False
         self._server_spoke = False
         self._unanswered: list[Seen] = []  # CONNECTs waiting for their CONNACK, oldest first
+        #: The client's first packet, when nothing it sent before could have been missed.
+        self._first_seen: Seen | None = None
         #: Why the client's first packet may not be the first it sent (bytes before it were not captured).
         self._gap_before_connect: str | None = None
         if mid_stream:
@@ -173,6 +191,8 @@ class Connection:
         packet = seen.packet
         first = not self._client_spoke
         self._client_spoke = True
+        if first and not self.mid_stream and self._gap_before_connect is None:
+            self._first_seen = seen
         if self.disconnect_seen is not None:
             self._after_disconnect = True
             self._ctx.ledger.fail(
@@ -246,7 +266,7 @@ class Connection:
         self.connect, self.connect_seen = connect, seen
         self._ctx.transcript.connect, self._ctx.transcript.connect_time = connect, seen.time
         config = self._ctx.config
-        reason = foreign_protocol(connect, config.supported_protocol_levels)
+        reason = None if header_cut(seen) else foreign_protocol(connect, config.supported_protocol_levels)
         if reason is not None:
             self.foreign = reason
             self._ctx.ledger.undecided(
@@ -302,6 +322,9 @@ class Connection:
         if not self._server_spoke:
             self._server_spoke = True
             self._connack_first(seen)
+        instead = self._offence_instead_of_connect()
+        if isinstance(packet, Connack) and not self._unanswered and instead is not None:
+            return instead.event  # a CONNACK to what the client sent instead of a CONNECT acts on it
         if self.connect_seen is None and self.connack is None and packet is not None and not seen.offends:
             self._unseen_connect_answered(seen, packet)
         if not isinstance(packet, Connack) or not self._unanswered:
@@ -315,6 +338,15 @@ class Connection:
             self._not_accepted(None if code == 0 else f"CONNACK 0x{code:02x} (event {seen.event}) refused it")
             self._judge_connack(seen, packet)
         return connect_seen.event
+
+    def _offence_instead_of_connect(self) -> Seen | None:
+        """The client's first packet, when it was seen whole, was not a CONNECT the judge could read and was a
+        protocol violation (another packet type [MQTT-3.1.0-1], or bytes that frame no packet)."""
+        first = self._first_seen
+        offence = self._offences.by(CLIENT)
+        if first is None or offence is None or offence.seen is not first or isinstance(first.packet, Connect):
+            return None
+        return first
 
     def _unseen_connect_answered(self, seen: Seen, packet: Packet) -> None:
         """The CONNECT was not captured: a CONNACK 0 proves one was accepted (and a refusal one refused); any other
