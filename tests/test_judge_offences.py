@@ -15,10 +15,24 @@ from dataclasses import dataclass
 import pytest
 
 from mqttaudit import codec
-from mqttaudit.judge import Judgement, Quiet, judge
+from mqttaudit.judge import Judgement, Quiet, judge, judge_scenario
 
 from .cases import explain
-from .talk import CONNACK_OK, CONNECT, PINGREQ, PINGRESP, C, Item, S, Talk, connected, publish, suback, subscribe
+from .talk import (
+    CONNACK_OK,
+    CONNECT,
+    DISCONNECT,
+    PINGREQ,
+    PINGRESP,
+    C,
+    Item,
+    S,
+    Talk,
+    connected,
+    publish,
+    suback,
+    subscribe,
+)
 
 GRACE = 5.0  # JudgeConfig().close_grace
 #: Where a capture stops, long after the connection's last segment: the connection went on unobserved.
@@ -370,3 +384,16 @@ def test_every_stimulus_meets_every_reaction_that_applies_to_it() -> None:
         assert {"closes-at-once", "stays-open-past-the-grace", "capture-ends"} <= names, stimulus.name
         assert (stimulus.answer is not None) == ("answers-then-server-closes" in names), stimulus.name
         assert (stimulus.message is not None) == ("delivers-it-back" in names), stimulus.name
+
+
+def test_a_takeover_close_after_connack_0_to_a_malformed_connect_does_not_undo_the_answer() -> None:
+    """Two connections with one ClientId: the first sends a CONNECT with the reserved flag set and gets CONNACK 0;
+    the second's CONNECT takes the session over and the server closes the first. The first was acted on."""
+    first = Talk().client(_connect_with_flags(0x03), at=1.0).server(CONNACK_OK, at=1.01).closed(S, at=1.2)
+    second = Talk().client(codec.Connect(client_id="mqa"), at=1.1).server(CONNACK_OK, at=1.11)
+    judgement = judge_scenario({"first": first.events, "second": second.client(DISCONNECT).closed(C).events})
+    assert {(f.conversation, f.rule, f.side.value, f.event) for f in judgement.findings} == {
+        ("first", "MQTT-3.1.2-3", "server", 1),
+        ("first", "MQTT-3.1.4-1", "server", 1),
+    }, explain(judgement)
+    assert "MQTT-3.1.2-3" not in judgement.passed
