@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import hashlib
 import importlib
 import os
-import secrets
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -101,13 +101,18 @@ class CaseContext:
         self._loop = asyncio.get_running_loop()
         self._start = self._loop.time()
         self._packet_ids = 0
+        self._client_ids = 0
 
     def clock(self) -> float:
         return self._loop.time() - self._start
 
     def client_id(self) -> str:
-        """A fresh client id the spec obliges every server to accept: 23 characters of [0-9a-zA-Z] [MQTT-3.1.3-5]."""
-        return "mqa" + secrets.token_hex(10)
+        """A Client Identifier no other run, case or call of this case uses: ``mqa``, the run id (the one in the
+        topics, 8 hex digits), 8 hex digits naming the case and 4 counting the case's ids; 23 characters of
+        [0-9a-zA-Z], which every server must accept [MQTT-3.1.3-5]. Connections meant to share a session share one
+        call's result."""
+        self._client_ids += 1
+        return "mqa" + _tag(self.run_id) + _tag(self.case.id) + f"{self._client_ids % 0x10000:04x}"
 
     def topic(self, *levels: str) -> str:
         """A topic of this case alone: ``mqttaudit/<run>/<case>/<levels>``."""
@@ -254,6 +259,14 @@ def os_error_text(exc: OSError | TimeoutError) -> str:
     if exc.errno is not None and exc.errno in errno.errorcode:
         return os.strerror(exc.errno).lower()
     return str(exc) or type(exc).__name__
+
+
+def _tag(text: str) -> str:
+    """8 hex digits standing for ``text`` (a run id or a case id) in a Client Identifier: the text itself when it
+    is 8 hex digits already (the runner's run ids), so broker logs tie an identifier to its run's topics."""
+    if len(text) == 8 and all(c in "0123456789abcdef" for c in text):
+        return text
+    return hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
 
 
 def _answers(kind: type[Packet], packet_id: int | None) -> Callable[[Packet], bool]:

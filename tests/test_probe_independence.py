@@ -1,0 +1,187 @@
+"""Cases are independent: each connection's Client Identifier belongs to one run and one case, and a case's topics
+are its own, so no case can take over another's session or see another's messages however many run at once.
+
+The whole 3.1.1 library runs once against mosquitto at the default concurrency; the identifiers and topics are read
+back from what each case recorded sending (the CONNECT, PUBLISH, SUBSCRIBE and UNSUBSCRIBE bytes of its evidence).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from mqttaudit.probe.brokers import BrokerUnavailable, start_broker
+from mqttaudit.probe.case import Case, CaseContext, Target, all_cases
+from mqttaudit.probe.cases.malformed import STIMULI
+from mqttaudit.probe.runner import ProbeRun, run_probe
+
+#: A Client Identifier every server must accept [MQTT-3.1.3-5].
+PLAIN = re.compile(rb"[0-9a-zA-Z]{1,23}")
+#: The case whose CONNECT ends before the Client Identifier: its absence is the defect under test. An empty
+#: identifier needs no exemption: the server assigns each its own [MQTT-3.1.3-6], so two cannot meet.
+NO_IDENTIFIER = {"malformed/connect-no-client-id"}
+#: Cases that deliberately send an empty Client Identifier and no other.
+EMPTY_IDENTIFIER = {"connect/empty-client-id-persistent-session"}
+#: The cases that send no CONNECT, or none with an identifier of their own.
+WITHOUT_IDENTIFIER = NO_IDENTIFIER | EMPTY_IDENTIFIER | {"malformed/first-packet-not-connect"}
+#: Cases whose identifier is deliberately not plain: its encoding is the defect under test.
+NOT_PLAIN = {"malformed/connect-client-id-ill-formed-utf8"}
+#: Cases whose connections share one identifier on purpose (a takeover, a session resumed or discarded).
+SHARED_WITHIN_CASE = {
+    "connect/takeover",
+    "session/present-flag",
+    "session/queued-while-offline",
+    "session/clean-session-discards",
+}
+#: Cases with a PUBLISH, SUBSCRIBE or UNSUBSCRIBE that names no topic of the case, and why.
+FOREIGN_TOPICS = {
+    "routing/dollar-hash": "'#' alone: the statement is about '#' itself",
+    "topics/dollar-not-matched-by-wildcards": "'#' and '+/<run>/#': the statement is about leading wildcards",
+    "malformed/publish-topic-empty": "an empty Topic Name is the defect",
+    "malformed/publish-topic-overrun": "the Topic Name's length runs past the packet: no topic",
+    "malformed/remaining-length-fifth-byte": "only a fixed header",
+    "malformed/subscribe-empty-filter": "an empty Topic Filter is the defect",
+    "malformed/subscribe-no-payload": "no Topic Filter is the defect",
+    "malformed/unsubscribe-empty-filter": "an empty Topic Filter is the defect",
+    "malformed/unsubscribe-no-payload": "no Topic Filter is the defect",
+}
+CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE = 1, 3, 8, 10
+
+
+def connect_client_id(frame: bytes) -> bytes | None:
+    """The Client Identifier field of a CONNECT's bytes, read without validating anything else; None when the
+    packet ends before it."""
+    pos = 1
+    while pos < len(frame) and frame[pos] & 0x80:  # Remaining Length
+        pos += 1
+    pos += 1
+    if pos + 2 > len(frame):
+        return None
+    pos += 2 + int.from_bytes(frame[pos : pos + 2], "big") + 4  # Protocol Name, Level, Connect Flags, Keep Alive
+    if pos + 2 > len(frame):
+        return None
+    size = int.from_bytes(frame[pos : pos + 2], "big")
+    field = frame[pos + 2 : pos + 2 + size]
+    return field if len(field) == size else None
+
+
+def client_frames(run: ProbeRun) -> Iterator[tuple[str, str, bytes]]:
+    """(case id, connection name, frame bytes) of every packet a case's connections sent."""
+    for result in run.results:
+        for connection in result.connections:
+            assert connection["omitted"] is None or not connection["omitted"]["client_packets"], result.case_id
+            for event in connection["events"]:
+                if event.get("from") == "client":  # its first 1,024 bytes: every field read here is in them
+                    yield result.case_id, connection["name"], bytes.fromhex(event["hex"])
+
+
+def identifiers(run: ProbeRun) -> dict[str, dict[bytes, set[str]]]:
+    """case -> Client Identifier -> the connections whose CONNECT carried it (empty ones left out)."""
+    found: dict[str, dict[bytes, set[str]]] = {result.case_id: {} for result in run.results}
+    for case_id, connection, frame in client_frames(run):
+        if frame[0] >> 4 == CONNECT:
+            client_id = connect_client_id(frame)
+            assert client_id is not None or case_id in NO_IDENTIFIER, (case_id, frame.hex(" "))
+            if client_id:
+                found[case_id].setdefault(client_id, set()).add(connection)
+    return found
+
+
+def probe(cases: list[Case], url: str) -> ProbeRun:
+    return asyncio.run(run_probe(Target.parse(url), cases))
+
+
+@pytest.fixture(scope="module")
+def runs() -> Iterator[tuple[ProbeRun, ProbeRun]]:
+    """The whole library once, then again every case that opens a connection with a CONNECT of its own bytes
+    or resumes a session: the second run must not reuse an identifier of the first."""
+    try:
+        broker = start_broker("mosquitto")
+    except BrokerUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with broker:
+        first = probe(all_cases(), broker.url)
+        again = [c for c in all_cases() if c.id.startswith(("malformed/connect-", "connect/", "session/"))]
+        yield first, probe(again, broker.url)
+
+
+def test_no_client_identifier_is_used_by_two_cases(runs: tuple[ProbeRun, ProbeRun]) -> None:
+    first, _ = runs
+    owner: dict[bytes, str] = {}
+    for case_id, ids in identifiers(first).items():
+        for client_id in ids:
+            assert owner.setdefault(client_id, case_id) == case_id, (client_id, owner[client_id], case_id)
+    # the exemptions are exact: every other case sent an identifier
+    without = {case_id for case_id, ids in identifiers(first).items() if not ids}
+    assert without == WITHOUT_IDENTIFIER
+
+
+def test_a_second_run_uses_new_identifiers(runs: tuple[ProbeRun, ProbeRun]) -> None:
+    first, second = runs
+    before = identifiers(first)
+    for case_id, ids in identifiers(second).items():
+        assert bool(ids) is (case_id not in WITHOUT_IDENTIFIER), case_id
+        assert not set(ids) & set(before[case_id]), case_id
+
+
+def test_identifiers_are_plain_and_shared_only_where_a_session_is(runs: tuple[ProbeRun, ProbeRun]) -> None:
+    first, _ = runs
+    for case_id, ids in identifiers(first).items():
+        for client_id, connections in ids.items():
+            assert case_id in NOT_PLAIN or PLAIN.fullmatch(client_id), (case_id, client_id)
+            assert len(connections) == 1 or case_id in SHARED_WITHIN_CASE, (case_id, client_id, connections)
+    for case_id in SHARED_WITHIN_CASE:  # the exemption is still needed
+        assert any(len(connections) > 1 for connections in identifiers(first)[case_id].values()), case_id
+
+
+def test_every_topic_a_case_sends_is_its_own(runs: tuple[ProbeRun, ProbeRun]) -> None:
+    """A PUBLISH, SUBSCRIBE or UNSUBSCRIBE names ``<run>/<case>``: a broker that routes it, even a malformed
+    one, reaches no other case and no other run."""
+    first, _ = runs
+    run_ids: set[bytes] = set()
+    exempt_seen: set[str] = set()
+    for case_id, _connection, frame in client_frames(first):
+        if frame[0] >> 4 not in (PUBLISH, SUBSCRIBE, UNSUBSCRIBE):
+            continue
+        own = re.search(rb"/([0-9a-f]{8})/" + re.escape(case_id.encode()), frame)
+        if own is None:
+            assert case_id in FOREIGN_TOPICS, (case_id, frame.hex(" "))
+            exempt_seen.add(case_id)
+        else:
+            run_ids.add(own.group(1))
+    assert len(run_ids) == 1
+    assert exempt_seen == set(FOREIGN_TOPICS)
+    # and the identifiers carry the same run id, so a broker's log ties a session to its run's topics
+    (run_id,) = run_ids
+    for case_id, ids in identifiers(first).items():
+        assert all(i.startswith(b"mqa" + run_id) for i in ids), case_id
+
+
+def test_every_connect_stimulus_carries_the_case_identifier() -> None:
+    """Without a broker: a CONNECT stimulus is built from the case's identifier, and a stimulus that names a
+    topic from the case's prefix, so two cases or runs never send the same bytes."""
+    for stimulus in STIMULI:
+        one, other = stimulus.build("mqa" + "1" * 20, "p/1"), stimulus.build("mqa" + "2" * 20, "p/2")
+        if stimulus.data[0] >> 4 == CONNECT and stimulus.case_id != "connect-no-client-id":
+            assert one != other, stimulus.case_id
+            assert (connect_client_id(one) or b"").startswith(b"mqa1"), stimulus.case_id
+        assert (one != other) is stimulus.personal, stimulus.case_id
+
+
+def test_client_ids_differ_by_run_case_and_call() -> None:
+    cases = all_cases()[:2]
+
+    async def ids() -> list[str]:
+        made: list[str] = []
+        for run_id in ("0a1b2c3d", "4e5f6a7b"):
+            for case in cases:
+                context = CaseContext(case, Target("127.0.0.1", 1), timeout=1.0, run_id=run_id)
+                made += [context.client_id(), context.client_id()]
+        return made
+
+    made = asyncio.run(ids())
+    assert len(set(made)) == len(made) == 8
+    assert all(PLAIN.fullmatch(client_id.encode()) and len(client_id) == 23 for client_id in made)
