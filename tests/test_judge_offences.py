@@ -397,3 +397,20 @@ def test_a_takeover_close_after_connack_0_to_a_malformed_connect_does_not_undo_t
         ("first", "MQTT-3.1.4-1", "server", 1),
     }, explain(judgement)
     assert "MQTT-3.1.2-3" not in judgement.passed
+
+
+@pytest.mark.parametrize(
+    ("connect", "rule"),
+    [
+        (codec.Connect(client_id="x", protocol_level=5), "MQTT-3.1.2-2"),
+        (codec.Connect(client_id="", clean_session=False), "MQTT-3.1.3-8"),
+    ],
+    ids=["unsupported-level", "empty-client-id-with-clean-session-0"],
+)
+@pytest.mark.parametrize("closer", [S, C, None], ids=["server-closes", "client-closes", "unknown-closes"])
+def test_connack_0_where_a_refusal_is_owed_fails_whoever_closes_after(
+    connect: codec.Connect, rule: str, closer: codec.Direction | None
+) -> None:
+    """The CONNECTs the server must refuse with a return code and then close on: accepting one is the finding."""
+    judgement = judge(Talk().client(connect).server(CONNACK_OK).closed(closer).events)
+    assert findings_of(judgement) == {(rule, "server", 1)}, explain(judgement)
