@@ -249,56 +249,48 @@ def _refusable(stimulus: Stimulus) -> bool:
     return stimulus.first and "MQTT-3.1.4-1" in stimulus.rules
 
 
+def answered_then(finish: Callable[[Talk], Talk]) -> Callable[[Stimulus], Run]:
+    """The server answers the offence, acting on it; then ``finish`` ends the conversation."""
+
+    def build(stimulus: Stimulus) -> Run:
+        run = answered(stimulus)
+        finish(run.talk)
+        return run
+
+    return build
+
+
+def silent_then(finish: Callable[[Talk], Talk]) -> Callable[[Stimulus], Run]:
+    """The server sends nothing; ``finish`` ends the conversation."""
+    return lambda stimulus: Run(finish(offend(stimulus)))
+
+
 REACTIONS = [
-    Reaction("closes-at-once", lambda s: Run(offend(s).closed(S, after=0.1)), False, False, PASS),
-    Reaction(
-        "answers-then-server-closes", lambda s: (r := answered(s), r.talk.closed(S))[0], True, False, FAIL, _answers
-    ),
-    Reaction(
-        "answers-then-client-closes", lambda s: (r := answered(s), r.talk.closed(C))[0], True, False, FAIL, _answers
-    ),
-    Reaction(
-        "answers-then-unknown-side-closes",
-        lambda s: (r := answered(s), r.talk.closed(None))[0],
-        True,
-        False,
-        FAIL,
-        _answers,
-    ),
-    Reaction(
-        "answers-then-stays-open",
-        lambda s: (r := answered(s), r.talk.quiet(after=GRACE + 5))[0],
-        True,
-        True,
-        FAIL,
-        _answers,
-    ),
+    # name, conversation, fails at the answer, fails at the end, outcome of the offence's rules, applies to
+    Reaction("closes-at-once", silent_then(lambda t: t.closed(S, after=0.1)), False, False, PASS),
+    Reaction("answers-then-server-closes", answered_then(lambda t: t.closed(S)), True, False, FAIL, _answers),
+    Reaction("answers-then-client-closes", answered_then(lambda t: t.closed(C)), True, False, FAIL, _answers),
+    Reaction("answers-then-unknown-side-closes", answered_then(lambda t: t.closed(None)), True, False, FAIL, _answers),
+    Reaction("answers-then-stays-open", answered_then(lambda t: t.quiet(after=GRACE + 5)), True, True, FAIL, _answers),
     Reaction(
         "answers-then-observation-ends-inside-the-grace",
-        lambda s: (r := answered(s), r.talk.quiet(after=GRACE / 5))[0],
+        answered_then(lambda t: t.quiet(after=GRACE / 5)),
         True,
         False,
         FAIL,
         _answers,
     ),
-    Reaction(
-        "answers-then-capture-ends",
-        lambda s: (r := answered(s), captured_until(r.talk, 0.1))[0],
-        True,
-        False,
-        FAIL,
-        _answers,
-    ),
-    Reaction("stays-open-past-the-grace", lambda s: Run(offend(s).quiet(after=GRACE + 5)), False, True, FAIL),
+    Reaction("answers-then-capture-ends", answered_then(lambda t: captured_until(t, 0.1)), True, False, FAIL, _answers),
+    Reaction("stays-open-past-the-grace", silent_then(lambda t: t.quiet(after=GRACE + 5)), False, True, FAIL),
     Reaction(
         "observation-ends-inside-the-grace",
-        lambda s: Run(offend(s).quiet(after=GRACE / 5)),
+        silent_then(lambda t: t.quiet(after=GRACE / 5)),
         False,
         False,
         NOT_ASSESSABLE,
     ),
-    Reaction("capture-ends", lambda s: Run(captured_until(offend(s), 0.1)), False, False, NOT_ASSESSABLE),
-    Reaction("client-closes-first", lambda s: Run(offend(s).closed(C, after=0.1)), False, False, NOT_ASSESSABLE),
+    Reaction("capture-ends", silent_then(lambda t: captured_until(t, 0.1)), False, False, NOT_ASSESSABLE),
+    Reaction("client-closes-first", silent_then(lambda t: t.closed(C, after=0.1)), False, False, NOT_ASSESSABLE),
     Reaction("delivers-it-back", delivered, True, False, FAIL, lambda s: s.message is not None),
 ]
 
