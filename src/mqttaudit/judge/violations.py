@@ -160,15 +160,7 @@ class Offences:
         if offence is None or bad is None or seen.packet is None or seen.event in self._acted:
             return
         packet = seen.packet
-        if (
-            isinstance(packet, Publish)
-            and isinstance(bad, Publish)
-            and (bad.topic, bad.payload)
-            == (
-                packet.topic,
-                packet.payload,
-            )
-        ):
+        if isinstance(packet, Publish) and isinstance(bad, Publish) and _same_message(packet, bad):
             self._act(offence, seen, f"{seen.describe()} delivers the message of {offence.what}")
         elif _acknowledges(packet, bad):
             self._act(offence, seen, f"{seen.describe()} answers the offending packet: {offence.what}")
@@ -187,6 +179,10 @@ class Offences:
 def _refuses(seen: Seen) -> bool:
     """A CONNACK with a non-zero return code: it refuses the CONNECT, so it accepts nothing."""
     return isinstance(seen.packet, Connack) and seen.packet.return_code != 0
+
+
+def _same_message(delivered: Publish, offending: Publish) -> bool:
+    return (delivered.topic, delivered.payload) == (offending.topic, offending.payload)
 
 
 def _acknowledges(answer: Packet, request: Packet) -> bool:
