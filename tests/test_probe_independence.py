@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from mqttaudit.codec import Connack, Pingreq, Pingresp, Publish
 from mqttaudit.probe.brokers import BrokerUnavailable, start_broker
 from mqttaudit.probe.case import Case, CaseContext, Target, all_cases
 from mqttaudit.probe.cases.malformed import STIMULI
@@ -49,6 +50,8 @@ FOREIGN_TOPICS = {
     "malformed/unsubscribe-no-payload": "no Topic Filter is the defect",
 }
 CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE = 1, 3, 8, 10
+#: The library's run, a second run of some cases, and what the first left behind (retained topics, sessions).
+Runs = tuple[ProbeRun, ProbeRun, tuple[list[str], list[str]]]
 
 
 def connect_client_id(frame: bytes) -> bytes | None:
@@ -94,22 +97,60 @@ def probe(cases: list[Case], url: str) -> ProbeRun:
     return asyncio.run(run_probe(Target.parse(url), cases))
 
 
+async def left_behind(url: str, run_id: str, client_ids: list[str]) -> tuple[list[str], list[str]]:
+    """What a run left on the broker for a later case to see: retained messages under its topics, and the
+    identifiers that still have a session (Session Present 1 to a CleanSession 0 CONNECT; each is then
+    discarded again by a CleanSession 1 one)."""
+    looker = Case("test/left-behind", (), "what the run left", script=lambda _context: asyncio.sleep(0))
+    context = CaseContext(looker, Target.parse(url), timeout=2.0, run_id=run_id)
+    try:
+        watcher = await context.connect("watcher")
+        await context.subscribe(watcher, (f"mqttaudit/{run_id}/#", 0), (f"$mqttaudit/{run_id}/#", 0))
+        await watcher.send(Pingreq())  # mosquitto sends the retained messages before it answers this
+        await watcher.wait_type(Pingresp)
+        retained = [p.topic for p in watcher.received if isinstance(p, Publish)]
+        sessions = []
+        for client_id in client_ids:
+            resumed = await context.connect(client_id=client_id, clean_session=False)
+            ack = resumed.received[0]
+            if isinstance(ack, Connack) and ack.session_present:
+                sessions.append(client_id)
+            await context.leave(await context.connect(client_id=client_id, clean_session=True))
+        return retained, sessions
+    finally:
+        for connection in context.connections:
+            await connection.finish()
+
+
 @pytest.fixture(scope="module")
-def runs() -> Iterator[tuple[ProbeRun, ProbeRun]]:
-    """The whole library once, then again every case that opens a connection with a CONNECT of its own bytes
-    or resumes a session: the second run must not reuse an identifier of the first."""
+def runs() -> Iterator[Runs]:
+    """The whole library once and what it left behind, then again every case that opens a connection with a
+    CONNECT of its own bytes or resumes a session: the second run must not reuse an identifier of the first."""
     try:
         broker = start_broker("mosquitto")
     except BrokerUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
     with broker:
         first = probe(all_cases(), broker.url)
+        plain = sorted(i.decode() for ids in identifiers(first).values() for i in ids if PLAIN.fullmatch(i))
+        run_id = plain[0][3:11]
+        left = asyncio.run(left_behind(broker.url, run_id, plain))
         again = [c for c in all_cases() if c.id.startswith(("malformed/connect-", "connect/", "session/"))]
-        yield first, probe(again, broker.url)
+        yield first, probe(again, broker.url), left
 
 
-def test_no_client_identifier_is_used_by_two_cases(runs: tuple[ProbeRun, ProbeRun]) -> None:
-    first, _ = runs
+def test_the_library_leaves_no_retained_message_and_no_session(
+    runs: Runs,
+) -> None:
+    _, _, (retained, sessions) = runs
+    assert retained == []
+    assert sessions == []
+
+
+def test_no_client_identifier_is_used_by_two_cases(
+    runs: Runs,
+) -> None:
+    first, _, _ = runs
     owner: dict[bytes, str] = {}
     for case_id, ids in identifiers(first).items():
         for client_id in ids:
@@ -119,16 +160,18 @@ def test_no_client_identifier_is_used_by_two_cases(runs: tuple[ProbeRun, ProbeRu
     assert without == WITHOUT_IDENTIFIER
 
 
-def test_a_second_run_uses_new_identifiers(runs: tuple[ProbeRun, ProbeRun]) -> None:
-    first, second = runs
+def test_a_second_run_uses_new_identifiers(runs: Runs) -> None:
+    first, second, _ = runs
     before = identifiers(first)
     for case_id, ids in identifiers(second).items():
         assert bool(ids) is (case_id not in WITHOUT_IDENTIFIER), case_id
         assert not set(ids) & set(before[case_id]), case_id
 
 
-def test_identifiers_are_plain_and_shared_only_where_a_session_is(runs: tuple[ProbeRun, ProbeRun]) -> None:
-    first, _ = runs
+def test_identifiers_are_plain_and_shared_only_where_a_session_is(
+    runs: Runs,
+) -> None:
+    first, _, _ = runs
     for case_id, ids in identifiers(first).items():
         for client_id, connections in ids.items():
             assert case_id in NOT_PLAIN or PLAIN.fullmatch(client_id), (case_id, client_id)
@@ -137,10 +180,10 @@ def test_identifiers_are_plain_and_shared_only_where_a_session_is(runs: tuple[Pr
         assert any(len(connections) > 1 for connections in identifiers(first)[case_id].values()), case_id
 
 
-def test_every_topic_a_case_sends_is_its_own(runs: tuple[ProbeRun, ProbeRun]) -> None:
+def test_every_topic_a_case_sends_is_its_own(runs: Runs) -> None:
     """A PUBLISH, SUBSCRIBE or UNSUBSCRIBE names ``<run>/<case>``: a broker that routes it, even a malformed
     one, reaches no other case and no other run."""
-    first, _ = runs
+    first, _, _ = runs
     run_ids: set[bytes] = set()
     exempt_seen: set[str] = set()
     for case_id, _connection, frame in client_frames(first):
