@@ -108,8 +108,8 @@ def _publish(first_byte: int, level: bytes, after_topic: bytes = b"") -> Shape:
 
 
 def _filters(first_byte: int, packet_id: int, *levels: bytes, options: bytes | None = None) -> Shape:
-    """A SUBSCRIBE (``options``: the requested QoS byte after each filter) or an UNSUBSCRIBE (None) with fixed
-    header byte ``first_byte``, one Topic Filter ``<prefix>/`` then each of ``levels`` (raw bytes)."""
+    """A SUBSCRIBE (``options``: the byte after each filter) or an UNSUBSCRIBE (None) with fixed header byte
+    ``first_byte`` and a Topic Filter ``<prefix>/<level>`` for each of ``levels`` (raw bytes)."""
 
     def shape(_client_id: str, prefix: str) -> bytes:
         filters = b"".join(_string(prefix.encode() + b"/" + level) + (options or b"") for level in levels)
