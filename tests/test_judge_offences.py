@@ -406,3 +406,28 @@ def test_connack_0_where_a_refusal_is_owed_fails_whoever_closes_after(
     """The CONNECTs the server must refuse with a return code and then close on: accepting one is the finding."""
     judgement = judge(Talk().client(connect).server(CONNACK_OK).closed(closer).events)
     assert findings_of(judgement) == {(rule, "server", 1)}, explain(judgement)
+
+
+@pytest.mark.parametrize("stimulus", [s for s in STIMULI if _answers(s)], ids=lambda s: s.name)
+@pytest.mark.parametrize("closer", [S, C], ids=["server-closes", "client-closes"])
+def test_the_probe_case_of_an_answered_offence_fails_whoever_closes_after(
+    stimulus: Stimulus, closer: codec.Direction
+) -> None:
+    """A probe case targets what the judge finds against a broker that accepts the stimulus and stays open; an answer
+    that acts on it, then a close by either side, makes that case fail, never pass."""
+    from mqttaudit.probe.case import Case
+    from mqttaudit.probe.runner import FAIL as CASE_FAIL
+    from mqttaudit.probe.runner import decide
+
+    accepted = judge(offend(stimulus).quiet(after=3600).events)
+    targeted = tuple(dict.fromkeys(f.rule for f in accepted.findings if f.side is S))
+    assert set(stimulus.rules) <= set(targeted), explain(accepted)
+
+    async def script(_: object) -> None:  # never run: the verdict is decided from the judgement
+        return None
+
+    case = Case(f"malformed/{stimulus.name}", targeted, stimulus.name, script)
+    run = answered(stimulus)
+    result = decide(case, judge(run.talk.closed(closer).events))
+    assert result.verdict == CASE_FAIL, result.reason
+    assert all(verdict == CASE_FAIL for verdict in result.statements.values()), result.statements
