@@ -521,3 +521,16 @@ def test_a_qos0_message_the_server_never_acknowledged_at_the_tcp_level_is_not_su
         judge.feed(replace(event, acked=acked) if isinstance(event, Sent) and event.frame.packet == LIVE else event)
     [published] = judge.transcript.published
     assert published.certain is (acked is not False)
+
+
+def test_delivering_the_offending_publish_to_another_subscriber_acts_on_it() -> None:
+    # A PUBLISH QoS 1 with Packet Identifier 0 breaks MQTT-2.3.1-1: the server must close without acting on it. It
+    # closes the publisher at once, but delivers the message to another connection's subscriber: acting on it.
+    bad = codec.Publish(topic="t/a", payload=b"bad", qos=1, packet_id=0)
+    sub = subscriber(("t/#", 1))
+    got(sub, bad, at=1.2)
+    pub = connected("pub", at=1.0).client(codec.encode(bad, validate=False), at=1.1).closed(S, at=1.15)
+    found = findings({"sub": watch(sub), "pub": pub})
+    assert ("sub", "MQTT-4.8.0-1", "server") in found, found  # acting on it, on the subscriber's connection
+    # Closed without delivering it, the same publisher is no finding.
+    assert findings({"sub": watch(subscriber(("t/#", 1))), "pub": pub}) == []

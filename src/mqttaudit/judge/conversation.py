@@ -149,6 +149,7 @@ class ConversationJudge:
         transcript.end, transcript.end_event, transcript.closed = time, index, self._closed
         offence = self._offences.by(CLIENT)
         transcript.client_offence = None if offence is None else offence.seen.event
+        transcript.client_offence_rule = "" if offence is None else offence.act_rule
         self._connection.on_end(time, self._closed)
 
 

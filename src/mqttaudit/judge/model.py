@@ -508,8 +508,9 @@ def _subscriptions(session: Session) -> Iterable[Subscription]:
 def _messages(
     transcripts: Mapping[str, Transcript], links: list[Link], config: JudgeConfig
 ) -> tuple[list[Message], list[tuple[Message, str]]]:
-    """The messages the server took, and those it must not have: sent on a refused connection [MQTT-3.1.4-5],
-    or a Will discarded by DISCONNECT [MQTT-3.14.4-3]."""
+    """The messages the server took, and those it must not have: sent on a refused connection [MQTT-3.1.4-5], in
+    or after a client's protocol violation (its delivery acts on the violation), or a Will discarded by DISCONNECT
+    [MQTT-3.14.4-3]."""
     by_name = {link.name: link for link in links}
     routed: list[Message] = []
     unowned: list[tuple[Message, str]] = []
@@ -524,6 +525,8 @@ def _messages(
                 routed.append(message)
             elif refused:
                 unowned.append((message, rules.NOTHING_PROCESSED_AFTER_REFUSAL))
+            elif transcript.client_offence is not None and transcript.client_offence_rule:
+                unowned.append((message, transcript.client_offence_rule))
         will = None if transcript.connect is None else transcript.connect.will
         if link is None or will is None:
             continue

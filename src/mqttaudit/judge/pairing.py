@@ -238,7 +238,11 @@ class Pairing:
     def _note_publication(self, seen: Seen, packet: Publish) -> Published | None:
         """A client PUBLISH the server may route; QoS 0 is surely taken unless it breaks a rule, comes after a
         violation or DISCONNECT, or the server's TCP never acknowledged it (a refusal is the model's to weigh)."""
-        if seen.sender is not CLIENT or seen.offends:
+        if seen.sender is not CLIENT:
+            return None
+        if seen.offends:
+            # Not to be routed: recorded so that the model forbids its delivery (acting on the violation).
+            self._ctx.transcript.published.append(Published(seen.event, packet, seen.time))
             return None
         surely = packet.qos == 0 and self._owes_answer(seen) and seen.received
         publication = Published(seen.event, packet, seen.time, certain=surely)

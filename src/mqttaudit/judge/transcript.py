@@ -82,6 +82,8 @@ class Transcript:
     disconnected: bool = False
     #: First event of a client protocol violation, if any (the server must close; nothing after it counts).
     client_offence: int | None = None
+    #: The statement a server breaks by acting on that violation or on what followed it (delivering its message).
+    client_offence_rule: str = ""
     #: Time and event of the last observation, and the close if one was seen.
     end: float = 0.0
     end_event: int = -1
