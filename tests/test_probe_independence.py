@@ -37,7 +37,8 @@ SHARED_WITHIN_CASE = {
     "session/queued-while-offline",
     "session/clean-session-discards",
 }
-#: Cases with a PUBLISH, SUBSCRIBE or UNSUBSCRIBE that names no topic of the case, and why.
+#: Cases with a PUBLISH, SUBSCRIBE or UNSUBSCRIBE that names no topic of the case, and why. The two '#' subscribers
+#: see other cases' messages by design; what they judge ('$' topics never matched) does not depend on them.
 FOREIGN_TOPICS = {
     "routing/dollar-hash": "'#' alone: the statement is about '#' itself",
     "topics/dollar-not-matched-by-wildcards": "'#' and '+/<run>/#': the statement is about leading wildcards",
