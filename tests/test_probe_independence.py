@@ -15,7 +15,8 @@ import pytest
 
 from mqttaudit.codec import Connack, Pingreq, Pingresp, Publish
 from mqttaudit.probe.brokers import BrokerUnavailable, start_broker
-from mqttaudit.probe.case import Case, CaseContext, Target, all_cases
+from mqttaudit.probe.case import CASES, Case, CaseContext, Target, all_cases
+from mqttaudit.probe.cases import ALONE
 from mqttaudit.probe.cases.malformed import STIMULI
 from mqttaudit.probe.runner import ProbeRun, run_probe
 
@@ -229,3 +230,29 @@ def test_client_ids_differ_by_run_case_and_call() -> None:
     made = asyncio.run(ids())
     assert len(set(made)) == len(made) == 8
     assert all(PLAIN.fullmatch(client_id.encode()) and len(client_id) == 23 for client_id in made)
+
+
+def sends_retained(frame: bytes) -> bool:
+    """A client PUBLISH with RETAIN 1, or a CONNECT whose Will is retained (Will Flag and Will Retain set)."""
+    kind, flags = frame[0] >> 4, frame[0] & 0x0F
+    if kind == PUBLISH:
+        return bool(flags & 0x01)
+    if kind != 1:  # CONNECT
+        return False
+    pos = 1
+    while pos < len(frame) and frame[pos] & 0x80:
+        pos += 1
+    pos += 1
+    if pos + 2 > len(frame):
+        return False
+    pos += 2 + int.from_bytes(frame[pos : pos + 2], "big") + 1  # Protocol Name, Level
+    return pos < len(frame) and frame[pos] & 0x24 == 0x24
+
+
+def test_every_case_that_leaves_a_retained_message_runs_alone(runs: Runs) -> None:
+    """A broker that sends every retained message to every client (amqtt 0.12.1) would show one case's retained
+    messages to the cases beside it: such a case runs alone, and the library's list says which they are."""
+    first, _, _ = runs
+    retaining = {case_id for case_id, _connection, frame in client_frames(first) if sends_retained(frame)}
+    assert retaining == set(ALONE)
+    assert all(CASES[case_id].runs_alone for case_id in retaining)

@@ -59,6 +59,14 @@ class Case:
     #: The verdict hangs on a deadline or a broker-side timer (Keep Alive, a Will after a drop): a failure is
     #: confirmed by running the case again, alone, before it is reported.
     timing: bool = False
+    #: The case leaves state other clients can see while it runs (a retained message): some brokers send every
+    #: retained message to every client (amqtt 0.12.1), so it runs with no other case beside it.
+    alone: bool = False
+
+    @property
+    def runs_alone(self) -> bool:
+        """Run after the concurrent cases, one at a time (see :attr:`timing` and :attr:`alone`)."""
+        return self.timing or self.alone
 
 
 @dataclass(frozen=True)
@@ -297,6 +305,11 @@ class CaseRegistry(Mapping[str, Case]):
         """Flags the cases whose verdict hangs on a deadline (see :attr:`Case.timing`)."""
         for case_id in case_ids:
             self._cases[case_id] = replace(self._cases[case_id], timing=True)
+
+    def mark_alone(self, case_ids: Iterable[str]) -> None:
+        """Flags the cases that leave state other clients see (see :attr:`Case.alone`)."""
+        for case_id in case_ids:
+            self._cases[case_id] = replace(self._cases[case_id], alone=True)
 
     def _all(self) -> dict[str, Case]:
         if not self._loaded:

@@ -108,9 +108,11 @@ async def run_probe(
 ) -> ProbeRun:
     """Runs ``cases`` against ``target``, at most ``concurrency`` at a time; results keep the order of ``cases``.
 
-    Cases flagged ``timing`` run after the others, one at a time, with nothing beside them: a broker-side timer
-    may fire only when other traffic wakes the broker (mosquitto 2.0.11 checks Keep Alive so), so beside other
-    cases such a case could pass where alone it fails, and its verdict would depend on the concurrency."""
+    Cases that run alone (``Case.runs_alone``) run after the others, one at a time, with nothing beside them: a
+    broker-side timer may fire only when other traffic wakes the broker (mosquitto 2.0.11 checks Keep Alive so),
+    and a retained message may reach clients that never subscribed (amqtt 0.12.1 sends every retained message to
+    every client), so beside other cases such a case, or its neighbours, could get a verdict it would not get
+    alone."""
     run_id = secrets.token_hex(4)  # topics of concurrent runs against one broker never meet
     started = datetime.now(UTC).isoformat(timespec="seconds")
     clock0 = time.monotonic()
@@ -124,10 +126,10 @@ async def run_probe(
             progress(result)
         return result
 
-    shared = [case for case in cases if not case.timing]
+    shared = [case for case in cases if not case.runs_alone]
     done = dict(zip((id(case) for case in shared), await asyncio.gather(*(one(case) for case in shared)), strict=True))
     for case in cases:
-        if case.timing:
+        if case.runs_alone:
             done[id(case)] = await one(case)
     results = [done[id(case)] for case in cases]
     return ProbeRun(target, started, results, time.monotonic() - clock0, health.down)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..case import CASES
 from . import delivery, malformed, routing, session
 
-__all__ = ["TIMING", "delivery", "malformed", "routing", "session"]
+__all__ = ["ALONE", "TIMING", "delivery", "malformed", "routing", "session"]
 
 #: Cases whose verdict hangs on a broker-side timer or on what the broker does after a connection drops: a failure
 #: of one of them is run again, alone, before it is reported.
@@ -19,4 +19,19 @@ TIMING = (
     "session/queued-while-offline",  # the session outlives the drop of its connection
 )
 
+#: Cases that publish retained messages (or a retained Will): a broker that sends every retained message to every
+#: client would show them to the cases beside them, so they run alone (a test checks the list against what each
+#: case of the library sends).
+ALONE = (
+    "subscribe/delivery-matches-filter",
+    "retain/delivered-on-subscribe",
+    "retain/qos0-replaces",
+    "retain/zero-byte-clears",
+    "retain/non-retained-leaves-retained",
+    "retain/survives-session-end",
+    "routing/retained-to-wildcard-subscribers",
+    "will/retained",
+)
+
 CASES.mark_timing(TIMING)
+CASES.mark_alone(ALONE)
