@@ -151,39 +151,6 @@ def test_failures_carry_the_broken_statement_and_the_bytes(probed: dict[str, Any
         assert hexes, result["case"]
 
 
-#: Cases whose verdict depends on nothing but the broker's answers (no timing window is near its limit).
-STEADY = [
-    "connect/accepted",
-    "ping/pingresp",
-    "publish/qos1-puback",
-    "publish/qos2-flow",
-    "subscribe/suback",
-    "subscribe/multiple-filters",
-    "unsubscribe/unsuback",
-    "malformed/subscribe-empty-filter",
-    "malformed/pingreq-reserved-flags",
-    "malformed/publish-topic-hash",
-    "malformed/remaining-length-fifth-byte",
-    "malformed/connect-reserved-flag",
-    "retain/delivered-on-subscribe",
-    "subscribe/delivery-matches-filter",
-]
-
-
-def test_concurrency_does_not_change_verdicts() -> None:
-    cases = [CASES[c] for c in STEADY]
-
-    async def both(target: Target) -> tuple[list[str], list[str]]:
-        serial = await run_probe(target, cases, timeout=1.0, concurrency=1)
-        parallel = await run_probe(target, cases, timeout=1.0, concurrency=8)
-        return [r.verdict for r in serial.results], [r.verdict for r in parallel.results]
-
-    with start_or_fail("mosquitto") as broker:
-        serial, parallel = asyncio.run(both(Target.parse(broker.url)))
-    assert serial == parallel
-    assert "pass" in serial and "fail" in serial
-
-
 def test_a_passing_selection_exits_0_and_writes_the_three_reports(tmp_path: Path) -> None:
     with start_or_fail("mosquitto") as broker:
         status = main(["probe", broker.url, "--cases", "ping/*", "--out", str(tmp_path)])
