@@ -461,3 +461,17 @@ def test_bytes_no_packet_was_framed_from_reach_the_judge_where_they_arrived() ->
         judgement.not_assessable["MQTT-3.2.0-1"]
         == "bytes not decoded: 5 bytes the server sent (event 3) could not be framed"
     )
+
+
+def test_bytes_not_framed_in_many_segments_in_a_row_reach_the_judge_as_one_lost_run() -> None:
+    # Seen from its middle, a server that trickles 400 unframeable bytes one per segment costs one Lost event, not
+    # one per segment; a client packet in between splits the run where it arrived.
+    session = writer.TcpSession()
+    packets = [session.send(0, PINGREQ * 3)]
+    packets += [session.send(1, b"\x00") for _ in range(200)]
+    packets += [session.send(0, PINGREQ)]
+    packets += [session.send(1, b"\x00") for _ in range(200)]
+    audit = only(flow_events(timed(packets)))
+    lost = [(event.sender, event.length) for event in audit.events if isinstance(event, Lost)]
+    assert lost == [(SERVER, 200), (SERVER, 200)]
+    assert_accounted(audit)

@@ -229,7 +229,13 @@ class _Stream:
                 hunt = self._hunt = BoundaryHunt(self._direction(), offset, self._options.resync)
                 self._hunt_reason = AFTER_GAP if self._after_gap else MID_STREAM
         if hunt is not None:
-            self._hunted.append((offset, len(data), time, order))
+            hunted = self._hunted
+            last = hunted[-1] if hunted else None
+            if last is not None and last[3] == order - 1 and last[0] + last[1] == offset:
+                # Nothing of the connection came in between: one piece, so a peer's tiny segments cost one record.
+                hunted[-1] = (last[0], last[1] + len(data), last[2], order)
+            else:
+                hunted.append((offset, len(data), time, order))
             boundary = hunt.feed(offset, data, time, order)
             if boundary is not None:
                 self._sync(hunt, boundary)
