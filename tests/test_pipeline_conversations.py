@@ -131,3 +131,17 @@ def test_a_task_without_rows_writes_no_file(tmp_path: Path) -> None:
     writer.add(Columns(PACKET_COLUMNS))
     writer.close()
     assert list((tmp_path / "packets").iterdir()) == []
+
+
+def test_the_connack_code_of_a_connection_framed_only_is_read_after_its_remaining_length() -> None:
+    # An MQTT 5.0 CONNACK with properties of 129 bytes: its Remaining Length takes two bytes (83 01), so the Reason
+    # Code 0x87 (not authorised) is the fifth byte, not the fourth.
+    from mqttaudit.judge import Sent
+    from mqttaudit.pipeline.conversations import framed_connack_code
+
+    def flow_of(raw: bytes) -> Flow:
+        frame = codec.Frame(0, len(raw), raw, None)
+        return Flow("c", "f", "a", "b", [Sent(0.0, codec.Direction.FROM_SERVER, frame)], [None])
+
+    assert framed_connack_code(flow_of(bytes.fromhex("20 02 00 05"))) == 5
+    assert framed_connack_code(flow_of(bytes.fromhex("20 83 01 00 87") + bytes(129))) == 0x87

@@ -19,6 +19,7 @@ from mqttaudit.capture.conversation import FRAMED_ONLY, handling
 from mqttaudit.codec import Connect, Direction, PacketType, Publish
 from mqttaudit.codec.describe import wire_text
 from mqttaudit.codec.packets import Value
+from mqttaudit.codec.remaining_length import read_remaining_length
 from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig
 from mqttaudit.judge.events import Closed, Event, Quiet, Sent
 from mqttaudit.judge.reasons import tag_of
@@ -263,13 +264,15 @@ def packet_type_name(event: Sent) -> str | None:
 
 
 def framed_connack_code(flow: Flow) -> int | None:
-    """The return (or reason) code of the first CONNACK the server sent, read from its bytes: the fourth byte in
-    every version (a connection not judged has no decoded CONNACK)."""
+    """The return (or reason) code of the first CONNACK the server sent, read from its bytes: the second byte of
+    its variable header in every version (a connection not judged has no decoded CONNACK)."""
     for event in flow.events:
         if isinstance(event, Sent) and event.sender is Direction.FROM_SERVER:
             raw = event.frame.raw
-            if len(raw) >= 4 and raw[0] == 0x20 and len(raw) == event.frame.length:
-                return raw[3]
+            if raw[:1] != b"\x20" or len(raw) != event.frame.length:
+                continue
+            _remaining, body = read_remaining_length(raw, 1, len(raw))
+            return raw[body + 1] if body >= 0 and body + 1 < len(raw) else None
     return None
 
 
