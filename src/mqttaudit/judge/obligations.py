@@ -209,8 +209,8 @@ class Obligations:
                     f"the {side} closed the connection instead, which it may do (event {obligation.event})",
                 ),
             )
-        elif self._excuse(obligation) is not None:
-            self._undecided(obligation, self._excuse(obligation) or "")
+        elif (excuse := self._excuse(obligation)) is not None:
+            self._undecided(obligation, excuse)
         else:
             self._fail(
                 obligation,
