@@ -470,7 +470,11 @@ def test_the_v5_property_length_suricata_calls_malformed_reads_as_in_the_intact_
     assert [(i, a, b) for i, (a, b) in enumerate(zip(edited_raw, intact_raw, strict=True)) if a != b] == [
         (12, 0xFF, 0x03)
     ]
-    assert edited.reported == intact.reported
+    # MQTT 5.0 is framed only: the edited byte is in a property length no 3.1.1 rule reads, so both connections
+    # frame the same packets and report nothing; the defect waits for the 5.0 codec.
+    assert edited.row["version"] == intact.row["version"] == "5.0"
+    assert edited.types() == intact.types() == ["CONNECT", "CONNACK", "PUBLISH", "DISCONNECT"]
+    assert edited.reported == intact.reported == set()
 
 
 def test_the_frame_alerts_of_mqtt_frames_truncated_cannot_come_from_its_bytes() -> None:
