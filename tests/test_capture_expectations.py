@@ -824,8 +824,12 @@ def test_the_audit_of_the_shared_captures_reports_exactly_the_table(spark: objec
     assert all((row["client"], row["server"]) == ends[row["flow"]] for row in rows)
     assert routing == {row for row in ROUTING_UNDECIDED if row[0] in members}
     assert pq.read_table(out / "routing_findings").num_rows == 0
+    packets = Counter[str]()
+    for row in connections:
+        packets[row["version"]] += row["packets"]
     assert result.summary["versions"] == {
-        version: {"connections": count, "handling": handling(version)}
+        version: {"connections": count, "handling": handling(version), "packets": packets[version]}
         for version, count in Counter(w.version for w in table.values()).items()
     }
+    assert sum(packets.values()) == result.summary["counts"]["packets"]
     assert result.summary["not_assessable"]["rows"] == len(rows)

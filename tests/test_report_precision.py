@@ -482,7 +482,16 @@ def test_a_client_id_seen_on_several_connections_is_one_client_and_one_without_a
             "packets": [],
         },
     )
-    summary = {"counts": {"flows": 3, "connections": 3, "packets": 8}, "bytes": {}, "time_span": [None, None]}
+    summary = {
+        "counts": {"flows": 3, "connections": 3, "packets": 8},
+        "bytes": {},
+        "time_span": [None, None],
+        "versions": {
+            "3.1.1": {"connections": 2, "handling": "", "packets": 6},
+            "unknown": {"connections": 1, "handling": "", "packets": 2},
+        },
+        "not_assessable": {"rows": 0, "by_tag": {}},
+    }
     data = report_data(spark, out, summary, samples=5, rows=200)
     assert data.top_clients == [
         {"client": "10.0.0.3:2001", "client_id": "dev-1", "violations": 2, "connections": 2},

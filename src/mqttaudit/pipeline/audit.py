@@ -375,9 +375,18 @@ def _summary(
     by_level = {row["level"]: row["count"] for row in violations.groupBy("level").count().collect()}
     by_actor = {row["actor"]: row["count"] for row in violations.groupBy("actor").count().collect()}
     by_kind = {row["kind"]: row["count"] for row in routing.groupBy("kind").count().collect()}
+    per_version = (
+        session.read.parquet(str(out_dir / "connections"))
+        .groupBy("version", "handling")
+        .agg(F.count("*").alias("connections"), F.sum("packets").alias("packets"))
+    )
     versions = {
-        row["version"]: {"connections": row["count"], "handling": row["handling"]}
-        for row in session.read.parquet(str(out_dir / "connections")).groupBy("version", "handling").count().collect()
+        row["version"]: {
+            "connections": row["connections"],
+            "handling": row["handling"],
+            "packets": int(row["packets"] or 0),
+        }
+        for row in per_version.collect()
     }
     undecided = session.read.parquet(str(out_dir / "not_assessable"))
     by_tag = {row["tag"]: row["count"] for row in undecided.groupBy("tag").count().collect()}

@@ -97,29 +97,14 @@ def report_data(
         .orderBy(F.desc("count"), "tag", "rule", "actor")
         .limit(rows)
     )
-    by_tag = {
-        row["tag"] or "": row["count"]
-        for row in _rows(undecided.groupBy("tag").count().orderBy(F.desc("count"), "tag"))
-    }
+    # The summary counted them by tag; the report shows the largest first.
+    by_tag = dict(sorted(summary["not_assessable"]["by_tag"].items(), key=lambda item: (-item[1], item[0])))
     undecided_ranked = undecided.withColumn(
         "n", F.row_number().over(Window.partitionBy("tag", "rule", "actor").orderBy("time", "flow", "event"))
     )
     undecided_rows = _rows(
         undecided_ranked.where(F.col("n") <= samples).drop("n").orderBy("tag", "rule", "actor", "time").limit(rows)
     )
-    versions: dict[str, dict[str, Any]] = {}
-    for row in _rows(
-        connections.groupBy("version", "handling")
-        .agg(F.count("*").alias("connections"), F.sum("packets").alias("packets"))
-        .orderBy("version", "handling")
-    ):
-        known = versions.setdefault(
-            row["version"] or "unknown", {"connections": 0, "handling": row["handling"] or "", "packets": 0}
-        )
-        if known["connections"] and row["handling"] and row["handling"] not in known["handling"]:
-            known["handling"] += f"; {row['handling']}"
-        known["connections"] += row["connections"]
-        known["packets"] += int(row["packets"] or 0)
     routing = table("routing_findings")
     routing_findings = _rows(routing.orderBy("time").limit(rows))
     routing_counts = {r["kind"]: r["count"] for r in _rows(routing.groupBy("kind").count())}
@@ -153,8 +138,8 @@ def report_data(
         "packets": counts["packets"],
         "bytes": {k: v for k, v in summary["bytes"].items() if k != "reconciles"},
         "time_span": {"start": start, "end": end},
-        "versions": versions,
-        "not_assessable": sum(by_tag.values()),
+        "versions": summary["versions"],
+        "not_assessable": summary["not_assessable"]["rows"],
         "not_assessable_by_tag": by_tag,
         "spark_master": summary.get("spark_master", ""),
         "skipped": summary.get("skipped", {}),
