@@ -26,11 +26,11 @@ from pathlib import Path
 from mqttaudit import codec
 from mqttaudit.capture import FlowAudit, FlowOptions, Record, Segment, audit_records, read_records, segments
 from mqttaudit.capture.conversation import FRAMED_ONLY
-from mqttaudit.capture.segments import ACK, FIN, RST, SYN, format_endpoint
+from mqttaudit.capture.segments import ACK, FIN, RST, SYN
 from mqttaudit.capture.writer import PcapWriter, ethernet, ip_tcp
 from mqttaudit.judge import JudgeConfig, Judgement
 from mqttaudit.judge.conversation import ConversationJudge
-from mqttaudit.pipeline.conversations import Flow, FlowResult, judge_flow
+from mqttaudit.pipeline.conversations import Flow, FlowResult, connection_flow, judge_flow
 from mqttaudit.probe.brokers import free_port
 
 HOST = "127.0.0.1"
@@ -363,22 +363,8 @@ class Observed:
 
 
 def as_flow(name: str, audit: FlowAudit) -> Flow:
-    """The Flow the pipeline builds from a FlowAudit (``stages._connection``), without frame numbers."""
-    endpoints = [format_endpoint(*endpoint) for endpoint in audit.endpoints]
-    client = endpoints[0] if audit.client is None else endpoints[audit.client]
-    server = endpoints[1] if audit.client is None else endpoints[1 - audit.client]
-    flow = "|".join(format_endpoint(*endpoint) for endpoint in sorted(audit.endpoints))
-    return Flow(
-        name,
-        f"{flow}@{audit.first_time}",
-        client,
-        server,
-        audit.events,
-        [None] * len(audit.events),
-        mid_stream=audit.mid_stream,
-        roles=audit.direction_reason,
-        version=audit.version,
-    )
+    """The Flow the pipeline builds from a FlowAudit, without frame numbers."""
+    return connection_flow(name, audit)
 
 
 def observe(path: Path, broker_port: int, config: JudgeConfig = CONFIG) -> dict[int, Observed]:

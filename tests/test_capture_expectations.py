@@ -27,10 +27,9 @@ import pytest
 
 from mqttaudit.capture import FlowAudit, FlowOptions, audit_records, flow_key, read_records, segments
 from mqttaudit.capture.conversation import MID_STREAM, handling
-from mqttaudit.capture.segments import format_endpoint
 from mqttaudit.capture.writer import pcap_bytes
 from mqttaudit.codec import Connack, Connect, Frame, Publish, Suback, Subscribe, Unsubscribe
-from mqttaudit.judge import JudgeConfig, Sent
+from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge.reasons import (
     CAPTURE_ENDS,
     NO_ACTIVITY,
@@ -39,7 +38,7 @@ from mqttaudit.judge.reasons import (
     PEER_CLOSED,
 )
 from mqttaudit.judge.reasons import MID_STREAM as MID_STREAM_TAG
-from mqttaudit.pipeline.conversations import Flow, FlowResult, judge_flow
+from mqttaudit.pipeline.conversations import Flow, FlowResult, connection_flow, judge_flow
 
 CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
 MISSING = "<shared captures missing>"
@@ -161,24 +160,8 @@ class Judged:
 
 
 def as_flow(name: str, audit: FlowAudit, record_at: dict[int, int]) -> Flow:
-    """The Flow the pipeline builds from a FlowAudit (``stages._connection``), frame numbers included."""
-    endpoints = [format_endpoint(*endpoint) for endpoint in audit.endpoints]
-    client = None if audit.client is None else endpoints[audit.client]
-    server = None if audit.client is None else endpoints[1 - audit.client]
-    times = iter([side_frame.time for side_frame in audit.frames])
-    frames = [record_at.get(next(times, -1)) if isinstance(event, Sent) else None for event in audit.events]
-    flow = "|".join(format_endpoint(*endpoint) for endpoint in sorted(audit.endpoints))
-    return Flow(
-        name,
-        f"{flow}@{audit.first_time}",
-        client or endpoints[0],
-        server or endpoints[1],
-        audit.events,
-        frames,
-        mid_stream=audit.mid_stream,
-        roles=audit.direction_reason,
-        version=audit.version,
-    )
+    """The Flow the pipeline builds from a FlowAudit, frame numbers included."""
+    return connection_flow(name, audit, record_at.get)
 
 
 @cache

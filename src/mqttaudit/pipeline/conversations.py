@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from mqttaudit.capture.conversation import FRAMED_ONLY, handling
+from mqttaudit.capture.conversation import FRAMED_ONLY, FlowAudit, handling
+from mqttaudit.capture.flows import flow_name
+from mqttaudit.capture.segments import format_endpoint
 from mqttaudit.codec import Connect, Direction, PacketType, Publish
 from mqttaudit.codec.describe import wire_text
 from mqttaudit.codec.packets import Value
@@ -55,6 +57,34 @@ class Flow:
 
 #: The Protocol Level of each version, for a connection whose CONNECT was framed but not read.
 LEVELS = {"3.1": 3, "3.1.1": 4, "5.0": 5}
+
+
+def connection_flow(capture: str, audit: FlowAudit, record_of: Callable[[int], int | None] | None = None) -> Flow:
+    """The Flow of one reassembled connection: its id (endpoints, in order, and its first time), client and
+    server (in the order seen when the roles are unknown), and, through ``record_of`` (capture time in ns -> record
+    index), the capture record that completed each packet."""
+    endpoints = [format_endpoint(*endpoint) for endpoint in audit.endpoints]
+    client = endpoints[0] if audit.client is None else endpoints[audit.client]
+    server = endpoints[1] if audit.client is None else endpoints[1 - audit.client]
+    first, second = sorted(audit.endpoints)
+    # Each Sent event is the next decoded frame of the connection; the frame's time names its capture record.
+    frame_times = iter([side_frame.time for side_frame in audit.frames])
+    frames: list[int | None] = [
+        record_of(next(frame_times, -1)) if record_of is not None and isinstance(event, Sent) else None
+        for event in audit.events
+    ]
+    return Flow(
+        capture,
+        f"{flow_name((first, second))}@{audit.first_time}",
+        client,
+        server,
+        audit.events,
+        frames,
+        mid_stream=audit.mid_stream,
+        roles=audit.direction_reason,
+        version=audit.version,
+    )
+
 
 #: Packet type names by type number (Enum's ``name`` property costs a Python call per packet).
 TYPE_NAMES = [packet_type.name for packet_type in PacketType]

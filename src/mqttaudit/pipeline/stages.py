@@ -50,9 +50,7 @@ from mqttaudit.capture import (
 )
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
 from mqttaudit.capture.flows import OtherTcp, SegmentRow, broker_segments
-from mqttaudit.capture.segments import format_endpoint
 from mqttaudit.judge import JudgeConfig
-from mqttaudit.judge.events import Sent
 
 from . import sources
 from .conversations import (
@@ -61,7 +59,7 @@ from .conversations import (
     PACKET_COLUMNS,
     VIOLATION_COLUMNS,
     Columns,
-    Flow,
+    connection_flow,
     judge_flow,
 )
 from .replay import DELIVERY_COLUMNS, ROUTING_COLUMNS, replay_batches
@@ -641,7 +639,6 @@ def _flow_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str | None
 def judge_segments(table: pa.Table, options: AuditOptions) -> list[dict[str, Any]]:
     """All runs of segments of one flow (:data:`SEGMENT_SCHEMA` rows, any order) in; per connection, its table
     rows and its judged row."""
-    flow = table.column("flow")[0].as_py()
     runs = [
         decode_run(capture, blob.as_buffer())
         for capture, blob in zip(table.column("capture").to_pylist(), table.column("segments"), strict=True)
@@ -677,37 +674,19 @@ def judge_segments(table: pa.Table, options: AuditOptions) -> list[dict[str, Any
     audits = flow_events(flow_segments, options=options.flow_options, end_time_ns=end)
     # A connection that carried no payload byte (the last ACKs of one that ended before the capture began) is no
     # MQTT connection: nothing in it can be judged.
-    return [_connection(audit, flow, record_at, options) for audit in audits if audit.total.stream]
+    return [_connection(audit, record_at, options) for audit in audits if audit.total.stream]
 
 
-def _connection(
-    audit: FlowAudit, flow: str, record_at: dict[int, tuple[str, int]], options: AuditOptions
-) -> dict[str, Any]:
-    endpoints = [format_endpoint(*endpoint) for endpoint in audit.endpoints]
-    client = None if audit.client is None else endpoints[audit.client]
-    server = None if audit.client is None else endpoints[1 - audit.client]
+def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options: AuditOptions) -> dict[str, Any]:
     capture, _ = record_at.get(audit.first_time, ("", 0))
-    connection_id = f"{flow}@{audit.first_time}"
-    # Each Sent event is the next decoded frame of the connection; the frame's time names its capture record.
-    frame_times = iter([side_frame.time for side_frame in audit.frames])
-    frames: list[int | None] = [
-        record_at.get(next(frame_times, -1), (capture, None))[1] if isinstance(event, Sent) else None
-        for event in audit.events
-    ]
-    judged = judge_flow(
-        Flow(
-            capture,
-            connection_id,
-            client or endpoints[0],
-            server or endpoints[1],
-            audit.events,
-            frames,
-            mid_stream=audit.mid_stream,
-            roles=audit.direction_reason,
-            version=audit.version,
-        ),
-        options.judge_config,
-    )
+
+    def record_of(time: int) -> int | None:
+        return record_at.get(time, (capture, None))[1]
+
+    judged_flow = connection_flow(capture, audit, record_of)
+    connection_id = judged_flow.flow
+    server = None if audit.client is None else judged_flow.server
+    judged = judge_flow(judged_flow, options.judge_config)
     gaps = Columns(GAP_COLUMNS)
     for gap in audit.gaps:
         gaps.add(
