@@ -552,3 +552,11 @@ def test_a_not_assessable_row_of_the_routing_replay_names_no_client_it_does_not_
     assert cells[2] == "capture c.pcap flow sub@7 left by the routing replay"
     assert cells[5] == row["reason"]
     assert "| `sub@7`, left by the routing replay |" in audit_to_markdown(data)
+
+
+def test_every_reason_tag_has_a_meaning_for_the_reader() -> None:
+    from mqttaudit.judge import reasons
+    from mqttaudit.report.audit_findings import TAG_MEANINGS
+
+    assert set(TAG_MEANINGS) == set(reasons.TAGS)
+    assert all(reasons.tag_of(reasons.reason(tag, "details")) == tag for tag in reasons.TAGS)

@@ -34,6 +34,9 @@ UNDECODED: Final = "bytes not decoded"
 ANOTHER_SPECIFICATION: Final = "another specification"
 #: The session began on an earlier connection the capture does not hold (or did not tie to this one).
 EARLIER_SESSION: Final = "earlier session unknown"
+#: A delivery may stand for more than one message (the same topic and payload, live and retained): which one it is
+#: decides the rule, and the bytes cannot tell.
+AMBIGUOUS: Final = "which message is ambiguous"
 
 
 def reason(tag: str, details: str) -> str:
@@ -86,4 +89,5 @@ TAGS: Final = (
     UNDECODED,
     ANOTHER_SPECIFICATION,
     EARLIER_SESSION,
+    AMBIGUOUS,
 )

@@ -177,7 +177,9 @@ class Routing:
             first = not chosen.delivered
             chosen.delivered.append(publish)
             if len({e.retained for e in owed}) > 1:
-                reason = f"event {delivered.event} may be a live or a retained message"
+                reason = reasons.reason(
+                    reasons.AMBIGUOUS, f"event {delivered.event} may be a live or a retained message"
+                )
                 for rule in (rules.RETAIN_SET_ON_NEW_SUBSCRIPTION, rules.RETAIN_CLEARED_ON_ESTABLISHED):
                     self._undecided(link, rule, reason, delivered.event, delivered.time)
             else:

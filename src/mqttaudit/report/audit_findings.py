@@ -87,6 +87,7 @@ TAG_MEANINGS = {
     reasons.UNDECODED: "bytes were captured but could not be framed as a packet",
     reasons.ANOTHER_SPECIFICATION: "the connection follows another specification",
     reasons.EARLIER_SESSION: "the session began on an earlier connection the capture does not hold",
+    reasons.AMBIGUOUS: "a delivery may stand for more than one message, and which one decides the rule",
 }
 _NOT_AN_ID = re.compile(r"[^A-Za-z0-9._-]+")
 
