@@ -11,6 +11,7 @@ from mqttaudit.codec import Connack, Connect, Direction, Disconnect, Packet, Pac
 from mqttaudit.codec import rules as codec_rules
 
 from ..codec.describe import quoted
+from ..codec.remaining_length import read_remaining_length
 from . import reasons, rules
 from .context import Context, Seen, describe
 from .events import Closed, Lost
@@ -83,10 +84,10 @@ def header_cut(seen: Seen) -> bool:
     """The CONNECT ends inside its variable header (a Remaining Length shorter than it): the name, level or flags it
     would be judged by were never sent, so it is malformed, not another protocol or an unsupported level."""
     raw, frame_start = seen.frame.raw, seen.frame.offset
-    fixed = 1  # the type byte, then the Remaining Length bytes (continuation bit set on all but the last)
-    while fixed < min(len(raw), 5) and raw[fixed] & 0x80:
-        fixed += 1
-    header_end = fixed + 1 + VARIABLE_HEADER_LENGTH
+    _remaining, body = read_remaining_length(raw, 1, len(raw))
+    if body < 0:
+        return False
+    header_end = body + VARIABLE_HEADER_LENGTH
     return any(v.rule == codec_rules.FIELD_OVERRUN and v.offset - frame_start < header_end for v in seen.errors)
 
 
