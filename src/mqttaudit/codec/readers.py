@@ -304,6 +304,19 @@ READERS: dict[int, Reader] = {
 }
 
 
+def check_first_byte(first: int, direction: Direction | None, offset: int, out: list[Violation]) -> bool:
+    """What the first byte of a packet alone breaks, reported into ``out``: a reserved type (then False), a type
+    its sender never sends, fixed-header flags other than Table 2.2's (PUBLISH flags are read with the packet)."""
+    packet_type = first >> 4
+    if not check.check_packet_type(packet_type, offset, out):
+        return False
+    if direction is not None:  # unknown sender: nothing to check
+        check.check_direction(packet_type, direction, offset, out)
+    if packet_type != _PUBLISH:
+        check.check_fixed_flags(packet_type, first & 0x0F, offset, out)
+    return True
+
+
 def read_packet(
     data: bytes, offset: int, body: int, end: int, direction: Direction | None, out: list[Violation]
 ) -> Packet:
@@ -311,13 +324,10 @@ def read_packet(
     first = data[offset]
     packet_type = first >> 4
     flags = first & 0x0F
-    if not check.check_packet_type(packet_type, offset, out):
+    if not check_first_byte(first, direction, offset, out):
         return ReservedPacket(packet_type_value=packet_type, body=data[body:end], flags=flags)
-    if direction is not None:  # unknown sender: nothing to check
-        check.check_direction(packet_type, direction, offset, out)
     if packet_type == _PUBLISH:
         return read_publish(data, offset, body, end, out)
-    check.check_fixed_flags(packet_type, flags, offset, out)
     check.check_fixed_length(packet_type, end - body, offset + 1, out)
     return READERS[packet_type](Buffer(data, body, end), flags, offset, out)
 

@@ -9,7 +9,7 @@ from . import rules
 from .buffer import BytesLike, to_bytes
 from .errors import ProtocolViolation, Violation
 from .packets import Direction, Packet, Value
-from .readers import read_packet
+from .readers import check_first_byte, read_packet
 from .remaining_length import NEED_MORE, TOO_LONG, is_shortest, read_remaining_length
 
 #: Default bound on one packet (fixed header included). Larger packets are reported and skipped, never buffered.
@@ -140,6 +140,18 @@ class StreamDecoder:
 
     def _running(self) -> bool:
         return self._run is not None
+
+    def waiting(self) -> Frame | None:
+        """The packet still arriving, as a frame of its bytes so far (``packet`` None) with what its first byte
+        already breaks (a reserved type, a type its sender never sends, reserved flags); None when no packet is
+        incomplete or its first byte breaks nothing. A receiver may close on those bytes before the rest comes. The
+        decoder is unchanged: the packet is framed as usual once it is whole."""
+        if self._run is not None or not self._pending:
+            return None
+        pending = self._pending + self._more if self._more else self._pending
+        found: list[Violation] = []
+        check_first_byte(pending[0], self.direction, self._offset, found)
+        return Frame(self._offset, len(pending), pending, None, tuple(found)) if found else None
 
     def close(self) -> list[Frame]:
         """Ends the stream: a packet still incomplete is reported as [MQTT-2.2.3-truncated]."""

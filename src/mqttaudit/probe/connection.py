@@ -55,6 +55,7 @@ class ProbeConnection:
         self._clock = clock
         self._opened = clock()
         self._to_server = StreamDecoder(CLIENT)
+        self._begun: int | None = None  # stream offset of a packet recorded while it was still arriving
         self._from_server = StreamDecoder(SERVER, max_packet_size=SERVER_MAX_PACKET)
         self._received: list[Packet] = []
         self._kept_frames = 0
@@ -119,7 +120,8 @@ class ProbeConnection:
         if self._closed is not None or self._closing:
             return  # the connection is over: nothing more reaches the broker, and the judge sees why
         now = self._clock()
-        for frame in self._to_server.feed(raw):
+        frames, self._begun = client_frames(self._to_server, raw, self._begun)
+        for frame in frames:
             self._record(Sent(now, CLIENT, frame))
         try:
             self._writer.write(raw)
@@ -314,6 +316,20 @@ class ProbeConnection:
             self._reading.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._reading
+
+
+def client_frames(decoder: StreamDecoder, raw: bytes, begun: int | None = None) -> tuple[list[Frame], int | None]:
+    """The frames to record for ``raw`` sent through ``decoder``, and the offset of the packet recorded while
+    still arriving (``begun``: the one recorded before, if any). A packet whose first byte already breaks a rule
+    (a reserved type, reserved flags) is recorded as soon as that byte is sent, with the bytes sent so far: the
+    broker may close on it then, and must not wait for a Remaining Length that is still arriving. That packet is
+    not recorded a second time when it is whole."""
+    frames = [frame for frame in decoder.feed(raw) if frame.offset != begun]
+    early = decoder.waiting()
+    if early is not None and early.offset != begun:
+        frames.append(early)
+        begun = early.offset
+    return frames, begun
 
 
 def _acknowledgement(packet: Packet) -> Packet | None:

@@ -27,6 +27,7 @@ from ...codec import (
 from ...codec.remaining_length import encode_remaining_length
 from ...judge import Event, Quiet, Sent, judge
 from ..case import CaseContext, case
+from ..connection import client_frames
 
 #: What a stimulus's bytes are made of at run time: the case's own Client Identifier and topic prefix
 #: (``CaseContext.client_id()`` and ``CaseContext.topic()``), so that no two cases or runs share a session or a
@@ -289,9 +290,8 @@ def targeted(stimulus: Stimulus) -> tuple[str, ...]:
         connect, connack = _ACCEPTED_CONNECT
         events.append(Sent(0.0, Direction.FROM_CLIENT, Frame(0, 0, encode(connect), connect)))
         events.append(Sent(0.0, Direction.FROM_SERVER, Frame(0, 0, encode(connack), connack)))
-    events += [
-        Sent(0.0, Direction.FROM_CLIENT, frame) for frame in StreamDecoder(Direction.FROM_CLIENT).feed(stimulus.data)
-    ]
+    frames, _begun = client_frames(StreamDecoder(Direction.FROM_CLIENT), stimulus.data)
+    events += [Sent(0.0, Direction.FROM_CLIENT, frame) for frame in frames]
     events.append(Quiet(_LONG_AFTER))
     findings = judge(events).findings
     return tuple(dict.fromkeys(f.rule for f in findings if f.side is Direction.FROM_SERVER))
