@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mqttaudit.codec import Direction, StreamDecoder
+from mqttaudit.codec import Direction, Frame, StreamDecoder
 from mqttaudit.codec import rules as codec_rules
 
 CLIENT = Direction.FROM_CLIENT
@@ -53,8 +53,8 @@ def test_the_waiting_frame_counts_stream_offsets() -> None:
 def test_asking_what_waits_never_changes_the_frames(data: bytes, cuts: list[int]) -> None:
     plain, asked = StreamDecoder(CLIENT), StreamDecoder(CLIENT)
     expected = plain.feed(data) + plain.close()
-    got = []
-    points = sorted({min(cut, len(data)) for cut in cuts}) + [len(data)]
+    got: list[Frame] = []
+    points = [*sorted({min(cut, len(data)) for cut in cuts}), len(data)]
     start = 0
     for point in points:
         got += asked.feed(data[start:point])
