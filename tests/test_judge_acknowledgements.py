@@ -3,6 +3,8 @@ gets its answers, carrying its identifier, in the right order; identifiers in fl
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from mqttaudit import codec
@@ -110,49 +112,49 @@ CASES = [
         S,
         fails=lambda: connected().client(subscribe(1, "a")).quiet(after=WAIT),
         passes=lambda: connected().client(subscribe(1, "a")).server(suback(1)),
-        undecided=lambda: connected().client(subscribe(1, "a")).closed(S),
+        undecided=lambda: connected().client(subscribe(1, "a")).closed(C),
     ),
     Case(
         "MQTT-3.8.4-2",
         S,
         fails=lambda: connected().client(subscribe(1, "a")).server(suback(2)),
         passes=lambda: connected().client(subscribe(1, "a")).server(suback(1)),
-        undecided=lambda: connected().client(subscribe(1, "a")).closed(S),
+        undecided=lambda: connected().client(subscribe(1, "a")).closed(C),
     ),
     Case(
         "MQTT-3.8.4-5",
         S,
         fails=lambda: connected().client(subscribe(1, "a", "b")).server(suback(1, 0)),
         passes=lambda: connected().client(subscribe(1, "a", "b")).server(suback(1, 0, 0x80)),
-        undecided=lambda: connected().client(subscribe(1, "a", "b")).closed(S),
+        undecided=lambda: connected().client(subscribe(1, "a", "b")).closed(C),
     ),
     Case(
         "MQTT-3.9.3-1",
         S,
         fails=lambda: connected().client(subscribe(1, ("a", 2), ("b", 0))).server(suback(1, 0, 2)),
         passes=lambda: connected().client(subscribe(1, ("a", 2), ("b", 0))).server(suback(1, 1, 0x80)),
-        undecided=lambda: connected().client(subscribe(1, ("a", 2), ("b", 0))).closed(S),
+        undecided=lambda: connected().client(subscribe(1, ("a", 2), ("b", 0))).closed(C),
     ),
     Case(
         "MQTT-3.10.4-4",
         S,
         fails=lambda: subscribed(0).client(unsubscribe(2, "t")).quiet(after=WAIT),
         passes=lambda: subscribed(0).client(unsubscribe(2, "t")).server(codec.Unsuback(packet_id=2)),
-        undecided=lambda: subscribed(0).client(unsubscribe(2, "t")).closed(S),
+        undecided=lambda: subscribed(0).client(unsubscribe(2, "t")).closed(C),
     ),
     Case(
         "MQTT-3.10.4-5",
         S,
         fails=lambda: connected().client(unsubscribe(2, "never")).quiet(after=WAIT),
         passes=lambda: connected().client(unsubscribe(2, "never")).server(codec.Unsuback(packet_id=2)),
-        undecided=lambda: connected().client(unsubscribe(2, "never")).closed(S),
+        undecided=lambda: connected().client(unsubscribe(2, "never")).closed(C),
     ),
     Case(
         "MQTT-3.12.4-1",
         S,
         fails=lambda: connected().client(PINGREQ).quiet(after=WAIT),
         passes=lambda: connected().client(PINGREQ).server(PINGRESP),
-        undecided=lambda: connected().client(PINGREQ).closed(S),
+        undecided=lambda: connected().client(PINGREQ).closed(C),
     ),
     Case(
         "MQTT-4.6.0-2",
@@ -335,3 +337,30 @@ def test_an_unanswered_step_says_what_was_owed_for_which_packet() -> None:
     [ping] = judge(connected().client(PINGREQ).quiet(after=WAIT).events).findings
     assert ping.rule == "MQTT-3.12.4-1" and ping.detail.startswith("the server did not send PINGRESP within 5 s")
     assert ping.expected == "the server answers PINGREQ with PINGRESP (within 5 s)"
+
+
+@pytest.mark.parametrize(
+    ("talk", "rule"),
+    [
+        (lambda: connected().client(subscribe(1, "a")), "MQTT-3.8.4-1"),
+        (lambda: subscribed(0).client(unsubscribe(2, "t")), "MQTT-3.10.4-4"),
+        (lambda: connected().client(PINGREQ), "MQTT-3.12.4-1"),
+    ],
+)
+def test_a_server_that_closes_instead_of_answering_a_well_formed_request_fails(talk: Any, rule: str) -> None:
+    """Nothing lets a server close instead of SUBACK, UNSUBACK or PINGRESP: it treated the request as malformed."""
+    assert (rule, "server") in rules_of(talk().closed(S))
+
+
+@pytest.mark.parametrize(
+    ("talk", "rule"),
+    [
+        (lambda: connected().client(subscribe(1, "a")), "MQTT-3.8.4-1"),
+        (lambda: connected().client(PINGREQ), "MQTT-3.12.4-1"),
+    ],
+)
+def test_a_close_on_a_later_violation_of_the_client_is_not_charged_to_the_request(talk: Any, rule: str) -> None:
+    """The client broke a rule after its request (a reserved packet type): the server closes on that, as it must."""
+    judgement = judge(talk().client("00 00").closed(S).events)
+    assert (rule, "server") not in [(f.rule, f.side.value) for f in judgement.findings]
+    assert judgement.not_assessable[rule].startswith("closed instead of answering: the server closed the connection")

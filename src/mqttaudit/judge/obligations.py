@@ -63,6 +63,9 @@ class Obligation:
     #: The obligation answers its event, so it is not owed if the owing side never received it; False for a
     #: deadline merely counted from the event (Keep Alive: without that packet the silence began earlier).
     answers: bool = True
+    #: Why a close before the answer is not a finding after all, for an obligation the close breaks: the peer
+    #: broke a rule after the request, and the owing side closed on that (see :meth:`Obligations.excuse_close`).
+    close_excuse: str | None = None
 
     @property
     def decided(self) -> tuple[str, ...]:
@@ -125,6 +128,12 @@ class Obligations:
         for obligation in self._open:
             if obligation.side is side:
                 obligation.lost = reason
+
+    def excuse_close(self, side: Direction, reason: str) -> None:
+        """The peer of ``side`` broke a rule: ``side`` may close on that before it answers what came before."""
+        for obligation in self._open:
+            if obligation.side is side and obligation.on_close is OnClose.BREAKS and obligation.close_excuse is None:
+                obligation.close_excuse = reason
 
     def drop_where(self, predicate: Callable[[Obligation], bool], reason: str | None = None) -> None:
         for obligation in [o for o in self._open if predicate(o)]:
@@ -209,7 +218,7 @@ class Obligations:
                     f"the {side} closed the connection instead, which it may do (event {obligation.event})",
                 ),
             )
-        elif (excuse := self._excuse(obligation)) is not None:
+        elif (excuse := self._excuse(obligation) or obligation.close_excuse) is not None:
             self._undecided(obligation, excuse)
         else:
             self._fail(

@@ -51,6 +51,9 @@ class Step:
     then: Stage | None
     #: The rule broken when it never comes.
     missing: str
+    #: What the owing side closing the connection instead means: by default it may (a PUBLISH receiver may close
+    #: on what it does not authorise [MQTT-3.3.5-2], and the rule is not assessable).
+    on_close: OnClose = OnClose.EXCUSES
 
 
 STEPS: Final[dict[Stage, Step]] = {
@@ -58,8 +61,11 @@ STEPS: Final[dict[Stage, Step]] = {
     Stage.PUBREC: Step(False, Stage.PUBREL, rules.QOS2_RECEIVER),
     Stage.PUBREL: Step(True, Stage.PUBCOMP, rules.QOS2_SENDER),
     Stage.PUBCOMP: Step(False, None, rules.QOS2_RECEIVER),
-    Stage.SUBACK: Step(False, None, rules.SUBACK_SENT),
-    Stage.UNSUBACK: Step(False, None, rules.UNSUBACK_SAME_ID),
+    # The server MUST answer every well-formed SUBSCRIBE and UNSUBSCRIBE [MQTT-3.8.4-1, MQTT-3.10.4-4]; unlike a
+    # PUBLISH it does not authorise [MQTT-3.3.5-2], nothing lets it close instead: a close is treating a
+    # well-formed request as malformed.
+    Stage.SUBACK: Step(False, None, rules.SUBACK_SENT, OnClose.BREAKS),
+    Stage.UNSUBACK: Step(False, None, rules.UNSUBACK_SAME_ID, OnClose.BREAKS),
 }
 
 
@@ -295,7 +301,7 @@ class Pairing:
                     f"send {stage.name} for {describe(request)}",
                     f"the {side_name(owing)} answers {describe(last.packet)} with {stage.name} (within {limit:g} s)",
                 ),
-                OnClose.EXCUSES,
+                step.on_close,
                 informs=_informs(stage, owing, rule),
                 needs_acceptance=owing is not CLIENT,
             )
@@ -484,7 +490,7 @@ class Pairing:
                     seen.time,
                     seen.time + limit,
                     lambda: ("send PINGRESP", f"the server answers PINGREQ with PINGRESP (within {limit:g} s)"),
-                    OnClose.EXCUSES,
+                    OnClose.BREAKS,  # a MUST with no exception [MQTT-3.12.4-1]: closing instead is not an answer
                     needs_acceptance=True,
                 )
             )

@@ -16,7 +16,7 @@ from typing import Final
 from mqttaudit.codec import Connack, Direction, Packet, PacketType, Publish, Violation
 from mqttaudit.codec import rules as codec_rules
 
-from . import rules
+from . import reasons, rules
 from .context import Context, Seen, describe
 from .obligations import Obligation, OnClose
 from .sides import side_name
@@ -115,6 +115,14 @@ class Offences:
         if seen.sender in self._first:
             return
         self._first[seen.sender] = offence
+        self._ctx.obligations.excuse_close(
+            seen.receiver,
+            reasons.reason(
+                reasons.CLOSED_INSTEAD,
+                f"the {side_name(seen.receiver)} closed the connection after {offence.what} (event {seen.event}), "
+                "which it must close on",
+            ),
+        )
         grace = self._ctx.config.close_grace
         self._ctx.obligations.open(
             Obligation(
