@@ -66,15 +66,15 @@ def test_timing_cases_are_flagged() -> None:
 
 
 def test_run_returns_a_result_with_the_cli_exit_status(mosquitto: RunningBroker) -> None:
-    result = run(mosquitto.url, cases=["ping/*", "malformed/pingreq-reserved-flags"], timeout=1.0)
+    result = run(mosquitto.url, cases=["ping/*", "malformed/pingreq-flag-bit-0"], timeout=1.0)
 
     assert isinstance(result, ProbeResult) and result.target == mosquitto.url
     assert [(r.case_id, r.verdict) for r in result.results] == [
-        ("malformed/pingreq-reserved-flags", FAIL),
+        ("malformed/pingreq-flag-bit-0", FAIL),
         ("ping/pingresp", PASS),
     ]
     assert result.counts == {PASS: 1, FAIL: 1, INCONCLUSIVE: 0, NOT_APPLICABLE: 0}
-    assert [r.case_id for r in result.findings] == ["malformed/pingreq-reserved-flags"]
+    assert [r.case_id for r in result.findings] == ["malformed/pingreq-flag-bit-0"]
     assert FAIL in result.findings[0].statements.values()
     assert result.exit_status == 1 and result.incomplete is None
     data = result.to_json()

@@ -8,18 +8,19 @@ import pytest
 
 from mqttaudit.cli.main import main
 from mqttaudit.cli.probe import select_cases
-from mqttaudit.codec import Direction, decode
+from mqttaudit.codec import Direction, StreamDecoder
 from mqttaudit.judge import CHECKED_RULES
 from mqttaudit.judge import rules as judge_rules
 from mqttaudit.probe.case import CASES, Target
 from mqttaudit.probe.cases.malformed import STIMULI, targeted
+from mqttaudit.probe.connection import client_frames
 from mqttaudit.spec import load_catalogue
 
 CATALOGUE = load_catalogue("3.1.1")
 #: The statements that oblige the receiver of a malformed or forbidden packet to close the connection.
 CLOSE_RULES = {
     value for name, value in vars(judge_rules).items() if name.startswith("CLOSE_ON_") and isinstance(value, str)
-} | {judge_rules.MALFORMED_CONNECT}
+} | {judge_rules.MALFORMED_CONNECT, judge_rules.UNSUPPORTED_PROTOCOL_LEVEL}  # CONNACK 0x01, then close
 
 
 def numbered(statements: set[str]) -> set[str]:
@@ -41,9 +42,12 @@ def test_the_library_covers_at_least_80_numbered_statements() -> None:
 
 def test_every_malformed_stimulus_really_breaks_what_its_case_targets() -> None:
     for stimulus in STIMULI:
-        broken = {v.rule for v in decode(stimulus.data, Direction.FROM_CLIENT).violations}
+        frames, _begun = client_frames(StreamDecoder(Direction.FROM_CLIENT), stimulus.data)
+        broken = {v.rule for frame in frames for v in frame.violations}
         statements = targeted(stimulus)
-        if not stimulus.as_connect or stimulus.data[0] >> 4 == 1:
+        if judge_rules.UNSUPPORTED_PROTOCOL_LEVEL in statements:  # well-formed, but of a level 3.1.1 is not
+            broken = {judge_rules.UNSUPPORTED_PROTOCOL_LEVEL}
+        elif not stimulus.as_connect or stimulus.data[0] >> 4 == 1:
             assert broken, f"{stimulus.case_id}: the stimulus decodes cleanly"
         else:  # a valid packet other than CONNECT opening the connection
             broken = {"MQTT-3.1.0-1"}

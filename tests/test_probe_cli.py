@@ -23,7 +23,7 @@ from mqttaudit.probe.brokers import RunningBroker, _locate_mosquitto, free_port,
 
 TIMEOUT = "0.5"
 PASSING = "ping/pingresp"
-FAILING = "malformed/pingreq-reserved-flags"  # mosquitto answers PINGRESP and stays open (pinned)
+FAILING = "malformed/pingreq-flag-bit-0"  # mosquitto answers PINGRESP and stays open (pinned)
 
 
 class TcpServer:
@@ -295,7 +295,7 @@ def test_a_baseline_fails_the_run_only_on_new_failures(
     assert out.index("new failures:") < out.index(f"FAIL {FAILING}") < out.index("fixed since the baseline:")
     assert f"FIXED {PASSING}" in out
     markdown = (tmp_path / "new/findings.md").read_text()
-    assert "### New failures (not failing in the baseline)\n\n- `malformed/pingreq-reserved-flags`" in markdown
+    assert "### New failures (not failing in the baseline)\n\n- `malformed/pingreq-flag-bit-0`" in markdown
     assert "### Fixed (failed in the baseline, pass now)\n\n- `ping/pingresp`" in markdown
 
 

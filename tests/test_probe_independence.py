@@ -22,9 +22,11 @@ from mqttaudit.probe.runner import ProbeRun, run_probe
 
 #: A Client Identifier every server must accept [MQTT-3.1.3-5].
 PLAIN = re.compile(rb"[0-9a-zA-Z]{1,23}")
-#: The case whose CONNECT ends before the Client Identifier: its absence is the defect under test. An empty
+#: The cases whose CONNECT ends before the Client Identifier: its absence, or the cut, is the defect. An empty
 #: identifier needs no exemption: the server assigns each its own [MQTT-3.1.3-6], so two cannot meet.
-NO_IDENTIFIER = {"malformed/connect-no-client-id"}
+NO_IDENTIFIER = {"malformed/connect-no-client-id"} | {
+    f"malformed/{stimulus.case_id}" for stimulus in STIMULI if stimulus.case_id.startswith("connect-cut-")
+}
 #: Cases that deliberately send an empty Client Identifier and no other.
 EMPTY_IDENTIFIER = {"connect/empty-client-id-persistent-session"}
 #: The cases that send no CONNECT, or none with an identifier of their own.
@@ -46,6 +48,7 @@ FOREIGN_TOPICS = {
     "malformed/publish-topic-empty": "an empty Topic Name is the defect",
     "malformed/publish-topic-overrun": "the Topic Name's length runs past the packet: no topic",
     "malformed/remaining-length-fifth-byte": "only a fixed header",
+    "malformed/remaining-length-fifth-byte-subscribe": "only a fixed header",
     "malformed/subscribe-empty-filter": "an empty Topic Filter is the defect",
     "malformed/subscribe-no-payload": "no Topic Filter is the defect",
     "malformed/unsubscribe-empty-filter": "an empty Topic Filter is the defect",
@@ -210,7 +213,7 @@ def test_every_connect_stimulus_carries_the_case_identifier() -> None:
     topic from the case's prefix, so two cases or runs never send the same bytes."""
     for stimulus in STIMULI:
         one, other = stimulus.build("mqa" + "1" * 20, "p/1"), stimulus.build("mqa" + "2" * 20, "p/2")
-        if stimulus.data[0] >> 4 == CONNECT and stimulus.case_id != "connect-no-client-id":
+        if stimulus.data[0] >> 4 == CONNECT and f"malformed/{stimulus.case_id}" not in NO_IDENTIFIER:
             assert one != other, stimulus.case_id
             assert (connect_client_id(one) or b"").startswith(b"mqa1"), stimulus.case_id
         assert (one != other) is stimulus.personal, stimulus.case_id

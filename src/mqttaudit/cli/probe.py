@@ -15,7 +15,7 @@ import click
 from mqttaudit.probe.api import ProbeResult, ProbeUsageError, run
 from mqttaudit.probe.case import CASES, Case, Target
 from mqttaudit.probe.outcome import parse_share
-from mqttaudit.probe.runner import ProbeRun, run_probe
+from mqttaudit.probe.runner import DEFAULT_CONCURRENCY, ProbeRun, run_probe
 from mqttaudit.probe.selection import NoCaseSelected
 from mqttaudit.probe.selection import select_cases as select_from_library
 from mqttaudit.probe.targets import is_amqp, mask_userinfo, parse_target
@@ -160,7 +160,7 @@ def _print_summary(result: ProbeResult) -> None:
     "routing (the default there): AMQP 0-9-1 topic exchange routing.",
 )
 @click.option("--timeout", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="Seconds per wait.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY, show_default=True)
 @click.option(
     "--max-inconclusive",
     default="10%",
@@ -275,7 +275,7 @@ def _list(selected: Sequence[Case], output_format: str) -> None:
 @click.option("--cases", "patterns", multiple=True, help=_CASES_HELP)
 @click.option("--skip", multiple=True, help=_SKIP_HELP)
 @click.option("--timeout", type=click.FloatRange(min=0.05), default=2.0, show_default=True)
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY, show_default=True)
 @click.option(
     "--max-inconclusive",
     default="10%",

@@ -31,7 +31,7 @@ from .outcome import (
     too_inconclusive,
 )
 from .preflight import Refusal, preflight, preflight_amqp
-from .runner import INCONCLUSIVE, VERDICTS, CaseResult, ProbeRun, run_probe
+from .runner import DEFAULT_CONCURRENCY, INCONCLUSIVE, VERDICTS, CaseResult, ProbeRun, run_probe
 from .selection import Patterns, select_cases
 from .targets import is_amqp, parse_target
 
@@ -121,7 +121,7 @@ def run(
     skip: Patterns = None,
     suite: str | None = None,
     timeout: float = 2.0,
-    concurrency: int = 8,
+    concurrency: int = DEFAULT_CONCURRENCY,
     max_inconclusive: float | str = DEFAULT_MAX_INCONCLUSIVE,
     baseline: Path | str | Baseline | None = None,
     confirm_timing: bool = True,
@@ -151,7 +151,7 @@ async def run_async(
     skip: Patterns = None,
     suite: str | None = None,
     timeout: float = 2.0,
-    concurrency: int = 8,
+    concurrency: int = DEFAULT_CONCURRENCY,
     max_inconclusive: float | str = DEFAULT_MAX_INCONCLUSIVE,
     baseline: Path | str | Baseline | None = None,
     confirm_timing: bool = True,

@@ -62,11 +62,24 @@ class Case:
     #: The case leaves state other clients can see while it runs (a retained message): some brokers send every
     #: retained message to every client (amqtt 0.12.1), so it runs with no other case beside it.
     alone: bool = False
+    #: The verdict hangs on a broker-side timer that other traffic may wake (Keep Alive): the case runs with
+    #: nothing beside it.
+    quiet: bool = False
+    #: The family of shapes the case belongs to (``malformed/wildcard-position``); by default the first part of
+    #: its id (``retain``), see :attr:`family_name`.
+    family: str = ""
+    #: The case may receive messages it did not publish (it subscribes): a case that leaves retained messages
+    #: must not run beside it (see :attr:`alone`). False for a case whose connections never subscribe.
+    observes: bool = True
+
+    @property
+    def family_name(self) -> str:
+        return self.family or self.id.split("/", 1)[0]
 
     @property
     def runs_alone(self) -> bool:
         """Run after the concurrent cases, one at a time (see :attr:`timing` and :attr:`alone`)."""
-        return self.timing or self.alone
+        return self.timing or self.alone or self.quiet
 
 
 @dataclass(frozen=True)
@@ -306,6 +319,11 @@ class CaseRegistry(Mapping[str, Case]):
         for case_id in case_ids:
             self._cases[case_id] = replace(self._cases[case_id], timing=True)
 
+    def mark_quiet(self, case_ids: Iterable[str]) -> None:
+        """Flags the cases that run with nothing beside them (see :attr:`Case.quiet`)."""
+        for case_id in case_ids:
+            self._cases[case_id] = replace(self._cases[case_id], quiet=True)
+
     def mark_alone(self, case_ids: Iterable[str]) -> None:
         """Flags the cases that leave state other clients see (see :attr:`Case.alone`)."""
         for case_id in case_ids:
@@ -348,11 +366,17 @@ def case(
     stimulus: str = "",
     expected: str = "",
     timing: bool = False,
+    family: str = "",
+    observes: bool = True,
 ) -> Callable[[Script], Script]:
     """Registers a script as a case of the library."""
 
     def register(script: Script) -> Script:
-        CASES.register(Case(case_id, tuple(statements), title, script, stimulus, expected, timing))
+        CASES.register(
+            Case(
+                case_id, tuple(statements), title, script, stimulus, expected, timing, family=family, observes=observes
+            )
+        )
         return script
 
     return register

@@ -98,21 +98,28 @@ class _Health:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
+#: Cases run at once by default: a broker on loopback or a LAN takes 16 connections easily, and the library runs in
+#: well under half a minute so.
+DEFAULT_CONCURRENCY = 16
+
+
 async def run_probe(
     target: Target,
     cases: Sequence[Case],
     *,
     timeout: float = 2.0,
-    concurrency: int = 8,
+    concurrency: int = DEFAULT_CONCURRENCY,
     progress: Callable[[CaseResult], None] | None = None,
 ) -> ProbeRun:
     """Runs ``cases`` against ``target``, at most ``concurrency`` at a time; results keep the order of ``cases``.
 
-    Cases that run alone (``Case.runs_alone``) run after the others, one at a time, with nothing beside them: a
-    broker-side timer may fire only when other traffic wakes the broker (mosquitto 2.0.11 checks Keep Alive so),
-    and a retained message may reach clients that never subscribed (amqtt 0.12.1 sends every retained message to
-    every client), so beside other cases such a case, or its neighbours, could get a verdict it would not get
-    alone."""
+    Three phases. First the cases that may receive other cases' messages (``Case.observes``). Then the cases that
+    leave retained messages (``Case.alone``) one at a time, and beside them, one at a time too, the cases that
+    hang on a deadline (``Case.timing``), with only cases that never subscribe around them: a retained message may
+    reach clients that did not subscribe to it (amqtt 0.12.1 sends every retained message to every subscriber).
+    Last the cases that need a quiet broker (``Case.quiet``), one at a time with nothing beside them: a broker-side
+    timer may fire only when other traffic wakes the broker (mosquitto 2.0.11 checks Keep Alive so). So each case
+    gets the verdict it gets alone."""
     run_id = secrets.token_hex(4)  # topics of concurrent runs against one broker never meet
     started = datetime.now(UTC).isoformat(timespec="seconds")
     clock0 = time.monotonic()
@@ -126,11 +133,23 @@ async def run_probe(
             progress(result)
         return result
 
-    shared = [case for case in cases if not case.runs_alone]
-    done = dict(zip((id(case) for case in shared), await asyncio.gather(*(one(case) for case in shared)), strict=True))
-    for case in cases:
-        if case.runs_alone:
+    done: dict[int, CaseResult] = {}
+
+    async def together(batch: Sequence[Case]) -> None:
+        done.update(
+            zip((id(case) for case in batch), await asyncio.gather(*(one(case) for case in batch)), strict=True)
+        )
+
+    async def one_by_one(batch: Sequence[Case]) -> None:
+        for case in batch:
             done[id(case)] = await one(case)
+
+    await together([case for case in cases if not case.runs_alone and case.observes])
+    blind = [case for case in cases if not case.runs_alone and not case.observes]
+    retaining = [case for case in cases if case.alone and not case.quiet]
+    timing = [case for case in cases if case.timing and not case.alone and not case.quiet]
+    await asyncio.gather(together(blind), one_by_one(retaining), one_by_one(timing))
+    await one_by_one([case for case in cases if case.quiet])
     results = [done[id(case)] for case in cases]
     return ProbeRun(target, started, results, time.monotonic() - clock0, health.down)
 

@@ -71,7 +71,7 @@ def probe_run_to_junit(run: ProbeRun, catalogue: Catalogue | None = None) -> ET.
 
 
 def classname_part(case_id: str) -> str:
-    """The suite of a case (``malformed/pingreq-with-body`` -> ``malformed``), safe between the dots of a Java-style
+    """The suite of a case (``malformed/pingreq-length-1`` -> ``malformed``), safe between the dots of a Java-style
     class name, so CI servers group the cases by suite."""
     suite = case_id.split("/", 1)[0]
     return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in suite) or "unknown"

@@ -10,7 +10,8 @@ judge are the single source of both.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Final
 
 from ...codec import (
     Connack,
@@ -18,6 +19,7 @@ from ...codec import (
     Direction,
     Frame,
     Packet,
+    PacketType,
     Pingreq,
     Publish,
     StreamDecoder,
@@ -25,6 +27,7 @@ from ...codec import (
     encode,
 )
 from ...codec.remaining_length import encode_remaining_length
+from ...codec.validators import FIXED_LENGTH, REQUIRED_FLAGS, SENDERS
 from ...judge import Event, Quiet, Sent, judge
 from ..case import CaseContext, case
 from ..connection import client_frames
@@ -47,6 +50,8 @@ class Stimulus:
     shape: bytes | Shape
     #: True: sent instead of CONNECT on a fresh connection; False: sent after an accepted CONNECT.
     as_connect: bool = False
+    #: The family of shapes it belongs to (:data:`FAMILIES`).
+    family: str = ""
 
     def build(self, client_id: str, prefix: str) -> bytes:
         return self.shape if isinstance(self.shape, bytes) else self.shape(client_id, prefix)
@@ -84,11 +89,6 @@ def _connect_bytes(flags: int, client_id: bytes, payload_tail: bytes = b"") -> b
     return _frame(0x10, b"\x00\x04MQTT\x04" + bytes((flags,)) + b"\x00\x00" + _string(client_id) + payload_tail)
 
 
-def _with_connect_flags(flags: int, payload_tail: bytes = b"") -> Shape:
-    """A CONNECT with the case's Client Identifier and the given Connect Flags byte, then ``payload_tail``."""
-    return lambda client_id, _prefix: _connect_bytes(flags, client_id.encode(), payload_tail)
-
-
 def _with_will_topic(flags: int, level: bytes) -> Shape:
     """A CONNECT with the given flags whose Will Topic is ``<prefix>/`` then ``level`` (raw bytes), an empty
     Will Message: a broker that takes it publishes the Will only where this case alone listens."""
@@ -124,155 +124,407 @@ def _packet(make: Callable[[str], Packet]) -> Shape:
     return lambda _client_id, prefix: _raw(make(prefix))
 
 
-STIMULI: tuple[Stimulus, ...] = (
-    # --- framing and fixed header ---------------------------------------------------------------------------
-    Stimulus("remaining-length-fifth-byte", "Remaining Length with a fifth byte", _hex("30 ff ff ff ff 01")),
-    Stimulus("reserved-packet-type-0", "Reserved packet type 0", _hex("00 00")),
-    Stimulus("reserved-packet-type-15", "Reserved packet type 15", _hex("f0 00")),
-    Stimulus("client-sends-connack", "A client sends CONNACK", _hex("20 02 00 00")),
-    Stimulus("client-sends-suback", "A client sends SUBACK", _hex("90 03 00 01 00")),
-    Stimulus("pingreq-reserved-flags", "PINGREQ with a reserved flag bit set", _hex("c1 00")),
-    Stimulus("pingreq-with-body", "PINGREQ with a Remaining Length of 1", _hex("c0 01 00")),
-    Stimulus("puback-reserved-flags", "PUBACK with a reserved flag bit set", _hex("42 02 00 01")),
-    Stimulus("puback-long", "PUBACK with a Remaining Length of 3", _hex("40 03 00 01 00")),
-    Stimulus("pubrel-flags-0000", "PUBREL with flags 0000 instead of 0010", _hex("60 02 00 01")),
-    Stimulus("disconnect-reserved-flags", "DISCONNECT with a reserved flag bit set", _hex("e1 00")),
-    Stimulus("disconnect-with-body", "DISCONNECT with a Remaining Length of 1", _hex("e0 01 00")),
-    # --- PUBLISH (to the case's own topics, so that a broker that routes it reaches no other case) -----------
-    Stimulus("publish-qos-3", "PUBLISH with QoS 3", _publish(0x36, b"a/b", b"\x00\x01")),
-    Stimulus(
-        "publish-dup-on-qos-0",
-        "PUBLISH with QoS 0 and DUP set",
-        _packet(lambda prefix: Publish(topic=f"{prefix}/a/b", dup=True)),
+# --- the families --------------------------------------------------------------------------------------------
+# Each family is a table: one row per shape, each shape its own case (``malformed/<id>``). A new shape is one row.
+# The tables name packets, bits, positions and levels; the builders above turn a row into bytes with the case's own
+# Client Identifier and topics, so the MQTT 5.0 library can build the same shapes with its own builders.
+
+CLIENT_PACKETS: Final = tuple(
+    t for t in PacketType if t in SENDERS and Direction.FROM_CLIENT in SENDERS[t] and t is not PacketType.PUBLISH
+)
+
+
+def _flag_body(packet_type: PacketType) -> tuple[bytes | Shape, bool]:
+    """A well-formed body for ``packet_type`` (the case's own Client Identifier or filter) and whether it is sent
+    as the first packet of a connection: only its fixed-header flags will be wrong."""
+    if packet_type is PacketType.CONNECT:
+        return (lambda client_id, _prefix: _connect_bytes(0x02, client_id.encode())[2:]), True
+    if packet_type is PacketType.SUBSCRIBE:
+        return (lambda _client_id, prefix: b"\x00\x01" + _string(prefix.encode() + b"/a") + b"\x00"), False
+    if packet_type is PacketType.UNSUBSCRIBE:
+        return (lambda _client_id, prefix: b"\x00\x02" + _string(prefix.encode() + b"/a")), False
+    fixed = FIXED_LENGTH.get(packet_type)
+    return (bytes((0, 1)) if fixed is not None and fixed[0] == 2 else b""), False
+
+
+def _with_first_byte(first_byte: int, body: bytes | Shape) -> bytes | Shape:
+    if isinstance(body, bytes):
+        return _frame(first_byte, body)
+    return lambda client_id, prefix: _frame(first_byte, body(client_id, prefix))
+
+
+def _flag_family() -> tuple[Stimulus, ...]:
+    """Every reserved fixed-header flag bit of every packet a client sends with fixed flags (Table 2.2), one bit
+    flipped at a time: CONNECT, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBSCRIBE, UNSUBSCRIBE, PINGREQ, DISCONNECT."""
+    rows = []
+    for packet_type in CLIENT_PACKETS:
+        required = REQUIRED_FLAGS[packet_type]
+        body, as_connect = _flag_body(packet_type)
+        name = packet_type.name
+        for bit in range(4):
+            flags = required ^ (1 << bit)
+            rows.append(
+                Stimulus(
+                    f"{name.lower()}-flag-bit-{bit}",
+                    f"{name} with flag bit {bit} flipped (flags {flags:04b}, not {required:04b})",
+                    _with_first_byte((packet_type << 4) | flags, body),
+                    as_connect,
+                )
+            )
+    return tuple(rows)
+
+
+def _length_family() -> tuple[Stimulus, ...]:
+    """Every packet of fixed length a client sends, with a Remaining Length one short (when it has one to lose)
+    and one long; the body is the right one cut or with one zero byte added."""
+    rows = []
+    for packet_type in CLIENT_PACKETS:
+        fixed = FIXED_LENGTH.get(packet_type)
+        if fixed is None:
+            continue
+        length = fixed[0]
+        first = bytes(((packet_type << 4) | REQUIRED_FLAGS[packet_type],))
+        body = bytes((0, 1))[:length]
+        for size in (length - 1, length + 1):
+            if size < 0:
+                continue
+            data = first + bytes((size,)) + (body + b"\x00")[:size]
+            rows.append(
+                Stimulus(
+                    f"{packet_type.name.lower()}-length-{size}",
+                    f"{packet_type.name} with a Remaining Length of {size}, not {length}",
+                    data,
+                )
+            )
+    return tuple(rows)
+
+
+#: Reserved packet types, whole and still arriving: (id suffix, title, bytes after the first byte).
+RESERVED_TYPE_SHAPES: Final = (
+    ("empty", "with a Remaining Length of 0", "00"),
+    ("with-body", "with a two-byte body", "02 00 01"),
+    ("body-arriving", "whose body is still arriving (10 bytes announced, 2 sent)", "0a 00 01"),
+    ("length-arriving", "whose Remaining Length is still arriving (a continuation bit, then nothing)", "80"),
+)
+
+
+def _reserved_type_family() -> tuple[Stimulus, ...]:
+    return tuple(
+        Stimulus(
+            f"reserved-type-{value}-{suffix}",
+            f"Reserved packet type {value} {title}",
+            bytes((value << 4,)) + bytes.fromhex(rest),
+        )
+        for value in (PacketType.RESERVED_0, PacketType.RESERVED_15)
+        for suffix, title, rest in RESERVED_TYPE_SHAPES
+    )
+
+
+#: A wildcard that is not alone in its level, at each position of the level; then '#' alone in a level that is not
+#: the last. (id, the level's bytes, the positions of the filter it may take).
+WILDCARD_LEVELS: Final = (
+    ("plus-first-char", b"+x", ("first", "middle", "last")),
+    ("plus-middle-char", b"x+y", ("first", "middle", "last")),
+    ("plus-last-char", b"x+", ("first", "middle", "last")),
+    ("hash-first-char", b"#x", ("first", "middle", "last")),
+    ("hash-middle-char", b"x#y", ("first", "middle", "last")),
+    ("hash-last-char", b"x#", ("first", "middle", "last")),
+    ("hash-alone", b"#", ("first", "middle")),
+)
+#: Where the bad level sits among the levels of a filter under the case's prefix ``p``.
+LEVEL_POSITIONS: Final[dict[str, Callable[[bytes, bytes], bytes]]] = {
+    "first": lambda level, p: level + b"/" + p + b"/z",
+    "middle": lambda level, p: p + b"/" + level + b"/z",
+    "last": lambda level, p: p + b"/" + level,
+}
+#: Where the bad filter sits among the filters of one packet: alone, or before or after a good one.
+FILTER_PLACES: Final[dict[str, Callable[[bytes, bytes], tuple[bytes, ...]]]] = {
+    "": lambda bad, p: (bad,),
+    "-before-a-good-filter": lambda bad, p: (bad, p + b"/good"),
+    "-after-a-good-filter": lambda bad, p: (p + b"/good", bad),
+}
+#: The packets that carry Topic Filters: (name, first byte, Packet Identifier, the byte after each filter).
+FILTER_CARRIERS: Final[tuple[tuple[str, int, int, bytes | None], ...]] = (
+    ("subscribe", 0x82, 1, b"\x00"),
+    ("unsubscribe", 0xA2, 2, None),
+)
+
+
+#: Puts a level's bytes among the levels of a filter under the case's prefix.
+Placer = Callable[[bytes, bytes], bytes]
+#: Puts a bad filter among the filters of a packet, given the case's prefix.
+Surroundings = Callable[[bytes, bytes], tuple[bytes, ...]]
+
+
+def _filter_shape(carrier: tuple[str, int, int, bytes | None], level: bytes, at: Placer, around: Surroundings) -> Shape:
+    """A SUBSCRIBE (with the options byte after each filter) or UNSUBSCRIBE (``carrier``) whose bad filter holds
+    ``level`` where ``at`` puts it, among the filters ``around`` adds."""
+    _name, first_byte, packet_id, options = carrier
+
+    def shape(_client_id: str, prefix: str) -> bytes:
+        p = prefix.encode()
+        body = b"".join(_string(f) + (options or b"") for f in around(at(level, p), p))
+        return _frame(first_byte, packet_id.to_bytes(2, "big") + body)
+
+    return shape
+
+
+def _topic_name_shape(level: bytes, at: Placer) -> Shape:
+    """A QoS 0 PUBLISH whose Topic Name holds ``level`` where ``at`` puts it."""
+    return lambda _client_id, prefix: _frame(0x30, _string(at(level, prefix.encode())) + b"x")
+
+
+def _wildcard_family() -> tuple[Stimulus, ...]:
+    """'+' and '#' not alone in their level, at the first, middle and last character of the level, in the first,
+    middle and last level of the filter, alone in the packet and before or after a good filter; SUBSCRIBE and
+    UNSUBSCRIBE [MQTT-4.7.1-2, MQTT-4.7.1-3]. Beside them, PUBLISH Topic Names with a wildcard at the same
+    positions, and alone in a level at each level [MQTT-3.3.2-2]."""
+    rows = []
+    for carrier in FILTER_CARRIERS:
+        for place, around in FILTER_PLACES.items():
+            for name, level, positions in WILDCARD_LEVELS:
+                for position in positions if not place else ("middle",):
+                    at = LEVEL_POSITIONS[position]
+                    rows.append(
+                        Stimulus(
+                            f"{carrier[0]}-{name}-{position}-level{place}",
+                            f"{carrier[0].upper()} to '{at(level, b'<p>').decode()}'{place.replace('-', ' ')}",
+                            _filter_shape(carrier, level, at, around),
+                        )
+                    )
+    for name, level, _positions in (("plus-alone", b"+", ()), *WILDCARD_LEVELS):
+        for position in LEVEL_POSITIONS if name.endswith("alone") else ("middle",):
+            at = LEVEL_POSITIONS[position]
+            rows.append(
+                Stimulus(
+                    f"publish-topic-{name}-{position}-level",
+                    f"PUBLISH to '{at(level, b'<p>').decode()}'",
+                    _topic_name_shape(level, at),
+                )
+            )
+    return tuple(rows)
+
+
+#: Reserved option bits of a SUBSCRIBE's Requested QoS byte (bits 2 to 7) [MQTT-3.8.3-4].
+def _option_bit_family() -> tuple[Stimulus, ...]:
+    return tuple(
+        Stimulus(
+            f"subscribe-option-bit-{bit}",
+            f"SUBSCRIBE with reserved option bit {bit} set",
+            _filters(0x82, 1, b"a/b", options=bytes((1 << bit,))),
+        )
+        for bit in range(2, 8)
+    )
+
+
+def _connect(
+    name: bytes = b"MQTT", level: int = 4, flags: int = 0x02, tail: bytes = b"", keep: int | None = None
+) -> Shape:
+    """A CONNECT with the case's Client Identifier, the given Protocol Name, Level and Connect Flags, then
+    ``tail``; ``keep`` cuts the Remaining Length to that many bytes of the variable header (a packet shorter than
+    its variable header)."""
+
+    def shape(client_id: str, _prefix: str) -> bytes:
+        body = _string(name) + bytes((level, flags)) + b"\x00\x00" + _string(client_id.encode()) + tail
+        return _frame(0x10, body if keep is None else body[:keep])
+
+    return shape
+
+
+#: Protocol Levels no MQTT specification gives to 'MQTT' (3.1.1 is 4; 5 is MQTT 5.0, which a broker may speak):
+#: the server answers CONNACK 0x01 and closes [MQTT-3.1.2-2].
+UNSUPPORTED_LEVELS: Final = (0, 1, 2, 3, 6, 7, 255)
+#: Where a CONNECT's Remaining Length ends inside its variable header: (id, bytes of the variable header kept).
+CONNECT_CUTS: Final = (
+    ("in-name-length", 1),
+    ("after-name-length", 2),
+    ("in-name", 4),
+    ("after-name", 6),
+    ("after-level", 7),
+    ("after-flags", 8),
+    ("in-keep-alive", 9),
+)
+
+
+def _connect_family() -> tuple[Stimulus, ...]:
+    """CONNECT variants: unsupported Protocol Levels, a Remaining Length that ends inside the variable header, the
+    Connect Flags with the fields they announce missing, and ill-formed fields. Another Protocol Name has no
+    shape here: the server may follow another specification then [MQTT-3.1.2-1], so no reaction to it fails."""
+    rows = [
+        Stimulus(
+            f"connect-protocol-level-{level}",
+            f"CONNECT 'MQTT' with Protocol Level {level}",
+            _connect(level=level),
+            True,
+        )
+        for level in UNSUPPORTED_LEVELS
+    ]
+    rows += [
+        Stimulus(
+            f"connect-cut-{name}",
+            f"CONNECT whose Remaining Length ({keep}) ends inside its variable header",
+            _connect(keep=keep)("", ""),  # cut before the payload: no identifier of its own, so no two meet
+            True,
+        )
+        for name, keep in CONNECT_CUTS
+    ]
+    rows += [
+        Stimulus(f"connect-{name}", f"CONNECT with {title}", _connect(flags=flags, tail=tail), True)
+        for name, title, flags, tail in (
+            ("reserved-flag", "the reserved Connect Flag set", 0x03, b""),
+            ("will-qos-1-without-will", "Will QoS 1 but Will Flag 0", 0x0A, b""),
+            ("will-qos-2-without-will", "Will QoS 2 but Will Flag 0", 0x12, b""),
+            ("will-retain-without-will", "Will Retain but Will Flag 0", 0x22, b""),
+            ("will-flag-without-will", "Will Flag 1 but no Will fields", 0x06, b""),
+            ("will-flag-without-message", "Will Flag 1, a Will Topic and no Will Message", 0x06, _string(b"w")),
+            ("password-without-username", "a password but no user name", 0x42, _string(b"p")),
+            ("username-flag-without-username", "User Name Flag 1 but no user name", 0x82, b""),
+            ("password-flag-without-password", "Password Flag 1 but no password", 0xC2, _string(b"u")),
+            ("username-ill-formed-utf8", "a User Name with ill-formed UTF-8", 0x82, _string(b"\xc0")),
+        )
+    ]
+    rows += [
+        Stimulus("connect-will-qos-3", "CONNECT with Will QoS 3", _with_will_topic(0x1E, b"w"), True),
+        # The one stimulus without an identifier of its own: the zero-length Client Identifier is its defect.
+        Stimulus(
+            "connect-no-client-id",
+            "CONNECT without a Client Identifier",
+            _hex("10 0a 00 04 4d 51 54 54 04 02 00 00"),
+            True,
+        ),
+        Stimulus(
+            "connect-client-id-ill-formed-utf8",
+            "CONNECT Client Identifier with ill-formed UTF-8",
+            _ill_formed_client_id,
+            True,
+        ),
+        Stimulus(
+            "connect-will-topic-ill-formed-utf8",
+            "CONNECT Will Topic with ill-formed UTF-8",
+            _with_will_topic(0x06, b"\xfe"),
+            True,
+        ),
+        Stimulus(
+            "connect-will-topic-wildcard",
+            "CONNECT Will Topic with '#'",
+            lambda client_id, prefix: _raw(
+                Connect(client_id=client_id, will=Will(topic=f"{prefix}/w/#", message=b"x"))
+            ),
+            True,
+        ),
+        Stimulus("first-packet-not-connect", "PINGREQ as the first packet of a connection", _raw(Pingreq()), True),
+    ]
+    return tuple(rows)
+
+
+#: The families, in the order the library lists them: (name, what the family covers, its shapes).
+FAMILIES: Final[tuple[tuple[str, str, tuple[Stimulus, ...]], ...]] = (
+    (
+        "framing",
+        "Remaining Length of five bytes on several packet types",
+        tuple(
+            Stimulus(
+                f"remaining-length-fifth-byte{suffix}",
+                f"{name} with a Remaining Length of five bytes",
+                bytes((first,)) + _hex("ff ff ff ff 01"),
+            )
+            for suffix, name, first in (
+                ("", "PUBLISH", 0x30),
+                ("-subscribe", "SUBSCRIBE", 0x82),
+                ("-pingreq", "PINGREQ", 0xC0),
+            )
+        ),
     ),
-    Stimulus(
-        "publish-packet-id-0",
-        "QoS 1 PUBLISH with Packet Identifier 0",
-        _packet(lambda prefix: Publish(topic=f"{prefix}/a", qos=1, packet_id=0)),
+    ("reserved-type", "reserved packet types 0 and 15, whole and still arriving", _reserved_type_family()),
+    (
+        "sender",
+        "packets only a server sends, sent by the client",
+        tuple(
+            Stimulus(f"client-sends-{name.lower()}", f"A client sends {name}", _hex(data))
+            for name, data in (
+                ("CONNACK", "20 02 00 00"),
+                ("SUBACK", "90 03 00 01 00"),
+                ("UNSUBACK", "b0 02 00 01"),
+                ("PINGRESP", "d0 00"),
+            )
+        ),
     ),
-    Stimulus("publish-topic-empty", "PUBLISH with an empty Topic Name", _raw(Publish(topic="", payload=b"x"))),
-    Stimulus(
-        "publish-topic-hash",
-        "PUBLISH to a Topic Name with '#'",
-        _packet(lambda prefix: Publish(topic=f"{prefix}/sensor/#", payload=b"x")),
+    ("fixed-flags", "every reserved fixed-header flag bit of every packet a client sends", _flag_family()),
+    ("fixed-length", "fixed-length packets one byte short and one byte long", _length_family()),
+    (
+        "publish",
+        "PUBLISH flags, Packet Identifier and Topic Name",
+        (
+            Stimulus("publish-qos-3", "PUBLISH with QoS 3", _publish(0x36, b"a/b", b"\x00\x01")),
+            Stimulus(
+                "publish-dup-on-qos-0",
+                "PUBLISH with QoS 0 and DUP set",
+                _packet(lambda prefix: Publish(topic=f"{prefix}/a/b", dup=True)),
+            ),
+            Stimulus(
+                "publish-packet-id-0",
+                "QoS 1 PUBLISH with Packet Identifier 0",
+                _packet(lambda prefix: Publish(topic=f"{prefix}/a", qos=1, packet_id=0)),
+            ),
+            Stimulus("publish-topic-empty", "PUBLISH with an empty Topic Name", _raw(Publish(topic="", payload=b"x"))),
+            Stimulus(
+                "publish-topic-null",
+                "PUBLISH to a Topic Name holding U+0000",
+                _packet(lambda prefix: Publish(topic=f"{prefix}/a\x00b")),
+            ),
+            Stimulus(
+                "publish-topic-ill-formed-utf8", "PUBLISH Topic Name with ill-formed UTF-8", _publish(0x30, b"\xff")
+            ),
+            Stimulus(
+                "publish-topic-surrogate",
+                "PUBLISH Topic Name encoding a UTF-16 surrogate",
+                _publish(0x30, b"a\xed\xa0\x80"),
+            ),
+            Stimulus(
+                "publish-topic-overrun",
+                "PUBLISH whose Topic Name length runs past the packet",
+                _hex("30 04 00 09 61 62"),
+            ),
+        ),
     ),
-    Stimulus(
-        "publish-topic-plus",
-        "PUBLISH to a Topic Name with '+'",
-        _packet(lambda prefix: Publish(topic=f"{prefix}/sensor/+/t", payload=b"x")),
+    ("wildcard-position", "'+' and '#' where a Topic Filter or Topic Name may not hold them", _wildcard_family()),
+    (
+        "subscribe",
+        "SUBSCRIBE and UNSUBSCRIBE payloads",
+        (
+            Stimulus("subscribe-empty-filter", "SUBSCRIBE with an empty Topic Filter", _hex("82 05 00 01 00 00 00")),
+            Stimulus("subscribe-no-payload", "SUBSCRIBE without a Topic Filter", _hex("82 02 00 01")),
+            Stimulus(
+                "subscribe-packet-id-0", "SUBSCRIBE with Packet Identifier 0", _filters(0x82, 0, b"a/b", options=b"\0")
+            ),
+            Stimulus("subscribe-qos-3", "SUBSCRIBE requesting QoS 3", _filters(0x82, 1, b"a/b", options=b"\x03")),
+            *_option_bit_family(),
+            Stimulus(
+                "subscribe-filter-null",
+                "SUBSCRIBE to a Topic Filter holding U+0000",
+                _filters(0x82, 1, b"a\x00", options=b"\0"),
+            ),
+            Stimulus(
+                "subscribe-filter-ill-formed-utf8",
+                "SUBSCRIBE Topic Filter with ill-formed UTF-8",
+                _filters(0x82, 1, b"a\xc3", options=b"\0"),
+            ),
+            Stimulus("unsubscribe-empty-filter", "UNSUBSCRIBE with an empty Topic Filter", _hex("a2 04 00 02 00 00")),
+            Stimulus("unsubscribe-no-payload", "UNSUBSCRIBE without a Topic Filter", _hex("a2 02 00 02")),
+            Stimulus("unsubscribe-packet-id-0", "UNSUBSCRIBE with Packet Identifier 0", _filters(0xA2, 0, b"a")),
+            Stimulus(
+                "unsubscribe-filter-ill-formed-utf8",
+                "UNSUBSCRIBE Topic Filter with ill-formed UTF-8",
+                _filters(0xA2, 2, b"\x80"),
+            ),
+        ),
     ),
-    Stimulus(
-        "publish-topic-null",
-        "PUBLISH to a Topic Name holding U+0000",
-        _packet(lambda prefix: Publish(topic=f"{prefix}/a\x00b")),
-    ),
-    Stimulus("publish-topic-ill-formed-utf8", "PUBLISH Topic Name with ill-formed UTF-8", _publish(0x30, b"\xff")),
-    Stimulus(
-        "publish-topic-surrogate", "PUBLISH Topic Name encoding a UTF-16 surrogate", _publish(0x30, b"a\xed\xa0\x80")
-    ),
-    Stimulus(
-        "publish-topic-overrun", "PUBLISH whose Topic Name length runs past the packet", _hex("30 04 00 09 61 62")
-    ),
-    # --- SUBSCRIBE / UNSUBSCRIBE (the case's own filters: nothing another case publishes matches them) --------
-    Stimulus("subscribe-empty-filter", "SUBSCRIBE with an empty Topic Filter", _hex("82 05 00 01 00 00 00")),
-    Stimulus("subscribe-no-payload", "SUBSCRIBE without a Topic Filter", _hex("82 02 00 01")),
-    Stimulus(
-        "subscribe-flags-0000", "SUBSCRIBE with flags 0000 instead of 0010", _filters(0x80, 1, b"a/b", options=b"\0")
-    ),
-    Stimulus("subscribe-packet-id-0", "SUBSCRIBE with Packet Identifier 0", _filters(0x82, 0, b"a/b", options=b"\0")),
-    Stimulus("subscribe-qos-3", "SUBSCRIBE requesting QoS 3", _filters(0x82, 1, b"a/b", options=b"\x03")),
-    Stimulus(
-        "subscribe-reserved-option-bits",
-        "SUBSCRIBE with reserved option bits",
-        _filters(0x82, 1, b"a/b", options=b"\x04"),
-    ),
-    Stimulus("subscribe-hash-not-last", "SUBSCRIBE to '<p>/a/#/b'", _filters(0x82, 1, b"a/#/b", options=b"\0")),
-    Stimulus("subscribe-hash-not-alone", "SUBSCRIBE to '<p>/a/b#'", _filters(0x82, 1, b"a/b#", options=b"\0")),
-    Stimulus("subscribe-plus-not-alone", "SUBSCRIBE to '<p>/a/b+'", _filters(0x82, 1, b"a/b+", options=b"\0")),
-    Stimulus(
-        "subscribe-filter-null",
-        "SUBSCRIBE to a Topic Filter holding U+0000",
-        _filters(0x82, 1, b"a\x00", options=b"\0"),
-    ),
-    Stimulus(
-        "subscribe-filter-ill-formed-utf8",
-        "SUBSCRIBE Topic Filter with ill-formed UTF-8",
-        _filters(0x82, 1, b"a\xc3", options=b"\0"),
-    ),
-    Stimulus("unsubscribe-empty-filter", "UNSUBSCRIBE with an empty Topic Filter", _hex("a2 04 00 02 00 00")),
-    Stimulus("unsubscribe-no-payload", "UNSUBSCRIBE without a Topic Filter", _hex("a2 02 00 02")),
-    Stimulus("unsubscribe-flags-0000", "UNSUBSCRIBE with flags 0000 instead of 0010", _filters(0xA0, 2, b"a/b")),
-    Stimulus("unsubscribe-packet-id-0", "UNSUBSCRIBE with Packet Identifier 0", _filters(0xA2, 0, b"a")),
-    Stimulus(
-        "unsubscribe-filter-ill-formed-utf8",
-        "UNSUBSCRIBE Topic Filter with ill-formed UTF-8",
-        _filters(0xA2, 2, b"\x80"),
-    ),
-    Stimulus("unsubscribe-hash-not-last", "UNSUBSCRIBE '<p>/a/#/b'", _filters(0xA2, 2, b"a/#/b")),
-    # --- CONNECT (sent as the first packet, with the case's own Client Identifier) ---------------------------
-    Stimulus("connect-reserved-flag", "CONNECT with the reserved flag bit set", _with_connect_flags(0x03), True),
-    Stimulus(
-        "connect-will-qos-without-will", "CONNECT with Will QoS 1 but Will Flag 0", _with_connect_flags(0x0A), True
-    ),
-    Stimulus(
-        "connect-will-retain-without-will", "CONNECT with Will Retain but Will Flag 0", _with_connect_flags(0x22), True
-    ),
-    Stimulus("connect-will-qos-3", "CONNECT with Will QoS 3", _with_will_topic(0x1E, b"w"), True),
-    Stimulus(
-        "connect-will-flag-without-will", "CONNECT with Will Flag 1 but no Will fields", _with_connect_flags(0x06), True
-    ),
-    Stimulus(
-        "connect-password-without-username",
-        "CONNECT with a password but no user name",
-        _with_connect_flags(0x42, b"\x00\x01p"),
-        True,
-    ),
-    Stimulus(
-        "connect-username-flag-without-username",
-        "CONNECT with User Name Flag 1 but no user name",
-        _with_connect_flags(0x82),
-        True,
-    ),
-    Stimulus(
-        "connect-password-flag-without-password",
-        "CONNECT with Password Flag 1 but no password",
-        _with_connect_flags(0xC2, b"\x00\x01u"),
-        True,
-    ),
-    # The one stimulus without an identifier of its own: the zero-length Client Identifier is its defect.
-    Stimulus(
-        "connect-no-client-id", "CONNECT without a Client Identifier", _hex("10 0a 00 04 4d 51 54 54 04 02 00 00"), True
-    ),
-    Stimulus(
-        "connect-client-id-ill-formed-utf8",
-        "CONNECT Client Identifier with ill-formed UTF-8",
-        _ill_formed_client_id,
-        True,
-    ),
-    Stimulus(
-        "connect-will-topic-ill-formed-utf8",
-        "CONNECT Will Topic with ill-formed UTF-8",
-        _with_will_topic(0x06, b"\xfe"),
-        True,
-    ),
-    Stimulus(
-        "connect-will-topic-wildcard",
-        "CONNECT Will Topic with '#'",
-        lambda client_id, prefix: _raw(Connect(client_id=client_id, will=Will(topic=f"{prefix}/w/#", message=b"x"))),
-        True,
-    ),
-    Stimulus(
-        "connect-username-ill-formed-utf8",
-        "CONNECT User Name with ill-formed UTF-8",
-        _with_connect_flags(0x82, b"\x00\x01\xc0"),
-        True,
-    ),
-    Stimulus(
-        "first-packet-not-connect",
-        "PINGREQ as the first packet of a connection",
-        _raw(Pingreq()),
-        True,
-    ),
+    ("connect", "CONNECT variants, sent as the first packet of a connection", _connect_family()),
+)
+
+#: Every shape of every family, each with its family's name.
+STIMULI: Final[tuple[Stimulus, ...]] = tuple(
+    replace(stimulus, family=family) for family, _title, stimuli in FAMILIES for stimulus in stimuli
 )
 
 
@@ -322,6 +574,9 @@ def _register(stimulus: Stimulus) -> None:
         stimulus.title,
         stimulus=f"{stimulus.title}, {where}: {stimulus.data.hex(' ')}{_SHOWN_WITH if stimulus.personal else ''}",
         expected=f"{expected}; act on nothing in it",
+        family=f"malformed/{stimulus.family}",
+        # only a SUBSCRIBE the broker takes could bring it messages of other cases
+        observes=stimulus.data[0] >> 4 == PacketType.SUBSCRIBE,
     )(script)
 
 
