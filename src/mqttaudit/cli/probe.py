@@ -249,16 +249,22 @@ def _list(selected: Sequence[Case], output_format: str) -> None:
                 "stimulus": c.stimulus,
                 "expected": c.expected,
                 "timing": c.timing,
+                "family": c.family_name,
             }
             for c in selected
         ]
         click.echo(json.dumps(rows, indent=2))
         return
     width = max((len(c.id) for c in selected), default=10)
+    families: dict[str, list[Case]] = {}
     for c in selected:
-        click.echo(f"{c.id:<{width}}  {', '.join(c.statements)}")
+        families.setdefault(c.family_name, []).append(c)
+    for family, members in families.items():
+        click.echo(f"{family} ({len(members)} case{'s' if len(members) != 1 else ''})")
+        for c in members:
+            click.echo(f"  {c.id:<{width}}  {', '.join(c.statements)}")
     numbered = {s for c in selected for s in c.statements if s.rsplit("-", 1)[-1].isdigit()}
-    click.echo(f"\n{len(selected)} cases covering {len(numbered)} numbered statements")
+    click.echo(f"\n{len(selected)} cases in {len(families)} families covering {len(numbered)} numbered statements")
 
 
 @click.command(

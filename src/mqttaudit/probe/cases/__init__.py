@@ -4,9 +4,9 @@ imports it on first use)."""
 from __future__ import annotations
 
 from ..case import CASES
-from . import delivery, malformed, routing, session
+from . import accepted, delivery, malformed, routing, session
 
-__all__ = ["ALONE", "QUIET", "TIMING", "delivery", "malformed", "routing", "session"]
+__all__ = ["ALONE", "QUIET", "TIMING", "accepted", "delivery", "malformed", "routing", "session"]
 
 #: Cases whose verdict hangs on a broker-side timer or on what the broker does after a connection drops: a failure
 #: of one of them is run again, alone, before it is reported.

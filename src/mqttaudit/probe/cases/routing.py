@@ -81,14 +81,15 @@ TABLE: Final[tuple[Row, ...]] = (
 )
 
 
-def _expand(template: str, context: CaseContext) -> str:
+def expand(template: str, context: CaseContext) -> str:
+    """A table template with the case's own prefix (``{p}``) and that prefix without its first level (``{rest}``)."""
     prefix = context.topic()
     return template.format(p=prefix, rest=prefix.split("/", 1)[1])
 
 
 def _register(row: Row) -> None:
     async def script(context: CaseContext) -> None:
-        topic_filter, topic = _expand(row.topic_filter, context), _expand(row.topic, context)
+        topic_filter, topic = expand(row.topic_filter, context), expand(row.topic, context)
         subscriber = await context.connect("subscriber")
         await context.subscribe(subscriber, (topic_filter, 1))
         publisher = await context.connect("publisher")
