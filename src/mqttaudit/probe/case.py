@@ -68,9 +68,6 @@ class Case:
     #: The family of shapes the case belongs to (``malformed/wildcard-position``); by default the first part of
     #: its id (``retain``), see :attr:`family_name`.
     family: str = ""
-    #: The case may receive messages it did not publish (it subscribes): a case that leaves retained messages
-    #: must not run beside it (see :attr:`alone`). False for a case whose connections never subscribe.
-    observes: bool = True
 
     @property
     def family_name(self) -> str:
@@ -78,8 +75,8 @@ class Case:
 
     @property
     def runs_alone(self) -> bool:
-        """Run after the concurrent cases, one at a time (see :attr:`timing` and :attr:`alone`)."""
-        return self.timing or self.alone or self.quiet
+        """Run after the concurrent cases, one at a time (see :attr:`quiet` and :attr:`alone`)."""
+        return self.alone or self.quiet
 
 
 @dataclass(frozen=True)
@@ -367,16 +364,11 @@ def case(
     expected: str = "",
     timing: bool = False,
     family: str = "",
-    observes: bool = True,
 ) -> Callable[[Script], Script]:
     """Registers a script as a case of the library."""
 
     def register(script: Script) -> Script:
-        CASES.register(
-            Case(
-                case_id, tuple(statements), title, script, stimulus, expected, timing, family=family, observes=observes
-            )
-        )
+        CASES.register(Case(case_id, tuple(statements), title, script, stimulus, expected, timing, family=family))
         return script
 
     return register

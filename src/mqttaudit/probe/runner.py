@@ -113,13 +113,13 @@ async def run_probe(
 ) -> ProbeRun:
     """Runs ``cases`` against ``target``, at most ``concurrency`` at a time; results keep the order of ``cases``.
 
-    Three phases. First the cases that may receive other cases' messages (``Case.observes``). Then the cases that
-    leave retained messages (``Case.alone``) one at a time, and beside them, one at a time too, the cases that
-    hang on a deadline (``Case.timing``), with only cases that never subscribe around them: a retained message may
-    reach clients that did not subscribe to it (amqtt 0.12.1 sends every retained message to every subscriber).
-    Last the cases that need a quiet broker (``Case.quiet``), one at a time with nothing beside them: a broker-side
-    timer may fire only when other traffic wakes the broker (mosquitto 2.0.11 checks Keep Alive so). So each case
-    gets the verdict it gets alone."""
+    Three phases. First every case that needs nothing of its own, timing cases included (a failure of one is
+    confirmed alone before it is reported). Then the cases that need a quiet broker (``Case.quiet``), one at a time
+    with nothing beside them: a broker-side timer may fire only when other traffic wakes the broker (mosquitto
+    2.0.11 checks Keep Alive so). Last the cases that leave retained messages (``Case.alone``), one at a time with
+    nothing beside them: some brokers send every retained message they hold to every client right after CONNACK
+    and keep some that a zero-byte retained PUBLISH should clear (amqtt 0.12.1). So each case gets the verdict it
+    gets alone."""
     run_id = secrets.token_hex(4)  # topics of concurrent runs against one broker never meet
     started = datetime.now(UTC).isoformat(timespec="seconds")
     clock0 = time.monotonic()
@@ -144,12 +144,9 @@ async def run_probe(
         for case in batch:
             done[id(case)] = await one(case)
 
-    await together([case for case in cases if not case.runs_alone and case.observes])
-    blind = [case for case in cases if not case.runs_alone and not case.observes]
-    retaining = [case for case in cases if case.alone and not case.quiet]
-    timing = [case for case in cases if case.timing and not case.alone and not case.quiet]
-    await asyncio.gather(together(blind), one_by_one(retaining), one_by_one(timing))
+    await together([case for case in cases if not case.runs_alone])
     await one_by_one([case for case in cases if case.quiet])
+    await one_by_one([case for case in cases if case.alone and not case.quiet])
     results = [done[id(case)] for case in cases]
     return ProbeRun(target, started, results, time.monotonic() - clock0, health.down)
 

@@ -112,13 +112,18 @@ CONNECT_ROWS: Final[tuple[ConnectRow, ...]] = (
 )
 
 
+def connect_bytes(row: ConnectRow, client_id: str, prefix: str) -> bytes:
+    """The row's CONNECT with the case's Client Identifier and topic prefix."""
+    body = b"\x00\x04MQTT\x04" + bytes((row.flags,)) + row.keep_alive.to_bytes(2, "big")
+    body += _field(client_id.encode()) + row.tail(prefix.encode())
+    return b"\x10" + encode_remaining_length(len(body)) + body
+
+
 def _register_connect(row: ConnectRow) -> None:
     async def script(context: CaseContext) -> None:
         connection = await context.open()
         connection.client_id = context.client_id()
-        body = b"\x00\x04MQTT\x04" + bytes((row.flags,)) + row.keep_alive.to_bytes(2, "big")
-        body += _field(connection.client_id.encode()) + row.tail(context.topic().encode())
-        await connection.send(b"\x10" + encode_remaining_length(len(body)) + body)
+        await connection.send(connect_bytes(row, connection.client_id, context.topic()))
         ack = await connection.wait_type(Connack)
         if not isinstance(ack, Connack):
             raise Inconclusive(
@@ -138,7 +143,6 @@ def _register_connect(row: ConnectRow) -> None:
         stimulus=f"CONNECT with {row.title}, then PINGREQ",
         expected="CONNACK; when it is 0, PINGRESP: the connection works (a refusal with a return code is allowed)",
         family="accepted/connect",
-        observes=False,
     )(script)
 
 

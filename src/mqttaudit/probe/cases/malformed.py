@@ -575,8 +575,6 @@ def _register(stimulus: Stimulus) -> None:
         stimulus=f"{stimulus.title}, {where}: {stimulus.data.hex(' ')}{_SHOWN_WITH if stimulus.personal else ''}",
         expected=f"{expected}; act on nothing in it",
         family=f"malformed/{stimulus.family}",
-        # only a SUBSCRIBE the broker takes could bring it messages of other cases
-        observes=stimulus.data[0] >> 4 == PacketType.SUBSCRIBE,
     )(script)
 
 
