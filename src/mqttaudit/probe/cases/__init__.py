@@ -3,10 +3,17 @@ imports it on first use)."""
 
 from __future__ import annotations
 
-from ..case import CASES
-from . import accepted, delivery, malformed, routing, session
+import importlib
 
-__all__ = ["ALONE", "QUIET", "TIMING", "accepted", "delivery", "malformed", "routing", "session"]
+from ..case import CASES
+
+#: The modules in the library's order (the order of ``probe --list`` and of a run): what a broker must do, then
+#: the malformed families, then their negative controls.
+MODULES = ("delivery", "session", "routing", "malformed", "accepted")
+for _module in MODULES:
+    importlib.import_module(f"{__name__}.{_module}")
+
+__all__ = ["ALONE", "MODULES", "QUIET", "TIMING"]
 
 #: Cases whose verdict hangs on a broker-side timer or on what the broker does after a connection drops: a failure
 #: of one of them is run again, alone, before it is reported.
