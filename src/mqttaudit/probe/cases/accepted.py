@@ -5,7 +5,8 @@ one case ``accepted/<name>``; a new control is one row.
 
 - A Topic Filter row subscribes to a filter that only looks unusual ('+' and '#' alone in their level at each
   position, characters that are no wildcards), publishes to a topic it matches, then unsubscribes: the broker
-  answers SUBSCRIBE with SUBACK [MQTT-3.8.4-1], delivers the message [MQTT-4.5.0-1] and answers UNSUBSCRIBE with
+  answers SUBSCRIBE with SUBACK [MQTT-3.8.4-1], delivers the message [MQTT-4.5.0-1] with its own Topic Name (one
+  that matches the filter [MQTT-3.3.2-3]: RabbitMQ 3.10.8 delivers 'a.b' as 'a/b') and answers UNSUBSCRIBE with
   UNSUBACK [MQTT-3.10.4-4]. Closing the connection instead of an answer is treating a well-formed packet as
   malformed; refusing the subscription with SUBACK 0x80 is allowed, and makes the case not applicable.
 - A CONNECT row sends a CONNECT whose fields only look unusual (a zero-length User Name or Password, the largest
@@ -24,7 +25,7 @@ from typing import Final
 from ...codec import Connack, Pingreq, Pingresp
 from ...codec.remaining_length import encode_remaining_length
 from ..case import CaseContext, Inconclusive, NotApplicable, case
-from .routing import DELIVERED, P, expand
+from .routing import DELIVERED, NO_LEAK, P, expand
 
 SUBACK_SENT: Final = "MQTT-3.8.4-1"
 UNSUBACK_SENT: Final = "MQTT-3.10.4-4"
@@ -74,7 +75,7 @@ def _register_filter(row: FilterRow) -> None:
     )
     case(
         f"accepted/{row.name}",
-        (SUBACK_SENT, DELIVERED, UNSUBACK_SENT),
+        (SUBACK_SENT, DELIVERED, NO_LEAK, UNSUBACK_SENT),
         f"Topic Filter {shown_filter!r} is accepted and matches {shown_topic!r}",
         stimulus=f"subscribe to {shown_filter!r}, publish QoS 1 to {shown_topic!r}, then unsubscribe (<p> is the "
         "case's own prefix)",
