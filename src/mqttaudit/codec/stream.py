@@ -151,7 +151,11 @@ class StreamDecoder:
         pending = self._pending + self._more if self._more else self._pending
         found: list[Violation] = []
         check_first_byte(pending[0], self.direction, self._offset, found)
-        return Frame(self._offset, len(pending), pending, None, tuple(found)) if found else None
+        if not found:
+            return None
+        more = f"; the rest is still arriving ({_arrived(pending, 'its Remaining Length is not whole yet')})"
+        violations = tuple(Violation(v.rule, v.offset, v.detail + more) for v in found)
+        return Frame(self._offset, len(pending), pending, None, violations)
 
     def close(self) -> list[Frame]:
         """Ends the stream: a packet still incomplete is reported as [MQTT-2.2.3-truncated]."""
@@ -283,9 +287,16 @@ def check_max_packet_size(value: int) -> int:
 def _truncation_detail(pending: bytes) -> str:
     if len(pending) < 2:
         return "stream ended inside a fixed header"
+    return _arrived(pending, "stream ended inside the Remaining Length")
+
+
+def _arrived(pending: bytes, inside_length: str) -> str:
+    """How much of an incomplete packet has arrived (``inside_length`` when its Remaining Length is not whole)."""
+    if len(pending) < 2:
+        return "only its first byte has arrived"
     remaining, body = read_remaining_length(pending, 1, len(pending))
     if body < 0:
-        return "stream ended inside the Remaining Length"
+        return inside_length
     return f"packet declares {remaining} byte(s) after its fixed header, {len(pending) - body} arrived"
 
 

@@ -201,6 +201,7 @@ def _length_family() -> tuple[Stimulus, ...]:
 
 #: Reserved packet types, whole and still arriving: (id suffix, title, bytes after the first byte).
 RESERVED_TYPE_SHAPES: Final = (
+    ("type-byte-only", "whose first byte alone has arrived", ""),
     ("empty", "with a Remaining Length of 0", "00"),
     ("with-body", "with a two-byte body", "02 00 01"),
     ("body-arriving", "whose body is still arriving (10 bytes announced, 2 sent)", "0a 00 01"),
@@ -331,9 +332,10 @@ def _connect(
     return shape
 
 
-#: Protocol Levels no MQTT specification gives to 'MQTT' (3.1.1 is 4; 5 is MQTT 5.0, which a broker may speak):
-#: the server answers CONNACK 0x01 and closes [MQTT-3.1.2-2].
-UNSUPPORTED_LEVELS: Final = (0, 1, 2, 3, 6, 7, 255)
+#: Protocol Levels no MQTT specification uses, so no broker supports them: the server answers CONNACK 0x01 and
+#: closes [MQTT-3.1.2-2]. Not 3 (MQTT 3.1, which a broker may support under the name 'MQTT' too), 4 (3.1.1) or
+#: 5 (MQTT 5.0).
+UNSUPPORTED_LEVELS: Final = (0, 1, 2, 6, 7, 255)
 #: Where a CONNECT's Remaining Length ends inside its variable header: (id, bytes of the variable header kept).
 CONNECT_CUTS: Final = (
     ("in-name-length", 1),
