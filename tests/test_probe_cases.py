@@ -111,3 +111,14 @@ def test_every_routing_row_agrees_with_the_matcher() -> None:
         topic_filter = row.topic_filter.format(p=prefix, rest=prefix.split("/", 1)[1])
         topic = row.topic.format(p=prefix, rest=prefix.split("/", 1)[1])
         assert matches(topic_filter, topic) is row.delivered, row.name
+
+
+def test_no_case_that_a_stale_retained_message_would_fail_runs_after_one_that_leaves_them() -> None:
+    """The cases that leave retained messages run one at a time, last, in the library's order. A broker may keep a
+    retained message past the clean-up and send it to every later client (amqtt 0.12.1): a case that targets
+    MQTT-3.3.2-3 (no message the client did not subscribe to) must therefore run before every case that leaves one,
+    or it would be judged on another case's leftovers."""
+    alone = [case for case in CASES.values() if case.runs_alone]
+    leak_judged = [index for index, case in enumerate(alone) if "MQTT-3.3.2-3" in case.statements]
+    assert leak_judged == [0, len(alone) - 1], [case.id for case in alone]
+    assert alone[-1].id == "routing/retained-to-wildcard-subscribers"  # its own leftovers reach no later case

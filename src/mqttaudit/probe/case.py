@@ -62,9 +62,6 @@ class Case:
     #: The case leaves state other clients can see while it runs (a retained message): some brokers send every
     #: retained message to every client (amqtt 0.12.1), so it runs with no other case beside it.
     alone: bool = False
-    #: The verdict hangs on a broker-side timer that other traffic may wake (Keep Alive): the case runs with
-    #: nothing beside it.
-    quiet: bool = False
     #: The family of shapes the case belongs to (``malformed/wildcard-position``); by default the first part of
     #: its id (``retain``), see :attr:`family_name`.
     family: str = ""
@@ -75,8 +72,8 @@ class Case:
 
     @property
     def runs_alone(self) -> bool:
-        """Run after the concurrent cases, one at a time (see :attr:`quiet` and :attr:`alone`)."""
-        return self.alone or self.quiet
+        """Run after the concurrent cases, one at a time (see :attr:`alone`)."""
+        return self.alone
 
 
 @dataclass(frozen=True)
@@ -315,11 +312,6 @@ class CaseRegistry(Mapping[str, Case]):
         """Flags the cases whose verdict hangs on a deadline (see :attr:`Case.timing`)."""
         for case_id in case_ids:
             self._cases[case_id] = replace(self._cases[case_id], timing=True)
-
-    def mark_quiet(self, case_ids: Iterable[str]) -> None:
-        """Flags the cases that run with nothing beside them (see :attr:`Case.quiet`)."""
-        for case_id in case_ids:
-            self._cases[case_id] = replace(self._cases[case_id], quiet=True)
 
     def mark_alone(self, case_ids: Iterable[str]) -> None:
         """Flags the cases that leave state other clients see (see :attr:`Case.alone`)."""

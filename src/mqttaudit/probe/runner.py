@@ -113,13 +113,11 @@ async def run_probe(
 ) -> ProbeRun:
     """Runs ``cases`` against ``target``, at most ``concurrency`` at a time; results keep the order of ``cases``.
 
-    Three phases. First every case that needs nothing of its own, timing cases included (a failure of one is
-    confirmed alone before it is reported). Then the cases that need a quiet broker (``Case.quiet``), one at a time
-    with nothing beside them: a broker-side timer may fire only when other traffic wakes the broker (mosquitto
-    2.0.11 checks Keep Alive so). Last the cases that leave retained messages (``Case.alone``), one at a time with
-    nothing beside them: some brokers send every retained message they hold to every client right after CONNACK
-    and keep some that a zero-byte retained PUBLISH should clear (amqtt 0.12.1). So each case gets the verdict it
-    gets alone."""
+    Two phases. First every case that needs nothing of its own, timing cases included (a failure of one is
+    confirmed alone before it is reported). Then the cases that leave retained messages (``Case.alone``), one at a
+    time with nothing beside them: some brokers send every retained message they hold to every client right after
+    CONNACK, and keep some that a zero-byte retained PUBLISH should clear (amqtt 0.12.1). So each case gets the
+    verdict it gets alone."""
     run_id = secrets.token_hex(4)  # topics of concurrent runs against one broker never meet
     started = datetime.now(UTC).isoformat(timespec="seconds")
     clock0 = time.monotonic()
@@ -145,8 +143,7 @@ async def run_probe(
             done[id(case)] = await one(case)
 
     await together([case for case in cases if not case.runs_alone])
-    await one_by_one([case for case in cases if case.quiet])
-    await one_by_one([case for case in cases if case.alone and not case.quiet])
+    await one_by_one([case for case in cases if case.runs_alone])
     results = [done[id(case)] for case in cases]
     return ProbeRun(target, started, results, time.monotonic() - clock0, health.down)
 

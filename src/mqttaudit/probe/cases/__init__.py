@@ -13,7 +13,7 @@ MODULES = ("delivery", "session", "routing", "malformed", "accepted")
 for _module in MODULES:
     importlib.import_module(f"{__name__}.{_module}")
 
-__all__ = ["ALONE", "MODULES", "QUIET", "TIMING"]
+__all__ = ["ALONE", "MODULES", "TIMING"]
 
 #: Cases whose verdict hangs on a broker-side timer or on what the broker does after a connection drops: a failure
 #: of one of them is run again, alone, before it is reported.
@@ -40,10 +40,5 @@ ALONE = (
     "will/retained",
 )
 
-#: Cases whose broker-side timer other traffic may wake (mosquitto 2.0.11 checks Keep Alive only when woken): they
-#: run last, with nothing beside them.
-QUIET = ("keep-alive/server-disconnects-silent-client",)
-
 CASES.mark_timing(TIMING)
-CASES.mark_quiet(QUIET)
 CASES.mark_alone(ALONE)

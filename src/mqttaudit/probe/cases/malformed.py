@@ -28,7 +28,7 @@ from ...codec import (
 )
 from ...codec.remaining_length import encode_remaining_length
 from ...codec.validators import FIXED_LENGTH, REQUIRED_FLAGS, SENDERS
-from ...judge import Event, Quiet, Sent, judge
+from ...judge import Event, Quiet, Sent, judge, rules
 from ..case import CaseContext, case
 from ..connection import client_frames
 
@@ -52,6 +52,14 @@ class Stimulus:
     as_connect: bool = False
     #: The family of shapes it belongs to (:data:`FAMILIES`).
     family: str = ""
+
+    @property
+    def with_will(self) -> bool:
+        """A malformed DISCONNECT is sent on a connection with a Will, watched by a subscriber: a broker closes on
+        any DISCONNECT, so only the Will shows whether it took the packet for one. A DISCONNECT discards the Will
+        [MQTT-3.14.4-3]; a close because of a protocol error publishes it (section 3.1.2.5 lists that case), as
+        every close without a DISCONNECT does [MQTT-3.1.2-8]."""
+        return not self.as_connect and self.data[0] >> 4 == PacketType.DISCONNECT
 
     def build(self, client_id: str, prefix: str) -> bytes:
         return self.shape if isinstance(self.shape, bytes) else self.shape(client_id, prefix)
@@ -557,25 +565,44 @@ _SHOWN_WITH = (
 )
 
 
+#: The Will of a connection that sends a malformed DISCONNECT (see :attr:`Stimulus.with_will`), on the case's topic.
+WILL_LEVEL: Final = "will"
+
+
 def _register(stimulus: Stimulus) -> None:
     async def script(context: CaseContext) -> None:
+        watcher = None
         if stimulus.as_connect:
             connection = await context.open()
             connection.client_id = context.client_id()
+        elif stimulus.with_will:
+            will_topic = context.topic(WILL_LEVEL)
+            watcher = await context.subscriber("watcher", (will_topic, 1))
+            connection = await context.connect(will=Will(topic=will_topic, message=b"will", qos=1))
         else:
             connection = await context.connect()
         # built now: the case's own identifier and topics, never another case's or another run's
         await connection.send(stimulus.build(connection.client_id, context.topic()))
         await connection.wait_close()
+        if watcher is not None:
+            await context.deliveries(watcher, context.topic(WILL_LEVEL))
+            await context.settle(watcher)
+            await context.leave(watcher)
 
     where = "as the first packet of a connection" if stimulus.as_connect else "after an accepted CONNECT"
+    if stimulus.with_will:
+        where = "after a CONNECT with a Will (QoS 1) whose topic another connection watches"
     expected = "close the connection without a CONNACK" if stimulus.as_connect else "close the connection"
+    if stimulus.with_will:
+        expected += " and publish the Will, since no DISCONNECT was received"
     case(
         f"malformed/{stimulus.case_id}",
-        targeted(stimulus),
+        targeted(stimulus) + ((rules.WILL_PUBLISHED,) if stimulus.with_will else ()),
         stimulus.title,
         stimulus=f"{stimulus.title}, {where}: {stimulus.data.hex(' ')}{_SHOWN_WITH if stimulus.personal else ''}",
         expected=f"{expected}; act on nothing in it",
+        # the Will is published some time after the close: a failure is confirmed alone
+        timing=stimulus.with_will,
         family=f"malformed/{stimulus.family}",
     )(script)
 
