@@ -431,3 +431,33 @@ def test_the_probe_case_of_an_answered_offence_fails_whoever_closes_after(
     result = decide(case, judge(run.talk.closed(closer).events))
     assert result.verdict == CASE_FAIL, result.reason
     assert all(verdict == CASE_FAIL for verdict in result.statements.values()), result.statements
+
+
+def test_an_acknowledgement_with_the_offending_packets_identifier_acts_on_it() -> None:
+    """A PUBREL one byte long (62 03 00 01 00) opens no flow; a PUBCOMP with its Packet Identifier answers it all
+    the same (mosquitto 2.0.11 sends 70 02 00 01)."""
+    talk = connected().client("62 03 00 01 00").server(codec.Pubcomp(packet_id=1)).closed(S)
+    acting = [f for f in judge(talk.events).findings if f.side is S and "answers the offending packet" in f.detail]
+    assert {f.rule for f in acting} == {"MQTT-4.8.0-1", "MQTT-3.6.1-remaining-length"}, explain(judge(talk.events))
+
+
+def test_an_acknowledgement_that_finishes_an_earlier_flow_does_not_act_on_a_later_offence() -> None:
+    """PUBREC id 1 for a QoS 2 PUBLISH id 1, then the client's valid PUBREL id 1 and a malformed PUBREL id 1: the
+    PUBCOMP id 1 that follows finishes the valid one's flow."""
+    talk = (
+        connected()
+        .client(publish("a", b"m", qos=2, packet_id=1))
+        .server(codec.Pubrec(packet_id=1))
+        .client(codec.Pubrel(packet_id=1), "62 03 00 01 00")
+        .server(codec.Pubcomp(packet_id=1))
+        .closed(S)
+    )
+    judgement = judge(talk.events)
+    assert not [f for f in judgement.findings if f.side is S and "offending" in f.detail], explain(judgement)
+
+
+def test_a_suback_that_fails_every_filter_of_a_malformed_subscribe_refuses_it_but_had_to_close() -> None:
+    talk = connected().client("82 05 00 01 00 00 00").server(suback(1, 0x80)).closed(S)
+    judgement = judge(talk.events)
+    details = {f.detail for f in judgement.findings if f.side is S and f.rule == "MQTT-4.8.0-1"}
+    assert details and all("refuses the offending packet instead of closing" in d for d in details), details

@@ -5,7 +5,7 @@ checked) and stopped by PID. The pinned verdicts were checked with plain sockets
 mosquitto 2.0.11 answers ``c1 00`` (PINGREQ with a reserved flag set) with PINGRESP and stays open, amqtt 0.12.1
 answers ``82 05 00 01 00 00 00`` (an empty Topic Filter) with SUBACK, and aedes 1.2.0 closes without CONNACK
 0x01 on Protocol Level 9. A broker that starts behaving differently changes a pin: the probe must keep telling
-these apart. A missing broker fails: `make test` installs all three.
+these apart. A missing broker fails: `make test` installs all four.
 """
 
 from __future__ import annotations
@@ -44,6 +44,20 @@ PINNED: dict[BrokerName, dict[str, str]] = {
         "routing/no-unicode-normalisation": PASS,
         # SUBACK grants 0, 2, 1 for '<p>/#', '<p>/+/x', '<p>/a/x'; the QoS 2 message arrives once, at QoS 1
         "routing/overlapping-three-filters": FAIL,
+        # One shape checked, its neighbour missed:
+        "malformed/pubrel-flag-bit-1": PASS,  # 60 02 00 01: closes
+        "malformed/puback-flag-bit-1": FAIL,  # 42 02 00 01: stays open (PUBACK, PUBREC, PUBCOMP flags unchecked)
+        "malformed/reserved-type-0-empty": PASS,  # 00 00: closes
+        "malformed/reserved-type-15-length-arriving": FAIL,  # f0 80: waits for the rest, stays open
+        "malformed/puback-length-1": PASS,  # one byte short: closes
+        "malformed/puback-length-3": FAIL,  # one byte long: stays open
+        "malformed/client-sends-connack": PASS,  # closes
+        "malformed/client-sends-pingresp": FAIL,  # d0 00: ignored, stays open
+        "malformed/disconnect-length-1": PASS,  # e0 01 00: closes and publishes the Will
+        "malformed/subscribe-plus-first-char-last-level": PASS,
+        "accepted/star": PASS,
+        # closes a silent Keep Alive 1 client 5 to 6 s after its CONNECT: it checks every client every 5 s
+        "keep-alive/server-disconnects-silent-client": FAIL,
     },
     "amqtt": {
         "connect/accepted": PASS,
@@ -59,6 +73,10 @@ PINNED: dict[BrokerName, dict[str, str]] = {
         "session/present-flag": FAIL,  # Session Present 1 right after a CleanSession 1 session ended
         "routing/dollar-exact": FAIL,  # '$mqttaudit/.../monitor/+' never gets '$mqttaudit/.../monitor/Clients'
         "routing/retained-to-wildcard-subscribers": FAIL,  # retained messages sent to clients right after CONNACK
+        "malformed/disconnect-flag-bit-0": FAIL,  # e1 00 taken for a DISCONNECT: the Will is discarded
+        "malformed/reserved-type-0-body-arriving": PASS,  # 00 0a 00 01: closes once the Remaining Length is read
+        "malformed/reserved-type-0-length-arriving": FAIL,  # 00 80: waits, stays open
+        "accepted/star": PASS,
     },
     "aedes": {
         "connect/accepted": PASS,
@@ -73,6 +91,29 @@ PINNED: dict[BrokerName, dict[str, str]] = {
         "connect/protocol-level-unsupported": FAIL,  # closes without CONNACK 0x01
         "routing/dollar-hash": PASS,
         "routing/overlapping-three-filters": FAIL,  # the QoS 2 message arrives once, at QoS 0
+        "malformed/subscribe-plus-first-char-last-level": FAIL,  # '<p>/+x': SUBACK 90 03 00 01 00
+        "malformed/subscribe-plus-middle-char-last-level": PASS,  # '<p>/x+y': closes
+        "malformed/pubrec-length-1": PASS,  # closes
+        "malformed/puback-length-1": FAIL,  # 40 01 00: stays open
+        "malformed/subscribe-no-payload": PASS,  # closes
+        "malformed/unsubscribe-no-payload": FAIL,  # a2 02 00 02: UNSUBACK b0 02 00 02
+        "malformed/disconnect-flag-bit-0": PASS,  # e1 00: closes and publishes the Will
+        "malformed/disconnect-length-1": FAIL,  # e0 01 00 taken for a DISCONNECT: the Will is discarded
+    },
+    "rabbitmq": {
+        "connect/accepted": PASS,
+        "ping/pingresp": PASS,
+        "accepted/plus-alone-middle-level": PASS,
+        "accepted/star": FAIL,  # '<p>/a*b' is delivered as '<p>/a+b'
+        "accepted/dot": FAIL,  # '<p>/a.b' is delivered as '<p>/a/b'
+        "malformed/subscribe-qos-3": PASS,  # closes
+        "malformed/subscribe-option-bit-2": FAIL,  # SUBACK grants QoS 0
+        "malformed/remaining-length-fifth-byte-pingreq": PASS,  # closes
+        "malformed/remaining-length-fifth-byte": FAIL,  # on a PUBLISH: stays open
+        "malformed/puback-length-1": PASS,  # closes
+        "malformed/pubrec-length-1": FAIL,  # stays open
+        "malformed/disconnect-flag-bit-0": FAIL,  # e1 00 taken for a DISCONNECT: the Will is discarded
+        "routing/dollar-hash": FAIL,  # '#' gets '$mqttaudit/...' topics
     },
 }
 
@@ -190,6 +231,7 @@ ROUTING_KINDS: dict[BrokerName, set[tuple[str, str, str]]] = {
         ("routing/retained-to-wildcard-subscribers", "MQTT-3.3.2-3", "leak"),
     },
     "aedes": {("routing/overlapping-three-filters", "MQTT-3.3.5-1", "qos")},
+    "rabbitmq": {("routing/dollar-hash", "MQTT-4.7.2-1", "leak")},
 }
 
 

@@ -137,7 +137,7 @@ class ConversationJudge:
             if seen.sender is not CLIENT:
                 connection.check_answer(seen, answered)
                 self._ctx.transcript.processed_by(answered, seen.time)
-        self._offences.check_echo(seen)
+        self._offences.check_echo(seen, paired=answered is not None)
         self._deliveries.on_packet(seen)
         if seen.sender is CLIENT:
             self._keep_alive.on_client(seen)

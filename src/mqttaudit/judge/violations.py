@@ -13,13 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from mqttaudit.codec import Connack, Direction, Packet, PacketType, Publish, Violation
+from mqttaudit.codec import Connack, Direction, Packet, PacketType, Publish, Suback, Violation
 from mqttaudit.codec import rules as codec_rules
 
 from . import reasons, rules
 from .context import Context, Seen, describe
 from .obligations import Obligation, OnClose
 from .sides import side_name
+from .subscriptions import FAILURE
 
 #: The statement obliging the receiver to close, per codec rule, most specific first: (when the server receives
 #: it, when the client receives it); None where the statement binds the other side only. Anything else falls
@@ -158,11 +159,15 @@ class Offences:
                 "sending CONNACK",
             )
             return
+        if _refuses(seen):  # it grants nothing, but it answers where it had to close
+            self._act(offence, seen, f"{seen.describe()} refuses {target} instead of closing: {offence.what}")
+            return
         self._act(offence, seen, f"{seen.describe()} answers {target}: {offence.what}")
 
-    def check_echo(self, seen: Seen) -> None:
+    def check_echo(self, seen: Seen, *, paired: bool = False) -> None:
         """A delivery of the offending PUBLISH itself is acting on it, and so is an acknowledgement of the offending
-        packet that no flow paired (its Packet Identifier is 0)."""
+        packet: one with its Packet Identifier that answers no flow (``paired`` False; the offending packet opened
+        none), or one with Packet Identifier 0, which no flow has."""
         offence = self._first.get(seen.receiver)
         bad = None if offence is None else offence.seen.packet
         if offence is None or bad is None or seen.packet is None or seen.event in self._acted:
@@ -170,8 +175,11 @@ class Offences:
         packet = seen.packet
         if isinstance(packet, Publish) and isinstance(bad, Publish) and _same_message(packet, bad):
             self._act(offence, seen, f"{seen.describe()} delivers the message of {offence.what}")
-        elif _acknowledges(packet, bad):
-            self._act(offence, seen, f"{seen.describe()} answers the offending packet: {offence.what}")
+        elif _acknowledges(packet, bad, any_id=not paired):
+            verb = (
+                "refuses the offending packet instead of closing" if _refuses(seen) else "answers the offending packet"
+            )
+            self._act(offence, seen, f"{seen.describe()} {verb}: {offence.what}")
 
     def _act(self, offence: Offence, seen: Seen, detail: str) -> None:
         expected = (
@@ -185,23 +193,29 @@ class Offences:
 
 
 def _refuses(seen: Seen) -> bool:
-    """A CONNACK with a non-zero return code: it refuses the CONNECT, so it accepts nothing."""
-    return isinstance(seen.packet, Connack) and seen.packet.return_code != 0
+    """A CONNACK with a non-zero return code, or a SUBACK that fails every filter (0x80): it accepts nothing."""
+    packet = seen.packet
+    if isinstance(packet, Suback):
+        return bool(packet.return_codes) and all(code == FAILURE for code in packet.return_codes)
+    return isinstance(packet, Connack) and packet.return_code != 0
 
 
 def _same_message(delivered: Publish, offending: Publish) -> bool:
     return (delivered.topic, delivered.payload) == (offending.topic, offending.payload)
 
 
-def _acknowledges(answer: Packet, request: Packet) -> bool:
-    """``answer`` is the acknowledgement that accepts ``request``, both with Packet Identifier 0."""
+def _acknowledges(answer: Packet, request: Packet, *, any_id: bool) -> bool:
+    """``answer`` is the acknowledgement of ``request``, with its Packet Identifier: 0 (which no flow pairs), or
+    any (``any_id``: the answer paired no flow, and the offending request opened none)."""
     if isinstance(request, Publish):
         wanted = PUBLISH_ACKNOWLEDGEMENTS.get(request.qos)
     else:
         wanted = ACKNOWLEDGEMENTS.get(request.packet_type)
-    # Only identifier 0: a request with any other identifier is paired with its answer as a flow.
+    request_id = getattr(request, "packet_id", None)
     return (
         wanted is not None
         and answer.packet_type is wanted
-        and getattr(request, "packet_id", None) == 0 == getattr(answer, "packet_id", None)
+        and request_id is not None
+        and request_id == getattr(answer, "packet_id", None)
+        and (any_id or request_id == 0)
     )
