@@ -177,8 +177,11 @@ class CaseContext:
         return connection
 
     async def subscriber(self, name: str, *filters: tuple[str, int]) -> ProbeConnection:
-        """A fresh connection subscribed to ``filters`` (SUBACK received)."""
+        """A fresh connection subscribed to ``filters`` (SUBACK received). It subscribes a moment after CONNACK, so
+        that what a broker sends before any subscription (amqtt 0.12.1 pushes retained messages right after
+        CONNACK) always comes before the SUBSCRIBE, and is judged so, whatever the timing of the run."""
         connection = await self.connect(name)
+        await connection.observe(BEFORE_SUBSCRIBE)
         await self.subscribe(connection, *filters)
         return connection
 
@@ -191,6 +194,8 @@ class CaseContext:
         """Subscribes and returns the SUBACK return codes; :class:`Inconclusive` without a SUBACK."""
         packet_id = self.packet_id()
         since = len(connection.received)
+        if connection.subscribed_from is None:
+            connection.subscribed_from = since
         subscriptions = [Subscription(topic_filter=topic_filter, qos=qos) for topic_filter, qos in filters]
         await connection.send(Subscribe(packet_id=packet_id, subscriptions=subscriptions))
         ack = await connection.wait_for(_answers(Suback, packet_id), since=since)
@@ -241,8 +246,12 @@ class CaseContext:
             await connection.wait_for(_answers(Pubcomp, packet_id), since=since)
 
     async def deliveries(self, connection: ProbeConnection, topic: str, *, timeout: float | None = None) -> None:
-        """Waits for a PUBLISH on ``topic`` (or the timeout): the judge decides whether one was due."""
-        await connection.wait_for(lambda p: isinstance(p, Publish) and p.topic == topic, timeout)
+        """Waits for a PUBLISH on ``topic``, at most until every delivery the judge may expect is due (its answer
+        timeout, plus a margin): a delivery that never comes is then seen missing, not cut off by the case's own
+        close. The judge decides whether one was due."""
+        wait = self.timeout + SETTLE_MARGIN if timeout is None else timeout
+        since = connection.subscribed_from or 0  # what came before the first SUBSCRIBE is no delivery of it
+        await connection.wait_for(lambda p: isinstance(p, Publish) and p.topic == topic, wait, since=since)
 
     async def settle(self, *connections: ProbeConnection) -> None:
         """Watches ``connections`` until every delivery the judge may expect or forbid of what was published so
@@ -290,6 +299,8 @@ def _answers(kind: type[Packet], packet_id: int | None) -> Callable[[Packet], bo
 
 #: Seconds watched past the judge's delivery deadline.
 SETTLE_MARGIN = 0.2
+#: Seconds a subscriber watches between CONNACK and its SUBSCRIBE (see :meth:`CaseContext.subscriber`).
+BEFORE_SUBSCRIBE = 0.1
 
 _DISCONNECT = bytes((0xE0, 0x00))
 

@@ -45,6 +45,8 @@ class ProbeConnection:
     ) -> None:
         self.name = name
         self.client_id = ""
+        #: The index in ``received`` where the connection's first SUBSCRIBE was sent (None before it).
+        self.subscribed_from: int | None = None
         self.events: list[Event] = []
         self.timeout = timeout
         self.auto_ack = auto_ack
