@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from ...codec import Connack, Pingreq, Pingresp
-from ...codec.remaining_length import encode_remaining_length
 from ..case import CaseContext, Inconclusive, NotApplicable, case
+from .malformed import connect_frame
 from .routing import DELIVERED, NO_LEAK, P, expand
 
 SUBACK_SENT: Final = "MQTT-3.8.4-1"
@@ -115,9 +115,8 @@ CONNECT_ROWS: Final[tuple[ConnectRow, ...]] = (
 
 def connect_bytes(row: ConnectRow, client_id: str, prefix: str) -> bytes:
     """The row's CONNECT with the case's Client Identifier and topic prefix."""
-    body = b"\x00\x04MQTT\x04" + bytes((row.flags,)) + row.keep_alive.to_bytes(2, "big")
-    body += _field(client_id.encode()) + row.tail(prefix.encode())
-    return b"\x10" + encode_remaining_length(len(body)) + body
+    tail = row.tail(prefix.encode())
+    return connect_frame(client_id.encode(), flags=row.flags, tail=tail, keep_alive=row.keep_alive)
 
 
 def _register_connect(row: ConnectRow) -> None:

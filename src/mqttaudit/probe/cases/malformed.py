@@ -92,9 +92,26 @@ def _string(data: bytes) -> bytes:
     return len(data).to_bytes(2, "big") + data
 
 
+def connect_frame(
+    client_id: bytes,
+    *,
+    flags: int = 0x02,
+    tail: bytes = b"",
+    keep_alive: int = 0,
+    name: bytes = b"MQTT",
+    level: int = 4,
+    keep: int | None = None,
+) -> bytes:
+    """The bytes of a CONNECT: Protocol Name and Level, the Connect Flags byte, Keep Alive and the Client
+    Identifier, then ``tail`` (the fields the flags announce, as they are). ``keep`` cuts the packet to that many
+    bytes after its fixed header (a Remaining Length shorter than the variable header)."""
+    body = _string(name) + bytes((level, flags)) + keep_alive.to_bytes(2, "big") + _string(client_id) + tail
+    return _frame(0x10, body if keep is None else body[:keep])
+
+
 def _connect_bytes(flags: int, client_id: bytes, payload_tail: bytes = b"") -> bytes:
     """A CONNECT (MQTT 3.1.1, Keep Alive 0) with the Connect Flags byte ``flags``, then ``payload_tail``."""
-    return _frame(0x10, b"\x00\x04MQTT\x04" + bytes((flags,)) + b"\x00\x00" + _string(client_id) + payload_tail)
+    return connect_frame(client_id, flags=flags, tail=payload_tail)
 
 
 def _with_will_topic(flags: int, level: bytes) -> Shape:
@@ -326,18 +343,9 @@ def _option_bit_family() -> tuple[Stimulus, ...]:
     )
 
 
-def _connect(
-    name: bytes = b"MQTT", level: int = 4, flags: int = 0x02, tail: bytes = b"", keep: int | None = None
-) -> Shape:
-    """A CONNECT with the case's Client Identifier, the given Protocol Name, Level and Connect Flags, then
-    ``tail``; ``keep`` cuts the Remaining Length to that many bytes of the variable header (a packet shorter than
-    its variable header)."""
-
-    def shape(client_id: str, _prefix: str) -> bytes:
-        body = _string(name) + bytes((level, flags)) + b"\x00\x00" + _string(client_id.encode()) + tail
-        return _frame(0x10, body if keep is None else body[:keep])
-
-    return shape
+def _connect(level: int = 4, flags: int = 0x02, tail: bytes = b"") -> Shape:
+    """A CONNECT with the case's Client Identifier, the given Protocol Level and Connect Flags, then ``tail``."""
+    return lambda client_id, _prefix: connect_frame(client_id.encode(), flags=flags, tail=tail, level=level)
 
 
 #: Protocol Levels no MQTT specification uses, so no broker supports them: the server answers CONNACK 0x01 and
@@ -373,7 +381,7 @@ def _connect_family() -> tuple[Stimulus, ...]:
         Stimulus(
             f"connect-cut-{name}",
             f"CONNECT whose Remaining Length ({keep}) ends inside its variable header",
-            _connect(keep=keep)("", ""),  # cut before the payload: no identifier of its own, so no two meet
+            connect_frame(b"", keep=keep),  # cut before the payload: no identifier of its own, so no two meet
             True,
         )
         for name, keep in CONNECT_CUTS
