@@ -28,6 +28,7 @@ from mqttaudit.probe import ProbeResult, run, run_async
 from mqttaudit.probe.baseline import Baseline, BaselineError, compare, load_baseline
 from mqttaudit.probe.brokers import RunningBroker, free_port, start_broker
 from mqttaudit.probe.case import CASES, Case, CaseContext, Target, all_cases
+from mqttaudit.probe.cases.malformed import STIMULI
 from mqttaudit.probe.confirm import UNSTABLE, confirm_timing_failures
 from mqttaudit.probe.outcome import exit_status, nothing_judged, parse_share, too_inconclusive
 from mqttaudit.probe.runner import FAIL, INCONCLUSIVE, NOT_APPLICABLE, PASS, CaseResult, ProbeRun
@@ -59,7 +60,13 @@ def test_timing_cases_are_flagged() -> None:
     timing = {case.id for case in CASES.values() if case.timing}
     assert "keep-alive/server-disconnects-silent-client" in timing
     assert "will/published-on-abnormal-close" in timing
-    assert "ping/pingresp" not in timing and not any(c.startswith("malformed/") for c in timing)
+    assert "ping/pingresp" not in timing
+    # of the malformed shapes, only a DISCONNECT waits on a deadline: the Will published some time after the close
+    assert (
+        {c for c in timing if c.startswith("malformed/")}
+        == {f"malformed/{s.case_id}" for s in STIMULI if s.with_will}
+        == {f"malformed/disconnect-flag-bit-{bit}" for bit in range(4)} | {"malformed/disconnect-length-1"}
+    )
 
 
 # --- the API against real targets -------------------------------------------------------------------------------
@@ -69,9 +76,9 @@ def test_run_returns_a_result_with_the_cli_exit_status(mosquitto: RunningBroker)
     result = run(mosquitto.url, cases=["ping/*", "malformed/pingreq-flag-bit-0"], timeout=1.0)
 
     assert isinstance(result, ProbeResult) and result.target == mosquitto.url
-    assert [(r.case_id, r.verdict) for r in result.results] == [
-        ("malformed/pingreq-flag-bit-0", FAIL),
+    assert [(r.case_id, r.verdict) for r in result.results] == [  # the library's order
         ("ping/pingresp", PASS),
+        ("malformed/pingreq-flag-bit-0", FAIL),
     ]
     assert result.counts == {PASS: 1, FAIL: 1, INCONCLUSIVE: 0, NOT_APPLICABLE: 0}
     assert [r.case_id for r in result.findings] == ["malformed/pingreq-flag-bit-0"]
