@@ -1,10 +1,13 @@
 """Malformed and forbidden packets: the broker must close the connection and act on none of them.
 
-Each case sends one defective packet, either as the first packet of a connection (CONNECT defects) or after a
-CONNECT the broker accepted. The statements a case targets are the ones the judge finds broken when a broker accepts
-the stimulus: the rules the packet breaks and the duty to close on it [MQTT-4.8.0-1] (or the more specific
-statement, such as [MQTT-3.8.1-1]; for CONNECT, without a CONNACK [MQTT-3.1.4-1]). The stimulus bytes and the
-judge are the single source of both.
+Brokers check one shape of a rule and miss its neighbour, so each rule is probed by a family of shapes (see
+:data:`FAMILIES`), generated from tables of packet types, flag bits, lengths, positions and fields; a new shape is
+one table row. Each shape is its own case: one defective packet, sent as the first packet of a connection (CONNECT
+defects) or after a CONNECT the broker accepted, on a connection of its own. The statements a case targets are the
+ones the judge finds broken when a broker accepts the stimulus: the rules the packet breaks and the duty to close on
+it [MQTT-4.8.0-1] (or the more specific statement, such as [MQTT-3.8.1-1]; for CONNECT, without a CONNACK
+[MQTT-3.1.4-1]). The stimulus bytes and the judge are the single source of both. The well-formed neighbours a broker
+must accept are in :mod:`.accepted`.
 """
 
 from __future__ import annotations
