@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from mqttaudit.spec import identity
+
 # Strings (section 1.5.3).
 UTF8_WELL_FORMED: Final = "MQTT-1.5.3-1"
 UTF8_NO_NULL: Final = "MQTT-1.5.3-2"
@@ -91,11 +93,62 @@ TOPIC_NO_NULL: Final = "MQTT-4.7.3-2"
 TOPIC_MAX_LENGTH: Final = "MQTT-4.7.3-3"
 
 #: Rules below MUST level: reported, but they never make an encoder refuse a packet or a decode "fail".
-ADVISORY: Final = frozenset({UTF8_CONTROL_CHARACTERS, REMAINING_LENGTH_SHORTEST, SIZE_LIMIT})
+ADVISORY: Final = frozenset(
+    {
+        UTF8_CONTROL_CHARACTERS,
+        REMAINING_LENGTH_SHORTEST,
+        SIZE_LIMIT,
+        "MQTT-1.5.4-control-characters",
+        "MQTT-2.1.4-size-limit",
+    }
+)
 
-#: Every rule id the codec can report.
+#: Every rule id the codec can report in MQTT 3.1.1 bytes (the keys of the rules both versions state).
 CHECKED: Final[frozenset[str]] = frozenset(
     value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)
+)
+
+# Rules only MQTT 5.0 states, by their 5.0 ids (a key ending "@5.0" names a 5.0 id that is also a 3.1.1 key).
+VBI_FOUR_BYTES: Final = "MQTT-1.5.5-four-bytes"
+STRING_PAIR_UTF8: Final = "MQTT-1.5.7-1"
+PROPERTY_LENGTH_ABSENT: Final = "MQTT-2.2.2-1@5.0"
+PROPERTY_IDENTIFIER: Final = "MQTT-2.2.2-property-identifier"
+PROPERTY_PACKET: Final = "MQTT-2.2.2-property-packet"
+PROPERTY_DUPLICATE: Final = "MQTT-2.2.2-property-duplicate"
+PROPERTY_VALUE: Final = "MQTT-2.2.2-property-value"
+PROPERTY_LENGTH: Final = "MQTT-2.2.2-property-length"
+PROTOCOL_VERSION_5: Final = "MQTT-3.1.2-protocol-version"
+AUTHENTICATION_DATA_WITHOUT_METHOD: Final = "MQTT-3.1.2-authentication-data"
+TOPIC_ALIAS_ZERO: Final = "MQTT-3.3.2-8"
+RESPONSE_TOPIC_UTF8: Final = "MQTT-3.3.2-13"
+RESPONSE_TOPIC_NO_WILDCARDS: Final = "MQTT-3.3.2-14"
+CONTENT_TYPE_UTF8: Final = "MQTT-3.3.2-19"
+SUBSCRIPTION_ID_FROM_CLIENT: Final = "MQTT-3.3.4-6"
+PUBACK_REASON_CODE: Final = "MQTT-3.4.2-1"
+PUBREC_REASON_CODE: Final = "MQTT-3.5.2-1"
+PUBREL_REASON_CODE: Final = "MQTT-3.6.2-1"
+PUBCOMP_REASON_CODE: Final = "MQTT-3.7.2-1"
+NO_LOCAL_SHARED: Final = "MQTT-3.8.3-4@5.0"
+SUBSCRIBE_OPTIONS_QOS: Final = "MQTT-3.8.3-qos"
+RETAIN_HANDLING: Final = "MQTT-3.8.3-retain-handling"
+UNSUBACK_REASON_CODES: Final = "MQTT-3.11.3-2"
+DISCONNECT_REASON_CODE: Final = "MQTT-3.14.2-1"
+SESSION_EXPIRY_FROM_SERVER: Final = "MQTT-3.14.2-2"
+AUTH_FLAGS: Final = "MQTT-3.15.1-1"
+AUTH_REASON_CODE: Final = "MQTT-3.15.2-1"
+SHARE_NAME_PRESENT: Final = "MQTT-4.8.2-1"
+SHARE_NAME_FORM: Final = "MQTT-4.8.2-2"
+
+#: The keys of the rules only MQTT 5.0 states.
+ONLY_5_0: Final[frozenset[str]] = frozenset(
+    value
+    for name, value in dict(globals()).items()
+    if name.isupper() and isinstance(value, str) and value.startswith("MQTT-") and value not in CHECKED
+)
+
+#: Every rule id the codec can report in MQTT 5.0 bytes.
+CHECKED_5_0: Final[frozenset[str]] = frozenset(
+    rule for rule in (identity.statement_id(key, identity.V5) for key in CHECKED | ONLY_5_0) if rule is not None
 )
 
 
