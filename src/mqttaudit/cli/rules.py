@@ -1,5 +1,5 @@
-"""``mqttaudit rules``: the rule catalogue and which part of mqttaudit checks each rule today;
-``mqttaudit rules RULE...`` explains rules one by one."""
+"""``mqttaudit rules``: the rule catalogue of one MQTT version and which part of mqttaudit checks each rule today;
+``mqttaudit rules RULE...`` explains rules one by one, in every version that states them unless one is chosen."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import click
 from mqttaudit import __version__
 from mqttaudit.codec import rules as codec_rules
 from mqttaudit.judge import rules as judge_rules
-from mqttaudit.spec import Catalogue, Rule, load_catalogue
+from mqttaudit.spec import VERSIONS, Catalogue, Rule, identity, load_catalogue, parse_version
 
 from .exits import exit_status_help
 
@@ -57,6 +57,18 @@ def _names(module: Any) -> dict[str, tuple[str, ...]]:
 
 
 @functools.cache
+def _codec_names_5_0() -> dict[str, tuple[str, ...]]:
+    """MQTT 5.0 statement id -> the names of the codec constants whose key 5.0 states under that id."""
+    keys = codec_rules.CHECKED | codec_rules.ONLY_5_0
+    names: dict[str, list[str]] = {}
+    for key, found in _names(codec_rules).items():
+        statement = identity.statement_id(key, identity.V5) if key in keys else None
+        if statement is not None:
+            names.setdefault(statement, []).extend(found)
+    return {rule: tuple(found) for rule, found in names.items()}
+
+
+@functools.cache
 def probe_cases() -> dict[str, tuple[str, ...]]:
     """Statement id -> the ids of the probe cases that target it."""
     from mqttaudit.probe import cases as _cases  # noqa: F401 - registers the case library
@@ -69,22 +81,32 @@ def probe_cases() -> dict[str, tuple[str, ...]]:
     return {statement: tuple(ids) for statement, ids in found.items()}
 
 
-def coverage(rule_id: str) -> Coverage:
-    judge = _names(judge_rules).get(rule_id, ())
-    if rule_id in judge_rules.ENFORCED_CODEC_RULES:
+def coverage(rule: Rule) -> Coverage:
+    """What checks ``rule`` in its version. The judge and the probe speak MQTT 3.1.1 only so far: a 5.0 rule is
+    covered by the codec alone, through the codec keys :mod:`mqttaudit.spec.identity` maps to it."""
+    if rule.version == identity.V5:
+        return Coverage(_codec_names_5_0().get(rule.id, ()), (), ())
+    codec = tuple(name for name in _names(codec_rules).get(rule.id, ()) if rule.id in codec_rules.CHECKED)
+    judge = _names(judge_rules).get(rule.id, ())
+    if rule.id in judge_rules.ENFORCED_CODEC_RULES:
         judge += (ENFORCED,)
-    return Coverage(_names(codec_rules).get(rule_id, ()), judge, probe_cases().get(rule_id, ()))
+    return Coverage(codec, judge, probe_cases().get(rule.id, ()))
 
 
 def checked_by(rule: Rule) -> list[str]:
     """The components that check ``rule``: the codec (in bytes), the judge (in a conversation, live or
     captured), the probe (a case targets it)."""
-    return coverage(rule.id).checked_by
+    return coverage(rule).checked_by
+
+
+def also_in(rule: Rule) -> list[Rule]:
+    """The rules of the other versions that carry ``rule``'s id (often with another meaning: 5.0 renumbers)."""
+    return [other for other in (load_catalogue(v).get(rule.id) for v in VERSIONS if v != rule.version) if other]
 
 
 def rule_to_dict(rule: Rule) -> dict[str, Any]:
     """The rule's catalogue entry, who checks it and how."""
-    covered = coverage(rule.id)
+    covered = coverage(rule)
     return {
         "id": rule.id,
         "version": rule.version,
@@ -99,6 +121,7 @@ def rule_to_dict(rule: Rule) -> dict[str, Any]:
         "codec_checks": list(covered.codec),
         "judge_checks": list(covered.judge),
         "probe_cases": list(covered.probe),
+        "also_in": [other.version for other in also_in(rule)],
         "mqttaudit_version": __version__,
     }
 
@@ -106,27 +129,33 @@ def rule_to_dict(rule: Rule) -> dict[str, Any]:
 def find_rules(catalogue: Catalogue, wanted: Sequence[str]) -> list[Rule]:
     """The rules named, in the order given, any case. Raises ``click.UsageError`` naming the unknown ids with the
     closest known ones."""
-    by_key = {rule.id.casefold(): rule for rule in catalogue}
-    found, unknown = [], []
+    return find_in_versions([catalogue], wanted)
+
+
+def find_in_versions(catalogues: Sequence[Catalogue], wanted: Sequence[str]) -> list[Rule]:
+    """The rules named, in the order given, any case: each id from the first catalogue that has it (the others name
+    it in its explanation). Raises ``click.UsageError`` naming the ids no catalogue has, with the closest known
+    ones of each catalogue."""
+    by_key = [{rule.id.casefold(): rule for rule in catalogue} for catalogue in catalogues]
+    found, lines = [], []
     for text in wanted:
-        rule = by_key.get(text.strip().casefold())
-        if rule is None:
-            unknown.append(text)
-        else:
+        key = text.strip().casefold()
+        rule = next((rules[key] for rules in by_key if key in rules), None)
+        if rule is not None:
             found.append(rule)
-    if unknown:
-        lines = []
-        for text in unknown:
-            close = difflib.get_close_matches(text.strip().casefold(), list(by_key), n=3, cutoff=0.6)
-            hint = f"; did you mean {', '.join(by_key[key].id for key in close)}?" if close else ""
+            continue
+        for catalogue, rules in zip(catalogues, by_key, strict=True):
+            close = difflib.get_close_matches(key, list(rules), n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(rules[match].id for match in close)}?" if close else ""
             lines.append(f"no rule {text!r} in the MQTT {catalogue.version} catalogue{hint}")
+    if lines:
         raise click.UsageError("\n".join(lines) + "\n(`mqttaudit rules` lists them all)")
     return found
 
 
 def explain(rule: Rule) -> list[str]:
     """The rule in words: what it says, where, how strong, whom it binds, how it shows and what checks it."""
-    covered = coverage(rule.id)
+    covered = coverage(rule)
     kind = "a numbered normative statement" if rule.origin == "statement" else "stated there without a number"
     binds = {"both": "the client and the server"}.get(rule.actor, f"the {rule.actor}")
     observable = " and ".join(OBSERVABLE.get(part, part) for part in rule.observability.split("+"))
@@ -140,6 +169,10 @@ def explain(rule: Rule) -> list[str]:
     ]
     if rule.basis:
         lines.append(f"  Basis:         {rule.basis}")
+    if rule.version == identity.V5:
+        lines += _labelled("Checked by:", _checks_5_0(covered))
+        lines += _labelled("Probe cases:", ["none: the probe has no MQTT 5.0 cases yet"])
+        return lines
     checks = []
     if covered.codec:
         checks.append(f"codec: {', '.join(covered.codec)} in mqttaudit.codec.rules (in the bytes of every packet)")
@@ -151,6 +184,24 @@ def explain(rule: Rule) -> list[str]:
     lines += _labelled("Checked by:", checks or ["nothing yet: no finding can name this rule"])
     lines += _labelled("Probe cases:", list(covered.probe) or ["none"])
     return lines
+
+
+def _checks_5_0(covered: Coverage) -> list[str]:
+    """What checks a 5.0 rule, in words: the codec constants whose key maps to it; the judge, never yet."""
+    if not covered.codec:
+        return ["nothing yet: no finding can name this rule (not yet judged for 5.0)"]
+    names = [_with_key(name) for name in covered.codec]
+    return [
+        f"codec: {', '.join(names)} in mqttaudit.codec.rules (in the bytes of every MQTT 5.0 packet)",
+        "judge: not yet judged for 5.0",
+    ]
+
+
+def _with_key(name: str) -> str:
+    """A codec constant's name, with the key it holds when that is not the 5.0 id (mqttaudit.spec.identity maps
+    it)."""
+    key = str(getattr(codec_rules, name))
+    return name if identity.statement_id(key, identity.V5) == key else f"{name} (key {key})"
 
 
 def _labelled(label: str, values: list[str]) -> list[str]:
@@ -169,22 +220,40 @@ def _article(word: str) -> str:
 )
 @click.argument("rule_ids", nargs=-1, metavar="[RULE]...")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--version", "version", type=click.Choice(["3.1.1"]), default="3.1.1", show_default=True)
+@click.option(
+    "--protocol",
+    type=click.Choice(["3.1.1", "5", "5.0"]),
+    default=None,
+    help="The MQTT version whose rules to list or explain (5 is 5.0).  [default: 3.1.1; with RULE ids, every "
+    "version that has them]",
+)
+@click.option("--version", "version_alias", type=click.Choice(["3.1.1", "5", "5.0"]), default=None, hidden=True)
 @click.option("--checked/--unchecked", "checked", default=None, help="Only rules that are (or are not) checked.")
-def rules_command(rule_ids: tuple[str, ...], output_format: str, version: str, checked: bool | None) -> int:
-    """List the rules of MQTT VERSION with id, section, level, actor, observability and who checks them; with RULE
-    ids (any case, e.g. MQTT-4.7.3-1), explain those rules: what they say, whom they bind, which codec and judge
-    checks and which probe cases cover them."""
-    catalogue = load_catalogue(version)
+def rules_command(
+    rule_ids: tuple[str, ...],
+    output_format: str,
+    protocol: str | None,
+    version_alias: str | None,
+    checked: bool | None,
+) -> int:
+    """List the rules of an MQTT version with id, section, level, actor, observability and who checks them; with
+    RULE ids (any case, e.g. MQTT-4.7.3-1), explain those rules: what they say, whom they bind, which codec and
+    judge checks and which probe cases cover them."""
+    version = _chosen_version(protocol, version_alias)
     if rule_ids:
         if checked is not None:
             raise click.UsageError("give RULE ids or --checked/--unchecked, not both")
-        found = find_rules(catalogue, rule_ids)
+        versions = [version] if version else list(VERSIONS)
+        found = find_in_versions([load_catalogue(v) for v in versions], rule_ids)
         if output_format == "json":
             click.echo(json.dumps([rule_to_dict(rule) for rule in found], indent=2))
         else:
             click.echo("\n\n".join("\n".join(explain(rule)) for rule in found))
+        if version is None:
+            for note in other_version_notes(found):
+                click.echo(note, err=True)
         return 0
+    catalogue = load_catalogue(version or VERSIONS[0])
     selected = [r for r in catalogue if checked is None or bool(checked_by(r)) == checked]
     if output_format == "json":
         click.echo(json.dumps([rule_to_dict(r) for r in selected], indent=2))
@@ -193,13 +262,39 @@ def rules_command(rule_ids: tuple[str, ...], output_format: str, version: str, c
     for r in selected:
         by = ",".join(checked_by(r)) or "-"
         click.echo(f"{r.id:<{width}}  {r.level:<6} {r.actor:<6} {r.observability:<22} {by:<11} {r.summary}")
+    click.echo("\n" + summary_line(catalogue))
+    return 0
+
+
+def other_version_notes(found: Sequence[Rule]) -> list[str]:
+    """One line per rule explained that another version also states, pointing at the command that explains it
+    there (5.0 renumbers, so the same id may say something else)."""
+    return [
+        f"note: MQTT {other.version} also has {other.id} (section {other.section}: {other.summary}); "
+        f"`mqttaudit rules --protocol {other.version} {other.id}` explains it"
+        for rule in found
+        for other in also_in(rule)
+    ]
+
+
+def summary_line(catalogue: Catalogue) -> str:
+    """How many rules the catalogue has, of each origin, and how many each component checks."""
     statements = sum(r.origin == "statement" for r in catalogue)
     by_codec = sum("codec" in checked_by(r) for r in catalogue)
-    by_judge = sum("judge" in checked_by(r) for r in catalogue)
-    by_probe = sum("probe" in checked_by(r) for r in catalogue if r.origin == "statement")
-    click.echo(
-        f"\n{len(catalogue)} rules of MQTT {version}: {statements} numbered statements, "
-        f"{len(catalogue) - statements} derived rules; {by_codec} checked by the codec, {by_judge} by the judge, "
-        f"{by_probe} numbered statements covered by probe cases; `mqttaudit rules RULE` explains one"
-    )
-    return 0
+    counts = f"{len(catalogue)} rules of MQTT {catalogue.version}: {statements} numbered statements, "
+    counts += f"{len(catalogue) - statements} derived rules; {by_codec} checked by the codec, "
+    if catalogue.version == identity.V5:
+        counts += "none yet by the judge or the probe (not yet judged for 5.0)"
+    else:
+        by_judge = sum("judge" in checked_by(r) for r in catalogue)
+        by_probe = sum("probe" in checked_by(r) for r in catalogue if r.origin == "statement")
+        counts += f"{by_judge} by the judge, {by_probe} numbered statements covered by probe cases"
+    return counts + "; `mqttaudit rules RULE` explains one"
+
+
+def _chosen_version(protocol: str | None, version_alias: str | None) -> str | None:
+    """The version --protocol (or its older name --version) chose, None when neither was given."""
+    chosen = {parse_version(text) for text in (protocol, version_alias) if text is not None}
+    if len(chosen) > 1:
+        raise click.UsageError("--protocol and --version name different versions; give one")
+    return chosen.pop() if chosen else None

@@ -1,5 +1,5 @@
 """The rule catalogue: every normative statement and derived rule mqttaudit knows, loaded from package data."""
 
-from .catalogue import Catalogue, Rule, load_catalogue
+from .catalogue import VERSIONS, Catalogue, Rule, load_catalogue, parse_version
 
-__all__ = ["Catalogue", "Rule", "load_catalogue"]
+__all__ = ["VERSIONS", "Catalogue", "Rule", "load_catalogue", "parse_version"]

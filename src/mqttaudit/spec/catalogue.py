@@ -14,6 +14,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
+#: The protocol versions that have a catalogue, oldest first.
+VERSIONS: Final = ("3.1.1", "5.0")
+#: What a user may type for each version: MQTT 5.0 is often called "5".
+_VERSION_NAMES: Final = {"3.1.1": "3.1.1", "5": "5.0", "5.0": "5.0"}
 LEVELS: Final = ("MUST", "SHOULD", "MAY")
 ACTORS: Final = ("client", "server", "both")
 OBSERVABILITY: Final = ("bytes", "stateful", "conversation", "not-observable")
@@ -101,9 +105,23 @@ def _parse(row: dict[str, str], version: str, origin: str) -> Rule:
     return rule
 
 
-@functools.cache
+def parse_version(text: str) -> str:
+    """The catalogue version ``text`` names ("3.1.1", "5.0", or "5" for 5.0). Raises ``ValueError`` naming the
+    versions there are."""
+    version = _VERSION_NAMES.get(text.strip())
+    if version is None:
+        raise ValueError(f"no MQTT version {text!r}: choose one of {', '.join(_VERSION_NAMES)}")
+    return version
+
+
 def load_catalogue(version: str = "3.1.1") -> Catalogue:
-    """The catalogue of ``version``: its numbered statements, then the derived rules, sorted by section."""
+    """The catalogue of ``version`` (any name :func:`parse_version` takes): its numbered statements, then the
+    derived rules, sorted by section."""
+    return _load(parse_version(version))
+
+
+@functools.cache
+def _load(version: str) -> Catalogue:
     rules = [_parse(row, version, "statement") for row in _read_rows(f"mqtt-{version}-statements.tsv")]
     rules += [_parse(row, version, "derived") for row in _read_rows(f"mqtt-{version}-derived.tsv")]
     rules.sort(key=Rule.section_key)
