@@ -13,7 +13,7 @@ from mqttaudit.codec import rules as codec_rules
 from mqttaudit.judge import rules as judge_rules
 from mqttaudit.probe import cases as _cases  # noqa: F401 - registers the case library
 from mqttaudit.probe.case import CASES
-from mqttaudit.spec import load_catalogue
+from mqttaudit.spec import identity, load_catalogue
 
 CATALOGUE = load_catalogue("3.1.1")
 
@@ -92,3 +92,103 @@ def test_the_listing_is_unchanged_and_every_row_carries_the_version(capsys: pyte
     status, out, _ = run(capsys, "rules")
     assert status == 0 and len(out.splitlines()) == len(CATALOGUE) + 2
     assert "`mqttaudit rules RULE` explains one" in out
+
+
+CATALOGUE_5 = load_catalogue("5.0")
+
+
+def test_the_5_0_listing_has_every_statement_and_derived_rule_with_honest_counts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status, out, _ = run(capsys, "rules", "--protocol", "5")
+    lines = out.splitlines()
+    assert status == 0 and len(lines) == len(CATALOGUE_5) + 2
+    assert [line.split()[0] for line in lines[:-2]] == [r.id for r in CATALOGUE_5]
+    derived = len(CATALOGUE_5) - 251
+    assert lines[-1] == (
+        f"{len(CATALOGUE_5)} rules of MQTT 5.0: 251 numbered statements, {derived} derived rules; "
+        f"{len(codec_rules.CHECKED_5_0)} checked by the codec, none yet by the judge or the probe "
+        "(not yet judged for 5.0); `mqttaudit rules RULE` explains one"
+    )
+    status, out, _ = run(capsys, "rules", "--protocol", "5.0", "--checked")
+    assert status == 0 and len(out.splitlines()) == len(codec_rules.CHECKED_5_0) + 2
+
+
+def test_an_id_only_5_0_states_is_explained_as_5_0_with_the_codec_checks_that_name_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status, out, err = run(capsys, "rules", "MQTT-3.3.2-8")
+    assert status == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0] == f"MQTT-3.3.2-8: {CATALOGUE_5['MQTT-3.3.2-8'].summary}"
+    assert "  Section:       3.3.2.3.4 of MQTT 5.0 (a numbered normative statement)" in lines
+    assert lines[-3:] == [
+        "  Checked by:    codec: TOPIC_ALIAS_ZERO in mqttaudit.codec.rules (in the bytes of every MQTT 5.0 packet)",
+        "                 judge: not yet judged for 5.0",
+        "  Probe cases:   none: the probe has no MQTT 5.0 cases yet",
+    ]
+    assert codec_rules.TOPIC_ALIAS_ZERO == "MQTT-3.3.2-8"
+
+
+def test_a_renumbered_rule_names_the_3_1_1_keys_the_codec_reports_it_under(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "rules", "--protocol", "5", "MQTT-2.2.1-5", "MQTT-4.6.0-6")
+    assert status == 0
+    assert (
+        "  Checked by:    codec: PUBLISH_ACK_SAME_ID (key MQTT-2.3.1-6), PUBCOMP_SAME_ID (key MQTT-4.3.3-2) in "
+        "mqttaudit.codec.rules (in the bytes of every MQTT 5.0 packet)"
+    ) in out.splitlines()
+    assert "  Checked by:    nothing yet: no finding can name this rule (not yet judged for 5.0)" in out.splitlines()
+    assert "SERVER_" not in out and "ENFORCED_CODEC_RULES" not in out  # no 3.1.1 judge check is claimed for 5.0
+
+
+def test_an_id_both_versions_state_is_explained_in_3_1_1_and_the_5_0_statement_is_pointed_at(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # MQTT-3.1.2-11 says "Will Flag 0: Will QoS, Will Retain 0, no Will fields" in 3.1.1 and "Will Flag 0: Will QoS
+    # 0" in 5.0: the same id, two statements.
+    status, out, err = run(capsys, "rules", "MQTT-3.1.2-11")
+    assert status == 0
+    assert out.splitlines()[0] == f"MQTT-3.1.2-11: {CATALOGUE['MQTT-3.1.2-11'].summary}"
+    assert "of MQTT 3.1.1" in out and "of MQTT 5.0" not in out
+    assert err.splitlines() == [
+        f"note: MQTT 5.0 also has MQTT-3.1.2-11 (section 3.1.2.6: {CATALOGUE_5['MQTT-3.1.2-11'].summary}); "
+        "`mqttaudit rules --protocol 5.0 MQTT-3.1.2-11` explains it"
+    ]
+    status, out, err = run(capsys, "rules", "--protocol", "5", "MQTT-3.1.2-11")
+    assert status == 0 and err == ""
+    assert "  Section:       3.1.2.6 of MQTT 5.0 (a numbered normative statement)" in out.splitlines()
+
+
+def test_5_0_json_rows_carry_the_version_and_only_codec_coverage(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "rules", "--protocol", "5", "--format", "json")
+    rows = json.loads(out)
+    assert status == 0 and len(rows) == len(CATALOGUE_5)
+    assert {row["version"] for row in rows} == {"5.0"}
+    assert {row["id"] for row in rows if row["codec_checks"]} == set(codec_rules.CHECKED_5_0)
+    for row in rows:
+        keys = [getattr(codec_rules, name) for name in row["codec_checks"]]
+        assert all(identity.statement_id(key, identity.V5) == row["id"] for key in keys), row["id"]
+        assert row["judge_checks"] == row["probe_cases"] == []
+        assert row["checked_by"] == (["codec"] if keys else [])
+    by_id = {row["id"]: row for row in rows}
+    assert by_id["MQTT-4.7.3-1"]["also_in"] == ["3.1.1"] and by_id["MQTT-3.3.2-8"]["also_in"] == []
+
+
+def test_the_older_version_option_still_chooses_the_protocol(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "rules", "--version", "5") == run(capsys, "rules", "--protocol", "5.0")
+    status, _, err = run(capsys, "rules", "--version", "3.1.1", "--protocol", "5")
+    assert status == 2 and "--protocol and --version name different versions" in err
+    status, out, _ = run(capsys, "rules", "--help")
+    assert status == 0 and "--protocol" in out and "--version" not in out
+
+
+def test_an_unknown_id_is_a_usage_error_in_every_version_searched(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, "rules", "MQTT-3.3.2-88")
+    assert status == 2 and out == ""
+    assert "no rule 'MQTT-3.3.2-88' in the MQTT 3.1.1 catalogue; did you mean MQTT-3.3.2-" in err
+    assert "no rule 'MQTT-3.3.2-88' in the MQTT 5.0 catalogue; did you mean MQTT-3.3.2-8" in err
+    status, out, err = run(capsys, "rules", "--protocol", "5", "MQTT-2.2.3-four-bytes")
+    assert status == 2 and out == ""
+    assert "no rule 'MQTT-2.2.3-four-bytes' in the MQTT 5.0 catalogue" in err and "3.1.1 catalogue" not in err
+    status, _, err = run(capsys, "rules", "--protocol", "4")
+    assert status == 2 and "'4'" in err
