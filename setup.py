@@ -21,11 +21,14 @@ CODEC = [
         "decoder",
         "encoder",
         "packets",
+        "properties",
         "readers",
+        "reason_codes",
         "remaining_length",
         "rules",
         "stream",
         "validators",
+        "version",
         "writers",
     )
 ]

@@ -1,5 +1,5 @@
-"""Sans-I/O MQTT 3.1.1 codec: packets, strict decoding that names the rule each defect breaks, and encoding that
-refuses what decoding would flag.
+"""Sans-I/O MQTT codec (3.1.1 and 5.0; 3.1 recognised): packets, strict decoding that names the rule each defect
+breaks, and encoding that refuses what decoding would flag.
 
     >>> from mqttaudit import codec
     >>> codec.encode(codec.Subscribe(packet_id=4, subscriptions=(codec.Subscription(topic_filter="a/b"),)))
@@ -9,12 +9,13 @@ refuses what decoding would flag.
 """
 
 from . import packets as _packets
-from . import rules
+from . import properties, reason_codes, rules
 from .buffer import Buffer, BytesLike
 from .decoder import Decoded, decode
-from .encoder import encode
+from .encoder import encode, version_of
 from .errors import BufferUnderrun, CodecError, EncodeError, ProtocolViolation, Violation
 from .packets import (
+    Auth,
     Connack,
     Connect,
     Direction,
@@ -23,6 +24,7 @@ from .packets import (
     PacketType,
     Pingreq,
     Pingresp,
+    Property,
     Puback,
     Pubcomp,
     Publish,
@@ -38,6 +40,7 @@ from .packets import (
 )
 from .remaining_length import MAX_REMAINING_LENGTH, encode_remaining_length, read_remaining_length
 from .stream import DEFAULT_MAX_PACKET_SIZE, MIN_MAX_PACKET_SIZE, Frame, StreamDecoder
+from .version import ProtocolVersion
 
 #: Whether the compiled (mypyc) build of the codec is running; the pure-Python fallback decodes the same, slower.
 COMPILED: bool = not (_packets.__file__ or "").endswith(".py")
@@ -47,6 +50,7 @@ __all__ = [
     "DEFAULT_MAX_PACKET_SIZE",
     "MAX_REMAINING_LENGTH",
     "MIN_MAX_PACKET_SIZE",
+    "Auth",
     "Buffer",
     "BufferUnderrun",
     "BytesLike",
@@ -62,6 +66,8 @@ __all__ = [
     "PacketType",
     "Pingreq",
     "Pingresp",
+    "Property",
+    "ProtocolVersion",
     "ProtocolViolation",
     "Puback",
     "Pubcomp",
@@ -80,6 +86,9 @@ __all__ = [
     "decode",
     "encode",
     "encode_remaining_length",
+    "properties",
     "read_remaining_length",
+    "reason_codes",
     "rules",
+    "version_of",
 ]

@@ -21,6 +21,22 @@ def to_bytes(data: BytesLike, what: str) -> bytes:
     raise TypeError(f"{what} must be bytes, bytearray or memoryview, not {type(data).__name__}")
 
 
+def wire_string(text: str) -> bytes:
+    """UTF-8 bytes of ``text``; lone surrogates U+DC80..U+DCFF stand for the raw bytes they escaped (PEP 383)
+    and other lone surrogates are written as their (ill-formed) three-byte forms, so invalid strings survive."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        out = bytearray()
+        for char in text:
+            code = ord(char)
+            if 0xDC80 <= code <= 0xDCFF:
+                out.append(code - 0xDC00)
+            else:
+                out += char.encode("utf-8", "surrogatepass")
+        return bytes(out)
+
+
 class Buffer:
     """Reads big-endian integers and byte strings from ``data[start:end]``.
 
@@ -34,6 +50,16 @@ class Buffer:
         self._data = data if isinstance(data, bytes) else to_bytes(data, "Buffer data")
         self._pos = start
         self._end = len(data) if end is None else end
+
+    @property
+    def data(self) -> bytes:
+        """The whole underlying bytes (positions count from their start)."""
+        return self._data
+
+    @property
+    def end(self) -> int:
+        """The position reads stop at."""
+        return self._end
 
     def tell(self) -> int:
         return self._pos

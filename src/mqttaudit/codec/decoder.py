@@ -8,6 +8,7 @@ from .buffer import BytesLike
 from .errors import Violation
 from .packets import Direction, Packet
 from .stream import DEFAULT_MAX_PACKET_SIZE, Frame, StreamDecoder
+from .version import ProtocolVersion
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,15 +32,17 @@ def decode(
     *,
     strict: bool = False,
     max_packet_size: int = DEFAULT_MAX_PACKET_SIZE,
+    version: ProtocolVersion | str | int | None = ProtocolVersion.V3_1_1,
 ) -> Decoded:
     """Decodes every packet in ``data`` sent by ``direction`` ("client", "server", or None when unknown).
 
     Audit mode (the default) collects every violation and still returns each best-effort packet; ``strict=True``
     raises :class:`~mqttaudit.codec.ProtocolViolation` at the first MUST-level violation. Data that ends inside a
     packet is reported as [MQTT-2.2.3-truncated]. ``data`` may be ``bytes``, ``bytearray`` or ``memoryview``;
-    ``max_packet_size`` below :data:`~mqttaudit.codec.MIN_MAX_PACKET_SIZE` is a ``ValueError``.
+    ``max_packet_size`` below :data:`~mqttaudit.codec.MIN_MAX_PACKET_SIZE` is a ``ValueError``. ``version``
+    ("3.1.1", "5", "3.1") is the version the bytes are read as; None learns it from a CONNECT in them.
     """
-    decoder = StreamDecoder(direction, strict=strict, max_packet_size=max_packet_size)
+    decoder = StreamDecoder(direction, strict=strict, max_packet_size=max_packet_size, version=version)
     frames = decoder.feed(data)
     frames += decoder.close()
     return Decoded(tuple(frames))

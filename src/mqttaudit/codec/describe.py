@@ -5,7 +5,26 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from .packets import Connect, Packet, Publish, ReservedPacket, Suback, Subscribe, Unsubscribe, Value
+from . import reason_codes
+from .packets import (
+    Auth,
+    Connect,
+    Packet,
+    Property,
+    Publish,
+    ReservedPacket,
+    Suback,
+    Subscribe,
+    Unsuback,
+    Unsubscribe,
+    Value,
+)
+from .properties import BY_ID
+
+#: Fields only MQTT 5.0 fills: left out of a packet's dict while they hold their empty value (3.1.1 packets).
+_FIVE_ONLY: Final = frozenset(
+    {"properties", "reason_code", "reason_codes", "no_local", "retain_as_published", "retain_handling"}
+)
 
 #: Lone surrogates: U+DC80..U+DCFF stand for the ill-formed bytes 0x80..0xFF of a string (PEP 383).
 _SURROGATES: Final = re.compile(r"[\ud800-\udfff]")  # escapes for re: mypyc holds no surrogate literal
@@ -48,24 +67,67 @@ def _plain(value: object) -> Any:
         return wire_text(value)
     if isinstance(value, tuple):
         return [_plain(item) for item in value]
+    if isinstance(value, Property):
+        definition = BY_ID.get(value.identifier)
+        name = definition.name if definition is not None else "unknown"
+        return {"identifier": value.identifier, "name": name, "value": _plain(value.value)}
     if isinstance(value, Value):
         return {
             name: _plain(item)
             for name, item in value.as_dict().items()
-            if not (name.startswith("raw_") and item is None)
+            if not (name.startswith("raw_") and item is None) and not (name in _FIVE_ONLY and not item)
         }
     return value
 
 
 def packet_to_dict(packet: Packet) -> dict[str, Any]:
     """``{"type": "PUBLISH", <field>: <value>, ...}``; bytes become hex strings (``"0a 1b"``, as everywhere),
-    ``raw_*`` fields are left out when None (the packet's bytes agreed with its fields)."""
-    return {"type": packet.packet_type.name, **_plain(packet)}
+    ``raw_*`` fields are left out when None (the packet's bytes agreed with its fields), and so are the MQTT 5.0
+    fields while empty; each property is ``{"identifier": 35, "name": "Topic Alias", "value": 1}``."""
+    return {"type": packet_name(packet), **_plain(packet)}
+
+
+def packet_name(packet: Packet) -> str:
+    """``PUBLISH``, ..., ``AUTH`` (type 15 is AUTH in MQTT 5.0, a reserved type before)."""
+    return "AUTH" if isinstance(packet, Auth) else packet.packet_type.name
+
+
+def describe_properties(properties: tuple[Property, ...] | None) -> str:
+    """``Topic Alias=1, User Property=('k', 'v')``: each property by name, in wire order."""
+    shown = []
+    for prop in properties or ():
+        definition = BY_ID.get(prop.identifier)
+        name = definition.name if definition is not None else f"property 0x{prop.identifier:02x}"
+        value = prop.value
+        if isinstance(value, str):
+            text = quoted(value)
+        elif isinstance(value, bytes):
+            text = value.hex(" ") if len(value) <= 16 else f"{value[:16].hex(' ')} ... ({len(value)} bytes)"
+        elif isinstance(value, tuple):
+            text = f"({quoted(value[0])}, {quoted(value[1])})"
+        else:
+            text = str(value)
+        shown.append(f"{name}={text}")
+    return ", ".join(shown)
+
+
+def describe_reason(code: int, packet_type: int) -> str:
+    """``0x10 No matching subscribers``."""
+    return f"0x{code:02x} {reason_codes.name(code, packet_type)}"
 
 
 def describe_packet(packet: Packet) -> str:
-    """A one-line human summary: ``PUBLISH 'a/b' QoS 1 id=7 (2 bytes payload)``."""
-    name = packet.packet_type.name
+    """A one-line human summary: ``PUBLISH 'a/b' QoS 1 id=7 (2 bytes payload)``, with MQTT 5.0 reason codes and
+    properties after it: ``PUBACK id=7 reason 0x10 No matching subscribers [Reason String='none']``."""
+    line = _describe(packet)
+    properties = getattr(packet, "properties", None)
+    if properties:
+        line += f" [{describe_properties(properties)}]"
+    return line
+
+
+def _describe(packet: Packet) -> str:
+    name = packet_name(packet)
     match packet:
         case Publish():
             flags = "".join(f" {flag}" for flag, on in (("DUP", packet.dup), ("RETAIN", packet.retain)) if on)
@@ -84,10 +146,19 @@ def describe_packet(packet: Packet) -> str:
             return f"{name} id={packet.packet_id} [{', '.join(_text(f) for f in packet.topic_filters)}]"
         case Suback():
             return f"{name} id={packet.packet_id} codes=[{', '.join(f'0x{c:02x}' for c in packet.return_codes)}]"
+        case Unsuback() if packet.reason_codes:
+            return f"{name} id={packet.packet_id} codes=[{', '.join(f'0x{c:02x}' for c in packet.reason_codes)}]"
         case ReservedPacket():
             return f"reserved packet type {packet.packet_type_value} ({len(packet.body)} bytes body)"
-    details = " ".join(f"{field}={_plain(item)}" for field, item in packet.as_dict().items() if item is not None)
-    return f"{name} {details}".rstrip()
+    details = " ".join(
+        f"{field}={_plain(item)}"
+        for field, item in packet.as_dict().items()
+        if item is not None and field not in _FIVE_ONLY
+    )
+    reason = getattr(packet, "reason_code", None)
+    if isinstance(reason, int):
+        details += f" reason {describe_reason(reason, packet.packet_type)}"
+    return f"{name} {details}".replace("  ", " ").strip()
 
 
 def _text(value: str) -> str:

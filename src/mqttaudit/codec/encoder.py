@@ -8,36 +8,54 @@ from __future__ import annotations
 
 from . import rules
 from .errors import EncodeError, ProtocolViolation, Violation
-from .packets import Direction, Packet, Publish
-from .readers import read_packet
+from .packets import Auth, Connect, Direction, Packet, Publish
+from .readers import name_findings, read_packet
 from .remaining_length import encode_remaining_length
+from .version import ProtocolVersion
 from .writers import first_byte, write_body
 
 
-def encode(packet: Packet, *, validate: bool = True, direction: Direction | str | None = None) -> bytes:
-    """The wire bytes of ``packet``.
+def encode(
+    packet: Packet,
+    *,
+    validate: bool = True,
+    direction: Direction | str | None = None,
+    version: ProtocolVersion | str | int | None = None,
+) -> bytes:
+    """The wire bytes of ``packet`` in MQTT ``version`` ("3.1.1", "5" or "3.1"; by default the version a CONNECT
+    names by its Protocol Level, 5.0 for AUTH, else 3.1.1).
 
     With ``validate`` (the default) a packet that breaks a MUST-level rule is refused with
     :class:`ProtocolViolation`, whose ``offset`` points into the bytes that would have been written; ``direction``
     adds the direction-of-flow check. ``validate=False`` writes invalid packets as they are, for negative tests.
     A value the wire cannot hold at all (a 70,000-byte string, QoS 4) raises :class:`EncodeError` either way.
     """
-    body = write_body(packet)
+    chosen = ProtocolVersion.parse(version) or version_of(packet)
+    body = write_body(packet, chosen is ProtocolVersion.V5)
     header = bytes((first_byte(packet),)) + encode_remaining_length(len(body))
     data = header + body
     if validate:
-        _check(packet, data, len(header), Direction.parse(direction))
+        _check(packet, data, len(header), Direction.parse(direction), chosen)
     return data
 
 
-def _check(packet: Packet, data: bytes, body: int, direction: Direction | None) -> None:
+def version_of(packet: Packet) -> ProtocolVersion:
+    """The version a packet alone implies: a CONNECT's by its Protocol Level, AUTH's 5.0, else 3.1.1."""
+    if isinstance(packet, Connect):
+        return ProtocolVersion.from_level(packet.protocol_level) or ProtocolVersion.V3_1_1
+    return ProtocolVersion.V5 if isinstance(packet, Auth) else ProtocolVersion.V3_1_1
+
+
+def _check(packet: Packet, data: bytes, body: int, direction: Direction | None, version: ProtocolVersion) -> None:
     out: list[Violation] = []
     if isinstance(packet, Publish) and packet.qos == 0 and packet.packet_id is not None:
         # Not observable in the bytes (they would read as payload), so only the encoder can catch it.
         out.append(Violation(rules.QOS0_NO_PACKET_ID, 0, "PUBLISH with QoS 0 carries a Packet Identifier"))
-    decoded = read_packet(data, 0, body, len(data), direction, out)
+        name_findings(out, 0, version)
+    decoded = read_packet(data, 0, body, len(data), direction, out, version)
     errors = [v for v in out if not rules.is_advisory(v.rule)]
     if errors:
         raise ProtocolViolation(errors[0], violations=tuple(out), packet=packet)
     if decoded != packet:
-        raise EncodeError(f"{packet!r} cannot be represented on the wire; its bytes read back as {decoded!r}")
+        hint = "" if version is ProtocolVersion.V5 else " (MQTT 5.0 fields need version='5')"
+        raise EncodeError(f"{packet!r} cannot be represented on the wire{hint}; its bytes read back as {decoded!r}")

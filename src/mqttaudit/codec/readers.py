@@ -1,7 +1,9 @@
-"""Packet bodies from bytes: one reader per packet type, each reporting what it finds through the validators.
+"""Packet bodies from bytes: one reader per packet type for every version, each reporting what it finds through
+the validators (and, for MQTT 5.0, the property and reason-code tables).
 
 Readers never raise: a field that runs past the packet is reported as [MQTT-2.2.3-overrun] and the packet is
-returned with the fields read so far.
+returned with the fields read so far. Checks report rule keys (mqttaudit.spec.identity); :func:`read_packet`
+names them by the statements of the version it reads.
 """
 
 from __future__ import annotations
@@ -10,11 +12,14 @@ import sys
 from collections.abc import Callable
 from typing import Final
 
-from . import rules
+from mqttaudit.spec import identity
+
+from . import reason_codes, rules
 from . import validators as check
 from .buffer import Buffer
 from .errors import BufferUnderrun, Violation
 from .packets import (
+    Auth,
     Connack,
     Connect,
     Direction,
@@ -23,6 +28,7 @@ from .packets import (
     PacketType,
     Pingreq,
     Pingresp,
+    Properties,
     Puback,
     Pubcomp,
     Publish,
@@ -37,8 +43,11 @@ from .packets import (
     Will,
     derive_connect_flags,
 )
+from .properties import TOPIC_ALIAS, WILL, check_authentication, read_properties
+from .version import ProtocolVersion
 
-Reader = Callable[[Buffer, int, int, list[Violation]], Packet]
+#: A packet body's reader: (cursor over the body, fixed-header flags, sender, version, findings) -> packet.
+Reader = Callable[[Buffer, int, Direction | None, ProtocolVersion, list[Violation]], Packet]
 
 
 def read_string(buf: Buffer, field: check.StringField, out: list[Violation]) -> str:
@@ -79,21 +88,49 @@ def _read_packet_id(buf: Buffer, packet_type: int, out: list[Violation]) -> int:
     return packet_id
 
 
-def read_connect(buf: Buffer, flags: int, header_offset: int, out: list[Violation]) -> Packet:
+def _properties(
+    buf: Buffer, packet: int, direction: Direction | None, out: list[Violation], required: bool = True
+) -> Properties:
+    """The properties at the cursor (MQTT 5.0). Where the packet must carry a Property Length and the body ends
+    first, that is reported [MQTT-2.2.2-1] (a 3.1.1 packet on a 5.0 connection looks like this)."""
+    if buf.eof():
+        if required:
+            detail = f"{check.packet_name(packet, True)} has no Property Length (an empty set is written as 0)"
+            out.append(Violation(rules.PROPERTY_LENGTH_ABSENT, buf.tell(), detail))
+        return ()
+    found, after = read_properties(buf.data, buf.tell(), buf.end, packet, direction, out)
+    buf.seek(after)
+    return found
+
+
+def _leftover(buf: Buffer, what: str, out: list[Violation]) -> None:
+    if not buf.eof():
+        detail = f"{buf.remaining()} byte(s) follow the last {what} field"
+        out.append(Violation(rules.LEFTOVER_BYTES, buf.tell(), detail))
+
+
+def read_connect(
+    buf: Buffer, flags: int, direction: Direction | None, version: ProtocolVersion, out: list[Violation]
+) -> Packet:
+    v5 = version is _V5
     name, level, connect_flags, keep_alive, client_id = "", 0, 0, 0, ""
     will: Will | None = None
     username: str | None = None
     password: bytes | None = None
+    properties: Properties = ()
     try:
         name_offset = buf.tell()
         name = read_string(buf, check.PROTOCOL_NAME_FIELD, out)
         level_offset = buf.tell()
         level = buf.pull_uint8()
-        check.check_protocol(name, level, name_offset, level_offset, out)
+        check.check_protocol(name, level, name_offset, level_offset, out, version.value)
         flags_offset = buf.tell()
         connect_flags = buf.pull_uint8()
         check.check_connect_flags(connect_flags, flags_offset, out)
         keep_alive = buf.pull_uint16()
+        if v5:
+            properties = _properties(buf, PacketType.CONNECT, direction, out)
+            check_authentication(properties, PacketType.CONNECT, flags_offset, out)
         if buf.eof():
             out.append(Violation(rules.CLIENT_ID_PRESENT, buf.tell(), "CONNECT payload has no Client Identifier"))
         else:
@@ -104,10 +141,14 @@ def read_connect(buf: Buffer, flags: int, header_offset: int, out: list[Violatio
             )
             if connect_flags & 0x04:
                 if buf.eof():
-                    out.append(
-                        Violation(rules.WILL_FIELDS_PRESENT, buf.tell(), "Will flag is 1 but no Will Topic follows")
+                    detail = (
+                        "Will flag is 1 but no Will Properties follow"
+                        if v5
+                        else "Will flag is 1 but no Will Topic follows"
                     )
+                    out.append(Violation(rules.WILL_FIELDS_PRESENT, buf.tell(), detail))
                 else:
+                    will_properties = _properties(buf, WILL, direction, out) if v5 else ()
                     topic = read_string(buf, check.WILL_TOPIC_FIELD, out)
                     message = read_binary(buf, "Will Message")
                     will = Will(
@@ -115,6 +156,7 @@ def read_connect(buf: Buffer, flags: int, header_offset: int, out: list[Violatio
                         message=message,
                         qos=(connect_flags >> 3) & 3,
                         retain=bool(connect_flags & 0x20),
+                        properties=will_properties,
                     )
             if connect_flags & 0x80:
                 if buf.eof():
@@ -130,14 +172,7 @@ def read_connect(buf: Buffer, flags: int, header_offset: int, out: list[Violatio
                     )
                 else:
                     password = read_binary(buf, "Password")
-            if not buf.eof():
-                out.append(
-                    Violation(
-                        rules.LEFTOVER_BYTES,
-                        buf.tell(),
-                        f"{buf.remaining()} byte(s) follow the last CONNECT field",
-                    )
-                )
+            _leftover(buf, "CONNECT", out)
     except BufferUnderrun as exc:
         _overrun(exc, out)
     clean_session = bool(connect_flags & 0x02)
@@ -151,23 +186,35 @@ def read_connect(buf: Buffer, flags: int, header_offset: int, out: list[Violatio
         will=will,
         username=username,
         password=password,
+        properties=properties,
         raw_connect_flags=None if connect_flags == derived else connect_flags,
         raw_flags=_raw_flags(PacketType.CONNECT, flags),
     )
 
 
-def read_connack(buf: Buffer, flags: int, header_offset: int, out: list[Violation]) -> Packet:
+def read_connack(
+    buf: Buffer, flags: int, direction: Direction | None, version: ProtocolVersion, out: list[Violation]
+) -> Packet:
+    v5 = version is _V5
     ack_flags = return_code = 0
+    properties: Properties = ()
     try:
         offset = buf.tell()
         ack_flags = buf.pull_uint8()
         return_code = buf.pull_uint8()
-        check.check_connack(ack_flags, return_code, offset, out)
-    except BufferUnderrun:
-        pass  # the fixed-length rule has reported it
+        check.check_connack(ack_flags, return_code, offset, out, v5)
+        if v5:
+            reason_codes.check_reason_code(PacketType.CONNACK, return_code, direction, offset + 1, out)
+            properties = _properties(buf, PacketType.CONNACK, direction, out)
+            check_authentication(properties, PacketType.CONNACK, offset, out)
+            _leftover(buf, "CONNACK", out)
+    except BufferUnderrun as exc:
+        if v5:  # in 3.1.1 the fixed-length rule has reported it
+            _overrun(exc, out)
     return Connack(
         session_present=bool(ack_flags & 0x01),
         return_code=return_code,
+        properties=properties,
         raw_ack_flags=ack_flags if ack_flags & 0xFE else None,
         raw_flags=_raw_flags(PacketType.CONNACK, flags),
     )
@@ -180,7 +227,15 @@ def _field_end(start: int, end: int, needed: int, what: str) -> int:
     return start + needed
 
 
-def read_publish(data: bytes, offset: int, body: int, end: int, out: list[Violation]) -> Publish:
+def read_publish(
+    data: bytes,
+    offset: int,
+    body: int,
+    end: int,
+    out: list[Violation],
+    direction: Direction | None = None,
+    v5: bool = False,
+) -> Publish:
     """PUBLISH, the packet of the hot path: read by index rather than through a Buffer, with the shared checks."""
     flags = data[offset] & 0x0F
     qos = (flags >> 1) & 0x03
@@ -189,9 +244,11 @@ def read_publish(data: bytes, offset: int, body: int, end: int, out: list[Violat
     topic = ""
     packet_id: int | None = None
     payload = b""
+    properties: Properties = ()
     try:
         topic_start = _field_end(body, end, 2, "Topic Name")
         topic_end = _field_end(topic_start, end, (data[body] << 8) | data[body + 1], "Topic Name")
+        before_topic = len(out)
         # Topic Names repeat: one string per distinct name keeps decoded traffic (and its pickles, which
         # memoize a repeated object) smaller.
         topic = sys.intern(check.check_string(data[topic_start:topic_end], topic_start, check.PUBLISH_TOPIC_FIELD, out))
@@ -200,74 +257,175 @@ def read_publish(data: bytes, offset: int, body: int, end: int, out: list[Violat
             payload_start = _field_end(topic_end, end, 2, "Packet Identifier")
             packet_id = (data[topic_end] << 8) | data[topic_end + 1]
             check.check_packet_id(_PUBLISH, packet_id, topic_end, out)
+        if v5:
+            if payload_start >= end:
+                detail = "PUBLISH has no Property Length (an empty set is written as 0)"
+                out.append(Violation(rules.PROPERTY_LENGTH_ABSENT, payload_start, detail))
+            else:
+                properties, payload_start = read_properties(data, payload_start, end, _PUBLISH, direction, out)
+            if topic_start == topic_end and any(p.identifier == TOPIC_ALIAS for p in properties):
+                # An empty Topic Name with a Topic Alias names the topic by its alias (3.3.2.3.4).
+                out[before_topic:] = [v for v in out[before_topic:] if v.rule != rules.TOPIC_NOT_EMPTY]
         payload = data[payload_start:end]
     except BufferUnderrun as exc:
         _overrun(exc, out)
-    return Publish(topic=topic, payload=payload, qos=qos, retain=flags & 0x01 != 0, dup=dup, packet_id=packet_id)
+    return Publish(
+        topic=topic,
+        payload=payload,
+        qos=qos,
+        retain=flags & 0x01 != 0,
+        dup=dup,
+        packet_id=packet_id,
+        properties=properties,
+    )
 
 
-def _ack_reader(cls: type[Puback | Pubrec | Pubrel | Pubcomp | Unsuback], packet_type: PacketType) -> Reader:
+def _ack_reader(cls: type[Puback | Pubrec | Pubrel | Pubcomp], packet_type: PacketType) -> Reader:
 
-    def read_ack(buf: Buffer, flags: int, header_offset: int, out: list[Violation]) -> Packet:
-        # A short body has been reported by the fixed-length rule; the id is then unknown.
-        packet_id = _read_packet_id(buf, packet_type, out) if buf.remaining() >= 2 else None
-        return cls(packet_id=packet_id, raw_flags=_raw_flags(packet_type, flags))
+    def read_ack(
+        buf: Buffer, flags: int, direction: Direction | None, version: ProtocolVersion, out: list[Violation]
+    ) -> Packet:
+        v5 = version is _V5
+        # A short body has been reported by the fixed-length rule (3.1.1); the id is then unknown.
+        if not v5:
+            packet_id = _read_packet_id(buf, packet_type, out) if buf.remaining() >= 2 else None
+            return cls(packet_id=packet_id, raw_flags=_raw_flags(packet_type, flags))
+        packet_id = None
+        reason_code: int | None = None
+        properties: Properties | None = None
+        try:
+            packet_id = _read_packet_id(buf, packet_type, out)
+            reason_code, properties = _reason_and_properties(buf, packet_type, direction, out)
+        except BufferUnderrun as exc:
+            _overrun(exc, out)
+        return cls(
+            packet_id=packet_id,
+            reason_code=reason_code,
+            properties=properties,
+            raw_flags=_raw_flags(packet_type, flags),
+        )
 
     return read_ack
 
 
-def read_subscribe(buf: Buffer, flags: int, header_offset: int, out: list[Violation]) -> Packet:
+def _reason_and_properties(
+    buf: Buffer, packet_type: int, direction: Direction | None, out: list[Violation]
+) -> tuple[int | None, Properties | None]:
+    """The optional Reason Code and properties that end a 5.0 acknowledgement, DISCONNECT or AUTH: either may be
+    left out when the Remaining Length stops before it."""
+    if buf.eof():
+        return None, None
+    offset = buf.tell()
+    reason_code = buf.pull_uint8()
+    reason_codes.check_reason_code(packet_type, reason_code, direction, offset, out)
+    if buf.eof():
+        return reason_code, None
+    properties = _properties(buf, packet_type, direction, out)
+    check_authentication(properties, packet_type, offset, out)
+    _leftover(buf, check.packet_name(packet_type, True), out)
+    return reason_code, properties
+
+
+def read_subscribe(
+    buf: Buffer, flags: int, direction: Direction | None, version: ProtocolVersion, out: list[Violation]
+) -> Packet:
+    v5 = version is _V5
     packet_id: int | None = None
     subscriptions: list[Subscription] = []
+    properties: Properties = ()
     try:
         packet_id = _read_packet_id(buf, PacketType.SUBSCRIBE, out)
+        if v5:
+            properties = _properties(buf, PacketType.SUBSCRIBE, direction, out)
         if buf.eof():
             out.append(Violation(rules.SUBSCRIBE_NO_PAYLOAD, buf.tell(), "SUBSCRIBE has no Topic Filter"))
         while not buf.eof():
+            filter_offset = buf.tell()
             topic_filter = read_string(buf, check.SUBSCRIBE_FILTER_FIELD, out)
             options_offset = buf.tell()
             try:
                 options = buf.pull_uint8()
             except BufferUnderrun as exc:
-                raise BufferUnderrun(exc.offset, 1, 0, f"requested QoS of {topic_filter!r}") from None
-            check.check_subscription_options(options, options_offset, out)
-            subscriptions.append(
-                Subscription(
-                    topic_filter=topic_filter,
-                    qos=options & 0x03,
-                    raw_options=options if options & 0xFC else None,
-                )
-            )
+                raise BufferUnderrun(exc.offset, 1, 0, f"options of {topic_filter!r}") from None
+            subscriptions.append(_subscription(buf, topic_filter, options, filter_offset, options_offset, v5, out))
     except BufferUnderrun as exc:
         _overrun(exc, out)
     return Subscribe(
         packet_id=packet_id,
         subscriptions=tuple(subscriptions),
+        properties=properties,
         raw_flags=_raw_flags(PacketType.SUBSCRIBE, flags),
     )
 
 
-def read_suback(buf: Buffer, flags: int, header_offset: int, out: list[Violation]) -> Packet:
+def _subscription(
+    buf: Buffer,
+    topic_filter: str,
+    options: int,
+    filter_offset: int,
+    options_offset: int,
+    v5: bool,
+    out: list[Violation],
+) -> Subscription:
+    if not v5:
+        check.check_subscription_options(options, options_offset, out)
+        return Subscription(
+            topic_filter=topic_filter, qos=options & 0x03, raw_options=options if options & 0xFC else None
+        )
+    raw = buf.data[filter_offset + 2 : options_offset]
+    shared = check.check_shared_filter(raw, filter_offset + 2, out)
+    check.check_subscription_options_5(options, shared, options_offset, out)
+    return Subscription(
+        topic_filter=topic_filter,
+        qos=options & 0x03,
+        no_local=bool(options & 0x04),
+        retain_as_published=bool(options & 0x08),
+        retain_handling=(options >> 4) & 0x03,
+        raw_options=options if options & 0xC0 else None,
+    )
+
+
+def read_suback(
+    buf: Buffer, flags: int, direction: Direction | None, version: ProtocolVersion, out: list[Violation]
+) -> Packet:
+    v5 = version is _V5
     packet_id: int | None = None
     codes = b""
+    properties: Properties = ()
     try:
         packet_id = _read_packet_id(buf, PacketType.SUBACK, out)
+        if v5:
+            properties = _properties(buf, PacketType.SUBACK, direction, out)
         start = buf.tell()
         codes = buf.pull_rest()
         if not codes:
             out.append(Violation(rules.SUBACK_ONE_CODE_PER_FILTER, start, "SUBACK carries no return code"))
         for index, code in enumerate(codes):
-            check.check_suback_code(code, start + index, out)
+            if v5:
+                reason_codes.check_reason_code(PacketType.SUBACK, code, direction, start + index, out)
+            else:
+                check.check_suback_code(code, start + index, out)
     except BufferUnderrun as exc:
         _overrun(exc, out)
-    return Suback(packet_id=packet_id, return_codes=tuple(codes), raw_flags=_raw_flags(PacketType.SUBACK, flags))
+    return Suback(
+        packet_id=packet_id,
+        return_codes=tuple(codes),
+        properties=properties,
+        raw_flags=_raw_flags(PacketType.SUBACK, flags),
+    )
 
 
-def read_unsubscribe(buf: Buffer, flags: int, header_offset: int, out: list[Violation]) -> Packet:
+def read_unsubscribe(
+    buf: Buffer, flags: int, direction: Direction | None, version: ProtocolVersion, out: list[Violation]
+) -> Packet:
+    v5 = version is _V5
     packet_id: int | None = None
     filters: list[str] = []
+    properties: Properties = ()
     try:
         packet_id = _read_packet_id(buf, PacketType.UNSUBSCRIBE, out)
+        if v5:
+            properties = _properties(buf, PacketType.UNSUBSCRIBE, direction, out)
         if buf.eof():
             out.append(Violation(rules.UNSUBSCRIBE_NO_PAYLOAD, buf.tell(), "UNSUBSCRIBE has no Topic Filter"))
         while not buf.eof():
@@ -275,16 +433,68 @@ def read_unsubscribe(buf: Buffer, flags: int, header_offset: int, out: list[Viol
     except BufferUnderrun as exc:
         _overrun(exc, out)
     return Unsubscribe(
-        packet_id=packet_id, topic_filters=tuple(filters), raw_flags=_raw_flags(PacketType.UNSUBSCRIBE, flags)
+        packet_id=packet_id,
+        topic_filters=tuple(filters),
+        properties=properties,
+        raw_flags=_raw_flags(PacketType.UNSUBSCRIBE, flags),
     )
 
 
-def _empty_reader(cls: type[Pingreq | Pingresp | Disconnect], packet_type: PacketType) -> Reader:
+def read_unsuback(
+    buf: Buffer, flags: int, direction: Direction | None, version: ProtocolVersion, out: list[Violation]
+) -> Packet:
+    v5 = version is _V5
+    if not v5:  # a short body has been reported by the fixed-length rule; the id is then unknown
+        packet_id = _read_packet_id(buf, PacketType.UNSUBACK, out) if buf.remaining() >= 2 else None
+        return Unsuback(packet_id=packet_id, raw_flags=_raw_flags(PacketType.UNSUBACK, flags))
+    packet_id = None
+    codes = b""
+    properties: Properties = ()
+    try:
+        packet_id = _read_packet_id(buf, PacketType.UNSUBACK, out)
+        properties = _properties(buf, PacketType.UNSUBACK, direction, out)
+        start = buf.tell()
+        codes = buf.pull_rest()
+        if not codes:
+            out.append(Violation(rules.UNSUBACK_REASON_CODES, start, "UNSUBACK carries no Reason Code"))
+        for index, code in enumerate(codes):
+            reason_codes.check_reason_code(PacketType.UNSUBACK, code, direction, start + index, out)
+    except BufferUnderrun as exc:
+        _overrun(exc, out)
+    return Unsuback(
+        packet_id=packet_id,
+        reason_codes=tuple(codes),
+        properties=properties,
+        raw_flags=_raw_flags(PacketType.UNSUBACK, flags),
+    )
 
-    def read_empty(buf: Buffer, flags: int, header_offset: int, out: list[Violation]) -> Packet:
+
+def _empty_reader(cls: type[Pingreq | Pingresp], packet_type: PacketType) -> Reader:
+
+    def read_empty(
+        buf: Buffer, flags: int, direction: Direction | None, version: ProtocolVersion, out: list[Violation]
+    ) -> Packet:
         return cls(raw_flags=_raw_flags(packet_type, flags))
 
     return read_empty
+
+
+def _reasoned_reader(cls: type[Disconnect | Auth], packet_type: PacketType) -> Reader:
+
+    def read_reasoned(
+        buf: Buffer, flags: int, direction: Direction | None, version: ProtocolVersion, out: list[Violation]
+    ) -> Packet:
+        v5 = version is _V5
+        reason_code: int | None = None
+        properties: Properties | None = None
+        if v5:  # in 3.1.1 DISCONNECT is empty, and the fixed-length rule has reported any body
+            try:
+                reason_code, properties = _reason_and_properties(buf, packet_type, direction, out)
+            except BufferUnderrun as exc:
+                _overrun(exc, out)
+        return cls(reason_code=reason_code, properties=properties, raw_flags=_raw_flags(packet_type, flags))
+
+    return read_reasoned
 
 
 READERS: dict[int, Reader] = {
@@ -297,39 +507,83 @@ READERS: dict[int, Reader] = {
     PacketType.SUBSCRIBE: read_subscribe,
     PacketType.SUBACK: read_suback,
     PacketType.UNSUBSCRIBE: read_unsubscribe,
-    PacketType.UNSUBACK: _ack_reader(Unsuback, PacketType.UNSUBACK),
+    PacketType.UNSUBACK: read_unsuback,
     PacketType.PINGREQ: _empty_reader(Pingreq, PacketType.PINGREQ),
     PacketType.PINGRESP: _empty_reader(Pingresp, PacketType.PINGRESP),
-    PacketType.DISCONNECT: _empty_reader(Disconnect, PacketType.DISCONNECT),
+    PacketType.DISCONNECT: _reasoned_reader(Disconnect, PacketType.DISCONNECT),
+    PacketType.AUTH: _reasoned_reader(Auth, PacketType.AUTH),  # reached in 5.0 only: 15 is reserved before
 }
 
 
-def check_first_byte(first: int, direction: Direction | None, offset: int, out: list[Violation]) -> bool:
+def check_first_byte(
+    first: int, direction: Direction | None, offset: int, out: list[Violation], v5: bool = False
+) -> bool:
     """What the first byte of a packet alone breaks, reported into ``out``: a reserved type (then False), a type
     its sender never sends, fixed-header flags other than Table 2.2's (PUBLISH flags are read with the packet)."""
     packet_type = first >> 4
-    if not check.check_packet_type(packet_type, offset, out):
+    if not check.check_packet_type(packet_type, offset, out, v5):
         return False
     if direction is not None:  # unknown sender: nothing to check
-        check.check_direction(packet_type, direction, offset, out)
+        check.check_direction(packet_type, direction, offset, out, v5)
     if packet_type != _PUBLISH:
         check.check_fixed_flags(packet_type, first & 0x0F, offset, out)
     return True
 
 
 def read_packet(
-    data: bytes, offset: int, body: int, end: int, direction: Direction | None, out: list[Violation]
+    data: bytes,
+    offset: int,
+    body: int,
+    end: int,
+    direction: Direction | None,
+    out: list[Violation],
+    version: ProtocolVersion = ProtocolVersion.V3_1_1,
 ) -> Packet:
-    """Decodes the framed packet ``data[offset:end]`` whose body starts at ``body``, reporting into ``out``."""
+    """Decodes the framed packet ``data[offset:end]`` whose body starts at ``body`` as ``version`` reads it,
+    reporting into ``out`` under that version's statement ids."""
+    if version is _V3_1_1:
+        return _read(data, offset, body, end, direction, out, version)
+    first_finding = len(out)
+    packet = _read(data, offset, body, end, direction, out, version)
+    if len(out) > first_finding:
+        name_findings(out, first_finding, version)
+    return packet
+
+
+def name_findings(out: list[Violation], start: int, version: ProtocolVersion) -> None:
+    """Renames the findings ``out[start:]`` (reported by rule key) with ``version``'s statement ids, dropping
+    those of rules the version does not state."""
+    named = []
+    for violation in out[start:]:
+        rule = identity.statement_id(violation.rule, version.value)
+        if rule == violation.rule:
+            named.append(violation)
+        elif rule is not None:
+            named.append(Violation(rule, violation.offset, violation.detail))
+    out[start:] = named
+
+
+def _read(
+    data: bytes,
+    offset: int,
+    body: int,
+    end: int,
+    direction: Direction | None,
+    out: list[Violation],
+    version: ProtocolVersion,
+) -> Packet:
+    v5 = version is _V5
     first = data[offset]
     packet_type = first >> 4
     flags = first & 0x0F
-    if not check_first_byte(first, direction, offset, out):
+    if not check_first_byte(first, direction, offset, out, v5):
         return ReservedPacket(packet_type_value=packet_type, body=data[body:end], flags=flags)
     if packet_type == _PUBLISH:
-        return read_publish(data, offset, body, end, out)
-    check.check_fixed_length(packet_type, end - body, offset + 1, out)
-    return READERS[packet_type](Buffer(data, body, end), flags, offset, out)
+        return read_publish(data, offset, body, end, out, direction, v5)
+    check.check_fixed_length(packet_type, end - body, offset + 1, out, v5)
+    return READERS[packet_type](Buffer(data, body, end), flags, direction, version, out)
 
 
 _PUBLISH: Final = int(PacketType.PUBLISH)
+_V3_1_1: Final = ProtocolVersion.V3_1_1
+_V5: Final = ProtocolVersion.V5

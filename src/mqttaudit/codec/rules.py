@@ -98,8 +98,6 @@ ADVISORY: Final = frozenset(
         UTF8_CONTROL_CHARACTERS,
         REMAINING_LENGTH_SHORTEST,
         SIZE_LIMIT,
-        "MQTT-1.5.4-control-characters",
-        "MQTT-2.1.4-size-limit",
     }
 )
 
@@ -117,7 +115,6 @@ PROPERTY_PACKET: Final = "MQTT-2.2.2-property-packet"
 PROPERTY_DUPLICATE: Final = "MQTT-2.2.2-property-duplicate"
 PROPERTY_VALUE: Final = "MQTT-2.2.2-property-value"
 PROPERTY_LENGTH: Final = "MQTT-2.2.2-property-length"
-PROTOCOL_VERSION_5: Final = "MQTT-3.1.2-protocol-version"
 AUTHENTICATION_DATA_WITHOUT_METHOD: Final = "MQTT-3.1.2-authentication-data"
 TOPIC_ALIAS_ZERO: Final = "MQTT-3.3.2-8"
 RESPONSE_TOPIC_UTF8: Final = "MQTT-3.3.2-13"
@@ -152,6 +149,11 @@ CHECKED_5_0: Final[frozenset[str]] = frozenset(
 )
 
 
+#: The same in MQTT 5.0, where the shortest Variable Byte Integer is a MUST [MQTT-1.5.5-1].
+ADVISORY_5_0: Final = frozenset({"MQTT-1.5.4-control-characters", "MQTT-2.1.4-size-limit"})
+_ADVISORY_ANY: Final = ADVISORY | ADVISORY_5_0
+
+
 def is_advisory(rule: str) -> bool:
-    """True for SHOULD/MAY-level findings (warnings), False for MUST-level violations."""
-    return rule in ADVISORY
+    """True for SHOULD/MAY-level findings (warnings) of either version, False for MUST-level violations."""
+    return rule in _ADVISORY_ANY

@@ -5,18 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
+from mqttaudit.spec import identity
+
 from . import rules
 from .buffer import BytesLike, to_bytes
 from .errors import ProtocolViolation, Violation
-from .packets import Direction, Packet, Value
+from .packets import Direction, Packet, PacketType, Value
 from .readers import check_first_byte, read_packet
 from .remaining_length import NEED_MORE, TOO_LONG, is_shortest, read_remaining_length
+from .version import ProtocolVersion
 
 #: Default bound on one packet (fixed header included). Larger packets are reported and skipped, never buffered.
 DEFAULT_MAX_PACKET_SIZE: Final = 16 * 1024 * 1024
 #: The smallest ``max_packet_size``: a type byte and four Remaining Length bytes come before a packet's size is
 #: known (or known to be unframeable), and they must be held meanwhile.
 MIN_MAX_PACKET_SIZE: Final = 5
+_CONNECT: Final = int(PacketType.CONNECT)
 #: How many bytes of an oversized packet or an unframeable run are kept as evidence.
 EVIDENCE_BYTES: Final = 64
 
@@ -72,6 +76,11 @@ class StreamDecoder:
 
     ``max_packet_size`` below :data:`MIN_MAX_PACKET_SIZE` is a ``ValueError``: a fixed header alone may take that
     many bytes before the packet's size is known, so no smaller bound could be kept.
+
+    ``version`` is the MQTT version the bytes are read as (3.1.1 by default). ``version=None`` learns it from the
+    first CONNECT of the stream (read as 3.1.1 until then; the CONNECT itself is read as the version it names). A
+    decoder given ``peer`` (the decoder of the other direction) reads as that decoder's version at each packet:
+    the server direction of a connection follows the client's CONNECT.
     """
 
     def __init__(
@@ -81,8 +90,14 @@ class StreamDecoder:
         max_packet_size: int = DEFAULT_MAX_PACKET_SIZE,
         strict: bool = False,
         offset: int = 0,
+        version: ProtocolVersion | str | int | None = ProtocolVersion.V3_1_1,
+        peer: StreamDecoder | None = None,
     ) -> None:
         self.direction = Direction.parse(direction)
+        chosen = ProtocolVersion.parse(version)
+        self._version = chosen or ProtocolVersion.V3_1_1
+        self._learn = chosen is None and peer is None  # learn from the first CONNECT
+        self._peer = peer
         self._max_packet_size = check_max_packet_size(max_packet_size)
         self.strict = strict
         self._pending = b""  # bytes not framed yet: an incomplete packet (after a strict raise, whole ones too)
@@ -90,6 +105,11 @@ class StreamDecoder:
         self._need = 0  # the whole size of the packet _pending starts, once its fixed header is complete
         self._offset = offset  # stream offset of _pending[0], or of the next byte a run will take
         self._run: _Run | None = None
+
+    @property
+    def version(self) -> ProtocolVersion:
+        """The version the next packet will be read as."""
+        return self._peer.version if self._peer is not None else self._version
 
     @property
     def max_packet_size(self) -> int:
@@ -150,11 +170,18 @@ class StreamDecoder:
             return None
         pending = self._pending + self._more if self._more else self._pending
         found: list[Violation] = []
-        check_first_byte(pending[0], self.direction, self._offset, found)
+        version = self.version
+        check_first_byte(pending[0], self.direction, self._offset, found, version is ProtocolVersion.V5)
         if not found:
             return None
         more = f"; the rest is still arriving ({_arrived(pending, 'its Remaining Length is not whole yet')})"
-        violations = tuple(Violation(v.rule, v.offset, v.detail + more) for v in found)
+        violations = tuple(
+            Violation(rule, v.offset, v.detail + more)
+            for v in found
+            if (rule := identity.statement_id(v.rule, version.value)) is not None
+        )
+        if not violations:
+            return None
         return Frame(self._offset, len(pending), pending, None, violations)
 
     def close(self) -> list[Frame]:
@@ -165,12 +192,12 @@ class StreamDecoder:
             self._run = None
             if run.remaining:
                 detail = f"stream ended {run.remaining} byte(s) before the end of the oversized packet"
-                frames.append(run.frame((Violation(rules.TRUNCATED, self._offset, detail),)))
+                frames.append(run.frame((Violation(self._rule(rules.TRUNCATED), self._offset, detail),)))
             elif run.length:
                 frames.append(run.frame())
         elif self._pending:
             pending = self._pending + self._more if self._more else self._pending
-            violation = Violation(rules.TRUNCATED, self._offset, _truncation_detail(pending))
+            violation = Violation(self._rule(rules.TRUNCATED), self._offset, _truncation_detail(pending))
             frames.append(Frame(self._offset, len(pending), pending, None, (violation,)))
             self._offset += len(pending)
             self._pending = b""
@@ -204,6 +231,7 @@ class StreamDecoder:
         size = len(buf)
         base = self._offset - pos  # stream offset of buf[0]
         direction = self.direction
+        version = self.version
         limit = self._max_packet_size
         need = 0
         out: list[Violation] = []  # reused: a clean packet, the common case, allocates no list
@@ -223,10 +251,14 @@ class StreamDecoder:
             if end > size:
                 need = end - pos
                 break
-            packet = read_packet(buf, pos, body, end, direction, out)
+            if self._learn and buf[pos] >> 4 == _CONNECT:
+                self._learn = False
+                self._version = version = connect_version(buf, body, end) or version
+            packet = read_packet(buf, pos, body, end, direction, out, version)
             if body - pos > 2 and not is_shortest(remaining, body - pos - 1):
                 detail = f"Remaining Length {remaining} written in {body - pos - 1} bytes; fewer suffice"
-                out.insert(0, Violation(rules.REMAINING_LENGTH_SHORTEST, pos + 1, detail))
+                shortest = identity.statement_id(rules.REMAINING_LENGTH_SHORTEST, version.value)
+                out.insert(0, Violation(shortest or rules.REMAINING_LENGTH_SHORTEST, pos + 1, detail))
             if out:
                 # checks count offsets in ``buf``; findings count stream bytes
                 found = tuple([Violation(v.rule, v.offset + base, v.detail) for v in out]) if base else tuple(out)
@@ -248,7 +280,7 @@ class StreamDecoder:
     def _start_unframeable(self, buf: bytes, pos: int, base: int, frames: list[Frame]) -> int:
         header = buf[pos : pos + 6]
         violation = Violation(
-            rules.REMAINING_LENGTH_FOUR_BYTES,
+            self._rule(rules.REMAINING_LENGTH_FOUR_BYTES),
             base + pos + 5,
             f"Remaining Length has a fifth byte ({header[1:].hex(' ')}); the rest of the stream cannot be framed",
         )
@@ -265,11 +297,27 @@ class StreamDecoder:
     def _start_oversized(self, buf: bytes, pos: int, base: int, declared: int) -> int:
         detail = f"packet declares {declared} bytes, above the {self._max_packet_size}-byte bound; skipped undecoded"
         self._offset = base + pos
-        self._run = _Run(self._offset, declared, (Violation(rules.SIZE_LIMIT, self._offset + 1, detail),))
+        self._run = _Run(self._offset, declared, (Violation(self._rule(rules.SIZE_LIMIT), self._offset + 1, detail),))
         return pos
 
+    def _rule(self, key: str) -> str:
+        """The id of a framing rule in the version being read (every version states the framing rules)."""
+        return identity.statement_id(key, self.version.value) or key
+
     def __repr__(self) -> str:
-        return f"StreamDecoder(direction={self.direction}, offset={self._offset}, buffered={self.buffered})"
+        return (
+            f"StreamDecoder(direction={self.direction}, version={self.version.value}, offset={self._offset}, "
+            f"buffered={self.buffered})"
+        )
+
+
+def connect_version(data: bytes, body: int, end: int) -> ProtocolVersion | None:
+    """The version a CONNECT body ``data[body:end]`` names by its Protocol Level, or None when the bytes stop
+    before the level or name no version."""
+    if body + 2 > end:
+        return None
+    level_at = body + 2 + ((data[body] << 8) | data[body + 1])
+    return ProtocolVersion.from_level(data[level_at]) if level_at < end else None
 
 
 def check_max_packet_size(value: int) -> int:

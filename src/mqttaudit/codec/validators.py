@@ -37,9 +37,14 @@ SENDERS: Final[dict[int, frozenset[Direction]]] = {
     PacketType.DISCONNECT: _CLIENT,
 }
 
-# The same table as sets of plain ints: membership by identity of the direction, no enum hashing per packet.
+#: MQTT 5.0 adds AUTH (type 15), and lets the server send DISCONNECT too.
+SENDERS_5: Final[dict[int, frozenset[Direction]]] = {**SENDERS, PacketType.DISCONNECT: _BOTH, PacketType.AUTH: _BOTH}
+
+# The same tables as sets of plain ints: membership by identity of the direction, no enum hashing per packet.
 _CLIENT_SENDS: Final = frozenset(int(t) for t, senders in SENDERS.items() if Direction.FROM_CLIENT in senders)
 _SERVER_SENDS: Final = frozenset(int(t) for t, senders in SENDERS.items() if Direction.FROM_SERVER in senders)
+_CLIENT_SENDS_5: Final = frozenset(int(t) for t, senders in SENDERS_5.items() if Direction.FROM_CLIENT in senders)
+_SERVER_SENDS_5: Final = frozenset(int(t) for t, senders in SENDERS_5.items() if Direction.FROM_SERVER in senders)
 
 #: Required fixed-header flag bits (Table 2.2); PUBLISH is absent because its flags carry DUP, QoS and RETAIN.
 REQUIRED_FLAGS: Final[dict[int, int]] = {
@@ -56,6 +61,7 @@ REQUIRED_FLAGS: Final[dict[int, int]] = {
     PacketType.PINGREQ: 0,
     PacketType.PINGRESP: 0,
     PacketType.DISCONNECT: 0,
+    PacketType.AUTH: 0,  # MQTT 5.0 (type 15 is reserved in 3.1.1, so 3.1.1 bytes never reach this entry)
 }
 
 #: Statements broken by wrong fixed-header flags, beyond the general [MQTT-2.2.2-1].
@@ -64,6 +70,7 @@ _FLAG_RULES: Final[dict[int, tuple[str, ...]]] = {
     PacketType.SUBSCRIBE: (rules.RESERVED_FLAGS, rules.SUBSCRIBE_FLAGS),
     PacketType.UNSUBSCRIBE: (rules.RESERVED_FLAGS, rules.UNSUBSCRIBE_FLAGS),
     PacketType.DISCONNECT: (rules.RESERVED_FLAGS, rules.DISCONNECT_FLAGS),
+    PacketType.AUTH: (rules.RESERVED_FLAGS, rules.AUTH_FLAGS),
 }
 
 #: Packets whose Remaining Length is fixed by the spec, with the rule that fixes it.
@@ -77,6 +84,12 @@ FIXED_LENGTH: Final[dict[int, tuple[int, str]]] = {
     PacketType.PINGREQ: (0, rules.PINGREQ_LENGTH),
     PacketType.PINGRESP: (0, rules.PINGRESP_LENGTH),
     PacketType.DISCONNECT: (0, rules.DISCONNECT_LENGTH),
+}
+#: In MQTT 5.0 only PINGREQ and PINGRESP keep a fixed length: the other acknowledgements may carry a Reason Code
+#: and properties.
+FIXED_LENGTH_5: Final[dict[int, tuple[int, str]]] = {
+    PacketType.PINGREQ: FIXED_LENGTH[PacketType.PINGREQ],
+    PacketType.PINGRESP: FIXED_LENGTH[PacketType.PINGRESP],
 }
 
 #: The statement a Packet Identifier of 0 breaks, per packet type: the packet itself must carry a non-zero id
@@ -129,33 +142,47 @@ _SUSPECT = re.compile(
 )
 
 
-def check_packet_type(packet_type: int, offset: int, out: list[Violation]) -> bool:
-    """Types 0 and 15 are reserved and forbidden (Table 2.1). Returns True when the type is usable."""
-    if packet_type in SENDERS:
+def check_packet_type(packet_type: int, offset: int, out: list[Violation], v5: bool = False) -> bool:
+    """Types 0 and 15 are reserved and forbidden (Table 2.1; in 5.0, 15 is AUTH). Returns True when the type is
+    usable."""
+    if packet_type in (SENDERS_5 if v5 else SENDERS):
         return True
     out.append(Violation(rules.RESERVED_PACKET_TYPE, offset, f"packet type {packet_type} is reserved"))
     return False
 
 
-def check_direction(packet_type: int, direction: Direction, offset: int, out: list[Violation]) -> None:
+def check_direction(
+    packet_type: int, direction: Direction, offset: int, out: list[Violation], v5: bool = False
+) -> None:
     """A packet may only flow the way Table 2.1 says (a server never sends SUBSCRIBE, a client never CONNACK)."""
-    if packet_type in (_CLIENT_SENDS if direction is _FROM_CLIENT else _SERVER_SENDS):
+    if direction is _FROM_CLIENT:
+        sends = _CLIENT_SENDS_5 if v5 else _CLIENT_SENDS
+    else:
+        sends = _SERVER_SENDS_5 if v5 else _SERVER_SENDS
+    if packet_type in sends:
         return
     sender = "client" if direction is _FROM_CLIENT else "server"
     out.append(
         Violation(
             rules.PACKET_DIRECTION,
             offset,
-            f"{PacketType(packet_type).name} sent by the {sender}, which never sends it",
+            f"{packet_name(packet_type, v5)} sent by the {sender}, which never sends it",
         )
     )
+
+
+def packet_name(packet_type: int, v5: bool = False) -> str:
+    """``PUBLISH``; type 15 is ``AUTH`` in MQTT 5.0 and ``RESERVED_15`` before."""
+    return "AUTH" if v5 and packet_type == PacketType.AUTH else PacketType(packet_type).name
 
 
 def check_fixed_flags(packet_type: int, flags: int, offset: int, out: list[Violation]) -> None:
     """Reserved fixed-header flag bits must hold the values of Table 2.2 [MQTT-2.2.2-1]."""
     required = REQUIRED_FLAGS[packet_type]
     if flags != required:
-        detail = f"{PacketType(packet_type).name} flags are {flags:04b}, must be {required:04b}"
+        detail = (
+            f"{packet_name(packet_type, packet_type == PacketType.AUTH)} flags are {flags:04b}, must be {required:04b}"
+        )
         out.extend(Violation(rule, offset, detail) for rule in _FLAG_RULES.get(packet_type, (rules.RESERVED_FLAGS,)))
 
 
@@ -168,9 +195,9 @@ def check_publish_flags(qos: int, dup: bool, offset: int, out: list[Violation]) 
         out.append(Violation(rules.QOS0_SENDER_FLAGS, offset, detail))
 
 
-def check_fixed_length(packet_type: int, length: int, offset: int, out: list[Violation]) -> bool:
+def check_fixed_length(packet_type: int, length: int, offset: int, out: list[Violation], v5: bool = False) -> bool:
     """Returns False (after reporting) when a fixed-size packet has another Remaining Length."""
-    expected = FIXED_LENGTH.get(packet_type)
+    expected = (FIXED_LENGTH_5 if v5 else FIXED_LENGTH).get(packet_type)
     if expected is None or expected[0] == length:
         return True
     out.append(
@@ -287,6 +314,41 @@ def check_topic_filter(raw: bytes, offset: int, field: StringField, out: list[Vi
         pos += len(level) + 1
 
 
+def check_subscription_options_5(options: int, shared: bool, offset: int, out: list[Violation]) -> None:
+    """MQTT 5.0 Subscription Options: bits 7-6 reserved [MQTT-3.8.3-5], Maximum QoS not 3, Retain Handling not 3
+    (3.8.3.1), and No Local not on a Shared Subscription [MQTT-3.8.3-4]."""
+    if options & 0xC0:
+        detail = f"Subscription Options 0x{options:02x} set the reserved bits 7-6 ({options >> 6:02b})"
+        out.append(Violation(rules.SUBSCRIBE_OPTIONS, offset, detail))
+    if options & 0x03 == 3:
+        out.append(Violation(rules.SUBSCRIBE_OPTIONS_QOS, offset, f"Subscription Options 0x{options:02x}: QoS 3"))
+    if (options >> 4) & 0x03 == 3:
+        detail = f"Subscription Options 0x{options:02x}: Retain Handling 3"
+        out.append(Violation(rules.RETAIN_HANDLING, offset, detail))
+    if shared and options & 0x04:
+        detail = f"Subscription Options 0x{options:02x} set No Local on a Shared Subscription"
+        out.append(Violation(rules.NO_LOCAL_SHARED, offset, detail))
+
+
+def check_shared_filter(raw: bytes, offset: int, out: list[Violation]) -> bool:
+    """A Topic Filter starting ``$share/`` is a Shared Subscription: a ShareName of one character or more
+    [MQTT-4.8.2-1], without '/', '+' or '#', followed by '/' and a Topic Filter [MQTT-4.8.2-2]. Returns whether
+    the filter is shared."""
+    if not raw.startswith(b"$share/"):
+        return False
+    name, slash, rest = raw[7:].partition(b"/")
+    shown = _show(raw)
+    if not name:
+        out.append(Violation(rules.SHARE_NAME_PRESENT, offset + 7, f"Shared Subscription {shown} has no ShareName"))
+    elif b"+" in name or b"#" in name:
+        detail = f"Shared Subscription {shown}: the ShareName holds a wildcard"
+        out.append(Violation(rules.SHARE_NAME_FORM, offset + 7, detail))
+    if not slash or not rest:
+        detail = f"Shared Subscription {shown}: no Topic Filter follows the ShareName"
+        out.append(Violation(rules.SHARE_NAME_FORM, offset + len(raw), detail))
+    return True
+
+
 def check_subscription_options(options: int, offset: int, out: list[Violation]) -> None:
     """Requested QoS is 0, 1 or 2 and bits 7-2 are reserved zero [MQTT-3.8.3-4]."""
     if options & 0xFC or options & 0x03 == 3:
@@ -304,14 +366,14 @@ def check_suback_code(code: int, offset: int, out: list[Violation]) -> None:
         out.append(Violation(rules.SUBACK_RETURN_CODES, offset, f"SUBACK return code 0x{code:02x} is reserved"))
 
 
-def check_connack(ack_flags: int, return_code: int, offset: int, out: list[Violation]) -> None:
-    """Bits 7-1 of the acknowledge flags are zero (3.2.2.1); codes 6-255 are reserved (Table 3.1); a refusal
-    carries Session Present 0 [MQTT-3.2.2-4]."""
+def check_connack(ack_flags: int, return_code: int, offset: int, out: list[Violation], v5: bool = False) -> None:
+    """Bits 7-1 of the acknowledge flags are zero (3.2.2.1); codes 6-255 are reserved (Table 3.1; 5.0 has its
+    own table, checked by the reader); a refusal carries Session Present 0 [MQTT-3.2.2-4]."""
     if ack_flags & 0xFE:
         out.append(
             Violation(rules.CONNACK_RESERVED_FLAGS, offset, f"acknowledge flags 0x{ack_flags:02x} set reserved bits")
         )
-    if return_code not in CONNACK_RETURN_CODES:
+    if not v5 and return_code not in CONNACK_RETURN_CODES:
         out.append(Violation(rules.CONNACK_RETURN_CODE, offset + 1, f"CONNACK return code {return_code} is reserved"))
     if return_code != 0 and ack_flags & 0x01:
         out.append(
@@ -323,11 +385,20 @@ def check_connack(ack_flags: int, return_code: int, offset: int, out: list[Viola
         )
 
 
-def check_protocol(name: str, level: int, name_offset: int, level_offset: int, out: list[Violation]) -> None:
-    if name != PROTOCOL_NAME:
-        out.append(Violation(rules.PROTOCOL_NAME, name_offset, f"protocol name is {name!r}, MQTT 3.1.1 uses 'MQTT'"))
-    if level != PROTOCOL_LEVEL:
-        out.append(Violation(rules.PROTOCOL_LEVEL, level_offset, f"protocol level is {level}, MQTT 3.1.1 uses 4"))
+def check_protocol(
+    name: str, level: int, name_offset: int, level_offset: int, out: list[Violation], version: str = "3.1.1"
+) -> None:
+    """The Protocol Name and Level the version being read uses: 'MQTT' 4 (3.1.1), 'MQTT' 5 (5.0), 'MQIsdp' 3."""
+    expected_name, expected_level = _PROTOCOLS[version]
+    if name != expected_name:
+        detail = f"protocol name is {name!r}, MQTT {version} uses {expected_name!r}"
+        out.append(Violation(rules.PROTOCOL_NAME, name_offset, detail))
+    if level != expected_level:
+        detail = f"protocol level is {level}, MQTT {version} uses {expected_level}"
+        out.append(Violation(rules.PROTOCOL_LEVEL, level_offset, detail))
+
+
+_PROTOCOLS: Final = {"3.1": ("MQIsdp", 3), "3.1.1": (PROTOCOL_NAME, PROTOCOL_LEVEL), "5.0": (PROTOCOL_NAME, 5)}
 
 
 def check_connect_flags(flags: int, offset: int, out: list[Violation]) -> None:

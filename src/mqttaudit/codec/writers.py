@@ -5,11 +5,15 @@ from __future__ import annotations
 import struct
 
 from . import rules
+from .buffer import wire_string
 from .errors import EncodeError, ProtocolViolation
 from .packets import (
+    Auth,
     Connack,
     Connect,
+    Disconnect,
     Packet,
+    Properties,
     Puback,
     Pubcomp,
     Publish,
@@ -18,28 +22,14 @@ from .packets import (
     ReservedPacket,
     Suback,
     Subscribe,
+    Subscription,
     Unsuback,
     Unsubscribe,
 )
+from .properties import write_properties
 from .validators import REQUIRED_FLAGS, string_too_long
 
 _U16 = struct.Struct(">H")
-
-
-def wire_string(text: str) -> bytes:
-    """UTF-8 bytes of ``text``; lone surrogates U+DC80..U+DCFF stand for the raw bytes they escaped (PEP 383)
-    and other lone surrogates are written as their (ill-formed) three-byte forms, so invalid strings survive."""
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        out = bytearray()
-        for char in text:
-            code = ord(char)
-            if 0xDC80 <= code <= 0xDCFF:
-                out.append(code - 0xDC00)
-            else:
-                out += char.encode("utf-8", "surrogatepass")
-        return bytes(out)
 
 
 def _string(text: str, what: str, rule: str = rules.STRING_MAX_LENGTH) -> bytes:
@@ -96,7 +86,12 @@ def fixed_header_flags(packet: Packet) -> int:
     return REQUIRED_FLAGS[packet.packet_type]
 
 
-def _connect(packet: Connect) -> bytes:
+def _properties(properties: Properties | None, v5: bool) -> bytes:
+    """The Property Length and properties in MQTT 5.0 (None: left out, for the packets that may); nothing before."""
+    return write_properties(properties) if v5 and properties is not None else b""
+
+
+def _connect(packet: Connect, v5: bool) -> bytes:
     if packet.will is not None:
         _qos(packet.will.qos, "Will QoS")
     parts = [
@@ -104,9 +99,11 @@ def _connect(packet: Connect) -> bytes:
         _u8(packet.protocol_level, "Protocol Level"),
         _u8(packet.connect_flags, "Connect Flags"),
         _u16(packet.keep_alive, "Keep Alive"),
+        _properties(packet.properties, v5),
         _string(packet.client_id, "Client Identifier"),
     ]
     if packet.will is not None:
+        parts.append(_properties(packet.will.properties, v5))
         parts.append(_string(packet.will.topic, "Will Topic", rules.TOPIC_MAX_LENGTH))
         parts.append(_binary(packet.will.message, "Will Message"))
     if packet.username is not None:
@@ -116,52 +113,96 @@ def _connect(packet: Connect) -> bytes:
     return b"".join(parts)
 
 
-def _connack(packet: Connack) -> bytes:
+def _connack(packet: Connack, v5: bool) -> bytes:
     ack_flags = packet.raw_ack_flags if packet.raw_ack_flags is not None else int(packet.session_present)
-    return _u8(ack_flags, "Connect Acknowledge Flags") + _u8(packet.return_code, "return code")
-
-
-def _publish(packet: Publish) -> bytes:
-    return _string(packet.topic, "Topic Name", rules.TOPIC_MAX_LENGTH) + _packet_id(packet.packet_id) + packet.payload
-
-
-def _subscribe(packet: Subscribe) -> bytes:
-    parts = [_packet_id(packet.packet_id)]
-    for sub in packet.subscriptions:
-        options = sub.raw_options if sub.raw_options is not None else _qos(sub.qos, "requested QoS")
-        parts.append(
-            _string(sub.topic_filter, "Topic Filter", rules.TOPIC_MAX_LENGTH) + _u8(options, "requested QoS byte")
-        )
-    return b"".join(parts)
-
-
-def _suback(packet: Suback) -> bytes:
-    return _packet_id(packet.packet_id) + b"".join(_u8(code, "SUBACK return code") for code in packet.return_codes)
-
-
-def _unsubscribe(packet: Unsubscribe) -> bytes:
-    return _packet_id(packet.packet_id) + b"".join(
-        _string(f, "Topic Filter", rules.TOPIC_MAX_LENGTH) for f in packet.topic_filters
+    return (
+        _u8(ack_flags, "Connect Acknowledge Flags")
+        + _u8(packet.return_code, "return code")
+        + _properties(packet.properties, v5)
     )
 
 
-def write_body(packet: Packet) -> bytes:
+def _publish(packet: Publish, v5: bool) -> bytes:
+    return b"".join(
+        (
+            _string(packet.topic, "Topic Name", rules.TOPIC_MAX_LENGTH),
+            _packet_id(packet.packet_id),
+            _properties(packet.properties, v5),
+            packet.payload,
+        )
+    )
+
+
+def _options(sub: Subscription) -> int:
+    if sub.raw_options is not None:
+        return sub.raw_options
+    _qos(sub.qos, "requested QoS")
+    _qos(sub.retain_handling, "Retain Handling")
+    return sub.options
+
+
+def _subscribe(packet: Subscribe, v5: bool) -> bytes:
+    parts = [_packet_id(packet.packet_id), _properties(packet.properties, v5)]
+    parts += [
+        _string(sub.topic_filter, "Topic Filter", rules.TOPIC_MAX_LENGTH) + _u8(_options(sub), "options byte")
+        for sub in packet.subscriptions
+    ]
+    return b"".join(parts)
+
+
+def _codes(codes: tuple[int, ...], what: str) -> bytes:
+    return b"".join([_u8(code, what) for code in codes])
+
+
+def _suback(packet: Suback, v5: bool) -> bytes:
+    return _packet_id(packet.packet_id) + _properties(packet.properties, v5) + _codes(packet.return_codes, "code")
+
+
+def _unsubscribe(packet: Unsubscribe, v5: bool) -> bytes:
+    return (
+        _packet_id(packet.packet_id)
+        + _properties(packet.properties, v5)
+        + b"".join(_string(f, "Topic Filter", rules.TOPIC_MAX_LENGTH) for f in packet.topic_filters)
+    )
+
+
+def _unsuback(packet: Unsuback, v5: bool) -> bytes:
+    if not v5:
+        return _packet_id(packet.packet_id)
+    return _packet_id(packet.packet_id) + _properties(packet.properties, v5) + _codes(packet.reason_codes, "code")
+
+
+def _reason_and_properties(reason_code: int | None, properties: Properties | None, v5: bool) -> bytes:
+    """The optional tail of a 5.0 acknowledgement, DISCONNECT or AUTH: a Reason Code, then properties."""
+    if not v5 or reason_code is None:
+        if v5 and properties is not None:
+            raise EncodeError("properties need a Reason Code before them (the bytes cannot leave it out)")
+        return b""
+    return _u8(reason_code, "Reason Code") + _properties(properties, v5)
+
+
+def write_body(packet: Packet, v5: bool = False) -> bytes:
+    """The bytes after the fixed header; ``v5`` writes the MQTT 5.0 form (properties, reason codes)."""
     match packet:
         case Publish():
-            return _publish(packet)
-        case Puback() | Pubrec() | Pubrel() | Pubcomp() | Unsuback():
-            return _packet_id(packet.packet_id)
+            return _publish(packet, v5)
+        case Puback() | Pubrec() | Pubrel() | Pubcomp():
+            return _packet_id(packet.packet_id) + _reason_and_properties(packet.reason_code, packet.properties, v5)
         case Connect():
-            return _connect(packet)
+            return _connect(packet, v5)
         case Connack():
-            return _connack(packet)
+            return _connack(packet, v5)
         case Subscribe():
-            return _subscribe(packet)
+            return _subscribe(packet, v5)
         case Suback():
-            return _suback(packet)
+            return _suback(packet, v5)
         case Unsubscribe():
-            return _unsubscribe(packet)
+            return _unsubscribe(packet, v5)
+        case Unsuback():
+            return _unsuback(packet, v5)
+        case Disconnect() | Auth():
+            return _reason_and_properties(packet.reason_code, packet.properties, v5)
         case ReservedPacket():
             return packet.body
-        case _:  # PINGREQ, PINGRESP and DISCONNECT carry nothing
+        case _:  # PINGREQ and PINGRESP carry nothing
             return b""

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from mqttaudit.codec.buffer import wire_string
 from mqttaudit.codec.errors import Violation
-from mqttaudit.codec.writers import wire_string
 
 from .validation import InvalidTopic
 

@@ -39,8 +39,9 @@ from operator import itemgetter
 from typing import Any, Final, Generic, TypeVar
 
 from mqttaudit.codec import rules
+from mqttaudit.codec.buffer import wire_string
 from mqttaudit.codec.errors import Violation
-from mqttaudit.codec.writers import wire_string
+from mqttaudit.spec.identity import V5, statement_id
 
 from .amqp import ANY_WORDS, ONE_WORD, is_plain_routing_key, split_words, validate_binding_key, validate_routing_key
 from .validation import (
@@ -59,17 +60,8 @@ AMQP: Final = "amqp"
 TRIE_DIALECTS: Final = (MQTT, MQTT5, AMQP)
 
 SHARE_PREFIX: Final = "$share/"
-SHARE_NAME_PRESENT: Final = "MQTT-4.8.2-1"
-SHARE_NAME_FORM: Final = "MQTT-4.8.2-2"
-
-#: The 3.1.1 ids the topic checks report, and the MQTT 5.0 statements that say the same thing.
-MQTT5_RULES: Final[dict[str, str]] = {
-    rules.UTF8_WELL_FORMED: "MQTT-1.5.4-1",
-    rules.UTF8_NO_NULL: "MQTT-1.5.4-2",
-    rules.TOPIC_NAME_WILDCARDS: "MQTT-4.7.0-1",
-    rules.MULTI_LEVEL_WILDCARD: "MQTT-4.7.1-1",
-    rules.SINGLE_LEVEL_WILDCARD: "MQTT-4.7.1-2",
-}
+SHARE_NAME_PRESENT: Final = rules.SHARE_NAME_PRESENT
+SHARE_NAME_FORM: Final = rules.SHARE_NAME_FORM
 
 _MQTT_LEVEL: Final = "/"
 _MQTT_ONE_LEVEL: Final = "+"
@@ -166,7 +158,7 @@ def _refuse(rule: str, topic_filter: str, at: int, what: str) -> None:
 def _raise_mqtt5(violations: list[Violation]) -> None:
     """Raises the first MUST-level violation, every id translated to its MQTT 5.0 statement."""
     if any(not rules.is_advisory(v.rule) for v in violations):
-        translated = [Violation(MQTT5_RULES.get(v.rule, v.rule), v.offset, v.detail) for v in violations]
+        translated = [Violation(statement_id(v.rule, V5) or v.rule, v.offset, v.detail) for v in violations]
         errors = [t for v, t in zip(violations, translated, strict=True) if not rules.is_advisory(v.rule)]
         raise InvalidTopic(errors[0], violations=tuple(translated))
 

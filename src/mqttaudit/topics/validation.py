@@ -10,8 +10,8 @@ from typing import Final
 
 from mqttaudit.codec import rules
 from mqttaudit.codec import validators as check
+from mqttaudit.codec.buffer import wire_string
 from mqttaudit.codec.errors import ProtocolViolation, Violation
-from mqttaudit.codec.writers import wire_string
 
 DIALECTS: Final = ("mqtt",)
 _NAME_FIELD: Final = check.StringField("Topic Name", "topic-name")

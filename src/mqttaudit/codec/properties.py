@@ -1,0 +1,425 @@
+"""MQTT 5.0 properties (section 2.2.2): one table of the 27 properties drives reading, writing and validation.
+
+For each identifier the table holds its name, its data type, the packets (and the Will Properties) where it may
+appear, where it may repeat, and the values its definition allows. A property in the wrong packet, a repeat, an
+unknown identifier, a value out of range and a Property Length that runs past the packet are reported with the
+rule they break; readers never raise.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from . import rules
+from . import validators as check
+from .buffer import wire_string
+from .errors import BufferUnderrun, EncodeError, Violation
+from .packets import Direction, PacketType, Properties, Property, PropertyValue
+from .remaining_length import NEED_MORE, TOO_LONG, encode_remaining_length, is_shortest, read_remaining_length
+
+
+class DataType(enum.Enum):
+    """The data types of section 1.5."""
+
+    BYTE = "Byte"
+    TWO_BYTE = "Two Byte Integer"
+    FOUR_BYTE = "Four Byte Integer"
+    VARIABLE = "Variable Byte Integer"
+    UTF8 = "UTF-8 Encoded String"
+    PAIR = "UTF-8 String Pair"
+    BINARY = "Binary Data"
+
+    __hash__ = object.__hash__
+
+
+#: Where a property may appear besides the packet types: the Will Properties of a CONNECT.
+WILL: Final = 16
+_LARGEST: Final = {DataType.BYTE: 0xFF, DataType.TWO_BYTE: 0xFFFF, DataType.FOUR_BYTE: 0xFFFFFFFF}
+
+
+@dataclass(frozen=True, slots=True)
+class PropertyDefinition:
+    """One row of Table 2.4: identifier, name, data type, where it may appear, and the values it may hold."""
+
+    identifier: int
+    name: str
+    data_type: DataType
+    packets: frozenset[int]
+    #: Where it may appear more than once (User Property everywhere; Subscription Identifier in PUBLISH).
+    repeatable: frozenset[int] = frozenset()
+    minimum: int = 0
+    maximum: int | None = None  # None: whatever the data type holds
+    #: The statement a value out of range breaks.
+    value_rule: str = rules.PROPERTY_VALUE
+    #: How a string value is checked (its UTF-8 and topic statements).
+    field: check.StringField | None = None
+
+    @property
+    def keyword(self) -> str:
+        """The name as a Python keyword for :func:`make` and the packets table: ``topic_alias``."""
+        return self.name.lower().replace(" ", "_").replace("-", "_")
+
+    def allows(self, value: int) -> bool:
+        return value >= self.minimum and (self.maximum is None or value <= self.maximum)
+
+
+_CONNECT, _CONNACK, _PUBLISH = int(PacketType.CONNECT), int(PacketType.CONNACK), int(PacketType.PUBLISH)
+_ACKS = frozenset({int(PacketType.PUBACK), int(PacketType.PUBREC), int(PacketType.PUBREL), int(PacketType.PUBCOMP)})
+_SUBSCRIBE, _SUBACK = int(PacketType.SUBSCRIBE), int(PacketType.SUBACK)
+_UNSUBSCRIBE, _UNSUBACK = int(PacketType.UNSUBSCRIBE), int(PacketType.UNSUBACK)
+_DISCONNECT, _AUTH = int(PacketType.DISCONNECT), int(PacketType.AUTH)
+_MESSAGE = frozenset({_PUBLISH, WILL})  # the properties of an application message
+_ALL = frozenset({_CONNECT, _CONNACK, _PUBLISH, WILL, *_ACKS, _SUBSCRIBE, _SUBACK, _UNSUBSCRIBE, _UNSUBACK})
+_ALL |= {_DISCONNECT, _AUTH}
+
+
+def _define(
+    identifier: int,
+    name: str,
+    data_type: DataType,
+    packets: Iterable[int],
+    *,
+    repeatable: frozenset[int] = frozenset(),
+    minimum: int = 0,
+    maximum: int | None = None,
+    value_rule: str = rules.PROPERTY_VALUE,
+    field: check.StringField | None = None,
+) -> PropertyDefinition:
+    return PropertyDefinition(
+        identifier, name, data_type, frozenset(packets), repeatable, minimum, maximum, value_rule, field
+    )
+
+
+def _flag(identifier: int, name: str, *packets: int) -> PropertyDefinition:
+    """A Byte that is 0 or 1 (each such property's definition calls any other value a Protocol Error)."""
+    return _define(identifier, name, DataType.BYTE, packets, maximum=1)
+
+
+def _text(name: str, *utf8_rules: str) -> check.StringField:
+    return check.StringField(name, "text", utf8_rules)
+
+
+_BYTE, _TWO, _FOUR = DataType.BYTE, DataType.TWO_BYTE, DataType.FOUR_BYTE
+_VAR, _UTF8, _PAIR, _BINARY = DataType.VARIABLE, DataType.UTF8, DataType.PAIR, DataType.BINARY
+
+#: Table 2.4, in identifier order.
+PROPERTIES: Final[tuple[PropertyDefinition, ...]] = (
+    _flag(0x01, "Payload Format Indicator", *_MESSAGE),
+    _define(0x02, "Message Expiry Interval", _FOUR, _MESSAGE),
+    _define(0x03, "Content Type", _UTF8, _MESSAGE, field=_text("Content Type", rules.CONTENT_TYPE_UTF8)),
+    _define(
+        0x08,
+        "Response Topic",
+        _UTF8,
+        _MESSAGE,
+        field=check.StringField(
+            "Response Topic", "topic-name", (rules.RESPONSE_TOPIC_UTF8,), (rules.RESPONSE_TOPIC_NO_WILDCARDS,)
+        ),
+    ),
+    _define(0x09, "Correlation Data", _BINARY, _MESSAGE),
+    _define(
+        0x0B,
+        "Subscription Identifier",
+        _VAR,
+        (_PUBLISH, _SUBSCRIBE),
+        repeatable=frozenset({_PUBLISH}),
+        minimum=1,
+        maximum=268_435_455,
+    ),
+    _define(0x11, "Session Expiry Interval", _FOUR, (_CONNECT, _CONNACK, _DISCONNECT)),
+    _define(0x12, "Assigned Client Identifier", _UTF8, (_CONNACK,)),
+    _define(0x13, "Server Keep Alive", _TWO, (_CONNACK,)),
+    _define(0x15, "Authentication Method", _UTF8, (_CONNECT, _CONNACK, _AUTH)),
+    _define(0x16, "Authentication Data", _BINARY, (_CONNECT, _CONNACK, _AUTH)),
+    _flag(0x17, "Request Problem Information", _CONNECT),
+    _define(0x18, "Will Delay Interval", _FOUR, (WILL,)),
+    _flag(0x19, "Request Response Information", _CONNECT),
+    _define(0x1A, "Response Information", _UTF8, (_CONNACK,)),
+    _define(0x1C, "Server Reference", _UTF8, (_CONNACK, _DISCONNECT)),
+    _define(0x1F, "Reason String", _UTF8, _ALL - {_CONNECT, _PUBLISH, WILL, _SUBSCRIBE, _UNSUBSCRIBE}),
+    _define(0x21, "Receive Maximum", _TWO, (_CONNECT, _CONNACK), minimum=1),
+    _define(0x22, "Topic Alias Maximum", _TWO, (_CONNECT, _CONNACK)),
+    _define(0x23, "Topic Alias", _TWO, (_PUBLISH,), minimum=1, value_rule=rules.TOPIC_ALIAS_ZERO),
+    _flag(0x24, "Maximum QoS", _CONNACK),
+    _flag(0x25, "Retain Available", _CONNACK),
+    _define(0x26, "User Property", _PAIR, _ALL, repeatable=_ALL),
+    _define(0x27, "Maximum Packet Size", _FOUR, (_CONNECT, _CONNACK), minimum=1),
+    _flag(0x28, "Wildcard Subscription Available", _CONNACK),
+    _flag(0x29, "Subscription Identifier Available", _CONNACK),
+    _flag(0x2A, "Shared Subscription Available", _CONNACK),
+)
+
+BY_ID: Final[dict[int, PropertyDefinition]] = {p.identifier: p for p in PROPERTIES}
+BY_KEYWORD: Final[dict[str, PropertyDefinition]] = {p.keyword: p for p in PROPERTIES}
+
+PAYLOAD_FORMAT_INDICATOR: Final = 0x01
+MESSAGE_EXPIRY_INTERVAL: Final = 0x02
+CONTENT_TYPE: Final = 0x03
+RESPONSE_TOPIC: Final = 0x08
+CORRELATION_DATA: Final = 0x09
+SUBSCRIPTION_IDENTIFIER: Final = 0x0B
+SESSION_EXPIRY_INTERVAL: Final = 0x11
+AUTHENTICATION_METHOD: Final = 0x15
+AUTHENTICATION_DATA: Final = 0x16
+REASON_STRING: Final = 0x1F
+RECEIVE_MAXIMUM: Final = 0x21
+TOPIC_ALIAS_MAXIMUM: Final = 0x22
+TOPIC_ALIAS: Final = 0x23
+MAXIMUM_QOS: Final = 0x24
+USER_PROPERTY: Final = 0x26
+MAXIMUM_PACKET_SIZE: Final = 0x27
+
+#: Properties a side may not send in a packet it may otherwise carry: (identifier, packet) -> (sender, rule).
+_FORBIDDEN_SENDER: Final[dict[tuple[int, int], tuple[Direction, str]]] = {
+    (SUBSCRIPTION_IDENTIFIER, _PUBLISH): (Direction.FROM_CLIENT, rules.SUBSCRIPTION_ID_FROM_CLIENT),
+    (SESSION_EXPIRY_INTERVAL, _DISCONNECT): (Direction.FROM_SERVER, rules.SESSION_EXPIRY_FROM_SERVER),
+}
+_PAIR_NAME: Final = _text("User Property name", rules.STRING_PAIR_UTF8)
+_PAIR_VALUE: Final = _text("User Property value", rules.STRING_PAIR_UTF8)
+_PLAIN_FIELDS: Final = {p.identifier: p.field or _text(p.name) for p in PROPERTIES if p.data_type is _UTF8}
+_WHERE: Final = {_CONNECT: "CONNECT", WILL: "Will Properties", _AUTH: "AUTH"}
+
+
+def where(packet: int) -> str:
+    """How findings name a place properties appear: ``PUBLISH``, ``Will Properties``."""
+    return _WHERE.get(packet) or PacketType(packet).name
+
+
+def make(**values: PropertyValue | Iterable[tuple[str, str]] | Iterable[int]) -> Properties:
+    """Properties by keyword, in the order given: ``make(topic_alias=3, user_property=[("k", "v")])``; a list
+    for User Property (pairs) or Subscription Identifier (integers) makes one property per item."""
+    out: list[Property] = []
+    for keyword, value in values.items():
+        definition = BY_KEYWORD.get(keyword)
+        if definition is None:
+            raise TypeError(f"no MQTT 5.0 property is called {keyword!r}")
+        if isinstance(value, list):
+            out.extend(Property(definition.identifier, item) for item in value)
+        else:
+            out.append(Property(definition.identifier, value))  # type: ignore[arg-type]
+    return tuple(out)
+
+
+def values_of(properties: Properties | None, identifier: int) -> list[PropertyValue]:
+    """Every value of ``identifier`` among ``properties``, in wire order."""
+    return [p.value for p in properties or () if p.identifier == identifier]
+
+
+def first(properties: Properties | None, identifier: int) -> PropertyValue | None:
+    """The first value of ``identifier`` among ``properties``, or None."""
+    for prop in properties or ():
+        if prop.identifier == identifier:
+            return prop.value
+    return None
+
+
+def as_mapping(properties: Properties | None) -> Mapping[str, object]:
+    """Properties by keyword: a list for repeatable ones, the value for the others (the last one if repeated)."""
+    out: dict[str, object] = {}
+    for prop in properties or ():
+        definition = BY_ID.get(prop.identifier)
+        keyword = definition.keyword if definition else f"property_0x{prop.identifier:02x}"
+        if definition is not None and definition.repeatable:
+            existing = out.setdefault(keyword, [])
+            assert isinstance(existing, list)
+            existing.append(prop.value)
+        else:
+            out[keyword] = prop.value
+    return out
+
+
+# Reading.
+
+
+def read_properties(
+    data: bytes, pos: int, end: int, packet: int, direction: Direction | None, out: list[Violation]
+) -> tuple[Properties, int]:
+    """The Property Length at ``data[pos]`` and the properties it covers within ``data[:end]``, reported into
+    ``out``; returns them and the position after them (``end`` at most). Raises :class:`BufferUnderrun` only when
+    the Property Length itself is cut off."""
+    if pos < end and data[pos] == 0:  # the common case: no properties
+        return (), pos + 1
+    length, start = read_remaining_length(data, pos, end)
+    if start == NEED_MORE:
+        raise BufferUnderrun(pos, 1, end - pos, "Property Length")
+    if start == TOO_LONG:
+        detail = f"Property Length has a fifth byte ({data[pos : pos + 5].hex(' ')})"
+        out.append(Violation(rules.VBI_FOUR_BYTES, pos + 4, detail))
+        return (), end
+    if start - pos > 1 and not is_shortest(length, start - pos):
+        detail = f"Property Length {length} written in {start - pos} bytes; fewer suffice"
+        out.append(Violation(rules.REMAINING_LENGTH_SHORTEST, pos, detail))
+    stop = start + length
+    if stop > end:
+        detail = f"{where(packet)} Property Length is {length}, but only {end - start} byte(s) of the packet follow it"
+        out.append(Violation(rules.PROPERTY_LENGTH, pos, detail))
+        # What follows is read as far as it goes, but the length is wrong: findings about it would be noise.
+        return _read_all(data, start, end, packet, direction, []), end
+    return _read_all(data, start, stop, packet, direction, out), stop
+
+
+def _read_all(
+    data: bytes, start: int, stop: int, packet: int, direction: Direction | None, out: list[Violation]
+) -> Properties:
+    """The properties in ``data[start:stop]``, as far as they can be read."""
+    found: list[Property] = []
+    seen: set[int] = set()
+    position = start
+    while position < stop:
+        prop_start = position
+        try:
+            prop, position = _read_one(data, position, stop, packet, out)
+        except BufferUnderrun as exc:
+            detail = f"{where(packet)} property runs past the Property Length: {exc}"
+            out.append(Violation(rules.PROPERTY_LENGTH, exc.offset, detail))
+            break
+        if prop is None:  # unknown identifier: its length cannot be known, the rest is unreadable
+            break
+        _check_placement(prop, packet, direction, seen, prop_start, out)
+        found.append(prop)
+    return tuple(found)
+
+
+def _read_one(data: bytes, pos: int, stop: int, packet: int, out: list[Violation]) -> tuple[Property | None, int]:
+    identifier, after = _read_variable(data, pos, stop, "property identifier", out)
+    definition = BY_ID.get(identifier)
+    if definition is None:
+        detail = f"{where(packet)} holds the unknown property identifier 0x{identifier:02x}"
+        out.append(Violation(rules.PROPERTY_IDENTIFIER, pos, detail))
+        return None, stop
+    value_at = after
+    value: PropertyValue
+    kind = definition.data_type
+    if kind is _VAR:
+        value, after = _read_variable(data, after, stop, definition.name, out)
+    elif kind is _UTF8:
+        raw, after = _read_length_prefixed(data, after, stop, definition.name)
+        value = check.check_string(raw, value_at + 2, _PLAIN_FIELDS[identifier], out)
+    elif kind is _BINARY:
+        value, after = _read_length_prefixed(data, after, stop, definition.name)
+    elif kind is _PAIR:
+        raw_name, middle = _read_length_prefixed(data, after, stop, "User Property name")
+        raw_value, after = _read_length_prefixed(data, middle, stop, "User Property value")
+        value = (
+            check.check_string(raw_name, value_at + 2, _PAIR_NAME, out),
+            check.check_string(raw_value, middle + 2, _PAIR_VALUE, out),
+        )
+    else:
+        size = 1 if kind is _BYTE else 2 if kind is _TWO else 4
+        if after + size > stop:
+            raise BufferUnderrun(after, size, stop - after, definition.name)
+        value = int.from_bytes(data[after : after + size], "big")
+        after += size
+    if isinstance(value, int) and not definition.allows(value):
+        if definition.maximum == 1:
+            allowed = "must be 0 or 1"
+        elif definition.maximum is not None:
+            allowed = f"must be {definition.minimum} to {definition.maximum}"
+        else:
+            allowed = "must not be 0"
+        detail = f"{where(packet)} {definition.name} is {value}; it {allowed}"
+        out.append(Violation(definition.value_rule, value_at, detail))
+    return Property(identifier, value), after
+
+
+def _read_variable(data: bytes, pos: int, stop: int, what: str, out: list[Violation]) -> tuple[int, int]:
+    value, after = read_remaining_length(data, pos, stop)
+    if after == NEED_MORE:
+        raise BufferUnderrun(pos, 1, stop - pos, what)
+    if after == TOO_LONG:
+        out.append(Violation(rules.VBI_FOUR_BYTES, pos + 4, f"{what} has a fifth Variable Byte Integer byte"))
+        raise BufferUnderrun(pos, 5, stop - pos, what)
+    if after - pos > 1 and not is_shortest(value, after - pos):
+        detail = f"{what} {value} written in {after - pos} bytes; fewer suffice"
+        out.append(Violation(rules.REMAINING_LENGTH_SHORTEST, pos, detail))
+    return value, after
+
+
+def _read_length_prefixed(data: bytes, pos: int, stop: int, what: str) -> tuple[bytes, int]:
+    if pos + 2 > stop:
+        raise BufferUnderrun(pos, 2, stop - pos, what)
+    end = pos + 2 + ((data[pos] << 8) | data[pos + 1])
+    if end > stop:
+        raise BufferUnderrun(pos + 2, end - pos - 2, stop - pos - 2, what)
+    return data[pos + 2 : end], end
+
+
+def _check_placement(
+    prop: Property, packet: int, direction: Direction | None, seen: set[int], offset: int, out: list[Violation]
+) -> None:
+    """The property's place: allowed in this packet, not repeated unless it may be, sent by a side that may."""
+    identifier = prop.identifier
+    definition = BY_ID[identifier]
+    if packet not in definition.packets:
+        detail = f"{definition.name} (0x{identifier:02x}) may not appear in {where(packet)}"
+        out.append(Violation(rules.PROPERTY_PACKET, offset, detail))
+    elif identifier in seen and packet not in definition.repeatable:
+        detail = f"{where(packet)} holds {definition.name} (0x{identifier:02x}) more than once"
+        out.append(Violation(rules.PROPERTY_DUPLICATE, offset, detail))
+    seen.add(identifier)
+    forbidden = _FORBIDDEN_SENDER.get((identifier, packet))
+    if forbidden is not None and direction is forbidden[0]:
+        side = "client" if direction is Direction.FROM_CLIENT else "server"
+        out.append(Violation(forbidden[1], offset, f"{where(packet)} from the {side} holds {definition.name}"))
+
+
+def check_authentication(properties: Properties, packet: int, offset: int, out: list[Violation]) -> None:
+    """Authentication Data needs an Authentication Method in the same packet (3.1.2.11.10, 3.2.2.3.18,
+    3.15.2.2.3)."""
+    identifiers = {p.identifier for p in properties}
+    if AUTHENTICATION_DATA in identifiers and AUTHENTICATION_METHOD not in identifiers:
+        detail = f"{where(packet)} holds Authentication Data without an Authentication Method"
+        out.append(Violation(rules.AUTHENTICATION_DATA_WITHOUT_METHOD, offset, detail))
+
+
+# Writing.
+
+_U16: Final = struct.Struct(">H")
+
+
+def write_properties(properties: Properties) -> bytes:
+    """The Property Length and the properties, written as they are (valid or not). A property whose identifier
+    the table does not know is written with its value as raw bytes (for negative tests)."""
+    body = b"".join([_write_one(prop) for prop in properties])
+    return encode_remaining_length(len(body)) + body
+
+
+def _write_one(prop: Property) -> bytes:
+    identifier, value = prop.identifier, prop.value
+    head = encode_remaining_length(identifier) if identifier >= 0 else b""
+    definition = BY_ID.get(identifier)
+    if definition is None:
+        if not isinstance(value, bytes):
+            raise EncodeError(f"unknown property identifier 0x{identifier:02x} needs its value as raw bytes")
+        return head + value
+    kind = definition.data_type
+    if kind is _UTF8 and isinstance(value, str):
+        return head + _string(value, definition.name)
+    if kind is _BINARY and isinstance(value, bytes):
+        return head + _blob(value, definition.name)
+    if kind is _PAIR and isinstance(value, tuple) and len(value) == 2:
+        return head + _string(value[0], "User Property name") + _string(value[1], "User Property value")
+    if isinstance(value, int):
+        number = int(value)
+        if kind is _VAR:
+            return head + encode_remaining_length(number)
+        largest = _LARGEST.get(kind)
+        if largest is not None:
+            if not 0 <= number <= largest:
+                raise EncodeError(f"{definition.name} {number} does not fit in a {kind.value}")
+            return head + number.to_bytes(largest.bit_length() // 8, "big")
+    raise EncodeError(f"{definition.name} is a {kind.value}, not {type(value).__name__} {value!r}")
+
+
+def _string(text: str, what: str) -> bytes:
+    return _blob(wire_string(text), what)
+
+
+def _blob(raw: bytes, what: str) -> bytes:
+    if len(raw) > 0xFFFF:
+        raise EncodeError(f"{what} is {len(raw)} bytes; a length-prefixed field holds at most 65,535")
+    return _U16.pack(len(raw)) + raw
