@@ -86,7 +86,7 @@ def coverage(rule: Rule) -> Coverage:
     covered by the codec alone, through the codec keys :mod:`mqttaudit.spec.identity` maps to it."""
     if rule.version == identity.V5:
         return Coverage(_codec_names_5_0().get(rule.id, ()), (), ())
-    codec = tuple(name for name in _names(codec_rules).get(rule.id, ()) if rule.id in codec_rules.CHECKED)
+    codec = _names(codec_rules).get(rule.id, ()) if rule.id in codec_rules.CHECKED else ()
     judge = _names(judge_rules).get(rule.id, ())
     if rule.id in judge_rules.ENFORCED_CODEC_RULES:
         judge += (ENFORCED,)
