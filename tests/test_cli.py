@@ -106,9 +106,55 @@ def test_decode_warnings_alone_exit_zero(capsys: pytest.CaptureFixture[str]) -> 
     assert "warning MQTT-2.2.3-shortest-encoding" in out
 
 
+def test_decode_protocol_5_names_5_0_statements_and_properties(capsys: pytest.CaptureFixture[str]) -> None:
+    # PUBLISH 'a' with Topic Alias 0 (properties 03 23 00 00): no 3.1.1 rule reads it, 5.0's [MQTT-3.3.2-8] does.
+    publish = "30 07 00 01 61 03 23 00 00"
+    assert run(capsys, "decode", "--hex", publish, "--from", "client")[0] == 0
+    status, out, _ = run(capsys, "decode", "--hex", publish, "--from", "client", "--protocol", "5", "--format", "json")
+    document = json.loads(out)
+    assert status == 1
+    assert document["protocol"] == "5.0"
+    assert [(v["rule"], v["offset"], v["level"]) for v in document["violations"]] == [("MQTT-3.3.2-8", 7, "MUST")]
+    assert document["packets"][0]["packet"]["properties"] == [{"identifier": 35, "name": "Topic Alias", "value": 0}]
+    status, out, _ = run(capsys, "decode", "--hex", publish, "--from", "client", "--protocol", "5")
+    assert status == 1
+    assert out.startswith("read as MQTT 5.0 (as asked)")
+    assert "[Topic Alias=0]" in out and "MQTT-3.3.2-8 (MUST, section 3.3.2.3.4)" in out
+
+
+def test_decode_protocol_5_renumbers_rules_both_versions_state(capsys: pytest.CaptureFixture[str]) -> None:
+    # PINGREQ with flags 0010: reserved flags are [MQTT-2.2.2-1] in 3.1.1 and [MQTT-2.1.3-1] in 5.0.
+    _, out, _ = run(capsys, "decode", "--hex", "c2 00", "--from", "client", "--protocol", "5", "--format", "json")
+    assert [v["rule"] for v in json.loads(out)["violations"]] == ["MQTT-2.1.3-1"]
+    # A 3.1.1 CONNACK on a 5.0 connection has no Property Length [MQTT-2.2.2-1 of 5.0].
+    _, out, _ = run(capsys, "decode", "--hex", "20 02 00 00", "--from", "server", "--protocol", "5", "--format", "json")
+    assert [v["rule"] for v in json.loads(out)["violations"]] == ["MQTT-2.2.2-1"]
+
+
+def test_decode_protocol_auto_learns_the_version_from_the_connect(capsys: pytest.CaptureFixture[str]) -> None:
+    # CONNECT 'MQTT' level 5, then PUBLISH with an empty Topic Name and Topic Alias 2: valid 5.0 only.
+    stream = "10 0d 00 04 4d 51 54 54 05 02 00 00 00 00 00 30 06 00 00 03 23 00 02"
+    status, out, _ = run(capsys, "decode", "--hex", stream, "--from", "client", "--protocol", "auto")
+    assert status == 0
+    assert out.startswith("read as MQTT 5.0 (learned from the CONNECT)")
+    # Read as 3.1.1 the same bytes hold a wrong protocol level, a byte after the CONNECT's last field (the 5.0
+    # Property Length) and an empty Topic Name.
+    status, out, _ = run(capsys, "decode", "--hex", stream, "--from", "client", "--format", "json")
+    assert status == 1
+    assert {v["rule"] for v in json.loads(out)["violations"]} == {
+        "MQTT-3.1.2-protocol-level",
+        "MQTT-2.2.3-leftover",
+        "MQTT-4.7.3-1",
+    }
+    # No CONNECT: auto reads 3.1.1 and says why.
+    status, out, _ = run(capsys, "decode", "--hex", "c0 00", "--from", "client", "--protocol", "auto")
+    assert status == 0 and out.startswith("read as MQTT 3.1.1 (no CONNECT names a version: read as 3.1.1)")
+
+
 @pytest.mark.parametrize(
     "argv",
     [
+        ["decode", "--hex", "c000", "--protocol", "6"],
         ["decode", "--hex", "zz"],
         ["decode", "--hex", "123"],
         ["decode", "--hex", "c000", "--from", "broker"],

@@ -74,6 +74,14 @@ def render_frames(frames: Iterable[codec.Frame], sender: str | None, catalogue: 
     return lines
 
 
+def _names_version(result: codec.Decoded) -> bool:
+    """Whether a CONNECT among the decoded packets names a known version (what ``auto`` learns from)."""
+    return any(
+        isinstance(packet, codec.Connect) and codec.ProtocolVersion.from_level(packet.protocol_level) is not None
+        for packet in result.packets
+    )
+
+
 def _bytes(count: int) -> str:
     return f"{count} byte" if count == 1 else f"{count} bytes"
 
@@ -118,6 +126,13 @@ def _read_input(hex_text: str | None, file: BinaryIO | None) -> bytes:
     type=click.Choice(["client", "server"]),
     help="Who sent the bytes; enables the direction checks (a server never sends SUBSCRIBE, ...).",
 )
+@click.option(
+    "--protocol",
+    type=click.Choice(["3.1.1", "5", "5.0", "3.1", "auto"]),
+    default="3.1.1",
+    show_default=True,
+    help="The MQTT version the bytes are read as; auto: the version a CONNECT in the bytes names, else 3.1.1.",
+)
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option(
     "--max-packet-size",
@@ -127,19 +142,35 @@ def _read_input(hex_text: str | None, file: BinaryIO | None) -> bytes:
     help="Larger packets are reported and skipped undecoded.",
 )
 def decode_command(
-    hex_text: str | None, file: BinaryIO | None, sender: str | None, output_format: str, max_packet_size: int
+    hex_text: str | None,
+    file: BinaryIO | None,
+    sender: str | None,
+    protocol: str,
+    output_format: str,
+    max_packet_size: int,
 ) -> int:
-    """Decode MQTT 3.1.1 packets of one direction and report every rule they break.
+    """Decode MQTT packets of one direction (3.1.1 unless --protocol says otherwise) and report every rule they
+    break, by the statement ids of the version read.
 
     Exit status 1 when a MUST-level rule is broken, 0 otherwise (warnings alone do not fail).
     """
     data = _read_input(hex_text, file)
-    result = codec.decode(data, sender, max_packet_size=max_packet_size)
-    catalogue = load_catalogue("3.1.1")
+    version = None if protocol == "auto" else codec.ProtocolVersion.parse(protocol)
+    result = codec.decode(data, sender, max_packet_size=max_packet_size, version=version)
+    # MQTT 3.1 has no statement ids: its findings carry those of the 3.1.1 rules it shares.
+    catalogue = load_catalogue("5.0" if result.version is codec.ProtocolVersion.V5 else "3.1.1")
+    if protocol != "auto":
+        how = "as asked"
+    elif _names_version(result):
+        how = "learned from the CONNECT"
+    else:
+        how = "no CONNECT names a version: read as 3.1.1"
     if output_format == "json":
         document = {
             "mqttaudit_version": __version__,
             "from": sender,
+            "protocol": result.version.value,
+            "protocol_source": how,
             "bytes": len(data),
             "packets": [frame_to_dict(f) for f in result.frames if f.packet is not None],
             "violations": [violation_to_dict(v, catalogue, sender) for v in result.violations],
@@ -147,6 +178,8 @@ def decode_command(
         }
         click.echo(json.dumps(document, indent=2))
     else:
+        if protocol != "3.1.1":  # the default reading needs no saying
+            click.echo(f"read as MQTT {result.version.value} ({how})")
         for line in render_frames(result.frames, sender, catalogue):
             click.echo(line)
         errors = sum(not codec.rules.is_advisory(v.rule) for v in result.violations)

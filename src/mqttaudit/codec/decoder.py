@@ -13,9 +13,11 @@ from .version import ProtocolVersion
 
 @dataclass(frozen=True, slots=True)
 class Decoded:
-    """What :func:`decode` found: every frame in order, with the packets and violations gathered from them."""
+    """What :func:`decode` found: every frame in order, with the packets and violations gathered from them, and the
+    version the last packet was read as (the one a CONNECT named, when the version was to be learned)."""
 
     frames: tuple[Frame, ...]
+    version: ProtocolVersion = ProtocolVersion.V3_1_1
 
     @property
     def packets(self) -> list[Packet]:
@@ -45,4 +47,4 @@ def decode(
     decoder = StreamDecoder(direction, strict=strict, max_packet_size=max_packet_size, version=version)
     frames = decoder.feed(data)
     frames += decoder.close()
-    return Decoded(tuple(frames))
+    return Decoded(tuple(frames), decoder.version)

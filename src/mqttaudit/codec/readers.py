@@ -256,7 +256,10 @@ def read_publish(
         if qos:
             payload_start = _field_end(topic_end, end, 2, "Packet Identifier")
             packet_id = (data[topic_end] << 8) | data[topic_end + 1]
-            check.check_packet_id(_PUBLISH, packet_id, topic_end, out)
+            if v5 and packet_id == 0 and direction is _FROM_SERVER:  # 5.0 binds each side by its own statement
+                out.append(Violation(rules.SERVER_PACKET_ID_NONZERO, topic_end, "PUBLISH Packet Identifier is 0"))
+            else:
+                check.check_packet_id(_PUBLISH, packet_id, topic_end, out)
         if v5:
             if payload_start >= end:
                 detail = "PUBLISH has no Property Length (an empty set is written as 0)"
@@ -585,5 +588,6 @@ def _read(
 
 
 _PUBLISH: Final = int(PacketType.PUBLISH)
+_FROM_SERVER: Final = Direction.FROM_SERVER
 _V3_1_1: Final = ProtocolVersion.V3_1_1
 _V5: Final = ProtocolVersion.V5

@@ -109,6 +109,7 @@ CHECKED: Final[frozenset[str]] = frozenset(
 # Rules only MQTT 5.0 states, by their 5.0 ids (a key ending "@5.0" names a 5.0 id that is also a 3.1.1 key).
 VBI_FOUR_BYTES: Final = "MQTT-1.5.5-four-bytes"
 STRING_PAIR_UTF8: Final = "MQTT-1.5.7-1"
+SERVER_PACKET_ID_NONZERO: Final = "MQTT-2.2.1-4"  # 5.0 states the non-zero id for the Server apart
 PROPERTY_LENGTH_ABSENT: Final = "MQTT-2.2.2-1@5.0"
 PROPERTY_IDENTIFIER: Final = "MQTT-2.2.2-property-identifier"
 PROPERTY_PACKET: Final = "MQTT-2.2.2-property-packet"
