@@ -252,7 +252,7 @@ def test_the_rules_only_the_encoder_sees_are_refused_under_their_5_0_ids() -> No
         with pytest.raises(codec.ProtocolViolation) as refused:
             codec.encode(packet, version=V5)
         assert refused.value.rule == rule, packet
-    assert ENCODE_ONLY == {rule for _, rule in cases}
+    assert {rule for _, rule in cases} == ENCODE_ONLY
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -725,9 +725,11 @@ for _type, (_sender, _, _before, _after, _offset) in REASON_CARRIERS.items():
         )
 
 #: DISCONNECT Reason Codes Table 3.10 lets only one side send, sent by the other.
-for _code, _senders in sorted(_DISCONNECT_SENDERS.items()):
-    for _by in {C, S} - _senders:
-        INVALID.append((f"disconnect-0x{_code:02x}-from-{_by}", _by, h(f"e0 01 {_code:02x}"), [("MQTT-3.14.2-1", 2)]))
+INVALID.extend(
+    (f"disconnect-0x{code:02x}-from-{by}", by, h(f"e0 01 {code:02x}"), [("MQTT-3.14.2-1", 2)])
+    for code, senders in sorted(_DISCONNECT_SENDERS.items())
+    for by in sorted({C, S} - senders)
+)
 
 #: Rules only the encoder can see: a QoS 0 PUBLISH's Packet Identifier would read as payload [MQTT-2.2.1-2], and
 #: no two-byte length prefix can describe a string over 65,535 bytes [MQTT-1.5.4-max-length, MQTT-4.7.3-3].
