@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
-from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, StreamDecoder, rules
+from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, PacketType, StreamDecoder, rules
+from mqttaudit.codec.version import ProtocolVersion
 from mqttaudit.judge.events import Closed, Event, Lost, Quiet, Sent
 
 from .detect import IS_CONNECT, PREFIX_BYTES, UNKNOWN_VERSION, connect_start, connect_version
@@ -38,19 +39,21 @@ CUT_BY_GAP: Final = "packet cut short by a gap"
 CUT_BY_END: Final = "packet cut short by the end of the capture"
 CUT_BY_RESET: Final = "packet cut short by the peer's reset"
 
-#: Versions whose connections are framed only (fixed header and Remaining Length, the same in every version) and not
-#: judged: their packets are not MQTT 3.1.1 packets, and reading them with the 3.1.1 layout would invent defects.
+#: Versions whose connections are decoded by their own version's rules (MQTT 3.1 numbers none of its own and shares
+#: most of 3.1.1's) but whose behaviour is not judged: the judge knows MQTT 3.1.1 only.
+DECODED_ONLY: Final = {
+    "5.0": "decoded as MQTT 5.0 (every byte-level rule); its behaviour is not judged yet",
+    "3.1": "decoded with the MQTT 3.1.1 rules MQTT 3.1 shares; its behaviour is not judged",
+}
 #: A connection whose CONNECT was not captured and some of whose packets are no MQTT 3.1.1 packets: it may speak
-#: MQTT 5.0 (properties, reason codes), so no 3.1.1 rule can be held against it.
+#: MQTT 5.0 (properties, reason codes), so no 3.1.1 rule can be held against it, and no version can read it.
 UNKNOWN_NOT_311: Final = "unknown, not 3.1.1"
+#: Versions whose connections are framed only (fixed header and Remaining Length, the same in every version).
 FRAMED_ONLY: Final = {
-    "5.0": "framed only: MQTT 5.0 is not judged yet",
-    "3.1": "framed only: MQTT 3.1 is another specification, out of scope",
     UNKNOWN_NOT_311: "framed only: no CONNECT captured, and some packets are not MQTT 3.1.1 packets (MQTT 5.0?)",
 }
-#: Framed-only versions whose packets have the 3.1.1 layout (MQTT 3.1 differs in rules, not in fields): a packet
-#: that decodes cleanly is kept for the packets table (topics, identifiers), and still not judged.
-SAME_LAYOUT: Final = frozenset({"3.1"})
+#: Versions whose connections are not fed to the judge.
+NOT_JUDGED: Final = frozenset(DECODED_ONLY) | frozenset(FRAMED_ONLY)
 #: Framing rules, the same in every version: what a framed-only connection can still break.
 FRAMING_RULES: Final = frozenset(
     {rules.REMAINING_LENGTH_FOUR_BYTES, rules.REMAINING_LENGTH_SHORTEST, rules.TRUNCATED, rules.SIZE_LIMIT}
@@ -59,6 +62,8 @@ FRAMING_RULES: Final = frozenset(
 
 def handling(version: str) -> str:
     """How the audit treats a connection of ``version``, in one sentence."""
+    if version in DECODED_ONLY:
+        return DECODED_ONLY[version]
     if version in FRAMED_ONLY:
         return FRAMED_ONLY[version]
     if version == UNKNOWN_VERSION:
@@ -69,6 +74,7 @@ def handling(version: str) -> str:
 
 
 _NS: Final = 1e9
+_CONNECT: Final = int(PacketType.CONNECT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,14 +163,15 @@ class FlowAudit:
     counts: tuple[ByteCounts, ByteCounts]
     tcp: tuple[SideStats, SideStats]
     end: End | None
-    #: The MQTT version the client's first packet (a CONNECT) names: "3.1.1", "5.0", "3.1", "other", or "unknown"
-    #: when the first packet seen is no CONNECT. A version in :data:`FRAMED_ONLY` is framed, not decoded.
+    #: The MQTT version the client's CONNECT names, the one its packets were read as: "3.1.1", "5.0", "3.1",
+    #: "other" (read as 3.1.1), or "unknown" when no CONNECT started the client's stream. A version in
+    #: :data:`FRAMED_ONLY` is framed, not decoded; one in :data:`NOT_JUDGED` is not judged.
     version: str = UNKNOWN_VERSION
 
     @property
     def judged(self) -> bool:
         """Whether the connection's packets are judged (against MQTT 3.1.1)."""
-        return self.version not in FRAMED_ONLY
+        return self.version not in NOT_JUDGED
 
     def direction(self, side: int) -> Direction | None:
         if self.client is None:
@@ -187,8 +194,17 @@ class _Sink:
 
     frames: list[tuple[int, SideFrame]] = field(default_factory=list)  # (order, frame)
     unassessable: list[Unassessable] = field(default_factory=list)
-    #: The version the client's first frame named, once it was seen.
+    #: The version the client's CONNECT named, once the decoder that learns it read one.
     version: str | None = None
+    #: The client's decoder that starts the stream and learns the version from its CONNECT; the server's decoders
+    #: follow it, and the client's later decoders (after a gap) read as it learned.
+    learner: StreamDecoder | None = None
+
+    def reading(self) -> ProtocolVersion:
+        """The version the connection's packets are read as, as far as it is known."""
+        learner = self.learner
+        return ProtocolVersion.V3_1_1 if learner is None else learner.version
+
     #: Captured bytes no packet was framed from, as the judge hears of them: (order, Lost) per piece.
     undecoded: list[tuple[int, Lost]] = field(default_factory=list)
 
@@ -240,7 +256,7 @@ class _Stream:
             if boundary is not None:
                 self._sync(hunt, boundary)
         elif decoder is not None:
-            self._frames(decoder.feed(data), time, order)
+            self._frames(decoder.feed(data), time, order, decoder)
 
     def gap(self, length: int) -> None:
         self._stop(own=False, reason=CUT_BY_GAP)
@@ -261,7 +277,15 @@ class _Stream:
         return self._direction() is Direction.FROM_CLIENT and connect_start(data[:PREFIX_BYTES]) == IS_CONNECT
 
     def _new_decoder(self, offset: int) -> StreamDecoder:
-        return StreamDecoder(self._direction(), max_packet_size=self._options.max_packet_size, offset=offset)
+        """A decoder from ``offset``: the client's first one, at the start of its stream, learns the version from
+        its CONNECT; the server's follow that one; any other reads as the version learned so far."""
+        direction, sink, size = self._direction(), self._sink, self._options.max_packet_size
+        if direction is Direction.FROM_CLIENT and sink.learner is None and offset == 0 and not self._after_gap:
+            decoder = sink.learner = StreamDecoder(direction, max_packet_size=size, offset=offset, version=None)
+            return decoder
+        if direction is Direction.FROM_SERVER and sink.learner is not None:
+            return StreamDecoder(direction, max_packet_size=size, offset=offset, peer=sink.learner)
+        return StreamDecoder(direction, max_packet_size=size, offset=offset, version=sink.reading())
 
     def _sync(self, hunt: BoundaryHunt, boundary: int) -> None:
         self._hunt = None
@@ -269,7 +293,7 @@ class _Stream:
         self._not_decoded(boundary)
         decoder = self._decoder = self._new_decoder(boundary)
         for _offset, data, time, order in hunt.pieces_from(boundary):
-            self._frames(decoder.feed(data), time, order)
+            self._frames(decoder.feed(data), time, order, decoder)
 
     def _stop(self, *, own: bool, reason: str) -> None:
         hunt = self._hunt
@@ -288,7 +312,7 @@ class _Stream:
                 if not own and any(violation.rule == rules.TRUNCATED for violation in frame.violations):
                     self._skip(frame.offset, frame.length, reason)
                 else:
-                    self._frames([frame], self._time, self._order)
+                    self._frames([frame], self._time, self._order, decoder)
 
     def _not_decoded(self, boundary: int) -> None:
         """The hunt's bytes before ``boundary`` were captured but not framed: the judge hears of them piece by piece,
@@ -306,25 +330,32 @@ class _Stream:
             self.counts.unassessable += length
             self._sink.unassessable.append(Unassessable(self.side, offset, length, reason))
 
-    def _frames(self, frames: list[Frame], time: int, order: int) -> None:
-        counts, side, out = self.counts, self.side, self._sink.frames
-        for decoded in frames:
-            frame = self._as_version(decoded)
-            if is_malformed(frame, framed=self._sink.version in FRAMED_ONLY):
+    def _frames(self, frames: list[Frame], time: int, order: int, decoder: StreamDecoder | None = None) -> None:
+        counts, side, sink = self.counts, self.side, self._sink
+        out = sink.frames
+        for frame in frames:
+            if sink.version is None and decoder is not None and decoder is sink.learner:
+                sink.version = named_version(frame, decoder.version)
+            if is_malformed(frame, framed=False):
                 counts.malformed += frame.length
             else:
                 counts.packets += frame.length
             out.append((order, SideFrame(side, time, frame)))
 
-    def _as_version(self, frame: Frame) -> Frame:
-        """The frame as the connection's version reads it: the client's first frame names the version, and a
-        version that is not judged keeps its frames' bytes, not their 3.1.1 reading."""
-        sink = self._sink
-        if sink.version is None and self._direction() is Direction.FROM_CLIENT:
-            sink.version = connect_version(frame.raw) or UNKNOWN_VERSION
-        if sink.version not in FRAMED_ONLY:
-            return frame
-        return framed_only(frame, keep_packet=sink.version in SAME_LAYOUT)
+
+def named_version(frame: Frame, read_as: ProtocolVersion) -> str | None:
+    """The version a whole CONNECT frame names (None for any other frame), given the version its decoder read it
+    as: its Protocol Name and Level as the capture layer reads them ("other" for a pair no version has, when it
+    was read as 3.1.1), else the version it was read as, so that the label never disagrees with the reading."""
+    raw = frame.raw
+    if not raw or raw[0] >> 4 != _CONNECT or len(raw) != frame.length:
+        return None
+    named = connect_version(raw)
+    if named is not None and named != "other" and named == read_as.value:
+        return named
+    if read_as is not ProtocolVersion.V3_1_1:
+        return str(read_as.value)
+    return named or UNKNOWN_VERSION
 
 
 def _at(lost: Lost, time: float) -> Lost:
@@ -348,12 +379,10 @@ def is_malformed(frame: Frame, *, framed: bool) -> bool:
     return frame.packet is None and (not framed or len(frame.raw) != frame.length)
 
 
-def framed_only(frame: Frame, *, keep_packet: bool = False) -> Frame:
-    """A frame of a version that is not judged: its bytes and framing violations, no 3.1.1 reading of its body
-    (``keep_packet`` keeps the decoded body where the layouts agree, without its 3.1.1 violations)."""
+def framed_only(frame: Frame) -> Frame:
+    """A frame of a connection no version can read: its bytes and framing violations, no 3.1.1 reading of its
+    body."""
     kept = tuple(violation for violation in frame.violations if violation.rule in FRAMING_RULES)
-    if keep_packet and not kept:
-        return Frame(frame.offset, frame.length, frame.raw, frame.packet, ())
     return Frame(frame.offset, frame.length, frame.raw, None, kept)
 
 

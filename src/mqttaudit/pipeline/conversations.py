@@ -15,12 +15,27 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from mqttaudit.capture.conversation import FRAMED_ONLY, FlowAudit, handling
+from mqttaudit.capture.conversation import FRAMED_ONLY, NOT_JUDGED, FlowAudit, handling
 from mqttaudit.capture.flows import flow_name
 from mqttaudit.capture.segments import format_endpoint
-from mqttaudit.codec import Connect, Direction, PacketType, Publish
+from mqttaudit.codec import (
+    Auth,
+    Connack,
+    Connect,
+    Direction,
+    Disconnect,
+    PacketType,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    Suback,
+    Unsuback,
+    properties,
+)
 from mqttaudit.codec.describe import wire_text
-from mqttaudit.codec.packets import Value
+from mqttaudit.codec.packets import Packet, Property, Value
 from mqttaudit.codec.remaining_length import read_remaining_length
 from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig
 from mqttaudit.judge.events import Closed, Event, Quiet, Sent
@@ -28,9 +43,12 @@ from mqttaudit.judge.reasons import tag_of
 from mqttaudit.judge.sides import side_name
 from mqttaudit.judge.transcript import Delivered, Published, Transcript
 from mqttaudit.judge.verdict import Undecided
-from mqttaudit.spec import load_catalogue
+from mqttaudit.spec import Catalogue, load_catalogue
 
 CATALOGUE = load_catalogue("3.1.1")
+#: The catalogue that names a connection's codec findings, by the connection's version (3.1 findings carry the
+#: ids of the 3.1.1 rules it shares; any other version's connection was read as 3.1.1).
+CATALOGUES: dict[str, Catalogue] = {"5.0": load_catalogue("5.0")}
 
 
 @dataclass
@@ -50,8 +68,8 @@ class Flow:
     mid_stream: bool = False
     #: How the client/server roles were decided ("handshake", "port", ...).
     roles: str = "handshake"
-    #: The MQTT version the client's CONNECT names ("unknown" without one); a version in ``FRAMED_ONLY`` is not
-    #: judged.
+    #: The MQTT version the client's CONNECT names ("unknown" without one), the one its packets were read as; a
+    #: version in ``NOT_JUDGED`` is not judged, one in ``FRAMED_ONLY`` not decoded either.
     version: str = "3.1.1"
 
 
@@ -108,6 +126,27 @@ class Columns:
         return len(self.data[self.names[0]])
 
 
+#: The MQTT 5.0 properties the packets table has a column for (by the table's keyword, :data:`properties.PROPERTIES`):
+#: the ones people filter on. A column is null when the packet does not carry the property.
+PROPERTY_IDS: dict[str, int] = {
+    "topic_alias": properties.TOPIC_ALIAS,
+    "message_expiry_interval": properties.MESSAGE_EXPIRY_INTERVAL,
+    "content_type": properties.CONTENT_TYPE,
+    "response_topic": properties.RESPONSE_TOPIC,
+    "payload_format_indicator": properties.PAYLOAD_FORMAT_INDICATOR,
+    "subscription_identifiers": properties.SUBSCRIPTION_IDENTIFIER,
+    "session_expiry_interval": properties.SESSION_EXPIRY_INTERVAL,
+    "reason_string": properties.REASON_STRING,
+    "user_properties": properties.USER_PROPERTY,
+    "receive_maximum": properties.RECEIVE_MAXIMUM,
+    "maximum_packet_size": properties.MAXIMUM_PACKET_SIZE,
+    "topic_alias_maximum": properties.TOPIC_ALIAS_MAXIMUM,
+    "assigned_client_identifier": properties.BY_KEYWORD["assigned_client_identifier"].identifier,
+    "authentication_method": properties.AUTHENTICATION_METHOD,
+}
+#: Property columns that hold a list (every value, in wire order), whether or not the property repeats.
+LIST_PROPERTIES = frozenset({"subscription_identifiers", "user_properties"})
+PROPERTY_COLUMNS = tuple(PROPERTY_IDS)
 PACKET_COLUMNS = (
     "capture",
     "flow",
@@ -124,6 +163,9 @@ PACKET_COLUMNS = (
     "dup",
     "topic",
     "client_id",
+    "version",
+    "reason_code",
+    *PROPERTY_COLUMNS,
 )
 VIOLATION_COLUMNS = (
     "capture",
@@ -206,16 +248,60 @@ def finding_text(text: str) -> str:
     return wire_text(text)
 
 
-def rule_level(rule: str) -> tuple[str, str]:
-    """The level and section of a rule ("MUST" and "" for an id the catalogue does not hold)."""
-    entry = CATALOGUE.get(rule)
+def rule_level(rule: str, version: str = "3.1.1") -> tuple[str, str]:
+    """The level and section of a rule as the catalogue of ``version`` (a connection's) holds it ("MUST" and ""
+    for an id the catalogue does not hold)."""
+    entry = CATALOGUES.get(version, CATALOGUE).get(rule)
     return ("MUST", "") if entry is None else (entry.level, entry.section)
+
+
+#: The property columns of a packet without properties.
+NO_PROPERTIES: tuple[None, ...] = (None,) * len(PROPERTY_COLUMNS)
+
+
+def property_values(found: tuple[Property, ...]) -> tuple[Any, ...]:
+    """The property columns of a packet's ``found`` properties: the first value of each (text by
+    :func:`wire_text`), every value for the list columns (a User Property as ``name=value``), None when absent."""
+    out: list[Any] = []
+    for name, identifier in PROPERTY_IDS.items():
+        values = [prop.value for prop in found if prop.identifier == identifier]
+        if name in LIST_PROPERTIES:
+            out.append([_column_text(value) for value in values] if values else None)
+        else:
+            out.append(_column_text(values[0]) if values else None)
+    return tuple(out)
+
+
+def _column_text(value: object) -> object:
+    """A property value as a table cell: text escaped by :func:`wire_text`, a string pair as ``name=value``."""
+    if isinstance(value, str):
+        return wire_text(value)
+    if isinstance(value, tuple):
+        return "=".join(wire_text(str(part)) for part in value)
+    return value
+
+
+def reason_code_of(packet: Packet | None) -> int | None:
+    """The packet's single reason or return code: CONNACK's, a 5.0 acknowledgement's, DISCONNECT's or AUTH's (None
+    where the bytes leave it out), SUBACK's or UNSUBACK's when it acknowledges one filter; None otherwise."""
+    if isinstance(packet, Connack):
+        return packet.return_code
+    if isinstance(packet, Suback):
+        return packet.return_codes[0] if len(packet.return_codes) == 1 else None
+    if isinstance(packet, Unsuback):
+        return packet.reason_codes[0] if len(packet.reason_codes) == 1 else None
+    if isinstance(packet, (Puback, Pubrec, Pubrel, Pubcomp, Disconnect, Auth)):
+        return packet.reason_code
+    return None
 
 
 def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
     """Feeds the connection's events to the judge and returns its rows. A connection of a version that is not
-    judged (``FRAMED_ONLY``) gives its packets' rows (type from the fixed header) and nothing else."""
-    judged = flow.version not in FRAMED_ONLY
+    judged (``NOT_JUDGED``) gives its packets' rows and its codec violations (by its version's catalogue), and
+    nothing of the judge; one that is framed only (``FRAMED_ONLY``) its packets' rows (type from the fixed
+    header) and nothing else."""
+    judged = flow.version not in NOT_JUDGED
+    decoded = flow.version not in FRAMED_ONLY
     judge = ConversationJudge(config, conversation=flow.flow, mid_stream=flow.mid_stream)
     packets = Columns(PACKET_COLUMNS)
     packet_columns = [packets.data[name] for name in PACKET_COLUMNS]
@@ -246,12 +332,16 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
             None if publish is None else publish.dup,
             None if publish is None else wire_text(publish.topic),
             wire_text(packet.client_id) if isinstance(packet, Connect) else None,
+            flow.version,
+            reason_code_of(packet),
         )
-        for column, value in zip(packet_columns, values, strict=True):
+        found = getattr(packet, "properties", None)
+        cells = values + (property_values(found) if found else NO_PROPERTIES)
+        for column, value in zip(packet_columns, cells, strict=True):
             column.append(value)
-        for violation in frame.violations if judged else ():
+        for violation in frame.violations if decoded else ():
             codec_violations += 1
-            level, section = rule_level(violation.rule)
+            level, section = rule_level(violation.rule, flow.version)
             violations.add(
                 capture=flow.capture,
                 flow=flow.flow,

@@ -125,6 +125,22 @@ TYPES: dict[str, pa.DataType] = {
     "cause_event": pa.int64(),
     "cause_frame": pa.int64(),
     "tag": pa.string(),
+    # The packets table's reason code and MQTT 5.0 properties (null when the packet carries none).
+    "reason_code": pa.int64(),
+    "topic_alias": pa.int64(),
+    "message_expiry_interval": pa.int64(),
+    "content_type": pa.string(),
+    "response_topic": pa.string(),
+    "payload_format_indicator": pa.int64(),
+    "subscription_identifiers": pa.list_(pa.int64()),
+    "session_expiry_interval": pa.int64(),
+    "reason_string": pa.string(),
+    "user_properties": pa.list_(pa.string()),
+    "receive_maximum": pa.int64(),
+    "maximum_packet_size": pa.int64(),
+    "topic_alias_maximum": pa.int64(),
+    "assigned_client_identifier": pa.string(),
+    "authentication_method": pa.string(),
 }
 GAP_COLUMNS = ("capture", "flow", "direction", "offset", "length", "time", "kind", "reason")
 
