@@ -12,7 +12,7 @@ from . import packets as _packets
 from . import properties, reason_codes, rules
 from .buffer import Buffer, BytesLike
 from .decoder import Decoded, decode
-from .encoder import encode, version_of
+from .encoder import encode
 from .errors import BufferUnderrun, CodecError, EncodeError, ProtocolViolation, Violation
 from .packets import (
     Auth,
@@ -90,5 +90,4 @@ __all__ = [
     "read_remaining_length",
     "reason_codes",
     "rules",
-    "version_of",
 ]

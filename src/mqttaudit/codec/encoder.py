@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from . import rules
 from .errors import EncodeError, ProtocolViolation, Violation
-from .packets import Auth, Connect, Direction, Packet, Publish
+from .packets import Direction, Packet, Publish
 from .readers import name_findings, read_packet
 from .remaining_length import encode_remaining_length
 from .version import ProtocolVersion
@@ -20,30 +20,23 @@ def encode(
     *,
     validate: bool = True,
     direction: Direction | str | None = None,
-    version: ProtocolVersion | str | int | None = None,
+    version: ProtocolVersion | str | int = ProtocolVersion.V3_1_1,
 ) -> bytes:
-    """The wire bytes of ``packet`` in MQTT ``version`` ("3.1.1", "5" or "3.1"; by default the version a CONNECT
-    names by its Protocol Level, 5.0 for AUTH, else 3.1.1).
+    """The wire bytes of ``packet`` in MQTT ``version`` ("3.1.1", the default, as :func:`decode` reads; "5" or
+    "3.1").
 
     With ``validate`` (the default) a packet that breaks a MUST-level rule is refused with
     :class:`ProtocolViolation`, whose ``offset`` points into the bytes that would have been written; ``direction``
     adds the direction-of-flow check. ``validate=False`` writes invalid packets as they are, for negative tests.
     A value the wire cannot hold at all (a 70,000-byte string, QoS 4) raises :class:`EncodeError` either way.
     """
-    chosen = ProtocolVersion.parse(version) or version_of(packet)
+    chosen = ProtocolVersion.parse(version) or ProtocolVersion.V3_1_1
     body = write_body(packet, chosen is ProtocolVersion.V5)
     header = bytes((first_byte(packet),)) + encode_remaining_length(len(body))
     data = header + body
     if validate:
         _check(packet, data, len(header), Direction.parse(direction), chosen)
     return data
-
-
-def version_of(packet: Packet) -> ProtocolVersion:
-    """The version a packet alone implies: a CONNECT's by its Protocol Level, AUTH's 5.0, else 3.1.1."""
-    if isinstance(packet, Connect):
-        return ProtocolVersion.from_level(packet.protocol_level) or ProtocolVersion.V3_1_1
-    return ProtocolVersion.V5 if isinstance(packet, Auth) else ProtocolVersion.V3_1_1
 
 
 def _check(packet: Packet, data: bytes, body: int, direction: Direction | None, version: ProtocolVersion) -> None:
