@@ -31,9 +31,19 @@ What is measured
     asserted on every repetition and the decoded packets of the last repetition are compared with the
     packets that were encoded, so a run cannot silently measure nothing.
 
+    The same mix in MQTT 5.0 form (``bench/codec_traffic_mqtt5.py``: Topic Aliases with empty Topic Names,
+    Message Expiry Interval, User Properties, Content Type, Subscription Identifiers, acknowledgements with and
+    without Reason Codes and Reason Strings, Subscription Options, SUBACK/UNSUBACK Reason Codes, CONNECT/CONNACK
+    properties, DISCONNECT Reason Codes) is measured the same way with ``version="5"``. The two versions'
+    streaming rows run alternately, repetition by repetition, so a change of load on the machine touches both
+    and their ratio stays fair. scapy's layer reads no 5.0 property or Reason Code: it dissects the 5.0 sample
+    too, and the run counts how many packets it read right (type and every field its layer has, nothing left
+    over); its 5.0 rate is informational. ``--no-mqtt5`` skips the 5.0 mix.
+
     Targets (judged on the best of the repetitions of the streaming row): the codec decodes >= 500,000
-    packets/s and >= 20x scapy's per-packet rate. The report says which build ran: the compiled codec (the
-    default install) or the pure-Python fallback (``PYTHONPATH=src``, or an install without a C compiler).
+    packets/s and >= 20x scapy's per-packet rate; the 5.0 mix decodes at >= 75% of the 3.1.1 rate. The report
+    says which build ran: the compiled codec (the default install) or the pure-Python fallback
+    (``PYTHONPATH=src``, or an install without a C compiler).
     The figures are printed as a Markdown table and written to ``bench/results-codec.json``.
 
     Then the framing of large packets (``bench/framing_bench.py``): one 16 MiB PUBLISH fed in 1,448-byte and
@@ -45,6 +55,7 @@ How to reproduce
     .venv/bin/python bench/codec_throughput.py --packets 50000 --repeat 5
     PYTHONPATH=src .venv/bin/python bench/codec_throughput.py   # the pure-Python fallback
     PYTHONPATH=src .venv/bin/python bench/codec_throughput.py --profile   # cProfile of StreamDecoder, top 25
+    PYTHONPATH=src .venv/bin/python bench/codec_throughput.py --profile 5  # the same on the 5.0 mix
 """
 
 from __future__ import annotations
@@ -56,9 +67,9 @@ import gc
 import io
 import json
 import logging
+import os
 import platform
 import pstats
-import random
 import statistics
 import sys
 import time
@@ -67,7 +78,18 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import codec_traffic_mqtt5  # bench/codec_traffic_mqtt5.py
 import framing_bench  # bench/framing_bench.py
+import scapy_mqtt  # bench/scapy_mqtt.py
+from codec_traffic import (  # bench/codec_traffic.py
+    CLIENT,
+    DIRECTIONS,
+    SERVER,
+    Traffic,
+    TrafficGenerator,
+    chunked,
+    packet_aligned_chunks,
+)
 from machine import cpu_model, pin_to_one_cpu  # bench/machine.py
 from mqttaudit import codec
 
@@ -75,191 +97,52 @@ BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_JSON = BENCH_DIR / "results-codec.json"
 TARGET_PPS = 500_000
 TARGET_RATIO = 20.0
-CLIENT = "client"
-SERVER = "server"
-DIRECTIONS = (CLIENT, SERVER)
-
-METRICS = ("temperature", "humidity", "pressure", "battery", "rssi", "status", "co2", "power")
-ROOMS = ("kitchen", "livingroom", "bedroom", "garage", "office")
-LETTERS = "abcdefghijklmnopqrstuvwxyz "
-FIRMWARE = ("1.4.2", "1.4.3", "2.0.0-rc1", "2.0.1")
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Traffic generation
-# ----------------------------------------------------------------------------------------------------------
+#: The 5.0 mix's streaming rate, as a share of the 3.1.1 mix's.
+TARGET_MQTT5_SHARE = 0.75
+VERSIONS = ("3.1.1", "5")
 
 
 @dataclasses.dataclass
-class Traffic:
-    """The generated packets, in order, each with its sender and wire bytes."""
+class Mix:
+    """One version's traffic, its two streams and their TCP-sized chunks."""
 
-    packets: list[tuple[str, codec.Packet, bytes]] = dataclasses.field(default_factory=list)
+    version: str  # "3.1.1" or "5", as ``codec`` takes it
+    traffic: Traffic
+    streams: dict[str, bytes]
+    chunks: dict[str, list[bytes]]
 
-    def add(self, direction: str, packet: codec.Packet) -> None:
-        self.packets.append((direction, packet, codec.encode(packet, direction=direction)))
+    @property
+    def label(self) -> str:
+        return "MQTT 5.0" if self.version == "5" else f"MQTT {self.version}"
 
-    def stream(self, direction: str) -> bytes:
-        return b"".join(raw for sender, _, raw in self.packets if sender == direction)
-
-    def expected(self, direction: str) -> list[codec.Packet]:
-        return [packet for sender, packet, _ in self.packets if sender == direction]
-
-
-class TrafficGenerator:
-    """Plausible MQTT 3.1.1 sessions: telemetry publishes and their QoS flows, keep-alives, subscriptions."""
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-        self.next_id = {CLIENT: 1, SERVER: 1}
-        self.clock = 1_717_000_000
-
-    def packet_id(self, sender: str) -> int:
-        value = self.next_id[sender]
-        self.next_id[sender] = value % 65535 + 1
-        return value
-
-    def topic(self) -> str:
-        rng = self.rng
-        roll = rng.random()
-        if roll < 0.75:
-            return f"site/{rng.randint(1, 12)}/device/{rng.randint(1, 999)}/{rng.choice(METRICS)}"
-        if roll < 0.9:
-            return f"fleet/truck-{rng.randint(1, 250):03d}/gps"
-        return f"home/{rng.choice(ROOMS)}/light/{rng.randint(1, 8)}/state"
-
-    def topic_filter(self) -> str:
-        rng = self.rng
-        return rng.choice(
-            (
-                f"site/{rng.randint(1, 12)}/device/+/{rng.choice(METRICS)}",
-                f"site/{rng.randint(1, 12)}/#",
-                "fleet/+/gps",
-                f"home/{rng.choice(ROOMS)}/light/+/state",
-                f"cmd/device/{rng.randint(1, 999)}",
-                "$SYS/broker/load/#",
-            )
-        )
-
-    def payload(self) -> bytes:
-        """10-200 bytes: mostly small JSON documents, some opaque binary (protobuf/CBOR-like) blobs."""
-        rng = self.rng
-        target = rng.randint(10, 200)
-        if rng.random() < 0.2:
-            return rng.randbytes(target)
-        self.clock += rng.randint(0, 3)
-        fields = [
-            f'"v":{rng.uniform(-20, 80):.2f}',
-            f'"ts":{self.clock}',
-            f'"seq":{rng.randint(0, 1_000_000)}',
-            f'"unit":"{rng.choice(("C", "%", "hPa", "V", "dBm", "ppm", "W"))}"',
-            f'"fw":"{rng.choice(FIRMWARE)}"',
-            f'"lat":{rng.uniform(-90, 90):.6f},"lon":{rng.uniform(-180, 180):.6f}',
-            f'"batt":{rng.randint(0, 100)},"rssi":{rng.randint(-110, -40)}',
-            f'"note":"{"".join(rng.choice(LETTERS) for _ in range(rng.randint(8, 60)))}"',
-        ]
-        text = "{" + fields[0]
-        for extra in fields[1:]:
-            if len(text) + len(extra) + 2 > min(target, 200):
-                break
-            text += "," + extra
-        return (text + "}").encode()
-
-    def publish(self, traffic: Traffic, sender: str) -> None:
-        rng = self.rng
-        receiver = SERVER if sender == CLIENT else CLIENT
-        qos = rng.choices((0, 1, 2), weights=(80, 16, 4))[0]
-        packet_id = self.packet_id(sender) if qos else None
-        dup = bool(qos) and rng.random() < 0.01
-        retain = rng.random() < 0.05
-        publish = codec.Publish(
-            topic=self.topic(), payload=self.payload(), qos=qos, retain=retain, dup=dup, packet_id=packet_id
-        )
-        traffic.add(sender, publish)
-        if qos == 1:
-            traffic.add(receiver, codec.Puback(packet_id=packet_id))
-        elif qos == 2:
-            traffic.add(receiver, codec.Pubrec(packet_id=packet_id))
-            traffic.add(sender, codec.Pubrel(packet_id=packet_id))
-            traffic.add(receiver, codec.Pubcomp(packet_id=packet_id))
-
-    def subscribe(self, traffic: Traffic) -> None:
-        rng = self.rng
-        packet_id = self.packet_id(CLIENT)
-        subscriptions = tuple(
-            codec.Subscription(topic_filter=self.topic_filter(), qos=rng.randint(0, 2))
-            for _ in range(rng.randint(1, 3))
-        )
-        traffic.add(CLIENT, codec.Subscribe(packet_id=packet_id, subscriptions=subscriptions))
-        codes = tuple(0x80 if rng.random() < 0.05 else sub.qos for sub in subscriptions)
-        traffic.add(SERVER, codec.Suback(packet_id=packet_id, return_codes=codes))
-
-    def unsubscribe(self, traffic: Traffic) -> None:
-        packet_id = self.packet_id(CLIENT)
-        filters = tuple(self.topic_filter() for _ in range(self.rng.randint(1, 2)))
-        traffic.add(CLIENT, codec.Unsubscribe(packet_id=packet_id, topic_filters=filters))
-        traffic.add(SERVER, codec.Unsuback(packet_id=packet_id))
-
-    def connect(self, traffic: Traffic) -> None:
-        rng = self.rng
-        device = rng.randint(1, 999)
-        will = None
-        if rng.random() < 0.5:
-            will = codec.Will(topic=f"site/1/device/{device}/status", message=b'{"online":false}', qos=1, retain=True)
-        with_login = rng.random() < 0.7
-        connect = codec.Connect(
-            client_id=f"dev-{device:04d}-{rng.randbytes(3).hex()}",
-            keep_alive=rng.choice((30, 60, 120)),
-            clean_session=rng.random() < 0.5,
-            will=will,
-            username=f"device-{device}" if with_login else None,
-            password=rng.randbytes(16).hex().encode() if with_login else None,
-        )
-        traffic.add(CLIENT, connect)
-        traffic.add(SERVER, codec.Connack(session_present=not connect.clean_session and rng.random() < 0.5))
-
-    def ping(self, traffic: Traffic) -> None:
-        traffic.add(CLIENT, codec.Pingreq())
-        traffic.add(SERVER, codec.Pingresp())
-
-    def build(self, count: int) -> Traffic:
-        traffic = Traffic()
-        rng = self.rng
-        while len(traffic.packets) < count:
-            roll = rng.random()
-            if roll < 0.925:
-                self.publish(traffic, CLIENT if rng.random() < 0.6 else SERVER)
-            elif roll < 0.97:
-                self.ping(traffic)
-            elif roll < 0.988:
-                self.subscribe(traffic)
-            elif roll < 0.996:
-                self.unsubscribe(traffic)
-            else:
-                self.connect(traffic)
-        del traffic.packets[count:]
-        return traffic
+    def describe(self) -> dict[str, Any]:
+        """The mix and byte counts the JSON reports."""
+        packets = self.traffic.packets
+        total = len(packets)
+        sizes = sum(len(data) for data in self.streams.values())
+        return {
+            "mix": dict(Counter(packet.packet_type.name for _, packet, _ in packets).most_common()),
+            "publish_qos": dict(
+                sorted(Counter(f"qos{p.qos}" for _, p, _ in packets if isinstance(p, codec.Publish)).items())
+            ),
+            "mix_by_direction": {
+                direction: dict(Counter(p.packet_type.name for d, p, _ in packets if d == direction).most_common())
+                for direction in DIRECTIONS
+            },
+            "bytes": {
+                "client_to_server": len(self.streams[CLIENT]),
+                "server_to_client": len(self.streams[SERVER]),
+                "total": sizes,
+                "mean_packet": round(sizes / total, 1),
+            },
+        }
 
 
-def chunked(data: bytes, size: int) -> list[bytes]:
-    """``data`` as a TCP receiver would read it: ``size``-byte segments, packets split anywhere."""
-    return [data[pos : pos + size] for pos in range(0, len(data), size)]
-
-
-def packet_aligned_chunks(raws: Sequence[bytes], size: int) -> list[tuple[bytes, int]]:
-    """Whole packets grouped into chunks of at most ``size`` bytes (a bigger one goes alone), with counts."""
-    chunks: list[tuple[bytes, int]] = []
-    current: list[bytes] = []
-    length = 0
-    for raw in raws:
-        if current and length + len(raw) > size:
-            chunks.append((b"".join(current), len(current)))
-            current, length = [], 0
-        current.append(raw)
-        length += len(raw)
-    if current:
-        chunks.append((b"".join(current), len(current)))
-    return chunks
+def build_mix(version: str, packets: int, seed: int, chunk: int) -> Mix:
+    generator = codec_traffic_mqtt5.Mqtt5TrafficGenerator(seed) if version == "5" else TrafficGenerator(seed)
+    traffic = generator.build(packets)
+    streams = {direction: traffic.stream(direction) for direction in DIRECTIONS}
+    return Mix(version, traffic, streams, {direction: chunked(data, chunk) for direction, data in streams.items()})
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -308,6 +191,55 @@ class Measurement:
         }
 
 
+@dataclasses.dataclass
+class Job:
+    """One thing to time: ``run`` must decode ``expected`` packets, as ``count`` reads its result."""
+
+    name: str
+    run: Callable[[], Any]
+    count: Callable[[Any], int]
+    expected: int
+    label: str = ""  # shown before the name in the progress lines
+
+
+def measure_jobs(jobs: Sequence[Job], repeat: int, *, collect_garbage: bool = True) -> list[tuple[Measurement, Any]]:
+    """Times each job ``repeat`` times, the jobs taking turns, asserting each run decoded its ``expected``
+    packets; returns each job's measurement and last result.
+
+    ``collect_garbage=False`` disables the cyclic garbage collector while a job runs, to show its share.
+    """
+    walls: list[list[float]] = [[] for _ in jobs]
+    cpus: list[list[float]] = [[] for _ in jobs]
+    results: list[Any] = [None for _ in jobs]
+    for _ in range(repeat):
+        for index, job in enumerate(jobs):
+            results[index] = None  # drop the previous run's objects so they do not burden this run's collections
+            gc.collect()
+            if not collect_garbage:
+                gc.disable()
+            try:
+                wall0, cpu0 = time.perf_counter(), time.process_time()
+                result = job.run()
+                wall1, cpu1 = time.perf_counter(), time.process_time()
+            finally:
+                gc.enable()
+            got = job.count(result)
+            assert got == job.expected, f"{job.label} {job.name}: decoded {got} packets, expected {job.expected}"
+            results[index] = result
+            del result
+            walls[index].append(wall1 - wall0)
+            cpus[index].append(cpu1 - cpu0)
+    out: list[tuple[Measurement, Any]] = []
+    for job, job_walls, job_cpus, result in zip(jobs, walls, cpus, results, strict=True):
+        print(
+            f"  {job.label + ' ' if job.label else ''}{job.name}: best {min(job_walls):.3f} s, "
+            f"median {statistics.median(job_walls):.3f} s",
+            file=sys.stderr,
+        )
+        out.append((Measurement(job.name, job.expected, job_walls, job_cpus), result))
+    return out
+
+
 def measure(
     name: str,
     run: Callable[[], Any],
@@ -316,37 +248,16 @@ def measure(
     repeat: int,
     *,
     collect_garbage: bool = True,
+    label: str = "",
 ) -> tuple[Measurement, Any]:
-    """Times ``run`` ``repeat`` times, asserting each run decoded ``expected`` packets; returns the last.
-
-    ``collect_garbage=False`` disables the cyclic garbage collector while ``run`` runs, to show its share.
-    """
-    walls: list[float] = []
-    cpus: list[float] = []
-    result: Any = None
-    for _ in range(repeat):
-        result = None  # drop the previous run's objects so they do not burden this run's garbage collections
-        gc.collect()
-        if not collect_garbage:
-            gc.disable()
-        try:
-            wall0, cpu0 = time.perf_counter(), time.process_time()
-            result = run()
-            wall1, cpu1 = time.perf_counter(), time.process_time()
-        finally:
-            gc.enable()
-        got = count(result)
-        assert got == expected, f"{name}: decoded {got} packets, expected {expected}"
-        walls.append(wall1 - wall0)
-        cpus.append(cpu1 - cpu0)
-    print(f"  {name}: best {min(walls):.3f} s, median {statistics.median(walls):.3f} s", file=sys.stderr)
-    return Measurement(name, expected, walls, cpus), result
+    """Times ``run`` ``repeat`` times, asserting each run decoded ``expected`` packets; returns the last result."""
+    return measure_jobs([Job(name, run, count, expected, label)], repeat, collect_garbage=collect_garbage)[0]
 
 
-def run_stream_decoder(chunks: dict[str, list[bytes]]) -> dict[str, list[codec.Frame]]:
+def run_stream_decoder(chunks: dict[str, list[bytes]], version: str) -> dict[str, list[codec.Frame]]:
     out: dict[str, list[codec.Frame]] = {}
     for direction, pieces in chunks.items():
-        decoder = codec.StreamDecoder(direction)
+        decoder = codec.StreamDecoder(direction, version=version)
         feed = decoder.feed
         frames: list[codec.Frame] = []
         for piece in pieces:
@@ -356,11 +267,11 @@ def run_stream_decoder(chunks: dict[str, list[bytes]]) -> dict[str, list[codec.F
     return out
 
 
-def run_streaming(chunks: dict[str, list[bytes]]) -> tuple[int, int]:
+def run_streaming(chunks: dict[str, list[bytes]], version: str) -> tuple[int, int]:
     """Feeds every chunk and consumes its frames at once, as a pipeline does; returns (frames, flawed frames)."""
     total = flawed = 0
     for direction, pieces in chunks.items():
-        decoder = codec.StreamDecoder(direction)
+        decoder = codec.StreamDecoder(direction, version=version)
         feed = decoder.feed
         for piece in pieces:
             frames = feed(piece)
@@ -372,8 +283,8 @@ def run_streaming(chunks: dict[str, list[bytes]]) -> tuple[int, int]:
     return total, flawed
 
 
-def run_decode(streams: dict[str, bytes]) -> dict[str, codec.Decoded]:
-    return {direction: codec.decode(data, direction) for direction, data in streams.items()}
+def run_decode(streams: dict[str, bytes], version: str) -> dict[str, codec.Decoded]:
+    return {direction: codec.decode(data, direction, version=version) for direction, data in streams.items()}
 
 
 def verify_frames(name: str, frames: Mapping[str, Sequence[codec.Frame]], traffic: Traffic) -> None:
@@ -483,7 +394,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=3, help="repetitions of each measurement (default 3)")
     parser.add_argument("--scapy-sample", type=int, default=20_000, help="packets scapy dissects (default 20,000)")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write the results")
-    parser.add_argument("--profile", action="store_true", help="cProfile the StreamDecoder path instead; top 25")
+    parser.add_argument(
+        "--profile",
+        nargs="?",
+        const="3.1.1",
+        choices=VERSIONS,
+        help="cProfile the streaming path of one mix (3.1.1 unless 5 is given) instead; top 25",
+    )
+    parser.add_argument("--no-mqtt5", dest="mqtt5", action="store_false", help="skip the MQTT 5.0 mix")
     parser.add_argument("--no-framing", dest="framing", action="store_false", help="skip the framing of large packets")
     args = parser.parse_args(argv)
     if args.packets < 1 or args.chunk < 1 or args.repeat < 1 or args.scapy_sample < 1:
@@ -491,71 +409,59 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def profile(chunks: dict[str, list[bytes]], traffic: Traffic, top: int = 25) -> None:
+def profile(mix: Mix, top: int = 25) -> None:
+    """cProfile of the judged path (each feed's frames consumed), then a check of the frames outside it."""
     profiler = cProfile.Profile()
     gc.collect()
     wall0 = time.perf_counter()
     profiler.enable()
-    frames = run_stream_decoder(chunks)
+    _, flawed = run_streaming(mix.chunks, mix.version)
     profiler.disable()
     wall = time.perf_counter() - wall0
-    verify_frames("StreamDecoder (profiled)", frames, traffic)
+    assert flawed == 0, f"{flawed} frames with violations or without a packet"
+    verify_frames("StreamDecoder (profiled)", run_stream_decoder(mix.chunks, mix.version), mix.traffic)
     report = io.StringIO()
     stats = pstats.Stats(profiler, stream=report)
     stats.sort_stats(pstats.SortKey.TIME).print_stats(top)
     print(
-        f"cProfile of StreamDecoder.feed ({len(chunks[CLIENT]) + len(chunks[SERVER]):,} chunks) over "
-        f"{len(traffic.packets):,} packets: {wall:.2f} s wall under the profiler (inflated by it); top {top} by "
-        "tottime. Compiled functions do not show: profile the pure-Python build (PYTHONPATH=src)"
+        f"cProfile of StreamDecoder.feed, frames consumed as they come ({mix.label} mix, "
+        f"{len(mix.chunks[CLIENT]) + len(mix.chunks[SERVER]):,} chunks, {len(mix.traffic.packets):,} packets): "
+        f"{wall:.2f} s wall under the profiler (inflated by it); top {top} by tottime. Compiled functions do not "
+        "show: profile the pure-Python build (PYTHONPATH=src)"
     )
     print(report.getvalue())
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    pinned = pin_to_one_cpu()
-    print(f"building {args.packets:,} packets (seed {args.seed}) ...", file=sys.stderr)
-    traffic = TrafficGenerator(args.seed).build(args.packets)
-    streams = {direction: traffic.stream(direction) for direction in DIRECTIONS}
-    chunks = {direction: chunked(data, args.chunk) for direction, data in streams.items()}
-    total = len(traffic.packets)
-    mix = Counter(packet.packet_type.name for _, packet, _ in traffic.packets)
-    publish_qos = Counter(f"qos{packet.qos}" for _, packet, _ in traffic.packets if isinstance(packet, codec.Publish))
-
-    # The harness's own data (generated packets, streams, chunks) is hidden from the collector, so the
-    # collections triggered while decoding cost what they would in a process that holds only the frames.
-    gc.collect()
-    gc.freeze()
-
-    if args.profile:
-        profile(chunks, traffic)
-        return 0
-
-    print(f"measuring on CPU {pinned}, best of {args.repeat} ...", file=sys.stderr)
-    rows: list[Measurement] = []
-    streaming_row, (_, flawed) = measure(
-        f"mqttaudit StreamDecoder.feed ({args.chunk}-byte chunks), frames consumed as they come",
-        lambda: run_streaming(chunks),
+def streaming_job(mix: Mix, chunk: int) -> Job:
+    return Job(
+        f"mqttaudit StreamDecoder.feed ({chunk}-byte chunks), frames consumed as they come",
+        lambda: run_streaming(mix.chunks, mix.version),
         lambda out: out[0],
-        total,
-        args.repeat,
+        len(mix.traffic.packets),
+        mix.label,
     )
-    assert flawed == 0, f"{flawed} frames with violations or without a packet"
-    streaming_row.judged = True
+
+
+def codec_rows(mix: Mix, streaming: tuple[Measurement, Any], repeat: int) -> list[Measurement]:
+    """The streaming row (measured already) and the rows that keep every frame, each checked against the mix."""
+    total = len(mix.traffic.packets)
+    streaming_row, (_, flawed) = streaming
+    assert flawed == 0, f"{mix.label}: {flawed} frames with violations or without a packet"
     streaming_row.note = (
         "each feed's frames are checked (violations, packet) and dropped, as the capture pipeline does; "
         "the packets equal the encoded ones (checked on the next row's frames, same decoder)"
     )
-    rows.append(streaming_row)
+    rows = [streaming_row]
 
     stream_row, frames = measure(
-        f"mqttaudit StreamDecoder.feed ({args.chunk}-byte chunks), every frame kept",
-        lambda: run_stream_decoder(chunks),
+        streaming_row.decoder.replace("frames consumed as they come", "every frame kept"),
+        lambda: run_stream_decoder(mix.chunks, mix.version),
         lambda out: sum(len(frames) for frames in out.values()),
         total,
-        args.repeat,
+        repeat,
+        label=mix.label,
     )
-    verify_frames(stream_row.decoder, frames, traffic)
+    verify_frames(f"{mix.label} {stream_row.decoder}", frames, mix.traffic)
     del frames
     stream_row.note = (
         f"all {total:,} frames stay alive: the cyclic GC traverses the growing live set (see the GC-off row)"
@@ -564,55 +470,65 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     decode_row, decoded = measure(
         "mqttaudit codec.decode (whole stream)",
-        lambda: run_decode(streams),
+        lambda: run_decode(mix.streams, mix.version),
         lambda out: sum(len(result.frames) for result in out.values()),
         total,
-        args.repeat,
+        repeat,
+        label=mix.label,
     )
-    verify_frames(decode_row.decoder, {d: result.frames for d, result in decoded.items()}, traffic)
+    verify_frames(f"{mix.label} {decode_row.decoder}", {d: r.frames for d, r in decoded.items()}, mix.traffic)
     del decoded
     decode_row.note = "returns every frame of the stream at once, so it pays the same GC cost as the row above"
     rows.append(decode_row)
 
     no_gc_row, frames = measure(
         "mqttaudit StreamDecoder.feed, every frame kept, GC disabled",
-        lambda: run_stream_decoder(chunks),
+        lambda: run_stream_decoder(mix.chunks, mix.version),
         lambda out: sum(len(frames) for frames in out.values()),
         total,
-        args.repeat,
+        repeat,
         collect_garbage=False,
+        label=mix.label,
     )
-    verify_frames(no_gc_row.decoder, frames, traffic)
+    verify_frames(f"{mix.label} {no_gc_row.decoder}", frames, mix.traffic)
     del frames
     no_gc_row.note = "the same run with the cyclic GC off: the difference is the GC's share; not judged"
     rows.append(no_gc_row)
+    return rows
 
+
+def scapy_rows(mix: Mix, sample_size: int, chunk: int, repeat: int) -> tuple[list[Measurement], dict[str, Any]]:
+    """scapy on the 3.1.1 mix: one packet each (checked) and packet-aligned chunks (counted)."""
     mqtt, _, _ = scapy_layers()
-    sample = traffic.packets[: min(args.scapy_sample, total)]
+    total = len(mix.traffic.packets)
+    sample = mix.traffic.packets[: min(sample_size, total)]
     sample_raws = [raw for _, _, raw in sample]
     scapy_row, dissected = measure(
         "scapy MQTT(raw), one packet each",
         lambda: [mqtt(raw) for raw in sample_raws],
         len,
         len(sample),
-        args.repeat,
+        repeat,
+        label=mix.label,
     )
     verify_scapy(dissected, sample)
+    read = scapy_mqtt.agreement(dissected, sample)
     del dissected
     scapy_row.note = f"sample: the first {len(sample):,} of the {total:,} packets (same mix)"
     scapy_row.ratio = 1.0
 
     aligned = {
-        direction: packet_aligned_chunks([raw for sender, _, raw in sample if sender == direction], args.chunk)
+        direction: packet_aligned_chunks([raw for sender, _, raw in sample if sender == direction], chunk)
         for direction in DIRECTIONS
     }
     aligned_chunks = [data for direction in DIRECTIONS for data, _ in aligned[direction]]
     chain_row, chained = measure(
-        f"scapy MQTT(chunk) + payload walk (aligned <= {args.chunk} B)",
+        f"scapy MQTT(chunk) + payload walk (aligned <= {chunk} B)",
         lambda: [mqtt(data) for data in aligned_chunks],
         len,
         len(aligned_chunks),
-        args.repeat,
+        repeat,
+        label=mix.label,
     )
     found = count_scapy_chain(chained)
     del chained
@@ -621,30 +537,142 @@ def main(argv: Sequence[str] | None = None) -> int:
     chain_row.note = f"packet-aligned chunks of the same sample; scapy found {found:,} of {len(sample):,} packets" + (
         "" if found == len(sample) else " (incomplete: not a valid decode, rate not used for the ratios)"
     )
-    for row in (streaming_row, stream_row, decode_row, no_gc_row):
-        row.ratio = row.pps / scapy_row.pps
-    rows += [scapy_row, chain_row]
+    read["sample_bytes"] = sum(len(raw) for raw in sample_raws)
+    return [scapy_row, chain_row], read
 
-    verdicts = judge(rows)
-    print(f"## Codec decode throughput ({total:,} packets, one core)\n")
+
+def scapy_row_mqtt5(mix: Mix, sample_size: int, repeat: int) -> tuple[Measurement, dict[str, Any]]:
+    """scapy on the 5.0 mix, one packet each: timed, then counted (how many packets it read right)."""
+    mqtt = scapy_mqtt.mqtt_layer()
+    sample = mix.traffic.packets[: min(sample_size, len(mix.traffic.packets))]
+    sample_raws = [raw for _, _, raw in sample]
+    row, dissected = measure(
+        "scapy MQTT(raw), one packet each", lambda: [mqtt(raw) for raw in sample_raws], len, len(sample), repeat
+    )
+    read = scapy_mqtt.agreement(dissected, sample)
+    del dissected
+    read["sample_bytes"] = sum(len(raw) for raw in sample_raws)
+    row.ratio = 1.0
+    row.note = (
+        f"sample: the first {len(sample):,} of the {len(mix.traffic.packets):,} packets; scapy read "
+        f"{read['read_right']:,} of them right (type and every field its layer has, nothing left over) and made "
+        f"{read['phantom_mqtt_layers']:,} phantom MQTT layers of the bytes it did not read: not a decode, so "
+        "the ratios against it are informational"
+    )
+    return row, read
+
+
+def print_rows(title: str, mix: Mix, rows: Sequence[Measurement], pinned: int | None) -> None:
+    total = len(mix.traffic.packets)
+    described = mix.describe()
+    print(f"## {title} ({total:,} packets, one core)\n")
     build = "compiled (mypyc)" if codec.COMPILED else "pure Python"
     print(
         f"Python {platform.python_version()}, codec build: {build}, scapy {scapy_version()}, "
         f"CPU: {cpu_model()} (pinned: {pinned})"
     )
     print(
-        f"Streams: client->server {len(streams[CLIENT]):,} B, server->client {len(streams[SERVER]):,} B; "
-        f"mix: {', '.join(f'{name} {count:,}' for name, count in mix.most_common())}\n"
+        f"Streams: client->server {len(mix.streams[CLIENT]):,} B, server->client {len(mix.streams[SERVER]):,} B "
+        f"(mean packet {described['bytes']['mean_packet']} B); mix: "
+        f"{', '.join(f'{name} {count:,}' for name, count in described['mix'].items())}\n"
     )
     print(render_table(rows))
     print()
     for row in rows:
         if row.note:
             print(f"- {row.decoder}: {row.note}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    pinned = pin_to_one_cpu()
+    with_mqtt5 = args.mqtt5 or args.profile == "5"
+    print(f"building {args.packets:,} packets (seed {args.seed}) per mix ...", file=sys.stderr)
+    mix = build_mix("3.1.1", args.packets, args.seed, args.chunk)
+    mix5 = build_mix("5", args.packets, args.seed, args.chunk) if with_mqtt5 else None
+    total = len(mix.traffic.packets)
+
+    # The harness's own data (generated packets, streams, chunks) is hidden from the collector, so the
+    # collections triggered while decoding cost what they would in a process that holds only the frames.
+    gc.collect()
+    gc.freeze()
+
+    if args.profile:
+        profile(mix5 if args.profile == "5" and mix5 is not None else mix)
+        return 0
+
+    print(f"measuring on CPU {pinned}, best of {args.repeat} ...", file=sys.stderr)
+    # The streaming rows of both mixes take turns, so a change of load on the machine touches both alike.
+    streaming = measure_jobs([streaming_job(m, args.chunk) for m in (mix, mix5) if m is not None], args.repeat)
+    rows = codec_rows(mix, streaming[0], args.repeat)
+    rows[0].judged = True
+    scapy, scapy_read = scapy_rows(mix, args.scapy_sample, args.chunk, args.repeat)
+    for row in rows:
+        row.ratio = row.pps / scapy[0].pps
+    rows += scapy
+
+    rows5: list[Measurement] = []
+    mqtt5: dict[str, Any] | None = None
+    if mix5 is not None:
+        rows5 = codec_rows(mix5, streaming[1], args.repeat)
+        scapy5, scapy5_read = scapy_row_mqtt5(mix5, args.scapy_sample, args.repeat)
+        for row in rows5:
+            row.ratio = row.pps / scapy5.pps
+        rows5.append(scapy5)
+        keys = ("streaming", "every_frame_kept", "decode", "gc_disabled")
+        shares = {key: round(b.pps / a.pps, 3) for key, a, b in zip(keys, rows[:4], rows5[:4], strict=True)}
+        share = rows5[0].pps / rows[0].pps
+        mqtt5 = {
+            "config": {"packets": len(mix5.traffic.packets), "seed": args.seed, "generator": "Mqtt5TrafficGenerator"},
+            **mix5.describe(),
+            "features": codec_traffic_mqtt5.features(mix5.traffic),
+            "results": [row.as_json() for row in rows5],
+            "scapy_read": scapy5_read,
+            "share_of_3_1_1": shares,
+            "targets": [
+                {
+                    "decoder": rows5[0].decoder,
+                    "target": f">= {TARGET_MQTT5_SHARE:.0%} of the 3.1.1 mix's packets/s",
+                    "value": round(share, 3),
+                    "met": share >= TARGET_MQTT5_SHARE,
+                }
+            ],
+        }
+
+    verdicts = judge(rows)
+    print_rows("Codec decode throughput, MQTT 3.1.1 mix", mix, rows, pinned)
     print("\nTargets (best of repeats):\n")
     for verdict in verdicts:
         status = "met" if verdict["met"] else "NOT MET"
         print(f"- {verdict['decoder']}: {verdict['target']}: {verdict['value']:,} -> {status}")
+    if mix5 is not None and mqtt5 is not None:
+        print()
+        print_rows("Codec decode throughput, MQTT 5.0 mix", mix5, rows5, pinned)
+        features = mqtt5["features"]
+        print(
+            f"\n5.0 features: of {features['publish']:,} PUBLISH, {features['publish_topic_alias']:,} carry a Topic "
+            f"Alias ({features['publish_empty_topic_name']:,} with an empty Topic Name), "
+            f"{features['publish_message_expiry_interval']:,} a Message Expiry Interval, "
+            f"{features['publish_user_property']:,} User Properties, {features['publish_content_type']:,} a Content "
+            f"Type, {features['publish_subscription_identifier']:,} a Subscription Identifier, "
+            f"{features['publish_without_properties']:,} none; of {features['ack']:,} acknowledgements, "
+            f"{features['ack_reason_code']:,} carry a Reason Code and {features['ack_reason_string']:,} a Reason "
+            "String"
+        )
+        print(
+            f"scapy read {mqtt5['scapy_read']['read_right']:,} of {mqtt5['scapy_read']['packets']:,} 5.0 packets "
+            "right; by type: "
+            + ", ".join(
+                f"{name} {count['read_right']:,}/{count['packets']:,}"
+                for name, count in mqtt5["scapy_read"]["by_type"].items()
+            )
+        )
+        print("\n5.0 mix / 3.1.1 mix, packets/s (best of repeats, same core, streaming rows run alternately):\n")
+        for key, value in mqtt5["share_of_3_1_1"].items():
+            print(f"- {key}: {value:.3f}")
+        verdict = mqtt5["targets"][0]
+        status = "met" if verdict["met"] else "NOT MET"
+        print(f"\nTarget: {verdict['target']}: {verdict['value']:.3f} -> {status}")
 
     framing: dict[str, object] | None = None
     if args.framing:
@@ -652,6 +680,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         framing = framing_bench.run(args.repeat)
 
+    described = mix.describe()
+    described["bytes"]["scapy_sample"] = scapy_read.pop("sample_bytes")
     result = {
         "benchmark": "codec_throughput",
         "python": platform.python_version(),
@@ -666,24 +696,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seed": args.seed,
             "chunk_bytes": args.chunk,
             "repeat": args.repeat,
-            "scapy_sample": len(sample),
+            "scapy_sample": min(args.scapy_sample, total),
         },
-        "mix": dict(mix.most_common()),
-        "publish_qos": dict(sorted(publish_qos.items())),
-        "mix_by_direction": {
-            direction: dict(Counter(p.packet_type.name for d, p, _ in traffic.packets if d == direction).most_common())
-            for direction in DIRECTIONS
-        },
-        "bytes": {
-            "client_to_server": len(streams[CLIENT]),
-            "server_to_client": len(streams[SERVER]),
-            "total": sum(len(data) for data in streams.values()),
-            "mean_packet": round(sum(len(data) for data in streams.values()) / total, 1),
-            "scapy_sample": sum(len(raw) for raw in sample_raws),
-        },
+        **described,
         "results": [row.as_json() for row in rows],
         "targets": verdicts,
         "framing": framing,
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "mqtt5": mqtt5,
     }
     args.json.write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwrote {args.json}", file=sys.stderr)
