@@ -24,7 +24,7 @@ from typing import Final
 
 from ...codec import Connack, Pingreq, Pingresp
 from ..case import CaseContext, Inconclusive, NotApplicable, case
-from .malformed import connect_frame
+from .malformed import connect_frame, field
 from .routing import DELIVERED, NO_LEAK, P, expand
 
 SUBACK_SENT: Final = "MQTT-3.8.4-1"
@@ -94,22 +94,16 @@ class ConnectRow:
     tail: Callable[[bytes], bytes]
 
 
-def _field(data: bytes) -> bytes:
-    return len(data).to_bytes(2, "big") + data
-
-
 #: CONNECTs that are well-formed, beside the malformed CONNECT shapes.
 CONNECT_ROWS: Final[tuple[ConnectRow, ...]] = (
-    ConnectRow("empty-user-name", "a zero-length User Name", 0x82, 0, lambda _p: _field(b"")),
+    ConnectRow("empty-user-name", "a zero-length User Name", 0x82, 0, lambda _p: field(b"")),
     ConnectRow(
-        "empty-password", "a User Name and a zero-length Password", 0xC2, 0, lambda _p: _field(b"u") + _field(b"")
+        "empty-password", "a User Name and a zero-length Password", 0xC2, 0, lambda _p: field(b"u") + field(b"")
     ),
     ConnectRow("largest-keep-alive", "Keep Alive 65535", 0x02, 65535, lambda _p: b""),
-    ConnectRow(
-        "will-empty-message", "a Will with an empty message", 0x06, 0, lambda p: _field(p + b"/w") + _field(b"")
-    ),
+    ConnectRow("will-empty-message", "a Will with an empty message", 0x06, 0, lambda p: field(p + b"/w") + field(b"")),
     # not retained: a broker that closes the connection publishes the Will, which must leave nothing behind
-    ConnectRow("will-qos-2", "a QoS 2 Will", 0x16, 0, lambda p: _field(p + b"/w") + _field(b"w")),
+    ConnectRow("will-qos-2", "a QoS 2 Will", 0x16, 0, lambda p: field(p + b"/w") + field(b"w")),
 )
 
 

@@ -90,7 +90,7 @@ def _frame(first_byte: int, body: bytes) -> bytes:
     return bytes((first_byte,)) + encode_remaining_length(len(body)) + body
 
 
-def _string(data: bytes) -> bytes:
+def field(data: bytes) -> bytes:
     """A length-prefixed field holding ``data`` as it is (ill-formed UTF-8 included)."""
     return len(data).to_bytes(2, "big") + data
 
@@ -108,32 +108,27 @@ def connect_frame(
     """The bytes of a CONNECT: Protocol Name and Level, the Connect Flags byte, Keep Alive and the Client
     Identifier, then ``tail`` (the fields the flags announce, as they are). ``keep`` cuts the packet to that many
     bytes after its fixed header (a Remaining Length shorter than the variable header)."""
-    body = _string(name) + bytes((level, flags)) + keep_alive.to_bytes(2, "big") + _string(client_id) + tail
+    body = field(name) + bytes((level, flags)) + keep_alive.to_bytes(2, "big") + field(client_id) + tail
     return _frame(0x10, body if keep is None else body[:keep])
-
-
-def _connect_bytes(flags: int, client_id: bytes, payload_tail: bytes = b"") -> bytes:
-    """A CONNECT (MQTT 3.1.1, Keep Alive 0) with the Connect Flags byte ``flags``, then ``payload_tail``."""
-    return connect_frame(client_id, flags=flags, tail=payload_tail)
 
 
 def _with_will_topic(flags: int, level: bytes) -> Shape:
     """A CONNECT with the given flags whose Will Topic is ``<prefix>/`` then ``level`` (raw bytes), an empty
     Will Message: a broker that takes it publishes the Will only where this case alone listens."""
-    return lambda client_id, prefix: _connect_bytes(
-        flags, client_id.encode(), _string(prefix.encode() + b"/" + level) + _string(b"")
+    return lambda client_id, prefix: connect_frame(
+        client_id.encode(), flags=flags, tail=field(prefix.encode() + b"/" + level) + field(b"")
     )
 
 
 def _ill_formed_client_id(client_id: str, _prefix: str) -> bytes:
     """The case's Client Identifier with its last character replaced by 0xFF, a byte UTF-8 never has: still 23
     bytes, so the encoding is the only defect."""
-    return _connect_bytes(0x02, client_id[:-1].encode() + b"\xff")
+    return connect_frame(client_id[:-1].encode() + b"\xff")
 
 
 def _publish(first_byte: int, level: bytes, after_topic: bytes = b"") -> Shape:
     """A PUBLISH with fixed header byte ``first_byte`` to ``<prefix>/`` then ``level`` (raw bytes)."""
-    return lambda _client_id, prefix: _frame(first_byte, _string(prefix.encode() + b"/" + level) + after_topic)
+    return lambda _client_id, prefix: _frame(first_byte, field(prefix.encode() + b"/" + level) + after_topic)
 
 
 def _filters(first_byte: int, packet_id: int, *levels: bytes, options: bytes | None = None) -> Shape:
@@ -141,7 +136,7 @@ def _filters(first_byte: int, packet_id: int, *levels: bytes, options: bytes | N
     ``first_byte`` and a Topic Filter ``<prefix>/<level>`` for each of ``levels`` (raw bytes)."""
 
     def shape(_client_id: str, prefix: str) -> bytes:
-        filters = b"".join(_string(prefix.encode() + b"/" + level) + (options or b"") for level in levels)
+        filters = b"".join(field(prefix.encode() + b"/" + level) + (options or b"") for level in levels)
         return _frame(first_byte, packet_id.to_bytes(2, "big") + filters)
 
     return shape
@@ -166,11 +161,11 @@ def _flag_body(packet_type: PacketType) -> tuple[bytes | Shape, bool]:
     """A well-formed body for ``packet_type`` (the case's own Client Identifier or filter) and whether it is sent
     as the first packet of a connection: only its fixed-header flags will be wrong."""
     if packet_type is PacketType.CONNECT:
-        return (lambda client_id, _prefix: _connect_bytes(0x02, client_id.encode())[2:]), True
+        return (lambda client_id, _prefix: connect_frame(client_id.encode())[2:]), True
     if packet_type is PacketType.SUBSCRIBE:
-        return (lambda _client_id, prefix: b"\x00\x01" + _string(prefix.encode() + b"/a") + b"\x00"), False
+        return (lambda _client_id, prefix: b"\x00\x01" + field(prefix.encode() + b"/a") + b"\x00"), False
     if packet_type is PacketType.UNSUBSCRIBE:
-        return (lambda _client_id, prefix: b"\x00\x02" + _string(prefix.encode() + b"/a")), False
+        return (lambda _client_id, prefix: b"\x00\x02" + field(prefix.encode() + b"/a")), False
     fixed = FIXED_LENGTH.get(packet_type)
     return (bytes((0, 1)) if fixed is not None and fixed[0] == 2 else b""), False
 
@@ -292,7 +287,7 @@ def _filter_shape(carrier: tuple[str, int, int, bytes | None], level: bytes, at:
 
     def shape(_client_id: str, prefix: str) -> bytes:
         p = prefix.encode()
-        body = b"".join(_string(f) + (options or b"") for f in around(at(level, p), p))
+        body = b"".join(field(f) + (options or b"") for f in around(at(level, p), p))
         return _frame(first_byte, packet_id.to_bytes(2, "big") + body)
 
     return shape
@@ -300,7 +295,7 @@ def _filter_shape(carrier: tuple[str, int, int, bytes | None], level: bytes, at:
 
 def _topic_name_shape(level: bytes, at: Placer) -> Shape:
     """A QoS 0 PUBLISH whose Topic Name holds ``level`` where ``at`` puts it."""
-    return lambda _client_id, prefix: _frame(0x30, _string(at(level, prefix.encode())) + b"x")
+    return lambda _client_id, prefix: _frame(0x30, field(at(level, prefix.encode())) + b"x")
 
 
 def _wildcard_family() -> tuple[Stimulus, ...]:
@@ -397,11 +392,11 @@ def _connect_family() -> tuple[Stimulus, ...]:
             ("will-qos-2-without-will", "Will QoS 2 but Will Flag 0", 0x12, b""),
             ("will-retain-without-will", "Will Retain but Will Flag 0", 0x22, b""),
             ("will-flag-without-will", "Will Flag 1 but no Will fields", 0x06, b""),
-            ("will-flag-without-message", "Will Flag 1, a Will Topic and no Will Message", 0x06, _string(b"w")),
-            ("password-without-username", "a password but no user name", 0x42, _string(b"p")),
+            ("will-flag-without-message", "Will Flag 1, a Will Topic and no Will Message", 0x06, field(b"w")),
+            ("password-without-username", "a password but no user name", 0x42, field(b"p")),
             ("username-flag-without-username", "User Name Flag 1 but no user name", 0x82, b""),
-            ("password-flag-without-password", "Password Flag 1 but no password", 0xC2, _string(b"u")),
-            ("username-ill-formed-utf8", "a User Name with ill-formed UTF-8", 0x82, _string(b"\xc0")),
+            ("password-flag-without-password", "Password Flag 1 but no password", 0xC2, field(b"u")),
+            ("username-ill-formed-utf8", "a User Name with ill-formed UTF-8", 0x82, field(b"\xc0")),
         )
     ]
     rows += [
