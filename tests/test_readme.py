@@ -115,13 +115,14 @@ def test_the_python_api_examples_run_as_written(
 ) -> None:
     # Spark runs already, started in another working folder: the example's relative paths must still be found.
     examples = blocks("python", section("Python API"))
-    assert len(examples) == 2
+    assert len(examples) == 3
     monkeypatch.setenv("MQTT_URL", broker.url)
     monkeypatch.chdir(workdir)
     for example in examples:
         exec(compile(example, "README.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"{broker.url}: exit status 0, ")
+    assert "['MQTT-3.3.2-8']" in out  # the codec example, between the probe and the audit
     assert (workdir / "mqttaudit-out" / "junit.xml").is_file()
     assert out[-1] == "exit status 1: 3 connections, 1 violations"
     assert (workdir / "audit" / "findings.jsonl").is_file()
