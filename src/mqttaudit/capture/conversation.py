@@ -15,6 +15,7 @@ from typing import Final, NamedTuple
 from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, PacketType, StreamDecoder, rules
 from mqttaudit.codec.version import ProtocolVersion
 from mqttaudit.judge.events import Closed, Event, Lost, Quiet, Sent
+from mqttaudit.spec import identity
 
 from .detect import IS_CONNECT, PREFIX_BYTES, UNKNOWN_VERSION, connect_start, connect_version
 from .reassembly import (
@@ -52,6 +53,8 @@ UNKNOWN_NOT_311: Final = "unknown, not 3.1.1"
 FRAMED_ONLY: Final = {
     UNKNOWN_NOT_311: "framed only: no CONNECT captured, and some packets are not MQTT 3.1.1 packets (MQTT 5.0?)",
 }
+#: The id of "a packet cut short" in every version (a decoder names its findings by the version it reads).
+TRUNCATED: Final = frozenset({rules.TRUNCATED, identity.statement_id(rules.TRUNCATED, identity.V5) or rules.TRUNCATED})
 #: Versions whose connections are not fed to the judge.
 NOT_JUDGED: Final = frozenset(DECODED_ONLY) | frozenset(FRAMED_ONLY)
 #: Framing rules, the same in every version: what a framed-only connection can still break.
@@ -309,7 +312,7 @@ class _Stream:
         if decoder is not None:
             self._decoder = None
             for frame in decoder.close():
-                if not own and any(violation.rule == rules.TRUNCATED for violation in frame.violations):
+                if not own and any(violation.rule in TRUNCATED for violation in frame.violations):
                     self._skip(frame.offset, frame.length, reason)
                 else:
                     self._frames([frame], self._time, self._order, decoder)
