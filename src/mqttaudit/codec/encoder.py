@@ -31,7 +31,12 @@ def encode(
     A value the wire cannot hold at all (a 70,000-byte string, QoS 4) raises :class:`EncodeError` either way.
     """
     chosen = ProtocolVersion.parse(version) or ProtocolVersion.V3_1_1
-    body = write_body(packet, chosen is ProtocolVersion.V5)
+    try:
+        body = write_body(packet, chosen is ProtocolVersion.V5)
+    except ProtocolViolation as exc:  # a string no length prefix can describe, named as the version names it
+        found = list(exc.violations)
+        name_findings(found, 0, chosen)
+        raise ProtocolViolation(found[0], violations=tuple(found), packet=packet) from None
     header = bytes((first_byte(packet),)) + encode_remaining_length(len(body))
     data = header + body
     if validate:

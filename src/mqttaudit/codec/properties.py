@@ -277,6 +277,8 @@ def _read_all(
             detail = f"{where(packet)} property runs past the Property Length: {exc}"
             out.append(Violation(rules.PROPERTY_LENGTH, exc.offset, detail))
             break
+        except _Unreadable:
+            break
         if prop is None:  # unknown identifier: its length cannot be known, the rest is unreadable
             break
         _check_placement(prop, packet, direction, seen, prop_start, out)
@@ -326,13 +328,18 @@ def _read_one(data: bytes, pos: int, stop: int, packet: int, out: list[Violation
     return Property(identifier, value), after
 
 
+class _Unreadable(Exception):
+    """A property whose end cannot be known (reported already): the rest of the properties cannot be read."""
+
+
 def _read_variable(data: bytes, pos: int, stop: int, what: str, out: list[Violation]) -> tuple[int, int]:
     value, after = read_remaining_length(data, pos, stop)
     if after == NEED_MORE:
         raise BufferUnderrun(pos, 1, stop - pos, what)
     if after == TOO_LONG:
-        out.append(Violation(rules.VBI_FOUR_BYTES, pos + 4, f"{what} has a fifth Variable Byte Integer byte"))
-        raise BufferUnderrun(pos, 5, stop - pos, what)
+        detail = f"{what} has a fifth Variable Byte Integer byte ({data[pos : pos + 5].hex(' ')})"
+        out.append(Violation(rules.VBI_FOUR_BYTES, pos + 4, detail))
+        raise _Unreadable
     if after - pos > 1 and not is_shortest(value, after - pos):
         detail = f"{what} {value} written in {after - pos} bytes; fewer suffice"
         out.append(Violation(rules.REMAINING_LENGTH_SHORTEST, pos, detail))

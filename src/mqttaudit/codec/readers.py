@@ -399,15 +399,7 @@ def read_suback(
         packet_id = _read_packet_id(buf, PacketType.SUBACK, out)
         if v5:
             properties = _properties(buf, PacketType.SUBACK, direction, out)
-        start = buf.tell()
-        codes = buf.pull_rest()
-        if not codes:
-            out.append(Violation(rules.SUBACK_ONE_CODE_PER_FILTER, start, "SUBACK carries no return code"))
-        for index, code in enumerate(codes):
-            if v5:
-                reason_codes.check_reason_code(PacketType.SUBACK, code, direction, start + index, out)
-            else:
-                check.check_suback_code(code, start + index, out)
+        codes = _read_codes(buf, PacketType.SUBACK, direction, v5, out)
     except BufferUnderrun as exc:
         _overrun(exc, out)
     return Suback(
@@ -416,6 +408,31 @@ def read_suback(
         properties=properties,
         raw_flags=_raw_flags(PacketType.SUBACK, flags),
     )
+
+
+#: The statement a SUBACK or UNSUBACK without any code breaks: one code answers each Topic Filter.
+_ONE_CODE_PER_FILTER: Final = {
+    int(PacketType.SUBACK): rules.SUBACK_ONE_CODE_PER_FILTER,
+    int(PacketType.UNSUBACK): rules.UNSUBACK_REASON_CODES,
+}
+
+
+def _read_codes(buf: Buffer, packet_type: int, direction: Direction | None, v5: bool, out: list[Violation]) -> bytes:
+    """The codes that end a SUBACK (or a 5.0 UNSUBACK), one per Topic Filter: at least one, each from its table
+    (3.1.1's SUBACK return codes, or 5.0's Reason Codes of the packet)."""
+    start = buf.tell()
+    codes = buf.pull_rest()
+    if not codes:
+        kind = "Reason Code" if v5 else "return code"
+        out.append(
+            Violation(_ONE_CODE_PER_FILTER[packet_type], start, f"{check.packet_name(packet_type)} carries no {kind}")
+        )
+    for index, code in enumerate(codes):
+        if v5:
+            reason_codes.check_reason_code(packet_type, code, direction, start + index, out)
+        else:
+            check.check_suback_code(code, start + index, out)
+    return codes
 
 
 def read_unsubscribe(
@@ -456,12 +473,7 @@ def read_unsuback(
     try:
         packet_id = _read_packet_id(buf, PacketType.UNSUBACK, out)
         properties = _properties(buf, PacketType.UNSUBACK, direction, out)
-        start = buf.tell()
-        codes = buf.pull_rest()
-        if not codes:
-            out.append(Violation(rules.UNSUBACK_REASON_CODES, start, "UNSUBACK carries no Reason Code"))
-        for index, code in enumerate(codes):
-            reason_codes.check_reason_code(PacketType.UNSUBACK, code, direction, start + index, out)
+        codes = _read_codes(buf, PacketType.UNSUBACK, direction, v5, out)
     except BufferUnderrun as exc:
         _overrun(exc, out)
     return Unsuback(
