@@ -556,11 +556,19 @@ def read_packet(
 ) -> Packet:
     """Decodes the framed packet ``data[offset:end]`` whose body starts at ``body`` as ``version`` reads it,
     reporting into ``out`` under that version's statement ids."""
-    if version is _V3_1_1:
-        return _read(data, offset, body, end, direction, out, version)
+    v5 = version is _V5
     first_finding = len(out)
-    packet = _read(data, offset, body, end, direction, out, version)
-    if len(out) > first_finding:
+    first = data[offset]
+    packet_type = first >> 4
+    packet: Packet
+    if not check_first_byte(first, direction, offset, out, v5):
+        packet = ReservedPacket(packet_type_value=packet_type, body=data[body:end], flags=first & 0x0F)
+    elif packet_type == _PUBLISH:
+        packet = read_publish(data, offset, body, end, out, direction, v5)
+    else:
+        check.check_fixed_length(packet_type, end - body, offset + 1, out, v5)
+        packet = READERS[packet_type](Buffer(data, body, end), first & 0x0F, direction, version, out)
+    if version is not _V3_1_1 and len(out) > first_finding:
         name_findings(out, first_finding, version)
     return packet
 
@@ -576,27 +584,6 @@ def name_findings(out: list[Violation], start: int, version: ProtocolVersion) ->
         elif rule is not None:
             named.append(Violation(rule, violation.offset, violation.detail))
     out[start:] = named
-
-
-def _read(
-    data: bytes,
-    offset: int,
-    body: int,
-    end: int,
-    direction: Direction | None,
-    out: list[Violation],
-    version: ProtocolVersion,
-) -> Packet:
-    v5 = version is _V5
-    first = data[offset]
-    packet_type = first >> 4
-    flags = first & 0x0F
-    if not check_first_byte(first, direction, offset, out, v5):
-        return ReservedPacket(packet_type_value=packet_type, body=data[body:end], flags=flags)
-    if packet_type == _PUBLISH:
-        return read_publish(data, offset, body, end, out, direction, v5)
-    check.check_fixed_length(packet_type, end - body, offset + 1, out, v5)
-    return READERS[packet_type](Buffer(data, body, end), flags, direction, version, out)
 
 
 _PUBLISH: Final = int(PacketType.PUBLISH)
