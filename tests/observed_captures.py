@@ -25,7 +25,7 @@ from pathlib import Path
 
 from mqttaudit import codec
 from mqttaudit.capture import FlowAudit, FlowOptions, Record, Segment, audit_records, read_records, segments
-from mqttaudit.capture.conversation import FRAMED_ONLY
+from mqttaudit.capture.conversation import NOT_JUDGED
 from mqttaudit.capture.segments import ACK, FIN, RST, SYN
 from mqttaudit.capture.writer import PcapWriter, ethernet, ip_tcp
 from mqttaudit.judge import JudgeConfig, Judgement
@@ -374,7 +374,7 @@ def observe(path: Path, broker_port: int, config: JudgeConfig = CONFIG) -> dict[
     for audit in audit_records(read_records(path), options=options):
         flow = as_flow(path.name, audit)
         judgement = None
-        if flow.version not in FRAMED_ONLY:
+        if flow.version not in NOT_JUDGED:
             judge = ConversationJudge(config, conversation=flow.flow, mid_stream=flow.mid_stream)
             for event in flow.events:
                 judge.feed(event)

@@ -524,16 +524,27 @@ def carried(recording: Recording, observed: Observed) -> tuple[list[int], list[i
 
 
 @pytest.mark.parametrize(("client_id", "version"), [("observed-v5", "5.0"), ("observed-v31", "3.1")])
-def test_mqtt_5_and_mqtt_3_1_sessions_are_labelled_and_framed_only(
+def test_mqtt_5_and_mqtt_3_1_sessions_are_labelled_decoded_and_not_judged(
     sessions: Sessions, client_id: str, version: str
 ) -> None:
     recording, port = sessions.recording, sessions.port(client_id)
     path = sessions.edited(client_id, [c.frame_at() for c in recording.connection(port)])
     observed = only(path, recording.broker_port, port)
-    assert observed.audit.version == version
+    assert observed.audit.version == version and not observed.audit.judged and observed.judgement is None
     assert (observed.connection_row["version"], observed.connection_row["handling"]) == (version, handling(version))
     assert observed.types == ["CONNECT", "CONNACK", "PUBLISH", "PUBACK", "DISCONNECT"]
+    # Decoded with their own version: every packet read whole, none breaks a rule of that version (mosquitto's
+    # client and broker), so nothing is reported; the judge is not asked, so nothing is owed either.
+    assert all(frame.packet is not None and not frame.violations for _side, _time, frame in observed.audit.frames)
     total = observed.audit.total
     assert total.reconciles and total.packets == total.stream > 0
     assert len(observed.result.violations) == 0 and len(observed.result.not_assessable) == 0
     assert observed.connection_row["connack_code"] == 0
+    assert observed.connection_row["client_id"] == client_id
+    assert observed.connection_row["protocol_level"] == {"5.0": 5, "3.1": 3}[version]
+    packets = observed.result.packets.data
+    assert packets["version"] == [version] * 5
+    assert [topic for topic in packets["topic"] if topic is not None] == ["o/v"]
+    # The CONNACK's code, and the PUBACK's: in MQTT 5.0 mosquitto answers 0x10 (No matching subscribers: nobody
+    # subscribed to o/v); MQTT 3.1's PUBACK has none.
+    assert (packets["reason_code"][1], packets["reason_code"][3]) == (0, {"5.0": 0x10, "3.1": None}[version])

@@ -583,3 +583,76 @@ def test_an_audit_without_violations_says_so_plainly(tmp_path: Path) -> None:
     assert "No violations: no client and no server broke a rule" in markdown
     assert "No routing findings." in markdown
     assert "### " not in markdown
+
+
+def test_a_5_0_finding_is_named_and_summarised_by_the_5_0_catalogue_and_5_0_behaviour_is_said_unjudged(
+    tmp_path: Path,
+) -> None:
+    # MQTT-3.1.2-17 is a User Name statement in MQTT 5.0 and a Will statement in MQTT 3.1.1: the same id, two
+    # findings, each summarised by its own catalogue.
+    v5 = load_catalogue("5.0")
+    rule = "MQTT-3.1.2-17"
+    counts = [
+        RuleCount(
+            rule=rule,
+            level="MUST",
+            section="3.1.2.8",
+            actor="client",
+            origin="codec",
+            count=2,
+            first_time=T0,
+            summary="",
+            rule_version="5.0",
+        ),
+        RuleCount(
+            rule=rule,
+            level="MUST",
+            section="3.1.2.8",
+            actor="server",
+            origin="judge",
+            count=1,
+            first_time=T0,
+            summary="",
+        ),
+    ]
+    sample = violation(
+        flow="v5",
+        event=0,
+        rule=rule,
+        section="3.1.2.8",
+        actor="client",
+        origin="codec",
+        frame=3,
+        offset=0,
+        time=T0,
+        detail="User Name flag is 1 but no User Name follows",
+        evidence="10 0d",
+        rule_version="5.0",
+    )
+    row = connection("v5", "10.0.0.9:5009", "meter-5", 2)
+    decoded = "decoded as MQTT 5.0 (every byte-level rule); its behaviour is not judged yet"
+    data = AuditReportData(
+        summary={
+            "connections": 2,
+            "versions": {
+                "3.1.1": {"connections": 1, "handling": "judged against MQTT 3.1.1", "packets": 4},
+                "5.0": {"connections": 1, "handling": decoded, "packets": 4},
+            },
+        },
+        violations_by_rule=counts,
+        violation_samples=[sample],
+        connections_sample=[{**row, "version": "5.0", "handling": decoded, "protocol_level": 5}],
+    )
+    html, markdown, _page = written(AuditReportData.from_json(data.to_json()), tmp_path)
+    sections = markdown_sections(markdown)
+    v5_section = sections["MQTT-3.1.2-17 (MQTT 5.0) broken by clients"]
+    assert v5[rule].summary in v5_section and "of MQTT 5.0, statement [MQTT-3.1.2-17]" in v5_section
+    assert CATALOGUE[rule].summary not in v5_section
+    assert CATALOGUE[rule].summary in sections["MQTT-3.1.2-17 broken by the server"]
+    assert v5[rule].summary in html and CATALOGUE[rule].summary in html
+    # The behaviour of the 5.0 connection was not judged: the warning, the versions table and its own row say so.
+    warning = "The behaviour of 1 connection was not judged (5.0: 1, " + decoded + ")."
+    assert warning in markdown and warning in html
+    connections = markdown_sections(markdown, "## ")["Protocol versions"]
+    assert f"| `v5` | `meter-5` | 5.0 | {decoded} | 4 | 2 |" in connections
+    assert f"5.0<br><small>{decoded}</small>" in html

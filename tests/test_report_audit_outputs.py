@@ -293,11 +293,14 @@ def test_the_byte_accounting_names_what_the_malformed_bytes_are(tmp_path: Path) 
     for path in paths:
         text = path.read_text(encoding="utf-8")
         assert "could not be framed" not in text
-        assert "in malformed frames of judged connections (packets that break a MUST-level codec rule" in text
         assert (
-            "in whole MQTT packets (MQTT 3.1.1 packets with no MUST-level codec violation, and the packets of " in text
+            "in malformed frames (packets that break a MUST-level codec rule of the version of their connection" in text
         )
-        assert "of a version not judged, such as MQTT 5.0 or MQTT 3.1: framed, not decoded)" in text
+        assert (
+            "in whole MQTT packets (packets with no MUST-level codec violation of the version of their connection"
+            in text
+        )
+        assert "MQTT 3.1.1, 5.0 or 3.1, and the packets of connections framed only: no CONNECT captured" in text
 
 
 def test_junit_escapes_every_field_of_a_row_including_rule_side_and_kind() -> None:

@@ -49,6 +49,9 @@ CATALOGUE = load_catalogue("3.1.1")
 #: The catalogue that names a connection's codec findings, by the connection's version (3.1 findings carry the
 #: ids of the 3.1.1 rules it shares; any other version's connection was read as 3.1.1).
 CATALOGUES: dict[str, Catalogue] = {"5.0": load_catalogue("5.0")}
+#: The specification whose numbering a connection's codec findings follow, by the connection's version (the
+#: ``rule_version`` of its violation rows; the judge's findings follow 3.1.1).
+RULE_VERSIONS: dict[str, str] = {version: catalogue.version for version, catalogue in CATALOGUES.items()}
 
 
 @dataclass
@@ -185,6 +188,7 @@ VIOLATION_COLUMNS = (
     "evidence",
     "cause_event",
     "cause_frame",
+    "rule_version",
 )
 #: Bytes of evidence kept per violation (hex); longer frames are cut, with the full length in the packets table.
 EVIDENCE_BYTES = 64
@@ -302,6 +306,7 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
     header) and nothing else."""
     judged = flow.version not in NOT_JUDGED
     decoded = flow.version not in FRAMED_ONLY
+    rule_version = RULE_VERSIONS.get(flow.version, CATALOGUE.version)
     judge = ConversationJudge(config, conversation=flow.flow, mid_stream=flow.mid_stream)
     packets = Columns(PACKET_COLUMNS)
     packet_columns = [packets.data[name] for name in PACKET_COLUMNS]
@@ -358,6 +363,7 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
                 detail=wire_text(violation.detail),
                 expected="",
                 evidence=evidence(frame.raw),
+                rule_version=rule_version,
             )
     judgement = judge.finish()
     for finding in judgement.findings:
@@ -459,6 +465,7 @@ def add_finding(violations: Columns, capture: str, finding: Finding, flow: Flow 
         evidence=hexed,
         cause_event=None if finding.cause < 0 else finding.cause,
         cause_frame=cause_frame,
+        rule_version=CATALOGUE.version,
     )
 
 

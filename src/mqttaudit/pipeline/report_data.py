@@ -43,7 +43,7 @@ def report_data(
 
     violations = table("violations")
     by_rule = _rows(
-        violations.groupBy("rule", "level", "section", "actor", "origin")
+        violations.groupBy("rule", "rule_version", "level", "section", "actor", "origin")
         .agg(F.count("*").alias("count"), F.min("time").alias("first_time"))
         .withColumn("summary", F.lit(""))
         .orderBy(F.desc("count"), "rule")

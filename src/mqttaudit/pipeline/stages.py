@@ -125,6 +125,7 @@ TYPES: dict[str, pa.DataType] = {
     "cause_event": pa.int64(),
     "cause_frame": pa.int64(),
     "tag": pa.string(),
+    "rule_version": pa.string(),
     # The packets table's reason code and MQTT 5.0 properties (null when the packet carries none).
     "reason_code": pa.int64(),
     "topic_alias": pa.int64(),

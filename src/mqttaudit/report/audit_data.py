@@ -26,11 +26,11 @@ class ByteAccounting(TypedDict):
 
     #: Bytes of TCP stream (both directions of every MQTT flow) the audit covered.
     mqtt_bytes: int
-    #: Bytes of whole packets: MQTT 3.1.1 packets that break no MUST-level codec rule, and the packets of a
-    #: connection whose version is not judged (MQTT 5.0, MQTT 3.1), framed (fixed header and length) only.
+    #: Bytes of whole packets that break no MUST-level codec rule of their connection's version (3.1.1, 5.0, 3.1),
+    #: and the packets of a connection framed only (no CONNECT captured, packets no 3.1.1 peer sends).
     packet_bytes: int
-    #: Bytes of malformed frames of a judged connection: packets that break a MUST-level codec rule, and frames whose
-    #: body did not decode (a truncated tail, an oversized packet, a stream after a five-byte Remaining Length).
+    #: Bytes of malformed frames: packets that break a MUST-level codec rule of their connection's version, and frames
+    #: whose body did not decode (a truncated tail, an oversized packet, a stream after a five-byte Remaining Length).
     malformed_bytes: int
     #: Bytes missing from the capture (gap records): sequence space the capture never saw.
     gap_bytes: int
@@ -59,7 +59,8 @@ class VersionInfo(TypedDict):
     """The connections that spoke one MQTT version, and how the audit handled them."""
 
     connections: int
-    #: One sentence: ``judged against MQTT 3.1.1``, ``framed only: MQTT 5.0 is not judged yet``...
+    #: One sentence: ``judged against MQTT 3.1.1``, ``decoded as MQTT 5.0 (every byte-level rule); its behaviour is
+    #: not judged yet``...
     handling: str
     #: Packets (frames) of those connections.
     packets: NotRequired[int]
@@ -104,6 +105,9 @@ class RuleCount(TypedDict):
     first_time: float | None
     #: The rule's one-line summary from the catalogue ("" to let the reports look it up).
     summary: str
+    #: The MQTT version whose specification numbers ``rule`` ("3.1.1" when missing; "5.0" for the codec's findings
+    #: on MQTT 5.0 connections): the same id can name different statements in 3.1.1 and 5.0.
+    rule_version: NotRequired[str | None]
 
 
 class TimeBucket(TypedDict):
@@ -160,6 +164,8 @@ class ViolationRow(TypedDict):
     cause_frame: NotRequired[int | None]
     #: That packet as the packets table describes it (``PUBLISH id 7, QoS 1, topic 'a/b', 9 bytes``).
     cause_packet: NotRequired[str | None]
+    #: The MQTT version whose specification numbers ``rule`` ("3.1.1" when missing).
+    rule_version: NotRequired[str | None]
 
 
 class RoutingRow(TypedDict):

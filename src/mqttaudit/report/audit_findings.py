@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..judge import reasons
-from ..spec import Catalogue, Rule
+from ..spec import Catalogue, Rule, load_catalogue
 from .audit_data import (
     AuditReportData,
     AuditSummary,
@@ -26,6 +26,9 @@ from .peer_text import cut
 from .statements import LEVEL_ORDER, default_catalogue, in_spec_order, section_of
 
 SIDES = ("client", "server")
+#: The version whose specification numbers a rule when its row does not say (the judge's, and every version's
+#: until MQTT 5.0).
+DEFAULT_RULE_VERSION = "3.1.1"
 #: How a violation was found.
 ORIGINS = {"codec": "seen in the bytes", "judge": "seen in the behaviour"}
 #: Routing finding kinds, in report order: (title, what went wrong).
@@ -121,6 +124,14 @@ class Reference:
     #: For a rule the spec states without a number: where it comes from.
     basis: str
     catalogued: bool
+    #: The MQTT version whose specification numbers the statement (the same id names other statements in 3.1.1
+    #: and 5.0).
+    version: str = "3.1.1"
+
+    @property
+    def label(self) -> str:
+        """The statement id, with its version when that is not 3.1.1: ``MQTT-2.2.2-property-length (MQTT 5.0)``."""
+        return self.rule if self.version == DEFAULT_RULE_VERSION else f"{self.rule} (MQTT {self.version})"
 
     @property
     def binds_text(self) -> str:
@@ -158,7 +169,7 @@ class RuleFinding:
 
     @property
     def title(self) -> str:
-        return f"{self.rule} broken by {_side_phrase(self.actor)}"
+        return f"{self.reference.label} broken by {_side_phrase(self.actor)}"
 
     @property
     def summary(self) -> str:
@@ -166,7 +177,7 @@ class RuleFinding:
         seen = " and ".join(ORIGINS.get(origin, f"found by {origin}") for origin in self.origins)
         first = f", first at {when(self.first_time)}" if self.first_time is not None else ""
         return (
-            f"{_side_phrase(self.actor).capitalize()} broke {self.rule} ({self.level}) "
+            f"{_side_phrase(self.actor).capitalize()} broke {self.reference.label} ({self.level}) "
             f"{plural(self.count, 'time')} in the audited traffic{first}" + (f"; {seen}" if seen else "") + "."
         )
 
@@ -362,12 +373,15 @@ class AuditView:
                 f"{plural(undecided, 'rule check')} could not be decided from the traffic (not assessable); "
                 "they are neither passes nor violations."
             )
-        framed = [(v, info) for v, info in self.versions if info.get("handling", "").startswith("framed only")]
-        if framed:
-            each = ", ".join(f"{version}: {count(info['connections'])}" for version, info in framed)
+        unjudged = [(v, info) for v, info in self.versions if not _judged(info)]
+        if unjudged:
+            each = "; ".join(
+                f"{version}: {count(info['connections'])}, {info.get('handling', '')}" for version, info in unjudged
+            )
             out.append(
-                f"{plural(sum(info['connections'] for _, info in framed), 'connection')} of a version that is not "
-                f"judged ({each}): framed only, never judged against the rules of MQTT 3.1.1."
+                f"The behaviour of {plural(sum(info['connections'] for _, info in unjudged), 'connection')} was not "
+                f"judged ({each}). Their bytes were checked as their version reads them and any codec finding is "
+                "reported; nothing they did over time was held against a rule, nor counted as a pass."
             )
         return out
 
@@ -432,8 +446,9 @@ def undecided_groups(data: AuditReportData, catalogue: Catalogue, anchors: Ancho
 def reference(rule: str, catalogue: Catalogue, level: str = "", section: str = "", summary: str = "") -> Reference:
     """The catalogue's entry for ``rule``; for an id it does not hold, what the audit's rows say about it."""
     entry: Rule | None = catalogue.get(rule)
+    version = catalogue.version
     if entry is not None:
-        return Reference(rule, entry.section, entry.level, entry.actor, entry.summary, entry.basis, True)
+        return Reference(rule, entry.section, entry.level, entry.actor, entry.summary, entry.basis, True, version)
     return Reference(
         rule,
         section or section_of(rule, catalogue),
@@ -442,32 +457,41 @@ def reference(rule: str, catalogue: Catalogue, level: str = "", section: str = "
         summary or "not in the rule catalogue",
         "",
         False,
+        version,
     )
+
+
+def catalogue_for(version: object, catalogue: Catalogue) -> Catalogue:
+    """The catalogue that numbers a row's rule: ``catalogue`` for the rows of its own version (and rows that name
+    none, numbered by 3.1.1), the catalogue of ``version`` for the others."""
+    wanted = str(version or DEFAULT_RULE_VERSION)
+    return catalogue if wanted == catalogue.version else load_catalogue(wanted)
 
 
 def rule_findings(data: AuditReportData, catalogue: Catalogue, anchors: Anchors) -> tuple[RuleFinding, ...]:
     """One finding per (rule, actor) of the counts and the samples; MUST first, then the most frequent, then in
     spec order."""
-    counts: dict[tuple[str, str], list[RuleCount]] = {}
+    counts: dict[tuple[str, str, str], list[RuleCount]] = {}
     for row in data.violations_by_rule:
-        counts.setdefault((row["rule"], row["actor"]), []).append(row)
-    samples: dict[tuple[str, str], list[ViolationRow]] = {}
+        counts.setdefault((row["rule"], _rule_version(row), row["actor"]), []).append(row)
+    samples: dict[tuple[str, str, str], list[ViolationRow]] = {}
     for sample in data.violation_samples:
-        samples.setdefault((sample["rule"], sample["actor"]), []).append(sample)
+        samples.setdefault((sample["rule"], _rule_version(sample), sample["actor"]), []).append(sample)
     keys = list(dict.fromkeys([*counts, *samples]))
     findings = []
-    for rule, actor in keys:
-        rows, examples = counts.get((rule, actor), []), samples.get((rule, actor), [])
+    for rule, version, actor in keys:
+        rows, examples = counts.get((rule, version, actor), []), samples.get((rule, version, actor), [])
         ref = reference(
             rule,
-            catalogue,
+            catalogue_for(version, catalogue),
             _first(r.get("level") for r in [*rows, *examples]),
             _first(r.get("section") for r in [*rows, *examples]),
             _first(r.get("summary") for r in rows),
         )
         origins = {str(r.get("origin") or "") for r in [*rows, *examples]} - {""}
         times = [t for t in [*(r.get("first_time") for r in rows), *(r.get("time") for r in examples)] if t is not None]
-        anchor = anchors.make("rule", rule, actor)
+        by_version = () if version == DEFAULT_RULE_VERSION else (version,)
+        anchor = anchors.make("rule", rule, *by_version, actor)
         examples.sort(key=lambda r: (r.get("time") is None, r.get("time") or 0.0))
         findings.append(
             RuleFinding(
@@ -520,14 +544,15 @@ def accounting(summary: AuditSummary) -> Accounting | None:
         counted.get("mqtt_bytes", 0),
         (
             (
-                "in whole MQTT packets (MQTT 3.1.1 packets with no MUST-level codec violation, and the packets of "
-                "connections of a version not judged, such as MQTT 5.0 or MQTT 3.1: framed, not decoded)",
+                "in whole MQTT packets (packets with no MUST-level codec violation of the version of their connection, "
+                "MQTT 3.1.1, 5.0 or 3.1, and the packets of connections framed only: no CONNECT captured, and "
+                "packets no MQTT 3.1.1 peer sends)",
                 counted.get("packet_bytes", 0),
             ),
             (
-                "in malformed frames of judged connections (packets that break a MUST-level codec rule, and frames "
-                "whose body did not decode: a truncated tail, an oversized packet, the rest of a stream after a "
-                "five-byte length)",
+                "in malformed frames (packets that break a MUST-level codec rule of the version of their connection, "
+                "and frames whose body did not decode: a truncated tail, an oversized packet, the rest of a stream "
+                "after a five-byte length)",
                 counted.get("malformed_bytes", 0),
             ),
             ("in gaps (never captured)", counted.get("gap_bytes", 0)),
@@ -543,6 +568,11 @@ def accounting(summary: AuditSummary) -> Accounting | None:
 def expected_of(sample: Sample, finding: RuleFinding) -> str:
     """What a conforming side does: the judge's words, else (a codec violation) the rule itself."""
     return sample.row.get("expected") or finding.reference.summary
+
+
+def _rule_version(row: RuleCount | ViolationRow) -> str:
+    """The version whose specification numbers a row's rule (3.1.1 for rows that name none)."""
+    return str(row.get("rule_version") or DEFAULT_RULE_VERSION)
 
 
 def _judged(version: VersionInfo) -> bool:

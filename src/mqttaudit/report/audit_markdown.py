@@ -64,7 +64,7 @@ def audit_to_markdown(data: AuditReportData, catalogue: Catalogue | None = None)
             ("Statement", "Broken by", "Level", "Section", "What the rule says", "Found", "Count", "First seen"),
             (
                 (
-                    f"[{code(f.rule, cell=True)}](#{f.anchor})",
+                    f"[{code(f.reference.label, cell=True)}](#{f.anchor})",
                     inline(f.actor),
                     inline(f.level),
                     inline(f.reference.section),
@@ -267,17 +267,39 @@ def offenders_part(view: AuditView) -> list[str]:
 
 
 def versions_part(view: AuditView) -> list[str]:
-    """The connections per MQTT version and how the audit handled each."""
+    """The connections per MQTT version and how the audit handled each, then the sample of connections with the
+    version each speaks."""
     lines = ["## Protocol versions", ""]
     if not view.versions:
-        return [*lines, "No version count was recorded."]
-    return lines + table(
-        ("Version", "Connections", "Packets", "How the audit handled them"),
-        (
-            (inline(version), count(info["connections"]), count(info.get("packets")), inline(info["handling"]))
-            for version, info in view.versions
-        ),
-    )
+        lines.append("No version count was recorded.")
+    else:
+        lines += table(
+            ("Version", "Connections", "Packets", "How the audit handled them"),
+            (
+                (inline(version), count(info["connections"]), count(info.get("packets")), inline(info["handling"]))
+                for version, info in view.versions
+            ),
+        )
+    rows = [row for anchor, row in view.connections if anchor]
+    if rows:
+        total = view.summary.get("connections")
+        out_of = f" of {count(total)}" if isinstance(total, int) else ""
+        lines += ["", f"### Connections ({count(len(rows))}{out_of}, the most violations first)", ""]
+        lines += table(
+            ("Flow", "Client", "Version", "How the audit handled it", "Packets", "Violations"),
+            (
+                (
+                    code(row["flow"], cell=True),
+                    code(client_label(row["client"], row.get("client_id")), cell=True),
+                    inline(str(row.get("version") or "-")),
+                    inline(str(row.get("handling") or "-")),
+                    count(row.get("packets")),
+                    count(row.get("violations")),
+                )
+                for row in rows
+            ),
+        )
+    return lines
 
 
 def undecided_part(view: AuditView) -> list[str]:
@@ -392,7 +414,10 @@ def capture_part(view: AuditView) -> list[str]:
 
 def reference_lines(references: Sequence[Reference]) -> list[str]:
     """The standard reference of some statements: section, id, level, the side bound and the catalogue summary."""
-    lines = [f"Source: {SPEC}.", ""]
+    lines = [
+        f"Source: {SPEC}" + ("" if all(r.version == "3.1.1" for r in references) else "; MQTT Version 5.0") + ".",
+        "",
+    ]
     for ref in references:
         if not ref.catalogued:
             lines.append(
@@ -400,8 +425,9 @@ def reference_lines(references: Sequence[Reference]) -> list[str]:
             )
             continue
         basis = f" Stated without a number: {prose(ref.basis)}." if ref.basis else ""
+        of = "" if ref.version == "3.1.1" else f" of MQTT {ref.version}"
         lines.append(
-            f"- Section {ref.section}, statement [{ref.rule}] ({ref.level}, binds {ref.binds_text}): "
+            f"- Section {ref.section}{of}, statement [{ref.rule}] ({ref.level}, binds {ref.binds_text}): "
             f"{prose(ref.summary)}.{basis}"
         )
     lines += [
