@@ -15,6 +15,7 @@ from .vectors_5 import (
     ENCODE_ONLY,
     FRAMING,
     INVALID,
+    OUT_OF_RANGE,
     PROPERTY_PLACES,
     REASON_CARRIERS,
     SAMPLES,
@@ -97,8 +98,24 @@ def test_every_property_in_every_place_it_may_appear_is_a_valid_vector() -> None
             carried.add(prop.identifier)
     assert carried == set(SAMPLES)
     # every property except User Property (allowed everywhere) also has a place where it may not appear
-    misplaced = {name for name, *_ in INVALID if name.startswith("property-0x")}
+    misplaced = {name for name, *_ in INVALID if name.startswith("property-0x") and "-value-" not in name}
     assert len(misplaced) == 26
+
+
+def test_every_property_bounded_beyond_its_data_type_has_an_out_of_range_vector_in_every_place() -> None:
+    widest = {"Byte": 0xFF, "Two Byte Integer": 0xFFFF, "Four Byte Integer": 0xFFFFFFFF}
+    bounded = {
+        p.identifier
+        for p in props.PROPERTIES
+        if p.minimum > 0 or (p.maximum is not None and p.maximum < widest.get(p.data_type.value, 268_435_455))
+    }
+    assert set(OUT_OF_RANGE) == bounded
+    for identifier in bounded:
+        for place in props.BY_ID[identifier].packets:
+            assert (
+                f"property-0x{identifier:02x}-value-{OUT_OF_RANGE[identifier][0]}-in-{props.where(place)}"
+                in invalid_ids
+            )
 
 
 def test_every_reason_code_of_every_packet_type_has_a_valid_vector() -> None:

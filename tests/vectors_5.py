@@ -331,15 +331,18 @@ _WRONG_PLACE_ORDER = [
 ]
 
 
-def carried(place: int, identifiers: list[int]) -> tuple[str, codec.Packet, bytes, int]:
-    """The packet carrying the sample values of ``identifiers`` at ``place``: (sender, packet, bytes, offset of the
-    first property's identifier)."""
+def carried(
+    place: int, identifiers: list[int], samples: dict[int, tuple[codec.packets.PropertyValue, str]] | None = None
+) -> tuple[str, codec.Packet, bytes, int]:
+    """The packet carrying the sample values (``SAMPLES``, or ``samples``) of ``identifiers`` at ``place``:
+    (sender, packet, bytes, offset of the first property's identifier)."""
+    values = {**SAMPLES, **(samples or {})}
     sender, make, first, before, after = CARRIERS[place]
-    prop_hex = "".join(vbi(i) + SAMPLES[i][1].replace(" ", "") for i in identifiers)
+    prop_hex = "".join(vbi(i) + values[i][1].replace(" ", "") for i in identifiers)
     length = vbi(len(h(prop_hex)))
     body = before.replace(" ", "") + length + prop_hex + after.replace(" ", "")
     remaining = vbi(len(h(body)))
-    packet = make(tuple(codec.Property(i, SAMPLES[i][0]) for i in identifiers))
+    packet = make(tuple(codec.Property(i, values[i][0]) for i in identifiers))
     offset = 1 + len(h(remaining)) + len(h(before)) + len(h(length))
     return sender, packet, h(first + remaining + body), offset
 
@@ -714,6 +717,30 @@ for _definition in props.PROPERTIES:
     _sender, _, _wire, _offset = carried(_wrong[0], [_definition.identifier])
     _name = f"property-0x{_definition.identifier:02x}-in-{props.where(_wrong[0])}"
     INVALID.append((_name, _sender, _wire, [(PROPERTY_PACKET, _offset)]))
+
+#: A value out of range for every property whose definition bounds it more than its data type does (the flags
+#: are 0 or 1, Receive Maximum, Maximum Packet Size, Topic Alias and Subscription Identifier are not 0), with the
+#: statement it breaks.
+OUT_OF_RANGE: dict[int, tuple[int, str, str]] = {
+    0x01: (2, "02", "MQTT-2.2.2-property-value"),
+    0x0B: (0, "00", "MQTT-2.2.2-property-value"),
+    0x17: (2, "02", "MQTT-2.2.2-property-value"),
+    0x19: (0xFF, "ff", "MQTT-2.2.2-property-value"),
+    0x21: (0, "0000", "MQTT-2.2.2-property-value"),
+    0x23: (0, "0000", "MQTT-3.3.2-8"),
+    0x24: (2, "02", "MQTT-2.2.2-property-value"),
+    0x25: (3, "03", "MQTT-2.2.2-property-value"),
+    0x27: (0, "00000000", "MQTT-2.2.2-property-value"),
+    0x28: (2, "02", "MQTT-2.2.2-property-value"),
+    0x29: (0x80, "80", "MQTT-2.2.2-property-value"),
+    0x2A: (2, "02", "MQTT-2.2.2-property-value"),
+}
+
+for _identifier, (_value, _hex, _rule) in OUT_OF_RANGE.items():
+    for _place in sorted(props.BY_ID[_identifier].packets):
+        _sender, _, _wire, _offset = carried(_place, [_identifier], {_identifier: (_value, _hex)})
+        _name = f"property-0x{_identifier:02x}-value-{_value}-in-{props.where(_place)}"
+        INVALID.append((_name, _sender, _wire, [(_rule, _offset + 1)]))
 
 #: Per packet type, Reason Codes it may not carry: one that another packet type defines and the reserved 0xFF.
 for _type, (_sender, _, _before, _after, _offset) in REASON_CARRIERS.items():
