@@ -317,3 +317,32 @@ def test_version_none_learns_5_0_from_the_connect_and_reads_what_follows_as_5_0(
     assert learned == codec.decode(stream, "client", version=V5)
     assert learned.violations == []
     assert [type(p) for p in learned.packets] == [codec.Connect, codec.Publish, codec.Auth, codec.Disconnect]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# What the first byte of an incomplete 5.0 packet already breaks
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sender", "data", "expected"),
+    [
+        ("client", "f1 05 00", ["MQTT-2.1.3-1", "MQTT-3.15.1-1"]),  # AUTH flags
+        ("client", "00 05", ["MQTT-2.1.2-reserved-type"]),
+        ("client", "20 03 00", ["MQTT-2.1.2-direction"]),
+        ("server", "82 05 00", ["MQTT-2.1.2-direction"]),
+        ("client", "62 80", []),  # a clean PUBREL whose Remaining Length is still arriving
+        ("client", "f0 02 18", []),  # AUTH is a packet in 5.0
+        ("server", "e0 02 8b", []),  # the server may send DISCONNECT in 5.0
+    ],
+)
+def test_what_the_first_byte_of_an_incomplete_5_0_packet_breaks_is_named_by_5_0_ids(
+    sender: str, data: str, expected: list[str]
+) -> None:
+    decoder = codec.StreamDecoder(sender, version=V5)
+    assert decoder.feed(bytes.fromhex(data)) == []
+    frame = decoder.waiting()
+    got = [v.rule for v in frame.violations] if frame is not None else []
+    assert got == expected
+    if frame is not None:
+        assert (frame.offset, frame.raw, frame.packet) == (0, bytes.fromhex(data), None)
