@@ -318,3 +318,19 @@ def test_junit_escapes_every_field_of_a_row_including_rule_side_and_kind() -> No
     assert "MQTT-9\\x07: (not in the rule catalogue)" in names
     assert any(name.startswith("MQTT-3.3.2-3 (le\\x0bak): ") for name in names)
     assert {p.attrib["value"] for p in suite.iter("property")} == {__version__, "cap\\x1b.pcap"}
+
+
+def test_junit_and_jsonl_keep_a_5_0_finding_apart_from_the_3_1_1_statement_of_the_same_id(tmp_path: Path) -> None:
+    # MQTT-3.1.2-17: a User Name statement in MQTT 5.0, a Will statement in MQTT 3.1.1.
+    v5 = violation(rule="MQTT-3.1.2-17", section="3.1.2.8", rule_version="5.0", detail="no User Name follows")
+    out = audit_dir(tmp_path, {"violations": [v5], "routing_findings": [], "connections": CONNECTIONS})
+    write_audit_reports(out, AuditReportData())
+    [line] = read_lines(out / "findings.jsonl")
+    assert (line["rule"], line["rule_version"]) == ("MQTT-3.1.2-17", "5.0")
+    cases = cases_by_key(ET.fromstring((out / "junit.xml").read_bytes()))
+    failed = cases["mqttaudit.audit.client", "MQTT-3.1.2-17 (MQTT 5.0)"]
+    assert failed.find("failure") is not None
+    assert failed.attrib["name"].endswith(load_catalogue("5.0")["MQTT-3.1.2-17"].summary)
+    # The 3.1.1 statement of that id stays a passing case of its own.
+    passing = cases["mqttaudit.audit.server", "MQTT-3.1.2-17"]
+    assert passing.find("failure") is None and passing.attrib["name"].endswith(CATALOGUE["MQTT-3.1.2-17"].summary)

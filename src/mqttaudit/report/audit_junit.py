@@ -6,6 +6,7 @@ all a capture can show."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,7 @@ from xml.etree import ElementTree as ET
 from .. import __version__
 from ..codec import rules as codec_rules
 from ..judge import CHECKED_RULES
-from ..spec import Catalogue
+from ..spec import Catalogue, Rule, load_catalogue
 from .audit_format import MAX_ROWS, WHOLE_IN, cause_text, evidence_is_cause, frame_label, plural, when
 from .audit_tables import ROUTING, VIOLATION
 from .evidence import MAX_HEX_BYTES, printable
@@ -22,6 +23,8 @@ from .peer_text import LIMIT, shown
 from .statements import default_catalogue, in_spec_order
 
 SIDES = ("client", "server")
+#: A rule label naming its version: ``MQTT-3.1.2-17 (MQTT 5.0)``.
+_LABELLED = re.compile(r"(.+) \(MQTT ([0-9.]+)\)")
 EVIDENCE = "evidence (hex)"
 
 
@@ -48,11 +51,29 @@ class FindingTally:
 
     def add(self, event_type: str, row: Mapping[str, Any]) -> None:
         if event_type == VIOLATION:
-            key = (str(row.get("rule") or ""), str(row.get("actor") or ""))
+            key = (rule_label(row), str(row.get("actor") or ""))
             self.violations.setdefault(key, Tally()).add(row)
         elif event_type == ROUTING:
             key = (str(row.get("rule") or ""), str(row.get("kind") or "session"))
             self.routing.setdefault(key, Tally()).add(row)
+
+
+def rule_label(row: Mapping[str, Any]) -> str:
+    """A violation's rule id, with the version whose specification numbers it when that is not 3.1.1 (the same id
+    names other statements in MQTT 5.0): ``MQTT-3.1.2-17 (MQTT 5.0)``."""
+    rule, version = str(row.get("rule") or ""), str(row.get("rule_version") or "3.1.1")
+    return rule if version == "3.1.1" else f"{rule} (MQTT {version})"
+
+
+def _entry(label: str, rules: Catalogue) -> Rule | None:
+    """The catalogue entry of a rule label: from the catalogue of the version it names, else from ``rules``."""
+    labelled = _LABELLED.fullmatch(label)
+    if labelled is None:
+        return rules.get(label)
+    try:
+        return load_catalogue(labelled.group(2)).get(labelled.group(1))
+    except ValueError:  # a version no catalogue has
+        return None
 
 
 def audit_checked_rules(catalogue: Catalogue) -> list[str]:
@@ -108,7 +129,7 @@ def audit_to_junit(
 
 
 def _testcase(suite: ET.Element, classname: str, rule_id: str, rules: Catalogue, suffix: str = "") -> ET.Element:
-    entry = rules.get(rule_id)
+    entry = _entry(rule_id, rules)
     summary = entry.summary if entry is not None else "(not in the rule catalogue)"
     return ET.SubElement(
         suite,
