@@ -118,6 +118,24 @@ def test_every_property_bounded_beyond_its_data_type_has_an_out_of_range_vector_
             )
 
 
+def test_each_packet_types_reason_codes_are_bound_by_its_own_5_0_statement() -> None:
+    # Written out from the 5.0 text, independently of the identity table the disallowed-code vectors use.
+    statements = {
+        "CONNACK": "MQTT-3.2.2-8",
+        "PUBACK": "MQTT-3.4.2-1",
+        "PUBREC": "MQTT-3.5.2-1",
+        "PUBREL": "MQTT-3.6.2-1",
+        "PUBCOMP": "MQTT-3.7.2-1",
+        "SUBACK": "MQTT-3.9.3-2",
+        "UNSUBACK": "MQTT-3.11.3-2",
+        "DISCONNECT": "MQTT-3.14.2-1",
+        "AUTH": "MQTT-3.15.2-1",
+    }
+    for name, _, _, expected in [v for v in INVALID if "-not-in-" in v[0]]:
+        assert expected == [(statements[name.rsplit("-", 1)[1]], expected[0][1])], name
+    assert len([n for n in invalid_ids if "-not-in-" in n]) == 2 * len(statements)
+
+
 def test_every_reason_code_of_every_packet_type_has_a_valid_vector() -> None:
     assert set(REASON_CARRIERS) == set(reason_codes.RULES)
     for packet_type, allowed in reason_codes.ALLOWED.items():
