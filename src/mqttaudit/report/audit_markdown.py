@@ -414,10 +414,9 @@ def capture_part(view: AuditView) -> list[str]:
 
 def reference_lines(references: Sequence[Reference]) -> list[str]:
     """The standard reference of some statements: section, id, level, the side bound and the catalogue summary."""
-    lines = [
-        f"Source: {SPEC}" + ("" if all(r.version == "3.1.1" for r in references) else "; MQTT Version 5.0") + ".",
-        "",
-    ]
+    versions = sorted({ref.version for ref in references}) or ["3.1.1"]
+    source = SPEC if versions == ["3.1.1"] else f"OASIS MQTT Version {' and '.join(versions)}"
+    lines = [f"Source: {source}.", ""]
     for ref in references:
         if not ref.catalogued:
             lines.append(
