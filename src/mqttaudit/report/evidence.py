@@ -68,8 +68,9 @@ def shown_hex(hex_bytes: str, length: object = None) -> str:
 
 def packet_label(event: Record) -> str:
     """The decoded packet (cut: a topic may be 60,000 characters); for a frame without a decoded packet, its bytes:
-    ``malformed: <hex>`` when a rule it breaks says why, else ``MQTT 5.0 packet, not decoded: <hex>`` (a frame of a
-    version that is not judged is framed, never read as MQTT 3.1.1, and is not malformed for that)."""
+    ``malformed: <hex>`` when a rule it breaks says why, else ``MQTT 5.0 packet, not decoded: <hex>`` (a frame that
+    was framed only, such as one of a connection whose CONNECT was not captured and whose packets no MQTT 3.1.1 peer
+    sends, is not read as MQTT 3.1.1, and is not malformed for that)."""
     if event.get("packet") is None:
         hexed = shown_hex(event["hex"], event.get("length"))
         if event.get("violations"):
