@@ -558,6 +558,9 @@ INVALID: list[tuple[str, str, bytes, Expected]] = [
     ),
     ("subscribe-shared-without-share-name", C, h("82 0f 0001 00 0009 247368617265 2f2f61 00"), [("MQTT-4.8.2-1", 14)]),
     ("subscribe-shared-without-filter", C, h("82 0e 0001 00 0008 2473686172652f67 00"), [("MQTT-4.8.2-2", 15)]),
+    # A Shared Subscription is unsubscribed by its whole filter: the same form holds there.
+    ("unsubscribe-shared-without-share-name", C, h("a2 0e 0001 00 0009 247368617265 2f2f61"), [("MQTT-4.8.2-1", 14)]),
+    ("unsubscribe-shared-without-filter", C, h("a2 0d 0001 00 0008 2473686172652f67"), [("MQTT-4.8.2-2", 15)]),
     (
         "subscribe-shared-share-name-with-wildcard",
         C,
@@ -573,15 +576,15 @@ INVALID: list[tuple[str, str, bytes, Expected]] = [
         "connect-authentication-data-without-method",
         C,
         h("10 12 0004 4d515454 05 02 0000 04 16000101 0001 63"),
-        [("MQTT-3.1.2-authentication-data", 9)],
+        [("MQTT-3.1.2-authentication-data", 13)],
     ),
     (
         "connack-authentication-data-without-method",
         S,
         h("20 07 00 00 04 16000101"),
-        [("MQTT-3.1.2-authentication-data", 2)],
+        [("MQTT-3.1.2-authentication-data", 5)],
     ),
-    ("auth-authentication-data-without-method", S, h("f0 06 18 04 16000101"), [("MQTT-3.1.2-authentication-data", 2)]),
+    ("auth-authentication-data-without-method", S, h("f0 06 18 04 16000101"), [("MQTT-3.1.2-authentication-data", 4)]),
     # Topics.
     ("publish-empty-topic-without-alias", C, h("30 04 0000 00 70"), [("MQTT-4.7.3-1", 2)]),
     (

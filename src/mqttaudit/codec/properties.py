@@ -173,6 +173,8 @@ MAXIMUM_QOS: Final = 0x24
 USER_PROPERTY: Final = 0x26
 MAXIMUM_PACKET_SIZE: Final = 0x27
 
+#: Where Authentication Method and Data may appear.
+_AUTHENTICATING: Final = frozenset({_CONNECT, _CONNACK, _AUTH})
 #: Properties a side may not send in a packet it may otherwise carry: (identifier, packet) -> (sender, rule).
 _FORBIDDEN_SENDER: Final[dict[tuple[int, int], tuple[Direction, str]]] = {
     (SUBSCRIPTION_IDENTIFIER, _PUBLISH): (Direction.FROM_CLIENT, rules.SUBSCRIPTION_ID_FROM_CLIENT),
@@ -269,6 +271,7 @@ def _read_all(
     found: list[Property] = []
     seen: set[int] = set()
     position = start
+    data_at = -1  # where Authentication Data starts, if any
     while position < stop:
         prop_start = position
         try:
@@ -282,7 +285,13 @@ def _read_all(
         if prop is None:  # unknown identifier: its length cannot be known, the rest is unreadable
             break
         _check_placement(prop, packet, direction, seen, prop_start, out)
+        if prop.identifier == AUTHENTICATION_DATA and data_at < 0:
+            data_at = prop_start
         found.append(prop)
+    if data_at >= 0 and AUTHENTICATION_METHOD not in seen and packet in _AUTHENTICATING:
+        # Authentication Data needs an Authentication Method beside it (3.1.2.11.10, 3.2.2.3.18, 3.15.2.2.3).
+        detail = f"{where(packet)} holds Authentication Data without an Authentication Method"
+        out.append(Violation(rules.AUTHENTICATION_DATA_WITHOUT_METHOD, data_at, detail))
     return tuple(found)
 
 
@@ -372,15 +381,6 @@ def _check_placement(
     if forbidden is not None and direction is forbidden[0]:
         side = "client" if direction is Direction.FROM_CLIENT else "server"
         out.append(Violation(forbidden[1], offset, f"{where(packet)} from the {side} holds {definition.name}"))
-
-
-def check_authentication(properties: Properties, packet: int, offset: int, out: list[Violation]) -> None:
-    """Authentication Data needs an Authentication Method in the same packet (3.1.2.11.10, 3.2.2.3.18,
-    3.15.2.2.3)."""
-    identifiers = {p.identifier for p in properties}
-    if AUTHENTICATION_DATA in identifiers and AUTHENTICATION_METHOD not in identifiers:
-        detail = f"{where(packet)} holds Authentication Data without an Authentication Method"
-        out.append(Violation(rules.AUTHENTICATION_DATA_WITHOUT_METHOD, offset, detail))
 
 
 # Writing.

@@ -43,7 +43,7 @@ from .packets import (
     Will,
     derive_connect_flags,
 )
-from .properties import TOPIC_ALIAS, WILL, check_authentication, read_properties
+from .properties import TOPIC_ALIAS, WILL, read_properties
 from .version import ProtocolVersion
 
 #: A packet body's reader: (cursor over the body, fixed-header flags, sender, version, findings) -> packet.
@@ -130,7 +130,6 @@ def read_connect(
         keep_alive = buf.pull_uint16()
         if v5:
             properties = _properties(buf, PacketType.CONNECT, direction, out)
-            check_authentication(properties, PacketType.CONNECT, flags_offset, out)
         if buf.eof():
             out.append(Violation(rules.CLIENT_ID_PRESENT, buf.tell(), "CONNECT payload has no Client Identifier"))
         else:
@@ -206,7 +205,6 @@ def read_connack(
         if v5:
             reason_codes.check_reason_code(PacketType.CONNACK, return_code, direction, offset + 1, out)
             properties = _properties(buf, PacketType.CONNACK, direction, out)
-            check_authentication(properties, PacketType.CONNACK, offset, out)
             _leftover(buf, "CONNACK", out)
     except BufferUnderrun as exc:
         if v5:  # in 3.1.1 the fixed-length rule has reported it
@@ -324,7 +322,6 @@ def _reason_and_properties(
     if buf.eof():
         return reason_code, None
     properties = _properties(buf, packet_type, direction, out)
-    check_authentication(properties, packet_type, offset, out)
     _leftover(buf, check.packet_name(packet_type, True), out)
     return reason_code, properties
 
@@ -449,7 +446,10 @@ def read_unsubscribe(
         if buf.eof():
             out.append(Violation(rules.UNSUBSCRIBE_NO_PAYLOAD, buf.tell(), "UNSUBSCRIBE has no Topic Filter"))
         while not buf.eof():
+            filter_offset = buf.tell()
             filters.append(read_string(buf, check.UNSUBSCRIBE_FILTER_FIELD, out))
+            if v5:  # a Shared Subscription is unsubscribed by its whole filter, in the same form
+                check.check_shared_filter(buf.data[filter_offset + 2 : buf.tell()], filter_offset + 2, out)
     except BufferUnderrun as exc:
         _overrun(exc, out)
     return Unsubscribe(
