@@ -32,7 +32,8 @@ class Traffic:
     packets: list[tuple[str, codec.Packet, bytes]] = dataclasses.field(default_factory=list)
 
     def add(self, direction: str, packet: codec.Packet) -> None:
-        self.packets.append((direction, packet, codec.encode(packet, direction=direction, version=self.version)))
+        options = {} if self.version is None else {"version": self.version}  # older codecs know 3.1.1 only
+        self.packets.append((direction, packet, codec.encode(packet, direction=direction, **options)))
 
     def stream(self, direction: str) -> bytes:
         return b"".join(raw for sender, _, raw in self.packets if sender == direction)

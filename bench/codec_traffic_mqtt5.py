@@ -23,7 +23,11 @@ from typing import Any
 from codec_traffic import CLIENT, SERVER, Traffic, TrafficGenerator  # bench/codec_traffic.py
 from mqttaudit import codec
 
-make = codec.properties.make
+
+def make(**values: Any) -> tuple[codec.Property, ...]:
+    """Properties by keyword (looked up when called: a codec older than 5.0 can still run the 3.1.1 mix)."""
+    return codec.properties.make(**values)
+
 
 #: Topics one side keeps publishing to; a new one replaces an old one now and then.
 WORKING_SET = 24
