@@ -245,7 +245,7 @@ class _Stream:
             ):
                 decoder = self._decoder = self._new_decoder(offset)
             else:
-                hunt = self._hunt = BoundaryHunt(self._direction(), offset, self._options.resync)
+                hunt = self._hunt = BoundaryHunt(self._direction(), offset, self._options.resync, self._sink.reading())
                 self._hunt_reason = AFTER_GAP if self._after_gap else MID_STREAM
         if hunt is not None:
             hunted = self._hunted

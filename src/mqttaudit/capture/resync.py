@@ -24,7 +24,7 @@ import heapq
 from dataclasses import dataclass
 from typing import Final
 
-from mqttaudit.codec import Direction, PacketType, Violation, decode, rules
+from mqttaudit.codec import Direction, PacketType, ProtocolVersion, Violation, decode, rules
 from mqttaudit.codec import validators as check
 from mqttaudit.codec.remaining_length import NEED_MORE, TOO_LONG, read_remaining_length
 from mqttaudit.codec.stream import DEFAULT_MAX_PACKET_SIZE
@@ -54,16 +54,17 @@ _Fed = tuple[int, int, int, int]  # (stream offset, length, time, order)
 
 
 @functools.cache
-def clean_first_bytes(direction: Direction | None) -> bytes:
+def clean_first_bytes(direction: Direction | None, version: ProtocolVersion = ProtocolVersion.V3_1_1) -> bytes:
     """For each first byte, 1 when the fixed header passes the codec's own header checks (type, direction, flags)
-    for ``direction``: a candidate starting with another byte is rejected without decoding the rest."""
+    for ``direction`` in ``version``: a candidate starting with another byte is rejected without decoding the rest."""
     table = bytearray(256)
+    v5 = version is ProtocolVersion.V5
     for first in range(256):
         packet_type, flags = first >> 4, first & 0x0F
         out: list[Violation] = []
-        if check.check_packet_type(packet_type, 0, out):
+        if check.check_packet_type(packet_type, 0, out, v5):
             if direction is not None:
-                check.check_direction(packet_type, direction, 0, out)
+                check.check_direction(packet_type, direction, 0, out, v5)
             if packet_type == PacketType.PUBLISH:
                 check.check_publish_flags(flags >> 1 & 3, bool(flags & 8), 0, out)
             else:
@@ -80,8 +81,16 @@ class BoundaryHunt:
     from the boundary on, split and timed as it was fed. Memory is bounded by ``max_bytes`` and one piece.
     """
 
-    def __init__(self, direction: Direction | None, start: int, rule: ResyncRule = ResyncRule()) -> None:
+    def __init__(
+        self,
+        direction: Direction | None,
+        start: int,
+        rule: ResyncRule = ResyncRule(),
+        version: ProtocolVersion = ProtocolVersion.V3_1_1,
+    ) -> None:
         self.direction = direction
+        #: The version candidates are decoded as: the one the connection's CONNECT named, when it was seen.
+        self.version = version
         self.start = start
         self.rule = rule
         self._base = start  # stream offset of _buf[0]
@@ -90,7 +99,7 @@ class BoundaryHunt:
         self._ends: set[int] = set()  # stream offsets where a segment's data ended
         self._scanned = start  # candidates below this were tried (rejected, or waiting in _waiting)
         self._waiting: list[tuple[int, int]] = []  # (offset the candidate waits for, candidate)
-        self._first_bytes = clean_first_bytes(direction)
+        self._first_bytes = clean_first_bytes(direction, version)
 
     @property
     def end(self) -> int:
@@ -187,7 +196,7 @@ class BoundaryHunt:
         return wait
 
     def _clean(self, packet: bytes) -> bool:
-        decoded = decode(packet, self.direction, max_packet_size=self.rule.max_packet_size)
+        decoded = decode(packet, self.direction, max_packet_size=self.rule.max_packet_size, version=self.version)
         return not any(not rules.is_advisory(violation.rule) for violation in decoded.violations)
 
     def _trim(self) -> None:

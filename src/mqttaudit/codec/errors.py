@@ -21,12 +21,15 @@ class CodecError(Exception):
 class BufferUnderrun(CodecError):
     """A read needed more bytes than the buffer holds; the read position is left unchanged."""
 
-    def __init__(self, offset: int, needed: int, available: int, what: str = "") -> None:
+    def __init__(self, offset: int, needed: int, available: int, what: str = "", *, reported: bool = False) -> None:
         super().__init__(f"{what or 'a field'} needs {needed} byte(s), {available} remain")
         self.offset = offset
         self.needed = needed
         self.available = available
         self.what = what
+        #: The reader found and reported why the packet ended early (a Property Length past its end): the fields
+        #: that should have followed are not missing on their own account.
+        self.reported = reported
 
 
 class ProtocolViolation(CodecError):

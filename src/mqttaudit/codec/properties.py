@@ -241,8 +241,8 @@ def read_properties(
     data: bytes, pos: int, end: int, packet: int, direction: Direction | None, out: list[Violation]
 ) -> tuple[Properties, int]:
     """The Property Length at ``data[pos]`` and the properties it covers within ``data[:end]``, reported into
-    ``out``; returns them and the position after them (``end`` at most). Raises :class:`BufferUnderrun` only when
-    the Property Length itself is cut off."""
+    ``out``; returns them and the position after them. Raises :class:`BufferUnderrun` when the Property Length is
+    cut off, or runs past ``end`` (reported here already: ``reported`` is set)."""
     if pos < end and data[pos] == 0:  # the common case: no properties
         return (), pos + 1
     length, start = read_remaining_length(data, pos, end)
@@ -259,8 +259,8 @@ def read_properties(
     if stop > end:
         detail = f"{where(packet)} Property Length is {length}, but only {end - start} byte(s) of the packet follow it"
         out.append(Violation(rules.PROPERTY_LENGTH, pos, detail))
-        # What follows is read as far as it goes, but the length is wrong: findings about it would be noise.
-        return _read_all(data, start, end, packet, direction, []), end
+        # The rest of the packet went into the properties: the fields after them are not missing on their own.
+        raise BufferUnderrun(pos, length, end - start, f"{where(packet)} properties", reported=True)
     return _read_all(data, start, stop, packet, direction, out), stop
 
 

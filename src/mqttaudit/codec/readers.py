@@ -71,7 +71,8 @@ def read_binary(buf: Buffer, what: str) -> bytes:
 
 
 def _overrun(exc: BufferUnderrun, out: list[Violation]) -> None:
-    out.append(Violation(rules.FIELD_OVERRUN, exc.offset, f"packet ends inside a field: {exc}"))
+    if not exc.reported:
+        out.append(Violation(rules.FIELD_OVERRUN, exc.offset, f"packet ends inside a field: {exc}"))
 
 
 def _raw_flags(packet_type: int, flags: int) -> int | None:
