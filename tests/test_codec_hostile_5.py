@@ -11,40 +11,21 @@ from __future__ import annotations
 
 import itertools
 import tracemalloc
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from mqttaudit import codec
 from mqttaudit.codec import rules
 
 from .strategies import DIRECTIONS, valid_connects_5, valid_packets_5
+from .test_codec_hostile import KIB, KINDS, MIB, PER_CALL, SETTINGS, BytesLike, Kind, kinds
 
-SETTINGS = settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 V5 = "5"
 VERSIONS = (V5, None)  # told 5.0, or learning it from the CONNECT at the start of the stream
-KIB = 1 << 10
-MIB = 1 << 20
-PER_CALL = 256  # what one ``feed`` call may allocate whatever it is given (as in test_codec_hostile.py)
 CONNECT_5 = bytes.fromhex("10 0d 0004 4d515454 05 02 0000 00 0000")
-
-BytesLike = bytes | bytearray | memoryview
-Kind = Callable[[bytes], BytesLike]
-
-
-def _offset_view(data: bytes) -> memoryview:
-    return memoryview(b"~~" + data + b"~")[2:-1]
-
-
-KINDS: dict[str, Kind] = {
-    "bytes": bytes,
-    "bytearray": bytearray,
-    "memoryview": memoryview,
-    "memoryview-slice": _offset_view,
-}
-kinds = pytest.mark.parametrize("kind", KINDS.values(), ids=KINDS.keys())
 
 #: A 5.0 CONNECT, a PUBLISH with properties, one with Topic Alias 0 (a MUST-level finding), an AUTH, then a
 #: SUBSCRIBE cut short: every kind of frame.
