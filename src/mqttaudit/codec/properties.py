@@ -180,6 +180,8 @@ _FORBIDDEN_SENDER: Final[dict[tuple[int, int], tuple[Direction, str]]] = {
     (SUBSCRIPTION_IDENTIFIER, _PUBLISH): (Direction.FROM_CLIENT, rules.SUBSCRIPTION_ID_FROM_CLIENT),
     (SESSION_EXPIRY_INTERVAL, _DISCONNECT): (Direction.FROM_SERVER, rules.SESSION_EXPIRY_FROM_SERVER),
 }
+#: The identifiers some side may not send somewhere.
+_SENDER_BOUND: Final = frozenset(identifier for identifier, _packet in _FORBIDDEN_SENDER)
 _PAIR_NAME: Final = _text("User Property name", rules.STRING_PAIR_UTF8)
 _PAIR_VALUE: Final = _text("User Property value", rules.STRING_PAIR_UTF8)
 _PLAIN_FIELDS: Final = {p.identifier: p.field or _text(p.name) for p in PROPERTIES if p.data_type is _UTF8}
@@ -264,77 +266,114 @@ def read_properties(
     return _read_all(data, start, stop, packet, direction, out), stop
 
 
+# The table as flat look-ups for the reading loop (identifiers are below 0x80, one byte each): the data type, the
+# allowed range, and per place bit masks of the identifiers allowed and of those that may repeat.
+_FIXED, _VARIABLE, _STRING, _STRING_PAIR, _BLOB = 0, 5, 6, 7, 8
+_KIND_CODES: Final = {_VAR: _VARIABLE, _UTF8: _STRING, _PAIR: _STRING_PAIR, _BINARY: _BLOB}
+_SIZES: Final = {_BYTE: 1, _TWO: 2, _FOUR: 4}
+_KIND: Final[list[int]] = [-1] * 0x80  # -1: unknown; 1, 2, 4: an integer of that many bytes; else a code above
+_MINIMUM: Final[list[int]] = [0] * 0x80
+_MAXIMUM: Final[list[int]] = [-1] * 0x80  # -1: what the data type holds
+for _definition in PROPERTIES:
+    _KIND[_definition.identifier] = _SIZES.get(_definition.data_type) or _KIND_CODES[_definition.data_type]
+    _MINIMUM[_definition.identifier] = _definition.minimum
+    _MAXIMUM[_definition.identifier] = -1 if _definition.maximum is None else _definition.maximum
+_ALLOWED_IN: Final[dict[int, int]] = {
+    place: sum(1 << p.identifier for p in PROPERTIES if place in p.packets) for place in _ALL
+}
+_REPEATABLE_IN: Final[dict[int, int]] = {
+    place: sum(1 << p.identifier for p in PROPERTIES if place in p.repeatable) for place in _ALL
+}
+_AUTHENTICATION_DATA_BIT: Final = 1 << AUTHENTICATION_DATA
+_AUTHENTICATION_METHOD_BIT: Final = 1 << AUTHENTICATION_METHOD
+
+
 def _read_all(
     data: bytes, start: int, stop: int, packet: int, direction: Direction | None, out: list[Violation]
 ) -> Properties:
     """The properties in ``data[start:stop]``, as far as they can be read."""
     found: list[Property] = []
-    seen: set[int] = set()
+    allowed, repeatable = _ALLOWED_IN[packet], _REPEATABLE_IN[packet]
+    seen = 0  # bit mask of the identifiers read so far
     position = start
     data_at = -1  # where Authentication Data starts, if any
     while position < stop:
         prop_start = position
+        value: PropertyValue
         try:
-            prop, position = _read_one(data, position, stop, packet, out)
+            identifier = data[position]
+            if identifier < 0x80:
+                position += 1
+            else:  # a Variable Byte Integer of more than one byte: overlong, or no identifier the table has
+                identifier, position = _read_variable(data, position, stop, "property identifier", out)
+            kind = _KIND[identifier] if identifier < 0x80 else -1
+            if kind < 0:  # unknown: its length cannot be known, the rest is unreadable
+                detail = f"{where(packet)} holds the unknown property identifier 0x{identifier:02x}"
+                out.append(Violation(rules.PROPERTY_IDENTIFIER, prop_start, detail))
+                break
+            value_at = position
+            if kind <= 4:
+                if position + kind > stop:
+                    raise BufferUnderrun(position, kind, stop - position, BY_ID[identifier].name)
+                value = data[position] if kind == 1 else int.from_bytes(data[position : position + kind], "big")
+                position += kind
+            else:
+                value, position = _read_value(data, position, stop, identifier, kind, out)
         except BufferUnderrun as exc:
             detail = f"{where(packet)} property runs past the Property Length: {exc}"
             out.append(Violation(rules.PROPERTY_LENGTH, exc.offset, detail))
             break
         except _Unreadable:
             break
-        if prop is None:  # unknown identifier: its length cannot be known, the rest is unreadable
-            break
-        _check_placement(prop, packet, direction, seen, prop_start, out)
-        if prop.identifier == AUTHENTICATION_DATA and data_at < 0:
+        if isinstance(value, int) and (
+            value < _MINIMUM[identifier] or (_MAXIMUM[identifier] >= 0 and value > _MAXIMUM[identifier])
+        ):
+            _out_of_range(identifier, value, packet, value_at, out)
+        bit = 1 << identifier
+        if not allowed & bit or (seen & bit and not repeatable & bit) or identifier in _SENDER_BOUND:
+            _check_placement(identifier, packet, direction, seen, prop_start, out)
+        if bit == _AUTHENTICATION_DATA_BIT and data_at < 0:
             data_at = prop_start
-        found.append(prop)
-    if data_at >= 0 and AUTHENTICATION_METHOD not in seen and packet in _AUTHENTICATING:
+        seen |= bit
+        found.append(Property(identifier, value))
+    if data_at >= 0 and not seen & _AUTHENTICATION_METHOD_BIT and packet in _AUTHENTICATING:
         # Authentication Data needs an Authentication Method beside it (3.1.2.11.10, 3.2.2.3.18, 3.15.2.2.3).
         detail = f"{where(packet)} holds Authentication Data without an Authentication Method"
         out.append(Violation(rules.AUTHENTICATION_DATA_WITHOUT_METHOD, data_at, detail))
     return tuple(found)
 
 
-def _read_one(data: bytes, pos: int, stop: int, packet: int, out: list[Violation]) -> tuple[Property | None, int]:
-    identifier, after = _read_variable(data, pos, stop, "property identifier", out)
-    definition = BY_ID.get(identifier)
-    if definition is None:
-        detail = f"{where(packet)} holds the unknown property identifier 0x{identifier:02x}"
-        out.append(Violation(rules.PROPERTY_IDENTIFIER, pos, detail))
-        return None, stop
-    value_at = after
-    value: PropertyValue
-    kind = definition.data_type
-    if kind is _VAR:
-        value, after = _read_variable(data, after, stop, definition.name, out)
-    elif kind is _UTF8:
-        raw, after = _read_length_prefixed(data, after, stop, definition.name)
-        value = check.check_string(raw, value_at + 2, _PLAIN_FIELDS[identifier], out)
-    elif kind is _BINARY:
-        value, after = _read_length_prefixed(data, after, stop, definition.name)
-    elif kind is _PAIR:
-        raw_name, middle = _read_length_prefixed(data, after, stop, "User Property name")
-        raw_value, after = _read_length_prefixed(data, middle, stop, "User Property value")
-        value = (
-            check.check_string(raw_name, value_at + 2, _PAIR_NAME, out),
-            check.check_string(raw_value, middle + 2, _PAIR_VALUE, out),
-        )
+def _read_value(
+    data: bytes, pos: int, stop: int, identifier: int, kind: int, out: list[Violation]
+) -> tuple[PropertyValue, int]:
+    """A value that is no fixed-size integer: a Variable Byte Integer, a string, a string pair or binary data."""
+    name = BY_ID[identifier].name
+    if kind == _VARIABLE:
+        return _read_variable(data, pos, stop, name, out)
+    if kind == _BLOB:
+        return _read_length_prefixed(data, pos, stop, name)
+    if kind == _STRING:
+        raw, after = _read_length_prefixed(data, pos, stop, name)
+        return check.check_string(raw, pos + 2, _PLAIN_FIELDS[identifier], out), after
+    raw_name, middle = _read_length_prefixed(data, pos, stop, "User Property name")
+    raw_value, after = _read_length_prefixed(data, middle, stop, "User Property value")
+    pair = (
+        check.check_string(raw_name, pos + 2, _PAIR_NAME, out),
+        check.check_string(raw_value, middle + 2, _PAIR_VALUE, out),
+    )
+    return pair, after
+
+
+def _out_of_range(identifier: int, value: int, packet: int, offset: int, out: list[Violation]) -> None:
+    definition = BY_ID[identifier]
+    if definition.maximum == 1:
+        allowed = "must be 0 or 1"
+    elif definition.maximum is not None:
+        allowed = f"must be {definition.minimum} to {definition.maximum}"
     else:
-        size = 1 if kind is _BYTE else 2 if kind is _TWO else 4
-        if after + size > stop:
-            raise BufferUnderrun(after, size, stop - after, definition.name)
-        value = int.from_bytes(data[after : after + size], "big")
-        after += size
-    if isinstance(value, int) and not definition.allows(value):
-        if definition.maximum == 1:
-            allowed = "must be 0 or 1"
-        elif definition.maximum is not None:
-            allowed = f"must be {definition.minimum} to {definition.maximum}"
-        else:
-            allowed = "must not be 0"
-        detail = f"{where(packet)} {definition.name} is {value}; it {allowed}"
-        out.append(Violation(definition.value_rule, value_at, detail))
-    return Property(identifier, value), after
+        allowed = "must not be 0"
+    detail = f"{where(packet)} {definition.name} is {value}; it {allowed}"
+    out.append(Violation(definition.value_rule, offset, detail))
 
 
 class _Unreadable(Exception):
@@ -365,18 +404,16 @@ def _read_length_prefixed(data: bytes, pos: int, stop: int, what: str) -> tuple[
 
 
 def _check_placement(
-    prop: Property, packet: int, direction: Direction | None, seen: set[int], offset: int, out: list[Violation]
+    identifier: int, packet: int, direction: Direction | None, seen: int, offset: int, out: list[Violation]
 ) -> None:
     """The property's place: allowed in this packet, not repeated unless it may be, sent by a side that may."""
-    identifier = prop.identifier
     definition = BY_ID[identifier]
     if packet not in definition.packets:
         detail = f"{definition.name} (0x{identifier:02x}) may not appear in {where(packet)}"
         out.append(Violation(rules.PROPERTY_PACKET, offset, detail))
-    elif identifier in seen and packet not in definition.repeatable:
+    elif seen & (1 << identifier) and packet not in definition.repeatable:
         detail = f"{where(packet)} holds {definition.name} (0x{identifier:02x}) more than once"
         out.append(Violation(rules.PROPERTY_DUPLICATE, offset, detail))
-    seen.add(identifier)
     forbidden = _FORBIDDEN_SENDER.get((identifier, packet))
     if forbidden is not None and direction is forbidden[0]:
         side = "client" if direction is Direction.FROM_CLIENT else "server"

@@ -232,6 +232,7 @@ class StreamDecoder:
         base = self._offset - pos  # stream offset of buf[0]
         direction = self.direction
         version = self.version
+        learn = self._learn
         limit = self._max_packet_size
         need = 0
         out: list[Violation] = []  # reused: a clean packet, the common case, allocates no list
@@ -251,8 +252,8 @@ class StreamDecoder:
             if end > size:
                 need = end - pos
                 break
-            if self._learn and buf[pos] >> 4 == _CONNECT:
-                self._learn = False
+            if learn and buf[pos] >> 4 == _CONNECT:
+                self._learn = learn = False
                 self._version = version = connect_version(buf, body, end) or version
             packet = read_packet(buf, pos, body, end, direction, out, version)
             if body - pos > 2 and not is_shortest(remaining, body - pos - 1):
