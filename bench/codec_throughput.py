@@ -594,6 +594,7 @@ def print_rows(title: str, mix: Mix, rows: Sequence[Measurement], pinned: int | 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     pinned = pin_to_one_cpu()
+    load_at_start = os.getloadavg() if hasattr(os, "getloadavg") else None  # other work on the machine skews figures
     with_mqtt5 = args.mqtt5 or args.profile == "5"
     print(f"building {args.packets:,} packets (seed {args.seed}) per mix ...", file=sys.stderr)
     mix = build_mix("3.1.1", args.packets, args.seed, args.chunk)
@@ -649,6 +650,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     verdicts = judge(rows)
     print_rows("Codec decode throughput, MQTT 3.1.1 mix", mix, rows, pinned)
+    print(f"- scapy read {scapy_read['read_right']:,} of {scapy_read['packets']:,} packets of the sample right")
     print("\nTargets (best of repeats):\n")
     for verdict in verdicts:
         status = "met" if verdict["met"] else "NOT MET"
@@ -710,7 +712,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "results": [row.as_json() for row in rows],
         "targets": verdicts,
         "framing": framing,
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "scapy_read": scapy_read,
+        "load_average": {
+            "start": None if load_at_start is None else list(load_at_start),
+            "end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        },
         "mqtt5": mqtt5,
     }
     args.json.write_text(json.dumps(result, indent=2) + "\n")
