@@ -181,7 +181,7 @@ _FORBIDDEN_SENDER: Final[dict[tuple[int, int], tuple[Direction, str]]] = {
     (SESSION_EXPIRY_INTERVAL, _DISCONNECT): (Direction.FROM_SERVER, rules.SESSION_EXPIRY_FROM_SERVER),
 }
 #: The identifiers some side may not send somewhere.
-_SENDER_BOUND: Final = frozenset(identifier for identifier, _packet in _FORBIDDEN_SENDER)
+_SENDER_BOUND: Final = sum({1 << identifier for identifier, _packet in _FORBIDDEN_SENDER})
 _PAIR_NAME: Final = _text("User Property name", rules.STRING_PAIR_UTF8)
 _PAIR_VALUE: Final = _text("User Property value", rules.STRING_PAIR_UTF8)
 _PLAIN_FIELDS: Final = {p.identifier: p.field or _text(p.name) for p in PROPERTIES if p.data_type is _UTF8}
@@ -245,9 +245,12 @@ def read_properties(
     """The Property Length at ``data[pos]`` and the properties it covers within ``data[:end]``, reported into
     ``out``; returns them and the position after them. Raises :class:`BufferUnderrun` when the Property Length is
     cut off, or runs past ``end`` (reported here already: ``reported`` is set)."""
-    if pos < end and data[pos] == 0:  # the common case: no properties
-        return (), pos + 1
-    length, start = read_remaining_length(data, pos, end)
+    if pos < end and data[pos] < 0x80:  # the common case: a one-byte Property Length
+        length, start = data[pos], pos + 1
+        if not length:
+            return (), start
+    else:
+        length, start = read_remaining_length(data, pos, end)
     if start == NEED_MORE:
         raise BufferUnderrun(pos, 1, end - pos, "Property Length")
     if start == TOO_LONG:
@@ -315,7 +318,17 @@ def _read_all(
             if kind <= 4:
                 if position + kind > stop:
                     raise BufferUnderrun(position, kind, stop - position, BY_ID[identifier].name)
-                value = data[position] if kind == 1 else int.from_bytes(data[position : position + kind], "big")
+                if kind == 1:
+                    value = data[position]
+                elif kind == 2:
+                    value = (data[position] << 8) | data[position + 1]
+                else:
+                    value = (
+                        (data[position] << 24)
+                        | (data[position + 1] << 16)
+                        | (data[position + 2] << 8)
+                        | data[position + 3]
+                    )
                 position += kind
             else:
                 value, position = _read_value(data, position, stop, identifier, kind, out)
@@ -330,7 +343,7 @@ def _read_all(
         ):
             _out_of_range(identifier, value, packet, value_at, out)
         bit = 1 << identifier
-        if not allowed & bit or (seen & bit and not repeatable & bit) or identifier in _SENDER_BOUND:
+        if not allowed & bit or (seen & bit and not repeatable & bit) or bit & _SENDER_BOUND:
             _check_placement(identifier, packet, direction, seen, prop_start, out)
         if bit == _AUTHENTICATION_DATA_BIT and data_at < 0:
             data_at = prop_start
@@ -381,6 +394,8 @@ class _Unreadable(Exception):
 
 
 def _read_variable(data: bytes, pos: int, stop: int, what: str, out: list[Violation]) -> tuple[int, int]:
+    if pos < stop and data[pos] < 0x80:  # one byte: the common case
+        return data[pos], pos + 1
     value, after = read_remaining_length(data, pos, stop)
     if after == NEED_MORE:
         raise BufferUnderrun(pos, 1, stop - pos, what)

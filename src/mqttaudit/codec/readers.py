@@ -262,7 +262,10 @@ def read_publish(
             else:
                 check.check_packet_id(_PUBLISH, packet_id, topic_end, out)
         if v5:
-            properties, payload_start = _publish_properties(data, payload_start, end, direction, out)
+            if payload_start < end and data[payload_start] == 0:  # no properties: the common case
+                payload_start += 1
+            else:
+                properties, payload_start = _publish_properties(data, payload_start, end, direction, out)
             if topic_end == topic_start and not any(p.identifier == TOPIC_ALIAS for p in properties):
                 # An empty Topic Name is allowed only where a Topic Alias stands for it (3.3.2.3.4).
                 detail = "Topic Name is empty (length 0x0000) and no Topic Alias stands for it"
