@@ -14,8 +14,9 @@ from .exits import EXIT_OK, CannotRun, Incomplete, exit_status_help
 from .options import output_options
 from .terminal import printable_line
 
-#: (what it is, who sends it, hex bytes): known defects from the field, and valid packets beside them.
-EXAMPLES: tuple[tuple[str, str, str], ...] = (
+#: (what it is, who sends it, hex bytes[, MQTT version]): known defects from the field, and valid packets beside
+#: them; MQTT 3.1.1 unless a version is given.
+EXAMPLES: tuple[tuple[str, ...], ...] = (
     ("SUBSCRIBE with an empty Topic Filter", "client", "82 05 00 01 00 00 00"),
     ("UNSUBSCRIBE with an empty Topic Filter", "client", "a2 04 00 02 00 00"),
     (
@@ -45,6 +46,10 @@ EXAMPLES: tuple[tuple[str, str, str], ...] = (
         "10 10 00 04 4d 51 54 54 04 42 00 3c 00 00 00 02 70 77",
     ),
     ("SUBACK sent by a client", "client", "90 03 00 01 00"),
+    ("MQTT 5.0 PUBLISH with Topic Alias 0", "client", "30 07 00 01 61 03 23 00 00", "5.0"),
+    ("MQTT 5.0 CONNACK in the 3.1.1 form: no Property Length", "server", "20 02 00 00", "5.0"),
+    ("MQTT 5.0 PUBLISH named by Topic Alias 2, empty Topic Name (valid)", "client", "30 06 00 00 03 23 00 02", "5.0"),
+    ("MQTT 5.0 PUBACK with Reason Code 0x10, no matching subscribers (valid)", "server", "40 03 00 01 10", "5.0"),
 )
 
 
@@ -64,10 +69,11 @@ def demo_command(out_dir: Path, force: bool, no_probe: bool, master: str) -> int
     installed, else amqtt), probe it with the case library, record real clients talking through it (a few of them
     misbehaving), audit that capture on Spark, and say where the reports are. Exit status 0 when every step ran
     (the defects it shows are the demo's point), 4 when no local broker could be started."""
-    catalogue = load_catalogue("3.1.1")
     failing = 0
-    for title, sender, hex_text in EXAMPLES:
-        frames = codec.decode(bytes.fromhex(hex_text), sender).frames
+    for title, sender, hex_text, *given in EXAMPLES:
+        version = given[0] if given else "3.1.1"
+        catalogue = load_catalogue(version)
+        frames = codec.decode(bytes.fromhex(hex_text), sender, version=version).frames
         verdict = "VIOLATIONS" if frames_have_errors(frames) else "conformant"
         failing += verdict != "conformant"
         click.echo(f"== {title} (from the {sender}): {verdict}")
