@@ -158,8 +158,12 @@ class TrafficGenerator:
         traffic.add(CLIENT, codec.Pingreq())
         traffic.add(SERVER, codec.Pingresp())
 
+    def start(self) -> Traffic:
+        """The traffic before the mix: nothing here; a version whose packets depend on a CONNECT opens with one."""
+        return Traffic()
+
     def build(self, count: int) -> Traffic:
-        traffic = Traffic()
+        traffic = self.start()
         rng = self.rng
         while len(traffic.packets) < count:
             roll = rng.random()

@@ -302,23 +302,9 @@ class Mqtt5TrafficGenerator(TrafficGenerator):
         self.aliases = {CLIENT: {}, SERVER: {}}  # [MQTT-3.3.2-7] aliases do not outlive the connection
         self.connected = True
 
-    def build(self, count: int) -> Traffic:
+    def start(self) -> Traffic:
         traffic = Traffic(version="5")
-        self.connect(traffic)
-        rng = self.rng
-        while len(traffic.packets) < count:
-            roll = rng.random()
-            if roll < 0.925:
-                self.publish(traffic, CLIENT if rng.random() < 0.6 else SERVER)
-            elif roll < 0.97:
-                self.ping(traffic)
-            elif roll < 0.988:
-                self.subscribe(traffic)
-            elif roll < 0.996:
-                self.unsubscribe(traffic)
-            else:
-                self.connect(traffic)
-        del traffic.packets[count:]
+        self.connect(traffic)  # Topic Alias Maximum and the other limits come with the CONNECT and CONNACK
         return traffic
 
 
