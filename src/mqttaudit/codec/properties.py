@@ -63,9 +63,6 @@ class PropertyDefinition:
         """The name as a Python keyword for :func:`make` and the packets table: ``topic_alias``."""
         return self.name.lower().replace(" ", "_").replace("-", "_")
 
-    def allows(self, value: int) -> bool:
-        return value >= self.minimum and (self.maximum is None or value <= self.maximum)
-
 
 _CONNECT, _CONNACK, _PUBLISH = int(PacketType.CONNECT), int(PacketType.CONNACK), int(PacketType.PUBLISH)
 _ACKS = frozenset({int(PacketType.PUBACK), int(PacketType.PUBREC), int(PacketType.PUBREL), int(PacketType.PUBCOMP)})
@@ -206,11 +203,6 @@ def make(**values: PropertyValue | Iterable[tuple[str, str]] | Iterable[int]) ->
         else:
             out.append(Property(definition.identifier, value))  # type: ignore[arg-type]
     return tuple(out)
-
-
-def values_of(properties: Properties | None, identifier: int) -> list[PropertyValue]:
-    """Every value of ``identifier`` among ``properties``, in wire order."""
-    return [p.value for p in properties or () if p.identifier == identifier]
 
 
 def first(properties: Properties | None, identifier: int) -> PropertyValue | None:
