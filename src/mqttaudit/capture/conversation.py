@@ -15,7 +15,6 @@ from typing import Final, NamedTuple
 from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, PacketType, StreamDecoder, rules
 from mqttaudit.codec.version import ProtocolVersion
 from mqttaudit.judge.events import Closed, Event, Lost, Quiet, Sent
-from mqttaudit.spec import identity
 
 from .detect import IS_CONNECT, PREFIX_BYTES, UNKNOWN_VERSION, connect_start, connect_version
 from .reassembly import (
@@ -53,11 +52,9 @@ UNKNOWN_NOT_311: Final = "unknown, not 3.1.1"
 FRAMED_ONLY: Final = {
     UNKNOWN_NOT_311: "framed only: no CONNECT captured, and some packets are not MQTT 3.1.1 packets (MQTT 5.0?)",
 }
-#: The id of "a packet cut short" in every version (a decoder names its findings by the version it reads).
-TRUNCATED: Final = frozenset({rules.TRUNCATED, identity.statement_id(rules.TRUNCATED, identity.V5) or rules.TRUNCATED})
 #: Versions whose connections are not fed to the judge.
 NOT_JUDGED: Final = frozenset(DECODED_ONLY) | frozenset(FRAMED_ONLY)
-#: Framing rules, the same in every version: what a framed-only connection can still break.
+#: Framing rules (keys), stated by every version: what a framed-only connection can still break.
 FRAMING_RULES: Final = frozenset(
     {rules.REMAINING_LENGTH_FOUR_BYTES, rules.REMAINING_LENGTH_SHORTEST, rules.TRUNCATED, rules.SIZE_LIMIT}
 )
@@ -312,7 +309,7 @@ class _Stream:
         if decoder is not None:
             self._decoder = None
             for frame in decoder.close():
-                if not own and any(violation.rule in TRUNCATED for violation in frame.violations):
+                if not own and any(violation.rule_key == rules.TRUNCATED for violation in frame.violations):
                     self._skip(frame.offset, frame.length, reason)
                 else:
                     self._frames([frame], self._time, self._order, decoder)
@@ -370,7 +367,8 @@ def not_311(frame: Frame) -> bool:
     """A whole frame whose body breaks an MQTT 3.1.1 rule that is no framing rule: no 3.1.1 packet, maybe a packet
     of another version."""
     return len(frame.raw) == frame.length and any(
-        violation.rule not in FRAMING_RULES and not rules.is_advisory(violation.rule) for violation in frame.violations
+        violation.rule_key not in FRAMING_RULES and not rules.is_advisory(violation.rule)
+        for violation in frame.violations
     )
 
 
@@ -385,7 +383,7 @@ def is_malformed(frame: Frame, *, framed: bool) -> bool:
 def framed_only(frame: Frame) -> Frame:
     """A frame of a connection no version can read: its bytes and framing violations, no 3.1.1 reading of its
     body."""
-    kept = tuple(violation for violation in frame.violations if violation.rule in FRAMING_RULES)
+    kept = tuple(violation for violation in frame.violations if violation.rule_key in FRAMING_RULES)
     return Frame(frame.offset, frame.length, frame.raw, None, kept)
 
 

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken rule: its id, the byte offset in the decoded input (or encoded output), and what was seen."""
+    """One broken rule: its id, the byte offset in the decoded input (or encoded output), and what was seen.
+
+    ``rule`` is the statement id of the version the bytes were read in; ``key`` the rule's version-independent
+    key (see :mod:`mqttaudit.spec.identity`) when that differs, so that checks above the codec compare keys."""
 
     rule: str
     offset: int
     detail: str
+    key: str = field(default="", compare=False)
+
+    @property
+    def rule_key(self) -> str:
+        """The rule's key: the same in every version that states it."""
+        return self.key or self.rule
 
 
 class CodecError(Exception):

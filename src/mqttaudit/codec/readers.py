@@ -598,7 +598,7 @@ def name_findings(out: list[Violation], start: int, version: ProtocolVersion) ->
         if rule == violation.rule:
             named.append(violation)
         elif rule is not None:
-            named.append(Violation(rule, violation.offset, violation.detail))
+            named.append(Violation(rule, violation.offset, violation.detail, violation.rule))
     out[start:] = named
 
 

@@ -176,7 +176,7 @@ class StreamDecoder:
             return None
         more = f"; the rest is still arriving ({_arrived(pending, 'its Remaining Length is not whole yet')})"
         violations = tuple(
-            Violation(rule, v.offset, v.detail + more)
+            Violation(rule, v.offset, v.detail + more, v.rule)
             for v in found
             if (rule := identity.statement_id(v.rule, version.value)) is not None
         )
@@ -192,12 +192,12 @@ class StreamDecoder:
             self._run = None
             if run.remaining:
                 detail = f"stream ended {run.remaining} byte(s) before the end of the oversized packet"
-                frames.append(run.frame((Violation(self._rule(rules.TRUNCATED), self._offset, detail),)))
+                frames.append(run.frame((self._violation(rules.TRUNCATED, self._offset, detail),)))
             elif run.length:
                 frames.append(run.frame())
         elif self._pending:
             pending = self._pending + self._more if self._more else self._pending
-            violation = Violation(self._rule(rules.TRUNCATED), self._offset, _truncation_detail(pending))
+            violation = self._violation(rules.TRUNCATED, self._offset, _truncation_detail(pending))
             frames.append(Frame(self._offset, len(pending), pending, None, (violation,)))
             self._offset += len(pending)
             self._pending = b""
@@ -258,11 +258,11 @@ class StreamDecoder:
             packet = read_packet(buf, pos, body, end, direction, out, version)
             if body - pos > 2 and not is_shortest(remaining, body - pos - 1):
                 detail = f"Remaining Length {remaining} written in {body - pos - 1} bytes; fewer suffice"
-                shortest = identity.statement_id(rules.REMAINING_LENGTH_SHORTEST, version.value)
-                out.insert(0, Violation(shortest or rules.REMAINING_LENGTH_SHORTEST, pos + 1, detail))
+                out.insert(0, self._violation(rules.REMAINING_LENGTH_SHORTEST, pos + 1, detail))
             if out:
                 # checks count offsets in ``buf``; findings count stream bytes
-                found = tuple([Violation(v.rule, v.offset + base, v.detail) for v in out]) if base else tuple(out)
+                moved = [Violation(v.rule, v.offset + base, v.detail, v.key) for v in out] if base else out
+                found = tuple(moved)
                 out.clear()
                 frame = Frame(base + pos, end - pos, buf[pos:end], packet, found)
             else:
@@ -280,8 +280,8 @@ class StreamDecoder:
 
     def _start_unframeable(self, buf: bytes, pos: int, base: int, frames: list[Frame]) -> int:
         header = buf[pos : pos + 6]
-        violation = Violation(
-            self._rule(rules.REMAINING_LENGTH_FOUR_BYTES),
+        violation = self._violation(
+            rules.REMAINING_LENGTH_FOUR_BYTES,
             base + pos + 5,
             f"Remaining Length has a fifth byte ({header[1:].hex(' ')}); the rest of the stream cannot be framed",
         )
@@ -298,12 +298,13 @@ class StreamDecoder:
     def _start_oversized(self, buf: bytes, pos: int, base: int, declared: int) -> int:
         detail = f"packet declares {declared} bytes, above the {self._max_packet_size}-byte bound; skipped undecoded"
         self._offset = base + pos
-        self._run = _Run(self._offset, declared, (Violation(self._rule(rules.SIZE_LIMIT), self._offset + 1, detail),))
+        self._run = _Run(self._offset, declared, (self._violation(rules.SIZE_LIMIT, self._offset + 1, detail),))
         return pos
 
-    def _rule(self, key: str) -> str:
-        """The id of a framing rule in the version being read (every version states the framing rules)."""
-        return identity.statement_id(key, self.version.value) or key
+    def _violation(self, key: str, offset: int, detail: str) -> Violation:
+        """A framing rule broken, named in the version being read (every version states the framing rules)."""
+        rule = identity.statement_id(key, self.version.value) or key
+        return Violation(rule, offset, detail, "" if rule == key else key)
 
     def __repr__(self) -> str:
         return (

@@ -88,7 +88,7 @@ def header_cut(seen: Seen) -> bool:
     if body < 0:
         return False
     header_end = body + VARIABLE_HEADER_LENGTH
-    return any(v.rule == codec_rules.FIELD_OVERRUN and v.offset - frame_start < header_end for v in seen.errors)
+    return any(v.rule_key == codec_rules.FIELD_OVERRUN and v.offset - frame_start < header_end for v in seen.errors)
 
 
 def foreign_protocol(connect: Connect, supported_levels: frozenset[int]) -> str | None:
@@ -109,7 +109,7 @@ def connect_reaction(seen: Seen, connect: Connect, supported_levels: frozenset[i
         return CLOSE_WITHOUT_CONNACK
     if connect.protocol_level not in supported_levels:
         return REFUSE_PROTOCOL_LEVEL
-    broken = {violation.rule for violation in seen.errors}
+    broken = {violation.rule_key for violation in seen.errors}
     if not broken:
         return ACCEPT_OR_REFUSE
     if broken == {codec_rules.CLIENT_ID_EMPTY_NEEDS_CLEAN_SESSION}:

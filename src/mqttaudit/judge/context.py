@@ -43,7 +43,7 @@ class Seen:
     @classmethod
     def of(cls, event: int, time: float, sender: Direction, frame: Frame, *, received: bool = True) -> Seen:
         errors = tuple(
-            v for v in frame.violations if not codec_rules.is_advisory(v.rule) and v.rule != codec_rules.TRUNCATED
+            v for v in frame.violations if not codec_rules.is_advisory(v.rule) and v.rule_key != codec_rules.TRUNCATED
         )
         return cls(event, time, sender, frame, errors, received)
 

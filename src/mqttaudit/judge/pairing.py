@@ -165,7 +165,7 @@ class Pairing:
             if seen.undecoded:
                 self._blind.add(seen.sender)
             return None
-        if any(v.rule == codec_rules.PACKET_DIRECTION for v in seen.errors):
+        if any(v.rule_key == codec_rules.PACKET_DIRECTION for v in seen.errors):
             return None
         if isinstance(packet, Publish):
             publication = self._note_publication(seen, packet)

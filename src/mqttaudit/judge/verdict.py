@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from mqttaudit.codec import Direction
+from mqttaudit.spec import identity
 
 #: The kinds of routing finding.
 LEAK = "leak"
@@ -98,9 +99,14 @@ def combine(judgements: Iterable[Judgement]) -> Judgement:
 
 @dataclass
 class Ledger:
-    """Collects, per rule, the instances a conversation decided (pass or finding) and those it could not."""
+    """Collects, per rule, the instances a conversation decided (pass or finding) and those it could not.
+
+    Checks name rules by key (see :mod:`mqttaudit.spec.identity`); the ledger records each under the statement id of
+    the connection's ``version``, and leaves out a rule that version does not state."""
 
     conversation: str = ""
+    #: The protocol version the conversation speaks ("3.1.1" until a CONNECT says otherwise).
+    version: str = identity.V3_1_1
     findings: list[Finding] = field(default_factory=list)
     held_rules: set[str] = field(default_factory=set)
     undecided_rules: dict[str, str] = field(default_factory=dict)
@@ -116,14 +122,20 @@ class Ledger:
         expected: str,
         kind: str = "",
         cause: int = -1,
-    ) -> Finding:
-        finding = Finding(rule, side, time, event, detail, expected, self.conversation, kind, cause)
+    ) -> Finding | None:
+        """One instance of ``rule`` failed; None when the conversation's version does not state the rule."""
+        named = identity.statement_id(rule, self.version)
+        if named is None:
+            return None
+        finding = Finding(named, side, time, event, detail, expected, self.conversation, kind, cause)
         self.findings.append(finding)
         return finding
 
     def held(self, rule: str) -> None:
         """One instance of ``rule`` was decided and passed."""
-        self.held_rules.add(rule)
+        named = identity.statement_id(rule, self.version)
+        if named is not None:
+            self.held_rules.add(named)
 
     def undecided(
         self,
@@ -137,6 +149,10 @@ class Ledger:
     ) -> None:
         """One instance of ``rule`` could not be decided: a row for it (once per rule, event and reason); the
         rule's first reason is its reason in ``not_assessable``."""
+        named = identity.statement_id(rule, self.version)
+        if named is None:
+            return
+        rule = named
         self.undecided_rules.setdefault(rule, reason)
         where = self.conversation if conversation is None else conversation
         self.undecided_rows.setdefault(Undecided(rule, reason, side, event, time, where))

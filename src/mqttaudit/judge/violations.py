@@ -56,7 +56,7 @@ def close_rule(seen: Seen, default: str = rules.CLOSE_ON_VIOLATION) -> tuple[str
     for codec_rule, by_receiver in CLOSE_RULES.items():
         rule = by_receiver[column]
         for violation in seen.errors:
-            if violation.rule == codec_rule and rule is not None:
+            if violation.rule_key == codec_rule and rule is not None:
                 return rule, violation
     return default, seen.errors[0]
 
@@ -81,7 +81,9 @@ class Offence:
         what = f"{seen.describe()} breaking {violation.rule}: {violation.detail}"
         broken = tuple(
             dict.fromkeys(
-                v.rule for v in seen.errors if v.rule in rules.ENFORCED_CODEC_RULES and v.rule not in (rule, act_rule)
+                v.rule_key
+                for v in seen.errors
+                if v.rule_key in rules.ENFORCED_CODEC_RULES and v.rule_key not in (rule, act_rule)
             )
         )
         return cls(seen, rule, act_rule or rule, what, broken)

@@ -32,7 +32,7 @@ def packet_name(frame: Frame) -> str:
     bytes that did not decode."""
     if frame.packet is not None:
         return type(frame.packet).__name__.upper()
-    return "unfinished" if any(v.rule == TRUNCATED for v in frame.violations) else "undecodable"
+    return "unfinished" if any(v.rule_key == TRUNCATED for v in frame.violations) else "undecodable"
 
 
 @dataclass

@@ -211,7 +211,7 @@ def server_violations(connection: ProbeConnection) -> list[Finding]:
             continue
         cited: set[str] = set()
         for violation in event.frame.violations:
-            if violation.rule in ENFORCED_CODEC_RULES and violation.rule not in cited:
+            if violation.rule_key in ENFORCED_CODEC_RULES and violation.rule not in cited:
                 cited.add(violation.rule)
                 findings.append(
                     Finding(

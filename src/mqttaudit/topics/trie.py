@@ -158,7 +158,7 @@ def _refuse(rule: str, topic_filter: str, at: int, what: str) -> None:
 def _raise_mqtt5(violations: list[Violation]) -> None:
     """Raises the first MUST-level violation, every id translated to its MQTT 5.0 statement."""
     if any(not rules.is_advisory(v.rule) for v in violations):
-        translated = [Violation(statement_id(v.rule, V5) or v.rule, v.offset, v.detail) for v in violations]
+        translated = [Violation(statement_id(v.rule, V5) or v.rule, v.offset, v.detail, v.rule) for v in violations]
         errors = [t for v, t in zip(violations, translated, strict=True) if not rules.is_advisory(v.rule)]
         raise InvalidTopic(errors[0], violations=tuple(translated))
 

@@ -30,7 +30,7 @@ def _violations(text: str, field: check.StringField, dialect: str) -> list[Viola
     out: list[Violation] = [] if too_long is None else [Violation(too_long.rule, 2, too_long.detail)]
     # The checks take the offset of the string's first byte; 2 stands for the length prefix that precedes it.
     check.check_string(raw, 2, field, out)
-    return [Violation(v.rule, max(v.offset - 2, 0), v.detail) for v in out]
+    return [Violation(v.rule, max(v.offset - 2, 0), v.detail, v.key) for v in out]
 
 
 def topic_name_violations(name: str, dialect: str = "mqtt") -> list[Violation]:
