@@ -1,6 +1,7 @@
-"""Real brokers on loopback: each one answers a raw MQTT 3.1.1 CONNECT, listens on 127.0.0.1 only, and is gone
-once stopped; a broker that fails to start says why. RabbitMQ also answers AMQP 0-9-1, and its whole process group
-and the epmd started for it go when it stops. A missing broker fails these tests: `make test` installs all four."""
+"""Real brokers on loopback: each one answers a raw CONNECT of every MQTT version it serves (3.1.1, 5.0), listens
+on 127.0.0.1 only, and is gone once stopped; a broker that fails to start says why. RabbitMQ also answers AMQP
+0-9-1, and its whole process group and the epmd started for it go when it stops; mqttools answers MQTT 5.0 only.
+A missing broker fails these tests: `make test` installs all five."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ import pika
 import pytest
 
 from mqttaudit import codec
+from mqttaudit.codec import properties
 from mqttaudit.probe import brokers
 from mqttaudit.probe.brokers import (
     BROKERS,
     NODE_PATH_VARIABLE,
+    VERSIONS,
     BrokerName,
     BrokerStartError,
     BrokerUnavailable,
@@ -45,11 +48,27 @@ def receive(conn: socket.socket, size: int) -> bytes:
     return data
 
 
-def connack_for(host: str, port: int, client_id: str) -> codec.Connack:
+def receive_packet(conn: socket.socket) -> bytes:
+    """One whole packet: the fixed header's first byte, its Remaining Length, and that many bytes."""
+    data = receive(conn, 1)
+    while len(data) < 5 and (more := receive(conn, 1)):
+        data += more
+        if not more[0] & 0x80:
+            break
+    remaining, _ = codec.read_remaining_length(data, 1, len(data))
+    return data + receive(conn, remaining)
+
+
+#: The CONNECT protocol level of each version.
+PROTOCOL_LEVELS = {"3.1.1": 4, "5": 5}
+
+
+def connack_for(host: str, port: int, client_id: str, version: str = "3.1.1") -> codec.Connack:
+    connect = codec.Connect(client_id=client_id, protocol_level=PROTOCOL_LEVELS[version])
     with socket.create_connection((host, port), timeout=5) as conn:
-        conn.sendall(codec.encode(codec.Connect(client_id=client_id)))
-        data = receive(conn, 4)
-    decoded = codec.decode(data, "server")
+        conn.sendall(codec.encode(connect, version=version))
+        data = receive_packet(conn)
+    decoded = codec.decode(data, "server", version=version)
     assert decoded.violations == []
     [connack] = decoded.packets
     assert isinstance(connack, codec.Connack)
@@ -124,11 +143,12 @@ def broker(request: pytest.FixtureRequest) -> Iterator[RunningBroker]:
         yield running
 
 
-def test_broker_accepts_a_clean_session_connect(broker: RunningBroker) -> None:
-    connack = connack_for(broker.host, broker.port, "t1")
+def test_broker_accepts_a_clean_session_connect_of_each_version_it_serves(broker: RunningBroker) -> None:
+    for version in VERSIONS[broker.name]:
+        connack = connack_for(broker.host, broker.port, f"t1-v{version}", version)
 
-    assert connack.return_code == 0
-    assert not connack.session_present
+        assert connack.return_code == 0, version
+        assert not connack.session_present, version
 
 
 def test_broker_listens_on_127_0_0_1_only(broker: RunningBroker) -> None:
@@ -294,3 +314,53 @@ def test_missing_rabbitmq_is_unavailable_with_install_instructions(
         "rabbitmq-server is not installed: run scripts/install-test-deps.sh (or apt-get install rabbitmq-server)"
     )
     assert "rabbitmq" not in available_brokers()
+
+
+@pytest.fixture(scope="module")
+def mqttools() -> Iterator[RunningBroker]:
+    with start_or_fail("mqttools") as running:
+        yield running
+
+
+def test_mqttools_answers_a_5_0_connect_with_a_5_0_connack_and_its_properties(mqttools: RunningBroker) -> None:
+    connect = codec.Connect(client_id="five", protocol_level=5, properties=properties.make(receive_maximum=10))
+    with socket.create_connection((mqttools.host, mqttools.port), timeout=5) as conn:
+        conn.sendall(codec.encode(connect, version="5"))
+        data = receive_packet(conn)
+
+    decoded = codec.decode(data, "server", version="5")
+    assert decoded.violations == []
+    assert decoded.packets == [
+        codec.Connack(
+            return_code=0,
+            properties=properties.make(
+                maximum_qos=0, wildcard_subscription_available=0, shared_subscription_available=0
+            ),
+        )
+    ]
+    assert "mqttools" in available_brokers()
+
+
+def test_mqttools_sends_nothing_back_to_a_3_1_1_connect(mqttools: RunningBroker) -> None:
+    with socket.create_connection((mqttools.host, mqttools.port), timeout=1) as conn:
+        conn.sendall(codec.encode(codec.Connect(client_id="four")))
+        # It stops reading the connection but leaves it open: silence, not a close, is what shows.
+        try:
+            answer = conn.recv(16)
+        except TimeoutError:
+            answer = b""
+
+    assert answer == b""
+
+
+def test_missing_mqttools_is_unavailable_with_install_instructions(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A None entry in sys.modules makes importlib.util.find_spec answer None, as for a module that is not there.
+    monkeypatch.setitem(sys.modules, "mqttools", None)
+
+    with pytest.raises(BrokerUnavailable) as error:
+        start_broker("mqttools")
+
+    assert str(error.value) == (
+        f"mqttools is not installed in {sys.executable}: install the test extra (pip install -e '.[test]')"
+    )
+    assert "mqttools" not in available_brokers()

@@ -1,5 +1,5 @@
-"""Real MQTT brokers (mosquitto, amqtt, aedes, and RabbitMQ with its MQTT plugin) run as child processes
-listening on 127.0.0.1 only.
+"""Real MQTT brokers (mosquitto, amqtt, aedes, RabbitMQ with its MQTT plugin, and mqttools, which speaks MQTT
+5.0 only) run as child processes listening on 127.0.0.1 only.
 
 >>> with start_broker("mosquitto") as broker:  # doctest: +SKIP
 ...     broker.url
@@ -31,9 +31,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, TypeAlias, get_args
 
-BrokerName: TypeAlias = Literal["mosquitto", "amqtt", "aedes", "rabbitmq"]
+BrokerName: TypeAlias = Literal["mosquitto", "amqtt", "aedes", "rabbitmq", "mqttools"]
 BROKERS: tuple[BrokerName, ...] = get_args(BrokerName)
 HOST = "127.0.0.1"
+#: The MQTT versions each broker serves here, as the codec names them (RabbitMQ 3.10 has no MQTT 5.0).
+VERSIONS: dict[str, tuple[str, ...]] = {
+    "mosquitto": ("3.1.1", "5"),
+    "amqtt": ("3.1.1",),
+    "aedes": ("3.1.1",),
+    "rabbitmq": ("3.1.1",),
+    "mqttools": ("5",),
+}
 
 #: Where ``npm install --prefix`` put aedes; the default is ``.node`` in the source checkout, else in the cwd.
 NODE_PATH_VARIABLE = "MQTTAUDIT_NODE_PATH"
@@ -400,11 +408,27 @@ def _prepare_rabbitmq(port: int, workdir: Path) -> _Launch:
     )
 
 
+def _locate_mqttools() -> str:
+    if importlib.util.find_spec("mqttools") is None:
+        raise BrokerUnavailable(
+            f"mqttools is not installed in {sys.executable}: install the test extra (pip install -e '.[test]')"
+        )
+    return sys.executable
+
+
+def _prepare_mqttools(port: int, workdir: Path) -> _Launch:
+    # Its --host defaults to localhost, which may also mean ::1; its TLS listener starts only with certificates.
+    command = [_locate_mqttools(), "-m", "mqttools", "--log-level", "info", "broker", "--host", HOST]
+    command += ["--port", str(port)]
+    return _Launch(command, ready=re.escape(f"Listening for clients on ('{HOST}', {port})."))
+
+
 _RECIPES: dict[str, _Recipe] = {
     "mosquitto": _Recipe(_locate_mosquitto, _prepare_mosquitto),
     "amqtt": _Recipe(_locate_amqtt, _prepare_amqtt),
     "aedes": _Recipe(_locate_aedes, _prepare_aedes),
     "rabbitmq": _Recipe(_locate_rabbitmq, _prepare_rabbitmq, timeout=60.0),
+    "mqttools": _Recipe(_locate_mqttools, _prepare_mqttools),
 }
 
 
