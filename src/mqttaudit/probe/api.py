@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..codec import ProtocolVersion
 from ..spec import Catalogue
 from .baseline import Baseline, compare, load_baseline
 from .case import Case, Target
@@ -31,8 +32,9 @@ from .outcome import (
     too_inconclusive,
 )
 from .preflight import Refusal, preflight, preflight_amqp
+from .profile import NO_PROFILE, BrokerProfile, load_profile
 from .runner import DEFAULT_CONCURRENCY, INCONCLUSIVE, VERDICTS, CaseResult, ProbeRun, run_probe
-from .selection import Patterns, select_cases
+from .selection import Patterns, parse_protocol, select_cases
 from .targets import is_amqp, parse_target
 
 
@@ -126,6 +128,8 @@ def run(
     baseline: Path | str | Baseline | None = None,
     confirm_timing: bool = True,
     progress: ProbeProgress | None = None,
+    protocol: ProtocolVersion | str | None = None,
+    profile: BrokerProfile | Path | str | None = None,
 ) -> ProbeResult:
     """Probes ``target`` (see :func:`run_async`) from synchronous code."""
     return asyncio.run(
@@ -140,6 +144,8 @@ def run(
             baseline=baseline,
             confirm_timing=confirm_timing,
             progress=progress,
+            protocol=protocol,
+            profile=profile,
         )
     )
 
@@ -156,26 +162,37 @@ async def run_async(
     baseline: Path | str | Baseline | None = None,
     confirm_timing: bool = True,
     progress: ProbeProgress | None = None,
+    protocol: ProtocolVersion | str | None = None,
+    profile: BrokerProfile | Path | str | None = None,
 ) -> ProbeResult:
     """Probes the broker at ``target`` (``mqtt://HOST:PORT``, or ``amqp://USER:PASS@HOST:PORT/VHOST`` for the AMQP
     routing suite) with the cases that ``cases`` selects and ``skip`` leaves out (globs over case ids or statement
-    ids; ``!glob`` in ``cases`` excludes too).
+    ids; ``!glob`` in ``cases`` excludes too) that speak ``protocol`` ("3.1.1", "5"; None or "all": every version).
+    ``profile`` (a :class:`~mqttaudit.probe.profile.BrokerProfile` or the path of its TOML file) declares what the
+    broker's CONNACK cannot.
 
     A target that cannot be reached or refuses the prober gives a result whose ``incomplete`` says why (exit
     status 4); nothing is raised for it. ValueError for a malformed target, a selection that matches nothing, a
-    bad ``max_inconclusive``, or an unreadable baseline (:class:`~mqttaudit.probe.baseline.BaselineError`).
+    bad ``max_inconclusive`` or ``protocol``, an unreadable baseline (:class:`~mqttaudit.probe.baseline.BaselineError`)
+    or profile (:class:`~mqttaudit.probe.profile.ProfileError`).
     """
     try:
         parsed = parse_target(target)
         limit = parse_share(max_inconclusive)
         known = load_baseline(baseline) if isinstance(baseline, Path | str) else baseline
-        selected = amqp_selection(cases, skip, suite) if is_amqp(target) else select_cases(cases, skip, suite=suite)
+        version = protocol if isinstance(protocol, ProtocolVersion) else parse_protocol(protocol)
+        declared = load_profile(profile) if isinstance(profile, Path | str) else profile or NO_PROFILE
+        selected = (
+            amqp_selection(cases, skip, suite)
+            if is_amqp(target)
+            else select_cases(cases, skip, suite=suite, protocol=version)
+        )
     except ValueError as exc:
         raise ProbeUsageError(str(exc)) from None
     if is_amqp(target):
         result = await _run_amqp(parsed, selected, timeout, progress)
     else:
-        result = await _run_mqtt(parsed, selected, timeout, concurrency, confirm_timing, progress)
+        result = await _run_mqtt(parsed, selected, timeout, concurrency, confirm_timing, progress, declared)
     probe_run = result.run
     if probe_run.incomplete is None:
         probe_run.incomplete = (
@@ -193,6 +210,7 @@ async def _run_mqtt(
     concurrency: int,
     confirm_timing: bool,
     progress: ProbeProgress | None,
+    profile: BrokerProfile = NO_PROFILE,
 ) -> ProbeResult:
     clock0 = time.monotonic()
     refusal = await preflight(target, timeout)
@@ -206,11 +224,12 @@ async def _run_mqtt(
         timeout=timeout,
         concurrency=concurrency,
         progress=None if progress is None else progress.finished,
+        profile=profile,
     )
     if confirm_timing and probe_run.broker_down is None:
 
         async def alone(case: Case) -> CaseResult:
-            return (await run_probe(target, [case], timeout=timeout, concurrency=1)).results[0]
+            return (await run_probe(target, [case], timeout=timeout, concurrency=1, profile=profile)).results[0]
 
         rerun_from = time.monotonic()
         probe_run.results = await confirm_timing_failures(probe_run.results, alone)

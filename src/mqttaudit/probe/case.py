@@ -3,6 +3,10 @@
 A script only drives the conversation; it never decides the verdict. The judge does, from the recorded events,
 so the same rules judge a live probe and a capture. A script may stop early with :class:`NotApplicable` (the
 broker declared a feature unsupported) or :class:`Inconclusive` (the setup the case needs did not happen).
+
+A case speaks one MQTT version (:attr:`Case.protocol`): its context connects, subscribes, publishes and
+acknowledges in that version's form, and after a 5.0 CONNACK knows what the broker declared it supports
+(:attr:`CaseContext.capabilities`, with the operator's profile over it).
 """
 
 from __future__ import annotations
@@ -18,9 +22,12 @@ from dataclasses import dataclass, field, replace
 from ..codec import (
     Connack,
     Connect,
+    Disconnect,
     Packet,
     Pingreq,
     Pingresp,
+    Property,
+    ProtocolVersion,
     Puback,
     Pubcomp,
     Publish,
@@ -33,7 +40,10 @@ from ..codec import (
     Unsubscribe,
     Will,
 )
+from ..codec import properties as props
+from .capabilities import Capabilities
 from .connection import ProbeConnection
+from .profile import NO_PROFILE, BrokerProfile
 
 Script = Callable[["CaseContext"], Awaitable[None]]
 
@@ -65,6 +75,8 @@ class Case:
     #: The family of shapes the case belongs to (``malformed/wildcard-position``); by default the first part of
     #: its id (``retain``), see :attr:`family_name`.
     family: str = ""
+    #: The MQTT version the case speaks; its statements are that version's ids.
+    protocol: ProtocolVersion = ProtocolVersion.V3_1_1
 
     @property
     def family_name(self) -> str:
@@ -105,11 +117,18 @@ class CaseContext:
     """What a case script works with: connections to the target, unique client ids and topics, and the usual
     client steps (connect, subscribe, publish), each bounded by the probe timeout."""
 
-    def __init__(self, case: Case, target: Target, *, timeout: float, run_id: str) -> None:
+    def __init__(
+        self, case: Case, target: Target, *, timeout: float, run_id: str, profile: BrokerProfile = NO_PROFILE
+    ) -> None:
         self.case = case
         self.target = target
         self.timeout = timeout
         self.run_id = run_id
+        self.protocol = case.protocol
+        #: What the operator declared about the broker (``--profile``).
+        self.profile = profile
+        #: What the broker supports, from the last 5.0 CONNACK with the profile over it; None before one.
+        self.capabilities: Capabilities | None = None
         self.connections: list[ProbeConnection] = []
         #: Topics the case left a retained message on; :meth:`clean_up` clears them after the case is judged.
         self.retained: set[str] = set()
@@ -147,7 +166,9 @@ class CaseContext:
             )
         except (OSError, TimeoutError) as exc:
             raise Unreachable(f"cannot connect to {self.target.url}: {os_error_text(exc)}") from exc
-        connection = ProbeConnection(label, reader, writer, self.clock, timeout=self.timeout, auto_ack=auto_ack)
+        connection = ProbeConnection(
+            label, reader, writer, self.clock, timeout=self.timeout, auto_ack=auto_ack, version=self.protocol
+        )
         if evidence:
             self.connections.append(connection)
         return connection
@@ -162,19 +183,62 @@ class CaseContext:
         will: Will | None = None,
         auto_ack: bool = True,
         evidence: bool = True,
+        properties: Iterable[Property] = (),
     ) -> ProbeConnection:
-        """Opens a connection whose CONNECT the broker accepts; :class:`Inconclusive` when it does not."""
+        """Opens a connection whose CONNECT the broker accepts; :class:`Inconclusive` when it does not.
+
+        A 5.0 case sends a 5.0 CONNECT (``clean_session`` is Clean Start) with ``properties``; the broker's
+        CONNACK sets :attr:`capabilities`, and an Assigned Client Identifier becomes the connection's
+        ``client_id`` (``client_id=""`` asks for one)."""
         connection = await self.open(name, auto_ack=auto_ack, evidence=evidence)
         connection.client_id = client_id if client_id is not None else self.client_id()
+        level = self.protocol.level
+        if self.protocol is not ProtocolVersion.V5 and properties:
+            raise ValueError(f"CONNECT properties need MQTT 5.0; case {self.case.id} speaks {self.protocol.value}")
         await connection.send(
-            Connect(client_id=connection.client_id, clean_session=clean_session, keep_alive=keep_alive, will=will)
+            Connect(
+                protocol_level=level,
+                client_id=connection.client_id,
+                clean_session=clean_session,
+                keep_alive=keep_alive,
+                will=will,
+                properties=properties,
+            )
         )
         ack = await connection.wait_type(Connack)
         if not isinstance(ack, Connack):
             raise Inconclusive(f"setup: {connection.missing('CONNACK')} for {connection.name}")
+        connection.connack = ack
         if ack.return_code != 0:
-            raise Inconclusive(f"setup: the broker refused the CONNECT of {connection.name} (code {ack.return_code})")
+            raise Inconclusive(
+                f"setup: the broker refused the CONNECT of {connection.name} (code 0x{ack.return_code:02x})"
+                if self.protocol is ProtocolVersion.V5
+                else f"setup: the broker refused the CONNECT of {connection.name} (code {ack.return_code})"
+            )
+        if self.protocol is ProtocolVersion.V5:
+            self.capabilities = Capabilities.from_connack(ack).merged(self.profile)
+            assigned = props.first(ack.properties, ASSIGNED_CLIENT_IDENTIFIER)
+            if isinstance(assigned, str) and not connection.client_id:
+                connection.client_id = assigned
         return connection
+
+    def require(self, feature: str, why: str) -> None:
+        """Stops the case as :class:`NotApplicable` when the broker (its last 5.0 CONNACK, or before one the
+        profile alone) declares ``feature`` unsupported; ``why`` says what the case needs it for. Features are
+        those of :data:`mqttaudit.probe.capabilities.FEATURES` (``qos2``, ``retain``, ``shared-subscriptions``)."""
+        known = self.capabilities or Capabilities().merged(self.profile)
+        refused = known.unsupported(feature)
+        if refused is not None:
+            raise NotApplicable(f"{why}: {refused}")
+
+    def declared(self, key: str, why: str) -> object:
+        """The value the profile declares for ``key`` (``authentication_methods``); :class:`NotApplicable` with
+        ``why`` when the profile does not declare it (no CONNACK says it)."""
+        value = getattr(self.profile, key)
+        if value is None:
+            where = f"the profile {self.profile.source}" if self.profile.source else "no --profile"
+            raise NotApplicable(f"{why}: {where} declares no {key}")
+        return value
 
     async def subscriber(self, name: str, *filters: tuple[str, int]) -> ProbeConnection:
         """A fresh connection subscribed to ``filters`` (SUBACK received). It subscribes a moment after CONNACK, so
@@ -186,39 +250,67 @@ class CaseContext:
         return connection
 
     async def leave(self, *connections: ProbeConnection) -> None:
-        """Ends each connection with DISCONNECT, as a well-behaved client does."""
+        """Ends each connection with DISCONNECT, as a well-behaved client does (in 5.0: Reason Code 0x00 left out,
+        the same two bytes)."""
         for connection in connections:
             await connection.send(_DISCONNECT)
 
-    async def subscribe(self, connection: ProbeConnection, *filters: tuple[str, int]) -> tuple[int, ...]:
-        """Subscribes and returns the SUBACK return codes; :class:`Inconclusive` without a SUBACK."""
+    async def disconnect(
+        self, connection: ProbeConnection, reason_code: int = 0x00, properties: Iterable[Property] | None = None
+    ) -> None:
+        """Sends a 5.0 DISCONNECT with ``reason_code`` written out (0x04: Disconnect with Will Message)."""
+        await connection.send(Disconnect(reason_code=reason_code, properties=properties))
+
+    async def subscribe(
+        self,
+        connection: ProbeConnection,
+        *filters: tuple[str, int] | Subscription,
+        properties: Iterable[Property] = (),
+    ) -> tuple[int, ...]:
+        """Subscribes and returns the SUBACK return codes (5.0: Reason Codes); :class:`Inconclusive` without a
+        SUBACK. A filter is ``(topic_filter, qos)`` or a :class:`Subscription` with 5.0 options."""
         packet_id = self.packet_id()
         since = len(connection.received)
         if connection.subscribed_from is None:
             connection.subscribed_from = since
-        subscriptions = [Subscription(topic_filter=topic_filter, qos=qos) for topic_filter, qos in filters]
-        await connection.send(Subscribe(packet_id=packet_id, subscriptions=subscriptions))
+        subscriptions = [
+            item if isinstance(item, Subscription) else Subscription(topic_filter=item[0], qos=item[1])
+            for item in filters
+        ]
+        await connection.send(Subscribe(packet_id=packet_id, subscriptions=subscriptions, properties=properties))
         ack = await connection.wait_for(_answers(Suback, packet_id), since=since)
         if not isinstance(ack, Suback):
             raise Inconclusive(f"setup: {connection.missing(f'SUBACK for packet id {packet_id}')} on {connection.name}")
         return ack.return_codes
 
-    async def subscribe_granted(self, connection: ProbeConnection, topic_filter: str, qos: int) -> int:
-        """Subscribes one filter; :class:`NotApplicable` when the broker refuses it or grants less than ``qos``."""
-        (code,) = (await self.subscribe(connection, (topic_filter, qos)))[:1] or (0x80,)
-        if code == 0x80:
-            raise NotApplicable(f"the broker refused the subscription {topic_filter!r} (SUBACK 0x80)")
-        if code < qos:
-            raise NotApplicable(f"the broker granted QoS {code} for a QoS {qos} subscription")
+    async def subscribe_granted(
+        self, connection: ProbeConnection, topic_filter: str | Subscription, qos: int | None = None
+    ) -> int:
+        """Subscribes one filter; :class:`NotApplicable` when the broker refuses it (3.1.1: 0x80; 5.0: a Reason
+        Code of 0x80 or more) or grants less than ``qos`` (a :class:`Subscription` carries its own)."""
+        wanted = topic_filter if isinstance(topic_filter, Subscription) else (topic_filter, qos or 0)
+        asked = wanted.qos if isinstance(wanted, Subscription) else wanted[1]
+        shown = wanted.topic_filter if isinstance(wanted, Subscription) else wanted[0]
+        (code,) = (await self.subscribe(connection, wanted))[:1] or (0x80,)
+        if is_refusal(code, self.protocol):
+            raise NotApplicable(f"the broker refused the subscription {shown!r} (SUBACK 0x{code:02x})")
+        if code < asked:
+            raise NotApplicable(f"the broker granted QoS {code} for a QoS {asked} subscription")
         return code
 
-    async def unsubscribe(self, connection: ProbeConnection, *filters: str) -> None:
+    async def unsubscribe(
+        self, connection: ProbeConnection, *filters: str, properties: Iterable[Property] = ()
+    ) -> tuple[int, ...]:
+        """Unsubscribes and returns the UNSUBACK Reason Codes (none in 3.1.1); :class:`Inconclusive` without an
+        UNSUBACK."""
         packet_id = self.packet_id()
         since = len(connection.received)
-        await connection.send(Unsubscribe(packet_id=packet_id, topic_filters=filters))
-        if not isinstance(await connection.wait_for(_answers(Unsuback, packet_id), since=since), Unsuback):
+        await connection.send(Unsubscribe(packet_id=packet_id, topic_filters=filters, properties=properties))
+        ack = await connection.wait_for(_answers(Unsuback, packet_id), since=since)
+        if not isinstance(ack, Unsuback):
             missing = connection.missing(f"UNSUBACK for packet id {packet_id}")
             raise Inconclusive(f"setup: {missing} on {connection.name}")
+        return ack.reason_codes
 
     async def publish(
         self,
@@ -228,22 +320,35 @@ class CaseContext:
         *,
         qos: int = 0,
         retain: bool = False,
-    ) -> None:
-        """Publishes and completes the QoS flow (PUBACK, or PUBREC/PUBREL/PUBCOMP); bounded like every wait."""
+        properties: Iterable[Property] = (),
+    ) -> int | None:
+        """Publishes and completes the QoS flow (PUBACK, or PUBREC/PUBREL/PUBCOMP); bounded like every wait.
+
+        Returns the Reason Code of the broker's PUBACK or PUBREC (0x00 when a 5.0 broker leaves it out, and in
+        3.1.1), None for QoS 0 or when no answer came. A 5.0 PUBREC of 0x80 or more refuses the message: no PUBREL
+        follows [MQTT-4.3.3-4]."""
         packet_id = self.packet_id() if qos else None
         if retain and payload:
             self.retained.add(topic)
         since = len(connection.received)
-        await connection.send(Publish(topic=topic, payload=payload, qos=qos, retain=retain, packet_id=packet_id))
+        await connection.send(
+            Publish(topic=topic, payload=payload, qos=qos, retain=retain, packet_id=packet_id, properties=properties)
+        )
         if qos == 0:
             # PINGRESP answers a later request, so it shows the broker processed the PUBLISH before it.
             await connection.send(Pingreq())
             await connection.wait_type(Pingresp, since=since)
-        elif qos == 1:
-            await connection.wait_for(_answers(Puback, packet_id), since=since)
-        elif qos == 2 and isinstance(await connection.wait_for(_answers(Pubrec, packet_id), since=since), Pubrec):
-            await connection.send(Pubrel(packet_id=packet_id))
+            return None
+        kind = Puback if qos == 1 else Pubrec
+        ack = await connection.wait_for(_answers(kind, packet_id), since=since)
+        if not isinstance(ack, Puback | Pubrec):
+            return None
+        code = ack.reason_code or 0x00
+        if isinstance(ack, Pubrec) and not is_refusal(code, self.protocol):
+            success = 0x00 if self.protocol is ProtocolVersion.V5 else None
+            await connection.send(Pubrel(packet_id=packet_id, reason_code=success))
             await connection.wait_for(_answers(Pubcomp, packet_id), since=since)
+        return code
 
     async def deliveries(self, connection: ProbeConnection, topic: str, *, timeout: float | None = None) -> None:
         """Waits for a PUBLISH on ``topic``, at most until every delivery the judge may expect is due (its answer
@@ -291,6 +396,15 @@ def _tag(text: str) -> str:
     if len(text) == 8 and all(c in "0123456789abcdef" for c in text):
         return text
     return hashlib.blake2b(text.encode(), digest_size=4).hexdigest()
+
+
+def is_refusal(code: int, protocol: ProtocolVersion = ProtocolVersion.V3_1_1) -> bool:
+    """A SUBACK, PUBACK or PUBREC code that refuses: 3.1.1's 0x80, or any 5.0 Reason Code from 0x80 up."""
+    return code >= 0x80 if protocol is ProtocolVersion.V5 else code == 0x80
+
+
+#: The CONNACK property naming the Client Identifier the server assigned [MQTT-3.2.2-16].
+ASSIGNED_CLIENT_IDENTIFIER = 0x12
 
 
 def _answers(kind: type[Packet], packet_id: int | None) -> Callable[[Packet], bool]:
@@ -367,11 +481,17 @@ def case(
     expected: str = "",
     timing: bool = False,
     family: str = "",
+    protocol: ProtocolVersion = ProtocolVersion.V3_1_1,
 ) -> Callable[[Script], Script]:
-    """Registers a script as a case of the library."""
+    """Registers a script as a case of the library; ``protocol`` is the version it speaks (its statements are that
+    version's ids)."""
 
     def register(script: Script) -> Script:
-        CASES.register(Case(case_id, tuple(statements), title, script, stimulus, expected, timing, family=family))
+        CASES.register(
+            Case(
+                case_id, tuple(statements), title, script, stimulus, expected, timing, family=family, protocol=protocol
+            )
+        )
         return script
 
     return register

@@ -13,7 +13,20 @@ import struct
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..codec import Direction, Frame, Packet, Puback, Pubcomp, Publish, Pubrec, Pubrel, StreamDecoder, encode
+from ..codec import (
+    Connack,
+    Direction,
+    Frame,
+    Packet,
+    ProtocolVersion,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    StreamDecoder,
+    encode,
+)
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from .overflow import MAX_BYTES, MAX_FRAMES, MAX_VIOLATIONS, SERVER_MAX_PACKET, Overflow
 
@@ -42,9 +55,14 @@ class ProbeConnection:
         *,
         timeout: float,
         auto_ack: bool = True,
+        version: ProtocolVersion = ProtocolVersion.V3_1_1,
     ) -> None:
         self.name = name
         self.client_id = ""
+        #: The MQTT version both directions are read and written as.
+        self.version = version
+        #: The CONNACK that accepted or refused this connection's CONNECT (set by ``CaseContext.connect``).
+        self.connack: Connack | None = None
         #: The index in ``received`` where the connection's first SUBSCRIBE was sent (None before it).
         self.subscribed_from: int | None = None
         self.events: list[Event] = []
@@ -56,9 +74,9 @@ class ProbeConnection:
         self._writer = writer
         self._clock = clock
         self._opened = clock()
-        self._to_server = StreamDecoder(CLIENT)
+        self._to_server = StreamDecoder(CLIENT, version=version)
         self._begun: int | None = None  # stream offset of a packet recorded while it was still arriving
-        self._from_server = StreamDecoder(SERVER, max_packet_size=SERVER_MAX_PACKET)
+        self._from_server = StreamDecoder(SERVER, max_packet_size=SERVER_MAX_PACKET, version=version)
         self._received: list[Packet] = []
         self._kept_frames = 0
         self._kept_bytes = 0
@@ -118,7 +136,9 @@ class ProbeConnection:
 
     async def send(self, data: Packet | bytes, *, validate: bool = True) -> None:
         """Sends a packet (encoded by the codec; ``validate=False`` for a deliberately invalid one) or raw bytes."""
-        raw = data if isinstance(data, bytes) else encode(data, validate=validate, direction=CLIENT)
+        raw = (
+            data if isinstance(data, bytes) else encode(data, validate=validate, direction=CLIENT, version=self.version)
+        )
         if self._closed is not None or self._closing:
             return  # the connection is over: nothing more reaches the broker, and the judge sees why
         now = self._clock()
@@ -244,7 +264,7 @@ class ProbeConnection:
             self._changed.notify_all()
         if self.auto_ack:
             for packet in packets:
-                answer = _acknowledgement(packet)
+                answer = _acknowledgement(packet, self.version)
                 if answer is not None:
                     await self.send(answer)
 
@@ -334,13 +354,15 @@ def client_frames(decoder: StreamDecoder, raw: bytes, begun: int | None = None) 
     return frames, begun
 
 
-def _acknowledgement(packet: Packet) -> Packet | None:
-    """What a correct client answers to a packet from the server [MQTT-4.5.0-2, MQTT-4.3.2-2, MQTT-4.3.3-2]."""
+def _acknowledgement(packet: Packet, version: ProtocolVersion = ProtocolVersion.V3_1_1) -> Packet | None:
+    """What a correct client answers to a packet from the server [MQTT-4.5.0-2, MQTT-4.3.2-2, MQTT-4.3.3-2]; in
+    5.0 with the Reason Code Success written out (0x00), which a 5.0 reader takes and a 3.1.1 packet cannot hold."""
+    success = 0x00 if version is ProtocolVersion.V5 else None
     if isinstance(packet, Publish) and packet.packet_id is not None:
         if packet.qos == 1:
-            return Puback(packet_id=packet.packet_id)
+            return Puback(packet_id=packet.packet_id, reason_code=success)
         if packet.qos == 2:
-            return Pubrec(packet_id=packet.packet_id)
+            return Pubrec(packet_id=packet.packet_id, reason_code=success)
     if isinstance(packet, Pubrel) and packet.packet_id is not None:
-        return Pubcomp(packet_id=packet.packet_id)
+        return Pubcomp(packet_id=packet.packet_id, reason_code=success)
     return None

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..codec import Connack, Connect, Direction
+from ..codec import Connack, Connect, Direction, ProtocolVersion
 from ..codec.describe import describe_packet
 from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, judge_scenario
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
@@ -25,6 +25,7 @@ from .baseline import BaselineDiff
 from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, os_error_text
 from .connection import ProbeConnection
 from .overflow import Overflow
+from .profile import NO_PROFILE, BrokerProfile
 
 PASS = "pass"
 FAIL = "fail"
@@ -111,6 +112,7 @@ async def run_probe(
     timeout: float = 2.0,
     concurrency: int = DEFAULT_CONCURRENCY,
     progress: Callable[[CaseResult], None] | None = None,
+    profile: BrokerProfile = NO_PROFILE,
 ) -> ProbeRun:
     """Runs ``cases`` against ``target``, at most ``concurrency`` at a time; results keep the order of ``cases``.
 
@@ -118,7 +120,8 @@ async def run_probe(
     confirmed alone before it is reported). Then the cases that leave retained messages (``Case.alone``), one at a
     time with nothing beside them: some brokers send every retained message they hold to every client right after
     CONNACK, and keep some that a zero-byte retained PUBLISH should clear (amqtt 0.12.1). So each case gets the
-    verdict it gets alone."""
+    verdict it gets alone. ``profile`` is what the operator declared about the broker (see
+    :mod:`~mqttaudit.probe.profile`)."""
     run_id = secrets.token_hex(4)  # topics of concurrent runs against one broker never meet
     started = datetime.now(UTC).isoformat(timespec="seconds")
     clock0 = time.monotonic()
@@ -127,7 +130,7 @@ async def run_probe(
 
     async def one(case: Case) -> CaseResult:
         async with limit:
-            result = await run_case(case, target, timeout=timeout, run_id=run_id, health=health)
+            result = await run_case(case, target, timeout=timeout, run_id=run_id, health=health, profile=profile)
         if progress is not None:
             progress(result)
         return result
@@ -157,12 +160,18 @@ CLEAN_UP_TIMEOUTS = 4
 
 
 async def run_case(
-    case: Case, target: Target, *, timeout: float, run_id: str, health: _Health | None = None
+    case: Case,
+    target: Target,
+    *,
+    timeout: float,
+    run_id: str,
+    health: _Health | None = None,
+    profile: BrokerProfile = NO_PROFILE,
 ) -> CaseResult:
     health = health or _Health()
     if health.down:
         return CaseResult(case, INCONCLUSIVE, health.down, error=True)
-    context = CaseContext(case, target, timeout=timeout, run_id=run_id)
+    context = CaseContext(case, target, timeout=timeout, run_id=run_id, profile=profile)
     started = time.monotonic()
     stopped: tuple[str, str] | None = None
     try:
@@ -181,8 +190,7 @@ async def run_case(
     with contextlib.suppress(Inconclusive, OSError, TimeoutError):
         await asyncio.wait_for(context.clean_up(), timeout * CLEAN_UP_TIMEOUTS)
     judgement = judge_scenario(
-        {connection.name: connection.events for connection in context.connections},
-        JudgeConfig(close_grace=timeout, answer_timeout=timeout),
+        {connection.name: connection.events for connection in context.connections}, judge_config(case, timeout)
     )
     sent = [finding for connection in context.connections for finding in server_violations(connection)]
     result = decide(case, judgement, stopped, sent)
@@ -200,6 +208,14 @@ async def run_case(
     result.duration = time.monotonic() - started
     result.error = result.verdict == INCONCLUSIVE and health.down is not None and result.reason == health.down
     return result
+
+
+def judge_config(case: Case, timeout: float) -> JudgeConfig:
+    """How the judge takes a case's conversations: ``timeout`` is the grace for closing and answering; a 5.0 case
+    speaks to a broker that supports 5.0 (its CONNECTs are judged as 5.0, not refused as an unknown level)."""
+    if case.protocol is ProtocolVersion.V5:
+        return JudgeConfig(close_grace=timeout, answer_timeout=timeout, supported_protocol_levels=frozenset({4, 5}))
+    return JudgeConfig(close_grace=timeout, answer_timeout=timeout)
 
 
 def server_violations(connection: ProbeConnection) -> list[Finding]:

@@ -1,0 +1,122 @@
+"""A broker profile: a TOML file in which the operator declares what a CONNACK cannot (or does not) say about the
+broker's configuration, e.g. ``receive_maximum = 2`` or ``authentication_methods = []``. Every key is optional;
+an absent key is undeclared, and a case that needs it is not applicable."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Final
+
+
+class ProfileError(ValueError):
+    """The profile cannot be read: not TOML, an unknown key, a value of the wrong type or out of range."""
+
+
+#: The keys a profile may declare: (the TOML type, the smallest and largest value for integers).
+INTEGERS: Final[dict[str, tuple[int, int]]] = {
+    "maximum_qos": (0, 2),
+    "topic_alias_maximum": (0, 0xFFFF),
+    "receive_maximum": (1, 0xFFFF),
+    "maximum_packet_size": (1, 0xFFFFFFFF),
+    "server_keep_alive": (0, 0xFFFF),
+}
+BOOLEANS: Final = (
+    "retain_available",
+    "wildcard_available",
+    "subscription_identifiers_available",
+    "shared_available",
+)
+STRING_LISTS: Final = ("authentication_methods",)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerProfile:
+    """What the operator declared; None is undeclared."""
+
+    maximum_qos: int | None = None
+    retain_available: bool | None = None
+    wildcard_available: bool | None = None
+    subscription_identifiers_available: bool | None = None
+    shared_available: bool | None = None
+    topic_alias_maximum: int | None = None
+    receive_maximum: int | None = None
+    maximum_packet_size: int | None = None
+    server_keep_alive: int | None = None
+    #: The Authentication Methods the broker accepts (section 4.12); ``[]`` declares none.
+    authentication_methods: tuple[str, ...] | None = None
+    #: Where it was read from, for messages.
+    source: str = ""
+
+    def capabilities(self) -> dict[str, int | bool]:
+        """The declared values that override a CONNACK's declaration, by capability name."""
+        return {
+            name: value
+            for name in (*INTEGERS, *BOOLEANS)
+            if isinstance(value := getattr(self, name), int)  # bool is an int too
+        }
+
+    def declared(self) -> dict[str, object]:
+        """Every declared key with its value."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name != "source" and getattr(self, f.name) is not None
+        }
+
+
+#: No profile: nothing declared.
+NO_PROFILE: Final = BrokerProfile()
+
+
+def load_profile(path: Path | str) -> BrokerProfile:
+    """The profile in the TOML file at ``path``; :class:`ProfileError` when it cannot be read or is wrong."""
+    where = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"cannot read the profile {where}: {getattr(exc, 'strerror', None) or exc}") from None
+    return parse_profile(text, where)
+
+
+def parse_profile(text: str, source: str = "the profile") -> BrokerProfile:
+    """The profile ``text`` declares (TOML, top-level keys only)."""
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{source} is not valid TOML: {exc}") from None
+    known = (*INTEGERS, *BOOLEANS, *STRING_LISTS)
+    unknown = sorted(key for key in document if key not in known)
+    if unknown:
+        raise ProfileError(
+            f"{source}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+            f"known: {', '.join(known)}"
+        )
+    values: dict[str, object] = {}
+    for key, value in document.items():
+        if key in INTEGERS:
+            low, high = INTEGERS[key]
+            if type(value) is not int:
+                raise ProfileError(f"{source}: {key} must be an integer, not {_kind(value)}")
+            if not low <= value <= high:
+                raise ProfileError(f"{source}: {key} must be from {low} to {high}, not {value}")
+            values[key] = value
+        elif key in BOOLEANS:
+            if type(value) is not bool:
+                raise ProfileError(f"{source}: {key} must be true or false, not {_kind(value)}")
+            values[key] = value
+        else:
+            if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+                raise ProfileError(f"{source}: {key} must be a list of strings, not {_kind(value)}")
+            values[key] = tuple(value)
+    return BrokerProfile(**values, source=source)  # type: ignore[arg-type]
+
+
+def _kind(value: object) -> str:
+    """A TOML value's type in TOML's words."""
+    if isinstance(value, bool):
+        return "a boolean"
+    return {int: "an integer", float: "a float", str: "a string", list: "an array", dict: "a table"}.get(
+        type(value), "a date or time"
+    )
