@@ -258,8 +258,10 @@ class CaseContext:
     async def disconnect(
         self, connection: ProbeConnection, reason_code: int = 0x00, properties: Iterable[Property] | None = None
     ) -> None:
-        """Sends a 5.0 DISCONNECT with ``reason_code`` written out (0x04: Disconnect with Will Message)."""
+        """Sends a 5.0 DISCONNECT with ``reason_code`` written out (0x04: Disconnect with Will Message), then
+        closes the connection, as the sender of a DISCONNECT must [MQTT-3.14.4-2]."""
         await connection.send(Disconnect(reason_code=reason_code, properties=properties))
+        await connection.close()
 
     async def subscribe(
         self,
