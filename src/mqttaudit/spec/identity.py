@@ -23,6 +23,7 @@ V5: Final = "5.0"
 #: Keys absent from this table are 5.0 ids themselves (rules only 5.0 states) and name themselves.
 _IN_5_0: Final[dict[str, str | None]] = {
     # Strings (3.1.1 section 1.5.3, 5.0 section 1.5.4).
+    # 3.1.1 also makes the receiver close here; 5.0 calls the packet malformed and closes under MQTT-4.13.1-1.
     "MQTT-1.5.3-1": "MQTT-1.5.4-1",
     "MQTT-1.5.3-2": "MQTT-1.5.4-2",
     "MQTT-1.5.3-control-characters": "MQTT-1.5.4-control-characters",
@@ -31,6 +32,9 @@ _IN_5_0: Final[dict[str, str | None]] = {
     "MQTT-2.2.1-reserved-type": "MQTT-2.1.2-reserved-type",
     "MQTT-2.2.1-direction": "MQTT-2.1.2-direction",
     "MQTT-2.2.2-1": "MQTT-2.1.3-1",
+    # 5.0 makes invalid flags a Malformed Packet (2.1.3) and the close the error handling's: a MUST for a Server,
+    # only a SHOULD for a Client (4.13.1).
+    "MQTT-2.2.2-2": "MQTT-4.13.1-1",
     "MQTT-2.2.3-four-bytes": "MQTT-1.5.5-four-bytes",
     # A SHOULD in 3.1.1 (the Remaining Length "uses" the shortest form), a MUST for every VBI in 5.0.
     "MQTT-2.2.3-shortest-encoding": "MQTT-1.5.5-1",
@@ -40,38 +44,88 @@ _IN_5_0: Final[dict[str, str | None]] = {
     "MQTT-2.2.3-size-limit": "MQTT-2.1.4-size-limit",
     # Packet Identifiers (3.1.1 section 2.3.1, 5.0 section 2.2.1).
     "MQTT-2.3.1-1": "MQTT-2.2.1-3",
+    "MQTT-2.3.1-2": "MQTT-2.2.1-3",  # 5.0 asks "non-zero" and "currently unused" in one statement
+    "MQTT-2.3.1-4": "MQTT-2.2.1-4",
     "MQTT-2.3.1-5": "MQTT-2.2.1-2",
     "MQTT-2.3.1-6": "MQTT-2.2.1-5",
     "MQTT-2.3.1-7": "MQTT-2.2.1-6",
     "MQTT-4.3.3-2": "MQTT-2.2.1-5",  # 3.1.1 gives PUBCOMP's id its own statement; 5.0 folds it into 2.2.1-5
+    # (the rest of 3.1.1's QoS 2 receiver, which the judge decides under the same key, is 5.0 MQTT-4.3.3-8 to -12)
     # CONNECT.
+    "MQTT-3.1.0-1": "MQTT-3.1.0-1",
+    "MQTT-3.1.0-2": "MQTT-3.1.0-2",
     "MQTT-3.1.2-protocol-name": "MQTT-3.1.2-1",
     "MQTT-3.1.2-protocol-level": "MQTT-3.1.2-protocol-version",
+    "MQTT-3.1.2-2": "MQTT-3.1.2-2",  # weaker in 5.0: the refusing CONNACK (0x84) is a MAY, the close still a MUST
     "MQTT-3.1.2-3": "MQTT-3.1.2-3",
+    # Clean Session splits into Clean Start and the Session Expiry Interval: what 3.1.1 asks of CleanSession 0 is
+    # resuming (5.0 MQTT-3.1.2-5) and keeping the session after the close (MQTT-3.1.2-23, only while the Session
+    # Expiry Interval is above 0); of CleanSession 1, discarding the old session (MQTT-3.1.2-4).
+    "MQTT-3.1.2-4": "MQTT-3.1.2-5",
+    "MQTT-3.1.2-5": "MQTT-3.1.2-23",  # the queued QoS 1 and 2 messages are Session State 5.0 keeps after a close
+    "MQTT-3.1.2-6": "MQTT-3.1.2-4",  # 5.0 ends the new session with the connection only if its expiry is 0
+    # 5.0 publishes the Will once the Will Delay Interval has passed, and only a DISCONNECT 0x00 deletes it.
+    "MQTT-3.1.2-8": "MQTT-3.1.2-8",
     "MQTT-3.1.2-9": "MQTT-3.1.2-9",
     "MQTT-3.1.2-11": None,  # 3.1.1's general "Will Flag 0 -> Will QoS and Retain 0"; 5.0 states the two parts
     "MQTT-3.1.2-13": "MQTT-3.1.2-11",
     "MQTT-3.1.2-14": "MQTT-3.1.2-12",
     "MQTT-3.1.2-15": "MQTT-3.1.2-13",
+    "MQTT-3.1.2-16": "MQTT-3.1.2-14",
+    "MQTT-3.1.2-17": "MQTT-3.1.2-15",
     "MQTT-3.1.2-19": "MQTT-3.1.2-17",
     "MQTT-3.1.2-21": "MQTT-3.1.2-19",
     "MQTT-3.1.2-22": None,  # 5.0 allows a Password without a User Name
+    # Keep Alive: in 5.0 the period may be the Server Keep Alive of CONNACK (MQTT-3.1.2-21, MQTT-3.2.2-21/22).
+    "MQTT-3.1.2-23": "MQTT-3.1.2-20",
+    "MQTT-3.1.2-24": "MQTT-3.1.2-22",
     "MQTT-3.1.3-3": "MQTT-3.1.3-3",
     "MQTT-3.1.3-4": "MQTT-3.1.3-4",
+    "MQTT-3.1.3-5": "MQTT-3.1.3-5",
+    # 5.0 states "process it as if supplied" apart (MQTT-3.1.3-7), with the Assigned Client Identifier in CONNACK.
+    "MQTT-3.1.3-6": "MQTT-3.1.3-6",
     "MQTT-3.1.3-7": None,  # 5.0 lets the Server assign an identifier whatever Clean Start says
+    # The refusal of an empty ClientId with CleanSession 0: the combination is allowed in 5.0, so nothing refuses
+    # it (5.0 MQTT-3.1.3-8 is the close after refusing any Client Identifier, a rule of another scope).
+    "MQTT-3.1.3-8": None,
     "MQTT-3.1.3-10": "MQTT-3.1.3-11",
     "MQTT-3.1.3-11": "MQTT-3.1.3-12",
+    "MQTT-3.1.4-1": "MQTT-3.1.4-1",  # 5.0 lets the Server send a CONNACK 0x80 or above before it closes
+    "MQTT-3.1.4-2": "MQTT-3.1.4-3",  # takeover; 5.0 sends the old connection DISCONNECT 0x8E first
+    "MQTT-3.1.4-4": "MQTT-3.1.4-5",
+    "MQTT-3.1.4-5": "MQTT-3.1.4-6",  # 5.0 still processes AUTH after a refusal
     # CONNACK.
+    "MQTT-3.2.0-1": "MQTT-3.2.0-1",  # 5.0 lets AUTH come before the CONNACK
     "MQTT-3.2.1-remaining-length": None,  # variable in 5.0 (properties follow)
     "MQTT-3.2.2-reserved-flags": "MQTT-3.2.2-1",
+    # Session Present: 5.0 MQTT-3.2.2-1 is the reserved flags; 3.1.1's three rules are 5.0's -2 and -3.
+    "MQTT-3.2.2-1": "MQTT-3.2.2-2",
+    "MQTT-3.2.2-2": "MQTT-3.2.2-3",  # 5.0 states Session Present 1 and 0 after Clean Start 0 in one statement
+    "MQTT-3.2.2-3": "MQTT-3.2.2-3",
     "MQTT-3.2.2-4": "MQTT-3.2.2-6",
+    "MQTT-3.2.2-5": "MQTT-3.2.2-7",  # every refusing CONNACK code is 0x80 or above in 5.0
     "MQTT-3.2.2-return-code": "MQTT-3.2.2-8",
     # PUBLISH.
     "MQTT-3.3.1-2": "MQTT-3.3.1-2",
     "MQTT-4.3.1-1": "MQTT-4.3.1-1",
+    "MQTT-3.3.1-3": "MQTT-3.3.1-3",
     "MQTT-3.3.1-4": "MQTT-3.3.1-4",
+    # Retained messages: 5.0 renumbers them and makes sending them on subscription depend on Retain Handling.
+    "MQTT-3.3.1-6": "MQTT-3.3.1-9",  # Retain Handling 0; 1 sends them only for a new subscription, 2 never
+    "MQTT-3.3.1-7": "MQTT-3.3.1-5",  # stronger in 5.0: every retained PUBLISH MUST replace and be stored
+    # 5.0 section 3.3.1.3 says they "are sent with the RETAIN flag set to 1" in prose: no MUST, no statement id.
+    "MQTT-3.3.1-8": None,
+    "MQTT-3.3.1-9": "MQTT-3.3.1-12",  # only with Retain As Published 0; with 1 RETAIN is copied (MQTT-3.3.1-13)
+    "MQTT-3.3.1-10": "MQTT-3.3.1-6",
+    "MQTT-3.3.1-11": "MQTT-3.3.1-7",
+    "MQTT-3.3.1-12": "MQTT-3.3.1-8",
     "MQTT-3.3.2-1": "MQTT-3.3.2-1",
     "MQTT-3.3.2-2": "MQTT-3.3.2-2",
+    "MQTT-3.3.2-3": "MQTT-3.3.2-3",
+    "MQTT-3.3.4-1": "MQTT-3.3.4-1",
+    "MQTT-3.3.5-1": "MQTT-3.3.4-2",
+    # 5.0 answers an unauthorised PUBLISH with PUBACK or PUBREC 0x87 (Not authorized): "ack or close" is gone.
+    "MQTT-3.3.5-2": None,
     # Acknowledgements: fixed at two bytes in 3.1.1, a reason code and properties may follow in 5.0.
     "MQTT-3.4.1-remaining-length": None,
     "MQTT-3.5.1-remaining-length": None,
@@ -82,25 +136,52 @@ _IN_5_0: Final[dict[str, str | None]] = {
     "MQTT-3.8.1-1": "MQTT-3.8.1-1",
     "MQTT-3.8.3-1": "MQTT-3.8.3-1",
     "MQTT-3.8.3-3": "MQTT-3.8.3-2",
-    "MQTT-3.8.3-4": "MQTT-3.8.3-5",
+    "MQTT-3.8.3-4": "MQTT-3.8.3-5",  # the reserved bits; a Maximum QoS of 3 is MQTT-3.8.3-qos in 5.0
+    "MQTT-3.8.4-1": "MQTT-3.8.4-1",
+    "MQTT-3.8.4-2": "MQTT-3.8.4-2",
+    "MQTT-3.8.4-3": "MQTT-3.8.4-3",  # 5.0 re-sends the retained messages apart (MQTT-3.8.4-4, Retain Handling 0)
     "MQTT-3.8.4-5": "MQTT-3.8.4-6",
+    "MQTT-3.8.4-6": "MQTT-3.8.4-8",
+    "MQTT-3.9.3-1": "MQTT-3.9.3-1",
     "MQTT-3.9.3-2": "MQTT-3.9.3-2",
     "MQTT-3.10.1-1": "MQTT-3.10.1-1",
     "MQTT-3.10.3-1": "MQTT-3.10.3-1",
     "MQTT-3.10.3-2": "MQTT-3.10.3-2",
+    "MQTT-3.10.4-2": "MQTT-3.10.4-2",
+    # 5.0 moves the sentence "same Packet Identifier as the UNSUBSCRIBE" into MQTT-3.10.4-5 (and MQTT-2.2.1-6).
+    "MQTT-3.10.4-4": "MQTT-3.10.4-4",
+    "MQTT-3.10.4-5": "MQTT-3.10.4-5",
     "MQTT-3.11.1-remaining-length": None,
     # PINGREQ, PINGRESP, DISCONNECT.
     "MQTT-3.12.1-remaining-length": "MQTT-3.12.1-remaining-length",
+    "MQTT-3.12.4-1": "MQTT-3.12.4-1",
     "MQTT-3.13.1-remaining-length": "MQTT-3.13.1-remaining-length",
     "MQTT-3.14.1-remaining-length": None,
     "MQTT-3.14.1-1": "MQTT-3.14.1-1",
+    # After a DISCONNECT 5.0 swaps the numbers of "close" and "send nothing more", and binds both sides to them.
+    "MQTT-3.14.4-1": "MQTT-3.14.4-2",
+    "MQTT-3.14.4-2": "MQTT-3.14.4-1",
+    "MQTT-3.14.4-3": "MQTT-3.14.4-3",  # narrower in 5.0: only a DISCONNECT 0x00 discards the Will (0x04 keeps it)
+    # Delivery protocols (section 4.3): 5.0 gives each duty of 3.1.1's sender and receiver its own statement.
+    "MQTT-4.3.2-2": "MQTT-4.3.2-4",  # the PUBACK; treating the id as new afterwards is MQTT-4.3.2-5
+    # The PUBREL in answer to a PUBREC below 0x80; never re-sending the PUBLISH after it is MQTT-4.3.3-6.
+    "MQTT-4.3.3-1": "MQTT-4.3.3-4",
+    # Resending on reconnection: 5.0 adds "and at no other time".
+    "MQTT-4.4.0-1": "MQTT-4.4.0-1",
+    "MQTT-4.5.0-1": "MQTT-4.5.0-1",
+    "MQTT-4.6.0-2": "MQTT-4.6.0-2",
+    "MQTT-4.6.0-3": "MQTT-4.6.0-3",
+    "MQTT-4.6.0-4": "MQTT-4.6.0-4",
     # Topics (section 4.7): 5.0 numbers the wildcard rules from 4.7.0.
     "MQTT-4.7.1-1": "MQTT-4.7.0-1",
     "MQTT-4.7.1-2": "MQTT-4.7.1-1",
     "MQTT-4.7.1-3": "MQTT-4.7.1-2",
+    "MQTT-4.7.2-1": "MQTT-4.7.2-1",
     "MQTT-4.7.3-1": "MQTT-4.7.3-1",
     "MQTT-4.7.3-2": "MQTT-4.7.3-2",
     "MQTT-4.7.3-3": "MQTT-4.7.3-3",
+    # Handling errors (3.1.1 section 4.8, 5.0 section 4.13): a MUST for the Server, a SHOULD for the Client in 5.0.
+    "MQTT-4.8.0-1": "MQTT-4.13.1-1",
 }
 
 # Rules only 5.0 states whose 5.0 id is also the key of another 3.1.1 rule: their keys say so with "@5.0".
@@ -113,6 +194,16 @@ _IN_5_0.update(
 
 #: The table above, read-only: key -> 5.0 statement id (None: not a 5.0 rule).
 IN_5_0: Final[Mapping[str, str | None]] = MappingProxyType(_IN_5_0)
+
+#: The 5.0 statements the table gives to more than one key on purpose: 5.0 id -> why.
+SHARED_IN_5_0: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "MQTT-2.2.1-3": "5.0 asks a non-zero and a currently unused Packet Identifier of the Client in one statement",
+        "MQTT-2.2.1-5": "5.0 states the Packet Identifier of PUBACK, PUBREC, PUBREL and PUBCOMP in one statement",
+        "MQTT-3.2.2-3": "5.0 states Session Present 1 (state held) and 0 (none) after Clean Start 0 in one statement",
+        "MQTT-4.13.1-1": "5.0 closes on every Malformed Packet and Protocol Error, invalid flags included, by one rule",
+    }
+)
 
 #: 3.1.1 rules MQTT 3.1 does not state: 3.1 leaves the flags of most fixed headers unspecified rather than
 #: reserved, and requires a Client Identifier of 1 to 23 characters whatever the Clean Session flag says.
