@@ -7,14 +7,16 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from mqttaudit.codec import Connack, Connect, Direction, Disconnect, Packet, PacketType, Publish
+from mqttaudit.codec import Connack, Connect, Direction, Packet, PacketType, ProtocolVersion, Publish
 from mqttaudit.codec import rules as codec_rules
+from mqttaudit.spec import identity
 
 from ..codec.describe import quoted
 from ..codec.remaining_length import read_remaining_length
-from . import reasons, rules
+from . import lifecycle, reasons, rules
 from .context import Context, Seen, describe
 from .events import Closed, Lost
+from .lifecycle import Phase, Transition, input_of, step
 from .obligations import Obligation, OnClose
 from .violations import Offence, Offences
 
@@ -91,15 +93,29 @@ def header_cut(seen: Seen) -> bool:
     return any(v.rule_key == codec_rules.FIELD_OVERRUN and v.offset - frame_start < header_end for v in seen.errors)
 
 
+#: The versions the judge judges, by Protocol Level.
+JUDGED_LEVELS: Final = frozenset({4})
+
+
 def foreign_protocol(connect: Connect, supported_levels: frozenset[int]) -> str | None:
-    """Why a CONNECT is outside MQTT 3.1.1 for this server (so its reaction is not judged), or None."""
+    """Why a CONNECT is outside the versions the judge knows for this server (so its reaction is not judged), or
+    None."""
     if connect.protocol_name != "MQTT":
         return (
             f"protocol name {quoted(connect.protocol_name)}: the server may follow another specification (MQTT-3.1.2-1)"
         )
-    if connect.protocol_level != 4 and connect.protocol_level in supported_levels:
-        return f"protocol level {connect.protocol_level} is supported by the server and is not MQTT 3.1.1"
+    if connect.protocol_level not in JUDGED_LEVELS and connect.protocol_level in supported_levels:
+        return f"protocol level {connect.protocol_level} is supported by the server and is not judged"
     return None
+
+
+def connect_version(connect: Connect, supported_levels: frozenset[int]) -> str:
+    """The version a CONNECT opens the connection in: its level's, when the server supports that level; else
+    3.1.1 (the server answers a level it does not support as 3.1.1 says [MQTT-3.1.2-2])."""
+    version = ProtocolVersion.from_level(connect.protocol_level)
+    if version is None or connect.protocol_level not in supported_levels & JUDGED_LEVELS:
+        return identity.V3_1_1
+    return version.value
 
 
 def connect_reaction(seen: Seen, connect: Connect, supported_levels: frozenset[int]) -> Reaction:
@@ -115,6 +131,18 @@ def connect_reaction(seen: Seen, connect: Connect, supported_levels: frozenset[i
     if broken == {codec_rules.CLIENT_ID_EMPTY_NEEDS_CLEAN_SESSION}:
         return REFUSE_CLIENT_ID
     return CLOSE_WITHOUT_CONNACK
+
+
+#: What each order rule asks, for findings.
+ORDER_EXPECTED: Final = {
+    rules.CONNACK_FIRST: "the server sends nothing but CONNACK (or, in MQTT 5.0, AUTH) before a CONNACK that accepts",
+    rules.NOTHING_AFTER_DISCONNECT: "after DISCONNECT its sender sends nothing more on the connection",
+    lifecycle.ONE_CONNACK: "the server sends one CONNACK per connection",
+    lifecycle.AUTHENTICATING_CLIENT_WAITS: (
+        "a client that sent an Authentication Method sends only AUTH or DISCONNECT until the CONNACK"
+    ),
+    lifecycle.NO_AUTH_WITHOUT_METHOD: "without an Authentication Method in the CONNECT the server sends no AUTH",
+}
 
 
 class Connection:
@@ -138,6 +166,11 @@ class Connection:
         self.connack: Connack | None = None
         self.refused_at: Seen | None = None
         self.disconnect_seen: Seen | None = None
+        #: Where the connection is (see :mod:`.lifecycle`), and the version it speaks.
+        self.phase = Phase.UNOBSERVED_START if mid_stream else Phase.AWAITING_CONNECT
+        self.version = identity.V3_1_1
+        #: Order rules (keys) a packet already broke here: each is reported once per connection.
+        self._out_of_order: set[str] = set()
         self._client_spoke = False
         self._server_spoke = False
         self._unanswered: list[Seen] = []  # CONNECTs waiting for their CONNACK, oldest first
@@ -150,7 +183,6 @@ class Connection:
         self._connack_due: Obligation | None = None
         self._followups = False  # client packets the server must not process after a refusal
         self._acted_after_refusal = False
-        self._after_disconnect = False
 
     @property
     def accepted(self) -> bool:
@@ -188,14 +220,31 @@ class Connection:
 
     # Client packets -----------------------------------------------------------------------------------------
 
+    def _step(self, seen: Seen) -> Transition | None:
+        """Moves the lifecycle on ``seen``; returns the transition (None: no packet the lifecycle knows)."""
+        packet = seen.packet
+        if packet is None:
+            return None
+        if isinstance(packet, Connect) and self.phase in (Phase.AWAITING_CONNECT, Phase.UNOBSERVED_START):
+            self.version = connect_version(packet, self._ctx.config.supported_protocol_levels)
+            self._ctx.ledger.version = self.version
+        kind = input_of(packet, self.version)
+        transition = None if kind is None else step(self.version, self.phase, seen.sender, kind)
+        if transition is not None:
+            self.phase = transition.next
+        return transition
+
     def on_client(self, seen: Seen) -> None:
         packet = seen.packet
         first = not self._client_spoke
         self._client_spoke = True
         if first and not self.mid_stream and self._gap_before_connect is None:
             self._first_seen = seen
-        if self.disconnect_seen is not None:
-            self._after_disconnect = True
+        after_disconnect = self.phase is Phase.CLIENT_DISCONNECTED
+        transition = self._step(seen)
+        if after_disconnect and self.disconnect_seen is not None:
+            # [MQTT-3.14.4-2] whatever the client sends after its DISCONNECT, framed or not
+            self._out_of_order.add(rules.NOTHING_AFTER_DISCONNECT)
             self._ctx.ledger.fail(
                 rules.NOTHING_AFTER_DISCONNECT,
                 CLIENT,
@@ -204,6 +253,8 @@ class Connection:
                 f"{seen.describe()} follows DISCONNECT (event {self.disconnect_seen.event})",
                 "after DISCONNECT the client sends nothing more on the connection",
             )
+        elif transition is not None and transition.rule not in (None, rules.CONNECT_FIRST, rules.SECOND_CONNECT):
+            self._out_of_order_fail(seen, transition.rule)
         if isinstance(packet, Connect):
             self._on_connect(seen, packet, first)
         elif (first and self.mid_stream) or (first and self._gap_before_connect is not None):
@@ -218,10 +269,24 @@ class Connection:
             )
         elif first:
             self._not_connect_first(seen)
-        elif isinstance(packet, Disconnect) and self.disconnect_seen is None:
+        elif self.phase is Phase.CLIENT_DISCONNECTED and self.disconnect_seen is None:
             self._on_disconnect(seen)
         if is_answered(packet) and self.connect_seen is not None:
             self._followups = True
+
+    def _out_of_order_fail(self, seen: Seen, rule: str) -> None:
+        """``seen`` came in a phase that forbids it (see :mod:`.lifecycle`): a finding, once per rule."""
+        if rule in self._out_of_order:
+            return
+        self._out_of_order.add(rule)
+        self._ctx.ledger.fail(
+            rule,
+            seen.sender,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} while the connection is {self.phase.value}",
+            ORDER_EXPECTED.get(rule, "the packets of a connection follow the order sections 3.1, 3.2 and 3.14 set"),
+        )
 
     def _connect_first_unknown(self, seen: Seen) -> None:
         """[MQTT-3.1.0-1] cannot be judged when what the client sent first was not seen."""
@@ -320,9 +385,13 @@ class Connection:
     def on_server(self, seen: Seen) -> int | None:
         """Judges a server packet; returns the event of the CONNECT it answers, if it is a CONNACK."""
         packet = seen.packet
-        if not self._server_spoke:
+        first = not self._server_spoke
+        transition = self._step(seen)
+        if first:
             self._server_spoke = True
             self._connack_first(seen)
+        elif transition is not None and transition.rule is not None:
+            self._out_of_order_fail(seen, transition.rule)
         instead = self._offence_instead_of_connect()
         if isinstance(packet, Connack) and not self._unanswered and instead is not None:
             return instead.event  # a CONNACK to what the client sent instead of a CONNECT acts on it
@@ -491,7 +560,7 @@ class Connection:
     def on_end(self, end: float, closed: Closed | None) -> None:
         """Settles what only the end of the conversation decides."""
         ledger = self._ctx.ledger
-        if self.disconnect_seen is not None and not self._after_disconnect:
+        if self.disconnect_seen is not None and rules.NOTHING_AFTER_DISCONNECT not in self._out_of_order:
             if closed is not None:
                 ledger.held(rules.NOTHING_AFTER_DISCONNECT)
             else:
