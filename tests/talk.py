@@ -26,12 +26,12 @@ Item = codec.Packet | bytes | str
 Step = tuple[float, codec.Direction, bytes]
 
 
-def wire(item: Item) -> bytes:
+def wire(item: Item, version: str = "3.1.1") -> bytes:
     if isinstance(item, bytes):
         return item
     if isinstance(item, str):
         return bytes.fromhex(item)
-    return codec.encode(item, validate=False)
+    return codec.encode(item, validate=False, version=version)
 
 
 @dataclass
@@ -40,9 +40,13 @@ class Talk:
     #: What happened, in order, for re-framing tests: byte steps (time, sender, bytes), Quiet and Closed.
     script: list[Step | Quiet | Closed] = field(default_factory=list)
     now: float = 0.0
-    _decoders: dict[codec.Direction, codec.StreamDecoder] = field(
-        default_factory=lambda: {C: codec.StreamDecoder(C), S: codec.StreamDecoder(S)}
-    )
+    #: The version packets are written and read in ("5" for an MQTT 5.0 conversation).
+    version: str = "3.1.1"
+    _decoders: dict[codec.Direction, codec.StreamDecoder] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self._decoders:
+            self._decoders = {side: codec.StreamDecoder(side, version=self.version) for side in (C, S)}
 
     def _clock(self, at: float | None) -> float:
         self.now = self.now + STEP if at is None else at
@@ -50,7 +54,7 @@ class Talk:
 
     def send(self, sender: codec.Direction, *items: Item, at: float | None = None) -> Talk:
         time = self._clock(at)
-        data = b"".join(wire(item) for item in items)
+        data = b"".join(wire(item, self.version) for item in items)
         self.script.append((time, sender, data))
         self.events += [Sent(time, sender, frame) for frame in self._decoders[sender].feed(data)]
         return self
