@@ -12,11 +12,13 @@ from pathlib import Path
 
 import click
 
+from mqttaudit.codec import ProtocolVersion
 from mqttaudit.probe.api import ProbeResult, ProbeUsageError, run
 from mqttaudit.probe.case import CASES, Case, Target
 from mqttaudit.probe.outcome import parse_share
+from mqttaudit.probe.profile import BrokerProfile, ProfileError, load_profile
 from mqttaudit.probe.runner import DEFAULT_CONCURRENCY, ProbeRun, run_probe
-from mqttaudit.probe.selection import NoCaseSelected
+from mqttaudit.probe.selection import NoCaseSelected, parse_protocol
 from mqttaudit.probe.selection import select_cases as select_from_library
 from mqttaudit.probe.targets import is_amqp, mask_userinfo, parse_target
 from mqttaudit.report.evidence import printable
@@ -44,6 +46,12 @@ _CASES_HELP = (
     "(e.g. 'malformed/*,!malformed/pingreq-*')."
 )
 _SKIP_HELP = "Globs of cases to leave out, comma-separated or repeated (e.g. 'malformed/pingreq-*')."
+_PROTOCOL_HELP = "The MQTT version whose cases run: 3.1.1, 5 (or 5.0), or all.  [default: all]"
+_PROFILE_HELP = (
+    "A TOML file declaring what the broker's CONNACK cannot (receive_maximum = 2, authentication_methods = [], "
+    "retain_available = false, ...); it overrides the CONNACK, and a case that needs an undeclared setting is "
+    "not applicable."
+)
 
 
 def select_cases(patterns: str | Sequence[str] | None, suite: str | None = None) -> list[Case]:
@@ -55,16 +63,18 @@ def select_cases(patterns: str | Sequence[str] | None, suite: str | None = None)
 
 
 def case_level(case: Case) -> str:
-    """The strongest level among the statements a case targets."""
-    catalogue = load_catalogue("3.1.1")
+    """The strongest level among the statements a case targets, in the catalogue of the version it speaks."""
+    catalogue = load_catalogue(case.protocol.value)
     levels = [catalogue[s].level for s in case.statements if s in catalogue]
     return min(levels, key=lambda level: LEVEL_ORDER.get(level, 9)) if levels else "MUST"
 
 
-def probe_coverage() -> dict[str, list[str]]:
-    """Statement id -> the cases that target it."""
+def probe_coverage(protocol: ProtocolVersion = ProtocolVersion.V3_1_1) -> dict[str, list[str]]:
+    """Statement id of ``protocol`` -> the cases of that version that target it."""
     coverage: dict[str, list[str]] = {}
     for c in CASES.values():
+        if c.protocol is not protocol:
+            continue
         for statement in c.statements:
             coverage.setdefault(statement, []).append(c.id)
     return coverage
@@ -101,6 +111,35 @@ def _share(ctx: click.Context, param: click.Parameter, value: str) -> float:
         raise click.BadParameter(str(exc)) from exc
 
 
+def _protocol(ctx: click.Context, param: click.Parameter, value: str) -> ProtocolVersion | None:
+    try:
+        return parse_protocol(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+def _profile(ctx: click.Context, param: click.Parameter, value: Path | None) -> BrokerProfile | None:
+    try:
+        return None if value is None else load_profile(value)
+    except ProfileError as exc:
+        raise click.BadParameter(printable(str(exc))) from exc
+
+
+def _profiles(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, BrokerProfile]:
+    """``--profile [LABEL=]FILE`` of ``matrix``: the profile of each labelled target, under ``""`` the one for the
+    targets no labelled profile names."""
+    found: dict[str, BrokerProfile] = {}
+    for value in values:
+        label, _, path = value.partition("=") if "=" in value else ("", "", value)
+        if label in found:
+            raise click.BadParameter(f"two profiles for {'target ' + repr(label) if label else 'every target'}")
+        try:
+            found[label] = load_profile(path)
+        except ProfileError as exc:
+            raise click.BadParameter(printable(str(exc))) from exc
+    return found
+
+
 def _probe(
     target: str,
     *,
@@ -112,6 +151,8 @@ def _probe(
     max_inconclusive: float,
     baseline: Path | None,
     quiet: bool,
+    protocol: ProtocolVersion | None = None,
+    profile: BrokerProfile | None = None,
 ) -> ProbeResult:
     """One library run, with progress on stderr unless ``quiet``; argument errors become usage errors."""
     progress = None if quiet else progress_for(sys.stderr, mask_userinfo(target))
@@ -126,6 +167,8 @@ def _probe(
             max_inconclusive=max_inconclusive,
             baseline=baseline,
             progress=progress,
+            protocol=protocol,
+            profile=profile,
         )
     except ProbeUsageError as exc:
         raise click.UsageError(str(exc)) from None
@@ -173,7 +216,16 @@ def _print_summary(result: ProbeResult) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="A previous findings.json: only failures not in it fail the run; new, fixed and known ones are listed.",
 )
-@click.option("--list", "list_only", is_flag=True, help="List the cases and their statements; probe nothing.")
+@click.option("--protocol", default="all", metavar="3.1.1|5|all", callback=_protocol, help=_PROTOCOL_HELP)
+@click.option(
+    "--profile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    callback=_profile,
+    help=_PROFILE_HELP,
+)
+@click.option(
+    "--list", "list_only", is_flag=True, help="List the cases, their protocol and their statements; probe nothing."
+)
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def probe_command(
     target: str | None,
@@ -186,6 +238,8 @@ def probe_command(
     concurrency: int,
     max_inconclusive: float,
     baseline: Path | None,
+    protocol: ProtocolVersion | None,
+    profile: BrokerProfile | None,
     list_only: bool,
     output_format: str,
 ) -> int:
@@ -196,7 +250,7 @@ def probe_command(
     after one connection attempt. A failure of a timing-dependent case (Keep Alive, Will) is run again, alone,
     and counts only when it fails again."""
     if list_only:
-        _list(_listed(target, patterns, skip, suite), output_format)
+        _list(_listed(target, patterns, skip, suite, protocol), output_format)
         return EXIT_OK
     if target is None:
         raise click.UsageError("a TARGET (mqtt://HOST:PORT) is needed, or --list")
@@ -212,6 +266,8 @@ def probe_command(
         max_inconclusive=max_inconclusive,
         baseline=baseline,
         quiet=quiet,
+        protocol=protocol,
+        profile=profile,
     )
     written = result.write_reports(out_dir, force=force)
     if result.refusal is not None:
@@ -224,7 +280,13 @@ def probe_command(
     return result.exit_status
 
 
-def _listed(target: str | None, patterns: Sequence[str], skip: Sequence[str], suite: str | None) -> list[Case]:
+def _listed(
+    target: str | None,
+    patterns: Sequence[str],
+    skip: Sequence[str],
+    suite: str | None,
+    protocol: ProtocolVersion | None = None,
+) -> list[Case]:
     if target is not None and is_amqp(target):
         from mqttaudit.probe.api import amqp_selection
 
@@ -233,7 +295,7 @@ def _listed(target: str | None, patterns: Sequence[str], skip: Sequence[str], su
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
     try:
-        return select_from_library(list(patterns), list(skip), suite=suite)
+        return select_from_library(list(patterns), list(skip), suite=suite, protocol=protocol)
     except NoCaseSelected as exc:
         raise click.UsageError(str(exc)) from None
 
@@ -250,6 +312,7 @@ def _list(selected: Sequence[Case], output_format: str) -> None:
                 "expected": c.expected,
                 "timing": c.timing,
                 "family": c.family_name,
+                "protocol": c.protocol.value,
             }
             for c in selected
         ]
@@ -262,9 +325,19 @@ def _list(selected: Sequence[Case], output_format: str) -> None:
     for family, members in families.items():
         click.echo(f"{family} ({len(members)} case{'s' if len(members) != 1 else ''})")
         for c in members:
-            click.echo(f"  {c.id:<{width}}  {', '.join(c.statements)}")
-    numbered = {s for c in selected for s in c.statements if s.rsplit("-", 1)[-1].isdigit()}
-    click.echo(f"\n{len(selected)} cases in {len(families)} families covering {len(numbered)} numbered statements")
+            click.echo(f"  {c.id:<{width}}  {c.protocol.value:<5}  {', '.join(c.statements)}")
+    versions = {c.protocol: None for c in selected}  # in the library's order
+    each = [
+        f"{sum(c.protocol is v for c in selected)} MQTT {v.value} cases covering {_numbered(selected, v)} of its "
+        "numbered statements"
+        for v in versions
+    ]
+    click.echo(f"\n{len(selected)} cases in {len(families)} families: {'; '.join(each)}")
+
+
+def _numbered(cases: Sequence[Case], version: ProtocolVersion) -> int:
+    """How many numbered statements of ``version`` the cases of that version target."""
+    return len({s for c in cases if c.protocol is version for s in c.statements if s.rsplit("-", 1)[-1].isdigit()})
 
 
 @click.command(
@@ -289,6 +362,16 @@ def _list(selected: Sequence[Case], output_format: str) -> None:
     callback=_share,
     help="The share of the cases (0.1 or 10%) that may end inconclusive before a broker's run counts as incomplete.",
 )
+@click.option("--protocol", default="all", metavar="3.1.1|5|all", callback=_protocol, help=_PROTOCOL_HELP)
+@click.option(
+    "--profile",
+    "profiles",
+    multiple=True,
+    metavar="[LABEL=]FILE",
+    callback=_profiles,
+    help="A broker profile (see `probe --help`) for the target labelled LABEL (its NAME, or HOST:PORT); repeated, "
+    "one per target. Without LABEL= it is the profile of every target that has none of its own.",
+)
 def matrix_command(
     targets: tuple[str, ...],
     out_dir: Path,
@@ -298,6 +381,8 @@ def matrix_command(
     timeout: float,
     concurrency: int,
     max_inconclusive: float,
+    protocol: ProtocolVersion | None,
+    profiles: dict[str, BrokerProfile],
 ) -> int:
     """Probe several brokers (TARGET is mqtt://HOST:PORT or NAME=mqtt://HOST:PORT) and write a statements x
     brokers matrix (matrix.md, matrix.html) plus each broker's own reports under --out. Exit status 1 when any
@@ -305,14 +390,16 @@ def matrix_command(
     from mqttaudit.report import write_matrix, write_probe_reports
 
     try:
-        select_from_library(list(patterns), list(skip))
-        for spec in targets:
-            parse_target(spec.rpartition("=")[2])
+        select_from_library(list(patterns), list(skip), protocol=protocol)
+        labels = [_label(spec) for spec in targets]
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    unknown = sorted(label for label in profiles if label and label not in labels)
+    if unknown:
+        raise click.UsageError(printable(f"--profile names no target labelled {', '.join(map(repr, unknown))}"))
     _check_out(out_dir, force)
     results: list[tuple[str, ProbeResult]] = []
-    for spec in targets:
+    for spec, wanted in zip(targets, labels, strict=True):
         name, _, url = spec.rpartition("=") if "=" in spec else ("", "", spec)
         result = _probe(
             url,
@@ -324,6 +411,8 @@ def matrix_command(
             max_inconclusive=max_inconclusive,
             baseline=None,
             quiet=False,
+            protocol=protocol,
+            profile=profiles.get(wanted, profiles.get("")),
         )
         target = result.run.target
         label = name or f"{target.host}:{target.port}"
@@ -339,6 +428,13 @@ def matrix_command(
     click.echo(f"matrix: {', '.join(printable(str(path)) for path in written)}")
     statuses = {result.exit_status for _, result in results}
     return EXIT_FINDINGS if EXIT_FINDINGS in statuses else EXIT_INCOMPLETE if EXIT_INCOMPLETE in statuses else EXIT_OK
+
+
+def _label(spec: str) -> str:
+    """The label of a matrix target (``NAME=mqtt://HOST:PORT`` or ``mqtt://HOST:PORT``): NAME, or HOST:PORT."""
+    name, _, url = spec.rpartition("=")
+    target = parse_target(url)
+    return name or f"{target.host}:{target.port}"
 
 
 def _check_out(out_dir: Path, force: bool) -> None:
