@@ -69,23 +69,26 @@ def _codec_names_5_0() -> dict[str, tuple[str, ...]]:
 
 
 @functools.cache
-def probe_cases() -> dict[str, tuple[str, ...]]:
-    """Statement id -> the ids of the probe cases that target it."""
+def probe_cases(version: str = identity.V3_1_1) -> dict[str, tuple[str, ...]]:
+    """Statement id of ``version`` -> the ids of the probe cases of that version that target it (5.0 renumbers:
+    a 5.0 case's ``MQTT-3.2.2-16`` is no 3.1.1 statement)."""
     from mqttaudit.probe import cases as _cases  # noqa: F401 - registers the case library
     from mqttaudit.probe.case import CASES
 
     found: dict[str, list[str]] = {}
     for case in CASES.values():
+        if case.protocol.value != version:
+            continue
         for statement in case.statements:
             found.setdefault(statement, []).append(case.id)
     return {statement: tuple(ids) for statement, ids in found.items()}
 
 
 def coverage(rule: Rule) -> Coverage:
-    """What checks ``rule`` in its version. The judge and the probe speak MQTT 3.1.1 only so far: a 5.0 rule is
-    covered by the codec alone, through the codec keys :mod:`mqttaudit.spec.identity` maps to it."""
+    """What checks ``rule`` in its version. The judge speaks MQTT 3.1.1 only so far: a 5.0 rule is checked by the
+    codec, through the codec keys :mod:`mqttaudit.spec.identity` maps to it, and targeted by the 5.0 probe cases."""
     if rule.version == identity.V5:
-        return Coverage(_codec_names_5_0().get(rule.id, ()), (), ())
+        return Coverage(_codec_names_5_0().get(rule.id, ()), (), probe_cases(identity.V5).get(rule.id, ()))
     codec = _names(codec_rules).get(rule.id, ()) if rule.id in codec_rules.CHECKED else ()
     judge = _names(judge_rules).get(rule.id, ())
     if rule.id in judge_rules.ENFORCED_CODEC_RULES:
@@ -171,7 +174,7 @@ def explain(rule: Rule) -> list[str]:
         lines.append(f"  Basis:         {rule.basis}")
     if rule.version == identity.V5:
         lines += _labelled("Checked by:", _checks_5_0(covered))
-        lines += _labelled("Probe cases:", ["none: the probe has no MQTT 5.0 cases yet"])
+        lines += _labelled("Probe cases:", list(covered.probe) or ["none"])
         return lines
     checks = []
     if covered.codec:
@@ -283,11 +286,13 @@ def summary_line(catalogue: Catalogue) -> str:
     by_codec = sum("codec" in checked_by(r) for r in catalogue)
     counts = f"{len(catalogue)} rules of MQTT {catalogue.version}: {statements} numbered statements, "
     counts += f"{len(catalogue) - statements} derived rules; {by_codec} checked by the codec, "
+    by_probe = sum("probe" in checked_by(r) for r in catalogue if r.origin == "statement")
     if catalogue.version == identity.V5:
-        counts += "none yet by the judge or the probe (not yet judged for 5.0)"
+        counts += (
+            f"none yet by the judge (not yet judged for 5.0), {by_probe} numbered statements covered by probe cases"
+        )
     else:
         by_judge = sum("judge" in checked_by(r) for r in catalogue)
-        by_probe = sum("probe" in checked_by(r) for r in catalogue if r.origin == "statement")
         counts += f"{by_judge} by the judge, {by_probe} numbered statements covered by probe cases"
     return counts + "; `mqttaudit rules RULE` explains one"
 
