@@ -24,8 +24,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return status, captured.out, captured.err
 
 
-def cases_of(rule: str) -> list[str]:
-    return [case.id for case in CASES.values() if rule in case.statements]
+def cases_of(rule: str, version: str = "3.1.1") -> list[str]:
+    return [case.id for case in CASES.values() if rule in case.statements and case.protocol.value == version]
 
 
 def test_one_rule_is_explained_with_everything_that_covers_it(capsys: pytest.CaptureFixture[str]) -> None:
@@ -95,6 +95,8 @@ def test_the_listing_is_unchanged_and_every_row_carries_the_version(capsys: pyte
 
 
 CATALOGUE_5 = load_catalogue("5.0")
+#: The 5.0 statements the 5.0 probe cases target.
+PROBED_5_0 = {s for case in CASES.values() if case.protocol.value == "5.0" for s in case.statements}
 
 
 def test_the_5_0_listing_has_every_statement_and_derived_rule_with_honest_counts(
@@ -107,11 +109,11 @@ def test_the_5_0_listing_has_every_statement_and_derived_rule_with_honest_counts
     derived = len(CATALOGUE_5) - 251
     assert lines[-1] == (
         f"{len(CATALOGUE_5)} rules of MQTT 5.0: 251 numbered statements, {derived} derived rules; "
-        f"{len(codec_rules.CHECKED_5_0)} checked by the codec, none yet by the judge or the probe "
-        "(not yet judged for 5.0); `mqttaudit rules RULE` explains one"
+        f"{len(codec_rules.CHECKED_5_0)} checked by the codec, none yet by the judge (not yet judged for 5.0), "
+        f"{len(PROBED_5_0)} numbered statements covered by probe cases; `mqttaudit rules RULE` explains one"
     )
     status, out, _ = run(capsys, "rules", "--protocol", "5.0", "--checked")
-    assert status == 0 and len(out.splitlines()) == len(codec_rules.CHECKED_5_0) + 2
+    assert status == 0 and len(out.splitlines()) == len(set(codec_rules.CHECKED_5_0) | PROBED_5_0) + 2
 
 
 def test_an_id_only_5_0_states_is_explained_as_5_0_with_the_codec_checks_that_name_it(
@@ -125,7 +127,7 @@ def test_an_id_only_5_0_states_is_explained_as_5_0_with_the_codec_checks_that_na
     assert lines[-3:] == [
         "  Checked by:    codec: TOPIC_ALIAS_ZERO in mqttaudit.codec.rules (in the bytes of every MQTT 5.0 packet)",
         "                 judge: not yet judged for 5.0",
-        "  Probe cases:   none: the probe has no MQTT 5.0 cases yet",
+        "  Probe cases:   none",
     ]
     assert codec_rules.TOPIC_ALIAS_ZERO == "MQTT-3.3.2-8"
 
@@ -168,10 +170,23 @@ def test_5_0_json_rows_carry_the_version_and_only_codec_coverage(capsys: pytest.
     for row in rows:
         keys = [getattr(codec_rules, name) for name in row["codec_checks"]]
         assert all(identity.statement_id(key, identity.V5) == row["id"] for key in keys), row["id"]
-        assert row["judge_checks"] == row["probe_cases"] == []
-        assert row["checked_by"] == (["codec"] if keys else [])
+        assert row["judge_checks"] == []
+        assert row["probe_cases"] == cases_of(row["id"], "5.0")
+        assert row["checked_by"] == (["codec"] if keys else []) + (["probe"] if row["probe_cases"] else [])
     by_id = {row["id"]: row for row in rows}
     assert by_id["MQTT-4.7.3-1"]["also_in"] == ["3.1.1"] and by_id["MQTT-3.3.2-8"]["also_in"] == []
+
+
+def test_a_5_0_statement_is_covered_by_the_5_0_cases_and_the_3_1_1_one_of_the_same_id_is_not(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # MQTT-3.2.2-16 is the Assigned Client Identifier in 5.0; 3.1.1 has no statement of that id.
+    status, out, _ = run(capsys, "rules", "--protocol", "5", "MQTT-3.2.2-16", "MQTT-3.12.4-1")
+    assert status == 0
+    assert "  Probe cases:   v5/connect/assigned-client-identifier" in out.splitlines()
+    assert "  Probe cases:   v5/ping/pingresp" in out.splitlines()
+    status, out, _ = run(capsys, "rules", "--protocol", "3.1.1", "MQTT-3.12.4-1")
+    assert status == 0 and "v5/" not in out and "ping/" in out
 
 
 def test_the_older_version_option_still_chooses_the_protocol(capsys: pytest.CaptureFixture[str]) -> None:

@@ -30,13 +30,13 @@ def numbered(statements: set[str]) -> set[str]:
 def test_every_case_targets_statements_of_the_catalogue() -> None:
     for case in CASES.values():
         assert case.statements, case.id
-        unknown = [s for s in case.statements if s not in CATALOGUE]
+        unknown = [s for s in case.statements if s not in load_catalogue(case.protocol.value)]
         assert not unknown, f"{case.id} targets unknown ids {unknown}"
         assert case.title and case.stimulus and case.expected, case.id
 
 
 def test_the_library_covers_at_least_80_numbered_statements() -> None:
-    covered = numbered({s for case in CASES.values() for s in case.statements})
+    covered = numbered({s for case in CASES.values() if case.protocol.value == "3.1.1" for s in case.statements})
     assert len(covered) >= 80, sorted(covered)
 
 
@@ -59,6 +59,8 @@ def test_every_malformed_stimulus_really_breaks_what_its_case_targets() -> None:
 def test_every_case_targets_only_statements_the_judge_decides() -> None:
     """A targeted statement the judge cannot decide would leave its case inconclusive on every broker."""
     for case in CASES.values():
+        if case.protocol.value != "3.1.1":
+            continue  # the judge's 5.0 rules are judged by tests of their own
         assert set(case.statements) <= CHECKED_RULES, (case.id, sorted(set(case.statements) - CHECKED_RULES))
 
 
