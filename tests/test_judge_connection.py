@@ -11,6 +11,7 @@ from .cases import Case, case_id, check_fails, check_passes, check_undecided, ex
 from .talk import CONNACK_OK, CONNECT, DISCONNECT, PINGREQ, PINGRESP, C, S, Talk, connected, suback, subscribe
 
 LEVEL_5 = codec.Connect(client_id="x", protocol_level=5)
+LEVEL_6 = codec.Connect(client_id="x", protocol_level=6)
 EMPTY_ID_PERSISTENT = codec.Connect(client_id="", clean_session=False)
 
 
@@ -156,10 +157,10 @@ def test_another_protocol_name_is_not_judged_as_mqtt_3_1_1() -> None:
     assert "MQTT-3.1.2-1" in judgement.not_assessable["MQTT-3.1.4-4"]
 
 
-def test_a_supported_level_other_than_4_is_not_judged() -> None:
-    config = JudgeConfig(supported_protocol_levels=frozenset({4, 5}))
+def test_a_supported_level_the_judge_does_not_know_is_not_judged() -> None:
+    config = JudgeConfig(supported_protocol_levels=frozenset({4, 5, 6}))
     conversation = ConversationJudge(config)
-    for event in Talk().client(LEVEL_5).server(CONNACK_OK).quiet(after=10).events:
+    for event in Talk().client(LEVEL_6).server(CONNACK_OK).quiet(after=10).events:
         conversation.feed(event)
     judgement = conversation.finish()
     assert "MQTT-3.1.2-2" not in judgement.assessed and "MQTT-3.1.4-4" in judgement.not_assessable
@@ -247,9 +248,9 @@ def test_lost_server_bytes_before_its_first_packet_leave_connack_first_not_asses
 def test_nothing_is_judged_after_the_connect_of_another_specification() -> None:
     from mqttaudit.judge import JudgeConfig, judge
 
-    v5 = codec.Connect(client_id="five", protocol_level=5)
-    talk = Talk().client(v5).server(CONNACK_OK).client("82050001000000").server(suback(1)).quiet(after=10)
-    judgement = judge(talk.events, JudgeConfig(supported_protocol_levels=frozenset({4, 5})))
+    v6 = codec.Connect(client_id="six", protocol_level=6)
+    talk = Talk().client(v6).server(CONNACK_OK).client("82050001000000").server(suback(1)).quiet(after=10)
+    judgement = judge(talk.events, JudgeConfig(supported_protocol_levels=frozenset({4, 6})))
     assert judgement.findings == (), explain(judgement)
     assert "MQTT-3.1.4-4" in judgement.not_assessable
 

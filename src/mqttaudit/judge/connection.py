@@ -7,8 +7,19 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from mqttaudit.codec import Connack, Connect, Direction, Packet, PacketType, ProtocolVersion, Publish
+from mqttaudit.codec import (
+    Auth,
+    Connack,
+    Connect,
+    Direction,
+    Packet,
+    PacketType,
+    ProtocolVersion,
+    Publish,
+    reason_codes,
+)
 from mqttaudit.codec import rules as codec_rules
+from mqttaudit.codec.properties import first
 from mqttaudit.spec import identity
 
 from ..codec.describe import quoted
@@ -81,6 +92,28 @@ CLOSE_WITHOUT_CONNACK: Final = Reaction(
     "a CONNECT that breaks section 3.1 is answered by closing the connection, without CONNACK",
 )
 
+#: MQTT 5.0 CONNACK Reason Codes that refuse (0x80 and above, Table 3.1).
+REFUSALS_5: Final = frozenset(code for code in reason_codes.ALLOWED[PacketType.CONNACK] if code >= 0x80)
+ACCEPT_OR_REFUSE_5: Final = Reaction(
+    rules.CONNACK_FOR_VALID_CONNECT,
+    frozenset({0x00}) | REFUSALS_5,
+    False,
+    True,
+    "a valid CONNECT gets a CONNACK: 0x00 (Success) or a refusal of 0x80 or above",
+)
+#: 5.0 [MQTT-3.1.4-1]: close on a malformed CONNECT; a CONNACK of 0x80 or above may come first (section 4.13).
+CLOSE_ON_MALFORMED_5: Final = Reaction(
+    rules.MALFORMED_CONNECT,
+    frozenset(),
+    True,
+    False,
+    "a CONNECT that breaks section 3.1 is answered by closing the connection (a CONNACK of 0x80 or above may "
+    "come first)",
+)
+#: The CONNACK code that rejects a Client Identifier, per version (3.1.1 0x02 "identifier rejected", 5.0 0x85
+#: "Client Identifier not valid").
+CLIENT_ID_REJECTED: Final = {identity.V3_1_1: IDENTIFIER_REJECTED, identity.V5: 0x85}
+
 
 def header_cut(seen: Seen) -> bool:
     """The CONNECT ends inside its variable header (a Remaining Length shorter than it): the name, level or flags it
@@ -93,8 +126,10 @@ def header_cut(seen: Seen) -> bool:
     return any(v.rule_key == codec_rules.FIELD_OVERRUN and v.offset - frame_start < header_end for v in seen.errors)
 
 
+#: Server Keep Alive (property 0x13 of a 5.0 CONNACK).
+SERVER_KEEP_ALIVE: Final = 0x13
 #: The versions the judge judges, by Protocol Level.
-JUDGED_LEVELS: Final = frozenset({4})
+JUDGED_LEVELS: Final = frozenset({4, 5})
 
 
 def foreign_protocol(connect: Connect, supported_levels: frozenset[int]) -> str | None:
@@ -118,14 +153,19 @@ def connect_version(connect: Connect, supported_levels: frozenset[int]) -> str:
     return version.value
 
 
-def connect_reaction(seen: Seen, connect: Connect, supported_levels: frozenset[int]) -> Reaction:
+def connect_reaction(
+    seen: Seen, connect: Connect, supported_levels: frozenset[int], version: str = identity.V3_1_1
+) -> Reaction:
     """The reaction the server owes ``connect`` (a cut variable header first: its level was never sent; then an
     unknown level: nothing after it can be read)."""
+    v5 = version == identity.V5
     if header_cut(seen):
-        return CLOSE_WITHOUT_CONNACK
+        return CLOSE_ON_MALFORMED_5 if v5 else CLOSE_WITHOUT_CONNACK
     if connect.protocol_level not in supported_levels:
         return REFUSE_PROTOCOL_LEVEL
     broken = {violation.rule_key for violation in seen.errors}
+    if v5:
+        return CLOSE_ON_MALFORMED_5 if broken else ACCEPT_OR_REFUSE_5
     if not broken:
         return ACCEPT_OR_REFUSE
     if broken == {codec_rules.CLIENT_ID_EMPTY_NEEDS_CLEAN_SESSION}:
@@ -187,6 +227,24 @@ class Connection:
     @property
     def accepted(self) -> bool:
         return self.connack is not None and self.connack.return_code == 0
+
+    @property
+    def connect_valid(self) -> bool:
+        """The CONNECT was one the server may accept (no defect it must close on, a supported level)."""
+        return self.reaction is ACCEPT_OR_REFUSE or self.reaction is ACCEPT_OR_REFUSE_5
+
+    @property
+    def keep_alive(self) -> int:
+        """The Keep Alive in force (seconds): the CONNECT's, or in MQTT 5.0 the Server Keep Alive of the CONNACK,
+        which the client must use instead [MQTT-3.2.2-21]."""
+        connect = self.connect
+        if connect is None:
+            return 0
+        if self.version == identity.V5 and self.connack is not None:
+            declared = first(self.connack.properties, SERVER_KEEP_ALIVE)
+            if isinstance(declared, int):
+                return declared
+        return connect.keep_alive
 
     @property
     def session_known(self) -> bool:
@@ -343,7 +401,7 @@ class Connection:
                 time=seen.time,
             )
             return
-        self.reaction = reaction = connect_reaction(seen, connect, config.supported_protocol_levels)
+        self.reaction = reaction = connect_reaction(seen, connect, config.supported_protocol_levels, self.version)
         if not reaction.codes:
             self._offences.record(Offence.of_frame(seen, reaction.rule, act_rule=reaction.rule))
             return
@@ -387,10 +445,11 @@ class Connection:
         packet = seen.packet
         first = not self._server_spoke
         transition = self._step(seen)
-        if first:
+        if first and not isinstance(packet, Auth):
             self._server_spoke = True
             self._connack_first(seen)
         elif transition is not None and transition.rule is not None:
+            # (an AUTH may come before the CONNACK [MQTT-3.2.0-1]: the CONNACK's place is judged on what follows)
             self._out_of_order_fail(seen, transition.rule)
         instead = self._offence_instead_of_connect()
         if isinstance(packet, Connack) and not self._unanswered and instead is not None:
@@ -507,7 +566,7 @@ class Connection:
         "identifier rejected" (0x02)."""
         if PLAIN_CLIENT_ID.fullmatch(connect.client_id) is None:
             return
-        if code != IDENTIFIER_REJECTED:
+        if code != CLIENT_ID_REJECTED.get(self.version, IDENTIFIER_REJECTED):
             self._ctx.ledger.held(rules.PLAIN_CLIENT_ID_ALLOWED)
             return
         self._ctx.ledger.fail(
@@ -515,7 +574,7 @@ class Connection:
             SERVER,
             seen.time,
             seen.event,
-            f"CONNACK 0x02 (identifier rejected) refuses ClientId {quoted(connect.client_id)}",
+            f"CONNACK 0x{code:02x} (identifier rejected) refuses ClientId {quoted(connect.client_id)}",
             "the server allows every ClientId of 1 to 23 bytes drawn from 0-9, a-z and A-Z",
         )
 
@@ -571,7 +630,12 @@ class Connection:
                     event=self.disconnect_seen.event,
                     time=self.disconnect_seen.time,
                 )
-        if self.reaction is ACCEPT_OR_REFUSE and self.connack is None and self.connect and self.connect.clean_session:
+        if (
+            self.reaction in (ACCEPT_OR_REFUSE, ACCEPT_OR_REFUSE_5)
+            and self.connack is None
+            and self.connect
+            and self.connect.clean_session
+        ):
             ledger.undecided(
                 rules.NO_SESSION_PRESENT_WITH_CLEAN_SESSION,
                 reasons.reason(reasons.NO_ANSWER, "no CONNACK seen"),

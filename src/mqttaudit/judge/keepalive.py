@@ -8,7 +8,7 @@ from typing import Final
 from mqttaudit.codec import Direction
 
 from . import reasons, rules
-from .connection import ACCEPT_OR_REFUSE, Connection
+from .connection import Connection
 from .context import Context, Seen
 from .events import Quiet
 from .obligations import Obligation, OnClose
@@ -35,13 +35,13 @@ class KeepAlive:
         connect = connection.connect
         if (
             connect is None
-            or connection.reaction is not ACCEPT_OR_REFUSE
+            or not connection.connect_valid
             or connection.refused_at is not None
             or connection.disconnect_seen is not None
             or self._offences.by(CLIENT) is not None
         ):
             return 0.0
-        return float(connect.keep_alive)
+        return float(connection.keep_alive)
 
     def lost(self, reason: str, event: int, time: float) -> None:
         """Client bytes went unobserved (event ``event``): its silence can no longer be measured, on either side's

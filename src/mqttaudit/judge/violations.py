@@ -15,6 +15,7 @@ from typing import Final
 
 from mqttaudit.codec import Connack, Direction, Packet, PacketType, Publish, Suback, Violation
 from mqttaudit.codec import rules as codec_rules
+from mqttaudit.spec import identity
 
 from . import reasons, rules
 from .context import Context, Seen, describe
@@ -150,6 +151,8 @@ class Offences:
             return
         target = "the offending packet" if answered == offence.seen.event else f"event {answered}, sent after it"
         if answered == offence.seen.event and offence.act_rule == rules.MALFORMED_CONNECT and _refuses(seen):
+            if self._ctx.ledger.version == identity.V5:
+                return  # 5.0 [MQTT-3.1.4-1]: a CONNACK of 0x80 or above may come before the close (section 4.13)
             # [MQTT-3.1.4-1] A refusal accepts nothing, but the server had to close without any CONNACK.
             self._ctx.ledger.fail(
                 offence.act_rule,

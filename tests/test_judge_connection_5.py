@@ -1,0 +1,106 @@
+"""The judge on MQTT 5.0 connections: the lifecycle (CONNECT, CONNACK, AUTH, DISCONNECT from either side), the
+reactions 5.0 allows, and findings named by 5.0 statement ids."""
+
+from __future__ import annotations
+
+from mqttaudit import codec
+from mqttaudit.codec import Property
+from mqttaudit.judge import JudgeConfig, judge
+
+from .cases import explain
+from .talk import C, S, Talk
+
+V5 = JudgeConfig(supported_protocol_levels=frozenset({4, 5}))
+CONNECT = codec.Connect(client_id="five", protocol_level=5, keep_alive=0)
+CONNACK_OK = codec.Connack()
+PINGREQ, PINGRESP = codec.Pingreq(), codec.Pingresp()
+AUTH_METHOD = Property(0x15, "SCRAM-SHA-256")
+
+
+def talk() -> Talk:
+    return Talk(version="5")
+
+
+def rules_of(t: Talk) -> set[str]:
+    return {finding.rule for finding in judge(t.events, V5).findings}
+
+
+def test_an_accepted_5_0_connection_passes_under_5_0_ids() -> None:
+    judgement = judge(
+        talk().client(CONNECT).server(CONNACK_OK).client(PINGREQ).server(PINGRESP).quiet(after=1).events, V5
+    )
+    assert judgement.findings == (), explain(judgement)
+    assert {"MQTT-3.1.0-1", "MQTT-3.1.4-5", "MQTT-3.2.0-1", "MQTT-3.2.2-2"} <= judgement.passed
+    assert "MQTT-3.1.4-4" not in judgement.assessed  # the 3.1.1 id of "CONNACK for a valid CONNECT"
+
+
+def test_a_refusal_of_0x80_or_above_then_a_close_passes() -> None:
+    judgement = judge(talk().client(CONNECT).server(codec.Connack(return_code=0x87)).closed(S).events, V5)
+    assert judgement.findings == (), explain(judgement)
+    assert "MQTT-3.2.2-7" in judgement.passed
+
+
+def test_a_refusal_without_the_close_fails_3_2_2_7() -> None:
+    assert "MQTT-3.2.2-7" in rules_of(talk().client(CONNECT).server(codec.Connack(return_code=0x87)).quiet(after=10))
+
+
+def test_a_malformed_connect_may_be_refused_before_the_close() -> None:
+    bad_flags = bytes.fromhex("101100044d5154540503000000000004666976650"[:-1])  # reserved Connect Flag bit 0 set
+    refused = talk().client(bad_flags).server(codec.Connack(return_code=0x81)).closed(S)
+    judgement = judge(refused.events, V5)
+    assert judgement.findings == (), explain(judgement)
+    accepted = talk().client(bad_flags).server(CONNACK_OK).closed(S)
+    assert "MQTT-3.1.4-1" in rules_of(accepted)
+
+
+def test_a_server_packet_before_the_connack_fails_3_2_0_1() -> None:
+    early = talk().client(CONNECT).server(PINGRESP).server(CONNACK_OK).quiet(after=1)
+    assert "MQTT-3.2.0-1" in rules_of(early)
+
+
+def test_after_a_refusal_the_server_sends_nothing_but_the_close() -> None:
+    t = talk().client(CONNECT).server(codec.Connack(return_code=0x87)).client(PINGREQ).server(PINGRESP).closed(S)
+    assert "MQTT-3.2.0-1" in rules_of(t)
+
+
+def test_one_connack_per_connection() -> None:
+    assert "MQTT-3.2.0-2" in rules_of(talk().client(CONNECT).server(CONNACK_OK).server(CONNACK_OK).quiet(after=1))
+
+
+def test_nothing_after_a_server_disconnect() -> None:
+    t = talk().client(CONNECT).server(CONNACK_OK).server(codec.Disconnect(reason_code=0x8B)).server(PINGRESP)
+    findings = judge(t.closed(S).events, V5).findings
+    (finding,) = [f for f in findings if f.rule == "MQTT-3.14.4-1"]
+    assert finding.side is S
+
+
+def test_nothing_after_a_client_disconnect_under_its_5_0_id() -> None:
+    t = talk().client(CONNECT).server(CONNACK_OK).client(codec.Disconnect()).client(PINGREQ).closed(C)
+    assert "MQTT-3.14.4-1" in rules_of(t)
+
+
+def test_an_authenticating_client_waits_for_the_connack() -> None:
+    connect = codec.Connect(client_id="five", protocol_level=5, keep_alive=0, properties=(AUTH_METHOD,))
+    eager = talk().client(connect).client(PINGREQ).server(codec.Auth(reason_code=0x18, properties=(AUTH_METHOD,)))
+    assert "MQTT-3.1.2-30" in rules_of(eager.quiet(after=1))
+    patient = talk().client(connect).server(codec.Auth(reason_code=0x18, properties=(AUTH_METHOD,)))
+    patient = patient.client(codec.Auth(reason_code=0x18, properties=(AUTH_METHOD,))).server(CONNACK_OK)
+    judgement = judge(patient.quiet(after=1).events, V5)
+    assert not {"MQTT-3.1.2-30", "MQTT-3.2.0-1", "MQTT-4.12.0-6"} & judgement.failed, explain(judgement)
+
+
+def test_no_auth_from_a_server_whose_client_named_no_method() -> None:
+    t = talk().client(CONNECT).server(codec.Auth(reason_code=0x18)).server(CONNACK_OK).quiet(after=1)
+    assert "MQTT-4.12.0-6" in rules_of(t)
+
+
+def test_a_plain_client_id_is_not_refused_as_invalid() -> None:
+    t = talk().client(CONNECT).server(codec.Connack(return_code=0x85)).closed(S)
+    assert "MQTT-3.1.3-5" in rules_of(t)
+
+
+def test_the_server_keep_alive_replaces_the_clients() -> None:
+    connect = codec.Connect(client_id="five", protocol_level=5, keep_alive=60)
+    connack = codec.Connack(properties=(Property(0x13, 1),))
+    silent = talk().client(connect).server(connack).quiet(after=10)
+    assert "MQTT-3.1.2-20" in rules_of(silent)  # the client had to speak within the server's 1 s
