@@ -213,7 +213,9 @@ async def _run_mqtt(
     profile: BrokerProfile = NO_PROFILE,
 ) -> ProbeResult:
     clock0 = time.monotonic()
-    refusal = await preflight(target, timeout)
+    # a 5.0-only selection asks in 5.0: a broker that serves 5.0 alone may refuse a 3.1.1 CONNECT
+    only_5_0 = all(case.protocol is ProtocolVersion.V5 for case in selected)
+    refusal = await preflight(target, timeout, ProtocolVersion.V5 if only_5_0 else ProtocolVersion.V3_1_1)
     if refusal is not None:
         return ProbeResult(not_probed(target, selected, refusal, time.monotonic() - clock0), refusal=refusal)
     if progress is not None:

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..codec import Connack, Connect
+from ..codec import Connack, Connect, ProtocolVersion
 from .case import Target, os_error_text
 from .connection import ProbeConnection
 
@@ -25,7 +25,13 @@ REFUSALS: dict[int, tuple[str, str]] = {
     0x03: ("the broker refused us", "server unavailable"),
     0x04: ("authentication refused", "bad user name or password"),
     0x05: ("authentication refused", "not authorised"),
-    # MQTT 5.0 reason codes go here, one line each: 0x86 bad user name or password, 0x87 not authorized.
+}
+#: The same, answering a 5.0 CONNECT (Connect Reason Codes, Table 3.1).
+REFUSALS_5_0: dict[int, tuple[str, str]] = {
+    0x84: ("the broker refused us", "unsupported protocol version"),
+    0x86: ("authentication refused", "bad user name or password"),
+    0x87: ("authentication refused", "not authorized"),
+    0x88: ("the broker refused us", "server unavailable"),
 }
 
 
@@ -52,23 +58,26 @@ async def reach(host: str, port: int, url: str, timeout: float) -> Streams | Ref
         return Refusal("unreachable", f"cannot reach {url}: {os_error_text(exc)}")
 
 
-async def preflight(target: Target, timeout: float) -> Refusal | None:
-    """None when the target accepts a TCP connection and does not refuse a plain CONNECT from the prober (a silent
-    or misbehaving broker is left to the cases to judge); else why nothing can be probed."""
+async def preflight(
+    target: Target, timeout: float, version: ProtocolVersion = ProtocolVersion.V3_1_1
+) -> Refusal | None:
+    """None when the target accepts a TCP connection and does not refuse a plain CONNECT of ``version`` from the
+    prober (a silent or misbehaving broker is left to the cases to judge); else why nothing can be probed."""
     streams = await reach(target.host, target.port, target.url, timeout)
     if isinstance(streams, Refusal):
         return streams
     reader, writer = streams
-    connection = ProbeConnection("preflight", reader, writer, time.monotonic, timeout=timeout)
+    connection = ProbeConnection("preflight", reader, writer, time.monotonic, timeout=timeout, version=version)
     try:
-        await connection.send(Connect(client_id="mqapre" + secrets.token_hex(8)))
+        await connection.send(Connect(protocol_level=version.level, client_id="mqapre" + secrets.token_hex(8)))
         ack = await connection.wait_type(Connack)
     finally:
         with contextlib.suppress(Exception):
             await connection.send(bytes((0xE0, 0x00)))
         await connection.finish()
-    if isinstance(ack, Connack) and ack.return_code in REFUSALS:
-        what, meaning = REFUSALS[ack.return_code]
+    refusals = REFUSALS_5_0 if version is ProtocolVersion.V5 else REFUSALS
+    if isinstance(ack, Connack) and ack.return_code in refusals:
+        what, meaning = refusals[ack.return_code]
         return Refusal("refused", f"{target.url}: {what} (CONNACK 0x{ack.return_code:02x}: {meaning})")
     return None
 
