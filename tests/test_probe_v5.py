@@ -273,3 +273,10 @@ def test_probe_runs_the_5_0_cases_with_a_profile(
     packets = [event.get("packet") or "" for c in ping["evidence"]["connections"] for event in c["events"]]
     assert packets[0].startswith("CONNECT 'MQTT' level 5") and "PINGRESP" in packets
     assert status in (0, 1, 4)  # the judge decides; a usage or internal error it is not
+
+
+def test_the_preflight_of_a_5_0_selection_speaks_5_0(mosquitto: RunningBroker) -> None:
+    from mqttaudit.probe.preflight import preflight
+
+    target = Target(mosquitto.host, mosquitto.port)
+    assert asyncio.run(preflight(target, TIMEOUT, ProtocolVersion.V5)) is None  # mosquitto accepts the 5.0 CONNECT
