@@ -497,6 +497,7 @@ class Connection:
         if isinstance(seen.packet, Connack) and not self.mid_stream and SERVER not in self.lost:
             self._ctx.ledger.held(rules.CONNACK_FIRST)
             return
+        self._out_of_order.add(rules.CONNACK_FIRST)  # decided here, on the first packet, whatever follows
         if seen.packet is None or self.mid_stream or SERVER in self.lost:
             if self.mid_stream:
                 reason = reasons.reason(reasons.MID_STREAM, "the server's first packets were sent before it")

@@ -354,6 +354,9 @@ class Model:
     by_client: dict[str, list[Session]] = field(default_factory=dict)
     #: The last time any connection to the broker was observed: after it, the capture shows nothing of it.
     horizon: float = INF
+    #: Connections left out of the replay: MQTT 5.0 ones, whose routing (Topic Aliases, subscription options,
+    #: expiry, shared subscriptions) this model does not follow.
+    not_replayed: tuple[str, ...] = ()
 
 
 def build(
@@ -366,6 +369,9 @@ def build(
     whole model would: a session's expectations depend only on its own connections and on every message. The
     transcripts of other ClientIds need only what they published (their subscriptions and deliveries unused).
     """
+    not_replayed = tuple(name for name, transcript in transcripts.items() if speaks_5_0(transcript))
+    if not_replayed:
+        transcripts = {name: t for name, t in transcripts.items() if name not in not_replayed}
     every_link = sorted(_links(transcripts), key=lambda link: link.opened)
     sessions = _sessions(every_link)
     # Decided on the whole broker, so that every shard decides alike.
@@ -385,6 +391,7 @@ def build(
     topics = TopicIndex(dict.fromkeys(message.publish.topic for message in messages))  # each topic once
     model = Model(links, sessions, messages, retained, SessionFilters(sessions), topics)
     model.horizon = max((transcript.end for transcript in transcripts.values()), default=INF)
+    model.not_replayed = not_replayed
     for message in messages:
         model.by_key.setdefault(message.key, []).append(message)
         if not message.publish.retain:
@@ -416,6 +423,11 @@ def build(
         for subscription in session.subscriptions:
             _send_retained(model, subscription, config)
     return model
+
+
+def speaks_5_0(transcript: Transcript) -> bool:
+    """The connection opened with an MQTT 5.0 CONNECT (Protocol Level 5)."""
+    return transcript.connect is not None and transcript.connect.protocol_level == 5
 
 
 def _lifetime(session: Session) -> Window:

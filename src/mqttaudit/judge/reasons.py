@@ -32,6 +32,8 @@ TOO_SHORT: Final = "observation too short"
 UNDECODED: Final = "bytes not decoded"
 #: The connection follows another specification (another protocol name, or a level the server supports).
 ANOTHER_SPECIFICATION: Final = "another specification"
+#: The routing replay does not follow this connection's version.
+NOT_REPLAYED: Final = "routing not replayed"
 #: The session began on an earlier connection the capture does not hold (or did not tie to this one).
 EARLIER_SESSION: Final = "earlier session unknown"
 #: A delivery may stand for more than one message (the same topic and payload, live and retained): which one it is

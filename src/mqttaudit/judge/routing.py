@@ -8,11 +8,12 @@ from collections.abc import Mapping
 from typing import Final
 
 from mqttaudit.codec import Direction
+from mqttaudit.spec.identity import V3_1_1, V5
 
 from ..codec.describe import quoted
 from . import reasons, rules
 from .config import JudgeConfig
-from .model import Expectation, Link, Model, RetainedWatch, forbid, not_retained_rule
+from .model import Expectation, Link, Model, RetainedWatch, forbid, not_retained_rule, speaks_5_0
 from .transcript import Delivered, Transcript
 from .verdict import DUPLICATE, LEAK, MISSING, QOS, Judgement, Ledger, combine
 
@@ -25,13 +26,24 @@ class Routing:
     def __init__(self, model: Model, transcripts: Mapping[str, Transcript], config: JudgeConfig) -> None:
         self._model = model
         self._config = config
-        self._ledgers = {name: Ledger(name) for name in transcripts}
+        self._ledgers = {
+            name: Ledger(name, version=V5 if speaks_5_0(transcript) else V3_1_1)
+            for name, transcript in transcripts.items()
+        }
         self._same_client: dict[str, list[Link]] = {}
         for link in model.links:
             if link.client_id:  # each empty ClientId is a ClientId of its own [MQTT-3.1.3-6]
                 self._same_client.setdefault(link.client_id, []).append(link)
 
     def judgement(self) -> Judgement:
+        for name in self._model.not_replayed:
+            self._ledgers[name].undecided(
+                rules.MESSAGE_ROUTED,
+                reasons.reason(
+                    reasons.NOT_REPLAYED, "an MQTT 5.0 connection: the routing replay follows MQTT 3.1.1 routing only"
+                ),
+                side=SERVER,
+            )
         for link in self._model.links:
             self._session_present(link)
             self._takeover(link)
