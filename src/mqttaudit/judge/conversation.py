@@ -18,6 +18,7 @@ from .context import Context, Seen
 from .deliveries import Deliveries
 from .events import Closed, Event, Lost, Quiet, Sent
 from .keepalive import KeepAlive
+from .limits import Limits
 from .obligations import Obligations
 from .pairing import Pairing
 from .sides import peer, side_name
@@ -46,6 +47,7 @@ class ConversationJudge:
         self._pairing = Pairing(ctx, self._offences, self._connection, subscriptions)
         self._deliveries = Deliveries(ctx, self._connection, subscriptions)
         self._keep_alive = KeepAlive(ctx, self._connection, self._offences)
+        self._limits = Limits(ctx, self._connection, self._offences)
         self._events = 0
         self._now: float | None = None
         self._closed: Closed | None = None
@@ -56,6 +58,11 @@ class ConversationJudge:
     def transcript(self) -> Transcript:
         """What the conversation did so far, for the broker model."""
         return self._ctx.transcript
+
+    @property
+    def limits(self) -> Limits:
+        """The MQTT 5.0 limits of the connection (Topic Aliases resolved: :meth:`Limits.topic_of`)."""
+        return self._limits
 
     def feed(self, event: Event) -> list[Finding]:
         """Judges one event; returns the findings it decided."""
@@ -112,6 +119,7 @@ class ConversationJudge:
         self._ctx.obligations.mark_lost(event.sender, reason)
         self._connection.on_lost(event, index, reason)
         self._pairing.lost(event.sender)
+        self._limits.lost(event.sender, reason)
         if event.sender is CLIENT:
             self._keep_alive.lost(reason, index, event.time)
         self._ctx.transcript.lost.append((event.sender, event.time))
@@ -138,6 +146,7 @@ class ConversationJudge:
                 connection.check_answer(seen, answered)
                 self._ctx.transcript.processed_by(answered, seen.time)
         self._offences.check_echo(seen, paired=answered is not None)
+        self._limits.on_packet(seen)  # before the deliveries: it resolves Topic Aliases
         self._deliveries.on_packet(seen)
         if seen.sender is CLIENT:
             self._keep_alive.on_client(seen)
