@@ -3,6 +3,10 @@
 One table drives the flows (section 4.3 and 3.8-3.11): a QoS 1 PUBLISH awaits PUBACK; a QoS 2 PUBLISH awaits
 PUBREC, then its sender's PUBREL, then PUBCOMP; SUBSCRIBE awaits SUBACK; UNSUBSCRIBE awaits UNSUBACK. An answer
 that fits no flow in flight is a finding; so is a new request reusing an identifier still in flight.
+
+In MQTT 5.0 acknowledgements carry Reason Codes: a PUBACK or PUBREC from 0x80 up refuses the message and ends its
+flow (no PUBREL follows [MQTT-4.3.3-4]), UNSUBACK holds one code per Topic Filter [MQTT-3.11.3-1, -2], and where
+several codes are right :mod:`.outcomes` lists them.
 """
 
 from __future__ import annotations
@@ -11,16 +15,30 @@ import enum
 from dataclasses import dataclass, field
 from typing import Final
 
-from mqttaudit.codec import Direction, PacketType, Pingreq, Pingresp, Publish, Suback, Subscribe, Unsubscribe
+from mqttaudit.codec import (
+    Direction,
+    Packet,
+    PacketType,
+    Pingreq,
+    Pingresp,
+    Publish,
+    Suback,
+    Subscribe,
+    Unsuback,
+    Unsubscribe,
+)
 from mqttaudit.codec import rules as codec_rules
+from mqttaudit.spec import identity
 
 from ..codec.describe import quoted
+from ..codec.reason_codes import name as code_name
 from . import reasons, rules
 from .connection import Connection
 from .context import Context, Seen, describe, undecided_at
 from .obligations import Obligation, OnClose
+from .outcomes import ALLOWED_OUTCOMES, Outcomes, refuses
 from .sides import peer, side_name
-from .subscriptions import FAILURE, Subscriptions
+from .subscriptions import Subscriptions, refused
 from .transcript import Published, Subscribed, Unsubscribed
 from .violations import Offences
 
@@ -146,6 +164,10 @@ class Flow:
     subscribed: list[Subscribed] = field(default_factory=list)
     unsubscribed: list[Unsubscribed] = field(default_factory=list)
     published: Published | None = None
+    #: MQTT 5.0: the codes the next answer may carry (a key of ALLOWED_OUTCOMES), None: not judged here.
+    outcomes: str | None = None
+    #: MQTT 5.0 UNSUBSCRIBE: whether the session held each filter when it was sent (None: cannot tell).
+    held: list[bool | None] = field(default_factory=list)
 
 
 class Pairing:
@@ -157,6 +179,12 @@ class Pairing:
         self._flows: dict[Direction, dict[int, Flow]] = {side: {} for side in Direction}
         self._pings: list[tuple[Seen, Obligation | None]] = []
         self._blind: set[Direction] = set()
+        #: MQTT 5.0: QoS 2 flows a PUBREC from 0x80 up ended, by owner and Packet Identifier.
+        self._ended: dict[Direction, dict[int, Seen]] = {side: {} for side in Direction}
+
+    @property
+    def _v5(self) -> bool:
+        return self._connection.version == identity.V5
 
     def on_packet(self, seen: Seen) -> int | None:
         """Pairs one packet with the flows in flight; returns the event it answers, if any."""
@@ -235,11 +263,23 @@ class Pairing:
                 self._ctx.obligations.drop(
                     current.due, f"Packet Identifier {packet_id} was reused (event {seen.event})"
                 )
-        flow = Flow(seen.sender, packet_id, seen, stage, seen, self._note_subscriptions(seen))
+        held = self._held_before(seen)
+        flow = Flow(seen.sender, packet_id, seen, stage, seen, self._note_subscriptions(seen), held=held)
+        self._ended[seen.sender].pop(packet_id, None)  # [MQTT-4.3.3-9] a new message after a refusing PUBREC
         self._note_requests(flow)
         flows[packet_id] = flow
         self._expect(flow)
         return flow
+
+    def _held_before(self, seen: Seen) -> list[bool | None]:
+        """Whether the session held each filter of a valid 5.0 UNSUBSCRIBE when it was sent (its UNSUBACK codes
+        depend on it)."""
+        packet = seen.packet
+        if not self._v5 or seen.offends or not isinstance(packet, Unsubscribe):
+            return []
+        if not self._connection.session_known:
+            return [None] * len(packet.topic_filters)
+        return [self._subscriptions.holds(name) for name in packet.topic_filters]
 
     def _note_publication(self, seen: Seen, packet: Publish) -> Published | None:
         """A client PUBLISH the server may route; QoS 0 is surely taken unless it breaks a rule, comes after a
@@ -272,12 +312,13 @@ class Pairing:
         packet = seen.packet
         if seen.offends:
             return None
+        version = self._connection.version
         if isinstance(packet, Subscribe):
-            self._subscriptions.asked(packet)
+            self._subscriptions.asked(packet, version)
         if not isinstance(packet, Unsubscribe):
             return None
         deletes = self._subscriptions.holds_any(packet.topic_filters)
-        self._subscriptions.removed(packet.topic_filters)
+        self._subscriptions.removed(packet.topic_filters, version)
         return rules.UNSUBACK_WITHOUT_DELETION if self._connection.session_known and not deletes else None
 
     def _expect(self, flow: Flow) -> None:
@@ -341,29 +382,68 @@ class Pairing:
         if flow.due is not None:
             self._ctx.obligations.fulfil(flow.due)
             flow.due = None
+        refusal = self._refusal(seen)
         if not flow.request.offends:  # answering an offending request is judged as acting on it, nothing else
             self._check_order(flow, seen, packet_type)
-            self._note_answer(flow, seen)
+            self._note_answer(flow, seen, refusal)
+            self._check_outcome(flow, seen)
         answered = flow.last.event
         flow.last = seen
         step = STEPS[flow.stage]
-        if step.then is None:
+        if step.then is None or refusal:
             del self._flows[flow.owner][flow.packet_id]
+            if refusal and flow.stage is Stage.PUBREC:
+                self._ended[flow.owner][flow.packet_id] = seen
         else:
             flow.stage, flow.missing = step.then, None
+            flow.outcomes = "pubcomp-known" if flow.stage is Stage.PUBCOMP and self._v5 else None
             self._expect(flow)
         return answered
 
-    def _note_answer(self, flow: Flow, seen: Seen) -> None:
+    def _refusal(self, seen: Seen) -> bool:
+        """A 5.0 PUBACK or PUBREC from 0x80 up: the receiver refused the message, its flow ends there (no delivery
+        is owed, and no PUBREL follows a refusing PUBREC [MQTT-4.3.3-4])."""
+        packet = seen.packet
+        return (
+            self._v5
+            and packet is not None
+            and packet.packet_type in (PacketType.PUBACK, PacketType.PUBREC)
+            and refuses(_reason_code(packet))
+        )
+
+    def _note_answer(self, flow: Flow, seen: Seen, refusal: bool) -> None:
         request, answer = flow.request.packet, seen.packet
+        version = self._connection.version
         if isinstance(request, Subscribe) and isinstance(answer, Suback):
             self._check_suback(seen, request, answer)
             for record, code in zip(flow.subscribed, answer.return_codes, strict=False):
-                record.granted, record.acked = (None if code == FAILURE else code), seen.time
+                record.granted, record.acked = (None if refused(code, version) else code), seen.time
+        if isinstance(request, Unsubscribe) and isinstance(answer, Unsuback) and self._v5:
+            self._subscriptions.unsubscribed(request.topic_filters)
+            self._check_unsuback(flow, seen, request, answer)
         for unsubscribed in flow.unsubscribed:
             unsubscribed.acked = seen.time
-        if flow.published is not None and flow.stage in (Stage.PUBACK, Stage.PUBREC):
+        if flow.published is not None and flow.stage in (Stage.PUBACK, Stage.PUBREC) and not refusal:
+            # 0x10 "No matching subscribers" is a success: the server took the message.
             flow.published.accepted, flow.published.certain = seen.time, True
+
+    def _check_outcome(self, flow: Flow, seen: Seen) -> None:
+        """A 5.0 answer whose Reason Code the situation fixes (see :data:`ALLOWED_OUTCOMES`)."""
+        if flow.outcomes is None or not self._v5:
+            return
+        outcomes = ALLOWED_OUTCOMES[flow.outcomes]
+        code = _reason_code(seen.packet) or 0
+        if outcomes.allows(code):
+            self._ctx.ledger.held(outcomes.rule)
+            return
+        self._ctx.ledger.fail(
+            outcomes.rule,
+            seen.sender,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} carries Reason Code {_code_name(outcomes, code)} in answer to {flow.last.describe()}",
+            outcomes.expected(),
+        )
 
     def lost(self, sender: Direction) -> None:
         """Bytes ``sender`` sent were not observed: its answers may be among them."""
@@ -402,7 +482,7 @@ class Pairing:
 
     def _check_suback(self, seen: Seen, subscribe: Subscribe, suback: Suback) -> None:
         """[MQTT-3.8.4-5] One return code per Topic Filter of the SUBSCRIBE."""
-        self._subscriptions.answered(subscribe, suback)
+        self._subscriptions.answered(subscribe, suback, self._connection.version, seen.event)
         if len(suback.return_codes) == len(subscribe.subscriptions):
             self._check_suback_order(seen, subscribe, suback)
             return
@@ -418,23 +498,85 @@ class Pairing:
 
     def _check_suback_order(self, seen: Seen, subscribe: Subscribe, suback: Suback) -> None:
         """[MQTT-3.9.3-1] The return codes follow the order of the Topic Filters: a code granting more than the
-        filter in its place requested shows them out of order (the server may grant less, never more)."""
+        filter in its place requested shows them out of order (the server may grant less, never more). In 5.0
+        [MQTT-3.8.4-7] any refusal of ALLOWED_OUTCOMES["suback"] may stand in a filter's place."""
+        version = self._connection.version
         wrong = [
             f"code {code:#04x} for {quoted(sub.topic_filter)}, which requested QoS {sub.qos}"
             for code, sub in zip(suback.return_codes, subscribe.subscriptions, strict=True)
-            if code != FAILURE and code > sub.qos
+            if not refused(code, version) and code > sub.qos
         ]
         if not wrong:
             self._ctx.ledger.held(rules.SUBACK_CODES_IN_ORDER)
             return
+        expected = (
+            "the SUBACK return codes follow the order of the Topic Filters, each at most the QoS its filter requested"
+        )
+        if self._v5:
+            expected = f"{ALLOWED_OUTCOMES['suback'].expected()} (or a QoS up to the one requested)"
         self._ctx.ledger.fail(
             rules.SUBACK_CODES_IN_ORDER,
             seen.sender,
             seen.time,
             seen.event,
             f"{seen.describe()} grants more than requested: {'; '.join(wrong)}",
-            "the SUBACK return codes follow the order of the Topic Filters, each at most the QoS its filter requested",
+            expected,
         )
+
+    def _check_unsuback(self, flow: Flow, seen: Seen, unsubscribe: Unsubscribe, unsuback: Unsuback) -> None:
+        """[MQTT-3.11.3-2] A 5.0 UNSUBACK holds one Reason Code per Topic Filter; [MQTT-3.11.3-1] in their order:
+        a filter the session held is deleted or refused, one it did not hold gets 0x11 "No subscription existed"
+        or a refusal (ALLOWED_OUTCOMES)."""
+        filters, codes = unsubscribe.topic_filters, unsuback.reason_codes
+        if len(codes) != len(filters):
+            self._ctx.ledger.fail(
+                "MQTT-3.11.3-2",
+                seen.sender,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} holds {len(codes)} Reason Code(s) for the {len(filters)} Topic Filter(s) of "
+                f"UNSUBSCRIBE id {unsubscribe.packet_id}",
+                "an UNSUBACK holds one Reason Code per Topic Filter of the UNSUBSCRIBE it answers",
+            )
+            return
+        self._ctx.ledger.held("MQTT-3.11.3-2")
+        held = flow.held or [None] * len(filters)
+        wrong: list[str] = []
+        unknown: list[str] = []
+        expected: list[str] = []
+        for name, code, holds in zip(filters, codes, held, strict=True):
+            if holds is None:
+                unknown.append(quoted(name))
+                continue
+            outcomes = ALLOWED_OUTCOMES["unsuback-held" if holds else "unsuback-not-held"]
+            if not outcomes.allows(code):
+                state = "held" if holds else "did not hold"
+                wrong.append(f"{_code_name(outcomes, code)} for {quoted(name)}, which the session {state}")
+                expected.append(outcomes.expected())
+        if wrong:
+            self._ctx.ledger.fail(
+                "MQTT-3.11.3-1",
+                seen.sender,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} answers out of place: {'; '.join(wrong)}",
+                "; ".join(dict.fromkeys(expected)),
+            )
+        elif unknown:
+            why = (
+                "the session may hold subscriptions of an earlier connection"
+                if not self._connection.session_known
+                else "a SUBSCRIBE or UNSUBSCRIBE of the filter was still unanswered"
+            )
+            undecided_at(
+                self._ctx,
+                seen,
+                "MQTT-3.11.3-1",
+                reasons.EARLIER_SESSION if not self._connection.session_known else reasons.AMBIGUOUS,
+                f"whether the session held {', '.join(unknown)} is unknown ({why})",
+            )
+        else:
+            self._ctx.ledger.held("MQTT-3.11.3-1")
 
     def _stray(self, seen: Seen, packet_type: PacketType, packet_id: int, owner: Direction) -> None:
         stray = STRAYS[packet_type]
@@ -460,18 +602,40 @@ class Pairing:
                 reasons.EARLIER_SESSION,
                 f"{seen.describe()} may continue a QoS 2 flow of an earlier connection (session resumed)",
             )
-            flow = Flow(seen.sender, packet_id, seen, Stage.PUBCOMP, seen)
-            self._flows[seen.sender][packet_id] = flow
-            self._expect(flow)
+            self._await_pubcomp(seen, packet_id, "pubcomp-resumed")
             return
-        self._ctx.ledger.fail(
-            stray.rule,
-            seen.sender,
-            seen.time,
-            seen.event,
-            f"{seen.describe()} matches no {stray.awaited} of the {side_name(owner)} in flight",
-            stray.expected,
-        )
+        ended = self._ended[owner].get(packet_id) if packet_type is PacketType.PUBREL else None
+        if ended is not None:
+            # [MQTT-4.3.3-4] A PUBREL answers only a PUBREC below 0x80: a refusing PUBREC ended the flow.
+            self._ctx.ledger.fail(
+                rules.QOS2_SENDER,
+                seen.sender,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} follows {ended.describe()} with Reason Code "
+                f"{_reason_code(ended.packet) or 0:#04x}, which refused the message and ended its flow",
+                "a QoS 2 sender sends PUBREL only for a PUBREC with a Reason Code below 0x80",
+            )
+        else:
+            self._ctx.ledger.fail(
+                stray.rule,
+                seen.sender,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} matches no {stray.awaited} of the {side_name(owner)} in flight",
+                stray.expected,
+            )
+        if packet_type is PacketType.PUBREL and self._v5:
+            # [MQTT-4.3.3-11] Every PUBREL gets its PUBCOMP: here 0x92 "Packet Identifier not found".
+            self._await_pubcomp(seen, packet_id, "pubcomp-unknown")
+
+    def _await_pubcomp(self, seen: Seen, packet_id: int, outcomes: str) -> None:
+        """A PUBREL no flow here awaited still gets its PUBCOMP; in 5.0 with the codes ``outcomes`` names."""
+        flow = Flow(seen.sender, packet_id, seen, Stage.PUBCOMP, seen)
+        if self._v5:
+            flow.outcomes, flow.missing = outcomes, ALLOWED_OUTCOMES[outcomes].rule
+        self._flows[seen.sender][packet_id] = flow
+        self._expect(flow)
 
     # PINGREQ / PINGRESP -----------------------------------------------------------------------------------------
 
@@ -536,3 +700,13 @@ def _same_message(first: Seen, second: Seen) -> bool:
     return (
         isinstance(a, Publish) and isinstance(b, Publish) and (a.topic, a.payload, a.qos) == (b.topic, b.payload, b.qos)
     )
+
+
+def _reason_code(packet: Packet | None) -> int | None:
+    """The Reason Code of a 5.0 PUBACK, PUBREC, PUBREL or PUBCOMP (None: left out, which means Success)."""
+    code = getattr(packet, "reason_code", None)
+    return code if isinstance(code, int) else None
+
+
+def _code_name(outcomes: Outcomes, code: int) -> str:
+    return f"{code:#04x} ({code_name(code, outcomes.packet_type)})"
