@@ -419,8 +419,9 @@ class Limits:
         declared = self._declared.get(seen.receiver)
         if declared is None:
             state = self._senders[seen.sender]
-            if seen.sender is CLIENT and not self._connection.mid_stream and state.lost is None:
-                if size > state.early_size:  # judged when the CONNACK tells the server's maximum
+            # Sent before the CONNACK (none lost): judged when it tells the server's maximum.
+            if seen.sender is CLIENT and not self._connection.mid_stream and self._senders[SERVER].lost is None:
+                if size > state.early_size:
                     state.early_largest, state.early_size = seen, size
             else:
                 self._undecided(seen, rule)
