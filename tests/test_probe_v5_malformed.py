@@ -1,0 +1,103 @@
+"""The MQTT 5.0 malformed-property family: each stimulus breaks exactly the rule it is built for (pure), and every
+case gets a verdict against a real mosquitto."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+from mqttaudit.codec import ProtocolVersion, decode
+from mqttaudit.codec import properties as props
+from mqttaudit.codec import rules as codec_rules
+from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.case import CASES, Target
+from mqttaudit.probe.cases.v5_malformed import STIMULI, UNKNOWN_IDENTIFIERS, decoded_rules, targeted
+from mqttaudit.probe.outcome import FAIL, NOT_APPLICABLE, PASS, CaseResult
+from mqttaudit.probe.runner import run_case
+
+TIMEOUT = 1.0
+#: The duty to close on a Malformed Packet or Protocol Error; for CONNECT, to close without accepting it.
+CLOSE_DUTIES = {"MQTT-4.13.1-1", "MQTT-3.1.4-1"}
+
+
+def test_every_stimulus_decodes_to_exactly_the_intended_violation() -> None:
+    for stimulus in STIMULI:
+        assert decoded_rules(stimulus) == (stimulus.breaks,), stimulus.case_id
+        # the same with the one-shot decoder of the codec's public interface
+        rules = {v.rule for v in decode(stimulus.data, "client", version="5").violations}
+        assert rules == {stimulus.breaks}, stimulus.case_id
+
+
+def test_every_rule_has_at_least_two_shapes() -> None:
+    shapes = Counter(stimulus.breaks for stimulus in STIMULI)
+    intended = {
+        codec_rules.PROPERTY_PACKET,
+        codec_rules.PROPERTY_DUPLICATE,
+        codec_rules.PROPERTY_IDENTIFIER,
+        codec_rules.PROPERTY_VALUE,
+        codec_rules.PROPERTY_LENGTH,
+        codec_rules.TOPIC_ALIAS_ZERO,
+        codec_rules.SUBSCRIPTION_ID_FROM_CLIENT,
+    }
+    assert set(shapes) == intended
+    assert min(shapes.values()) >= 2, shapes
+
+
+def test_the_shapes_named_in_the_family_are_there() -> None:
+    ids = {stimulus.case_id for stimulus in STIMULI}
+    assert {
+        "publish-with-session-expiry-interval",
+        "subscribe-with-topic-alias",
+        "publish-two-payload-format-indicator",
+        "subscribe-two-subscription-identifier",
+        "publish-unknown-property-0x7f",
+        "subscribe-unknown-property-0x00",
+        "publish-payload-format-indicator-2",
+        "subscribe-subscription-identifier-0",
+        "publish-topic-alias-0",
+        "connect-request-problem-information-2",
+        "publish-property-length-overrun-by-one",
+        "subscribe-property-length-overrun-by-one",
+        "publish-from-client-subscription-identifier-one",
+    } <= ids
+    assert not set(UNKNOWN_IDENTIFIERS) & set(props.BY_ID)
+
+
+def test_only_connect_defects_open_the_connection() -> None:
+    for stimulus in STIMULI:
+        assert stimulus.as_connect is (stimulus.data[0] >> 4 == 1), stimulus.case_id
+
+
+def test_every_case_is_a_50_case_that_targets_the_duty_to_close() -> None:
+    for stimulus in STIMULI:
+        case = CASES[f"v5/malformed/{stimulus.case_id}"]
+        assert case.protocol is ProtocolVersion.V5
+        assert case.statements == targeted(stimulus)
+        assert CLOSE_DUTIES & set(case.statements), stimulus.case_id
+        assert case.family == f"v5/malformed/{stimulus.family}"
+        assert stimulus.breaks in case.stimulus
+
+
+@pytest.fixture(scope="module")
+def mosquitto() -> Iterator[RunningBroker]:
+    with start_broker("mosquitto") as broker:
+        yield broker
+
+
+async def _run_all(broker: RunningBroker) -> list[CaseResult]:
+    target = Target(broker.host, broker.port)
+    cases = [CASES[f"v5/malformed/{stimulus.case_id}"] for stimulus in STIMULI]
+    return list(await asyncio.gather(*(run_case(c, target, timeout=TIMEOUT, run_id="5a5a5a5a") for c in cases)))
+
+
+def test_every_case_gets_a_verdict_from_mosquitto(mosquitto: RunningBroker) -> None:
+    results = asyncio.run(_run_all(mosquitto))
+    undecided = [(r.case.id, r.verdict, r.reason) for r in results if r.verdict not in (PASS, FAIL, NOT_APPLICABLE)]
+    assert not undecided
+    assert not [r.case.id for r in results if r.error]
+    # what mosquitto did with each, for the record of the run (-rA shows it)
+    for result in results:
+        print(result.case.id, result.verdict, result.reason)
