@@ -134,10 +134,14 @@ class ConversationJudge:
             if not isinstance(seen.packet, Connect):  # a client CONNECT is the connection's to judge
                 self._offences.on_frame(seen)
             connection.on_client(seen)
+            # After the connection (its CONNECT and CONNACK declare the limits), before pairing and deliveries
+            # (a limit the client breaks is an offence; they read aliased topics).
+            self._limits.on_packet(seen)
             answered = self._pairing.on_packet(seen)
         else:
             self._offences.on_frame(seen)
             answered = connection.on_server(seen)
+            self._limits.on_packet(seen)
             paired = self._pairing.on_packet(seen)
             answered = paired if answered is None else answered
         if answered is not None:
@@ -146,7 +150,6 @@ class ConversationJudge:
                 connection.check_answer(seen, answered)
                 self._ctx.transcript.processed_by(answered, seen.time)
         self._offences.check_echo(seen, paired=answered is not None)
-        self._limits.on_packet(seen)  # before the deliveries: it resolves Topic Aliases
         self._deliveries.on_packet(seen)
         if seen.sender is CLIENT:
             self._keep_alive.on_client(seen)
