@@ -123,6 +123,14 @@ def test_server_that_goes_on_after_a_client_alias_above_its_maximum_breaks_the_d
     assert {f.side for f in closes} == {S} and 3 in {f.event for f in closes}  # the PUBACK acts on it
 
 
+def test_a_publish_beyond_a_limit_is_owed_a_close_not_an_acknowledgement() -> None:
+    talk = opened(server={"topic_alias_maximum": 2}).client(publish("a", alias=3, qos=1)).closed(S)
+    judgement = run(talk)
+    puback = named("MQTT-4.3.2-2")  # the QoS 1 receiver's PUBACK
+    assert CLOSE_5 in judgement.passed
+    assert puback not in judgement.not_assessable and puback not in judgement.failed
+
+
 def test_client_alias_when_the_server_declared_no_maximum_breaks_3_2_2_18() -> None:
     judgement = run(opened().client(publish("a", alias=1)).closed(S))
     assert [side for side, _ in failed(judgement, lim.CLIENT_NO_ALIAS_WITHOUT_MAXIMUM)] == ["client"]
