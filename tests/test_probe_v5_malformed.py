@@ -77,7 +77,7 @@ def test_every_case_is_a_50_case_that_targets_the_duty_to_close() -> None:
         assert case.protocol is ProtocolVersion.V5
         assert case.statements == targeted(stimulus)
         assert CLOSE_DUTIES & set(case.statements), stimulus.case_id
-        assert case.family == f"v5/malformed/{stimulus.family}"
+        assert case.family == f"v5/malformed-{stimulus.family}"
         assert stimulus.breaks in case.stimulus
 
 

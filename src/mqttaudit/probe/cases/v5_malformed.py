@@ -318,7 +318,7 @@ def _register(stimulus: PropertyStimulus) -> None:
         stimulus=f"{stimulus.title} (breaks {stimulus.breaks}), {where}: {stimulus.data.hex(' ')}{_SHOWN_WITH}",
         expected="close the connection (a DISCONNECT or CONNACK with Reason Code 0x81 or 0x82 may come first); "
         "act on nothing in it",
-        family=f"v5/malformed/{stimulus.family}",
+        family=f"v5/malformed-{stimulus.family}",
         protocol=V5,
     )(script)
 
