@@ -286,6 +286,15 @@ def test_size_counts_the_whole_packet_fixed_header_included() -> None:
     assert CLOSE_5 in over.passed
 
 
+def test_a_packet_skipped_undecoded_is_measured_by_its_remaining_length() -> None:
+    bounded = codec.StreamDecoder(C, version="5", max_packet_size=100)  # the auditor's own bound, not the peer's
+    talk = Talk(version="5", _decoders={C: bounded, S: codec.StreamDecoder(S, version="5")})
+    talk.client(connect()).server(connack(maximum_packet_size=200)).client(publish("a", size=300)).closed(S)
+    judgement = run(talk)
+    assert "is 307 bytes" in failed(judgement, lim.CLIENT_PACKET_SIZE)[0][1]
+    assert "bytes that could not be framed" in failed(judgement, lim.CLIENT_PACKET_SIZE)[0][1]
+
+
 def test_server_packet_larger_than_the_clients_maximum_is_the_servers_finding() -> None:
     talk = opened({"maximum_packet_size": 20}).server(publish("a", size=30)).quiet(after=1)
     judgement = run(talk)
