@@ -1,17 +1,24 @@
 """Deliveries on one connection: every PUBLISH the server sends matches a subscription of the session, in the
 '$' namespace only through filters that do not start with a wildcard, at no higher QoS than the subscription
-allows. Whether each message that should arrive did is the broker model's question (several connections)."""
+allows. Whether each message that should arrive did is the broker model's question (several connections).
+
+In MQTT 5.0 the subscription options and identifiers add to that (see :mod:`.deliveries_5`), and a PUBLISH that
+names its topic only by a Topic Alias has a topic this module does not know.
+"""
 
 from __future__ import annotations
 
 from typing import Final
 
 from mqttaudit.codec import Direction, Publish
+from mqttaudit.codec.properties import TOPIC_ALIAS, first
+from mqttaudit.spec import identity
 
 from ..codec.describe import quoted
 from . import reasons, rules
 from .connection import Connection
 from .context import Context, Seen
+from .deliveries_5 import OptionChecks
 from .subscriptions import Subscriptions
 from .transcript import Delivered
 from .verdict import LEAK, QOS
@@ -27,10 +34,17 @@ class Deliveries:
         self._subscriptions = subscriptions
         #: The unknown subscriptions were noted (once per connection, at the first delivery they leave undecided).
         self._unknown_noted = False
+        self._alias_noted = False
+        self._options = OptionChecks(ctx, subscriptions)
 
     def on_packet(self, seen: Seen) -> None:
         packet = seen.packet
-        if seen.sender is not SERVER or not isinstance(packet, Publish) or seen.offends:
+        if not isinstance(packet, Publish) or seen.offends:
+            return
+        v5 = self._connection.version == identity.V5
+        if seen.sender is CLIENT:
+            if v5:
+                self._options.published(seen, packet, _alias_only(packet))
             return
         self._ctx.transcript.delivered.append(Delivered(seen.event, seen.time, packet))
         unknown = self._unknown_subscriptions()
@@ -41,9 +55,28 @@ class Deliveries:
                 for rule in (rules.DELIVERY_MATCHES_SUBSCRIPTION, rules.DELIVERY_QOS):
                     self._ctx.ledger.undecided(rule, why, side=SERVER, event=seen.event, time=seen.time)
             return
+        if v5 and _alias_only(packet):
+            self._topic_unknown(seen, packet)
+            return
         bounds = self._subscriptions.bounds(packet.topic)
         if self._matches_a_subscription(seen, packet, bounds):
             self._qos_within_grant(seen, packet, bounds)
+            if v5:
+                self._options.delivered(seen, packet)
+
+    def _topic_unknown(self, seen: Seen, packet: Publish) -> None:
+        """A 5.0 PUBLISH with an empty Topic Name and a Topic Alias: its topic is the alias's, which this module
+        does not resolve, so nothing that depends on the topic is decided (the empty name is never matched)."""
+        if self._alias_noted:
+            return
+        self._alias_noted = True
+        why = reasons.reason(
+            reasons.AMBIGUOUS,
+            f"{seen.describe()} names its topic only by Topic Alias {first(packet.properties, TOPIC_ALIAS)!r}, "
+            "not resolved here (this delivery, and later ones named the same way)",
+        )
+        for rule in (rules.DELIVERY_MATCHES_SUBSCRIPTION, rules.DELIVERY_QOS):
+            self._ctx.ledger.undecided(rule, why, side=SERVER, event=seen.event, time=seen.time)
 
     def _unknown_subscriptions(self) -> str | None:
         """Why the subscriptions a delivery may answer to are unknown (None: all of them were seen here)."""
@@ -117,3 +150,8 @@ class Deliveries:
             "a message is delivered at the lower of its publish QoS and the QoS granted to the subscription",
             QOS,
         )
+
+
+def _alias_only(packet: Publish) -> bool:
+    """A 5.0 PUBLISH whose topic is given by its Topic Alias alone (section 3.3.2.3.4)."""
+    return not packet.topic and first(packet.properties, TOPIC_ALIAS) is not None
