@@ -43,6 +43,10 @@ from .transcript import Published, Subscribed, Unsubscribed
 from .violations import Offences
 
 CLIENT: Final = Direction.FROM_CLIENT
+#: MQTT 5.0 only: [MQTT-3.11.3-1] UNSUBACK Reason Codes follow the order of the Topic Filters (each fits its
+#: filter); [MQTT-3.11.3-2] one per Topic Filter.
+UNSUBACK_CODES_IN_ORDER: Final = "MQTT-3.11.3-1"
+UNSUBACK_CODE_PER_FILTER: Final = "MQTT-3.11.3-2"
 
 
 class Stage(enum.Enum):
@@ -343,7 +347,7 @@ class Pairing:
                     f"the {side_name(owing)} answers {describe(last.packet)} with {stage.name} (within {limit:g} s)",
                 ),
                 step.on_close,
-                informs=_informs(stage, owing, rule),
+                informs=_informs(stage, owing, rule, self._v5),
                 needs_acceptance=owing is not CLIENT,
             )
         )
@@ -530,7 +534,7 @@ class Pairing:
         filters, codes = unsubscribe.topic_filters, unsuback.reason_codes
         if len(codes) != len(filters):
             self._ctx.ledger.fail(
-                "MQTT-3.11.3-2",
+                UNSUBACK_CODE_PER_FILTER,
                 seen.sender,
                 seen.time,
                 seen.event,
@@ -539,7 +543,7 @@ class Pairing:
                 "an UNSUBACK holds one Reason Code per Topic Filter of the UNSUBSCRIBE it answers",
             )
             return
-        self._ctx.ledger.held("MQTT-3.11.3-2")
+        self._ctx.ledger.held(UNSUBACK_CODE_PER_FILTER)
         held = flow.held or [None] * len(filters)
         wrong: list[str] = []
         unknown: list[str] = []
@@ -555,7 +559,7 @@ class Pairing:
                 expected.append(outcomes.expected())
         if wrong:
             self._ctx.ledger.fail(
-                "MQTT-3.11.3-1",
+                UNSUBACK_CODES_IN_ORDER,
                 seen.sender,
                 seen.time,
                 seen.event,
@@ -571,12 +575,12 @@ class Pairing:
             undecided_at(
                 self._ctx,
                 seen,
-                "MQTT-3.11.3-1",
+                UNSUBACK_CODES_IN_ORDER,
                 reasons.EARLIER_SESSION if not self._connection.session_known else reasons.AMBIGUOUS,
                 f"whether the session held {', '.join(unknown)} is unknown ({why})",
             )
         else:
-            self._ctx.ledger.held("MQTT-3.11.3-1")
+            self._ctx.ledger.held(UNSUBACK_CODES_IN_ORDER)
 
     def _stray(self, seen: Seen, packet_type: PacketType, packet_id: int, owner: Direction) -> None:
         stray = STRAYS[packet_type]
@@ -669,14 +673,16 @@ class Pairing:
         return seen.event
 
 
-def _informs(stage: Stage, owing: Direction, rule: str) -> tuple[str, ...]:
+def _informs(stage: Stage, owing: Direction, rule: str, v5: bool) -> tuple[str, ...]:
     """The rules the answer a flow awaits also decides: its identifier, its type (the first answer to a
-    PUBLISH), its return codes (SUBACK), and the client's acknowledgement order."""
+    PUBLISH), its return codes (SUBACK; UNSUBACK in 5.0), and the client's acknowledgement order."""
     informs = [STRAYS[AWAITED[stage]].rule]
     if stage in (Stage.PUBACK, Stage.PUBREC):
         informs.append(rules.ACK_MATCHES_QOS)
     if stage is Stage.SUBACK:
         informs += [rules.SUBACK_CODE_PER_FILTER, rules.SUBACK_CODES_IN_ORDER]
+    if stage is Stage.UNSUBACK and v5:
+        informs += [UNSUBACK_CODES_IN_ORDER, UNSUBACK_CODE_PER_FILTER]
     order = ORDER_RULES.get(AWAITED[stage])
     if order is not None and owing is CLIENT:
         informs.append(order)

@@ -1,0 +1,400 @@
+"""Requests, answers and deliveries on an MQTT 5.0 connection: acknowledgements with Reason Codes (a refusal ends
+the flow), the reactions 5.0 allows where it allows several, No Local, Retain As Published and Subscription
+Identifiers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from mqttaudit import codec
+from mqttaudit.codec.properties import make
+from mqttaudit.judge import ConversationJudge, JudgeConfig, Judgement, judge
+from mqttaudit.judge.deliveries_5 import NO_LOCAL
+from mqttaudit.judge.outcomes import ALLOWED_OUTCOMES
+from mqttaudit.spec import identity
+
+from .cases import explain
+from .talk import C, S, Talk
+
+V5 = JudgeConfig(supported_protocol_levels=frozenset({4, 5}))
+WAIT = 10.0  # past JudgeConfig().answer_timeout
+NO_LOCAL_ID = str(identity.statement_id(NO_LOCAL, identity.V5))
+
+
+def connected(*, clean_start: bool = True, session_present: bool = False) -> Talk:
+    """Accepted; the client allows the server 5 Topic Aliases."""
+    connect = codec.Connect(
+        client_id="five",
+        protocol_level=5,
+        keep_alive=0,
+        clean_session=clean_start,
+        properties=make(topic_alias_maximum=5),
+    )
+    return Talk(version="5").client(connect).server(codec.Connack(session_present=session_present))
+
+
+def verdict(talk: Talk) -> Judgement:
+    return judge(talk.events, V5)
+
+
+def option(topic_filter: str, qos: int = 1, **options: bool) -> codec.Subscription:
+    return codec.Subscription(topic_filter=topic_filter, qos=qos, **options)
+
+
+def subscribe(packet_id: int, *subscriptions: codec.Subscription, identifier: int | None = None) -> codec.Subscribe:
+    properties = make(subscription_identifier=identifier) if identifier is not None else ()
+    return codec.Subscribe(packet_id=packet_id, subscriptions=subscriptions, properties=properties)
+
+
+def suback(packet_id: int, *codes: int) -> codec.Suback:
+    return codec.Suback(packet_id=packet_id, return_codes=codes)
+
+
+def subscribed(*subscriptions: codec.Subscription, identifier: int | None = None, packet_id: int = 1) -> Talk:
+    granted = [s.qos for s in subscriptions]
+    return (
+        connected()
+        .client(subscribe(packet_id, *subscriptions, identifier=identifier))
+        .server(suback(packet_id, *granted))
+    )
+
+
+def message(
+    topic: str = "t", payload: bytes = b"m", *, qos: int = 0, packet_id: int | None = None, retain: bool = False
+) -> codec.Publish:
+    return codec.Publish(topic=topic, payload=payload, qos=qos, packet_id=packet_id, retain=retain)
+
+
+def delivery(
+    topic: str = "t", payload: bytes = b"m", *, ids: tuple[int, ...] = (), retain: bool = False
+) -> codec.Publish:
+    properties = make(subscription_identifier=list(ids)) if ids else ()
+    return codec.Publish(topic=topic, payload=payload, retain=retain, properties=properties)
+
+
+def published_back(*, retain: bool, delivered_retain: bool, **options: bool) -> Talk:
+    """The client subscribes to "t" with ``options``, publishes to it (QoS 0), and the server sends it back."""
+    talk = subscribed(option("t", 0, **options))
+    return talk.client(message(retain=retain)).server(delivery(retain=delivered_retain))
+
+
+@dataclass(frozen=True)
+class Case:
+    rule: str
+    side: codec.Direction
+    fails: Callable[[], Talk]
+    passes: Callable[[], Talk]
+    undecided: Callable[[], Talk]
+    name: str = ""
+
+    @property
+    def id(self) -> str:
+        return "-".join(part for part in (self.rule, self.side.value, self.name) if part)
+
+
+def qos2_refused(code: int = 0x87) -> Talk:
+    return connected().client(message(qos=2, packet_id=3)).server(codec.Pubrec(packet_id=3, reason_code=code))
+
+
+def pubrel_unknown() -> Talk:
+    return connected().client(codec.Pubrel(packet_id=9))
+
+
+def unsubscribed(code: int, *, held: bool) -> Talk:
+    talk = subscribed(option("a", 0)) if held else connected()
+    return talk.client(codec.Unsubscribe(packet_id=2, topic_filters=("a",))).server(
+        codec.Unsuback(packet_id=2, reason_codes=(code,))
+    )
+
+
+CASES = [
+    # [MQTT-4.3.3-4] A PUBREC from 0x80 up ends the flow: no PUBREL is owed, and one sent is a finding.
+    Case(
+        "MQTT-4.3.3-4",
+        C,
+        fails=lambda: qos2_refused().client(codec.Pubrel(packet_id=3)),
+        passes=lambda: (
+            connected()
+            .client(message(qos=2, packet_id=3))
+            .server(codec.Pubrec(packet_id=3, reason_code=0x10))
+            .client(codec.Pubrel(packet_id=3))
+        ),
+        undecided=lambda: connected().client(message(qos=2, packet_id=3)).server(codec.Pubrec(packet_id=3)).closed(S),
+    ),
+    # [MQTT-4.3.3-11] PUBCOMP for every PUBREL: 0x00 after the receiver's own PUBREC, 0x92 for an unknown one.
+    Case(
+        "MQTT-4.3.3-11",
+        S,
+        fails=lambda: (
+            connected()
+            .client(message(qos=2, packet_id=3))
+            .server(codec.Pubrec(packet_id=3))
+            .client(codec.Pubrel(packet_id=3))
+            .server(codec.Pubcomp(packet_id=3, reason_code=0x92))
+        ),
+        passes=lambda: pubrel_unknown().server(codec.Pubcomp(packet_id=9, reason_code=0x92)),
+        undecided=lambda: pubrel_unknown().closed(C),
+    ),
+    Case(
+        "MQTT-4.3.3-11",
+        S,
+        fails=lambda: pubrel_unknown().server(codec.Pubcomp(packet_id=9)),
+        passes=lambda: (
+            connected()
+            .client(message(qos=2, packet_id=3))
+            .server(codec.Pubrec(packet_id=3))
+            .client(codec.Pubrel(packet_id=3))
+            .server(codec.Pubcomp(packet_id=3))
+        ),
+        undecided=lambda: pubrel_unknown().quiet(after=1),
+        name="unknown-id",
+    ),
+    # [MQTT-3.11.3-2] One UNSUBACK Reason Code per Topic Filter.
+    Case(
+        "MQTT-3.11.3-2",
+        S,
+        fails=lambda: (
+            connected()
+            .client(codec.Unsubscribe(packet_id=2, topic_filters=("a", "b")))
+            .server(codec.Unsuback(packet_id=2, reason_codes=(0x11,)))
+        ),
+        passes=lambda: unsubscribed(0x11, held=False),
+        undecided=lambda: connected().client(codec.Unsubscribe(packet_id=2, topic_filters=("a",))).closed(C),
+    ),
+    # [MQTT-3.11.3-1] Each code fits its filter: 0x00 for a held one, 0x11 for one never subscribed.
+    Case(
+        "MQTT-3.11.3-1",
+        S,
+        fails=lambda: unsubscribed(0x11, held=True),
+        passes=lambda: unsubscribed(0x00, held=True),
+        undecided=lambda: (
+            connected(clean_start=False, session_present=True)
+            .client(codec.Unsubscribe(packet_id=2, topic_filters=("a",)))
+            .server(codec.Unsuback(packet_id=2, reason_codes=(0x00,)))
+        ),
+    ),
+    Case(
+        "MQTT-3.11.3-1",
+        S,
+        fails=lambda: unsubscribed(0x00, held=False),
+        passes=lambda: unsubscribed(0x87, held=False),
+        undecided=lambda: (
+            connected()
+            .client(subscribe(1, option("a", 0)), codec.Unsubscribe(packet_id=2, topic_filters=("a",)))
+            .server(suback(1, 0), codec.Unsuback(packet_id=2, reason_codes=(0x00,)))
+        ),
+        name="not-held",
+    ),
+    # [MQTT-3.9.3-1] A SUBACK code grants at most the QoS requested; any refusal may stand in its place.
+    Case(
+        "MQTT-3.9.3-1",
+        S,
+        fails=lambda: connected().client(subscribe(1, option("a", 0), option("b", 2))).server(suback(1, 2, 0x97)),
+        passes=lambda: connected().client(subscribe(1, option("a", 0), option("b", 2))).server(suback(1, 0xA2, 1)),
+        undecided=lambda: connected().client(subscribe(1, option("a", 0))).closed(C),
+    ),
+    # [MQTT-3.8.3-3] No Local: the client's own message does not come back.
+    Case(
+        NO_LOCAL_ID,
+        S,
+        fails=lambda: published_back(retain=False, delivered_retain=False, no_local=True),
+        passes=lambda: subscribed(option("t", 0, no_local=True)).client(message(payload=b"mine")).server(delivery()),
+        undecided=lambda: (
+            connected()
+            .client(message())
+            .client(subscribe(1, option("t", 0, no_local=True)))
+            .server(suback(1, 0), delivery())
+        ),
+    ),
+    # [MQTT-3.3.1-12] Retain As Published 0: RETAIN cleared on forwarding.
+    Case(
+        "MQTT-3.3.1-12",
+        S,
+        fails=lambda: published_back(retain=True, delivered_retain=True),
+        passes=lambda: published_back(retain=True, delivered_retain=False),
+        undecided=lambda: subscribed(option("t", 0)).server(delivery(retain=True)),
+    ),
+    # [MQTT-3.3.1-13] Retain As Published 1: RETAIN as published.
+    Case(
+        "MQTT-3.3.1-13",
+        S,
+        fails=lambda: published_back(retain=True, delivered_retain=False, retain_as_published=True),
+        passes=lambda: published_back(retain=True, delivered_retain=True, retain_as_published=True),
+        undecided=lambda: subscribed(option("t", 0, retain_as_published=True)).server(delivery()),
+    ),
+    # [MQTT-3.3.4-3] The identifiers of the matching subscriptions, and no other.
+    Case(
+        "MQTT-3.3.4-3",
+        S,
+        fails=lambda: subscribed(option("t", 0), identifier=7).server(delivery(ids=(8,))),
+        passes=lambda: subscribed(option("t", 0), identifier=7).server(delivery(ids=(7,))),
+        undecided=lambda: (
+            subscribed(option("t", 0), identifier=7)
+            .client(subscribe(2, option("t", 1), identifier=9))
+            .server(delivery(ids=(7,)))
+        ),
+    ),
+    Case(
+        "MQTT-3.3.4-3",
+        S,
+        fails=lambda: subscribed(option("t", 0), identifier=7).server(delivery()),
+        passes=lambda: subscribed(option("#", 0), identifier=5).server(delivery("x/y", ids=(5,))),
+        undecided=lambda: (
+            subscribed(option("t", 0), identifier=7)
+            .client(codec.Unsubscribe(packet_id=2, topic_filters=("t",)))
+            .server(delivery(ids=(7,)))
+        ),
+        name="missing",
+    ),
+    # [MQTT-3.3.4-4] One copy for overlapping subscriptions carries all their identifiers.
+    Case(
+        "MQTT-3.3.4-4",
+        S,
+        fails=lambda: overlapping().server(delivery(ids=(1, 2))),
+        passes=lambda: overlapping().server(delivery(ids=(3, 2, 1))),
+        undecided=lambda: overlapping().server(delivery(ids=(2,))),
+    ),
+]
+
+
+def overlapping() -> Talk:
+    """Three subscriptions matching "t", identifiers 1, 2 and 3."""
+    talk = subscribed(option("t", 0), identifier=1)
+    talk.client(subscribe(2, option("+", 0), identifier=2)).server(suback(2, 0))
+    return talk.client(subscribe(3, option("#", 0), identifier=3)).server(suback(3, 0))
+
+
+def _id(case: Case) -> str:
+    return case.id
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_fails(case: Case) -> None:
+    judgement = verdict(case.fails())
+    assert any(f.rule == case.rule and f.side is case.side for f in judgement.findings), explain(judgement)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_passes(case: Case) -> None:
+    judgement = verdict(case.passes())
+    assert case.rule in judgement.passed, explain(judgement)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_undecided(case: Case) -> None:
+    judgement = verdict(case.undecided())
+    assert case.rule in judgement.not_assessable, explain(judgement)
+    assert case.rule not in judgement.assessed, explain(judgement)
+
+
+# Refusals: no delivery owed, no PUBREL owed, the identifier free again ---------------------------------------
+
+
+@pytest.mark.parametrize("code", [0x80, 0x87, 0x97])
+def test_a_refusing_pubrec_owes_no_pubrel(code: int) -> None:
+    judgement = verdict(qos2_refused(code).quiet(after=WAIT))
+    assert judgement.findings == (), explain(judgement)
+
+
+def test_an_accepting_pubrec_still_owes_its_pubrel() -> None:
+    judgement = verdict(qos2_refused(0x00).quiet(after=WAIT))
+    assert {f.rule for f in judgement.findings} == {"MQTT-4.3.3-4"}, explain(judgement)
+
+
+@pytest.mark.parametrize(("code", "taken"), [(0x00, True), (0x10, True), (0x87, False), (0x97, False)])
+def test_a_puback_from_0x80_refuses_the_message(code: int, taken: bool) -> None:
+    talk = connected().client(message(qos=1, packet_id=4)).server(codec.Puback(packet_id=4, reason_code=code))
+    conversation = ConversationJudge(V5)
+    for event in talk.events:
+        conversation.feed(event)
+    judgement = conversation.finish()
+    assert judgement.findings == (), explain(judgement)
+    (publication,) = conversation.transcript.published
+    assert publication.certain is taken
+    assert (publication.accepted is not None) is taken
+
+
+def test_a_refused_identifier_is_free_for_a_new_message() -> None:
+    # [MQTT-4.3.3-9] After a PUBREC from 0x80 up the same Packet Identifier starts a new message.
+    talk = qos2_refused().client(message(payload=b"again", qos=2, packet_id=3)).server(codec.Pubrec(packet_id=3))
+    judgement = verdict(talk.client(codec.Pubrel(packet_id=3)).server(codec.Pubcomp(packet_id=3)))
+    assert judgement.findings == (), explain(judgement)
+    assert "MQTT-2.2.1-3" in judgement.passed
+
+
+def test_a_refused_subscription_grants_nothing() -> None:
+    talk = connected().client(subscribe(1, option("t", 1))).server(suback(1, 0x87)).server(delivery())
+    judgement = verdict(talk)
+    assert {(f.rule, f.side) for f in judgement.findings} == {("MQTT-3.3.2-3", S)}, explain(judgement)
+
+
+# Allowed outcomes as data -----------------------------------------------------------------------------------
+
+
+def test_a_wrong_unsuback_code_quotes_the_allowed_ones() -> None:
+    judgement = verdict(unsubscribed(0x11, held=True))
+    (finding,) = [f for f in judgement.findings if f.rule == "MQTT-3.11.3-1"]
+    assert "0x11 (No subscription existed)" in finding.detail and "'a'" in finding.detail
+    assert ALLOWED_OUTCOMES["unsuback-held"].quoted() in finding.expected
+    assert "0x00 (Success)" in finding.expected and "0x87 (Not authorized)" in finding.expected
+
+
+@pytest.mark.parametrize("code", sorted(ALLOWED_OUTCOMES["suback"].codes))
+def test_every_suback_refusal_is_allowed_in_any_place(code: int) -> None:
+    talk = connected().client(subscribe(1, option("a", 2), option("b", 1))).server(suback(1, code, 1))
+    judgement = verdict(talk.quiet(after=1))
+    assert judgement.findings == (), explain(judgement)
+    assert "MQTT-3.9.3-1" in judgement.passed
+
+
+def test_unsuback_codes_are_judged_per_filter_in_order() -> None:
+    talk = subscribed(option("a", 0)).client(codec.Unsubscribe(packet_id=2, topic_filters=("a", "b")))
+    swapped = verdict(talk.server(codec.Unsuback(packet_id=2, reason_codes=(0x11, 0x00))))
+    (finding,) = [f for f in swapped.findings if f.rule == "MQTT-3.11.3-1"]
+    assert "'a', which the session held" in finding.detail and "'b', which the session did not" in finding.detail
+    talk = subscribed(option("a", 0)).client(codec.Unsubscribe(packet_id=2, topic_filters=("a", "b")))
+    in_order = verdict(talk.server(codec.Unsuback(packet_id=2, reason_codes=(0x00, 0x11))))
+    assert in_order.findings == (), explain(in_order)
+
+
+# Deliveries -------------------------------------------------------------------------------------------------
+
+
+def test_no_local_is_kept_when_another_subscription_without_it_matches() -> None:
+    talk = subscribed(option("t", 0, no_local=True), option("#", 0))
+    judgement = verdict(talk.client(message()).server(delivery()))
+    assert judgement.findings == (), explain(judgement)
+    assert NO_LOCAL_ID in judgement.passed
+
+
+def test_a_no_local_finding_names_the_published_event() -> None:
+    judgement = verdict(published_back(retain=False, delivered_retain=False, no_local=True))
+    (finding,) = [f for f in judgement.findings if f.rule == NO_LOCAL_ID]
+    assert "event 4" in finding.detail and "('t')" in finding.detail and finding.kind == "leak"
+
+
+def test_a_shared_subscription_matches_by_its_filter() -> None:
+    talk = subscribed(option("$share/g/s/+", 1), identifier=4).server(delivery("s/1", ids=(4,)))
+    judgement = verdict(talk)
+    assert judgement.findings == (), explain(judgement)
+    assert {"MQTT-3.3.2-3", "MQTT-3.3.4-3"} <= judgement.passed
+
+
+def test_delivery_qos_is_judged_under_its_5_0_id() -> None:
+    talk = subscribed(option("t", 1))
+    judgement = verdict(talk.server(message(qos=2, packet_id=5)))
+    assert "MQTT-3.8.4-8" in {f.rule for f in judgement.findings}, explain(judgement)
+    judgement = verdict(subscribed(option("t", 1)).server(message(qos=1, packet_id=5)))
+    assert "MQTT-3.8.4-8" in judgement.passed, explain(judgement)
+
+
+def test_a_delivery_named_only_by_a_topic_alias_is_not_matched_against_the_empty_topic() -> None:
+    named = codec.Publish(topic="t", payload=b"1", properties=make(topic_alias=1))
+    by_alias = codec.Publish(topic="", payload=b"2", properties=make(topic_alias=1))
+    judgement = verdict(subscribed(option("t", 0)).server(named, by_alias))
+    assert judgement.findings == (), explain(judgement)
+    assert "MQTT-3.3.2-3" in judgement.not_assessable
+    assert "Topic Alias 1" in judgement.not_assessable["MQTT-3.3.2-3"]
