@@ -40,12 +40,11 @@ CUT_BY_END: Final = "packet cut short by the end of the capture"
 CUT_BY_RESET: Final = "packet cut short by the peer's reset"
 
 #: Versions whose connections are decoded by their own version's rules (MQTT 3.1 numbers none of its own and shares
-#: most of 3.1.1's) but whose behaviour is not judged: the judge knows MQTT 3.1.1 and 5.0.
+#: most of 3.1.1's) but whose behaviour is not judged: the judge knows MQTT 3.1.1 only.
 DECODED_ONLY: Final = {
+    "5.0": "decoded as MQTT 5.0 (every byte-level rule); its behaviour is not judged yet",
     "3.1": "decoded with the MQTT 3.1.1 rules MQTT 3.1 shares; its behaviour is not judged",
 }
-#: How a judged MQTT 5.0 connection is handled.
-JUDGED_5_0: Final = "judged against MQTT 5.0, connection by connection (its routing is not replayed)"
 #: A connection whose CONNECT was not captured and some of whose packets are no MQTT 3.1.1 packets: it may speak
 #: MQTT 5.0 (properties, reason codes), so no 3.1.1 rule can be held against it, and no version can read it.
 UNKNOWN_NOT_311: Final = "unknown, not 3.1.1"
@@ -65,8 +64,6 @@ def handling(version: str) -> str:
     """How the audit treats a connection of ``version``, in one sentence."""
     if version in DECODED_ONLY:
         return DECODED_ONLY[version]
-    if version == "5.0":
-        return JUDGED_5_0
     if version in FRAMED_ONLY:
         return FRAMED_ONLY[version]
     if version == UNKNOWN_VERSION:
@@ -173,7 +170,7 @@ class FlowAudit:
 
     @property
     def judged(self) -> bool:
-        """Whether the connection's packets are judged (against MQTT 3.1.1 or 5.0)."""
+        """Whether the connection's packets are judged (against MQTT 3.1.1)."""
         return self.version not in NOT_JUDGED
 
     def direction(self, side: int) -> Direction | None:
