@@ -398,3 +398,12 @@ def test_a_delivery_named_only_by_a_topic_alias_is_not_matched_against_the_empty
     assert judgement.findings == (), explain(judgement)
     assert "MQTT-3.3.2-3" in judgement.not_assessable
     assert "Topic Alias 1" in judgement.not_assessable["MQTT-3.3.2-3"]
+
+
+def test_a_pending_subscribe_leaves_undecided_only_the_options_it_uses() -> None:
+    plain = connected().client(subscribe(1, option("t", 0))).server(delivery(), suback(1, 0))
+    judgement = verdict(plain)
+    assert judgement.findings == (), explain(judgement)
+    assert not {NO_LOCAL_ID, "MQTT-3.3.4-3"} & set(judgement.not_assessable), explain(judgement)
+    local = connected().client(subscribe(1, option("t", 0, no_local=True))).server(delivery(), suback(1, 0))
+    assert NO_LOCAL_ID in verdict(local).not_assessable

@@ -76,8 +76,10 @@ class OptionChecks:
                 f"the SUBSCRIBE or UNSUBSCRIBE of {', '.join(map(quoted, unsettled))} awaits its answer: the "
                 f"options and identifiers {seen.describe()} answers to are either the old or the new ones"
             )
-            for rule in (NO_LOCAL, IDENTIFIERS_SENT):
-                self._undecided(seen, rule, detail)
+            if self._subscriptions.uses_no_local:
+                self._undecided(seen, NO_LOCAL, detail)
+            if self._subscriptions.uses_identifiers:
+                self._undecided(seen, IDENTIFIERS_SENT, detail)
             return
         subscriptions = self._subscriptions.in_effect(packet.topic)
         if not subscriptions:

@@ -67,12 +67,17 @@ class Subscriptions:
         self._in_effect: dict[str, InEffect] = {}
         self._unsettled: dict[str, int] = {}
         self._identifiers: dict[str, set[int]] = {}
+        #: Some 5.0 SUBSCRIBE asked for No Local, or gave a Subscription Identifier (else those rules are moot).
+        self.uses_no_local = False
+        self.uses_identifiers = False
 
     def asked(self, subscribe: Subscribe, version: str = identity.V3_1_1) -> None:
         self._bounds.clear()
         identifier = subscription_identifier(subscribe) if version == identity.V5 else None
+        self.uses_identifiers = self.uses_identifiers or identifier is not None
         for subscription in subscribe.subscriptions:
             name = subscription.topic_filter
+            self.uses_no_local = self.uses_no_local or (version == identity.V5 and subscription.no_local)
             self._requested[name] = max(self._requested.get(name, 0), subscription.qos)
             self._held.add(name)
             self._matched_by[name] = matched_part(name, version)
