@@ -124,6 +124,26 @@ CASES = [
         ),
         undecided=lambda: connected().client(message(qos=2, packet_id=3)).server(codec.Pubrec(packet_id=3)).closed(S),
     ),
+    Case(
+        "MQTT-4.3.3-4",
+        C,
+        fails=lambda: (
+            connected()
+            .client(message(qos=2, packet_id=3))
+            .server(codec.Pubrec(packet_id=3))
+            .client(codec.Pubrel(packet_id=3, reason_code=0x92))
+        ),
+        passes=lambda: (
+            connected()
+            .client(message(qos=2, packet_id=3))
+            .server(codec.Pubrec(packet_id=3))
+            .client(codec.Pubrel(packet_id=3, reason_code=0x00))
+        ),
+        undecided=lambda: (
+            connected().client(message(qos=2, packet_id=3)).server(codec.Pubrec(packet_id=3)).quiet(after=1)
+        ),
+        name="not-found",
+    ),
     # [MQTT-4.3.3-11] PUBCOMP for every PUBREL: 0x00 after the receiver's own PUBREC, 0x92 for an unknown one.
     Case(
         "MQTT-4.3.3-11",

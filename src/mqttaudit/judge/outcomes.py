@@ -66,6 +66,14 @@ ALLOWED_OUTCOMES: Final[dict[str, Outcomes]] = {
         PUBLISH_ACCEPTED | PUBLISH_REFUSALS,
         "a QoS 2 PUBLISH is accepted (0x00, or 0x10 when nobody subscribed) or refused (0x80 and above)",
     ),
+    # [MQTT-4.3.3-4] The PUBREL answering a PUBREC below 0x80 of the sender's own PUBLISH on this connection:
+    # "not found" contradicts the PUBLISH it sent.
+    "pubrel-known": Outcomes(
+        rules.QOS2_SENDER,
+        PacketType.PUBREL,
+        frozenset({0x00}),
+        "the PUBREL for a PUBREC of the sender's own QoS 2 PUBLISH on this connection releases it",
+    ),
     # [MQTT-4.3.3-11] A PUBREL of a flow the receiver acknowledged with PUBREC: it holds the identifier until the
     # PUBREL [MQTT-4.3.3-10], so "not found" contradicts its own PUBREC.
     "pubcomp-known": Outcomes(

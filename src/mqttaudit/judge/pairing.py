@@ -62,6 +62,8 @@ class Stage(enum.Enum):
     __hash__ = object.__hash__  # singletons compared by identity (see Direction)
 
 
+#: MQTT 5.0: the codes a step of a QoS 2 flow begun on this connection may carry (keys of ALLOWED_OUTCOMES).
+KNOWN_OUTCOMES: Final[dict[Stage, str]] = {Stage.PUBREL: "pubrel-known", Stage.PUBCOMP: "pubcomp-known"}
 #: The packet type each stage awaits (Enum's ``value`` property costs a Python call per answer).
 AWAITED: Final[dict[Stage, PacketType]] = {stage: stage.value for stage in Stage}
 
@@ -400,7 +402,7 @@ class Pairing:
                 self._ended[flow.owner][flow.packet_id] = seen
         else:
             flow.stage, flow.missing = step.then, None
-            flow.outcomes = "pubcomp-known" if flow.stage is Stage.PUBCOMP and self._v5 else None
+            flow.outcomes = KNOWN_OUTCOMES.get(flow.stage) if self._v5 else None
             self._expect(flow)
         return answered
 
