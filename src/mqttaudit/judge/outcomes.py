@@ -82,19 +82,13 @@ ALLOWED_OUTCOMES: Final[dict[str, Outcomes]] = {
         frozenset({0x00}),
         "a PUBREL of a QoS 2 flow the receiver acknowledged with PUBREC on this connection is completed",
     ),
-    # A PUBREL whose identifier the receiver may not hold (a session resumed from an earlier connection).
-    "pubcomp-resumed": Outcomes(
-        "MQTT-4.3.3-11",
-        PacketType.PUBCOMP,
-        frozenset({0x00, PACKET_ID_NOT_FOUND}),
-        "a PUBREL of a flow the receiver may or may not hold is completed or reported not found",
-    ),
-    # A PUBREL no flow of this session holds (the session started empty here).
+    # A PUBREL whose identifier no flow of this connection holds: the receiver still answers [MQTT-4.3.3-11], with
+    # 0x92 "Packet Identifier not found" or 0x00 (no statement binds the code; mosquitto 2 sends 0x00).
     "pubcomp-unknown": Outcomes(
         "MQTT-4.3.3-11",
         PacketType.PUBCOMP,
-        frozenset({PACKET_ID_NOT_FOUND}),
-        "a PUBREL whose Packet Identifier the session never held is answered as not found",
+        frozenset({0x00, PACKET_ID_NOT_FOUND}),
+        "a PUBREL whose Packet Identifier no flow here holds is completed or reported not found",
     ),
     # [MQTT-3.8.4-7] Each SUBACK code grants a QoS up to the one requested, or refuses with a failure code; the
     # codes follow the order of the filters [MQTT-3.9.3-1], which a grant above a filter's request shows broken.

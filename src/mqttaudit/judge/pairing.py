@@ -608,7 +608,7 @@ class Pairing:
                 reasons.EARLIER_SESSION,
                 f"{seen.describe()} may continue a QoS 2 flow of an earlier connection (session resumed)",
             )
-            self._await_pubcomp(seen, packet_id, "pubcomp-resumed")
+            self._await_pubcomp(seen, packet_id, "pubcomp-unknown")
             return
         ended = self._ended[owner].get(packet_id) if packet_type is PacketType.PUBREL else None
         if ended is not None:
@@ -632,7 +632,7 @@ class Pairing:
                 stray.expected,
             )
         if packet_type is PacketType.PUBREL and self._v5:
-            # [MQTT-4.3.3-11] Every PUBREL gets its PUBCOMP: here 0x92 "Packet Identifier not found".
+            # [MQTT-4.3.3-11] Every PUBREL gets its PUBCOMP, here "Packet Identifier not found" or Success.
             self._await_pubcomp(seen, packet_id, "pubcomp-unknown")
 
     def _await_pubcomp(self, seen: Seen, packet_id: int, outcomes: str) -> None:
