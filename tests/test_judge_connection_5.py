@@ -104,3 +104,37 @@ def test_the_server_keep_alive_replaces_the_clients() -> None:
     connack = codec.Connack(properties=(Property(0x13, 1),))
     silent = talk().client(connect).server(connack).quiet(after=10)
     assert "MQTT-3.1.2-20" in rules_of(silent)  # the client had to speak within the server's 1 s
+
+
+def test_a_property_defect_is_an_offence_the_server_must_close_on() -> None:
+    twice = codec.Publish(
+        topic="t",
+        payload=b"p",
+        qos=1,
+        retain=False,
+        dup=False,
+        packet_id=1,
+        properties=(Property(0x01, 1), Property(0x01, 1)),
+    )
+    acted = talk().client(CONNECT).server(CONNACK_OK).client(twice).server(codec.Puback(packet_id=1)).closed(S)
+    assert {"MQTT-4.13.1-1", "MQTT-2.2.2-property-duplicate"} <= rules_of(acted)
+    closed = judge(talk().client(CONNECT).server(CONNACK_OK).client(twice).closed(S).events, V5)
+    assert closed.findings == (), explain(closed)
+    assert {"MQTT-4.13.1-1", "MQTT-2.2.2-property-duplicate"} <= closed.passed
+
+
+def test_an_undefined_payload_format_indicator_owes_no_close() -> None:
+    odd = codec.Publish(
+        topic="t", payload=b"p", qos=1, retain=False, dup=False, packet_id=1, properties=(Property(0x01, 2),)
+    )
+    judgement = judge(
+        talk().client(CONNECT).server(CONNACK_OK).client(odd).server(codec.Puback(packet_id=1)).quiet(after=10).events,
+        V5,
+    )
+    assert "MQTT-4.13.1-1" not in judgement.assessed and judgement.findings == (), explain(judgement)
+
+
+def test_a_client_owes_no_close_on_a_servers_malformed_packet_in_5_0() -> None:
+    bad = bytes.fromhex("d100")  # PINGRESP with a reserved flag bit: the server's violation, the codec's finding
+    judgement = judge(talk().client(CONNECT).server(CONNACK_OK).client(PINGREQ).server(bad).quiet(after=10).events, V5)
+    assert judgement.findings == (), explain(judgement)

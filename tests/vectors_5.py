@@ -489,7 +489,7 @@ INVALID: list[tuple[str, str, bytes, Expected]] = [
     ("connack-maximum-qos-2", S, h("20 05 00 00 02 2402"), [("MQTT-2.2.2-property-value", 6)]),
     ("connack-retain-available-2", S, h("20 05 00 00 02 2502"), [("MQTT-2.2.2-property-value", 6)]),
     ("subscribe-subscription-identifier-0", C, h("82 09 0001 02 0b00 0001 61 00"), [("MQTT-2.2.2-property-value", 6)]),
-    ("publish-payload-format-indicator-2", S, h("30 06 0001 74 02 0102"), [("MQTT-2.2.2-property-value", 7)]),
+    ("publish-payload-format-indicator-2", S, h("30 06 0001 74 02 0102"), [("MQTT-3.3.2-payload-format", 7)]),
     (
         "connect-request-problem-information-2",
         C,
@@ -500,7 +500,7 @@ INVALID: list[tuple[str, str, bytes, Expected]] = [
         "will-payload-format-indicator-255",
         C,
         h("10 17 0004 4d515454 05 06 0000 00 0001 63 02 01ff 0001 77 0001 6d"),
-        [("MQTT-2.2.2-property-value", 18)],
+        [("MQTT-3.3.2-payload-format", 18)],
     ),
     # Lengths: the Property Length against the packet, a property value against the Property Length.
     ("publish-property-length-past-packet", S, h("30 06 0001 74 09 0101"), [("MQTT-2.2.2-property-length", 5)]),
@@ -725,7 +725,7 @@ for _definition in props.PROPERTIES:
 #: are 0 or 1, Receive Maximum, Maximum Packet Size, Topic Alias and Subscription Identifier are not 0), with the
 #: statement it breaks.
 OUT_OF_RANGE: dict[int, tuple[int, str, str]] = {
-    0x01: (2, "02", "MQTT-2.2.2-property-value"),
+    0x01: (2, "02", "MQTT-3.3.2-payload-format"),
     0x0B: (0, "00", "MQTT-2.2.2-property-value"),
     0x17: (2, "02", "MQTT-2.2.2-property-value"),
     0x19: (0xFF, "ff", "MQTT-2.2.2-property-value"),

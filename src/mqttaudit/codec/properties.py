@@ -105,7 +105,7 @@ _VAR, _UTF8, _PAIR, _BINARY = DataType.VARIABLE, DataType.UTF8, DataType.PAIR, D
 
 #: Table 2.4, in identifier order.
 PROPERTIES: Final[tuple[PropertyDefinition, ...]] = (
-    _flag(0x01, "Payload Format Indicator", *_MESSAGE),
+    _define(0x01, "Payload Format Indicator", _BYTE, _MESSAGE, maximum=1, value_rule=rules.PAYLOAD_FORMAT_VALUE),
     _define(0x02, "Message Expiry Interval", _FOUR, _MESSAGE),
     _define(0x03, "Content Type", _UTF8, _MESSAGE, field=_text("Content Type", rules.CONTENT_TYPE_UTF8)),
     _define(

@@ -115,6 +115,9 @@ PROPERTY_IDENTIFIER: Final = "MQTT-2.2.2-property-identifier"
 PROPERTY_PACKET: Final = "MQTT-2.2.2-property-packet"
 PROPERTY_DUPLICATE: Final = "MQTT-2.2.2-property-duplicate"
 PROPERTY_VALUE: Final = "MQTT-2.2.2-property-value"
+#: The Payload Format Indicator is 0 or 1; unlike the other one-byte flags, its definition names no error for other
+#: values, so a receiver owes no close for it.
+PAYLOAD_FORMAT_VALUE: Final = "MQTT-3.3.2-payload-format"
 PROPERTY_LENGTH: Final = "MQTT-2.2.2-property-length"
 AUTHENTICATION_DATA_WITHOUT_METHOD: Final = "MQTT-3.1.2-authentication-data"
 TOPIC_ALIAS_ZERO: Final = "MQTT-3.3.2-8"

@@ -403,7 +403,8 @@ class Connection:
             return
         self.reaction = reaction = connect_reaction(seen, connect, config.supported_protocol_levels, self.version)
         if not reaction.codes:
-            self._offences.record(Offence.of_frame(seen, reaction.rule, act_rule=reaction.rule))
+            enforced = rules.enforced_codec_rules(self.version)
+            self._offences.record(Offence.of_frame(seen, reaction.rule, act_rule=reaction.rule, enforced=enforced))
             return
         self._connack_due = self._ctx.obligations.open(
             Obligation(

@@ -86,6 +86,32 @@ NON_RETAINED_KEEPS_RETAINED: Final = "MQTT-3.3.1-12"
 HIGHEST_QOS_OF_OVERLAPPING: Final = "MQTT-3.3.5-1"
 UNSUBSCRIBED_STOPS_DELIVERY: Final = "MQTT-3.10.4-2"
 MESSAGE_ROUTED: Final = "MQTT-4.5.0-1"
+#: The rules above, which the broker model decides across connections.
+MODEL_RULES: Final[frozenset[str]] = frozenset(
+    {
+        WILL_PUBLISHED,
+        WILL_NOT_RETAINED,
+        WILL_RETAINED,
+        WILL_DISCARDED_ON_DISCONNECT,
+        SESSION_RESUMED,
+        OFFLINE_MESSAGES_KEPT,
+        CLEAN_SESSION_DISCARDED,
+        TAKEOVER,
+        SESSION_PRESENT,
+        NO_SESSION_PRESENT,
+        DUP_NOT_PROPAGATED,
+        RETAINED_SENT_ON_SUBSCRIBE,
+        RETAINED_QOS0_REPLACES,
+        RETAIN_SET_ON_NEW_SUBSCRIPTION,
+        RETAIN_CLEARED_ON_ESTABLISHED,
+        ZERO_BYTE_RETAINED_CLEARS,
+        ZERO_BYTE_RETAINED_NOT_STORED,
+        NON_RETAINED_KEEPS_RETAINED,
+        HIGHEST_QOS_OF_OVERLAPPING,
+        UNSUBSCRIBED_STOPS_DELIVERY,
+        MESSAGE_ROUTED,
+    }
+)
 
 #: The rules the judge decides itself, as reactions and obligations.
 OWN_RULES: Final[frozenset[str]] = frozenset(
@@ -114,3 +140,17 @@ ENFORCED_CODEC_RULES: Final[frozenset[str]] = frozenset(
 
 #: Every rule id the judge (conversation and scenario) can decide.
 CHECKED_RULES: Final[frozenset[str]] = OWN_RULES | ENFORCED_CODEC_RULES
+
+#: 5.0-only codec rules whose definition names no error for the receiver to close on: an undefined Payload Format
+#: Indicator value is the sender's fault alone.
+_NO_CLOSE_5_0: Final[frozenset[str]] = frozenset({codec_rules.PAYLOAD_FORMAT_VALUE})
+#: The codec rules (keys) a receiver upholds by closing on a 5.0 connection: the shared ones and those only 5.0
+#: states (a Malformed Packet or Protocol Error, section 4.13).
+ENFORCED_CODEC_RULES_5_0: Final[frozenset[str]] = ENFORCED_CODEC_RULES | frozenset(
+    rule for rule in codec_rules.ONLY_5_0 - _NO_CLOSE_5_0 if not codec_rules.is_advisory(rule)
+)
+
+
+def enforced_codec_rules(version: str) -> frozenset[str]:
+    """The codec rules (keys) whose breach the receiver must close on, in ``version``."""
+    return ENFORCED_CODEC_RULES_5_0 if version == "5.0" else ENFORCED_CODEC_RULES

@@ -77,14 +77,18 @@ class Offence:
     broken: tuple[str, ...] = ()
 
     @classmethod
-    def of_frame(cls, seen: Seen, default: str = rules.CLOSE_ON_VIOLATION, act_rule: str | None = None) -> Offence:
+    def of_frame(
+        cls,
+        seen: Seen,
+        default: str = rules.CLOSE_ON_VIOLATION,
+        act_rule: str | None = None,
+        enforced: frozenset[str] = rules.ENFORCED_CODEC_RULES,
+    ) -> Offence:
         rule, violation = close_rule(seen, default)
         what = f"{seen.describe()} breaking {violation.rule}: {violation.detail}"
         broken = tuple(
             dict.fromkeys(
-                v.rule_key
-                for v in seen.errors
-                if v.rule_key in rules.ENFORCED_CODEC_RULES and v.rule_key not in (rule, act_rule)
+                v.rule_key for v in seen.errors if v.rule_key in enforced and v.rule_key not in (rule, act_rule)
             )
         )
         return cls(seen, rule, act_rule or rule, what, broken)
@@ -110,13 +114,19 @@ class Offences:
     def on_frame(self, seen: Seen) -> None:
         """A frame with MUST-level violations is an offence (CONNECT is the connection's to judge)."""
         if seen.offends:
-            self.record(Offence.of_frame(seen))
+            enforced = rules.enforced_codec_rules(self._ctx.ledger.version)
+            if enforced is rules.ENFORCED_CODEC_RULES or any(v.rule_key in enforced for v in seen.errors):
+                self.record(Offence.of_frame(seen, enforced=enforced))
 
     def record(self, offence: Offence) -> None:
         """Opens the receiver's obligation to close, for the sender's first violation only: after it, the
         receiver should no longer be listening."""
         seen = offence.seen
         if seen.sender in self._first:
+            return
+        if seen.sender is Direction.FROM_SERVER and self._ctx.ledger.version == identity.V5:
+            # 5.0 binds only the Server to close on a Malformed Packet or Protocol Error [MQTT-4.13.1-1]; a
+            # Client SHOULD: the server's own violation stands as the codec's finding.
             return
         self._first[seen.sender] = offence
         self._ctx.obligations.excuse_close(

@@ -189,7 +189,8 @@ _IN_5_0.update(
     {
         "MQTT-2.2.2-1@5.0": "MQTT-2.2.2-1",  # an empty property set is still written as Property Length 0
         "MQTT-3.8.3-4@5.0": "MQTT-3.8.3-4",  # No Local on a Shared Subscription
-        "MQTT-3.1.2-24@5.0": "MQTT-3.1.2-24",  # Maximum Packet Size (3.1.1's MQTT-3.1.2-24 is the Keep Alive timer)
+        "MQTT-3.1.2-24@5.0": "MQTT-3.1.2-24",
+        "MQTT-3.8.3-3@5.0": "MQTT-3.8.3-3",  # No Local (3.1.1's MQTT-3.8.3-3 is the SUBSCRIBE's Topic Filter)  # Maximum Packet Size (3.1.1's MQTT-3.1.2-24 is the Keep Alive timer)
     }
 )
 

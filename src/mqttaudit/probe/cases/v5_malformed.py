@@ -38,6 +38,7 @@ from ...codec.packets import PropertyValue
 from ...codec.properties import DataType, PropertyDefinition
 from ...codec.remaining_length import MAX_REMAINING_LENGTH, encode_remaining_length
 from ...judge import Event, JudgeConfig, Quiet, Sent, judge
+from ...judge.rules import ENFORCED_CODEC_RULES_5_0
 from ..case import CaseContext, case
 from ..connection import client_frames
 from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, Shape, Stimulus, field
@@ -190,12 +191,15 @@ def _out_of_range(definition: PropertyDefinition) -> tuple[int, ...]:
 
 def _range_family() -> tuple[PropertyStimulus, ...]:
     """Every bounded property, in each carrier that may hold it, with a value just out of its range (the rule its
-    row names: [MQTT-2.2.2-property-value], or [MQTT-3.3.2-8] for Topic Alias 0)."""
+    row names: [MQTT-2.2.2-property-value], or [MQTT-3.3.2-8] for Topic Alias 0), where the receiver must close on
+    it."""
     rows: list[PropertyStimulus] = []
     for word, name, packet_type, build in CARRIERS:
         for definition in props.PROPERTIES:
             if packet_type not in definition.packets or (definition.identifier, packet_type) in _SENDER_BOUND:
                 continue
+            if definition.value_rule not in ENFORCED_CODEC_RULES_5_0:
+                continue  # an undefined value the receiver owes no close for (the Payload Format Indicator)
             rows.extend(
                 PropertyStimulus(
                     f"{word}-{definition.keyword.replace('_', '-')}-{value}",
