@@ -9,6 +9,7 @@ import pytest
 
 from mqttaudit import __version__
 from mqttaudit.cli.main import main
+from mqttaudit.cli.rules import checked_by
 from mqttaudit.codec import rules as codec_rules
 from mqttaudit.judge import rules as judge_rules
 from mqttaudit.probe import cases as _cases  # noqa: F401 - registers the case library
@@ -96,7 +97,15 @@ def test_the_listing_is_unchanged_and_every_row_carries_the_version(capsys: pyte
 
 CATALOGUE_5 = load_catalogue("5.0")
 #: The 5.0 statements the 5.0 probe cases target.
-PROBED_5_0 = {s for case in CASES.values() if case.protocol.value == "5.0" for s in case.statements}
+#: The 5.0 rules the per-rule listing says the judge decides (the summary line must count the same).
+JUDGED_5_0 = sum("judge" in checked_by(rule) for rule in CATALOGUE_5)
+PROBED_5_0 = {
+    s
+    for case in CASES.values()
+    if case.protocol.value == "5.0"
+    for s in case.statements
+    if CATALOGUE_5[s].origin == "statement"
+}
 
 
 def test_the_5_0_listing_has_every_statement_and_derived_rule_with_honest_counts(
@@ -109,11 +118,13 @@ def test_the_5_0_listing_has_every_statement_and_derived_rule_with_honest_counts
     derived = len(CATALOGUE_5) - 251
     assert lines[-1] == (
         f"{len(CATALOGUE_5)} rules of MQTT 5.0: 251 numbered statements, {derived} derived rules; "
-        f"{len(codec_rules.CHECKED_5_0)} checked by the codec, none yet by the judge (not yet judged for 5.0), "
+        f"{len(codec_rules.CHECKED_5_0)} checked by the codec, {JUDGED_5_0} by the judge, "
         f"{len(PROBED_5_0)} numbered statements covered by probe cases; `mqttaudit rules RULE` explains one"
     )
     status, out, _ = run(capsys, "rules", "--protocol", "5.0", "--checked")
-    assert status == 0 and len(out.splitlines()) == len(set(codec_rules.CHECKED_5_0) | PROBED_5_0) + 2
+    checked = {rule.id for rule in CATALOGUE_5 if checked_by(rule)}
+    assert checked >= set(codec_rules.CHECKED_5_0) | PROBED_5_0
+    assert status == 0 and len(out.splitlines()) == len(checked) + 2
 
 
 def test_an_id_only_5_0_states_is_explained_as_5_0_with_the_codec_checks_that_name_it(
@@ -124,10 +135,12 @@ def test_an_id_only_5_0_states_is_explained_as_5_0_with_the_codec_checks_that_na
     lines = out.splitlines()
     assert lines[0] == f"MQTT-3.3.2-8: {CATALOGUE_5['MQTT-3.3.2-8'].summary}"
     assert "  Section:       3.3.2.3.4 of MQTT 5.0 (a numbered normative statement)" in lines
-    assert lines[-3:] == [
+    assert lines[-4:] == [
         "  Checked by:    codec: TOPIC_ALIAS_ZERO in mqttaudit.codec.rules (in the bytes of every MQTT 5.0 packet)",
-        "                 judge: not yet judged for 5.0",
-        "  Probe cases:   none",
+        "                 judge: the receiver must close the connection on a packet that breaks it "
+        "(ENFORCED_CODEC_RULES_5_0)",
+        "  Probe cases:   v5/malformed/publish-topic-alias-0",
+        "                 v5/malformed/publish-qos1-topic-alias-0",
     ]
     assert codec_rules.TOPIC_ALIAS_ZERO == "MQTT-3.3.2-8"
 
@@ -139,8 +152,10 @@ def test_a_renumbered_rule_names_the_3_1_1_keys_the_codec_reports_it_under(capsy
         "  Checked by:    codec: PUBLISH_ACK_SAME_ID (key MQTT-2.3.1-6), PUBCOMP_SAME_ID (key MQTT-4.3.3-2) in "
         "mqttaudit.codec.rules (in the bytes of every MQTT 5.0 packet)"
     ) in out.splitlines()
-    assert "  Checked by:    nothing yet: no finding can name this rule (not yet judged for 5.0)" in out.splitlines()
-    assert "SERVER_" not in out and "ENFORCED_CODEC_RULES" not in out  # no 3.1.1 judge check is claimed for 5.0
+    assert "  Checked by:    nothing yet: no finding can name this rule" in out.splitlines()  # MQTT-4.6.0-6
+    # the judge's checks are named by the keys 5.0 states under the id
+    assert "                 judge: QOS2_RECEIVER in mqttaudit.judge.rules (over one MQTT 5.0 connection)" in out
+    assert "SERVER_" not in out
 
 
 def test_an_id_both_versions_state_is_explained_in_3_1_1_and_the_5_0_statement_is_pointed_at(
@@ -161,7 +176,7 @@ def test_an_id_both_versions_state_is_explained_in_3_1_1_and_the_5_0_statement_i
     assert "  Section:       3.1.2.6 of MQTT 5.0 (a numbered normative statement)" in out.splitlines()
 
 
-def test_5_0_json_rows_carry_the_version_and_only_codec_coverage(capsys: pytest.CaptureFixture[str]) -> None:
+def test_5_0_json_rows_carry_the_version_and_the_5_0_coverage(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(capsys, "rules", "--protocol", "5", "--format", "json")
     rows = json.loads(out)
     assert status == 0 and len(rows) == len(CATALOGUE_5)
@@ -170,11 +185,16 @@ def test_5_0_json_rows_carry_the_version_and_only_codec_coverage(capsys: pytest.
     for row in rows:
         keys = [getattr(codec_rules, name) for name in row["codec_checks"]]
         assert all(identity.statement_id(key, identity.V5) == row["id"] for key in keys), row["id"]
-        assert row["judge_checks"] == []
         assert row["probe_cases"] == cases_of(row["id"], "5.0")
-        assert row["checked_by"] == (["codec"] if keys else []) + (["probe"] if row["probe_cases"] else [])
+        judged = ["judge"] if row["judge_checks"] else []
+        assert row["checked_by"] == (["codec"] if keys else []) + judged + (["probe"] if row["probe_cases"] else [])
+    assert by_id_of(rows)["MQTT-3.3.2-9"]["judge_checks"] == ["CLIENT_ALIAS_WITHIN_MAXIMUM in mqttaudit.judge.limits"]
     by_id = {row["id"]: row for row in rows}
     assert by_id["MQTT-4.7.3-1"]["also_in"] == ["3.1.1"] and by_id["MQTT-3.3.2-8"]["also_in"] == []
+
+
+def by_id_of(rows: list[dict[str, object]]) -> dict[object, dict[str, object]]:
+    return {row["id"]: row for row in rows}
 
 
 def test_a_5_0_statement_is_covered_by_the_5_0_cases_and_the_3_1_1_one_of_the_same_id_is_not(
@@ -207,3 +227,10 @@ def test_an_unknown_id_is_a_usage_error_in_every_version_searched(capsys: pytest
     assert "no rule 'MQTT-2.2.3-four-bytes' in the MQTT 5.0 catalogue" in err and "3.1.1 catalogue" not in err
     status, _, err = run(capsys, "rules", "--protocol", "4")
     assert status == 2 and "'4'" in err
+
+
+def test_the_5_0_judge_coverage_names_the_checks_of_one_connection_and_not_the_3_1_1_broker_model() -> None:
+    judged = {rule.id for rule in CATALOGUE_5 if "judge" in checked_by(rule)}
+    assert {"MQTT-3.3.2-9", "MQTT-3.2.0-2", "MQTT-4.13.1-1", "MQTT-3.1.4-5", "MQTT-3.3.4-9"} <= judged
+    # Will publication and retained-message delivery are the broker model's, which replays 3.1.1 routing only
+    assert not {"MQTT-3.1.2-8", "MQTT-3.3.1-9"} & judged

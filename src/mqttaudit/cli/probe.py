@@ -337,7 +337,9 @@ def _list(selected: Sequence[Case], output_format: str) -> None:
 
 def _numbered(cases: Sequence[Case], version: ProtocolVersion) -> int:
     """How many numbered statements of ``version`` the cases of that version target."""
-    return len({s for c in cases if c.protocol is version for s in c.statements if s.rsplit("-", 1)[-1].isdigit()})
+    catalogue = load_catalogue(version.value)
+    targeted = {s for c in cases if c.protocol is version for s in c.statements}
+    return sum(1 for s in targeted if s in catalogue and catalogue[s].origin == "statement")
 
 
 @click.command(

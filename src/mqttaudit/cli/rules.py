@@ -28,6 +28,7 @@ OBSERVABLE = {
 }
 #: The judge upholds these codec rules by asking the receiver to close on a packet that breaks them.
 ENFORCED = "ENFORCED_CODEC_RULES"
+ENFORCED_5_0 = "ENFORCED_CODEC_RULES_5_0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +85,36 @@ def probe_cases(version: str = identity.V3_1_1) -> dict[str, tuple[str, ...]]:
     return {statement: tuple(ids) for statement, ids in found.items()}
 
 
+@functools.cache
+def _judge_names_5_0() -> dict[str, tuple[str, ...]]:
+    """MQTT 5.0 statement id -> the judge checks (``NAME in MODULE``) whose key 5.0 states under that id, on one
+    5.0 connection (the broker model replays 3.1.1 routing only, so its rules are left out)."""
+    from mqttaudit.judge import deliveries_5, lifecycle, limits
+
+    found: dict[str, list[str]] = {}
+    for module in (judge_rules, lifecycle, limits, deliveries_5):
+        for key, names in _names(module).items():
+            if module is judge_rules and (key not in judge_rules.OWN_RULES or key in judge_rules.MODEL_RULES):
+                continue
+            statement = identity.statement_id(key, identity.V5)
+            if statement is not None:
+                found.setdefault(statement, []).append(f"{', '.join(names)} in {module.__name__}")
+    for key in judge_rules.ENFORCED_CODEC_RULES_5_0:
+        statement = identity.statement_id(key, identity.V5)
+        if statement is not None:
+            found.setdefault(statement, []).append(ENFORCED_5_0)
+    return {statement: tuple(dict.fromkeys(names)) for statement, names in found.items()}
+
+
 def coverage(rule: Rule) -> Coverage:
-    """What checks ``rule`` in its version. The judge speaks MQTT 3.1.1 only so far: a 5.0 rule is checked by the
-    codec, through the codec keys :mod:`mqttaudit.spec.identity` maps to it, and targeted by the 5.0 probe cases."""
+    """What checks ``rule`` in its version: for a 5.0 rule, the codec and judge checks whose keys
+    :mod:`mqttaudit.spec.identity` maps to it, and the 5.0 probe cases that target it."""
     if rule.version == identity.V5:
-        return Coverage(_codec_names_5_0().get(rule.id, ()), (), probe_cases(identity.V5).get(rule.id, ()))
+        return Coverage(
+            _codec_names_5_0().get(rule.id, ()),
+            _judge_names_5_0().get(rule.id, ()),
+            probe_cases(identity.V5).get(rule.id, ()),
+        )
     codec = _names(codec_rules).get(rule.id, ()) if rule.id in codec_rules.CHECKED else ()
     judge = _names(judge_rules).get(rule.id, ())
     if rule.id in judge_rules.ENFORCED_CODEC_RULES:
@@ -190,14 +216,17 @@ def explain(rule: Rule) -> list[str]:
 
 
 def _checks_5_0(covered: Coverage) -> list[str]:
-    """What checks a 5.0 rule, in words: the codec constants whose key maps to it; the judge, never yet."""
-    if not covered.codec:
-        return ["nothing yet: no finding can name this rule (not yet judged for 5.0)"]
-    names = [_with_key(name) for name in covered.codec]
-    return [
-        f"codec: {', '.join(names)} in mqttaudit.codec.rules (in the bytes of every MQTT 5.0 packet)",
-        "judge: not yet judged for 5.0",
-    ]
+    """What checks a 5.0 rule, in words: the codec constants and the judge checks whose key maps to it."""
+    checks = []
+    if covered.codec:
+        names = [_with_key(name) for name in covered.codec]
+        checks.append(f"codec: {', '.join(names)} in mqttaudit.codec.rules (in the bytes of every MQTT 5.0 packet)")
+    for check in covered.judge:
+        if check == ENFORCED_5_0:
+            checks.append(f"judge: the receiver must close the connection on a packet that breaks it ({ENFORCED_5_0})")
+        else:
+            checks.append(f"judge: {check} (over one MQTT 5.0 connection)")
+    return checks or ["nothing yet: no finding can name this rule"]
 
 
 def _with_key(name: str) -> str:
@@ -287,13 +316,8 @@ def summary_line(catalogue: Catalogue) -> str:
     counts = f"{len(catalogue)} rules of MQTT {catalogue.version}: {statements} numbered statements, "
     counts += f"{len(catalogue) - statements} derived rules; {by_codec} checked by the codec, "
     by_probe = sum("probe" in checked_by(r) for r in catalogue if r.origin == "statement")
-    if catalogue.version == identity.V5:
-        counts += (
-            f"none yet by the judge (not yet judged for 5.0), {by_probe} numbered statements covered by probe cases"
-        )
-    else:
-        by_judge = sum("judge" in checked_by(r) for r in catalogue)
-        counts += f"{by_judge} by the judge, {by_probe} numbered statements covered by probe cases"
+    by_judge = sum("judge" in checked_by(r) for r in catalogue)
+    counts += f"{by_judge} by the judge, {by_probe} numbered statements covered by probe cases"
     return counts + "; `mqttaudit rules RULE` explains one"
 
 
