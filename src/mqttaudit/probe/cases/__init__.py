@@ -9,7 +9,17 @@ from ..case import CASES
 
 #: The modules in the library's order (the order of ``probe --list`` and of a run): what a broker must do, then
 #: the malformed families, then their negative controls; then the MQTT 5.0 cases.
-MODULES = ("delivery", "session", "routing", "malformed", "accepted", "v5_connect", "v5_malformed", "v5_forbidden")
+MODULES = (
+    "delivery",
+    "session",
+    "routing",
+    "malformed",
+    "accepted",
+    "v5_connect",
+    "v5_malformed",
+    "v5_limits",
+    "v5_forbidden",
+)
 for _module in MODULES:
     importlib.import_module(f"{__name__}.{_module}")
 
