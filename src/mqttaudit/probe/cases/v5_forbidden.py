@@ -76,8 +76,9 @@ class ForbiddenStimulus(Stimulus):
     breaks: str = ""
     #: The flow the packet answers (see :data:`ANSWERED_FLOW`); its Packet Identifier is the flow's.
     answers: str = ""
-    #: For an answer: its packet type and Reason Code, written with the flow's Packet Identifier at run time.
-    ack: tuple[PacketType, int] | None = None
+    #: For an answer: its first byte and Reason Code (None: left out), written with the flow's Packet Identifier
+    #: at run time.
+    ack: tuple[int, int | None] | None = None
     #: A feature of :data:`mqttaudit.probe.capabilities.FEATURES` the stimulus needs the broker to support.
     needs: str = ""
 
@@ -86,9 +87,19 @@ def _frame(first_byte: int, body: bytes) -> bytes:
     return bytes((first_byte,)) + encode_remaining_length(len(body)) + body
 
 
-def ack_bytes(packet_type: PacketType, code: int, packet_id: int) -> bytes:
-    """A 5.0 acknowledgement with ``code`` and no properties (Remaining Length 3: the Property Length left out)."""
-    return _frame((packet_type << 4) | REQUIRED_FLAGS[packet_type], packet_id.to_bytes(2, "big") + bytes((code,)))
+def ack_bytes(first_byte: int, code: int | None, packet_id: int) -> bytes:
+    """A 5.0 acknowledgement with ``code`` (None: left out, Success) and no properties (the Property Length left
+    out)."""
+    return _frame(first_byte, packet_id.to_bytes(2, "big") + (b"" if code is None else bytes((code,))))
+
+
+def _first_byte(packet_type: PacketType) -> int:
+    return (packet_type << 4) | REQUIRED_FLAGS[packet_type]
+
+
+def _needs(packet_type: PacketType) -> str:
+    """The QoS the flow an acknowledgement answers needs."""
+    return "qos1" if packet_type is PacketType.PUBACK else "qos2"
 
 
 def _body(data: bytes) -> bytes:
@@ -132,11 +143,11 @@ def _reason_code_family() -> tuple[ForbiddenStimulus, ...]:
         ForbiddenStimulus(
             f"{packet_type.name.lower()}-reason-code-0x{code:02x}",
             f"{packet_type.name} with Reason Code {_code_name(code)}, which {packet_type.name} does not define",
-            ack_bytes(packet_type, code, 1),
+            ack_bytes(_first_byte(packet_type), code, 1),
             breaks=reason_codes.RULES[packet_type],
             answers=ANSWERED_FLOW[packet_type],
-            ack=(packet_type, code),
-            needs="qos1" if packet_type is PacketType.PUBACK else "qos2",
+            ack=(_first_byte(packet_type), code),
+            needs=_needs(packet_type),
         )
         for packet_type, code in ACK_CODES
     ]
@@ -206,13 +217,18 @@ def _flag_family() -> tuple[ForbiddenStimulus, ...]:
         name = "AUTH" if packet_type is PacketType.AUTH else packet_type.name
         for bit in range(4):
             flags = required ^ (1 << bit)
+            first_byte = (packet_type << 4) | flags
+            answers = ANSWERED_FLOW.get(packet_type, "")  # an acknowledgement answers a real flow
             rows.append(
                 ForbiddenStimulus(
                     f"{name.lower()}-flag-bit-{bit}",
                     f"{name} with flag bit {bit} flipped (flags {flags:04b}, not {required:04b})",
-                    _flagged((packet_type << 4) | flags, _flag_body(packet_type)),
+                    _flagged(first_byte, _flag_body(packet_type)),
                     as_connect=packet_type is PacketType.CONNECT,
                     breaks=identity.statement_id(codec_rules.RESERVED_FLAGS, identity.V5) or "",
+                    answers=answers,
+                    ack=(first_byte, None) if answers else None,
+                    needs=_needs(packet_type) if answers else "",
                 )
             )
     return tuple(rows)
