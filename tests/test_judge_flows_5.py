@@ -11,9 +11,11 @@ import pytest
 
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
-from mqttaudit.judge import ConversationJudge, JudgeConfig, Judgement, judge
+from mqttaudit.judge import ConversationJudge, JudgeConfig, Judgement, Lost, judge
+from mqttaudit.judge.context import Seen
 from mqttaudit.judge.deliveries_5 import NO_LOCAL
 from mqttaudit.judge.outcomes import ALLOWED_OUTCOMES
+from mqttaudit.judge.topic_alias import topic_of
 from mqttaudit.spec import identity
 
 from .cases import explain
@@ -406,13 +408,56 @@ def test_delivery_qos_is_judged_under_its_5_0_id() -> None:
     assert "MQTT-3.8.4-8" in judgement.passed, explain(judgement)
 
 
-def test_a_delivery_named_only_by_a_topic_alias_is_not_matched_against_the_empty_topic() -> None:
+def test_a_delivery_whose_alias_mapping_is_unknown_is_not_matched_against_the_empty_topic() -> None:
+    # The server's bytes that may have changed the mapping were not observed: its topic is unknown.
     named = codec.Publish(topic="t", payload=b"1", properties=make(topic_alias=1))
     by_alias = codec.Publish(topic="", payload=b"2", properties=make(topic_alias=1))
-    judgement = verdict(subscribed(option("t", 0)).server(named, by_alias))
+    talk = subscribed(option("t", 0)).server(named)
+    talk.events.append(Lost(talk.now, S, 40))
+    judgement = verdict(talk.server(by_alias))
     assert judgement.findings == (), explain(judgement)
-    assert "MQTT-3.3.2-3" in judgement.not_assessable
-    assert "Topic Alias 1" in judgement.not_assessable["MQTT-3.3.2-3"]
+    assert "Topic Alias 1" in judgement.not_assessable["MQTT-3.3.2-3"], explain(judgement)
+
+
+class Aliases:
+    """A topic source that knows one mapping."""
+
+    def __init__(self, topic: str | None) -> None:
+        self.topic = topic
+        self.asked: list[int] = []
+
+    def topic_of(self, seen: Seen) -> str | None:
+        self.asked.append(seen.event)
+        return self.topic
+
+
+@pytest.mark.parametrize("resolved", ["t/1", None])
+def test_the_topic_of_an_alias_only_publish_is_the_sources(resolved: str | None) -> None:
+    by_alias = codec.Publish(topic="", payload=b"2", properties=make(topic_alias=1))
+    frame = codec.decode(codec.encode(by_alias, version="5"), S, version="5")
+    seen = Seen.of(7, 0.0, S, frame)
+    source = Aliases(resolved)
+    assert topic_of(seen, by_alias, source) == resolved and source.asked == [7]
+    assert topic_of(seen, by_alias, None) is None
+    named = codec.Publish(topic="t/2", payload=b"2", properties=make(topic_alias=1))
+    assert topic_of(seen, named, source) == "t/2" and source.asked == [7]
+
+
+def test_a_publication_whose_alias_mapping_is_unknown_is_owed_to_nobody() -> None:
+    alias_set = codec.Publish(topic="t", payload=b"1", properties=make(topic_alias=2))
+    by_alias = codec.Publish(topic="", payload=b"2", qos=1, packet_id=6, properties=make(topic_alias=2))
+    connect = codec.Connect(client_id="five", protocol_level=5, keep_alive=0)
+    connack = codec.Connack(properties=make(topic_alias_maximum=5))
+    talk = Talk(version="5").client(connect).server(connack).client(alias_set)
+    talk.events.append(Lost(talk.now, C, 40))
+    talk.client(by_alias).server(codec.Puback(packet_id=6))
+    conversation = ConversationJudge(V5)
+    for event in talk.events:
+        conversation.feed(event)
+    conversation.finish()
+    named, aliased = conversation.transcript.published
+    assert named.certain and not aliased.certain
+    assert aliased.accepted is not None
 
 
 def test_a_pending_subscribe_leaves_undecided_only_the_options_it_uses() -> None:
@@ -430,3 +475,11 @@ def test_a_pubrel_of_a_resumed_session_may_be_completed_or_not_found(code: int) 
     judgement = verdict(resumed.server(codec.Pubcomp(packet_id=9, reason_code=code)))
     assert judgement.findings == (), explain(judgement)
     assert "MQTT-4.3.3-11" in judgement.passed
+
+
+def test_one_identifier_per_copy_keeps_the_copy_per_subscription_rule() -> None:
+    # mosquitto 2 sends overlapping subscriptions one copy each, with that subscription's identifier.
+    judgement = verdict(overlapping().server(delivery(ids=(1,)), delivery(ids=(2,)), delivery(ids=(3,))))
+    assert judgement.findings == (), explain(judgement)
+    assert "MQTT-3.3.4-5" in judgement.passed
+    assert "MQTT-3.3.4-4" in judgement.not_assessable

@@ -20,6 +20,7 @@ from .connection import Connection
 from .context import Context, Seen
 from .deliveries_5 import OptionChecks
 from .subscriptions import Subscriptions
+from .topic_alias import TopicSource, topic_of
 from .transcript import Delivered
 from .verdict import LEAK, QOS
 
@@ -28,8 +29,13 @@ CLIENT: Final = Direction.FROM_CLIENT
 
 
 class Deliveries:
-    def __init__(self, ctx: Context, connection: Connection, subscriptions: Subscriptions) -> None:
+    def __init__(
+        self, ctx: Context, connection: Connection, subscriptions: Subscriptions, topics: TopicSource | None = None
+    ) -> None:
+        """``topics`` resolves the topic of a 5.0 PUBLISH named only by its Topic Alias (without it, or when it
+        cannot, what depends on that topic is not assessable)."""
         self._ctx = ctx
+        self._topics = topics
         self._connection = connection
         self._subscriptions = subscriptions
         #: The unknown subscriptions were noted (once per connection, at the first delivery they leave undecided).
@@ -42,9 +48,10 @@ class Deliveries:
         if not isinstance(packet, Publish) or seen.offends:
             return
         v5 = self._connection.version == identity.V5
+        topic = topic_of(seen, packet, self._topics) if v5 else packet.topic
         if seen.sender is CLIENT:
             if v5:
-                self._options.published(seen, packet, _alias_only(packet))
+                self._options.published(seen, packet, topic)
             return
         self._ctx.transcript.delivered.append(Delivered(seen.event, seen.time, packet))
         unknown = self._unknown_subscriptions()
@@ -55,25 +62,25 @@ class Deliveries:
                 for rule in (rules.DELIVERY_MATCHES_SUBSCRIPTION, rules.DELIVERY_QOS):
                     self._ctx.ledger.undecided(rule, why, side=SERVER, event=seen.event, time=seen.time)
             return
-        if v5 and _alias_only(packet):
+        if topic is None:
             self._topic_unknown(seen, packet)
             return
-        bounds = self._subscriptions.bounds(packet.topic)
-        if self._matches_a_subscription(seen, packet, bounds):
+        bounds = self._subscriptions.bounds(topic)
+        if self._matches_a_subscription(seen, topic, bounds):
             self._qos_within_grant(seen, packet, bounds)
             if v5:
-                self._options.delivered(seen, packet)
+                self._options.delivered(seen, packet, topic)
 
     def _topic_unknown(self, seen: Seen, packet: Publish) -> None:
-        """A 5.0 PUBLISH with an empty Topic Name and a Topic Alias: its topic is the alias's, which this module
-        does not resolve, so nothing that depends on the topic is decided (the empty name is never matched)."""
+        """A 5.0 PUBLISH with an empty Topic Name and a Topic Alias whose mapping is unknown: nothing that depends
+        on the topic is decided (the empty name is never matched)."""
         if self._alias_noted:
             return
         self._alias_noted = True
         why = reasons.reason(
             reasons.AMBIGUOUS,
             f"{seen.describe()} names its topic only by Topic Alias {first(packet.properties, TOPIC_ALIAS)!r}, "
-            "not resolved here (this delivery, and later ones named the same way)",
+            "whose mapping is not known (this delivery, and later ones named the same way)",
         )
         for rule in (rules.DELIVERY_MATCHES_SUBSCRIPTION, rules.DELIVERY_QOS):
             self._ctx.ledger.undecided(rule, why, side=SERVER, event=seen.event, time=seen.time)
@@ -104,13 +111,13 @@ class Deliveries:
             "session resumed (Session Present 1): subscriptions of earlier connections are unknown",
         )
 
-    def _matches_a_subscription(self, seen: Seen, packet: Publish, bounds: dict[str, int]) -> bool:
+    def _matches_a_subscription(self, seen: Seen, topic: str, bounds: dict[str, int]) -> bool:
         """[MQTT-3.3.2-3] The Topic Name matches a filter of the session; [MQTT-4.7.2-1] a '$' name never
         matches through a filter that starts with a wildcard."""
         if bounds:
             self._ctx.ledger.held(rules.DELIVERY_MATCHES_SUBSCRIPTION)
             return True
-        blocked = self._subscriptions.blocked_by_dollar_rule(packet.topic)
+        blocked = self._subscriptions.blocked_by_dollar_rule(topic)
         if blocked:
             self._ctx.ledger.fail(
                 rules.DOLLAR_TOPICS_NOT_MATCHED_BY_WILDCARDS,
@@ -150,8 +157,3 @@ class Deliveries:
             "a message is delivered at the lower of its publish QoS and the QoS granted to the subscription",
             QOS,
         )
-
-
-def _alias_only(packet: Publish) -> bool:
-    """A 5.0 PUBLISH whose topic is given by its Topic Alias alone (section 3.3.2.3.4)."""
-    return not packet.topic and first(packet.properties, TOPIC_ALIAS) is not None

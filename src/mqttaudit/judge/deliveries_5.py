@@ -57,20 +57,22 @@ class OptionChecks:
         #: Rules already left undecided on this connection (one row says why; later deliveries repeat it).
         self._noted: set[str] = set()
 
-    def published(self, seen: Seen, packet: Publish, alias_only: bool) -> None:
-        if alias_only:
-            self._own_unknown = f"{seen.describe()} names its topic only by a Topic Alias, not resolved here"
+    def published(self, seen: Seen, packet: Publish, topic: str | None) -> None:
+        """A client PUBLISH standing for ``topic`` (None: named by a Topic Alias whose mapping is unknown)."""
+        if topic is None:
+            self._own_unknown = f"{seen.describe()} names its topic only by a Topic Alias whose mapping is unknown"
             return
         if len(self._own) >= OWN_KEPT:
             del self._own[next(iter(self._own))]
             self._own_unknown = f"more than {OWN_KEPT} of the client's publications are not remembered"
-        key = (packet.topic, packet.payload)
+        key = (topic, packet.payload)
         self._own.pop(key, None)  # the latest copy last, so forgetting starts with the oldest
         self._own[key] = Own(seen.event, packet.retain)
 
-    def delivered(self, seen: Seen, packet: Publish) -> None:
-        """Judges a delivery whose topic matches a subscription of a session that started on this connection."""
-        unsettled = self._subscriptions.unsettled(packet.topic)
+    def delivered(self, seen: Seen, packet: Publish, topic: str) -> None:
+        """Judges a delivery standing for ``topic`` that matches a subscription of a session that started on this
+        connection."""
+        unsettled = self._subscriptions.unsettled(topic)
         if unsettled:
             detail = (
                 f"the SUBSCRIBE or UNSUBSCRIBE of {', '.join(map(quoted, unsettled))} awaits its answer: the "
@@ -81,16 +83,16 @@ class OptionChecks:
             if self._subscriptions.uses_identifiers:
                 self._undecided(seen, IDENTIFIERS_SENT, detail)
             return
-        subscriptions = self._subscriptions.in_effect(packet.topic)
+        subscriptions = self._subscriptions.in_effect(topic)
         if not subscriptions:
             return  # delivered under a subscription being removed: the 3.1.1 checks said what is known
-        own = self._own.get((packet.topic, packet.payload))
+        own = self._own.get((topic, packet.payload))
         if own is not None and own.event > seen.event:
             own = None
         forwarded = own is not None and all(own.event > sub.since for sub in subscriptions)
         if self._no_local(seen, packet, subscriptions, own, forwarded):
             self._retain_as_published(seen, packet, subscriptions, own, forwarded)
-        self._identifiers(seen, packet, subscriptions)
+        self._identifiers(seen, packet, topic, subscriptions)
 
     def _no_local(
         self, seen: Seen, packet: Publish, subscriptions: list[InEffect], own: Own | None, forwarded: bool
@@ -166,11 +168,11 @@ class OptionChecks:
             f"a forwarded message {as_published} the RETAIN flag it was published with",
         )
 
-    def _identifiers(self, seen: Seen, packet: Publish, subscriptions: list[InEffect]) -> None:
+    def _identifiers(self, seen: Seen, packet: Publish, topic: str, subscriptions: list[InEffect]) -> None:
         """[MQTT-3.3.4-3] A delivery carries the Subscription Identifiers of its matching subscriptions and no
         other; [MQTT-3.3.4-4] one copy carries all of them, [MQTT-3.3.4-5] one copy per subscription its own."""
         carried = [p.value for p in packet.properties if p.identifier == SUBSCRIPTION_IDENTIFIER]
-        given = self._subscriptions.identifiers_given(packet.topic)
+        given = self._subscriptions.identifiers_given(topic)
         strays = [value for value in carried if value not in given]
         if strays:
             known = ", ".join(map(str, sorted(given))) or "none"
@@ -207,6 +209,8 @@ class OptionChecks:
                 f"carries no Subscription Identifier though every subscription it matches has one ({lacking})",
             )
         else:
+            # One identifier of a matching subscription: right for a copy per subscription, wrong for one copy.
+            self._ctx.ledger.held(COPY_PER_SUBSCRIPTION)
             self._undecided(
                 seen,
                 ONE_COPY_ALL_IDENTIFIERS,

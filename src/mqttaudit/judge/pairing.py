@@ -39,6 +39,7 @@ from .obligations import Obligation, OnClose
 from .outcomes import ALLOWED_OUTCOMES, Outcomes, refuses
 from .sides import peer, side_name
 from .subscriptions import Subscriptions, refused
+from .topic_alias import TopicSource, topic_of
 from .transcript import Published, Subscribed, Unsubscribed
 from .violations import Offences
 
@@ -177,8 +178,18 @@ class Flow:
 
 
 class Pairing:
-    def __init__(self, ctx: Context, offences: Offences, connection: Connection, subscriptions: Subscriptions) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        offences: Offences,
+        connection: Connection,
+        subscriptions: Subscriptions,
+        topics: TopicSource | None = None,
+    ) -> None:
+        """``topics`` resolves the topic of a 5.0 PUBLISH named only by its Topic Alias (without it, or when it
+        cannot, nobody is owed that message: its topic is unknown)."""
         self._ctx = ctx
+        self._topics = topics
         self._offences = offences
         self._connection = connection
         self._subscriptions = subscriptions
@@ -187,6 +198,8 @@ class Pairing:
         self._blind: set[Direction] = set()
         #: MQTT 5.0: QoS 2 flows a PUBREC from 0x80 up ended, by owner and Packet Identifier.
         self._ended: dict[Direction, dict[int, Seen]] = {side: {} for side in Direction}
+        #: Client PUBLISH events named only by a Topic Alias not resolved: nobody is owed them.
+        self._unknown_topics: set[int] = set()
 
     @property
     def _v5(self) -> bool:
@@ -296,8 +309,11 @@ class Pairing:
             # Not to be routed: recorded so that the model forbids its delivery (acting on the violation).
             self._ctx.transcript.published.append(Published(seen.event, packet, seen.time))
             return None
-        surely = packet.qos == 0 and self._owes_answer(seen) and seen.received
+        known = not self._v5 or topic_of(seen, packet, self._topics) is not None
+        surely = packet.qos == 0 and self._owes_answer(seen) and seen.received and known
         publication = Published(seen.event, packet, seen.time, certain=surely)
+        if not known:
+            self._unknown_topics.add(seen.event)
         self._ctx.transcript.published.append(publication)
         return publication
 
@@ -430,8 +446,9 @@ class Pairing:
         for unsubscribed in flow.unsubscribed:
             unsubscribed.acked = seen.time
         if flow.published is not None and flow.stage in (Stage.PUBACK, Stage.PUBREC) and not refusal:
-            # 0x10 "No matching subscribers" is a success: the server took the message.
-            flow.published.accepted, flow.published.certain = seen.time, True
+            # 0x10 "No matching subscribers" is a success: the server took the message (to a topic known here).
+            flow.published.accepted = seen.time
+            flow.published.certain = flow.published.event not in self._unknown_topics
 
     def _check_outcome(self, flow: Flow, seen: Seen) -> None:
         """A 5.0 answer whose Reason Code the situation fixes (see :data:`ALLOWED_OUTCOMES`)."""
