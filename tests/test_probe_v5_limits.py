@@ -1,0 +1,293 @@
+"""The MQTT 5.0 limit families (Topic Alias, Receive Maximum, Maximum Packet Size): every statement a case lists
+is one the judge decides, kept by a conforming broker and broken by a violating one (pure), and every case gets a
+verdict from mosquitto (default, and with a Maximum Packet Size configured) and from mqttools."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mqttaudit import codec
+from mqttaudit.codec.properties import make
+from mqttaudit.judge import Judgement, judge_scenario, limits
+from mqttaudit.probe.brokers import HOST, RunningBroker, free_port, launch_broker, start_broker
+from mqttaudit.probe.case import CASES, Case, Target
+from mqttaudit.probe.cases import v5_limits
+from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config, run_case
+from mqttaudit.spec import identity
+
+from .talk import C, S, Talk
+
+#: The 5.0 ids of every rule judge.limits decides.
+LIMIT_STATEMENTS = {identity.statement_id(key, identity.V5) for key in limits.LIMIT_RULES}
+FAMILIES = ("v5/topic-alias", "v5/receive-maximum", "v5/maximum-packet-size")
+LIMIT_CASES = [case for case in CASES.values() if case.family_name in FAMILIES]
+TIMEOUT = 1.0
+TOPIC = "mqttaudit/run/limits/t"
+
+
+def opened(client: dict[str, int] | None = None, server: dict[str, int] | None = None) -> Talk:
+    connect = codec.Connect(protocol_level=5, client_id="limits", properties=make(**(client or {})))
+    return Talk(version="5").client(connect).server(codec.Connack(properties=make(**(server or {}))))
+
+
+def publish(topic: str = TOPIC, *, alias: int | None = None, qos: int = 0, packet_id: int | None = None, size: int = 1):
+    properties = make(topic_alias=alias) if alias is not None else ()
+    return codec.Publish(topic=topic, payload=b"x" * size, qos=qos, packet_id=packet_id, properties=properties)
+
+
+def publishes(count: int, qos: int) -> list[codec.Publish]:
+    return [publish(qos=qos, packet_id=i) for i in range(1, count + 1)]
+
+
+def sized(size: int, qos: int = 0) -> codec.Publish:
+    payload = v5_limits._sized(TOPIC, size, qos)
+    assert payload is not None
+    return codec.Publish(topic=TOPIC, payload=payload, qos=qos, packet_id=1 if qos else None)
+
+
+#: Per case: (a conversation in which the broker keeps every statement, one in which it breaks every one).
+Pair = tuple[dict[str, Talk], dict[str, Talk]]
+
+
+def _breach(server: dict[str, int], stimulus: list[codec.Packet], answer: codec.Packet | None) -> Pair:
+    """The client breaks a declared limit: a conforming broker closes; a violating one answers and stays open."""
+    kept = opened(server=server).client(*stimulus).closed(S)
+    broken = opened(server=server).client(*stimulus)
+    if answer is not None:
+        broken.server(answer)
+    return {"c1": kept}, {"c1": broken.quiet(after=10)}
+
+
+def _to_client(client: dict[str, int], good: list[codec.Packet], bad: list[codec.Packet]) -> Pair:
+    """The client declared a limit: a conforming broker keeps it, a violating one does not."""
+    return {"c1": opened(client).server(*good).quiet(after=10)}, {"c1": opened(client).server(*bad).quiet(after=10)}
+
+
+def _window(receive_maximum: int, qos: int) -> Pair:
+    ack = codec.Puback if qos == 1 else codec.Pubcomp
+    kept = opened({"receive_maximum": receive_maximum}).server(*publishes(receive_maximum, qos))
+    if qos == 2:
+        kept.client(*(codec.Pubrec(packet_id=i) for i in range(1, receive_maximum + 1)))
+        kept.server(*(codec.Pubrel(packet_id=i) for i in range(1, receive_maximum + 1)))
+    kept.client(*(ack(packet_id=i) for i in range(1, receive_maximum + 1)))
+    more = publish(qos=qos, packet_id=receive_maximum + 1)
+    broken = opened({"receive_maximum": receive_maximum}).server(*publishes(receive_maximum + 1, qos))
+    return {"c1": kept.server(more).quiet(after=10)}, {"c1": broken.quiet(after=10)}
+
+
+def _remapped() -> Pair:
+    subscribe = codec.Subscribe(packet_id=1, subscriptions=(codec.Subscription(topic_filter="b"),))
+    suback = codec.Suback(packet_id=1, return_codes=(0,))
+    kept = opened().client(subscribe).server(suback).server(publish("b")).quiet(after=10)
+    broken = opened().client(subscribe).server(suback).server(publish("a", alias=1)).quiet(after=10)
+    return {"subscriber": kept}, {"subscriber": broken}
+
+
+def pairs() -> dict[str, Pair]:
+    held = [*publishes(20, 2)]
+    alias = {"topic_alias_maximum": 10}
+    return {
+        "v5/topic-alias/maximum-plus-one": _breach(alias, [publish(alias=11)], codec.Pingresp()),
+        "v5/topic-alias/maximum-plus-one-qos2": _breach(
+            alias, [publish(alias=11, qos=2, packet_id=1)], codec.Pubrec(packet_id=1)
+        ),
+        "v5/topic-alias/largest": _breach(alias, [publish(alias=0xFFFF)], None),
+        "v5/topic-alias/without-maximum": _breach(
+            {}, [publish(alias=1, qos=1, packet_id=1)], codec.Puback(packet_id=1)
+        ),
+        "v5/topic-alias/unmapped-qos0": _breach(alias, [publish("", alias=1)], None),
+        "v5/topic-alias/unmapped-qos1": _breach(
+            alias, [publish("", alias=1, qos=1, packet_id=1)], codec.Puback(packet_id=1)
+        ),
+        "v5/topic-alias/mapped-on-another-connection": _breach(alias, [publish("", alias=1)], None),
+        "v5/topic-alias/remapped": _remapped(),
+        "v5/topic-alias/to-client-without-maximum": _to_client({}, [publish()], [publish(alias=1)]),
+        "v5/topic-alias/to-client-maximum-0": _to_client({"topic_alias_maximum": 0}, [publish()], [publish(alias=1)]),
+        "v5/topic-alias/to-client-maximum-2": _to_client(
+            {"topic_alias_maximum": 2}, [publish(alias=2), publish("", alias=2)], [publish(alias=3)]
+        ),
+        **{f"v5/receive-maximum/to-client-{m}-qos{q}": _window(m, q) for m in (1, 2) for q in (1, 2)},
+        "v5/receive-maximum/from-client-qos2-burst": _breach(
+            {"receive_maximum": 20}, publishes(21, 2), codec.Pubrec(packet_id=21, reason_code=0x97)
+        ),
+        "v5/receive-maximum/from-client-qos1-after-held-window": _breach(
+            {"receive_maximum": 20}, [*held, publish(qos=1, packet_id=21)], codec.Puback(packet_id=21)
+        ),
+        **{
+            f"v5/maximum-packet-size/to-client-{m}-qos{q}": _to_client(
+                {"maximum_packet_size": m}, [sized(m, q)], [sized(m + 1, q)]
+            )
+            for m, q in ((64, 0), (128, 0), (128, 1))
+        },
+        "v5/maximum-packet-size/from-client-qos0": _breach({"maximum_packet_size": 100}, [sized(101)], None),
+        "v5/maximum-packet-size/from-client-qos1": _breach(
+            {"maximum_packet_size": 100}, [sized(101, 1)], codec.Puback(packet_id=1)
+        ),
+    }
+
+
+def judged(case: Case, conversations: dict[str, Talk]) -> Judgement:
+    return judge_scenario({name: talk.events for name, talk in conversations.items()}, judge_config(case, TIMEOUT))
+
+
+def test_every_limit_case_has_a_conforming_and_a_violating_conversation() -> None:
+    assert sorted(pairs()) == sorted(case.id for case in LIMIT_CASES)
+    assert len(LIMIT_CASES) >= 20
+
+
+@pytest.mark.parametrize("case", LIMIT_CASES, ids=lambda case: case.id)
+def test_the_judge_decides_every_statement_of_the_case_both_ways(case: Case) -> None:
+    kept, broken = pairs()[case.id]
+    conforming = judged(case, kept)
+    assert set(case.statements) <= conforming.passed, (case.statements, sorted(conforming.passed))
+    assert not [f for f in conforming.findings if f.rule in case.statements and f.side is S]
+    violating = judged(case, broken)
+    failed = {f.rule for f in violating.findings if f.side is S}
+    assert set(case.statements) <= failed, (case.statements, sorted(failed))
+
+
+def test_a_case_whose_client_breaks_a_limit_targets_only_the_brokers_duty_to_close() -> None:
+    """The client's own breach (MQTT-3.3.2-9, MQTT-3.3.4-7, ...) is the stimulus, never a statement the broker is
+    judged on."""
+    breaches = [case for case in LIMIT_CASES if case.id.split("/")[-1] not in SERVER_SIDE]
+    assert len(breaches) == 11
+    for case in breaches:
+        assert case.statements == (v5_limits.CLOSE,), case.id
+        _kept, broken = pairs()[case.id]
+        limit_findings = [f for f in judged(case, broken).findings if f.rule in LIMIT_STATEMENTS]
+        assert limit_findings and {f.side for f in limit_findings} == {C}, case.id
+
+
+#: The cases that judge what the broker sends (the rest judge its answer to the client's breach).
+SERVER_SIDE = {
+    "remapped",
+    "to-client-without-maximum",
+    "to-client-maximum-0",
+    "to-client-maximum-2",
+    *(f"to-client-{m}-qos{q}" for m in (1, 2) for q in (1, 2)),
+    "to-client-64-qos0",
+    "to-client-128-qos0",
+    "to-client-128-qos1",
+}
+
+
+def test_sized_publishes_count_the_whole_packet() -> None:
+    for size in (64, 65, 127, 128, 129, 200):
+        for qos in (0, 1):
+            assert len(codec.encode(sized(size, qos), version="5")) == size
+
+
+# Live ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mosquitto() -> Iterator[RunningBroker]:
+    with start_broker("mosquitto") as broker:
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def mosquitto_with_packet_limit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    """mosquitto configured with ``max_packet_size 200``, which its CONNACK then declares."""
+    start = start_broker("mosquitto")  # finds the binary the same way, then stops: only its command is wanted
+    binary = start.command[0]
+    start.stop()
+    workdir: Path = tmp_path_factory.mktemp("mosquitto-mps")
+    port = free_port()
+    config = workdir / "mosquitto.conf"
+    config.write_text(
+        f"listener {port} {HOST}\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type all\n"
+        "max_packet_size 200\n"
+    )
+    command = [binary, "-c", str(config)]
+    with launch_broker("mosquitto", command, port=port, workdir=workdir, ready=r"mosquitto version \S+ running") as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def mqttools() -> Iterator[RunningBroker]:
+    with start_broker("mqttools") as broker:
+        yield broker
+
+
+def run_all(broker: RunningBroker) -> dict[str, CaseResult]:
+    async def everything() -> list[CaseResult]:
+        target = Target(broker.host, broker.port)
+        return list(
+            await asyncio.gather(*(run_case(c, target, timeout=TIMEOUT, run_id="5b5b5b5b") for c in LIMIT_CASES))
+        )
+
+    results = {result.case.id: result for result in asyncio.run(everything())}
+    for result in results.values():  # for the record of the run (-rA shows it)
+        print(result.case.id, result.verdict, result.reason)
+    assert not [(r.case.id, r.verdict, r.reason) for r in results.values() if r.verdict not in VERDICTS or r.error]
+    return results
+
+
+VERDICTS = (PASS, FAIL, NOT_APPLICABLE)
+#: What mosquitto 2.0.11 does (default configuration: Topic Alias Maximum 10, Receive Maximum 20, no Maximum Packet
+#: Size): it closes on every alias breach; it refuses a PUBLISH past its Receive Maximum with a 0x97 acknowledgement
+#: instead of closing; it lets a third QoS 1/2 PUBLISH out toward a client whose Receive Maximum is 2; it sends a
+#: PUBLISH one byte over the client's Maximum Packet Size (it counts the Remaining Length and its own bytes, not
+#: the first byte of the fixed header).
+MOSQUITTO = {
+    "v5/topic-alias/maximum-plus-one": PASS,
+    "v5/topic-alias/maximum-plus-one-qos2": PASS,
+    "v5/topic-alias/largest": PASS,
+    "v5/topic-alias/without-maximum": PASS,
+    "v5/topic-alias/unmapped-qos0": PASS,
+    "v5/topic-alias/unmapped-qos1": PASS,
+    "v5/topic-alias/mapped-on-another-connection": PASS,
+    "v5/topic-alias/remapped": PASS,
+    "v5/topic-alias/to-client-without-maximum": PASS,
+    "v5/topic-alias/to-client-maximum-0": PASS,
+    "v5/topic-alias/to-client-maximum-2": NOT_APPLICABLE,
+    "v5/receive-maximum/to-client-1-qos1": PASS,
+    "v5/receive-maximum/to-client-1-qos2": PASS,
+    "v5/receive-maximum/to-client-2-qos1": FAIL,
+    "v5/receive-maximum/to-client-2-qos2": FAIL,
+    "v5/receive-maximum/from-client-qos2-burst": FAIL,
+    "v5/receive-maximum/from-client-qos1-after-held-window": FAIL,
+    "v5/maximum-packet-size/to-client-64-qos0": FAIL,
+    "v5/maximum-packet-size/to-client-128-qos0": FAIL,
+    "v5/maximum-packet-size/to-client-128-qos1": FAIL,
+    "v5/maximum-packet-size/from-client-qos0": NOT_APPLICABLE,
+    "v5/maximum-packet-size/from-client-qos1": NOT_APPLICABLE,
+}
+
+
+def test_every_case_gets_a_verdict_from_mosquitto(mosquitto: RunningBroker) -> None:
+    results = run_all(mosquitto)
+    assert {case_id: result.verdict for case_id, result in results.items()} == MOSQUITTO
+    assert "is 65 bytes" in results["v5/maximum-packet-size/to-client-64-qos0"].reason
+    assert "declared Receive Maximum 2" in results["v5/receive-maximum/to-client-2-qos1"].reason
+
+
+def test_mosquitto_with_a_maximum_packet_size_takes_a_packet_one_byte_over(
+    mosquitto_with_packet_limit: RunningBroker,
+) -> None:
+    """With ``max_packet_size 200`` its CONNACK declares Maximum Packet Size 200, yet it takes a 201-byte PUBLISH
+    (it leaves the fixed header's first byte out of the count): no close, and a PUBACK for the QoS 1 one."""
+    results = run_all(mosquitto_with_packet_limit)
+    for name in ("from-client-qos0", "from-client-qos1"):
+        result = results[f"v5/maximum-packet-size/{name}"]
+        assert result.verdict == FAIL, result.reason
+        assert "the server did not close the connection" in result.reason
+    assert (
+        "is 201 bytes, above the server's Maximum Packet Size 200"
+        in results["v5/maximum-packet-size/from-client-qos1"].reason
+    )
+
+
+def test_every_case_gets_a_verdict_from_mqttools(mqttools: RunningBroker) -> None:
+    results = run_all(mqttools)
+    verdicts = {case_id: result.verdict for case_id, result in results.items()}
+    # It declares no Topic Alias Maximum and takes an alias anyway, never closing [MQTT-3.2.2-18, MQTT-4.13.1-1].
+    assert {verdicts[f"v5/topic-alias/{name}"] for name in ("maximum-plus-one", "largest", "without-maximum")} == {FAIL}
+    # Maximum QoS 0: nothing of QoS 1 or 2 applies.
+    assert {v for case_id, v in verdicts.items() if case_id.startswith("v5/receive-maximum/")} == {NOT_APPLICABLE}
+    assert verdicts["v5/maximum-packet-size/to-client-64-qos0"] == PASS
