@@ -45,7 +45,7 @@ from ...codec import rules as codec_rules
 from ...codec.remaining_length import encode_remaining_length, read_remaining_length
 from ...codec.validators import REQUIRED_FLAGS
 from ...judge.outcomes import ALLOWED_OUTCOMES
-from ...judge.rules import ACK_MATCHES_QOS
+from ...judge.rules import ACK_MATCHES_QOS, PUBLISH_ACK_SAME_ID
 from ...spec import identity
 from ..case import CaseContext, Inconclusive, NotApplicable, case, is_refusal
 from ..connection import ProbeConnection
@@ -118,8 +118,10 @@ def _v5_connect(client_id: str, **fields: object) -> bytes:
 ACK_CODES: Final = (
     (PacketType.PUBACK, 0x11),  # No subscription existed: UNSUBACK's
     (PacketType.PUBACK, 0x92),  # Packet Identifier not found: PUBREL's and PUBCOMP's
+    (PacketType.PUBACK, 0x18),  # Continue authentication: AUTH's
     (PacketType.PUBREC, 0x11),
     (PacketType.PUBREC, 0x92),
+    (PacketType.PUBREC, 0x18),
     (PacketType.PUBREL, 0x10),  # No matching subscribers: PUBACK's and PUBREC's
     (PacketType.PUBREL, 0x80),  # a PUBREL has no failure code but 0x92
     (PacketType.PUBREL, 0x87),
@@ -521,10 +523,12 @@ NOBODY_RECEIVES: Final = (
 
 
 def publish_statements(qos: int) -> tuple[str, ...]:
-    """The answer to a QoS ``qos`` PUBLISH is of the right type [MQTT-3.3.4-1] and carries a code the judge's
-    table allows: PUBACK (0x00, 0x10 or a refusal), or the PUBCOMP completing a PUBREC it took."""
-    ack_type = identity.statement_id(ACK_MATCHES_QOS, identity.V5) or ""
-    return (ack_type, outcome_statement("puback" if qos == 1 else "pubcomp-known"))
+    """The answer to a QoS ``qos`` PUBLISH is of the right type [MQTT-3.3.4-1], carries its Packet Identifier
+    [MQTT-2.2.1-5] and a code the judge's table allows: PUBACK (0x00, 0x10 or a refusal), or the PUBCOMP completing
+    a PUBREC that took the message."""
+    keys = (ACK_MATCHES_QOS, PUBLISH_ACK_SAME_ID)
+    answer = tuple(identity.statement_id(key, identity.V5) or "" for key in keys)
+    return (*answer, outcome_statement("puback" if qos == 1 else "pubcomp-known"))
 
 
 def _register_nobody(word: str, qos: int, unsubscribed: bool) -> None:
