@@ -16,9 +16,12 @@ Four families beside the property defects of :mod:`.v5_malformed` and the valid 
   PUBLISHes nobody receives: each passes on every answer 5.0 allows there (see :mod:`mqttaudit.judge.outcomes`).
 
 As in :mod:`.malformed`, a stimulus's statements are the ones the judge decides on it (:func:`targeted`): the
-stimulus bytes and the judge are the single source of both. The codec's Reason-Code rules of 5.0
-(MQTT-3.4.2-1 ... MQTT-3.15.2-1) are named in each case's stimulus text; the judge decides the duty to close on
-them [MQTT-4.13.1-1].
+rule the packet breaks (the codec's, MQTT-3.4.2-1 ... MQTT-3.15.2-1 for the Reason Codes), which the receiver
+upholds by closing, and the duty to close [MQTT-4.13.1-1]; the stimulus bytes and the judge are the single source of
+both. Not here, because the judge decides nothing of them (a case would stay inconclusive on every broker): a client
+AUTH without an Authentication Method [MQTT-4.12.0-7], a server AUTH after CONNACK without one [MQTT-4.12.0-6], a
+shared or wildcard SUBSCRIBE to a broker that declared them unavailable (3.2.2.3.11, 3.2.2.3.13: no numbered
+statement).
 """
 
 from __future__ import annotations
@@ -480,7 +483,7 @@ def outcome_statement(situation: str) -> str:
 
 #: [MQTT-3.10.4-4] UNSUBACK with the UNSUBSCRIBE's Packet Identifier, [MQTT-3.10.4-5] sent even when nothing was
 #: deleted, [MQTT-3.11.3-2] a valid Unsubscribe Reason Code per filter. Not [MQTT-3.11.3-1]: the judge takes
-#: 0x00 for a filter never held as out of place, which no MUST of 3.11 says (see the module's tests).
+#: 0x00 for a filter never held as out of place, where no MUST of 3.11 asks for 0x11 over 0x00.
 UNSUBSCRIBE_STATEMENTS: Final = ("MQTT-3.10.4-4", "MQTT-3.10.4-5", "MQTT-3.11.3-2")
 #: The filters never subscribed that one UNSUBSCRIBE names: (id word, title, the filters under the prefix p).
 NEVER_SUBSCRIBED: Final = (
