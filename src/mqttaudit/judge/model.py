@@ -31,9 +31,18 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from mqttaudit.codec import Publish
-from mqttaudit.topics import InvalidTopic, TopicIndex, TopicTrie, matches, matches_but_for_dollar_rule
+from mqttaudit.codec.properties import SESSION_EXPIRY_INTERVAL
+from mqttaudit.topics import (
+    InvalidTopic,
+    TopicIndex,
+    TopicTrie,
+    matches,
+    matches_but_for_dollar_rule,
+    parse_shared,
+)
 
-from . import rules
+from . import expiry_5, rules
+from . import model_rules_5 as rules_5
 from .config import JudgeConfig
 from .events import Closed
 from .transcript import Subscribed, Transcript, Unsubscribed
@@ -76,6 +85,12 @@ class Link:
     #: Messages published after the connection was last seen (never seen to close), owed to it only if it was
     #: still open: how many, per rule (counted rather than expected: no delivery of them can be in the capture).
     unobserved: dict[str, int] = field(default_factory=dict)
+    #: An MQTT 5.0 connection: Clean Start rather than CleanSession, the session outlives it by ``expiry``.
+    v5: bool = False
+    #: MQTT 5.0: the Session Expiry Interval in effect when it ended (CONNECT's, or the DISCONNECT's), seconds.
+    expiry: float = 0.0
+    #: Why the Session Present owed is unknown when it is (None: the session is known, or never seen before).
+    present_unknown: str | None = None
 
     def open_at(self, time: float) -> bool:
         """Observed open at ``time``."""
@@ -89,11 +104,15 @@ class Link:
 @dataclass(eq=False)
 class Session:
     client_id: str
+    #: The session ends with its connection: CleanSession 1, or (5.0) a Session Expiry Interval of 0 when its
+    #: latest connection ended.
     clean: bool
     #: The scenario saw the session start empty, so all of its subscriptions are known.
     known: bool
     links: list[Link] = field(default_factory=list)
     subscriptions: list[Subscription] = field(default_factory=list)
+    #: Its MQTT 5.0 shared subscriptions (``$share/{ShareName}/{filter}``), routed per share group.
+    shared: list[Subscription] = field(default_factory=list)
     #: When the server discarded it (a CleanSession 1 connection ended or replaced it).
     ended: float = INF
 
@@ -124,12 +143,21 @@ class Session:
 class Subscription:
     link: Link
     event: int
+    #: The filter messages are matched against (a shared subscription's without ``$share/{ShareName}/``).
     topic_filter: str
     #: The granted QoS once a SUBACK said, the requested one before.
     qos: int
     #: When it may have been in effect, and when it surely was (None: never surely).
     possible: Window
     definite: Window | None
+    #: The filter as subscribed, and the MQTT 5.0 Subscription Options and Identifier (3.1.1: off, 0, none).
+    full_filter: str = ""
+    no_local: bool = False
+    as_published: bool = False
+    retain_handling: int = 0
+    identifier: int | None = None
+    #: The ShareName of a shared subscription (None: not shared).
+    share: str | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,6 +176,11 @@ class Message:
     @property
     def key(self) -> tuple[str, bytes]:
         return (self.publish.topic, self.publish.payload)
+
+    @property
+    def expiry(self) -> float | None:
+        """Its MQTT 5.0 Message Expiry Interval (None: it does not expire)."""
+        return expiry_5.message_expiry(self.publish.properties)
 
 
 #: The retained state of a topic nobody in the scenario set: unknown, never a finding.
@@ -182,6 +215,15 @@ class Expectation:
     #: The same message allowed on an earlier connection of the session, open while the server may have taken
     #: it: delivered there, it is not owed here.
     elsewhere: Expectation | None = None
+    #: MQTT 5.0 Retain As Published of the subscriptions a live copy goes under: True or False when they agree,
+    #: None when they differ (either flag may be right).
+    as_published: bool | None = False
+    #: The subscriptions the delivery answers to, and whether each of them surely held (their identifiers are
+    #: owed only then).
+    subscriptions: tuple[Subscription, ...] = ()
+    sure: bool = True
+    #: The share group it is one member's copy of (one member gets it, not all).
+    group: GroupDelivery | None = None
 
     @property
     def key(self) -> tuple[str, bytes]:
@@ -190,6 +232,19 @@ class Expectation:
     @property
     def highest(self) -> int:
         return self.qos if self.ceiling is None else self.ceiling
+
+
+@dataclass(eq=False)
+class GroupDelivery:
+    """A message owed to one member session of a share group [MQTT 5.0 section 4.8.2]: each member's copy is
+    allowed, and the group (not any one member) misses the message when none arrives."""
+
+    message: Message
+    share: str
+    topic_filter: str
+    members: list[Expectation]
+    must: bool
+    deadline: float
 
 
 @dataclass(eq=False)
@@ -354,9 +409,10 @@ class Model:
     by_client: dict[str, list[Session]] = field(default_factory=dict)
     #: The last time any connection to the broker was observed: after it, the capture shows nothing of it.
     horizon: float = INF
-    #: Connections left out of the replay: MQTT 5.0 ones, whose routing (Topic Aliases, subscription options,
-    #: expiry, shared subscriptions) this model does not follow.
-    not_replayed: tuple[str, ...] = ()
+    #: MQTT 5.0 messages owed to one member of a share group.
+    groups: list[GroupDelivery] = field(default_factory=list)
+    #: Why share groups are not judged (a model of some sessions only sees part of each group), if they are not.
+    groups_unjudged: str | None = None
 
 
 def build(
@@ -369,9 +425,6 @@ def build(
     whole model would: a session's expectations depend only on its own connections and on every message. The
     transcripts of other ClientIds need only what they published (their subscriptions and deliveries unused).
     """
-    not_replayed = tuple(name for name, transcript in transcripts.items() if speaks_5_0(transcript))
-    if not_replayed:
-        transcripts = {name: t for name, t in transcripts.items() if name not in not_replayed}
     every_link = sorted(_links(transcripts), key=lambda link: link.opened)
     sessions = _sessions(every_link)
     # Decided on the whole broker, so that every shard decides alike.
@@ -383,7 +436,9 @@ def build(
         links = [link for link in every_link if link.client_id in subscribers]
         sessions = [session for session in sessions if session.client_id in subscribers]
     for session in sessions:
-        session.subscriptions = list(_subscriptions(session))
+        every = list(_subscriptions(session))
+        session.subscriptions = [s for s in every if s.share is None]
+        session.shared = [s for s in every if s.share is not None]
     retained: dict[str, list[Message]] = {}
     for message in messages:
         if message.publish.retain:
@@ -391,7 +446,6 @@ def build(
     topics = TopicIndex(dict.fromkeys(message.publish.topic for message in messages))  # each topic once
     model = Model(links, sessions, messages, retained, SessionFilters(sessions), topics)
     model.horizon = max((transcript.end for transcript in transcripts.values()), default=INF)
-    model.not_replayed = not_replayed
     for message in messages:
         model.by_key.setdefault(message.key, []).append(message)
         if not message.publish.retain:
@@ -422,12 +476,11 @@ def build(
             _forbid_unowned(message, rule, session, config)
         for subscription in session.subscriptions:
             _send_retained(model, subscription, config)
+    if subscribers is None:
+        share_groups(model, config)
+    elif any(session.shared for session in sessions):
+        model.groups_unjudged = "a model of some ClientIds only sees part of each share group"
     return model
-
-
-def speaks_5_0(transcript: Transcript) -> bool:
-    """The connection opened with an MQTT 5.0 CONNECT (Protocol Level 5)."""
-    return transcript.connect is not None and transcript.connect.protocol_level == 5
 
 
 def _lifetime(session: Session) -> Window:
@@ -442,9 +495,28 @@ def _links(transcripts: Mapping[str, Transcript]) -> Iterable[Link]:
         if connect is None or not transcript.accepted:
             continue
         closed = transcript.closed
-        yield Link(
+        link = Link(
             name, transcript, connect.client_id, connect.clean_session, transcript.connack_time, transcript.end, closed
         )
+        if transcript.speaks_5_0:
+            link.v5 = True
+            # [MQTT-3.1.2-23] The CONNECT's Session Expiry Interval (absent: 0), unless DISCONNECT changed it.
+            expiry = expiry_5.seconds(connect.properties, SESSION_EXPIRY_INTERVAL) or 0.0
+            if transcript.disconnect_expiry is not None:
+                changed = transcript.disconnect_expiry
+                expiry = INF if changed == expiry_5.NEVER else float(changed)
+            link.expiry = expiry
+        yield link
+
+
+def _session_end(link: Link) -> float:
+    """When the server discards the session of ``link`` once it closes: at the close for CleanSession 1 (3.1.1)
+    or a Session Expiry Interval of 0 (5.0), that long after it otherwise; never while no close was seen."""
+    if link.closed is None:
+        return INF
+    if link.v5:
+        return link.closed.time + link.expiry
+    return link.closed.time if link.clean else INF
 
 
 def _sessions(links: list[Link]) -> list[Session]:
@@ -453,6 +525,9 @@ def _sessions(links: list[Link]) -> list[Session]:
     current: dict[str, Session] = {}  # the session the server holds per ClientId
     seen: set[str] = set()
     for link in links:
+        if link.v5:
+            _session_5_0(link, sessions, current, seen)
+            continue
         if not link.client_id:
             # [MQTT-3.1.3-6] The server gives an empty ClientId a unique one: a new session, shared with nobody.
             session = Session("", link.clean, True)
@@ -487,6 +562,41 @@ def _sessions(links: list[Link]) -> list[Session]:
     return sessions
 
 
+def _session_5_0(link: Link, sessions: list[Session], current: dict[str, Session], seen: set[str]) -> None:
+    """An MQTT 5.0 connection's session: Clean Start 1 discards the one held [MQTT-3.1.2-4], Clean Start 0
+    resumes it if it has not expired [MQTT-3.1.2-5] (else a new one [MQTT-3.1.2-6]); whatever the connection,
+    the session then lasts its Session Expiry Interval past the close [MQTT-3.1.2-23]. A connection within the
+    timers' granularity of the expiry may find the session or not: a new session whose prior state is unknown."""
+    client_id = link.client_id
+    held = current.get(client_id) if client_id else None
+    unsure = held is not None and held.ended != INF and abs(held.ended - link.opened) < expiry_5.GRANULARITY
+    if held is not None and (unsure or held.ended <= link.opened):
+        held = None
+    if link.clean or held is None:
+        if held is not None:
+            held.ended = min(held.ended, link.transcript.connect_time)
+        # [MQTT-3.1.3-6] an empty ClientId gets a unique one: a new session, shared with nobody.
+        session = Session(client_id, True, link.clean or not client_id or (client_id in seen and not unsure))
+        sessions.append(session)
+        if not link.clean:
+            link.owed_session_present = False if session.known else None
+            if unsure:
+                link.present_unknown = (
+                    "the session may or may not have expired when the client connected again (its Session Expiry "
+                    f"Interval ends within {expiry_5.GRANULARITY:g} s of the CONNECT)"
+                )
+    else:
+        session = held
+        link.owed_session_present = True
+    session.clean = link.expiry == 0
+    session.ended = _session_end(link)
+    if client_id:
+        seen.add(client_id)
+        current[client_id] = session
+    session.links.append(link)
+    link.session = session
+
+
 def _subscriptions(session: Session) -> Iterable[Subscription]:
     """Each granted (or still unanswered) filter with its windows: it ends where the session ends, where an
     UNSUBSCRIBE of the same filter starts, or where a new SUBSCRIBE of it replaces it [MQTT-3.8.4-3]."""
@@ -514,7 +624,28 @@ def _subscriptions(session: Session) -> Iterable[Subscription]:
         definite = None if record.acked is None else (record.acked, definite_end)
         if definite is not None and definite[0] > definite[1]:
             definite = None
-        yield Subscription(link, record.event, record.topic_filter, qos, (record.sent, possible_end), definite)
+        topic_filter, share = record.topic_filter, None
+        if link.v5:
+            try:
+                shared = parse_shared(topic_filter)
+            except InvalidTopic:
+                shared = None  # never granted by a conforming server: matched as it is
+            if shared is not None:
+                share, topic_filter = shared
+        yield Subscription(
+            link,
+            record.event,
+            topic_filter,
+            qos,
+            (record.sent, possible_end),
+            definite,
+            record.topic_filter,
+            record.no_local,
+            record.retain_as_published,
+            record.retain_handling,
+            record.identifier,
+            share,
+        )
 
 
 def _messages(
@@ -542,7 +673,12 @@ def _messages(
         will = None if transcript.connect is None else transcript.connect.will
         if link is None or will is None:
             continue
-        publish = Publish(topic=will.topic, payload=will.message, qos=will.qos, retain=will.retain)
+        publish = Publish(
+            topic=will.topic, payload=will.message, qos=will.qos, retain=will.retain, properties=will.properties
+        )
+        if link.v5:
+            _will_5_0(link, publish, routed, unowned)
+            continue
         closing = (link.ended, link.ended)
         if transcript.disconnected and transcript.client_offence is None:
             unowned.append(
@@ -551,6 +687,35 @@ def _messages(
         elif transcript.closed is not None:
             routed.append(Message(link, transcript.end_event, publish, closing, True, True))
     return routed, unowned
+
+
+def _will_5_0(link: Link, publish: Publish, routed: list[Message], unowned: list[tuple[Message, str]]) -> None:
+    """An MQTT 5.0 Will: discarded by a DISCONNECT with Reason Code 0x00 only [MQTT-3.14.4-3] (0x04 asks for it),
+    else published once the Will Delay Interval has passed or the session ended, whichever comes first
+    [MQTT-3.1.2-8], unless a connection to the session came first [MQTT-3.1.3-9]."""
+    transcript = link.transcript
+    if transcript.client_offence is None and transcript.disconnected and (transcript.disconnect_reason or 0) == 0:
+        discarded = Message(link, transcript.end_event, publish, (link.ended, link.ended), True, True)
+        unowned.append((discarded, rules.WILL_DISCARDED_ON_DISCONNECT))
+        return
+    if link.closed is None:
+        return  # never seen to close: the Will may still be pending
+    closed = link.closed.time
+    delay = expiry_5.seconds(publish.properties, expiry_5.WILL_DELAY_INTERVAL) or 0.0
+    session = link.session
+    ended = INF if session is None else session.ended
+    due = min(closed + delay, ended)
+    index = -1 if session is None else session.links.index(link)
+    following = None if session is None or index + 1 >= len(session.links) else session.links[index + 1]
+    grain = expiry_5.GRANULARITY if delay else 0.0
+    window = (max(closed, due - grain), due + grain)
+    if following is not None and following.transcript.connect_time < window[0] and due < ended:
+        # The session resumed before the delay passed: the Will is never sent.
+        suppressed = Message(link, transcript.end_event, publish, (closed, window[1]), True, True)
+        unowned.append((suppressed, rules_5.WILL_DELAY))
+        return
+    resumed_near = following is not None and following.transcript.connect_time <= window[1] and due < ended
+    routed.append(Message(link, transcript.end_event, publish, window, not resumed_near, True))
 
 
 def _route(model: Model, message: Message, session: Session, config: JudgeConfig) -> None:
@@ -562,6 +727,13 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
     if not possible:
         _forbid_live(model, message, session, config)
         return
+    if _own(message, session):
+        # [MQTT-3.8.3-3] No Local: the publisher's own message never comes back through such a subscription.
+        local = [s for s in possible if s.no_local]
+        if len(local) == len(possible):
+            _forbid_local(message, session, local, config)
+            return
+        possible = [s for s in possible if not s.no_local]
     definite = [s for s in possible if s.definite is not None and covers(s.definite, message.window)]
     must = message.certain and bool(definite)
     qos = min(message.publish.qos, max(s.qos for s in (definite or possible)))
@@ -585,24 +757,23 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
                 for name in (rule, qos_rule):
                     link.unobserved[name] = link.unobserved.get(name, 0) + 1
             following = session.link_after(taken)
-            if following is not None and not session.clean and qos > 0:
+            if following is not None and not session.clean and qos > 0 and not _expired_for(following, message):
                 # Kept for the next connection if this one was gone [MQTT-3.1.2-5]: allowed there, not owed.
                 limit = following.opened + config.answer_timeout
-                following.expectations.append(
-                    Expectation(
-                        following,
-                        message,
-                        False,
-                        rules.OFFLINE_MESSAGES_KEPT,
-                        False,
-                        qos,
-                        qos_rule,
-                        following.opened,
-                        limit,
-                        len(possible),
-                        ceiling=ceiling,
-                    )
+                kept = Expectation(
+                    following,
+                    message,
+                    False,
+                    rules.OFFLINE_MESSAGES_KEPT,
+                    False,
+                    qos,
+                    qos_rule,
+                    following.opened,
+                    limit,
+                    len(possible),
+                    ceiling=ceiling,
                 )
+                following.expectations.append(_with_options(kept, possible, definite))
             return
         after, deadline = message.window[0], taken + config.answer_timeout
     else:
@@ -612,18 +783,110 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
             return
         must = must and not session.clean and qos > 0
         rule, after, deadline = rules.OFFLINE_MESSAGES_KEPT, link.opened, link.opened + config.answer_timeout
+        if _expired_for(link, message):
+            return
+    expiry = message.expiry
+    if expiry is not None and expiry_5.state_at(message.window, expiry, deadline) != expiry_5.ALIVE:
+        must = False  # [MQTT-3.3.2-5] it may expire before the server starts to send it
     expectation = Expectation(
         link, message, must, rule, False, qos, qos_rule, after, deadline, len(possible), ceiling=ceiling
     )
-    link.expectations.append(expectation)
+    link.expectations.append(_with_options(expectation, possible, definite))
     if earlier is not None:
         # The session's previous connection was open while the server may have taken the message: a copy may
         # have gone there instead.
         rule = _live_rule(message, definite, earlier)
-        expectation.elsewhere = Expectation(
+        elsewhere = Expectation(
             earlier, message, False, rule, False, qos, qos_rule, after, deadline, len(possible), ceiling=ceiling
         )
-        earlier.expectations.append(expectation.elsewhere)
+        expectation.elsewhere = _with_options(elsewhere, possible, definite)
+        earlier.expectations.append(elsewhere)
+
+
+def share_groups(model: Model, config: JudgeConfig) -> None:
+    """MQTT 5.0 shared subscriptions (section 4.8.2): each message matching a share group's filter goes to one
+    member session of the group. Every member open while the server took it may get it (at most at the QoS
+    granted to that member [MQTT-4.8.2-3]); the group is owed it when a member surely held throughout."""
+    groups: dict[tuple[str, str], list[Subscription]] = {}
+    for session in model.sessions:
+        for subscription in session.shared:
+            groups.setdefault((subscription.share or "", subscription.topic_filter), []).append(subscription)
+    for (share, topic_filter), members in groups.items():
+        for message in model.messages:
+            if not matches(topic_filter, message.publish.topic):
+                continue
+            window = message.window
+            copies: list[Expectation] = []
+            must = False
+            for subscription in members:
+                if not overlaps(subscription.possible, window):
+                    continue
+                holder = subscription.link.session
+                link = None if holder is None else holder.link_at(window[1]) or holder.link_during(window)
+                if link is None or link.opened > window[0] or link.ended < window[0]:
+                    continue  # not open throughout: whether the server chose it is not for the model to say
+                sure = subscription.definite is not None and covers(subscription.definite, window)
+                must = must or (sure and message.certain)
+                qos = min(message.publish.qos, subscription.qos)
+                copy = Expectation(
+                    link,
+                    message,
+                    False,
+                    rules.MESSAGE_ROUTED,
+                    False,
+                    qos,
+                    rules_5.SHARED_GRANTED_QOS,
+                    window[0],
+                    window[1] + config.answer_timeout,
+                )
+                copies.append(_with_options(copy, [subscription], [subscription] if sure else []))
+            if not copies:
+                continue
+            expiry = message.expiry
+            deadline = window[1] + config.answer_timeout
+            if expiry is not None and expiry_5.state_at(window, expiry, deadline) != expiry_5.ALIVE:
+                must = False
+            group = GroupDelivery(message, share, topic_filter, copies, must, deadline)
+            for copy in copies:
+                copy.group = group
+                copy.link.expectations.append(copy)
+            model.groups.append(group)
+
+
+def _own(message: Message, session: Session) -> bool:
+    """The message was published by a connection with the session's ClientId (an empty one: the session's own
+    connection, whose ClientId the server assigned)."""
+    publisher = message.link
+    if publisher.session is session:
+        return True
+    return bool(session.client_id) and publisher.client_id == session.client_id
+
+
+def _forbid_local(message: Message, session: Session, local: list[Subscription], config: JudgeConfig) -> None:
+    """[MQTT-3.8.3-3] Every matching subscription has No Local and the message is the client's own."""
+    link = session.link_at(message.window[1])
+    if link is not None and link.ended >= message.window[0] and all(s.definite is not None for s in local):
+        _forbid(link, message, rules_5.NO_LOCAL, config)
+
+
+def _expired_for(link: Link, message: Message) -> bool:
+    """[MQTT-3.3.2-5] A message kept for a connection that opens after its Message Expiry Interval passed is
+    deleted: recorded as forbidden there, and True. (Close to the expiry, it is allowed, never owed.)"""
+    expiry = message.expiry
+    if expiry is None or expiry_5.state_at(message.window, expiry, link.opened) != expiry_5.EXPIRED:
+        return False
+    forbid(link, message, rules_5.EXPIRED_NOT_DELIVERED, retained=False, after=link.opened, deadline=link.opened)
+    return True
+
+
+def _with_options(expectation: Expectation, possible: list[Subscription], definite: list[Subscription]) -> Expectation:
+    """Notes on ``expectation`` the MQTT 5.0 options of the subscriptions it answers to: Retain As Published, and
+    which subscriptions (for their identifiers)."""
+    flags = {s.as_published for s in possible}
+    expectation.as_published = flags.pop() if len(flags) == 1 else None
+    expectation.subscriptions = tuple(possible)
+    expectation.sure = len(definite) == len(possible)
+    return expectation
 
 
 def _live_rule(message: Message, definite: list[Subscription], link: Link) -> str:
@@ -728,18 +991,37 @@ def _send_retained(model: Model, subscription: Subscription, config: JudgeConfig
         return
     window = (subscription.possible[0], subscription.definite[0])
     link = subscription.link
+    # MQTT 5.0 Retain Handling: 0 sends them [MQTT-3.3.1-9], 1 only for a subscription that did not exist
+    # [MQTT-3.3.1-10], 2 never [MQTT-3.3.1-11]. None: whether they are sent is not known.
+    sent: bool | None = True
+    handling_rule = rules.RETAINED_SENT_ON_SUBSCRIBE
+    if subscription.retain_handling == 2:
+        sent, handling_rule = False, rules_5.NO_RETAINED
+    elif subscription.retain_handling == 1:
+        existed = _existed(subscription)
+        sent, handling_rule = (None if existed is None else not existed), rules_5.RETAINED_IF_NEW
     for topic in model.topics.matching(subscription.topic_filter):
         changes = model.retained.get(topic, [])
         states = retained_states(changes, window)
+        deadline = window[1] + config.answer_timeout
         for state in states:
-            if isinstance(state, Message):
-                must = len(states) == 1 and state.publish.qos > 0
-                rule = rules.WILL_RETAINED if state.will else rules.RETAINED_SENT_ON_SUBSCRIBE
-                qos = min(state.publish.qos, subscription.qos)
-                deadline = window[1] + config.answer_timeout
-                link.expectations.append(
-                    Expectation(link, state, must, rule, True, qos, rules.DELIVERY_QOS, window[0], deadline)
-                )
+            if not isinstance(state, Message):
+                continue
+            if sent is False:
+                forbid(link, state, handling_rule, retained=True, after=window[0], deadline=deadline)
+                continue
+            expiry = state.expiry
+            alive = expiry_5.ALIVE if expiry is None else expiry_5.state_at(state.window, expiry, deadline)
+            if expiry is not None and expiry_5.state_at(state.window, expiry, window[0]) == expiry_5.EXPIRED:
+                # [MQTT-3.3.2-5] An expired retained message is not sent.
+                forbid(link, state, rules_5.EXPIRED_NOT_DELIVERED, retained=True, after=window[0], deadline=deadline)
+                continue
+            must = len(states) == 1 and state.publish.qos > 0 and sent is True and alive == expiry_5.ALIVE
+            rule = rules.WILL_RETAINED if state.will else handling_rule
+            qos = min(state.publish.qos, subscription.qos)
+            expectation = Expectation(link, state, must, rule, True, qos, rules.DELIVERY_QOS, window[0], deadline)
+            expectation.subscriptions = (subscription,)
+            link.expectations.append(expectation)
         # Every other message taken there before is forbidden as retained: RETAIN 0 ones (by when the first was
         # taken) and retained ones the topic no longer held.
         forbidden = {rule for rule, first in model.first_unretained.get(topic, {}).items() if first <= window[0]}
@@ -750,6 +1032,25 @@ def _send_retained(model: Model, subscription: Subscription, config: JudgeConfig
         if forbidden:
             deadline = window[1] + config.answer_timeout
             link.watches.append(RetainedWatch(topic, window, states, frozenset(forbidden), deadline))
+
+
+def _existed(subscription: Subscription) -> bool | None:
+    """Whether the session already had a subscription to the same filter when ``subscription`` was asked for
+    (None: it may or may not have, or the session's earlier state is unknown)."""
+    session = subscription.link.session
+    if session is None:
+        return None
+    asked = subscription.possible[0]
+    maybe = False
+    for other in session.subscriptions:
+        if other is subscription or other.full_filter != subscription.full_filter or other.possible[0] >= asked:
+            continue
+        if other.definite is not None and other.definite[0] <= asked <= other.definite[1]:
+            return True
+        maybe = maybe or other.possible[1] >= asked
+    if maybe or not session.known:
+        return None
+    return False
 
 
 def unretained_rule(message: Message) -> str:

@@ -11,9 +11,10 @@ from mqttaudit.codec import Direction
 from mqttaudit.spec.identity import V3_1_1, V5
 
 from ..codec.describe import quoted
-from . import reasons, rules
+from . import expiry_5, forwarding_5, reasons, rules
+from . import model_rules_5 as rules_5
 from .config import JudgeConfig
-from .model import Expectation, Link, Model, RetainedWatch, forbid, not_retained_rule, speaks_5_0
+from .model import Expectation, GroupDelivery, Link, Model, RetainedWatch, forbid, not_retained_rule
 from .transcript import Delivered, Transcript
 from .verdict import DUPLICATE, LEAK, MISSING, QOS, Judgement, Ledger, combine
 
@@ -27,23 +28,23 @@ class Routing:
         self._model = model
         self._config = config
         self._ledgers = {
-            name: Ledger(name, version=V5 if speaks_5_0(transcript) else V3_1_1)
+            name: Ledger(name, version=V5 if transcript.speaks_5_0 else V3_1_1)
             for name, transcript in transcripts.items()
         }
+        #: Rules only 5.0 states, broken on a 3.1.1 connection (a 5.0 client's message sent on to a 3.1.1
+        #: subscriber): named by their 5.0 ids.
+        self._ledgers_5_0 = {name: Ledger(name, version=V5) for name, ledger in self._ledgers.items()}
         self._same_client: dict[str, list[Link]] = {}
         for link in model.links:
             if link.client_id:  # each empty ClientId is a ClientId of its own [MQTT-3.1.3-6]
                 self._same_client.setdefault(link.client_id, []).append(link)
 
     def judgement(self) -> Judgement:
-        for name in self._model.not_replayed:
-            self._ledgers[name].undecided(
-                rules.MESSAGE_ROUTED,
-                reasons.reason(
-                    reasons.NOT_REPLAYED, "an MQTT 5.0 connection: the routing replay follows MQTT 3.1.1 routing only"
-                ),
-                side=SERVER,
-            )
+        unjudged = self._model.groups_unjudged
+        for link in self._model.links:
+            if unjudged is not None and link.session is not None and link.session.shared:
+                reason = reasons.reason(reasons.NOT_REPLAYED, f"shared subscriptions: {unjudged}")
+                self._undecided(link, rules.MESSAGE_ROUTED, reason)
         for link in self._model.links:
             self._session_present(link)
             self._takeover(link)
@@ -59,17 +60,25 @@ class Routing:
                 self._settle_watch(link, watch)
             for rule, count in link.unobserved.items():
                 self._undecided(link, rule, self._unobserved_messages(link, count))
-        return combine(ledger.judgement() for ledger in self._ledgers.values())
+        for group in self._model.groups:
+            self._settle_group(group)
+        ledgers = [*self._ledgers.values(), *self._ledgers_5_0.values()]
+        return combine(ledger.judgement() for ledger in ledgers)
+
+    def _ledger(self, link: Link, rule: str) -> Ledger:
+        if rule in rules_5.ONLY_5_0 and not link.v5:
+            return self._ledgers_5_0[link.name]
+        return self._ledgers[link.name]
 
     def _fail(self, link: Link, rule: str, time: float, event: int, detail: str, expected: str, kind: str = "") -> None:
-        self._ledgers[link.name].fail(rule, SERVER, time, event, detail, expected, kind)
+        self._ledger(link, rule).fail(rule, SERVER, time, event, detail, expected, kind)
 
     def _held(self, link: Link, rule: str) -> None:
-        self._ledgers[link.name].held(rule)
+        self._ledger(link, rule).held(rule)
 
     def _undecided(self, link: Link, rule: str, reason: str, event: int = -1, time: float | None = None) -> None:
         """An instance of ``rule``, a duty of the server on ``link``, could not be decided."""
-        self._ledgers[link.name].undecided(rule, reason, side=SERVER, event=event, time=time)
+        self._ledger(link, rule).undecided(rule, reason, side=SERVER, event=event, time=time)
 
     def _unobserved(self, link: Link, deadline: float, what: str) -> str:
         """Why nothing can be said of ``what`` (a clause: "... was due"), by ``deadline`` on a connection last
@@ -120,7 +129,8 @@ class Routing:
         rule = rules.SESSION_PRESENT if owed else rules.NO_SESSION_PRESENT
         if owed is None:
             reason = reasons.reason(
-                reasons.EARLIER_SESSION, f"no earlier connection of ClientId {quoted(link.client_id)} was seen"
+                reasons.EARLIER_SESSION,
+                link.present_unknown or f"no earlier connection of ClientId {quoted(link.client_id)} was seen",
             )
             for unknown in (rules.SESSION_PRESENT, rules.NO_SESSION_PRESENT):
                 self._undecided(link, unknown, reason, link.transcript.connack_event, link.transcript.connack_time)
@@ -199,6 +209,9 @@ class Routing:
             self._qos_at_most(link, delivered, chosen)
             if first:
                 self._dup_not_propagated(link, delivered, chosen)
+                self._expiry(link, delivered, chosen)
+            if link.v5:
+                self._forwarded(link, delivered, chosen)
             return
         forbidden = [e for e in matching if e.forbidden and (publish.retain or not e.retained)]
         if not forbidden and publish.retain:
@@ -257,7 +270,34 @@ class Routing:
         )
 
     def _retain_flag(self, link: Link, delivered: Delivered, expectation: Expectation) -> None:
-        """[MQTT-3.3.1-8] RETAIN 1 when sent for a new subscription; [MQTT-3.3.1-9] RETAIN 0 for an established one."""
+        """[MQTT-3.3.1-8] RETAIN 1 when sent for a new subscription; [MQTT-3.3.1-9] RETAIN 0 for an established one
+        (MQTT 5.0: with Retain As Published 0 [MQTT-3.3.1-12]; with 1, the flag it was published with
+        [MQTT-3.3.1-13])."""
+        published = expectation.message.publish.retain
+        if not expectation.retained and expectation.as_published is not False:
+            if expectation.as_published is None and delivered.message.retain != published:
+                reason = reasons.reason(
+                    reasons.AMBIGUOUS,
+                    f"event {delivered.event} matches subscriptions with Retain As Published 0 and 1: either flag "
+                    "may be right",
+                )
+                for ambiguous in (rules_5.RETAIN_CLEARED, rules_5.RETAIN_AS_PUBLISHED):
+                    self._undecided(link, ambiguous, reason, delivered.event, delivered.time)
+                return
+            if expectation.as_published is None or delivered.message.retain == published:
+                self._held(link, rules_5.RETAIN_AS_PUBLISHED)
+                return
+            self._fail(
+                link,
+                rules_5.RETAIN_AS_PUBLISHED,
+                delivered.time,
+                delivered.event,
+                f"PUBLISH to {quoted(delivered.message.topic)} (event {delivered.event}) has RETAIN "
+                f"{int(delivered.message.retain)}, but it forwards {_what(expectation)}, published with RETAIN "
+                f"{int(published)}, under Retain As Published 1",
+                EXPECTED[rules_5.RETAIN_AS_PUBLISHED],
+            )
+            return
         rule = rules.RETAIN_SET_ON_NEW_SUBSCRIPTION if expectation.retained else rules.RETAIN_CLEARED_ON_ESTABLISHED
         if delivered.message.retain == expectation.retained:
             self._held(link, rule)
@@ -271,6 +311,81 @@ class Routing:
             f"{int(delivered.message.retain)}, but it delivers {_what(expectation)}",
             EXPECTED[rule],
         )
+
+    def _expiry(self, link: Link, delivered: Delivered, expectation: Expectation) -> None:
+        """[MQTT-3.3.2-5] A copy whose Message Expiry Interval passed before the server started to send it is
+        deleted, not sent (a re-sent copy, DUP 1, started before)."""
+        interval = expectation.message.expiry
+        if interval is None or delivered.message.dup:
+            return
+        state = expiry_5.state_at(expectation.message.window, interval, delivered.time)
+        rule = rules_5.EXPIRED_NOT_DELIVERED
+        if state == expiry_5.ALIVE:
+            self._held(link, rule)
+        elif state == expiry_5.UNSURE:
+            reason = reasons.reason(
+                reasons.AMBIGUOUS,
+                f"event {delivered.event} comes within {expiry_5.GRANULARITY:g} s of the end of the Message Expiry "
+                f"Interval of {_what(expectation)}",
+            )
+            self._undecided(link, rule, reason, delivered.event, delivered.time)
+        else:
+            self._fail(
+                link,
+                rule,
+                delivered.time,
+                delivered.event,
+                f"PUBLISH to {quoted(delivered.message.topic)} (event {delivered.event}) delivers {_what(expectation)} "
+                f"{delivered.time - expectation.message.window[1]:.3f} s after the server took it, past its Message "
+                f"Expiry Interval of {interval:g} s",
+                EXPECTED[rule],
+            )
+
+    def _forwarded(self, link: Link, delivered: Delivered, expectation: Expectation) -> None:
+        """What a 5.0 subscriber's copy carries: the publisher's properties unaltered, the remaining Message Expiry
+        Interval, and the Subscription Identifiers of subscriptions made on earlier connections of the session
+        (those made on this one are the conversation judge's: :mod:`.deliveries_5`)."""
+        message = expectation.message
+        checks: list[forwarding_5.Check] = []
+        siblings = self._model.by_key.get(message.key, [message])
+        shapes = {forwarding_5.compared(m.publish.properties) for m in siblings}
+        if len(shapes) > 1:
+            why = reasons.reason(
+                reasons.AMBIGUOUS,
+                f"event {delivered.event} has the topic and payload of {len(siblings)} messages published with "
+                "different properties",
+            )
+            checks += [forwarding_5.Check(rule, forwarding_5.UNDECIDED, why) for _, rule, _ in forwarding_5.UNALTERED]
+        else:
+            checks += forwarding_5.unaltered(message.publish.properties, delivered.message.properties)
+        interval = message.expiry
+        if interval is not None:
+            expiries = {m.expiry for m in siblings}
+            if len(expiries) == 1:
+                checks.append(
+                    forwarding_5.remaining(interval, message.window[0], delivered.time, delivered.message.properties)
+                )
+        subscriptions = expectation.subscriptions
+        if subscriptions and any(s.link is not link for s in subscriptions):
+            if expectation.sure:
+                held = {s.identifier: s.full_filter for s in subscriptions if s.identifier is not None}
+                carried = forwarding_5.carried_identifiers(delivered.message.properties)
+                checks.append(forwarding_5.identifiers(carried, held, len(subscriptions)))
+            else:
+                why = "which of the matching subscriptions held when the message was taken is not known"
+                checks.append(forwarding_5.Check(rules_5.IDENTIFIERS_SENT, forwarding_5.UNDECIDED, why))
+        for check in checks:
+            if check.outcome == forwarding_5.HELD:
+                self._held(link, check.rule)
+            elif check.outcome == forwarding_5.BROKEN:
+                detail = f"PUBLISH to {quoted(delivered.message.topic)} (event {delivered.event}) forwards " + (
+                    f"{_what(expectation)}: {check.detail}"
+                )
+                self._fail(link, check.rule, delivered.time, delivered.event, detail, check.expected)
+            else:
+                tagged = reasons.tag_of(check.detail)
+                reason = check.detail if tagged else reasons.reason(reasons.AMBIGUOUS, check.detail)
+                self._undecided(link, check.rule, reason, delivered.event, delivered.time)
 
     def _qos_at_most(self, link: Link, delivered: Delivered, expectation: Expectation) -> None:
         """[MQTT-3.8.4-6] Never above the lower of the publish QoS and the granted QoS."""
@@ -350,6 +465,17 @@ class Routing:
         otherwise, and when observation of the connection stopped first, not assessable."""
         rules_at_stake = (expectation.rule, expectation.qos_rule)
         lost = [time for side, time in link.transcript.lost if side is SERVER]
+        unnamed = [d for d in link.transcript.delivered if not d.message.topic]
+        if unnamed:
+            # A delivery named only by a Topic Alias whose mapping was not seen may be this message.
+            reason = reasons.reason(
+                reasons.AMBIGUOUS,
+                f"event {unnamed[0].event} names its topic only by a Topic Alias not resolved here: it may be "
+                f"{_what(expectation)}",
+            )
+            for rule in rules_at_stake:
+                self._undecided(link, rule, reason, time=expectation.after)
+            return
         if lost:
             for rule in rules_at_stake:
                 self._undecided(link, rule, _unseen_bytes(min(lost), _what(expectation)), time=expectation.after)
@@ -393,6 +519,39 @@ class Routing:
             )
         )
 
+    def _settle_group(self, group: GroupDelivery) -> None:
+        """A message owed to a share group: one member's copy keeps [MQTT-4.5.0-1] for the group; none, while every
+        member that could get it was seen open past the deadline with all its bytes, breaks it once, for the
+        group; otherwise the group's share is not assessable."""
+        got = [copy for copy in group.members if copy.delivered]
+        first = group.members[0]
+        if got:
+            self._held(got[0].link, rules.MESSAGE_ROUTED)
+            return
+        if not group.must:
+            return
+        names = ", ".join(quoted(copy.link.name) for copy in group.members)
+        what = f"{_what(first)} to share group {quoted(group.share)} ({quoted(group.topic_filter)}; members {names})"
+        for copy in group.members:
+            lost = [time for side, time in copy.link.transcript.lost if side is SERVER]
+            if lost:
+                self._undecided(first.link, rules.MESSAGE_ROUTED, _unseen_bytes(min(lost), what), time=first.after)
+                return
+            if copy.link.ended < group.deadline:
+                reason = self._cut_short(copy.link, group.deadline, f"{what} was due")
+                self._undecided(first.link, rules.MESSAGE_ROUTED, reason, time=first.after)
+                return
+        self._fail(
+            first.link,
+            rules.MESSAGE_ROUTED,
+            first.link.ended,
+            first.link.transcript.end_event,
+            f"{what} reached no member: it was owed from {first.after:.6f} s, due by {group.deadline:.6f} s, and "
+            "every member was seen open past it",
+            "the server sends each message matching a shared subscription to one member session of the group",
+            MISSING,
+        )
+
     def _qos_reached(self, link: Link, expectation: Expectation) -> None:
         """[MQTT-3.8.4-6, 3.3.5-1] At least one copy arrives at the QoS owed."""
         best = max(publish.qos for publish in expectation.delivered)
@@ -430,6 +589,13 @@ def _what(expectation: Expectation) -> str:
 ACTING_ON_A_VIOLATION: Final = "the server closes on a protocol violation and acts on nothing sent in or after it"
 EXPECTED: Final[dict[str, str]] = {
     rules.MESSAGE_ROUTED: "the server sends each message it accepts to every session whose subscriptions match it",
+    rules_5.NO_LOCAL: "with No Local set the server does not forward a message to the connection that published it",
+    rules_5.RETAIN_AS_PUBLISHED: "with Retain As Published 1 a forwarded copy keeps the RETAIN flag as published",
+    rules_5.RETAINED_IF_NEW: "Retain Handling 1 sends retained messages only when the subscription did not exist",
+    rules_5.NO_RETAINED: "Retain Handling 2 sends no retained messages when the subscription is made",
+    rules_5.SHARED_GRANTED_QOS: "a shared subscription's message goes at most at the QoS granted to the chosen member",
+    rules_5.EXPIRED_NOT_DELIVERED: "a message whose Message Expiry Interval passed before delivery began is not sent",
+    rules_5.WILL_DELAY: "a connection to the session before the Will Delay Interval passes means the Will is not sent",
     rules.SESSION_RESUMED: "a resumed CleanSession 0 session keeps its subscriptions",
     rules.OFFLINE_MESSAGES_KEPT: "a CleanSession 0 session keeps QoS 1 and 2 messages for its next connection",
     rules.CLEAN_SESSION_DISCARDED: "a CleanSession 1 connection discards the previous session; nothing of it is reused",

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mqttaudit.codec import Connack, Connect, Direction, Publish
+from mqttaudit.codec import Connack, Connect, Direction, Disconnect, Packet, Publish, Subscribe
+from mqttaudit.codec.properties import SESSION_EXPIRY_INTERVAL, SUBSCRIPTION_IDENTIFIER, first
 
 from .events import Closed
 
@@ -16,7 +17,8 @@ from .events import Closed
 @dataclass(slots=True)
 class Subscribed:
     """One Topic Filter of a SUBSCRIBE; ``granted`` and ``acked`` are filled by its SUBACK (None: refused or
-    never answered)."""
+    never answered). The MQTT 5.0 Subscription Options and Subscription Identifier are 3.1.1's defaults (off, 0,
+    none) on a 3.1.1 connection."""
 
     event: int
     topic_filter: str
@@ -24,9 +26,24 @@ class Subscribed:
     sent: float
     granted: int | None = None
     acked: float | None = None
+    no_local: bool = False
+    retain_as_published: bool = False
+    retain_handling: int = 0
+    identifier: int | None = None
 
     def __reduce__(self) -> tuple[type[Subscribed], tuple[object, ...]]:
-        return Subscribed, (self.event, self.topic_filter, self.requested, self.sent, self.granted, self.acked)
+        return Subscribed, (
+            self.event,
+            self.topic_filter,
+            self.requested,
+            self.sent,
+            self.granted,
+            self.acked,
+            self.no_local,
+            self.retain_as_published,
+            self.retain_handling,
+            self.identifier,
+        )
 
 
 @dataclass(slots=True)
@@ -78,8 +95,12 @@ class Transcript:
     unsubscribed: list[Unsubscribed] = field(default_factory=list)
     published: list[Published] = field(default_factory=list)
     delivered: list[Delivered] = field(default_factory=list)
-    #: The client sent DISCONNECT (so the Will is discarded).
+    #: The client sent DISCONNECT (so the Will is discarded; in MQTT 5.0 only with Reason Code 0x00).
     disconnected: bool = False
+    #: MQTT 5.0: the Reason Code of the client's DISCONNECT (None: none seen) and the Session Expiry Interval it
+    #: set (None: left as CONNECT set it).
+    disconnect_reason: int | None = None
+    disconnect_expiry: int | None = None
     #: First event of a client protocol violation, if any (the server must close; nothing after it counts).
     client_offence: int | None = None
     #: The statement a server breaks by acting on that violation or on what followed it (delivering its message).
@@ -92,6 +113,11 @@ class Transcript:
     lost: list[tuple[Direction, float]] = field(default_factory=list)
     #: How many publications :meth:`processed_by` has settled.
     settled_upto: int = 0
+
+    @property
+    def speaks_5_0(self) -> bool:
+        """The connection opened with an MQTT 5.0 CONNECT (Protocol Level 5)."""
+        return self.connect is not None and self.connect.protocol_level == 5
 
     @property
     def accepted(self) -> bool:
@@ -109,3 +135,45 @@ class Transcript:
                 publication.accepted = time
             index += 1
         self.settled_upto = index
+
+    def note(self, event: int, sender: Direction, packet: Packet | None, topic: str | None) -> None:
+        """What the broker model needs of a packet beyond what the other checks recorded (call it last for each
+        packet): the Topic Name an aliased PUBLISH stands for (``topic``, from the connection's Topic Alias
+        mappings; None when unknown), the Subscription Options of a SUBSCRIBE, and what a 5.0 DISCONNECT says."""
+        if isinstance(packet, Publish):
+            if not packet.topic and topic:
+                self._resolve(event, sender, named(packet, topic))
+        elif isinstance(packet, Subscribe) and sender is Direction.FROM_CLIENT:
+            identifier = first(packet.properties, SUBSCRIPTION_IDENTIFIER)
+            records = [record for record in self.subscribed[-len(packet.subscriptions) :] if record.event == event]
+            for record, option in zip(records, packet.subscriptions, strict=False):
+                record.no_local, record.retain_as_published = option.no_local, option.retain_as_published
+                record.retain_handling = option.retain_handling
+                record.identifier = identifier if isinstance(identifier, int) else None
+        elif isinstance(packet, Disconnect) and sender is Direction.FROM_CLIENT and self.speaks_5_0:
+            self.disconnect_reason = packet.reason_code or 0
+            expiry = first(packet.properties, SESSION_EXPIRY_INTERVAL)
+            if isinstance(expiry, int):
+                self.disconnect_expiry = expiry
+
+    def _resolve(self, event: int, sender: Direction, resolved: Publish) -> None:
+        """The record of PUBLISH ``event`` names the topic its alias stands for."""
+        if sender is Direction.FROM_CLIENT:
+            if self.published and self.published[-1].event == event:
+                self.published[-1].message = resolved
+        elif self.delivered and self.delivered[-1].event == event:
+            last = self.delivered[-1]
+            self.delivered[-1] = Delivered(last.event, last.time, resolved)
+
+
+def named(packet: Publish, topic: str) -> Publish:
+    """``packet`` with the Topic Name ``topic`` (the one its Topic Alias stands for)."""
+    return Publish(
+        topic=topic,
+        payload=packet.payload,
+        qos=packet.qos,
+        retain=packet.retain,
+        dup=packet.dup,
+        packet_id=packet.packet_id,
+        properties=packet.properties,
+    )
