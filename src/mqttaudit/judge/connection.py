@@ -165,7 +165,9 @@ def connect_reaction(
         return REFUSE_PROTOCOL_LEVEL
     broken = {violation.rule_key for violation in seen.errors}
     if v5:
-        return CLOSE_ON_MALFORMED_5 if broken else ACCEPT_OR_REFUSE_5
+        # Only a defect the receiver must close on makes the CONNECT one it must not accept: an undefined Will
+        # Payload Format Indicator names no error (3.1.3.2.3), so it stays the client's fault alone.
+        return CLOSE_ON_MALFORMED_5 if broken & rules.enforced_codec_rules(version) else ACCEPT_OR_REFUSE_5
     if not broken:
         return ACCEPT_OR_REFUSE
     if broken == {codec_rules.CLIENT_ID_EMPTY_NEEDS_CLEAN_SESSION}:
