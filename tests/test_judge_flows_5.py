@@ -4,18 +4,21 @@ Identifiers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import socket
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
 
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
-from mqttaudit.judge import ConversationJudge, JudgeConfig, Judgement, Lost, judge
+from mqttaudit.judge import ConversationJudge, Event, JudgeConfig, Judgement, Lost, Quiet, Sent, judge
 from mqttaudit.judge.context import Seen
 from mqttaudit.judge.deliveries_5 import NO_LOCAL
 from mqttaudit.judge.outcomes import ALLOWED_OUTCOMES
 from mqttaudit.judge.topic_alias import topic_of
+from mqttaudit.probe.brokers import BrokerUnavailable, RunningBroker, start_broker
 from mqttaudit.spec import identity
 
 from .cases import explain
@@ -23,7 +26,7 @@ from .talk import C, S, Talk
 
 V5 = JudgeConfig(supported_protocol_levels=frozenset({4, 5}))
 WAIT = 10.0  # past JudgeConfig().answer_timeout
-NO_LOCAL_ID = str(identity.statement_id(NO_LOCAL, identity.V5))
+NO_LOCAL_ID = "MQTT-3.8.3-3"  # the 5.0 statement; 3.1.1 numbers another rule so
 
 
 def connected(*, clean_start: bool = True, session_present: bool = False) -> Talk:
@@ -483,3 +486,74 @@ def test_one_identifier_per_copy_keeps_the_copy_per_subscription_rule() -> None:
     assert judgement.findings == (), explain(judgement)
     assert "MQTT-3.3.4-5" in judgement.passed
     assert "MQTT-3.3.4-4" in judgement.not_assessable
+
+
+# Against a real broker ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mosquitto() -> Iterator[RunningBroker]:
+    try:
+        broker = start_broker("mosquitto")
+    except BrokerUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with broker:
+        yield broker
+
+
+class Live:
+    """A 5.0 client on a socket whose bytes, both ways, become judge events."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.decoders = {side: codec.StreamDecoder(side, version="5") for side in (C, S)}
+        self.events: list[Event] = []
+        self.start = time.monotonic()
+        self.awaited = 0  # server packets expected so far, in all
+
+    def now(self) -> float:
+        return time.monotonic() - self.start
+
+    def send(self, *packets: codec.Packet) -> Live:
+        data = b"".join(codec.encode(p, version="5") for p in packets)
+        self.events += [Sent(self.now(), C, frame) for frame in self.decoders[C].feed(data)]
+        self.sock.sendall(data)
+        return self
+
+    def expect(self, count: int) -> Live:
+        """Reads until ``count`` more server packets came (the socket's timeout bounds each wait)."""
+        self.awaited += count
+        while sum(1 for e in self.events if isinstance(e, Sent) and e.sender is S) < self.awaited:
+            data = self.sock.recv(65536)
+            assert data, "the broker closed the connection"
+            self.events += [Sent(self.now(), S, frame) for frame in self.decoders[S].feed(data)]
+        return self
+
+    def judgement(self) -> Judgement:
+        self.sock.close()
+        return judge([*self.events, Quiet(self.now())], V5)
+
+
+def test_mosquitto_keeps_the_5_0_flow_and_delivery_rules(mosquitto: RunningBroker) -> None:
+    live = Live(mosquitto.port)
+    live.send(codec.Connect(client_id="flows-5", protocol_level=5, keep_alive=0)).expect(1)
+    live.send(
+        subscribe(1, option("f5/nl", 0, no_local=True), option("f5/rap", 0, retain_as_published=True), identifier=7)
+    )
+    live.expect(1).send(subscribe(2, option("f5/#", 0), identifier=9)).expect(1)
+    live.send(message("f5/nl", b"a", qos=1, packet_id=3)).expect(2)  # PUBACK, and the copy for "f5/#" only
+    live.send(message("f5/rap", b"b", retain=True)).expect(2)  # one copy per subscription, RETAIN kept and cleared
+    live.send(message("f5/x", b"c", qos=2, packet_id=4)).expect(1).send(codec.Pubrel(packet_id=4)).expect(2)
+    live.send(codec.Pubrel(packet_id=77)).expect(1)  # a PUBREL of no flow: mosquitto completes it (0x00)
+    live.send(codec.Unsubscribe(packet_id=5, topic_filters=("f5/nl", "f5/never"))).expect(1)
+    live.send(message("f5/rap", b"", retain=True)).expect(2)  # clears the retained message
+    judgement = live.judgement()
+    assert [f for f in judgement.findings if f.side is S] == [], explain(judgement)
+    assert {f.rule for f in judgement.findings} == {"MQTT-2.2.1-5"}, explain(judgement)  # the stray PUBREL
+    kept = {"MQTT-3.11.3-1", "MQTT-3.11.3-2", "MQTT-3.3.1-12", "MQTT-3.3.1-13", NO_LOCAL_ID, "MQTT-3.3.4-3"}
+    assert kept | {"MQTT-4.3.3-11", "MQTT-3.8.4-8", "MQTT-3.3.2-3"} <= judgement.passed, explain(judgement)
+
+
+def test_the_no_local_key_names_the_5_0_statement_and_no_3_1_1_rule() -> None:
+    assert identity.statement_id(NO_LOCAL, identity.V5) == NO_LOCAL_ID
+    assert NO_LOCAL != NO_LOCAL_ID  # 3.1.1's MQTT-3.8.3-3 is another rule
