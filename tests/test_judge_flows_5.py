@@ -10,13 +10,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
 from mqttaudit.judge import ConversationJudge, Event, JudgeConfig, Judgement, Lost, Quiet, Sent, judge
 from mqttaudit.judge.context import Seen
 from mqttaudit.judge.deliveries_5 import NO_LOCAL
-from mqttaudit.judge.outcomes import ALLOWED_OUTCOMES
+from mqttaudit.judge.outcomes import ALLOWED_OUTCOMES, PUBLISH_ACCEPTED, PUBLISH_REFUSALS
 from mqttaudit.judge.topic_alias import topic_of
 from mqttaudit.probe.brokers import BrokerUnavailable, RunningBroker, start_broker
 from mqttaudit.spec import identity
@@ -557,3 +559,31 @@ def test_mosquitto_keeps_the_5_0_flow_and_delivery_rules(mosquitto: RunningBroke
 def test_the_no_local_key_names_the_5_0_statement_and_no_3_1_1_rule() -> None:
     assert identity.statement_id(NO_LOCAL, identity.V5) == NO_LOCAL_ID
     assert NO_LOCAL != NO_LOCAL_ID  # 3.1.1's MQTT-3.8.3-3 is another rule
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([1, 2]), st.sampled_from(sorted(PUBLISH_ACCEPTED | PUBLISH_REFUSALS))),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_any_allowed_acknowledgement_then_its_flow_conforms(acks: list[tuple[int, int]]) -> None:
+    # A refusal ends the flow there; a success (0x00, 0x10) takes the message and a QoS 2 flow goes on.
+    talk = connected()
+    for packet_id, (qos, code) in enumerate(acks, start=1):
+        talk.client(message(payload=bytes([packet_id]), qos=qos, packet_id=packet_id))
+        if qos == 1:
+            talk.server(codec.Puback(packet_id=packet_id, reason_code=code))
+        elif code >= 0x80:
+            talk.server(codec.Pubrec(packet_id=packet_id, reason_code=code))
+        else:
+            talk.server(codec.Pubrec(packet_id=packet_id, reason_code=code)).client(codec.Pubrel(packet_id=packet_id))
+            talk.server(codec.Pubcomp(packet_id=packet_id))
+    conversation = ConversationJudge(V5)
+    for event in talk.quiet(after=WAIT).events:
+        conversation.feed(event)
+    judgement = conversation.finish()
+    assert judgement.findings == (), explain(judgement)
+    assert [p.certain for p in conversation.transcript.published] == [code < 0x80 for _qos, code in acks]
