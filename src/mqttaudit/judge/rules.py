@@ -151,6 +151,10 @@ ENFORCED_CODEC_RULES_5_0: Final[frozenset[str]] = ENFORCED_CODEC_RULES | frozens
 )
 
 
+#: The codec rules (keys) a 5.0 sender is held to in its own bytes: every MUST-level one.
+SENDER_CODEC_RULES_5_0: Final[frozenset[str]] = ENFORCED_CODEC_RULES_5_0 | _NO_CLOSE_5_0
+
+
 def enforced_codec_rules(version: str) -> frozenset[str]:
     """The codec rules (keys) whose breach the receiver must close on, in ``version``."""
     return ENFORCED_CODEC_RULES_5_0 if version == "5.0" else ENFORCED_CODEC_RULES

@@ -21,6 +21,7 @@ from ..codec import Connack, Connect, Direction, ProtocolVersion
 from ..codec.describe import describe_packet
 from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, judge_scenario
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
+from ..judge.rules import SENDER_CODEC_RULES_5_0
 from .baseline import BaselineDiff
 from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, os_error_text
 from .connection import ProbeConnection
@@ -222,12 +223,13 @@ def server_violations(connection: ProbeConnection) -> list[Finding]:
     """The broker's own malformed packets: every MUST-level codec rule a frame it sent breaks (the judge judges
     the reaction to a violation; the violation itself is the codec's)."""
     findings: list[Finding] = []
+    held_to = SENDER_CODEC_RULES_5_0 if connection.version is ProtocolVersion.V5 else ENFORCED_CODEC_RULES
     for index, event in enumerate(connection.events):
         if not isinstance(event, Sent) or event.sender is not Direction.FROM_SERVER:
             continue
         cited: set[str] = set()
         for violation in event.frame.violations:
-            if violation.rule_key in ENFORCED_CODEC_RULES and violation.rule not in cited:
+            if violation.rule_key in held_to and violation.rule not in cited:
                 cited.add(violation.rule)
                 findings.append(
                     Finding(
