@@ -40,9 +40,8 @@ CUT_BY_END: Final = "packet cut short by the end of the capture"
 CUT_BY_RESET: Final = "packet cut short by the peer's reset"
 
 #: Versions whose connections are decoded by their own version's rules (MQTT 3.1 numbers none of its own and shares
-#: most of 3.1.1's) but whose behaviour is not judged: the judge knows MQTT 3.1.1 only.
+#: most of 3.1.1's) but whose behaviour is not judged: the judge knows MQTT 3.1.1 and 5.0 only.
 DECODED_ONLY: Final = {
-    "5.0": "decoded as MQTT 5.0 (every byte-level rule); its behaviour is not judged yet",
     "3.1": "decoded with the MQTT 3.1.1 rules MQTT 3.1 shares; its behaviour is not judged",
 }
 #: A connection whose CONNECT was not captured and some of whose packets are no MQTT 3.1.1 packets: it may speak
@@ -70,6 +69,8 @@ def handling(version: str) -> str:
         return "judged against MQTT 3.1.1 (no CONNECT captured: version unknown)"
     if version == "other":
         return "judged against MQTT 3.1.1 (a CONNECT of another protocol name or level)"
+    if version == "5.0":
+        return "judged against MQTT 5.0, connection by connection (its routing is not replayed)"
     return "judged against MQTT 3.1.1"
 
 
@@ -170,7 +171,7 @@ class FlowAudit:
 
     @property
     def judged(self) -> bool:
-        """Whether the connection's packets are judged (against MQTT 3.1.1)."""
+        """Whether the connection's packets are judged (against MQTT 3.1.1, or 5.0 when its CONNECT names 5.0)."""
         return self.version not in NOT_JUDGED
 
     def direction(self, side: int) -> Direction | None:

@@ -38,6 +38,7 @@ from mqttaudit.codec.describe import wire_text
 from mqttaudit.codec.packets import Packet, Property, Value
 from mqttaudit.codec.remaining_length import read_remaining_length
 from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig
+from mqttaudit.judge.connection import connect_version
 from mqttaudit.judge.events import Closed, Event, Quiet, Sent
 from mqttaudit.judge.reasons import tag_of
 from mqttaudit.judge.sides import side_name
@@ -49,8 +50,8 @@ CATALOGUE = load_catalogue("3.1.1")
 #: The catalogue that names a connection's codec findings, by the connection's version (3.1 findings carry the
 #: ids of the 3.1.1 rules it shares; any other version's connection was read as 3.1.1).
 CATALOGUES: dict[str, Catalogue] = {"5.0": load_catalogue("5.0")}
-#: The specification whose numbering a connection's codec findings follow, by the connection's version (the
-#: ``rule_version`` of its violation rows; the judge's findings follow 3.1.1).
+#: The specification whose numbering a connection's findings follow, by the version it was read (codec) or judged
+#: (judge) in: the ``rule_version`` of its violation rows (3.1.1 for any version not listed).
 RULE_VERSIONS: dict[str, str] = {version: catalogue.version for version, catalogue in CATALOGUES.items()}
 
 
@@ -300,10 +301,10 @@ def reason_code_of(packet: Packet | None) -> int | None:
 
 
 def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
-    """Feeds the connection's events to the judge and returns its rows. A connection of a version that is not
-    judged (``NOT_JUDGED``) gives its packets' rows and its codec violations (by its version's catalogue), and
-    nothing of the judge; one that is framed only (``FRAMED_ONLY``) its packets' rows (type from the fixed
-    header) and nothing else."""
+    """Feeds the connection's events to the judge and returns its rows, the judge's named by the catalogue of the
+    version it judged the connection in. A connection of a version that is not judged (``NOT_JUDGED``) gives its
+    packets' rows and its codec violations (by its version's catalogue), and nothing of the judge; one that is
+    framed only (``FRAMED_ONLY``) its packets' rows (type from the fixed header) and nothing else."""
     judged = flow.version not in NOT_JUDGED
     decoded = flow.version not in FRAMED_ONLY
     rule_version = RULE_VERSIONS.get(flow.version, CATALOGUE.version)
@@ -366,19 +367,27 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
                 rule_version=rule_version,
             )
     judgement = judge.finish()
-    for finding in judgement.findings:
-        add_finding(violations, flow.capture, finding, flow, "judge")
     transcript = judge.transcript
+    version = judged_version(transcript, config)
+    for finding in judgement.findings:
+        add_finding(violations, flow.capture, finding, flow, "judge", version)
     connection = Columns(CONNECTION_COLUMNS)
     row = _connection_row(flow, transcript, len(packets), codec_violations + len(judgement.findings))
     undecided = Columns(NOT_ASSESSABLE_COLUMNS)
     for instance in judgement.undecided:
-        add_undecided(undecided, flow.capture, instance, flow, row["client_id"])
+        add_undecided(undecided, flow.capture, instance, flow, row["client_id"], version)
     connection.add(**row, not_assessable=len(undecided))
     replayed = digested(transcript)
     return FlowResult(
         packets, violations, connection, undecided, pickle.dumps(replayed), pickle.dumps(sources(replayed))
     )
+
+
+def judged_version(transcript: Transcript, config: JudgeConfig) -> str:
+    """The version the judge judged a connection in, the one its findings are numbered in: its CONNECT's, when the
+    server supports that level and the judge knows it (:func:`connect_version`); else 3.1.1."""
+    connect = transcript.connect
+    return CATALOGUE.version if connect is None else connect_version(connect, config.supported_protocol_levels)
 
 
 def packet_type_name(event: Sent) -> str | None:
@@ -403,11 +412,17 @@ def framed_connack_code(flow: Flow) -> int | None:
 
 
 def add_undecided(
-    rows: Columns, capture: str, instance: Undecided, flow: Flow | None, client_id: str | None = None
+    rows: Columns,
+    capture: str,
+    instance: Undecided,
+    flow: Flow | None,
+    client_id: str | None = None,
+    version: str = "3.1.1",
 ) -> None:
     """One undecided instance as a ``not_assessable`` row, located by the event that called for it: the
-    connection's judge's when ``flow`` is given (origin "judge"), else the routing replay's."""
-    level, section = rule_level(instance.rule)
+    connection's judge's when ``flow`` is given (origin "judge"), else the routing replay's; its rule named in
+    ``version``."""
+    level, section = rule_level(instance.rule, version)
     frame = None
     if flow is not None and 0 <= instance.event < len(flow.frames):
         frame = flow.frames[instance.event]
@@ -430,9 +445,11 @@ def add_undecided(
     )
 
 
-def add_finding(violations: Columns, capture: str, finding: Finding, flow: Flow | None, origin: str) -> None:
-    """A judge finding as a violation row, located by the event it names."""
-    level, section = rule_level(finding.rule)
+def add_finding(
+    violations: Columns, capture: str, finding: Finding, flow: Flow | None, origin: str, version: str = "3.1.1"
+) -> None:
+    """A judge finding as a violation row, located by the event it names; its rule named in ``version``."""
+    level, section = rule_level(finding.rule, version)
     frame = cause_frame = None
     offset = None
     hexed = ""
@@ -465,7 +482,7 @@ def add_finding(violations: Columns, capture: str, finding: Finding, flow: Flow 
         evidence=hexed,
         cause_event=None if finding.cause < 0 else finding.cause,
         cause_frame=cause_frame,
-        rule_version=CATALOGUE.version,
+        rule_version=RULE_VERSIONS.get(version, CATALOGUE.version),
     )
 
 
