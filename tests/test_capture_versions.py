@@ -1,6 +1,7 @@
 """Each captured connection is decoded with its own version: the client's CONNECT names it, the server's stream
-follows, decoders started after a gap read as the version learned; MQTT 5.0 and 3.1 connections are decoded and
-not judged; their bytes are accounted for like any other (a packet breaking a MUST is malformed)."""
+follows, decoders started after a gap read as the version learned; MQTT 5.0 connections are decoded and judged as
+5.0, MQTT 3.1 connections decoded and not judged; their bytes are accounted for like any other (a packet breaking a
+MUST is malformed)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ from mqttaudit.capture.conversation import AFTER_GAP, CUT_BY_GAP, NOT_JUDGED, ha
 from mqttaudit.codec import Direction, properties
 from mqttaudit.judge import JudgeConfig, Sent
 from mqttaudit.pipeline.conversations import connection_flow, judge_flow
+from mqttaudit.pipeline.stages import AuditOptions
 
 from .test_capture_flows import assert_accounted, only, timed
 
 V5 = codec.ProtocolVersion.V5
 CLIENT, SERVER = Direction.FROM_CLIENT, Direction.FROM_SERVER
+#: The judge configuration of an audit (MQTT 5.0 among the supported Protocol Levels).
+AUDIT_CONFIG = AuditOptions().judge_config
 
 
 def v5(packet: codec.Packet) -> bytes:
@@ -48,7 +52,7 @@ def sent(audit: FlowAudit) -> list[tuple[Direction, codec.Packet | None]]:
     return [(event.sender, event.frame.packet) for event in audit.events if isinstance(event, Sent)]
 
 
-def test_an_mqtt_5_connection_is_decoded_as_5_0_on_both_sides_and_not_judged() -> None:
+def test_an_mqtt_5_connection_is_decoded_as_5_0_on_both_sides_and_judged_as_5_0() -> None:
     session = writer.TcpSession()
     packets = [
         *session.handshake(),
@@ -58,7 +62,7 @@ def test_an_mqtt_5_connection_is_decoded_as_5_0_on_both_sides_and_not_judged() -
         session.send(1, puback_5(1)),
     ]
     audit = only(flow_events(timed(packets)))
-    assert audit.version == "5.0" and not audit.judged and "5.0" in NOT_JUDGED
+    assert audit.version == "5.0" and audit.judged and "5.0" not in NOT_JUDGED
     # Read as 3.1.1, the CONNACK's properties and the PUBACK's reason code would each break a length rule.
     assert all(not side_frame.frame.violations for side_frame in audit.frames)
     kinds = [(sender, type(packet).__name__) for sender, packet in sent(audit)]
@@ -67,6 +71,10 @@ def test_an_mqtt_5_connection_is_decoded_as_5_0_on_both_sides_and_not_judged() -
     assert isinstance(puback, codec.Puback) and puback.reason_code == 0x10
     assert audit.total.packets == audit.total.stream and audit.total.malformed == 0
     assert_accounted(audit)
+    # CONNACK 0x00 to a valid CONNECT, PUBACK 0x10 (No matching subscribers) to the QoS 1 PUBLISH: nothing owed.
+    result = judge_flow(connection_flow("c.pcap", audit), AUDIT_CONFIG)
+    assert result.violations.data["rule"] == [] and result.not_assessable.data["rule"] == []
+    assert result.connection.data["handling"] == [handling("5.0")]
 
 
 def test_after_a_gap_both_sides_read_as_the_version_their_connect_named() -> None:
@@ -108,7 +116,8 @@ def test_after_a_gap_both_sides_read_as_the_version_their_connect_named() -> Non
 
 def test_a_5_0_packet_breaking_a_must_is_malformed_and_reported_with_its_5_0_id_and_level() -> None:
     # A PUBLISH whose Topic Alias is 0: [MQTT-3.3.2-8] in MQTT 5.0, a MUST. Its bytes are malformed, the others
-    # packets; the connection is not judged, so the codec alone speaks.
+    # packets; the codec reports it, and the judge asks the server to close on it [MQTT-4.13.1-1], which the
+    # capture cannot show: it ends before the server's TCP acknowledged the PUBLISH.
     bad = codec.Publish(
         topic="t",
         payload=b"p",
@@ -124,14 +133,18 @@ def test_a_5_0_packet_breaking_a_must_is_malformed_and_reported_with_its_5_0_id_
     audit = only(flow_events(timed(packets)))
     assert audit.total.malformed == len(bad_bytes)
     assert audit.total.packets == len(CONNECT_5) + len(CONNACK_5)
-    result = judge_flow(connection_flow("c.pcap", audit), JudgeConfig())
+    result = judge_flow(connection_flow("c.pcap", audit), AUDIT_CONFIG)
     rows = result.violations.data
-    assert list(zip(rows["rule"], rows["level"], rows["origin"], rows["actor"], strict=True)) == [
-        ("MQTT-3.3.2-8", "MUST", "codec", "client")
+    assert list(zip(rows["rule"], rows["level"], rows["origin"], rows["actor"], rows["rule_version"], strict=True)) == [
+        ("MQTT-3.3.2-8", "MUST", "codec", "client", "5.0")
     ]
-    assert result.not_assessable.data["rule"] == []
+    undecided = result.not_assessable.data
+    assert sorted(zip(undecided["rule"], undecided["actor"], undecided["tag"], undecided["section"], strict=True)) == [
+        ("MQTT-3.3.2-8", "server", "receiver never acknowledged the bytes", "3.3.2.3.4"),
+        ("MQTT-4.13.1-1", "server", "receiver never acknowledged the bytes", "4.13.1"),
+    ]
     assert result.connection.data["handling"] == [handling("5.0")]
-    assert "not judged" in handling("5.0")
+    assert handling("5.0") == "judged against MQTT 5.0, connection by connection (its routing is not replayed)"
     packets_rows = result.packets.data
     assert packets_rows["version"] == ["5.0"] * 3
     assert packets_rows["topic_alias"] == [None, None, 0]
@@ -166,6 +179,6 @@ def test_a_connect_of_another_name_and_level_pair_is_read_as_its_level_says() ->
     )
     session = writer.TcpSession()
     audit = only(flow_events(timed([*session.handshake(), session.send(0, odd)])))
-    assert audit.version == "5.0" and not audit.judged
+    assert audit.version == "5.0" and audit.judged
     [frame] = [side_frame.frame for side_frame in audit.frames]
     assert isinstance(frame.packet, codec.Connect) and frame.packet.client_id == "y"
