@@ -5,6 +5,11 @@ One connection knows only its own publications: a delivery with the topic and pa
 sent is taken for that message (another client may have sent the same bytes: the findings say what matched). A
 message published before its subscription was granted may come back as a retained message, which none of these
 rules governs, so it decides nothing.
+
+What only the other connections can show (whose message a delivery is, with which RETAIN flag it was published,
+which other copies were sent) is left to the broker model, which judges these rules across the scenario: no row
+here says it is undecided, so a pass there stands. What nobody can tell (the subscriptions in effect while a
+SUBSCRIBE awaits its SUBACK) is not assessable.
 """
 
 from __future__ import annotations
@@ -51,7 +56,8 @@ class OptionChecks:
     def __init__(self, ctx: Context, subscriptions: Subscriptions) -> None:
         self._ctx = ctx
         self._subscriptions = subscriptions
-        self._own: dict[tuple[str, bytes], Own] = {}
+        #: By topic and payload (its hash and length: a payload may be large, and is not kept).
+        self._own: dict[tuple[str, int, int], Own] = {}
         #: Why the client's own publications are not all known (one named only by a Topic Alias, or forgotten).
         self._own_unknown: str | None = None
         #: Rules already left undecided on this connection (one row says why; later deliveries repeat it).
@@ -65,7 +71,7 @@ class OptionChecks:
         if len(self._own) >= OWN_KEPT:
             del self._own[next(iter(self._own))]
             self._own_unknown = f"more than {OWN_KEPT} of the client's publications are not remembered"
-        key = (topic, packet.payload)
+        key = (topic, hash(packet.payload), len(packet.payload))
         self._own.pop(key, None)  # the latest copy last, so forgetting starts with the oldest
         self._own[key] = Own(seen.event, packet.retain)
 
@@ -86,13 +92,16 @@ class OptionChecks:
         subscriptions = self._subscriptions.in_effect(topic)
         if not subscriptions:
             return  # delivered under a subscription being removed: the 3.1.1 checks said what is known
-        own = self._own.get((topic, packet.payload))
+        own = self._own.get((topic, hash(packet.payload), len(packet.payload)))
         if own is not None and own.event > seen.event:
             own = None
         forwarded = own is not None and all(own.event > sub.since for sub in subscriptions)
         if self._no_local(seen, packet, subscriptions, own, forwarded):
             self._retain_as_published(seen, packet, subscriptions, own, forwarded)
-        self._identifiers(seen, packet, topic, subscriptions)
+        # The client's own message (or one that may be) is owed nothing through its No Local subscriptions.
+        may_be_own = own is not None or self._own_unknown is not None
+        owed = [sub for sub in subscriptions if not (may_be_own and sub.options.no_local)]
+        self._identifiers(seen, packet, topic, owed)
 
     def _no_local(
         self, seen: Seen, packet: Publish, subscriptions: list[InEffect], own: Own | None, forwarded: bool
@@ -106,14 +115,7 @@ class OptionChecks:
             self._ctx.ledger.held(NO_LOCAL)
             return True
         if own is None or not forwarded:
-            why = (
-                self._own_unknown
-                if own is None
-                else f"the client published it (event {own.event}) before the subscription was granted: it may "
-                "come back as a retained message"
-            )
-            self._undecided(seen, NO_LOCAL, f"whether {seen.describe()} is the client's own message: {why}")
-            return True
+            return True  # another client's message, or this one's retained before the subscription: the model's
         names = ", ".join(quoted(sub.topic_filter) for sub in local)
         self._ctx.ledger.fail(
             NO_LOCAL,
@@ -145,14 +147,8 @@ class OptionChecks:
             return
         if cleared and not packet.retain:
             self._ctx.ledger.held(RETAIN_CLEARED)
-            return
-        rule = RETAIN_CLEARED if cleared else RETAIN_AS_PUBLISHED
-        self._undecided(
-            seen,
-            rule,
-            f"{seen.describe()} may be a retained message sent for the subscription or a forwarded one whose "
-            "RETAIN flag as published is unknown",
-        )
+        # Otherwise a retained message sent for the subscription, or a forwarded one whose RETAIN flag as published
+        # only the publisher's connection shows: the model's to judge.
 
     def _retain_wrong(self, seen: Seen, packet: Publish, own: Own, subscriptions: list[InEffect], rule: str) -> None:
         names = ", ".join(quoted(sub.topic_filter) for sub in subscriptions)
@@ -169,8 +165,9 @@ class OptionChecks:
         )
 
     def _identifiers(self, seen: Seen, packet: Publish, topic: str, subscriptions: list[InEffect]) -> None:
-        """[MQTT-3.3.4-3] A delivery carries the Subscription Identifiers of its matching subscriptions and no
-        other; [MQTT-3.3.4-4] one copy carries all of them, [MQTT-3.3.4-5] one copy per subscription its own."""
+        """[MQTT-3.3.4-3] A delivery carries the Subscription Identifiers of the matching subscriptions it is owed
+        through (``subscriptions``) and no other subscription's; [MQTT-3.3.4-4] one copy carries all of them,
+        [MQTT-3.3.4-5] one copy per subscription its own."""
         carried = [p.value for p in packet.properties if p.identifier == SUBSCRIPTION_IDENTIFIER]
         given = self._subscriptions.identifiers_given(topic)
         strays = [value for value in carried if value not in given]
@@ -209,14 +206,9 @@ class OptionChecks:
                 f"carries no Subscription Identifier though every subscription it matches has one ({lacking})",
             )
         else:
-            # One identifier of a matching subscription: right for a copy per subscription, wrong for one copy.
+            # One identifier of a matching subscription: right for a copy per subscription; whether the other
+            # copies came is the model's question (a missing delivery), and one copy was then not all that was sent.
             self._ctx.ledger.held(COPY_PER_SUBSCRIPTION)
-            self._undecided(
-                seen,
-                ONE_COPY_ALL_IDENTIFIERS,
-                f"{seen.describe()} lacks {lacking}: it may be one of several copies, one per subscription "
-                "(MQTT-3.3.4-5)",
-            )
 
     def _fail_identifiers(self, seen: Seen, rule: str, detail: str) -> None:
         self._ctx.ledger.fail(

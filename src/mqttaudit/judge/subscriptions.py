@@ -67,6 +67,8 @@ class Subscriptions:
         self._in_effect: dict[str, InEffect] = {}
         self._unsettled: dict[str, int] = {}
         self._identifiers: dict[str, set[int]] = {}
+        #: :meth:`in_effect` and :meth:`identifiers_given` per Topic Name until a 5.0 subscription changes.
+        self._effect: dict[str, tuple[list[InEffect], set[int]]] = {}
         #: Some 5.0 SUBSCRIBE asked for No Local, or gave a Subscription Identifier (else those rules are moot).
         self.uses_no_local = False
         self.uses_identifiers = False
@@ -82,6 +84,7 @@ class Subscriptions:
             self._held.add(name)
             self._matched_by[name] = matched_part(name, version)
             if version == identity.V5:
+                self._effect.clear()
                 self._unsettled[name] = self._unsettled.get(name, 0) + 1
                 if identifier is not None:
                     self._identifiers.setdefault(name, set()).add(identifier)
@@ -92,6 +95,7 @@ class Subscriptions:
         for subscription, code in zip(subscribe.subscriptions, suback.return_codes, strict=False):
             name = subscription.topic_filter
             if version == identity.V5:
+                self._effect.clear()
                 self._settle(name)
                 if refused(code, version):
                     self._in_effect.pop(name, None)  # whether a refused replacement keeps the old one is unsaid
@@ -114,6 +118,7 @@ class Subscriptions:
 
     def unsubscribed(self, topic_filters: Iterable[str]) -> None:
         """The UNSUBACK of a 5.0 UNSUBSCRIBE came: its filters are no longer in effect."""
+        self._effect.clear()
         for name in topic_filters:
             self._settle(name)
             self._in_effect.pop(name, None)
@@ -156,20 +161,31 @@ class Subscriptions:
         }
 
     def in_effect(self, topic: str) -> list[InEffect]:
-        """The 5.0 subscriptions granted here and not unsubscribed that match ``topic``."""
-        return [sub for name, sub in self._in_effect.items() if matches(self._matched_by.get(name, name), topic)]
+        """The 5.0 subscriptions granted here and not unsubscribed that match ``topic``. (The caller must not
+        change it.)"""
+        return self._effects(topic)[0]
+
+    def identifiers_given(self, topic: str) -> set[int]:
+        """Every Subscription Identifier a SUBSCRIBE of this connection gave a filter matching ``topic``. (The
+        caller must not change it.)"""
+        return self._effects(topic)[1]
+
+    def _effects(self, topic: str) -> tuple[list[InEffect], set[int]]:
+        found = self._effect.get(topic)
+        if found is None:
+            if len(self._effect) >= BOUNDS_KEPT:
+                self._effect.clear()
+            matching = [name for name in self._matched_by if matches(self._matched_by[name], topic)]
+            subscriptions = [self._in_effect[name] for name in matching if name in self._in_effect]
+            given: set[int] = set()
+            for name in matching:
+                given |= self._identifiers.get(name, set())
+            found = self._effect[topic] = (subscriptions, given)
+        return found
 
     def unsettled(self, topic: str) -> list[str]:
         """Filters matching ``topic`` whose 5.0 SUBSCRIBE or UNSUBSCRIBE awaits its answer."""
         return [name for name in self._unsettled if matches(self._matched_by.get(name, name), topic)]
-
-    def identifiers_given(self, topic: str) -> set[int]:
-        """Every Subscription Identifier a SUBSCRIBE of this connection gave a filter matching ``topic``."""
-        given: set[int] = set()
-        for name, identifiers in self._identifiers.items():
-            if matches(self._matched_by.get(name, name), topic):
-                given |= identifiers
-        return given
 
     def blocked_by_dollar_rule(self, topic: str) -> list[str]:
         """Filters that would match ``topic`` but for the '$' rule [MQTT-4.7.2-1]."""
