@@ -44,10 +44,11 @@ class ConversationJudge:
         self._offences = Offences(ctx)
         self._connection = Connection(ctx, self._offences, mid_stream=mid_stream)
         subscriptions = Subscriptions()
-        self._pairing = Pairing(ctx, self._offences, self._connection, subscriptions)
-        self._deliveries = Deliveries(ctx, self._connection, subscriptions)
-        self._keep_alive = KeepAlive(ctx, self._connection, self._offences)
+        # The limits resolve Topic Aliases for pairing and deliveries (and the transcript: see _on_sent).
         self._limits = Limits(ctx, self._connection, self._offences)
+        self._pairing = Pairing(ctx, self._offences, self._connection, subscriptions, topics=self._limits)
+        self._deliveries = Deliveries(ctx, self._connection, subscriptions, topics=self._limits)
+        self._keep_alive = KeepAlive(ctx, self._connection, self._offences)
         self._events = 0
         self._now: float | None = None
         self._closed: Closed | None = None

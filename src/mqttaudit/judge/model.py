@@ -91,6 +91,8 @@ class Link:
     expiry: float = 0.0
     #: Why the Session Present owed is unknown when it is (None: the session is known, or never seen before).
     present_unknown: str | None = None
+    #: Rules the model cannot decide on this connection, with why and when: (rule, reason, time).
+    unknown: list[tuple[str, str, float]] = field(default_factory=list)
 
     def open_at(self, time: float) -> bool:
         """Observed open at ``time``."""
@@ -1000,6 +1002,12 @@ def _send_retained(model: Model, subscription: Subscription, config: JudgeConfig
     elif subscription.retain_handling == 1:
         existed = _existed(subscription)
         sent, handling_rule = (None if existed is None else not existed), rules_5.RETAINED_IF_NEW
+        if existed is None:
+            why = (
+                f"whether the session already had a subscription to {subscription.full_filter!r} when it "
+                "subscribed again is not known"
+            )
+            link.unknown.append((handling_rule, why, window[0]))
     for topic in model.topics.matching(subscription.topic_filter):
         changes = model.retained.get(topic, [])
         states = retained_states(changes, window)

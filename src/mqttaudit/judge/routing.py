@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from mqttaudit.codec import Direction
+from mqttaudit.spec import identity
 from mqttaudit.spec.identity import V3_1_1, V5
 
 from ..codec.describe import quoted
@@ -34,6 +35,9 @@ class Routing:
         #: Rules only 5.0 states, broken on a 3.1.1 connection (a 5.0 client's message sent on to a 3.1.1
         #: subscriber): named by their 5.0 ids.
         self._ledgers_5_0 = {name: Ledger(name, version=V5) for name, ledger in self._ledgers.items()}
+        #: Per conversation and statement id, the deliveries (events) the replay decided: the conversation judge,
+        #: which sees one connection, may have left them undecided (see :mod:`.scenario`).
+        self.settled: dict[tuple[str, str], set[int]] = {}
         self._same_client: dict[str, list[Link]] = {}
         for link in model.links:
             if link.client_id:  # each empty ClientId is a ClientId of its own [MQTT-3.1.3-6]
@@ -60,10 +64,19 @@ class Routing:
                 self._settle_watch(link, watch)
             for rule, count in link.unobserved.items():
                 self._undecided(link, rule, self._unobserved_messages(link, count))
+            for rule, why, time in link.unknown:
+                self._undecided(link, rule, reasons.reason(reasons.EARLIER_SESSION, why), time=time)
         for group in self._model.groups:
             self._settle_group(group)
         ledgers = [*self._ledgers.values(), *self._ledgers_5_0.values()]
         return combine(ledger.judgement() for ledger in ledgers)
+
+    def _settled(self, link: Link, rule: str, event: int) -> None:
+        """``rule`` was decided (held or broken) for delivery ``event`` on ``link``."""
+        ledger = self._ledger(link, rule)
+        named = identity.statement_id(rule, ledger.version)
+        if named is not None:
+            self.settled.setdefault((link.name, named), set()).add(event)
 
     def _ledger(self, link: Link, rule: str) -> Ledger:
         if rule in rules_5.ONLY_5_0 and not link.v5:
@@ -202,7 +215,7 @@ class Routing:
                 reason = reasons.reason(
                     reasons.AMBIGUOUS, f"event {delivered.event} may be a live or a retained message"
                 )
-                for rule in (rules.RETAIN_SET_ON_NEW_SUBSCRIPTION, rules.RETAIN_CLEARED_ON_ESTABLISHED):
+                for rule in _retain_rules(owed):
                     self._undecided(link, rule, reason, delivered.event, delivered.time)
             else:
                 self._retain_flag(link, delivered, chosen)
@@ -275,30 +288,31 @@ class Routing:
         [MQTT-3.3.1-13])."""
         published = expectation.message.publish.retain
         if not expectation.retained and expectation.as_published is not False:
-            if expectation.as_published is None and delivered.message.retain != published:
-                reason = reasons.reason(
-                    reasons.AMBIGUOUS,
-                    f"event {delivered.event} matches subscriptions with Retain As Published 0 and 1: either flag "
-                    "may be right",
-                )
-                for ambiguous in (rules_5.RETAIN_CLEARED, rules_5.RETAIN_AS_PUBLISHED):
-                    self._undecided(link, ambiguous, reason, delivered.event, delivered.time)
-                return
-            if expectation.as_published is None or delivered.message.retain == published:
-                self._held(link, rules_5.RETAIN_AS_PUBLISHED)
+            retain = delivered.message.retain
+            # With both options among the subscriptions, a copy whose flag is RETAIN 0 answers to one with Retain
+            # As Published 0, one with the flag as published to one with 1; only RETAIN 1 on a RETAIN 0 message
+            # answers to neither.
+            if expectation.as_published is None and not retain:
+                kept = rules_5.RETAIN_CLEARED
+            else:
+                kept = rules_5.RETAIN_AS_PUBLISHED
+            self._settled(link, kept, delivered.event)
+            if retain == published or (expectation.as_published is None and not retain):
+                self._held(link, kept)
                 return
             self._fail(
                 link,
-                rules_5.RETAIN_AS_PUBLISHED,
+                kept,
                 delivered.time,
                 delivered.event,
-                f"PUBLISH to {quoted(delivered.message.topic)} (event {delivered.event}) has RETAIN "
-                f"{int(delivered.message.retain)}, but it forwards {_what(expectation)}, published with RETAIN "
-                f"{int(published)}, under Retain As Published 1",
-                EXPECTED[rules_5.RETAIN_AS_PUBLISHED],
+                f"PUBLISH to {quoted(delivered.message.topic)} (event {delivered.event}) has RETAIN {int(retain)}, "
+                f"but it forwards {_what(expectation)}, published with RETAIN {int(published)}, under Retain As "
+                "Published 1",
+                EXPECTED[kept],
             )
             return
         rule = rules.RETAIN_SET_ON_NEW_SUBSCRIPTION if expectation.retained else rules.RETAIN_CLEARED_ON_ESTABLISHED
+        self._settled(link, rule, delivered.event)
         if delivered.message.retain == expectation.retained:
             self._held(link, rule)
             return
@@ -365,6 +379,12 @@ class Routing:
                 checks.append(
                     forwarding_5.remaining(interval, message.window[0], delivered.time, delivered.message.properties)
                 )
+            else:
+                why = (
+                    f"event {delivered.event} has the topic and payload of messages published with different "
+                    "Message Expiry Intervals"
+                )
+                checks.append(forwarding_5.Check(rules_5.EXPIRY_REMAINING, forwarding_5.UNDECIDED, why))
         subscriptions = expectation.subscriptions
         if subscriptions and any(s.link is not link for s in subscriptions):
             if expectation.sure:
@@ -375,6 +395,8 @@ class Routing:
                 why = "which of the matching subscriptions held when the message was taken is not known"
                 checks.append(forwarding_5.Check(rules_5.IDENTIFIERS_SENT, forwarding_5.UNDECIDED, why))
         for check in checks:
+            if check.outcome != forwarding_5.UNDECIDED:
+                self._settled(link, check.rule, delivered.event)
             if check.outcome == forwarding_5.HELD:
                 self._held(link, check.rule)
             elif check.outcome == forwarding_5.BROKEN:
@@ -388,8 +410,11 @@ class Routing:
                 self._undecided(link, check.rule, reason, delivered.event, delivered.time)
 
     def _qos_at_most(self, link: Link, delivered: Delivered, expectation: Expectation) -> None:
-        """[MQTT-3.8.4-6] Never above the lower of the publish QoS and the granted QoS."""
+        """[MQTT-3.8.4-6] Never above the lower of the publish QoS and the granted QoS (a share group's member:
+        its own granted QoS [MQTT-4.8.2-3])."""
         if delivered.message.qos <= expectation.highest:
+            if expectation.group is not None:
+                self._held(link, expectation.qos_rule)
             return
         self._fail(
             link,
@@ -567,6 +592,18 @@ class Routing:
             EXPECTED[expectation.qos_rule],
             QOS,
         )
+
+
+def _retain_rules(owed: list[Expectation]) -> list[str]:
+    """The rules the RETAIN flag of a copy that may be any of ``owed`` (retained and live) answers to: RETAIN 1
+    for a new subscription, and what the live copies' Retain As Published asks."""
+    found = [rules.RETAIN_SET_ON_NEW_SUBSCRIPTION]
+    for option in {e.as_published for e in owed if not e.retained}:
+        if option is not True and rules_5.RETAIN_CLEARED not in found:
+            found.append(rules_5.RETAIN_CLEARED)
+        if option is not False and rules_5.RETAIN_AS_PUBLISHED not in found:
+            found.append(rules_5.RETAIN_AS_PUBLISHED)
+    return found
 
 
 def _unseen_bytes(time: float, what: str) -> str:

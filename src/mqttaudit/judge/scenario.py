@@ -4,6 +4,7 @@ held against the broker model (sessions, subscriptions, retained messages, Wills
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 from .config import JudgeConfig
 from .conversation import DEFAULT_CONFIG, ConversationJudge
@@ -11,7 +12,7 @@ from .events import Event
 from .model import ExpectedDelivery, build, deliveries_of
 from .routing import Routing
 from .transcript import Transcript
-from .verdict import Judgement, combine
+from .verdict import Judgement, Undecided, combine
 
 
 def _transcribe(
@@ -44,8 +45,34 @@ def judge_scenario(conversations: Mapping[str, Sequence[Event]], config: JudgeCo
     matching no subscription) is reported once.
     """
     transcripts, parts = _transcribe(conversations, config)
-    routing = Routing(build(transcripts, config), transcripts, config).judgement()
+    replay = Routing(build(transcripts, config), transcripts, config)
+    routing = replay.judgement()
+    parts = [_without_settled(part, replay.settled, transcripts) for part in parts]
     seen = {(f.conversation, f.rule, f.event) for part in parts for f in part.findings}
     fresh = tuple(f for f in routing.findings if (f.conversation, f.rule, f.event) not in seen)
     parts.append(Judgement(fresh, routing.assessed, routing.not_assessable, routing.undecided))
     return combine(parts)
+
+
+def _without_settled(
+    part: Judgement, settled: Mapping[tuple[str, str], set[int]], transcripts: Mapping[str, Transcript]
+) -> Judgement:
+    """One conversation's judgement without the instances the replay decided: a row a conversation left
+    undecided at a delivery (for this delivery "and later ones like it") goes when the replay, which knows every
+    connection's subscriptions and messages, decided that rule at that delivery and at every later one."""
+    kept: list[Undecided] = []
+    dropped = False
+    for row in part.undecided:
+        events = settled.get((row.conversation, row.rule))
+        transcript = transcripts.get(row.conversation)
+        if events is not None and transcript is not None and row.event in events:
+            later = {d.event for d in transcript.delivered if d.event >= row.event}
+            if later <= events:
+                dropped = True
+                continue
+        kept.append(row)
+    if not dropped:
+        return part
+    rules = {row.rule for row in kept}
+    reasons = {rule: why for rule, why in part.not_assessable.items() if rule in rules}
+    return Judgement(part.findings, part.assessed, MappingProxyType(reasons), tuple(kept))
