@@ -628,3 +628,14 @@ def test_the_own_message_owes_no_identifier_of_a_no_local_subscription() -> None
     assert {"MQTT-3.3.4-3", "MQTT-3.3.4-4", NO_LOCAL_ID} <= judgement.passed
     others = verdict(talk.server(delivery("a/b", b"theirs", ids=(1, 2))))
     assert "MQTT-3.3.4-4" in {f.rule for f in others.findings}, explain(others)
+
+
+def test_a_delivery_named_by_a_mapped_alias_is_judged_under_its_topic() -> None:
+    named = codec.Publish(topic="t", payload=b"1", properties=make(topic_alias=1))
+    by_alias = codec.Publish(topic="", payload=b"2", properties=make(topic_alias=1))
+    judgement = verdict(subscribed(option("t", 0)).server(named, by_alias))
+    assert judgement.findings == (), explain(judgement)
+    assert "MQTT-3.3.2-3" in judgement.passed
+    elsewhere = codec.Publish(topic="u", payload=b"1", properties=make(topic_alias=1))
+    judgement = verdict(subscribed(option("t", 0)).server(elsewhere, by_alias))
+    assert [f.event for f in judgement.findings if f.rule == "MQTT-3.3.2-3"] == [4, 5], explain(judgement)
