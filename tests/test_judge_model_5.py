@@ -703,3 +703,17 @@ def test_a_conforming_broker_over_random_subscriptions_and_messages_has_no_findi
         for e in scenario["c0"].events
     )
     assert not delivered or GROUP in judgement.passed, explain(judgement)
+
+
+def test_a_will_sent_before_its_delay_passed_breaks_mqtt_3_1_2_8() -> None:
+    judgement = judged(will(delivered_at=1.5))
+    early = [f for f in judgement.findings if f.rule == named(rules.WILL_PUBLISHED) and f.event >= 0]
+    assert early and "delivers the Will" in early[0].detail, explain(judgement)
+
+
+def test_a_message_that_may_expire_before_its_deadline_is_not_owed_and_its_absence_is_not_assessable() -> None:
+    sent = message("t", b"fleeting", message_expiry_interval=1)
+    sub = subscribed(client("sub"), option("t")).quiet(at=LATE)
+    judgement = judged({"sub": sub, "pub": publisher(sent)})
+    assert not judgement.findings, explain(judgement)
+    assert GROUP in judgement.not_assessable, explain(judgement)

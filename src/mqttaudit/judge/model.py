@@ -13,6 +13,15 @@ So the model owes one copy at that QoS and allows up to one copy per matching su
 the spec permits (one copy, as mosquitto does, or a copy per subscription) pass, and only a missing copy, a copy
 too many or a copy below the owed QoS is a finding. (MQTT 5.0 adds subscription identifiers, not a new rule.)
 
+MQTT 5.0 connections are replayed by the same model, with what 5.0 changes: Clean Start and the Session Expiry
+Interval (CONNECT's, or DISCONNECT's) decide when a session ends; a Will waits for its Will Delay Interval (or the
+session's end) and is dropped by DISCONNECT 0x00 only; No Local, Retain As Published and Retain Handling shape
+what each subscription gets; a shared subscription's message is owed to its share group, one member of it
+(:class:`GroupDelivery`); a message whose Message Expiry Interval passed is owed to nobody. Servers count these
+intervals in whole seconds, so a time within :data:`expiry_5.GRANULARITY` of an interval's end decides nothing.
+Topics named only by a Topic Alias are resolved in the transcripts. A 5.0 client's message sent on to a 3.1.1
+subscriber is held to the 5.0 rules it carries (its expiry).
+
 Assumptions, each of which errs towards "not assessable" rather than a finding: the scenario holds all traffic
 on its topics, except retained messages older than the scenario (unknown, never a finding); the server
 processes a request within ``answer_timeout``; state from before a CleanSession 0 session first seen here is
@@ -718,6 +727,11 @@ def _will_5_0(link: Link, publish: Publish, routed: list[Message], unowned: list
         return
     resumed_near = following is not None and following.transcript.connect_time <= window[1] and due < ended
     routed.append(Message(link, transcript.end_event, publish, window, not resumed_near, True))
+    if window[0] > closed:
+        # Not before the delay: a copy sent while it runs breaks [MQTT-3.1.2-8] as well.
+        unowned.append(
+            (Message(link, transcript.end_event, publish, (closed, window[0]), True, True), rules.WILL_PUBLISHED)
+        )
 
 
 def _route(model: Model, message: Message, session: Session, config: JudgeConfig) -> None:
@@ -788,8 +802,14 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
         if _expired_for(link, message):
             return
     expiry = message.expiry
-    if expiry is not None and expiry_5.state_at(message.window, expiry, deadline) != expiry_5.ALIVE:
-        must = False  # [MQTT-3.3.2-5] it may expire before the server starts to send it
+    if must and expiry is not None and expiry_5.state_at(message.window, expiry, deadline) != expiry_5.ALIVE:
+        # [MQTT-3.3.2-5] It may expire before the server has to start sending it: allowed, not owed.
+        must = False
+        why = (
+            f"the message to {topic!r} (event {message.event} of {message.link.name!r}) may expire (Message Expiry "
+            f"Interval {expiry:g} s) before the server has to send it"
+        )
+        link.unknown.append((rule, why, after))
     expectation = Expectation(
         link, message, must, rule, False, qos, qos_rule, after, deadline, len(possible), ceiling=ceiling
     )

@@ -636,7 +636,10 @@ EXPECTED: Final[dict[str, str]] = {
     rules.SESSION_RESUMED: "a resumed CleanSession 0 session keeps its subscriptions",
     rules.OFFLINE_MESSAGES_KEPT: "a CleanSession 0 session keeps QoS 1 and 2 messages for its next connection",
     rules.CLEAN_SESSION_DISCARDED: "a CleanSession 1 connection discards the previous session; nothing of it is reused",
-    rules.WILL_PUBLISHED: "the server publishes the Will when the connection closes without DISCONNECT",
+    rules.WILL_PUBLISHED: (
+        "the server publishes the Will when the connection closes without DISCONNECT (MQTT 5.0: once the Will Delay "
+        "Interval has passed, and unless DISCONNECT had Reason Code 0x00)"
+    ),
     rules.WILL_RETAINED: "a Will with Will Retain 1 is published as a retained message",
     rules.WILL_NOT_RETAINED: "a Will with Will Retain 0 is published as a non-retained message",
     rules.WILL_DISCARDED_ON_DISCONNECT: "DISCONNECT discards the Will without publishing it",
