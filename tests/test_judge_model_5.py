@@ -646,9 +646,6 @@ def broker_runs(draw: st.DrawFn) -> tuple[list[tuple[str, bool, bool, int | None
         )
     )
     messages = draw(st.lists(st.tuples(st.integers(0, 2), st.sampled_from(TOPICS), st.booleans()), max_size=5))
-    # No identifier on a No Local subscription: whether the copy of the client's own message that another
-    # subscription brings back carries it is read differently by the one-connection check (deliveries_5).
-    subscriptions = [(f, local, keep, None if local else ident) for f, local, keep, ident in subscriptions]
     return subscriptions, messages
 
 
