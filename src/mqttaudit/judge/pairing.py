@@ -548,8 +548,8 @@ class Pairing:
 
     def _check_unsuback(self, flow: Flow, seen: Seen, unsubscribe: Unsubscribe, unsuback: Unsuback) -> None:
         """[MQTT-3.11.3-2] A 5.0 UNSUBACK holds one Reason Code per Topic Filter; [MQTT-3.11.3-1] in their order:
-        a filter the session held is deleted or refused, one it did not hold gets 0x11 "No subscription existed"
-        or a refusal (ALLOWED_OUTCOMES)."""
+        a filter the session held is deleted or refused, one it did not hold gets 0x11 "No subscription existed",
+        0x00 or a refusal (ALLOWED_OUTCOMES)."""
         filters, codes = unsubscribe.topic_filters, unsuback.reason_codes
         if len(codes) != len(filters):
             self._ctx.ledger.fail(
