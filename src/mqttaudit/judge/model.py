@@ -703,7 +703,7 @@ def _messages(
 def _will_5_0(link: Link, publish: Publish, routed: list[Message], unowned: list[tuple[Message, str]]) -> None:
     """An MQTT 5.0 Will: discarded by a DISCONNECT with Reason Code 0x00 only [MQTT-3.14.4-3] (0x04 asks for it),
     else published once the Will Delay Interval has passed or the session ended, whichever comes first
-    [MQTT-3.1.2-8], unless a connection to the session came first [MQTT-3.1.3-9]."""
+    [MQTT-3.1.2-8], unless a connection to the session came first (5.0 statement 3.1.3-9, key WILL_DELAY)."""
     transcript = link.transcript
     if transcript.client_offence is None and transcript.disconnected and (transcript.disconnect_reason or 0) == 0:
         discarded = Message(link, transcript.end_event, publish, (link.ended, link.ended), True, True)

@@ -48,7 +48,7 @@ USER_PROPERTIES_FORWARDED: Final = "MQTT-3.3.2-17"
 USER_PROPERTIES_IN_ORDER: Final = "MQTT-3.3.2-18"
 CONTENT_TYPE_FORWARDED: Final = "MQTT-3.3.2-20"
 #: [MQTT-3.1.3-9] A connection to the session before the Will Delay Interval passes suppresses the Will.
-WILL_DELAY: Final = "MQTT-3.1.3-9"
+WILL_DELAY: Final = "MQTT-3.1.3-9@5.0"
 
 #: Keys only 5.0 states: on a 3.1.1 connection (a 3.1.1 subscriber of a 5.0 publisher's message) they are still
 #: named by their 5.0 ids.
