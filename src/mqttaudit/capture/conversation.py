@@ -70,7 +70,7 @@ def handling(version: str) -> str:
     if version == "other":
         return "judged against MQTT 3.1.1 (a CONNECT of another protocol name or level)"
     if version == "5.0":
-        return "judged against MQTT 5.0, connection by connection (its routing is not replayed)"
+        return "judged against MQTT 5.0"
     return "judged against MQTT 3.1.1"
 
 
