@@ -87,14 +87,14 @@ def probe_cases(version: str = identity.V3_1_1) -> dict[str, tuple[str, ...]]:
 
 @functools.cache
 def _judge_names_5_0() -> dict[str, tuple[str, ...]]:
-    """MQTT 5.0 statement id -> the judge checks (``NAME in MODULE``) whose key 5.0 states under that id, on one
-    5.0 connection (the broker model replays 3.1.1 routing only, so its rules are left out)."""
-    from mqttaudit.judge import deliveries_5, lifecycle, limits
+    """MQTT 5.0 statement id -> the judge checks (``NAME in MODULE``) whose key 5.0 states under that id: on one 5.0
+    connection, and across connections in the broker model."""
+    from mqttaudit.judge import deliveries_5, forwarding_5, lifecycle, limits, model_rules_5
 
     found: dict[str, list[str]] = {}
-    for module in (judge_rules, lifecycle, limits, deliveries_5):
+    for module in (judge_rules, lifecycle, limits, deliveries_5, model_rules_5, forwarding_5):
         for key, names in _names(module).items():
-            if module is judge_rules and (key not in judge_rules.OWN_RULES or key in judge_rules.MODEL_RULES):
+            if module is judge_rules and key not in judge_rules.OWN_RULES:
                 continue
             statement = identity.statement_id(key, identity.V5)
             if statement is not None:
@@ -225,7 +225,7 @@ def _checks_5_0(covered: Coverage) -> list[str]:
         if check == ENFORCED_5_0:
             checks.append(f"judge: the receiver must close the connection on a packet that breaks it ({ENFORCED_5_0})")
         else:
-            checks.append(f"judge: {check} (over one MQTT 5.0 connection)")
+            checks.append(f"judge: {check} (over MQTT 5.0 connections)")
     return checks or ["nothing yet: no finding can name this rule"]
 
 
