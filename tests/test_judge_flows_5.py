@@ -451,7 +451,7 @@ class Aliases:
 @pytest.mark.parametrize("resolved", ["t/1", None])
 def test_the_topic_of_an_alias_only_publish_is_the_sources(resolved: str | None) -> None:
     by_alias = codec.Publish(topic="", payload=b"2", properties=make(topic_alias=1))
-    frame = codec.decode(codec.encode(by_alias, version="5"), S, version="5")
+    (frame,) = codec.StreamDecoder(S, version="5").feed(codec.encode(by_alias, version="5"))
     seen = Seen.of(7, 0.0, S, frame)
     source = Aliases(resolved)
     assert topic_of(seen, by_alias, source) == resolved and source.asked == [7]
