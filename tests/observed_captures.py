@@ -31,11 +31,13 @@ from mqttaudit.capture.writer import PcapWriter, ethernet, ip_tcp
 from mqttaudit.judge import JudgeConfig, Judgement
 from mqttaudit.judge.conversation import ConversationJudge
 from mqttaudit.pipeline.conversations import Flow, FlowResult, connection_flow, judge_flow
+from mqttaudit.pipeline.stages import AuditOptions
 from mqttaudit.probe.brokers import free_port
 
 HOST = "127.0.0.1"
 SECOND = 1_000_000_000
-CONFIG = JudgeConfig()
+#: The judge configuration of an audit (MQTT 5.0 among the supported Protocol Levels).
+CONFIG = AuditOptions().judge_config
 
 # -- talking -------------------------------------------------------------------------------------------------------
 

@@ -524,21 +524,26 @@ def carried(recording: Recording, observed: Observed) -> tuple[list[int], list[i
 
 
 @pytest.mark.parametrize(("client_id", "version"), [("observed-v5", "5.0"), ("observed-v31", "3.1")])
-def test_mqtt_5_and_mqtt_3_1_sessions_are_labelled_decoded_and_not_judged(
+def test_mqtt_5_sessions_are_judged_as_5_0_and_mqtt_3_1_sessions_decoded_and_not_judged(
     sessions: Sessions, client_id: str, version: str
 ) -> None:
     recording, port = sessions.recording, sessions.port(client_id)
     path = sessions.edited(client_id, [c.frame_at() for c in recording.connection(port)])
     observed = only(path, recording.broker_port, port)
-    assert observed.audit.version == version and not observed.audit.judged and observed.judgement is None
+    judged = version == "5.0"
+    assert observed.audit.version == version and observed.audit.judged is judged
+    assert (observed.judgement is not None) is judged
     assert (observed.connection_row["version"], observed.connection_row["handling"]) == (version, handling(version))
     assert observed.types == ["CONNECT", "CONNACK", "PUBLISH", "PUBACK", "DISCONNECT"]
     # Decoded with their own version: every packet read whole, none breaks a rule of that version (mosquitto's
-    # client and broker), so nothing is reported; the judge is not asked, so nothing is owed either.
+    # client and broker), so nothing is reported. The 5.0 session is judged and owes nothing (CONNACK 0x00, the
+    # PUBACK of the QoS 1 PUBLISH, DISCONNECT then the close); the 3.1 one is not judged, so nothing is owed either.
     assert all(frame.packet is not None and not frame.violations for _side, _time, frame in observed.audit.frames)
     total = observed.audit.total
     assert total.reconciles and total.packets == total.stream > 0
     assert len(observed.result.violations) == 0 and len(observed.result.not_assessable) == 0
+    if judged:
+        assert {"MQTT-3.1.4-5", "MQTT-4.3.2-4", "MQTT-3.14.4-1"} <= observed.passed
     assert observed.connection_row["connack_code"] == 0
     assert observed.connection_row["client_id"] == client_id
     assert observed.connection_row["protocol_level"] == {"5.0": 5, "3.1": 3}[version]
