@@ -541,7 +541,11 @@ def test_mqtt_5_sessions_are_judged_as_5_0_and_mqtt_3_1_sessions_decoded_and_not
     assert all(frame.packet is not None and not frame.violations for _side, _time, frame in observed.audit.frames)
     total = observed.audit.total
     assert total.reconciles and total.packets == total.stream > 0
-    assert len(observed.result.violations) == 0 and len(observed.result.not_assessable) == 0
+    assert len(observed.result.violations) == 0
+    # Unless mosquitto's FIN came before the client's (a race on loopback): then the 5.0 client's duty to close after
+    # its DISCONNECT [MQTT-3.14.4-2] could not be shown.
+    raced = judged and closed_first_by_server(recording, port)
+    assert observed.undecided == ({("client", "MQTT-3.14.4-2", "DISCONNECT", PEER_CLOSED)} if raced else set())
     if judged:
         assert {"MQTT-3.1.4-5", "MQTT-4.3.2-4", "MQTT-3.14.4-1"} <= observed.passed
     assert observed.connection_row["connack_code"] == 0
