@@ -8,10 +8,13 @@ import importlib
 from ..case import CASES
 
 #: The modules in the library's order (the order of ``probe --list`` and of a run): what a broker must do, then
-#: the malformed families, then their negative controls; then the MQTT 5.0 cases.
+#: the malformed families, then their negative controls; then the MQTT 5.0 cases. The 5.0 routing cases come before
+#: the 3.1.1 routing table: the cases that leave retained messages run alone in this order, and the last of them
+#: must be one whose own leftovers reach no later case (routing/retained-to-wildcard-subscribers).
 MODULES = (
     "delivery",
     "session",
+    "v5_routing",
     "routing",
     "malformed",
     "accepted",
@@ -19,6 +22,7 @@ MODULES = (
     "v5_malformed",
     "v5_limits",
     "v5_forbidden",
+    "v5_ported",
 )
 for _module in MODULES:
     importlib.import_module(f"{__name__}.{_module}")
@@ -48,6 +52,7 @@ ALONE = (
     "retain/survives-session-end",
     "routing/retained-to-wildcard-subscribers",
     "will/retained",
+    *importlib.import_module(f"{__name__}.v5_routing").ALONE,
 )
 
 CASES.mark_timing(TIMING)
