@@ -1,5 +1,6 @@
 """The statement ids (keys) of what MQTT 5.0 adds to routing across connections: subscription options, shared
-subscriptions, Message Expiry, the properties a forwarded message keeps, and the Will Delay Interval.
+subscriptions, Message Expiry, the properties a forwarded message keeps, and the Will Delay Interval; and of what
+it states apart about one connection's QoS flows, send quota and omitted diagnostics.
 
 Rules 3.1.1 states too are judged under their 3.1.1 keys (:mod:`.rules`), which 5.0 names by its own ids; a key
 here that is also a 3.1.1 id of another rule says so with "@5.0" (see :mod:`mqttaudit.spec.identity`).
@@ -8,6 +9,8 @@ here that is also a 3.1.1 id of another rule says so with "@5.0" (see :mod:`mqtt
 from __future__ import annotations
 
 from typing import Final
+
+from mqttaudit.codec import PacketType
 
 from . import rules
 from .deliveries_5 import (
@@ -49,6 +52,68 @@ USER_PROPERTIES_IN_ORDER: Final = "MQTT-3.3.2-18"
 CONTENT_TYPE_FORWARDED: Final = "MQTT-3.3.2-20"
 #: [MQTT-3.1.3-9] A connection to the session before the Will Delay Interval passes suppresses the Will.
 WILL_DELAY: Final = "MQTT-3.1.3-9@5.0"
+
+# One connection's QoS flows (4.3, 4.4), each side as sender and receiver --------------------------------------
+
+#: [MQTT-4.3.2-1] A new QoS 1 message gets a Packet Identifier not in use.
+QOS1_NEW_ID: Final = "MQTT-4.3.2-1"
+#: [MQTT-4.3.2-3] A QoS 1 PUBLISH stays unacknowledged (its identifier in use) until its PUBACK.
+QOS1_HELD_UNTIL_PUBACK: Final = "MQTT-4.3.2-3"
+#: [MQTT-4.3.2-5] After its PUBACK, a PUBLISH with the same identifier is a new message, whatever its DUP flag.
+QOS1_REUSED_ID_IS_NEW: Final = "MQTT-4.3.2-5"
+#: [MQTT-4.3.3-3] A QoS 2 PUBLISH stays unacknowledged until its PUBREC.
+QOS2_HELD_UNTIL_PUBREC: Final = "MQTT-4.3.3-3"
+#: [MQTT-4.3.3-5] A PUBREL stays unacknowledged until its PUBCOMP.
+QOS2_PUBREL_HELD_UNTIL_PUBCOMP: Final = "MQTT-4.3.3-5"
+#: [MQTT-4.3.3-6] No re-send of the PUBLISH once its PUBREL was sent.
+QOS2_NO_PUBLISH_AFTER_PUBREL: Final = "MQTT-4.3.3-6"
+#: [MQTT-4.3.3-9] After a PUBREC of 0x80 or above, a PUBLISH with the same identifier is a new message.
+QOS2_NEW_AFTER_REFUSAL: Final = "MQTT-4.3.3-9"
+#: [MQTT-4.3.3-10] Until its PUBREL, a repeat of the PUBLISH is answered with PUBREC again (and not delivered
+#: onward twice).
+QOS2_REPEAT_ANSWERED: Final = "MQTT-4.3.3-10"
+#: [MQTT-4.3.3-12] After its PUBCOMP, a PUBLISH with the same identifier is a new message.
+QOS2_NEW_AFTER_PUBCOMP: Final = "MQTT-4.3.3-12"
+#: [MQTT-4.4.0-1] Unacknowledged PUBLISH and PUBREL packets are re-sent on a resumed session, and at no other time.
+RESEND_ONLY_ON_RESUME: Final = "MQTT-4.4.0-1"
+#: [MQTT-4.4.0-2] A PUBLISH answered with PUBACK or PUBREC of 0x80 or above is acknowledged: never re-sent.
+REFUSED_NOT_RESENT: Final = "MQTT-4.4.0-2"
+
+# Send quota (3.3.4, 4.9) ----------------------------------------------------------------------------------------
+
+#: [MQTT-3.3.4-10] A server at its send quota still sends the packets that are not PUBLISH.
+QUOTA_HOLDS_ONLY_PUBLISH: Final = "MQTT-3.3.4-10"
+#: [MQTT-4.9.0-2] At a send quota of zero no QoS 1 or 2 PUBLISH is sent.
+ZERO_QUOTA_NO_PUBLISH: Final = "MQTT-4.9.0-2"
+#: [MQTT-4.9.0-3] At a send quota of zero the other packets are still processed and answered.
+ZERO_QUOTA_ANSWERS: Final = "MQTT-4.9.0-3"
+
+# Reason String and User Property left out when the receiver's Maximum Packet Size is too small ----------------
+
+PUBACK_REASON_STRING: Final = "MQTT-3.4.2-2"
+PUBACK_USER_PROPERTY: Final = "MQTT-3.4.2-3"
+PUBREC_REASON_STRING: Final = "MQTT-3.5.2-2"
+PUBREC_USER_PROPERTY: Final = "MQTT-3.5.2-3"
+PUBREL_REASON_STRING: Final = "MQTT-3.6.2-2"
+PUBREL_USER_PROPERTY: Final = "MQTT-3.6.2-3"
+PUBCOMP_REASON_STRING: Final = "MQTT-3.7.2-2"
+PUBCOMP_USER_PROPERTY: Final = "MQTT-3.7.2-3"
+SUBACK_REASON_STRING: Final = "MQTT-3.9.2-1"
+SUBACK_USER_PROPERTY: Final = "MQTT-3.9.2-2"
+UNSUBACK_REASON_STRING: Final = "MQTT-3.11.2-1"
+UNSUBACK_USER_PROPERTY: Final = "MQTT-3.11.2-2"
+DISCONNECT_REASON_STRING: Final = "MQTT-3.14.2-3"
+DISCONNECT_USER_PROPERTY: Final = "MQTT-3.14.2-4"
+#: Packet type -> (its Reason String statement, its User Property statement).
+OMITTED_OVER_MAXIMUM: Final[dict[PacketType, tuple[str, str]]] = {
+    PacketType.PUBACK: (PUBACK_REASON_STRING, PUBACK_USER_PROPERTY),
+    PacketType.PUBREC: (PUBREC_REASON_STRING, PUBREC_USER_PROPERTY),
+    PacketType.PUBREL: (PUBREL_REASON_STRING, PUBREL_USER_PROPERTY),
+    PacketType.PUBCOMP: (PUBCOMP_REASON_STRING, PUBCOMP_USER_PROPERTY),
+    PacketType.SUBACK: (SUBACK_REASON_STRING, SUBACK_USER_PROPERTY),
+    PacketType.UNSUBACK: (UNSUBACK_REASON_STRING, UNSUBACK_USER_PROPERTY),
+    PacketType.DISCONNECT: (DISCONNECT_REASON_STRING, DISCONNECT_USER_PROPERTY),
+}
 
 #: Keys only 5.0 states: on a 3.1.1 connection (a 3.1.1 subscriber of a 5.0 publisher's message) they are still
 #: named by their 5.0 ids.

@@ -31,11 +31,14 @@ from mqttaudit.codec import rules as codec_rules
 from mqttaudit.spec import identity
 
 from ..codec.describe import quoted
+from ..codec.properties import RECEIVE_MAXIMUM, first
 from ..codec.reason_codes import name as code_name
+from . import model_rules_5 as rules_5
 from . import reasons, rules
 from .connection import Connection
 from .context import Context, Seen, describe, undecided_at
 from .obligations import Obligation, OnClose
+from .omitted_5 import check_omitted
 from .outcomes import ALLOWED_OUTCOMES, Outcomes, refuses
 from .sides import peer, side_name
 from .subscriptions import Subscriptions, refused
@@ -65,6 +68,22 @@ class Stage(enum.Enum):
 
 #: MQTT 5.0: the codes a step of a QoS 2 flow begun on this connection may carry (keys of ALLOWED_OUTCOMES).
 KNOWN_OUTCOMES: Final[dict[Stage, str]] = {Stage.PUBREL: "pubrel-known", Stage.PUBCOMP: "pubcomp-known"}
+#: MQTT 5.0 [MQTT-4.3.2-3, MQTT-4.3.3-3, -5]: the packet a sender holds unacknowledged at each stage, until the
+#: answer the stage awaits: reusing its identifier before then treats it as acknowledged.
+HELD_UNTIL: Final[dict[Stage, tuple[str, str]]] = {
+    Stage.PUBACK: (rules_5.QOS1_HELD_UNTIL_PUBACK, "a QoS 1 PUBLISH stays unacknowledged until its PUBACK"),
+    Stage.PUBREC: (rules_5.QOS2_HELD_UNTIL_PUBREC, "a QoS 2 PUBLISH stays unacknowledged until its PUBREC"),
+    Stage.PUBCOMP: (rules_5.QOS2_PUBREL_HELD_UNTIL_PUBCOMP, "a PUBREL stays unacknowledged until its PUBCOMP"),
+}
+#: MQTT 5.0: the statement that makes a PUBLISH reusing the identifier of a flow that ended at a stage a new
+#: message [MQTT-4.3.2-5, MQTT-4.3.3-12], [MQTT-4.3.3-9] after a refusing PUBREC (keyed by refusal).
+REUSED_AFTER: Final[dict[tuple[Stage, bool], str]] = {
+    (Stage.PUBACK, False): rules_5.QOS1_REUSED_ID_IS_NEW,
+    (Stage.PUBACK, True): rules_5.QOS1_REUSED_ID_IS_NEW,
+    (Stage.PUBREC, True): rules_5.QOS2_NEW_AFTER_REFUSAL,
+    (Stage.PUBCOMP, False): rules_5.QOS2_NEW_AFTER_PUBCOMP,
+}
+
 #: The packet type each stage awaits (Enum's ``value`` property costs a Python call per answer).
 AWAITED: Final[dict[Stage, PacketType]] = {stage: stage.value for stage in Stage}
 
@@ -200,6 +219,9 @@ class Pairing:
         self._ended: dict[Direction, dict[int, Seen]] = {side: {} for side in Direction}
         #: Client PUBLISH events named only by a Topic Alias not resolved: nobody is owed them.
         self._unknown_topics: set[int] = set()
+        #: MQTT 5.0: Packet Identifiers of QoS 1 and 2 flows that ended here, by owner: the statement that makes a
+        #: PUBLISH reusing one a new message, the PUBLISH if its answer refused it, and that answer.
+        self._done: dict[Direction, dict[int, tuple[str, Seen | None, Seen]]] = {side: {} for side in Direction}
 
     @property
     def _v5(self) -> bool:
@@ -214,8 +236,11 @@ class Pairing:
             return None
         if any(v.rule_key == codec_rules.PACKET_DIRECTION for v in seen.errors):
             return None
+        if self._v5:
+            check_omitted(self._ctx, self._connection, seen)
         if isinstance(packet, Publish):
-            publication = self._note_publication(seen, packet)
+            # MQTT 5.0: a re-sent PUBLISH is the message in flight, not another one to route [MQTT-4.3.3-10].
+            publication = None if self._v5 and self._resent(seen, packet) else self._note_publication(seen, packet)
             if packet.qos in (1, 2) and packet.packet_id:
                 flow = self._request(seen, packet.packet_id, Stage.PUBACK if packet.qos == 1 else Stage.PUBREC)
                 if flow is not None:
@@ -244,12 +269,18 @@ class Pairing:
         if current is not None and _resends(current, seen):
             if current.due is not None:
                 self._ctx.obligations.drop(current.due)  # one answer settles the message and its re-send
+            if self._v5:
+                self._resent_here(seen, current)
+                if current.stage is Stage.PUBREL:
+                    # [MQTT-4.3.3-10] The receiver sent PUBREC: until the PUBREL, a repeat gets PUBREC again.
+                    current.missing = rules_5.QOS2_REPEAT_ANSWERED
             current.stage, current.last = stage, seen
             self._expect(current)
             return None
         if current is not None and current.stage is Stage.PUBCOMP and _same_message(current.request, seen):
+            # [MQTT-4.3.3-6] in 5.0 (its 3.1.1 key names the PUBREL in 5.0).
             self._ctx.ledger.fail(
-                rules.QOS2_SENDER,
+                rules_5.QOS2_NO_PUBLISH_AFTER_PUBREL if self._v5 else rules.QOS2_SENDER,
                 seen.sender,
                 seen.time,
                 seen.event,
@@ -257,6 +288,10 @@ class Pairing:
                 "a QoS 2 sender never re-sends the PUBLISH once it has sent PUBREL",
             )
             return None
+        reused: str | None = None
+        if self._v5 and isinstance(seen.packet, Publish):
+            self._new_message(seen, seen.packet, current)
+            reused = self._reused(seen, seen.packet)
         rule = ID_IN_USE[seen.sender]
         if current is None and self._connection.may_resume:
             undecided_at(
@@ -283,12 +318,144 @@ class Pairing:
                     current.due, f"Packet Identifier {packet_id} was reused (event {seen.event})"
                 )
         held = self._held_before(seen)
-        flow = Flow(seen.sender, packet_id, seen, stage, seen, self._note_subscriptions(seen), held=held)
+        flow = Flow(seen.sender, packet_id, seen, stage, seen, self._note_subscriptions(seen) or reused, held=held)
         self._ended[seen.sender].pop(packet_id, None)  # [MQTT-4.3.3-9] a new message after a refusing PUBREC
         self._note_requests(flow)
         flows[packet_id] = flow
         self._expect(flow)
         return flow
+
+    # MQTT 5.0 QoS flows (4.3, 4.4) and send quota (4.9) ----------------------------------------------------------
+
+    def _resent(self, seen: Seen, packet: Publish) -> bool:
+        """``packet`` re-sends a PUBLISH of its sender still in flight here (same identifier, DUP 1)."""
+        if packet.qos not in (1, 2) or not packet.packet_id:
+            return False
+        current = self._flows[seen.sender].get(packet.packet_id)
+        return current is not None and _resends(current, seen)
+
+    def _resent_here(self, seen: Seen, flow: Flow) -> None:
+        """[MQTT-4.4.0-1] A PUBLISH or PUBREL is re-sent only on a resumed session, "at no other time": never on
+        the connection that sent it first."""
+        self._ctx.ledger.fail(
+            rules_5.RESEND_ONLY_ON_RESUME,
+            seen.sender,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} re-sends {flow.last.describe()} on the same connection",
+            "unacknowledged PUBLISH and PUBREL packets are re-sent when a session resumes (Clean Start 0), at no "
+            "other time",
+        )
+
+    def _new_message(self, seen: Seen, packet: Publish, current: Flow | None) -> None:
+        """A new QoS 1 or 2 message: [MQTT-4.3.2-1] a QoS 1 PUBLISH gets an identifier not in use; reusing one in
+        flight treats its packet as acknowledged early [MQTT-4.3.2-3, MQTT-4.3.3-3, -5]; [MQTT-4.9.0-2] none is
+        sent at a send quota of zero."""
+        if packet.qos == 1:
+            if current is not None:
+                self._ctx.ledger.fail(
+                    rules_5.QOS1_NEW_ID,
+                    seen.sender,
+                    seen.time,
+                    seen.event,
+                    f"{seen.describe()} is a new message under Packet Identifier {current.packet_id}, still in use "
+                    f"by {current.request.describe()}",
+                    "each new QoS 1 message gets a Packet Identifier not in use",
+                )
+            elif self._connection.may_resume:
+                undecided_at(
+                    self._ctx,
+                    seen,
+                    rules_5.QOS1_NEW_ID,
+                    reasons.EARLIER_SESSION,
+                    "the session may hold identifiers in flight from an earlier connection",
+                )
+            else:
+                self._ctx.ledger.held(rules_5.QOS1_NEW_ID)
+        held = HELD_UNTIL.get(current.stage) if current is not None else None
+        if current is not None and held is not None and isinstance(current.request.packet, Publish):
+            self._ctx.ledger.fail(
+                held[0],
+                seen.sender,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} reuses Packet Identifier {current.packet_id} while {current.last.describe()} "
+                f"awaits {current.stage.name}",
+                held[1],
+            )
+        self._check_send_quota(seen, current)
+
+    def _in_flight(self, sender: Direction) -> int:
+        """QoS 1 and 2 PUBLISHes of ``sender`` unacknowledged here (a QoS 2 until its PUBCOMP)."""
+        return sum(1 for flow in self._flows[sender].values() if isinstance(flow.request.packet, Publish))
+
+    def _receive_maximum(self, receiver: Direction) -> int | None:
+        """The Receive Maximum ``receiver`` declared (65,535 when left out); None: its CONNECT or CONNACK unseen."""
+        declaring = self._connection.connect if receiver is CLIENT else self._connection.connack
+        if declaring is None:
+            return None
+        value = first(declaring.properties, RECEIVE_MAXIMUM)
+        return value if isinstance(value, int) else 65_535
+
+    def _at_zero_quota(self, sender: Direction) -> bool | None:
+        """``sender`` has as many PUBLISHes unacknowledged as its receiver's Receive Maximum; None: cannot tell
+        (flows of an earlier connection make the count a floor, lost answers a ceiling)."""
+        maximum = self._receive_maximum(peer(sender))
+        if maximum is None or peer(sender) in self._blind:
+            return None
+        at_zero = self._in_flight(sender) >= maximum
+        if not at_zero and (self._connection.may_resume or self._connection.mid_stream or sender in self._blind):
+            return None
+        return at_zero
+
+    def _check_send_quota(self, seen: Seen, current: Flow | None) -> None:
+        """[MQTT-4.9.0-2] No new QoS 1 or 2 PUBLISH at a send quota of zero (the Receive Maximum check of
+        :mod:`.limits`, as the flow control of 4.9 states it)."""
+        replaced = current is not None and isinstance(current.request.packet, Publish)
+        maximum = self._receive_maximum(seen.receiver)
+        at_zero = self._at_zero_quota(seen.sender)
+        if replaced and at_zero:
+            at_zero = None  # the reused identifier's flow may have ended unobserved
+        if at_zero is None or maximum is None:
+            why = "the Receive Maximum or the flows in flight are not all known"
+            undecided_at(self._ctx, seen, rules_5.ZERO_QUOTA_NO_PUBLISH, reasons.AMBIGUOUS, why)
+            return
+        if not at_zero:
+            self._ctx.ledger.held(rules_5.ZERO_QUOTA_NO_PUBLISH)
+            return
+        self._ctx.ledger.fail(
+            rules_5.ZERO_QUOTA_NO_PUBLISH,
+            seen.sender,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} is sent with {self._in_flight(seen.sender)} QoS 1 and 2 PUBLISHes unacknowledged; "
+            f"the {side_name(seen.receiver)} declared Receive Maximum {maximum}",
+            "at a send quota of zero (Receive Maximum PUBLISHes unacknowledged) no QoS 1 or 2 PUBLISH is sent",
+        )
+
+    def _reused(self, seen: Seen, packet: Publish) -> str | None:
+        """A PUBLISH under the identifier of a flow that ended here: a new message, whatever its DUP flag, which
+        the receiver answers [MQTT-4.3.2-5, MQTT-4.3.3-9, -12] (the rule its missing answer breaks); re-sending
+        a refused message breaks [MQTT-4.4.0-2]."""
+        if packet.qos not in (1, 2) or not packet.packet_id:
+            return None
+        done = self._done[seen.sender].pop(packet.packet_id, None)
+        if done is None:
+            return None
+        rule, refused_by, answer = done
+        if refused_by is not None and packet.dup and _same_message(refused_by, seen):
+            self._ctx.ledger.fail(
+                rules_5.REFUSED_NOT_RESENT,
+                seen.sender,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} re-sends {refused_by.describe()}, which {answer.describe()} refused with Reason "
+                f"Code {_reason_code(answer.packet) or 0:#04x}",
+                "a PUBLISH answered with a Reason Code of 0x80 or above counts as acknowledged and is not re-sent",
+            )
+        elif refused_by is not None:
+            self._ctx.ledger.held(rules_5.REFUSED_NOT_RESENT)
+        return rule
 
     def _held_before(self, seen: Seen) -> list[bool | None]:
         """Whether the session held each filter of a valid 5.0 UNSUBSCRIBE when it was sent (its UNSUBACK codes
@@ -353,6 +520,7 @@ class Pairing:
         if not self._owes_answer(last):
             return
         limit = self._ctx.config.answer_timeout
+        enforces = self._quota_answers(owing, last)
         flow.due = self._ctx.obligations.open(
             Obligation(
                 rule,
@@ -366,9 +534,19 @@ class Pairing:
                 ),
                 step.on_close,
                 informs=_informs(stage, owing, rule, self._v5),
+                enforces=enforces,
                 needs_acceptance=owing is not CLIENT,
             )
         )
+
+    def _quota_answers(self, owing: Direction, request: Seen) -> tuple[str, ...]:
+        """[MQTT-3.3.4-10, MQTT-4.9.0-3] A 5.0 server at a send quota of zero still sends what is not a PUBLISH
+        (PINGRESP, SUBACK, PUBACK, PUBREL, ...) without delay: the rules its answer to ``request`` also keeps."""
+        if not self._v5 or owing is CLIENT:
+            return ()
+        if self._at_zero_quota(owing):
+            return (rules_5.QUOTA_HOLDS_ONLY_PUBLISH, rules_5.ZERO_QUOTA_ANSWERS)
+        return ()
 
     def _owes_answer(self, seen: Seen) -> bool:
         """The receiver of ``seen`` owes it an answer: not when it breaks a rule or follows a violation of its
@@ -387,6 +565,8 @@ class Pairing:
             return self._advance(flow, seen, packet_type)
         if flow is not None and (flow.stage, packet_type) in OUT_OF_STEP:
             broken = OUT_OF_STEP[(flow.stage, packet_type)]
+            if self._v5 and flow.stage is Stage.PUBCOMP and packet_type is PacketType.PUBREL:
+                self._resent_here(seen, flow)
             if broken is not None:
                 self._ctx.ledger.fail(
                     broken[0],
@@ -410,6 +590,8 @@ class Pairing:
             self._note_answer(flow, seen, refusal)
             self._check_outcome(flow, seen)
         answered = flow.last.event
+        if self._v5 and isinstance(flow.request.packet, Publish):
+            self._answered_in_turn(flow, seen, refusal)
         flow.last = seen
         step = STEPS[flow.stage]
         if step.then is None or refusal:
@@ -421,6 +603,19 @@ class Pairing:
             flow.outcomes = KNOWN_OUTCOMES.get(flow.stage) if self._v5 else None
             self._expect(flow)
         return answered
+
+    def _answered_in_turn(self, flow: Flow, seen: Seen, refusal: bool) -> None:
+        """A 5.0 QoS flow's step answered: its sender held the packet until then [MQTT-4.3.2-3, MQTT-4.3.3-3, -5]
+        (and never re-sent the PUBLISH after its PUBREL [MQTT-4.3.3-6]); a flow that ends frees its identifier for
+        a new message [MQTT-4.3.2-5, MQTT-4.3.3-9, -12]."""
+        held = HELD_UNTIL.get(flow.stage)
+        if held is not None:
+            self._ctx.ledger.held(held[0])
+        if flow.stage is Stage.PUBCOMP:
+            self._ctx.ledger.held(rules_5.QOS2_NO_PUBLISH_AFTER_PUBREL)
+        reused = REUSED_AFTER.get((flow.stage, refusal))
+        if reused is not None:
+            self._done[flow.owner][flow.packet_id] = (reused, flow.request if refusal else None, seen)
 
     def _refusal(self, seen: Seen) -> bool:
         """A 5.0 PUBACK or PUBREC from 0x80 up: the receiver refused the message, its flow ends there (no delivery
@@ -678,6 +873,7 @@ class Pairing:
                     seen.time + limit,
                     lambda: ("send PINGRESP", f"the server answers PINGREQ with PINGRESP (within {limit:g} s)"),
                     OnClose.BREAKS,  # a MUST with no exception [MQTT-3.12.4-1]: closing instead is not an answer
+                    enforces=self._quota_answers(seen.receiver, seen),
                     needs_acceptance=True,
                 )
             )
