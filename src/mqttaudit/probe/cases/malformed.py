@@ -24,15 +24,19 @@ from ...codec import (
     Packet,
     PacketType,
     Pingreq,
+    Pingresp,
+    ProtocolVersion,
     Publish,
     StreamDecoder,
+    Suback,
+    Unsuback,
     Will,
     encode,
 )
 from ...codec.remaining_length import encode_remaining_length
-from ...codec.validators import FIXED_LENGTH, REQUIRED_FLAGS, SENDERS
+from ...codec.validators import FIXED_LENGTH, FIXED_LENGTH_5, REQUIRED_FLAGS, SENDERS
 from ...judge import Event, Quiet, Sent, judge, rules
-from ..case import CaseContext, case
+from ..case import CaseContext, Script, case
 from ..connection import client_frames
 
 #: What a stimulus's bytes are made of at run time: the case's own Client Identifier and topic prefix
@@ -78,8 +82,19 @@ class Stimulus:
         return not isinstance(self.shape, bytes)
 
 
-def _raw(packet: Packet) -> bytes:
-    return encode(packet, validate=False)
+#: The version the families are written in unless told otherwise.
+V3: Final = ProtocolVersion.V3_1_1
+V5: Final = ProtocolVersion.V5
+
+
+def no_properties(protocol: ProtocolVersion) -> bytes:
+    """What a packet of ``protocol`` holds where 5.0 puts its properties: an empty Property Length in 5.0
+    (section 2.2.2), nothing in 3.1.1."""
+    return b"\x00" if protocol is V5 else b""
+
+
+def _raw(packet: Packet, protocol: ProtocolVersion = V3) -> bytes:
+    return encode(packet, validate=False, version=protocol)
 
 
 def _hex(text: str) -> bytes:
@@ -105,67 +120,82 @@ def connect_frame(
     level: int = 4,
     keep: int | None = None,
 ) -> bytes:
-    """The bytes of a CONNECT: Protocol Name and Level, the Connect Flags byte, Keep Alive and the Client
-    Identifier, then ``tail`` (the fields the flags announce, as they are). ``keep`` cuts the packet to that many
-    bytes after its fixed header (a Remaining Length shorter than the variable header)."""
-    body = field(name) + bytes((level, flags)) + keep_alive.to_bytes(2, "big") + field(client_id) + tail
+    """The bytes of a CONNECT: Protocol Name and Level, the Connect Flags byte, Keep Alive (at Level 5 an empty
+    Property Length) and the Client Identifier, then ``tail`` (the fields the flags announce, as they are).
+    ``keep`` cuts the packet to that many bytes after its fixed header (a Remaining Length shorter than the
+    variable header)."""
+    properties = no_properties(V5) if level == V5.level else b""
+    body = field(name) + bytes((level, flags)) + keep_alive.to_bytes(2, "big") + properties + field(client_id) + tail
     return _frame(0x10, body if keep is None else body[:keep])
 
 
-def _with_will_topic(flags: int, level: bytes) -> Shape:
+def _with_will_topic(flags: int, level: bytes, protocol: ProtocolVersion = V3) -> Shape:
     """A CONNECT with the given flags whose Will Topic is ``<prefix>/`` then ``level`` (raw bytes), an empty
-    Will Message: a broker that takes it publishes the Will only where this case alone listens."""
+    Will Message (in 5.0 after empty Will Properties): a broker that takes it publishes the Will only where this
+    case alone listens."""
+    will = no_properties(protocol)
     return lambda client_id, prefix: connect_frame(
-        client_id.encode(), flags=flags, tail=field(prefix.encode() + b"/" + level) + field(b"")
+        client_id.encode(),
+        flags=flags,
+        tail=will + field(prefix.encode() + b"/" + level) + field(b""),
+        level=protocol.level,
     )
 
 
-def _ill_formed_client_id(client_id: str, _prefix: str) -> bytes:
+def _ill_formed_client_id(protocol: ProtocolVersion = V3) -> Shape:
     """The case's Client Identifier with its last character replaced by 0xFF, a byte UTF-8 never has: still 23
     bytes, so the encoding is the only defect."""
-    return connect_frame(client_id[:-1].encode() + b"\xff")
+    return lambda client_id, _prefix: connect_frame(client_id[:-1].encode() + b"\xff", level=protocol.level)
 
 
-def _publish(first_byte: int, level: bytes, after_topic: bytes = b"") -> Shape:
-    """A PUBLISH with fixed header byte ``first_byte`` to ``<prefix>/`` then ``level`` (raw bytes)."""
-    return lambda _client_id, prefix: _frame(first_byte, field(prefix.encode() + b"/" + level) + after_topic)
+def _publish(first_byte: int, level: bytes, after_topic: bytes = b"", protocol: ProtocolVersion = V3) -> Shape:
+    """A PUBLISH with fixed header byte ``first_byte`` to ``<prefix>/`` then ``level`` (raw bytes), then
+    ``after_topic`` (its Packet Identifier) and, in 5.0, an empty Property Length."""
+    tail = after_topic + no_properties(protocol)
+    return lambda _client_id, prefix: _frame(first_byte, field(prefix.encode() + b"/" + level) + tail)
 
 
-def _filters(first_byte: int, packet_id: int, *levels: bytes, options: bytes | None = None) -> Shape:
+def _filters(
+    first_byte: int, packet_id: int, *levels: bytes, options: bytes | None = None, protocol: ProtocolVersion = V3
+) -> Shape:
     """A SUBSCRIBE (``options``: the byte after each filter) or an UNSUBSCRIBE (None) with fixed header byte
     ``first_byte`` and a Topic Filter ``<prefix>/<level>`` for each of ``levels`` (raw bytes)."""
+    head = packet_id.to_bytes(2, "big") + no_properties(protocol)
 
     def shape(_client_id: str, prefix: str) -> bytes:
         filters = b"".join(field(prefix.encode() + b"/" + level) + (options or b"") for level in levels)
-        return _frame(first_byte, packet_id.to_bytes(2, "big") + filters)
+        return _frame(first_byte, head + filters)
 
     return shape
 
 
-def _packet(make: Callable[[str], Packet]) -> Shape:
-    """The codec's encoding, unvalidated, of the packet ``make`` builds from the case's topic prefix."""
-    return lambda _client_id, prefix: _raw(make(prefix))
+def _packet(make: Callable[[str], Packet], protocol: ProtocolVersion = V3) -> Shape:
+    """The codec's encoding in ``protocol``, unvalidated, of the packet ``make`` builds from the case's topic
+    prefix."""
+    return lambda _client_id, prefix: _raw(make(prefix), protocol)
 
 
 # --- the families --------------------------------------------------------------------------------------------
 # Each family is a table: one row per shape, each shape its own case (``malformed/<id>``). A new shape is one row.
 # The tables name packets, bits, positions and levels; the builders above turn a row into bytes with the case's own
-# Client Identifier and topics, so the MQTT 5.0 library can build the same shapes with its own builders.
+# Client Identifier and topics, in the version ``protocol`` names (3.1.1 unless told), so the MQTT 5.0 library
+# builds the same shapes as 5.0 packets (:mod:`.v5_ported`).
 
 CLIENT_PACKETS: Final = tuple(
     t for t in PacketType if t in SENDERS and Direction.FROM_CLIENT in SENDERS[t] and t is not PacketType.PUBLISH
 )
 
 
-def _flag_body(packet_type: PacketType) -> tuple[bytes | Shape, bool]:
+def _flag_body(packet_type: PacketType, protocol: ProtocolVersion = V3) -> tuple[bytes | Shape, bool]:
     """A well-formed body for ``packet_type`` (the case's own Client Identifier or filter) and whether it is sent
     as the first packet of a connection: only its fixed-header flags will be wrong."""
+    properties = no_properties(protocol)
     if packet_type is PacketType.CONNECT:
-        return (lambda client_id, _prefix: connect_frame(client_id.encode())[2:]), True
+        return (lambda client_id, _prefix: connect_frame(client_id.encode(), level=protocol.level)[2:]), True
     if packet_type is PacketType.SUBSCRIBE:
-        return (lambda _client_id, prefix: b"\x00\x01" + field(prefix.encode() + b"/a") + b"\x00"), False
+        return (lambda _client_id, prefix: b"\x00\x01" + properties + field(prefix.encode() + b"/a") + b"\x00"), False
     if packet_type is PacketType.UNSUBSCRIBE:
-        return (lambda _client_id, prefix: b"\x00\x02" + field(prefix.encode() + b"/a")), False
+        return (lambda _client_id, prefix: b"\x00\x02" + properties + field(prefix.encode() + b"/a")), False
     fixed = FIXED_LENGTH.get(packet_type)
     return (bytes((0, 1)) if fixed is not None and fixed[0] == 2 else b""), False
 
@@ -176,13 +206,13 @@ def _with_first_byte(first_byte: int, body: bytes | Shape) -> bytes | Shape:
     return lambda client_id, prefix: _frame(first_byte, body(client_id, prefix))
 
 
-def _flag_family() -> tuple[Stimulus, ...]:
+def _flag_family(protocol: ProtocolVersion = V3) -> tuple[Stimulus, ...]:
     """Every reserved fixed-header flag bit of every packet a client sends with fixed flags (Table 2.2), one bit
     flipped at a time: CONNECT, PUBACK, PUBREC, PUBREL, PUBCOMP, SUBSCRIBE, UNSUBSCRIBE, PINGREQ, DISCONNECT."""
     rows = []
     for packet_type in CLIENT_PACKETS:
         required = REQUIRED_FLAGS[packet_type]
-        body, as_connect = _flag_body(packet_type)
+        body, as_connect = _flag_body(packet_type, protocol)
         name = packet_type.name
         for bit in range(4):
             flags = required ^ (1 << bit)
@@ -197,9 +227,11 @@ def _flag_family() -> tuple[Stimulus, ...]:
     return tuple(rows)
 
 
-def _length_family() -> tuple[Stimulus, ...]:
+def _length_family(protocol: ProtocolVersion = V3) -> tuple[Stimulus, ...]:
     """Every packet of fixed length a client sends, with a Remaining Length one short (when it has one to lose)
-    and one long; the body is the right one cut or with one zero byte added."""
+    and one long; the body is the right one cut or with one zero byte added. In 5.0 the acknowledgements and
+    DISCONNECT may carry a Reason Code and properties, so only their short forms are defects there: 3.1.1's
+    lengths are kept, and a size 5.0 reads as a whole packet is left out."""
     rows = []
     for packet_type in CLIENT_PACKETS:
         fixed = FIXED_LENGTH.get(packet_type)
@@ -209,7 +241,7 @@ def _length_family() -> tuple[Stimulus, ...]:
         first = bytes(((packet_type << 4) | REQUIRED_FLAGS[packet_type],))
         body = bytes((0, 1))[:length]
         for size in (length - 1, length + 1):
-            if size < 0:
+            if size < 0 or (protocol is V5 and size > length and packet_type not in FIXED_LENGTH_5):
                 continue
             data = first + bytes((size,)) + (body + b"\x00")[:size]
             rows.append(
@@ -230,16 +262,18 @@ RESERVED_TYPE_SHAPES: Final = (
     ("body-arriving", "whose body is still arriving (10 bytes announced, 2 sent)", "0a 00 01"),
     ("length-arriving", "whose Remaining Length is still arriving (a continuation bit, then nothing)", "80"),
 )
+#: The reserved packet types of each version: 5.0 gives type 15 to AUTH.
+RESERVED_TYPES: Final = {V3: (PacketType.RESERVED_0, PacketType.RESERVED_15), V5: (PacketType.RESERVED_0,)}
 
 
-def _reserved_type_family() -> tuple[Stimulus, ...]:
+def _reserved_type_family(protocol: ProtocolVersion = V3) -> tuple[Stimulus, ...]:
     return tuple(
         Stimulus(
             f"reserved-type-{value}-{suffix}",
             f"Reserved packet type {value} {title}",
             bytes((value << 4,)) + bytes.fromhex(rest),
         )
-        for value in (PacketType.RESERVED_0, PacketType.RESERVED_15)
+        for value in RESERVED_TYPES[protocol]
         for suffix, title, rest in RESERVED_TYPE_SHAPES
     )
 
@@ -280,25 +314,33 @@ Placer = Callable[[bytes, bytes], bytes]
 Surroundings = Callable[[bytes, bytes], tuple[bytes, ...]]
 
 
-def _filter_shape(carrier: tuple[str, int, int, bytes | None], level: bytes, at: Placer, around: Surroundings) -> Shape:
+def _filter_shape(
+    carrier: tuple[str, int, int, bytes | None],
+    level: bytes,
+    at: Placer,
+    around: Surroundings,
+    protocol: ProtocolVersion = V3,
+) -> Shape:
     """A SUBSCRIBE (with the options byte after each filter) or UNSUBSCRIBE (``carrier``) whose bad filter holds
     ``level`` where ``at`` puts it, among the filters ``around`` adds."""
     _name, first_byte, packet_id, options = carrier
+    head = packet_id.to_bytes(2, "big") + no_properties(protocol)
 
     def shape(_client_id: str, prefix: str) -> bytes:
         p = prefix.encode()
         body = b"".join(field(f) + (options or b"") for f in around(at(level, p), p))
-        return _frame(first_byte, packet_id.to_bytes(2, "big") + body)
+        return _frame(first_byte, head + body)
 
     return shape
 
 
-def _topic_name_shape(level: bytes, at: Placer) -> Shape:
+def _topic_name_shape(level: bytes, at: Placer, protocol: ProtocolVersion = V3) -> Shape:
     """A QoS 0 PUBLISH whose Topic Name holds ``level`` where ``at`` puts it."""
-    return lambda _client_id, prefix: _frame(0x30, field(at(level, prefix.encode())) + b"x")
+    properties = no_properties(protocol)
+    return lambda _client_id, prefix: _frame(0x30, field(at(level, prefix.encode())) + properties + b"x")
 
 
-def _wildcard_family() -> tuple[Stimulus, ...]:
+def _wildcard_family(protocol: ProtocolVersion = V3) -> tuple[Stimulus, ...]:
     """'+' and '#' not alone in their level, at the first, middle and last character of the level, in the first,
     middle and last level of the filter, alone in the packet and before or after a good filter; SUBSCRIBE and
     UNSUBSCRIBE [MQTT-4.7.1-2, MQTT-4.7.1-3]. Beside them, PUBLISH Topic Names with a wildcard at the same
@@ -313,7 +355,7 @@ def _wildcard_family() -> tuple[Stimulus, ...]:
                         Stimulus(
                             f"{carrier[0]}-{name}-{position}-level{place}",
                             f"{carrier[0].upper()} to '{at(level, b'<p>').decode()}'{place.replace('-', ' ')}",
-                            _filter_shape(carrier, level, at, around),
+                            _filter_shape(carrier, level, at, around, protocol),
                         )
                     )
     for name, level, _positions in (("plus-alone", b"+", ()), *WILDCARD_LEVELS):
@@ -323,21 +365,25 @@ def _wildcard_family() -> tuple[Stimulus, ...]:
                 Stimulus(
                     f"publish-topic-{name}-{position}-level",
                     f"PUBLISH to '{at(level, b'<p>').decode()}'",
-                    _topic_name_shape(level, at),
+                    _topic_name_shape(level, at, protocol),
                 )
             )
     return tuple(rows)
 
 
-#: Reserved option bits of a SUBSCRIBE's Requested QoS byte (bits 2 to 7) [MQTT-3.8.3-4].
-def _option_bit_family() -> tuple[Stimulus, ...]:
+#: Reserved option bits of a SUBSCRIBE's options byte [MQTT-3.8.3-4]: bits 2 to 7 of 3.1.1's Requested QoS byte;
+#: 5.0 gives bits 2 to 5 to No Local, Retain As Published and Retain Handling, and reserves 6 and 7 [MQTT-3.8.3-5].
+RESERVED_OPTION_BITS: Final = {V3: range(2, 8), V5: range(6, 8)}
+
+
+def _option_bit_family(protocol: ProtocolVersion = V3) -> tuple[Stimulus, ...]:
     return tuple(
         Stimulus(
             f"subscribe-option-bit-{bit}",
             f"SUBSCRIBE with reserved option bit {bit} set",
-            _filters(0x82, 1, b"a/b", options=bytes((1 << bit,))),
+            _filters(0x82, 1, b"a/b", options=bytes((1 << bit,)), protocol=protocol),
         )
-        for bit in range(2, 8)
+        for bit in RESERVED_OPTION_BITS[protocol]
     )
 
 
@@ -360,188 +406,259 @@ CONNECT_CUTS: Final = (
     ("after-flags", 8),
     ("in-keep-alive", 9),
 )
+#: The bytes of a CONNECT's variable header up to its Protocol Level: a cut before it names no version.
+_UP_TO_LEVEL: Final = 7
 
 
-def _connect_family() -> tuple[Stimulus, ...]:
+def _connect_family(protocol: ProtocolVersion = V3) -> tuple[Stimulus, ...]:
     """CONNECT variants: unsupported Protocol Levels, a Remaining Length that ends inside the variable header, the
     Connect Flags with the fields they announce missing, and ill-formed fields. Another Protocol Name has no
-    shape here: the server may follow another specification then [MQTT-3.1.2-1], so no reaction to it fails."""
-    rows = [
-        Stimulus(
-            f"connect-protocol-level-{level}",
-            f"CONNECT 'MQTT' with Protocol Level {level}",
-            _connect(level=level),
-            True,
-        )
-        for level in UNSUPPORTED_LEVELS
-    ]
+    shape here: the server may follow another specification then [MQTT-3.1.2-1], so no reaction to it fails.
+
+    In 5.0 (Protocol Level 5, empty CONNECT and Will Properties) the shapes that name no version are left out:
+    another Protocol Level, a cut before the level, a first packet that is no CONNECT."""
+    level = protocol.level
+    will = no_properties(protocol)  # the Will Properties before a Will Topic
+    rows = []
+    if protocol is V3:
+        rows += [
+            Stimulus(
+                f"connect-protocol-level-{unsupported}",
+                f"CONNECT 'MQTT' with Protocol Level {unsupported}",
+                _connect(level=unsupported),
+                True,
+            )
+            for unsupported in UNSUPPORTED_LEVELS
+        ]
     rows += [
         Stimulus(
             f"connect-cut-{name}",
             f"CONNECT whose Remaining Length ({keep}) ends inside its variable header",
-            connect_frame(b"", keep=keep),  # cut before the payload: no identifier of its own, so no two meet
+            connect_frame(b"", keep=keep, level=level),  # cut before the payload: no identifier of its own
             True,
         )
         for name, keep in CONNECT_CUTS
+        if protocol is V3 or keep >= _UP_TO_LEVEL
     ]
     rows += [
-        Stimulus(f"connect-{name}", f"CONNECT with {title}", _connect(flags=flags, tail=tail), True)
+        Stimulus(f"connect-{name}", f"CONNECT with {title}", _connect(level, flags, tail), True)
         for name, title, flags, tail in (
             ("reserved-flag", "the reserved Connect Flag set", 0x03, b""),
             ("will-qos-1-without-will", "Will QoS 1 but Will Flag 0", 0x0A, b""),
             ("will-qos-2-without-will", "Will QoS 2 but Will Flag 0", 0x12, b""),
             ("will-retain-without-will", "Will Retain but Will Flag 0", 0x22, b""),
             ("will-flag-without-will", "Will Flag 1 but no Will fields", 0x06, b""),
-            ("will-flag-without-message", "Will Flag 1, a Will Topic and no Will Message", 0x06, field(b"w")),
+            ("will-flag-without-message", "Will Flag 1, a Will Topic and no Will Message", 0x06, will + field(b"w")),
             ("password-without-username", "a password but no user name", 0x42, field(b"p")),
             ("username-flag-without-username", "User Name Flag 1 but no user name", 0x82, b""),
             ("password-flag-without-password", "Password Flag 1 but no password", 0xC2, field(b"u")),
             ("username-ill-formed-utf8", "a User Name with ill-formed UTF-8", 0x82, field(b"\xc0")),
         )
+        # 5.0 allows a Password without a User Name (section 3.1.2.9)
+        if protocol is V3 or name != "password-without-username"
     ]
     rows += [
-        Stimulus("connect-will-qos-3", "CONNECT with Will QoS 3", _with_will_topic(0x1E, b"w"), True),
-        # The one stimulus without an identifier of its own: the zero-length Client Identifier is its defect.
+        Stimulus("connect-will-qos-3", "CONNECT with Will QoS 3", _with_will_topic(0x1E, b"w", protocol), True),
+        # The one stimulus without an identifier of its own: the missing Client Identifier is its defect.
         Stimulus(
             "connect-no-client-id",
             "CONNECT without a Client Identifier",
-            _hex("10 0a 00 04 4d 51 54 54 04 02 00 00"),
+            connect_frame(b"", level=level, keep=10 + len(no_properties(protocol))),
             True,
         ),
         Stimulus(
             "connect-client-id-ill-formed-utf8",
             "CONNECT Client Identifier with ill-formed UTF-8",
-            _ill_formed_client_id,
+            _ill_formed_client_id(protocol),
             True,
         ),
         Stimulus(
             "connect-will-topic-ill-formed-utf8",
             "CONNECT Will Topic with ill-formed UTF-8",
-            _with_will_topic(0x06, b"\xfe"),
+            _with_will_topic(0x06, b"\xfe", protocol),
             True,
         ),
         Stimulus(
             "connect-will-topic-wildcard",
             "CONNECT Will Topic with '#'",
             lambda client_id, prefix: _raw(
-                Connect(client_id=client_id, will=Will(topic=f"{prefix}/w/#", message=b"x"))
+                Connect(protocol_level=level, client_id=client_id, will=Will(topic=f"{prefix}/w/#", message=b"x")),
+                protocol,
             ),
             True,
         ),
-        Stimulus("first-packet-not-connect", "PINGREQ as the first packet of a connection", _raw(Pingreq()), True),
     ]
+    if protocol is V3:
+        rows.append(
+            Stimulus("first-packet-not-connect", "PINGREQ as the first packet of a connection", _raw(Pingreq()), True)
+        )
     return tuple(rows)
 
 
-#: The families, in the order the library lists them: (name, what the family covers, its shapes).
-FAMILIES: Final[tuple[tuple[str, str, tuple[Stimulus, ...]], ...]] = (
-    (
-        "framing",
-        "Remaining Length of five bytes on several packet types",
-        tuple(
-            Stimulus(
-                f"remaining-length-fifth-byte{suffix}",
-                f"{name} with a Remaining Length of five bytes",
-                bytes((first,)) + _hex("ff ff ff ff 01"),
-            )
-            for suffix, name, first in (
-                ("", "PUBLISH", 0x30),
-                ("-subscribe", "SUBSCRIBE", 0x82),
-                ("-pingreq", "PINGREQ", 0xC0),
-            )
-        ),
-    ),
-    ("reserved-type", "reserved packet types 0 and 15, whole and still arriving", _reserved_type_family()),
-    (
-        "sender",
-        "packets only a server sends, sent by the client",
-        tuple(
-            Stimulus(f"client-sends-{name.lower()}", f"A client sends {name}", _hex(data))
-            for name, data in (
-                ("CONNACK", "20 02 00 00"),
-                ("SUBACK", "90 03 00 01 00"),
-                ("UNSUBACK", "b0 02 00 01"),
-                ("PINGRESP", "d0 00"),
-            )
-        ),
-    ),
-    ("fixed-flags", "every reserved fixed-header flag bit of every packet a client sends", _flag_family()),
-    ("fixed-length", "fixed-length packets one byte short and one byte long", _length_family()),
-    (
-        "publish",
-        "PUBLISH flags, Packet Identifier and Topic Name",
-        (
-            Stimulus("publish-qos-3", "PUBLISH with QoS 3", _publish(0x36, b"a/b", b"\x00\x01")),
-            Stimulus(
-                "publish-dup-on-qos-0",
-                "PUBLISH with QoS 0 and DUP set",
-                _packet(lambda prefix: Publish(topic=f"{prefix}/a/b", dup=True)),
-            ),
-            Stimulus(
-                "publish-packet-id-0",
-                "QoS 1 PUBLISH with Packet Identifier 0",
-                _packet(lambda prefix: Publish(topic=f"{prefix}/a", qos=1, packet_id=0)),
-            ),
-            Stimulus("publish-topic-empty", "PUBLISH with an empty Topic Name", _raw(Publish(topic="", payload=b"x"))),
-            Stimulus(
-                "publish-topic-null",
-                "PUBLISH to a Topic Name holding U+0000",
-                _packet(lambda prefix: Publish(topic=f"{prefix}/a\x00b")),
-            ),
-            Stimulus(
-                "publish-topic-ill-formed-utf8", "PUBLISH Topic Name with ill-formed UTF-8", _publish(0x30, b"\xff")
-            ),
-            Stimulus(
-                "publish-topic-surrogate",
-                "PUBLISH Topic Name encoding a UTF-16 surrogate",
-                _publish(0x30, b"a\xed\xa0\x80"),
-            ),
-            Stimulus(
-                "publish-topic-overrun",
-                "PUBLISH whose Topic Name length runs past the packet",
-                _hex("30 04 00 09 61 62"),
-            ),
-        ),
-    ),
-    ("wildcard-position", "'+' and '#' where a Topic Filter or Topic Name may not hold them", _wildcard_family()),
-    (
-        "subscribe",
-        "SUBSCRIBE and UNSUBSCRIBE payloads",
-        (
-            Stimulus("subscribe-empty-filter", "SUBSCRIBE with an empty Topic Filter", _hex("82 05 00 01 00 00 00")),
-            Stimulus("subscribe-no-payload", "SUBSCRIBE without a Topic Filter", _hex("82 02 00 01")),
-            Stimulus(
-                "subscribe-packet-id-0", "SUBSCRIBE with Packet Identifier 0", _filters(0x82, 0, b"a/b", options=b"\0")
-            ),
-            Stimulus("subscribe-qos-3", "SUBSCRIBE requesting QoS 3", _filters(0x82, 1, b"a/b", options=b"\x03")),
-            *_option_bit_family(),
-            Stimulus(
-                "subscribe-filter-null",
-                "SUBSCRIBE to a Topic Filter holding U+0000",
-                _filters(0x82, 1, b"a\x00", options=b"\0"),
-            ),
-            Stimulus(
-                "subscribe-filter-ill-formed-utf8",
-                "SUBSCRIBE Topic Filter with ill-formed UTF-8",
-                _filters(0x82, 1, b"a\xc3", options=b"\0"),
-            ),
-            Stimulus("unsubscribe-empty-filter", "UNSUBSCRIBE with an empty Topic Filter", _hex("a2 04 00 02 00 00")),
-            Stimulus("unsubscribe-no-payload", "UNSUBSCRIBE without a Topic Filter", _hex("a2 02 00 02")),
-            Stimulus("unsubscribe-packet-id-0", "UNSUBSCRIBE with Packet Identifier 0", _filters(0xA2, 0, b"a")),
-            Stimulus(
-                "unsubscribe-filter-ill-formed-utf8",
-                "UNSUBSCRIBE Topic Filter with ill-formed UTF-8",
-                _filters(0xA2, 2, b"\x80"),
-            ),
-        ),
-    ),
-    ("connect", "CONNECT variants, sent as the first packet of a connection", _connect_family()),
+#: Packets only a server sends: (name, the packet, which each version encodes in its own form).
+SERVER_PACKETS: Final[tuple[tuple[str, Packet], ...]] = (
+    ("CONNACK", Connack()),
+    ("SUBACK", Suback(packet_id=1, return_codes=(0,))),
+    ("UNSUBACK", Unsuback(packet_id=1, reason_codes=(0x00,))),
+    ("PINGRESP", Pingresp()),
 )
 
+
+def families(protocol: ProtocolVersion = V3) -> tuple[tuple[str, str, tuple[Stimulus, ...]], ...]:
+    """The families written as ``protocol`` packets, in the order the library lists them: (name, what the family
+    covers, its shapes)."""
+    properties = no_properties(protocol)
+    return (
+        (
+            "framing",
+            "Remaining Length of five bytes on several packet types",
+            tuple(
+                Stimulus(
+                    f"remaining-length-fifth-byte{suffix}",
+                    f"{name} with a Remaining Length of five bytes",
+                    bytes((first,)) + _hex("ff ff ff ff 01"),
+                )
+                for suffix, name, first in (
+                    ("", "PUBLISH", 0x30),
+                    ("-subscribe", "SUBSCRIBE", 0x82),
+                    ("-pingreq", "PINGREQ", 0xC0),
+                )
+            ),
+        ),
+        (
+            "reserved-type",
+            "reserved packet types 0 and 15, whole and still arriving"
+            if protocol is V3
+            else "reserved packet type 0, whole and still arriving",
+            _reserved_type_family(protocol),
+        ),
+        (
+            "sender",
+            "packets only a server sends, sent by the client",
+            tuple(
+                Stimulus(f"client-sends-{name.lower()}", f"A client sends {name}", _raw(packet, protocol))
+                for name, packet in SERVER_PACKETS
+            ),
+        ),
+        ("fixed-flags", "every reserved fixed-header flag bit of every packet a client sends", _flag_family(protocol)),
+        ("fixed-length", "fixed-length packets one byte short and one byte long", _length_family(protocol)),
+        (
+            "publish",
+            "PUBLISH flags, Packet Identifier and Topic Name",
+            (
+                Stimulus("publish-qos-3", "PUBLISH with QoS 3", _publish(0x36, b"a/b", b"\x00\x01", protocol)),
+                Stimulus(
+                    "publish-dup-on-qos-0",
+                    "PUBLISH with QoS 0 and DUP set",
+                    _packet(lambda prefix: Publish(topic=f"{prefix}/a/b", dup=True), protocol),
+                ),
+                Stimulus(
+                    "publish-packet-id-0",
+                    "QoS 1 PUBLISH with Packet Identifier 0",
+                    _packet(lambda prefix: Publish(topic=f"{prefix}/a", qos=1, packet_id=0), protocol),
+                ),
+                Stimulus(
+                    "publish-topic-empty",
+                    "PUBLISH with an empty Topic Name" + (" and no Topic Alias" if protocol is V5 else ""),
+                    _raw(Publish(topic="", payload=b"x"), protocol),
+                ),
+                Stimulus(
+                    "publish-topic-null",
+                    "PUBLISH to a Topic Name holding U+0000",
+                    _packet(lambda prefix: Publish(topic=f"{prefix}/a\x00b"), protocol),
+                ),
+                Stimulus(
+                    "publish-topic-ill-formed-utf8",
+                    "PUBLISH Topic Name with ill-formed UTF-8",
+                    _publish(0x30, b"\xff", protocol=protocol),
+                ),
+                Stimulus(
+                    "publish-topic-surrogate",
+                    "PUBLISH Topic Name encoding a UTF-16 surrogate",
+                    _publish(0x30, b"a\xed\xa0\x80", protocol=protocol),
+                ),
+                Stimulus(
+                    "publish-topic-overrun",
+                    "PUBLISH whose Topic Name length runs past the packet",
+                    _hex("30 04 00 09 61 62"),
+                ),
+            ),
+        ),
+        (
+            "wildcard-position",
+            "'+' and '#' where a Topic Filter or Topic Name may not hold them",
+            _wildcard_family(protocol),
+        ),
+        (
+            "subscribe",
+            "SUBSCRIBE and UNSUBSCRIBE payloads",
+            (
+                Stimulus(
+                    "subscribe-empty-filter",
+                    "SUBSCRIBE with an empty Topic Filter",
+                    _frame(0x82, b"\x00\x01" + properties + field(b"") + b"\x00"),
+                ),
+                Stimulus(
+                    "subscribe-no-payload", "SUBSCRIBE without a Topic Filter", _frame(0x82, b"\x00\x01" + properties)
+                ),
+                Stimulus(
+                    "subscribe-packet-id-0",
+                    "SUBSCRIBE with Packet Identifier 0",
+                    _filters(0x82, 0, b"a/b", options=b"\0", protocol=protocol),
+                ),
+                Stimulus(
+                    "subscribe-qos-3",
+                    "SUBSCRIBE requesting QoS 3",
+                    _filters(0x82, 1, b"a/b", options=b"\x03", protocol=protocol),
+                ),
+                *_option_bit_family(protocol),
+                Stimulus(
+                    "subscribe-filter-null",
+                    "SUBSCRIBE to a Topic Filter holding U+0000",
+                    _filters(0x82, 1, b"a\x00", options=b"\0", protocol=protocol),
+                ),
+                Stimulus(
+                    "subscribe-filter-ill-formed-utf8",
+                    "SUBSCRIBE Topic Filter with ill-formed UTF-8",
+                    _filters(0x82, 1, b"a\xc3", options=b"\0", protocol=protocol),
+                ),
+                Stimulus(
+                    "unsubscribe-empty-filter",
+                    "UNSUBSCRIBE with an empty Topic Filter",
+                    _frame(0xA2, b"\x00\x02" + properties + field(b"")),
+                ),
+                Stimulus(
+                    "unsubscribe-no-payload",
+                    "UNSUBSCRIBE without a Topic Filter",
+                    _frame(0xA2, b"\x00\x02" + properties),
+                ),
+                Stimulus(
+                    "unsubscribe-packet-id-0",
+                    "UNSUBSCRIBE with Packet Identifier 0",
+                    _filters(0xA2, 0, b"a", protocol=protocol),
+                ),
+                Stimulus(
+                    "unsubscribe-filter-ill-formed-utf8",
+                    "UNSUBSCRIBE Topic Filter with ill-formed UTF-8",
+                    _filters(0xA2, 2, b"\x80", protocol=protocol),
+                ),
+            ),
+        ),
+        ("connect", "CONNECT variants, sent as the first packet of a connection", _connect_family(protocol)),
+    )
+
+
+def stimuli(protocol: ProtocolVersion = V3) -> tuple[Stimulus, ...]:
+    """Every shape of every family written as ``protocol`` packets, each with its family's name."""
+    return tuple(
+        replace(stimulus, family=family) for family, _title, shapes in families(protocol) for stimulus in shapes
+    )
+
+
+#: The families, in the order the library lists them: (name, what the family covers, its shapes).
+FAMILIES: Final = families(V3)
 #: Every shape of every family, each with its family's name.
-STIMULI: Final[tuple[Stimulus, ...]] = tuple(
-    replace(stimulus, family=family) for family, _title, stimuli in FAMILIES for stimulus in stimuli
-)
+STIMULI: Final = stimuli(V3)
 
 
 #: A broker that accepts the defect: it answers CONNECT (when the defect is not the CONNECT itself) and then
@@ -575,7 +692,10 @@ _SHOWN_WITH = (
 WILL_LEVEL: Final = "will"
 
 
-def _register(stimulus: Stimulus) -> None:
+def stimulus_script(stimulus: Stimulus) -> Script:
+    """The case script of a shape, in the version the case speaks: a fresh connection sends it instead of
+    CONNECT, or after an accepted CONNECT (with a watched Will for a DISCONNECT), then waits for the close."""
+
     async def script(context: CaseContext) -> None:
         watcher = None
         if stimulus.as_connect:
@@ -595,6 +715,10 @@ def _register(stimulus: Stimulus) -> None:
             await context.settle(watcher)
             await context.leave(watcher)
 
+    return script
+
+
+def _register(stimulus: Stimulus) -> None:
     where = "as the first packet of a connection" if stimulus.as_connect else "after an accepted CONNECT"
     if stimulus.with_will:
         where = "after a CONNECT with a Will (QoS 1) whose topic another connection watches"
@@ -610,7 +734,7 @@ def _register(stimulus: Stimulus) -> None:
         # the Will is published some time after the close: a failure is confirmed alone
         timing=stimulus.with_will,
         family=f"malformed/{stimulus.family}",
-    )(script)
+    )(stimulus_script(stimulus))
 
 
 for _stimulus in STIMULI:

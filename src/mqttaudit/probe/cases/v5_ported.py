@@ -1,0 +1,157 @@
+"""The 3.1.1 case families in MQTT 5.0: the same shapes and flows, sent after a 5.0 CONNECT.
+
+Most byte-level rules of 3.1.1 hold in 5.0 under other ids (UTF-8, Remaining Length, reserved flags, Packet
+Identifier 0, wildcard placement, empty topics, the CONNECT field rules). Each malformed shape of :mod:`.malformed`
+is built again as a 5.0 packet (:func:`.malformed.families` with ``protocol=V5``: a Property Length where 5.0 has
+one, Protocol Level 5 and empty Will Properties in a CONNECT) and becomes the case ``v5/malformed/<3.1.1 id>``
+when 5.0 still states its rule: the 5.0 decoder must read in the twin exactly the 5.0 statements of the rules the
+3.1.1 shape breaks (:func:`mqttaudit.spec.identity.statement_id`). A shape whose rule 5.0 does not state (a
+Password without a User Name, option bits 2 to 5, a fixed-length acknowledgement) or that 5.0 reads as another
+rule is left out, except where 5.0 restates the same defect in a rule of its own (:data:`RESTATED`). The
+statements a case targets are the ones the judge decides on a 5.0 connection that accepts the stimulus, as in
+:mod:`.v5_malformed`: a DISCONNECT or a CONNACK with a Reason Code of 0x80 or more before the close is allowed
+(section 4.13).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from ...codec import (
+    Connack,
+    Connect,
+    Direction,
+    Frame,
+    Packet,
+    ProtocolVersion,
+    StreamDecoder,
+    Suback,
+    Subscribe,
+    Subscription,
+    Will,
+    encode,
+)
+from ...judge import Closed, Event, JudgeConfig, Quiet, Sent, judge_scenario
+from ...spec.identity import statement_id
+from ..case import case
+from ..connection import client_frames
+from . import malformed
+from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, WILL_LEVEL, Stimulus, stimulus_script
+from .v5_malformed import targeted as targeted_5
+
+V3: Final = ProtocolVersion.V3_1_1
+V5: Final = ProtocolVersion.V5
+
+#: Shapes whose defect 5.0 states in a rule of its own rather than under the 3.1.1 rule's 5.0 id: (3.1.1 id, the
+#: 5.0 rule). A SUBSCRIBE requesting QoS 3: 3.1.1 counts bits 0 and 1 among the bits that must be valid
+#: [MQTT-3.8.3-4]; 5.0 calls a Maximum QoS of 3 a Protocol Error (section 3.8.3.1).
+RESTATED: Final = {"subscribe-qos-3": ("MQTT-3.8.3-qos",)}
+
+
+@dataclass(frozen=True)
+class PortedStimulus(Stimulus):
+    #: The 5.0 statements the 5.0 decoder reads in the shape: those of the rules its 3.1.1 twin breaks.
+    breaks: tuple[str, ...] = ()
+
+
+def decoded(data: bytes, protocol: ProtocolVersion) -> tuple[str, ...]:
+    """The rules a ``protocol`` decoder reads in ``data`` as a client sends it (keys in 3.1.1, ids in 5.0)."""
+    frames, _begun = client_frames(StreamDecoder(Direction.FROM_CLIENT, version=protocol), data)
+    return tuple(dict.fromkeys(v.rule for frame in frames for v in frame.violations))
+
+
+def intended(twin: Stimulus) -> tuple[str, ...]:
+    """The 5.0 statements of the rules the 3.1.1 shape ``twin`` breaks (those 5.0 states)."""
+    if twin.case_id in RESTATED:
+        return RESTATED[twin.case_id]
+    ids = (statement_id(key, "5.0") for key in decoded(twin.data, V3))
+    return tuple(sorted({rule for rule in ids if rule is not None}))
+
+
+def _ported() -> tuple[PortedStimulus, ...]:
+    """The 5.0 shapes that break in 5.0 what their 3.1.1 twins break in 3.1.1, each with its family."""
+    twins = {stimulus.case_id: stimulus for stimulus in malformed.STIMULI}
+    rows = []
+    for stimulus in malformed.stimuli(V5):
+        rules = intended(twins[stimulus.case_id])
+        if rules and tuple(sorted(decoded(stimulus.data, V5))) == rules:
+            rows.append(PortedStimulus(**{**vars(stimulus), "breaks": rules}))
+    return tuple(rows)
+
+
+#: Every 5.0 twin of a malformed shape.
+STIMULI: Final = _ported()
+#: The 3.1.1 shapes with no 5.0 twin: no 5.0 CONNECT carries them, or 5.0 does not state their rule.
+LEFT_OUT: Final = tuple(s.case_id for s in malformed.STIMULI if s.case_id not in {twin.case_id for twin in STIMULI})
+
+#: How the judge takes a 5.0 case (as :func:`mqttaudit.probe.runner.judge_config` does).
+_JUDGE_CONFIG: Final = JudgeConfig(supported_protocol_levels=frozenset({4, 5}))
+_LONG_AFTER = 3600.0
+
+
+def _sent(time: float, sender: Direction, packet: Packet) -> Sent:
+    return Sent(time, sender, Frame(0, 0, encode(packet, version=V5), packet))
+
+
+def _will_kept(stimulus: Stimulus) -> tuple[str, ...]:
+    """The statements the judge finds broken when a broker takes a malformed DISCONNECT for a DISCONNECT: it
+    closes without publishing the Will another connection watches."""
+    topic = f"{EXAMPLE_PREFIX}/{WILL_LEVEL}"
+    subscribe = Subscribe(packet_id=1, subscriptions=(Subscription(topic_filter=topic, qos=1),))
+    watcher: list[Event] = [
+        _sent(0.0, Direction.FROM_CLIENT, Connect(protocol_level=V5.level, client_id="watcher")),
+        _sent(0.0, Direction.FROM_SERVER, Connack()),
+        _sent(0.1, Direction.FROM_CLIENT, subscribe),
+        _sent(0.1, Direction.FROM_SERVER, Suback(packet_id=1, return_codes=(1,))),
+        Quiet(_LONG_AFTER),
+    ]
+    will = Will(topic=topic, message=b"will", qos=1)
+    dying: list[Event] = [
+        _sent(1.0, Direction.FROM_CLIENT, Connect(protocol_level=V5.level, client_id=EXAMPLE_CLIENT_ID, will=will)),
+        _sent(1.0, Direction.FROM_SERVER, Connack()),
+    ]
+    frames, _begun = client_frames(StreamDecoder(Direction.FROM_CLIENT, version=V5), stimulus.data)
+    dying += [Sent(1.1, Direction.FROM_CLIENT, frame) for frame in frames]
+    dying.append(Closed(1.2, Direction.FROM_SERVER, False))
+    findings = judge_scenario({"watcher": watcher, "dying": dying}, _JUDGE_CONFIG).findings
+    return tuple(dict.fromkeys(f.rule for f in findings if f.side is Direction.FROM_SERVER))
+
+
+def targeted(stimulus: Stimulus) -> tuple[str, ...]:
+    """The statements a 5.0 broker that accepts the stimulus breaks, as the judge decides them; for a malformed
+    DISCONNECT also those of the Will it then owes the watcher (see :attr:`Stimulus.with_will`)."""
+    statements = targeted_5(stimulus)
+    if stimulus.with_will:
+        statements += tuple(rule for rule in _will_kept(stimulus) if rule not in statements)
+    return statements
+
+
+_SHOWN_WITH = (
+    f" (shown with Client Identifier {EXAMPLE_CLIENT_ID} and topic prefix <p> = {EXAMPLE_PREFIX}: each run and"
+    " case has its own)"
+)
+
+
+def _register(stimulus: PortedStimulus) -> None:
+    where = "as the first packet of a connection" if stimulus.as_connect else "after an accepted 5.0 CONNECT"
+    expected = "close the connection without accepting it" if stimulus.as_connect else "close the connection"
+    if stimulus.with_will:
+        where = "after a 5.0 CONNECT with a Will (QoS 1) whose topic another connection watches"
+        expected += " and publish the Will, since no DISCONNECT was received"
+    case(
+        f"v5/malformed/{stimulus.case_id}",
+        targeted(stimulus),
+        stimulus.title,
+        stimulus=f"{stimulus.title} (breaks {', '.join(stimulus.breaks)}), {where}: {stimulus.data.hex(' ')}"
+        f"{_SHOWN_WITH if stimulus.personal else ''}",
+        expected=f"{expected} (a DISCONNECT, or for a CONNECT a CONNACK, with a Reason Code of 0x80 or more may "
+        "come first); act on nothing in it",
+        timing=stimulus.with_will,
+        family=f"v5/malformed-{stimulus.family}",
+        protocol=V5,
+    )(stimulus_script(stimulus))
+
+
+for _stimulus in STIMULI:
+    _register(_stimulus)
