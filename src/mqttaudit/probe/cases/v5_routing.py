@@ -20,7 +20,8 @@ from typing import Final
 from ...codec import Subscription, Will
 from ...codec import properties as props
 from ...codec.packets import Properties
-from ..case import CaseContext, Script
+from ...judge.expiry_5 import GRANULARITY
+from ..case import SETTLE_MARGIN, CaseContext, Script
 from ..connection import ProbeConnection
 from .v5_connect import v5_case
 
@@ -78,10 +79,22 @@ REMAINING: Final = "MQTT-3.3.2-6"
 HIGHEST_QOS: Final = "MQTT-3.3.4-2"
 IDENTIFIERS: Final = "MQTT-3.3.4-3"
 ALL_IDENTIFIERS_ON_ONE_COPY: Final = "MQTT-3.3.4-4"
+COPY_PER_SUBSCRIPTION: Final = "MQTT-3.3.4-5"
 SHARED_GRANTED_QOS: Final = "MQTT-4.8.2-3"
 ROUTED: Final = "MQTT-4.5.0-1"
 UNSUBSCRIBED: Final = "MQTT-3.10.4-2"
 DOLLAR: Final = "MQTT-4.7.2-1"
+
+
+def _due(context: CaseContext, interval: float) -> float:
+    """Seconds until whatever hangs on ``interval`` (counted in whole seconds by servers) is due to the judge."""
+    return interval + GRANULARITY + context.timeout + SETTLE_MARGIN
+
+
+async def _taken(context: CaseContext) -> None:
+    """Waits until the broker has surely taken what was just published (or the Will of a connection just dropped):
+    a subscription made earlier may meet the message live or retained, and decides nothing."""
+    await asyncio.sleep(context.timeout + SETTLE_MARGIN)
 
 
 def _feature_for(qos: int) -> str | None:
@@ -127,7 +140,7 @@ def _discards(*, queued: bool) -> Script:
         client_id = context.client_id()
         topic = context.topic("t")
         qos = 1 if queued else 0
-        first = await context.connect("first", client_id=client_id, clean_session=False, properties=_keep())
+        first = await context.connect("first", client_id=client_id, properties=_keep())
         _require_qos(context, qos)
         await context.subscribe_granted(first, topic, qos)
         await context.disconnect(first)
@@ -148,7 +161,7 @@ for _queued, _name, _what in ((False, "subscription", "a subscription"), (True, 
         f"v5/session/clean-start-discards-{_name}",
         [CLEAN_START_DISCARDS, PRESENT_0_ON_CLEAN_START],
         f"Clean Start 1 discards the earlier session and {_what} of it",
-        stimulus="Clean Start 0, Session Expiry Interval 60, SUBSCRIBE, DISCONNECT; "
+        stimulus="Clean Start 1, Session Expiry Interval 60, SUBSCRIBE, DISCONNECT; "
         + ("a QoS 1 message to the topic; " if _queued else "")
         + "the same ClientId with Clean Start 1, then a message to the topic",
         expected="Session Present 0; nothing reaches the new connection through the old session",
@@ -159,13 +172,14 @@ def _resumed(qos: int, *, queued: bool) -> Script:
     async def script(context: CaseContext) -> None:
         client_id = context.client_id()
         topic = context.topic("t")
-        first = await context.connect("first", client_id=client_id, clean_session=False, properties=_keep())
+        first = await context.connect("first", client_id=client_id, properties=_keep())
         _require_qos(context, qos)
         await context.subscribe_granted(first, topic, qos)
         await context.disconnect(first)
         publisher = await context.connect("publisher")
         if queued:
             await context.publish(publisher, topic, b"while-away", qos=qos)
+            await _taken(context)
         again = await context.connect("again", client_id=client_id, clean_session=False, properties=_keep())
         await context.publish(publisher, topic, b"back", qos=qos)
         await context.settle(again)
@@ -179,7 +193,7 @@ v5_case(
     "v5/session/resumed-subscription-qos0",
     [RESUMED, PRESENT_AS_HELD],
     "Clean Start 0 resumes the session's subscription",
-    stimulus="Clean Start 0, Session Expiry Interval 60, SUBSCRIBE QoS 0, DISCONNECT; the same CONNECT again, then a "
+    stimulus="Clean Start 1, Session Expiry Interval 60, SUBSCRIBE QoS 0, DISCONNECT; the same CONNECT again, then a "
     "QoS 0 message to the topic",
     expected="Session Present 1; the resumed subscription delivers the message",
 )(_resumed(0, queued=False))
@@ -188,7 +202,7 @@ for _qos in (1, 2):
         f"v5/session/resumed-queued-qos{_qos}",
         [RESUMED, KEPT_WHILE_ALIVE, PRESENT_AS_HELD],
         f"A session kept by its Session Expiry Interval holds QoS {_qos} messages for its next connection",
-        stimulus=f"Clean Start 0, Session Expiry Interval 60, SUBSCRIBE QoS {_qos}, DISCONNECT; a QoS {_qos} message "
+        stimulus=f"Clean Start 1, Session Expiry Interval 60, SUBSCRIBE QoS {_qos}, DISCONNECT; a QoS {_qos} message "
         "to the topic; the same CONNECT again, then another message",
         expected="Session Present 1; both messages delivered",
     )(_resumed(_qos, queued=True))
@@ -198,14 +212,14 @@ for _qos in (1, 2):
     "v5/session/expired",
     [PRESENT_AS_HELD],
     "A session is gone once its Session Expiry Interval has passed",
-    stimulus=f"Clean Start 0, Session Expiry Interval {SHORT}, SUBSCRIBE, DISCONNECT; {SHORT + PAST:g} s later the "
+    stimulus=f"Clean Start 1, Session Expiry Interval {SHORT}, SUBSCRIBE, DISCONNECT; {SHORT + PAST:g} s later the "
     "same ClientId with Clean Start 0",
     expected="Session Present 0",
     timing=True,
 )
 async def session_expired(context: CaseContext) -> None:
     client_id = context.client_id()
-    first = await context.connect("first", client_id=client_id, clean_session=False, properties=_keep(SHORT))
+    first = await context.connect("first", client_id=client_id, properties=_keep(SHORT))
     await context.subscribe_granted(first, context.topic("t"), 0)
     await context.disconnect(first)
     await asyncio.sleep(SHORT + PAST)
@@ -217,15 +231,16 @@ async def session_expired(context: CaseContext) -> None:
     "v5/session/disconnect-ends-session",
     [PRESENT_AS_HELD],
     "DISCONNECT with Session Expiry Interval 0 ends a session CONNECT asked to keep",
-    stimulus="Clean Start 0, Session Expiry Interval 60, SUBSCRIBE; DISCONNECT with Session Expiry Interval 0; the "
+    stimulus="Clean Start 1, Session Expiry Interval 60, SUBSCRIBE; DISCONNECT with Session Expiry Interval 0; the "
     "same ClientId with Clean Start 0",
     expected="Session Present 0",
 )
 async def disconnect_ends_session(context: CaseContext) -> None:
     client_id = context.client_id()
-    first = await context.connect("first", client_id=client_id, clean_session=False, properties=_keep())
+    first = await context.connect("first", client_id=client_id, properties=_keep())
     await context.subscribe_granted(first, context.topic("t"), 0)
     await _end_session(context, first)
+    await asyncio.sleep(PAST)  # servers count the interval in whole seconds: 0 may end it up to 1 s later
     again = await context.connect("again", client_id=client_id, clean_session=False)
     await context.disconnect(again)
 
@@ -234,14 +249,14 @@ async def disconnect_ends_session(context: CaseContext) -> None:
     "v5/session/disconnect-extends-session",
     [PRESENT_AS_HELD],
     "DISCONNECT can keep a session longer than CONNECT asked",
-    stimulus=f"Clean Start 0, Session Expiry Interval {SHORT}, SUBSCRIBE; DISCONNECT with Session Expiry Interval "
+    stimulus=f"Clean Start 1, Session Expiry Interval {SHORT}, SUBSCRIBE; DISCONNECT with Session Expiry Interval "
     f"60; {SHORT + PAST:g} s later the same ClientId with Clean Start 0",
     expected="Session Present 1",
     timing=True,
 )
 async def disconnect_extends_session(context: CaseContext) -> None:
     client_id = context.client_id()
-    first = await context.connect("first", client_id=client_id, clean_session=False, properties=_keep(SHORT))
+    first = await context.connect("first", client_id=client_id, properties=_keep(SHORT))
     await context.subscribe_granted(first, context.topic("t"), 0)
     await context.disconnect(first, properties=_keep())
     await asyncio.sleep(SHORT + PAST)
@@ -295,7 +310,7 @@ def _abrupt_will(qos: int, *, retain: bool = False, properties: Properties = ())
         dying = await context.connect("dying", will=will)
         await dying.close(abrupt=True)
         await context.deliveries(watcher, will.topic)
-        await watcher.observe(context.timeout / 4)  # a retained Will may be stored just after its delivery
+        await _taken(context)
         late = await context.connect("late")
         await context.subscribe_granted(late, will.topic, qos)
         await (context.deliveries(late, will.topic) if retain else context.settle(late))
@@ -319,10 +334,10 @@ v5_case(
     "v5/will/retained",
     [WILL_PUBLISHED, WILL_RETAINED],
     "A Will with Will Retain 1 is published as a retained message",
-    stimulus="CONNECT with a Will (QoS 0, Will Retain 1), then a TCP reset; then a new subscriber to the Will Topic",
+    stimulus="CONNECT with a Will (QoS 1, Will Retain 1), then a TCP reset; then a new subscriber to the Will Topic",
     expected="the watcher gets the Will; the later subscriber gets it as a retained message",
     timing=True,
-)(_abrupt_will(0, retain=True))
+)(_abrupt_will(1, retain=True))
 v5_case(
     "v5/will/properties-forwarded",
     [WILL_PUBLISHED, *PROPERTIES_FORWARDED],
@@ -339,14 +354,14 @@ def _delayed_will(*, back: bool) -> Script:
         client_id = context.client_id()
         will = _will(context, properties=props.make(will_delay_interval=WILL_DELAY))
         watcher = await _watcher(context, will.topic)
-        dying = await context.connect("dying", client_id=client_id, clean_session=False, will=will, properties=_keep())
+        dying = await context.connect("dying", client_id=client_id, will=will, properties=_keep())
         await dying.close(abrupt=True)
         if back:  # a new connection to the session before the delay passes
             again = await context.connect("again", client_id=client_id, clean_session=False, properties=_keep())
-            await watcher.observe(WILL_DELAY + context.timeout + 0.5)
+            await watcher.observe(_due(context, WILL_DELAY))
             await _end_session(context, again)
         else:
-            await context.deliveries(watcher, will.topic, timeout=WILL_DELAY + context.timeout + 0.5)
+            await watcher.observe(_due(context, WILL_DELAY))  # delivered or not, decided at the deadline
             await _discard_session(context, client_id)
         await context.disconnect(watcher)
 
@@ -385,9 +400,9 @@ v5_case(
 async def will_at_session_end(context: CaseContext) -> None:
     will = _will(context, properties=props.make(will_delay_interval=30))
     watcher = await _watcher(context, will.topic)
-    dying = await context.connect("dying", clean_session=False, will=will, properties=_keep(SHORT))
+    dying = await context.connect("dying", will=will, properties=_keep(SHORT))
     await dying.close(abrupt=True)
-    await context.deliveries(watcher, will.topic, timeout=SHORT + context.timeout + 0.5)
+    await watcher.observe(_due(context, SHORT))
     await context.disconnect(watcher)
 
 
@@ -399,14 +414,12 @@ def _disconnect_will(reason_code: int, qos: int, *, delay: int = 0) -> Script:
         watcher = await context.connect("watcher")
         _require_qos(context, qos)
         await context.subscribe_granted(watcher, will.topic, qos)
-        leaving = await context.connect(
-            "leaving", client_id=client_id, clean_session=False, will=will, properties=_keep()
-        )
+        leaving = await context.connect("leaving", client_id=client_id, will=will, properties=_keep())
         await context.disconnect(leaving, reason_code)
-        if reason_code == WITH_WILL:
-            await context.deliveries(watcher, will.topic, timeout=delay + context.timeout + 0.5)
-        else:
-            await watcher.observe(delay + context.timeout + 0.5)
+        if reason_code == WITH_WILL and not delay:
+            await context.deliveries(watcher, will.topic)
+        else:  # a delayed Will, delivered or not, is decided at its deadline
+            await watcher.observe(_due(context, delay))
         await _discard_session(context, client_id)
         await context.disconnect(watcher)
 
@@ -457,8 +470,7 @@ async def _retained_then_subscribe(
         await context.publish(publisher, topic, payload, qos=qos, retain=retain, properties=properties)
         if retain and not payload:
             context.retained.discard(topic)  # cleared by the case itself
-    if wait:
-        await asyncio.sleep(wait)
+    await (asyncio.sleep(wait) if wait > context.timeout + SETTLE_MARGIN else _taken(context))
     late = await context.connect("late")
     wanted = subscription(topic) if subscription else _sub(topic, qos)
     await context.subscribe_granted(late, wanted)
@@ -477,21 +489,23 @@ def _retained(messages: list[tuple[bytes, bool]], qos: int, **options: object) -
     return script
 
 
-for _qos in (0, 1, 2):
+# The judge holds a QoS 0 retained message to being stored only when it replaces another (3.1.1 let the server
+# discard a retained QoS 0 message at any time): a lone QoS 0 one decides nothing, so it is stored at QoS 1 and 2.
+for _qos in (1, 2):
     v5_case(
         f"v5/retain/stored-qos{_qos}",
-        [RETAINED_STORED, HANDLING_0],
+        [HANDLING_0],
         f"A QoS {_qos} RETAIN 1 message is stored and sent to a new subscription",
         stimulus=f"a QoS {_qos} PUBLISH with RETAIN 1; then a new subscriber (Retain Handling 0)",
         expected="the subscriber gets the message with RETAIN 1",
     )(_retained([(b"kept", True)], _qos))
-    v5_case(
-        f"v5/retain/replaced-qos{_qos}",
-        [RETAINED_STORED],
-        f"A QoS {_qos} RETAIN 1 message replaces the topic's retained message",
-        stimulus=f"two QoS {_qos} PUBLISHes with RETAIN 1 to one topic; then a new subscriber",
-        expected="the subscriber gets the second message only",
-    )(_retained([(b"first", True), (b"second", True)], _qos))
+v5_case(
+    "v5/retain/replaced-qos0",
+    [RETAINED_STORED],
+    "A RETAIN 1 message replaces the topic's retained message",
+    stimulus="two QoS 0 PUBLISHes with RETAIN 1 to one topic; then a new subscriber",
+    expected="the subscriber gets the second message only",
+)(_retained([(b"first", True), (b"second", True)], 0))
 v5_case(
     "v5/retain/empty-removes",
     [EMPTY_CLEARS, EMPTY_NOT_STORED],
@@ -518,9 +532,9 @@ v5_case(
     "v5/retain/handling-0-every-subscribe",
     [HANDLING_0],
     "Retain Handling 0 sends the retained message on every SUBSCRIBE",
-    stimulus="a retained message; a new subscriber SUBSCRIBEs twice with Retain Handling 0",
+    stimulus="a QoS 1 retained message; a new subscriber SUBSCRIBEs twice with Retain Handling 0",
     expected="the retained message arrives after each SUBACK",
-)(_retained([(b"kept", True)], 0, subscription=lambda t: _sub(t, retain_handling=0), again=True))
+)(_retained([(b"kept", True)], 1, subscription=lambda t: _sub(t, 1, retain_handling=0), again=True))
 v5_case(
     "v5/retain/handling-1-new-only",
     [HANDLING_1],
@@ -631,7 +645,7 @@ def _offline_expiry(lifetime: int, qos: int) -> Script:
     async def script(context: CaseContext) -> None:
         client_id = context.client_id()
         topic = context.topic("t")
-        first = await context.connect("first", client_id=client_id, clean_session=False, properties=_keep())
+        first = await context.connect("first", client_id=client_id, properties=_keep())
         _require_qos(context, qos)
         await context.subscribe_granted(first, topic, qos)
         await context.disconnect(first)
@@ -710,11 +724,12 @@ for _qos in (0, 1):
     )(_identified(_qos, [("{t}", 7)]))
 v5_case(
     "v5/subscription-identifier/overlapping",
-    [IDENTIFIERS, ALL_IDENTIFIERS_ON_ONE_COPY],
-    "A copy answering overlapping subscriptions carries all their identifiers",
+    [COPY_PER_SUBSCRIPTION],
+    "Copies answering overlapping subscriptions carry their identifiers",
     stimulus="SUBSCRIBE the topic with identifier 7 and '<prefix>/#' with identifier 8 (two SUBSCRIBEs); a message "
     "to the topic",
-    expected="one copy carrying 7 and 8 (or one copy per subscription, each with its own)",
+    expected="a copy per subscription, each with its own identifier (a broker that sends one copy carrying 7 and 8 "
+    "keeps MQTT-3.3.4-4 instead, and this case is inconclusive there)",
 )(_identified(0, [("{t}", 7), ("{p}/#", 8)]))
 v5_case(
     "v5/subscription-identifier/overlapping-one-without",
@@ -788,7 +803,7 @@ v5_case(
 )(_shared(0, plain=True))
 v5_case(
     "v5/shared/member-unsubscribes",
-    [UNSUBSCRIBED, ROUTED],
+    [ROUTED],
     "A member that unsubscribes gets no more of the group's messages",
     stimulus=f"two members of '$share/<run>/<topic>'; the first UNSUBSCRIBEs; {MESSAGES} messages",
     expected="every message goes to the second member, none to the first",
@@ -847,7 +862,9 @@ async def dollar_not_matched(context: CaseContext) -> None:
 #: The cases that leave a retained message (cleared after each): they run alone.
 ALONE: Final = (
     "v5/will/retained",
-    *(f"v5/retain/{name}-qos{qos}" for name in ("stored", "replaced") for qos in (0, 1, 2)),
+    "v5/retain/stored-qos1",
+    "v5/retain/stored-qos2",
+    "v5/retain/replaced-qos0",
     "v5/retain/empty-removes",
     "v5/retain/empty-not-stored-qos0",
     "v5/retain/retain-0-leaves-qos0",
