@@ -453,8 +453,6 @@ class Pairing:
                 f"Code {_reason_code(answer.packet) or 0:#04x}",
                 "a PUBLISH answered with a Reason Code of 0x80 or above counts as acknowledged and is not re-sent",
             )
-        elif refused_by is not None:
-            self._ctx.ledger.held(rules_5.REFUSED_NOT_RESENT)
         return rule
 
     def _held_before(self, seen: Seen) -> list[bool | None]:
@@ -606,11 +604,15 @@ class Pairing:
 
     def _answered_in_turn(self, flow: Flow, seen: Seen, refusal: bool) -> None:
         """A 5.0 QoS flow's step answered: its sender held the packet until then [MQTT-4.3.2-3, MQTT-4.3.3-3, -5]
-        (and never re-sent the PUBLISH after its PUBREL [MQTT-4.3.3-6]); a flow that ends frees its identifier for
-        a new message [MQTT-4.3.2-5, MQTT-4.3.3-9, -12]."""
+        without re-sending it on this connection [MQTT-4.4.0-1] (nor the PUBLISH after its PUBREL
+        [MQTT-4.3.3-6]); a flow that ends frees its identifier for a new message [MQTT-4.3.2-5, MQTT-4.3.3-9, -12],
+        and one refused is acknowledged: a re-send of it is [MQTT-4.4.0-2]'s finding later."""
         held = HELD_UNTIL.get(flow.stage)
         if held is not None:
             self._ctx.ledger.held(held[0])
+            self._ctx.ledger.held(rules_5.RESEND_ONLY_ON_RESUME)
+        if refusal:
+            self._ctx.ledger.held(rules_5.REFUSED_NOT_RESENT)
         if flow.stage is Stage.PUBCOMP:
             self._ctx.ledger.held(rules_5.QOS2_NO_PUBLISH_AFTER_PUBREL)
         reused = REUSED_AFTER.get((flow.stage, refusal))

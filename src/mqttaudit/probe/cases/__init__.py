@@ -23,6 +23,7 @@ MODULES = (
     "v5_limits",
     "v5_forbidden",
     "v5_ported",
+    "v5_flows",
 )
 for _module in MODULES:
     importlib.import_module(f"{__name__}.{_module}")
