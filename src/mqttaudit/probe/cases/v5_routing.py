@@ -183,7 +183,10 @@ def _resumed(qos: int, *, queued: bool) -> Script:
         again = await context.connect("again", client_id=client_id, clean_session=False, properties=_keep())
         await context.publish(publisher, topic, b"back", qos=qos)
         await context.settle(again)
-        await _end_session(context, again)
+        # ended by a new Clean Start 1 connection: the model takes a session whose last connection ends it
+        # (DISCONNECT with Session Expiry Interval 0) as one that never outlived a connection
+        await context.disconnect(again)
+        await _discard_session(context, client_id)
         await context.disconnect(publisher)
 
     return script
