@@ -34,6 +34,7 @@ from mqttaudit.capture.writer import pcap_bytes
 from mqttaudit.codec import Connack, Connect, Frame, PacketType, Publish, Suback, Subscribe, Unsubscribe, properties
 from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge.reasons import (
+    AMBIGUOUS,
     CAPTURE_ENDS,
     NO_ACTIVITY,
     NO_ANSWER,
@@ -93,6 +94,7 @@ V5_SESSION_PRESENT_0 = "MQTT-3.2.2-2"
 V5_CLIENT_KEEP_ALIVE = "MQTT-3.1.2-20"
 V5_SERVER_DROPS_SILENT_CLIENT = "MQTT-3.1.2-22"
 V5_CLIENT_RECEIVE_MAXIMUM = "MQTT-3.3.4-7"
+V5_SEND_QUOTA = "MQTT-4.9.0-2"
 V5_SUBACK_SENT = "MQTT-3.8.4-1"
 V5_SUBACK_ID = "MQTT-3.8.4-2"
 V5_SUBACK_CODES = "MQTT-3.8.4-6"
@@ -422,11 +424,13 @@ EXPECTED |= {
     (ARKIME, 11111): mqtt5(
         NO_SERVER + "; an MQTT 5.0 session judged as 54321 (SUBSCRIBE id 1, PUBLISH QoS 1 id 2, silent after 2.1 s), "
         "under its 5.0 ids; the capture goes on 57.2 s, short of the Keep Alive deadlines. No CONNACK declared the "
-        "server's Receive Maximum, so the one QoS 1 PUBLISH in flight is not judged against it [MQTT-3.3.4-7]",
+        "server's Receive Maximum, so the one QoS 1 PUBLISH in flight is not judged against it [MQTT-3.3.4-7], nor "
+        "against the send quota it starts [MQTT-4.9.0-2] (tagged as an ambiguity, though it is the same unknown)",
         not_assessable={
             ("server", V5_CONNACK_FOR_VALID_CONNECT, NO_ACTIVITY),
             ("server", V5_SESSION_PRESENT_0, NO_ANSWER),
             ("client", V5_CLIENT_RECEIVE_MAXIMUM, NO_ANSWER),
+            ("client", V5_SEND_QUOTA, AMBIGUOUS),
         }
         | {("server", rule, NOT_ACCEPTED) for rule in (V5_SUBACK_SENT, V5_SUBACK_ID, V5_SUBACK_CODES, V5_SUBACK_ORDER)}
         | {("server", rule, NOT_ACCEPTED) for rule in (V5_QOS1_RECEIVER_PUBACK, V5_PUBACK_ID, V5_PUBACK_TYPE)}
