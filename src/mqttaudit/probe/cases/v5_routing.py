@@ -52,6 +52,7 @@ KEPT_WHILE_ALIVE: Final = "MQTT-3.1.2-23"
 PRESENT_0_ON_CLEAN_START: Final = "MQTT-3.2.2-2"
 PRESENT_AS_HELD: Final = "MQTT-3.2.2-3"
 TAKEOVER: Final = "MQTT-3.1.4-3"
+CONNACK_FOR_VALID_CONNECT: Final = "MQTT-3.1.4-5"
 WILL_PUBLISHED: Final = "MQTT-3.1.2-8"
 WILL_NOT_RETAINED: Final = "MQTT-3.1.2-14"
 WILL_RETAINED: Final = "MQTT-3.1.2-15"
@@ -343,7 +344,7 @@ v5_case(
 )(_abrupt_will(1, retain=True))
 v5_case(
     "v5/will/properties-forwarded",
-    [WILL_PUBLISHED, *PROPERTIES_FORWARDED],
+    [CONNACK_FOR_VALID_CONNECT, WILL_PUBLISHED, *PROPERTIES_FORWARDED],
     "A Will's properties reach its subscribers unaltered",
     stimulus="CONNECT with a Will carrying Payload Format Indicator 1, Content Type, Response Topic, Correlation Data "
     "and four User Properties (a name repeated), then a TCP reset",
@@ -604,7 +605,7 @@ def _forwarded(qos: int, properties: Properties) -> Script:
 for _qos in (0, 1, 2):
     v5_case(
         f"v5/properties/forwarded-qos{_qos}",
-        PROPERTIES_FORWARDED,
+        [ROUTED, *PROPERTIES_FORWARDED],
         "Every property a publisher sets reaches the subscriber unaltered",
         stimulus=f"a QoS {_qos} PUBLISH with Payload Format Indicator 1, Content Type, Response Topic, Correlation "
         "Data and four User Properties (a name repeated)",
@@ -612,12 +613,12 @@ for _qos in (0, 1, 2):
     )(_forwarded(_qos, FORWARDED))
 v5_case(
     "v5/properties/forwarded-retained",
-    PROPERTIES_FORWARDED,
+    [HANDLING_0, *PROPERTIES_FORWARDED],
     "A retained message keeps its properties",
-    stimulus="a retained QoS 0 PUBLISH with Payload Format Indicator 1, Content Type, Response Topic, Correlation "
+    stimulus="a retained QoS 1 PUBLISH with Payload Format Indicator 1, Content Type, Response Topic, Correlation "
     "Data and four User Properties; then a new subscriber",
     expected="the retained copy carries each of them unaltered, User Properties in order",
-)(_retained([(b"with-properties", True)], 0, properties=FORWARDED))
+)(_retained([(b"with-properties", True)], 1, properties=FORWARDED))
 v5_case(
     "v5/message-expiry/remaining-live",
     [REMAINING],
