@@ -15,17 +15,29 @@ from mqttaudit.codec import (
     Connect,
     Disconnect,
     ProtocolVersion,
+    Puback,
     Publish,
     Suback,
     Subscribe,
     Subscription,
+    Unsuback,
+    Unsubscribe,
     Will,
 )
 from mqttaudit.judge import Sent, judge_scenario
 from mqttaudit.probe.brokers import RunningBroker, start_broker
 from mqttaudit.probe.case import CASES, Case, Target
-from mqttaudit.probe.cases import malformed
-from mqttaudit.probe.cases.v5_ported import LEFT_OUT, RESTATED, STIMULI, PortedStimulus, intended, targeted
+from mqttaudit.probe.cases import accepted, malformed, routing, v5_forbidden
+from mqttaudit.probe.cases.v5_ported import (
+    CONNECT_ROWS_5,
+    LEFT_OUT,
+    RESTATED,
+    SENT_ELSEWHERE,
+    STIMULI,
+    PortedStimulus,
+    intended,
+    targeted,
+)
 from mqttaudit.probe.connection import client_frames
 from mqttaudit.probe.outcome import FAIL, NOT_APPLICABLE, PASS, CaseResult
 from mqttaudit.probe.runner import decide, judge_config, run_case
@@ -85,7 +97,17 @@ def test_the_50_shapes_are_50_packets() -> None:
 
 
 def test_the_shapes_left_out_are_those_50_does_not_state_or_no_50_connect_carries() -> None:
-    assert set(LEFT_OUT) == {
+    # the reserved flag bits are v5/forbidden's, but for the DISCONNECTs, whose Will only this family watches
+    assert set(SENT_ELSEWHERE) == {
+        f"{t.name.lower()}-flag-bit-{bit}"
+        for t in malformed.CLIENT_PACKETS
+        if t is not codec.PacketType.DISCONNECT
+        for bit in range(4)
+    }
+    forbidden = {s.data for s in v5_forbidden.STIMULI}
+    assert all(f"v5/forbidden/{case_id}" in CASES for case_id in SENT_ELSEWHERE)
+    assert not [s.case_id for s in STIMULI if s.data in forbidden and not s.with_will]
+    assert set(LEFT_OUT) == set(SENT_ELSEWHERE) | {
         # 5.0 gives type 15 to AUTH
         *(f"reserved-type-15-{suffix}" for suffix, _title, _rest in malformed.RESERVED_TYPE_SHAPES),
         # 5.0 acknowledgements and DISCONNECT carry a Reason Code: no fixed length [MQTT-3.4.1-remaining-length]
@@ -180,6 +202,92 @@ def test_a_malformed_disconnect_taken_for_one_fails_on_the_will() -> None:
     assert result.verdict == FAIL and {f.rule for f in result.findings} == {"MQTT-3.1.2-8"}
 
 
+# --- the flows: routing rows and negative controls ------------------------------------------------------------
+
+PREFIX = "mqttaudit/5c5c5c5c/case"
+
+
+def _expand(template: str) -> str:
+    return template.format(p=PREFIX, rest=PREFIX.split("/", 1)[1])
+
+
+def _connected(client_id: str, at: float) -> Talk:
+    return Talk(version="5").client(Connect(protocol_level=5, client_id=client_id), at=at).server(Connack())
+
+
+def _publisher(topic: str) -> Talk:
+    talk = _connected("publisher", 1.0)
+    talk.client(Publish(topic=topic, payload=b"m", qos=1, packet_id=1), at=1.1)
+    return talk.server(Puback(packet_id=1, reason_code=0x00)).quiet(after=3600)
+
+
+def _subscriber(
+    topic_filter: str, qos: int, delivered: str | None, *, suback: bool = True, unsubscribe: bool | None = None
+) -> Talk:
+    """Subscribes at 0.1; ``delivered``: the topic of a delivery at 1.2 (None: none); ``unsubscribe``: an
+    UNSUBSCRIBE at 2.0, answered (True) or not (False)."""
+    talk = _connected("subscriber", 0.0)
+    talk.client(Subscribe(packet_id=1, subscriptions=(Subscription(topic_filter=topic_filter, qos=qos),)), at=0.1)
+    if suback:
+        talk.server(Suback(packet_id=1, return_codes=(qos,)))
+    if delivered is not None:
+        talk.server(Publish(topic=delivered, payload=b"m", qos=qos, packet_id=5 if qos else None), at=1.2)
+        if qos:
+            talk.client(Puback(packet_id=5, reason_code=0x00))
+    if unsubscribe is not None:
+        talk.client(Unsubscribe(packet_id=2, topic_filters=(topic_filter,)), at=2.0)
+        if unsubscribe:
+            talk.server(Unsuback(packet_id=2, reason_codes=(0x00,)))
+    return talk.quiet(after=3600)
+
+
+@pytest.mark.parametrize("row", routing.TABLE, ids=lambda row: row.name)
+def test_each_routing_row_passes_when_routed_right_and_fails_when_not(row: routing.Row) -> None:
+    case = CASES[f"v5/routing/{row.name}"]
+    assert case.protocol is ProtocolVersion.V5 and case.statements == row.statements  # the same ids in 5.0
+    topic_filter, topic = _expand(row.topic_filter), _expand(row.topic)
+    qos = 0 if row.topic_filter == "#" else 1
+    right = _subscriber(topic_filter, qos, topic if row.delivered else None)
+    wrong = _subscriber(topic_filter, qos, None if row.delivered else topic)
+    assert _verdict(case, right, _publisher(topic)) == PASS
+    assert _verdict(case, wrong, _publisher(topic)) == FAIL
+
+
+@pytest.mark.parametrize("row", accepted.FILTER_ROWS, ids=lambda row: row.name)
+def test_each_filter_control_passes_when_served_and_fails_on_each_omission(row: accepted.FilterRow) -> None:
+    case = CASES[f"v5/accepted/{row.name}"]
+    assert case.statements == ("MQTT-3.8.4-1", "MQTT-4.5.0-1", "MQTT-3.3.2-3", "MQTT-3.10.4-4")
+    topic_filter, topic = _expand(row.topic_filter), _expand(row.topic)
+    served = _subscriber(topic_filter, 0, topic, unsubscribe=True)
+    assert _verdict(case, served, _publisher(topic)) == PASS
+    for omission in (
+        _subscriber(topic_filter, 0, topic, suback=False, unsubscribe=True),
+        _subscriber(topic_filter, 0, None, unsubscribe=True),
+        _subscriber(topic_filter, 0, topic, unsubscribe=False),
+    ):
+        assert _verdict(case, omission, _publisher(topic)) == FAIL
+
+
+@pytest.mark.parametrize("row", [*accepted.CONNECT_ROWS, *CONNECT_ROWS_5], ids=lambda row: row.name)
+def test_each_connect_control_is_a_50_connect_that_passes_when_served(row: accepted.ConnectRow) -> None:
+    case = CASES[f"v5/accepted/connect-{row.name}"]
+    assert case.statements == ("MQTT-3.12.4-1",)
+    data = accepted.connect_bytes(row, malformed.EXAMPLE_CLIENT_ID, PREFIX, ProtocolVersion.V5)
+    (packet,) = codec.decode(data, "client", version="5").packets
+    assert isinstance(packet, Connect) and packet.protocol_level == 5
+    assert not codec.decode(data, "client", version="5").violations
+    served = Talk(version="5").client(data).server(Connack()).client(codec.Pingreq()).server(codec.Pingresp())
+    assert _verdict(case, served.quiet(after=3600)) == PASS
+    unanswered = Talk(version="5").client(data).server(Connack()).client(codec.Pingreq()).quiet(after=3600)
+    assert _verdict(case, unanswered) == FAIL
+
+
+def test_a_password_without_a_user_name_is_a_defect_in_311_only() -> None:
+    (row,) = CONNECT_ROWS_5
+    data_311 = accepted.connect_bytes(row, malformed.EXAMPLE_CLIENT_ID, PREFIX)
+    assert {v.rule for v in codec.decode(data_311, "client").violations} == {"MQTT-3.1.2-22"}
+
+
 # --- against mosquitto ---------------------------------------------------------------------------------------
 
 
@@ -195,9 +303,9 @@ async def _run_all(broker: RunningBroker, cases: list[Case]) -> list[CaseResult]
 
 
 def test_every_ported_case_gets_a_verdict_from_mosquitto(mosquitto: RunningBroker) -> None:
-    cases = [case for case in CASES.values() if case.id.startswith("v5/") and case.protocol is ProtocolVersion.V5]
-    cases = [case for case in cases if case.id.removeprefix("v5/malformed/") in BY_ID]
-    assert len(cases) == len(STIMULI)
+    cases = [CASES[f"v5/malformed/{stimulus.case_id}"] for stimulus in STIMULI]
+    cases += [case for case in CASES.values() if case.id.startswith(("v5/routing/", "v5/accepted/"))]
+    assert len(cases) == len(STIMULI) + len(routing.TABLE) + len(accepted.FILTER_ROWS) + 6
     results = asyncio.run(_run_all(mosquitto, cases))
     undecided = [(r.case.id, r.verdict, r.reason) for r in results if r.verdict not in (PASS, FAIL, NOT_APPLICABLE)]
     assert not undecided

@@ -22,14 +22,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from ...codec import Connack, Pingreq, Pingresp
+from ...codec import Connack, Pingreq, Pingresp, ProtocolVersion
 from ..case import CaseContext, Inconclusive, NotApplicable, case
-from .malformed import connect_frame, field
+from .malformed import connect_frame, field, no_properties
 from .routing import DELIVERED, NO_LEAK, P, expand
 
 SUBACK_SENT: Final = "MQTT-3.8.4-1"
 UNSUBACK_SENT: Final = "MQTT-3.10.4-4"
 PINGRESP_SENT: Final = "MQTT-3.12.4-1"
+#: What a filter row targets: the SUBACK, the delivery (with its own matching Topic Name) and the UNSUBACK.
+FILTER_STATEMENTS: Final = (SUBACK_SENT, DELIVERED, NO_LEAK, UNSUBACK_SENT)
+#: The Will Flag of the Connect Flags byte.
+WILL_FLAG: Final = 0x04
 _DISCONNECT: Final = bytes((0xE0, 0x00))
 
 
@@ -59,7 +63,12 @@ FILTER_ROWS: Final[tuple[FilterRow, ...]] = (
 )
 
 
-def _register_filter(row: FilterRow) -> None:
+def register_filter(
+    row: FilterRow, protocol: ProtocolVersion = ProtocolVersion.V3_1_1, statements: tuple[str, ...] = ()
+) -> None:
+    """Registers the row's case in ``protocol`` (``v5/accepted/<name>`` in 5.0), targeting ``statements`` (the
+    3.1.1 ids by default)."""
+
     async def script(context: CaseContext) -> None:
         topic_filter, topic = expand(row.topic_filter, context), expand(row.topic, context)
         subscriber = await context.connect("subscriber")
@@ -74,13 +83,14 @@ def _register_filter(row: FilterRow) -> None:
         text.replace(P, "<p>").replace("{rest}", "<run>/<case>") for text in (row.topic_filter, row.topic)
     )
     case(
-        f"accepted/{row.name}",
-        (SUBACK_SENT, DELIVERED, NO_LEAK, UNSUBACK_SENT),
+        f"{_prefix(protocol)}accepted/{row.name}",
+        statements or FILTER_STATEMENTS,
         f"Topic Filter {shown_filter!r} is accepted and matches {shown_topic!r}",
         stimulus=f"subscribe to {shown_filter!r}, publish QoS 1 to {shown_topic!r}, then unsubscribe (<p> is the "
         "case's own prefix)",
         expected=f"SUBACK, the message delivered, UNSUBACK ({row.why})",
-        family="accepted/topic-filter",
+        family="v5/accepted-topic-filter" if protocol is ProtocolVersion.V5 else "accepted/topic-filter",
+        protocol=protocol,
     )(script)
 
 
@@ -107,40 +117,57 @@ CONNECT_ROWS: Final[tuple[ConnectRow, ...]] = (
 )
 
 
-def connect_bytes(row: ConnectRow, client_id: str, prefix: str) -> bytes:
-    """The row's CONNECT with the case's Client Identifier and topic prefix."""
-    tail = row.tail(prefix.encode())
-    return connect_frame(client_id.encode(), flags=row.flags, tail=tail, keep_alive=row.keep_alive)
+def connect_bytes(
+    row: ConnectRow, client_id: str, prefix: str, protocol: ProtocolVersion = ProtocolVersion.V3_1_1
+) -> bytes:
+    """The row's CONNECT with the case's Client Identifier and topic prefix, in ``protocol`` (5.0: Protocol Level
+    5, empty CONNECT Properties, and empty Will Properties before a Will Topic)."""
+    will = no_properties(protocol) if row.flags & WILL_FLAG else b""
+    tail = will + row.tail(prefix.encode())
+    return connect_frame(
+        client_id.encode(), flags=row.flags, tail=tail, keep_alive=row.keep_alive, level=protocol.level
+    )
 
 
-def _register_connect(row: ConnectRow) -> None:
+def register_connect(
+    row: ConnectRow, protocol: ProtocolVersion = ProtocolVersion.V3_1_1, statements: tuple[str, ...] = ()
+) -> None:
+    """Registers the row's case in ``protocol`` (``v5/accepted/connect-<name>`` in 5.0), targeting ``statements``
+    (the 3.1.1 id by default)."""
+
     async def script(context: CaseContext) -> None:
         connection = await context.open()
         connection.client_id = context.client_id()
-        await connection.send(connect_bytes(row, connection.client_id, context.topic()))
+        await connection.send(connect_bytes(row, connection.client_id, context.topic(), protocol))
         ack = await connection.wait_type(Connack)
         if not isinstance(ack, Connack):
             raise Inconclusive(
                 f"{connection.missing('CONNACK')}: closing on a CONNECT it cannot process is only a SHOULD of 3.1.4"
             )
         if ack.return_code != 0:
-            raise NotApplicable(f"the broker refused the CONNECT with return code {ack.return_code}, as it may")
+            code = f"0x{ack.return_code:02x}" if protocol is ProtocolVersion.V5 else str(ack.return_code)
+            raise NotApplicable(f"the broker refused the CONNECT with return code {code}, as it may")
         since = len(connection.received)
         await connection.send(Pingreq())
         await connection.wait_type(Pingresp, since=since)
         await connection.send(_DISCONNECT)
 
     case(
-        f"accepted/connect-{row.name}",
-        (PINGRESP_SENT,),
+        f"{_prefix(protocol)}accepted/connect-{row.name}",
+        statements or (PINGRESP_SENT,),
         f"A CONNECT with {row.title} is accepted (or refused with a return code)",
         stimulus=f"CONNECT with {row.title}, then PINGREQ",
         expected="CONNACK; when it is 0, PINGRESP: the connection works (a refusal with a return code is allowed)",
-        family="accepted/connect",
+        family="v5/accepted-connect" if protocol is ProtocolVersion.V5 else "accepted/connect",
+        protocol=protocol,
     )(script)
 
 
+def _prefix(protocol: ProtocolVersion) -> str:
+    return "v5/" if protocol is ProtocolVersion.V5 else ""
+
+
 for _filter_row in FILTER_ROWS:
-    _register_filter(_filter_row)
+    register_filter(_filter_row)
 for _connect_row in CONNECT_ROWS:
-    _register_connect(_connect_row)
+    register_connect(_connect_row)

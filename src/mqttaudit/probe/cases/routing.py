@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from ...codec import Disconnect, encode
+from ...codec import Disconnect, ProtocolVersion, encode
 from ..case import CaseContext, case
 
 DISCONNECT = encode(Disconnect())
@@ -87,7 +87,10 @@ def expand(template: str, context: CaseContext) -> str:
     return template.format(p=prefix, rest=prefix.split("/", 1)[1])
 
 
-def _register(row: Row) -> None:
+def register(row: Row, protocol: ProtocolVersion = ProtocolVersion.V3_1_1, statements: tuple[str, ...] = ()) -> None:
+    """Registers the row's case in ``protocol`` (``v5/routing/<name>`` in 5.0), targeting ``statements`` (the
+    row's own 3.1.1 ids by default)."""
+
     async def script(context: CaseContext) -> None:
         topic_filter, topic = expand(row.topic_filter, context), expand(row.topic, context)
         subscriber = await context.connect("subscriber")
@@ -104,17 +107,19 @@ def _register(row: Row) -> None:
 
     shown_filter, shown_topic = row.topic_filter.replace(P, "<p>"), row.topic.replace(P, "<p>")
     case(
-        f"routing/{row.name}",
-        row.statements,
+        f"{'v5/' if protocol is ProtocolVersion.V5 else ''}routing/{row.name}",
+        statements or row.statements,
         f"Filter {shown_filter!r} and Topic Name {shown_topic!r}: {'delivered' if row.delivered else 'not delivered'}",
         stimulus=f"subscribe to {shown_filter!r} at QoS 1, publish QoS 1 to {shown_topic!r} (<p> is the case's own "
         "prefix)",
         expected=("delivered once" if row.delivered else "not delivered") + f" ({row.why})",
+        family="v5/routing" if protocol is ProtocolVersion.V5 else "",
+        protocol=protocol,
     )(script)
 
 
 for _row in TABLE:
-    _register(_row)
+    register(_row)
 
 
 @case(

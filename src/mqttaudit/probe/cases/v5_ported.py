@@ -7,10 +7,13 @@ one, Protocol Level 5 and empty Will Properties in a CONNECT) and becomes the ca
 when 5.0 still states its rule: the 5.0 decoder must read in the twin exactly the 5.0 statements of the rules the
 3.1.1 shape breaks (:func:`mqttaudit.spec.identity.statement_id`). A shape whose rule 5.0 does not state (a
 Password without a User Name, option bits 2 to 5, a fixed-length acknowledgement) or that 5.0 reads as another
-rule is left out, except where 5.0 restates the same defect in a rule of its own (:data:`RESTATED`). The
-statements a case targets are the ones the judge decides on a 5.0 connection that accepts the stimulus, as in
-:mod:`.v5_malformed`: a DISCONNECT or a CONNACK with a Reason Code of 0x80 or more before the close is allowed
-(section 4.13).
+rule is left out, except where 5.0 restates the same defect in a rule of its own (:data:`RESTATED`); so is a shape
+another 5.0 family sends byte for byte (:data:`SENT_ELSEWHERE`). The statements a case targets are the ones the
+judge decides on a 5.0 connection that accepts the stimulus, as in :mod:`.v5_malformed`: a DISCONNECT or a CONNACK
+with a Reason Code of 0x80 or more before the close is allowed (section 4.13).
+
+The routing table of :mod:`.routing` and the negative controls of :mod:`.accepted` run in 5.0 as they are
+(``v5/routing/<name>``, ``v5/accepted/<name>``), with one 5.0 control more: a Password without a User Name.
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ from ...judge import Closed, Event, JudgeConfig, Quiet, Sent, judge_scenario
 from ...spec.identity import statement_id
 from ..case import case
 from ..connection import client_frames
-from . import malformed
-from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, WILL_LEVEL, Stimulus, stimulus_script
+from . import accepted, malformed, routing, v5_forbidden, v5_malformed
+from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, WILL_LEVEL, Stimulus, field, stimulus_script
 from .v5_malformed import targeted as targeted_5
 
 V3: Final = ProtocolVersion.V3_1_1
@@ -69,20 +72,32 @@ def intended(twin: Stimulus) -> tuple[str, ...]:
     return tuple(sorted({rule for rule in ids if rule is not None}))
 
 
-def _ported() -> tuple[PortedStimulus, ...]:
-    """The 5.0 shapes that break in 5.0 what their 3.1.1 twins break in 3.1.1, each with its family."""
+#: The bytes the other 5.0 families send already (shown with the example identifier and prefix).
+_SENT_BY_5_0_FAMILIES: Final = frozenset(s.data for s in (*v5_forbidden.STIMULI, *v5_malformed.STIMULI))
+
+
+def _ported() -> tuple[tuple[PortedStimulus, ...], tuple[str, ...]]:
+    """The 5.0 shapes that break in 5.0 what their 3.1.1 twins break in 3.1.1, each with its family; and the ids
+    of those another 5.0 family sends byte for byte (not the DISCONNECTs: only here does a watched Will show
+    whether the broker took one for a DISCONNECT)."""
     twins = {stimulus.case_id: stimulus for stimulus in malformed.STIMULI}
-    rows = []
+    rows, elsewhere = [], []
     for stimulus in malformed.stimuli(V5):
         rules = intended(twins[stimulus.case_id])
-        if rules and tuple(sorted(decoded(stimulus.data, V5))) == rules:
+        if not rules or tuple(sorted(decoded(stimulus.data, V5))) != rules:
+            continue
+        if stimulus.data in _SENT_BY_5_0_FAMILIES and not stimulus.with_will:
+            elsewhere.append(stimulus.case_id)
+        else:
             rows.append(PortedStimulus(**{**vars(stimulus), "breaks": rules}))
-    return tuple(rows)
+    return tuple(rows), tuple(elsewhere)
 
 
-#: Every 5.0 twin of a malformed shape.
-STIMULI: Final = _ported()
-#: The 3.1.1 shapes with no 5.0 twin: no 5.0 CONNECT carries them, or 5.0 does not state their rule.
+#: Every 5.0 twin of a malformed shape; and the 5.0 twins another 5.0 family sends already (the reserved flag bits
+#: of :mod:`.v5_forbidden`).
+STIMULI, SENT_ELSEWHERE = _ported()
+#: The 3.1.1 shapes with no case here: no 5.0 CONNECT carries them, 5.0 does not state their rule, or another 5.0
+#: family sends them.
 LEFT_OUT: Final = tuple(s.case_id for s in malformed.STIMULI if s.case_id not in {twin.case_id for twin in STIMULI})
 
 #: How the judge takes a 5.0 case (as :func:`mqttaudit.probe.runner.judge_config` does).
@@ -155,3 +170,29 @@ def _register(stimulus: PortedStimulus) -> None:
 
 for _stimulus in STIMULI:
     _register(_stimulus)
+
+
+# --- flows: routing and the negative controls ----------------------------------------------------------------
+# The scripts speak the version of their case (CaseContext connects, subscribes and publishes in 5.0 form), so a
+# 5.0 twin is the same row registered with protocol V5. Their statements are rule keys the judge records; on a 5.0
+# connection its ledger names each by its 5.0 id (:func:`mqttaudit.spec.identity.statement_id`), as here.
+
+
+def named_in_5_0(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The 5.0 ids of the rule keys ``keys``; a rule 5.0 does not state is dropped."""
+    ids = (statement_id(key, "5.0") for key in keys)
+    return tuple(dict.fromkeys(rule for rule in ids if rule is not None))
+
+
+#: CONNECTs well-formed in 5.0 only: a Password without a User Name (section 3.1.2.9 allows it), beside the
+#: 3.1.1 shape ``malformed/connect-password-without-username``.
+CONNECT_ROWS_5: Final = (
+    accepted.ConnectRow("password-without-user-name", "a Password but no User Name", 0x42, 0, lambda _p: field(b"p")),
+)
+
+for _row in routing.TABLE:
+    routing.register(_row, V5, named_in_5_0(_row.statements))
+for _filter_row in accepted.FILTER_ROWS:
+    accepted.register_filter(_filter_row, V5, named_in_5_0(accepted.FILTER_STATEMENTS))
+for _connect_row in (*accepted.CONNECT_ROWS, *CONNECT_ROWS_5):
+    accepted.register_connect(_connect_row, V5, named_in_5_0((accepted.PINGRESP_SENT,)))
