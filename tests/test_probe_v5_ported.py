@@ -30,6 +30,7 @@ from mqttaudit.probe.case import CASES, Case, Target
 from mqttaudit.probe.cases import accepted, malformed, routing, v5_forbidden
 from mqttaudit.probe.cases.v5_ported import (
     CONNECT_ROWS_5,
+    FLOWS,
     LEFT_OUT,
     RESTATED,
     SENT_ELSEWHERE,
@@ -43,7 +44,7 @@ from mqttaudit.probe.outcome import FAIL, NOT_APPLICABLE, PASS, CaseResult
 from mqttaudit.probe.runner import decide, judge_config, run_case
 from mqttaudit.spec import load_catalogue
 from mqttaudit.spec.identity import statement_id
-from tests.talk import C, S, Talk
+from tests.talk import STEP, C, S, Talk
 
 TIMEOUT = 1.0
 CATALOGUE_5 = load_catalogue("5.0")
@@ -288,6 +289,159 @@ def test_a_password_without_a_user_name_is_a_defect_in_311_only() -> None:
     assert {v.rule for v in codec.decode(data_311, "client").violations} == {"MQTT-3.1.2-22"}
 
 
+# --- the flows of delivery.py and routing.py --------------------------------------------------------------------
+
+#: A message as (topic, QoS, DUP).
+Message = tuple[str, int, bool]
+
+
+def _acked(talk: Talk, sender_acks: bool, qos: int, packet_id: int) -> None:
+    """The rest of a QoS flow: ``sender_acks`` when the client received the PUBLISH."""
+    ack, back = (talk.client, talk.server) if sender_acks else (talk.server, talk.client)
+    if qos == 1:
+        ack(codec.Puback(packet_id=packet_id, reason_code=0x00))
+    elif qos == 2:
+        ack(codec.Pubrec(packet_id=packet_id, reason_code=0x00))
+        back(codec.Pubrel(packet_id=packet_id, reason_code=0x00))
+        ack(codec.Pubcomp(packet_id=packet_id, reason_code=0x00))
+
+
+def _sent(*messages: Message) -> Talk:
+    """A publisher (from 1.0) sending ``messages``, each acknowledged."""
+    talk = _connected("publisher", 1.0)
+    for packet_id, (topic, qos, dup) in enumerate(messages, start=1):
+        talk.client(Publish(topic=topic, payload=b"m", qos=qos, dup=dup, packet_id=packet_id if qos else None))
+        _acked(talk, False, qos, packet_id)
+    return talk.quiet(after=3600)
+
+
+def _received(
+    filters: tuple[tuple[str, int], ...],
+    *messages: Message,
+    granted: tuple[int, ...] | None = None,
+    unsubscribe: tuple[str, ...] = (),
+    unsuback: tuple[int, ...] | None = (0x00,),
+    client_id: str = "subscriber",
+) -> Talk:
+    """A subscriber of ``filters`` (SUBACK ``granted``, by default the QoS asked) that unsubscribes ``unsubscribe``
+    (answered with ``unsuback``, None: unanswered) and then receives ``messages`` (from 1.5)."""
+    talk = _connected(client_id, 0.0)
+    subscriptions = tuple(Subscription(topic_filter=f, qos=q) for f, q in filters)
+    talk.client(Subscribe(packet_id=1, subscriptions=subscriptions), at=0.1)
+    talk.server(Suback(packet_id=1, return_codes=granted if granted is not None else tuple(q for _f, q in filters)))
+    if unsubscribe:
+        talk.client(Unsubscribe(packet_id=2, topic_filters=unsubscribe), at=0.2)
+        if unsuback is not None:
+            talk.server(Unsuback(packet_id=2, reason_codes=unsuback))
+    for packet_id, (topic, qos, dup) in enumerate(messages, start=10):
+        delivery = Publish(topic=topic, payload=b"m", qos=qos, dup=dup, packet_id=packet_id if qos else None)
+        talk.server(delivery, at=max(1.5, talk.now + STEP))
+        _acked(talk, True, qos, packet_id)
+    return talk.quiet(after=3600)
+
+
+P_ = PREFIX
+
+
+def _unanswered_subscribe(topic_filter: str) -> Talk:
+    talk = _connected("subscriber", 0.0)
+    talk.client(Subscribe(packet_id=1, subscriptions=(Subscription(topic_filter=topic_filter, qos=1),)), at=0.1)
+    return talk.quiet(after=3600)
+
+
+DOLLAR_TOPIC = "$" + PREFIX + "/d"
+#: Per ported case: (conversations of a conforming broker, conversations of one that breaks a statement).
+FLOW_TALKS: dict[str, tuple[tuple[Talk, ...], tuple[Talk, ...]]] = {
+    "subscribe/suback": (
+        (_received(((f"{P_}/s", 1),)),),
+        (_unanswered_subscribe(f"{P_}/s"),),
+    ),
+    "subscribe/multiple-filters": (
+        (_received(((f"{P_}/m0", 0), (f"{P_}/m1", 1), (f"{P_}/m2", 2))),),
+        (_received(((f"{P_}/m0", 0), (f"{P_}/m1", 1), (f"{P_}/m2", 2)), granted=(0, 1)),),
+    ),
+    "subscribe/granted-qos-caps-delivery": (
+        (_received(((f"{P_}/g", 0),), (f"{P_}/g", 0, False)), _sent((f"{P_}/g", 1, False))),
+        (_received(((f"{P_}/g", 0),), (f"{P_}/g", 1, False)), _sent((f"{P_}/g", 1, False))),
+    ),
+    "subscribe/resubscribe-replaces": (
+        (_received(((f"{P_}/r", 0),), (f"{P_}/r", 0, False)), _sent((f"{P_}/r", 1, False))),
+        (_received(((f"{P_}/r", 0),), (f"{P_}/r", 1, False)), _sent((f"{P_}/r", 1, False))),
+    ),
+    "publish/dup-not-propagated": (
+        (_received(((f"{P_}/dup", 1),), (f"{P_}/dup", 1, False)), _sent((f"{P_}/dup", 1, True))),
+        (_received(((f"{P_}/dup", 1),), (f"{P_}/dup", 1, True)), _sent((f"{P_}/dup", 1, True))),
+    ),
+    "unsubscribe/unsuback": (
+        (_received(((f"{P_}/other", 0),), unsubscribe=(f"{P_}/never",), unsuback=(0x11,)),),
+        (_received(((f"{P_}/other", 0),), unsubscribe=(f"{P_}/never",), unsuback=None),),
+    ),
+    "unsubscribe/multiple-filters": (
+        (_received(((f"{P_}/u1", 0), (f"{P_}/u2", 0)), unsubscribe=(f"{P_}/u1", f"{P_}/u2"), unsuback=(0, 0)),),
+        (_received(((f"{P_}/u1", 0), (f"{P_}/u2", 0)), unsubscribe=(f"{P_}/u1", f"{P_}/u2"), unsuback=None),),
+    ),
+    "unsubscribe/exact-filter-only": (
+        (
+            _received(((f"{P_}/+", 1),), (f"{P_}/x", 1, False), unsubscribe=(f"{P_}/x",), unsuback=(0x11,)),
+            _sent((f"{P_}/x", 1, False)),
+        ),
+        (_received(((f"{P_}/+", 1),), unsubscribe=(f"{P_}/x",), unsuback=(0x11,)), _sent((f"{P_}/x", 1, False))),
+    ),
+    "topics/no-normalisation": (
+        (_received(((f"{P_}/\ufeffb", 1),), (f"{P_}/\ufeffb", 1, False)), _sent((f"{P_}/\ufeffb", 1, False))),
+        (_received(((f"{P_}/\ufeffb", 1),), (f"{P_}/b", 1, False)), _sent((f"{P_}/b", 1, False))),
+    ),
+    "topics/dollar-not-matched-by-wildcards": (
+        (_received((("#", 0),)), _sent((DOLLAR_TOPIC, 1, False))),
+        (_received((("#", 0),), (DOLLAR_TOPIC, 0, False)), _sent((DOLLAR_TOPIC, 1, False))),
+    ),
+    "routing/qos-downgrade": (
+        (_received(((f"{P_}/q", 0),), (f"{P_}/q", 0, False)), _sent((f"{P_}/q", 2, False))),
+        (_received(((f"{P_}/q", 0),), (f"{P_}/q", 2, False)), _sent((f"{P_}/q", 2, False))),
+    ),
+    "routing/overlapping-three-filters": (
+        (
+            _received(((f"{P_}/#", 0), (f"{P_}/+/x", 2), (f"{P_}/a/x", 1)), (f"{P_}/a/x", 2, False)),
+            _sent((f"{P_}/a/x", 2, False)),
+        ),
+        (
+            _received(((f"{P_}/#", 0), (f"{P_}/+/x", 2), (f"{P_}/a/x", 1)), (f"{P_}/a/x", 0, False)),
+            _sent((f"{P_}/a/x", 2, False)),
+        ),
+    ),
+}
+
+
+def test_every_ported_flow_has_conversations_and_names_its_statements_in_50() -> None:
+    assert set(FLOW_TALKS) == {case_id for case_ids in FLOWS.values() for case_id in case_ids}
+    for case_id in FLOW_TALKS:
+        original, ported = CASES[case_id], CASES[f"v5/{case_id}"]
+        assert ported.protocol is ProtocolVersion.V5 and ported.script is original.script
+        keys = [s for s in original.statements if statement_id(s, "5.0") is not None]
+        assert ported.statements == tuple(dict.fromkeys(statement_id(s, "5.0") for s in keys))
+        assert all(s in CATALOGUE_5 for s in ported.statements)
+
+
+def test_a_qos2_re_send_on_the_same_connection_is_a_50_client_violation_so_that_case_has_no_twin() -> None:
+    talk = _connected("publisher", 1.0)
+    for dup in (False, True):
+        talk.client(Publish(topic=f"{P_}/q2", payload=b"m", qos=2, dup=dup, packet_id=1))
+        talk.server(codec.Pubrec(packet_id=1, reason_code=0x00))
+    talk.client(codec.Pubrel(packet_id=1, reason_code=0x00)).server(codec.Pubcomp(packet_id=1, reason_code=0x00))
+    config = judge_config(CASES["v5/subscribe/suback"], TIMEOUT)
+    judgement = judge_scenario({"publisher": talk.quiet(after=3600).events}, config)
+    assert {(f.rule, f.side) for f in judgement.findings} == {("MQTT-4.4.0-1", C)}
+    assert "v5/publish/qos2-no-duplicate-delivery" not in CASES
+
+
+@pytest.mark.parametrize("case_id", sorted(FLOW_TALKS))
+def test_each_ported_flow_passes_on_a_conforming_broker_and_fails_on_a_violating_one(case_id: str) -> None:
+    conforming, violating = FLOW_TALKS[case_id]
+    case = CASES[f"v5/{case_id}"]
+    assert _verdict(case, *conforming) == PASS
+    assert _verdict(case, *violating) == FAIL
+
+
 # --- against mosquitto ---------------------------------------------------------------------------------------
 
 
@@ -305,7 +459,9 @@ async def _run_all(broker: RunningBroker, cases: list[Case]) -> list[CaseResult]
 def test_every_ported_case_gets_a_verdict_from_mosquitto(mosquitto: RunningBroker) -> None:
     cases = [CASES[f"v5/malformed/{stimulus.case_id}"] for stimulus in STIMULI]
     cases += [case for case in CASES.values() if case.id.startswith(("v5/routing/", "v5/accepted/"))]
-    assert len(cases) == len(STIMULI) + len(routing.TABLE) + len(accepted.FILTER_ROWS) + 6
+    cases += [CASES[f"v5/{case_id}"] for case_id in FLOWS["v5/delivery"]]
+    flows = len(routing.TABLE) + len(accepted.FILTER_ROWS) + len(accepted.CONNECT_ROWS) + len(CONNECT_ROWS_5)
+    assert len(cases) == len(STIMULI) + flows + sum(map(len, FLOWS.values()))
     results = asyncio.run(_run_all(mosquitto, cases))
     undecided = [(r.case.id, r.verdict, r.reason) for r in results if r.verdict not in (PASS, FAIL, NOT_APPLICABLE)]
     assert not undecided

@@ -37,9 +37,9 @@ from ...codec import (
 )
 from ...judge import Closed, Event, JudgeConfig, Quiet, Sent, judge_scenario
 from ...spec.identity import statement_id
-from ..case import case
+from ..case import CASES, case
 from ..connection import client_frames
-from . import accepted, malformed, routing, v5_forbidden, v5_malformed
+from . import accepted, delivery, malformed, routing, v5_forbidden, v5_malformed  # noqa: F401 (delivery: its cases)
 from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, WILL_LEVEL, Stimulus, field, stimulus_script
 from .v5_malformed import targeted as targeted_5
 
@@ -190,9 +190,50 @@ CONNECT_ROWS_5: Final = (
     accepted.ConnectRow("password-without-user-name", "a Password but no User Name", 0x42, 0, lambda _p: field(b"p")),
 )
 
+#: The cases of :mod:`.delivery` and :mod:`.routing` whose scripts hold in 5.0 as they are, by family: no retained
+#: message (those run alone, and :mod:`.v5_routing` has 5.0 cases of their own) and no rule 5.0 words otherwise
+#: (sessions, Wills, Keep Alive, the second CONNECT: :mod:`.v5_routing`, :mod:`.v5_forbidden`). Not
+#: ``publish/qos2-no-duplicate-delivery``: its DUP re-send on the same connection is one a 5.0 client may not make
+#: [MQTT-4.4.0-1].
+FLOWS: Final = {
+    "v5/routing": ("routing/overlapping-three-filters", "routing/qos-downgrade"),
+    "v5/delivery": (
+        "publish/dup-not-propagated",
+        "subscribe/suback",
+        "subscribe/multiple-filters",
+        "subscribe/granted-qos-caps-delivery",
+        "subscribe/resubscribe-replaces",
+        "unsubscribe/unsuback",
+        "unsubscribe/multiple-filters",
+        "unsubscribe/exact-filter-only",
+        "topics/dollar-not-matched-by-wildcards",
+        "topics/no-normalisation",
+    ),
+}
+
+
+def _port(case_id: str, family: str) -> None:
+    """Registers the 3.1.1 case ``case_id`` again as ``v5/<case_id>``: its script in 5.0, its statements' 5.0 ids."""
+    original = CASES[case_id]
+    case(
+        f"v5/{case_id}",
+        named_in_5_0(original.statements),
+        original.title,
+        stimulus=original.stimulus,
+        expected=original.expected,
+        timing=original.timing,
+        family=family,
+        protocol=V5,
+    )(original.script)
+
+
 for _row in routing.TABLE:
     routing.register(_row, V5, named_in_5_0(_row.statements))
+for _case_id in FLOWS["v5/routing"]:
+    _port(_case_id, "v5/routing")
 for _filter_row in accepted.FILTER_ROWS:
     accepted.register_filter(_filter_row, V5, named_in_5_0(accepted.FILTER_STATEMENTS))
 for _connect_row in (*accepted.CONNECT_ROWS, *CONNECT_ROWS_5):
     accepted.register_connect(_connect_row, V5, named_in_5_0((accepted.PINGRESP_SENT,)))
+for _case_id in FLOWS["v5/delivery"]:
+    _port(_case_id, "v5/delivery")
