@@ -232,6 +232,8 @@ class Expectation:
     #: The subscriptions the delivery answers to, and whether each of them surely held (their identifiers are
     #: owed only then).
     subscriptions: tuple[Subscription, ...] = ()
+    #: Rules decided together with ``rule`` (held, broken or undecided with it).
+    also: tuple[str, ...] = ()
     sure: bool = True
     #: The share group it is one member's copy of (one member gets it, not all).
     group: GroupDelivery | None = None
@@ -1017,12 +1019,15 @@ def _send_retained(model: Model, subscription: Subscription, config: JudgeConfig
     # [MQTT-3.3.1-10], 2 never [MQTT-3.3.1-11]. None: whether they are sent is not known.
     sent: bool | None = True
     handling_rule = rules.RETAINED_SENT_ON_SUBSCRIBE
+    # [MQTT-3.8.4-4] A replacement with Retain Handling 0 re-sends them too (decided with the rule above).
+    replaced = link.v5 and subscription.retain_handling == 0 and subscription.share is None
+    also = (rules_5.REPLACED_RESENDS_RETAINED,) if replaced and existed(subscription) else ()
     if subscription.retain_handling == 2:
         sent, handling_rule = False, rules_5.NO_RETAINED
     elif subscription.retain_handling == 1:
-        existed = _existed(subscription)
-        sent, handling_rule = (None if existed is None else not existed), rules_5.RETAINED_IF_NEW
-        if existed is None:
+        held_before = existed(subscription)
+        sent, handling_rule = (None if held_before is None else not held_before), rules_5.RETAINED_IF_NEW
+        if held_before is None:
             why = (
                 f"whether the session already had a subscription to {subscription.full_filter!r} when it "
                 "subscribed again is not known"
@@ -1049,6 +1054,7 @@ def _send_retained(model: Model, subscription: Subscription, config: JudgeConfig
             qos = min(state.publish.qos, subscription.qos)
             expectation = Expectation(link, state, must, rule, True, qos, rules.DELIVERY_QOS, window[0], deadline)
             expectation.subscriptions = (subscription,)
+            expectation.also = () if state.will else also
             link.expectations.append(expectation)
         # Every other message taken there before is forbidden as retained: RETAIN 0 ones (by when the first was
         # taken) and retained ones the topic no longer held.
@@ -1062,7 +1068,7 @@ def _send_retained(model: Model, subscription: Subscription, config: JudgeConfig
             link.watches.append(RetainedWatch(topic, window, states, frozenset(forbidden), deadline))
 
 
-def _existed(subscription: Subscription) -> bool | None:
+def existed(subscription: Subscription) -> bool | None:
     """Whether the session already had a subscription to the same filter when ``subscription`` was asked for
     (None: it may or may not have, or the session's earlier state is unknown)."""
     session = subscription.link.session

@@ -37,6 +37,17 @@ RETAINED_ON_EVERY_SUBSCRIBE: Final = rules.RETAINED_SENT_ON_SUBSCRIBE
 RETAINED_IF_NEW: Final = "MQTT-3.3.1-10@5.0"
 #: [MQTT-3.3.1-11] Retain Handling 2: never sent when the subscription is made.
 NO_RETAINED: Final = "MQTT-3.3.1-11@5.0"
+#: [MQTT-3.8.4-3] A SUBSCRIBE of a filter the session holds replaces that subscription: one copy, not two.
+SAME_FILTER_REPLACES: Final = "MQTT-3.8.4-3"
+#: [MQTT-3.8.4-4] With Retain Handling 0 the replacement re-sends the matching retained messages.
+REPLACED_RESENDS_RETAINED: Final = "MQTT-3.8.4-4@5.0"
+#: [MQTT-3.10.4-3] In-flight QoS 1 and 2 deliveries of a deleted subscription are completed.
+UNSUBSCRIBED_IN_FLIGHT_COMPLETED: Final = "MQTT-3.10.4-3"
+#: [MQTT-4.6.0-5] Messages of one topic and QoS reach each subscriber in the order their publisher sent them;
+#: [MQTT-4.6.0-6] on a non-shared subscription every topic is such an Ordered Topic. Keyed by their 3.1.1 ids,
+#: which number the two the other way round.
+ORDERED_TOPIC: Final = "MQTT-4.6.0-6"
+NON_SHARED_ORDERED: Final = "MQTT-4.6.0-5"
 #: [MQTT-4.8.2-3] A shared subscription's message goes at most at the granted QoS of the chosen member.
 SHARED_GRANTED_QOS: Final = "MQTT-4.8.2-3"
 #: [MQTT-3.3.2-5] A copy whose Message Expiry Interval passed before its onward delivery started is deleted.
@@ -55,8 +66,12 @@ WILL_DELAY: Final = "MQTT-3.1.3-9@5.0"
 
 # One connection's QoS flows (4.3, 4.4), each side as sender and receiver --------------------------------------
 
-#: [MQTT-4.3.2-1] A new QoS 1 message gets a Packet Identifier not in use.
+#: [MQTT-4.3.2-1] A new QoS 1 message gets a Packet Identifier not in use; [MQTT-4.3.3-1] a new QoS 2 one too.
 QOS1_NEW_ID: Final = "MQTT-4.3.2-1"
+QOS2_NEW_ID: Final = "MQTT-4.3.3-1@5.0"
+#: [MQTT-4.3.2-2] / [MQTT-4.3.3-2] A new message's first PUBLISH has DUP 0.
+QOS1_FIRST_DUP_0: Final = "MQTT-4.3.2-2@5.0"
+QOS2_FIRST_DUP_0: Final = "MQTT-4.3.3-2@5.0"
 #: [MQTT-4.3.2-3] A QoS 1 PUBLISH stays unacknowledged (its identifier in use) until its PUBACK.
 QOS1_HELD_UNTIL_PUBACK: Final = "MQTT-4.3.2-3"
 #: [MQTT-4.3.2-5] After its PUBACK, a PUBLISH with the same identifier is a new message, whatever its DUP flag.
@@ -122,6 +137,7 @@ ONLY_5_0: Final[frozenset[str]] = frozenset(
         NO_LOCAL,
         RETAIN_AS_PUBLISHED,
         RETAINED_IF_NEW,
+        REPLACED_RESENDS_RETAINED,
         NO_RETAINED,
         SHARED_GRANTED_QOS,
         EXPIRED_NOT_DELIVERED,

@@ -29,6 +29,7 @@ from mqttaudit.codec import (
 )
 from mqttaudit.codec import rules as codec_rules
 from mqttaudit.spec import identity
+from mqttaudit.topics import matches
 
 from ..codec.describe import quoted
 from ..codec.properties import RECEIVE_MAXIMUM, first
@@ -47,6 +48,7 @@ from .transcript import Published, Subscribed, Unsubscribed
 from .violations import Offences
 
 CLIENT: Final = Direction.FROM_CLIENT
+SERVER: Final = Direction.FROM_SERVER
 #: MQTT 5.0 only: [MQTT-3.11.3-1] UNSUBACK Reason Codes follow the order of the Topic Filters (each fits its
 #: filter); [MQTT-3.11.3-2] one per Topic Filter.
 UNSUBACK_CODES_IN_ORDER: Final = "MQTT-3.11.3-1"
@@ -194,6 +196,10 @@ class Flow:
     outcomes: str | None = None
     #: MQTT 5.0 UNSUBSCRIBE: whether the session held each filter when it was sent (None: cannot tell).
     held: list[bool | None] = field(default_factory=list)
+    #: MQTT 5.0 server PUBLISH: its topic (aliases resolved; None: unknown), and whether an UNSUBSCRIBE of a filter
+    #: matching it came while it was in flight (its delivery must still complete [MQTT-3.10.4-3]).
+    topic: str | None = None
+    unsubscribed_in_flight: bool = False
 
 
 class Pairing:
@@ -247,6 +253,8 @@ class Pairing:
                     flow.published = publication
             return None
         if isinstance(packet, Subscribe | Unsubscribe):
+            if isinstance(packet, Unsubscribe) and self._v5 and not seen.offends:
+                self._in_flight_unsubscribed(packet)
             if packet.packet_id:
                 self._request(seen, packet.packet_id, Stage.SUBACK if isinstance(packet, Subscribe) else Stage.UNSUBACK)
             return None
@@ -290,8 +298,8 @@ class Pairing:
             return None
         reused: str | None = None
         if self._v5 and isinstance(seen.packet, Publish):
-            self._new_message(seen, seen.packet, current)
-            reused = self._reused(seen, seen.packet)
+            reused, resent_refused = self._reused(seen, seen.packet)
+            self._new_message(seen, seen.packet, current, resent_refused)
         rule = ID_IN_USE[seen.sender]
         if current is None and self._connection.may_resume:
             undecided_at(
@@ -319,6 +327,8 @@ class Pairing:
                 )
         held = self._held_before(seen)
         flow = Flow(seen.sender, packet_id, seen, stage, seen, self._note_subscriptions(seen) or reused, held=held)
+        if self._v5 and isinstance(seen.packet, Publish):
+            flow.topic = topic_of(seen, seen.packet, self._topics)
         self._ended[seen.sender].pop(packet_id, None)  # [MQTT-4.3.3-9] a new message after a refusing PUBREC
         self._note_requests(flow)
         flows[packet_id] = flow
@@ -347,31 +357,44 @@ class Pairing:
             "other time",
         )
 
-    def _new_message(self, seen: Seen, packet: Publish, current: Flow | None) -> None:
-        """A new QoS 1 or 2 message: [MQTT-4.3.2-1] a QoS 1 PUBLISH gets an identifier not in use; reusing one in
-        flight treats its packet as acknowledged early [MQTT-4.3.2-3, MQTT-4.3.3-3, -5]; [MQTT-4.9.0-2] none is
-        sent at a send quota of zero."""
-        if packet.qos == 1:
-            if current is not None:
-                self._ctx.ledger.fail(
-                    rules_5.QOS1_NEW_ID,
-                    seen.sender,
-                    seen.time,
-                    seen.event,
-                    f"{seen.describe()} is a new message under Packet Identifier {current.packet_id}, still in use "
-                    f"by {current.request.describe()}",
-                    "each new QoS 1 message gets a Packet Identifier not in use",
-                )
-            elif self._connection.may_resume:
-                undecided_at(
-                    self._ctx,
-                    seen,
-                    rules_5.QOS1_NEW_ID,
-                    reasons.EARLIER_SESSION,
-                    "the session may hold identifiers in flight from an earlier connection",
-                )
-            else:
-                self._ctx.ledger.held(rules_5.QOS1_NEW_ID)
+    def _new_message(self, seen: Seen, packet: Publish, current: Flow | None, resent_refused: bool) -> None:
+        """A new QoS 1 or 2 message: [MQTT-4.3.2-1, MQTT-4.3.3-1] it gets an identifier not in use, and
+        [MQTT-4.3.2-2, MQTT-4.3.3-2] its first PUBLISH has DUP 0; reusing one in flight treats its packet as
+        acknowledged early [MQTT-4.3.2-3, MQTT-4.3.3-3, -5]; [MQTT-4.9.0-2] none is sent at a send quota of zero."""
+        new_id = rules_5.QOS1_NEW_ID if packet.qos == 1 else rules_5.QOS2_NEW_ID
+        first_dup = rules_5.QOS1_FIRST_DUP_0 if packet.qos == 1 else rules_5.QOS2_FIRST_DUP_0
+        earlier = self._connection.may_resume or self._connection.mid_stream
+        if current is not None:
+            self._ctx.ledger.fail(
+                new_id,
+                seen.sender,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} is a new message under Packet Identifier {current.packet_id}, still in use "
+                f"by {current.request.describe()}",
+                f"each new QoS {packet.qos} message gets a Packet Identifier not in use",
+            )
+        elif earlier:
+            why = "the session may hold identifiers in flight from an earlier connection"
+            undecided_at(self._ctx, seen, new_id, reasons.EARLIER_SESSION, why)
+        else:
+            self._ctx.ledger.held(new_id)
+        if resent_refused:
+            pass  # a re-send of a refused message: [MQTT-4.4.0-2]'s finding, not a new message's DUP flag
+        elif not packet.dup:
+            self._ctx.ledger.held(first_dup)
+        elif earlier and current is None:
+            why = f"{seen.describe()} may re-send a message of an earlier connection (DUP 1 is right then)"
+            undecided_at(self._ctx, seen, first_dup, reasons.EARLIER_SESSION, why)
+        else:
+            self._ctx.ledger.fail(
+                first_dup,
+                seen.sender,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} has DUP 1, yet no PUBLISH with its Packet Identifier is in flight to re-send",
+                f"the first PUBLISH of a new QoS {packet.qos} message has DUP 0",
+            )
         held = HELD_UNTIL.get(current.stage) if current is not None else None
         if current is not None and held is not None and isinstance(current.request.packet, Publish):
             self._ctx.ledger.fail(
@@ -384,6 +407,17 @@ class Pairing:
                 held[1],
             )
         self._check_send_quota(seen, current)
+
+    def _in_flight_unsubscribed(self, packet: Unsubscribe) -> None:
+        """[MQTT-3.10.4-3] The server completes the QoS 2 deliveries it started under a filter the client
+        unsubscribes: its PUBREL, still owed, now keeps this rule too (a QoS 1 delivery needs nothing more of it)."""
+        for flow in self._flows[SERVER].values():
+            topic = flow.topic
+            if topic is None or not any(matches(name, topic) for name in packet.topic_filters):
+                continue
+            flow.unsubscribed_in_flight = True
+            if flow.stage is Stage.PUBREL and flow.due is not None:
+                flow.due.enforces = (*flow.due.enforces, rules_5.UNSUBSCRIBED_IN_FLIGHT_COMPLETED)
 
     def _in_flight(self, sender: Direction) -> int:
         """QoS 1 and 2 PUBLISHes of ``sender`` unacknowledged here (a QoS 2 until its PUBCOMP)."""
@@ -433,15 +467,15 @@ class Pairing:
             "at a send quota of zero (Receive Maximum PUBLISHes unacknowledged) no QoS 1 or 2 PUBLISH is sent",
         )
 
-    def _reused(self, seen: Seen, packet: Publish) -> str | None:
+    def _reused(self, seen: Seen, packet: Publish) -> tuple[str | None, bool]:
         """A PUBLISH under the identifier of a flow that ended here: a new message, whatever its DUP flag, which
         the receiver answers [MQTT-4.3.2-5, MQTT-4.3.3-9, -12] (the rule its missing answer breaks); re-sending
         a refused message breaks [MQTT-4.4.0-2]."""
         if packet.qos not in (1, 2) or not packet.packet_id:
-            return None
+            return None, False
         done = self._done[seen.sender].pop(packet.packet_id, None)
         if done is None:
-            return None
+            return None, False
         rule, refused_by, answer = done
         if refused_by is not None and packet.dup and _same_message(refused_by, seen):
             self._ctx.ledger.fail(
@@ -453,7 +487,8 @@ class Pairing:
                 f"Code {_reason_code(answer.packet) or 0:#04x}",
                 "a PUBLISH answered with a Reason Code of 0x80 or above counts as acknowledged and is not re-sent",
             )
-        return rule
+            return rule, True
+        return rule, False
 
     def _held_before(self, seen: Seen) -> list[bool | None]:
         """Whether the session held each filter of a valid 5.0 UNSUBSCRIBE when it was sent (its UNSUBACK codes
@@ -519,6 +554,8 @@ class Pairing:
             return
         limit = self._ctx.config.answer_timeout
         enforces = self._quota_answers(owing, last)
+        if flow.unsubscribed_in_flight and stage is Stage.PUBREL:
+            enforces = (*enforces, rules_5.UNSUBSCRIBED_IN_FLIGHT_COMPLETED)
         flow.due = self._ctx.obligations.open(
             Obligation(
                 rule,

@@ -15,7 +15,7 @@ from ..codec.describe import quoted
 from . import expiry_5, forwarding_5, reasons, rules
 from . import model_rules_5 as rules_5
 from .config import JudgeConfig
-from .model import Expectation, GroupDelivery, Link, Model, RetainedWatch, forbid, not_retained_rule
+from .model import Expectation, GroupDelivery, Link, Model, RetainedWatch, existed, forbid, not_retained_rule
 from .transcript import Delivered, Transcript
 from .verdict import DUPLICATE, LEAK, MISSING, QOS, Judgement, Ledger, combine
 
@@ -38,6 +38,9 @@ class Routing:
         #: Per conversation and statement id, the deliveries (events) the replay decided: the conversation judge,
         #: which sees one connection, may have left them undecided (see :mod:`.scenario`).
         self.settled: dict[tuple[str, str], set[int]] = {}
+        #: Per 5.0 connection, the first copies of live messages in the order they arrived.
+        self._arrivals: list[tuple[Delivered, Expectation]] = []
+        self._replacing: dict[int, bool] = {}
         self._same_client: dict[str, list[Link]] = {}
         for link in model.links:
             if link.client_id:  # each empty ClientId is a ClientId of its own [MQTT-3.1.3-6]
@@ -56,8 +59,10 @@ class Routing:
             by_key: dict[tuple[str, bytes], list[Expectation]] = {}
             for expectation in link.expectations:
                 by_key.setdefault(expectation.key, []).append(expectation)
+            self._arrivals = []
             for delivered in link.transcript.delivered:
                 self._deliver(link, delivered, by_key)
+            self._check_order(link)
             for expectation in list(link.expectations):
                 self._settle(link, expectation)
             for watch in link.watches:
@@ -211,6 +216,10 @@ class Routing:
             )
             first = not chosen.delivered
             chosen.delivered.append(publish)
+            if first and link.v5 and not chosen.retained:
+                self._arrivals.append((delivered, chosen))
+                if self._replaces(chosen):
+                    self._held(link, rules_5.SAME_FILTER_REPLACES)
             if len({e.retained for e in owed}) > 1:
                 reason = reasons.reason(
                     reasons.AMBIGUOUS, f"event {delivered.event} may be a live or a retained message"
@@ -268,12 +277,30 @@ class Routing:
             self._settle_absence(link, rule, watch.deadline, f"a retained message of {quoted(watch.topic)}")
 
     def _duplicate(self, link: Link, delivered: Delivered, used: list[Expectation]) -> None:
-        """[MQTT-4.3.3-2] A QoS 2 message reaches a subscriber once per subscription, never more."""
-        if not any(e.qos == 2 for e in used) or delivered.message.dup:
+        """[MQTT-4.3.3-2] A QoS 2 message reaches a subscriber once per subscription, never more (5.0 states it as
+        [MQTT-4.3.3-10]: a repeat of the PUBLISH causes no duplicate onward delivery); [MQTT-3.8.4-3] in 5.0 a
+        filter subscribed again replaced its subscription, so a second copy for it is one too many."""
+        if delivered.message.dup:
+            return
+        replaced = [e for e in used if link.v5 and self._replaces(e)]
+        if replaced:
+            self._fail(
+                link,
+                rules_5.SAME_FILTER_REPLACES,
+                delivered.time,
+                delivered.event,
+                f"PUBLISH to {quoted(delivered.message.topic)} (event {delivered.event}) delivers "
+                f"{_what(replaced[0])} once more, though the session subscribed to the same filter again "
+                "(a replacement, not a second subscription)",
+                EXPECTED[rules_5.SAME_FILTER_REPLACES],
+                DUPLICATE,
+            )
+            return
+        if not any(e.qos == 2 for e in used):
             return
         self._fail(
             link,
-            rules.QOS2_RECEIVER,
+            rules_5.QOS2_REPEAT_ANSWERED if link.v5 else rules.QOS2_RECEIVER,
             delivered.time,
             delivered.event,
             f"PUBLISH to {quoted(delivered.message.topic)} (event {delivered.event}) delivers {_what(used[0])} "
@@ -281,6 +308,44 @@ class Routing:
             "a message taken at QoS 2 is delivered onward once, not duplicated",
             DUPLICATE,
         )
+
+    def _replaces(self, expectation: Expectation) -> bool:
+        """A subscription the copy goes under replaced one of the same filter [MQTT-3.8.4-3] (cached)."""
+        for subscription in expectation.subscriptions:
+            known = self._replacing.get(id(subscription))
+            if known is None:
+                known = self._replacing[id(subscription)] = existed(subscription) is True
+            if known:
+                return True
+        return False
+
+    def _check_order(self, link: Link) -> None:
+        """[MQTT-4.6.0-5, -6] On a 5.0 connection's non-shared subscriptions, the messages of one publishing
+        connection, topic and QoS arrive in the order the publisher sent them."""
+        last: dict[tuple[str, str, int], tuple[Delivered, Expectation]] = {}
+        for delivered, expectation in self._arrivals:
+            if expectation.group is not None:
+                continue  # a shared subscription's topics need not be Ordered Topics [MQTT-4.6.0-6]
+            message = expectation.message
+            key = (message.link.name, message.publish.topic, delivered.message.qos)
+            earlier = last.get(key)
+            if earlier is None or earlier[1].message.event < message.event:
+                if earlier is not None:
+                    self._held(link, rules_5.ORDERED_TOPIC)
+                    self._held(link, rules_5.NON_SHARED_ORDERED)
+                last[key] = (delivered, expectation)
+                continue
+            for rule in (rules_5.NON_SHARED_ORDERED, rules_5.ORDERED_TOPIC):
+                self._fail(
+                    link,
+                    rule,
+                    delivered.time,
+                    delivered.event,
+                    f"PUBLISH to {quoted(message.publish.topic)} (event {delivered.event}) delivers "
+                    f"{_what(expectation)} after event {earlier[0].event}, which delivered "
+                    f"{_what(earlier[1])}, published after it",
+                    EXPECTED[rule],
+                )
 
     def _retain_flag(self, link: Link, delivered: Delivered, expectation: Expectation) -> None:
         """[MQTT-3.3.1-8] RETAIN 1 when sent for a new subscription; [MQTT-3.3.1-9] RETAIN 0 for an established one
@@ -457,7 +522,8 @@ class Routing:
             self._settle_forbidden(link, expectation)
         elif expectation.delivered:
             if expectation.must:
-                self._held(link, expectation.rule)
+                for rule in (expectation.rule, *expectation.also):
+                    self._held(link, rule)
                 self._qos_reached(link, expectation)
         elif expectation.must:
             elsewhere = expectation.elsewhere
@@ -488,7 +554,7 @@ class Routing:
         """Missing while the connection was seen open past the deadline: a finding. Missing because it closed
         first: a CleanSession 0 session owes a QoS 1 or 2 message on its next connection [MQTT-3.1.2-5];
         otherwise, and when observation of the connection stopped first, not assessable."""
-        rules_at_stake = (expectation.rule, expectation.qos_rule)
+        rules_at_stake = (expectation.rule, *expectation.also, expectation.qos_rule)
         lost = [time for side, time in link.transcript.lost if side is SERVER]
         unnamed = [d for d in link.transcript.delivered if not d.message.topic]
         if unnamed:
@@ -506,16 +572,17 @@ class Routing:
                 self._undecided(link, rule, _unseen_bytes(min(lost), _what(expectation)), time=expectation.after)
             return
         if link.ended >= expectation.deadline:
-            self._fail(
-                link,
-                expectation.rule,
-                link.ended,
-                link.transcript.end_event,
-                f"{_what(expectation)} never arrived: it was owed from {expectation.after:.6f} s, due by "
-                f"{expectation.deadline:.6f} s, and the connection was seen open until {link.ended:.6f} s",
-                EXPECTED[expectation.rule],
-                MISSING,
-            )
+            for rule in (expectation.rule, *expectation.also):
+                self._fail(
+                    link,
+                    rule,
+                    link.ended,
+                    link.transcript.end_event,
+                    f"{_what(expectation)} never arrived: it was owed from {expectation.after:.6f} s, due by "
+                    f"{expectation.deadline:.6f} s, and the connection was seen open until {link.ended:.6f} s",
+                    EXPECTED[rule],
+                    MISSING,
+                )
             return
         session = link.session
         following = None if session is None else session.link_after(link.ended)
@@ -630,6 +697,10 @@ EXPECTED: Final[dict[str, str]] = {
     rules_5.RETAIN_AS_PUBLISHED: "with Retain As Published 1 a forwarded copy keeps the RETAIN flag as published",
     rules_5.RETAINED_IF_NEW: "Retain Handling 1 sends retained messages only when the subscription did not exist",
     rules_5.NO_RETAINED: "Retain Handling 2 sends no retained messages when the subscription is made",
+    rules_5.REPLACED_RESENDS_RETAINED: "a subscription replaced with Retain Handling 0 gets the retained messages",
+    rules_5.SAME_FILTER_REPLACES: "a SUBSCRIBE of a filter the session holds replaces it: one copy per message",
+    rules_5.ORDERED_TOPIC: "messages of one topic and QoS reach a subscriber in the order their publisher sent them",
+    rules_5.NON_SHARED_ORDERED: "every topic is an Ordered Topic on a non-shared subscription",
     rules_5.SHARED_GRANTED_QOS: "a shared subscription's message goes at most at the QoS granted to the chosen member",
     rules_5.EXPIRED_NOT_DELIVERED: "a message whose Message Expiry Interval passed before delivery began is not sent",
     rules_5.WILL_DELAY: "a connection to the session before the Will Delay Interval passes means the Will is not sent",

@@ -194,6 +194,24 @@ _IN_5_0.update(
         "MQTT-3.1.3-9@5.0": "MQTT-3.1.3-9",  # Will Delay (3.1.1's MQTT-3.1.3-9 is the refused ClientId)
         "MQTT-3.3.1-10@5.0": "MQTT-3.3.1-10",  # Retain Handling 1 (3.1.1's MQTT-3.3.1-10 is the zero-byte retained)
         "MQTT-3.3.1-11@5.0": "MQTT-3.3.1-11",  # Retain Handling 2 (3.1.1's MQTT-3.3.1-11 is "zero-byte not stored")
+        # The QoS 1 and 2 sender's first transmission (DUP 0) and a QoS 2 message's unused identifier: 3.1.1 numbers
+        # the whole sender MQTT-4.3.2-1 / -4.3.3-1 and the receivers -4.3.2-2 / -4.3.3-2.
+        "MQTT-4.3.2-2@5.0": "MQTT-4.3.2-2",
+        "MQTT-4.3.3-1@5.0": "MQTT-4.3.3-1",
+        "MQTT-4.3.3-2@5.0": "MQTT-4.3.3-2",
+        "MQTT-3.8.4-4@5.0": "MQTT-3.8.4-4",  # Retain Handling 0 on a replacement (3.1.1's -3.8.4-4: a sequence)
+    }
+)
+
+# Rules 3.1.1 and 5.0 both state, under the numbers the judge's 5.0 checks use.
+_IN_5_0.update(
+    {
+        "MQTT-4.3.2-1": "MQTT-4.3.2-1",  # 5.0 keeps only "an unused Packet Identifier" under the number
+        "MQTT-3.10.4-3": "MQTT-3.10.4-3",
+        "MQTT-3.8.4-4": "MQTT-3.8.4-5",  # a multi-filter SUBSCRIBE handled as a sequence, one SUBACK
+        # 3.1.1 swaps the two ordering statements: its -5 makes every topic Ordered, its -6 keeps the order.
+        "MQTT-4.6.0-5": "MQTT-4.6.0-6",
+        "MQTT-4.6.0-6": "MQTT-4.6.0-5",
     }
 )
 
