@@ -485,3 +485,61 @@ def run_all(broker: RunningBroker) -> dict[str, CaseResult]:
 
 def verdicts(case_ids: Callable[[Case], bool], verdict: str) -> dict[str, str]:
     return {case.id: verdict for case in ROUTING_CASES if case_ids(case)}
+
+
+def test_every_case_passes_against_mosquitto(mosquitto: RunningBroker) -> None:
+    """mosquitto 2.0.11 keeps every statement the judge decides here. (It closes a taken-over connection without
+    DISCONNECT 0x8E; the judge decides only the close of MQTT-3.1.4-3.)"""
+    results = run_all(mosquitto)
+    assert {case_id: result.verdict for case_id, result in results.items()} == verdicts(lambda _case: True, PASS)
+
+
+#: What mqttools 0.50.0 breaks (it declares Maximum QoS 0, no wildcards, no shared subscriptions): it keeps no
+#: Session Expiry (Session Present 1 for an expired or ended session), neither closes a taken-over connection nor
+#: publishes a Will on DISCONNECT 0x04, ignores the Will Delay, Retain Handling, Retain As Published, Message
+#: Expiry on retained messages and Subscription Identifiers; it never answers a CONNECT whose Will carries
+#: properties, and answers a PUBLISH carrying them with DISCONNECT 0x81.
+MQTTOOLS_FAILS = {
+    "v5/session/expired",
+    "v5/session/disconnect-ends-session",
+    "v5/session/takeover-clean",
+    "v5/session/takeover-persistent",
+    "v5/will/properties-forwarded",
+    "v5/will/delay-then-published",
+    "v5/will/delay-reconnect-suppresses",
+    "v5/will/disconnect-0x04-sends-qos0",
+    "v5/will/disconnect-0x04-sends-qos0-delayed",
+    "v5/retain/handling-1-new-only",
+    "v5/retain/handling-2-never",
+    "v5/retain/as-published-1-qos0",
+    "v5/properties/forwarded-qos0",
+    "v5/message-expiry/remaining-retained",
+    "v5/message-expiry/expired-retained",
+    "v5/subscription-identifier/sent-qos0",
+    "v5/subscription-identifier/replaced",
+}
+MQTTOOLS_PASSES = {
+    "v5/session/clean-start-discards-subscription",
+    "v5/session/resumed-subscription-qos0",
+    "v5/session/disconnect-extends-session",
+    "v5/will/abrupt-close-qos0",
+    "v5/will/session-ends-before-delay",
+    "v5/will/disconnect-0x00-discards-qos0",
+    "v5/will/disconnect-0x00-discards-qos0-delayed",
+    "v5/retain/replaced-qos0",
+    "v5/retain/empty-not-stored-qos0",
+    "v5/retain/retain-0-leaves-qos0",
+    "v5/retain/as-published-0-qos0",
+    "v5/message-expiry/remaining-live",
+    "v5/unsubscribe/stops-delivery-qos0",
+}
+
+
+def test_every_case_gets_a_verdict_from_mqttools(mqttools: RunningBroker) -> None:
+    results = run_all(mqttools)
+    expected = verdicts(lambda case: case.id in MQTTOOLS_FAILS, FAIL)
+    expected |= verdicts(lambda case: case.id in MQTTOOLS_PASSES, PASS)
+    expected |= verdicts(lambda case: case.id not in expected, NOT_APPLICABLE)
+    assert {case_id: result.verdict for case_id, result in results.items()} == expected
+    assert "DISCONNECT" not in results["v5/properties/forwarded-qos0"].reason  # the missing delivery is the finding
+    assert "Session Present 1" in results["v5/session/expired"].reason
