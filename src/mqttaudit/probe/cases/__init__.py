@@ -8,13 +8,14 @@ import importlib
 from ..case import CASES
 
 #: The modules in the library's order (the order of ``probe --list`` and of a run): what a broker must do, then
-#: the malformed families, then their negative controls; then the MQTT 5.0 cases. The 5.0 routing cases come before
-#: the 3.1.1 routing table: the cases that leave retained messages run alone in this order, and the last of them
+#: the malformed families, then their negative controls; then the MQTT 5.0 cases. The 5.0 routing and flow cases come
+#: before the 3.1.1 routing table: the cases that leave retained messages run alone in this order, and the last of them
 #: must be one whose own leftovers reach no later case (routing/retained-to-wildcard-subscribers).
 MODULES = (
     "delivery",
     "session",
     "v5_routing",
+    "v5_flows",
     "routing",
     "malformed",
     "accepted",
@@ -23,7 +24,6 @@ MODULES = (
     "v5_limits",
     "v5_forbidden",
     "v5_ported",
-    "v5_flows",
 )
 for _module in MODULES:
     importlib.import_module(f"{__name__}.{_module}")
@@ -54,6 +54,7 @@ ALONE = (
     "routing/retained-to-wildcard-subscribers",
     "will/retained",
     *importlib.import_module(f"{__name__}.v5_routing").ALONE,
+    *importlib.import_module(f"{__name__}.v5_flows").ALONE,
 )
 
 CASES.mark_timing(TIMING)

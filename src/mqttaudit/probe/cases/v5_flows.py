@@ -23,6 +23,7 @@ from ...codec import (
     Packet,
     Pingreq,
     Pingresp,
+    ProtocolVersion,
     Puback,
     Pubcomp,
     Publish,
@@ -33,12 +34,14 @@ from ...codec import (
     Subscription,
     Unsuback,
     Unsubscribe,
+    encode,
 )
 from ...codec import properties as props
 from ..case import CaseContext, Inconclusive, NotApplicable
 from ..connection import PacketTest, ProbeConnection
 from .v5_connect import v5_case
 
+V5: Final = ProtocolVersion.V5
 SUCCESS: Final = 0x00
 UNSPECIFIED_ERROR: Final = 0x80
 #: Messages published toward a subscriber that holds its acknowledgements.
@@ -47,8 +50,8 @@ HELD_MESSAGES: Final = 3
 SMALL_PACKET_SIZE: Final = 24
 
 #: The sender statements the broker keeps toward a subscriber that answers late.
-QOS1_SENDER: Final = ("MQTT-4.3.2-1", "MQTT-4.3.2-3", "MQTT-4.4.0-1")
-QOS2_SENDER: Final = ("MQTT-4.3.3-3", "MQTT-4.3.3-5", "MQTT-4.3.3-6", "MQTT-4.4.0-1")
+QOS1_SENDER: Final = ("MQTT-4.3.2-1", "MQTT-4.3.2-2", "MQTT-4.3.2-3", "MQTT-4.4.0-1")
+QOS2_SENDER: Final = ("MQTT-4.3.3-1", "MQTT-4.3.3-2", "MQTT-4.3.3-3", "MQTT-4.3.3-5", "MQTT-4.3.3-6", "MQTT-4.4.0-1")
 REFUSED_NOT_RESENT: Final = "MQTT-4.4.0-2"
 QUOTA: Final = ("MQTT-3.3.4-10", "MQTT-4.9.0-3")
 ZERO_QUOTA_NO_PUBLISH: Final = "MQTT-4.9.0-2"
@@ -100,8 +103,8 @@ async def _wait_deliveries(connection: ProbeConnection, count: int, since: int =
     "The broker holds each QoS 1 delivery, under its own Packet Identifier, until its PUBACK",
     stimulus=f"a subscriber at QoS 1 withholds its PUBACKs while {HELD_MESSAGES} QoS 1 messages arrive and for half "
     "the timeout more; then acknowledges them, and one more message is published",
-    expected="distinct Packet Identifiers for the held messages; no PUBLISH re-sent on the connection (DUP 1) while "
-    "the PUBACKs are withheld; a later message may reuse an acknowledged identifier",
+    expected="distinct Packet Identifiers for the held messages, each first sent with DUP 0; no PUBLISH re-sent on "
+    "the connection (DUP 1) while the PUBACKs are withheld; a later message may reuse an acknowledged identifier",
 )
 async def qos1_held_until_puback(context: CaseContext) -> None:
     subscriber, topic = await _late_subscriber(context, 1)
@@ -125,8 +128,8 @@ async def qos1_held_until_puback(context: CaseContext) -> None:
     "The broker holds a QoS 2 delivery until its PUBREC, then its PUBREL until its PUBCOMP",
     stimulus=f"a subscriber at QoS 2 withholds its PUBRECs while {HELD_MESSAGES} QoS 2 messages arrive and for half "
     "the timeout more; then sends the PUBRECs and withholds the PUBCOMPs for half the timeout; then completes",
-    expected="distinct Packet Identifiers; PUBREL only after each PUBREC; no PUBLISH after its PUBREL; nothing "
-    "re-sent on the connection",
+    expected="distinct Packet Identifiers, DUP 0; PUBREL only after each PUBREC; no PUBLISH after its PUBREL; "
+    "nothing re-sent on the connection",
 )
 async def qos2_held_until_pubrec_and_pubcomp(context: CaseContext) -> None:
     subscriber, topic = await _late_subscriber(context, 2)
@@ -249,16 +252,18 @@ for _name, _qos, _request in (
 @v5_case(
     "v5/flows/qos2-repeat-before-pubrel",
     [REPEAT_ANSWERED],
-    "A QoS 2 PUBLISH repeated before its PUBREL gets PUBREC again",
-    stimulus="a QoS 2 PUBLISH; after its PUBREC the same PUBLISH again with DUP 1 (the probe's client breaks "
-    "MQTT-4.4.0-1 on purpose); then PUBREL",
-    expected="PUBREC for the repeat too, then PUBCOMP; the message is not delivered twice",
+    "A QoS 2 PUBLISH repeated before its PUBREL gets PUBREC again, and is delivered once",
+    stimulus="a subscriber at QoS 2; a QoS 2 PUBLISH; after its PUBREC the same PUBLISH again with DUP 1 (the "
+    "probe's client breaks MQTT-4.4.0-1 on purpose); then PUBREL",
+    expected="PUBREC for the repeat too, then PUBCOMP; the subscriber gets the message once",
 )
 async def qos2_repeat_before_pubrel(context: CaseContext) -> None:
     context.require("qos2", "a QoS 2 flow")
+    topic = context.topic("t")
+    subscriber = await context.subscriber("subscriber", (topic, 2))
     connection = await context.connect(auto_ack=False)
     packet_id = context.packet_id()
-    publish = Publish(topic=context.topic("t"), payload=b"once", qos=2, packet_id=packet_id)
+    publish = Publish(topic=topic, payload=b"once", qos=2, packet_id=packet_id)
     await connection.send(publish)
     if not isinstance(await connection.wait_for(_answers(Pubrec, packet_id)), Pubrec):
         raise Inconclusive(f"setup: {connection.missing('PUBREC')}")
@@ -268,7 +273,9 @@ async def qos2_repeat_before_pubrel(context: CaseContext) -> None:
     since = len(connection.received)
     await connection.send(Pubrel(packet_id=packet_id, reason_code=SUCCESS))
     await connection.wait_for(_answers(Pubcomp, packet_id), since=since)
+    await context.settle(subscriber)
     await context.disconnect(connection)
+    await context.disconnect(subscriber)
 
 
 def _reuse_case(name: str, qos: int, statement: str) -> None:
@@ -354,3 +361,124 @@ async def small_maximum_suback_unsuback(context: CaseContext) -> None:
         pass  # the first SUBACK alone still shows the rule
     await context.unsubscribe(connection, context.topic("never"))
     await context.disconnect(connection)
+
+
+# Across connections: order, replaced subscriptions, an UNSUBSCRIBE in flight --------------------------------------
+
+#: The cases that leave a retained message: they run alone (see :data:`mqttaudit.probe.cases.ALONE`).
+ALONE: Final = ("v5/flows/subscribe-again-resends-retained",)
+#: [MQTT-4.6.0-5, -6] Order per publisher on non-shared subscriptions.
+ORDER: Final = ("MQTT-4.6.0-5", "MQTT-4.6.0-6")
+#: Messages one publisher sends in a row toward a subscriber.
+ORDERED_MESSAGES: Final = 10
+
+
+def _order_case(qos: int) -> None:
+    @v5_case(
+        f"v5/flows/order-per-publisher-qos{qos}",
+        ORDER,
+        f"QoS {qos} messages of one publisher arrive in the order it sent them",
+        stimulus=f"a subscriber at QoS 2; a publisher sends {ORDERED_MESSAGES} QoS {qos} messages to one topic in one "
+        "write",
+        expected="the deliveries in the order published",
+    )
+    async def script(context: CaseContext) -> None:
+        if qos == 2:
+            context.require("qos2", "QoS 2 deliveries")
+        topic = context.topic("t")
+        subscriber = await context.subscriber("subscriber", (topic, 2))
+        publisher = await context.connect("publisher")
+        ids = [context.packet_id() if qos else None for _ in range(ORDERED_MESSAGES)]
+        burst = [Publish(topic=topic, payload=f"n{i}".encode(), qos=qos, packet_id=ids[i]) for i in range(len(ids))]
+        await publisher.send(b"".join(encode(p, version=V5) for p in burst))
+        for packet_id in ids:
+            if packet_id is not None:
+                await publisher.wait_for(_answers(Puback if qos == 1 else Pubrec, packet_id))
+                if qos == 2:
+                    await publisher.send(Pubrel(packet_id=packet_id, reason_code=SUCCESS))
+        await subscriber.wait_for(lambda _p: len(_deliveries_of(subscriber, topic)) >= ORDERED_MESSAGES)
+        await context.settle(subscriber)
+        await context.disconnect(publisher)
+        await context.disconnect(subscriber)
+
+
+def _deliveries_of(connection: ProbeConnection, topic: str) -> list[Publish]:
+    return [p for p in connection.received if isinstance(p, Publish) and p.topic == topic]
+
+
+for _qos in (0, 1, 2):
+    _order_case(_qos)
+
+
+@v5_case(
+    "v5/flows/subscribe-same-filter-replaces",
+    ["MQTT-3.8.4-3"],
+    "A SUBSCRIBE of a filter the session holds replaces the subscription",
+    stimulus="a subscriber subscribes to one filter at QoS 1, then to the same filter again at QoS 2; a message is "
+    "published to it",
+    expected="one copy of the message (the second SUBSCRIBE replaced the first subscription)",
+)
+async def subscribe_same_filter_replaces(context: CaseContext) -> None:
+    topic = context.topic("t")
+    subscriber = await context.subscriber("subscriber", (topic, 1))
+    await context.subscribe(subscriber, (topic, 2))
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, topic, b"one", qos=1)
+    await context.deliveries(subscriber, topic)
+    await context.settle(subscriber)
+    await context.disconnect(publisher)
+    await context.disconnect(subscriber)
+
+
+@v5_case(
+    "v5/flows/subscribe-again-resends-retained",
+    ["MQTT-3.8.4-4", "MQTT-3.3.1-9"],
+    "A subscription replaced with Retain Handling 0 gets the retained message again",
+    stimulus="a retained QoS 1 message; a subscriber subscribes to its topic (Retain Handling 0), receives it, and "
+    "subscribes to the same filter again",
+    expected="the retained message after each SUBSCRIBE, with RETAIN 1",
+)
+async def subscribe_again_resends_retained(context: CaseContext) -> None:
+    context.require("retain", "a retained message")
+    topic = context.topic("t")
+    publisher = await context.connect("publisher")
+    await context.publish(publisher, topic, b"kept", qos=1, retain=True)
+    subscriber = await context.subscriber("subscriber", (topic, 1))
+    await context.deliveries(subscriber, topic)
+    since = len(subscriber.received)
+    await context.subscribe(subscriber, (topic, 1))
+    await subscriber.wait_for(lambda p: isinstance(p, Publish) and p.topic == topic, since=since)
+    await context.settle(subscriber)
+    await context.disconnect(publisher)
+    await context.disconnect(subscriber)
+
+
+@v5_case(
+    "v5/flows/unsubscribe-completes-qos2-delivery",
+    ["MQTT-3.10.4-3"],
+    "A QoS 2 delivery under way when its subscription is deleted is completed",
+    stimulus="a subscriber at QoS 2 receives a message and answers PUBREC; before the PUBREL it unsubscribes the "
+    "filter; then it answers the PUBREL",
+    expected="UNSUBACK, and the PUBREL of the delivery (sent before or after the UNSUBSCRIBE)",
+)
+async def unsubscribe_completes_qos2_delivery(context: CaseContext) -> None:
+    subscriber, topic = await _late_subscriber(context, 2)
+    publisher = await _publish_all(context, topic, 1, 2, "inflight")
+    deliveries = await _wait_deliveries(subscriber, 1)
+    if not deliveries:
+        raise Inconclusive(f"setup: {subscriber.missing('a delivery')}")
+    packet_id = deliveries[0].packet_id
+    await subscriber.send(
+        b"".join(
+            encode(p, version=V5)
+            for p in (
+                Pubrec(packet_id=packet_id, reason_code=SUCCESS),
+                Unsubscribe(packet_id=context.packet_id(), topic_filters=(topic,)),
+            )
+        )
+    )
+    if isinstance(await subscriber.wait_for(_answers(Pubrel, packet_id)), Pubrel):
+        await subscriber.send(Pubcomp(packet_id=packet_id, reason_code=SUCCESS))
+    await context.settle(subscriber)
+    await context.disconnect(publisher)
+    await context.disconnect(subscriber)

@@ -1,0 +1,88 @@
+"""The MQTT 5.0 flow cases (QoS flows, send quota, order, replaced subscriptions, diagnostics under a small Maximum
+Packet Size): every statement a case lists is one the judge decides on 5.0 connections, and every case gets a
+verdict from mosquitto, the same on each of three runs (what the judge decides of each shape, kept and broken, is
+tested in tests/test_judge_flows_more_5.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from mqttaudit.cli.rules import coverage
+from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.case import CASES, Case, Target
+from mqttaudit.probe.cases import ALONE, v5_flows
+from mqttaudit.probe.runner import PASS, CaseResult, run_case
+from mqttaudit.spec import load_catalogue
+
+FLOW_CASES = [case for case in CASES.values() if case.family_name == "v5/flows"]
+CATALOGUE_5 = load_catalogue("5.0")
+TIMEOUT = 1.0
+RUNS = 3
+
+
+def test_the_flow_family_covers_each_statement_family_with_several_shapes() -> None:
+    assert len(FLOW_CASES) >= 19
+    statements = {s for case in FLOW_CASES for s in case.statements}
+    assert {"MQTT-4.3.2-1", "MQTT-4.3.3-10", "MQTT-4.4.0-2", "MQTT-4.9.0-3", "MQTT-3.9.2-1", "MQTT-4.6.0-6"} <= (
+        statements
+    )
+    assert all(case.protocol.value == "5.0" for case in FLOW_CASES)
+
+
+@pytest.mark.parametrize("case", FLOW_CASES, ids=lambda case: case.id)
+def test_every_statement_a_case_lists_is_a_5_0_statement_the_judge_decides(case: Case) -> None:
+    for statement in case.statements:
+        rule = CATALOGUE_5[statement]
+        assert rule.level == "MUST", statement
+        assert coverage(rule).judge, statement
+
+
+def test_the_case_that_leaves_a_retained_message_runs_alone() -> None:
+    assert set(v5_flows.ALONE) <= set(ALONE)
+    for case in FLOW_CASES:
+        assert case.runs_alone is (case.id in ALONE), case.id
+
+
+# Live ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mosquitto() -> Iterator[RunningBroker]:
+    with start_broker("mosquitto") as broker:
+        yield broker
+
+
+def run_all(broker: RunningBroker, run: int) -> dict[str, CaseResult]:
+    async def everything() -> list[CaseResult]:
+        target = Target(broker.host, broker.port)
+        together = [case for case in FLOW_CASES if not case.runs_alone]
+        results = list(
+            await asyncio.gather(
+                *(run_case(case, target, timeout=TIMEOUT, run_id=f"f10{run}f10{run}") for case in together)
+            )
+        )
+        alone = [case for case in FLOW_CASES if case.runs_alone]
+        return results + [await run_case(case, target, timeout=TIMEOUT, run_id=f"f20{run}f20{run}") for case in alone]
+
+    results = {result.case.id: result for result in asyncio.run(everything())}
+    for result in results.values():  # for the record of the run (-rA shows it)
+        print(run, result.case.id, result.verdict, result.statements, result.reason)
+    return results
+
+
+def test_every_flow_case_passes_against_mosquitto_on_each_of_three_runs(mosquitto: RunningBroker) -> None:
+    """mosquitto 2.0.11 keeps every flow statement: it holds each delivery until its answer, never re-sends on a
+    connection, answers PINGREQ, SUBSCRIBE and UNSUBSCRIBE at a send quota of zero, answers a repeated QoS 2
+    PUBLISH with PUBREC and delivers it once, keeps each publisher's order, and sends no Reason String or User
+    Property at all (so a small Maximum Packet Size never has to leave one out)."""
+    for run in range(RUNS):
+        results = run_all(mosquitto, run)
+        assert sorted(results) == sorted(case.id for case in FLOW_CASES)
+        verdicts = {case_id: (r.verdict, r.reason) for case_id, r in results.items() if r.verdict != PASS or r.error}
+        assert verdicts == {}, run
+        for result in results.values():
+            assert set(result.statements) == set(result.case.statements)
+            assert set(result.statements.values()) == {PASS}, result.case.id
