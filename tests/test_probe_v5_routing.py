@@ -497,8 +497,9 @@ def test_every_case_passes_against_mosquitto(mosquitto: RunningBroker) -> None:
 #: What mqttools 0.50.0 breaks (it declares Maximum QoS 0, no wildcards, no shared subscriptions): it keeps no
 #: Session Expiry (Session Present 1 for an expired or ended session), neither closes a taken-over connection nor
 #: publishes a Will on DISCONNECT 0x04, ignores the Will Delay, Retain Handling, Retain As Published, Message
-#: Expiry on retained messages and Subscription Identifiers; it never answers a CONNECT whose Will carries
-#: properties, and answers a PUBLISH carrying them with DISCONNECT 0x81.
+#: Expiry on retained messages and Subscription Identifiers; it drops a Will's properties, never answers a CONNECT
+#: whose Will carries Correlation Data or a User Property, and answers a PUBLISH with a User Property with
+#: DISCONNECT 0x81 (the other properties of a PUBLISH it forwards).
 MQTTOOLS_FAILS = {
     "v5/session/expired",
     "v5/session/disconnect-ends-session",
@@ -517,6 +518,9 @@ MQTTOOLS_FAILS = {
     "v5/message-expiry/expired-retained",
     "v5/subscription-identifier/sent-qos0",
     "v5/subscription-identifier/replaced",
+    *(f"v5/will/only-{name}" for name in ("payload-format", "content-type", "response-topic")),  # dropped
+    *(f"v5/will/only-{name}" for name in ("correlation-data", "user-properties")),  # no CONNACK
+    "v5/properties/only-user-properties",  # DISCONNECT 0x81
 }
 MQTTOOLS_PASSES = {
     "v5/session/clean-start-discards-subscription",
@@ -532,6 +536,10 @@ MQTTOOLS_PASSES = {
     "v5/retain/as-published-0-qos0",
     "v5/message-expiry/remaining-live",
     "v5/unsubscribe/stops-delivery-qos0",
+    *(
+        f"v5/properties/only-{name}"
+        for name in ("payload-format", "content-type", "response-topic", "correlation-data")
+    ),
 }
 
 

@@ -75,6 +75,19 @@ PROPERTIES_FORWARDED: Final = (
     "MQTT-3.3.2-18",  # in order
     "MQTT-3.3.2-20",  # Content Type
 )
+#: Each forwarded property alone: (name in the case id, in words, its statements, the property).
+SINGLE_PROPERTIES: Final[tuple[tuple[str, str, tuple[str, ...], Properties], ...]] = (
+    ("payload-format", "Payload Format Indicator 1", ("MQTT-3.3.2-4",), props.make(payload_format_indicator=1)),
+    ("content-type", "a Content Type", ("MQTT-3.3.2-20",), props.make(content_type="application/json")),
+    ("response-topic", "a Response Topic", ("MQTT-3.3.2-15",), props.make(response_topic="mqttaudit/reply")),
+    ("correlation-data", "Correlation Data", ("MQTT-3.3.2-16",), props.make(correlation_data=b"\x00corr")),
+    (
+        "user-properties",
+        "two User Properties",
+        ("MQTT-3.3.2-17", "MQTT-3.3.2-18"),
+        props.make(user_property=[("z", "1"), ("a", "2")]),
+    ),
+)
 EXPIRED: Final = "MQTT-3.3.2-5"
 REMAINING: Final = "MQTT-3.3.2-6"
 HIGHEST_QOS: Final = "MQTT-3.3.4-2"
@@ -611,6 +624,24 @@ for _qos in (0, 1, 2):
         "Data and four User Properties (a name repeated)",
         expected="the subscriber's copy carries each of them unaltered, User Properties in order",
     )(_forwarded(_qos, FORWARDED))
+# One property at a time: a broker may mishandle one kind (mqttools 0.50.0 refuses any User Property) and not the
+# others, which the case with all of them at once cannot tell apart.
+for _name, _words, _statements, _property in SINGLE_PROPERTIES:
+    v5_case(
+        f"v5/properties/only-{_name}",
+        [ROUTED, *_statements],
+        f"A message carrying only {_words} is delivered with it unaltered",
+        stimulus=f"a QoS 0 PUBLISH with {_words} and no other property",
+        expected=f"the subscriber's copy carries {_words} unaltered",
+    )(_forwarded(0, _property))
+    v5_case(
+        f"v5/will/only-{_name}",
+        [CONNACK_FOR_VALID_CONNECT, WILL_PUBLISHED, *_statements],
+        f"A Will carrying only {_words} is published with it unaltered",
+        stimulus=f"CONNECT with a QoS 0 Will carrying {_words} and no other property, then a TCP reset",
+        expected=f"CONNACK; the Will arrives with {_words} unaltered",
+        timing=True,
+    )(_abrupt_will(0, properties=_property))
 v5_case(
     "v5/properties/forwarded-retained",
     [HANDLING_0, *PROPERTIES_FORWARDED],
