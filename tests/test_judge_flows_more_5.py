@@ -402,3 +402,31 @@ def test_a_qos2_repeat_before_pubrel_is_not_delivered_twice_mqtt_4_3_3_10() -> N
     assert not failed(once, rules_5.QOS2_REPEAT_ANSWERED) and "MQTT-4.5.0-1" in once.passed
     twice = scenario(sub=delivered(2), pub=repeated())
     assert failed(twice, rules_5.QOS2_REPEAT_ANSWERED)
+
+
+def test_a_subscribe_of_several_filters_gets_one_suback_mqtt_3_8_4_5() -> None:
+    both = (codec.Subscription(topic_filter="a"), codec.Subscription(topic_filter="b"))
+    talk = connected().client(codec.Subscribe(packet_id=4, subscriptions=both))
+    kept = verdict(talk.server(codec.Suback(packet_id=4, return_codes=(0, 0))))
+    assert_kept(kept, rules_5.SUBSCRIBE_AS_SEQUENCE)
+    assert named(rules_5.SUBSCRIBE_AS_SEQUENCE) == "MQTT-3.8.4-5"
+    talk = connected().client(codec.Subscribe(packet_id=4, subscriptions=both))
+    broken = verdict(
+        talk.server(codec.Suback(packet_id=4, return_codes=(0, 0)), codec.Suback(packet_id=4, return_codes=(0,)))
+    )
+    assert failed(broken, rules_5.SUBSCRIBE_AS_SEQUENCE)
+
+
+def test_an_unsubscribe_deletes_only_the_same_filter_mqtt_3_10_4_1() -> None:
+    def unsubscribed(name: str, copies: int) -> Talk:
+        talk = subscriber(TOPIC)
+        talk.client(codec.Unsubscribe(packet_id=7, topic_filters=(name,)))
+        talk.server(codec.Unsuback(packet_id=7, reason_codes=(0x11,)))
+        return received(talk, *[b"1"] * copies, at=2.0)
+
+    kept = scenario(sub=unsubscribed("flows/+", 1), pub=publisher(b"1"))
+    assert_kept(kept, rules_5.EXACT_MATCH_DELETES)
+    broken = scenario(sub=unsubscribed("flows/+", 0), pub=publisher(b"1"))
+    assert failed(broken, rules_5.EXACT_MATCH_DELETES) and failed(broken, "MQTT-4.5.0-1")
+    unrelated = scenario(sub=unsubscribed("other", 0), pub=publisher(b"1"))
+    assert failed(unrelated, "MQTT-4.5.0-1") and not failed(unrelated, rules_5.EXACT_MATCH_DELETES)

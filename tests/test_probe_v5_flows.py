@@ -24,11 +24,10 @@ RUNS = 3
 
 
 def test_the_flow_family_covers_each_statement_family_with_several_shapes() -> None:
-    assert len(FLOW_CASES) >= 19
+    assert len(FLOW_CASES) >= 23
     statements = {s for case in FLOW_CASES for s in case.statements}
-    assert {"MQTT-4.3.2-1", "MQTT-4.3.3-10", "MQTT-4.4.0-2", "MQTT-4.9.0-3", "MQTT-3.9.2-1", "MQTT-4.6.0-6"} <= (
-        statements
-    )
+    families = {"MQTT-4.3.2-1", "MQTT-4.3.3-10", "MQTT-4.4.0-2", "MQTT-4.9.0-3", "MQTT-3.9.2-1", "MQTT-4.6.0-6"}
+    assert families | {"MQTT-3.8.4-3", "MQTT-3.8.4-5", "MQTT-3.10.4-1", "MQTT-3.10.4-3"} <= statements
     assert all(case.protocol.value == "5.0" for case in FLOW_CASES)
 
 

@@ -910,7 +910,32 @@ def _with_options(expectation: Expectation, possible: list[Subscription], defini
     expectation.as_published = flags.pop() if len(flags) == 1 else None
     expectation.subscriptions = tuple(possible)
     expectation.sure = len(definite) == len(possible)
+    if (
+        expectation.link.v5
+        and expectation.must
+        and not expectation.message.will
+        and any(_kept_past_unsubscribe(s, expectation.message.window[0]) for s in definite)
+    ):
+        expectation.also = (*expectation.also, rules_5.EXACT_MATCH_DELETES)
     return expectation
+
+
+def _kept_past_unsubscribe(subscription: Subscription, before: float) -> bool:
+    """[MQTT-3.10.4-1] The session unsubscribed, after ``subscription`` and before ``before``, a filter that is not
+    its filter but matches it or is matched by it as a wildcard: compared character by character, it deletes
+    nothing of this subscription."""
+    session = subscription.link.session
+    if session is None:
+        return False
+    own = subscription.full_filter
+    for link in session.links:
+        for record in link.transcript.unsubscribed:
+            other = record.topic_filter
+            if record.acked is None or record.sent <= subscription.possible[0] or record.acked > before:
+                continue
+            if other != own and (matches(other, own) or matches(own, other)):
+                return True
+    return False
 
 
 def _live_rule(message: Message, definite: list[Subscription], link: Link) -> str:

@@ -41,6 +41,11 @@ NO_RETAINED: Final = "MQTT-3.3.1-11@5.0"
 SAME_FILTER_REPLACES: Final = "MQTT-3.8.4-3"
 #: [MQTT-3.8.4-4] With Retain Handling 0 the replacement re-sends the matching retained messages.
 REPLACED_RESENDS_RETAINED: Final = "MQTT-3.8.4-4@5.0"
+#: [MQTT-3.10.4-1] An UNSUBSCRIBE deletes only a subscription whose filter is the same, character by character.
+EXACT_MATCH_DELETES: Final = "MQTT-3.10.4-1"
+#: [MQTT-3.8.4-5] A SUBSCRIBE of several filters is handled as that many SUBSCRIBEs, answered by one SUBACK (its
+#: 3.1.1 key).
+SUBSCRIBE_AS_SEQUENCE: Final = "MQTT-3.8.4-4"
 #: [MQTT-3.10.4-3] In-flight QoS 1 and 2 deliveries of a deleted subscription are completed.
 UNSUBSCRIBED_IN_FLIGHT_COMPLETED: Final = "MQTT-3.10.4-3"
 #: [MQTT-4.6.0-5] Messages of one topic and QoS reach each subscriber in the order their publisher sent them;

@@ -228,6 +228,9 @@ class Pairing:
         #: MQTT 5.0: Packet Identifiers of QoS 1 and 2 flows that ended here, by owner: the statement that makes a
         #: PUBLISH reusing one a new message, the PUBLISH if its answer refused it, and that answer.
         self._done: dict[Direction, dict[int, tuple[str, Seen | None, Seen]]] = {side: {} for side in Direction}
+        #: MQTT 5.0: multi-filter SUBSCRIBEs answered here, by Packet Identifier: a second SUBACK for one shows it
+        #: answered filter by filter, not as one sequence [MQTT-3.8.4-5].
+        self._answered_subscribes: dict[int, Seen] = {}
 
     @property
     def _v5(self) -> bool:
@@ -330,6 +333,8 @@ class Pairing:
         if self._v5 and isinstance(seen.packet, Publish):
             flow.topic = topic_of(seen, seen.packet, self._topics)
         self._ended[seen.sender].pop(packet_id, None)  # [MQTT-4.3.3-9] a new message after a refusing PUBREC
+        if seen.sender is CLIENT:
+            self._answered_subscribes.pop(packet_id, None)
         self._note_requests(flow)
         flows[packet_id] = flow
         self._expect(flow)
@@ -740,6 +745,10 @@ class Pairing:
     def _check_suback(self, seen: Seen, subscribe: Subscribe, suback: Suback) -> None:
         """[MQTT-3.8.4-5] One return code per Topic Filter of the SUBSCRIBE."""
         self._subscriptions.answered(subscribe, suback, self._connection.version, seen.event)
+        if self._v5 and len(subscribe.subscriptions) > 1 and subscribe.packet_id:
+            self._answered_subscribes[subscribe.packet_id] = seen
+            if len(suback.return_codes) == len(subscribe.subscriptions):
+                self._ctx.ledger.held(rules_5.SUBSCRIBE_AS_SEQUENCE)
         if len(suback.return_codes) == len(subscribe.subscriptions):
             self._check_suback_order(seen, subscribe, suback)
             return
@@ -839,6 +848,8 @@ class Pairing:
         stray = STRAYS[packet_type]
         if seen.offends:
             return  # a malformed answer is the codec's finding; its identifier proves nothing
+        if packet_type is PacketType.SUBACK and packet_id in self._answered_subscribes:
+            self._second_suback(seen, self._answered_subscribes[packet_id])
         if owner in self._blind:
             reason = reasons.reason(
                 reasons.LOST_BYTES, f"bytes from the {side_name(owner)} were skipped undecoded or not captured"
@@ -885,6 +896,17 @@ class Pairing:
         if packet_type is PacketType.PUBREL and self._v5:
             # [MQTT-4.3.3-11] Every PUBREL gets its PUBCOMP, here "Packet Identifier not found" or Success.
             self._await_pubcomp(seen, packet_id, "pubcomp-unknown")
+
+    def _second_suback(self, seen: Seen, first: Seen) -> None:
+        """[MQTT-3.8.4-5] A SUBSCRIBE of several filters gets one combined SUBACK, not one per filter."""
+        self._ctx.ledger.fail(
+            rules_5.SUBSCRIBE_AS_SEQUENCE,
+            seen.sender,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} answers again the SUBSCRIBE of several filters that {first.describe()} answered",
+            "a SUBSCRIBE of several Topic Filters is handled as a sequence of SUBSCRIBEs answered by one SUBACK",
+        )
 
     def _await_pubcomp(self, seen: Seen, packet_id: int, outcomes: str) -> None:
         """A PUBREL no flow here awaited still gets its PUBCOMP; in 5.0 with the codes ``outcomes`` names."""

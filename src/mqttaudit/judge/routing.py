@@ -698,6 +698,8 @@ EXPECTED: Final[dict[str, str]] = {
     rules_5.RETAINED_IF_NEW: "Retain Handling 1 sends retained messages only when the subscription did not exist",
     rules_5.NO_RETAINED: "Retain Handling 2 sends no retained messages when the subscription is made",
     rules_5.REPLACED_RESENDS_RETAINED: "a subscription replaced with Retain Handling 0 gets the retained messages",
+    rules_5.EXACT_MATCH_DELETES: "an UNSUBSCRIBE deletes only the subscription of the same filter, compared "
+    "character by character (no wildcard matching)",
     rules_5.SAME_FILTER_REPLACES: "a SUBSCRIBE of a filter the session holds replaces it: one copy per message",
     rules_5.ORDERED_TOPIC: "messages of one topic and QoS reach a subscriber in the order their publisher sent them",
     rules_5.NON_SHARED_ORDERED: "every topic is an Ordered Topic on a non-shared subscription",

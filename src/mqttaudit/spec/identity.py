@@ -207,6 +207,7 @@ _IN_5_0.update(
 _IN_5_0.update(
     {
         "MQTT-4.3.2-1": "MQTT-4.3.2-1",  # 5.0 keeps only "an unused Packet Identifier" under the number
+        "MQTT-3.10.4-1": "MQTT-3.10.4-1",
         "MQTT-3.10.4-3": "MQTT-3.10.4-3",
         "MQTT-3.8.4-4": "MQTT-3.8.4-5",  # a multi-filter SUBSCRIBE handled as a sequence, one SUBACK
         # 3.1.1 swaps the two ordering statements: its -5 makes every topic Ordered, its -6 keeps the order.

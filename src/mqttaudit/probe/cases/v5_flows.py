@@ -482,3 +482,49 @@ async def unsubscribe_completes_qos2_delivery(context: CaseContext) -> None:
     await context.settle(subscriber)
     await context.disconnect(publisher)
     await context.disconnect(subscriber)
+
+
+@v5_case(
+    "v5/flows/subscribe-several-filters-one-suback",
+    ["MQTT-3.8.4-5"],
+    "A SUBSCRIBE of several filters is answered by one SUBACK",
+    stimulus="one SUBSCRIBE of three filters (QoS 0, 1 and 2), then the timeout's watch",
+    expected="one SUBACK with three Reason Codes; no second SUBACK for the same Packet Identifier",
+)
+async def subscribe_several_filters_one_suback(context: CaseContext) -> None:
+    connection = await context.connect()
+    await context.subscribe(connection, *((context.topic(f"f{qos}"), qos) for qos in (0, 1, 2)))
+    await context.settle(connection)
+    await context.disconnect(connection)
+
+
+def _unsubscribe_case(name: str, held: str, unsubscribed: str) -> None:
+    @v5_case(
+        f"v5/flows/unsubscribe-exact-match-{name}",
+        ["MQTT-3.10.4-1"],
+        "An UNSUBSCRIBE deletes only the subscription of the same filter, character by character",
+        stimulus=f"a subscriber holds '{held}' (under its own topic); it unsubscribes '{unsubscribed}', which matches "
+        "it only as a wildcard would; a message is published to the held filter's topic",
+        expected="the message is still delivered (nothing was deleted; the UNSUBACK may say 0x11 No subscription "
+        "existed)",
+    )
+    async def script(context: CaseContext) -> None:
+        base = context.topic("t")
+        held_filter, other = held.replace("T", base), unsubscribed.replace("T", base)
+        subscriber = await context.subscriber("subscriber", (held_filter, 1))
+        await context.unsubscribe(subscriber, other)
+        publisher = await context.connect("publisher")
+        topic = f"{base}/x"
+        await context.publish(publisher, topic, b"still", qos=1)
+        await context.deliveries(subscriber, topic)
+        await context.settle(subscriber)
+        await context.disconnect(publisher)
+        await context.disconnect(subscriber)
+
+
+for _name, _held, _other in (
+    ("plus-covers-level", "T/x", "T/+"),
+    ("hash-covers-level", "T/x", "T/#"),
+    ("level-inside-plus", "T/+", "T/x"),
+):
+    _unsubscribe_case(_name, _held, _other)
