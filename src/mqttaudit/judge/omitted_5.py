@@ -71,10 +71,13 @@ def check_omitted(ctx: Context, connection: Connection, seen: Seen) -> None:
     statements = OMITTED_OVER_MAXIMUM.get(packet.packet_type)
     if statements is None:
         return
-    maximum = declared_maximum(connection, receiver_is_client=seen.receiver is CLIENT)
+    receiver_is_client = seen.receiver is CLIENT
+    maximum = declared_maximum(connection, receiver_is_client=receiver_is_client)
     size = packet_size(seen.frame)
-    if maximum is None or size is None:
+    if size is None:
         return
+    if maximum is None:
+        return  # nothing declared: no limit to keep (a 5.0 connection is always seen from its CONNECT)
     if size <= maximum:
         for rule in statements:
             ctx.ledger.held(rule)

@@ -456,8 +456,8 @@ class Pairing:
         if replaced and at_zero:
             at_zero = None  # the reused identifier's flow may have ended unobserved
         if at_zero is None or maximum is None:
-            why = "the Receive Maximum or the flows in flight are not all known"
-            undecided_at(self._ctx, seen, rules_5.ZERO_QUOTA_NO_PUBLISH, reasons.AMBIGUOUS, why)
+            tag, why = self._quota_unknown(seen, replaced)
+            undecided_at(self._ctx, seen, rules_5.ZERO_QUOTA_NO_PUBLISH, tag, why)
             return
         if not at_zero:
             self._ctx.ledger.held(rules_5.ZERO_QUOTA_NO_PUBLISH)
@@ -471,6 +471,18 @@ class Pairing:
             f"the {side_name(seen.receiver)} declared Receive Maximum {maximum}",
             "at a send quota of zero (Receive Maximum PUBLISHes unacknowledged) no QoS 1 or 2 PUBLISH is sent",
         )
+
+    def _quota_unknown(self, seen: Seen, replaced: bool) -> tuple[str, str]:
+        """Why the send quota at ``seen`` is not known: a tag of :mod:`.reasons` and a detail."""
+        if self._receive_maximum(seen.receiver) is None:
+            return reasons.NO_ANSWER, f"the {side_name(seen.receiver)}'s Receive Maximum was not observed"
+        if seen.receiver in self._blind or seen.sender in self._blind:
+            return reasons.LOST_BYTES, "bytes of the connection were not observed: acknowledgements may be among them"
+        if replaced:
+            return reasons.AMBIGUOUS, "the flow of the reused Packet Identifier may have ended unobserved"
+        if self._connection.mid_stream:
+            return reasons.MID_STREAM, "flows begun before the capture are unknown"
+        return reasons.EARLIER_SESSION, "the session may hold PUBLISHes in flight from an earlier connection"
 
     def _reused(self, seen: Seen, packet: Publish) -> tuple[str | None, bool]:
         """A PUBLISH under the identifier of a flow that ended here: a new message, whatever its DUP flag, which
