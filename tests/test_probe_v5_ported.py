@@ -47,6 +47,7 @@ from mqttaudit.spec.identity import statement_id
 from tests.talk import STEP, C, S, Talk
 
 TIMEOUT = 1.0
+V5 = ProtocolVersion.V5
 CATALOGUE_5 = load_catalogue("5.0")
 #: The duty to close on a Malformed Packet or Protocol Error (or the packet's own statement of it); for CONNECT,
 #: to close without accepting it.
@@ -283,10 +284,16 @@ def test_each_connect_control_is_a_50_connect_that_passes_when_served(row: accep
     assert _verdict(case, unanswered) == FAIL
 
 
-def test_a_password_without_a_user_name_is_a_defect_in_311_only() -> None:
-    (row,) = CONNECT_ROWS_5
-    data_311 = accepted.connect_bytes(row, malformed.EXAMPLE_CLIENT_ID, PREFIX)
+def test_the_50_only_connect_controls_are_what_311_forbids() -> None:
+    password, empty_client_id = CONNECT_ROWS_5
+    data_311 = accepted.connect_bytes(password, malformed.EXAMPLE_CLIENT_ID, PREFIX)
     assert {v.rule for v in codec.decode(data_311, "client").violations} == {"MQTT-3.1.2-22"}
+    data_5 = accepted.connect_bytes(empty_client_id, "ignored", PREFIX, V5)
+    (packet,) = codec.decode(data_5, "client", version="5").packets
+    assert isinstance(packet, Connect) and packet.client_id == "" and not packet.clean_session
+    # the 3.1.1 case of the same CONNECT expects CONNACK 0x02 and a close [MQTT-3.1.3-8]
+    assert CASES["connect/empty-client-id-persistent-session"].statements == ("MQTT-3.1.3-8",)
+    assert statement_id("MQTT-3.1.3-8", "5.0") is None
 
 
 # --- the flows of delivery.py and routing.py --------------------------------------------------------------------

@@ -102,6 +102,8 @@ class ConnectRow:
     flags: int
     keep_alive: int
     tail: Callable[[bytes], bytes]
+    #: The Client Identifier, when it is not the case's own.
+    client_id: bytes | None = None
 
 
 #: CONNECTs that are well-formed, beside the malformed CONNECT shapes.
@@ -124,9 +126,8 @@ def connect_bytes(
     5, empty CONNECT Properties, and empty Will Properties before a Will Topic)."""
     will = no_properties(protocol) if row.flags & WILL_FLAG else b""
     tail = will + row.tail(prefix.encode())
-    return connect_frame(
-        client_id.encode(), flags=row.flags, tail=tail, keep_alive=row.keep_alive, level=protocol.level
-    )
+    identifier = client_id.encode() if row.client_id is None else row.client_id
+    return connect_frame(identifier, flags=row.flags, tail=tail, keep_alive=row.keep_alive, level=protocol.level)
 
 
 def register_connect(

@@ -184,10 +184,20 @@ def named_in_5_0(keys: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(rule for rule in ids if rule is not None))
 
 
-#: CONNECTs well-formed in 5.0 only: a Password without a User Name (section 3.1.2.9 allows it), beside the
-#: 3.1.1 shape ``malformed/connect-password-without-username``.
+#: CONNECTs 5.0 allows and 3.1.1 does not: a Password without a User Name (section 3.1.2.9), beside the 3.1.1
+#: shape ``malformed/connect-password-without-username``; a zero-length Client Identifier with Clean Start 0 (the
+#: server assigns one [MQTT-3.1.3-6], or refuses it with CONNACK 0x85 [MQTT-3.1.3-8]), beside the 3.1.1 case
+#: ``connect/empty-client-id-persistent-session``.
 CONNECT_ROWS_5: Final = (
     accepted.ConnectRow("password-without-user-name", "a Password but no User Name", 0x42, 0, lambda _p: field(b"p")),
+    accepted.ConnectRow(
+        "empty-client-id-clean-start-0",
+        "a zero-length Client Identifier and Clean Start 0",
+        0x00,
+        0,
+        lambda _p: b"",
+        client_id=b"",
+    ),
 )
 
 #: The cases of :mod:`.delivery` and :mod:`.routing` whose scripts hold in 5.0 as they are, by family: no retained
