@@ -516,6 +516,14 @@ for _qos in (1, 2):
         stimulus=f"a QoS {_qos} PUBLISH with RETAIN 1; then a new subscriber (Retain Handling 0)",
         expected="the subscriber gets the message with RETAIN 1",
     )(_retained([(b"kept", True)], _qos))
+    # the judge names a replaced message sent on subscription (and the current one missing) by MQTT-3.3.1-9
+    v5_case(
+        f"v5/retain/replaced-qos{_qos}",
+        [HANDLING_0],
+        f"A QoS {_qos} RETAIN 1 message replaces the topic's retained message",
+        stimulus=f"two QoS {_qos} PUBLISHes with RETAIN 1 to one topic; then a new subscriber (Retain Handling 0)",
+        expected="the subscriber gets the second message only",
+    )(_retained([(b"first", True), (b"second", True)], _qos))
 v5_case(
     "v5/retain/replaced-qos0",
     [RETAINED_STORED],
@@ -900,6 +908,8 @@ ALONE: Final = (
     "v5/retain/stored-qos1",
     "v5/retain/stored-qos2",
     "v5/retain/replaced-qos0",
+    "v5/retain/replaced-qos1",
+    "v5/retain/replaced-qos2",
     "v5/retain/empty-removes",
     "v5/retain/empty-not-stored-qos0",
     "v5/retain/retain-0-leaves-qos0",
