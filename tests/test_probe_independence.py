@@ -20,25 +20,60 @@ from mqttaudit.probe.cases import ALONE
 from mqttaudit.probe.cases.malformed import STIMULI
 from mqttaudit.probe.runner import ProbeRun, run_probe
 
+
+def with_twins(case_ids: set[str]) -> set[str]:
+    """The cases and their MQTT 5.0 twins (``v5/<id>``: the same shape sent in 5.0), where the library has one."""
+    return case_ids | {f"v5/{case_id}" for case_id in case_ids if f"v5/{case_id}" in CASES}
+
+
 #: A Client Identifier every server must accept [MQTT-3.1.3-5].
 PLAIN = re.compile(rb"[0-9a-zA-Z]{1,23}")
 #: The cases whose CONNECT ends before the Client Identifier: its absence, or the cut, is the defect. An empty
 #: identifier needs no exemption: the server assigns each its own [MQTT-3.1.3-6], so two cannot meet.
-NO_IDENTIFIER = {"malformed/connect-no-client-id"} | {
-    f"malformed/{stimulus.case_id}" for stimulus in STIMULI if stimulus.case_id.startswith("connect-cut-")
-}
+NO_IDENTIFIER = with_twins(
+    {"malformed/connect-no-client-id"}
+    | {f"malformed/{stimulus.case_id}" for stimulus in STIMULI if stimulus.case_id.startswith("connect-cut-")}
+)
 #: Cases that deliberately send an empty Client Identifier and no other.
-EMPTY_IDENTIFIER = {"connect/empty-client-id-persistent-session"}
+EMPTY_IDENTIFIER = with_twins({"connect/empty-client-id-persistent-session"}) | {
+    "v5/connect/assigned-client-identifier"  # 5.0: the server assigns one and names it in its CONNACK
+}
 #: The cases that send no CONNECT, or none with an identifier of their own.
-WITHOUT_IDENTIFIER = NO_IDENTIFIER | EMPTY_IDENTIFIER | {"malformed/first-packet-not-connect"}
+WITHOUT_IDENTIFIER = NO_IDENTIFIER | EMPTY_IDENTIFIER | with_twins({"malformed/first-packet-not-connect"})
 #: Cases whose identifier is deliberately not plain: its encoding is the defect under test.
-NOT_PLAIN = {"malformed/connect-client-id-ill-formed-utf8"}
+NOT_PLAIN = with_twins({"malformed/connect-client-id-ill-formed-utf8"})
 #: Cases whose connections share one identifier on purpose (a takeover, a session resumed or discarded).
-SHARED_WITHIN_CASE = {
-    "connect/takeover",
-    "session/present-flag",
-    "session/queued-while-offline",
-    "session/clean-session-discards",
+SHARED_WITHIN_CASE = with_twins(
+    {
+        "connect/takeover",
+        "session/present-flag",
+        "session/queued-while-offline",
+        "session/clean-session-discards",
+    }
+) | {  # MQTT 5.0: a session resumed, kept, expired or taken over; a Will watched across a reconnect
+    "v5/connect/session-resumed",
+    "v5/message-expiry/expired-while-offline-qos1",
+    "v5/message-expiry/expired-while-offline-qos2",
+    "v5/message-expiry/remaining-while-offline-qos1",
+    "v5/message-expiry/remaining-while-offline-qos2",
+    "v5/session/clean-start-discards-queued",
+    "v5/session/clean-start-discards-subscription",
+    "v5/session/disconnect-ends-session",
+    "v5/session/disconnect-extends-session",
+    "v5/session/expired",
+    "v5/session/resumed-queued-qos1",
+    "v5/session/resumed-queued-qos2",
+    "v5/session/resumed-subscription-qos0",
+    "v5/session/takeover-clean",
+    "v5/session/takeover-persistent",
+    "v5/will/delay-reconnect-suppresses",
+    "v5/will/delay-then-published",
+    "v5/will/disconnect-0x00-discards-qos0",
+    "v5/will/disconnect-0x00-discards-qos0-delayed",
+    "v5/will/disconnect-0x00-discards-qos1",
+    "v5/will/disconnect-0x04-sends-qos0",
+    "v5/will/disconnect-0x04-sends-qos0-delayed",
+    "v5/will/disconnect-0x04-sends-qos1",
 }
 #: Cases with a PUBLISH, SUBSCRIBE or UNSUBSCRIBE that names no topic of the case, and why. The two '#' subscribers
 #: see other cases' messages by design; what they judge ('$' topics never matched) does not depend on them.
@@ -54,6 +89,37 @@ FOREIGN_TOPICS = {
     "malformed/unsubscribe-empty-filter": "an empty Topic Filter is the defect",
     "malformed/unsubscribe-no-payload": "no Topic Filter is the defect",
 }
+FOREIGN_TOPICS |= {twin: FOREIGN_TOPICS[twin.removeprefix("v5/")] for twin in with_twins(set(FOREIGN_TOPICS))}
+#: MQTT 5.0 cases whose topics are ``mqttaudit/<run>/<8 hex digits of the case id>`` (short enough for the packet
+#: sizes under test, and still the case's own), or whose PUBLISH names its topic by an alias (an empty Topic Name).
+SHORT_TOPIC = "mqttaudit/<run>/<hash of the case id>: short enough for the packet sizes under test"
+BY_ALIAS = "a PUBLISH named by its Topic Alias alone has an empty Topic Name"
+FOREIGN_TOPICS |= {
+    **dict.fromkeys(
+        (
+            "v5/maximum-packet-size/to-client-128-qos0",
+            "v5/maximum-packet-size/to-client-128-qos1",
+            "v5/maximum-packet-size/to-client-64-qos0",
+        ),
+        SHORT_TOPIC,
+    ),
+    **dict.fromkeys(
+        (
+            "v5/topic-alias/mapped-on-another-connection",
+            "v5/topic-alias/remapped",
+            "v5/topic-alias/to-client-maximum-0",
+            "v5/topic-alias/to-client-maximum-2",
+            "v5/topic-alias/to-client-without-maximum",
+            "v5/topic-alias/unmapped-qos0",
+            "v5/topic-alias/unmapped-qos1",
+        ),
+        BY_ALIAS,
+    ),
+    "v5/malformed/subscribe-property-length-overrun-by-one": "the Property Length runs past the packet: no filter",
+    "v5/malformed/subscribe-property-length-overrun-two-byte-length": (
+        "the Property Length runs past the packet: no filter"
+    ),
+}
 CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE = 1, 3, 8, 10
 #: The library's run, a second run of some cases, and what the first left behind (retained topics, sessions).
 Runs = tuple[ProbeRun, ProbeRun, tuple[list[str], list[str]]]
@@ -68,7 +134,18 @@ def connect_client_id(frame: bytes) -> bytes | None:
     pos += 1
     if pos + 2 > len(frame):
         return None
-    pos += 2 + int.from_bytes(frame[pos : pos + 2], "big") + 4  # Protocol Name, Level, Connect Flags, Keep Alive
+    pos += 2 + int.from_bytes(frame[pos : pos + 2], "big")  # Protocol Name
+    level = frame[pos] if pos < len(frame) else None
+    pos += 4  # Level, Connect Flags, Keep Alive
+    if level == 5:  # MQTT 5.0: the properties (a Variable Byte Integer length, then that many bytes) come first
+        length = shift = 0
+        while pos < len(frame):
+            length |= (frame[pos] & 0x7F) << shift
+            shift += 7
+            pos += 1
+            if not frame[pos - 1] & 0x80:
+                break
+        pos += length
     if pos + 2 > len(frame):
         return None
     size = int.from_bytes(frame[pos : pos + 2], "big")
@@ -80,8 +157,10 @@ def client_frames(run: ProbeRun) -> Iterator[tuple[str, str, bytes]]:
     """(case id, connection name, frame bytes) of every packet a case's connections sent."""
     for result in run.results:
         for connection in result.connections:
-            assert connection["omitted"] is None or not connection["omitted"]["client_packets"], result.case_id
-            for event in connection["events"]:
+            omitted = connection["omitted"]
+            later = [] if omitted is None else omitted["client_events"]  # past the events shown in full
+            assert omitted is None or len(later) == omitted["client_packets"], result.case_id
+            for event in connection["events"] + later:
                 if event.get("from") == "client":  # its first 1,024 bytes: every field read here is in them
                     yield result.case_id, connection["name"], bytes.fromhex(event["hex"])
 

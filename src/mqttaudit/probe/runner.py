@@ -364,17 +364,18 @@ def connection_evidence(connection: ProbeConnection) -> dict[str, Any]:
     omitted: dict[str, Any] | None = None
     if cut < len(events):
         server = Overflow()  # what the broker sent, kept or not, that findings.json does not show
-        client = 0
+        client: list[Event] = []  # what the prober sent is never summarised: it is the stimulus
         for event in events[cut:]:
             if isinstance(event, Sent) and event.sender is Direction.FROM_SERVER:
                 server.add(event.time, event.frame)
             elif isinstance(event, Sent):
-                client += 1
+                client.append(event)
         server.merge(connection.overflow)
         omitted = {
             "events": len(events) - cut,
             "from_server": server.to_json(),
-            "client_packets": client,
+            "client_packets": len(client),
+            "client_events": events_to_dicts(client[:JSON_EVENTS]),
             "not_recorded": connection.overflow.to_json() if connection.capped else None,
             "end": events_to_dicts(events[-1:])[0],
         }

@@ -53,6 +53,7 @@ ALONE = (
     "retain/survives-session-end",
     "routing/retained-to-wildcard-subscribers",
     "will/retained",
+    "v5/forbidden/publish-qos-3-retain",  # a broker that takes the malformed PUBLISH may keep it as retained
     *importlib.import_module(f"{__name__}.v5_routing").ALONE,
     *importlib.import_module(f"{__name__}.v5_flows").ALONE,
 )
