@@ -138,3 +138,28 @@ def test_a_client_owes_no_close_on_a_servers_malformed_packet_in_5_0() -> None:
     bad = bytes.fromhex("d100")  # PINGRESP with a reserved flag bit: the server's violation, the codec's finding
     judgement = judge(talk().client(CONNECT).server(CONNACK_OK).client(PINGREQ).server(bad).quiet(after=10).events, V5)
     assert judgement.findings == (), explain(judgement)
+
+
+def test_the_connack_is_owed_after_the_clients_last_auth_of_an_exchange() -> None:
+    connect = codec.Connect(client_id="five", protocol_level=5, keep_alive=0, properties=(AUTH_METHOD,))
+    challenge = codec.Auth(reason_code=0x18, properties=(AUTH_METHOD,))
+    slow_client = talk().client(connect).server(challenge).wait(8).client(challenge).server(CONNACK_OK)
+    judgement = judge(slow_client.quiet(after=1).events, V5)
+    assert judgement.findings == (), explain(judgement)  # the server waited for the client, not the other way
+    assert "MQTT-3.1.4-5" in judgement.passed
+    silent_server = talk().client(connect).server(challenge).client(challenge).quiet(after=10)
+    assert "MQTT-3.1.4-5" in rules_of(silent_server)
+
+
+def test_a_client_auth_without_a_method_is_a_protocol_error_the_server_closes_on() -> None:
+    auth = codec.Auth(reason_code=0x18, properties=(AUTH_METHOD,))
+    closed = judge(talk().client(CONNECT).server(CONNACK_OK).client(auth).closed(S).events, V5)
+    assert {f.rule for f in closed.findings} == {"MQTT-4.12.0-7"}, explain(closed)
+    assert "MQTT-4.13.1-1" in closed.passed
+    answered = talk().client(CONNECT).server(CONNACK_OK).client(auth).server(auth).quiet(after=10)
+    assert {"MQTT-4.12.0-7", "MQTT-4.13.1-1", "MQTT-4.12.0-6"} <= rules_of(answered)
+
+
+def test_no_auth_before_the_connack_of_a_connection_without_a_method_passes() -> None:
+    judgement = judge(talk().client(CONNECT).server(CONNACK_OK).quiet(after=1).events, V5)
+    assert "MQTT-4.12.0-6" in judgement.passed

@@ -184,7 +184,10 @@ ORDER_EXPECTED: Final = {
         "a client that sent an Authentication Method sends only AUTH or DISCONNECT until the CONNACK"
     ),
     lifecycle.NO_AUTH_WITHOUT_METHOD: "without an Authentication Method in the CONNECT the server sends no AUTH",
+    "MQTT-4.12.0-7": "without an Authentication Method in its CONNECT the client sends no AUTH",
 }
+#: 5.0 [MQTT-4.12.0-7]: no AUTH from a client whose CONNECT named no Authentication Method.
+NO_CLIENT_AUTH_WITHOUT_METHOD: Final = "MQTT-4.12.0-7"
 
 
 class Connection:
@@ -315,6 +318,8 @@ class Connection:
             )
         elif transition is not None and transition.rule not in (None, rules.CONNECT_FIRST, rules.SECOND_CONNECT):
             self._out_of_order_fail(seen, transition.rule)
+        if isinstance(packet, Auth):
+            self._on_auth(seen)
         if isinstance(packet, Connect):
             self._on_connect(seen, packet, first)
         elif (first and self.mid_stream) or (first and self._gap_before_connect is not None):
@@ -408,18 +413,67 @@ class Connection:
             enforced = rules.enforced_codec_rules(self.version)
             self._offences.record(Offence.of_frame(seen, reaction.rule, act_rule=reaction.rule, enforced=enforced))
             return
+        self._owe_connack(seen.time)
+
+    def _owe_connack(self, since: float) -> None:
+        """The server owes the CONNECT its CONNACK within the answer timeout from ``since`` (the CONNECT, or the
+        client's latest AUTH of an authentication exchange)."""
+        connect, connect_seen, reaction = self.connect, self.connect_seen, self.reaction
+        if connect is None or connect_seen is None or reaction is None:
+            return
         self._connack_due = self._ctx.obligations.open(
             Obligation(
                 reaction.rule,
                 SERVER,
-                seen.event,
-                seen.time,
-                seen.time + config.answer_timeout,
+                connect_seen.event,
+                connect_seen.time,
+                since + self._ctx.config.answer_timeout,
                 ("send CONNACK", reaction.why),
                 OnClose.EXCUSES if reaction.close_excuses else OnClose.BREAKS,
                 informs=(rules.PLAIN_CLIENT_ID_ALLOWED,) if PLAIN_CLIENT_ID.fullmatch(connect.client_id) else (),
             )
         )
+
+    @property
+    def authenticates(self) -> bool:
+        """The CONNECT named an Authentication Method (MQTT 5.0 enhanced authentication)."""
+        connect = self.connect
+        return connect is not None and first(connect.properties, lifecycle.AUTHENTICATION_METHOD) is not None
+
+    def _on_auth(self, seen: Seen) -> None:
+        """MQTT 5.0 AUTH: an exchange the CONNECT asked for holds the CONNACK back while the server waits for the
+        client; one nobody asked for is a finding [MQTT-4.12.0-6, -7]."""
+        if self.connect is None or self.version != identity.V5 or self.foreign is not None:
+            return
+        if not self.authenticates:
+            rule = NO_CLIENT_AUTH_WITHOUT_METHOD if seen.sender is CLIENT else lifecycle.NO_AUTH_WITHOUT_METHOD
+            self._no_method(seen, rule)
+            return
+        due = self._connack_due
+        if seen.sender is SERVER and self.connack is None and due is not None:
+            self._ctx.obligations.drop(due)  # the server waits for the client's answer now
+            self._connack_due = None
+        elif seen.sender is CLIENT and self.connack is None and self._connack_due is None and self.reaction:
+            self._owe_connack(seen.time)
+
+    def _no_method(self, seen: Seen, rule: str) -> None:
+        """An AUTH on a connection whose CONNECT named no Authentication Method; from the client it is a Protocol
+        Error the server must close on [MQTT-4.13.1-1]."""
+        if rule in self._out_of_order:
+            return
+        self._out_of_order.add(rule)
+        self._ctx.ledger.fail(
+            rule,
+            seen.sender,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} on a connection whose CONNECT (event {self.connect_seen_event}) named no "
+            "Authentication Method",
+            ORDER_EXPECTED[rule],
+        )
+        if seen.sender is CLIENT:
+            what = f"{seen.describe()} without an Authentication Method in the CONNECT"
+            self._offences.record(Offence(seen, rules.CLOSE_ON_VIOLATION, rules.CLOSE_ON_VIOLATION, what, (rule,)))
 
     def _on_disconnect(self, seen: Seen) -> None:
         """[MQTT-3.14.4-1] After DISCONNECT the client closes the connection."""
@@ -454,6 +508,8 @@ class Connection:
         elif transition is not None and transition.rule is not None:
             # (an AUTH may come before the CONNACK [MQTT-3.2.0-1]: the CONNACK's place is judged on what follows)
             self._out_of_order_fail(seen, transition.rule)
+        if isinstance(packet, Auth):
+            self._on_auth(seen)
         instead = self._offence_instead_of_connect()
         if isinstance(packet, Connack) and not self._unanswered and instead is not None:
             return instead.event  # a CONNACK to what the client sent instead of a CONNECT acts on it
@@ -468,6 +524,8 @@ class Connection:
             transcript.connack, transcript.connack_time, transcript.connack_event = packet, seen.time, seen.event
             code = packet.return_code
             self._not_accepted(None if code == 0 else f"CONNACK 0x{code:02x} (event {seen.event}) refused it")
+            if self.version == identity.V5 and not self.authenticates:
+                self._ctx.ledger.held(lifecycle.NO_AUTH_WITHOUT_METHOD)  # none came before the CONNACK
             self._judge_connack(seen, packet)
         return connect_seen.event
 
