@@ -145,3 +145,26 @@ def test_the_connack_code_of_a_connection_framed_only_is_read_after_its_remainin
 
     assert framed_connack_code(flow_of(bytes.fromhex("20 02 00 05"))) == 5
     assert framed_connack_code(flow_of(bytes.fromhex("20 83 01 00 87") + bytes(129))) == 0x87
+
+
+def test_a_routing_finding_of_a_5_0_subscriber_is_numbered_and_levelled_by_5_0() -> None:
+    config = JudgeConfig(close_grace=2.0, answer_timeout=2.0, supported_protocol_levels=frozenset({4, 5}))
+
+    def opened(client_id: str, at: float) -> Talk:
+        connect = codec.Connect(client_id=client_id, protocol_level=5, keep_alive=0)
+        return Talk(version="5").client(connect, at=at).server(codec.Connack())
+
+    # Retain Handling 2: no retained message on subscribing; the broker sends one anyway
+    retained = codec.Publish(topic="t", payload=b"r", qos=1, retain=True, packet_id=1)
+    pub = opened("pub", 0.5).client(retained).server(codec.Puback(packet_id=1)).quiet(at=10.0)
+    option = codec.Subscription(topic_filter="t", qos=0, retain_handling=2)
+    sub = (
+        opened("sub", 2.0)
+        .client(codec.Subscribe(packet_id=1, subscriptions=(option,)))
+        .server(codec.Suback(packet_id=1, return_codes=(0,)))
+    )
+    sub = sub.server(codec.Publish(topic="t", payload=b"r", qos=0, retain=True)).quiet(at=10.0)
+    blobs = [(name, judge_flow(flow(name, talk), config).transcript) for name, talk in (("pub", pub), ("sub", sub))]
+    _deliveries, findings, _ = replay_broker("10.0.0.1:1883", blobs, config)
+    rows = list(zip(findings.data["rule"], findings.data["rule_version"], findings.data["section"], strict=True))
+    assert rows == [("MQTT-3.3.1-11", "5.0", "3.3.1.3")]  # the 5.0 section of Retain Handling

@@ -19,7 +19,15 @@ from mqttaudit.judge.model import Model, build
 from mqttaudit.judge.routing import Routing
 from mqttaudit.judge.transcript import Transcript
 
-from .conversations import NOT_ASSESSABLE_COLUMNS, Columns, add_undecided, finding_text, rule_level
+from .conversations import (
+    CATALOGUE,
+    NOT_ASSESSABLE_COLUMNS,
+    Columns,
+    add_undecided,
+    finding_text,
+    judged_version,
+    rule_level,
+)
 
 DELIVERY_COLUMNS = (
     "broker",
@@ -49,6 +57,7 @@ ROUTING_COLUMNS = (
     "time",
     "detail",
     "expected",
+    "rule_version",
 )
 
 
@@ -91,8 +100,10 @@ def replay_batches(
     model = build(loaded, config, subscribers)
     judgement = Routing(model, loaded, config).judgement()
     findings = Columns(ROUTING_COLUMNS)
+    versions = {flow: judged_version(transcript, config) for flow, transcript in loaded.items()}
     for finding in judgement.findings:
-        level, section = rule_level(finding.rule)
+        version = versions.get(finding.conversation, CATALOGUE.version)
+        level, section = rule_level(finding.rule, version)
         findings.add(
             broker=broker,
             flow=finding.conversation,
@@ -104,10 +115,11 @@ def replay_batches(
             time=finding.time,
             detail=finding_text(finding.detail),
             expected=finding_text(finding.expected),
+            rule_version=version,
         )
     undecided = Columns(NOT_ASSESSABLE_COLUMNS)
     for instance in judgement.undecided:
-        add_undecided(undecided, "", instance, None)
+        add_undecided(undecided, "", instance, None, version=versions.get(instance.conversation, CATALOGUE.version))
     # The broker is the server of every connection replayed; the client is the flow's other endpoint.
     undecided.data["server"] = [broker] * len(undecided)
     undecided.data["client"] = [client_of(flow, broker) for flow in undecided.data["flow"]]
