@@ -19,7 +19,8 @@ class JudgeConfig:
     #: Timer granularity allowed on top of every Keep Alive limit, for both sides.
     keep_alive_slack: float = 1.0
     #: Protocol Levels the server is known to support; a CONNECT with another level must be refused with
-    #: CONNACK 0x01 [MQTT-3.1.2-2]. A supported level other than 4 is not MQTT 3.1.1 and is not judged.
+    #: CONNACK 0x01 [MQTT-3.1.2-2]. A supported level 5 is judged against MQTT 5.0; another supported level other
+    #: than 4 is another specification and is not judged.
     supported_protocol_levels: frozenset[int] = field(default_factory=lambda: frozenset({4}))
 
     def __post_init__(self) -> None:

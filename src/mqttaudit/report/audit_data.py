@@ -59,8 +59,8 @@ class VersionInfo(TypedDict):
     """The connections that spoke one MQTT version, and how the audit handled them."""
 
     connections: int
-    #: One sentence: ``judged against MQTT 3.1.1``, ``decoded as MQTT 5.0 (every byte-level rule); its behaviour is
-    #: not judged yet``...
+    #: One sentence: ``judged against MQTT 3.1.1``, ``judged against MQTT 5.0``, ``decoded with the MQTT 3.1.1 rules
+    #: MQTT 3.1 shares; its behaviour is not judged``...
     handling: str
     #: Packets (frames) of those connections.
     packets: NotRequired[int]
