@@ -34,7 +34,6 @@ from mqttaudit.capture.writer import pcap_bytes
 from mqttaudit.codec import Connack, Connect, Frame, PacketType, Publish, Suback, Subscribe, Unsubscribe, properties
 from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge.reasons import (
-    AMBIGUOUS,
     CAPTURE_ENDS,
     NO_ACTIVITY,
     NO_ANSWER,
@@ -424,13 +423,12 @@ EXPECTED |= {
     (ARKIME, 11111): mqtt5(
         NO_SERVER + "; an MQTT 5.0 session judged as 54321 (SUBSCRIBE id 1, PUBLISH QoS 1 id 2, silent after 2.1 s), "
         "under its 5.0 ids; the capture goes on 57.2 s, short of the Keep Alive deadlines. No CONNACK declared the "
-        "server's Receive Maximum, so the one QoS 1 PUBLISH in flight is not judged against it [MQTT-3.3.4-7], nor "
-        "against the send quota it starts [MQTT-4.9.0-2] (tagged as an ambiguity, though it is the same unknown)",
+        "server's Receive Maximum; one QoS 1 PUBLISH in flight keeps any (it is never 0) [MQTT-3.3.4-7], but the "
+        "send quota it starts is not judged [MQTT-4.9.0-2]",
         not_assessable={
             ("server", V5_CONNACK_FOR_VALID_CONNECT, NO_ACTIVITY),
             ("server", V5_SESSION_PRESENT_0, NO_ANSWER),
-            ("client", V5_CLIENT_RECEIVE_MAXIMUM, NO_ANSWER),
-            ("client", V5_SEND_QUOTA, AMBIGUOUS),
+            ("client", V5_SEND_QUOTA, NO_ANSWER),
         }
         | {("server", rule, NOT_ACCEPTED) for rule in (V5_SUBACK_SENT, V5_SUBACK_ID, V5_SUBACK_CODES, V5_SUBACK_ORDER)}
         | {("server", rule, NOT_ACCEPTED) for rule in (V5_QOS1_RECEIVER_PUBACK, V5_PUBACK_ID, V5_PUBACK_TYPE)}

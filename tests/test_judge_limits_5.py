@@ -372,3 +372,12 @@ def test_traffic_within_the_declared_limits_has_no_limit_finding(talk: Talk) -> 
     judgement = run(talk)
     assert limit_findings(judgement) == []
     assert not {named(key) for key in lim.LIMIT_RULES} & set(judgement.not_assessable)
+
+
+def test_one_message_in_flight_keeps_an_undeclared_receive_maximum() -> None:
+    # no CONNACK yet: Receive Maximum is never 0, so one QoS 1 PUBLISH in flight keeps whatever it will be
+    connect = codec.Connect(client_id="five", protocol_level=5, keep_alive=0)
+    one = codec.Publish(topic="t", payload=b"1", qos=1, packet_id=1)
+    two = codec.Publish(topic="t", payload=b"2", qos=1, packet_id=2)
+    assert "MQTT-3.3.4-7" in run(Talk(version="5").client(connect, one).quiet(after=1)).passed
+    assert "MQTT-3.3.4-7" in run(Talk(version="5").client(connect, one, two).quiet(after=1)).not_assessable

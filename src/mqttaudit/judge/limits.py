@@ -363,10 +363,14 @@ class Limits:
         above)."""
         rule = CLIENT_RECEIVE_MAXIMUM if seen.sender is CLIENT else SERVER_RECEIVE_MAXIMUM
         declared = self._declared.get(seen.receiver)
-        if declared is None:
-            self._undecided(seen, rule)
-            return
         state = self._senders[seen.sender]
+        if declared is None:
+            # Receive Maximum is never 0 (3.1.2.11.3, 3.2.2.3.3): one message in flight keeps any declaration
+            if len(state.in_flight) <= 1 and state.lost is None and not self._connection.mid_stream:
+                self._ctx.ledger.held(rule)
+            else:
+                self._undecided(seen, rule)
+            return
         count, maximum = len(state.in_flight), declared.receive_maximum
         exceeded = count > maximum
         # Unobserved sender bytes may hold more PUBLISHes (the count is a floor), unobserved receiver bytes more
