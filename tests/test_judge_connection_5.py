@@ -163,3 +163,16 @@ def test_a_client_auth_without_a_method_is_a_protocol_error_the_server_closes_on
 def test_no_auth_before_the_connack_of_a_connection_without_a_method_passes() -> None:
     judgement = judge(talk().client(CONNECT).server(CONNACK_OK).quiet(after=1).events, V5)
     assert "MQTT-4.12.0-6" in judgement.passed
+
+
+def test_a_server_that_sent_disconnect_closes_the_connection() -> None:
+    sent = talk().client(CONNECT).server(CONNACK_OK).server(codec.Disconnect(reason_code=0x8B))
+    closed = judge(sent.closed(S).events, V5)
+    assert closed.findings == () and "MQTT-3.14.4-2" in closed.passed, explain(closed)
+    by_client = judge(
+        talk().client(CONNECT).server(CONNACK_OK).server(codec.Disconnect(reason_code=0x8B)).closed(C).events, V5
+    )
+    assert by_client.findings == (), explain(by_client)  # the client may close first on it
+    left_open = talk().client(CONNECT).server(CONNACK_OK).server(codec.Disconnect(reason_code=0x8B)).quiet(after=10)
+    findings = [f for f in judge(left_open.events, V5).findings if f.rule == "MQTT-3.14.4-2"]
+    assert [f.side for f in findings] == [S]

@@ -29,6 +29,7 @@ from .context import Context, Seen, describe
 from .events import Closed, Lost
 from .lifecycle import Phase, Transition, input_of, step
 from .obligations import Obligation, OnClose
+from .sides import side_name
 from .violations import Offence, Offences
 
 SERVER: Final = Direction.FROM_SERVER
@@ -479,17 +480,23 @@ class Connection:
         """[MQTT-3.14.4-1] After DISCONNECT the client closes the connection."""
         self.disconnect_seen = seen
         self._ctx.transcript.disconnected = True
+        self._close_after_disconnect(seen)
+
+    def _close_after_disconnect(self, seen: Seen) -> None:
+        """The sender of a DISCONNECT closes the connection after it (3.1.1 [MQTT-3.14.4-1] binds the client, 5.0
+        [MQTT-3.14.4-2] either side)."""
         grace = self._ctx.config.close_grace
+        side = side_name(seen.sender)
         self._ctx.obligations.open(
             Obligation(
                 rules.CLOSE_AFTER_DISCONNECT,
-                CLIENT,
+                seen.sender,
                 seen.event,
                 seen.time,
                 seen.time + grace,
                 (
                     "close the connection after DISCONNECT",
-                    f"the client closes the connection after sending DISCONNECT (within {grace:g} s)",
+                    f"the {side} closes the connection after sending DISCONNECT (within {grace:g} s)",
                 ),
                 OnClose.FULFILS,
             )
@@ -501,7 +508,10 @@ class Connection:
         """Judges a server packet; returns the event of the CONNECT it answers, if it is a CONNACK."""
         packet = seen.packet
         first = not self._server_spoke
+        before = self.phase
         transition = self._step(seen)
+        if self.phase is Phase.SERVER_DISCONNECTED and before is not Phase.SERVER_DISCONNECTED:
+            self._close_after_disconnect(seen)  # 5.0 [MQTT-3.14.4-2]
         if first and not isinstance(packet, Auth):
             self._server_spoke = True
             self._connack_first(seen)
