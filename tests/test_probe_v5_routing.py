@@ -533,7 +533,7 @@ MQTTOOLS_PASSES = {
     "v5/retain/retain-0-leaves-qos0",
     "v5/retain/as-published-0-qos0",
     "v5/message-expiry/remaining-live",
-    "v5/unsubscribe/stops-delivery-qos0",
+    "v5/unsubscribed/stops-delivery-qos0",
     *(
         f"v5/properties/only-{name}"
         for name in ("payload-format", "content-type", "response-topic", "correlation-data")

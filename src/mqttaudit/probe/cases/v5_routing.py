@@ -364,6 +364,16 @@ v5_case(
     expected="the Will arrives with every one of those properties, User Properties in order",
     timing=True,
 )(_abrupt_will(0, properties=FORWARDED))
+# One property at a time (see the same in a PUBLISH below).
+for _name, _words, _statements, _property in SINGLE_PROPERTIES:
+    v5_case(
+        f"v5/will/only-{_name}",
+        [CONNACK_FOR_VALID_CONNECT, WILL_PUBLISHED, *_statements],
+        f"A Will carrying only {_words} is published with it unaltered",
+        stimulus=f"CONNECT with a QoS 0 Will carrying {_words} and no other property, then a TCP reset",
+        expected=f"CONNACK; the Will arrives with {_words} unaltered",
+        timing=True,
+    )(_abrupt_will(0, properties=_property))
 
 
 def _delayed_will(*, back: bool) -> Script:
@@ -642,14 +652,6 @@ for _name, _words, _statements, _property in SINGLE_PROPERTIES:
         stimulus=f"a QoS 0 PUBLISH with {_words} and no other property",
         expected=f"the subscriber's copy carries {_words} unaltered",
     )(_forwarded(0, _property))
-    v5_case(
-        f"v5/will/only-{_name}",
-        [CONNACK_FOR_VALID_CONNECT, WILL_PUBLISHED, *_statements],
-        f"A Will carrying only {_words} is published with it unaltered",
-        stimulus=f"CONNECT with a QoS 0 Will carrying {_words} and no other property, then a TCP reset",
-        expected=f"CONNACK; the Will arrives with {_words} unaltered",
-        timing=True,
-    )(_abrupt_will(0, properties=_property))
 v5_case(
     "v5/properties/forwarded-retained",
     [HANDLING_0, *PROPERTIES_FORWARDED],
@@ -871,7 +873,7 @@ def _unsubscribed(qos: int) -> Script:
 
 for _qos in (0, 1):
     v5_case(
-        f"v5/unsubscribe/stops-delivery-qos{_qos}",
+        f"v5/unsubscribed/stops-delivery-qos{_qos}",
         [UNSUBSCRIBED],
         "After UNSUBSCRIBE the filter's messages stop",
         stimulus=f"SUBSCRIBE QoS {_qos}, UNSUBSCRIBE (UNSUBACK awaited), then a QoS {_qos} message to the topic",
