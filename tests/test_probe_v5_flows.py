@@ -14,20 +14,24 @@ from mqttaudit.cli.rules import coverage
 from mqttaudit.probe.brokers import RunningBroker, start_broker
 from mqttaudit.probe.case import CASES, Case, Target
 from mqttaudit.probe.cases import ALONE, v5_flows
-from mqttaudit.probe.runner import PASS, CaseResult, run_case
+from mqttaudit.probe.runner import NOT_APPLICABLE, PASS, CaseResult, run_case
 from mqttaudit.spec import load_catalogue
 
 FLOW_CASES = [case for case in CASES.values() if case.family_name == "v5/flows"]
 CATALOGUE_5 = load_catalogue("5.0")
 TIMEOUT = 1.0
 RUNS = 3
+#: mosquitto 2.0.11 takes a QoS 2 PUBLISH whose payload is not the UTF-8 its Payload Format Indicator announces
+#: (validating it is a MAY, 3.3.2.3.2): there is no refusal to reuse the identifier after.
+NOT_APPLICABLE_TO_MOSQUITTO = {"v5/flows/identifier-reused-after-refusing-pubrec-invalid-utf8"}
 
 
 def test_the_flow_family_covers_each_statement_family_with_several_shapes() -> None:
-    assert len(FLOW_CASES) >= 23
+    assert len(FLOW_CASES) >= 25
     statements = {s for case in FLOW_CASES for s in case.statements}
-    families = {"MQTT-4.3.2-1", "MQTT-4.3.3-10", "MQTT-4.4.0-2", "MQTT-4.9.0-3", "MQTT-3.9.2-1", "MQTT-4.6.0-6"}
-    assert families | {"MQTT-3.8.4-3", "MQTT-3.8.4-5", "MQTT-3.10.4-1", "MQTT-3.10.4-3"} <= statements
+    flows = {"MQTT-4.3.2-1", "MQTT-4.3.3-9", "MQTT-4.3.3-10", "MQTT-4.4.0-2", "MQTT-4.9.0-3", "MQTT-3.9.2-1"}
+    routing = {"MQTT-4.6.0-6", "MQTT-3.8.4-3", "MQTT-3.8.4-5", "MQTT-3.10.4-1", "MQTT-3.10.4-3"}
+    assert flows | routing <= statements
     assert all(case.protocol.value == "5.0" for case in FLOW_CASES)
 
 
@@ -80,8 +84,9 @@ def test_every_flow_case_passes_against_mosquitto_on_each_of_three_runs(mosquitt
     for run in range(RUNS):
         results = run_all(mosquitto, run)
         assert sorted(results) == sorted(case.id for case in FLOW_CASES)
-        verdicts = {case_id: (r.verdict, r.reason) for case_id, r in results.items() if r.verdict != PASS or r.error}
-        assert verdicts == {}, run
+        verdicts = {case_id: r.verdict for case_id, r in results.items() if r.verdict != PASS or r.error}
+        assert verdicts == dict.fromkeys(NOT_APPLICABLE_TO_MOSQUITTO, NOT_APPLICABLE), (run, verdicts)
         for result in results.values():
             assert set(result.statements) == set(result.case.statements)
-            assert set(result.statements.values()) == {PASS}, result.case.id
+            if result.case.id not in NOT_APPLICABLE_TO_MOSQUITTO:
+                assert set(result.statements.values()) == {PASS}, result.case.id

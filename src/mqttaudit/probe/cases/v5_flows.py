@@ -58,6 +58,7 @@ ZERO_QUOTA_NO_PUBLISH: Final = "MQTT-4.9.0-2"
 REPEAT_ANSWERED: Final = "MQTT-4.3.3-10"
 NEW_AFTER_PUBACK: Final = "MQTT-4.3.2-5"
 NEW_AFTER_PUBCOMP: Final = "MQTT-4.3.3-12"
+NEW_AFTER_REFUSAL: Final = "MQTT-4.3.3-9"
 #: Per packet type, its Reason String and User Property statements.
 PUBACK_OMITS: Final = ("MQTT-3.4.2-2", "MQTT-3.4.2-3")
 PUBREC_OMITS: Final = ("MQTT-3.5.2-2", "MQTT-3.5.2-3")
@@ -528,3 +529,69 @@ for _name, _held, _other in (
     ("level-inside-plus", "T/+", "T/x"),
 ):
     _unsubscribe_case(_name, _held, _other)
+
+
+async def _reused_after_refusal(context: CaseContext, first: Publish, why: str) -> None:
+    """Sends ``first`` (a QoS 2 PUBLISH the broker may refuse); after a refusing PUBREC, a valid QoS 2 PUBLISH with
+    its Packet Identifier, completed as a new message."""
+    context.require("qos2", "QoS 2 flows")
+    connection = await context.connect()
+    packet_id = first.packet_id
+    await connection.send(first, validate=False)
+    answer = await connection.wait_for(_answers(Pubrec, packet_id))
+    if connection.closed:
+        raise NotApplicable(f"the broker closed on {why}: no refusing PUBREC")
+    if not isinstance(answer, Pubrec):
+        raise Inconclusive(f"setup: {connection.missing('PUBREC')}")
+    code = answer.reason_code or 0
+    if code < UNSPECIFIED_ERROR:
+        await connection.send(Pubrel(packet_id=packet_id, reason_code=SUCCESS))
+        await connection.wait_for(_answers(Pubcomp, packet_id))
+        await context.disconnect(connection)
+        raise NotApplicable(f"the broker took {why} (PUBREC 0x{code:02x}): no refusal to follow")
+    since = len(connection.received)
+    await connection.send(Publish(topic=context.topic("t"), payload=b"valid", qos=2, packet_id=packet_id))
+    if isinstance(await connection.wait_for(_answers(Pubrec, packet_id), since=since), Pubrec):
+        await connection.send(Pubrel(packet_id=packet_id, reason_code=SUCCESS))
+        await connection.wait_for(_answers(Pubcomp, packet_id), since=since)
+    await context.disconnect(connection)
+
+
+def _refusal_reuse_case(name: str, how: str, what: str) -> None:
+    @v5_case(
+        f"v5/flows/identifier-reused-after-refusing-pubrec-{name}",
+        [NEW_AFTER_REFUSAL],
+        "A PUBLISH reusing the Packet Identifier of a QoS 2 message the broker refused is a new message",
+        stimulus=f"a QoS 2 PUBLISH {how}; after a refusing PUBREC, a valid QoS 2 PUBLISH with the same Packet "
+        "Identifier",
+        expected="PUBREC for the second PUBLISH, as for any new message (not applicable when the broker takes the "
+        "first)",
+    )
+    async def script(context: CaseContext) -> None:
+        packet_id = context.packet_id()
+        if name == "sys-topic":
+            first = Publish(topic=f"$SYS/{context.topic('t')}", payload=b"x", qos=2, packet_id=packet_id)
+        else:
+            first = Publish(
+                topic=context.topic("t"),
+                payload=b"\xff\xfe",
+                qos=2,
+                packet_id=packet_id,
+                properties=props.make(payload_format_indicator=1),
+            )
+        await _reused_after_refusal(context, first, what)
+
+
+for _name, _how, _what in (
+    (
+        "sys-topic",
+        "to a '$SYS/' topic (a broker may refuse it with 0x87 Not authorized)",
+        "the PUBLISH to a '$SYS/' topic",
+    ),
+    (
+        "invalid-utf8",
+        "whose Payload Format Indicator 1 announces UTF-8 but whose payload is not (0x99 may refuse it)",
+        "the PUBLISH whose payload is not the UTF-8 it announces",
+    ),
+):
+    _refusal_reuse_case(_name, _how, _what)
