@@ -27,6 +27,7 @@ from ..codec.remaining_length import read_remaining_length
 from . import lifecycle, reasons, rules
 from .context import Context, Seen, describe
 from .events import Closed, Lost
+from .handshake_5 import Handshake5
 from .lifecycle import Phase, Transition, input_of, step
 from .obligations import Obligation, OnClose
 from .sides import side_name
@@ -229,6 +230,7 @@ class Connection:
         self._connack_due: Obligation | None = None
         self._followups = False  # client packets the server must not process after a refusal
         self._acted_after_refusal = False
+        self._handshake = Handshake5(ctx)
 
     @property
     def accepted(self) -> bool:
@@ -298,6 +300,13 @@ class Connection:
             self.phase = transition.next
         return transition
 
+    @property
+    def handshake_5(self) -> Connect | None:
+        """The CONNECT the 5.0 handshake checks read, when they apply (a 5.0 CONNECT judged from its start)."""
+        if self.version != identity.V5 or self.foreign is not None or self.mid_stream:
+            return None
+        return self.connect
+
     def on_client(self, seen: Seen) -> None:
         packet = seen.packet
         first = not self._client_spoke
@@ -306,6 +315,9 @@ class Connection:
             self._first_seen = seen
         after_disconnect = self.phase is Phase.CLIENT_DISCONNECTED
         transition = self._step(seen)
+        connect_5 = self.handshake_5
+        if connect_5 is not None and not isinstance(packet, Connect):
+            self._handshake.on_client(seen, connect_5, self.connack)
         if after_disconnect and self.disconnect_seen is not None:
             # [MQTT-3.14.4-2] whatever the client sends after its DISCONNECT, framed or not
             self._out_of_order.add(rules.NOTHING_AFTER_DISCONNECT)
@@ -510,6 +522,9 @@ class Connection:
         first = not self._server_spoke
         before = self.phase
         transition = self._step(seen)
+        connect_5 = self.handshake_5
+        if connect_5 is not None:
+            self._handshake.on_server(seen, before, connect_5, self.connack)
         if self.phase is Phase.SERVER_DISCONNECTED and before is not Phase.SERVER_DISCONNECTED:
             self._close_after_disconnect(seen)  # 5.0 [MQTT-3.14.4-2]
         if first and not isinstance(packet, Auth):
@@ -537,6 +552,8 @@ class Connection:
             if self.version == identity.V5 and not self.authenticates:
                 self._ctx.ledger.held(lifecycle.NO_AUTH_WITHOUT_METHOD)  # none came before the CONNACK
             self._judge_connack(seen, packet)
+            if connect_5 is not None:
+                self._handshake.on_connack(seen, connect_5, packet)
         return connect_seen.event
 
     def _offence_instead_of_connect(self) -> Seen | None:
@@ -691,6 +708,9 @@ class Connection:
     def on_end(self, end: float, closed: Closed | None) -> None:
         """Settles what only the end of the conversation decides."""
         ledger = self._ctx.ledger
+        connect_5 = self.handshake_5
+        if connect_5 is not None and self.reaction is not None:
+            self._handshake.on_end(closed, self.connack)
         if self.disconnect_seen is not None and rules.NOTHING_AFTER_DISCONNECT not in self._out_of_order:
             if closed is not None:
                 ledger.held(rules.NOTHING_AFTER_DISCONNECT)

@@ -145,6 +145,25 @@ ONE_CONNACK: Final = "MQTT-3.2.0-2"
 AUTHENTICATING_CLIENT_WAITS: Final = "MQTT-3.1.2-30"
 #: 5.0 [MQTT-4.12.0-6]: no AUTH from a server whose client asked for no Authentication Method.
 NO_AUTH_WITHOUT_METHOD: Final = "MQTT-4.12.0-6"
+#: 5.0 [MQTT-3.14.0-1]: no DISCONNECT from the server before a CONNACK that accepts (below 0x80).
+NO_SERVER_DISCONNECT_BEFORE_ACCEPT: Final = "MQTT-3.14.0-1"
+#: 5.0 [MQTT-3.1.2-29]: with Request Problem Information 0, a Reason String or User Property only in PUBLISH,
+#: CONNACK or DISCONNECT.
+PROBLEM_INFORMATION_WITHHELD: Final = "MQTT-3.1.2-29"
+#: 5.0 [MQTT-4.12.0-1]: an unsupported Authentication Method (CONNACK 0x8C) is followed by the close.
+CLOSE_ON_UNSUPPORTED_METHOD: Final = "MQTT-4.12.0-1"
+#: 5.0 [MQTT-4.12.0-2]: a server AUTH that continues the authentication carries Reason Code 0x18.
+SERVER_AUTH_CONTINUES: Final = "MQTT-4.12.0-2"
+#: 5.0 [MQTT-4.12.0-4]: a server that rejects the authentication (CONNACK 0x86 or 0x87) closes the connection.
+CLOSE_ON_REJECTED_AUTHENTICATION: Final = "MQTT-4.12.0-4"
+#: 5.0 [MQTT-4.12.0-5]: every AUTH and a CONNACK that accepts repeat the CONNECT's Authentication Method.
+SAME_AUTHENTICATION_METHOD: Final = "MQTT-4.12.0-5"
+#: 5.0 [MQTT-3.3.2-12]: the server accepts every Topic Alias from 1 to the Topic Alias Maximum it declared.
+ALIASES_IN_RANGE_ACCEPTED: Final = "MQTT-3.3.2-12"
+#: The phases in which no CONNACK below 0x80 has been sent yet (a server DISCONNECT there breaks MQTT-3.14.0-1).
+BEFORE_ACCEPTANCE: Final = frozenset(
+    {Phase.AWAITING_CONNECT, Phase.NO_CONNECT, Phase.CONNECTING, Phase.AUTHENTICATING, Phase.REFUSED}
+)
 
 
 def _client(version: str, phase: Phase, packet: Input) -> Transition:

@@ -1,0 +1,252 @@
+"""MQTT 5.0 duties a server takes on from the CONNECT and its own CONNACK: no DISCONNECT before a CONNACK that
+accepts [MQTT-3.14.0-1], no Reason String or User Property outside PUBLISH, CONNACK and DISCONNECT when the client
+asked for no problem information [MQTT-3.1.2-29], the Authentication Method repeated in every AUTH and the
+authentication continued with 0x18 [MQTT-4.12.0-2, -5], the close after refusing an authentication [MQTT-4.12.0-1,
+-4], and every Topic Alias from 1 to the declared maximum accepted [MQTT-3.3.2-12]."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from mqttaudit.codec import (
+    Auth,
+    Connack,
+    Connect,
+    Direction,
+    Disconnect,
+    Packet,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    Suback,
+    Unsuback,
+)
+from mqttaudit.codec.properties import first
+
+from . import lifecycle, reasons
+from .context import Context, Seen
+from .events import Closed
+from .lifecycle import Phase
+from .obligations import Obligation, OnClose
+
+SERVER: Final = Direction.FROM_SERVER
+CLIENT: Final = Direction.FROM_CLIENT
+#: Request Problem Information, Reason String, User Property (Table 2.4).
+REQUEST_PROBLEM_INFORMATION: Final = 0x17
+REASON_STRING: Final = 0x1F
+USER_PROPERTY: Final = 0x26
+#: Topic Alias Maximum (in CONNACK) and Topic Alias (in PUBLISH).
+TOPIC_ALIAS_MAXIMUM: Final = 0x22
+TOPIC_ALIAS: Final = 0x23
+#: Reason Codes: Continue authentication (AUTH), Not authorized and Bad authentication method (CONNACK), Topic
+#: Alias invalid (DISCONNECT).
+CONTINUE_AUTHENTICATION: Final = 0x18
+NOT_AUTHORIZED: Final = 0x87
+BAD_AUTHENTICATION_METHOD: Final = 0x8C
+TOPIC_ALIAS_INVALID: Final = 0x94
+#: 3.1.2.11.7: the packets that may still carry a Reason String or User Property under Request Problem Information 0.
+PROBLEM_INFORMATION_ALLOWED_IN: Final = (Publish, Connack, Disconnect)
+#: The other server packets that have properties.
+WITH_PROPERTIES: Final = (Puback, Pubrec, Pubrel, Pubcomp, Suback, Unsuback, Auth)
+
+
+def withholds_problem_information(connect: Connect) -> bool:
+    """The CONNECT set Request Problem Information to 0 (absent means 1)."""
+    return first(connect.properties, REQUEST_PROBLEM_INFORMATION) == 0
+
+
+class Handshake5:
+    """The checks above on one 5.0 connection; :class:`~.connection.Connection` feeds it what it has read."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._early_disconnect: Seen | None = None
+        self._server_disconnect: Seen | None = None
+        self._client_disconnected = False
+        self._problem_failed = False
+        self._auth_seen = False
+        #: The first client PUBLISH with a Topic Alias from 1 to the server's maximum, and whether any was outside.
+        self._alias_in_range: Seen | None = None
+        self._alias_out_of_range = False
+        self._alias_refused = False
+
+    # Client packets -----------------------------------------------------------------------------------------
+
+    def on_client(self, seen: Seen, connect: Connect, connack: Connack | None) -> None:
+        packet = seen.packet
+        if isinstance(packet, Disconnect):
+            self._client_disconnected = True
+        elif isinstance(packet, Auth):
+            self._auth_seen = True
+            self._same_method(seen, connect, packet, CLIENT)
+        elif isinstance(packet, Publish) and connack is not None and connack.return_code == 0:
+            self._topic_alias(seen, packet, connack)
+
+    def _topic_alias(self, seen: Seen, publish: Publish, connack: Connack) -> None:
+        alias = first(publish.properties, TOPIC_ALIAS)
+        if not isinstance(alias, int):
+            return
+        maximum = first(connack.properties, TOPIC_ALIAS_MAXIMUM)
+        if isinstance(maximum, int) and 1 <= alias <= maximum:
+            self._alias_in_range = self._alias_in_range or seen
+        else:
+            self._alias_out_of_range = True  # the server may rightly close with 0x94 from here on
+
+    # Server packets -----------------------------------------------------------------------------------------
+
+    def on_server(self, seen: Seen, before: Phase, connect: Connect, connack: Connack | None) -> None:
+        """A server packet; ``before`` is the phase it arrived in, ``connack`` the CONNACK already seen."""
+        packet = seen.packet
+        if isinstance(packet, Disconnect):
+            self._on_disconnect(seen, packet, before)
+        elif isinstance(packet, Auth):
+            self._auth_seen = True
+            self._same_method(seen, connect, packet, SERVER)
+            if connack is None:
+                self._continues(seen, packet)
+        if packet is not None and withholds_problem_information(connect):
+            self._problem_information(seen, packet)
+
+    def _on_disconnect(self, seen: Seen, disconnect: Disconnect, before: Phase) -> None:
+        self._server_disconnect = self._server_disconnect or seen
+        if before in lifecycle.BEFORE_ACCEPTANCE and self._early_disconnect is None:
+            self._early_disconnect = seen
+            self._ctx.ledger.fail(
+                lifecycle.NO_SERVER_DISCONNECT_BEFORE_ACCEPT,
+                SERVER,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} while the connection is {before.value}",
+                "the server sends no DISCONNECT before it has sent a CONNACK with a Reason Code below 0x80",
+            )
+        elif before is Phase.CONNECTED and self._early_disconnect is None:
+            self._ctx.ledger.held(lifecycle.NO_SERVER_DISCONNECT_BEFORE_ACCEPT)
+        if disconnect.reason_code == TOPIC_ALIAS_INVALID and self._alias_in_range and not self._alias_out_of_range:
+            self._alias_refused = True
+            self._ctx.ledger.fail(
+                lifecycle.ALIASES_IN_RANGE_ACCEPTED,
+                SERVER,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} (Topic Alias invalid) although every Topic Alias the client sent was within 1 "
+                f"and the server's Topic Alias Maximum (the first at event {self._alias_in_range.event})",
+                "the server accepts every Topic Alias from 1 to the Topic Alias Maximum of its CONNACK",
+            )
+
+    def _problem_information(self, seen: Seen, packet: Packet) -> None:
+        """[MQTT-3.1.2-29] Request Problem Information 0: Reason String and User Property only in PUBLISH,
+        CONNACK and DISCONNECT."""
+        if self._problem_failed or isinstance(packet, PROBLEM_INFORMATION_ALLOWED_IN):
+            return
+        if not isinstance(packet, WITH_PROPERTIES):
+            return  # PINGRESP: nowhere to put either
+        found = [p for p in packet.properties or () if p.identifier in (REASON_STRING, USER_PROPERTY)]
+        if not found:
+            self._ctx.ledger.held(lifecycle.PROBLEM_INFORMATION_WITHHELD)
+            return
+        self._problem_failed = True
+        names = sorted({"Reason String" if p.identifier == REASON_STRING else "User Property" for p in found})
+        self._ctx.ledger.fail(
+            lifecycle.PROBLEM_INFORMATION_WITHHELD,
+            SERVER,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} carries a {' and a '.join(names)} although the CONNECT set Request Problem "
+            "Information to 0",
+            "with Request Problem Information 0 the server sends a Reason String or User Property only in PUBLISH, "
+            "CONNACK or DISCONNECT",
+        )
+
+    def _continues(self, seen: Seen, auth: Auth) -> None:
+        """[MQTT-4.12.0-2] An AUTH of the server before the CONNACK continues the authentication: 0x18."""
+        code = 0 if auth.reason_code is None else auth.reason_code
+        if code == CONTINUE_AUTHENTICATION:
+            self._ctx.ledger.held(lifecycle.SERVER_AUTH_CONTINUES)
+            return
+        self._ctx.ledger.fail(
+            lifecycle.SERVER_AUTH_CONTINUES,
+            SERVER,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} before the CONNACK has Reason Code 0x{code:02x}",
+            "an AUTH the server sends to continue the authentication has Reason Code 0x18 (Continue authentication)",
+        )
+
+    def _same_method(self, seen: Seen, connect: Connect, packet: Auth, side: Direction) -> None:
+        """[MQTT-4.12.0-5] Every AUTH carries the CONNECT's Authentication Method."""
+        method = first(connect.properties, lifecycle.AUTHENTICATION_METHOD)
+        if method is None:
+            return  # an AUTH without a method asked for is judged as such [MQTT-4.12.0-6, -7]
+        carried = first(packet.properties or (), lifecycle.AUTHENTICATION_METHOD)
+        if carried == method:
+            self._ctx.ledger.held(lifecycle.SAME_AUTHENTICATION_METHOD)
+            return
+        what = "no Authentication Method" if carried is None else f"the Authentication Method {carried!r}"
+        self._ctx.ledger.fail(
+            lifecycle.SAME_AUTHENTICATION_METHOD,
+            side,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} carries {what}; the CONNECT named {method!r}",
+            "every AUTH carries the Authentication Method of the CONNECT",
+        )
+
+    def on_connack(self, seen: Seen, connect: Connect, connack: Connack) -> None:
+        """The CONNACK that answers the CONNECT."""
+        code = connack.return_code
+        if code == 0:
+            if self._early_disconnect is None:
+                self._ctx.ledger.held(lifecycle.NO_SERVER_DISCONNECT_BEFORE_ACCEPT)
+            return  # (the method a CONNACK 0x00 must repeat is not judged yet: only the AUTH packets' is)
+        if first(connect.properties, lifecycle.AUTHENTICATION_METHOD) is None or code < 0x80:
+            return
+        if self._auth_seen:
+            rule = lifecycle.CLOSE_ON_REJECTED_AUTHENTICATION  # the method was taken up, the exchange refused
+        elif code in (BAD_AUTHENTICATION_METHOD, NOT_AUTHORIZED):
+            rule = lifecycle.CLOSE_ON_UNSUPPORTED_METHOD
+        else:
+            return  # refused for another reason: the close is owed all the same [MQTT-3.2.2-7]
+        grace = self._ctx.config.close_grace
+        self._ctx.obligations.open(
+            Obligation(
+                rule,
+                SERVER,
+                seen.event,
+                seen.time,
+                seen.time + grace,
+                (
+                    "close the connection after refusing the authentication",
+                    f"after CONNACK 0x{code:02x} to a CONNECT with an Authentication Method the server closes the "
+                    f"connection (within {grace:g} s)",
+                ),
+                OnClose.FULFILS,
+            )
+        )
+
+    # The end ------------------------------------------------------------------------------------------------
+
+    def on_end(self, closed: Closed | None, connack: Connack | None) -> None:
+        ledger = self._ctx.ledger
+        refused_or_silent = connack is None or connack.return_code != 0
+        if self._early_disconnect is None and refused_or_silent and closed is not None:
+            ledger.held(lifecycle.NO_SERVER_DISCONNECT_BEFORE_ACCEPT)  # it closed without one
+        in_range = self._alias_in_range
+        if in_range is None or self._alias_out_of_range or self._alias_refused:
+            return
+        server_closed = closed is not None and closed.by is SERVER
+        if server_closed and not self._client_disconnected and self._server_disconnect is None:
+            ledger.undecided(
+                lifecycle.ALIASES_IN_RANGE_ACCEPTED,
+                reasons.reason(
+                    reasons.CLOSED_INSTEAD,
+                    "the server closed the connection without a DISCONNECT naming why, after a PUBLISH with a Topic "
+                    f"Alias within its maximum (event {in_range.event})",
+                ),
+                side=SERVER,
+                event=in_range.event,
+                time=in_range.time,
+            )
+            return
+        ledger.held(lifecycle.ALIASES_IN_RANGE_ACCEPTED)
