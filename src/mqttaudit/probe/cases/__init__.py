@@ -20,6 +20,7 @@ MODULES = (
     "malformed",
     "accepted",
     "v5_connect",
+    "v5_connect_more",
     "v5_malformed",
     "v5_limits",
     "v5_forbidden",

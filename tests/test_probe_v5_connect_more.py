@@ -1,0 +1,191 @@
+"""The MQTT 5.0 cases of probe/cases/v5_connect_more.py: every statement a case lists is one the judge decides on a
+5.0 conversation of the case's shape, kept by a conforming broker and broken by a violating one (pure, the probe's
+judge configuration); every case gets a verdict from mosquitto and from mqttools."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from mqttaudit import codec
+from mqttaudit.codec import Property
+from mqttaudit.codec.properties import make
+from mqttaudit.judge import Judgement, judge_scenario
+from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.case import CASES, Case, Target
+from mqttaudit.probe.cases import v5_connect_more
+from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config, run_case
+
+from .talk import C, S, Talk
+
+TIMEOUT = 1.0
+MODULE = "mqttaudit.probe.cases.v5_connect_more"
+MORE_CASES = [case for case in CASES.values() if case.script.__module__ == MODULE]
+NO_PROBLEMS = codec.Connect(client_id="more", protocol_level=5, properties=make(request_problem_information=0))
+CONNECT = codec.Connect(client_id="more", protocol_level=5)
+ALIASES = codec.Connack(properties=make(topic_alias_maximum=10))
+METHOD = make(authentication_method=v5_connect_more.UNKNOWN_METHOD)
+AUTHENTICATING = codec.Connect(client_id="more", protocol_level=5, properties=METHOD)
+TWICE = codec.Connect(client_id="more", protocol_level=5, properties=(Property(0x11, 10), Property(0x11, 10)))
+PUBLISH_1 = codec.Publish(topic="t", payload=b"x", qos=1, packet_id=1)
+REASON = make(reason_string="no subscribers")
+
+
+def aliased(alias: int, topic: str = "t") -> codec.Publish:
+    return codec.Publish(topic=topic, payload=b"x", properties=make(topic_alias=alias))
+
+
+def talk() -> Talk:
+    return Talk(version="5")
+
+
+def pairs() -> dict[str, tuple[Talk, Talk]]:
+    """Per case: (a conversation in which the broker keeps every statement, one in which it breaks every one),
+    fresh each time (judging one ends it)."""
+    return {
+        "v5/problem-information/acknowledgements": (
+            talk().client(NO_PROBLEMS).server(codec.Connack()).client(PUBLISH_1).server(codec.Puback(packet_id=1)),
+            talk()
+            .client(NO_PROBLEMS)
+            .server(codec.Connack())
+            .client(PUBLISH_1)
+            .server(codec.Puback(packet_id=1, reason_code=0, properties=(Property(0x26, ("k", "v")),))),
+        ),
+        "v5/problem-information/refusals": (
+            talk()
+            .client(NO_PROBLEMS)
+            .server(codec.Connack())
+            .client(PUBLISH_1)
+            .server(codec.Puback(packet_id=1, reason_code=0x10)),
+            talk()
+            .client(NO_PROBLEMS)
+            .server(codec.Connack())
+            .client(PUBLISH_1)
+            .server(codec.Puback(packet_id=1, reason_code=0x10, properties=REASON)),
+        ),
+        **{
+            f"v5/alias-accepted/{name}": (
+                talk().client(CONNECT).server(ALIASES).client(aliased(1), aliased(10)).client(codec.Disconnect()),
+                talk()
+                .client(CONNECT)
+                .server(ALIASES)
+                .client(aliased(1), aliased(10))
+                .server(codec.Disconnect(reason_code=0x94)),
+            )
+            for name in ("first", "maximum", "every")
+        },
+        "v5/no-early-disconnect/duplicate-property": (
+            talk().client(TWICE).server(codec.Connack(return_code=0x82)),
+            talk().client(TWICE).server(codec.Disconnect(reason_code=0x82)),
+        ),
+        "v5/no-early-disconnect/after-acceptance": (
+            talk().client(CONNECT).server(codec.Connack()).client(CONNECT).server(codec.Disconnect(reason_code=0x82)),
+            talk().client(CONNECT).server(codec.Disconnect(reason_code=0x82)),
+        ),
+        "v5/no-early-disconnect/unknown-authentication-method": (
+            talk().client(AUTHENTICATING).server(codec.Connack(return_code=0x8C)),
+            talk().client(AUTHENTICATING).server(codec.Connack(return_code=0x8C), codec.Disconnect(reason_code=0x8C)),
+        ),
+    }
+
+
+def judged(case: Case, conversation: Talk, *, closed: bool) -> Judgement:
+    ended = conversation.closed(S) if closed else conversation.quiet(after=10)
+    return judge_scenario({"c1": ended.events}, judge_config(case, TIMEOUT))
+
+
+def test_every_case_has_a_pair_and_lists_only_its_own_statements() -> None:
+    assert sorted(case.id for case in MORE_CASES) == sorted(pairs())
+    for case in MORE_CASES:
+        assert case.statements, case.id
+        assert set(case.statements) <= {
+            v5_connect_more.PROBLEM_INFORMATION,
+            v5_connect_more.ALIASES_ACCEPTED,
+            v5_connect_more.NO_EARLY_DISCONNECT,
+            v5_connect_more.UNSUPPORTED_METHOD,
+        }
+
+
+@pytest.mark.parametrize("case", MORE_CASES, ids=lambda case: case.id)
+def test_a_conforming_broker_keeps_every_statement_of_the_case(case: Case) -> None:
+    kept, _broken = pairs()[case.id]
+    judgement = judged(case, kept, closed=True)
+    assert set(case.statements) <= judgement.passed, (case.statements, sorted(judgement.assessed))
+    assert not [f for f in judgement.findings if f.side is S and f.rule in case.statements]
+
+
+@pytest.mark.parametrize("case", MORE_CASES, ids=lambda case: case.id)
+def test_a_violating_broker_breaks_every_statement_of_the_case(case: Case) -> None:
+    _kept, broken = pairs()[case.id]
+    # The refusal left open breaks the close of MQTT-4.12.0-1; the others are broken whether or not it closes.
+    judgement = judged(case, broken, closed="authentication" not in case.id)
+    failed = {f.rule for f in judgement.findings if f.side is S}
+    assert set(case.statements) <= failed, (case.statements, sorted(failed))
+
+
+def test_the_client_side_of_a_case_is_no_finding_against_the_broker() -> None:
+    """The second CONNECT of after-acceptance is the client's Protocol Error [MQTT-3.1.0-2]: the broker's DISCONNECT
+    for it, after CONNACK 0x00, keeps MQTT-3.14.0-1."""
+    case = CASES["v5/no-early-disconnect/after-acceptance"]
+    kept, _broken = pairs()[case.id]
+    judgement = judged(case, kept, closed=True)
+    assert not [f for f in judgement.findings if f.side is S], judgement.findings
+    assert not [f for f in judgement.findings if f.side is C and f.rule == "MQTT-3.14.0-1"]
+
+
+# Live ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mosquitto() -> Iterator[RunningBroker]:
+    with start_broker("mosquitto") as broker:
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def mqttools() -> Iterator[RunningBroker]:
+    with start_broker("mqttools") as broker:
+        yield broker
+
+
+def run_all(broker: RunningBroker) -> dict[str, CaseResult]:
+    async def everything() -> list[CaseResult]:
+        target = Target(broker.host, broker.port)
+        return list(
+            await asyncio.gather(*(run_case(c, target, timeout=TIMEOUT, run_id="6c6c6c6c") for c in MORE_CASES))
+        )
+
+    results = {result.case.id: result for result in asyncio.run(everything())}
+    for result in results.values():  # for the record of the run (-rA shows it)
+        print(result.case.id, result.verdict, result.reason)
+    assert not [(r.case.id, r.verdict, r.reason) for r in results.values() if r.verdict not in VERDICTS or r.error]
+    return results
+
+
+VERDICTS = (PASS, FAIL, NOT_APPLICABLE)
+
+
+def test_every_case_passes_against_mosquitto(mosquitto: RunningBroker) -> None:
+    """mosquitto 2.0.11 (Topic Alias Maximum 10) sends no Reason String or User Property at all, takes every alias
+    from 1 to 10, closes without DISCONNECT on a CONNECT with a property twice, answers an unknown Authentication
+    Method with CONNACK 0x8C and closes."""
+    results = run_all(mosquitto)
+    assert {case_id: result.verdict for case_id, result in results.items()} == dict.fromkeys(pairs(), PASS)
+
+
+def test_mqttools_leaves_the_connection_open_after_refusing_an_unknown_method(mqttools: RunningBroker) -> None:
+    """mqttools 0.50.0 answers CONNACK 0x8C and never closes [MQTT-4.12.0-1]; it declares no Topic Alias Maximum
+    (the alias cases are not applicable) and grants QoS 0 only (the problem-information cases then judge SUBACK
+    and UNSUBACK)."""
+    results = run_all(mqttools)
+    verdicts = {case_id: result.verdict for case_id, result in results.items()}
+    assert verdicts == {
+        **dict.fromkeys(pairs(), PASS),
+        **{f"v5/alias-accepted/{name}": NOT_APPLICABLE for name in ("first", "maximum", "every")},
+        "v5/no-early-disconnect/unknown-authentication-method": FAIL,
+    }
+    failure = results["v5/no-early-disconnect/unknown-authentication-method"]
+    assert [f.rule for f in failure.findings] == ["MQTT-4.12.0-1"]
+    assert "did not close the connection" in failure.reason
