@@ -67,6 +67,7 @@ JUDGE = [
         "limits",
         "model",
         "obligations",
+        "omitted_5",
         "outcomes",
         "pairing",
         "routing",
