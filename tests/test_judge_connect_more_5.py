@@ -163,3 +163,43 @@ def test_an_alias_out_of_range_or_a_bare_close_leaves_3_3_2_12_undecided() -> No
     # No Topic Alias Maximum declared: every alias is beyond it.
     undeclared = run(talk().client(CONNECT).server(codec.Connack()).client(aliased(1)).quiet(after=1))
     assert "MQTT-3.3.2-12" not in undeclared.assessed
+
+
+# [MQTT-3.2.2-12, -13] --------------------------------------------------------------------------------------
+
+
+def willing(qos: int = 0, retain: bool = False) -> codec.Connect:
+    will = codec.Will(topic="w", message=b"gone", qos=qos, retain=retain)
+    return codec.Connect(client_id="more5", protocol_level=5, keep_alive=0, will=will)
+
+
+def test_a_will_beyond_the_declared_maximum_qos_accepted_breaks_3_2_2_12() -> None:
+    declared = codec.Connack(properties=make(maximum_qos=0))
+    broken = run(talk().client(willing(qos=1)).server(declared).quiet(after=1))
+    assert failed(broken, "MQTT-3.2.2-12") == [S], explain(broken)
+    # Within the declared maximum (or none declared: 2) it is no instance of the statement.
+    for connack in (codec.Connack(properties=make(maximum_qos=1)), codec.Connack()):
+        within = run(talk().client(willing(qos=1)).server(connack).quiet(after=1))
+        assert "MQTT-3.2.2-12" not in within.assessed and within.findings == (), explain(within)
+
+
+def test_a_will_qos_refused_with_0x9b_is_closed_on_under_3_2_2_12() -> None:
+    kept = run(talk().client(willing(qos=2)).server(codec.Connack(return_code=0x9B)).closed(S))
+    assert "MQTT-3.2.2-12" in kept.passed and kept.findings == (), explain(kept)
+    left_open = run(talk().client(willing(qos=2)).server(codec.Connack(return_code=0x9B)).quiet(after=10))
+    assert failed(left_open, "MQTT-3.2.2-12") == [S], explain(left_open)
+    # 0x9B to a CONNECT whose Will is QoS 0 (or that has none) is no refusal of a Will QoS.
+    other = run(talk().client(willing(qos=0)).server(codec.Connack(return_code=0x9B)).closed(S))
+    assert "MQTT-3.2.2-12" not in other.assessed
+
+
+def test_a_retained_will_without_retain_available_breaks_or_keeps_3_2_2_13() -> None:
+    declared = codec.Connack(properties=make(retain_available=0))
+    broken = run(talk().client(willing(retain=True)).server(declared).quiet(after=1))
+    assert failed(broken, "MQTT-3.2.2-13") == [S], explain(broken)
+    kept = run(talk().client(willing(retain=True)).server(codec.Connack(return_code=0x9A)).closed(S))
+    assert "MQTT-3.2.2-13" in kept.passed and kept.findings == (), explain(kept)
+    left_open = run(talk().client(willing(retain=True)).server(codec.Connack(return_code=0x9A)).quiet(after=10))
+    assert failed(left_open, "MQTT-3.2.2-13") == [S], explain(left_open)
+    not_retained = run(talk().client(willing()).server(declared).quiet(after=1))
+    assert "MQTT-3.2.2-13" not in not_retained.assessed

@@ -2,7 +2,8 @@
 accepts [MQTT-3.14.0-1], no Reason String or User Property outside PUBLISH, CONNACK and DISCONNECT when the client
 asked for no problem information [MQTT-3.1.2-29], the Authentication Method repeated in every AUTH and the
 authentication continued with 0x18 [MQTT-4.12.0-2, -5], the close after refusing an authentication [MQTT-4.12.0-1,
--4], and every Topic Alias from 1 to the declared maximum accepted [MQTT-3.3.2-12]."""
+-4], a Will within the declared Maximum QoS and Retain Available [MQTT-3.2.2-12, -13], and every Topic Alias from 1
+to the declared maximum accepted [MQTT-3.3.2-12]."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ CLIENT: Final = Direction.FROM_CLIENT
 REQUEST_PROBLEM_INFORMATION: Final = 0x17
 REASON_STRING: Final = 0x1F
 USER_PROPERTY: Final = 0x26
+#: Maximum QoS and Retain Available (in CONNACK; absent: 2 and 1).
+MAXIMUM_QOS: Final = 0x24
+RETAIN_AVAILABLE: Final = 0x25
 #: Topic Alias Maximum (in CONNACK) and Topic Alias (in PUBLISH).
 TOPIC_ALIAS_MAXIMUM: Final = 0x22
 TOPIC_ALIAS: Final = 0x23
@@ -46,6 +50,9 @@ CONTINUE_AUTHENTICATION: Final = 0x18
 NOT_AUTHORIZED: Final = 0x87
 BAD_AUTHENTICATION_METHOD: Final = 0x8C
 TOPIC_ALIAS_INVALID: Final = 0x94
+#: CONNACK Reason Codes: Retain not supported, QoS not supported.
+RETAIN_NOT_SUPPORTED: Final = 0x9A
+QOS_NOT_SUPPORTED: Final = 0x9B
 #: 3.1.2.11.7: the packets that may still carry a Reason String or User Property under Request Problem Information 0.
 PROBLEM_INFORMATION_ALLOWED_IN: Final = (Publish, Connack, Disconnect)
 #: The other server packets that have properties.
@@ -199,8 +206,16 @@ class Handshake5:
         if code == 0:
             if self._early_disconnect is None:
                 self._ctx.ledger.held(lifecycle.NO_SERVER_DISCONNECT_BEFORE_ACCEPT)
+            self._will_accepted(seen, connect, connack)
             return  # (the method a CONNACK 0x00 must repeat is not judged yet: only the AUTH packets' is)
-        if first(connect.properties, lifecycle.AUTHENTICATION_METHOD) is None or code < 0x80:
+        if code < 0x80:
+            return
+        will = connect.will
+        if will is not None and will.qos > 0 and code == QOS_NOT_SUPPORTED:
+            self._close_after(seen, lifecycle.WILL_QOS_WITHIN_MAXIMUM, f"a Will of QoS {will.qos}")
+        if will is not None and will.retain and code == RETAIN_NOT_SUPPORTED:
+            self._close_after(seen, lifecycle.WILL_RETAIN_AVAILABLE, "a retained Will")
+        if first(connect.properties, lifecycle.AUTHENTICATION_METHOD) is None:
             return
         if self._auth_seen:
             rule = lifecycle.CLOSE_ON_REJECTED_AUTHENTICATION  # the method was taken up, the exchange refused
@@ -208,6 +223,11 @@ class Handshake5:
             rule = lifecycle.CLOSE_ON_UNSUPPORTED_METHOD
         else:
             return  # refused for another reason: the close is owed all the same [MQTT-3.2.2-7]
+        self._close_after(seen, rule, "an Authentication Method")
+
+    def _close_after(self, seen: Seen, rule: str, what: str) -> None:
+        """The server refused the CONNECT for ``what`` it carried: ``rule`` binds it to close."""
+        code = seen.packet.return_code if isinstance(seen.packet, Connack) else 0
         grace = self._ctx.config.close_grace
         self._ctx.obligations.open(
             Obligation(
@@ -217,13 +237,40 @@ class Handshake5:
                 seen.time,
                 seen.time + grace,
                 (
-                    "close the connection after refusing the authentication",
-                    f"after CONNACK 0x{code:02x} to a CONNECT with an Authentication Method the server closes the "
-                    f"connection (within {grace:g} s)",
+                    f"close the connection after refusing {what}",
+                    f"after CONNACK 0x{code:02x} to a CONNECT with {what} the server closes the connection (within "
+                    f"{grace:g} s)",
                 ),
                 OnClose.FULFILS,
             )
         )
+
+    def _will_accepted(self, seen: Seen, connect: Connect, connack: Connack) -> None:
+        """[MQTT-3.2.2-12, -13] A Will beyond what the accepting CONNACK itself declares (Maximum QoS, Retain
+        Available) is one the server had to refuse."""
+        will = connect.will
+        if will is None:
+            return
+        maximum = first(connack.properties, MAXIMUM_QOS)
+        if isinstance(maximum, int) and will.qos > maximum:
+            self._ctx.ledger.fail(
+                lifecycle.WILL_QOS_WITHIN_MAXIMUM,
+                SERVER,
+                seen.time,
+                seen.event,
+                f"CONNACK 0x00 with Maximum QoS {maximum} accepts a CONNECT whose Will has QoS {will.qos}",
+                "a Will QoS beyond the server's Maximum QoS is refused (CONNACK 0x9B), then the connection closed",
+            )
+        if will.retain and first(connack.properties, RETAIN_AVAILABLE) == 0:
+            self._ctx.ledger.fail(
+                lifecycle.WILL_RETAIN_AVAILABLE,
+                SERVER,
+                seen.time,
+                seen.event,
+                "CONNACK 0x00 with Retain Available 0 accepts a CONNECT whose Will has Will Retain 1",
+                "a retained Will on a server without retained messages is refused (CONNACK 0x9A), then the "
+                "connection closed",
+            )
 
     # The end ------------------------------------------------------------------------------------------------
 

@@ -160,6 +160,10 @@ CLOSE_ON_REJECTED_AUTHENTICATION: Final = "MQTT-4.12.0-4"
 SAME_AUTHENTICATION_METHOD: Final = "MQTT-4.12.0-5"
 #: 5.0 [MQTT-3.3.2-12]: the server accepts every Topic Alias from 1 to the Topic Alias Maximum it declared.
 ALIASES_IN_RANGE_ACCEPTED: Final = "MQTT-3.3.2-12"
+#: 5.0 [MQTT-3.2.2-12]: a Will QoS beyond the server's Maximum QoS is refused (0x9B) and the connection closed.
+WILL_QOS_WITHIN_MAXIMUM: Final = "MQTT-3.2.2-12"
+#: 5.0 [MQTT-3.2.2-13]: a Will Retain 1 without Retain Available is refused (0x9A) and the connection closed.
+WILL_RETAIN_AVAILABLE: Final = "MQTT-3.2.2-13"
 #: The phases in which no CONNACK below 0x80 has been sent yet (a server DISCONNECT there breaks MQTT-3.14.0-1).
 BEFORE_ACCEPTANCE: Final = frozenset(
     {Phase.AWAITING_CONNECT, Phase.NO_CONNECT, Phase.CONNECTING, Phase.AUTHENTICATING, Phase.REFUSED}
