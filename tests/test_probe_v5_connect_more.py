@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,7 @@ from mqttaudit import codec
 from mqttaudit.codec import Property
 from mqttaudit.codec.properties import make
 from mqttaudit.judge import Judgement, judge_scenario
-from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.brokers import HOST, RunningBroker, free_port, launch_broker, start_broker
 from mqttaudit.probe.case import CASES, Case, Target
 from mqttaudit.probe.cases import v5_connect_more
 from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config, run_case
@@ -31,6 +32,12 @@ AUTHENTICATING = codec.Connect(client_id="more", protocol_level=5, properties=ME
 TWICE = codec.Connect(client_id="more", protocol_level=5, properties=(Property(0x11, 10), Property(0x11, 10)))
 PUBLISH_1 = codec.Publish(topic="t", payload=b"x", qos=1, packet_id=1)
 REASON = make(reason_string="no subscribers")
+LIMITED = codec.Connack(properties=make(maximum_qos=1, retain_available=0))
+
+
+def willing(qos: int = 0, retain: bool = False) -> codec.Connect:
+    will = codec.Will(topic="w", message=b"gone", qos=qos, retain=retain)
+    return codec.Connect(client_id="willing", protocol_level=5, will=will)
 
 
 def aliased(alias: int, topic: str = "t") -> codec.Publish:
@@ -84,6 +91,17 @@ def pairs() -> dict[str, tuple[Talk, Talk]]:
             talk().client(CONNECT).server(codec.Connack()).client(CONNECT).server(codec.Disconnect(reason_code=0x82)),
             talk().client(CONNECT).server(codec.Disconnect(reason_code=0x82)),
         ),
+        **{
+            f"v5/will-beyond-capabilities/{name}": (
+                talk().client(willing(qos=2)).server(codec.Connack(return_code=0x9B)),
+                talk().client(willing(qos=2)).server(LIMITED).client(codec.Disconnect()),
+            )
+            for name in ("qos-one-above", "qos2")
+        },
+        "v5/will-beyond-capabilities/retain": (
+            talk().client(willing(retain=True)).server(codec.Connack(return_code=0x9A)),
+            talk().client(willing(retain=True)).server(LIMITED).client(codec.Disconnect()),
+        ),
         "v5/no-early-disconnect/unknown-authentication-method": (
             talk().client(AUTHENTICATING).server(codec.Connack(return_code=0x8C)),
             talk().client(AUTHENTICATING).server(codec.Connack(return_code=0x8C), codec.Disconnect(reason_code=0x8C)),
@@ -105,6 +123,8 @@ def test_every_case_has_a_pair_and_lists_only_its_own_statements() -> None:
             v5_connect_more.ALIASES_ACCEPTED,
             v5_connect_more.NO_EARLY_DISCONNECT,
             v5_connect_more.UNSUPPORTED_METHOD,
+            v5_connect_more.WILL_QOS,
+            v5_connect_more.WILL_RETAIN,
         }
 
 
@@ -145,6 +165,24 @@ def mosquitto() -> Iterator[RunningBroker]:
 
 
 @pytest.fixture(scope="module")
+def mosquitto_limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    """mosquitto configured with ``max_qos 1`` and ``retain_available false``, which its CONNACK then declares."""
+    start = start_broker("mosquitto")  # finds the binary the same way, then stops: only its command is wanted
+    binary = start.command[0]
+    start.stop()
+    workdir: Path = tmp_path_factory.mktemp("mosquitto-limited")
+    port = free_port()
+    config = workdir / "mosquitto.conf"
+    config.write_text(
+        f"listener {port} {HOST}\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type all\n"
+        "max_qos 1\nretain_available false\n"
+    )
+    command = [binary, "-c", str(config)]
+    with launch_broker("mosquitto", command, port=port, workdir=workdir, ready=r"mosquitto version \S+ running") as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
 def mqttools() -> Iterator[RunningBroker]:
     with start_broker("mqttools") as broker:
         yield broker
@@ -165,6 +203,7 @@ def run_all(broker: RunningBroker) -> dict[str, CaseResult]:
 
 
 VERDICTS = (PASS, FAIL, NOT_APPLICABLE)
+WILL_CASES = [f"v5/will-beyond-capabilities/{name}" for name in ("qos-one-above", "qos2", "retain")]
 
 
 def test_every_case_passes_against_mosquitto(mosquitto: RunningBroker) -> None:
@@ -172,11 +211,27 @@ def test_every_case_passes_against_mosquitto(mosquitto: RunningBroker) -> None:
     from 1 to 10, closes without DISCONNECT on a CONNECT with a property twice, answers an unknown Authentication
     Method with CONNACK 0x8C and closes."""
     results = run_all(mosquitto)
+    assert {case_id: result.verdict for case_id, result in results.items()} == {
+        **dict.fromkeys(pairs(), PASS),
+        **dict.fromkeys(WILL_CASES, NOT_APPLICABLE),  # Maximum QoS 2 and retained messages: no Will exceeds them
+    }
+
+
+def test_mosquitto_with_maximum_qos_1_and_no_retain_refuses_the_wills_beyond_them(
+    mosquitto_limited: RunningBroker,
+) -> None:
+    """With ``max_qos 1`` and ``retain_available false`` its CONNACK declares both; a Will of QoS 2 gets CONNACK 0x9B
+    and a retained Will 0x9A, each followed by the close: every case passes."""
+    results = run_all(mosquitto_limited)
     assert {case_id: result.verdict for case_id, result in results.items()} == dict.fromkeys(pairs(), PASS)
+    assert results["v5/will-beyond-capabilities/retain"].statements == {v5_connect_more.WILL_RETAIN: PASS}
 
 
-def test_mqttools_leaves_the_connection_open_after_refusing_an_unknown_method(mqttools: RunningBroker) -> None:
-    """mqttools 0.50.0 answers CONNACK 0x8C and never closes [MQTT-4.12.0-1]; it declares no Topic Alias Maximum
+def test_mqttools_leaves_a_refusal_open_and_takes_wills_above_its_maximum_qos(
+    mqttools: RunningBroker,
+) -> None:
+    """mqttools 0.50.0 answers CONNACK 0x8C and never closes [MQTT-4.12.0-1]; it accepts Wills above the Maximum QoS
+    0 it declares [MQTT-3.2.2-12]; it declares no Topic Alias Maximum
     (the alias cases are not applicable) and grants QoS 0 only (the problem-information cases then judge SUBACK
     and UNSUBACK)."""
     results = run_all(mqttools)
@@ -185,7 +240,16 @@ def test_mqttools_leaves_the_connection_open_after_refusing_an_unknown_method(mq
         **dict.fromkeys(pairs(), PASS),
         **{f"v5/alias-accepted/{name}": NOT_APPLICABLE for name in ("first", "maximum", "every")},
         "v5/no-early-disconnect/unknown-authentication-method": FAIL,
+        # It declares Maximum QoS 0 and accepts a Will of QoS 1 or 2 with CONNACK 0x00 [MQTT-3.2.2-12].
+        "v5/will-beyond-capabilities/qos-one-above": FAIL,
+        "v5/will-beyond-capabilities/qos2": FAIL,
+        "v5/will-beyond-capabilities/retain": NOT_APPLICABLE,
     }
+    for name in ("qos-one-above", "qos2"):
+        assert (
+            "with Maximum QoS 0 accepts a CONNECT whose Will has QoS"
+            in results[f"v5/will-beyond-capabilities/{name}"].reason
+        )
     failure = results["v5/no-early-disconnect/unknown-authentication-method"]
     assert [f.rule for f in failure.findings] == ["MQTT-4.12.0-1"]
     assert "did not close the connection" in failure.reason

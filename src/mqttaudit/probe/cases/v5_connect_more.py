@@ -17,6 +17,7 @@ from ...codec import (
     Pingresp,
     Property,
     ProtocolVersion,
+    Will,
     encode,
 )
 from ...codec import properties as props
@@ -32,6 +33,10 @@ PROBLEM_INFORMATION: Final = "MQTT-3.1.2-29"
 ALIASES_ACCEPTED: Final = "MQTT-3.3.2-12"
 #: [MQTT-3.14.0-1] No server DISCONNECT before a CONNACK below 0x80.
 NO_EARLY_DISCONNECT: Final = "MQTT-3.14.0-1"
+#: [MQTT-3.2.2-12] / [MQTT-3.2.2-13] A Will beyond the Maximum QoS, or retained without Retain Available, is refused
+#: and the connection closed.
+WILL_QOS: Final = "MQTT-3.2.2-12"
+WILL_RETAIN: Final = "MQTT-3.2.2-13"
 #: [MQTT-4.12.0-1] An unsupported Authentication Method: CONNACK 0x8C or 0x87, then the close.
 UNSUPPORTED_METHOD: Final = "MQTT-4.12.0-1"
 #: An Authentication Method no server implements.
@@ -221,3 +226,70 @@ async def unknown_authentication_method(context: CaseContext) -> None:
     connack = await _refused_or_closed(context, _connect_bytes(context, method))
     if connack is not None and connack.return_code == 0:
         raise Inconclusive(f"the broker accepted the CONNECT with the Authentication Method {UNKNOWN_METHOD!r}")
+
+
+# A Will beyond the server's capabilities [MQTT-3.2.2-12, -13] ---------------------------------------------------
+
+
+async def _will_beyond(context: CaseContext, will: Will) -> None:
+    """Sends a CONNECT with ``will`` (beyond what the broker's first CONNACK declared): a refusal is followed by
+    the close; a CONNACK 0x00 is left with DISCONNECT 0x00, which discards the Will."""
+    connection = await context.open("willing")
+    connect = Connect(protocol_level=V5.level, client_id=context.client_id(), will=will)
+    await connection.send(encode(connect, validate=False, direction=Direction.FROM_CLIENT, version=V5))
+    connack = await connection.wait_type(Connack)
+    if isinstance(connack, Connack) and connack.return_code == 0:
+        await context.disconnect(connection)
+        return
+    await connection.wait_close()
+
+
+async def _capabilities(context: CaseContext) -> tuple[int, bool]:
+    """The broker's Maximum QoS and Retain Available, from the CONNACK of a plain connection."""
+    probe = await context.connect("capabilities")
+    await context.disconnect(probe)
+    known = context.capabilities
+    return (2, True) if known is None else (known.maximum_qos, known.retain_available)
+
+
+@v5_case(
+    "v5/will-beyond-capabilities/qos-one-above",
+    [WILL_QOS],
+    "A Will QoS one above the broker's Maximum QoS is refused",
+    stimulus="a plain CONNECT to read the Maximum QoS; then a CONNECT whose Will has QoS one above it",
+    expected="CONNACK 0x9B (QoS not supported), then the close; a broker with Maximum QoS 2 makes it not applicable",
+)
+async def will_qos_one_above(context: CaseContext) -> None:
+    maximum, _retain = await _capabilities(context)
+    if maximum >= 2:
+        raise NotApplicable("the broker supports QoS 2 (no Maximum QoS below 2 in its CONNACK): no Will QoS exceeds it")
+    await _will_beyond(context, Will(topic=context.topic("will"), message=b"gone", qos=maximum + 1))
+
+
+@v5_case(
+    "v5/will-beyond-capabilities/qos2",
+    [WILL_QOS],
+    "A Will of QoS 2 is refused by a broker whose Maximum QoS is lower",
+    stimulus="a plain CONNECT to read the Maximum QoS; then a CONNECT whose Will has QoS 2",
+    expected="CONNACK 0x9B (QoS not supported), then the close; a broker with Maximum QoS 2 makes it not applicable",
+)
+async def will_qos2(context: CaseContext) -> None:
+    maximum, _retain = await _capabilities(context)
+    if maximum >= 2:
+        raise NotApplicable("the broker supports QoS 2 (no Maximum QoS below 2 in its CONNACK): no Will QoS exceeds it")
+    await _will_beyond(context, Will(topic=context.topic("will"), message=b"gone", qos=2))
+
+
+@v5_case(
+    "v5/will-beyond-capabilities/retain",
+    [WILL_RETAIN],
+    "A retained Will is refused by a broker without retained messages",
+    stimulus="a plain CONNECT to read Retain Available; then a CONNECT whose Will has QoS 0 and Will Retain 1",
+    expected="CONNACK 0x9A (Retain not supported), then the close; a broker with retained messages makes it not "
+    "applicable",
+)
+async def will_retain(context: CaseContext) -> None:
+    _maximum, retain = await _capabilities(context)
+    if retain:
+        raise NotApplicable("the broker declares no Retain Available 0: a retained Will is within its capabilities")
+    await _will_beyond(context, Will(topic=context.topic("will"), message=b"gone", retain=True))
