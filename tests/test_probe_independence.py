@@ -36,7 +36,8 @@ NO_IDENTIFIER = with_twins(
 )
 #: Cases that deliberately send an empty Client Identifier and no other.
 EMPTY_IDENTIFIER = with_twins({"connect/empty-client-id-persistent-session"}) | {
-    "v5/connect/assigned-client-identifier"  # 5.0: the server assigns one and names it in its CONNACK
+    "v5/connect/assigned-client-identifier",  # 5.0: the server assigns one and names it in its CONNACK
+    "v5/accepted/connect-empty-client-id-clean-start-0",  # 5.0 allows it with Clean Start 0 too
 }
 #: The cases that send no CONNECT, or none with an identifier of their own.
 WITHOUT_IDENTIFIER = NO_IDENTIFIER | EMPTY_IDENTIFIER | with_twins({"malformed/first-packet-not-connect"})
