@@ -203,3 +203,27 @@ def test_a_retained_will_without_retain_available_breaks_or_keeps_3_2_2_13() -> 
     assert failed(left_open, "MQTT-3.2.2-13") == [S], explain(left_open)
     not_retained = run(talk().client(willing()).server(declared).quiet(after=1))
     assert "MQTT-3.2.2-13" not in not_retained.assessed
+
+
+# [MQTT-4.13.2-1] -------------------------------------------------------------------------------------------
+
+
+def test_a_connack_or_disconnect_of_0x80_or_above_is_followed_by_the_close_4_13_2_1() -> None:
+    refused = run(talk().client(CONNECT).server(codec.Connack(return_code=0x87)).closed(S))
+    assert "MQTT-4.13.2-1" in refused.passed and refused.findings == (), explain(refused)
+    told = run(talk().client(CONNECT).server(codec.Connack(), codec.Disconnect(reason_code=0x81)).closed(S))
+    assert "MQTT-4.13.2-1" in told.passed, explain(told)
+    # The client closing first leaves it undecided, as the close after any DISCONNECT [MQTT-3.14.4-2].
+    peer = run(talk().client(CONNECT).server(codec.Connack(), codec.Disconnect(reason_code=0x81)).closed(C))
+    assert "peer closed first" in peer.not_assessable["MQTT-4.13.2-1"], explain(peer)
+    left_open = run(talk().client(CONNECT).server(codec.Connack(), codec.Disconnect(reason_code=0x81)).quiet(after=10))
+    assert S in failed(left_open, "MQTT-4.13.2-1"), explain(left_open)
+    client = run(talk().client(CONNECT).server(codec.Connack()).client(codec.Disconnect(reason_code=0x80)).quiet(10))
+    assert C in failed(client, "MQTT-4.13.2-1"), explain(client)
+
+
+def test_codes_below_0x80_owe_no_close_under_4_13_2_1() -> None:
+    normal = run(talk().client(CONNECT).server(codec.Connack(), codec.Disconnect(reason_code=0x00)).closed(S))
+    assert "MQTT-4.13.2-1" not in normal.assessed
+    will = run(talk().client(CONNECT).server(codec.Connack()).client(codec.Disconnect(reason_code=0x04)).closed(C))
+    assert "MQTT-4.13.2-1" not in will.assessed

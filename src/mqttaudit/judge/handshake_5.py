@@ -2,8 +2,9 @@
 accepts [MQTT-3.14.0-1], no Reason String or User Property outside PUBLISH, CONNACK and DISCONNECT when the client
 asked for no problem information [MQTT-3.1.2-29], the Authentication Method repeated in every AUTH and the
 authentication continued with 0x18 [MQTT-4.12.0-2, -5], the close after refusing an authentication [MQTT-4.12.0-1,
--4], a Will within the declared Maximum QoS and Retain Available [MQTT-3.2.2-12, -13], and every Topic Alias from 1
-to the declared maximum accepted [MQTT-3.3.2-12]."""
+-4], a Will within the declared Maximum QoS and Retain Available [MQTT-3.2.2-12, -13], the close after any CONNACK or
+DISCONNECT of 0x80 or above [MQTT-4.13.2-1], and every Topic Alias from 1 to the declared maximum accepted
+[MQTT-3.3.2-12]."""
 
 from __future__ import annotations
 
@@ -85,6 +86,7 @@ class Handshake5:
         packet = seen.packet
         if isinstance(packet, Disconnect):
             self._client_disconnected = True
+            self._error_code_closes(seen, packet.reason_code)
         elif isinstance(packet, Auth):
             self._auth_seen = True
             self._same_method(seen, connect, packet, CLIENT)
@@ -118,6 +120,7 @@ class Handshake5:
 
     def _on_disconnect(self, seen: Seen, disconnect: Disconnect, before: Phase) -> None:
         self._server_disconnect = self._server_disconnect or seen
+        self._error_code_closes(seen, disconnect.reason_code)
         if before in lifecycle.BEFORE_ACCEPTANCE and self._early_disconnect is None:
             self._early_disconnect = seen
             self._ctx.ledger.fail(
@@ -210,6 +213,7 @@ class Handshake5:
             return  # (the method a CONNACK 0x00 must repeat is not judged yet: only the AUTH packets' is)
         if code < 0x80:
             return
+        self._error_code_closes(seen, code)
         will = connect.will
         if will is not None and will.qos > 0 and code == QOS_NOT_SUPPORTED:
             self._close_after(seen, lifecycle.WILL_QOS_WITHIN_MAXIMUM, f"a Will of QoS {will.qos}")
@@ -224,6 +228,27 @@ class Handshake5:
         else:
             return  # refused for another reason: the close is owed all the same [MQTT-3.2.2-7]
         self._close_after(seen, rule, "an Authentication Method")
+
+    def _error_code_closes(self, seen: Seen, code: int | None) -> None:
+        """[MQTT-4.13.2-1] A CONNACK or DISCONNECT of 0x80 or above is followed by the close, whoever sent it."""
+        if code is None or code < 0x80:
+            return
+        grace = self._ctx.config.close_grace
+        kind = "CONNACK" if isinstance(seen.packet, Connack) else "DISCONNECT"
+        self._ctx.obligations.open(
+            Obligation(
+                lifecycle.CLOSE_AFTER_ERROR_CODE,
+                seen.sender,
+                seen.event,
+                seen.time,
+                seen.time + grace,
+                (
+                    f"close the connection after {kind} 0x{code:02x}",
+                    f"after a {kind} with a Reason Code of 0x80 or above the connection is closed (within {grace:g} s)",
+                ),
+                OnClose.FULFILS,
+            )
+        )
 
     def _close_after(self, seen: Seen, rule: str, what: str) -> None:
         """The server refused the CONNECT for ``what`` it carried: ``rule`` binds it to close."""

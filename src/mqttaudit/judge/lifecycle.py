@@ -164,6 +164,8 @@ ALIASES_IN_RANGE_ACCEPTED: Final = "MQTT-3.3.2-12"
 WILL_QOS_WITHIN_MAXIMUM: Final = "MQTT-3.2.2-12"
 #: 5.0 [MQTT-3.2.2-13]: a Will Retain 1 without Retain Available is refused (0x9A) and the connection closed.
 WILL_RETAIN_AVAILABLE: Final = "MQTT-3.2.2-13"
+#: 5.0 [MQTT-4.13.2-1]: after a CONNACK or DISCONNECT of 0x80 or above the connection is closed.
+CLOSE_AFTER_ERROR_CODE: Final = "MQTT-4.13.2-1"
 #: The phases in which no CONNACK below 0x80 has been sent yet (a server DISCONNECT there breaks MQTT-3.14.0-1).
 BEFORE_ACCEPTANCE: Final = frozenset(
     {Phase.AWAITING_CONNECT, Phase.NO_CONNECT, Phase.CONNECTING, Phase.AUTHENTICATING, Phase.REFUSED}

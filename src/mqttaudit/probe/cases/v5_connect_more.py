@@ -37,6 +37,8 @@ NO_EARLY_DISCONNECT: Final = "MQTT-3.14.0-1"
 #: and the connection closed.
 WILL_QOS: Final = "MQTT-3.2.2-12"
 WILL_RETAIN: Final = "MQTT-3.2.2-13"
+#: [MQTT-4.13.2-1] After a CONNACK or DISCONNECT of 0x80 or above the connection is closed.
+CLOSE_AFTER_ERROR: Final = "MQTT-4.13.2-1"
 #: [MQTT-4.12.0-1] An unsupported Authentication Method: CONNACK 0x8C or 0x87, then the close.
 UNSUPPORTED_METHOD: Final = "MQTT-4.12.0-1"
 #: An Authentication Method no server implements.
@@ -215,7 +217,7 @@ async def early_disconnect_after_acceptance(context: CaseContext) -> None:
 
 @v5_case(
     "v5/no-early-disconnect/unknown-authentication-method",
-    [NO_EARLY_DISCONNECT, UNSUPPORTED_METHOD],
+    [NO_EARLY_DISCONNECT, UNSUPPORTED_METHOD, CLOSE_AFTER_ERROR],
     "An unknown Authentication Method is refused with a CONNACK, then the close",
     stimulus=f"5.0 CONNECT with Authentication Method {UNKNOWN_METHOD!r} and no Authentication Data",
     expected="CONNACK 0x8C (Bad authentication method) or 0x87 (Not authorized), then the close; no DISCONNECT "
