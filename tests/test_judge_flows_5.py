@@ -655,3 +655,18 @@ def test_a_filter_never_subscribed_may_be_answered_success_or_no_subscription_ex
     for code in (0x00, 0x11, 0x87):
         judgement = verdict(unsubscribed(code, held=False))
         assert judgement.findings == (), explain(judgement)
+
+
+@pytest.mark.parametrize("code", [0x87, 0x9E, 0xA2, 0x8F])
+def test_a_disconnect_with_a_refusal_may_stand_in_for_a_negative_suback(code: int) -> None:
+    talk = connected().client(subscribe(1, option("$share/g/a", 1)))
+    talk = talk.server(codec.Disconnect(reason_code=code)).closed(S)
+    judgement = verdict(talk)
+    assert judgement.findings == (), explain(judgement)
+    assert "MQTT-3.8.4-1" in judgement.passed and "MQTT-3.9.3-1" not in judgement.passed
+
+
+def test_a_disconnect_whose_code_no_suback_carries_leaves_the_suback_owed() -> None:
+    talk = connected().client(subscribe(1, option("a", 1))).server(codec.Disconnect(reason_code=0x8B)).closed(S)
+    judgement = verdict(talk)
+    assert "MQTT-3.8.4-1" not in judgement.passed  # 0x8B Server shutting down refuses nothing in particular

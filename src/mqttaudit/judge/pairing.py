@@ -17,6 +17,7 @@ from typing import Final
 
 from mqttaudit.codec import (
     Direction,
+    Disconnect,
     Packet,
     PacketType,
     Pingreq,
@@ -175,6 +176,15 @@ ID_IN_USE: Final[dict[Direction, str]] = {
 }
 
 
+#: The answers a 5.0 server DISCONNECT may stand in for, by the refusals they could carry (ALLOWED_OUTCOMES).
+DISCONNECT_INSTEAD: Final = {
+    Stage.SUBACK: "suback",
+    Stage.UNSUBACK: "unsuback-held",
+    Stage.PUBACK: "puback",
+    Stage.PUBREC: "pubrec",
+}
+
+
 @dataclass(eq=False, slots=True)
 class Flow:
     """One request in flight: who sent it, its identifier, and what it awaits next."""
@@ -269,7 +279,25 @@ class Pairing:
         if packet.packet_type in STRAYS:
             packet_id = getattr(packet, "packet_id", None)
             return self._answer(seen, packet.packet_type, packet_id) if packet_id else None
+        if isinstance(packet, Disconnect) and self._v5 and seen.sender is SERVER:
+            self._refused_by_disconnect(seen, packet.reason_code)
         return None
+
+    def _refused_by_disconnect(self, seen: Seen, code: int | None) -> None:
+        """MQTT 5.0: a server DISCONNECT with a Reason Code the owed answer could itself carry as a refusal (0x87
+        Not authorized, 0x9E Shared Subscriptions not supported, ...) refuses the request instead of that answer
+        (section 4.13): the answer's duty is kept, and nothing more is owed on it."""
+        if code is None or code < 0x80:
+            return
+        flows = self._flows[CLIENT]
+        for packet_id, flow in list(flows.items()):
+            refusals = DISCONNECT_INSTEAD.get(flow.stage)
+            due = flow.due
+            if refusals is None or due is None or code not in ALLOWED_OUTCOMES[refusals].codes:
+                continue
+            self._ctx.obligations.drop(due)
+            self._ctx.ledger.held(due.rule)
+            del flows[packet_id]
 
     # Requests ---------------------------------------------------------------------------------------------------
 
