@@ -62,6 +62,7 @@ JUDGE = [
         "deliveries_5",
         "expiry_5",
         "forwarding_5",
+        "handshake_5",
         "keepalive",
         "lifecycle",
         "limits",

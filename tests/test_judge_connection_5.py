@@ -143,7 +143,8 @@ def test_a_client_owes_no_close_on_a_servers_malformed_packet_in_5_0() -> None:
 def test_the_connack_is_owed_after_the_clients_last_auth_of_an_exchange() -> None:
     connect = codec.Connect(client_id="five", protocol_level=5, keep_alive=0, properties=(AUTH_METHOD,))
     challenge = codec.Auth(reason_code=0x18, properties=(AUTH_METHOD,))
-    slow_client = talk().client(connect).server(challenge).wait(8).client(challenge).server(CONNACK_OK)
+    accepted = codec.Connack(properties=(AUTH_METHOD,))  # a CONNACK 0x00 repeats the method [MQTT-4.12.0-5]
+    slow_client = talk().client(connect).server(challenge).wait(8).client(challenge).server(accepted)
     judgement = judge(slow_client.quiet(after=1).events, V5)
     assert judgement.findings == (), explain(judgement)  # the server waited for the client, not the other way
     assert "MQTT-3.1.4-5" in judgement.passed
@@ -176,3 +177,10 @@ def test_a_server_that_sent_disconnect_closes_the_connection() -> None:
     left_open = talk().client(CONNECT).server(CONNACK_OK).server(codec.Disconnect(reason_code=0x8B)).quiet(after=10)
     findings = [f for f in judge(left_open.events, V5).findings if f.rule == "MQTT-3.14.4-2"]
     assert [f.side for f in findings] == [S]
+
+
+def test_an_accepting_connack_repeats_the_authentication_method() -> None:
+    connect = codec.Connect(client_id="five", protocol_level=5, keep_alive=0, properties=(AUTH_METHOD,))
+    challenge = codec.Auth(reason_code=0x18, properties=(AUTH_METHOD,))
+    without = talk().client(connect).server(challenge).client(challenge).server(CONNACK_OK).quiet(after=1)
+    assert "MQTT-4.12.0-5" in rules_of(without)

@@ -184,8 +184,8 @@ class Handshake5:
             "an AUTH the server sends to continue the authentication has Reason Code 0x18 (Continue authentication)",
         )
 
-    def _same_method(self, seen: Seen, connect: Connect, packet: Auth, side: Direction) -> None:
-        """[MQTT-4.12.0-5] Every AUTH carries the CONNECT's Authentication Method."""
+    def _same_method(self, seen: Seen, connect: Connect, packet: Auth | Connack, side: Direction) -> None:
+        """[MQTT-4.12.0-5] Every AUTH, and a CONNACK that accepts, carries the CONNECT's Authentication Method."""
         method = first(connect.properties, lifecycle.AUTHENTICATION_METHOD)
         if method is None:
             return  # an AUTH without a method asked for is judged as such [MQTT-4.12.0-6, -7]
@@ -210,7 +210,8 @@ class Handshake5:
             if self._early_disconnect is None:
                 self._ctx.ledger.held(lifecycle.NO_SERVER_DISCONNECT_BEFORE_ACCEPT)
             self._will_accepted(seen, connect, connack)
-            return  # (the method a CONNACK 0x00 must repeat is not judged yet: only the AUTH packets' is)
+            self._same_method(seen, connect, connack, seen.sender)
+            return
         if code < 0x80:
             return
         self._error_code_closes(seen, code)
