@@ -184,3 +184,11 @@ def test_an_accepting_connack_repeats_the_authentication_method() -> None:
     challenge = codec.Auth(reason_code=0x18, properties=(AUTH_METHOD,))
     without = talk().client(connect).server(challenge).client(challenge).server(CONNACK_OK).quiet(after=1)
     assert "MQTT-4.12.0-5" in rules_of(without)
+
+
+def test_an_accepted_empty_client_identifier_is_named_in_the_connack() -> None:
+    empty = codec.Connect(client_id="", protocol_level=5, keep_alive=0)
+    named = codec.Connack(properties=(Property(0x12, "auto-1"),))
+    kept = judge(talk().client(empty).server(named).quiet(after=1).events, V5)
+    assert {"MQTT-3.2.2-16", "MQTT-3.1.3-7"} <= kept.passed, explain(kept)
+    assert {"MQTT-3.2.2-16", "MQTT-3.1.3-7"} <= rules_of(talk().client(empty).server(CONNACK_OK).quiet(after=1))

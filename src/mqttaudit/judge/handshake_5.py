@@ -45,6 +45,8 @@ RETAIN_AVAILABLE: Final = 0x25
 #: Topic Alias Maximum (in CONNACK) and Topic Alias (in PUBLISH).
 TOPIC_ALIAS_MAXIMUM: Final = 0x22
 TOPIC_ALIAS: Final = 0x23
+#: Assigned Client Identifier (property 0x12 of a CONNACK).
+ASSIGNED_CLIENT_IDENTIFIER: Final = 0x12
 #: Reason Codes: Continue authentication (AUTH), Not authorized and Bad authentication method (CONNACK), Topic
 #: Alias invalid (DISCONNECT).
 CONTINUE_AUTHENTICATION: Final = 0x18
@@ -211,6 +213,7 @@ class Handshake5:
                 self._ctx.ledger.held(lifecycle.NO_SERVER_DISCONNECT_BEFORE_ACCEPT)
             self._will_accepted(seen, connect, connack)
             self._same_method(seen, connect, connack, seen.sender)
+            self._assigned_identifier(seen, connect, connack)
             return
         if code < 0x80:
             return
@@ -270,6 +273,27 @@ class Handshake5:
                 OnClose.FULFILS,
             )
         )
+
+    def _assigned_identifier(self, seen: Seen, connect: Connect, connack: Connack) -> None:
+        """[MQTT-3.2.2-16, MQTT-3.1.3-7] A CONNACK accepting a zero-length Client Identifier names the identifier
+        the server assigned."""
+        if connect.client_id:
+            return
+        assigned = first(connack.properties, ASSIGNED_CLIENT_IDENTIFIER)
+        rules_ = (lifecycle.ASSIGNED_CLIENT_IDENTIFIER, lifecycle.ASSIGNED_CLIENT_IDENTIFIER_RETURNED)
+        if isinstance(assigned, str) and assigned:
+            for rule in rules_:
+                self._ctx.ledger.held(rule)
+            return
+        for rule in rules_:
+            self._ctx.ledger.fail(
+                rule,
+                SERVER,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} accepts a zero-length Client Identifier without an Assigned Client Identifier",
+                "a server that accepts a zero-length Client Identifier returns the one it assigned in its CONNACK",
+            )
 
     def _will_accepted(self, seen: Seen, connect: Connect, connack: Connack) -> None:
         """[MQTT-3.2.2-12, -13] A Will beyond what the accepting CONNACK itself declares (Maximum QoS, Retain

@@ -158,6 +158,10 @@ SERVER_AUTH_CONTINUES: Final = "MQTT-4.12.0-2"
 CLOSE_ON_REJECTED_AUTHENTICATION: Final = "MQTT-4.12.0-4"
 #: 5.0 [MQTT-4.12.0-5]: every AUTH and a CONNACK that accepts repeat the CONNECT's Authentication Method.
 SAME_AUTHENTICATION_METHOD: Final = "MQTT-4.12.0-5"
+#: 5.0 [MQTT-3.2.2-16]: a CONNACK accepting a zero-length Client Identifier carries the Assigned Client Identifier
+#: (and [MQTT-3.1.3-7] says the same of the CONNECT's processing).
+ASSIGNED_CLIENT_IDENTIFIER: Final = "MQTT-3.2.2-16"
+ASSIGNED_CLIENT_IDENTIFIER_RETURNED: Final = "MQTT-3.1.3-7@5.0"
 #: 5.0 [MQTT-3.3.2-12]: the server accepts every Topic Alias from 1 to the Topic Alias Maximum it declared.
 ALIASES_IN_RANGE_ACCEPTED: Final = "MQTT-3.3.2-12"
 #: 5.0 [MQTT-3.2.2-12]: a Will QoS beyond the server's Maximum QoS is refused (0x9B) and the connection closed.

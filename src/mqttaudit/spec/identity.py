@@ -191,6 +191,7 @@ _IN_5_0.update(
         "MQTT-3.8.3-4@5.0": "MQTT-3.8.3-4",  # No Local on a Shared Subscription
         "MQTT-3.1.2-24@5.0": "MQTT-3.1.2-24",  # Maximum Packet Size (3.1.1's MQTT-3.1.2-24 is the Keep Alive timer)
         "MQTT-3.8.3-3@5.0": "MQTT-3.8.3-3",  # No Local (3.1.1's MQTT-3.8.3-3 is the SUBSCRIBE's Topic Filter)
+        "MQTT-3.1.3-7@5.0": "MQTT-3.1.3-7",  # the Assigned Client Identifier (3.1.1's is the empty ClientId's flag)
         "MQTT-3.1.3-9@5.0": "MQTT-3.1.3-9",  # Will Delay (3.1.1's MQTT-3.1.3-9 is the refused ClientId)
         "MQTT-3.3.1-10@5.0": "MQTT-3.3.1-10",  # Retain Handling 1 (3.1.1's MQTT-3.3.1-10 is the zero-byte retained)
         "MQTT-3.3.1-11@5.0": "MQTT-3.3.1-11",  # Retain Handling 2 (3.1.1's MQTT-3.3.1-11 is "zero-byte not stored")
