@@ -4,9 +4,7 @@ judge configuration); every case gets a verdict from mosquitto and from mqttools
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -14,11 +12,12 @@ from mqttaudit import codec
 from mqttaudit.codec import Property
 from mqttaudit.codec.properties import make
 from mqttaudit.judge import Judgement, judge_scenario
-from mqttaudit.probe.brokers import HOST, RunningBroker, free_port, launch_broker, start_broker
-from mqttaudit.probe.case import CASES, Case, Target
+from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases import v5_connect_more
-from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config, run_case
+from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config
 
+from .live import configured_mosquitto, run_together
 from .talk import C, S, Talk
 
 TIMEOUT = 1.0
@@ -168,19 +167,9 @@ def mosquitto() -> Iterator[RunningBroker]:
 @pytest.fixture(scope="module")
 def mosquitto_limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     """mosquitto configured with ``max_qos 1`` and ``retain_available false``, which its CONNACK then declares."""
-    start = start_broker("mosquitto")  # finds the binary the same way, then stops: only its command is wanted
-    binary = start.command[0]
-    start.stop()
-    workdir: Path = tmp_path_factory.mktemp("mosquitto-limited")
-    port = free_port()
-    config = workdir / "mosquitto.conf"
-    config.write_text(
-        f"listener {port} {HOST}\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type all\n"
-        "max_qos 1\nretain_available false\n"
-    )
-    command = [binary, "-c", str(config)]
-    with launch_broker("mosquitto", command, port=port, workdir=workdir, ready=r"mosquitto version \S+ running") as b:
-        yield b
+    workdir = tmp_path_factory.mktemp("mosquitto-limited")
+    with configured_mosquitto(workdir, "max_qos 1", "retain_available false") as broker:
+        yield broker
 
 
 @pytest.fixture(scope="module")
@@ -190,20 +179,9 @@ def mqttools() -> Iterator[RunningBroker]:
 
 
 def run_all(broker: RunningBroker) -> dict[str, CaseResult]:
-    async def everything() -> list[CaseResult]:
-        target = Target(broker.host, broker.port)
-        return list(
-            await asyncio.gather(*(run_case(c, target, timeout=TIMEOUT, run_id="6c6c6c6c") for c in MORE_CASES))
-        )
-
-    results = {result.case.id: result for result in asyncio.run(everything())}
-    for result in results.values():  # for the record of the run (-rA shows it)
-        print(result.case.id, result.verdict, result.reason)
-    assert not [(r.case.id, r.verdict, r.reason) for r in results.values() if r.verdict not in VERDICTS or r.error]
-    return results
+    return run_together(broker, MORE_CASES, "6c6c6c6c")
 
 
-VERDICTS = (PASS, FAIL, NOT_APPLICABLE)
 WILL_CASES = [f"v5/will-beyond-capabilities/{name}" for name in ("qos-one-above", "qos2", "retain")]
 
 

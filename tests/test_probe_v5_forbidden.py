@@ -4,7 +4,6 @@ conversation written with the real codec), and every case gets a verdict against
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -30,7 +29,7 @@ from mqttaudit.codec import (
 from mqttaudit.codec import properties as props
 from mqttaudit.judge import judge_scenario
 from mqttaudit.probe.brokers import RunningBroker, start_broker
-from mqttaudit.probe.case import CASES, Case, Target
+from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases.v5_forbidden import (
     DELIVERY_PUBREL,
     DELIVERY_QOS1,
@@ -42,9 +41,10 @@ from mqttaudit.probe.cases.v5_forbidden import (
     decoded_rules,
     targeted,
 )
-from mqttaudit.probe.outcome import FAIL, NOT_APPLICABLE, PASS, CaseResult
-from mqttaudit.probe.runner import decide, judge_config, run_case
+from mqttaudit.probe.outcome import FAIL, PASS
+from mqttaudit.probe.runner import decide, judge_config
 from mqttaudit.spec import load_catalogue
+from tests.live import run_together
 from tests.talk import C, S, Talk
 
 TIMEOUT = 1.0
@@ -281,20 +281,10 @@ def mosquitto() -> Iterator[RunningBroker]:
         yield broker
 
 
-async def _run_all(broker: RunningBroker) -> list[CaseResult]:
-    target = Target(broker.host, broker.port)
-    cases = [case for case_id, case in CASES.items() if case_id.startswith(f"{FAMILY}/")]
-    return list(await asyncio.gather(*(run_case(c, target, timeout=TIMEOUT, run_id="5f5f5f5f") for c in cases)))
-
-
 def test_every_case_gets_a_verdict_from_mosquitto(mosquitto: RunningBroker) -> None:
-    results = asyncio.run(_run_all(mosquitto))
-    undecided = [(r.case.id, r.verdict, r.reason) for r in results if r.verdict not in (PASS, FAIL, NOT_APPLICABLE)]
-    assert not undecided
-    assert not [r.case.id for r in results if r.error]
+    cases = [case for case_id, case in CASES.items() if case_id.startswith(f"{FAMILY}/")]
+    results = run_together(mosquitto, cases, "5f5f5f5f")
     # mosquitto 2.0.11 refuses the unknown Authentication Method (CONNACK 0x8C) and closes on a second CONNECT
-    verdicts = {r.case.id: r.verdict for r in results}
+    verdicts = {case_id: r.verdict for case_id, r in results.items()}
     assert verdicts[f"{FAMILY}/connect-unsupported-authentication-method"] == PASS
     assert verdicts[f"{FAMILY}/second-connect-same"] == PASS
-    for result in results:  # what mosquitto did with each, for the record of the run (-rA shows it)
-        print(result.case.id, result.verdict, result.reason)

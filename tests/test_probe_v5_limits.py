@@ -4,21 +4,20 @@ verdict from mosquitto (default, and with a Maximum Packet Size configured) and 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
 from mqttaudit.judge import Judgement, judge_scenario, limits
-from mqttaudit.probe.brokers import HOST, RunningBroker, free_port, launch_broker, start_broker
-from mqttaudit.probe.case import CASES, Case, Target
+from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases import v5_limits
-from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config, run_case
+from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config
 from mqttaudit.spec import identity
 
+from .live import configured_mosquitto, run_together
 from .talk import C, S, Talk
 
 #: The 5.0 ids of every rule judge.limits decides.
@@ -193,19 +192,8 @@ def mosquitto() -> Iterator[RunningBroker]:
 @pytest.fixture(scope="module")
 def mosquitto_with_packet_limit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     """mosquitto configured with ``max_packet_size 200``, which its CONNACK then declares."""
-    start = start_broker("mosquitto")  # finds the binary the same way, then stops: only its command is wanted
-    binary = start.command[0]
-    start.stop()
-    workdir: Path = tmp_path_factory.mktemp("mosquitto-mps")
-    port = free_port()
-    config = workdir / "mosquitto.conf"
-    config.write_text(
-        f"listener {port} {HOST}\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type all\n"
-        "max_packet_size 200\n"
-    )
-    command = [binary, "-c", str(config)]
-    with launch_broker("mosquitto", command, port=port, workdir=workdir, ready=r"mosquitto version \S+ running") as b:
-        yield b
+    with configured_mosquitto(tmp_path_factory.mktemp("mosquitto-mps"), "max_packet_size 200") as broker:
+        yield broker
 
 
 @pytest.fixture(scope="module")
@@ -215,20 +203,9 @@ def mqttools() -> Iterator[RunningBroker]:
 
 
 def run_all(broker: RunningBroker) -> dict[str, CaseResult]:
-    async def everything() -> list[CaseResult]:
-        target = Target(broker.host, broker.port)
-        return list(
-            await asyncio.gather(*(run_case(c, target, timeout=TIMEOUT, run_id="5b5b5b5b") for c in LIMIT_CASES))
-        )
-
-    results = {result.case.id: result for result in asyncio.run(everything())}
-    for result in results.values():  # for the record of the run (-rA shows it)
-        print(result.case.id, result.verdict, result.reason)
-    assert not [(r.case.id, r.verdict, r.reason) for r in results.values() if r.verdict not in VERDICTS or r.error]
-    return results
+    return run_together(broker, LIMIT_CASES, "5b5b5b5b")
 
 
-VERDICTS = (PASS, FAIL, NOT_APPLICABLE)
 #: What mosquitto 2.0.11 does (default configuration: Topic Alias Maximum 10, Receive Maximum 20, no Maximum Packet
 #: Size): it closes on every alias breach; it refuses a PUBLISH past its Receive Maximum with a 0x97 acknowledgement
 #: instead of closing; it lets a third QoS 1/2 PUBLISH out toward a client whose Receive Maximum is 2; it sends a

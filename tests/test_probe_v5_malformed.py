@@ -3,7 +3,6 @@ case gets a verdict against a real mosquitto."""
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from collections.abc import Iterator
 
@@ -13,10 +12,10 @@ from mqttaudit.codec import ProtocolVersion, decode
 from mqttaudit.codec import properties as props
 from mqttaudit.codec import rules as codec_rules
 from mqttaudit.probe.brokers import RunningBroker, start_broker
-from mqttaudit.probe.case import CASES, Target
+from mqttaudit.probe.case import CASES
 from mqttaudit.probe.cases.v5_malformed import STIMULI, UNKNOWN_IDENTIFIERS, decoded_rules, targeted
-from mqttaudit.probe.outcome import FAIL, NOT_APPLICABLE, PASS, CaseResult
-from mqttaudit.probe.runner import run_case
+
+from .live import run_together
 
 TIMEOUT = 1.0
 #: The duty to close on a Malformed Packet or Protocol Error; for CONNECT, to close without accepting it.
@@ -88,17 +87,5 @@ def mosquitto() -> Iterator[RunningBroker]:
         yield broker
 
 
-async def _run_all(broker: RunningBroker) -> list[CaseResult]:
-    target = Target(broker.host, broker.port)
-    cases = [CASES[f"v5/malformed/{stimulus.case_id}"] for stimulus in STIMULI]
-    return list(await asyncio.gather(*(run_case(c, target, timeout=TIMEOUT, run_id="5a5a5a5a") for c in cases)))
-
-
 def test_every_case_gets_a_verdict_from_mosquitto(mosquitto: RunningBroker) -> None:
-    results = asyncio.run(_run_all(mosquitto))
-    undecided = [(r.case.id, r.verdict, r.reason) for r in results if r.verdict not in (PASS, FAIL, NOT_APPLICABLE)]
-    assert not undecided
-    assert not [r.case.id for r in results if r.error]
-    # what mosquitto did with each, for the record of the run (-rA shows it)
-    for result in results:
-        print(result.case.id, result.verdict, result.reason)
+    run_together(mosquitto, [CASES[f"v5/malformed/{stimulus.case_id}"] for stimulus in STIMULI], "5a5a5a5a")

@@ -4,7 +4,6 @@ conversation written with the real codec), and every case gets a verdict against
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -26,7 +25,7 @@ from mqttaudit.codec import (
 )
 from mqttaudit.judge import Sent, judge_scenario
 from mqttaudit.probe.brokers import RunningBroker, start_broker
-from mqttaudit.probe.case import CASES, Case, Target
+from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases import accepted, malformed, routing, v5_forbidden
 from mqttaudit.probe.cases.v5_ported import (
     CONNECT_ROWS_5,
@@ -40,10 +39,11 @@ from mqttaudit.probe.cases.v5_ported import (
     targeted,
 )
 from mqttaudit.probe.connection import client_frames
-from mqttaudit.probe.outcome import FAIL, NOT_APPLICABLE, PASS, CaseResult
-from mqttaudit.probe.runner import decide, judge_config, run_case
+from mqttaudit.probe.outcome import FAIL, PASS
+from mqttaudit.probe.runner import decide, judge_config
 from mqttaudit.spec import load_catalogue
 from mqttaudit.spec.identity import statement_id
+from tests.live import run_together
 from tests.talk import STEP, C, S, Talk
 
 TIMEOUT = 1.0
@@ -458,20 +458,10 @@ def mosquitto() -> Iterator[RunningBroker]:
         yield broker
 
 
-async def _run_all(broker: RunningBroker, cases: list[Case]) -> list[CaseResult]:
-    target = Target(broker.host, broker.port)
-    return list(await asyncio.gather(*(run_case(c, target, timeout=TIMEOUT, run_id="5b5b5b5b") for c in cases)))
-
-
 def test_every_ported_case_gets_a_verdict_from_mosquitto(mosquitto: RunningBroker) -> None:
     cases = [CASES[f"v5/malformed/{stimulus.case_id}"] for stimulus in STIMULI]
     cases += [case for case in CASES.values() if case.id.startswith(("v5/routing/", "v5/accepted/"))]
     cases += [CASES[f"v5/{case_id}"] for case_id in FLOWS["v5/delivery"]]
     flows = len(routing.TABLE) + len(accepted.FILTER_ROWS) + len(accepted.CONNECT_ROWS) + len(CONNECT_ROWS_5)
     assert len(cases) == len(STIMULI) + flows + sum(map(len, FLOWS.values()))
-    results = asyncio.run(_run_all(mosquitto, cases))
-    undecided = [(r.case.id, r.verdict, r.reason) for r in results if r.verdict not in (PASS, FAIL, NOT_APPLICABLE)]
-    assert not undecided
-    assert not [r.case.id for r in results if r.error]
-    for result in results:  # what mosquitto did with each, for the record of the run (-rA shows it)
-        print(result.case.id, result.verdict, result.reason)
+    run_together(mosquitto, cases, "5b5b5b5b")

@@ -5,7 +5,6 @@ judge configuration the probe uses); and every case gets a verdict from mosquitt
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -14,11 +13,12 @@ from mqttaudit import codec
 from mqttaudit.codec.properties import USER_PROPERTY, make
 from mqttaudit.judge import Judgement, judge_scenario
 from mqttaudit.probe.brokers import RunningBroker, start_broker
-from mqttaudit.probe.case import CASES, Case, Target
+from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases import ALONE, v5_routing
-from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config, run_case
+from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config
 
 from .cases import explain
+from .live import run_together
 from .talk import STEP, C, S, Talk
 
 ROUTING_CASES = [case for case in CASES.values() if case.script.__module__ == v5_routing.__name__]
@@ -462,23 +462,10 @@ def mqttools() -> Iterator[RunningBroker]:
         yield broker
 
 
-VERDICTS = (PASS, FAIL, NOT_APPLICABLE)
-
-
 def run_all(broker: RunningBroker) -> dict[str, CaseResult]:
-    async def everything() -> list[CaseResult]:
-        # all at once: both brokers send a retained message only to the subscriptions it matches, so the cases
-        # that leave one need not run alone here (the runner runs them alone for brokers that do not)
-        target = Target(broker.host, broker.port)
-        return list(
-            await asyncio.gather(*(run_case(c, target, timeout=TIMEOUT, run_id="7e7e7e7e") for c in ROUTING_CASES))
-        )
-
-    results = {result.case.id: result for result in asyncio.run(everything())}
-    for result in results.values():  # for the record of the run (-rA shows it)
-        print(result.case.id, result.verdict, result.reason)
-    assert not [(r.case.id, r.verdict, r.reason) for r in results.values() if r.verdict not in VERDICTS or r.error]
-    return results
+    # all at once: both brokers send a retained message only to the subscriptions it matches, so the cases that
+    # leave one need not run alone here (the runner runs them alone for brokers that do not)
+    return run_together(broker, ROUTING_CASES, "7e7e7e7e")
 
 
 def verdicts(case_ids: Callable[[Case], bool], verdict: str) -> dict[str, str]:
