@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mqttaudit import codec
+from mqttaudit.codec.properties import make
 from mqttaudit.judge import Closed, Event, Quiet, Sent
 
 C = codec.Direction.FROM_CLIENT
@@ -185,3 +186,17 @@ def publisher(*messages: codec.Publish, client_id: str = "pub", at: float = 1.0)
     for message in messages:
         acknowledge(talk.client(message), message)
     return talk.client(PINGREQ).server(PINGRESP).client(DISCONNECT).closed(C)
+
+
+def publish5(
+    topic: str = "t", payload: bytes = b"m", *, qos: int = 0, retain: bool = False, pid: int = 1, **properties: object
+) -> codec.Publish:
+    """An MQTT 5.0 PUBLISH with ``properties`` by keyword (``message_expiry_interval=2``, ``topic_alias=1``...)."""
+    return codec.Publish(
+        topic=topic,
+        payload=payload,
+        qos=qos,
+        retain=retain,
+        packet_id=pid if qos else None,
+        properties=make(**properties),  # type: ignore[arg-type]
+    )

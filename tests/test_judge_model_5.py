@@ -21,7 +21,7 @@ from mqttaudit.judge import model_rules_5 as rules_5
 from mqttaudit.spec import identity
 
 from .cases import explain
-from .talk import STEP, C, S, Talk
+from .talk import STEP, C, S, Talk, publish5
 
 V5 = JudgeConfig(supported_protocol_levels=frozenset({4, 5}))
 LATE = 20.0  # every watcher below stays until here: past every deadline
@@ -66,14 +66,7 @@ def subscribed(talk: Talk, *subscriptions: codec.Subscription, identifier: int |
 def message(
     topic: str = "t", payload: bytes = b"m", *, qos: int = 1, retain: bool = False, pid: int = 1, **properties: object
 ) -> codec.Publish:
-    return codec.Publish(
-        topic=topic,
-        payload=payload,
-        qos=qos,
-        retain=retain,
-        packet_id=pid if qos else None,
-        properties=make(**properties),  # type: ignore[arg-type]
-    )
+    return publish5(topic, payload, qos=qos, retain=retain, pid=pid, **properties)
 
 
 def publishes(talk: Talk, *messages: codec.Publish) -> Talk:

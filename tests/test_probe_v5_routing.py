@@ -19,7 +19,7 @@ from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge
 
 from .cases import explain
 from .live import run_together
-from .talk import STEP, C, S, Talk
+from .talk import STEP, C, S, Talk, publish5
 
 ROUTING_CASES = [case for case in CASES.values() if case.script.__module__ == v5_routing.__name__]
 TIMEOUT = 1.0
@@ -60,17 +60,7 @@ def option(topic_filter: str, qos: int = 0, **options: bool | int) -> codec.Subs
     return codec.Subscription(topic_filter=topic_filter, qos=qos, **options)  # type: ignore[arg-type]
 
 
-def message(
-    topic: str = "t", payload: bytes = b"m", *, qos: int = 0, retain: bool = False, pid: int = 1, **properties: object
-) -> codec.Publish:
-    return codec.Publish(
-        topic=topic,
-        payload=payload,
-        qos=qos,
-        retain=retain,
-        packet_id=pid if qos else None,
-        properties=make(**properties),  # type: ignore[arg-type]
-    )
+message = publish5
 
 
 def copy(sent: codec.Publish, *, pid: int = 101, **changes: object) -> codec.Publish:
