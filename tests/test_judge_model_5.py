@@ -707,3 +707,21 @@ def test_a_message_that_may_expire_before_its_deadline_is_not_owed_and_its_absen
     judgement = judged({"sub": sub, "pub": publisher(sent)})
     assert not judgement.findings, explain(judgement)
     assert GROUP in judgement.not_assessable, explain(judgement)
+
+
+def test_a_copy_that_may_be_live_or_a_barred_retained_message_decides_neither_rule() -> None:
+    # a retained QoS 0 message, taken at some time the events do not show, then a Retain Handling 2 subscription:
+    # a copy with RETAIN 1 is the retained message Retain Handling 2 bars, or the live one sent with RETAIN 1
+    config = JudgeConfig(close_grace=2.0, answer_timeout=2.0, supported_protocol_levels=frozenset({4, 5}))
+
+    def opened(client_id: str, at: float) -> Talk:
+        connect = codec.Connect(client_id=client_id, protocol_level=5, keep_alive=0)
+        return Talk(version="5").client(connect, at=at).server(codec.Connack())
+
+    pub = opened("pub", 0.5).client(codec.Publish(topic="t", payload=b"r", qos=0, retain=True)).quiet(at=10.0)
+    option = codec.Subscription(topic_filter="t", qos=0, retain_handling=2)
+    sub = opened("sub", 2.0).client(codec.Subscribe(packet_id=1, subscriptions=(option,)))
+    sub = sub.server(codec.Suback(packet_id=1, return_codes=(0,)), codec.Publish(topic="t", payload=b"r", retain=True))
+    judgement = judge_scenario({"pub": pub.events, "sub": sub.quiet(at=10.0).events}, config)
+    assert not {"MQTT-3.3.1-11", "MQTT-3.3.1-12"} & (judgement.failed | judgement.passed), judgement.findings
+    assert {"MQTT-3.3.1-11", "MQTT-3.3.1-12"} <= set(judgement.not_assessable)

@@ -220,12 +220,19 @@ class Routing:
                 self._arrivals.append((delivered, chosen))
                 if self._replaces(chosen):
                     self._held(link, rules_5.SAME_FILTER_REPLACES)
-            if len({e.retained for e in owed}) > 1:
+            # A copy with RETAIN 1 of a message that may be live, or the retained one its subscription must not get
+            # (MQTT 5.0 Retain Handling 1 or 2, an expired one): which it is decides which rule it keeps or breaks.
+            barred = (
+                [e for e in matching if e.forbidden and e.retained] if publish.retain and not chosen.retained else []
+            )
+            if len({e.retained for e in owed}) > 1 or barred:
                 reason = reasons.reason(
                     reasons.AMBIGUOUS, f"event {delivered.event} may be a live or a retained message"
                 )
-                for rule in _retain_rules(owed):
+                for rule in _retain_rules(owed) + [e.rule for e in barred]:
                     self._undecided(link, rule, reason, delivered.event, delivered.time)
+                for expectation in barred:
+                    expectation.delivered.append(publish)  # decided here: not assessable, neither kept nor broken
             else:
                 self._retain_flag(link, delivered, chosen)
             self._qos_at_most(link, delivered, chosen)
