@@ -553,7 +553,7 @@ class Connection:
                 self._ctx.ledger.held(lifecycle.NO_AUTH_WITHOUT_METHOD)  # none came before the CONNACK
             self._judge_connack(seen, packet)
             if connect_5 is not None:
-                self._handshake.on_connack(seen, connect_5, packet)
+                self._handshake.on_connack(seen, connect_5, packet, valid=self.connect_valid)
         return connect_seen.event
 
     def _offence_instead_of_connect(self) -> Seen | None:

@@ -205,15 +205,16 @@ class Handshake5:
             "every AUTH carries the Authentication Method of the CONNECT",
         )
 
-    def on_connack(self, seen: Seen, connect: Connect, connack: Connack) -> None:
-        """The CONNACK that answers the CONNECT."""
+    def on_connack(self, seen: Seen, connect: Connect, connack: Connack, *, valid: bool = True) -> None:
+        """The CONNACK that answers the CONNECT (``valid``: one the server may accept, whose fields were read)."""
         code = connack.return_code
         if code == 0:
             if self._early_disconnect is None:
                 self._ctx.ledger.held(lifecycle.NO_SERVER_DISCONNECT_BEFORE_ACCEPT)
             self._will_accepted(seen, connect, connack)
             self._same_method(seen, connect, connack, seen.sender)
-            self._assigned_identifier(seen, connect, connack)
+            if valid:  # a malformed CONNECT's Client Identifier may never have been read
+                self._assigned_identifier(seen, connect, connack)
             return
         if code < 0x80:
             return
