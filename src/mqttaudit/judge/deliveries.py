@@ -18,7 +18,7 @@ from ..codec.describe import quoted
 from . import reasons, rules
 from .connection import Connection
 from .context import Context, Seen
-from .deliveries_5 import OptionChecks
+from .deliveries_5 import SUBACK_CODE_IS_GRANT, OptionChecks
 from .subscriptions import Subscriptions
 from .topic_alias import TopicSource, topic_of
 from .transcript import Delivered
@@ -144,16 +144,24 @@ class Deliveries:
         """[MQTT-3.8.4-6] A delivery uses at most the QoS its subscription was granted (requested, until the
         SUBACK says)."""
         allowed = max(bounds.values())
+        judged = [rules.DELIVERY_QOS]
+        if self._connection.version == identity.V5 and self._subscriptions.all_granted(bounds):
+            # [MQTT-3.8.4-7] The SUBACK codes showed the maximum QoS granted: no delivery exceeds them.
+            judged.append(SUBACK_CODE_IS_GRANT)
         if packet.qos <= allowed:
-            self._ctx.ledger.held(rules.DELIVERY_QOS)
+            for rule in judged:
+                self._ctx.ledger.held(rule)
             return
         grants = ", ".join(f"{quoted(name)}: QoS {qos}" for name, qos in sorted(bounds.items()))
-        self._ctx.ledger.fail(
-            rules.DELIVERY_QOS,
-            SERVER,
-            seen.time,
-            seen.event,
-            f"{seen.describe()} exceeds the QoS its subscriptions allow ({grants})",
-            "a message is delivered at the lower of its publish QoS and the QoS granted to the subscription",
-            QOS,
-        )
+        for rule in judged:
+            self._ctx.ledger.fail(
+                rule,
+                SERVER,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} exceeds the QoS its subscriptions allow ({grants})",
+                "a message is delivered at the lower of its publish QoS and the QoS granted to the subscription"
+                if rule == rules.DELIVERY_QOS
+                else "each SUBACK Reason Code shows the maximum QoS granted to its subscription",
+                QOS,
+            )

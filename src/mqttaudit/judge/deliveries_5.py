@@ -40,6 +40,8 @@ IDENTIFIERS_SENT: Final = "MQTT-3.3.4-3"
 ONE_COPY_ALL_IDENTIFIERS: Final = "MQTT-3.3.4-4"
 #: [MQTT-3.3.4-5] One copy per subscription carries that subscription's identifier.
 COPY_PER_SUBSCRIPTION: Final = "MQTT-3.3.4-5"
+#: [MQTT-3.8.4-7] Each SUBACK code shows the maximum QoS granted: no delivery on the subscription exceeds it.
+SUBACK_CODE_IS_GRANT: Final = "MQTT-3.8.4-7"
 #: Own publications remembered at most (the oldest are forgotten first).
 OWN_KEPT: Final = 4096
 

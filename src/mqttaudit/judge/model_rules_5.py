@@ -20,6 +20,7 @@ from .deliveries_5 import (
     ONE_COPY_ALL_IDENTIFIERS,
     RETAIN_AS_PUBLISHED,
     RETAIN_CLEARED,
+    SUBACK_CODE_IS_GRANT,
 )
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "ONE_COPY_ALL_IDENTIFIERS",
     "RETAIN_AS_PUBLISHED",
     "RETAIN_CLEARED",
+    "SUBACK_CODE_IS_GRANT",
 ]
 
 #: [MQTT-3.3.1-9] Retain Handling 0: the retained messages are sent whenever the subscription is made.
@@ -98,6 +100,33 @@ QOS2_NEW_AFTER_PUBCOMP: Final = "MQTT-4.3.3-12"
 RESEND_ONLY_ON_RESUME: Final = "MQTT-4.4.0-1"
 #: [MQTT-4.4.0-2] A PUBLISH answered with PUBACK or PUBREC of 0x80 or above is acknowledged: never re-sent.
 REFUSED_NOT_RESENT: Final = "MQTT-4.4.0-2"
+
+# Acknowledgements: their identifiers and codes (2.2.1, 3.2.2.3.4, 3.8.4, 3.9.3, 3.10.4) --------------------------
+
+#: [MQTT-2.2.1-6] SUBACK and UNSUBACK carry the Packet Identifier of the request they answer (its 3.1.1 key).
+SUBSCRIBE_ACK_SAME_ID: Final = "MQTT-2.3.1-7"
+#: [MQTT-3.9.3-2] A SUBACK holds one Subscribe Reason Code of Table 3-8 for each Topic Filter received (the codec
+#: checks each value against the table; the judge, one per filter).
+SUBACK_CODE_FOR_EACH_FILTER: Final = "MQTT-3.9.3-2"
+#: [MQTT-3.10.4-6] An UNSUBSCRIBE of several Topic Filters is handled as that many UNSUBSCRIBEs, answered by one
+#: UNSUBACK.
+UNSUBSCRIBE_AS_SEQUENCE: Final = "MQTT-3.10.4-6"
+#: [MQTT-3.2.2-9] A server without QoS 1 or QoS 2 declares its highest QoS as Maximum QoS: one that refuses a
+#: PUBLISH within what it declared as "QoS not supported" did not.
+MAXIMUM_QOS_DECLARED: Final = "MQTT-3.2.2-9"
+#: [MQTT-3.2.2-10] A server without QoS 1 or QoS 2 still accepts a SUBSCRIBE requesting QoS 0, 1 or 2.
+SUBSCRIBE_ABOVE_MAXIMUM_ACCEPTED: Final = "MQTT-3.2.2-10"
+
+# QoS 2 under Message Expiry, PUBREC's identifier and re-delivery (3.3.1.1, 4.3.3) ------------------------------
+
+#: [MQTT-3.3.1-1] A PUBLISH re-delivered (re-sent on a resumed session) has DUP 1.
+REDELIVERY_HAS_DUP: Final = "MQTT-3.3.1-1"
+#: [MQTT-4.3.3-7] A QoS 2 sender applies no Message Expiry to a PUBLISH it has sent: its flow goes on.
+QOS2_SENT_NOT_EXPIRED: Final = "MQTT-4.3.3-7"
+#: [MQTT-4.3.3-8] A QoS 2 receiver answers PUBREC with the PUBLISH's Packet Identifier.
+QOS2_PUBREC_SAME_ID: Final = "MQTT-4.3.3-8"
+#: [MQTT-4.3.3-13] A QoS 2 receiver completes the acknowledgement sequence of a message it let expire.
+QOS2_EXPIRED_COMPLETED: Final = "MQTT-4.3.3-13"
 
 # Send quota (3.3.4, 4.9) ----------------------------------------------------------------------------------------
 

@@ -33,12 +33,13 @@ from mqttaudit.spec import identity
 from mqttaudit.topics import matches
 
 from ..codec.describe import quoted
-from ..codec.properties import RECEIVE_MAXIMUM, first
+from ..codec.properties import MAXIMUM_QOS, RECEIVE_MAXIMUM, first
 from ..codec.reason_codes import name as code_name
 from . import model_rules_5 as rules_5
 from . import reasons, rules
 from .connection import Connection
 from .context import Context, Seen, describe, undecided_at
+from .expiry_5 import EXPIRED, message_expiry, state_at
 from .obligations import Obligation, OnClose
 from .omitted_5 import check_omitted
 from .outcomes import ALLOWED_OUTCOMES, Outcomes, refuses
@@ -54,6 +55,11 @@ SERVER: Final = Direction.FROM_SERVER
 #: filter); [MQTT-3.11.3-2] one per Topic Filter.
 UNSUBACK_CODES_IN_ORDER: Final = "MQTT-3.11.3-1"
 UNSUBACK_CODE_PER_FILTER: Final = "MQTT-3.11.3-2"
+#: MQTT 5.0 SUBACK codes a server without the requested QoS might refuse with for want of it: a refusal that
+#: says nothing more precise (0x80 Unspecified error, 0x83 Implementation specific error) [MQTT-3.2.2-10].
+QOS_REFUSALS: Final = frozenset({0x80, 0x83})
+#: MQTT 5.0 DISCONNECT Reason Code 0x9B: QoS not supported.
+QOS_NOT_SUPPORTED: Final = 0x9B
 
 
 class Stage(enum.Enum):
@@ -210,6 +216,12 @@ class Flow:
     #: matching it came while it was in flight (its delivery must still complete [MQTT-3.10.4-3]).
     topic: str | None = None
     unsubscribed_in_flight: bool = False
+    #: MQTT 5.0 QoS 2: the message's Message Expiry Interval had passed when the packet the next step answers
+    #: came; the statement that makes the flow go on all the same ([MQTT-4.3.3-7] for the sender's PUBREL,
+    #: [MQTT-4.3.3-13] for the receiver's PUBCOMP).
+    expired: str | None = None
+    #: MQTT 5.0 SUBSCRIBE: it requests a QoS above the Maximum QoS the server declared [MQTT-3.2.2-10].
+    above_maximum: bool = False
 
 
 class Pairing:
@@ -241,6 +253,8 @@ class Pairing:
         #: MQTT 5.0: multi-filter SUBSCRIBEs answered here, by Packet Identifier: a second SUBACK for one shows it
         #: answered filter by filter, not as one sequence [MQTT-3.8.4-5].
         self._answered_subscribes: dict[int, Seen] = {}
+        #: MQTT 5.0: the same for multi-filter UNSUBSCRIBEs and their UNSUBACK [MQTT-3.10.4-6].
+        self._answered_unsubscribes: dict[int, Seen] = {}
 
     @property
     def _v5(self) -> bool:
@@ -280,8 +294,44 @@ class Pairing:
             packet_id = getattr(packet, "packet_id", None)
             return self._answer(seen, packet.packet_type, packet_id) if packet_id else None
         if isinstance(packet, Disconnect) and self._v5 and seen.sender is SERVER:
+            if packet.reason_code == QOS_NOT_SUPPORTED:
+                self._qos_refused(seen)
             self._refused_by_disconnect(seen, packet.reason_code)
         return None
+
+    def _maximum_qos(self) -> int | None:
+        """The Maximum QoS the server's CONNACK declared (2 when it left it out); None: no CONNACK seen."""
+        connack = self._connection.connack
+        if connack is None:
+            return None
+        value = first(connack.properties, MAXIMUM_QOS)
+        return value if isinstance(value, int) else 2
+
+    def _qos_refused(self, seen: Seen) -> None:
+        """[MQTT-3.2.2-9] A server DISCONNECT 0x9B (QoS not supported) while a client PUBLISH within the Maximum QoS
+        its CONNACK declared awaits its answer: the server does not support a QoS it did not declare beyond it."""
+        maximum = self._maximum_qos()
+        if maximum is None:
+            return
+        within = [
+            flow
+            for flow in self._flows[CLIENT].values()
+            if isinstance(flow.request.packet, Publish)
+            and flow.stage in (Stage.PUBACK, Stage.PUBREC)
+            and flow.request.packet.qos <= maximum
+            and not flow.request.offends
+        ]
+        if not within:
+            return
+        self._ctx.ledger.fail(
+            rules_5.MAXIMUM_QOS_DECLARED,
+            seen.sender,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} refuses {within[0].request.describe()} as QoS not supported, after a CONNACK that "
+            f"declared Maximum QoS {maximum}" + (" (by leaving it out)" if maximum == 2 else ""),
+            "a server without QoS 1 or QoS 2 declares the highest QoS it supports as Maximum QoS in its CONNACK",
+        )
 
     def _refused_by_disconnect(self, seen: Seen, code: int | None) -> None:
         """MQTT 5.0: a server DISCONNECT with a Reason Code the owed answer could itself carry as a refusal (0x87
@@ -360,9 +410,15 @@ class Pairing:
         flow = Flow(seen.sender, packet_id, seen, stage, seen, self._note_subscriptions(seen) or reused, held=held)
         if self._v5 and isinstance(seen.packet, Publish):
             flow.topic = topic_of(seen, seen.packet, self._topics)
+            if stage is Stage.PUBREC:
+                flow.outcomes = "pubrec"  # [MQTT-4.3.3-8]
+        if self._v5 and isinstance(seen.packet, Subscribe) and seen.sender is CLIENT and not seen.offends:
+            maximum = self._maximum_qos()
+            flow.above_maximum = maximum is not None and any(s.qos > maximum for s in seen.packet.subscriptions)
         self._ended[seen.sender].pop(packet_id, None)  # [MQTT-4.3.3-9] a new message after a refusing PUBREC
         if seen.sender is CLIENT:
             self._answered_subscribes.pop(packet_id, None)
+            self._answered_unsubscribes.pop(packet_id, None)
         self._note_requests(flow)
         flows[packet_id] = flow
         self._expect(flow)
@@ -601,6 +657,8 @@ class Pairing:
         enforces = self._quota_answers(owing, last)
         if flow.unsubscribed_in_flight and stage is Stage.PUBREL:
             enforces = (*enforces, rules_5.UNSUBSCRIBED_IN_FLIGHT_COMPLETED)
+        if self._v5:
+            enforces = (*enforces, *self._flow_enforces(flow))
         flow.due = self._ctx.obligations.open(
             Obligation(
                 rule,
@@ -618,6 +676,20 @@ class Pairing:
                 needs_acceptance=owing is not CLIENT,
             )
         )
+
+    @staticmethod
+    def _flow_enforces(flow: Flow) -> tuple[str, ...]:
+        """The 5.0 statements the answer a flow awaits keeps besides its own: [MQTT-4.3.3-8] a PUBREC at all;
+        [MQTT-4.3.3-7, -13] a PUBREL or PUBCOMP after the message expired; [MQTT-3.2.2-10] a SUBACK for a SUBSCRIBE
+        above the declared Maximum QoS."""
+        found: list[str] = []
+        if flow.stage is Stage.PUBREC:
+            found.append(rules_5.QOS2_PUBREC_SAME_ID)
+        if flow.expired is not None and flow.stage in (Stage.PUBREL, Stage.PUBCOMP):
+            found.append(flow.expired)
+        if flow.above_maximum and flow.stage is Stage.SUBACK:
+            found.append(rules_5.SUBSCRIBE_ABOVE_MAXIMUM_ACCEPTED)
+        return tuple(found)
 
     def _quota_answers(self, owing: Direction, request: Seen) -> tuple[str, ...]:
         """[MQTT-3.3.4-10, MQTT-4.9.0-3] A 5.0 server at a send quota of zero still sends what is not a PUBLISH
@@ -681,8 +753,27 @@ class Pairing:
         else:
             flow.stage, flow.missing = step.then, None
             flow.outcomes = KNOWN_OUTCOMES.get(flow.stage) if self._v5 else None
+            flow.expired = self._expired_by(flow, seen) if self._v5 else None
             self._expect(flow)
         return answered
+
+    @staticmethod
+    def _expired_by(flow: Flow, seen: Seen) -> str | None:
+        """The statement that keeps a QoS 2 flow going when its message's Message Expiry Interval had surely passed
+        by ``seen`` (a PUBREC: the sender still sends PUBREL [MQTT-4.3.3-7]; a PUBREL: the receiver still sends
+        PUBCOMP [MQTT-4.3.3-13]); None when it had not, or may not have."""
+        request = flow.request
+        packet = request.packet
+        if not isinstance(packet, Publish) or packet.qos != 2 or request.offends:
+            return None
+        interval = message_expiry(packet.properties)
+        if interval is None or state_at((request.time, request.time), interval, seen.time) != EXPIRED:
+            return None
+        if flow.stage is Stage.PUBREL:
+            return rules_5.QOS2_SENT_NOT_EXPIRED
+        if flow.stage is Stage.PUBCOMP:
+            return rules_5.QOS2_EXPIRED_COMPLETED
+        return None
 
     def _answered_in_turn(self, flow: Flow, seen: Seen, refusal: bool) -> None:
         """A 5.0 QoS flow's step answered: its sender held the packet until then [MQTT-4.3.2-3, MQTT-4.3.3-3, -5]
@@ -695,11 +786,21 @@ class Pairing:
             self._ctx.ledger.held(rules_5.RESEND_ONLY_ON_RESUME)
         if refusal:
             self._ctx.ledger.held(rules_5.REFUSED_NOT_RESENT)
+        elif flow.owner is CLIENT and flow.stage in (Stage.PUBACK, Stage.PUBREC) and not flow.request.offends:
+            self._qos_accepted(flow)
         if flow.stage is Stage.PUBCOMP:
             self._ctx.ledger.held(rules_5.QOS2_NO_PUBLISH_AFTER_PUBREL)
         reused = REUSED_AFTER.get((flow.stage, refusal))
         if reused is not None:
             self._done[flow.owner][flow.packet_id] = (reused, flow.request if refusal else None, seen)
+
+    def _qos_accepted(self, flow: Flow) -> None:
+        """[MQTT-3.2.2-9] A client PUBLISH within the declared Maximum QoS taken: the server supports that QoS, as
+        its CONNACK said."""
+        maximum = self._maximum_qos()
+        packet = flow.request.packet
+        if maximum is not None and isinstance(packet, Publish) and packet.qos <= maximum:
+            self._ctx.ledger.held(rules_5.MAXIMUM_QOS_DECLARED)
 
     def _refusal(self, seen: Seen) -> bool:
         """A 5.0 PUBACK or PUBREC from 0x80 up: the receiver refused the message, its flow ends there (no delivery
@@ -717,6 +818,8 @@ class Pairing:
         version = self._connection.version
         if isinstance(request, Subscribe) and isinstance(answer, Suback):
             self._check_suback(seen, request, answer)
+            if flow.above_maximum:
+                self._check_above_maximum(seen, request, answer)
             for record, code in zip(flow.subscribed, answer.return_codes, strict=False):
                 record.granted, record.acked = (None if refused(code, version) else code), seen.time
         if isinstance(request, Unsubscribe) and isinstance(answer, Unsuback) and self._v5:
@@ -735,17 +838,23 @@ class Pairing:
             return
         outcomes = ALLOWED_OUTCOMES[flow.outcomes]
         code = _reason_code(seen.packet) or 0
+        # [MQTT-4.3.3-7, -13] After the message expired the flow goes on as before: the same codes are right.
+        judged = (outcomes.rule,) if flow.expired is None else (outcomes.rule, flow.expired)
         if outcomes.allows(code):
-            self._ctx.ledger.held(outcomes.rule)
+            for rule in judged:
+                self._ctx.ledger.held(rule)
             return
-        self._ctx.ledger.fail(
-            outcomes.rule,
-            seen.sender,
-            seen.time,
-            seen.event,
-            f"{seen.describe()} carries Reason Code {_code_name(outcomes, code)} in answer to {flow.last.describe()}",
-            outcomes.expected(),
-        )
+        for rule in judged:
+            self._ctx.ledger.fail(
+                rule,
+                seen.sender,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} carries Reason Code {_code_name(outcomes, code)} in answer to "
+                f"{flow.last.describe()}"
+                + ("" if rule == outcomes.rule else " (sent after the message's Message Expiry Interval passed)"),
+                outcomes.expected(),
+            )
 
     def lost(self, sender: Direction) -> None:
         """Bytes ``sender`` sent were not observed: its answers may be among them."""
@@ -790,17 +899,65 @@ class Pairing:
             if len(suback.return_codes) == len(subscribe.subscriptions):
                 self._ctx.ledger.held(rules_5.SUBSCRIBE_AS_SEQUENCE)
         if len(suback.return_codes) == len(subscribe.subscriptions):
+            # [MQTT-3.9.3-2] One code for each filter; the codec holds each to the table (a reserved one is its).
+            if not any(v.rule_key == codec_rules.SUBACK_RETURN_CODES for v in seen.errors):
+                self._ctx.ledger.held(rules_5.SUBACK_CODE_FOR_EACH_FILTER)
             self._check_suback_order(seen, subscribe, suback)
             return
-        self._ctx.ledger.fail(
-            rules.SUBACK_CODE_PER_FILTER,
-            seen.sender,
-            seen.time,
-            seen.event,
-            f"{seen.describe()} holds {len(suback.return_codes)} return code(s) for the "
-            f"{len(subscribe.subscriptions)} Topic Filter(s) of SUBSCRIBE id {subscribe.packet_id}",
-            "a SUBACK holds one return code per Topic Filter of the SUBSCRIBE it answers",
-        )
+        broken = [rules.SUBACK_CODE_PER_FILTER]
+        if self._v5:
+            broken.append(rules_5.SUBACK_CODE_FOR_EACH_FILTER)  # [MQTT-3.9.3-2] "for each Topic Filter received"
+        for rule in broken:
+            self._ctx.ledger.fail(
+                rule,
+                seen.sender,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} holds {len(suback.return_codes)} return code(s) for the "
+                f"{len(subscribe.subscriptions)} Topic Filter(s) of SUBSCRIBE id {subscribe.packet_id}",
+                "a SUBACK holds one return code per Topic Filter of the SUBSCRIBE it answers",
+            )
+
+    def _check_above_maximum(self, seen: Seen, subscribe: Subscribe, suback: Suback) -> None:
+        """[MQTT-3.2.2-10] A server that declared a Maximum QoS below a filter's requested QoS still accepts the
+        subscription (granting what it supports): refusing it with a code that says nothing more precise (0x80,
+        0x83) breaks the rule; a refusal of its own (0x87 Not authorized, 0x97 Quota exceeded, ...) decides
+        nothing."""
+        maximum = self._maximum_qos()
+        if maximum is None:
+            return
+        above = [
+            (sub, code)
+            for sub, code in zip(subscribe.subscriptions, suback.return_codes, strict=False)
+            if sub.qos > maximum
+        ]
+        wrong = [
+            f"{code:#04x} for {quoted(sub.topic_filter)} (QoS {sub.qos})" for sub, code in above if code in QOS_REFUSALS
+        ]
+        other = [
+            f"{code:#04x} for {quoted(sub.topic_filter)}"
+            for sub, code in above
+            if refuses(code) and code not in QOS_REFUSALS
+        ]
+        if wrong:
+            self._ctx.ledger.fail(
+                rules_5.SUBSCRIBE_ABOVE_MAXIMUM_ACCEPTED,
+                seen.sender,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} refuses {', '.join(wrong)}, above the Maximum QoS {maximum} its CONNACK declared",
+                "a server without QoS 1 or QoS 2 still accepts a SUBSCRIBE requesting them, granting a QoS it supports",
+            )
+        elif other:
+            undecided_at(
+                self._ctx,
+                seen,
+                rules_5.SUBSCRIBE_ABOVE_MAXIMUM_ACCEPTED,
+                reasons.AMBIGUOUS,
+                f"{seen.describe()} refuses {', '.join(other)} for a reason the QoS need not be",
+            )
+        elif above:
+            self._ctx.ledger.held(rules_5.SUBSCRIBE_ABOVE_MAXIMUM_ACCEPTED)
 
     def _check_suback_order(self, seen: Seen, subscribe: Subscribe, suback: Suback) -> None:
         """[MQTT-3.9.3-1] The return codes follow the order of the Topic Filters: a code granting more than the
@@ -834,18 +991,27 @@ class Pairing:
         a filter the session held is deleted or refused, one it did not hold gets 0x11 "No subscription existed",
         0x00 or a refusal (ALLOWED_OUTCOMES)."""
         filters, codes = unsubscribe.topic_filters, unsuback.reason_codes
+        several = len(filters) > 1
+        if several and unsubscribe.packet_id:
+            self._answered_unsubscribes[unsubscribe.packet_id] = seen
         if len(codes) != len(filters):
-            self._ctx.ledger.fail(
-                UNSUBACK_CODE_PER_FILTER,
-                seen.sender,
-                seen.time,
-                seen.event,
-                f"{seen.describe()} holds {len(codes)} Reason Code(s) for the {len(filters)} Topic Filter(s) of "
-                f"UNSUBSCRIBE id {unsubscribe.packet_id}",
-                "an UNSUBACK holds one Reason Code per Topic Filter of the UNSUBSCRIBE it answers",
-            )
+            # [MQTT-3.10.4-6] One UNSUBACK answers all the filters of the sequence.
+            for rule in (
+                (UNSUBACK_CODE_PER_FILTER, rules_5.UNSUBSCRIBE_AS_SEQUENCE) if several else (UNSUBACK_CODE_PER_FILTER,)
+            ):
+                self._ctx.ledger.fail(
+                    rule,
+                    seen.sender,
+                    seen.time,
+                    seen.event,
+                    f"{seen.describe()} holds {len(codes)} Reason Code(s) for the {len(filters)} Topic Filter(s) of "
+                    f"UNSUBSCRIBE id {unsubscribe.packet_id}",
+                    "an UNSUBACK holds one Reason Code per Topic Filter of the UNSUBSCRIBE it answers",
+                )
             return
         self._ctx.ledger.held(UNSUBACK_CODE_PER_FILTER)
+        if several:
+            self._ctx.ledger.held(rules_5.UNSUBSCRIBE_AS_SEQUENCE)
         held = flow.held or [None] * len(filters)
         wrong: list[str] = []
         unknown: list[str] = []
@@ -890,16 +1056,21 @@ class Pairing:
             return  # a malformed answer is the codec's finding; its identifier proves nothing
         if packet_type is PacketType.SUBACK and packet_id in self._answered_subscribes:
             self._second_suback(seen, self._answered_subscribes[packet_id])
+        if packet_type is PacketType.UNSUBACK and packet_id in self._answered_unsubscribes:
+            self._second_unsuback(seen, self._answered_unsubscribes[packet_id])
+        also = self._stray_also(packet_type)
         if owner in self._blind:
             reason = reasons.reason(
                 reasons.LOST_BYTES, f"bytes from the {side_name(owner)} were skipped undecoded or not captured"
             )
-            self._ctx.ledger.undecided(stray.rule, reason, side=seen.sender, event=seen.event, time=seen.time)
+            for rule in (stray.rule, *also):
+                self._ctx.ledger.undecided(rule, reason, side=seen.sender, event=seen.event, time=seen.time)
             return
         if self._connection.mid_stream:
-            undecided_at(
-                self._ctx, seen, stray.rule, reasons.MID_STREAM, f"{seen.describe()} may answer a packet sent before it"
-            )
+            for rule in (stray.rule, *also):
+                undecided_at(
+                    self._ctx, seen, rule, reasons.MID_STREAM, f"{seen.describe()} may answer a packet sent before it"
+                )
             return
         if packet_type is PacketType.PUBREL and self._connection.may_resume:
             # [MQTT-4.4.0-1] On a resumed session a PUBREL may finish a flow begun on an earlier connection.
@@ -925,17 +1096,38 @@ class Pairing:
                 "a QoS 2 sender sends PUBREL only for a PUBREC with a Reason Code below 0x80",
             )
         else:
-            self._ctx.ledger.fail(
-                stray.rule,
-                seen.sender,
-                seen.time,
-                seen.event,
-                f"{seen.describe()} matches no {stray.awaited} of the {side_name(owner)} in flight",
-                stray.expected,
-            )
+            for rule in (stray.rule, *also):
+                self._ctx.ledger.fail(
+                    rule,
+                    seen.sender,
+                    seen.time,
+                    seen.event,
+                    f"{seen.describe()} matches no {stray.awaited} of the {side_name(owner)} in flight",
+                    stray.expected,
+                )
         if packet_type is PacketType.PUBREL and self._v5:
             # [MQTT-4.3.3-11] Every PUBREL gets its PUBCOMP, here "Packet Identifier not found" or Success.
             self._await_pubcomp(seen, packet_id, "pubcomp-unknown")
+
+    def _stray_also(self, packet_type: PacketType) -> tuple[str, ...]:
+        """The statements an answer with an identifier nothing awaits breaks besides its own: [MQTT-2.2.1-6] for
+        SUBACK and UNSUBACK; in 5.0 [MQTT-4.3.3-8] for PUBREC."""
+        if packet_type in (PacketType.SUBACK, PacketType.UNSUBACK):
+            return (rules_5.SUBSCRIBE_ACK_SAME_ID,)
+        if packet_type is PacketType.PUBREC and self._v5:
+            return (rules_5.QOS2_PUBREC_SAME_ID,)
+        return ()
+
+    def _second_unsuback(self, seen: Seen, first: Seen) -> None:
+        """[MQTT-3.10.4-6] An UNSUBSCRIBE of several filters gets one UNSUBACK, not one per filter."""
+        self._ctx.ledger.fail(
+            rules_5.UNSUBSCRIBE_AS_SEQUENCE,
+            seen.sender,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} answers again the UNSUBSCRIBE of several filters that {first.describe()} answered",
+            "an UNSUBSCRIBE of several Topic Filters is handled as a sequence of UNSUBSCRIBEs answered by one UNSUBACK",
+        )
 
     def _second_suback(self, seen: Seen, first: Seen) -> None:
         """[MQTT-3.8.4-5] A SUBSCRIBE of several filters gets one combined SUBACK, not one per filter."""
@@ -997,6 +1189,8 @@ def _informs(stage: Stage, owing: Direction, rule: str, v5: bool) -> tuple[str, 
         informs.append(rules.ACK_MATCHES_QOS)
     if stage is Stage.SUBACK:
         informs += [rules.SUBACK_CODE_PER_FILTER, rules.SUBACK_CODES_IN_ORDER]
+    if stage in (Stage.SUBACK, Stage.UNSUBACK):
+        informs.append(rules_5.SUBSCRIBE_ACK_SAME_ID)  # [MQTT-2.2.1-6]
     if stage is Stage.UNSUBACK and v5:
         informs += [UNSUBACK_CODES_IN_ORDER, UNSUBACK_CODE_PER_FILTER]
     order = ORDER_RULES.get(AWAITED[stage])

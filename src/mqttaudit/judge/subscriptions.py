@@ -143,6 +143,10 @@ class Subscriptions:
             return True
         return False if topic_filter not in self._held else None
 
+    def all_granted(self, topic_filters: Iterable[str]) -> bool:
+        """Every one of these filters had a SUBACK grant it (its bound is a granted QoS, not a requested one)."""
+        return all(name in self._granted for name in topic_filters)
+
     def bounds(self, topic: str) -> dict[str, int]:
         """Every filter that may have been in effect and matches ``topic``, with the highest QoS it allows: the
         granted QoS once a SUBACK said so, the requested one before. (The caller must not change it.)"""

@@ -106,6 +106,7 @@ _IN_5_0: Final[dict[str, str | None]] = {
     "MQTT-3.2.2-5": "MQTT-3.2.2-7",  # every refusing CONNACK code is 0x80 or above in 5.0
     "MQTT-3.2.2-return-code": "MQTT-3.2.2-8",
     # PUBLISH.
+    "MQTT-3.3.1-1": "MQTT-3.3.1-1",
     "MQTT-3.3.1-2": "MQTT-3.3.1-2",
     "MQTT-4.3.1-1": "MQTT-4.3.1-1",
     "MQTT-3.3.1-3": "MQTT-3.3.1-3",
@@ -151,6 +152,7 @@ _IN_5_0: Final[dict[str, str | None]] = {
     # 5.0 moves the sentence "same Packet Identifier as the UNSUBSCRIBE" into MQTT-3.10.4-5 (and MQTT-2.2.1-6).
     "MQTT-3.10.4-4": "MQTT-3.10.4-4",
     "MQTT-3.10.4-5": "MQTT-3.10.4-5",
+    "MQTT-3.10.4-6": "MQTT-3.10.4-6",
     "MQTT-3.11.1-remaining-length": None,
     # PINGREQ, PINGRESP, DISCONNECT.
     "MQTT-3.12.1-remaining-length": "MQTT-3.12.1-remaining-length",
