@@ -16,6 +16,7 @@ MODULES = (
     "session",
     "v5_routing",
     "v5_flows",
+    "v5_flows_more",
     "routing",
     "malformed",
     "accepted",
