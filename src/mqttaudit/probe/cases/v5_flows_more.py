@@ -86,67 +86,6 @@ def _published(connection: ProbeConnection, since: int) -> list[Publish]:
     return [p for p in connection.received[since:] if isinstance(p, Publish)]
 
 
-# SUBACK and UNSUBACK [MQTT-2.2.1-6, MQTT-3.9.3-2, MQTT-3.8.4-7, MQTT-3.10.4-6] -------------------------------------
-
-
-@v5_case(
-    "v5/acknowledgements/subscribes-in-flight",
-    [SUBSCRIBE_ACK_SAME_ID, SUBACK_CODE_FOR_EACH_FILTER, SUBACK_CODE_IS_GRANT],
-    "Two SUBSCRIBEs in flight get a SUBACK each, with their identifiers, one code per filter, grants kept",
-    stimulus="a SUBSCRIBE of three filters (QoS 0, 1 and 2) and a SUBSCRIBE of one (QoS 2) sent back to back; then "
-    "one message to each filter's topic at the highest QoS the broker declares; then an UNSUBSCRIBE of all four",
-    expected="a SUBACK per SUBSCRIBE, each with its request's Packet Identifier and one Reason Code of Table 3-8 per "
-    "filter; no delivery above the QoS its SUBACK granted; an UNSUBACK with the UNSUBSCRIBE's identifier",
-)
-async def subscribes_in_flight(context: CaseContext) -> None:
-    subscriber = await context.connect("subscriber")
-    topics = [context.topic(f"q{qos}") for qos in (0, 1, 2)] + [context.topic("single")]
-    requests = (
-        Subscribe(
-            packet_id=context.packet_id(),
-            subscriptions=tuple(Subscription(topic_filter=t, qos=q) for t, q in zip(topics, (0, 1, 2), strict=False)),
-        ),
-        Subscribe(packet_id=context.packet_id(), subscriptions=(Subscription(topic_filter=topics[3], qos=2),)),
-    )
-    since = len(subscriber.received)
-    subscriber.subscribed_from = since
-    for request in requests:
-        await subscriber.send(request)
-    for request in requests:
-        if not isinstance(await subscriber.wait_for(_answers(Suback, request.packet_id), since=since), Suback):
-            raise Inconclusive(f"setup: {subscriber.missing(f'SUBACK for packet id {request.packet_id}')}")
-    publisher = await context.connect("publisher")
-    qos = _maximum_qos(context)
-    for topic in topics:
-        await context.publish(publisher, topic, b"granted", qos=qos)
-    await _deliveries(subscriber, len(topics), since)
-    await context.settle(subscriber)
-    await context.unsubscribe(subscriber, *topics)
-    await context.disconnect(publisher)
-    await context.disconnect(subscriber)
-
-
-@v5_case(
-    "v5/acknowledgements/unsubscribe-several-filters",
-    [UNSUBSCRIBE_AS_SEQUENCE, SUBSCRIBE_ACK_SAME_ID],
-    "An UNSUBSCRIBE of three filters gets one UNSUBACK with a code for each, and ends all three",
-    stimulus="a subscriber to three topics unsubscribes from all three in one UNSUBSCRIBE; then one message is "
-    "published to each topic",
-    expected="one UNSUBACK with the UNSUBSCRIBE's Packet Identifier and three Reason Codes; no second UNSUBACK; none "
-    "of the three messages delivered",
-)
-async def unsubscribe_several_filters(context: CaseContext) -> None:
-    topics = [context.topic(name) for name in ("a", "b", "c")]
-    subscriber = await context.subscriber("subscriber", *((topic, 0) for topic in topics))
-    await context.unsubscribe(subscriber, *topics)
-    publisher = await context.connect("publisher")
-    for topic in topics:
-        await context.publish(publisher, topic, b"after", qos=0)
-    await context.settle(subscriber)
-    await context.disconnect(publisher)
-    await context.disconnect(subscriber)
-
-
 # Identifiers in flight [MQTT-2.2.1-4, MQTT-4.3.3-8] ------------------------------------------------------------------
 
 
@@ -276,6 +215,67 @@ async def qos2_pubrec_after_expiry(context: CaseContext) -> None:
     await subscriber.send(Pubrec(packet_id=delivery.packet_id, reason_code=SUCCESS))
     if isinstance(await subscriber.wait_for(_answers(Pubrel, delivery.packet_id), since=since), Pubrel):
         await subscriber.send(Pubcomp(packet_id=delivery.packet_id, reason_code=SUCCESS))
+    await context.settle(subscriber)
+    await context.disconnect(publisher)
+    await context.disconnect(subscriber)
+
+
+# SUBACK and UNSUBACK [MQTT-2.2.1-6, MQTT-3.9.3-2, MQTT-3.8.4-7, MQTT-3.10.4-6] -------------------------------------
+
+
+@v5_case(
+    "v5/acknowledgements/subscribes-in-flight",
+    [SUBSCRIBE_ACK_SAME_ID, SUBACK_CODE_FOR_EACH_FILTER, SUBACK_CODE_IS_GRANT],
+    "Two SUBSCRIBEs in flight get a SUBACK each, with their identifiers, one code per filter, grants kept",
+    stimulus="a SUBSCRIBE of three filters (QoS 0, 1 and 2) and a SUBSCRIBE of one (QoS 2) sent back to back; then "
+    "one message to each filter's topic at the highest QoS the broker declares; then an UNSUBSCRIBE of all four",
+    expected="a SUBACK per SUBSCRIBE, each with its request's Packet Identifier and one Reason Code of Table 3-8 per "
+    "filter; no delivery above the QoS its SUBACK granted; an UNSUBACK with the UNSUBSCRIBE's identifier",
+)
+async def subscribes_in_flight(context: CaseContext) -> None:
+    subscriber = await context.connect("subscriber")
+    topics = [context.topic(f"q{qos}") for qos in (0, 1, 2)] + [context.topic("single")]
+    requests = (
+        Subscribe(
+            packet_id=context.packet_id(),
+            subscriptions=tuple(Subscription(topic_filter=t, qos=q) for t, q in zip(topics, (0, 1, 2), strict=False)),
+        ),
+        Subscribe(packet_id=context.packet_id(), subscriptions=(Subscription(topic_filter=topics[3], qos=2),)),
+    )
+    since = len(subscriber.received)
+    subscriber.subscribed_from = since
+    for request in requests:
+        await subscriber.send(request)
+    for request in requests:
+        if not isinstance(await subscriber.wait_for(_answers(Suback, request.packet_id), since=since), Suback):
+            raise Inconclusive(f"setup: {subscriber.missing(f'SUBACK for packet id {request.packet_id}')}")
+    publisher = await context.connect("publisher")
+    qos = _maximum_qos(context)
+    for topic in topics:
+        await context.publish(publisher, topic, b"granted", qos=qos)
+    await _deliveries(subscriber, len(topics), since)
+    await context.settle(subscriber)
+    await context.unsubscribe(subscriber, *topics)
+    await context.disconnect(publisher)
+    await context.disconnect(subscriber)
+
+
+@v5_case(
+    "v5/acknowledgements/unsubscribe-several-filters",
+    [UNSUBSCRIBE_AS_SEQUENCE, SUBSCRIBE_ACK_SAME_ID],
+    "An UNSUBSCRIBE of three filters gets one UNSUBACK with a code for each, and ends all three",
+    stimulus="a subscriber to three topics unsubscribes from all three in one UNSUBSCRIBE; then one message is "
+    "published to each topic",
+    expected="one UNSUBACK with the UNSUBSCRIBE's Packet Identifier and three Reason Codes; no second UNSUBACK; none "
+    "of the three messages delivered",
+)
+async def unsubscribe_several_filters(context: CaseContext) -> None:
+    topics = [context.topic(name) for name in ("a", "b", "c")]
+    subscriber = await context.subscriber("subscriber", *((topic, 0) for topic in topics))
+    await context.unsubscribe(subscriber, *topics)
+    publisher = await context.connect("publisher")
+    for topic in topics:
+        await context.publish(publisher, topic, b"after", qos=0)
     await context.settle(subscriber)
     await context.disconnect(publisher)
     await context.disconnect(subscriber)
