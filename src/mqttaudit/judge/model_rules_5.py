@@ -117,10 +117,7 @@ MAXIMUM_QOS_DECLARED: Final = "MQTT-3.2.2-9"
 #: [MQTT-3.2.2-10] A server without QoS 1 or QoS 2 still accepts a SUBSCRIBE requesting QoS 0, 1 or 2.
 SUBSCRIBE_ABOVE_MAXIMUM_ACCEPTED: Final = "MQTT-3.2.2-10"
 
-# QoS 2 under Message Expiry, PUBREC's identifier and re-delivery (3.3.1.1, 4.3.3) ------------------------------
-
-#: [MQTT-3.3.1-1] A PUBLISH re-delivered (re-sent on a resumed session) has DUP 1.
-REDELIVERY_HAS_DUP: Final = "MQTT-3.3.1-1"
+# QoS 2 under Message Expiry and PUBREC's identifier (4.3.3) ---------------------------------------------------------
 #: [MQTT-4.3.3-7] A QoS 2 sender applies no Message Expiry to a PUBLISH it has sent: its flow goes on.
 QOS2_SENT_NOT_EXPIRED: Final = "MQTT-4.3.3-7"
 #: [MQTT-4.3.3-8] A QoS 2 receiver answers PUBREC with the PUBLISH's Packet Identifier.
