@@ -69,8 +69,9 @@ CLIENT_KEEP_ALIVE: Final = "MQTT-3.2.2-22"
 UNKNOWN_METHOD: Final = "X-MQTTAUDIT-HANDSHAKE-UNKNOWN"
 #: CONNACK Reason Code 0x85 (Client Identifier not valid).
 CLIENT_ID_NOT_VALID: Final = 0x85
-#: Server Keep Alive (property 0x13 of a CONNACK).
+#: Server Keep Alive and Assigned Client Identifier (properties 0x13 and 0x12 of a CONNACK).
 SERVER_KEEP_ALIVE: Final = 0x13
+ASSIGNED_CLIENT_IDENTIFIER: Final = 0x12
 
 
 def _bytes(packet: Packet) -> bytes:
@@ -265,6 +266,8 @@ async def nothing_processed_after(context: CaseContext) -> None:
         Pingreq(),
     )
     await _refused_method(context, b"".join(_bytes(p) for p in followers), "refused")
+    # a message the broker never acknowledged may be taken up to a timeout late, and delivered a timeout after that
+    await context.settle(watcher)
     await context.settle(watcher)
     await context.disconnect(watcher)
 
@@ -308,6 +311,8 @@ async def assigned_identifiers_unique(context: CaseContext) -> None:
         if connack is None or connack.return_code != 0:
             what = "closed without a CONNACK" if connack is None else f"answered CONNACK 0x{connack.return_code:02x}"
             raise NotApplicable(f"the broker {what} for a zero-length Client Identifier")
+        if not props.first(connack.properties, ASSIGNED_CLIENT_IDENTIFIER):
+            raise NotApplicable("the CONNACK names no Assigned Client Identifier (MQTT-3.2.2-16's finding)")
         pair.append(connection)
     for connection in pair:
         await connection.send(Pingreq())
