@@ -47,6 +47,8 @@ WITHOUT_IDENTIFIER = (
     | EMPTY_IDENTIFIER
     | with_twins({"malformed/first-packet-not-connect"})
     | {f"v5/connect-first/{word}" for word in ("pingreq", "subscribe", "publish")}
+    # a Protocol Version no version defines: no reader takes its identifier out (it is the case's own all the same)
+    | {f"v5/connect-refused/protocol-version-{version}" for version in (6, 0, 255)}
 )
 #: Cases whose identifier is deliberately not plain: its encoding is the defect under test.
 NOT_PLAIN = with_twins({"malformed/connect-client-id-ill-formed-utf8"})
