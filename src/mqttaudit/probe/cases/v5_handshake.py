@@ -189,6 +189,47 @@ for _version in UNSUPPORTED_VERSIONS:
     _register_version(_version)
 
 
+async def _refused_method(context: CaseContext, data: bytes = b"", name: str | None = None) -> Connack:
+    """A CONNECT naming :data:`UNKNOWN_METHOD`, with ``data`` in the same write; the broker's refusal (a broker that
+    supports the method, or accepts the CONNECT, leaves nothing to judge)."""
+    if UNKNOWN_METHOD in (context.profile.authentication_methods or ()):
+        raise NotApplicable(f"the profile declares the broker supports the Authentication Method {UNKNOWN_METHOD!r}")
+    connect = _connect(context, properties=props.make(authentication_method=UNKNOWN_METHOD))
+    connack = await _refused(context, _bytes(connect) + data, name)
+    if connack is None:
+        raise NotApplicable("the broker closed without a CONNACK: no refusal to judge")
+    if connack.return_code == 0:
+        raise Inconclusive(f"the broker accepted the CONNECT with the Authentication Method {UNKNOWN_METHOD!r}")
+    return connack
+
+
+# Nothing after a refused CONNECT is processed [MQTT-3.1.4-6] ------------------------------------------------
+
+
+@v5_case(
+    "v5/connect-refused/nothing-processed-after",
+    [NOTHING_AFTER_REFUSAL, FAILED_CHECK],
+    "Nothing sent after a refused CONNECT is processed",
+    stimulus=f"a watcher subscribes to a topic of the case; then, in one write, a 5.0 CONNECT with the "
+    f"Authentication Method {UNKNOWN_METHOD!r}, a QoS 1 PUBLISH to the watched topic, a SUBSCRIBE and a PINGREQ",
+    expected="the refusal (CONNACK 0x8C or 0x87) and the close; no PUBACK, SUBACK or PINGRESP; the watcher gets "
+    "nothing",
+)
+async def nothing_processed_after(context: CaseContext) -> None:
+    topic = context.topic("watched")
+    watcher = await context.subscriber("watcher", (topic, 1))
+    followers = (
+        Publish(topic=topic, payload=b"after-refusal", qos=1, packet_id=1),
+        Subscribe(packet_id=2, subscriptions=[Subscription(topic_filter=context.topic("other"), qos=1)]),
+        Pingreq(),
+    )
+    await _refused_method(context, b"".join(_bytes(p) for p in followers), "refused")
+    # a message the broker never acknowledged may be taken up to a timeout late, and delivered a timeout after that
+    await context.settle(watcher)
+    await context.settle(watcher)
+    await context.disconnect(watcher)
+
+
 # The CONNACK itself [MQTT-3.2.0-2, MQTT-3.2.2-1, -6, -8, MQTT-3.1.2-28, MQTT-4.12.0-6] ------------------------
 
 
@@ -219,20 +260,6 @@ async def connack_without_request(context: CaseContext) -> None:
     await context.disconnect(connection)
 
 
-async def _refused_method(context: CaseContext, data: bytes = b"", name: str | None = None) -> Connack:
-    """A CONNECT naming :data:`UNKNOWN_METHOD`, with ``data`` in the same write; the broker's refusal (a broker that
-    supports the method, or accepts the CONNECT, leaves nothing to judge)."""
-    if UNKNOWN_METHOD in (context.profile.authentication_methods or ()):
-        raise NotApplicable(f"the profile declares the broker supports the Authentication Method {UNKNOWN_METHOD!r}")
-    connect = _connect(context, properties=props.make(authentication_method=UNKNOWN_METHOD))
-    connack = await _refused(context, _bytes(connect) + data, name)
-    if connack is None:
-        raise NotApplicable("the broker closed without a CONNACK: no refusal to judge")
-    if connack.return_code == 0:
-        raise Inconclusive(f"the broker accepted the CONNECT with the Authentication Method {UNKNOWN_METHOD!r}")
-    return connack
-
-
 @v5_case(
     "v5/connack/refusing",
     [ONE_CONNACK, CONNACK_FLAGS, CONNACK_CODE, REFUSAL_SESSION_PRESENT, FAILED_CHECK],
@@ -243,33 +270,6 @@ async def _refused_method(context: CaseContext, data: bytes = b"", name: str | N
 )
 async def connack_refusing(context: CaseContext) -> None:
     await _refused_method(context)
-
-
-# Nothing after a refused CONNECT is processed [MQTT-3.1.4-6] ------------------------------------------------
-
-
-@v5_case(
-    "v5/connect-refused/nothing-processed-after",
-    [NOTHING_AFTER_REFUSAL, FAILED_CHECK],
-    "Nothing sent after a refused CONNECT is processed",
-    stimulus=f"a watcher subscribes to a topic of the case; then, in one write, a 5.0 CONNECT with the "
-    f"Authentication Method {UNKNOWN_METHOD!r}, a QoS 1 PUBLISH to the watched topic, a SUBSCRIBE and a PINGREQ",
-    expected="the refusal (CONNACK 0x8C or 0x87) and the close; no PUBACK, SUBACK or PINGRESP; the watcher gets "
-    "nothing",
-)
-async def nothing_processed_after(context: CaseContext) -> None:
-    topic = context.topic("watched")
-    watcher = await context.subscriber("watcher", (topic, 1))
-    followers = (
-        Publish(topic=topic, payload=b"after-refusal", qos=1, packet_id=1),
-        Subscribe(packet_id=2, subscriptions=[Subscription(topic_filter=context.topic("other"), qos=1)]),
-        Pingreq(),
-    )
-    await _refused_method(context, b"".join(_bytes(p) for p in followers), "refused")
-    # a message the broker never acknowledged may be taken up to a timeout late, and delivered a timeout after that
-    await context.settle(watcher)
-    await context.settle(watcher)
-    await context.disconnect(watcher)
 
 
 # A rejected Client Identifier [MQTT-3.1.3-8] -----------------------------------------------------------------
