@@ -38,9 +38,18 @@ NO_IDENTIFIER = with_twins(
 EMPTY_IDENTIFIER = with_twins({"connect/empty-client-id-persistent-session"}) | {
     "v5/connect/assigned-client-identifier",  # 5.0: the server assigns one and names it in its CONNACK
     "v5/accepted/connect-empty-client-id-clean-start-0",  # 5.0 allows it with Clean Start 0 too
+    "v5/client-identifier/rejected",  # whether the server rejects it with 0x85
+    "v5/client-identifier/assigned-unique",  # two at once: the server assigns each its own
 }
 #: The cases that send no CONNECT, or none with an identifier of their own.
-WITHOUT_IDENTIFIER = NO_IDENTIFIER | EMPTY_IDENTIFIER | with_twins({"malformed/first-packet-not-connect"})
+WITHOUT_IDENTIFIER = (
+    NO_IDENTIFIER
+    | EMPTY_IDENTIFIER
+    | with_twins({"malformed/first-packet-not-connect"})
+    | {f"v5/connect-first/{word}" for word in ("pingreq", "subscribe", "publish")}
+    # a Protocol Version no version defines: no reader takes its identifier out (it is the case's own all the same)
+    | {f"v5/connect-refused/protocol-version-{version}" for version in (6, 0, 255)}
+)
 #: Cases whose identifier is deliberately not plain: its encoding is the defect under test.
 NOT_PLAIN = with_twins({"malformed/connect-client-id-ill-formed-utf8"})
 #: Cases whose connections share one identifier on purpose (a takeover, a session resumed or discarded).

@@ -67,6 +67,8 @@ class Reaction:
     #: It may close without sending a CONNACK at all (none of the codes fits [MQTT-3.2.2-6]).
     close_excuses: bool
     why: str
+    #: Closing without any CONNACK is itself a conforming answer (the CONNACK is a MAY): the close keeps the rule.
+    close_answers: bool = False
 
 
 ACCEPT_OR_REFUSE: Final = Reaction(
@@ -85,6 +87,17 @@ REFUSE_CLIENT_ID: Final = Reaction(
     True,
     False,
     "a zero-length ClientId with CleanSession 0 is refused with CONNACK 0x02, then the connection is closed",
+)
+#: 5.0 [MQTT-3.1.2-2]: a server that also speaks 5.0 may refuse an unsupported Protocol Version with CONNACK 0x84
+#: (or, as 3.1.1 asks, 0x01) or close without one; it closes either way.
+REFUSE_PROTOCOL_LEVEL_5: Final = Reaction(
+    rules.UNSUPPORTED_PROTOCOL_LEVEL,
+    frozenset({1, 0x84}),
+    True,
+    False,
+    "an unsupported Protocol Version is refused, with CONNACK 0x84 (5.0) or 0x01 (3.1.1) or without a CONNACK, "
+    "then the connection is closed",
+    close_answers=True,
 )
 CLOSE_WITHOUT_CONNACK: Final = Reaction(
     rules.MALFORMED_CONNECT,
@@ -137,7 +150,8 @@ JUDGED_LEVELS: Final = frozenset({4, 5})
 def foreign_protocol(connect: Connect, supported_levels: frozenset[int]) -> str | None:
     """Why a CONNECT is outside the versions the judge knows for this server (so its reaction is not judged), or
     None."""
-    if connect.protocol_name != "MQTT":
+    speaks_5 = connect.protocol_level == ProtocolVersion.V5.level and connect.protocol_level in supported_levels
+    if connect.protocol_name != "MQTT" and not speaks_5:  # 5.0 refuses another name at its level [MQTT-3.1.2-1]
         return (
             f"protocol name {quoted(connect.protocol_name)}: the server may follow another specification (MQTT-3.1.2-1)"
         )
@@ -164,7 +178,7 @@ def connect_reaction(
     if header_cut(seen):
         return CLOSE_ON_MALFORMED_5 if v5 else CLOSE_WITHOUT_CONNACK
     if connect.protocol_level not in supported_levels:
-        return REFUSE_PROTOCOL_LEVEL
+        return REFUSE_PROTOCOL_LEVEL_5 if ProtocolVersion.V5.level in supported_levels else REFUSE_PROTOCOL_LEVEL
     broken = {violation.rule_key for violation in seen.errors}
     if v5:
         # Only a defect the receiver must close on makes the CONNECT one it must not accept: an undefined Will
@@ -186,10 +200,8 @@ ORDER_EXPECTED: Final = {
         "a client that sent an Authentication Method sends only AUTH or DISCONNECT until the CONNACK"
     ),
     lifecycle.NO_AUTH_WITHOUT_METHOD: "without an Authentication Method in the CONNECT the server sends no AUTH",
-    "MQTT-4.12.0-7": "without an Authentication Method in its CONNECT the client sends no AUTH",
+    lifecycle.NO_CLIENT_AUTH_WITHOUT_METHOD: "without an Authentication Method in its CONNECT the client sends no AUTH",
 }
-#: 5.0 [MQTT-4.12.0-7]: no AUTH from a client whose CONNECT named no Authentication Method.
-NO_CLIENT_AUTH_WITHOUT_METHOD: Final = "MQTT-4.12.0-7"
 
 
 class Connection:
@@ -442,7 +454,11 @@ class Connection:
                 connect_seen.time,
                 since + self._ctx.config.answer_timeout,
                 ("send CONNACK", reaction.why),
-                OnClose.EXCUSES if reaction.close_excuses else OnClose.BREAKS,
+                OnClose.FULFILS
+                if reaction.close_answers
+                else OnClose.EXCUSES
+                if reaction.close_excuses
+                else OnClose.BREAKS,
                 informs=(rules.PLAIN_CLIENT_ID_ALLOWED,) if PLAIN_CLIENT_ID.fullmatch(connect.client_id) else (),
             )
         )
@@ -459,7 +475,8 @@ class Connection:
         if self.connect is None or self.version != identity.V5 or self.foreign is not None:
             return
         if not self.authenticates:
-            rule = NO_CLIENT_AUTH_WITHOUT_METHOD if seen.sender is CLIENT else lifecycle.NO_AUTH_WITHOUT_METHOD
+            client = seen.sender is CLIENT
+            rule = lifecycle.NO_CLIENT_AUTH_WITHOUT_METHOD if client else lifecycle.NO_AUTH_WITHOUT_METHOD
             self._no_method(seen, rule)
             return
         due = self._connack_due
@@ -711,6 +728,9 @@ class Connection:
         connect_5 = self.handshake_5
         if connect_5 is not None and self.reaction is not None:
             self._handshake.on_end(closed, self.connack)
+        one_connack = self.connack is not None and lifecycle.ONE_CONNACK not in self._out_of_order
+        if connect_5 is not None and one_connack and closed is not None:
+            ledger.held(lifecycle.ONE_CONNACK)  # [MQTT-3.2.0-2] one CONNACK, and the connection is over
         if self.disconnect_seen is not None and rules.NOTHING_AFTER_DISCONNECT not in self._out_of_order:
             if closed is not None:
                 ledger.held(rules.NOTHING_AFTER_DISCONNECT)

@@ -8,6 +8,8 @@ DISCONNECT of 0x80 or above [MQTT-4.13.2-1], and every Topic Alias from 1 to the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from itertools import combinations
 from typing import Final
 
 from mqttaudit.codec import (
@@ -25,13 +27,17 @@ from mqttaudit.codec import (
     Suback,
     Unsuback,
 )
+from mqttaudit.codec import rules as codec_rules
 from mqttaudit.codec.properties import first
+from mqttaudit.spec import identity
 
 from . import lifecycle, reasons
 from .context import Context, Seen
 from .events import Closed
 from .lifecycle import Phase
 from .obligations import Obligation, OnClose
+from .transcript import Transcript
+from .verdict import Judgement, Ledger
 
 SERVER: Final = Direction.FROM_SERVER
 CLIENT: Final = Direction.FROM_CLIENT
@@ -56,6 +62,20 @@ TOPIC_ALIAS_INVALID: Final = 0x94
 #: CONNACK Reason Codes: Retain not supported, QoS not supported.
 RETAIN_NOT_SUPPORTED: Final = 0x9A
 QOS_NOT_SUPPORTED: Final = 0x9B
+#: Request Response Information (CONNECT) and Response Information (CONNACK), Table 2.4.
+REQUEST_RESPONSE_INFORMATION: Final = 0x19
+RESPONSE_INFORMATION: Final = 0x1A
+#: CONNACK Reason Code 0x85 (Client Identifier not valid) [MQTT-3.1.3-8].
+CLIENT_ID_NOT_VALID: Final = 0x85
+#: CONNACK Reason Codes that say a further check on the CONNECT failed (section 3.1.4 step 2: its content, the
+#: authentication, the authorization) [MQTT-3.1.4-2]: Client Identifier not valid, Bad User Name or Password, Not
+#: authorized, Banned, Bad authentication method, Topic Name invalid, Packet too large, Payload format invalid, Retain
+#: not supported, QoS not supported. The others name the server's own state (busy, unavailable, quota, moved).
+FAILED_CHECKS: Final = frozenset({0x85, 0x86, 0x87, 0x8A, 0x8C, 0x90, 0x95, 0x99, 0x9A, 0x9B})
+#: The codec rules of a CONNACK's own bytes a 5.0 server keeps in every CONNACK: bits 7-1 of the Acknowledge Flags
+#: 0 [MQTT-3.2.2-1], a Reason Code of Table 3.1 [MQTT-3.2.2-8]; and, in one with a non-zero Reason Code, Session
+#: Present 0 [MQTT-3.2.2-6]. A CONNACK that breaks one is the codec's finding.
+CONNACK_BYTES: Final = (codec_rules.CONNACK_RESERVED_FLAGS, codec_rules.CONNACK_RETURN_CODE)
 #: 3.1.2.11.7: the packets that may still carry a Reason String or User Property under Request Problem Information 0.
 PROBLEM_INFORMATION_ALLOWED_IN: Final = (Publish, Connack, Disconnect)
 #: The other server packets that have properties.
@@ -112,6 +132,8 @@ class Handshake5:
         packet = seen.packet
         if isinstance(packet, Disconnect):
             self._on_disconnect(seen, packet, before)
+        elif isinstance(packet, Connack):
+            self._connack_bytes(seen, packet)
         elif isinstance(packet, Auth):
             self._auth_seen = True
             self._same_method(seen, connect, packet, SERVER)
@@ -146,6 +168,16 @@ class Handshake5:
                 f"and the server's Topic Alias Maximum (the first at event {self._alias_in_range.event})",
                 "the server accepts every Topic Alias from 1 to the Topic Alias Maximum of its CONNACK",
             )
+
+    def _connack_bytes(self, seen: Seen, connack: Connack) -> None:
+        """[MQTT-3.2.2-1, -6, -8] A CONNACK whose bytes keep them holds them (one that breaks one is the codec's
+        finding)."""
+        broken = {violation.rule_key for violation in seen.errors}
+        kept = [rule for rule in CONNACK_BYTES if rule not in broken]
+        if connack.return_code != 0 and codec_rules.CONNACK_SESSION_PRESENT_ON_FAILURE not in broken:
+            kept.append(codec_rules.CONNACK_SESSION_PRESENT_ON_FAILURE)
+        for rule in kept:
+            self._ctx.ledger.held(rule)
 
     def _problem_information(self, seen: Seen, packet: Packet) -> None:
         """[MQTT-3.1.2-29] Request Problem Information 0: Reason String and User Property only in PUBLISH,
@@ -208,6 +240,8 @@ class Handshake5:
     def on_connack(self, seen: Seen, connect: Connect, connack: Connack, *, valid: bool = True) -> None:
         """The CONNACK that answers the CONNECT (``valid``: one the server may accept, whose fields were read)."""
         code = connack.return_code
+        self._response_information(seen, connect, connack)
+        self._no_method_declared(seen, connect, connack)
         if code == 0:
             if self._early_disconnect is None:
                 self._ctx.ledger.held(lifecycle.NO_SERVER_DISCONNECT_BEFORE_ACCEPT)
@@ -219,6 +253,10 @@ class Handshake5:
         if code < 0x80:
             return
         self._error_code_closes(seen, code)
+        if valid and code in FAILED_CHECKS:
+            self._close_after(seen, lifecycle.CLOSE_ON_FAILED_CHECK, "a CONNECT that failed a further check")
+        if valid and code == CLIENT_ID_NOT_VALID:
+            self._close_after(seen, lifecycle.CLOSE_ON_REJECTED_CLIENT_IDENTIFIER, "its Client Identifier")
         will = connect.will
         if will is not None and will.qos > 0 and code == QOS_NOT_SUPPORTED:
             self._close_after(seen, lifecycle.WILL_QOS_WITHIN_MAXIMUM, f"a Will of QoS {will.qos}")
@@ -233,6 +271,39 @@ class Handshake5:
         else:
             return  # refused for another reason: the close is owed all the same [MQTT-3.2.2-7]
         self._close_after(seen, rule, "an Authentication Method")
+
+    def _response_information(self, seen: Seen, connect: Connect, connack: Connack) -> None:
+        """[MQTT-3.1.2-28] Request Response Information 0, or absent (which means 0): no Response Information."""
+        if first(connect.properties, REQUEST_RESPONSE_INFORMATION) not in (None, 0):
+            return
+        if first(connack.properties, RESPONSE_INFORMATION) is None:
+            self._ctx.ledger.held(lifecycle.NO_RESPONSE_INFORMATION)
+            return
+        self._ctx.ledger.fail(
+            lifecycle.NO_RESPONSE_INFORMATION,
+            SERVER,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} carries Response Information although the CONNECT did not request it",
+            "without Request Response Information 1 in the CONNECT the CONNACK carries no Response Information",
+        )
+
+    def _no_method_declared(self, seen: Seen, connect: Connect, connack: Connack) -> None:
+        """[MQTT-4.12.0-6] Without an Authentication Method in the CONNECT, none in the CONNACK either."""
+        if first(connect.properties, lifecycle.AUTHENTICATION_METHOD) is not None:
+            return
+        carried = first(connack.properties, lifecycle.AUTHENTICATION_METHOD)
+        if carried is None:
+            return  # held with the lifecycle's check (no AUTH before the CONNACK)
+        self._ctx.ledger.fail(
+            lifecycle.NO_AUTH_WITHOUT_METHOD,
+            SERVER,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} carries the Authentication Method {carried!r}; the CONNECT named none",
+            "without an Authentication Method in the CONNECT the server sends no AUTH and no Authentication Method "
+            "in the CONNACK",
+        )
 
     def _error_code_closes(self, seen: Seen, code: int | None) -> None:
         """[MQTT-4.13.2-1] A CONNACK or DISCONNECT of 0x80 or above is followed by the close, whoever sent it."""
@@ -348,3 +419,38 @@ class Handshake5:
             )
             return
         ledger.held(lifecycle.ALIASES_IN_RANGE_ACCEPTED)
+
+
+def unique_assigned_identifiers(transcripts: Mapping[str, Transcript]) -> Judgement:
+    """[MQTT-3.1.3-6] Two 5.0 connections with a zero-length Client Identifier, accepted and open at the same time,
+    were assigned different Client Identifiers (an identifier may come back once the other's connection ended)."""
+    ledger = Ledger(version=identity.V5)
+    assigned: list[tuple[str, Transcript, str]] = []
+    for name, transcript in transcripts.items():
+        connect, connack = transcript.connect, transcript.connack
+        if connect is None or connack is None or not transcript.speaks_5_0 or connect.client_id or connack.return_code:
+            continue
+        identifier = first(connack.properties, ASSIGNED_CLIENT_IDENTIFIER)
+        if isinstance(identifier, str) and identifier:  # none at all is [MQTT-3.2.2-16]'s
+            assigned.append((name, transcript, identifier))
+    for (name, one, first_id), (other_name, other, second_id) in combinations(assigned, 2):
+        if not (one.connack_time < other.end and other.connack_time < one.end):
+            continue  # not open at once
+        if first_id != second_id:
+            ledger.held(lifecycle.UNIQUE_ASSIGNED_CLIENT_IDENTIFIER)
+            continue
+        later, time, event = (
+            (other_name, other.connack_time, other.connack_event)
+            if other.connack_time >= one.connack_time
+            else (name, one.connack_time, one.connack_event)
+        )
+        ledger.conversation = later
+        ledger.fail(
+            lifecycle.UNIQUE_ASSIGNED_CLIENT_IDENTIFIER,
+            SERVER,
+            time,
+            event,
+            f"connections {name} and {other_name}, open at once, were both assigned the Client Identifier {first_id!r}",
+            "a server that accepts zero-length Client Identifiers assigns each client a unique one",
+        )
+    return ledger.judgement()

@@ -1,14 +1,18 @@
 """Keep Alive (3.1.2.10): the client is never silent for longer than Keep Alive [MQTT-3.1.2-23], and the server
-drops a client silent for one and a half times Keep Alive [MQTT-3.1.2-24]."""
+drops a client silent for one and a half times Keep Alive [MQTT-3.1.2-24]. In MQTT 5.0 the Keep Alive is the
+Server Keep Alive of the CONNACK when there is one, else the client's own, which the server then keeps to
+[MQTT-3.2.2-22]."""
 
 from __future__ import annotations
 
 from typing import Final
 
 from mqttaudit.codec import Direction
+from mqttaudit.codec.properties import first
+from mqttaudit.spec import identity
 
-from . import reasons, rules
-from .connection import Connection
+from . import lifecycle, reasons, rules
+from .connection import SERVER_KEEP_ALIVE, Connection
 from .context import Context, Seen
 from .events import Quiet
 from .obligations import Obligation, OnClose
@@ -27,6 +31,7 @@ class KeepAlive:
         self._reported = False  # the silence since _last was reported already
         self._decided = False  # some silence was judged
         self._due: Obligation | None = None
+        self._armed_after_connack = False  # the server's deadline was set with the CONNACK's Keep Alive known
 
     def period(self) -> float:
         """The Keep Alive in force: 0 before an acceptable CONNECT, after a refusal, after DISCONNECT, and once
@@ -63,6 +68,8 @@ class KeepAlive:
         if self._due is not None and not self.period():
             self._ctx.obligations.drop(self._due)
             self._due = None
+        if self._due is not None and self._connection.connack is not None and not self._armed_after_connack:
+            self._arm()  # 5.0: the CONNACK may set the Keep Alive (Server Keep Alive) [MQTT-3.2.2-21]
 
     def gap(self, seen: Seen) -> None:
         """[MQTT-3.1.2-23] The silence that a client packet ends is at most the Keep Alive."""
@@ -131,6 +138,12 @@ class KeepAlive:
             return
         config = self._ctx.config
         limit = config.keep_alive_factor * period
+        connection = self._connection
+        connack = connection.connack
+        self._armed_after_connack = connack is not None
+        # [MQTT-3.2.2-22] No Server Keep Alive in the CONNACK: the server keeps to the client's Keep Alive.
+        own = connack is not None and first(connack.properties, SERVER_KEEP_ALIVE) is None
+        enforces = (lifecycle.CLIENT_KEEP_ALIVE_APPLIES,) if own and connection.version == identity.V5 else ()
         self._due = self._ctx.obligations.open(
             Obligation(
                 rules.SERVER_DROPS_SILENT_CLIENT,
@@ -146,5 +159,6 @@ class KeepAlive:
                 OnClose.FULFILS,
                 exercised_after=last.time + period,
                 answers=False,
+                enforces=enforces,
             )
         )

@@ -170,6 +170,20 @@ WILL_QOS_WITHIN_MAXIMUM: Final = "MQTT-3.2.2-12"
 WILL_RETAIN_AVAILABLE: Final = "MQTT-3.2.2-13"
 #: 5.0 [MQTT-4.13.2-1]: after a CONNACK or DISCONNECT of 0x80 or above the connection is closed.
 CLOSE_AFTER_ERROR_CODE: Final = "MQTT-4.13.2-1"
+#: 5.0 [MQTT-4.12.0-7]: no AUTH from a client whose CONNECT named no Authentication Method.
+NO_CLIENT_AUTH_WITHOUT_METHOD: Final = "MQTT-4.12.0-7"
+#: 5.0 [MQTT-3.1.2-28]: Request Response Information 0 (or absent, which means 0): no Response Information in the
+#: CONNACK.
+NO_RESPONSE_INFORMATION: Final = "MQTT-3.1.2-28"
+#: 5.0 [MQTT-3.1.3-6]: a server accepting zero-length Client Identifiers assigns each client a unique one.
+UNIQUE_ASSIGNED_CLIENT_IDENTIFIER: Final = "MQTT-3.1.3-6"
+#: 5.0 [MQTT-3.1.3-8]: a server rejecting the Client Identifier (CONNACK 0x85) closes the connection.
+CLOSE_ON_REJECTED_CLIENT_IDENTIFIER: Final = "MQTT-3.1.3-8@5.0"
+#: 5.0 [MQTT-3.1.4-2]: a server whose further checks on the CONNECT (content, authentication, authorization) fail
+#: closes the connection.
+CLOSE_ON_FAILED_CHECK: Final = "MQTT-3.1.4-2@5.0"
+#: 5.0 [MQTT-3.2.2-22]: without a Server Keep Alive in its CONNACK the server keeps to the client's Keep Alive.
+CLIENT_KEEP_ALIVE_APPLIES: Final = "MQTT-3.2.2-22"
 #: The phases in which no CONNACK below 0x80 has been sent yet (a server DISCONNECT there breaks MQTT-3.14.0-1).
 BEFORE_ACCEPTANCE: Final = frozenset(
     {Phase.AWAITING_CONNECT, Phase.NO_CONNECT, Phase.CONNECTING, Phase.AUTHENTICATING, Phase.REFUSED}

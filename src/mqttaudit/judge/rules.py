@@ -144,10 +144,15 @@ CHECKED_RULES: Final[frozenset[str]] = OWN_RULES | ENFORCED_CODEC_RULES
 #: 5.0-only codec rules whose definition names no error for the receiver to close on: an undefined Payload Format
 #: Indicator value is the sender's fault alone.
 _NO_CLOSE_5_0: Final[frozenset[str]] = frozenset({codec_rules.PAYLOAD_FORMAT_VALUE})
+#: A 5.0 CONNECT (Protocol Version 5) whose Protocol Name is not "MQTT" is refused by closing, a CONNACK 0x84 allowed
+#: first [MQTT-3.1.2-1]: 5.0 leaves no other specification to follow at that version.
+_CLOSED_ON_5_0: Final[frozenset[str]] = frozenset({codec_rules.PROTOCOL_NAME})
 #: The codec rules (keys) a receiver upholds by closing on a 5.0 connection: the shared ones and those only 5.0
 #: states (a Malformed Packet or Protocol Error, section 4.13).
-ENFORCED_CODEC_RULES_5_0: Final[frozenset[str]] = ENFORCED_CODEC_RULES | frozenset(
-    rule for rule in codec_rules.ONLY_5_0 - _NO_CLOSE_5_0 if not codec_rules.is_advisory(rule)
+ENFORCED_CODEC_RULES_5_0: Final[frozenset[str]] = (
+    ENFORCED_CODEC_RULES
+    | _CLOSED_ON_5_0
+    | frozenset(rule for rule in codec_rules.ONLY_5_0 - _NO_CLOSE_5_0 if not codec_rules.is_advisory(rule))
 )
 
 

@@ -223,6 +223,8 @@ def server_violations(connection: ProbeConnection) -> list[Finding]:
     """The broker's own malformed packets: every MUST-level codec rule a frame it sent breaks (the judge judges
     the reaction to a violation; the violation itself is the codec's)."""
     findings: list[Finding] = []
+    if _speaks_another_version(connection):
+        return findings
     held_to = SENDER_CODEC_RULES_5_0 if connection.version is ProtocolVersion.V5 else ENFORCED_CODEC_RULES
     for index, event in enumerate(connection.events):
         if not isinstance(event, Sent) or event.sender is not Direction.FROM_SERVER:
@@ -243,6 +245,17 @@ def server_violations(connection: ProbeConnection) -> list[Finding]:
                     )
                 )
     return findings
+
+
+def _speaks_another_version(connection: ProbeConnection) -> bool:
+    """The connection's CONNECT asked for a Protocol Version other than the one it is read in (an unsupported one
+    on purpose): the server may answer in the form of any version it speaks (a 3.1.1 CONNACK 0x01, a 5.0 CONNACK
+    0x84), so its bytes are held to no version's form."""
+    for event in connection.events:
+        packet = event.frame.packet if isinstance(event, Sent) else None
+        if isinstance(event, Sent) and event.sender is Direction.FROM_CLIENT and isinstance(packet, Connect):
+            return packet.protocol_level != connection.version.level
+    return False
 
 
 #: Findings a case keeps in ``findings`` and in ``other_findings``; a flooding broker may cause thousands.

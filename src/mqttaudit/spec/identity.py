@@ -202,6 +202,8 @@ _IN_5_0.update(
         "MQTT-4.3.3-1@5.0": "MQTT-4.3.3-1",
         "MQTT-4.3.3-2@5.0": "MQTT-4.3.3-2",
         "MQTT-3.8.4-4@5.0": "MQTT-3.8.4-4",  # Retain Handling 0 on a replacement (3.1.1's -3.8.4-4: a sequence)
+        "MQTT-3.1.3-8@5.0": "MQTT-3.1.3-8",  # the close after CONNACK 0x85 (3.1.1's -3.1.3-8: an empty ClientId)
+        "MQTT-3.1.4-2@5.0": "MQTT-3.1.4-2",  # the close after a further check fails (3.1.1's -3.1.4-2: takeover)
     }
 )
 

@@ -26,6 +26,7 @@ MODULES = (
     "v5_limits",
     "v5_forbidden",
     "v5_ported",
+    "v5_handshake",
 )
 for _module in MODULES:
     importlib.import_module(f"{__name__}.{_module}")
@@ -41,6 +42,8 @@ TIMING = (
     "will/not-after-disconnect",
     "connect/takeover",  # the old connection is closed after the new CONNECT
     "session/queued-while-offline",  # the session outlives the drop of its connection
+    "v5/keep-alive/server-disconnects-silent-client",  # the Keep Alive timer [MQTT-3.1.2-22]
+    "v5/keep-alive/client-value-applies",
 )
 
 #: Cases that publish retained messages (or a retained Will): a broker that sends every retained message to every
