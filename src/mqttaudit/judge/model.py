@@ -55,7 +55,7 @@ from . import expiry_5, rules
 from . import model_rules_5 as rules_5
 from .config import JudgeConfig
 from .events import Closed
-from .transcript import Subscribed, Transcript, Unsubscribed
+from .transcript import Delivered, Subscribed, Transcript, Unsubscribed
 
 INF: Final = math.inf
 #: Up to this many sessions, every message is held against every session.
@@ -227,6 +227,8 @@ class Expectation:
     #: The message must NOT arrive (as retained, when ``retained``): ``rule`` is broken if it does.
     forbidden: bool = False
     delivered: list[Publish] = field(default_factory=list)
+    #: The deliveries matched to it (as ``delivered``, with their events and times).
+    arrivals: list[Delivered] = field(default_factory=list)
     #: The same message allowed on an earlier connection of the session, open while the server may have taken
     #: it: delivered there, it is not owed here.
     elsewhere: Expectation | None = None

@@ -15,7 +15,7 @@ from ..codec.describe import quoted
 from . import expiry_5, forwarding_5, reasons, rules
 from . import model_rules_5 as rules_5
 from .config import JudgeConfig
-from .model import Expectation, GroupDelivery, Link, Model, RetainedWatch, existed, forbid, not_retained_rule
+from .model import INF, Expectation, GroupDelivery, Link, Model, RetainedWatch, existed, forbid, not_retained_rule
 from .transcript import Delivered, Transcript
 from .verdict import DUPLICATE, LEAK, MISSING, QOS, Judgement, Ledger, combine
 
@@ -252,6 +252,7 @@ class Routing:
             )
             first = not chosen.delivered
             chosen.delivered.append(publish)
+            chosen.arrivals.append(delivered)
             if first and link.v5 and not chosen.retained:
                 self._arrivals.append((delivered, chosen))
                 if self._replaces(chosen):
@@ -511,6 +512,8 @@ class Routing:
             checks += [forwarding_5.Check(rule, forwarding_5.UNDECIDED, why) for _, rule, _ in forwarding_5.UNALTERED]
         else:
             checks += forwarding_5.unaltered(message.publish.properties, delivered.message.properties)
+            if message.will and message.link.v5:
+                checks += _will_order(checks)
         interval = message.expiry
         if interval is not None:
             expiries = {m.expiry for m in siblings}
@@ -696,6 +699,7 @@ class Routing:
         first = group.members[0]
         if got:
             self._held(got[0].link, rules.MESSAGE_ROUTED)
+            self._chosen_member(group, min(got, key=lambda copy: copy.arrivals[0].time))
             return
         if not group.must:
             return
@@ -721,6 +725,99 @@ class Routing:
             MISSING,
         )
 
+    def _chosen_member(self, group: GroupDelivery, chosen: Expectation) -> None:
+        """What becomes of a share group's message once its first copy went to ``chosen``: refused there with
+        PUBACK or PUBREC 0x80 or above, it is discarded [MQTT-4.8.2-6]; a QoS 2 copy whose connection broke before
+        the PUBREC is completed to that member when its session reconnects [MQTT-4.8.2-4], and if the session ends
+        first it goes to no other member [MQTT-4.8.2-5]."""
+        link = chosen.link
+        arrival = chosen.arrivals[0]
+        answer = link.transcript.answers.get(arrival.event)
+        if answer is not None and answer[0] >= 0x80:
+            what = f"{_what(chosen)}, refused by {quoted(link.name)} with Reason Code 0x{answer[0]:02x}"
+            self._not_to_others(group, chosen, answer[1], INF, rules_5.SHARED_REFUSED_DISCARDED, what)
+            return
+        closed = link.closed
+        session = link.session
+        if arrival.message.qos != 2 or answer is not None or closed is None or session is None:
+            return
+        following = session.link_after(link.ended)
+        if following is not None:
+            self._completed_on_return(group, chosen, following)
+        elif session.ended != INF:
+            what = f"{_what(chosen)}, whose QoS 2 delivery to {quoted(link.name)} broke off before its session ended"
+            self._not_to_others(
+                group, chosen, closed.time, session.ended + expiry_5.GRANULARITY, rules_5.SHARED_NOT_REASSIGNED, what
+            )
+
+    def _completed_on_return(self, group: GroupDelivery, chosen: Expectation, following: Link) -> None:
+        """[MQTT-4.8.2-4] The member's next connection gets the interrupted QoS 2 message again (a re-sent PUBLISH,
+        DUP 1), and no other member gets it after the break."""
+        rule = rules_5.SHARED_QOS2_COMPLETED
+        closed = chosen.link.closed
+        if closed is None:
+            return
+        what = f"{_what(chosen)}, whose QoS 2 delivery to {quoted(chosen.link.name)} broke off"
+        if self._not_to_others(group, chosen, closed.time, following.opened, rule, what):
+            return
+        deadline = following.opened + self._config.answer_timeout
+        key = chosen.key
+        again = [d for d in following.transcript.delivered if (d.message.topic, d.message.payload) == key]
+        if again:
+            self._held(following, rule)
+            return
+        lost = [time for side, time in following.transcript.lost if side is SERVER]
+        if lost:
+            self._undecided(following, rule, _unseen_bytes(min(lost), what))
+        elif following.ended >= deadline:
+            self._fail(
+                following,
+                rule,
+                following.ended,
+                following.transcript.end_event,
+                f"{what}: the session connected again on {quoted(following.name)} and was not sent it by "
+                f"{deadline:.6f} s (seen open until {following.ended:.6f} s)",
+                "a QoS 2 delivery to a shared subscriber that broke off is completed when the client reconnects",
+                MISSING,
+            )
+        else:
+            self._undecided(following, rule, self._cut_short(following, deadline, f"the re-sent {what} was due"))
+
+    def _not_to_others(
+        self, group: GroupDelivery, chosen: Expectation, since: float, until: float, rule: str, what: str
+    ) -> bool:
+        """No member but the chosen one gets the message after ``since``; decided once every other member was
+        seen open past ``until`` (or ``since`` plus the answer timeout). True when one did (``rule`` broken)."""
+        for copy in group.members:
+            if copy is chosen or copy.link.session is chosen.link.session:
+                continue
+            late = [arrival for arrival in copy.arrivals if arrival.time > since]
+            if late:
+                self._fail(
+                    copy.link,
+                    rule,
+                    late[0].time,
+                    late[0].event,
+                    f"PUBLISH to {quoted(late[0].message.topic)} (event {late[0].event}) delivers {what} to another "
+                    f"member of share group {quoted(group.share)}",
+                    EXPECTED[rule],
+                    LEAK,
+                )
+                return True
+        deadline = (since if until == INF else max(since, until)) + self._config.answer_timeout
+        for copy in group.members:
+            if copy is chosen or copy.link.session is chosen.link.session:
+                continue
+            lost = [time for side, time in copy.link.transcript.lost if side is SERVER]
+            if lost:
+                self._undecided(copy.link, rule, _unseen_bytes(min(lost), what))
+                return False
+            if copy.link.ended < deadline:
+                self._undecided(copy.link, rule, self._cut_short(copy.link, deadline, f"{what} could arrive"))
+                return False
+        self._held(chosen.link, rule)
+        return False
+
     def _qos_reached(self, link: Link, expectation: Expectation) -> None:
         """[MQTT-3.8.4-6, 3.3.5-1] At least one copy arrives at the QoS owed."""
         best = max(publish.qos for publish in expectation.delivered)
@@ -736,6 +833,21 @@ class Routing:
             EXPECTED[expectation.qos_rule],
             QOS,
         )
+
+
+def _will_order(checks: list[forwarding_5.Check]) -> list[forwarding_5.Check]:
+    """5.0 statement 3.1.3-10 (key WILL_USER_PROPERTIES_IN_ORDER): the Will's User Properties are published in
+    their order; a copy that lacks some of them keeps no order of them either."""
+    found = []
+    for check in checks:
+        if check.rule in (rules_5.USER_PROPERTIES_IN_ORDER, rules_5.USER_PROPERTIES_FORWARDED):
+            if check.rule == rules_5.USER_PROPERTIES_FORWARDED and check.outcome == forwarding_5.HELD:
+                continue  # the order is the other check's
+            expected = "the server publishes the Will with its User Properties in the order the CONNECT gave them"
+            found.append(
+                forwarding_5.Check(rules_5.WILL_USER_PROPERTIES_IN_ORDER, check.outcome, check.detail, expected)
+            )
+    return found
 
 
 def _retain_rules(owed: list[Expectation]) -> list[str]:
@@ -810,6 +922,12 @@ EXPECTED: Final[dict[str, str]] = {
     rules_5.NEW_SESSION: "Clean Start 0 with no session held for the ClientId starts a new session: Session Present 0",
     rules_5.CLEAN_START_PROCESSED: "the server processes Clean Start as section 3.1.2.4 says",
     rules_5.SESSION_BY_CLIENT_ID: "session state is identified by the ClientId: no other ClientId resumes it",
+    rules_5.SHARED_REFUSED_DISCARDED: "a shared subscription's message refused with 0x80 or above is discarded, "
+    "not sent to another member",
+    rules_5.SHARED_QOS2_COMPLETED: "a QoS 2 delivery to a shared subscriber that broke off is completed to that "
+    "client when it reconnects, not sent to another member",
+    rules_5.SHARED_NOT_REASSIGNED: "if the chosen member's session ends before it reconnects, no other member gets "
+    "the message",
     rules_5.WILL_DROPPED: "a Will is dropped once published or discarded: it is never published again",
     rules_5.DISCARDED_AFTER_EXPIRY: "a session whose Session Expiry Interval passed is discarded with what it held",
     rules.DUP_NOT_PROPAGATED: "the DUP flag of an outgoing PUBLISH says only whether it is a retransmission",
