@@ -196,7 +196,6 @@ class Routing:
         return any(
             session.client_id
             and session.client_id != link.client_id
-            and not session.clean
             and session.links[0].opened < connected
             and connected < session.ended - expiry_5.GRANULARITY
             for session in self._model.sessions
