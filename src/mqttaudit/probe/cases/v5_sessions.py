@@ -259,7 +259,9 @@ v5_case(
     expected="the Will is never published",
     timing=True,
 )(_will_dropped(published=False))
-v5_case(
+
+
+@v5_case(
     "v5/will/user-properties-in-order",
     [CONNACK_FOR_VALID_CONNECT, WILL_USER_PROPERTIES_IN_ORDER],
     "A Will's User Properties are published in their order",
@@ -267,7 +269,9 @@ v5_case(
     "reset",
     expected="the Will arrives with the four User Properties in the order sent",
     timing=True,
-)(_abrupt_will(0, properties=WILL_USER_PROPERTIES))
+)
+async def will_user_properties(context: CaseContext) -> None:
+    await _abrupt_will(0, properties=WILL_USER_PROPERTIES)(context)
 
 
 # Shared subscriptions ---------------------------------------------------------------------------------------------
