@@ -67,17 +67,16 @@ WILL_USER_PROPERTIES: Final = props.make(user_property=[("z", "1"), ("a", "2"), 
     [BOM_KEPT, NO_NORMALISATION],
     "A BOM (EF BB BF) in a topic is kept: matched and delivered as U+FEFF",
     stimulus="one client SUBSCRIBEs '\\ufeff<case>/lead' and '<case>/in\\ufeffside', another the same filters without "
-    "the BOM; a QoS 1 message to each topic",
+    "the BOM; a QoS 0 message to each topic",
     expected="the first client gets both, each Topic Name with its BOM; the second gets neither",
 )
 async def bom_kept(context: CaseContext) -> None:
     topics = ("\ufeff" + context.topic("lead"), context.topic("in\ufeffside"))
-    _require_qos(context, 1)
-    exact = await context.subscriber("exact", *((topic, 1) for topic in topics))
-    stripped = await context.subscriber("stripped", *((topic.replace("\ufeff", ""), 1) for topic in topics))
+    exact = await context.subscriber("exact", *((topic, 0) for topic in topics))
+    stripped = await context.subscriber("stripped", *((topic.replace("\ufeff", ""), 0) for topic in topics))
     publisher = await context.connect("publisher")
     for topic in topics:
-        await context.publish(publisher, topic, b"bom", qos=1)
+        await context.publish(publisher, topic, b"bom", qos=0)
     await context.settle(exact, stripped)
     for connection in (publisher, exact, stripped):
         await context.disconnect(connection)
