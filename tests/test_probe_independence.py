@@ -84,6 +84,14 @@ SHARED_WITHIN_CASE = with_twins(
     "v5/will/disconnect-0x04-sends-qos0",
     "v5/will/disconnect-0x04-sends-qos0-delayed",
     "v5/will/disconnect-0x04-sends-qos1",
+    "v5/session/clean-start-0-new-session",
+    "v5/session/clean-start-1-processing",
+    "v5/session/other-client-id",
+    "v5/session/expired-discards-queued",
+    "v5/will/stored-with-session",
+    "v5/will/dropped-once-published",
+    "v5/will/dropped-after-disconnect",
+    "v5/shared/qos2-completed-on-reconnect",
 }
 #: Cases with a PUBLISH, SUBSCRIBE or UNSUBSCRIBE that names no topic of the case, and why. The two '#' subscribers
 #: see other cases' messages by design; what they judge ('$' topics never matched) does not depend on them.

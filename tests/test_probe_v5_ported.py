@@ -395,7 +395,10 @@ FLOW_TALKS: dict[str, tuple[tuple[Talk, ...], tuple[Talk, ...]]] = {
         (_received(((f"{P_}/+", 1),), unsubscribe=(f"{P_}/x",), unsuback=(0x11,)), _sent((f"{P_}/x", 1, False))),
     ),
     "topics/no-normalisation": (
-        (_received(((f"{P_}/\ufeffb", 1),), (f"{P_}/\ufeffb", 1, False)), _sent((f"{P_}/\ufeffb", 1, False))),
+        (
+            _received(((f"{P_}/\ufeffb", 1),), (f"{P_}/\ufeffb", 1, False)),
+            _sent((f"{P_}/\ufeffb", 1, False), (f"{P_}/b", 1, False)),
+        ),
         (_received(((f"{P_}/\ufeffb", 1),), (f"{P_}/b", 1, False)), _sent((f"{P_}/b", 1, False))),
     ),
     "topics/dollar-not-matched-by-wildcards": (

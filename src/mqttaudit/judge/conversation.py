@@ -152,7 +152,7 @@ class ConversationJudge:
                 self._ctx.transcript.processed_by(answered, seen.time)
         self._offences.check_echo(seen, paired=answered is not None)
         self._deliveries.on_packet(seen)
-        self._ctx.transcript.note(seen.event, seen.sender, seen.packet, self._limits.topic_of(seen))
+        self._ctx.transcript.note(seen.event, seen.sender, seen.packet, self._limits.topic_of(seen), seen.time)
         if seen.sender is CLIENT:
             self._keep_alive.on_client(seen)
         self._keep_alive.after_event()

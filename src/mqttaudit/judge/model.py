@@ -35,6 +35,7 @@ expectation); whether a message it did not get was owed is decided only if it wa
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -54,7 +55,7 @@ from . import expiry_5, rules
 from . import model_rules_5 as rules_5
 from .config import JudgeConfig
 from .events import Closed
-from .transcript import Subscribed, Transcript, Unsubscribed
+from .transcript import Delivered, Subscribed, Transcript, Unsubscribed
 
 INF: Final = math.inf
 #: Up to this many sessions, every message is held against every session.
@@ -102,6 +103,9 @@ class Link:
     present_unknown: str | None = None
     #: Rules the model cannot decide on this connection, with why and when: (rule, reason, time).
     unknown: list[tuple[str, str, float]] = field(default_factory=list)
+    #: MQTT 5.0 Clean Start 0: the session its ClientId had was discarded before it connected because its Session
+    #: Expiry Interval had passed (5.0 statement 4.1.0-2).
+    after_expiry: bool = False
 
     def open_at(self, time: float) -> bool:
         """Observed open at ``time``."""
@@ -223,6 +227,8 @@ class Expectation:
     #: The message must NOT arrive (as retained, when ``retained``): ``rule`` is broken if it does.
     forbidden: bool = False
     delivered: list[Publish] = field(default_factory=list)
+    #: The deliveries matched to it (as ``delivered``, with their events and times).
+    arrivals: list[Delivered] = field(default_factory=list)
     #: The same message allowed on an earlier connection of the session, open while the server may have taken
     #: it: delivered there, it is not owed here.
     elsewhere: Expectation | None = None
@@ -486,7 +492,10 @@ def build(
         for message in routed[id(session)]:
             _route(model, message, session, config)
         for message, rule in unowned:
-            _forbid_unowned(message, rule, session, config)
+            if rule == rules_5.WILL_DROPPED:
+                _forbid_again(message, session, config)
+            else:
+                _forbid_unowned(message, rule, session, config)
         for subscription in session.subscriptions:
             _send_retained(model, subscription, config)
     if subscribers is None:
@@ -584,6 +593,9 @@ def _session_5_0(link: Link, sessions: list[Session], current: dict[str, Session
     held = current.get(client_id) if client_id else None
     unsure = held is not None and held.ended != INF and abs(held.ended - link.opened) < expiry_5.GRANULARITY
     if held is not None and (unsure or held.ended <= link.opened):
+        # 5.0 statement 4.1.0-2 (key DISCARDED_AFTER_EXPIRY): a session kept past its connection (expiry above 0)
+        # that ran out before this CONNECT.
+        link.after_expiry = not unsure and not held.clean and not link.clean
         held = None
     if link.clean or held is None:
         if held is not None:
@@ -690,7 +702,7 @@ def _messages(
             topic=will.topic, payload=will.message, qos=will.qos, retain=will.retain, properties=will.properties
         )
         if link.v5:
-            _will_5_0(link, publish, routed, unowned)
+            _will_5_0(link, publish, routed, unowned, config)
             continue
         closing = (link.ended, link.ended)
         if transcript.disconnected and transcript.client_offence is None:
@@ -702,21 +714,29 @@ def _messages(
     return routed, unowned
 
 
-def _will_5_0(link: Link, publish: Publish, routed: list[Message], unowned: list[tuple[Message, str]]) -> None:
+def _will_5_0(
+    link: Link, publish: Publish, routed: list[Message], unowned: list[tuple[Message, str]], config: JudgeConfig
+) -> None:
     """An MQTT 5.0 Will: discarded by a DISCONNECT with Reason Code 0x00 only [MQTT-3.14.4-3] (0x04 asks for it),
     else published once the Will Delay Interval has passed or the session ended, whichever comes first
-    [MQTT-3.1.2-8], unless a connection to the session came first (5.0 statement 3.1.3-9, key WILL_DELAY)."""
+    [MQTT-3.1.2-8], unless a connection to the session came first (5.0 statement 3.1.3-9, key WILL_DELAY). Once
+    published or discarded it is dropped [MQTT-3.1.2-10]: never published (again) while the session lasts."""
     transcript = link.transcript
+    session = link.session
+    ended = INF if session is None else session.ended
     if transcript.client_offence is None and transcript.disconnected and (transcript.disconnect_reason or 0) == 0:
         discarded = Message(link, transcript.end_event, publish, (link.ended, link.ended), True, True)
         unowned.append((discarded, rules.WILL_DISCARDED_ON_DISCONNECT))
+        # Later, until the session ends (when a Will kept with it would go out at the latest), nothing either.
+        if ended != INF:
+            start = link.ended + config.answer_timeout
+            later = (start, max(start, ended + expiry_5.GRANULARITY))
+            unowned.append((Message(link, transcript.end_event, publish, later, True, True), rules_5.WILL_DROPPED))
         return
     if link.closed is None:
         return  # never seen to close: the Will may still be pending
     closed = link.closed.time
     delay = expiry_5.seconds(publish.properties, expiry_5.WILL_DELAY_INTERVAL) or 0.0
-    session = link.session
-    ended = INF if session is None else session.ended
     due = min(closed + delay, ended)
     index = -1 if session is None else session.links.index(link)
     following = None if session is None or index + 1 >= len(session.links) else session.links[index + 1]
@@ -729,6 +749,10 @@ def _will_5_0(link: Link, publish: Publish, routed: list[Message], unowned: list
         return
     resumed_near = following is not None and following.transcript.connect_time <= window[1] and due < ended
     routed.append(Message(link, transcript.end_event, publish, window, not resumed_near, True))
+    if not resumed_near and ended != INF:
+        # Published once: a copy beyond the one owed, until the session ends, was sent again.
+        again = (window[0], max(window[1], ended + expiry_5.GRANULARITY))
+        unowned.append((Message(link, transcript.end_event, publish, again, True, True), rules_5.WILL_DROPPED))
     if window[0] > closed:
         # Not before the delay: a copy sent while it runs breaks [MQTT-3.1.2-8] as well.
         unowned.append(
@@ -798,6 +822,8 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
         # [MQTT-3.1.2-5] Offline: a persistent session keeps QoS 1 and 2 messages for its next connection.
         link = session.link_after(taken)
         if link is None:
+            if definite and not session.clean and qos > 0:
+                _forbid_after_expiry(model, message, session, config)
             return
         must = must and not session.clean and qos > 0
         rule, after, deadline = rules.OFFLINE_MESSAGES_KEPT, link.opened, link.opened + config.answer_timeout
@@ -905,19 +931,43 @@ def _expired_for(link: Link, message: Message) -> bool:
 
 def _with_options(expectation: Expectation, possible: list[Subscription], definite: list[Subscription]) -> Expectation:
     """Notes on ``expectation`` the MQTT 5.0 options of the subscriptions it answers to: Retain As Published, and
-    which subscriptions (for their identifiers)."""
+    which subscriptions (for their identifiers); and the rules its delivery decides besides its own."""
+    link = expectation.link
     flags = {s.as_published for s in possible}
     expectation.as_published = flags.pop() if len(flags) == 1 else None
     expectation.subscriptions = tuple(possible)
     expectation.sure = len(definite) == len(possible)
+    message = expectation.message
     if (
         expectation.link.v5
         and expectation.must
-        and not expectation.message.will
-        and any(_kept_past_unsubscribe(s, expectation.message.window[0]) for s in definite)
+        and not message.will
+        and any(_kept_past_unsubscribe(s, message.window[0]) for s in definite)
     ):
         expectation.also = (*expectation.also, rules_5.EXACT_MATCH_DELETES)
+    if (
+        expectation.must
+        and message.will
+        and message.link.v5
+        and expiry_5.seconds(message.publish.properties, expiry_5.WILL_DELAY_INTERVAL)
+    ):
+        # 5.0 statement 3.1.2-7 (key WILL_STORED): a Will due only after a delay outlives its connection: stored
+        # with the session.
+        expectation.also = (*expectation.also, rules_5.WILL_STORED)
+    if expectation.must and not message.will and any(_outlived_expiry(s, link, message) for s in definite):
+        expectation.also = (*expectation.also, rules_5.KEPT_WHILE_OPEN)
     return expectation
+
+
+def _outlived_expiry(subscription: Subscription, link: Link, message: Message) -> bool:
+    """5.0 statement 4.1.0-1 (key KEPT_WHILE_OPEN): ``subscription`` was made on ``link``, a 5.0 connection open
+    throughout, longer before the server took ``message`` than the Session Expiry Interval its CONNECT asked: the
+    subscription is session state the server kept while the connection was open (the interval runs from the close)."""
+    connect = link.transcript.connect
+    if not link.v5 or subscription.link is not link or subscription.definite is None or connect is None:
+        return False
+    asked = expiry_5.seconds(connect.properties, SESSION_EXPIRY_INTERVAL) or 0.0
+    return message.window[0] - subscription.definite[0] > asked + expiry_5.GRANULARITY
 
 
 def _kept_past_unsubscribe(subscription: Subscription, before: float) -> bool:
@@ -945,6 +995,27 @@ def _live_rule(message: Message, definite: list[Subscription], link: Link) -> st
     if definite and all(s.link is not link for s in definite):
         return rules.SESSION_RESUMED
     return rules.MESSAGE_ROUTED
+
+
+def _forbid_after_expiry(model: Model, message: Message, session: Session, config: JudgeConfig) -> None:
+    """5.0 statement 4.1.0-2 (key DISCARDED_AFTER_EXPIRY): a message queued for an offline session whose Session
+    Expiry Interval then passed was discarded with it: the ClientId's next connection (Clean Start 0, a new
+    session) must not get it."""
+    if message.window[1] > session.ended - expiry_5.GRANULARITY:
+        return  # the session may have ended before the server took it
+    later = [s for s in model.by_client.get(session.client_id, ()) if s.links and s.links[0].opened > session.ended]
+    if not later:
+        return
+    link = min(later, key=lambda s: s.links[0].opened).links[0]
+    if link.after_expiry:
+        forbid(
+            link,
+            message,
+            rules_5.DISCARDED_AFTER_EXPIRY,
+            retained=False,
+            after=link.opened,
+            deadline=link.opened + config.answer_timeout,
+        )
 
 
 def _open_before(session: Session, link: Link, since: float) -> Link | None:
@@ -978,6 +1049,23 @@ def _forbid_live(model: Model, message: Message, session: Session, config: Judge
         for s in session.subscriptions
     ):
         rule = rules.DOLLAR_TOPICS_NOT_MATCHED_BY_WILDCARDS
+    elif any(
+        s.definite is not None and covers(s.definite, message.window) and matches_once_normalised(s.topic_filter, topic)
+        for s in session.subscriptions
+    ):
+        # [MQTT-4.7.3-4] A filter that matches the topic only once one of them is normalised: delivered, the server
+        # normalised; [MQTT-1.5.3-3] where a BOM makes the difference, it skipped or stripped it as well.
+        expectation = forbid(
+            link,
+            message,
+            rules.NO_NORMALISATION,
+            retained=False,
+            after=message.window[0],
+            deadline=message.window[1] + config.answer_timeout,
+        )
+        bom = "\ufeff" in topic or any("\ufeff" in s.topic_filter for s in session.subscriptions)
+        expectation.also = (rules.DELIVERY_MATCHES_SUBSCRIPTION, *((rules.BOM_KEPT,) if bom else ()))
+        return
     elif any(s.definite is not None and covers(s.definite, message.window) for s in session.subscriptions):
         # A subscriber none of whose filters matches: the message would leak to it [MQTT-3.3.2-3]. Its arrival
         # is reported where it is seen (deliveries); its absence past the deadline keeps the rule.
@@ -985,6 +1073,21 @@ def _forbid_live(model: Model, message: Message, session: Session, config: Judge
     else:
         return
     _forbid(link, message, rule, config)
+
+
+def normalised(text: str) -> str:
+    """``text`` as a server that normalised names would compare it: Unicode NFKC, case folded, U+FEFF dropped and
+    empty levels left out."""
+    folded = unicodedata.normalize("NFKC", text).replace("\ufeff", "").casefold()
+    return "/".join(level for level in folded.split("/") if level)
+
+
+def matches_once_normalised(topic_filter: str, topic: str) -> bool:
+    """``topic_filter`` does not match ``topic`` as written, but would once both are normalised [MQTT-4.7.3-4]."""
+    try:
+        return not matches(topic_filter, topic) and matches(normalised(topic_filter), normalised(topic))
+    except InvalidTopic:
+        return False
 
 
 def _forbid_unowned(message: Message, rule: str, session: Session, config: JudgeConfig) -> None:
@@ -997,6 +1100,21 @@ def _forbid_unowned(message: Message, rule: str, session: Session, config: Judge
             if link is not None and link.ended >= message.window[0]:
                 _forbid(link, message, rule, config)
             return
+
+
+def _forbid_again(message: Message, session: Session, config: JudgeConfig) -> None:
+    """[MQTT-3.1.2-10] A dropped Will (published, or discarded by DISCONNECT 0x00) reaches no subscriber of its
+    topic during ``message.window``: the connection of ``session`` open in it, if its subscription held."""
+    window = message.window
+    for subscription in session.subscriptions:
+        if not matches(subscription.topic_filter, message.publish.topic) or subscription.definite is None:
+            continue
+        if not covers(subscription.definite, (window[0], window[0])):
+            continue
+        link = session.link_during(window)
+        if link is not None and link.opened <= window[0] and link.v5:
+            _forbid(link, message, rules_5.WILL_DROPPED, config)
+        return
 
 
 def _forbid(link: Link, message: Message, rule: str, config: JudgeConfig) -> None:

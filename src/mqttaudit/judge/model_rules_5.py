@@ -70,6 +70,43 @@ USER_PROPERTIES_IN_ORDER: Final = "MQTT-3.3.2-18"
 CONTENT_TYPE_FORWARDED: Final = "MQTT-3.3.2-20"
 #: [MQTT-3.1.3-9] A connection to the session before the Will Delay Interval passes suppresses the Will.
 WILL_DELAY: Final = "MQTT-3.1.3-9@5.0"
+#: [MQTT-3.1.2-7] A Will is stored with the session: it is published when the connection ends (3.1.1's
+#: MQTT-3.1.2-7 says retained messages are no session state).
+WILL_STORED: Final = "MQTT-3.1.2-7@5.0"
+#: [MQTT-3.1.2-10] The stored Will is dropped once published or after DISCONNECT 0x00: never published (again)
+#: later. 3.1.1 states the same rule under the same id.
+WILL_DROPPED: Final = "MQTT-3.1.2-10"
+#: [MQTT-3.1.3-10] The Will's User Properties are published in the order they were sent (3.1.1's MQTT-3.1.3-10 is
+#: the Will Topic's UTF-8).
+WILL_USER_PROPERTIES_IN_ORDER: Final = "MQTT-3.1.3-10@5.0"
+
+# Sessions (3.1.2.4, 3.1.3.1, 3.1.4, 4.1) ---------------------------------------------------------------------------
+
+#: [MQTT-3.1.2-6] Clean Start 0 with no session held for the ClientId: a new session (Session Present 0, nothing
+#: of an earlier one). 3.1.1's MQTT-3.1.2-6 is CleanSession 1.
+NEW_SESSION: Final = "MQTT-3.1.2-6@5.0"
+#: [MQTT-3.1.4-4] The server carries out the Clean Start processing of 3.1.2.4 (3.1.1's MQTT-3.1.4-4 is the
+#: CONNACK 0x00 after a valid CONNECT).
+CLEAN_START_PROCESSED: Final = "MQTT-3.1.4-4@5.0"
+#: [MQTT-3.1.3-2] Session state is identified by the ClientId: another ClientId never resumes it.
+SESSION_BY_CLIENT_ID: Final = "MQTT-3.1.3-2"
+#: [MQTT-4.1.0-1] No Session State is discarded while the connection is open (its Session Expiry Interval runs
+#: from the close). 3.1.1's MQTT-4.1.0-1 keeps it for the life of the session.
+KEPT_WHILE_OPEN: Final = "MQTT-4.1.0-1@5.0"
+#: [MQTT-4.1.0-2] Once the connection closed and the Session Expiry Interval passed, the Session State is
+#: discarded: Session Present 0, nothing queued for it delivered (3.1.1's MQTT-4.1.0-2 is another rule).
+DISCARDED_AFTER_EXPIRY: Final = "MQTT-4.1.0-2@5.0"
+
+# Shared subscriptions (4.8.2) ----------------------------------------------------------------------------------------
+
+#: [MQTT-4.8.2-4] A QoS 2 delivery to a member interrupted by a broken connection is completed to that member when
+#: it reconnects (and not sent to another member).
+SHARED_QOS2_COMPLETED: Final = "MQTT-4.8.2-4"
+#: [MQTT-4.8.2-5] If that member's session ends before it reconnects, no other member gets the message.
+SHARED_NOT_REASSIGNED: Final = "MQTT-4.8.2-5"
+#: [MQTT-4.8.2-6] A message the chosen member answers with PUBACK or PUBREC 0x80 or above is discarded, not sent
+#: to another member.
+SHARED_REFUSED_DISCARDED: Final = "MQTT-4.8.2-6"
 
 # One connection's QoS flows (4.3, 4.4), each side as sender and receiver --------------------------------------
 
@@ -180,6 +217,15 @@ ONLY_5_0: Final[frozenset[str]] = frozenset(
         USER_PROPERTIES_IN_ORDER,
         CONTENT_TYPE_FORWARDED,
         WILL_DELAY,
+        WILL_STORED,
+        WILL_USER_PROPERTIES_IN_ORDER,
+        NEW_SESSION,
+        CLEAN_START_PROCESSED,
+        KEPT_WHILE_OPEN,
+        DISCARDED_AFTER_EXPIRY,
+        SHARED_QOS2_COMPLETED,
+        SHARED_NOT_REASSIGNED,
+        SHARED_REFUSED_DISCARDED,
         IDENTIFIERS_SENT,
         ONE_COPY_ALL_IDENTIFIERS,
         COPY_PER_SUBSCRIPTION,

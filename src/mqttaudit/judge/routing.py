@@ -15,7 +15,7 @@ from ..codec.describe import quoted
 from . import expiry_5, forwarding_5, reasons, rules
 from . import model_rules_5 as rules_5
 from .config import JudgeConfig
-from .model import Expectation, GroupDelivery, Link, Model, RetainedWatch, existed, forbid, not_retained_rule
+from .model import INF, Expectation, GroupDelivery, Link, Model, RetainedWatch, existed, forbid, not_retained_rule
 from .transcript import Delivered, Transcript
 from .verdict import DUPLICATE, LEAK, MISSING, QOS, Judgement, Ledger, combine
 
@@ -139,31 +139,66 @@ class Routing:
     # Sessions -------------------------------------------------------------------------------------------------
 
     def _session_present(self, link: Link) -> None:
-        """[MQTT-3.2.2-2] Session Present 1 when the server holds the session; [MQTT-3.2.2-3] 0 when it does not."""
+        """[MQTT-3.2.2-2] Session Present 1 when the server holds the session; [MQTT-3.2.2-3] 0 when it does not.
+        On a 5.0 connection the flag shows the Clean Start processing (5.0 statement 3.1.4-4): Clean Start 1 starts a
+        new session, Clean Start 0 resumes the one held or, with none held, starts a new one (5.0 statement 3.1.2-6);
+        a session whose Session Expiry Interval passed is not held (5.0 statement 4.1.0-2), nor is another
+        ClientId's [MQTT-3.1.3-2]."""
         connack = link.transcript.connack
-        if link.clean or connack is None:
+        if connack is None:
+            return
+        if link.clean:
+            if link.v5:
+                self._flag_owed(link, connack.session_present, False, [rules_5.CLEAN_START_PROCESSED])
             return
         owed = link.owed_session_present
-        rule = rules.SESSION_PRESENT if owed else rules.NO_SESSION_PRESENT
+        at_stake = [rules.SESSION_PRESENT if owed else rules.NO_SESSION_PRESENT]
+        if link.v5:
+            at_stake.append(rules_5.CLEAN_START_PROCESSED)
+            if owed is False:
+                at_stake.append(rules_5.NEW_SESSION)
+            if link.after_expiry:
+                at_stake.append(rules_5.DISCARDED_AFTER_EXPIRY)
+            if self._other_session_held(link):
+                at_stake.append(rules_5.SESSION_BY_CLIENT_ID)
         if owed is None:
             reason = reasons.reason(
                 reasons.EARLIER_SESSION,
                 link.present_unknown or f"no earlier connection of ClientId {quoted(link.client_id)} was seen",
             )
-            for unknown in (rules.SESSION_PRESENT, rules.NO_SESSION_PRESENT):
+            for unknown in (rules.SESSION_PRESENT, rules.NO_SESSION_PRESENT, *at_stake[1:]):
                 self._undecided(link, unknown, reason, link.transcript.connack_event, link.transcript.connack_time)
             return
-        if connack.session_present == owed:
-            self._held(link, rule)
+        self._flag_owed(link, connack.session_present, owed, at_stake)
+
+    def _flag_owed(self, link: Link, present: bool, owed: bool, at_stake: list[str]) -> None:
+        """The CONNACK's Session Present is ``owed``: every rule of ``at_stake`` held, or broken."""
+        if present == owed:
+            for rule in at_stake:
+                self._held(link, rule)
             return
-        self._fail(
-            link,
-            rule,
-            link.transcript.connack_time,
-            link.transcript.connack_event,
-            f"CONNACK sets Session Present {int(connack.session_present)} for ClientId {quoted(link.client_id)}, whose "
-            f"session the server {'holds' if owed else 'does not hold'}",
-            f"CleanSession 0 is answered with Session Present {int(owed)} here",
+        clean = "Clean Start" if link.v5 else "CleanSession"
+        for rule in at_stake:
+            self._fail(
+                link,
+                rule,
+                link.transcript.connack_time,
+                link.transcript.connack_event,
+                f"CONNACK sets Session Present {int(present)} for ClientId {quoted(link.client_id)} ({clean} "
+                f"{int(link.clean)}), whose session the server {'holds' if owed else 'does not hold'}",
+                EXPECTED.get(rule, f"{clean} {int(link.clean)} is answered with Session Present {int(owed)} here"),
+            )
+
+    def _other_session_held(self, link: Link) -> bool:
+        """Another ClientId's session was held (not ended) when ``link`` connected: a server that found sessions by
+        anything but the ClientId could have given it that one [MQTT-3.1.3-2]."""
+        connected = link.transcript.connect_time
+        return any(
+            session.client_id
+            and session.client_id != link.client_id
+            and session.links[0].opened < connected
+            and connected < session.ended - expiry_5.GRANULARITY
+            for session in self._model.sessions
         )
 
     def _takeover(self, link: Link) -> None:
@@ -216,6 +251,7 @@ class Routing:
             )
             first = not chosen.delivered
             chosen.delivered.append(publish)
+            chosen.arrivals.append(delivered)
             if first and link.v5 and not chosen.retained:
                 self._arrivals.append((delivered, chosen))
                 if self._replaces(chosen):
@@ -243,24 +279,55 @@ class Routing:
                 self._forwarded(link, delivered, chosen)
             return
         forbidden = [e for e in matching if e.forbidden and (publish.retain or not e.retained)]
+        # one still within its window before one whose deadline passed (a Will discarded, then dropped for good)
+        forbidden.sort(key=lambda e: e.deadline < delivered.time)
         if not forbidden and publish.retain:
             forbidden = self._retained_leak(link, delivered)
         if forbidden:
-            forbidden[0].delivered.append(publish)
-            if forbidden[0].rule == rules.DELIVERY_MATCHES_SUBSCRIPTION:
-                return  # the conversation judge reported it where it arrived
-            self._fail(
-                link,
-                forbidden[0].rule,
-                delivered.time,
-                delivered.event,
-                f"PUBLISH to {quoted(publish.topic)} (event {delivered.event}, RETAIN {int(publish.retain)}) delivers "
-                f"{_what(forbidden[0])}",
-                EXPECTED.get(forbidden[0].rule, ACTING_ON_A_VIOLATION),
-                LEAK,
-            )
+            barring = forbidden[0]
+            barring.delivered.append(publish)
+            for rule in (barring.rule, *barring.also):
+                if rule == rules.DELIVERY_MATCHES_SUBSCRIPTION:
+                    continue  # the conversation judge reported it where it arrived
+                self._fail(
+                    link,
+                    rule,
+                    delivered.time,
+                    delivered.event,
+                    f"PUBLISH to {quoted(publish.topic)} (event {delivered.event}, RETAIN {int(publish.retain)}) "
+                    f"delivers {_what(barring)}",
+                    EXPECTED.get(rule, ACTING_ON_A_VIOLATION),
+                    LEAK,
+                )
+            return
+        if self._stripped(link, delivered):
             return
         self._duplicate(link, delivered, [e for e in matching if e.delivered])
+
+    def _stripped(self, link: Link, delivered: Delivered) -> bool:
+        """[MQTT-1.5.3-3] A delivery no expectation explains whose topic is that of a message owed here with its
+        U+FEFF characters left out: the server stripped them."""
+        publish = delivered.message
+        for expectation in link.expectations:
+            sent = expectation.message.publish
+            if (
+                expectation.forbidden
+                or "\ufeff" not in sent.topic
+                or sent.payload != publish.payload
+                or sent.topic.replace("\ufeff", "") != publish.topic
+            ):
+                continue
+            self._fail(
+                link,
+                rules.BOM_KEPT,
+                delivered.time,
+                delivered.event,
+                f"PUBLISH to {quoted(publish.topic)} (event {delivered.event}) delivers {_what(expectation)} without "
+                "its U+FEFF (EF BB BF)",
+                EXPECTED[rules.BOM_KEPT],
+            )
+            return True
+        return False
 
     def _retained_leak(self, link: Link, delivered: Delivered) -> list[Expectation]:
         """A RETAIN 1 delivery no expectation explains, held against the new subscriptions' watches of its topic:
@@ -444,6 +511,8 @@ class Routing:
             checks += [forwarding_5.Check(rule, forwarding_5.UNDECIDED, why) for _, rule, _ in forwarding_5.UNALTERED]
         else:
             checks += forwarding_5.unaltered(message.publish.properties, delivered.message.properties)
+            if message.will and message.link.v5:
+                checks += _will_order(checks)
         interval = message.expiry
         if interval is not None:
             expiries = {m.expiry for m in siblings}
@@ -532,6 +601,8 @@ class Routing:
                 for rule in (expectation.rule, *expectation.also):
                     self._held(link, rule)
                 self._qos_reached(link, expectation)
+                if "\ufeff" in expectation.message.publish.topic:
+                    self._held(link, rules.BOM_KEPT)  # the copy matched by its topic, U+FEFF and all
         elif expectation.must:
             elsewhere = expectation.elsewhere
             if elsewhere is not None and elsewhere.delivered:
@@ -542,9 +613,10 @@ class Routing:
     def _settle_forbidden(self, link: Link, expectation: Expectation) -> None:
         if expectation.delivered:
             return  # reported when it arrived
-        # [MQTT-3.3.2-3] is decided on every delivery as well: an early close leaves nothing undecided there.
-        early = None if expectation.rule == rules.DELIVERY_MATCHES_SUBSCRIPTION else _what(expectation)
-        self._settle_absence(link, expectation.rule, expectation.deadline, early)
+        for rule in (expectation.rule, *expectation.also):
+            # [MQTT-3.3.2-3] is decided on every delivery as well: an early close leaves nothing undecided there.
+            early = None if rule == rules.DELIVERY_MATCHES_SUBSCRIPTION else _what(expectation)
+            self._settle_absence(link, rule, expectation.deadline, early)
 
     def _settle_absence(self, link: Link, rule: str, deadline: float, what: str | None) -> None:
         """Something that must not arrive did not: ``rule`` held if the connection was seen open past ``deadline``
@@ -626,6 +698,7 @@ class Routing:
         first = group.members[0]
         if got:
             self._held(got[0].link, rules.MESSAGE_ROUTED)
+            self._chosen_member(group, min(got, key=lambda copy: copy.arrivals[0].time))
             return
         if not group.must:
             return
@@ -651,6 +724,99 @@ class Routing:
             MISSING,
         )
 
+    def _chosen_member(self, group: GroupDelivery, chosen: Expectation) -> None:
+        """What becomes of a share group's message once its first copy went to ``chosen``: refused there with
+        PUBACK or PUBREC 0x80 or above, it is discarded [MQTT-4.8.2-6]; a QoS 2 copy whose connection broke before
+        the PUBREC is completed to that member when its session reconnects [MQTT-4.8.2-4], and if the session ends
+        first it goes to no other member [MQTT-4.8.2-5]."""
+        link = chosen.link
+        arrival = chosen.arrivals[0]
+        answer = link.transcript.answers.get(arrival.event)
+        if answer is not None and answer[0] >= 0x80:
+            what = f"{_what(chosen)}, refused by {quoted(link.name)} with Reason Code 0x{answer[0]:02x}"
+            self._not_to_others(group, chosen, answer[1], INF, rules_5.SHARED_REFUSED_DISCARDED, what)
+            return
+        closed = link.closed
+        session = link.session
+        if arrival.message.qos != 2 or answer is not None or closed is None or session is None:
+            return
+        following = session.link_after(link.ended)
+        if following is not None:
+            self._completed_on_return(group, chosen, following)
+        elif session.ended != INF:
+            what = f"{_what(chosen)}, whose QoS 2 delivery to {quoted(link.name)} broke off before its session ended"
+            self._not_to_others(
+                group, chosen, closed.time, session.ended + expiry_5.GRANULARITY, rules_5.SHARED_NOT_REASSIGNED, what
+            )
+
+    def _completed_on_return(self, group: GroupDelivery, chosen: Expectation, following: Link) -> None:
+        """[MQTT-4.8.2-4] The member's next connection gets the interrupted QoS 2 message again (a re-sent PUBLISH,
+        DUP 1), and no other member gets it after the break."""
+        rule = rules_5.SHARED_QOS2_COMPLETED
+        closed = chosen.link.closed
+        if closed is None:
+            return
+        what = f"{_what(chosen)}, whose QoS 2 delivery to {quoted(chosen.link.name)} broke off"
+        if self._not_to_others(group, chosen, closed.time, following.opened, rule, what):
+            return
+        deadline = following.opened + self._config.answer_timeout
+        key = chosen.key
+        again = [d for d in following.transcript.delivered if (d.message.topic, d.message.payload) == key]
+        if again:
+            self._held(following, rule)
+            return
+        lost = [time for side, time in following.transcript.lost if side is SERVER]
+        if lost:
+            self._undecided(following, rule, _unseen_bytes(min(lost), what))
+        elif following.ended >= deadline:
+            self._fail(
+                following,
+                rule,
+                following.ended,
+                following.transcript.end_event,
+                f"{what}: the session connected again on {quoted(following.name)} and was not sent it by "
+                f"{deadline:.6f} s (seen open until {following.ended:.6f} s)",
+                "a QoS 2 delivery to a shared subscriber that broke off is completed when the client reconnects",
+                MISSING,
+            )
+        else:
+            self._undecided(following, rule, self._cut_short(following, deadline, f"the re-sent {what} was due"))
+
+    def _not_to_others(
+        self, group: GroupDelivery, chosen: Expectation, since: float, until: float, rule: str, what: str
+    ) -> bool:
+        """No member but the chosen one gets the message after ``since``; decided once every other member was
+        seen open past ``until`` (or ``since`` plus the answer timeout). True when one did (``rule`` broken)."""
+        for copy in group.members:
+            if copy is chosen or copy.link.session is chosen.link.session:
+                continue
+            late = [arrival for arrival in copy.arrivals if arrival.time > since]
+            if late:
+                self._fail(
+                    copy.link,
+                    rule,
+                    late[0].time,
+                    late[0].event,
+                    f"PUBLISH to {quoted(late[0].message.topic)} (event {late[0].event}) delivers {what} to another "
+                    f"member of share group {quoted(group.share)}",
+                    EXPECTED[rule],
+                    LEAK,
+                )
+                return True
+        deadline = (since if until == INF else max(since, until)) + self._config.answer_timeout
+        for copy in group.members:
+            if copy is chosen or copy.link.session is chosen.link.session:
+                continue
+            lost = [time for side, time in copy.link.transcript.lost if side is SERVER]
+            if lost:
+                self._undecided(copy.link, rule, _unseen_bytes(min(lost), what))
+                return False
+            if copy.link.ended < deadline:
+                self._undecided(copy.link, rule, self._cut_short(copy.link, deadline, f"{what} could arrive"))
+                return False
+        self._held(chosen.link, rule)
+        return False
+
     def _qos_reached(self, link: Link, expectation: Expectation) -> None:
         """[MQTT-3.8.4-6, 3.3.5-1] At least one copy arrives at the QoS owed."""
         best = max(publish.qos for publish in expectation.delivered)
@@ -666,6 +832,21 @@ class Routing:
             EXPECTED[expectation.qos_rule],
             QOS,
         )
+
+
+def _will_order(checks: list[forwarding_5.Check]) -> list[forwarding_5.Check]:
+    """5.0 statement 3.1.3-10 (key WILL_USER_PROPERTIES_IN_ORDER): the Will's User Properties are published in
+    their order; a copy that lacks some of them keeps no order of them either."""
+    found = []
+    for check in checks:
+        if check.rule in (rules_5.USER_PROPERTIES_IN_ORDER, rules_5.USER_PROPERTIES_FORWARDED):
+            if check.rule == rules_5.USER_PROPERTIES_FORWARDED and check.outcome == forwarding_5.HELD:
+                continue  # the order is the other check's
+            expected = "the server publishes the Will with its User Properties in the order the CONNECT gave them"
+            found.append(
+                forwarding_5.Check(rules_5.WILL_USER_PROPERTIES_IN_ORDER, check.outcome, check.detail, expected)
+            )
+    return found
 
 
 def _retain_rules(owed: list[Expectation]) -> list[str]:
@@ -733,6 +914,21 @@ EXPECTED: Final[dict[str, str]] = {
     rules.NON_RETAINED_KEEPS_RETAINED: "a RETAIN 0 message is not stored and leaves the retained message alone",
     rules.UNSUBSCRIBED_STOPS_DELIVERY: "after an UNSUBSCRIBE no new message is delivered under its filter",
     rules.DOLLAR_TOPICS_NOT_MATCHED_BY_WILDCARDS: "a filter starting with '#' or '+' does not match a '$' topic",
+    rules.NO_NORMALISATION: "matching compares names and filters as written: no normalisation, no character replaced",
+    rules.BOM_KEPT: "EF BB BF in a Topic Name is U+FEFF: the server neither skips nor strips it",
+    rules_5.WILL_STORED: "a Will is stored with the session and published when its connection ends",
+    rules_5.KEPT_WHILE_OPEN: "no session state is discarded while the connection is open",
+    rules_5.NEW_SESSION: "Clean Start 0 with no session held for the ClientId starts a new session: Session Present 0",
+    rules_5.CLEAN_START_PROCESSED: "the server processes Clean Start as section 3.1.2.4 says",
+    rules_5.SESSION_BY_CLIENT_ID: "session state is identified by the ClientId: no other ClientId resumes it",
+    rules_5.SHARED_REFUSED_DISCARDED: "a shared subscription's message refused with 0x80 or above is discarded, "
+    "not sent to another member",
+    rules_5.SHARED_QOS2_COMPLETED: "a QoS 2 delivery to a shared subscriber that broke off is completed to that "
+    "client when it reconnects, not sent to another member",
+    rules_5.SHARED_NOT_REASSIGNED: "if the chosen member's session ends before it reconnects, no other member gets "
+    "the message",
+    rules_5.WILL_DROPPED: "a Will is dropped once published or discarded: it is never published again",
+    rules_5.DISCARDED_AFTER_EXPIRY: "a session whose Session Expiry Interval passed is discarded with what it held",
     rules.DUP_NOT_PROPAGATED: "the DUP flag of an outgoing PUBLISH says only whether it is a retransmission",
     rules.DELIVERY_QOS: "a message is delivered at the lower of its publish QoS and the granted QoS",
     rules.HIGHEST_QOS_OF_OVERLAPPING: "overlapping subscriptions get the message at the highest QoS among them",

@@ -63,6 +63,11 @@ PUBREL_ORDER: Final = "MQTT-4.6.0-4"
 DELIVERY_MATCHES_SUBSCRIPTION: Final = "MQTT-3.3.2-3"
 DELIVERY_QOS: Final = "MQTT-3.8.4-6"
 DOLLAR_TOPICS_NOT_MATCHED_BY_WILDCARDS: Final = "MQTT-4.7.2-1"
+#: [MQTT-4.7.3-4] Matching applies no normalisation (no empty level dropped, no Unicode normalisation, no BOM
+#: stripped): a filter that matches a topic only once normalised does not match it.
+NO_NORMALISATION: Final = "MQTT-4.7.3-4"
+#: [MQTT-1.5.3-3] EF BB BF in a string is U+FEFF, neither skipped nor stripped: a topic with it keeps it.
+BOM_KEPT: Final = "MQTT-1.5.3-3"
 
 # Across connections: the broker model (sessions, subscriptions, retained messages, Wills).
 WILL_PUBLISHED: Final = "MQTT-3.1.2-8"

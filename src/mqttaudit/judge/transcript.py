@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mqttaudit.codec import Connack, Connect, Direction, Disconnect, Packet, Publish, Subscribe
+from mqttaudit.codec import Connack, Connect, Direction, Disconnect, Packet, Puback, Publish, Pubrec, Subscribe
 from mqttaudit.codec.properties import SESSION_EXPIRY_INTERVAL, SUBSCRIPTION_IDENTIFIER, first
 
 from .events import Closed
@@ -113,6 +113,9 @@ class Transcript:
     lost: list[tuple[Direction, float]] = field(default_factory=list)
     #: How many publications :meth:`processed_by` has settled.
     settled_upto: int = 0
+    #: The client's PUBACK (QoS 1) or PUBREC (QoS 2) to each delivery it answered: delivery event -> (Reason Code,
+    #: time). A QoS 1 or 2 delivery absent here was never answered on this connection.
+    answers: dict[int, tuple[int, float]] = field(default_factory=dict)
 
     @property
     def speaks_5_0(self) -> bool:
@@ -136,13 +139,15 @@ class Transcript:
             index += 1
         self.settled_upto = index
 
-    def note(self, event: int, sender: Direction, packet: Packet | None, topic: str | None) -> None:
+    def note(self, event: int, sender: Direction, packet: Packet | None, topic: str | None, time: float = 0.0) -> None:
         """What the broker model needs of a packet beyond what the other checks recorded (call it last for each
         packet): the Topic Name an aliased PUBLISH stands for (``topic``, from the connection's Topic Alias
         mappings; None when unknown), the Subscription Options of a SUBSCRIBE, and what a 5.0 DISCONNECT says."""
         if isinstance(packet, Publish):
             if not packet.topic and topic:
                 self._resolve(event, sender, named(packet, topic))
+        elif isinstance(packet, Puback | Pubrec) and sender is Direction.FROM_CLIENT:
+            self._answered(packet, 1 if isinstance(packet, Puback) else 2, time)
         elif isinstance(packet, Subscribe) and sender is Direction.FROM_CLIENT:
             identifier = first(packet.properties, SUBSCRIPTION_IDENTIFIER)
             records = [record for record in self.subscribed[-len(packet.subscriptions) :] if record.event == event]
@@ -155,6 +160,15 @@ class Transcript:
             expiry = first(packet.properties, SESSION_EXPIRY_INTERVAL)
             if isinstance(expiry, int):
                 self.disconnect_expiry = expiry
+
+    def _answered(self, packet: Puback | Pubrec, qos: int, time: float) -> None:
+        """Notes the client's answer to its latest unanswered delivery of ``qos`` with the packet's identifier."""
+        for delivered in reversed(self.delivered):
+            message = delivered.message
+            if message.qos == qos and message.packet_id == packet.packet_id:
+                if delivered.event not in self.answers:
+                    self.answers[delivered.event] = (packet.reason_code or 0, time)
+                return
 
     def _resolve(self, event: int, sender: Direction, resolved: Publish) -> None:
         """The record of PUBLISH ``event`` names the topic its alias stands for."""

@@ -26,6 +26,7 @@ _IN_5_0: Final[dict[str, str | None]] = {
     # 3.1.1 also makes the receiver close here; 5.0 calls the packet malformed and closes under MQTT-4.13.1-1.
     "MQTT-1.5.3-1": "MQTT-1.5.4-1",
     "MQTT-1.5.3-2": "MQTT-1.5.4-2",
+    "MQTT-1.5.3-3": "MQTT-1.5.4-3",  # a BOM (EF BB BF) is U+FEFF, neither skipped nor stripped
     "MQTT-1.5.3-control-characters": "MQTT-1.5.4-control-characters",
     "MQTT-1.5.3-max-length": "MQTT-1.5.4-max-length",
     # Fixed header (3.1.1 section 2.2, 5.0 section 2.1); Variable Byte Integers (5.0 section 1.5.5).
@@ -67,6 +68,7 @@ _IN_5_0: Final[dict[str, str | None]] = {
     # 5.0 publishes the Will once the Will Delay Interval has passed, and only a DISCONNECT 0x00 deletes it.
     "MQTT-3.1.2-8": "MQTT-3.1.2-8",
     "MQTT-3.1.2-9": "MQTT-3.1.2-9",
+    "MQTT-3.1.2-10": "MQTT-3.1.2-10",  # the Will is dropped once published (5.0: or after DISCONNECT 0x00)
     "MQTT-3.1.2-11": None,  # 3.1.1's general "Will Flag 0 -> Will QoS and Retain 0"; 5.0 states the two parts
     "MQTT-3.1.2-13": "MQTT-3.1.2-11",
     "MQTT-3.1.2-14": "MQTT-3.1.2-12",
@@ -79,6 +81,7 @@ _IN_5_0: Final[dict[str, str | None]] = {
     # Keep Alive: in 5.0 the period may be the Server Keep Alive of CONNACK (MQTT-3.1.2-21, MQTT-3.2.2-21/22).
     "MQTT-3.1.2-23": "MQTT-3.1.2-20",
     "MQTT-3.1.2-24": "MQTT-3.1.2-22",
+    "MQTT-3.1.3-2": "MQTT-3.1.3-2",  # session state identified by the ClientId
     "MQTT-3.1.3-3": "MQTT-3.1.3-3",
     "MQTT-3.1.3-4": "MQTT-3.1.3-4",
     "MQTT-3.1.3-5": "MQTT-3.1.3-5",
@@ -181,6 +184,7 @@ _IN_5_0: Final[dict[str, str | None]] = {
     "MQTT-4.7.3-1": "MQTT-4.7.3-1",
     "MQTT-4.7.3-2": "MQTT-4.7.3-2",
     "MQTT-4.7.3-3": "MQTT-4.7.3-3",
+    "MQTT-4.7.3-4": "MQTT-4.7.3-4",  # no normalisation in matching
     # Handling errors (3.1.1 section 4.8, 5.0 section 4.13): a MUST for the Server, a SHOULD for the Client in 5.0.
     "MQTT-4.8.0-1": "MQTT-4.13.1-1",
 }
@@ -194,6 +198,12 @@ _IN_5_0.update(
         "MQTT-3.8.3-3@5.0": "MQTT-3.8.3-3",  # No Local (3.1.1's MQTT-3.8.3-3 is the SUBSCRIBE's Topic Filter)
         "MQTT-3.1.3-7@5.0": "MQTT-3.1.3-7",  # the Assigned Client Identifier (3.1.1's is the empty ClientId's flag)
         "MQTT-3.1.3-9@5.0": "MQTT-3.1.3-9",  # Will Delay (3.1.1's MQTT-3.1.3-9 is the refused ClientId)
+        "MQTT-3.1.2-7@5.0": "MQTT-3.1.2-7",  # the Will stored with the session (3.1.1's: retained messages)
+        "MQTT-3.1.3-10@5.0": "MQTT-3.1.3-10",  # the Will's User Properties in order (3.1.1's: Will Topic UTF-8)
+        "MQTT-3.1.2-6@5.0": "MQTT-3.1.2-6",  # Clean Start 0, no session: a new one (3.1.1's: CleanSession 1)
+        "MQTT-3.1.4-4@5.0": "MQTT-3.1.4-4",  # Clean Start processing (3.1.1's: CONNACK 0x00 for a valid CONNECT)
+        "MQTT-4.1.0-1@5.0": "MQTT-4.1.0-1",  # nothing discarded while open (3.1.1's: kept for the session's life)
+        "MQTT-4.1.0-2@5.0": "MQTT-4.1.0-2",  # discarded after the expiry (3.1.1's: lasts while connected)
         "MQTT-3.3.1-10@5.0": "MQTT-3.3.1-10",  # Retain Handling 1 (3.1.1's MQTT-3.3.1-10 is the zero-byte retained)
         "MQTT-3.3.1-11@5.0": "MQTT-3.3.1-11",  # Retain Handling 2 (3.1.1's MQTT-3.3.1-11 is "zero-byte not stored")
         # The QoS 1 and 2 sender's first transmission (DUP 0) and a QoS 2 message's unused identifier: 3.1.1 numbers

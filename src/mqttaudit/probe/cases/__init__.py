@@ -15,6 +15,7 @@ MODULES = (
     "delivery",
     "session",
     "v5_routing",
+    "v5_sessions",
     "v5_flows",
     "v5_flows_more",
     "routing",

@@ -339,7 +339,7 @@ async def dollar_topics(context: CaseContext) -> None:
 
 @case(
     "topics/no-normalisation",
-    ["MQTT-3.3.2-3"],
+    ["MQTT-3.3.2-3", "MQTT-4.7.3-4", "MQTT-1.5.3-3"],
     "Topics are matched byte for byte: no normalisation, a BOM is kept",
     stimulus="subscribe to '<case>//a' and '<case>/\\ufeffb'; publish to '<case>/a', '<case>/b' and '<case>/\\ufeffb'",
     expected="only '<case>/\\ufeffb' is delivered, with its BOM",
