@@ -652,6 +652,11 @@ class Routing:
             return
         if link.ended >= expectation.deadline:
             for rule in (expectation.rule, *expectation.also):
+                if rule == rules_5.WILL_STORED and _arrived_early(link, expectation):
+                    # The Will reached this connection before its delay ran out: the server held it (stored), and
+                    # published it too soon, which [MQTT-3.1.2-8] reports; [MQTT-3.1.2-7] is kept.
+                    self._held(link, rule)
+                    continue
                 self._fail(
                     link,
                     rule,
@@ -866,6 +871,15 @@ def _unseen_bytes(time: float, what: str) -> str:
         reasons.LOST_BYTES,
         f"bytes the server sent on this connection were not captured or could not be framed (from "
         f"{reasons.utc(time)}): {what} may be among them",
+    )
+
+
+def _arrived_early(link: Link, expectation: Expectation) -> bool:
+    """A copy of ``expectation``'s message (same Topic Name and payload) reached ``link`` before it was owed."""
+    publish = expectation.message.publish
+    return any(
+        d.message.topic == publish.topic and d.message.payload == publish.payload and d.time < expectation.after
+        for d in link.transcript.delivered
     )
 
 
