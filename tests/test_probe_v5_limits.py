@@ -78,6 +78,33 @@ def _window(receive_maximum: int, qos: int) -> Pair:
     return {"c1": kept.server(more).quiet(after=10)}, {"c1": broken.quiet(after=10)}
 
 
+def _discarded(maximum: int, qos: int) -> Pair:
+    """A publisher sends a message one byte too large for the subscriber, then one that fits: a conforming broker
+    delivers only the second, on the same connection; a violating one sends the first as well."""
+
+    def subscriber(*deliveries: codec.Publish) -> Talk:
+        talk = opened({"maximum_packet_size": maximum})
+        talk.client(codec.Subscribe(packet_id=1, subscriptions=(codec.Subscription(topic_filter=TOPIC, qos=qos),)))
+        talk.server(codec.Suback(packet_id=1, return_codes=(qos,)))
+        for at, delivery in enumerate(deliveries):
+            talk.server(delivery, at=0.2 + at / 100)
+        return talk.quiet(after=10)
+
+    def publisher() -> Talk:
+        talk = (
+            Talk(version="5").client(codec.Connect(protocol_level=5, client_id="pub"), at=0.05).server(codec.Connack())
+        )
+        for message in (sized(maximum + 1, qos), sized(maximum, qos)):
+            talk.client(message, at=talk.now + 0.02)
+            if qos:
+                talk.server(codec.Puback(packet_id=1))
+        return talk.quiet(after=10)
+
+    kept = {"subscriber": subscriber(sized(maximum, qos)), "publisher": publisher()}
+    broken = {"subscriber": subscriber(sized(maximum + 1, qos), sized(maximum, qos)), "publisher": publisher()}
+    return kept, broken
+
+
 def _remapped() -> Pair:
     subscribe = codec.Subscribe(packet_id=1, subscriptions=(codec.Subscription(topic_filter="b"),))
     suback = codec.Suback(packet_id=1, return_codes=(0,))
@@ -116,12 +143,7 @@ def pairs() -> dict[str, Pair]:
         "v5/receive-maximum/from-client-qos1-after-held-window": _breach(
             {"receive_maximum": 20}, [*held, publish(qos=1, packet_id=21)], codec.Puback(packet_id=21)
         ),
-        **{
-            f"v5/maximum-packet-size/to-client-{m}-qos{q}": _to_client(
-                {"maximum_packet_size": m}, [sized(m, q)], [sized(m + 1, q)]
-            )
-            for m, q in ((64, 0), (128, 0), (128, 1))
-        },
+        **{f"v5/maximum-packet-size/to-client-{m}-qos{q}": _discarded(m, q) for m, q in ((64, 0), (128, 0), (128, 1))},
         "v5/maximum-packet-size/from-client-qos0": _breach({"maximum_packet_size": 100}, [sized(101)], None),
         "v5/maximum-packet-size/from-client-qos1": _breach(
             {"maximum_packet_size": 100}, [sized(101, 1)], codec.Puback(packet_id=1)
@@ -206,6 +228,24 @@ def test_sized_publishes_count_the_whole_packet() -> None:
     for size in (64, 65, 127, 128, 129, 200):
         for qos in (0, 1):
             assert len(codec.encode(sized(size, qos), version="5")) == size
+
+
+def test_a_broker_that_closes_instead_of_carrying_on_after_a_message_too_large_breaks_3_1_2_25() -> None:
+    """3.1.2.11.4: the server discards the packet "and then behave[s] as if it had completed sending that Application
+    Message": closing the subscriber's connection is not carrying on; with no later message the rule is open."""
+    case = CASES["v5/maximum-packet-size/to-client-64-qos0"]
+    kept, _broken = _discarded(64, 0)
+    subscriber = opened({"maximum_packet_size": 64})
+    subscriber.client(codec.Subscribe(packet_id=1, subscriptions=(codec.Subscription(topic_filter=TOPIC),)))
+    subscriber.server(codec.Suback(packet_id=1, return_codes=(0,))).closed(S, at=0.3)
+    closed = judged(case, {"subscriber": subscriber, "publisher": kept["publisher"]})
+    assert [f.side for f in closed.findings if f.rule == v5_limits.DISCARD_TOO_LARGE] == [S]
+    silent = opened({"maximum_packet_size": 64})
+    silent.client(codec.Subscribe(packet_id=1, subscriptions=(codec.Subscription(topic_filter=TOPIC),)))
+    silent.server(codec.Suback(packet_id=1, return_codes=(0,))).quiet(after=10)
+    _kept, broken = _discarded(64, 0)
+    undecided = judged(case, {"subscriber": silent, "publisher": broken["publisher"]})
+    assert v5_limits.DISCARD_TOO_LARGE in undecided.not_assessable
 
 
 # Live ----------------------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from ..codec.describe import quoted
 from . import reasons, rules
 from .connection import Connection
 from .context import Context, Seen
+from .discarded_5 import DISCARD_TOO_LARGE
 from .sides import side_name
 from .violations import Offence, Offences
 
@@ -94,6 +95,7 @@ LIMIT_RULES: Final = frozenset(
         SERVER_RECEIVE_MAXIMUM,
         SERVER_PACKET_SIZE,
         CLIENT_PACKET_SIZE,
+        DISCARD_TOO_LARGE,
     }
 )
 
@@ -463,15 +465,26 @@ class Limits:
         if size <= maximum:
             self._ctx.ledger.held(rule)
             return
+        detail = f"{seen.describe()} is {size} bytes; {declared.where()} declared Maximum Packet Size {maximum}"
         self._ctx.ledger.fail(
             rule,
             seen.sender,
             seen.time,
             seen.event,
-            f"{seen.describe()} is {size} bytes; {declared.where()} declared Maximum Packet Size {maximum}",
+            detail,
             f"the {side_name(seen.sender)} sends no packet larger than the Maximum Packet Size the "
             f"{side_name(seen.receiver)} declared (the whole packet, fixed header included)",
         )
+        if seen.sender is SERVER:
+            # [MQTT-3.1.2-25] A packet too large for the client is discarded, never sent.
+            self._ctx.ledger.fail(
+                DISCARD_TOO_LARGE,
+                seen.sender,
+                seen.time,
+                seen.event,
+                detail,
+                "the server discards a packet too large for the client without sending it",
+            )
         # 3.2.2.3.6: "If a Server receives a packet whose size exceeds this limit, this is a Protocol Error, the
         # Server uses DISCONNECT with Reason Code 0x95 (Packet too large), as described in section 4.13."
         self._offend(seen, f"is {size} bytes, above the server's Maximum Packet Size {maximum}", (rule,))

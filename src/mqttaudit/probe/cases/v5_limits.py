@@ -51,6 +51,8 @@ DELIVERY_MATCHES: Final = "MQTT-3.3.2-3"
 SERVER_RECEIVE_MAXIMUM: Final = "MQTT-3.3.4-9"
 #: [MQTT-3.1.2-24] The Server sends no packet larger than the client's Maximum Packet Size (5.0's id).
 SERVER_PACKET_SIZE: Final = "MQTT-3.1.2-24"
+#: [MQTT-3.1.2-25] It discards a packet too large for the client and carries on as if it had sent it.
+DISCARD_TOO_LARGE: Final = "MQTT-3.1.2-25"
 
 #: The largest Topic Alias a Topic Alias Maximum can declare (a Two Byte Integer, 3.2.2.3.8).
 LARGEST_ALIAS: Final = 0xFFFF
@@ -503,13 +505,13 @@ async def _packet_size(context: CaseContext, maximum: int, qos: int) -> None:
 def _packet_size_case(maximum: int, qos: int) -> None:
     @v5_case(
         f"v5/maximum-packet-size/to-client-{maximum}-qos{qos}",
-        [SERVER_PACKET_SIZE],
+        [SERVER_PACKET_SIZE, DISCARD_TOO_LARGE],
         f"Nothing larger than a client's Maximum Packet Size {maximum} reaches it (QoS {qos})",
         stimulus=f"a subscriber whose CONNECT declares Maximum Packet Size {maximum} subscribes at QoS {qos}; a "
         f"publisher sends a QoS {qos} message whose forwarded PUBLISH (no properties) is {maximum + 1} bytes, "
         f"then one of exactly {maximum} bytes (fixed header included)",
-        expected=f"the {maximum + 1}-byte PUBLISH is discarded, never sent [MQTT-3.1.2-25]; the {maximum}-byte one "
-        "is delivered; no packet to the subscriber exceeds the limit",
+        expected=f"the {maximum + 1}-byte PUBLISH is discarded, never sent, and the server carries on [MQTT-3.1.2-25]: "
+        f"the {maximum}-byte one is delivered on the same connection; no packet to the subscriber exceeds the limit",
     )
     async def script(context: CaseContext) -> None:
         await _packet_size(context, maximum, qos)
