@@ -233,6 +233,7 @@ async def alias_mapped_before_reconnecting(context: CaseContext) -> None:
     again = await context.connect("again", client_id=client_id, clean_session=False, properties=kept)
     await _stimulus(again, _aliased("", 1))
     await again.wait_close()
+    await context.disconnect(await context.connect("ending", client_id=client_id))  # Clean Start 1, no session kept
 
 
 @v5_case(
@@ -264,7 +265,7 @@ async def alias_to_client_after_reconnecting(context: CaseContext) -> None:
     await round_of("after")
     await context.settle(again)
     await context.disconnect(publisher)
-    await context.disconnect(again)
+    await context.disconnect(again, properties=props.make(session_expiry_interval=0))  # the session ends with it
     alone = [p for p in again.received if isinstance(p, Publish) and not p.topic]
     if not alone:
         raise NotApplicable("the broker sent no PUBLISH with a Topic Alias alone on the resumed connection")
