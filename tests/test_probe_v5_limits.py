@@ -23,7 +23,11 @@ from .talk import C, S, Talk
 #: The 5.0 ids of every rule judge.limits decides.
 LIMIT_STATEMENTS = {identity.statement_id(key, identity.V5) for key in limits.LIMIT_RULES}
 FAMILIES = ("v5/topic-alias", "v5/receive-maximum", "v5/maximum-packet-size")
-LIMIT_CASES = [case for case in CASES.values() if case.family_name in FAMILIES]
+LIMIT_CASES = [
+    case
+    for case in CASES.values()
+    if case.family_name in FAMILIES and case.script.__module__ == "mqttaudit.probe.cases.v5_limits"
+]
 TIMEOUT = 1.0
 TOPIC = "mqttaudit/run/limits/t"
 
