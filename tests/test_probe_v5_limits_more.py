@@ -206,7 +206,7 @@ def test_mosquitto_with_a_maximum_packet_size_takes_a_packet_one_byte_over_witho
 
 
 def test_every_case_gets_a_verdict_from_mqttools(mqttools: RunningBroker) -> None:
-    """mqttools 0.50.0 answers a second CONNECT with DISCONNECT 0x82 (bytes e0 01 82) and leaves the connection
+    """mqttools 0.50.0 answers a second CONNECT with DISCONNECT 0x82 (bytes e0 02 82 00) and leaves the connection
     open: 3.14.4 "After sending a DISCONNECT packet the sender MUST close the Network Connection" [MQTT-3.14.4-2].
     It keeps an old connection open on a session takeover and takes an alias it never allowed, without DISCONNECT
     (not applicable here); it declares Maximum QoS 0 and no Topic Alias Maximum."""
