@@ -177,6 +177,61 @@ def test_a_client_mapping_never_resolves_a_server_publish() -> None:
     ]
 
 
+def test_a_limit_the_client_broke_is_upheld_by_the_close_and_failed_by_acting_on_the_packet() -> None:
+    """The offence carries the limit rule the packet broke (as a malformed packet's offence carries its codec
+    rule): the server keeps it by closing and breaks it by answering."""
+    beyond = opened(server={"topic_alias_maximum": 2}).client(publish("a", alias=3, qos=1))
+    closed = run(beyond.closed(S))
+    assert not [f for f in closed.findings if f.side is S]
+    assert {named(lim.CLIENT_ALIAS_WITHIN_MAXIMUM), named(lim.CLIENT_ALIAS_WITHIN_DECLARED)} <= closed.assessed
+    answered = opened(server={"topic_alias_maximum": 2}).client(publish("a", alias=3, qos=1))
+    acted = run(answered.server(codec.Puback(packet_id=1)).closed(S))
+    against = {f.rule for f in acted.findings if f.side is S}
+    assert {CLOSE_5, named(lim.CLIENT_ALIAS_WITHIN_MAXIMUM), named(lim.CLIENT_ALIAS_WITHIN_DECLARED)} <= against
+    oversized = opened(server={"maximum_packet_size": 20}).client(publish("a", size=30, qos=1))
+    against = {f.rule for f in run(oversized.server(codec.Puback(packet_id=1)).closed(S)).findings if f.side is S}
+    assert named(lim.CLIENT_PACKET_SIZE) in against
+    window = opened(server={"receive_maximum": 1}).client(
+        publish("a", qos=1, packet_id=1), publish("a", qos=1, packet_id=2)
+    )
+    against = {f.rule for f in run(window.server(codec.Puback(packet_id=2)).closed(S)).findings if f.side is S}
+    assert named(lim.CLIENT_RECEIVE_MAXIMUM) in against
+
+
+def test_a_refusal_of_a_publish_over_a_limit_acts_on_nothing() -> None:
+    """A PUBACK of 0x97 Quota exceeded takes nothing of the PUBLISH beyond the window; the close is still owed."""
+    window = opened(server={"receive_maximum": 1}).client(
+        publish("a", qos=1, packet_id=1), publish("a", qos=1, packet_id=2)
+    )
+    refused = window.server(codec.Puback(packet_id=2, reason_code=0x97))
+    assert not [f for f in run(refused.closed(S)).findings if f.side is S]
+    window = opened(server={"receive_maximum": 1}).client(
+        publish("a", qos=1, packet_id=1), publish("a", qos=1, packet_id=2)
+    )
+    left_open = run(window.server(codec.Puback(packet_id=2, reason_code=0x97)).quiet(after=10))
+    assert {CLOSE_5, named(lim.CLIENT_RECEIVE_MAXIMUM)} <= {f.rule for f in left_open.findings if f.side is S}
+
+
+def test_an_unmapped_client_alias_is_carried_forward_by_a_server_that_acts_on_it() -> None:
+    """[MQTT-3.3.2-7] A receiver carries no mapping over from another connection: the server keeps it by closing on
+    an alias-only PUBLISH never mapped on this connection and breaks it by delivering or acknowledging it."""
+    unmapped = opened(server={"topic_alias_maximum": 5}).client(publish("", alias=1, qos=1))
+    assert named(lim.ALIAS_PER_CONNECTION) in run(unmapped.closed(S)).assessed
+    unmapped = opened(server={"topic_alias_maximum": 5}).client(publish("", alias=1, qos=1))
+    acted = run(unmapped.server(codec.Puback(packet_id=1)).quiet(after=10))
+    assert {side for side, _ in failed(acted, lim.ALIAS_PER_CONNECTION)} == {"server"}
+
+
+def test_a_server_alias_only_publish_never_mapped_on_this_connection_breaks_3_3_2_7() -> None:
+    """The server's alias-only PUBLISH relies on a mapping of another connection (one that ended with it); one it
+    mapped on this connection keeps the rule."""
+    talk = opened({"topic_alias_maximum": 5}).server(publish("", alias=1)).quiet(after=1)
+    assert [side for side, _ in failed(run(talk), lim.ALIAS_PER_CONNECTION)] == ["server"]
+    mapped = opened({"topic_alias_maximum": 5}).server(publish("a", alias=1), publish("", alias=1)).quiet(after=1)
+    judgement = run(mapped)
+    assert named(lim.ALIAS_PER_CONNECTION) in judgement.passed and not limit_findings(judgement)
+
+
 def test_aliases_are_not_assessable_when_the_connack_was_not_captured() -> None:
     talk = lost(Talk(version="5").client(connect()), S).client(publish("a", alias=3)).quiet(after=1)
     judgement = run(talk)

@@ -62,6 +62,9 @@ SHARED_WITHIN_CASE = with_twins(
     }
 ) | {  # MQTT 5.0: a session resumed, kept, expired or taken over; a Will watched across a reconnect
     "v5/connect/session-resumed",
+    "v5/server-disconnect/session-taken-over",
+    "v5/topic-alias/mapped-before-reconnecting",
+    "v5/topic-alias/to-client-after-reconnecting",
     "v5/message-expiry/expired-while-offline-qos1",
     "v5/message-expiry/expired-while-offline-qos2",
     "v5/message-expiry/remaining-while-offline-qos1",
@@ -118,11 +121,13 @@ FOREIGN_TOPICS |= {
             "v5/maximum-packet-size/to-client-128-qos0",
             "v5/maximum-packet-size/to-client-128-qos1",
             "v5/maximum-packet-size/to-client-64-qos0",
+            "v5/small-maximum/pubrel",
         ),
         SHORT_TOPIC,
     ),
     **dict.fromkeys(
         (
+            "v5/topic-alias/mapped-before-reconnecting",
             "v5/topic-alias/mapped-on-another-connection",
             "v5/topic-alias/remapped",
             "v5/topic-alias/to-client-maximum-0",

@@ -225,6 +225,8 @@ class Connection:
         self.connack: Connack | None = None
         self.refused_at: Seen | None = None
         self.disconnect_seen: Seen | None = None
+        #: The server's DISCONNECT (5.0), after which it sends nothing more [MQTT-3.14.4-1].
+        self.server_disconnect_seen: Seen | None = None
         #: Where the connection is (see :mod:`.lifecycle`), and the version it speaks.
         self.phase = Phase.UNOBSERVED_START if mid_stream else Phase.AWAITING_CONNECT
         self.version = identity.V3_1_1
@@ -543,6 +545,7 @@ class Connection:
         if connect_5 is not None:
             self._handshake.on_server(seen, before, connect_5, self.connack)
         if self.phase is Phase.SERVER_DISCONNECTED and before is not Phase.SERVER_DISCONNECTED:
+            self.server_disconnect_seen = seen
             self._close_after_disconnect(seen)  # 5.0 [MQTT-3.14.4-2]
         if first and not isinstance(packet, Auth):
             self._server_spoke = True
@@ -731,6 +734,20 @@ class Connection:
         one_connack = self.connack is not None and lifecycle.ONE_CONNACK not in self._out_of_order
         if connect_5 is not None and one_connack and closed is not None:
             ledger.held(lifecycle.ONE_CONNACK)  # [MQTT-3.2.0-2] one CONNACK, and the connection is over
+        server_disconnect = self.server_disconnect_seen
+        if server_disconnect is not None and rules.NOTHING_AFTER_DISCONNECT not in self._out_of_order:
+            # 5.0 [MQTT-3.14.4-1] Nothing came from the server between its DISCONNECT and the close (a packet after
+            # it fails the rule as it arrives, see lifecycle); still open at the end, more might have come.
+            if closed is not None:
+                ledger.held(rules.NOTHING_AFTER_DISCONNECT)
+            else:
+                ledger.undecided(
+                    rules.NOTHING_AFTER_DISCONNECT,
+                    reasons.reason(reasons.TOO_SHORT, "observation ended with the connection still open"),
+                    side=SERVER,
+                    event=server_disconnect.event,
+                    time=server_disconnect.time,
+                )
         if self.disconnect_seen is not None and rules.NOTHING_AFTER_DISCONNECT not in self._out_of_order:
             if closed is not None:
                 ledger.held(rules.NOTHING_AFTER_DISCONNECT)

@@ -45,6 +45,10 @@ CLIENT: Final = Direction.FROM_CLIENT
 REQUEST_PROBLEM_INFORMATION: Final = 0x17
 REASON_STRING: Final = 0x1F
 USER_PROPERTY: Final = 0x26
+#: Session Expiry Interval (property 0x11), which a server DISCONNECT never carries [MQTT-3.14.2-2].
+SESSION_EXPIRY_INTERVAL: Final = 0x11
+#: [MQTT-3.14.2-2] The codec's rule, held here on each server DISCONNECT without it.
+SERVER_DISCONNECT_NO_EXPIRY: Final = codec_rules.SESSION_EXPIRY_FROM_SERVER
 #: Maximum QoS and Retain Available (in CONNACK; absent: 2 and 1).
 MAXIMUM_QOS: Final = 0x24
 RETAIN_AVAILABLE: Final = 0x25
@@ -145,6 +149,10 @@ class Handshake5:
     def _on_disconnect(self, seen: Seen, disconnect: Disconnect, before: Phase) -> None:
         self._server_disconnect = self._server_disconnect or seen
         self._error_code_closes(seen, disconnect.reason_code)
+        if first(disconnect.properties, SESSION_EXPIRY_INTERVAL) is None:
+            # [MQTT-3.14.2-2] A server DISCONNECT carries no Session Expiry Interval (one that does is the codec's
+            # finding, held against the server on its bytes).
+            self._ctx.ledger.held(SERVER_DISCONNECT_NO_EXPIRY)
         if before in lifecycle.BEFORE_ACCEPTANCE and self._early_disconnect is None:
             self._early_disconnect = seen
             self._ctx.ledger.fail(

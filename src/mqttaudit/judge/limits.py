@@ -42,6 +42,7 @@ from ..codec.describe import quoted
 from . import reasons, rules
 from .connection import Connection
 from .context import Context, Seen
+from .discarded_5 import DISCARD_TOO_LARGE
 from .sides import side_name
 from .violations import Offence, Offences
 
@@ -65,6 +66,11 @@ SERVER_NO_ALIAS_WITHOUT_MAXIMUM: Final = "MQTT-3.1.2-27"
 #: 3.3.4 (no statement id): a zero-length Topic Name with a Topic Alias the sender never mapped on this connection
 #: is a Protocol Error. A derived rule.
 ALIAS_MAPPED: Final = "MQTT-3.3.4-topic-alias-unmapped"
+#: [MQTT-3.3.2-7] Topic Alias mappings last only for the Network Connection they were made on: a receiver carries
+#: none forward to another. An alias-only PUBLISH whose alias its sender never mapped on this connection relies on
+#: a mapping from elsewhere (the sender's, when it comes from the server; the receiver acting on one from the
+#: client carries it forward), so the rule is decided with :data:`ALIAS_MAPPED`.
+ALIAS_PER_CONNECTION: Final = "MQTT-3.3.2-7"
 #: [MQTT-3.3.4-7] The Client keeps at most the Server's Receive Maximum of QoS 1 and 2 PUBLISHes unacknowledged.
 CLIENT_RECEIVE_MAXIMUM: Final = "MQTT-3.3.4-7"
 #: [MQTT-3.3.4-9] The Server keeps at most the Client's Receive Maximum of QoS 1 and 2 PUBLISHes unacknowledged.
@@ -84,10 +90,12 @@ LIMIT_RULES: Final = frozenset(
         SERVER_ALIAS_WITHIN_DECLARED,
         SERVER_NO_ALIAS_WITHOUT_MAXIMUM,
         ALIAS_MAPPED,
+        ALIAS_PER_CONNECTION,
         CLIENT_RECEIVE_MAXIMUM,
         SERVER_RECEIVE_MAXIMUM,
         SERVER_PACKET_SIZE,
         CLIENT_PACKET_SIZE,
+        DISCARD_TOO_LARGE,
     }
 )
 
@@ -237,12 +245,15 @@ class Limits:
         why = f"{self._unknown(seen.receiver)} (first at {seen.describe()})"
         self._ctx.ledger.undecided(rule, why, side=seen.sender, event=seen.event, time=seen.time)
 
-    def _offend(self, seen: Seen, what: str, rule: str) -> None:
-        """A client breach the server must close on (a Protocol Error with a Reason Code [MQTT-4.13.1-1])."""
+    def _offend(self, seen: Seen, what: str, broken: tuple[str, ...]) -> None:
+        """A client breach the server must close on (a Protocol Error with a Reason Code [MQTT-4.13.1-1]): the
+        server upholds the ``broken`` limit rules by closing and fails them by acting on the packet, as it does
+        the rule a malformed packet broke. A refusal of the PUBLISH (PUBACK or PUBREC of 0x80 or above) acts on
+        nothing: only the close is then owed."""
         if seen.sender is CLIENT:
-            self._offences.record(
-                Offence(seen, rules.CLOSE_ON_VIOLATION, rules.CLOSE_ON_VIOLATION, f"{seen.describe()} {what} ({rule})")
-            )
+            what = f"{seen.describe()} {what} ({', '.join(identity.statement_id(r, identity.V5) or r for r in broken)})"
+            close = rules.CLOSE_ON_VIOLATION
+            self._offences.record(Offence(seen, close, close, what, broken, refusable=True))
 
     # Topic Alias (3.3.2.3.4) -----------------------------------------------------------------------------------
 
@@ -284,7 +295,7 @@ class Limits:
         )
         for rule in keyed:
             self._ctx.ledger.fail(rule, seen.sender, seen.time, seen.event, detail, expected)
-        self._offend(seen, f"uses Topic Alias {alias} above the {receiver}'s maximum {maximum}", within)
+        self._offend(seen, f"uses Topic Alias {alias} above the {receiver}'s maximum {maximum}", keyed)
 
     def _resolve(self, seen: Seen, packet: Publish, alias: int, *, mapped: bool) -> None:
         """Maps ``alias`` (a Topic Name with it sets the mapping) or reads the topic it stands for. ``mapped``: the
@@ -300,31 +311,49 @@ class Limits:
         self._last_topic = None if unobserved else topic
         if topic is not None:
             self._ctx.ledger.held(ALIAS_MAPPED)
+            self._ctx.ledger.held(ALIAS_PER_CONNECTION)
             return
         if unobserved:
             why = state.lost or reasons.reason(reasons.MID_STREAM, "the PUBLISH that mapped it may have come before")
-            self._ctx.ledger.undecided(
-                ALIAS_MAPPED,
-                f"{why}: Topic Alias {alias} may have been mapped there",
-                side=seen.sender,
-                event=seen.event,
-                time=seen.time,
-            )
+            for rule in (ALIAS_MAPPED, ALIAS_PER_CONNECTION):
+                self._ctx.ledger.undecided(
+                    rule,
+                    f"{why}: Topic Alias {alias} may have been mapped there",
+                    side=seen.sender,
+                    event=seen.event,
+                    time=seen.time,
+                )
             return
         # 3.3.4: "If the packet has a zero length Topic Name field it is a Protocol Error and the receiver uses
         # DISCONNECT with Reason Code of 0x82 (Protocol Error) as described in section 4.13."
         sender = side_name(seen.sender)
         known = ", ".join(f"{a} -> {quoted(t)}" for a, t in sorted(state.aliases.items())) or "none"
+        detail = (
+            f"{seen.describe()} has an empty Topic Name and Topic Alias {alias}, which the {sender} never mapped on "
+            f"this connection (its mappings: {known})"
+        )
         self._ctx.ledger.fail(
             ALIAS_MAPPED,
             seen.sender,
             seen.time,
             seen.event,
-            f"{seen.describe()} has an empty Topic Name and Topic Alias {alias}, which the {sender} never mapped on "
-            f"this connection (its mappings: {known})",
+            detail,
             "a PUBLISH with an empty Topic Name uses a Topic Alias its sender mapped earlier on the same connection",
         )
-        self._offend(seen, f"uses Topic Alias {alias} it never mapped", ALIAS_MAPPED)
+        if seen.sender is SERVER:
+            # [MQTT-3.3.2-7] The server relies on a mapping not made on this connection (one of an earlier
+            # connection of the session, which ended with it). The client's is the stimulus of a case: the server
+            # upholds the rule by not carrying a mapping forward (closing on it), below.
+            self._ctx.ledger.fail(
+                ALIAS_PER_CONNECTION,
+                seen.sender,
+                seen.time,
+                seen.event,
+                detail,
+                "Topic Alias mappings last only as long as the connection they were made on: after a reconnection "
+                "the server maps a Topic Alias again (a PUBLISH with its Topic Name) before using it alone",
+            )
+        self._offend(seen, f"uses Topic Alias {alias} it never mapped", (ALIAS_MAPPED, ALIAS_PER_CONNECTION))
 
     # Receive Maximum (3.3.4, 4.9) ------------------------------------------------------------------------------
 
@@ -405,7 +434,7 @@ class Limits:
         # 3.3.4: "If it receives more than Receive Maximum QoS 1 and QoS 2 PUBLISH packets where it has not sent a
         # PUBACK or PUBCOMP in response, the Server uses a DISCONNECT packet with Reason Code 0x93 (Receive Maximum
         # exceeded) as described in section 4.13 Handling errors."
-        self._offend(seen, f"exceeds the server's Receive Maximum {maximum}", rule)
+        self._offend(seen, f"exceeds the server's Receive Maximum {maximum}", (rule,))
 
     # Maximum Packet Size (3.1.2.11.4, 3.2.2.3.6) ---------------------------------------------------------------
 
@@ -436,18 +465,29 @@ class Limits:
         if size <= maximum:
             self._ctx.ledger.held(rule)
             return
+        detail = f"{seen.describe()} is {size} bytes; {declared.where()} declared Maximum Packet Size {maximum}"
         self._ctx.ledger.fail(
             rule,
             seen.sender,
             seen.time,
             seen.event,
-            f"{seen.describe()} is {size} bytes; {declared.where()} declared Maximum Packet Size {maximum}",
+            detail,
             f"the {side_name(seen.sender)} sends no packet larger than the Maximum Packet Size the "
             f"{side_name(seen.receiver)} declared (the whole packet, fixed header included)",
         )
+        if seen.sender is SERVER:
+            # [MQTT-3.1.2-25] A packet too large for the client is discarded, never sent.
+            self._ctx.ledger.fail(
+                DISCARD_TOO_LARGE,
+                seen.sender,
+                seen.time,
+                seen.event,
+                detail,
+                "the server discards a packet too large for the client without sending it",
+            )
         # 3.2.2.3.6: "If a Server receives a packet whose size exceeds this limit, this is a Protocol Error, the
         # Server uses DISCONNECT with Reason Code 0x95 (Packet too large), as described in section 4.13."
-        self._offend(seen, f"is {size} bytes, above the server's Maximum Packet Size {maximum}", rule)
+        self._offend(seen, f"is {size} bytes, above the server's Maximum Packet Size {maximum}", (rule,))
 
     def _early_packets(self, declaration: Declaration) -> None:
         """The client's packets sent before the CONNACK could not know the server's maximum: within it they kept

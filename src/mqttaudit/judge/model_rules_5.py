@@ -187,6 +187,10 @@ UNSUBACK_REASON_STRING: Final = "MQTT-3.11.2-1"
 UNSUBACK_USER_PROPERTY: Final = "MQTT-3.11.2-2"
 DISCONNECT_REASON_STRING: Final = "MQTT-3.14.2-3"
 DISCONNECT_USER_PROPERTY: Final = "MQTT-3.14.2-4"
+#: [MQTT-3.2.2-19] / [MQTT-3.2.2-20] The same of the CONNACK (the server's only: the client declared its maximum in
+#: the CONNECT it answers).
+CONNACK_REASON_STRING: Final = "MQTT-3.2.2-19"
+CONNACK_USER_PROPERTY: Final = "MQTT-3.2.2-20"
 #: Packet type -> (its Reason String statement, its User Property statement).
 OMITTED_OVER_MAXIMUM: Final[dict[PacketType, tuple[str, str]]] = {
     PacketType.PUBACK: (PUBACK_REASON_STRING, PUBACK_USER_PROPERTY),
@@ -196,6 +200,7 @@ OMITTED_OVER_MAXIMUM: Final[dict[PacketType, tuple[str, str]]] = {
     PacketType.SUBACK: (SUBACK_REASON_STRING, SUBACK_USER_PROPERTY),
     PacketType.UNSUBACK: (UNSUBACK_REASON_STRING, UNSUBACK_USER_PROPERTY),
     PacketType.DISCONNECT: (DISCONNECT_REASON_STRING, DISCONNECT_USER_PROPERTY),
+    PacketType.CONNACK: (CONNACK_REASON_STRING, CONNACK_USER_PROPERTY),
 }
 
 #: Keys only 5.0 states: on a 3.1.1 connection (a 3.1.1 subscriber of a 5.0 publisher's message) they are still

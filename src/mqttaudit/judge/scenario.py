@@ -8,6 +8,7 @@ from types import MappingProxyType
 
 from .config import JudgeConfig
 from .conversation import DEFAULT_CONFIG, ConversationJudge
+from .discarded_5 import judge_discarded
 from .events import Event
 from .handshake_5 import unique_assigned_identifiers
 from .model import ExpectedDelivery, build, deliveries_of
@@ -52,7 +53,8 @@ def judge_scenario(conversations: Mapping[str, Sequence[Event]], config: JudgeCo
     seen = {(f.conversation, f.rule, f.event) for part in parts for f in part.findings}
     fresh = tuple(f for f in routing.findings if (f.conversation, f.rule, f.event) not in seen)
     parts.append(Judgement(fresh, routing.assessed, routing.not_assessable, routing.undecided))
-    parts.append(unique_assigned_identifiers(transcripts))
+    parts.append(unique_assigned_identifiers(transcripts))  # 5.0 [MQTT-3.1.3-6]
+    parts.append(judge_discarded(transcripts))  # 5.0 [MQTT-3.1.2-25]
     return combine(parts)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from mqttaudit.codec import Connack, Direction, Packet, PacketType, Publish, Suback, Violation
+from mqttaudit.codec import Connack, Direction, Packet, PacketType, Puback, Publish, Pubrec, Suback, Violation
 from mqttaudit.codec import rules as codec_rules
 from mqttaudit.spec import identity
 
@@ -75,6 +75,10 @@ class Offence:
     what: str
     #: The rules the offending frame broke, which its receiver upholds by closing and fails by accepting.
     broken: tuple[str, ...] = ()
+    #: A refusal of it (a PUBACK or PUBREC of 0x80 or above) acts on nothing: the packet is well formed and only
+    #: beyond a limit the receiver declared, so its Packet Identifier is sound and a refusal (0x97 Quota exceeded)
+    #: accepts nothing of it. The close is still owed.
+    refusable: bool = False
 
     @classmethod
     def of_frame(
@@ -160,6 +164,8 @@ class Offences:
         if offence is None or answered is None or answered < offence.seen.event:
             return
         target = "the offending packet" if answered == offence.seen.event else f"event {answered}, sent after it"
+        if offence.refusable and answered == offence.seen.event and _refuses_publication(seen):
+            return  # it accepts nothing; whether the close came is the obligation's to judge
         if answered == offence.seen.event and offence.act_rule == rules.MALFORMED_CONNECT and _refuses(seen):
             if self._ctx.ledger.version == identity.V5:
                 return  # 5.0 [MQTT-3.1.4-1]: a CONNACK of 0x80 or above may come before the close (section 4.13)
@@ -191,6 +197,8 @@ class Offences:
         if isinstance(packet, Publish) and isinstance(bad, Publish) and _same_message(packet, bad):
             self._act(offence, seen, f"{seen.describe()} delivers the message of {offence.what}")
         elif _acknowledges(packet, bad, any_id=not paired):
+            if offence.refusable and _refuses_publication(seen):
+                return
             verb = (
                 "refuses the offending packet instead of closing" if _refuses(seen) else "answers the offending packet"
             )
@@ -213,6 +221,12 @@ def _refuses(seen: Seen) -> bool:
     if isinstance(packet, Suback):
         return bool(packet.return_codes) and all(code == FAILURE for code in packet.return_codes)
     return isinstance(packet, Connack) and packet.return_code != 0
+
+
+def _refuses_publication(seen: Seen) -> bool:
+    """A 5.0 PUBACK or PUBREC with a Reason Code of 0x80 or above: the PUBLISH is refused, nothing of it taken."""
+    packet = seen.packet
+    return isinstance(packet, (Puback, Pubrec)) and (packet.reason_code or 0) >= FAILURE
 
 
 def _same_message(delivered: Publish, offending: Publish) -> bool:

@@ -25,6 +25,7 @@ MODULES = (
     "v5_connect_more",
     "v5_malformed",
     "v5_limits",
+    "v5_limits_more",
     "v5_forbidden",
     "v5_ported",
     "v5_handshake",
@@ -42,6 +43,7 @@ TIMING = (
     "will/retained",
     "will/not-after-disconnect",
     "connect/takeover",  # the old connection is closed after the new CONNECT
+    "v5/server-disconnect/session-taken-over",  # the same, with the DISCONNECT that may come first
     "session/queued-while-offline",  # the session outlives the drop of its connection
     "v5/keep-alive/server-disconnects-silent-client",  # the Keep Alive timer [MQTT-3.1.2-22]
     "v5/keep-alive/client-value-applies",

@@ -27,6 +27,20 @@ from .v5_connect import v5_case
 V5: Final = ProtocolVersion.V5
 #: [MQTT-4.13.1-1] The Server closes the connection on a client's Protocol Error.
 CLOSE: Final = "MQTT-4.13.1-1"
+#: The client limits the probe breaks on purpose, each a rule the broker upholds by closing on the packet and fails
+#: by acting on it (judge/limits.py puts them on the offence): [MQTT-3.3.2-9] no Topic Alias above the server's
+#: Topic Alias Maximum, [MQTT-3.2.2-17] the same for a maximum above 0, [MQTT-3.2.2-18] none when it declared 0.
+ALIAS_WITHIN: Final = "MQTT-3.3.2-9"
+ALIAS_WITHIN_DECLARED: Final = "MQTT-3.2.2-17"
+NO_ALIAS_WITHOUT_MAXIMUM: Final = "MQTT-3.2.2-18"
+#: 3.3.4 (derived): an alias-only PUBLISH uses an alias its sender mapped on this connection; [MQTT-3.3.2-7] no
+#: mapping outlives its connection (a receiver carries none forward to another).
+ALIAS_MAPPED: Final = "MQTT-3.3.4-topic-alias-unmapped"
+ALIAS_PER_CONNECTION: Final = "MQTT-3.3.2-7"
+#: [MQTT-3.3.4-7] No more unacknowledged QoS 1 and 2 PUBLISHes than the server's Receive Maximum.
+WITHIN_RECEIVE_MAXIMUM: Final = "MQTT-3.3.4-7"
+#: [MQTT-3.2.2-15] No packet larger than the server's Maximum Packet Size.
+WITHIN_PACKET_SIZE: Final = "MQTT-3.2.2-15"
 #: [MQTT-3.1.2-26] / [MQTT-3.3.2-11] No server Topic Alias above the client's Topic Alias Maximum.
 SERVER_ALIAS_WITHIN: Final = ("MQTT-3.1.2-26", "MQTT-3.3.2-11")
 #: [MQTT-3.1.2-27] No server Topic Alias when the client declared none (or 0).
@@ -37,6 +51,8 @@ DELIVERY_MATCHES: Final = "MQTT-3.3.2-3"
 SERVER_RECEIVE_MAXIMUM: Final = "MQTT-3.3.4-9"
 #: [MQTT-3.1.2-24] The Server sends no packet larger than the client's Maximum Packet Size (5.0's id).
 SERVER_PACKET_SIZE: Final = "MQTT-3.1.2-24"
+#: [MQTT-3.1.2-25] It discards a packet too large for the client and carries on as if it had sent it.
+DISCARD_TOO_LARGE: Final = "MQTT-3.1.2-25"
 
 #: The largest Topic Alias a Topic Alias Maximum can declare (a Two Byte Integer, 3.2.2.3.8).
 LARGEST_ALIAS: Final = 0xFFFF
@@ -90,9 +106,17 @@ def _breach(
 # Topic Alias, the client's (3.2.2.3.8, 3.3.2.3.4) ----------------------------------------------------------------
 
 
-async def _alias_beyond(context: CaseContext, alias_of: Callable[[int], int], qos: int) -> None:
+async def _alias_beyond(
+    context: CaseContext, alias_of: Callable[[int], int], qos: int, *, declared: bool | None = None
+) -> None:
+    """``declared``: the case needs a Topic Alias Maximum above 0 (True) or none (False) in the CONNACK, as the
+    statement it lists binds the client in that case only ([MQTT-3.2.2-17] or [MQTT-3.2.2-18])."""
     connection = await context.connect()
     maximum = _broker_alias_maximum(context)
+    if declared is True and maximum == 0:
+        raise NotApplicable("the broker declares no Topic Alias Maximum: v5/topic-alias/without-maximum covers it")
+    if declared is False and maximum > 0:
+        raise NotApplicable(f"the broker declares Topic Alias Maximum {maximum}: the other alias cases exceed it")
     alias = alias_of(maximum)
     if alias <= maximum:
         raise NotApplicable(f"the broker's Topic Alias Maximum {maximum} allows Topic Alias {alias}")
@@ -109,6 +133,7 @@ async def _alias_beyond(context: CaseContext, alias_of: Callable[[int], int], qo
     stimulus="a QoS 0 PUBLISH with a Topic Name and Topic Alias = the CONNACK's Topic Alias Maximum + 1 (1 when it "
     "declared none) [MQTT-3.3.2-9, MQTT-3.2.2-17/-18]",
     expected="close the connection (DISCONNECT 0x94 Topic Alias invalid may come first); deliver nothing of it",
+    statements=(CLOSE, ALIAS_WITHIN),
 )
 async def alias_maximum_plus_one(context: CaseContext) -> None:
     await _alias_beyond(context, lambda maximum: maximum + 1, 0)
@@ -119,10 +144,12 @@ async def alias_maximum_plus_one(context: CaseContext) -> None:
     "A QoS 2 PUBLISH with a Topic Alias one above the maximum is a Protocol Error",
     stimulus="a QoS 2 PUBLISH with a Topic Name and Topic Alias = the CONNACK's Topic Alias Maximum + 1 (1 when it "
     "declared none) [MQTT-3.3.2-9, MQTT-3.2.2-17/-18]",
-    expected="close the connection (DISCONNECT 0x94 may come first); no PUBREC",
+    expected="close the connection (DISCONNECT 0x94 may come first); no PUBREC (not applicable when the broker "
+    "declares no Topic Alias Maximum)",
+    statements=(CLOSE, ALIAS_WITHIN, ALIAS_WITHIN_DECLARED),
 )
 async def alias_maximum_plus_one_qos2(context: CaseContext) -> None:
-    await _alias_beyond(context, lambda maximum: maximum + 1, 2)
+    await _alias_beyond(context, lambda maximum: maximum + 1, 2, declared=True)
 
 
 @_breach(
@@ -130,21 +157,25 @@ async def alias_maximum_plus_one_qos2(context: CaseContext) -> None:
     "Topic Alias 65535 above the broker's Topic Alias Maximum is a Protocol Error",
     stimulus="a QoS 0 PUBLISH with a Topic Name and Topic Alias 65535, the largest a Two Byte Integer holds, while "
     "the CONNACK declared a smaller Topic Alias Maximum [MQTT-3.3.2-9]",
-    expected="close the connection (DISCONNECT 0x94 may come first); deliver nothing of it",
+    expected="close the connection (DISCONNECT 0x94 may come first); deliver nothing of it (not applicable when the "
+    "broker declares no Topic Alias Maximum)",
+    statements=(CLOSE, ALIAS_WITHIN, ALIAS_WITHIN_DECLARED),
 )
 async def alias_largest(context: CaseContext) -> None:
-    await _alias_beyond(context, lambda _maximum: LARGEST_ALIAS, 0)
+    await _alias_beyond(context, lambda _maximum: LARGEST_ALIAS, 0, declared=True)
 
 
 @_breach(
     "v5/topic-alias/without-maximum",
-    "A Topic Alias where the broker allows none (or above its maximum) is a Protocol Error",
+    "A Topic Alias where the broker allows none is a Protocol Error",
     stimulus="a QoS 1 PUBLISH with a Topic Name and Topic Alias 1 when the CONNACK declared no Topic Alias Maximum "
-    "(or 0) [MQTT-3.2.2-18]; Topic Alias Maximum + 1 when it declared one",
-    expected="close the connection (DISCONNECT 0x94 may come first); no PUBACK",
+    "(or 0) [MQTT-3.2.2-18]",
+    expected="close the connection (DISCONNECT 0x94 may come first); no PUBACK (not applicable when the broker "
+    "declares a Topic Alias Maximum)",
+    statements=(CLOSE, ALIAS_WITHIN, NO_ALIAS_WITHOUT_MAXIMUM),
 )
 async def alias_without_maximum(context: CaseContext) -> None:
-    await _alias_beyond(context, lambda maximum: 1 if maximum == 0 else maximum + 1, 1)
+    await _alias_beyond(context, lambda _maximum: 1, 1, declared=False)
 
 
 async def _alias_unmapped(context: CaseContext, qos: int, *, mapped_elsewhere: bool = False) -> None:
@@ -172,6 +203,7 @@ def _needs_aliases(context: CaseContext) -> None:
     stimulus="a QoS 0 PUBLISH with a zero-length Topic Name and Topic Alias 1 (within the broker's maximum), the "
     "first PUBLISH of the connection (3.3.4)",
     expected="close the connection (DISCONNECT 0x82 Protocol Error may come first); deliver nothing of it",
+    statements=(CLOSE, ALIAS_MAPPED),
 )
 async def alias_unmapped_qos0(context: CaseContext) -> None:
     await _alias_unmapped(context, 0)
@@ -183,6 +215,7 @@ async def alias_unmapped_qos0(context: CaseContext) -> None:
     stimulus="a QoS 1 PUBLISH with a zero-length Topic Name and Topic Alias 1 (within the broker's maximum), the "
     "first PUBLISH of the connection (3.3.4)",
     expected="close the connection (DISCONNECT 0x82 may come first); no PUBACK",
+    statements=(CLOSE, ALIAS_MAPPED),
 )
 async def alias_unmapped_qos1(context: CaseContext) -> None:
     await _alias_unmapped(context, 1)
@@ -194,7 +227,9 @@ async def alias_unmapped_qos1(context: CaseContext) -> None:
     stimulus="connection 1 maps Topic Alias 1 to a topic (QoS 0 PUBLISH with both) and stays open; connection 2 "
     "then sends a QoS 0 PUBLISH with a zero-length Topic Name and Topic Alias 1 (mappings are per connection, "
     "3.3.2.3.4)",
-    expected="close connection 2 (DISCONNECT 0x82 may come first); deliver nothing of it",
+    expected="close connection 2 (DISCONNECT 0x82 may come first): the broker carries no mapping of connection 1 "
+    "over to it; deliver nothing of it",
+    statements=(CLOSE, ALIAS_MAPPED, ALIAS_PER_CONNECTION),
 )
 async def alias_mapped_elsewhere(context: CaseContext) -> None:
     await _alias_unmapped(context, 0, mapped_elsewhere=True)
@@ -393,8 +428,9 @@ def _publishes(context: CaseContext, count: int, qos: int) -> list[Packet]:
     "QoS 2 PUBLISHes beyond the broker's Receive Maximum are a Protocol Error",
     stimulus="Receive Maximum (from the CONNACK or the profile) + 1 QoS 2 PUBLISHes in one write, no PUBREL ever "
     "(so none can have had its PUBCOMP) [MQTT-3.3.4-7]",
-    expected="close the connection (DISCONNECT 0x93 Receive Maximum exceeded may come first, 3.3.4); no PUBREC for "
-    "the PUBLISH beyond the window",
+    expected="close the connection (DISCONNECT 0x93 Receive Maximum exceeded may come first, 3.3.4); no PUBREC that "
+    "accepts the PUBLISH beyond the window (a refusal, 0x80 or above, accepts nothing)",
+    statements=(CLOSE, WITHIN_RECEIVE_MAXIMUM),
 )
 async def receive_maximum_qos2_burst(context: CaseContext) -> None:
     connection = await context.connect()
@@ -409,7 +445,9 @@ async def receive_maximum_qos2_burst(context: CaseContext) -> None:
     "A QoS 1 PUBLISH while the broker's Receive Maximum of QoS 2 flows is held open is a Protocol Error",
     stimulus="Receive Maximum QoS 2 PUBLISHes in one write; once every PUBREC came (no PUBREL sent, so the broker "
     "has sent no PUBCOMP), one QoS 1 PUBLISH [MQTT-3.3.4-7]",
-    expected="close the connection (DISCONNECT 0x93 may come first); no PUBACK",
+    expected="close the connection (DISCONNECT 0x93 may come first); no PUBACK that accepts it (a refusal, 0x80 or "
+    "above, accepts nothing)",
+    statements=(CLOSE, WITHIN_RECEIVE_MAXIMUM),
 )
 async def receive_maximum_qos1_after_window(context: CaseContext) -> None:
     connection = await context.connect()
@@ -467,13 +505,13 @@ async def _packet_size(context: CaseContext, maximum: int, qos: int) -> None:
 def _packet_size_case(maximum: int, qos: int) -> None:
     @v5_case(
         f"v5/maximum-packet-size/to-client-{maximum}-qos{qos}",
-        [SERVER_PACKET_SIZE],
+        [SERVER_PACKET_SIZE, DISCARD_TOO_LARGE],
         f"Nothing larger than a client's Maximum Packet Size {maximum} reaches it (QoS {qos})",
         stimulus=f"a subscriber whose CONNECT declares Maximum Packet Size {maximum} subscribes at QoS {qos}; a "
         f"publisher sends a QoS {qos} message whose forwarded PUBLISH (no properties) is {maximum + 1} bytes, "
         f"then one of exactly {maximum} bytes (fixed header included)",
-        expected=f"the {maximum + 1}-byte PUBLISH is discarded, never sent [MQTT-3.1.2-25]; the {maximum}-byte one "
-        "is delivered; no packet to the subscriber exceeds the limit",
+        expected=f"the {maximum + 1}-byte PUBLISH is discarded, never sent, and the server carries on [MQTT-3.1.2-25]: "
+        f"the {maximum}-byte one is delivered on the same connection; no packet to the subscriber exceeds the limit",
     )
     async def script(context: CaseContext) -> None:
         await _packet_size(context, maximum, qos)
@@ -510,6 +548,7 @@ async def _over_broker_maximum(context: CaseContext, qos: int) -> None:
     "A PUBLISH one byte over the broker's Maximum Packet Size is a Protocol Error",
     stimulus="a QoS 0 PUBLISH of the broker's Maximum Packet Size + 1 bytes, fixed header included [MQTT-3.2.2-15]",
     expected="close the connection (DISCONNECT 0x95 Packet too large may come first); deliver nothing of it",
+    statements=(CLOSE, WITHIN_PACKET_SIZE),
 )
 async def over_broker_maximum_qos0(context: CaseContext) -> None:
     await _over_broker_maximum(context, 0)
@@ -520,6 +559,7 @@ async def over_broker_maximum_qos0(context: CaseContext) -> None:
     "A QoS 1 PUBLISH one byte over the broker's Maximum Packet Size is a Protocol Error",
     stimulus="a QoS 1 PUBLISH of the broker's Maximum Packet Size + 1 bytes, fixed header included [MQTT-3.2.2-15]",
     expected="close the connection (DISCONNECT 0x95 may come first); no PUBACK",
+    statements=(CLOSE, WITHIN_PACKET_SIZE),
 )
 async def over_broker_maximum_qos1(context: CaseContext) -> None:
     await _over_broker_maximum(context, 1)
