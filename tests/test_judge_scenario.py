@@ -215,7 +215,30 @@ def racing_retained(flag: bool) -> dict[str, Talk]:
     return {"sub": sub.quiet(at=LATE), "pub": publisher(KEPT, at=0.99)}
 
 
+def normalised(subscribed_to: str, published: str, got_topic: str | None, *, early: bool = False) -> dict[str, Talk]:
+    """'sub' subscribes to ``subscribed_to``; 'pub' publishes to ``published``; 'sub' gets a copy named ``got_topic``
+    (None: nothing)."""
+    sub = subscriber(subscribed_to)
+    if got_topic is not None:
+        got(sub, publish(got_topic, b"n"))
+    return {"sub": watch(sub, early=early), "pub": publisher(publish(published, b"n"))}
+
+
 CASES = [
+    Case(
+        "MQTT-4.7.3-4",
+        S,
+        fails=lambda: normalised("a", "\ufeffa", "\ufeffa"),
+        passes=lambda: normalised("a", "\ufeffa", None),
+        undecided=lambda: normalised("a", "\ufeffa", None, early=True),
+    ),
+    Case(
+        "MQTT-1.5.3-3",
+        S,
+        fails=lambda: normalised("\ufeffa", "\ufeffa", "a"),
+        passes=lambda: normalised("\ufeffa", "\ufeffa", "\ufeffa"),
+        undecided=lambda: normalised("\ufeffa", "\ufeffa", None, early=True),
+    ),
     Case(
         "MQTT-4.5.0-1",
         S,

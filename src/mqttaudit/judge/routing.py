@@ -633,7 +633,9 @@ class Routing:
         """Missing while the connection was seen open past the deadline: a finding. Missing because it closed
         first: a CleanSession 0 session owes a QoS 1 or 2 message on its next connection [MQTT-3.1.2-5];
         otherwise, and when observation of the connection stopped first, not assessable."""
-        rules_at_stake = (expectation.rule, *expectation.also, expectation.qos_rule)
+        # [MQTT-1.5.3-3] A copy whose topic holds U+FEFF would show whether the server kept it: unseen, undecided.
+        bom = (rules.BOM_KEPT,) if "\ufeff" in expectation.message.publish.topic else ()
+        rules_at_stake = (expectation.rule, *expectation.also, expectation.qos_rule, *bom)
         lost = [time for side, time in link.transcript.lost if side is SERVER]
         unnamed = [d for d in link.transcript.delivered if not d.message.topic]
         if unnamed:
