@@ -656,7 +656,8 @@ class Routing:
             for rule in (expectation.rule, *expectation.also):
                 if rule == rules_5.WILL_STORED and _arrived_early(link, expectation):
                     # The Will reached this connection before its delay ran out: the server held it (stored), and
-                    # published it too soon, which [MQTT-3.1.2-8] reports; [MQTT-3.1.2-7] is kept.
+                    # published it too soon, which [MQTT-3.1.2-8] reports; 5.0 statement 3.1.2-7 (key WILL_STORED)
+                    # is kept.
                     self._held(link, rule)
                     continue
                 self._fail(
