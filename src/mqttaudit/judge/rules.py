@@ -144,10 +144,15 @@ CHECKED_RULES: Final[frozenset[str]] = OWN_RULES | ENFORCED_CODEC_RULES
 #: 5.0-only codec rules whose definition names no error for the receiver to close on: an undefined Payload Format
 #: Indicator value is the sender's fault alone.
 _NO_CLOSE_5_0: Final[frozenset[str]] = frozenset({codec_rules.PAYLOAD_FORMAT_VALUE})
+#: Codec rules advisory in 3.1.1 that 5.0 makes a MUST: a Variable Byte Integer in more bytes than its value needs
+#: (a Remaining Length, Property Length or Subscription Identifier) [MQTT-1.5.5-1], which 5.0 calls malformed.
+_MUST_IN_5_0: Final[frozenset[str]] = frozenset({codec_rules.REMAINING_LENGTH_SHORTEST})
 #: The codec rules (keys) a receiver upholds by closing on a 5.0 connection: the shared ones and those only 5.0
-#: states (a Malformed Packet or Protocol Error, section 4.13).
-ENFORCED_CODEC_RULES_5_0: Final[frozenset[str]] = ENFORCED_CODEC_RULES | frozenset(
-    rule for rule in codec_rules.ONLY_5_0 - _NO_CLOSE_5_0 if not codec_rules.is_advisory(rule)
+#: states or makes a MUST (a Malformed Packet or Protocol Error, section 4.13).
+ENFORCED_CODEC_RULES_5_0: Final[frozenset[str]] = (
+    ENFORCED_CODEC_RULES
+    | _MUST_IN_5_0
+    | frozenset(rule for rule in codec_rules.ONLY_5_0 - _NO_CLOSE_5_0 if not codec_rules.is_advisory(rule))
 )
 
 
