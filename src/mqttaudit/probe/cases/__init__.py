@@ -22,6 +22,7 @@ MODULES = (
     "v5_connect",
     "v5_connect_more",
     "v5_malformed",
+    "v5_malformed_more",
     "v5_limits",
     "v5_forbidden",
     "v5_ported",
