@@ -18,8 +18,10 @@ the next:
   that holds a wildcard or is not followed by '/' and a Topic Filter [MQTT-4.8.2-2], in SUBSCRIBE and UNSUBSCRIBE.
   Such a filter is a Protocol Error the server must close on [MQTT-4.13.1-1]: no SUBACK or UNSUBACK code fits it
   (0x8F Topic Filter invalid is for a filter "correctly formed but not allowed for this Client", Table 3.8 and
-  3.11). A broker that declares Shared Subscription Available 0 never reads a ShareName (it may refuse every
-  ``$share/`` filter with SUBACK 0x9E, Shared Subscriptions not supported): these cases do not apply to it.
+  3.11). Both statements bind every filter that starts ``$share/`` (were ``$share/a`` an ordinary filter, no filter
+  could ever break them), so none of these may be taken as an ordinary subscription either. A broker that declares
+  Shared Subscription Available 0 never reads a ShareName (it may refuse every ``$share/`` filter with SUBACK 0x9E,
+  Shared Subscriptions not supported): these cases do not apply to it.
 
 Each shape is its own case, built like :mod:`.v5_malformed`: one defective packet, sent as the first packet of a
 connection (a CONNECT) or after a CONNECT the broker accepted, on a connection of its own, with the case's own Client
