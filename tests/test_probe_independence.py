@@ -142,6 +142,14 @@ FOREIGN_TOPICS |= {
     "v5/malformed/subscribe-property-length-overrun-two-byte-length": (
         "the Property Length runs past the packet: no filter"
     ),
+    **dict.fromkeys(
+        (
+            "v5/malformed/subscribe-share-name-without-filter",
+            "v5/malformed/subscribe-share-name-then-empty-filter",
+            "v5/malformed/unsubscribe-share-name-without-filter",
+        ),
+        "no Topic Filter after the ShareName is the defect ('$share/mqttaudit', '$share/mqttaudit/')",
+    ),
 }
 CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE = 1, 3, 8, 10
 #: The library's run, a second run of some cases, and what the first left behind (retained topics, sessions).

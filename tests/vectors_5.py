@@ -561,11 +561,20 @@ INVALID: list[tuple[str, str, bytes, Expected]] = [
     # A Shared Subscription is unsubscribed by its whole filter: the same form holds there.
     ("unsubscribe-shared-without-share-name", C, h("a2 0e 0001 00 0009 247368617265 2f2f61"), [("MQTT-4.8.2-1", 14)]),
     ("unsubscribe-shared-without-filter", C, h("a2 0d 0001 00 0008 2473686172652f67"), [("MQTT-4.8.2-2", 15)]),
+    # A wildcard in the ShareName breaks 4.8.2-2 alone, at the wildcard: the ShareName is no topic level.
     (
         "subscribe-shared-share-name-with-wildcard",
         C,
         h("82 11 0001 00 000b 2473686172652f672b2f61 00"),
-        [("MQTT-4.7.1-2", 15), ("MQTT-4.8.2-2", 14)],
+        [("MQTT-4.8.2-2", 15)],
+    ),
+    ("subscribe-shared-share-name-hash", C, h("82 11 0001 00 000b 2473686172652f61232f78 00"), [("MQTT-4.8.2-2", 15)]),
+    # ... while the filter after it is judged as any Topic Filter, at its own bytes.
+    (
+        "subscribe-shared-filter-hash-not-last",
+        C,
+        h("82 12 0001 00 000c 2473686172652f672f232f61 00"),
+        [("MQTT-4.7.1-1", 16)],
     ),
     # Properties a side may not send.
     ("publish-subscription-identifier-from-client", C, h("30 07 0001 74 02 0b01 70"), [("MQTT-3.3.4-6", 6)]),
@@ -628,6 +637,13 @@ INVALID: list[tuple[str, str, bytes, Expected]] = [
         C,
         h("40 0b 0001 00 07 26 0000 0002 61c0"),
         [("MQTT-1.5.4-1", 12), ("MQTT-1.5.7-1", 12)],
+    ),
+    # [MQTT-1.5.7-1] binds a pair to every rule of a UTF-8 Encoded String, U+0000 [MQTT-1.5.4-2] included.
+    (
+        "publish-user-property-value-nul",
+        C,
+        h("30 0d 0001 74 09 26 0001 6b 0003 610062"),
+        [("MQTT-1.5.4-2", 13), ("MQTT-1.5.7-1", 13)],
     ),
     ("publish-wildcard-topic", C, h("30 06 0003 612f2b 00"), [("MQTT-3.3.2-2", 6), ("MQTT-4.7.0-1", 6)]),
     ("publish-topic-ill-formed", C, h("30 05 0002 c0af 00"), [("MQTT-1.5.4-1", 4), ("MQTT-3.3.2-1", 4)]),

@@ -179,8 +179,13 @@ _FORBIDDEN_SENDER: Final[dict[tuple[int, int], tuple[Direction, str]]] = {
 }
 #: The identifiers some side may not send somewhere.
 _SENDER_BOUND: Final = sum({1 << identifier for identifier, _packet in _FORBIDDEN_SENDER})
-_PAIR_NAME: Final = _text("User Property name", rules.STRING_PAIR_UTF8)
-_PAIR_VALUE: Final = _text("User Property value", rules.STRING_PAIR_UTF8)
+#: [MQTT-1.5.7-1] Both strings of a pair comply with every requirement of a UTF-8 Encoded String: U+0000 included.
+_PAIR_NAME: Final = check.StringField(
+    "User Property name", "text", (rules.STRING_PAIR_UTF8,), null_rules=(rules.STRING_PAIR_UTF8,)
+)
+_PAIR_VALUE: Final = check.StringField(
+    "User Property value", "text", (rules.STRING_PAIR_UTF8,), null_rules=(rules.STRING_PAIR_UTF8,)
+)
 _PLAIN_FIELDS: Final = {p.identifier: p.field or _text(p.name) for p in PROPERTIES if p.data_type is _UTF8}
 _WHERE: Final = {_CONNECT: "CONNECT", WILL: "Will Properties", _AUTH: "AUTH"}
 

@@ -354,7 +354,7 @@ def read_subscribe(
             out.append(Violation(rules.SUBSCRIBE_NO_PAYLOAD, buf.tell(), "SUBSCRIBE has no Topic Filter"))
         while not buf.eof():
             filter_offset = buf.tell()
-            topic_filter = read_string(buf, check.SUBSCRIBE_FILTER_FIELD, out)
+            topic_filter = read_string(buf, check.SUBSCRIBE_FILTER_FIELD_5 if v5 else check.SUBSCRIBE_FILTER_FIELD, out)
             options_offset = buf.tell()
             try:
                 options = buf.pull_uint8()
@@ -385,8 +385,7 @@ def _subscription(
         return Subscription(
             topic_filter=topic_filter, qos=options & 0x03, raw_options=options if options & 0xFC else None
         )
-    raw = buf.data[filter_offset + 2 : options_offset]
-    shared = check.check_shared_filter(raw, filter_offset + 2, out)
+    shared = check.is_shared_filter(buf.data[filter_offset + 2 : options_offset])
     check.check_subscription_options_5(options, shared, options_offset, out)
     return Subscription(
         topic_filter=topic_filter,
@@ -458,11 +457,10 @@ def read_unsubscribe(
             properties = _properties(buf, PacketType.UNSUBSCRIBE, direction, out)
         if buf.eof():
             out.append(Violation(rules.UNSUBSCRIBE_NO_PAYLOAD, buf.tell(), "UNSUBSCRIBE has no Topic Filter"))
+        # a Shared Subscription is unsubscribed by its whole filter, in the same form
+        field = check.UNSUBSCRIBE_FILTER_FIELD_5 if v5 else check.UNSUBSCRIBE_FILTER_FIELD
         while not buf.eof():
-            filter_offset = buf.tell()
-            filters.append(read_string(buf, check.UNSUBSCRIBE_FILTER_FIELD, out))
-            if v5:  # a Shared Subscription is unsubscribed by its whole filter, in the same form
-                check.check_shared_filter(buf.data[filter_offset + 2 : buf.tell()], filter_offset + 2, out)
+            filters.append(read_string(buf, field, out))
     except BufferUnderrun as exc:
         _overrun(exc, out)
     return Unsubscribe(

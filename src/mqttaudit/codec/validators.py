@@ -120,9 +120,13 @@ class StringField:
     """How one UTF-8 string field is checked: its name in findings, its kind, and the field's own statements."""
 
     name: str
-    kind: str  # "text", "topic-name" or "topic-filter"
+    #: "text", "topic-name", "topic-filter", or "topic-filter-5" (a 5.0 filter, which may be a Shared Subscription)
+    kind: str
     utf8_rules: tuple[str, ...] = ()
     wildcard_rules: tuple[str, ...] = ()
+    #: The field's own statements a U+0000 breaks as well as [MQTT-1.5.4-2]: those that bind the field to every
+    #: rule of a UTF-8 Encoded String, not to its well-formedness alone.
+    null_rules: tuple[str, ...] = ()
 
 
 PROTOCOL_NAME_FIELD: Final = StringField("Protocol Name", "text")
@@ -134,6 +138,11 @@ PUBLISH_TOPIC_FIELD: Final = StringField(
 )
 SUBSCRIBE_FILTER_FIELD: Final = StringField("Topic Filter", "topic-filter", (rules.SUBSCRIBE_FILTER_UTF8,))
 UNSUBSCRIBE_FILTER_FIELD: Final = StringField("Topic Filter", "topic-filter", (rules.UNSUBSCRIBE_FILTER_UTF8,))
+#: The same in MQTT 5.0, where a filter may name a Shared Subscription (4.8.2).
+SUBSCRIBE_FILTER_FIELD_5: Final = StringField("Topic Filter", "topic-filter-5", (rules.SUBSCRIBE_FILTER_UTF8,))
+UNSUBSCRIBE_FILTER_FIELD_5: Final = StringField("Topic Filter", "topic-filter-5", (rules.UNSUBSCRIBE_FILTER_UTF8,))
+#: The prefix of a Shared Subscription's Topic Filter (4.8.2).
+SHARE_PREFIX: Final = b"$share/"
 
 # One pass finds U+0000, the control characters U+0001..U+001F and U+007F..U+009F, and the non-characters
 # U+FDD0..U+FDEF and U+nFFFE/U+nFFFF, all of which 1.5.3 names; a clean string costs a single regex scan.
@@ -245,6 +254,8 @@ def check_string(raw: bytes, offset: int, field: StringField, out: list[Violatio
         check_topic_name(raw, offset, field, out)
     elif field.kind == "topic-filter":
         check_topic_filter(raw, offset, field, out)
+    elif field.kind == "topic-filter-5":
+        check_topic_filter_5(raw, offset, field, out)
     return text
 
 
@@ -253,6 +264,7 @@ def _check_suspect_characters(raw: bytes, offset: int, field: StringField, out: 
     if nul >= 0:
         detail = f"{field.name} contains U+0000 at byte {nul}"
         out.append(Violation(rules.UTF8_NO_NULL, offset + nul, detail))
+        out.extend(Violation(rule, offset + nul, detail) for rule in field.null_rules)
         if field.kind != "text":
             out.append(Violation(rules.TOPIC_NO_NULL, offset + nul, detail))
     for match in _SUSPECT.finditer(raw):
@@ -330,23 +342,33 @@ def check_subscription_options_5(options: int, shared: bool, offset: int, out: l
         out.append(Violation(rules.NO_LOCAL_SHARED, offset, detail))
 
 
-def check_shared_filter(raw: bytes, offset: int, out: list[Violation]) -> bool:
-    """A Topic Filter starting ``$share/`` is a Shared Subscription: a ShareName of one character or more
-    [MQTT-4.8.2-1], without '/', '+' or '#', followed by '/' and a Topic Filter [MQTT-4.8.2-2]. Returns whether
-    the filter is shared."""
-    if not raw.startswith(b"$share/"):
-        return False
-    name, slash, rest = raw[7:].partition(b"/")
+def is_shared_filter(raw: bytes) -> bool:
+    """A 5.0 Topic Filter starting ``$share/`` names a Shared Subscription (4.8.2)."""
+    return raw.startswith(SHARE_PREFIX)
+
+
+def check_topic_filter_5(raw: bytes, offset: int, field: StringField, out: list[Violation]) -> None:
+    """An MQTT 5.0 Topic Filter. A Shared Subscription's ``$share/{ShareName}/{filter}`` has a ShareName of one
+    character or more [MQTT-4.8.2-1], without '/', '+' or '#', followed by '/' and a Topic Filter [MQTT-4.8.2-2];
+    the Topic Filter rules judge the filter after the ShareName alone (the ShareName is no topic level: a wildcard
+    in it breaks 4.8.2-2, not the wildcard placement rules). Any other filter is judged whole."""
+    if not is_shared_filter(raw):
+        check_topic_filter(raw, offset, field, out)
+        return
+    start = len(SHARE_PREFIX)
+    name, slash, inner = raw[start:].partition(b"/")
     shown = _show(raw)
-    if not name:
-        out.append(Violation(rules.SHARE_NAME_PRESENT, offset + 7, f"Shared Subscription {shown} has no ShareName"))
-    elif b"+" in name or b"#" in name:
-        detail = f"Shared Subscription {shown}: the ShareName holds a wildcard"
-        out.append(Violation(rules.SHARE_NAME_FORM, offset + 7, detail))
-    if not slash or not rest:
-        detail = f"Shared Subscription {shown}: no Topic Filter follows the ShareName"
-        out.append(Violation(rules.SHARE_NAME_FORM, offset + len(raw), detail))
-    return True
+    if not name:  # [MQTT-4.8.2-1] a ShareName of at least one character
+        out.append(Violation(rules.SHARE_NAME_PRESENT, offset + start, f"Shared Subscription {shown} has no ShareName"))
+    wildcard = min((at for at in (name.find(b"+"), name.find(b"#")) if at >= 0), default=-1)
+    if wildcard >= 0:  # [MQTT-4.8.2-2] no '+' or '#' in the ShareName ('/' ends it)
+        detail = f"Shared Subscription {shown}: the ShareName holds the wildcard {chr(name[wildcard])!r}"
+        out.append(Violation(rules.SHARE_NAME_FORM, offset + start + wildcard, detail))
+    if not slash or not inner:  # [MQTT-4.8.2-2] the ShareName is followed by '/' and a Topic Filter
+        what = "no '/' follows the ShareName" if not slash else "no Topic Filter follows the ShareName"
+        out.append(Violation(rules.SHARE_NAME_FORM, offset + len(raw), f"Shared Subscription {shown}: {what}"))
+        return
+    check_topic_filter(inner, offset + start + len(name) + 1, field, out)
 
 
 def check_subscription_options(options: int, offset: int, out: list[Violation]) -> None:

@@ -152,11 +152,15 @@ _NO_CLOSE_5_0: Final[frozenset[str]] = frozenset({codec_rules.PAYLOAD_FORMAT_VAL
 #: A 5.0 CONNECT (Protocol Version 5) whose Protocol Name is not "MQTT" is refused by closing, a CONNACK 0x84 allowed
 #: first [MQTT-3.1.2-1]: 5.0 leaves no other specification to follow at that version.
 _CLOSED_ON_5_0: Final[frozenset[str]] = frozenset({codec_rules.PROTOCOL_NAME})
+#: Codec rules advisory in 3.1.1 that 5.0 makes a MUST: a Variable Byte Integer in more bytes than its value needs
+#: (a Remaining Length, Property Length or Subscription Identifier) [MQTT-1.5.5-1], which 5.0 calls malformed.
+_MUST_IN_5_0: Final[frozenset[str]] = frozenset({codec_rules.REMAINING_LENGTH_SHORTEST})
 #: The codec rules (keys) a receiver upholds by closing on a 5.0 connection: the shared ones and those only 5.0
-#: states (a Malformed Packet or Protocol Error, section 4.13).
+#: states or makes a MUST (a Malformed Packet or Protocol Error, section 4.13).
 ENFORCED_CODEC_RULES_5_0: Final[frozenset[str]] = (
     ENFORCED_CODEC_RULES
     | _CLOSED_ON_5_0
+    | _MUST_IN_5_0
     | frozenset(rule for rule in codec_rules.ONLY_5_0 - _NO_CLOSE_5_0 if not codec_rules.is_advisory(rule))
 )
 

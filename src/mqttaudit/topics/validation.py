@@ -13,9 +13,13 @@ from mqttaudit.codec import validators as check
 from mqttaudit.codec.buffer import wire_string
 from mqttaudit.codec.errors import ProtocolViolation, Violation
 
-DIALECTS: Final = ("mqtt",)
+#: "mqtt5" differs from "mqtt" in Topic Filters only: a filter starting "$share/" is a Shared Subscription (4.8.2).
+DIALECTS: Final = ("mqtt", "mqtt5")
 _NAME_FIELD: Final = check.StringField("Topic Name", "topic-name")
-_FILTER_FIELD: Final = check.StringField("Topic Filter", "topic-filter")
+_FILTER_FIELDS: Final = {
+    "mqtt": check.StringField("Topic Filter", "topic-filter"),
+    "mqtt5": check.StringField("Topic Filter", "topic-filter-5"),
+}
 
 
 class InvalidTopic(ProtocolViolation, ValueError):
@@ -40,7 +44,7 @@ def topic_name_violations(name: str, dialect: str = "mqtt") -> list[Violation]:
 
 def topic_filter_violations(topic_filter: str, dialect: str = "mqtt") -> list[Violation]:
     """Every rule ``topic_filter`` breaks as a Topic Filter (warnings included)."""
-    return _violations(topic_filter, _FILTER_FIELD, dialect)
+    return _violations(topic_filter, _FILTER_FIELDS.get(dialect, _FILTER_FIELDS["mqtt"]), dialect)
 
 
 def _raise_first(violations: list[Violation]) -> None:

@@ -24,6 +24,7 @@ MODULES = (
     "v5_connect",
     "v5_connect_more",
     "v5_malformed",
+    "v5_malformed_more",
     "v5_limits",
     "v5_limits_more",
     "v5_forbidden",
