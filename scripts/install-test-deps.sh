@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the broker tests need when it is missing: mosquitto, its clients (mosquitto_pub, mosquitto_sub), its
 # plugin headers (mosquitto-dev) and gcc, which build the test plugin that gives mosquitto an enhanced authentication
-# method, rabbitmq-server and tcpdump from Debian, node and npm, and the aedes npm package in .node/ (git ignores it). amqtt
-# and mqttools (an MQTT 5.0 broker) come from pip with the test extra. The tests start every broker themselves, on
-# free ports of 127.0.0.1; no daemon is started here.
+# method, rabbitmq-server and tcpdump from Debian, node and npm, and the aedes npm package in .node/ (git ignores it).
+# amqtt and mqttools (an MQTT 5.0 broker) come from pip with the test extra. The tests start every broker themselves,
+# on free ports of 127.0.0.1; no daemon is started here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
