@@ -22,6 +22,7 @@ MODULES = (
     "accepted",
     "v5_connect",
     "v5_connect_more",
+    "v5_auth",
     "v5_malformed",
     "v5_limits",
     "v5_forbidden",
