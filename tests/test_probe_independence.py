@@ -39,8 +39,13 @@ EMPTY_IDENTIFIER = with_twins({"connect/empty-client-id-persistent-session"}) | 
     "v5/connect/assigned-client-identifier",  # 5.0: the server assigns one and names it in its CONNACK
     "v5/accepted/connect-empty-client-id-clean-start-0",  # 5.0 allows it with Clean Start 0 too
 }
+#: Cases that follow the authentication exchange a profile scripts: without one (this run has none) they stop as not
+#: applicable before they connect. Their identifiers come from client_id() like every other case's.
+NEEDS_AUTHENTICATION_SCRIPT = {case_id for case_id in CASES if case_id.startswith("v5/auth/")}
 #: The cases that send no CONNECT, or none with an identifier of their own.
-WITHOUT_IDENTIFIER = NO_IDENTIFIER | EMPTY_IDENTIFIER | with_twins({"malformed/first-packet-not-connect"})
+WITHOUT_IDENTIFIER = (
+    NO_IDENTIFIER | EMPTY_IDENTIFIER | with_twins({"malformed/first-packet-not-connect"}) | NEEDS_AUTHENTICATION_SCRIPT
+)
 #: Cases whose identifier is deliberately not plain: its encoding is the defect under test.
 NOT_PLAIN = with_twins({"malformed/connect-client-id-ill-formed-utf8"})
 #: Cases whose connections share one identifier on purpose (a takeover, a session resumed or discarded).
