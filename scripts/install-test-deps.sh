@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Installs what the broker tests need when it is missing: mosquitto, its clients (mosquitto_pub, mosquitto_sub),
-# rabbitmq-server and tcpdump from Debian, node and npm, and the aedes npm package in .node/ (git ignores it). amqtt
-# and mqttools (an MQTT 5.0 broker) come from pip with the test extra. The tests start every broker themselves, on
-# free ports of 127.0.0.1; no daemon is started here.
+# Installs what the broker tests need when it is missing: mosquitto, its clients (mosquitto_pub, mosquitto_sub), its
+# plugin headers (mosquitto-dev) and gcc, which build the test plugin that gives mosquitto an enhanced authentication
+# method, rabbitmq-server and tcpdump from Debian, node and npm, and the aedes npm package in .node/ (git ignores it).
+# amqtt and mqttools (an MQTT 5.0 broker) come from pip with the test extra. The tests start every broker themselves,
+# on free ports of 127.0.0.1; no daemon is started here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 AEDES_VERSION=1.2.0
 
 daemons=(mosquitto rabbitmq-server)
-debian=("${daemons[@]}" mosquitto-clients tcpdump)
+debian=("${daemons[@]}" mosquitto-clients mosquitto-dev tcpdump)
+command -v gcc >/dev/null 2>&1 || debian+=(gcc)
 command -v node >/dev/null 2>&1 || debian+=(nodejs)
 command -v npm >/dev/null 2>&1 || debian+=(npm)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mqttaudit.probe.brokers import HOST, RunningBroker, free_port, launch_broker, start_broker
 from mqttaudit.probe.case import Case, Target
+from mqttaudit.probe.profile import NO_PROFILE, BrokerProfile
 from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, run_case
 
 #: The verdicts a case may reach against a real broker (never inconclusive, never an error of the case).
@@ -34,12 +35,17 @@ def configured_mosquitto(workdir: Path, *settings: str) -> Iterator[RunningBroke
         yield b
 
 
-def run_together(broker: RunningBroker, cases: Iterable[Case], run_id: str) -> dict[str, CaseResult]:
-    """Every case at once against ``broker``, by case id; each must reach one of :data:`VERDICTS`."""
+def run_together(
+    broker: RunningBroker, cases: Iterable[Case], run_id: str, profile: BrokerProfile = NO_PROFILE
+) -> dict[str, CaseResult]:
+    """Every case at once against ``broker`` (with the operator's ``profile``), by case id; each must reach one of
+    :data:`VERDICTS`."""
 
     async def everything() -> list[CaseResult]:
         target = Target(broker.host, broker.port)
-        return list(await asyncio.gather(*(run_case(c, target, timeout=TIMEOUT, run_id=run_id) for c in cases)))
+        return list(
+            await asyncio.gather(*(run_case(c, target, timeout=TIMEOUT, run_id=run_id, profile=profile) for c in cases))
+        )
 
     results = {result.case.id: result for result in asyncio.run(everything())}
     for result in results.values():  # for the record of the run (-rA shows it)

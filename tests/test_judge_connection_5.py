@@ -192,3 +192,81 @@ def test_an_accepted_empty_client_identifier_is_named_in_the_connack() -> None:
     kept = judge(talk().client(empty).server(named).quiet(after=1).events, V5)
     assert {"MQTT-3.2.2-16", "MQTT-3.1.3-7"} <= kept.passed, explain(kept)
     assert {"MQTT-3.2.2-16", "MQTT-3.1.3-7"} <= rules_of(talk().client(empty).server(CONNACK_OK).quiet(after=1))
+
+
+# Enhanced authentication: the client's breaches the server closes on, re-authentication ------------------------
+
+METHOD_CONNECT = codec.Connect(client_id="five", protocol_level=5, keep_alive=0, properties=(AUTH_METHOD,))
+CONTINUE = codec.Auth(reason_code=0x18, properties=(AUTH_METHOD,))
+
+
+def server_rules(t: Talk) -> set[str]:
+    return {f.rule for f in judge(t.events, V5).findings if f.side is S}
+
+
+def client_rules(t: Talk) -> set[str]:
+    return {f.rule for f in judge(t.events, V5).findings if f.side is C}
+
+
+def test_a_packet_other_than_auth_during_the_authentication_is_closed_on_not_answered() -> None:
+    """[MQTT-3.1.2-30] is the client's; the server upholds it by closing and breaks it by answering."""
+    eager = talk().client(METHOD_CONNECT).server(CONTINUE).client(PINGREQ)
+    assert "MQTT-3.1.2-30" in client_rules(eager.closed(S))
+    assert not server_rules(talk().client(METHOD_CONNECT).server(CONTINUE).client(PINGREQ).closed(S))
+    answered = talk().client(METHOD_CONNECT).server(CONTINUE).client(PINGREQ).server(PINGRESP).closed(S)
+    assert "MQTT-3.1.2-30" in server_rules(answered)
+    assert "MQTT-3.1.2-30" in server_rules(talk().client(METHOD_CONNECT).server(CONTINUE).client(PINGREQ).quiet(10))
+
+
+def test_the_clients_answer_to_auth_0x18_continues_with_0x18() -> None:
+    """[MQTT-4.12.0-3] An answer of 0x00 or 0x19 is the client's Protocol Error: the server closes, without a CONNACK
+    that accepts."""
+    kept = talk().client(METHOD_CONNECT).server(CONTINUE).client(CONTINUE).server(CONNACK_OK).quiet(after=1)
+    judgement = judge(kept.events, V5)
+    assert "MQTT-4.12.0-3" in judgement.passed, explain(judgement)
+    for code in (0x00, 0x19):
+        bad = codec.Auth(reason_code=code, properties=(AUTH_METHOD,))
+        assert "MQTT-4.12.0-3" in client_rules(talk().client(METHOD_CONNECT).server(CONTINUE).client(bad).closed(S))
+        closed = talk().client(METHOD_CONNECT).server(CONTINUE).client(bad).closed(S)
+        assert "MQTT-4.12.0-3" not in server_rules(closed)
+        accepted = talk().client(METHOD_CONNECT).server(CONTINUE).client(bad).server(CONNACK_OK).closed(S)
+        assert "MQTT-4.12.0-3" in server_rules(accepted)
+
+
+def test_a_re_authentication_names_the_connects_method() -> None:
+    """[MQTT-4.12.1-1] AUTH 0x19 under another method: the client's finding, the server's if it goes on."""
+    accepted = codec.Connack(properties=(AUTH_METHOD,))
+    other = codec.Auth(reason_code=0x19, properties=(Property(0x15, "OTHER"),))
+    start = talk().client(METHOD_CONNECT).server(CONTINUE).client(CONTINUE).server(accepted)
+    assert {"MQTT-4.12.1-1", "MQTT-4.12.0-5"} <= client_rules(start.client(other).closed(S))
+    going_on = talk().client(METHOD_CONNECT).server(CONTINUE).client(CONTINUE).server(accepted).client(other)
+    assert "MQTT-4.12.1-1" in server_rules(going_on.server(CONTINUE).quiet(after=10))
+    same = codec.Auth(reason_code=0x19, properties=(AUTH_METHOD,))
+    fine = talk().client(METHOD_CONNECT).server(CONTINUE).client(CONTINUE).server(accepted).client(same)
+    judgement = judge(fine.server(codec.Auth(reason_code=0x00, properties=(AUTH_METHOD,))).quiet(after=1).events, V5)
+    assert "MQTT-4.12.1-1" in judgement.passed, explain(judgement)
+
+
+def test_a_failed_re_authentication_ends_with_the_close() -> None:
+    """[MQTT-4.12.1-2] A DISCONNECT (or a CONNACK) answering a re-authentication says it failed: the close follows."""
+    accepted = codec.Connack(properties=(AUTH_METHOD,))
+    same = codec.Auth(reason_code=0x19, properties=(AUTH_METHOD,))
+
+    def failed() -> Talk:
+        return talk().client(METHOD_CONNECT).server(CONTINUE).client(CONTINUE).server(accepted).client(same)
+
+    for refusal in (codec.Disconnect(reason_code=0x87), codec.Connack(return_code=0x87)):
+        judgement = judge(failed().server(refusal).closed(S).events, V5)
+        assert "MQTT-4.12.1-2" in judgement.passed, explain(judgement)
+        assert "MQTT-4.12.1-2" in server_rules(failed().server(refusal).quiet(after=10))
+    assert "MQTT-4.12.1-2" in judge(failed().closed(S).events, V5).passed
+
+
+def test_an_auth_keeps_its_reason_string_out_beyond_the_clients_maximum() -> None:
+    """[MQTT-3.15.2-2] / [MQTT-3.15.2-3] as for the acknowledgements: within the maximum both hold."""
+    size = len(codec.encode(CONTINUE, version="5"))
+    connect = codec.Connect(client_id="five", protocol_level=5, properties=(AUTH_METHOD, Property(0x27, size + 2)))
+    fits = judge(talk().client(connect).server(CONTINUE).closed(S).events, V5)
+    assert {"MQTT-3.15.2-2", "MQTT-3.15.2-3"} <= fits.passed, explain(fits)
+    reasoned = codec.Auth(reason_code=0x18, properties=(AUTH_METHOD, Property(0x1F, "why")))
+    assert "MQTT-3.15.2-2" in server_rules(talk().client(connect).server(reasoned).closed(S))

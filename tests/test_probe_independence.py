@@ -41,6 +41,11 @@ EMPTY_IDENTIFIER = with_twins({"connect/empty-client-id-persistent-session"}) | 
     "v5/client-identifier/rejected",  # whether the server rejects it with 0x85
     "v5/client-identifier/assigned-unique",  # two at once: the server assigns each its own
 }
+#: Cases that follow the authentication exchange a profile scripts: without one (this run has none) they stop as not
+#: applicable before they connect. Their identifiers come from client_id() like every other case's.
+NEEDS_AUTHENTICATION_SCRIPT = {
+    case_id for case_id, case in CASES.items() if case.script.__module__.endswith(".v5_auth")
+}
 #: The cases that send no CONNECT, or none with an identifier of their own.
 WITHOUT_IDENTIFIER = (
     NO_IDENTIFIER
@@ -49,6 +54,7 @@ WITHOUT_IDENTIFIER = (
     | {f"v5/connect-first/{word}" for word in ("pingreq", "subscribe", "publish")}
     # a Protocol Version no version defines: no reader takes its identifier out (it is the case's own all the same)
     | {f"v5/connect-refused/protocol-version-{version}" for version in (6, 0, 255)}
+    | NEEDS_AUTHENTICATION_SCRIPT
 )
 #: Cases whose identifier is deliberately not plain: its encoding is the defect under test.
 NOT_PLAIN = with_twins({"malformed/connect-client-id-ill-formed-utf8"})

@@ -10,7 +10,14 @@ import pytest
 from mqttaudit.codec import Connack
 from mqttaudit.codec import properties as props
 from mqttaudit.probe.capabilities import FEATURES, Capabilities
-from mqttaudit.probe.profile import NO_PROFILE, BrokerProfile, ProfileError, load_profile, parse_profile
+from mqttaudit.probe.profile import (
+    NO_PROFILE,
+    AuthenticationScript,
+    BrokerProfile,
+    ProfileError,
+    load_profile,
+    parse_profile,
+)
 
 
 def test_a_profile_reads_every_key_it_knows() -> None:
@@ -44,6 +51,14 @@ def test_a_profile_reads_every_key_it_knows() -> None:
     )
 
 
+def test_a_profile_scripts_one_authentication_exchange() -> None:
+    """``[authentication]``: the CONNECT's method and data, then the answer to each AUTH 0x18 of the server."""
+    profile = parse_profile('[authentication]\nmethod = "M"\ndata = ["6869", "", "0A0b"]\n')
+    assert profile.authentication == AuthenticationScript("M", b"hi", (b"", b"\x0a\x0b"))
+    assert profile.declared() == {"authentication": profile.authentication}
+    assert parse_profile('[authentication]\nmethod = "M"\ndata = [""]').authentication == AuthenticationScript("M", b"")
+
+
 def test_an_empty_profile_declares_nothing_and_an_empty_list_declares_none() -> None:
     assert parse_profile("").declared() == {}
     assert parse_profile("authentication_methods = []").declared() == {"authentication_methods": ()}
@@ -63,6 +78,12 @@ def test_an_empty_profile_declares_nothing_and_an_empty_list_declares_none() -> 
         ('authentication_methods = "PLAIN"', "authentication_methods must be a list of strings, not a string"),
         ("authentication_methods = [1]", "authentication_methods must be a list of strings, not an array"),
         ("receive_maximum = ", "is not valid TOML"),
+        ('authentication = "PLAIN"', "authentication must be a table, not a string"),
+        ('[authentication]\ndata = ["00"]', "authentication.method must be a non-empty string, not nothing"),
+        ('[authentication]\nmethod = "M"', "authentication.data must be a non-empty list of hex strings"),
+        ('[authentication]\nmethod = "M"\ndata = []', "authentication.data must be a non-empty list of hex strings"),
+        ('[authentication]\nmethod = "M"\ndata = ["00", "xyz"]', r"authentication.data\[1\] is not hex: 'xyz'"),
+        ('[authentication]\nmethod = "M"\ndata = ["00"]\nanswers = []', "unknown key 'answers' in authentication"),
     ],
 )
 def test_a_bad_profile_is_refused_with_the_reason(text: str, message: str) -> None:

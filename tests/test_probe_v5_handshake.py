@@ -105,7 +105,7 @@ def pairs() -> dict[str, tuple[dict[str, Talk], dict[str, Talk]]]:
         {name: talk().client(EMPTY_ID).server(assigned("same")).quiet(after=1) for name in "ab"},
     )
     for word, _title, data in hs.UNASKED_AUTH:
-        result[f"v5/auth/without-method-{word}"] = (
+        result[f"v5/auth-unrequested/without-method-{word}"] = (
             {"c": talk().client(CONNECT).server(OK).client(data).closed(S)},
             {"c": talk().client(CONNECT).server(OK).client(data).quiet(after=5)},
         )

@@ -49,8 +49,9 @@ _SKIP_HELP = "Globs of cases to leave out, comma-separated or repeated (e.g. 'ma
 _PROTOCOL_HELP = "The MQTT version whose cases run: 3.1.1, 5 (or 5.0), or all.  [default: all]"
 _PROFILE_HELP = (
     "A TOML file declaring what the broker's CONNACK cannot (receive_maximum = 2, authentication_methods = [], "
-    "retain_available = false, ...); it overrides the CONNACK, and a case that needs an undeclared setting is "
-    "not applicable."
+    "retain_available = false, ...) and, in an [authentication] table, one enhanced authentication exchange the "
+    "broker accepts (method, and data as hex strings: the CONNECT's, then each answer to an AUTH 0x18); it "
+    "overrides the CONNACK, and a case that needs an undeclared setting is not applicable."
 )
 
 

@@ -244,7 +244,7 @@ class Connection:
         self._connack_due: Obligation | None = None
         self._followups = False  # client packets the server must not process after a refusal
         self._acted_after_refusal = False
-        self._handshake = Handshake5(ctx)
+        self._handshake = Handshake5(ctx, offences)
 
     @property
     def accepted(self) -> bool:
@@ -345,6 +345,11 @@ class Connection:
             )
         elif transition is not None and transition.rule not in (None, rules.CONNECT_FIRST, rules.SECOND_CONNECT):
             self._out_of_order_fail(seen, transition.rule)
+            if transition.rule == lifecycle.AUTHENTICATING_CLIENT_WAITS:
+                # [MQTT-3.1.2-30] a Protocol Error the server closes on without acting on it (4.13.1)
+                what = f"{seen.describe()} before the CONNACK of an authentication under way"
+                rule = transition.rule
+                self._offences.record(Offence(seen, rules.CLOSE_ON_VIOLATION, rules.CLOSE_ON_VIOLATION, what, (rule,)))
         if isinstance(packet, Auth):
             self._on_auth(seen)
         if isinstance(packet, Connect):

@@ -1,10 +1,11 @@
 """MQTT 5.0 duties a server takes on from the CONNECT and its own CONNACK: no DISCONNECT before a CONNACK that
 accepts [MQTT-3.14.0-1], no Reason String or User Property outside PUBLISH, CONNACK and DISCONNECT when the client
 asked for no problem information [MQTT-3.1.2-29], the Authentication Method repeated in every AUTH and the
-authentication continued with 0x18 [MQTT-4.12.0-2, -5], the close after refusing an authentication [MQTT-4.12.0-1,
--4], a Will within the declared Maximum QoS and Retain Available [MQTT-3.2.2-12, -13], the close after any CONNACK or
-DISCONNECT of 0x80 or above [MQTT-4.13.2-1], and every Topic Alias from 1 to the declared maximum accepted
-[MQTT-3.3.2-12]."""
+authentication continued with 0x18 by either side [MQTT-4.12.0-2, -3, -5], the close after refusing an
+authentication [MQTT-4.12.0-1, -4], a re-authentication under the CONNECT's method and the close after one fails
+[MQTT-4.12.1-1, -2] (the client's breaches of these are offences its server closes on), a Will within the declared
+Maximum QoS and Retain Available [MQTT-3.2.2-12, -13], the close after any CONNACK or DISCONNECT of 0x80 or above
+[MQTT-4.13.2-1], and every Topic Alias from 1 to the declared maximum accepted [MQTT-3.3.2-12]."""
 
 from __future__ import annotations
 
@@ -31,13 +32,14 @@ from mqttaudit.codec import rules as codec_rules
 from mqttaudit.codec.properties import first
 from mqttaudit.spec import identity
 
-from . import lifecycle, reasons
+from . import lifecycle, reasons, rules
 from .context import Context, Seen
 from .events import Closed
 from .lifecycle import Phase
 from .obligations import Obligation, OnClose
 from .transcript import Transcript
 from .verdict import Judgement, Ledger
+from .violations import Offence, Offences
 
 SERVER: Final = Direction.FROM_SERVER
 CLIENT: Final = Direction.FROM_CLIENT
@@ -60,6 +62,9 @@ ASSIGNED_CLIENT_IDENTIFIER: Final = 0x12
 #: Reason Codes: Continue authentication (AUTH), Not authorized and Bad authentication method (CONNACK), Topic
 #: Alias invalid (DISCONNECT).
 CONTINUE_AUTHENTICATION: Final = 0x18
+#: AUTH Reason Codes: Success, Re-authenticate (Table 3-11).
+AUTH_SUCCESS: Final = 0x00
+REAUTHENTICATE: Final = 0x19
 NOT_AUTHORIZED: Final = 0x87
 BAD_AUTHENTICATION_METHOD: Final = 0x8C
 TOPIC_ALIAS_INVALID: Final = 0x94
@@ -94,8 +99,18 @@ def withholds_problem_information(connect: Connect) -> bool:
 class Handshake5:
     """The checks above on one 5.0 connection; :class:`~.connection.Connection` feeds it what it has read."""
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, offences: Offences) -> None:
         self._ctx = ctx
+        self._offences = offences
+        #: The server's AUTH 0x18 the client has not answered yet.
+        self._server_continued: Seen | None = None
+        #: The client's AUTH 0x19 of a re-authentication under way (until the server's AUTH 0x00), and whether the
+        #: server has said it failed (a DISCONNECT or CONNACK in its course).
+        self._reauthenticating: Seen | None = None
+        self._reauthentication_failed = False
+        #: The client's AUTH that broke a rule of the exchange before the CONNACK: accepting the authentication
+        #: after it is acting on it.
+        self._offending_auth: Offence | None = None
         self._early_disconnect: Seen | None = None
         self._server_disconnect: Seen | None = None
         self._client_disconnected = False
@@ -115,9 +130,67 @@ class Handshake5:
             self._error_code_closes(seen, packet.reason_code)
         elif isinstance(packet, Auth):
             self._auth_seen = True
-            self._same_method(seen, connect, packet, CLIENT)
+            self._client_auth(seen, connect, packet, connack)
         elif isinstance(packet, Publish) and connack is not None and connack.return_code == 0:
             self._topic_alias(seen, packet, connack)
+
+    def _client_auth(self, seen: Seen, connect: Connect, auth: Auth, connack: Connack | None) -> None:
+        """A client AUTH: the rules it breaks are an offence the server must close on, not act on (4.13.1)."""
+        code = AUTH_SUCCESS if auth.reason_code is None else auth.reason_code
+        broken: list[str] = []
+        answered, self._server_continued = self._server_continued, None
+        if answered is not None and not self._answers_with_continue(seen, code, answered):
+            broken.append(lifecycle.CLIENT_AUTH_CONTINUES)
+        accepted = connack is not None and connack.return_code == 0
+        if code == REAUTHENTICATE and accepted and not self._reauthenticates(seen, connect, auth):
+            broken.append(lifecycle.REAUTHENTICATION_SAME_METHOD)
+        if not self._same_method(seen, connect, auth, CLIENT):
+            broken.append(lifecycle.SAME_AUTHENTICATION_METHOD)
+        if not broken:
+            return
+        what = f"{seen.describe()} breaking {', '.join(broken)}"
+        offence = Offence(seen, rules.CLOSE_ON_VIOLATION, rules.CLOSE_ON_VIOLATION, what, tuple(broken))
+        self._offences.record(offence)
+        if connack is None and self._offending_auth is None:
+            self._offending_auth = offence
+
+    def _answers_with_continue(self, seen: Seen, code: int, answered: Seen) -> bool:
+        """[MQTT-4.12.0-3] The client's AUTH answering the server's AUTH 0x18 has Reason Code 0x18."""
+        if code == CONTINUE_AUTHENTICATION:
+            self._ctx.ledger.held(lifecycle.CLIENT_AUTH_CONTINUES)
+            return True
+        self._ctx.ledger.fail(
+            lifecycle.CLIENT_AUTH_CONTINUES,
+            CLIENT,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} answers the server's AUTH 0x18 (event {answered.event}) with Reason Code 0x{code:02x}",
+            "the client's AUTH answering the server's AUTH 0x18 has Reason Code 0x18 (Continue authentication)",
+        )
+        return False
+
+    def _reauthenticates(self, seen: Seen, connect: Connect, auth: Auth) -> bool:
+        """[MQTT-4.12.1-1] A re-authentication (AUTH 0x19 after CONNACK 0x00) names the CONNECT's Authentication
+        Method; one that does starts the exchange whose failure the server ends by closing [MQTT-4.12.1-2]."""
+        method = first(connect.properties, lifecycle.AUTHENTICATION_METHOD)
+        if method is None:
+            return True  # an AUTH without a method asked for is judged as such [MQTT-4.12.0-7]
+        carried = first(auth.properties or (), lifecycle.AUTHENTICATION_METHOD)
+        if carried == method:
+            self._ctx.ledger.held(lifecycle.REAUTHENTICATION_SAME_METHOD)
+            if self._reauthenticating is None:
+                self._reauthenticating, self._reauthentication_failed = seen, False
+            return True
+        what = "no Authentication Method" if carried is None else f"the Authentication Method {carried!r}"
+        self._ctx.ledger.fail(
+            lifecycle.REAUTHENTICATION_SAME_METHOD,
+            CLIENT,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} re-authenticates with {what}; the CONNECT named {method!r}",
+            "a re-authentication (AUTH 0x19) names the Authentication Method the connection was authenticated with",
+        )
+        return False
 
     def _topic_alias(self, seen: Seen, publish: Publish, connack: Connack) -> None:
         alias = first(publish.properties, TOPIC_ALIAS)
@@ -134,6 +207,8 @@ class Handshake5:
     def on_server(self, seen: Seen, before: Phase, connect: Connect, connack: Connack | None) -> None:
         """A server packet; ``before`` is the phase it arrived in, ``connack`` the CONNACK already seen."""
         packet = seen.packet
+        if isinstance(packet, Disconnect | Connack) and self._reauthenticating is not None:
+            self._reauthentication_fails(seen)
         if isinstance(packet, Disconnect):
             self._on_disconnect(seen, packet, before)
         elif isinstance(packet, Connack):
@@ -143,6 +218,10 @@ class Handshake5:
             self._same_method(seen, connect, packet, SERVER)
             if connack is None:
                 self._continues(seen, packet)
+            code = AUTH_SUCCESS if packet.reason_code is None else packet.reason_code
+            self._server_continued = seen if code == CONTINUE_AUTHENTICATION else None
+            if code == AUTH_SUCCESS and connack is not None:
+                self._reauthenticating = None  # the re-authentication succeeded
         if packet is not None and withholds_problem_information(connect):
             self._problem_information(seen, packet)
 
@@ -187,6 +266,31 @@ class Handshake5:
         for rule in kept:
             self._ctx.ledger.held(rule)
 
+    def _reauthentication_fails(self, seen: Seen) -> None:
+        """[MQTT-4.12.1-2] A DISCONNECT (or a CONNACK) in the course of a re-authentication says it failed: the
+        server closes the connection."""
+        if self._reauthentication_failed:
+            return
+        self._reauthentication_failed = True
+        started = self._reauthenticating
+        grace = self._ctx.config.close_grace
+        self._ctx.obligations.open(
+            Obligation(
+                lifecycle.CLOSE_ON_FAILED_REAUTHENTICATION,
+                SERVER,
+                seen.event,
+                seen.time,
+                seen.time + grace,
+                (
+                    "close the connection after the re-authentication failed",
+                    f"after {seen.describe()} ends the re-authentication of event "
+                    f"{started.event if started else '?'} as failed, the server closes the connection (within "
+                    f"{grace:g} s)",
+                ),
+                OnClose.FULFILS,
+            )
+        )
+
     def _problem_information(self, seen: Seen, packet: Packet) -> None:
         """[MQTT-3.1.2-29] Request Problem Information 0: Reason String and User Property only in PUBLISH,
         CONNACK and DISCONNECT."""
@@ -226,15 +330,16 @@ class Handshake5:
             "an AUTH the server sends to continue the authentication has Reason Code 0x18 (Continue authentication)",
         )
 
-    def _same_method(self, seen: Seen, connect: Connect, packet: Auth | Connack, side: Direction) -> None:
-        """[MQTT-4.12.0-5] Every AUTH, and a CONNACK that accepts, carries the CONNECT's Authentication Method."""
+    def _same_method(self, seen: Seen, connect: Connect, packet: Auth | Connack, side: Direction) -> bool:
+        """[MQTT-4.12.0-5] Every AUTH, and a CONNACK that accepts, carries the CONNECT's Authentication Method;
+        False when this one does not."""
         method = first(connect.properties, lifecycle.AUTHENTICATION_METHOD)
         if method is None:
-            return  # an AUTH without a method asked for is judged as such [MQTT-4.12.0-6, -7]
+            return True  # an AUTH without a method asked for is judged as such [MQTT-4.12.0-6, -7]
         carried = first(packet.properties or (), lifecycle.AUTHENTICATION_METHOD)
         if carried == method:
             self._ctx.ledger.held(lifecycle.SAME_AUTHENTICATION_METHOD)
-            return
+            return True
         what = "no Authentication Method" if carried is None else f"the Authentication Method {carried!r}"
         self._ctx.ledger.fail(
             lifecycle.SAME_AUTHENTICATION_METHOD,
@@ -244,12 +349,15 @@ class Handshake5:
             f"{seen.describe()} carries {what}; the CONNECT named {method!r}",
             "every AUTH carries the Authentication Method of the CONNECT",
         )
+        return False
 
     def on_connack(self, seen: Seen, connect: Connect, connack: Connack, *, valid: bool = True) -> None:
         """The CONNACK that answers the CONNECT (``valid``: one the server may accept, whose fields were read)."""
         code = connack.return_code
         self._response_information(seen, connect, connack)
         self._no_method_declared(seen, connect, connack)
+        if code == 0 and self._offending_auth is not None:
+            self._accepts_offence(seen, self._offending_auth)
         if code == 0:
             if self._early_disconnect is None:
                 self._ctx.ledger.held(lifecycle.NO_SERVER_DISCONNECT_BEFORE_ACCEPT)
@@ -312,6 +420,14 @@ class Handshake5:
             "without an Authentication Method in the CONNECT the server sends no AUTH and no Authentication Method "
             "in the CONNACK",
         )
+
+    def _accepts_offence(self, seen: Seen, offence: Offence) -> None:
+        """CONNACK 0x00 after an AUTH of the client that broke the exchange accepts it: acting on the offence fails
+        every rule the server upholds by closing (see :mod:`.violations`)."""
+        detail = f"{seen.describe()} accepts the authentication after {offence.what} (event {offence.seen.event})"
+        expected = "the server closes the connection on a client AUTH that breaks the exchange, without accepting it"
+        for rule in offence.upheld:
+            self._ctx.ledger.fail(rule, SERVER, seen.time, seen.event, detail, expected)
 
     def _error_code_closes(self, seen: Seen, code: int | None) -> None:
         """[MQTT-4.13.2-1] A CONNACK or DISCONNECT of 0x80 or above is followed by the close, whoever sent it."""
@@ -406,6 +522,9 @@ class Handshake5:
 
     def on_end(self, closed: Closed | None, connack: Connack | None) -> None:
         ledger = self._ctx.ledger
+        under_way = self._reauthenticating is not None and not self._reauthentication_failed
+        if under_way and closed is not None and closed.by is SERVER:
+            ledger.held(lifecycle.CLOSE_ON_FAILED_REAUTHENTICATION)  # it ended the re-authentication by closing
         refused_or_silent = connack is None or connack.return_code != 0
         if self._early_disconnect is None and refused_or_silent and closed is not None:
             ledger.held(lifecycle.NO_SERVER_DISCONNECT_BEFORE_ACCEPT)  # it closed without one

@@ -158,6 +158,12 @@ SERVER_AUTH_CONTINUES: Final = "MQTT-4.12.0-2"
 CLOSE_ON_REJECTED_AUTHENTICATION: Final = "MQTT-4.12.0-4"
 #: 5.0 [MQTT-4.12.0-5]: every AUTH and a CONNACK that accepts repeat the CONNECT's Authentication Method.
 SAME_AUTHENTICATION_METHOD: Final = "MQTT-4.12.0-5"
+#: 5.0 [MQTT-4.12.0-3]: the client's AUTH answering the server's AUTH 0x18 carries Reason Code 0x18.
+CLIENT_AUTH_CONTINUES: Final = "MQTT-4.12.0-3"
+#: 5.0 [MQTT-4.12.1-1]: a re-authentication (AUTH 0x19) names the Authentication Method of the CONNECT.
+REAUTHENTICATION_SAME_METHOD: Final = "MQTT-4.12.1-1"
+#: 5.0 [MQTT-4.12.1-2]: a failed re-authentication ends with the connection closed.
+CLOSE_ON_FAILED_REAUTHENTICATION: Final = "MQTT-4.12.1-2"
 #: 5.0 [MQTT-3.2.2-16]: a CONNACK accepting a zero-length Client Identifier carries the Assigned Client Identifier
 #: (and [MQTT-3.1.3-7] says the same of the CONNECT's processing).
 ASSIGNED_CLIENT_IDENTIFIER: Final = "MQTT-3.2.2-16"

@@ -191,6 +191,8 @@ DISCONNECT_USER_PROPERTY: Final = "MQTT-3.14.2-4"
 #: the CONNECT it answers).
 CONNACK_REASON_STRING: Final = "MQTT-3.2.2-19"
 CONNACK_USER_PROPERTY: Final = "MQTT-3.2.2-20"
+AUTH_REASON_STRING: Final = "MQTT-3.15.2-2"
+AUTH_USER_PROPERTY: Final = "MQTT-3.15.2-3"
 #: Packet type -> (its Reason String statement, its User Property statement).
 OMITTED_OVER_MAXIMUM: Final[dict[PacketType, tuple[str, str]]] = {
     PacketType.PUBACK: (PUBACK_REASON_STRING, PUBACK_USER_PROPERTY),
@@ -201,6 +203,7 @@ OMITTED_OVER_MAXIMUM: Final[dict[PacketType, tuple[str, str]]] = {
     PacketType.UNSUBACK: (UNSUBACK_REASON_STRING, UNSUBACK_USER_PROPERTY),
     PacketType.DISCONNECT: (DISCONNECT_REASON_STRING, DISCONNECT_USER_PROPERTY),
     PacketType.CONNACK: (CONNACK_REASON_STRING, CONNACK_USER_PROPERTY),
+    PacketType.AUTH: (AUTH_REASON_STRING, AUTH_USER_PROPERTY),
 }
 
 #: Keys only 5.0 states: on a 3.1.1 connection (a 3.1.1 subscriber of a 5.0 publisher's message) they are still

@@ -1,6 +1,6 @@
 """MQTT 5.0: a Reason String or User Property is left out where it would make an acknowledgement or DISCONNECT
 larger than the receiver's Maximum Packet Size (3.4.2.2.2 and its siblings of PUBREC, PUBREL, PUBCOMP, SUBACK,
-UNSUBACK and DISCONNECT).
+UNSUBACK, DISCONNECT and AUTH).
 
 A packet within the maximum keeps both statements of its type. One above it breaks the statement of each property
 whose removal would have brought it within (it is too large only because of that property); one too large even

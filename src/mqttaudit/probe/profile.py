@@ -1,6 +1,17 @@
 """A broker profile: a TOML file in which the operator declares what a CONNACK cannot (or does not) say about the
 broker's configuration, e.g. ``receive_maximum = 2`` or ``authentication_methods = []``. Every key is optional;
-an absent key is undeclared, and a case that needs it is not applicable."""
+an absent key is undeclared, and a case that needs it is not applicable.
+
+A prober cannot compute the answers of an enhanced authentication method it does not know (section 4.12), so the
+profile may script one exchange the broker accepts, in a table::
+
+    [authentication]
+    method = "SCRAM-SHA-1"            # the Authentication Method of the CONNECT
+    data = ["c0ffee", "0badcafe"]     # hex: the CONNECT's Authentication Data, then the Authentication Data of the
+                                      # client's AUTH answering each AUTH 0x18 of the server, in order
+
+The same script re-authenticates (AUTH 0x19 with the first data, then the answers). The method must answer the same
+script every time (no fresh nonce per exchange); the table takes no other key."""
 
 from __future__ import annotations
 
@@ -29,6 +40,21 @@ BOOLEANS: Final = (
     "shared_available",
 )
 STRING_LISTS: Final = ("authentication_methods",)
+#: The table scripting one accepted enhanced authentication exchange, and its keys.
+AUTHENTICATION: Final = "authentication"
+AUTHENTICATION_KEYS: Final = ("method", "data")
+
+
+@dataclass(frozen=True, slots=True)
+class AuthenticationScript:
+    """One enhanced authentication exchange the broker accepts (section 4.12): the CONNECT's Authentication Method
+    and Data, then the data of the client's AUTH answering each of the server's AUTH 0x18."""
+
+    method: str
+    #: The CONNECT's (or a re-authenticating AUTH 0x19's) Authentication Data.
+    first: bytes
+    #: The Authentication Data of the client's AUTH 0x18 answering the server's 1st, 2nd, ... AUTH 0x18.
+    answers: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +72,8 @@ class BrokerProfile:
     server_keep_alive: int | None = None
     #: The Authentication Methods the broker accepts (section 4.12); ``[]`` declares none.
     authentication_methods: tuple[str, ...] | None = None
+    #: One enhanced authentication exchange the broker accepts (the ``[authentication]`` table).
+    authentication: AuthenticationScript | None = None
     #: Where it was read from, for messages.
     source: str = ""
 
@@ -86,7 +114,7 @@ def parse_profile(text: str, source: str = "the profile") -> BrokerProfile:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{source} is not valid TOML: {exc}") from None
-    known = (*INTEGERS, *BOOLEANS, *STRING_LISTS)
+    known = (*INTEGERS, *BOOLEANS, *STRING_LISTS, AUTHENTICATION)
     unknown = sorted(key for key in document if key not in known)
     if unknown:
         raise ProfileError(
@@ -106,6 +134,8 @@ def parse_profile(text: str, source: str = "the profile") -> BrokerProfile:
             if type(value) is not bool:
                 raise ProfileError(f"{source}: {key} must be true or false, not {_kind(value)}")
             values[key] = value
+        elif key == AUTHENTICATION:
+            values[key] = _authentication(value, source)
         else:
             if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
                 raise ProfileError(f"{source}: {key} must be a list of strings, not {_kind(value)}")
@@ -113,8 +143,34 @@ def parse_profile(text: str, source: str = "the profile") -> BrokerProfile:
     return BrokerProfile(**values, source=source)  # type: ignore[arg-type]
 
 
+def _authentication(table: object, source: str) -> AuthenticationScript:
+    """The ``[authentication]`` table: ``method`` (a string) and ``data`` (hex strings, at least the first)."""
+    if not isinstance(table, dict):
+        raise ProfileError(f"{source}: authentication must be a table, not {_kind(table)}")
+    unknown = sorted(key for key in table if key not in AUTHENTICATION_KEYS)
+    if unknown:
+        raise ProfileError(
+            f"{source}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} in "
+            f"authentication; known: {', '.join(AUTHENTICATION_KEYS)}"
+        )
+    method, data = table.get("method"), table.get("data")
+    if not isinstance(method, str) or not method:
+        raise ProfileError(f"{source}: authentication.method must be a non-empty string, not {_kind(method)}")
+    if not isinstance(data, list) or not data or not all(isinstance(item, str) for item in data):
+        raise ProfileError(f"{source}: authentication.data must be a non-empty list of hex strings")
+    decoded: list[bytes] = []
+    for index, item in enumerate(data):
+        try:
+            decoded.append(bytes.fromhex(item))
+        except ValueError:
+            raise ProfileError(f"{source}: authentication.data[{index}] is not hex: {item!r}") from None
+    return AuthenticationScript(method, decoded[0], tuple(decoded[1:]))
+
+
 def _kind(value: object) -> str:
     """A TOML value's type in TOML's words."""
+    if value is None:
+        return "nothing"
     if isinstance(value, bool):
         return "a boolean"
     return {int: "an integer", float: "a float", str: "a string", list: "an array", dict: "a table"}.get(

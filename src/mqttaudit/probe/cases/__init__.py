@@ -23,6 +23,7 @@ MODULES = (
     "accepted",
     "v5_connect",
     "v5_connect_more",
+    "v5_auth",
     "v5_malformed",
     "v5_malformed_more",
     "v5_limits",

@@ -355,7 +355,7 @@ def _register_unasked_auth(word: str, title: str, data: str) -> None:
         await connection.wait_close()
 
     v5_case(
-        f"v5/auth/without-method-{word}",
+        f"v5/auth-unrequested/without-method-{word}",
         [NO_CLIENT_AUTH],
         f"{title} on a connection whose CONNECT named no Authentication Method is closed on",
         stimulus=f"5.0 CONNECT without an Authentication Method, CONNACK 0x00; then {title}: {data}",
