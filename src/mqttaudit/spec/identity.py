@@ -109,6 +109,7 @@ _IN_5_0: Final[dict[str, str | None]] = {
     "MQTT-3.2.2-5": "MQTT-3.2.2-7",  # every refusing CONNACK code is 0x80 or above in 5.0
     "MQTT-3.2.2-return-code": "MQTT-3.2.2-8",
     # PUBLISH.
+    "MQTT-3.3.1-1": "MQTT-3.3.1-1",
     "MQTT-3.3.1-2": "MQTT-3.3.1-2",
     "MQTT-4.3.1-1": "MQTT-4.3.1-1",
     "MQTT-3.3.1-3": "MQTT-3.3.1-3",
