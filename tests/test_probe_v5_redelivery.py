@@ -84,9 +84,9 @@ def expired(*, resent: bool) -> Scenario:
 
 Make = Callable[[], Scenario]
 PAIRS: dict[str, tuple[Make, Make]] = {
-    "v5/flows/redelivery-dup-qos1": (lambda: redelivery(1), lambda: redelivery(1, dup=False)),
-    "v5/flows/redelivery-dup-qos2": (lambda: redelivery(2), lambda: redelivery(2, dup=False)),
-    "v5/flows/redelivery-after-expiry-qos2": (lambda: expired(resent=True), lambda: expired(resent=False)),
+    "v5/redelivery/dup-qos1": (lambda: redelivery(1), lambda: redelivery(1, dup=False)),
+    "v5/redelivery/dup-qos2": (lambda: redelivery(2), lambda: redelivery(2, dup=False)),
+    "v5/redelivery/after-expiry-qos2": (lambda: expired(resent=True), lambda: expired(resent=False)),
 }
 
 
@@ -199,16 +199,16 @@ def run_all(broker: RunningBroker) -> dict[str, CaseResult]:
 #: db__message_write_inflight_out_single drops every expired in-flight message, "must not send", whatever its
 #: state, where 4.3.3 says a QoS 2 sender "MUST NOT apply Message expiry if a PUBLISH packet has been sent".
 MOSQUITTO: dict[str, str] = {
-    "v5/flows/redelivery-dup-qos1": PASS,
-    "v5/flows/redelivery-dup-qos2": PASS,
-    "v5/flows/redelivery-after-expiry-qos2": FAIL,
+    "v5/redelivery/dup-qos1": PASS,
+    "v5/redelivery/dup-qos2": PASS,
+    "v5/redelivery/after-expiry-qos2": FAIL,
 }
 
 
 def test_mosquitto_re_sends_with_dup_1_but_drops_the_expired_qos2_message(mosquitto: RunningBroker) -> None:
     results = run_all(mosquitto)
     assert {case_id: r.verdict for case_id, r in results.items()} == MOSQUITTO
-    failed = results["v5/flows/redelivery-after-expiry-qos2"]
+    failed = results["v5/redelivery/after-expiry-qos2"]
     assert {f.rule for f in failed.findings} == {NOT_EXPIRED}
 
 

@@ -75,7 +75,9 @@ _IN_5_0: Final[dict[str, str | None]] = {
     "MQTT-3.1.2-15": "MQTT-3.1.2-13",
     "MQTT-3.1.2-16": "MQTT-3.1.2-14",
     "MQTT-3.1.2-17": "MQTT-3.1.2-15",
+    "MQTT-3.1.2-18": "MQTT-3.1.2-16",
     "MQTT-3.1.2-19": "MQTT-3.1.2-17",
+    "MQTT-3.1.2-20": "MQTT-3.1.2-18",
     "MQTT-3.1.2-21": "MQTT-3.1.2-19",
     "MQTT-3.1.2-22": None,  # 5.0 allows a Password without a User Name
     # Keep Alive: in 5.0 the period may be the Server Keep Alive of CONNACK (MQTT-3.1.2-21, MQTT-3.2.2-21/22).

@@ -58,7 +58,7 @@ def _redelivery(qos: int, *, expiring: bool = False) -> Script:
 
 for _qos in (1, 2):
     v5_case(
-        f"v5/flows/redelivery-dup-qos{_qos}",
+        f"v5/redelivery/dup-qos{_qos}",
         [DUP_ON_REDELIVERY],
         f"A QoS {_qos} PUBLISH re-sent on a resumed session has DUP 1",
         stimulus=f"a subscriber at QoS {_qos}, Session Expiry Interval 60, gets a QoS {_qos} message, sends no "
@@ -69,7 +69,7 @@ for _qos in (1, 2):
     )(_redelivery(_qos))
 
 v5_case(
-    "v5/flows/redelivery-after-expiry-qos2",
+    "v5/redelivery/after-expiry-qos2",
     [QOS2_SENT_NOT_EXPIRED],
     "A QoS 2 PUBLISH sent before its Message Expiry Interval passed is re-sent on the resumed session all the same",
     stimulus=f"a subscriber at QoS 2, Session Expiry Interval 60, gets a QoS 2 message with Message Expiry Interval "
