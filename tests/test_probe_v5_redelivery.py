@@ -14,13 +14,14 @@ from mqttaudit import codec
 from mqttaudit.codec.properties import make
 from mqttaudit.judge import Judgement, judge_scenario
 from mqttaudit.probe.brokers import RunningBroker, start_broker
-from mqttaudit.probe.case import CASES
+from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases import v5_redelivery
 from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config
 
+from . import test_probe_v5_ported as ported
 from .cases import explain
 from .live import run_together
-from .talk import C, Talk
+from .talk import C, S, Talk
 from .test_probe_v5_routing import LATE, Scenario, client, copy, message, option, subscribed
 from .test_probe_v5_sessions import published_qos2
 
@@ -216,3 +217,67 @@ def test_mqttools_declares_maximum_qos_0(mqttools: RunningBroker) -> None:
     """mqttools 0.50.0 declares Maximum QoS 0: no QoS 1 or 2 delivery, nothing to re-send."""
     results = run_all(mqttools)
     assert {case_id: r.verdict for case_id, r in results.items()} == dict.fromkeys(PAIRS, NOT_APPLICABLE)
+
+
+# A User Name or Password the Connect Flags leave out (MQTT-3.1.2-16, -18; 3.1.1: MQTT-3.1.2-18, -20) -------------
+
+#: The CONNECT shapes: a User Name with both flags clear; a Password after a User Name whose Password Flag is clear;
+#: both, with both flags clear.
+CREDENTIALS = ("username-without-flag", "password-without-flag", "credentials-without-flags")
+CREDENTIAL_STATEMENTS = {
+    "username-without-flag": {"MQTT-3.1.2-16"},
+    "password-without-flag": {"MQTT-3.1.2-18"},
+    "credentials-without-flags": {"MQTT-3.1.2-16", "MQTT-3.1.2-18"},
+}
+TWINS_3_1_1 = {
+    "username-without-flag": {"MQTT-3.1.2-18"},
+    "password-without-flag": {"MQTT-3.1.2-20"},
+    "credentials-without-flags": {"MQTT-3.1.2-18", "MQTT-3.1.2-20"},
+}
+
+
+@pytest.mark.parametrize("name", CREDENTIALS)
+def test_each_credentials_shape_targets_its_statements_in_both_versions(name: str) -> None:
+    assert CREDENTIAL_STATEMENTS[name] <= set(CASES[f"v5/malformed/connect-{name}"].statements)
+    assert TWINS_3_1_1[name] <= set(CASES[f"malformed/connect-{name}"].statements)
+
+
+@pytest.mark.parametrize("name", CREDENTIALS)
+def test_closing_on_a_credentials_shape_keeps_it_and_accepting_it_breaks_it(name: str) -> None:
+    """Kept: the server closes (a CONNACK 0x81 Malformed Packet first is allowed, section 4.13); broken: it answers
+    CONNACK 0x00 and carries on."""
+    stimulus = ported.BY_ID[f"connect-{name}"]
+    case = CASES[f"v5/malformed/connect-{name}"]
+    for first in (None, codec.Connack(return_code=0x81)):
+        kept = ported._up_to_stimulus(stimulus)
+        if first is not None:
+            kept.server(first)
+        judgement = judge_scenario({"c": kept.closed(S).events}, judge_config(case, 1.0))
+        assert CREDENTIAL_STATEMENTS[name] <= set(judgement.passed), explain(judgement)
+    broken = ported._up_to_stimulus(stimulus).server(codec.Connack()).quiet(after=3600)
+    judgement = judge_scenario({"c": broken.events}, judge_config(case, 1.0))
+    assert CREDENTIAL_STATEMENTS[name] <= against(judgement), explain(judgement)
+
+
+def _credential_cases(*, with_3_1_1: bool) -> list[Case]:
+    prefixes = ("v5/malformed/", "malformed/") if with_3_1_1 else ("v5/malformed/",)
+    return [CASES[f"{prefix}connect-{name}"] for prefix in prefixes for name in CREDENTIALS]
+
+
+def test_mosquitto_closes_on_every_credentials_shape(mosquitto: RunningBroker) -> None:
+    """mosquitto 2.0.11 closes the connection on each shape, in 3.1.1 and in 5.0."""
+    results = run_together(mosquitto, _credential_cases(with_3_1_1=True), "7c7c7c7c")
+    assert {case_id: r.verdict for case_id, r in results.items()} == dict.fromkeys(results, PASS)
+    assert len(results) == 2 * len(CREDENTIALS)
+
+
+def test_mqttools_accepts_unannounced_credentials(mqttools: RunningBroker) -> None:
+    """mqttools 0.50.0 reads no further than the flags announce: to Connect Flags 0x02 with ``0001 75`` (a User Name
+    'u') after the Client Identifier, and with ``0001 70`` (a Password 'p') after that, it answers CONNACK 0x00 and
+    leaves the connection open; to Connect Flags 0x82 with a User Name and then a Password it sends no CONNACK, and
+    the connection stays open too. Each time it breaks the duty to close on a CONNECT that does not conform
+    (MQTT-3.1.4-1) and the statements of the shape."""
+    results = run_together(mqttools, _credential_cases(with_3_1_1=False), "7c7c7c7c")
+    assert {case_id: r.verdict for case_id, r in results.items()} == dict.fromkeys(results, FAIL)
+    for case_id, result in results.items():
+        assert {f.rule for f in result.findings} >= CREDENTIAL_STATEMENTS[case_id.rsplit("connect-", 1)[1]]
