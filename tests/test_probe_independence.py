@@ -101,6 +101,9 @@ SHARED_WITHIN_CASE = with_twins(
     "v5/will/dropped-once-published",
     "v5/will/dropped-after-disconnect",
     "v5/shared/qos2-completed-on-reconnect",
+    "v5/redelivery/dup-qos1",  # a message left unacknowledged, re-sent on the resumed session
+    "v5/redelivery/dup-qos2",
+    "v5/redelivery/after-expiry-qos2",
 }
 #: Cases with a PUBLISH, SUBSCRIBE or UNSUBSCRIBE that names no topic of the case, and why. The two '#' subscribers
 #: see other cases' messages by design; what they judge ('$' topics never matched) does not depend on them.

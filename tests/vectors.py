@@ -270,6 +270,25 @@ INVALID: list[tuple[str, str, bytes, list[str]]] = [
         [rules.CLIENT_ID_EMPTY_NEEDS_CLEAN_SESSION],
     ),
     ("connect-leftover", C, h("10 0f 0004 4d515454 04 02 003c 0002 6331 ff"), [rules.LEFTOVER_BYTES]),
+    # A User Name or Password the flags do not announce, in its place after the announced fields.
+    (
+        "connect-username-without-flag",
+        C,
+        h("10 11 0004 4d515454 04 02 003c 0002 6331 0001 75"),
+        [rules.USERNAME_ABSENT, rules.LEFTOVER_BYTES],
+    ),
+    (
+        "connect-password-without-flag",
+        C,
+        h("10 15 0004 4d515454 04 82 003c 0002 6331 0001 75 0002 7077"),
+        [rules.PASSWORD_ABSENT, rules.LEFTOVER_BYTES],
+    ),
+    (
+        "connect-credentials-without-flags",
+        C,
+        h("10 15 0004 4d515454 04 02 003c 0002 6331 0001 75 0002 7077"),
+        [rules.USERNAME_ABSENT, rules.PASSWORD_ABSENT, rules.LEFTOVER_BYTES],
+    ),
     ("connect-truncated-header", C, h("10 05 0004 4d5154"), [rules.FIELD_OVERRUN]),
     # CONNACK.
     ("connack-reserved-flags", S, h("20 02 02 00"), [rules.CONNACK_RESERVED_FLAGS]),

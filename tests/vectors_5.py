@@ -712,6 +712,25 @@ INVALID: list[tuple[str, str, bytes, Expected]] = [
         [("MQTT-1.5.4-1", 15), ("MQTT-3.1.3-4", 15)],
     ),
     ("connect-leftover", C, h("10 0f 0004 4d515454 05 02 0000 00 0001 63 ff"), [("MQTT-2.1.4-leftover", 16)]),
+    # A User Name or Password the flags do not announce, in its place after the announced fields.
+    (
+        "connect-username-without-flag",
+        C,
+        h("10 12 0004 4d515454 05 02 0000 00 0002 6331 0001 75"),
+        [("MQTT-3.1.2-16", 17), ("MQTT-2.1.4-leftover", 17)],
+    ),
+    (
+        "connect-password-without-flag",
+        C,
+        h("10 16 0004 4d515454 05 82 0000 00 0002 6331 0001 75 0002 7077"),
+        [("MQTT-3.1.2-18", 20), ("MQTT-2.1.4-leftover", 20)],
+    ),
+    (
+        "connect-credentials-without-flags",
+        C,
+        h("10 16 0004 4d515454 05 02 0000 00 0002 6331 0001 75 0002 7077"),
+        [("MQTT-3.1.2-16", 17), ("MQTT-3.1.2-18", 20), ("MQTT-2.1.4-leftover", 17)],
+    ),
     # CONNACK.
     ("connack-reserved-flags", S, h("20 03 02 00 00"), [("MQTT-3.2.2-1", 2)]),
     ("connack-session-present-with-failure", S, h("20 03 01 80 00"), [("MQTT-3.2.2-6", 2)]),

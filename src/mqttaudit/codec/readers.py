@@ -110,6 +110,41 @@ def _leftover(buf: Buffer, what: str, out: list[Violation]) -> None:
         out.append(Violation(rules.LEFTOVER_BYTES, buf.tell(), detail))
 
 
+def _length_prefixed_fields(data: bytes) -> int:
+    """How many two-byte-length-prefixed fields (UTF-8 strings or Binary Data) ``data`` is, exactly: 0 when it is
+    not such a sequence."""
+    count = 0
+    index = 0
+    while index < len(data):
+        if index + 2 > len(data):
+            return 0
+        index += 2 + int.from_bytes(data[index : index + 2], "big")
+        count += 1
+    return count if index == len(data) else 0
+
+
+def _unannounced_credentials(buf: Buffer, connect_flags: int, out: list[Violation]) -> None:
+    """Bytes after the last field the flags announce that are exactly a User Name and/or Password in their places:
+    a User Name with its flag clear [MQTT-3.1.2-18], a Password with its flag clear [MQTT-3.1.2-20] (5.0: 3.1.2-16,
+    -18). Only where the flags leave those places empty (a field after a Password announced is no credential);
+    the leftover bytes are reported beside them. The cursor stays put."""
+    if buf.eof() or connect_flags & 0x40:
+        return
+    offset = buf.tell()
+    data = buf.data[offset : buf.end]
+    count = _length_prefixed_fields(data)
+    detail = "Password flag is 0 but a Password follows the User Name"
+    if connect_flags & 0x80:
+        if count == 1:
+            out.append(Violation(rules.PASSWORD_ABSENT, offset, detail))
+        return
+    if count in (1, 2):
+        out.append(Violation(rules.USERNAME_ABSENT, offset, "User Name flag is 0 but a User Name follows"))
+    if count == 2:
+        second = offset + 2 + int.from_bytes(data[:2], "big")
+        out.append(Violation(rules.PASSWORD_ABSENT, second, detail))
+
+
 def read_connect(
     buf: Buffer, flags: int, direction: Direction | None, version: ProtocolVersion, out: list[Violation]
 ) -> Packet:
@@ -172,6 +207,7 @@ def read_connect(
                     )
                 else:
                     password = read_binary(buf, "Password")
+            _unannounced_credentials(buf, connect_flags, out)
             _leftover(buf, "CONNECT", out)
     except BufferUnderrun as exc:
         _overrun(exc, out)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from mqttaudit.codec import Direction
+from mqttaudit.codec import Direction, Publish
 from mqttaudit.spec import identity
 from mqttaudit.spec.identity import V3_1_1, V5
 
@@ -55,6 +55,7 @@ class Routing:
         for link in self._model.links:
             self._session_present(link)
             self._takeover(link)
+            self._redelivered(link)
         for link in self._model.links:  # in the order they opened: a message missed on one may be owed on the next
             by_key: dict[tuple[str, bytes], list[Expectation]] = {}
             for expectation in link.expectations:
@@ -188,6 +189,91 @@ class Routing:
                 f"{int(link.clean)}), whose session the server {'holds' if owed else 'does not hold'}",
                 EXPECTED.get(rule, f"{clean} {int(link.clean)} is answered with Session Present {int(owed)} here"),
             )
+
+    def _redelivered(self, link: Link) -> None:
+        """What a resumed session (Session Present 1) is sent again: each QoS 1 or 2 PUBLISH its previous connection
+        got and never acknowledged (no PUBACK, no PUBREC) is re-sent with its original Packet Identifier
+        [MQTT-4.4.0-1], and that copy has DUP 1 [MQTT-3.3.1-1]. A QoS 2 one is re-sent even if its Message Expiry
+        Interval has passed since: a QoS 2 sender applies no expiry to a PUBLISH it has sent [MQTT-4.3.3-7].
+        (A PUBREL re-sent after PUBREC has no DUP flag: its flags are fixed, section 3.6.1.)"""
+        connack = link.transcript.connack
+        session = link.session
+        if link.clean or connack is None or not connack.session_present or session is None:
+            return
+        position = session.links.index(link)
+        if position == 0:
+            return
+        earlier = session.links[position - 1]
+        pending = _unacknowledged(earlier)
+        if not pending:
+            return
+        if any(side is not SERVER for side, _ in earlier.transcript.lost):
+            why = f"bytes of the client on {quoted(earlier.name)} went unobserved: its acknowledgements are unknown"
+            self._undecided(link, rules.DUP_ON_REDELIVERY, reasons.reason(reasons.EARLIER_SESSION, why))
+            return
+        again: dict[int, Delivered] = {}
+        for delivered in link.transcript.delivered:
+            packet_id = delivered.message.packet_id
+            if packet_id in pending and packet_id not in again:
+                again[packet_id] = delivered
+        for packet_id, sent in pending.items():
+            resent = again.get(packet_id)
+            if resent is not None and not _same_message(resent.message, sent.message):
+                continue  # the identifier went to another message: a new one, not this one re-sent
+            if _expired_before(sent, link.opened):
+                self._expired_resent(link, earlier, sent, resent)
+            if resent is None:
+                self._not_resent(link, earlier, sent)
+            elif resent.message.dup:
+                self._held(link, rules.DUP_ON_REDELIVERY)
+            else:
+                self._fail(
+                    link,
+                    rules.DUP_ON_REDELIVERY,
+                    resent.time,
+                    resent.event,
+                    f"PUBLISH to {quoted(resent.message.topic)} (event {resent.event}, Packet Identifier {packet_id}) "
+                    f"re-sends the QoS {sent.message.qos} message sent on {quoted(earlier.name)} (event {sent.event}) "
+                    "and never acknowledged there, with DUP 0",
+                    EXPECTED[rules.DUP_ON_REDELIVERY],
+                )
+
+    def _not_resent(self, link: Link, earlier: Link, sent: Delivered) -> None:
+        """No re-send of ``sent`` on ``link``: nothing to say of its DUP flag."""
+        what = (
+            f"the PUBLISH sent on {quoted(earlier.name)} (event {sent.event}, Packet Identifier "
+            f"{sent.message.packet_id}) was not re-sent on this connection"
+        )
+        self._undecided(link, rules.DUP_ON_REDELIVERY, reasons.reason(reasons.NO_ANSWER, what))
+
+    def _expired_resent(self, link: Link, earlier: Link, sent: Delivered, resent: Delivered | None) -> None:
+        """[MQTT-4.3.3-7] A QoS 2 PUBLISH sent before its Message Expiry Interval passed, unacknowledged when its
+        connection ended, is re-sent on the resumed session all the same: the sender applies no expiry to it."""
+        rule = rules_5.QOS2_SENT_NOT_EXPIRED
+        if resent is not None:
+            self._held(link, rule)
+            return
+        what = (
+            f"the QoS 2 PUBLISH to {quoted(sent.message.topic)} sent on {quoted(earlier.name)} (event {sent.event}, "
+            f"Packet Identifier {sent.message.packet_id}), unacknowledged there and since expired"
+        )
+        deadline = link.opened + self._config.answer_timeout
+        lost = [time for side, time in link.transcript.lost if side is SERVER]
+        if lost:
+            self._undecided(link, rule, _unseen_bytes(min(lost), what))
+        elif link.ended >= deadline:
+            self._fail(
+                link,
+                rule,
+                link.ended,
+                link.transcript.end_event,
+                f"{what}: the session was resumed on {quoted(link.name)} at {link.opened:.6f} s and the message was "
+                f"not sent again by {deadline:.6f} s (seen open until {link.ended:.6f} s)",
+                EXPECTED[rule],
+                MISSING,
+            )
+        else:
+            self._undecided(link, rule, self._cut_short(link, deadline, f"the re-sent {what} was due"))
 
     def _other_session_held(self, link: Link) -> bool:
         """Another ClientId's session was held (not ended) when ``link`` connected: a server that found sessions by
@@ -842,6 +928,30 @@ class Routing:
         )
 
 
+def _unacknowledged(link: Link) -> dict[int, Delivered]:
+    """The QoS 1 and 2 PUBLISH packets the server sent on ``link`` that the client never answered (no PUBACK, no
+    PUBREC), per Packet Identifier: only the last use of an identifier counts."""
+    last: dict[int, Delivered] = {}
+    for delivered in link.transcript.delivered:
+        packet_id = delivered.message.packet_id
+        if delivered.message.qos and packet_id is not None:
+            last[packet_id] = delivered
+    answers = link.transcript.answers
+    return {packet_id: sent for packet_id, sent in last.items() if sent.event not in answers}
+
+
+def _same_message(resent: Publish, sent: Publish) -> bool:
+    return (resent.topic, resent.payload, resent.qos) == (sent.topic, sent.payload, sent.qos)
+
+
+def _expired_before(sent: Delivered, time: float) -> bool:
+    """A QoS 2 copy whose Message Expiry Interval (as sent) surely passed before ``time``."""
+    interval = expiry_5.message_expiry(sent.message.properties)
+    if sent.message.qos != 2 or interval is None:
+        return False
+    return expiry_5.state_at((sent.time, sent.time), interval, time) == expiry_5.EXPIRED
+
+
 def _will_order(checks: list[forwarding_5.Check]) -> list[forwarding_5.Check]:
     """5.0 statement 3.1.3-10 (key WILL_USER_PROPERTIES_IN_ORDER): the Will's User Properties are published in
     their order; a copy that lacks some of them keeps no order of them either."""
@@ -946,6 +1056,9 @@ EXPECTED: Final[dict[str, str]] = {
     "the message",
     rules_5.WILL_DROPPED: "a Will is dropped once published or discarded: it is never published again",
     rules_5.DISCARDED_AFTER_EXPIRY: "a session whose Session Expiry Interval passed is discarded with what it held",
+    rules.DUP_ON_REDELIVERY: "a PUBLISH re-sent on a resumed session (unacknowledged before) has DUP 1",
+    rules_5.QOS2_SENT_NOT_EXPIRED: "a QoS 2 sender applies no Message Expiry to a PUBLISH it has sent: unacknowledged "
+    "when the connection ended, it is re-sent on the resumed session",
     rules.DUP_NOT_PROPAGATED: "the DUP flag of an outgoing PUBLISH says only whether it is a retransmission",
     rules.DELIVERY_QOS: "a message is delivered at the lower of its publish QoS and the granted QoS",
     rules.HIGHEST_QOS_OF_OVERLAPPING: "overlapping subscriptions get the message at the highest QoS among them",

@@ -81,6 +81,9 @@ TAKEOVER: Final = "MQTT-3.1.4-2"
 SESSION_PRESENT: Final = "MQTT-3.2.2-2"
 NO_SESSION_PRESENT: Final = "MQTT-3.2.2-3"
 DUP_NOT_PROPAGATED: Final = "MQTT-3.3.1-3"
+#: [MQTT-3.3.1-1] A PUBLISH the server sends again (unacknowledged on the session's previous connection, re-sent on
+#: its resumption [MQTT-4.4.0-1]) has DUP 1.
+DUP_ON_REDELIVERY: Final = "MQTT-3.3.1-1"
 RETAINED_SENT_ON_SUBSCRIBE: Final = "MQTT-3.3.1-6"
 RETAINED_QOS0_REPLACES: Final = "MQTT-3.3.1-7"
 RETAIN_SET_ON_NEW_SUBSCRIPTION: Final = "MQTT-3.3.1-8"
@@ -105,6 +108,7 @@ MODEL_RULES: Final[frozenset[str]] = frozenset(
         SESSION_PRESENT,
         NO_SESSION_PRESENT,
         DUP_NOT_PROPAGATED,
+        DUP_ON_REDELIVERY,
         RETAINED_SENT_ON_SUBSCRIBE,
         RETAINED_QOS0_REPLACES,
         RETAIN_SET_ON_NEW_SUBSCRIPTION,

@@ -75,7 +75,9 @@ _IN_5_0: Final[dict[str, str | None]] = {
     "MQTT-3.1.2-15": "MQTT-3.1.2-13",
     "MQTT-3.1.2-16": "MQTT-3.1.2-14",
     "MQTT-3.1.2-17": "MQTT-3.1.2-15",
+    "MQTT-3.1.2-18": "MQTT-3.1.2-16",
     "MQTT-3.1.2-19": "MQTT-3.1.2-17",
+    "MQTT-3.1.2-20": "MQTT-3.1.2-18",
     "MQTT-3.1.2-21": "MQTT-3.1.2-19",
     "MQTT-3.1.2-22": None,  # 5.0 allows a Password without a User Name
     # Keep Alive: in 5.0 the period may be the Server Keep Alive of CONNACK (MQTT-3.1.2-21, MQTT-3.2.2-21/22).
@@ -109,6 +111,7 @@ _IN_5_0: Final[dict[str, str | None]] = {
     "MQTT-3.2.2-5": "MQTT-3.2.2-7",  # every refusing CONNACK code is 0x80 or above in 5.0
     "MQTT-3.2.2-return-code": "MQTT-3.2.2-8",
     # PUBLISH.
+    "MQTT-3.3.1-1": "MQTT-3.3.1-1",
     "MQTT-3.3.1-2": "MQTT-3.3.1-2",
     "MQTT-4.3.1-1": "MQTT-4.3.1-1",
     "MQTT-3.3.1-3": "MQTT-3.3.1-3",

@@ -18,6 +18,7 @@ MODULES = (
     "v5_sessions",
     "v5_flows",
     "v5_flows_more",
+    "v5_redelivery",
     "routing",
     "malformed",
     "accepted",

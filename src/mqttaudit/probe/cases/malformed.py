@@ -453,6 +453,15 @@ def _connect_family(protocol: ProtocolVersion = V3) -> tuple[Stimulus, ...]:
             ("username-flag-without-username", "User Name Flag 1 but no user name", 0x82, b""),
             ("password-flag-without-password", "Password Flag 1 but no password", 0xC2, field(b"u")),
             ("username-ill-formed-utf8", "a User Name with ill-formed UTF-8", 0x82, field(b"\xc0")),
+            # fields the flags do not announce, each in its place after the announced ones
+            ("username-without-flag", "a User Name but User Name Flag 0", 0x02, field(b"u")),
+            (
+                "password-without-flag",
+                "a User Name and a Password but Password Flag 0",
+                0x82,
+                field(b"u") + field(b"p"),
+            ),
+            ("credentials-without-flags", "a User Name and a Password, both flags 0", 0x02, field(b"u") + field(b"p")),
         )
         # 5.0 allows a Password without a User Name (section 3.1.2.9)
         if protocol is V3 or name != "password-without-username"
