@@ -6,6 +6,9 @@ saves time.
 Each run gets a fresh broker: what one run leaves behind on a broker that keeps it against the rules (amqtt 0.12.1
 keeps retained messages a zero-byte retained PUBLISH should clear, and sends them to every client) must not decide
 the other run's verdicts. Three runs go on side by side, each against its own broker process.
+
+The MQTT 5.0 cases that leave retained messages run side by side with each other (not beside anything else): they
+get the same verdicts that way as one at a time, on both 5.0 brokers.
 """
 
 from __future__ import annotations
@@ -74,3 +77,29 @@ def test_the_whole_library_gives_the_same_verdicts_at_every_concurrency(
         }
         assert not differ, (concurrency, differ)
     assert {verdict for verdict, _reason in alone.values()} >= {"pass", "fail"}
+
+
+#: The MQTT 5.0 brokers of the test suite.
+BROKERS_5_0: tuple[BrokerName, ...] = ("mosquitto", "mqttools")
+
+
+def retained_5_0() -> list[Case]:
+    """The MQTT 5.0 cases that leave retained messages: the runner runs them side by side with each other."""
+    return [case for case in all_cases() if case.protocol is ProtocolVersion.V5 and case.runs_alone]
+
+
+def retained_verdicts(name: BrokerName, concurrency: int) -> dict[str, str]:
+    with start_broker(name) as broker:
+        run = asyncio.run(run_probe(Target.parse(broker.url), retained_5_0(), concurrency=concurrency))
+    return {result.case.id: result.verdict for result in run.results}
+
+
+@pytest.mark.parametrize("name", BROKERS_5_0)
+def test_the_5_0_cases_that_leave_retained_messages_give_the_same_verdicts_side_by_side(name: BrokerName) -> None:
+    """One at a time (concurrency 1) and side by side (the default), each on a fresh broker: the same verdicts."""
+    assert len(retained_5_0()) >= 20
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        alone, together = pool.map(lambda c: retained_verdicts(name, c), (1, DEFAULT_CONCURRENCY))
+    assert list(alone) == list(together) == [case.id for case in retained_5_0()]
+    assert alone == together
+    assert "pass" in alone.values()

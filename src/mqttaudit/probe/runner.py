@@ -117,12 +117,15 @@ async def run_probe(
 ) -> ProbeRun:
     """Runs ``cases`` against ``target``, at most ``concurrency`` at a time; results keep the order of ``cases``.
 
-    Two phases. First every case that needs nothing of its own, timing cases included (a failure of one is
-    confirmed alone before it is reported). Then the cases that leave retained messages (``Case.alone``), one at a
-    time with nothing beside them: some brokers send every retained message they hold to every client right after
-    CONNACK, and keep some that a zero-byte retained PUBLISH should clear (amqtt 0.12.1). So each case gets the
-    verdict it gets alone. ``profile`` is what the operator declared about the broker (see
-    :mod:`~mqttaudit.probe.profile`)."""
+    Three phases. First every case that needs nothing of its own, timing cases included (a failure of one is
+    confirmed alone before it is reported). Then the cases that leave retained messages (``Case.alone``): some
+    brokers send every retained message they hold to every client right after CONNACK, and keep some that a
+    zero-byte retained PUBLISH should clear (amqtt 0.12.1), so nothing else runs beside them. The MQTT 5.0 ones run
+    side by side with each other: each decides its statements by the deliveries of its own topics, under
+    subscriptions to its own topics, which another case's retained message pushed to every client can neither make
+    nor break. The 3.1.1 ones then run one at a time, in library order (two of them judge any delivery at all
+    against its subscription [MQTT-3.3.2-3]), so each gets the verdict it gets alone. ``profile`` is what the
+    operator declared about the broker (see :mod:`~mqttaudit.probe.profile`)."""
     run_id = secrets.token_hex(4)  # topics of concurrent runs against one broker never meet
     started = datetime.now(UTC).isoformat(timespec="seconds")
     clock0 = time.monotonic()
@@ -149,7 +152,8 @@ async def run_probe(
 
     # the cases that wait on a deadline take longest: started first, they do not end the phase alone
     await together(sorted((case for case in cases if not case.runs_alone), key=lambda case: not case.timing))
-    await one_by_one([case for case in cases if case.runs_alone])
+    await together([case for case in cases if case.runs_alone and case.protocol is ProtocolVersion.V5])
+    await one_by_one([case for case in cases if case.runs_alone and case.protocol is not ProtocolVersion.V5])
     results = [done[id(case)] for case in cases]
     return ProbeRun(target, started, results, time.monotonic() - clock0, health.down)
 
