@@ -26,7 +26,7 @@ from mqttaudit.codec import Direction
 from mqttaudit.judge import Finding
 from mqttaudit.probe import ProbeResult, run, run_async
 from mqttaudit.probe.baseline import Baseline, BaselineError, compare, load_baseline
-from mqttaudit.probe.brokers import RunningBroker, free_port, start_broker
+from mqttaudit.probe.brokers import RunningBroker, free_port
 from mqttaudit.probe.case import CASES, Case, CaseContext, Target, all_cases
 from mqttaudit.probe.cases.malformed import STIMULI
 from mqttaudit.probe.confirm import UNSTABLE, confirm_timing_failures
@@ -37,13 +37,6 @@ from mqttaudit.probe.targets import mask_userinfo
 from mqttaudit.report import probe_run_to_junit, probe_run_to_markdown
 from mqttaudit.report.statements import default_catalogue
 from mqttaudit.report.terminal import BarProgress, MarksProgress, fail_line, summary_lines
-
-
-@pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
-
 
 # --- the registry ---------------------------------------------------------------------------------------------------
 

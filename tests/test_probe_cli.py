@@ -19,7 +19,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from mqttaudit.cli.main import main
-from mqttaudit.probe.brokers import RunningBroker, _locate_mosquitto, free_port, launch_broker, start_broker
+from mqttaudit.probe.brokers import RunningBroker, _locate_mosquitto, free_port, launch_broker
 
 TIMEOUT = "0.5"
 PASSING = "ping/pingresp"
@@ -68,12 +68,6 @@ def silent() -> Iterator[TcpServer]:
     server = TcpServer()
     yield server
     server.close()
-
-
-@pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,7 +29,7 @@ from mqttaudit.codec import (
 )
 from mqttaudit.codec import properties as props
 from mqttaudit.judge.events import Sent
-from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.capabilities import Capabilities
 from mqttaudit.probe.case import CASES, CaseContext, NotApplicable, Target
 from mqttaudit.probe.connection import ProbeConnection
@@ -40,12 +39,6 @@ from mqttaudit.spec import load_catalogue
 
 V5_CASES = [case for case in CASES.values() if case.protocol is ProtocolVersion.V5]
 TIMEOUT = 1.0
-
-
-@pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
 
 
 async def _play(case_id: str, broker: RunningBroker, profile: BrokerProfile) -> CaseContext:

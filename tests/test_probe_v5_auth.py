@@ -16,7 +16,7 @@ import pytest
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
 from mqttaudit.judge import Judgement, judge_scenario
-from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases import v5_auth
 from mqttaudit.probe.profile import parse_profile
@@ -263,18 +263,6 @@ def mosquitto_challenge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ru
     # Run as root, mosquitto changes to the user mosquitto, which cannot read the private temporary directory.
     settings = ["user root"] if os.geteuid() == 0 else []
     with configured_mosquitto(workdir, *settings, f"plugin {plugin}") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
-def mqttools() -> Iterator[RunningBroker]:
-    with start_broker("mqttools") as broker:
         yield broker
 
 

@@ -12,7 +12,7 @@ from mqttaudit import codec
 from mqttaudit.codec import Property
 from mqttaudit.codec.properties import make
 from mqttaudit.judge import Judgement, judge_scenario
-from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases import v5_connect_more
 from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config
@@ -159,22 +159,10 @@ def test_the_client_side_of_a_case_is_no_finding_against_the_broker() -> None:
 
 
 @pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
 def mosquitto_limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     """mosquitto configured with ``max_qos 1`` and ``retain_available false``, which its CONNACK then declares."""
     workdir = tmp_path_factory.mktemp("mosquitto-limited")
     with configured_mosquitto(workdir, "max_qos 1", "retain_available false") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
-def mqttools() -> Iterator[RunningBroker]:
-    with start_broker("mqttools") as broker:
         yield broker
 
 

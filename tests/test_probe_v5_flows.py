@@ -6,12 +6,11 @@ tested in tests/test_judge_flows_more_5.py)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 
 from mqttaudit.cli.rules import coverage
-from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES, Case, Target
 from mqttaudit.probe.cases import ALONE, v5_flows
 from mqttaudit.probe.runner import NOT_APPLICABLE, PASS, CaseResult, run_case
@@ -50,12 +49,6 @@ def test_the_case_that_leaves_a_retained_message_runs_alone() -> None:
 
 
 # Live ----------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
 
 
 def run_all(broker: RunningBroker, run: int) -> dict[str, CaseResult]:

@@ -12,7 +12,7 @@ import pytest
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
 from mqttaudit.judge import Judgement, judge_scenario
-from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases import v5_flows_more
 from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config
@@ -233,21 +233,9 @@ def test_a_second_unsuback_for_a_multi_filter_unsubscribe_breaks_the_sequence() 
 
 
 @pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
 def mosquitto_limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     """mosquitto configured with ``max_qos 1``, which its CONNACK then declares."""
     with configured_mosquitto(tmp_path_factory.mktemp("mosquitto-max-qos-1"), "max_qos 1") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
-def mqttools() -> Iterator[RunningBroker]:
-    with start_broker("mqttools") as broker:
         yield broker
 
 

@@ -4,8 +4,6 @@ conversation written with the real codec), and every case gets a verdict against
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from mqttaudit import codec
@@ -28,7 +26,7 @@ from mqttaudit.codec import (
 )
 from mqttaudit.codec import properties as props
 from mqttaudit.judge import judge_scenario
-from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases.v5_forbidden import (
     DELIVERY_PUBREL,
@@ -273,12 +271,6 @@ def test_a_message_nobody_receives_passes_with_0x00_or_0x10(case_id: str) -> Non
 
 
 # --- a real broker -----------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
 
 
 def test_every_case_gets_a_verdict_from_mosquitto(mosquitto: RunningBroker) -> None:

@@ -13,7 +13,7 @@ from mqttaudit import codec
 from mqttaudit.codec.properties import make
 from mqttaudit.judge import Judgement, judge_scenario
 from mqttaudit.judge.events import Sent
-from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases import v5_handshake as hs
 from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config
@@ -196,22 +196,10 @@ def test_assigned_identifiers_may_repeat_once_the_first_connection_ended() -> No
 
 
 @pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
 def mosquitto_without_empty_ids(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     """mosquitto configured with ``allow_zero_length_clientid false``."""
     workdir = tmp_path_factory.mktemp("mosquitto-no-empty-ids")
     with configured_mosquitto(workdir, "allow_zero_length_clientid false") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
-def mqttools() -> Iterator[RunningBroker]:
-    with start_broker("mqttools") as broker:
         yield broker
 
 

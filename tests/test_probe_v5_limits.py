@@ -11,7 +11,7 @@ import pytest
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
 from mqttaudit.judge import Judgement, judge_scenario, limits
-from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases import v5_limits
 from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config
@@ -256,21 +256,9 @@ def test_a_broker_that_closes_instead_of_carrying_on_after_a_message_too_large_b
 
 
 @pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
 def mosquitto_with_packet_limit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     """mosquitto configured with ``max_packet_size 200``, which its CONNACK then declares."""
     with configured_mosquitto(tmp_path_factory.mktemp("mosquitto-mps"), "max_packet_size 200") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
-def mqttools() -> Iterator[RunningBroker]:
-    with start_broker("mqttools") as broker:
         yield broker
 
 

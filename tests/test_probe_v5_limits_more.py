@@ -12,7 +12,7 @@ import pytest
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
 from mqttaudit.judge import Judgement, Sent, judge_scenario
-from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases import v5_limits_more as more
 from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config
@@ -156,20 +156,8 @@ def test_the_judge_decides_every_statement_of_the_case_both_ways(case: Case) -> 
 
 
 @pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
 def mosquitto_with_packet_limit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     with configured_mosquitto(tmp_path_factory.mktemp("mosquitto-mps"), "max_packet_size 200") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
-def mqttools() -> Iterator[RunningBroker]:
-    with start_broker("mqttools") as broker:
         yield broker
 
 

@@ -4,14 +4,11 @@ case gets a verdict against a real mosquitto."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
-
-import pytest
 
 from mqttaudit.codec import ProtocolVersion, decode
 from mqttaudit.codec import properties as props
 from mqttaudit.codec import rules as codec_rules
-from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES
 from mqttaudit.probe.cases.v5_malformed import STIMULI, UNKNOWN_IDENTIFIERS, decoded_rules, targeted
 
@@ -79,12 +76,6 @@ def test_every_case_is_a_50_case_that_targets_the_duty_to_close() -> None:
         assert CLOSE_DUTIES & set(case.statements), stimulus.case_id
         assert case.family == f"v5/malformed-{stimulus.family}"
         assert stimulus.breaks in case.stimulus
-
-
-@pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
 
 
 def test_every_case_gets_a_verdict_from_mosquitto(mosquitto: RunningBroker) -> None:

@@ -7,14 +7,13 @@ from mqttools, pinned and checked by hand against the spec."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 
 from mqttaudit import codec
 from mqttaudit.codec import ProtocolVersion, decode
 from mqttaudit.judge import Judgement, judge, judge_scenario
-from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases import v5_forbidden, v5_malformed, v5_ported
 from mqttaudit.probe.cases.v5_malformed_more import (
@@ -208,18 +207,6 @@ def test_the_trie_refuses_each_shared_filter_by_the_rule_the_codec_reads(stimulu
 
 
 # Live ----------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
-def mqttools() -> Iterator[RunningBroker]:
-    with start_broker("mqttools") as broker:
-        yield broker
 
 
 def run_all(broker: RunningBroker) -> dict[str, CaseResult]:

@@ -4,8 +4,6 @@ conversation written with the real codec), and every case gets a verdict against
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from mqttaudit import codec
@@ -24,7 +22,7 @@ from mqttaudit.codec import (
     Will,
 )
 from mqttaudit.judge import Sent, judge_scenario
-from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases import accepted, malformed, routing, v5_forbidden
 from mqttaudit.probe.cases.v5_ported import (
@@ -453,12 +451,6 @@ def test_each_ported_flow_passes_on_a_conforming_broker_and_fails_on_a_violating
 
 
 # --- against mosquitto ---------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
 
 
 def test_every_ported_case_gets_a_verdict_from_mosquitto(mosquitto: RunningBroker) -> None:

@@ -6,14 +6,14 @@ mqttools."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
 from mqttaudit.judge import Judgement, judge_scenario
-from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases import v5_redelivery
 from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config
@@ -175,18 +175,6 @@ def test_a_3_1_1_session_is_held_to_the_same_rule() -> None:
 
 
 # Live ------------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
-def mqttools() -> Iterator[RunningBroker]:
-    with start_broker("mqttools") as broker:
-        yield broker
 
 
 def run_all(broker: RunningBroker) -> dict[str, CaseResult]:

@@ -5,14 +5,14 @@ judge configuration the probe uses); and every case gets a verdict from mosquitt
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from mqttaudit import codec
 from mqttaudit.codec.properties import USER_PROPERTY, make
 from mqttaudit.judge import Judgement, judge_scenario
-from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES, Case
 from mqttaudit.probe.cases import ALONE, v5_routing
 from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config
@@ -438,18 +438,6 @@ def test_the_cases_that_wait_on_an_interval_are_timing_cases() -> None:
 
 
 # Live ------------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
-def mqttools() -> Iterator[RunningBroker]:
-    with start_broker("mqttools") as broker:
-        yield broker
 
 
 def run_all(broker: RunningBroker) -> dict[str, CaseResult]:

@@ -4,12 +4,12 @@ violating one (pure); and every case gets a verdict from mosquitto and from mqtt
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from mqttaudit import codec
-from mqttaudit.probe.brokers import RunningBroker, start_broker
+from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES
 from mqttaudit.probe.cases import v5_sessions
 from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult
@@ -222,18 +222,6 @@ def test_a_qos2_message_sent_to_another_member_after_the_break_breaks_its_comple
 
 
 # Live ------------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def mosquitto() -> Iterator[RunningBroker]:
-    with start_broker("mosquitto") as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
-def mqttools() -> Iterator[RunningBroker]:
-    with start_broker("mqttools") as broker:
-        yield broker
 
 
 def run_all(broker: RunningBroker) -> dict[str, CaseResult]:
