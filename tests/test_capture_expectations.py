@@ -77,6 +77,8 @@ TOPIC_NOT_EMPTY = "MQTT-4.7.3-1"
 CLOSE_ON_VIOLATION = "MQTT-4.8.0-1"
 SESSION_PRESENT_0 = "MQTT-3.2.2-1"
 SUBACK_ID = "MQTT-3.8.4-2"
+#: [MQTT-2.3.1-7] SUBACK and UNSUBACK carry the Packet Identifier of their request (5.0: MQTT-2.2.1-6).
+ACK_ID = "MQTT-2.3.1-7"
 SUBACK_CODES = "MQTT-3.8.4-5"
 SUBACK_ORDER = "MQTT-3.9.3-1"
 PUBACK_ID = "MQTT-2.3.1-6"
@@ -96,6 +98,9 @@ V5_CLIENT_RECEIVE_MAXIMUM = "MQTT-3.3.4-7"
 V5_SEND_QUOTA = "MQTT-4.9.0-2"
 V5_SUBACK_SENT = "MQTT-3.8.4-1"
 V5_SUBACK_ID = "MQTT-3.8.4-2"
+V5_ACK_ID = "MQTT-2.2.1-6"
+#: [MQTT-3.2.2-22] Without a Server Keep Alive in CONNACK the server applies the client's Keep Alive.
+V5_CLIENT_KEEP_ALIVE_APPLIES = "MQTT-3.2.2-22"
 V5_SUBACK_CODES = "MQTT-3.8.4-6"
 V5_SUBACK_ORDER = "MQTT-3.9.3-1"
 V5_QOS1_RECEIVER_PUBACK = "MQTT-4.3.2-4"
@@ -362,8 +367,10 @@ EXPECTED: dict[tuple[str, int], Expected] = {
         "no anomaly: its frame alerts depend on Suricata's max-msg-length 60 and on a PUBLISH these bytes lack "
         "(a separate test). CONNECT (Keep Alive 60) and CONNACK 0x00 (no Server Keep Alive) end the capture 0.5 ms "
         "apart with the connection open: the client's PINGREQ (due 61 s on) and the server's close of a silent "
-        "client (91 s on) fall after the end of the capture [MQTT-3.1.2-20, MQTT-3.1.2-22]",
-        not_assessable=keep_alive_5(CAPTURE_ENDS, CAPTURE_ENDS),
+        "client (91 s on) fall after the end of the capture [MQTT-3.1.2-20, MQTT-3.1.2-22], by the client's Keep "
+        "Alive, which applies without a Server Keep Alive [MQTT-3.2.2-22]",
+        not_assessable=keep_alive_5(CAPTURE_ENDS, CAPTURE_ENDS)
+        | {("server", V5_CLIENT_KEEP_ALIVE_APPLIES, CAPTURE_ENDS)},
     ),
     (SV + "mqtt5-pub-qos1.pcap", 37802): MQTT5,  # PUBACK 40 03 00 01 10: a reason code, 5.0's shape
     (SV + "mqtt5-sub-userpass.pcap", 37890): MQTT5,
@@ -402,7 +409,9 @@ def keep_alive(client: str, server: str) -> set[tuple[str, str, str]]:
     return {("client", CLIENT_KEEP_ALIVE, client), ("server", SERVER_DROPS_SILENT_CLIENT, server)}
 
 
-SUBACK_UNOWED = {("server", rule, NOT_ACCEPTED) for rule in (SUBACK_SENT, SUBACK_ID, SUBACK_CODES, SUBACK_ORDER)}
+SUBACK_UNOWED = {
+    ("server", rule, NOT_ACCEPTED) for rule in (SUBACK_SENT, SUBACK_ID, SUBACK_CODES, SUBACK_ORDER, ACK_ID)
+}
 PUBACK_UNOWED = {("server", rule, NOT_ACCEPTED) for rule in (QOS1_RECEIVER_PUBACK, PUBACK_ID, PUBACK_TYPE)}
 EXPECTED |= {
     (ARKIME, 54321): expected(
@@ -430,7 +439,10 @@ EXPECTED |= {
             ("server", V5_SESSION_PRESENT_0, NO_ANSWER),
             ("client", V5_SEND_QUOTA, NO_ANSWER),
         }
-        | {("server", rule, NOT_ACCEPTED) for rule in (V5_SUBACK_SENT, V5_SUBACK_ID, V5_SUBACK_CODES, V5_SUBACK_ORDER)}
+        | {
+            ("server", rule, NOT_ACCEPTED)
+            for rule in (V5_SUBACK_SENT, V5_SUBACK_ID, V5_SUBACK_CODES, V5_SUBACK_ORDER, V5_ACK_ID)
+        }
         | {("server", rule, NOT_ACCEPTED) for rule in (V5_QOS1_RECEIVER_PUBACK, V5_PUBACK_ID, V5_PUBACK_TYPE)}
         | keep_alive_5(CAPTURE_ENDS, CAPTURE_ENDS),
     ),
@@ -438,6 +450,7 @@ EXPECTED |= {
         NO_SERVER,  # UNSUBSCRIBE of filters never subscribed: UNSUBACK owed [MQTT-3.10.4-5], but not by this server
         not_assessable=NO_CONNACK
         | {("server", UNSUBACK_SENT, NOT_ACCEPTED), ("server", UNSUBACK_WITHOUT_DELETION, NOT_ACCEPTED)}
+        | {("server", ACK_ID, NOT_ACCEPTED)}
         | keep_alive(CAPTURE_ENDS, CAPTURE_ENDS),
     ),  # the capture goes on 50.2 s
     (ARKIME, 55557): expected(
