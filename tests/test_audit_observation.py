@@ -72,6 +72,8 @@ SUBACK_SENT = "MQTT-3.8.4-1"
 SUBACK_ID = "MQTT-3.8.4-2"
 SUBACK_CODES = "MQTT-3.8.4-5"
 SUBACK_ORDER = "MQTT-3.9.3-1"
+#: [MQTT-2.3.1-7] SUBACK and UNSUBACK carry the Packet Identifier of their request.
+ACK_ID = "MQTT-2.3.1-7"
 CLOSE_AFTER_DISCONNECT = "MQTT-3.14.4-1"
 QOS1_RECEIVER_PUBACK = "MQTT-4.3.2-2"
 CLIENT_PUBACK_ORDER = "MQTT-4.6.0-2"
@@ -83,7 +85,7 @@ PUBACK_RULES = {
     "client": (QOS1_RECEIVER_PUBACK, PUBACK_ID, RESPONSE_BY_QOS, CLIENT_PUBACK_ORDER),
 }
 #: What a missing SUBACK leaves undecided: the SUBACK, its Packet Identifier, its return codes and their order.
-SUBACK_RULES = (SUBACK_SENT, SUBACK_ID, SUBACK_CODES, SUBACK_ORDER)
+SUBACK_RULES = (SUBACK_SENT, SUBACK_ID, SUBACK_CODES, SUBACK_ORDER, ACK_ID)
 
 Key = tuple[str, str, str | None, str]
 
