@@ -224,7 +224,25 @@ def normalised(subscribed_to: str, published: str, got_topic: str | None, *, ear
     return {"sub": watch(sub, early=early), "pub": publisher(publish(published, b"n"))}
 
 
+def resent(dup: bool | None) -> dict[str, Talk]:
+    """A CleanSession 0 session gets a QoS 1 message at 1.2 s and drops before its PUBACK; resumed at 2 s, it gets
+    the message again with ``dup`` (None: not again)."""
+    first = connected("k", clean_session=False).client(subscribe(1, ("t", 1))).server(suback(1, 1))
+    first.server(publish("t", b"m", qos=1, packet_id=7), at=1.2).closed(C, at=1.3, abrupt=True)
+    again = connected("k", clean_session=False, session_present=True, at=2.0)
+    if dup is not None:
+        again.server(publish("t", b"m", qos=1, packet_id=7, dup=dup), at=2.1).client(codec.Puback(packet_id=7))
+    return {"first": first, "again": watch(again), "pub": publisher(publish("t", b"m", qos=1, packet_id=1))}
+
+
 CASES = [
+    Case(
+        "MQTT-3.3.1-1",
+        S,
+        fails=lambda: resent(dup=False),
+        passes=lambda: resent(dup=True),
+        undecided=lambda: resent(dup=None),
+    ),
     Case(
         "MQTT-4.7.3-4",
         S,
