@@ -17,6 +17,17 @@ from mqttaudit.codec.version import ProtocolVersion
 from mqttaudit.judge.events import Closed, Event, Lost, Quiet, Sent
 
 from .detect import IS_CONNECT, PREFIX_BYTES, UNKNOWN_VERSION, connect_start, connect_version
+from .layers import (
+    ENCRYPTED,
+    ENCRYPTED_REASON,
+    OPENING_BYTES,
+    PLAIN,
+    KeyLookup,
+    LayerNote,
+    Stack,
+    choose_stack,
+    opening_kind,
+)
 from .reassembly import (
     DEFAULT_BROKER_PORTS,
     DEFAULT_HISTORY,
@@ -51,8 +62,12 @@ UNKNOWN_NOT_311: Final = "unknown, not 3.1.1"
 FRAMED_ONLY: Final = {
     UNKNOWN_NOT_311: "framed only: no CONNECT captured, and some packets are not MQTT 3.1.1 packets (MQTT 5.0?)",
 }
+#: The version label of a connection whose MQTT bytes are encrypted (TLS without the session's keys).
+ENCRYPTED_VERSION: Final = "encrypted"
+#: Versions whose connections are neither decoded nor framed: their bytes are not assessable.
+NOT_DECODED: Final = {ENCRYPTED_VERSION: ENCRYPTED_REASON}
 #: Versions whose connections are not fed to the judge.
-NOT_JUDGED: Final = frozenset(DECODED_ONLY) | frozenset(FRAMED_ONLY)
+NOT_JUDGED: Final = frozenset(DECODED_ONLY) | frozenset(FRAMED_ONLY) | frozenset(NOT_DECODED)
 #: Framing rules (keys), stated by every version: what a framed-only connection can still break.
 FRAMING_RULES: Final = frozenset(
     {rules.REMAINING_LENGTH_FOUR_BYTES, rules.REMAINING_LENGTH_SHORTEST, rules.TRUNCATED, rules.SIZE_LIMIT}
@@ -65,6 +80,8 @@ def handling(version: str) -> str:
         return DECODED_ONLY[version]
     if version in FRAMED_ONLY:
         return FRAMED_ONLY[version]
+    if version in NOT_DECODED:
+        return NOT_DECODED[version]
     if version == UNKNOWN_VERSION:
         return "judged against MQTT 3.1.1 (no CONNECT captured: version unknown)"
     if version == "other":
@@ -89,6 +106,9 @@ class FlowOptions:
     min_packets: int = DEFAULT_MIN_PACKETS
     min_unaligned_packets: int = DEFAULT_MIN_UNALIGNED_PACKETS
     max_hunt_bytes: int = DEFAULT_MAX_BYTES
+    #: The TLS sessions' secrets (a key log), by ClientHello random: without them a TLS connection is reported as
+    #: encrypted, its bytes not assessable.
+    keylog: KeyLookup | None = None
 
     @property
     def resync(self) -> ResyncRule:
@@ -168,6 +188,10 @@ class FlowAudit:
     #: "other" (read as 3.1.1), or "unknown" when no CONNECT started the client's stream. A version in
     #: :data:`FRAMED_ONLY` is framed, not decoded; one in :data:`NOT_JUDGED` is not judged.
     version: str = UNKNOWN_VERSION
+    #: What carried the MQTT bytes: "tcp", "websocket", "tls", "tls (encrypted)" (see :mod:`.layers`).
+    transport: str = PLAIN
+    #: What the transport layers found: the senders' defects (``rule`` set) and why a layer stopped.
+    layer_notes: tuple[LayerNote, ...] = ()
 
     @property
     def judged(self) -> bool:
@@ -227,6 +251,7 @@ class _Stream:
         self._done = False
         self._time = 0
         self._order = 0
+        self._aside: int | None = None  # the index of the last row set_aside added
 
     def data(self, offset: int, data: bytes, time: int, order: int) -> None:
         self.counts.stream += len(data)
@@ -258,6 +283,28 @@ class _Stream:
                 self._sync(hunt, boundary)
         elif decoder is not None:
             self._frames(decoder.feed(data), time, order, decoder)
+
+    def set_aside(self, offset: int, length: int, reason: str, time: int, order: int) -> None:
+        """``length`` captured bytes of the side, at ``offset`` in its TCP stream, that no layer carried to the
+        MQTT framing: not assessable, and the judge hears that the side sent something it cannot read."""
+        if length <= 0:
+            return
+        self.counts.stream += length
+        self.counts.unassessable += length
+        unassessable = self._sink.unassessable
+        last = self._aside
+        if last is not None and last == len(unassessable) - 1:
+            previous = unassessable[last]
+            if previous.reason == reason and previous.offset + previous.length == offset:
+                unassessable[last] = Unassessable(self.side, previous.offset, previous.length + length, reason)
+            else:
+                last = None
+        if last is None:
+            self._aside = len(unassessable)
+            unassessable.append(Unassessable(self.side, offset, length, reason))
+        sender = self._direction()
+        if sender is not None:
+            self._sink.undecoded.append((order, Lost(time / _NS, sender, length, undecoded=True)))
 
     def gap(self, length: int) -> None:
         self._stop(own=False, reason=CUT_BY_GAP)
@@ -406,6 +453,14 @@ class ConnectionAudit:
         self._conflicts: list[Conflict] = []
         self._end: End | None = None
         self._order = 0
+        # The transport, chosen from the client's first bytes (:mod:`.layers`); until then the outputs wait.
+        self._transport = PLAIN
+        self._stack: Stack | None = None
+        self._held: list[tuple[int, Output]] | None = []
+        self._opening = b""
+        self._fed = [0, 0]  # per side: the TCP offset after the last byte handed to the stack
+        self._set_aside = [0, 0]  # per side: the stack's lost bytes already set aside
+        self._stack_ended = [False, False]
 
     def is_new_connection(self, segment: Segment) -> bool:
         """True for a SYN that starts another connection between the same endpoints."""
@@ -421,7 +476,9 @@ class ConnectionAudit:
         if reassembler.endpoints is None or reassembler.first_time is None or reassembler.last_time is None:
             raise ValueError("no segment was fed")
         self._dispatch(reassembler.finish())
-        for stream in self._streams:
+        self._choose(force=True)
+        for side, stream in enumerate(self._streams):
+            self._end_stack(side, reassembler.last_time, self._order)
             stream.end(own=False, reason=CUT_BY_END)
         stop = reassembler.last_time if end_time_ns is None else max(end_time_ns, reassembler.last_time)
         if (self._sink.version or UNKNOWN_VERSION) == UNKNOWN_VERSION and any(
@@ -446,7 +503,9 @@ class ConnectionAudit:
             counts=(self._streams[0].counts, self._streams[1].counts),
             tcp=(reassembler.stats(0), reassembler.stats(1)),
             end=self._end,
-            version=self._sink.version or UNKNOWN_VERSION,
+            version=ENCRYPTED_VERSION if self._transport == ENCRYPTED else self._sink.version or UNKNOWN_VERSION,
+            transport=self._transport,
+            layer_notes=() if self._stack is None else tuple(self._stack.notes),
         )
 
     def _frame_only(self, version: str) -> None:
@@ -465,24 +524,92 @@ class ConnectionAudit:
         sink.frames = relabelled
 
     def _dispatch(self, outputs: list[Output]) -> None:
-        streams = self._streams
         for item in outputs:
             order = self._order
             self._order += 1
-            if isinstance(item, Data):
-                streams[item.side].data(item.offset, item.data, item.time, order)
-            elif isinstance(item, Gap):
-                self._gaps.append(item)
-                self._lost.append((order, item))
-                streams[item.side].gap(item.length)
-            elif isinstance(item, Conflict):
-                self._conflicts.append(item)
+            if self._held is None:
+                self._route(item, order)
             else:
-                if self._end is None:
-                    self._end = item
-                streams[item.side].end(own=True, reason="")
-                if item.abrupt:
-                    streams[1 - item.side].end(own=False, reason=CUT_BY_RESET)
+                self._held.append((order, item))
+                self._choose(force=False, latest=item)
+
+    def _choose(self, *, force: bool, latest: Output | None = None) -> None:
+        """Chooses the transport once the client's first bytes tell (or ``force``: nothing more will come), then
+        routes the outputs held until then. Only a client stream that starts at its captured SYN is looked at: of
+        a mid-stream start, the first bytes seen are no start of anything."""
+        held = self._held
+        if held is None:
+            return
+        reassembler = self.reassembler
+        client = reassembler.client
+        if client is not None and reassembler.started_with_syn(client):
+            if isinstance(latest, Data) and latest.side == client and len(self._opening) < OPENING_BYTES:
+                self._opening += latest.data[: OPENING_BYTES - len(self._opening)]
+            decided = opening_kind(self._opening) is not None
+            if not decided and not force and not (isinstance(latest, (Gap, End)) and latest.side == client):
+                return
+            self._transport, self._stack = choose_stack(self._opening, self.options.keylog, client)
+        self._held = None
+        for order, item in held:
+            self._route(item, order)
+
+    def _route(self, item: Output, order: int) -> None:
+        streams = self._streams
+        stack = self._stack
+        if self._transport == ENCRYPTED and isinstance(item, Data):
+            streams[item.side].set_aside(item.offset, len(item.data), ENCRYPTED_REASON, item.time, order)
+        elif stack is not None and isinstance(item, Data):
+            side = item.side
+            stream = streams[side]
+            for piece in stack.feed(side, item.data, item.time):
+                stream.data(piece.offset, piece.data, piece.time, order)
+            self._fed[side] = item.offset + len(item.data)
+            self._account(side, item.time, order)
+        elif isinstance(item, Data):
+            streams[item.side].data(item.offset, item.data, item.time, order)
+        elif isinstance(item, Gap):
+            self._gaps.append(item)
+            self._lost.append((order, item))
+            if stack is not None:
+                stack.gap(item.side, item.length, item.time)
+                self._account(item.side, item.time, order)
+                self._fed[item.side] = item.offset + item.length
+            streams[item.side].gap(item.length)
+        elif isinstance(item, Conflict):
+            self._conflicts.append(item)
+        else:
+            if self._end is None:
+                self._end = item
+            self._end_stack(item.side, item.time, order)
+            streams[item.side].end(own=True, reason="")
+            if item.abrupt:
+                self._end_stack(1 - item.side, item.time, order)
+                streams[1 - item.side].end(own=False, reason=CUT_BY_RESET)
+
+    def _end_stack(self, side: int, time: int, order: int) -> None:
+        """The side ended: the stack hands on what it still held, and sets aside what it cannot carry."""
+        stack = self._stack
+        if stack is None or self._stack_ended[side]:
+            return
+        self._stack_ended[side] = True
+        stream = self._streams[side]
+        for piece in stack.end(side, time):
+            stream.data(piece.offset, piece.data, piece.time, order)
+        self._account(side, time, order)
+
+    def _account(self, side: int, time: int, order: int) -> None:
+        """The bytes the stack set aside since it was last asked: the last ones it was fed, with its reason."""
+        stack = self._stack
+        assert stack is not None
+        lost = stack.lost[side]
+        new = lost - self._set_aside[side]
+        if new > 0:
+            self._set_aside[side] = lost
+            reason = next(
+                (note.text for note in reversed(stack.notes) if note.side == side and note.rule is None),
+                f"not carried by the {stack.name} layer",
+            )
+            self._streams[side].set_aside(self._fed[side] - new, new, f"{stack.name}: {reason}", time, order)
 
     def _events(self, frames: list[tuple[int, SideFrame]], last_seen: int, stop: int) -> list[Event]:
         """The judge's events; an open connection ends in a Quiet at its last captured segment (``last_seen``),
