@@ -293,13 +293,11 @@ class _Stream:
         self.counts.unassessable += length
         unassessable = self._sink.unassessable
         last = self._aside
-        if last is not None and last == len(unassessable) - 1:
-            previous = unassessable[last]
-            if previous.reason == reason and previous.offset + previous.length == offset:
-                unassessable[last] = Unassessable(self.side, previous.offset, previous.length + length, reason)
-            else:
-                last = None
-        if last is None:
+        previous = unassessable[-1] if last is not None and last == len(unassessable) - 1 else None
+        if previous is not None and previous.reason == reason and previous.offset + previous.length == offset:
+            # The row before (nothing of the other side in between) grows: one row per stretch, not per segment.
+            unassessable[-1] = Unassessable(self.side, previous.offset, previous.length + length, reason)
+        else:
             self._aside = len(unassessable)
             unassessable.append(Unassessable(self.side, offset, length, reason))
         sender = self._direction()

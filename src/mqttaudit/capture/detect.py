@@ -5,6 +5,10 @@ The recogniser (:func:`connect_start`) looks at the first bytes of a stream only
 Length of at most four bytes, then the protocol name "MQTT" with level 4 (3.1.1) or 5 (5.0), or "MQIsdp" with
 level 3 (3.1), and a Remaining Length that holds at least the rest of the variable header.
 
+Two other starts prove a port too, on any port: an HTTP GET that asks for an Upgrade to WebSocket and offers the
+``mqtt`` subprotocol (MQTT section 6; "mqttv3.1" was MQTT 3.1's), and, on the IANA MQTT-over-TLS port 8883 only, a
+TLS handshake record (the ClientHello): the audit reports such a connection as encrypted when it has no keys.
+
 The stream start is the initial sequence number plus one, known from a captured SYN or SYN-ACK, or the
 acknowledgement number of a SYN-ACK for the SYN sender. :class:`StartScanner` looks at the segments of one chunk
 of a capture: what it can decide in the chunk becomes a proven port; a handshake whose first data byte lies in
@@ -30,8 +34,18 @@ NEEDS_MORE: Final = 2
 PREFIX_BYTES: Final = 14
 #: The IANA MQTT port, treated as MQTT without proof.
 KNOWN_MQTT_PORTS: Final = frozenset({1883})
+#: The IANA MQTT-over-TLS port: a stream to it that starts with a TLS handshake record proves it.
+KNOWN_TLS_PORTS: Final = frozenset({8883})
+#: The longest HTTP head of a WebSocket Upgrade request the recogniser reads.
+UPGRADE_HEAD_BYTES: Final = 4096
 
 _CONNECT: Final = 0x10
+_GET: Final = b"GET "
+_G: Final = _GET[0]
+_TLS_HANDSHAKE: Final = 0x16
+_END_OF_HEAD: Final = b"\r\n\r\n"
+#: The subprotocols of MQTT over WebSocket.
+_MQTT_SUBPROTOCOLS: Final = frozenset({b"mqtt", b"mqttv3.1"})
 _MQTT: Final = b"\x00\x04MQTT"
 _MQISDP: Final = b"\x00\x06MQIsdp"
 _MASK: Final = 0xFFFFFFFF
@@ -63,6 +77,58 @@ def connect_start(data: bytes) -> int:
         # The protocol name and level, then Connect Flags and Keep Alive must fit in the Remaining Length.
         return IS_CONNECT if remaining >= len(name) + 4 else NOT_CONNECT
     return NOT_CONNECT
+
+
+def upgrade_start(data: bytes) -> int:
+    """:data:`IS_CONNECT` when ``data`` starts with an HTTP GET head that asks for an Upgrade to WebSocket and
+    offers an MQTT subprotocol, :data:`NOT_CONNECT` when it cannot, :data:`NEEDS_MORE` while the head is not whole
+    (up to :data:`UPGRADE_HEAD_BYTES`)."""
+    if data[: len(_GET)] != _GET[: len(data)]:
+        return NOT_CONNECT
+    end = data.find(_END_OF_HEAD, 0, UPGRADE_HEAD_BYTES)
+    if end < 0:
+        return NEEDS_MORE if len(data) < UPGRADE_HEAD_BYTES else NOT_CONNECT
+    upgrade = False
+    offered: set[bytes] = set()
+    for line in data[:end].split(b"\r\n")[1:]:
+        name, colon, value = line.partition(b":")
+        if not colon:
+            continue
+        name = name.strip().lower()
+        tokens = {token.strip() for token in value.split(b",")}
+        if name == b"upgrade":
+            upgrade = upgrade or any(token.lower() == b"websocket" for token in tokens)
+        elif name == b"sec-websocket-protocol":
+            offered |= tokens
+    return IS_CONNECT if upgrade and offered & _MQTT_SUBPROTOCOLS else NOT_CONNECT
+
+
+def tls_start(data: bytes) -> int:
+    """:data:`IS_CONNECT` when ``data`` starts with a TLS handshake record of version 3.x (a ClientHello)."""
+    if len(data) < 2:
+        return NEEDS_MORE if data[:1] in (b"", bytes([_TLS_HANDSHAKE])) else NOT_CONNECT
+    return IS_CONNECT if data[0] == _TLS_HANDSHAKE and data[1] == 3 else NOT_CONNECT
+
+
+def mqtt_start(data: bytes) -> int:
+    """What the first bytes of a stream say: an MQTT CONNECT (:func:`connect_start`), an Upgrade to MQTT over
+    WebSocket (:func:`upgrade_start`) or a TLS ClientHello (:func:`tls_start`: only a caller that knows the stream
+    goes to a TLS port asks)."""
+    if not data:
+        return NEEDS_MORE
+    first = data[0]
+    if first == _CONNECT:
+        return connect_start(data)
+    if first == _G:
+        return upgrade_start(data)
+    if first == _TLS_HANDSHAKE:
+        return tls_start(data)
+    return NOT_CONNECT
+
+
+def _prefix_bytes(first: int) -> int:
+    """How many first bytes of a stream :func:`mqtt_start` reads, by its first byte."""
+    return UPGRADE_HEAD_BYTES if first == _G else PREFIX_BYTES
 
 
 #: The MQTT version each (protocol name, Protocol Level) of a CONNECT names.
@@ -106,10 +172,11 @@ def direction_name(key: DirectionKey) -> str:
 
 
 class StartScanner:
-    """Looks for streams that start with a CONNECT among the TCP segments of one chunk (fed in capture order).
+    """Looks for streams that start with a CONNECT, an Upgrade to MQTT over WebSocket, or (to a port of
+    :data:`KNOWN_TLS_PORTS`) a TLS ClientHello among the TCP segments of one chunk (fed in capture order).
 
     Per segment it costs a flag test and a byte test, and a dictionary look-up only while a handshake awaits its
-    first data byte or a CONNECT's first bytes are split across segments."""
+    first data byte or a start's first bytes are split across segments."""
 
     #: CONNECT candidates kept per chunk at most (a stream carries one; more are handed on unchecked).
     MAX_CANDIDATES: Final = 65536
@@ -145,16 +212,19 @@ class StartScanner:
                     del self._awaiting[key]
             split = self._split.pop(key, None)
             if split is not None and (split[0] + len(split[1])) & _MASK == seq & _MASK:
-                self._candidate(key, split[0], split[1] + payload[:PREFIX_BYTES])
+                limit = _prefix_bytes(split[1][0])
+                self._candidate(key, split[0], split[1] + payload[: limit - len(split[1])], limit)
                 return
-        if payload[0] == _CONNECT:
-            self._candidate((src, src_port, dst, dst_port), seq & _MASK, payload[:PREFIX_BYTES])
+        first = payload[0]
+        if first in (_CONNECT, _G) or (first == _TLS_HANDSHAKE and dst_port in KNOWN_TLS_PORTS):
+            limit = _prefix_bytes(first)
+            self._candidate((src, src_port, dst, dst_port), seq & _MASK, payload[:limit], limit)
 
-    def _candidate(self, key: DirectionKey, seq: int, prefix: bytes) -> None:
-        verdict = connect_start(prefix)
+    def _candidate(self, key: DirectionKey, seq: int, prefix: bytes, limit: int) -> None:
+        verdict = mqtt_start(prefix)
         if verdict == IS_CONNECT and len(self._connects) < self.MAX_CANDIDATES:
             self._connects.append((key, seq))
-        elif verdict == NEEDS_MORE and len(prefix) < PREFIX_BYTES:
+        elif verdict == NEEDS_MORE and len(prefix) < limit:
             self._split[key] = (seq, prefix)
 
     def proven_ports(self) -> set[int]:

@@ -214,7 +214,9 @@ class WebSocketLayer:
         """The server's answer to the Upgrade request (RFC 6455 4.2.2)."""
         server = 1 - self.client
         connection = h11.Connection(h11.CLIENT)
-        connection.send(h11.Request(method="GET", target="/", headers=[("Host", "mqtt")]))
+        # h11 reads a 101 only as the answer to a request that proposed an upgrade.
+        proposal = [("Host", "mqtt"), ("Upgrade", "websocket"), ("Connection", "Upgrade")]
+        connection.send(h11.Request(method="GET", target="/", headers=proposal))
         connection.receive_data(head)
         try:
             event = connection.next_event()

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqttaudit import __version__
 from mqttaudit.capture import CaptureError, plan_chunks, read_chunk
+from mqttaudit.capture.conversation import NOT_DECODED
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
 from mqttaudit.report.output_dir import check_output_dir, staged_output
 from mqttaudit.spec import load_catalogue
@@ -74,8 +75,8 @@ class AuditResult:
 
     @property
     def incomplete(self) -> bool:
-        """No MQTT connection was found: nothing was judged."""
-        return not self.summary["counts"]["connections"]
+        """Nothing was judged: no MQTT connection was found, or every one found was encrypted."""
+        return not readable_connections(self.summary)
 
     @property
     def exit_status(self) -> int:
@@ -83,6 +84,13 @@ class AuditResult:
         if self.failed:
             return EXIT_FINDINGS
         return EXIT_INCOMPLETE if self.incomplete else EXIT_OK
+
+
+def readable_connections(summary: dict[str, Any]) -> int:
+    """The connections whose bytes could be read (all but the encrypted ones, whose bytes are not assessable)."""
+    versions = summary.get("versions") or {}
+    unreadable = sum(int(versions.get(version, {}).get("connections", 0)) for version in NOT_DECODED)
+    return int(summary["counts"]["connections"]) - unreadable
 
 
 def _end_time_ns(path: str, chunks: list[Any]) -> int | None:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from mqttaudit.capture.conversation import FRAMED_ONLY, NOT_JUDGED, FlowAudit, handling
 from mqttaudit.capture.flows import flow_name
+from mqttaudit.capture.layers import PLAIN, LayerNote
 from mqttaudit.capture.segments import format_endpoint
 from mqttaudit.codec import (
     Auth,
@@ -75,6 +76,11 @@ class Flow:
     #: The MQTT version the client's CONNECT names ("unknown" without one), the one its packets were read as; a
     #: version in ``NOT_JUDGED`` is not judged, one in ``FRAMED_ONLY`` not decoded either.
     version: str = "3.1.1"
+    #: What carried the MQTT bytes ("tcp", "websocket", "tls", "tls (encrypted)").
+    transport: str = PLAIN
+    #: What the transport layers found, each with the role of its side ("client", "server", or "unknown" when the
+    #: roles are not known): a sender's defect when the note's ``rule`` is set (a violation row each).
+    layer_notes: Sequence[tuple[str, LayerNote]] = ()
 
 
 #: The Protocol Level of each version, for a connection whose CONNECT was framed but not read.
@@ -105,7 +111,14 @@ def connection_flow(capture: str, audit: FlowAudit, record_of: Callable[[int], i
         mid_stream=audit.mid_stream,
         roles=audit.direction_reason,
         version=audit.version,
+        transport=audit.transport,
+        layer_notes=[(_role(audit, note.side), note) for note in audit.layer_notes],
     )
+
+
+def _role(audit: FlowAudit, side: int) -> str:
+    direction = audit.direction(side)
+    return "unknown" if direction is None else side_name(direction)
 
 
 #: Packet type names by type number (Enum's ``name`` property costs a Python call per packet).
@@ -209,6 +222,7 @@ CONNECTION_COLUMNS = (
     "how",
     "mid_stream",
     "roles",
+    "transport",
     "version",
     "handling",
     "packets",
@@ -371,8 +385,9 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
     version = judged_version(transcript, config)
     for finding in judgement.findings:
         add_finding(violations, flow.capture, finding, flow, "judge", version)
+    layer_defects = add_layer_defects(violations, flow, rule_version)
     connection = Columns(CONNECTION_COLUMNS)
-    row = _connection_row(flow, transcript, len(packets), codec_violations + len(judgement.findings))
+    row = _connection_row(flow, transcript, len(packets), codec_violations + len(judgement.findings) + layer_defects)
     undecided = Columns(NOT_ASSESSABLE_COLUMNS)
     for instance in judgement.undecided:
         add_undecided(undecided, flow.capture, instance, flow, row["client_id"], version)
@@ -381,6 +396,39 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
     return FlowResult(
         packets, violations, connection, undecided, pickle.dumps(replayed), pickle.dumps(sources(replayed))
     )
+
+
+#: The origin of the violation rows a transport layer found (WebSocket framing).
+TRANSPORT_ORIGIN = "transport"
+
+
+def add_layer_defects(violations: Columns, flow: Flow, rule_version: str) -> int:
+    """A violation row per defect a transport layer found (a note with a rule): the statement, the side that broke
+    it, what was expected, and the bytes that show it. Returns how many."""
+    from mqttaudit.capture.websocket import EXPECTED
+
+    added = 0
+    for actor, note in flow.layer_notes:
+        if note.rule is None:
+            continue
+        level, section = rule_level(note.rule, rule_version)
+        violations.add(
+            capture=flow.capture,
+            flow=flow.flow,
+            rule=note.rule,
+            level=level,
+            section=section,
+            actor=actor,
+            origin=TRANSPORT_ORIGIN,
+            kind=flow.transport,
+            time=note.time / 1e9,
+            detail=wire_text(note.text),
+            expected=EXPECTED.get(note.rule, ""),
+            evidence=evidence(note.raw),
+            rule_version=rule_version,
+        )
+        added += 1
+    return added
 
 
 def judged_version(transcript: Transcript, config: JudgeConfig) -> str:
@@ -521,6 +569,7 @@ def _connection_row(flow: Flow, transcript: Transcript, packets: int, violations
         "how": how,
         "mid_stream": flow.mid_stream,
         "roles": flow.roles,
+        "transport": flow.transport,
         "version": flow.version,
         "handling": handling(flow.version),
         "packets": packets,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from mqttaudit.capture import CaptureError, Chunk, read_chunk, segments
+from mqttaudit.capture.conversation import ENCRYPTED_VERSION
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS, StartScanner
 
 from . import sources
@@ -164,8 +165,17 @@ def _and(items: list[str]) -> str:
 
 def no_mqtt_message(summary: dict[str, Any]) -> str | None:
     """What to say when an audit judged no MQTT connection, naming what it did see; None when it judged some."""
-    if summary["counts"]["connections"]:
-        return None
+    connections = int(summary["counts"]["connections"])
+    if connections:
+        versions = summary.get("versions") or {}
+        encrypted = int(versions.get(ENCRYPTED_VERSION, {}).get("connections", 0))
+        if encrypted < connections:
+            return None
+        unsynced = int((summary.get("bytes") or {}).get("unsynced_bytes", 0))
+        return (
+            f"nothing could be judged: {encrypted} connection(s) encrypted (TLS without the session's keys), "
+            f"{unsynced} bytes not assessable"
+        )
     records = int(summary.get("records", 0))
     detection = summary.get("detection") or {}
     other = detection.get("other_tcp") or {"frames": 0, "ports": []}

@@ -105,6 +105,7 @@ TYPES: dict[str, pa.DataType] = {
     "how": pa.string(),
     "mid_stream": pa.bool_(),
     "roles": pa.string(),
+    "transport": pa.string(),
     "packets": pa.int64(),
     "violations": pa.int64(),
     "not_assessable": pa.int64(),

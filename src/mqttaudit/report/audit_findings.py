@@ -30,7 +30,11 @@ SIDES = ("client", "server")
 #: until MQTT 5.0).
 DEFAULT_RULE_VERSION = "3.1.1"
 #: How a violation was found.
-ORIGINS = {"codec": "seen in the bytes", "judge": "seen in the behaviour"}
+ORIGINS = {
+    "codec": "seen in the bytes",
+    "judge": "seen in the behaviour",
+    "transport": "seen in the transport framing (WebSocket)",
+}
 #: Routing finding kinds, in report order: (title, what went wrong).
 KINDS = {
     "leak": ("Leaked deliveries", "a subscriber received a message that none of its subscriptions matches"),
