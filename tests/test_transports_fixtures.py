@@ -10,6 +10,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -19,6 +20,7 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from mqttaudit import codec
+from mqttaudit.probe.brokers import BrokerUnavailable, RunningBroker
 
 from .transports import (
     CLIENT_IDENTITY,
@@ -27,6 +29,7 @@ from .transports import (
     amqtt_websocket,
     mosquitto_password,
     mosquitto_tls,
+    rabbitmq_tls,
     tls_material,
 )
 
@@ -286,3 +289,59 @@ def test_amqtt_requires_the_mqtt_subprotocol(
         if line.lower().startswith("sec-websocket-protocol:")
     ]
     assert chosen == ([selected] if selected else []), head
+
+
+# RabbitMQ over TLS (AMQP and MQTT)
+
+#: The AMQP 0-9-1 protocol header, which a client sends first; RabbitMQ answers with Connection.Start.
+AMQP_HEADER = b"AMQP\x00\x00\x09\x01"
+
+
+def amqp_opening(port: int, context: ssl.SSLContext) -> bytes:
+    """The first bytes RabbitMQ answers the AMQP protocol header with over TLS."""
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as plain,
+        context.wrap_socket(plain, server_hostname="127.0.0.1") as stream,
+    ):
+        stream.sendall(AMQP_HEADER)
+        answer = b""
+        while len(answer) < 13 and (chunk := stream.recv(64)):
+            answer += chunk
+        return answer
+
+
+@pytest.fixture
+def rabbitmq_certified(tmp_path: Path, material: TlsMaterial) -> Iterator[RunningBroker]:
+    """RabbitMQ requiring a client certificate on its TLS listeners (skipped where it is not installed)."""
+    with ExitStack() as stack:
+        try:
+            broker = stack.enter_context(rabbitmq_tls(tmp_path, material, verify_peer=True))
+        except BrokerUnavailable as exc:
+            pytest.skip(str(exc))
+        yield broker
+
+
+def test_rabbitmq_serves_amqp_and_mqtt_over_tls_to_certified_clients_only(
+    rabbitmq_certified: RunningBroker, material: TlsMaterial
+) -> None:
+    broker = rabbitmq_certified
+    urls = broker.urls
+    assert set(urls) == {"mqtt", "mqtts", "amqp", "amqps"}
+    amqps_port = int(urls["amqps"].rsplit(":", 1)[1].split("/")[0])
+    mqtts_port = int(urls["mqtts"].rsplit(":", 1)[1])
+    own = client_context(material.cafile, material.client_certfile, material.client_keyfile)
+    opening = amqp_opening(amqps_port, own)
+    # type 1 (method), channel 0, a 4-byte size, class 10 method 10 (Connection.Start), version 0-9
+    assert opening[:3] == b"\x01\x00\x00" and opening[7:13] == b"\x00\x0a\x00\x0a\x00\x09", opening.hex()
+    certified = Endpoint(
+        mqtts_port, cafile=material.cafile, certfile=material.client_certfile, keyfile=material.client_keyfile
+    )
+    round_trip(certified, Endpoint(broker.port))
+    with pytest.raises(ssl.SSLError):
+        amqp_opening(amqps_port, client_context(material.cafile))
+    with pytest.raises(ssl.SSLError):
+        raw_connack(mqtts_port, client_context(material.cafile))
+    with pytest.raises(ssl.SSLCertVerificationError):
+        amqp_opening(
+            amqps_port, client_context(material.other_cafile, material.client_certfile, material.client_keyfile)
+        )

@@ -16,6 +16,8 @@ serves WebSocket, through the ``websockets`` library (15.x here), and its WebSoc
 * serves ``wss`` with the same ``ssl``/``certfile``/``keyfile``/``cafile`` settings as its TLS TCP listener (it asks
   for a client certificate but does not require one: ``CERT_OPTIONAL``).
 
+RabbitMQ (3.10) serves AMQP and MQTT over TLS with one set of ``ssl_options``: :func:`rabbitmq_tls`.
+
 aedes would need the npm ``ws`` package (and a few lines in its server script) for WebSocket; amqtt's listener works,
 so aedes has none here.
 """
@@ -35,7 +37,14 @@ from pathlib import Path
 
 import trustme
 
-from mqttaudit.probe.brokers import HOST, BrokerUnavailable, RunningBroker, free_port, launch_broker
+from mqttaudit.probe.brokers import (
+    HOST,
+    BrokerUnavailable,
+    RunningBroker,
+    free_port,
+    launch_broker,
+    start_rabbitmq_tls,
+)
 
 from .live import configured_mosquitto
 
@@ -282,6 +291,17 @@ def amqtt_websocket(workdir: Path, material: TlsMaterial | None = None) -> Itera
         "amqtt", command, port=ports["tcp"], workdir=workdir, ready=ready, other_ports=other_ports, urls=urls
     ) as broker:
         yield TransportBroker(broker, ports)
+
+
+@contextmanager
+def rabbitmq_tls(workdir: Path, material: TlsMaterial, *, verify_peer: bool = False) -> Iterator[RunningBroker]:
+    """RabbitMQ (3.10) with plain and TLS listeners for AMQP and MQTT serving ``material``'s server certificate: its
+    ``urls`` are ``mqtt``, ``mqtts``, ``amqp`` and ``amqps`` (user and password guest). ``verify_peer`` refuses
+    a client without a certificate signed by ``material``'s CA. It takes several seconds to start."""
+    with start_rabbitmq_tls(
+        material.cafile, material.server_certfile, material.server_keyfile, verify_peer=verify_peer, workdir=workdir
+    ) as broker:
+        yield broker
 
 
 def _another_free_port(taken: Iterable[int]) -> int:
