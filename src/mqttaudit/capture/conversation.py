@@ -10,7 +10,7 @@ sender's FIN or reset is the sender's doing and stays a malformed frame.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, PacketType, StreamDecoder, rules
 from mqttaudit.codec.version import ProtocolVersion
@@ -32,6 +32,9 @@ from .reassembly import (
 )
 from .resync import DEFAULT_MAX_BYTES, DEFAULT_MIN_PACKETS, DEFAULT_MIN_UNALIGNED_PACKETS, BoundaryHunt, ResyncRule
 from .segments import Segment
+
+if TYPE_CHECKING:
+    from .tls import KeyLog
 
 MID_STREAM: Final = "mid-stream start, before the first proven packet boundary"
 AFTER_GAP: Final = "after a gap, before the first proven packet boundary"
@@ -89,6 +92,8 @@ class FlowOptions:
     min_packets: int = DEFAULT_MIN_PACKETS
     min_unaligned_packets: int = DEFAULT_MIN_UNALIGNED_PACKETS
     max_hunt_bytes: int = DEFAULT_MAX_BYTES
+    #: The secrets of a key log: the TLS connections whose client random it holds are decrypted and audited.
+    keylog: KeyLog | None = field(default=None, repr=False)
 
     @property
     def resync(self) -> ResyncRule:
