@@ -27,6 +27,7 @@ from mqttaudit import codec
 from mqttaudit.capture import FlowAudit, FlowOptions, Record, Segment, audit_records, read_records, segments
 from mqttaudit.capture.conversation import NOT_JUDGED
 from mqttaudit.capture.segments import ACK, FIN, RST, SYN
+from mqttaudit.capture.tls import KeyLog
 from mqttaudit.capture.writer import PcapWriter, ethernet, ip_tcp
 from mqttaudit.judge import JudgeConfig, Judgement
 from mqttaudit.judge.conversation import ConversationJudge
@@ -369,10 +370,13 @@ def as_flow(name: str, audit: FlowAudit) -> Flow:
     return connection_flow(name, audit)
 
 
-def observe(path: Path, broker_port: int, config: JudgeConfig = CONFIG) -> dict[int, Observed]:
-    """Every connection of the capture at ``path`` on ``broker_port``, judged, by client port."""
+def observe(
+    path: Path, broker_port: int, config: JudgeConfig = CONFIG, *, keylog: KeyLog | None = None
+) -> dict[int, Observed]:
+    """Every connection of the capture at ``path`` on ``broker_port``, judged, by client port; its TLS connections
+    decrypted with ``keylog``'s secrets when given."""
     found: dict[int, Observed] = {}
-    options = FlowOptions(broker_ports=frozenset({broker_port}))
+    options = FlowOptions(broker_ports=frozenset({broker_port}), keylog=keylog)
     for audit in audit_records(read_records(path), options=options):
         flow = as_flow(path.name, audit)
         judgement = None

@@ -10,7 +10,7 @@ sender's FIN or reset is the sender's doing and stays a malformed frame.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, PacketType, StreamDecoder, rules
 from mqttaudit.codec.version import ProtocolVersion
@@ -20,13 +20,13 @@ from .detect import IS_CONNECT, PREFIX_BYTES, UNKNOWN_VERSION, connect_start, co
 from .layers import (
     ENCRYPTED,
     ENCRYPTED_REASON,
-    OPENING_BYTES,
+    HELLO_BYTES,
     PLAIN,
     KeyLookup,
     LayerNote,
     Stack,
     choose_stack,
-    opening_kind,
+    opening_complete,
 )
 from .reassembly import (
     DEFAULT_BROKER_PORTS,
@@ -43,6 +43,9 @@ from .reassembly import (
 )
 from .resync import DEFAULT_MAX_BYTES, DEFAULT_MIN_PACKETS, DEFAULT_MIN_UNALIGNED_PACKETS, BoundaryHunt, ResyncRule
 from .segments import Segment
+
+if TYPE_CHECKING:
+    pass
 
 MID_STREAM: Final = "mid-stream start, before the first proven packet boundary"
 AFTER_GAP: Final = "after a gap, before the first proven packet boundary"
@@ -106,9 +109,10 @@ class FlowOptions:
     min_packets: int = DEFAULT_MIN_PACKETS
     min_unaligned_packets: int = DEFAULT_MIN_UNALIGNED_PACKETS
     max_hunt_bytes: int = DEFAULT_MAX_BYTES
-    #: The TLS sessions' secrets (a key log), by ClientHello random: without them a TLS connection is reported as
-    #: encrypted, its bytes not assessable.
-    keylog: KeyLookup | None = None
+    #: The TLS sessions' secrets (a key log), by ClientHello random: the TLS connections whose client random it
+    #: holds are decrypted and audited; without them a TLS connection is reported as encrypted, its bytes not
+    #: assessable.
+    keylog: KeyLookup | None = field(default=None, repr=False)
 
     @property
     def resync(self) -> ResyncRule:
@@ -502,7 +506,7 @@ class ConnectionAudit:
             tcp=(reassembler.stats(0), reassembler.stats(1)),
             end=self._end,
             version=ENCRYPTED_VERSION if self._transport == ENCRYPTED else self._sink.version or UNKNOWN_VERSION,
-            transport=self._transport,
+            transport=self._transport if self._stack is None else self._stack.name,
             layer_notes=() if self._stack is None else tuple(self._stack.notes),
         )
 
@@ -541,9 +545,9 @@ class ConnectionAudit:
         reassembler = self.reassembler
         client = reassembler.client
         if client is not None and reassembler.started_with_syn(client):
-            if isinstance(latest, Data) and latest.side == client and len(self._opening) < OPENING_BYTES:
-                self._opening += latest.data[: OPENING_BYTES - len(self._opening)]
-            decided = opening_kind(self._opening) is not None
+            if isinstance(latest, Data) and latest.side == client and len(self._opening) < HELLO_BYTES:
+                self._opening += latest.data[: HELLO_BYTES - len(self._opening)]
+            decided = opening_complete(self._opening, self.options.keylog)
             if not decided and not force and not (isinstance(latest, (Gap, End)) and latest.side == client):
                 return
             self._transport, self._stack = choose_stack(self._opening, self.options.keylog, client)

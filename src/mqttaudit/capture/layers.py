@@ -23,6 +23,9 @@ TLS_HANDSHAKE: Final = 0x16
 HTTP_GET: Final = b"GET "
 #: Client bytes needed to choose: the longest prefix :func:`opening_kind` tests.
 OPENING_BYTES: Final = len(HTTP_GET)
+#: Client bytes that hold a ClientHello's client random (record header 5, handshake header 4, version 2, random
+#: 32): what finds a TLS session's secrets in a key log.
+HELLO_BYTES: Final = 43
 
 PLAIN: Final = "tcp"
 WEBSOCKET: Final = "websocket"
@@ -57,8 +60,10 @@ class LayerNote(NamedTuple):
 class Layer(Protocol):
     """One transport layer of one connection, both sides."""
 
-    #: "tls", "websocket".
-    name: str
+    @property
+    def name(self) -> str:
+        """The layer's name in the connection's transport: "tls", "websocket"."""
+        ...
 
     def feed(self, side: int, data: bytes, time: int) -> list[Piece]:
         """The side's next TCP bytes, in stream order; the inner bytes they completed."""
@@ -96,7 +101,11 @@ class Stack:
         if not layers:
             raise ValueError("a stack holds at least one layer")
         self.layers = layers
-        self.name = "+".join(layer.name for layer in layers)
+
+    @property
+    def name(self) -> str:
+        """The layers' names, outermost first ("tls+websocket"); a layer still choosing names nothing yet."""
+        return "+".join(layer.name for layer in self.layers if layer.name)
 
     def feed(self, side: int, data: bytes, time: int) -> list[Piece]:
         pieces = self.layers[0].feed(side, data, time)
@@ -143,11 +152,83 @@ def opening_kind(opening: bytes) -> str | None:
     return PLAIN
 
 
-def tls_layer(opening: bytes, keys: KeyLookup | None) -> Layer | None:
+def opening_complete(opening: bytes, keys: KeyLookup | None) -> bool:
+    """Whether ``opening`` (the client's first bytes) is enough to choose: its kind is known and, for TLS with a
+    key log at hand, it holds the ClientHello's client random."""
+    kind = opening_kind(opening)
+    return kind is not None and (kind != TLS or keys is None or len(opening) >= HELLO_BYTES)
+
+
+def tls_layer(opening: bytes, keys: KeyLookup | None, client: int = 0) -> Layer | None:
     """The TLS layer that decrypts a connection whose client's first bytes are ``opening`` (a ClientHello), or
     None when the keys of its session are not at hand: the connection is then encrypted, not assessable."""
-    del opening, keys
-    return None
+    if keys is None:
+        return None
+    from .tls import KeyLog, TlsLayer, hello_client_random
+
+    random = hello_client_random(opening)
+    if random is None or not isinstance(keys, KeyLog) or keys.secrets_for(random) is None:
+        return None
+    return TlsLayer(keys, client)
+
+
+class InnerChoice:
+    """The layer under TLS, chosen from the first decrypted client bytes as :func:`choose_stack` chooses from the
+    first TCP bytes: WebSocket (wss) or none (MQTT straight inside TLS). Until then it holds what it was fed."""
+
+    def __init__(self, client: int) -> None:
+        self.client = client
+        self.chosen: Layer | None = None
+        self.decided = False
+        self._opening = b""
+        self._held: list[tuple[int, bytes, int]] = []
+        self._fed = [0, 0]
+
+    @property
+    def name(self) -> str:
+        return "" if self.chosen is None else self.chosen.name
+
+    def feed(self, side: int, data: bytes, time: int) -> list[Piece]:
+        if not self.decided:
+            self._held.append((side, data, time))
+            if side == self.client:
+                self._opening += data[: OPENING_BYTES - len(self._opening)]
+            if opening_kind(self._opening) is None:
+                return []
+            return self._decide()
+        return self._pass(side, data, time)
+
+    def gap(self, side: int, length: int, time: int) -> None:
+        if self.chosen is not None:
+            self.chosen.gap(side, length, time)
+
+    def end(self, side: int, time: int) -> list[Piece]:
+        pieces = self._decide() if not self.decided else []
+        return pieces + (self.chosen.end(side, time) if self.chosen is not None else [])
+
+    @property
+    def notes(self) -> list[LayerNote]:
+        return [] if self.chosen is None else self.chosen.notes
+
+    @property
+    def lost(self) -> tuple[int, int]:
+        return (0, 0) if self.chosen is None else self.chosen.lost
+
+    def _decide(self) -> list[Piece]:
+        self.decided = True
+        if opening_kind(self._opening) == WEBSOCKET:
+            from .websocket import WebSocketLayer
+
+            self.chosen = WebSocketLayer(self.client)
+        held, self._held = self._held, []
+        return [piece for side, data, time in held for piece in self._pass(side, data, time)]
+
+    def _pass(self, side: int, data: bytes, time: int) -> list[Piece]:
+        if self.chosen is not None:
+            return self.chosen.feed(side, data, time)
+        offset = self._fed[side]
+        self._fed[side] += len(data)
+        return [Piece(offset, data, time)]
 
 
 def choose_stack(opening: bytes, keys: KeyLookup | None, client: int = 0) -> tuple[str, Stack | None]:
@@ -160,6 +241,6 @@ def choose_stack(opening: bytes, keys: KeyLookup | None, client: int = 0) -> tup
 
         return WEBSOCKET, Stack([WebSocketLayer(client)])
     if kind == TLS:
-        layer = tls_layer(opening, keys)
-        return (ENCRYPTED, None) if layer is None else (TLS, Stack([layer]))
+        layer = tls_layer(opening, keys, client)
+        return (ENCRYPTED, None) if layer is None else (TLS, Stack([layer, InnerChoice(client)]))
     return PLAIN, None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -10,6 +11,9 @@ from .exits import CannotRun, Incomplete, exit_status_help
 from .options import output_options
 from .progress import audit_progress
 from .terminal import echo_lines, printable_line
+
+if TYPE_CHECKING:
+    from mqttaudit.capture.tls import KeyLog
 
 
 def _ports(text: str) -> list[int]:
@@ -47,6 +51,14 @@ def _ports(text: str) -> list[int]:
 @click.option(
     "--chunk-mb", type=click.IntRange(min=1), default=64, show_default=True, help="Capture bytes per Spark task."
 )
+@click.option(
+    "--keylog",
+    "keylog_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="A TLS key log (NSS format: SSLKEYLOGFILE, ssl.SSLContext.keylog_filename): the TLS 1.2 and 1.3 "
+    "connections whose secrets it holds are decrypted and audited. Needs mqttaudit[tls].",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Show Spark's own messages (start-up notices, warnings).")
 def audit_command(
     paths: tuple[str, ...],
@@ -56,6 +68,7 @@ def audit_command(
     ports: str | None,
     tolerance: float,
     chunk_mb: int,
+    keylog_path: Path | None,
     verbose: bool,
 ) -> int:
     """Audit captures (files, folders, globs): every packet decoded strictly in both directions, every connection
@@ -65,6 +78,7 @@ def audit_command(
     from mqttaudit.pipeline.spark import SPARK_MODULES, SparkEnvironmentError, missing_spark
     from mqttaudit.report.output_dir import OutputDirError
 
+    keylog = None if keylog_path is None else read_keylog(keylog_path)
     try:
         from mqttaudit.pipeline.audit import run_audit
     except ImportError as exc:
@@ -85,6 +99,7 @@ def audit_command(
                 tasks=progress.tasks,
                 verbose=verbose,
                 force=force,
+                keylog=keylog,
             )
     except (AuditInputError, OutputDirError, SparkEnvironmentError) as exc:
         raise CannotRun(printable_line(str(exc))) from exc
@@ -93,6 +108,37 @@ def audit_command(
     if result.incomplete:
         raise Incomplete(nothing_found(result.summary))
     return result.exit_status
+
+
+def read_keylog(path: Path) -> KeyLog:
+    """The key log at ``path``, or a usage error: cryptography missing, a file that cannot be read, or no usable
+    line. Lines that cannot be used are named by number on standard error; no secret is ever shown."""
+    from mqttaudit.capture.tls import KeyLog, TlsUnavailable, require_cryptography
+
+    try:
+        require_cryptography()
+    except TlsUnavailable as exc:
+        raise click.UsageError(f"--keylog: {exc}") from exc
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        why = f"cannot read {printable_line(str(path))}: {exc.strerror}"
+        raise click.BadParameter(why, param_hint="--keylog") from exc
+    keylog = KeyLog.parse(text)
+    for problem in keylog.problems[:MAX_KEYLOG_PROBLEMS]:
+        click.echo(f"key log: {problem} (skipped)", err=True)
+    if len(keylog.problems) > MAX_KEYLOG_PROBLEMS:
+        click.echo(f"key log: {len(keylog.problems) - MAX_KEYLOG_PROBLEMS} more line(s) skipped", err=True)
+    if not keylog.usable_lines:
+        raise click.BadParameter(
+            f"{printable_line(str(path))} holds no usable key log line (CLIENT_RANDOM, or the TLS 1.3 traffic secrets)",
+            param_hint="--keylog",
+        )
+    return keylog
+
+
+#: Key log lines that cannot be used named on standard error at most.
+MAX_KEYLOG_PROBLEMS = 20
 
 
 def nothing_found(summary: dict[str, object]) -> str:

@@ -26,6 +26,7 @@ from mqttaudit import __version__
 from mqttaudit.capture import CaptureError, plan_chunks, read_chunk
 from mqttaudit.capture.conversation import NOT_DECODED
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
+from mqttaudit.capture.tls import KeyLog
 from mqttaudit.report.output_dir import check_output_dir, staged_output
 from mqttaudit.spec import load_catalogue
 from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
@@ -127,6 +128,7 @@ def run_audit(
     spark: SparkSession | None = None,
     verbose: bool = False,
     force: bool = False,
+    keylog: KeyLog | None = None,
 ) -> AuditResult:
     """Audits the captures at ``paths`` into ``out_dir``, published only when the whole audit completes.
 
@@ -134,6 +136,7 @@ def run_audit(
     :class:`OutputDirError` (``out_dir`` holds files mqttaudit did not write, unless ``force``) and
     :class:`SparkEnvironmentError` (no Java, no pyspark, a bad master) before Spark starts. ``progress`` hears each
     phase; ``tasks``, when given, hears ``(done, total)`` Spark tasks of the running stages every second.
+    ``keylog`` holds the TLS secrets the executors decrypt with (shipped with the options, written nowhere).
     """
     started = time.time()
     files = sources.expand(list(paths))
@@ -153,6 +156,7 @@ def run_audit(
             chunk_bytes=chunk_bytes,
             progress=progress,
             tasks=tasks,
+            keylog=keylog,
         )
         summary["duration"] = round(time.time() - started, 3)
         summary["mqttaudit_version"] = __version__
@@ -171,6 +175,7 @@ def _audit(
     chunk_bytes: int,
     progress: Callable[[str], None],
     tasks: Callable[[int, int], None] | None,
+    keylog: KeyLog | None = None,
 ) -> tuple[dict[str, Any], list[Path]]:
     # Captures are named by file name, or by their whole location when two files share a name.
     basenames = [posixpath.basename(path) for path in files]
@@ -219,6 +224,7 @@ def _audit(
         tuple(end_times),
         str(out_dir.resolve()),
         requested_ports=requested,
+        keylog=keylog,
     )
     if requested is None:
         progress("looking for TCP streams that start with an MQTT CONNECT, on any port")

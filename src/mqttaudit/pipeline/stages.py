@@ -30,7 +30,7 @@ import pickle
 import posixpath
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -50,6 +50,7 @@ from mqttaudit.capture import (
 )
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
 from mqttaudit.capture.flows import OtherTcp, SegmentRow, broker_segments
+from mqttaudit.capture.tls import KeyLog
 from mqttaudit.judge import JudgeConfig
 
 from . import sources
@@ -262,6 +263,8 @@ class AuditOptions:
     requested_ports: frozenset[int] | None = None
     #: Server ports on which a stream started with a CONNECT (found when ``requested_ports`` is None).
     proven_ports: frozenset[int] = frozenset()
+    #: The secrets of ``--keylog``: shipped to the executors with the options, never written anywhere.
+    keylog: KeyLog | None = field(default=None, repr=False)
 
     @property
     def judge_config(self) -> JudgeConfig:
@@ -273,7 +276,7 @@ class AuditOptions:
 
     @property
     def flow_options(self) -> FlowOptions:
-        return FlowOptions(broker_ports=self.broker_ports)
+        return FlowOptions(broker_ports=self.broker_ports, keylog=self.keylog)
 
 
 # -- the Python workers -------------------------------------------------------------------------------------------
