@@ -6,11 +6,8 @@ named by its statement. A TLS capture of mosquitto without keys is reported as e
 from __future__ import annotations
 
 import json
-import shutil
 import socket
-import subprocess
-import sys
-import tempfile
+import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,16 +19,15 @@ import pytest
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, BytesMessage, Request
 
-from mqttaudit.capture.conversation import ENCRYPTED_VERSION
-from mqttaudit.capture.layers import ENCRYPTED, ENCRYPTED_REASON, PLAIN, WEBSOCKET
+from mqttaudit.capture.layers import PLAIN, TLS, WEBSOCKET
+from mqttaudit.capture.tls import KeyLog
 from mqttaudit.cli.main import main
 from mqttaudit.codec import Connect, Pingreq, encode
-from mqttaudit.probe.brokers import RunningBroker, free_port, launch_broker
 from mqttaudit.probe.recorder import tcpdump_recording
 from mqttaudit.probe.traffic import MISBEHAVIOUR
 
-from .live import configured_mosquitto
 from .observed_captures import HOST, observe
+from .transports import TlsMaterial, TransportBroker, amqtt_websocket, tls_material
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -43,8 +39,10 @@ TEXT_FRAME = "bad-text-frame"
 class Transport:
     """A socket that speaks MQTT bytes over plain TCP, or inside binary WebSocket frames (wsproto's client)."""
 
-    def __init__(self, port: int, websocket: bool) -> None:
+    def __init__(self, port: int, websocket: bool, context: ssl.SSLContext | None = None) -> None:
         self.socket = socket.create_connection((HOST, port), timeout=5)
+        if context is not None:
+            self.socket = context.wrap_socket(self.socket, server_hostname=HOST)
         self.ws: WSConnection | None = None
         if websocket:
             ws = self.ws = WSConnection(ConnectionType.CLIENT)
@@ -83,9 +81,17 @@ class Transport:
         self.socket.close()
 
 
-def raw_client(port: int, websocket: bool, client_id: str, defect: bytes, *, text: bool = False) -> None:
+def raw_client(
+    port: int,
+    websocket: bool,
+    client_id: str,
+    defect: bytes,
+    *,
+    text: bool = False,
+    context: ssl.SSLContext | None = None,
+) -> None:
     """Connects, sends ``defect`` once the CONNACK is in, and waits up to 3 s for the broker to close."""
-    client = Transport(port, websocket)
+    client = Transport(port, websocket, context)
     try:
         client.send(encode(Connect(client_id=client_id, keep_alive=30)))
         assert client.received(), f"{client_id}: no CONNACK"
@@ -97,17 +103,20 @@ def raw_client(port: int, websocket: bool, client_id: str, defect: bytes, *, tex
         client.close()
 
 
-def talk(port: int, websocket: bool) -> None:
-    """The same traffic over either transport: paho-mqtt subscribes and publishes at QoS 0, 1 and 2, then each
-    misbehaving raw client sends its defect."""
+def talk(port: int, websocket: bool, context: ssl.SSLContext | None = None) -> None:
+    """The same traffic over any transport (TLS with ``context``): paho-mqtt subscribes and publishes at QoS 0, 1
+    and 2, then each misbehaving raw client sends its defect."""
     transport = "websockets" if websocket else "tcp"
     received: list[bytes] = []
     subscriber = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="subscriber", transport=transport)
+    publisher = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="publisher", transport=transport)
+    if context is not None:
+        subscriber.tls_set_context(context)
+        publisher.tls_set_context(context)
     subscriber.on_message = lambda _client, _userdata, message: received.append(message.payload)
     subscriber.connect(HOST, port)
     subscriber.loop_start()
     subscriber.subscribe("plant/#", qos=2)
-    publisher = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="publisher", transport=transport)
     publisher.connect(HOST, port)
     publisher.loop_start()
     time.sleep(0.5)
@@ -121,43 +130,46 @@ def talk(port: int, websocket: bool) -> None:
         client.loop_stop()
     assert len(received) == 3, received
     for client_id, defect, _rule in MISBEHAVIOUR:
-        raw_client(port, websocket, client_id, defect)
-    raw_client(port, websocket, TEXT_FRAME, encode(Pingreq()), text=True)
+        raw_client(port, websocket, client_id, defect, context=context)
+    raw_client(port, websocket, TEXT_FRAME, encode(Pingreq()), text=True, context=context)
 
 
 @pytest.fixture(scope="module")
-def amqtt_tcp_and_ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, int]]:
-    """amqtt with a TCP and a WebSocket listener, both on 127.0.0.1."""
-    workdir = tmp_path_factory.mktemp("amqtt")
-    tcp, ws = free_port(), free_port()
-    config = {
-        "listeners": {
-            "default": {"type": "tcp", "bind": f"{HOST}:{tcp}"},
-            "ws": {"type": "ws", "bind": f"{HOST}:{ws}"},
-        },
-        "plugins": {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}},
-    }
-    (workdir / "amqtt.yaml").write_text(json.dumps(config))
-    command = [sys.executable, "-m", "amqtt.scripts.broker_script", "-c", str(workdir / "amqtt.yaml")]
-    with launch_broker("amqtt", command, port=tcp, workdir=workdir, other_ports=[ws]):
-        yield tcp, ws
+def material(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
+    return tls_material(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="module")
-def recorded(amqtt_tcp_and_ws: tuple[int, int], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def amqtt(material: TlsMaterial, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TransportBroker]:
+    """amqtt with TCP, WebSocket, TLS and WebSocket-over-TLS listeners, all on 127.0.0.1."""
+    with amqtt_websocket(tmp_path_factory.mktemp("amqtt"), material) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def recorded(
+    amqtt: TransportBroker, material: TlsMaterial, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    """The same traffic over TCP, WebSocket and WebSocket over TLS (its key log written by the clients beside it,
+    ``wss.keys``), each recorded with tcpdump."""
     folder = tmp_path_factory.mktemp("recorded")
     captures = {}
-    for name, port, websocket in (("tcp", amqtt_tcp_and_ws[0], False), ("ws", amqtt_tcp_and_ws[1], True)):
+    for name in ("tcp", "ws", "wss"):
         captures[name] = folder / f"{name}.pcap"
-        with tcpdump_recording(captures[name], port):
-            talk(port, websocket)
+        context = None
+        if name == "wss":
+            context = ssl.create_default_context(cafile=str(material.cafile))
+            context.keylog_filename = str(folder / "wss.keys")
+        with tcpdump_recording(captures[name], amqtt.ports[name]):
+            talk(amqtt.ports[name], websocket=name != "tcp", context=context)
+    captures["wss.keys"] = folder / "wss.keys"
     return captures
 
 
-def findings_by_client(capture: Path, port: int) -> dict[str, set[tuple[str, str]]]:
+def findings_by_client(capture: Path, port: int, keylog: KeyLog | None = None) -> dict[str, set[tuple[str, str]]]:
     """(side, statement) of every finding, by the connection's ClientId (connections without one left out)."""
     found: dict[str, set[tuple[str, str]]] = {}
-    for observed in observe(capture, port).values():
+    for observed in observe(capture, port, keylog=keylog).values():
         client_id = observed.connection_row["client_id"]
         if isinstance(client_id, str):
             found.setdefault(client_id, set()).update(observed.findings)
@@ -165,9 +177,9 @@ def findings_by_client(capture: Path, port: int) -> dict[str, set[tuple[str, str
 
 
 def test_a_websocket_capture_is_audited_with_the_findings_of_the_same_traffic_over_tcp(
-    amqtt_tcp_and_ws: tuple[int, int], recorded: dict[str, Path]
+    amqtt: TransportBroker, recorded: dict[str, Path]
 ) -> None:
-    tcp_port, ws_port = amqtt_tcp_and_ws
+    tcp_port, ws_port = amqtt.ports["tcp"], amqtt.ports["ws"]
     over_tcp = findings_by_client(recorded["tcp"], tcp_port)
     over_ws = findings_by_client(recorded["ws"], ws_port)
     for client_id, _defect, rule in MISBEHAVIOUR:
@@ -182,9 +194,9 @@ def test_a_websocket_capture_is_audited_with_the_findings_of_the_same_traffic_ov
 
 
 def test_the_websocket_capture_s_bytes_are_accounted_for_and_the_text_frame_set_aside(
-    amqtt_tcp_and_ws: tuple[int, int], recorded: dict[str, Path]
+    amqtt: TransportBroker, recorded: dict[str, Path]
 ) -> None:
-    for observed in observe(recorded["ws"], amqtt_tcp_and_ws[1]).values():
+    for observed in observe(recorded["ws"], amqtt.ports["ws"]).values():
         if observed.audit.transport != WEBSOCKET:
             continue  # the readiness probe's empty connection
         assert observed.audit.total.reconciles
@@ -197,12 +209,12 @@ def test_the_websocket_capture_s_bytes_are_accounted_for_and_the_text_frame_set_
 
 def test_mqttaudit_audit_finds_mqtt_over_websocket_on_any_port_with_the_same_findings(
     spark: SparkSession,
-    amqtt_tcp_and_ws: tuple[int, int],
+    amqtt: TransportBroker,
     recorded: dict[str, Path],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    ws_port = amqtt_tcp_and_ws[1]
+    ws_port = amqtt.ports["ws"]
     status = main(["audit", str(recorded["ws"]), "--out", str(tmp_path), "--tolerance", "2"])
     capsys.readouterr()
     assert status == 1
@@ -222,61 +234,17 @@ def test_mqttaudit_audit_finds_mqtt_over_websocket_on_any_port_with_the_same_fin
     assert "MQTT-6.0.0-1" in (tmp_path / "findings.md").read_text()
 
 
-# -- TLS without keys ---------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def tls_capture(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
-    """mosquitto with a TLS listener (a trustme certificate) and mosquitto_pub publishing through it, recorded."""
-    import trustme
-
-    workdir = tmp_path_factory.mktemp("tls")
-    # mosquitto started by root runs as the user mosquitto: its certificate lies where that user can read it.
-    readable = Path(tempfile.mkdtemp(prefix="mqttaudit-tls-"))
-    readable.chmod(0o755)
-    authority = trustme.CA()
-    certificate = authority.issue_cert(HOST)
-    authority.cert_pem.write_to_path(str(workdir / "ca.pem"))
-    certificate.cert_chain_pems[0].write_to_path(str(readable / "cert.pem"))
-    certificate.private_key_pem.write_to_path(str(readable / "key.pem"))
-    for path in readable.iterdir():
-        path.chmod(0o644)
-    settings = (f"certfile {readable / 'cert.pem'}", f"keyfile {readable / 'key.pem'}")
-    broker: RunningBroker
-    try:
-        with configured_mosquitto(workdir, *settings) as broker, tcpdump_recording(workdir / "tls.pcap", broker.port):
-            for qos in (0, 1):
-                command = ["mosquitto_pub", "-h", HOST, "-p", str(broker.port), "--cafile", str(workdir / "ca.pem")]
-                subprocess.run([*command, "-t", "plant/line", "-m", "secret", "-q", str(qos)], check=True, timeout=10)
-    finally:
-        shutil.rmtree(readable)
-    return workdir / "tls.pcap", broker.port
-
-
-def test_tls_without_keys_is_encrypted_not_assessable_never_mqtt(tls_capture: tuple[Path, int]) -> None:
-    capture, port = tls_capture
-    observed = [o for o in observe(capture, port).values() if o.audit.total.stream]
-    assert len(observed) == 2
-    for connection in observed:
-        audit = connection.audit
-        assert (audit.transport, audit.version) == (ENCRYPTED, ENCRYPTED_VERSION)
-        assert not audit.frames and not connection.findings
-        assert audit.total.unassessable == audit.total.stream > 0
-        assert {hole.reason for hole in audit.unassessable} == {ENCRYPTED_REASON}
-
-
-def test_mqttaudit_audit_of_tls_without_keys_exits_4_with_the_bytes_not_assessable(
-    spark: SparkSession, tls_capture: tuple[Path, int], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_a_websocket_over_tls_capture_with_its_key_log_is_audited_like_websocket(
+    amqtt: TransportBroker, recorded: dict[str, Path]
 ) -> None:
-    capture, port = tls_capture
-    status = main(["audit", str(capture), "--ports", str(port), "--out", str(tmp_path)])
-    out = capsys.readouterr()
-    assert status == 4
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["counts"]["violations"] == 0
-    assert summary["versions"][ENCRYPTED_VERSION]["connections"] == 2
-    assert summary["bytes"]["unsynced_bytes"] == summary["bytes"]["mqtt_bytes"] > 0
-    assert "encrypted" in out.out + out.err
-    gaps = pq.read_table(tmp_path / "gaps").to_pylist()
-    assert {row["reason"] for row in gaps} == {ENCRYPTED_REASON}
-    assert sum(row["length"] for row in gaps) == summary["bytes"]["unsynced_bytes"]
+    """wss: TLS decrypted with the clients' key log, then the WebSocket framing removed: the findings of the same
+    traffic over plain WebSocket, and every connection's transport says both layers."""
+    keylog = KeyLog.parse(recorded["wss.keys"].read_text())
+    over_ws = findings_by_client(recorded["ws"], amqtt.ports["ws"])
+    over_wss = findings_by_client(recorded["wss"], amqtt.ports["wss"], keylog)
+    assert over_wss == over_ws
+    assert ("client", "MQTT-6.0.0-1") in over_wss[TEXT_FRAME]
+    transports = {o.audit.transport for o in observe(recorded["wss"], amqtt.ports["wss"], keylog=keylog).values()}
+    assert f"{TLS}+{WEBSOCKET}" in transports
+    without = {o.audit.transport for o in observe(recorded["wss"], amqtt.ports["wss"]).values() if o.audit.frames}
+    assert not without  # without the key log nothing of it is decoded as MQTT
