@@ -23,7 +23,7 @@ from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, judge
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from ..judge.rules import SENDER_CODEC_RULES_5_0
 from .baseline import BaselineDiff
-from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, os_error_text
+from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, login, open_target
 from .connection import ProbeConnection
 from .overflow import Overflow
 from .profile import NO_PROFILE, BrokerProfile
@@ -340,12 +340,15 @@ async def broker_alive(target: Target, timeout: float) -> bool:
 async def broker_trouble(target: Target, timeout: float) -> str | None:
     """None when a fresh connection gets a CONNACK for a plain CONNECT within ``timeout``, else what happened."""
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(target.host, target.port), timeout)
-    except (OSError, TimeoutError) as exc:
-        return f"cannot connect to {target.url}: {os_error_text(exc)}"
-    connection = ProbeConnection("health", reader, writer, time.monotonic, timeout=timeout)
+        stream = await open_target(target, timeout)
+    except Unreachable as exc:
+        return str(exc)
+    secret = None if target.credentials is None else target.credentials.password
+    connection = ProbeConnection("health", stream, time.monotonic, timeout=timeout, secret=secret)
     try:
-        await connection.send(Connect(client_id="mqahealth" + f"{time.monotonic_ns() % 10**14:014d}"))
+        client_id = "mqahealth" + f"{time.monotonic_ns() % 10**14:014d}"
+        username, password = login(target)
+        await connection.send(Connect(client_id=client_id, username=username, password=password))
         answered = isinstance(await connection.wait_type(Connack), Connack)
     finally:
         with contextlib.suppress(Exception):

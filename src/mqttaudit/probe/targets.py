@@ -26,7 +26,7 @@ def mask_userinfo(url: str) -> str:
 
 
 def is_amqp(url: str) -> bool:
-    return url.startswith("amqp://")
+    return url.startswith(("amqp://", "amqps://"))
 
 
 def parse_target(url: str) -> Target:
