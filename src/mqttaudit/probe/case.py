@@ -140,11 +140,17 @@ class Target:
         return (self.tls or TlsOptions()).context()
 
     def with_options(self, tls: TlsOptions | None = None, credentials: Credentials | None = None) -> Target:
-        """The target with ``tls`` (ValueError when it is no TLS target) and ``credentials`` (those of the URL
-        win) applied."""
+        """The target with ``tls`` (ValueError when it is no TLS target) and ``credentials`` applied: the URL's
+        user name and password win; a URL that names a user and no password takes the password of
+        ``credentials``."""
         if tls is not None and tls.given and not self.uses_tls:
             raise ValueError(f"TLS options (--cafile, --cert, --key, --insecure) need a TLS target, not {self.url}")
-        return replace(self, tls=tls if self.uses_tls else None, credentials=self.credentials or credentials)
+        merged = self.credentials or credentials
+        if self.credentials is not None and self.credentials.password is None and credentials is not None:
+            merged = Credentials(self.credentials.username, credentials.password)  # a user in the URL, no password
+        if merged is not None and not merged.username:
+            raise ValueError(f"a password needs a user name: --username, or USER@ in the target ({self.url})")
+        return replace(self, tls=tls if self.uses_tls else None, credentials=merged)
 
     @classmethod
     def parse(cls, url: str) -> Target:

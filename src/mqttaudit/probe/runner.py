@@ -199,6 +199,9 @@ async def run_case(
     )
     sent = [finding for connection in context.connections for finding in server_violations(connection)]
     result = decide(case, judgement, stopped, sent)
+    refused = _refused_login(target, context.connections)
+    if refused is not None and result.verdict != NOT_APPLICABLE:
+        result.verdict, result.reason = INCONCLUSIVE, refused
     capped = [connection.cap_summary() for connection in context.connections if connection.capped]
     if capped and result.verdict == INCONCLUSIVE:
         # Nothing past the bounds was judged: that, rather than each statement's own "not observed", is why.
@@ -213,6 +216,41 @@ async def run_case(
     result.duration = time.monotonic() - started
     result.error = result.verdict == INCONCLUSIVE and health.down is not None and result.reason == health.down
     return result
+
+
+#: CONNACK codes that refuse a client for its credentials: 3.1.1's 0x04 and 0x05, 5.0's 0x86 and 0x87.
+LOGIN_REFUSALS = {ProtocolVersion.V3_1_1: frozenset({0x04, 0x05}), ProtocolVersion.V5: frozenset({0x86, 0x87})}
+
+
+def _refused_login(target: Target, connections: Sequence[ProbeConnection]) -> str | None:
+    """Against a broker that wants a user name, a case that writes its own CONNECT (a defect on purpose) sends
+    none, and the broker refuses it for that before it sees what the case tests: the verdict would judge the login,
+    not the statement. Says so when a connection's own CONNECT (not one with the target's user name) got such a
+    refusal; None otherwise, and always for an anonymous target."""
+    if target.credentials is None:
+        return None
+    for connection in connections:
+        connect = next(
+            (
+                event.frame.packet
+                for event in connection.events
+                if isinstance(event, Sent)
+                and event.sender is Direction.FROM_CLIENT
+                and isinstance(event.frame.packet, Connect)
+            ),
+            None,
+        )
+        if connect is None or connect.username == target.credentials.username:
+            continue
+        codes = LOGIN_REFUSALS.get(connection.version, frozenset())
+        ack = next((packet for packet in connection.received if isinstance(packet, Connack)), None)
+        if ack is not None and ack.return_code in codes:
+            return (
+                f"the broker refused the case's own CONNECT on {connection.name} for its credentials (CONNACK "
+                f"0x{ack.return_code:02x}): the case writes that CONNECT itself, without the target's user name and "
+                "password, so it cannot test its statements against a broker that wants them"
+            )
+    return None
 
 
 def judge_config(case: Case, timeout: float) -> JudgeConfig:
