@@ -193,6 +193,7 @@ async def run_async(
             parsed = parsed.with_options(tls, credentials)
         else:
             parsed = _amqp_options(target, parsed, tls, credentials)
+        parsed.tls_context()  # a CA file or client certificate that cannot be used is a usage error, found now
         limit = parse_share(max_inconclusive)
         known = load_baseline(baseline) if isinstance(baseline, Path | str) else baseline
         version = protocol if isinstance(protocol, ProtocolVersion) else parse_protocol(protocol)

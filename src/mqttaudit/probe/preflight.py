@@ -52,7 +52,7 @@ async def reach(target: Target, timeout: float) -> ByteStream | Refusal:
     except socket.gaierror as exc:
         return Refusal("unresolved", f"cannot resolve {target.host} ({url}): {(exc.strerror or str(exc)).lower()}")
     except TimeoutError:
-        step = "TCP connect" if not (target.uses_tls or target.websocket) else "TCP connect, TLS or WebSocket upgrade"
+        step = "TCP connect or the TLS handshake" if target.uses_tls else "TCP connect"
         return Refusal("unreachable", f"cannot reach {url}: no answer to the {step} within {timeout:g} s")
     except ValueError as exc:  # the CA file or the client certificate cannot be used
         return Refusal("unreachable", f"cannot reach {url}: {exc}")

@@ -144,15 +144,27 @@ class SocketStream:
         self.trouble: str | None = None
         self._reader = reader
         self._writer = writer
+        self._tls = writer.get_extra_info("ssl_object") is not None
+        self._got = 0
 
     async def read(self, size: int = READ_SIZE) -> bytes:
         try:
-            return await self._reader.read(size)
+            data = await self._reader.read(size)
         except ssl.SSLError as exc:
             # A TLS 1.3 server checks the client certificate after the client's handshake ended: its alert comes
             # on the first read.
             self.trouble = f"TLS: {_ssl_text(exc)}"
             raise ConnectionResetError(self.trouble) from None
+        except ConnectionResetError:
+            if self._tls and not self._got:
+                # the same, when the reset overtakes the alert
+                self.trouble = (
+                    "TLS: the broker reset the connection right after the handshake, before any data "
+                    "(does it want a client certificate? see --cert)"
+                )
+            raise
+        self._got += len(data)
+        return data
 
     def write(self, data: bytes) -> None:
         self._writer.write(data)
@@ -270,12 +282,16 @@ async def open_stream(target: Target, timeout: float) -> ByteStream:
     except ConnectionResetError as exc:
         if context is None:
             raise
-        raise TransportError(f"TLS: the broker ended the connection during the handshake ({exc})") from None
+        reason = (exc.strerror or str(exc)).lower()
+        raise TransportError(f"TLS: the broker ended the connection during the handshake ({reason})") from None
     stream = SocketStream(reader, writer)
     if not target.websocket:
         return stream
     try:
         return await asyncio.wait_for(_upgrade(stream, target), timeout)
+    except TimeoutError:
+        stream.abort()
+        raise TransportError(f"WebSocket: no answer to the upgrade within {timeout:g} s") from None
     except BaseException:
         stream.abort()
         raise
