@@ -4,7 +4,7 @@ run at once against a real broker, every one required to reach a verdict."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,18 +20,31 @@ TIMEOUT = 1.0
 
 
 @contextmanager
-def configured_mosquitto(workdir: Path, *settings: str) -> Iterator[RunningBroker]:
-    """mosquitto on a free port of 127.0.0.1 with ``settings`` (configuration lines such as ``max_qos 1``) added,
-    which its CONNACK then declares."""
+def configured_mosquitto(
+    workdir: Path,
+    *settings: str,
+    port: int | None = None,
+    other_ports: Sequence[int] = (),
+    urls: Mapping[str, str] | None = None,
+) -> Iterator[RunningBroker]:
+    """mosquitto on ``port`` (a free port when None) of 127.0.0.1 with ``settings`` (configuration lines such as
+    ``max_qos 1``) added, which its CONNACK then declares.
+
+    ``settings`` may open further listeners (``listener PORT 127.0.0.1`` and the lines for it); their ports go in
+    ``other_ports``, so that it counts as started once each accepts connections, and their URLs in ``urls``
+    (:attr:`RunningBroker.urls`)."""
     found = start_broker("mosquitto")  # finds the binary the way the tests always do; only its command is wanted
     binary = found.command[0]
     found.stop()
-    port = free_port()
+    port = free_port() if port is None else port
     config = workdir / "mosquitto.conf"
     lines = [f"listener {port} {HOST}", "allow_anonymous true", "persistence false", "log_dest stderr", "log_type all"]
     config.write_text("\n".join([*lines, *settings]) + "\n")
     command = [binary, "-c", str(config)]
-    with launch_broker("mosquitto", command, port=port, workdir=workdir, ready=r"mosquitto version \S+ running") as b:
+    ready = r"mosquitto version \S+ running"
+    with launch_broker(
+        "mosquitto", command, port=port, workdir=workdir, ready=ready, other_ports=other_ports, urls=urls
+    ) as b:
         yield b
 
 

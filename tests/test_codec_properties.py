@@ -431,3 +431,10 @@ def test_every_character_the_suspect_scan_finds_is_non_printable() -> None:
     matched = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF and _SUSPECT.search(chr(cp).encode())]
     assert len(matched) == 32 + 1 + 32 + 32 + 34  # C0, DEL, C1, U+FDD0..U+FDEF, two per plane
     assert not [cp for cp in matched if chr(cp).isprintable()]
+
+
+@given(value=st.integers(min_value=0, max_value=codec.MAX_REMAINING_LENGTH))
+def test_the_size_of_a_variable_byte_integer_is_the_length_of_its_encoding(value: int) -> None:
+    from mqttaudit.codec.remaining_length import encode_remaining_length, encoded_size
+
+    assert encoded_size(value) == len(encode_remaining_length(value))

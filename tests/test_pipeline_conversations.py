@@ -168,3 +168,29 @@ def test_a_routing_finding_of_a_5_0_subscriber_is_numbered_and_levelled_by_5_0()
     _deliveries, findings, _ = replay_broker("10.0.0.1:1883", blobs, config)
     rows = list(zip(findings.data["rule"], findings.data["rule_version"], findings.data["section"], strict=True))
     assert rows == [("MQTT-3.3.1-11", "5.0", "3.3.1.3")]  # the 5.0 section of Retain Handling
+
+
+def test_the_replay_decides_the_rules_of_a_server_s_connections_together_once_per_shard_too() -> None:
+    """[MQTT-3.1.3-6] two connections open at once, both assigned the Client Identifier 'same': the capture audit's
+    replay finds it, as the probe's scenarios do, and a replay in shards finds it once, in the later connection."""
+    from mqttaudit.codec.properties import make
+
+    config = JudgeConfig(close_grace=2.0, answer_timeout=2.0, supported_protocol_levels=frozenset({4, 5}))
+
+    def assigned(at: float, identifier: str) -> Talk:
+        connect = codec.Connect(client_id="", protocol_level=5, keep_alive=0)
+        connack = codec.Connack(properties=make(assigned_client_identifier=identifier))
+        return Talk(version="5").client(connect, at=at).server(connack).quiet(at=10.0)
+
+    def found(talks: dict[str, Talk], shards: list[list[str]] | None) -> list[tuple[object, ...]]:
+        blobs = [(name, judge_flow(flow(name, talk), config).transcript) for name, talk in talks.items()]
+        rows: list[tuple[object, ...]] = []
+        for own in shards or [None]:
+            _deliveries, findings, _ = replay_broker("10.0.0.1:1883", blobs, config, own)
+            rows += list(zip(findings.data["flow"], findings.data["rule"], strict=True))
+        return rows
+
+    same = {"a": assigned(0.5, "same"), "b": assigned(1.0, "same")}
+    assert found(same, None) == [("b", "MQTT-3.1.3-6")]
+    assert found(same, [["a"], ["b"]]) == [("b", "MQTT-3.1.3-6")]
+    assert found({"a": assigned(0.5, "one"), "b": assigned(1.0, "two")}, None) == []

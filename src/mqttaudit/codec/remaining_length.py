@@ -52,6 +52,16 @@ def is_shortest(value: int, size: int) -> bool:
     return size == 1 or value >= 1 << (7 * (size - 1))
 
 
+def encoded_size(value: int) -> int:
+    """Bytes of the Variable Byte Integer holding ``value`` (1 to 4 within the Remaining Length's range; more for a
+    larger value, as a size computation past the range may ask)."""
+    size = 1
+    while value >= 0x80:
+        value >>= 7
+        size += 1
+    return size
+
+
 def encode_remaining_length(value: int) -> bytes:
     if not 0 <= value <= MAX_REMAINING_LENGTH:
         raise EncodeError(f"Remaining Length {value} does not fit in four bytes (maximum {MAX_REMAINING_LENGTH})")

@@ -18,6 +18,7 @@ from typing import Final
 
 from mqttaudit.codec import Direction, Publish
 from mqttaudit.codec.properties import MAXIMUM_PACKET_SIZE, TOPIC_ALIAS_MAXIMUM, first
+from mqttaudit.codec.remaining_length import encoded_size
 from mqttaudit.topics import matches
 
 from . import reasons
@@ -29,20 +30,12 @@ DISCARD_TOO_LARGE: Final = "MQTT-3.1.2-25"
 V5: Final = "5.0"
 
 
-def _vbi_size(value: int) -> int:
-    size = 1
-    while value >= 128:
-        value //= 128
-        size += 1
-    return size
-
-
 def smallest_forwarded(message: Publish, qos: int, *, aliases: bool) -> int:
     """The fewest bytes a PUBLISH forwarding ``message`` at ``qos`` can take, fixed header included: its Topic Name
     (none when the receiver allows Topic Aliases), its Packet Identifier, an empty Property Length, its payload."""
     topic = 0 if aliases else len(message.topic.encode("utf-8"))
     body = 2 + topic + (2 if qos else 0) + 1 + len(message.payload)
-    return 1 + _vbi_size(body) + body
+    return 1 + encoded_size(body) + body
 
 
 def _granted(subscriber: Transcript, publication: Published) -> Subscribed | None:

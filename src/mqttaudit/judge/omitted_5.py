@@ -13,6 +13,7 @@ from typing import Final
 
 from mqttaudit.codec import CodecError, Connack, Connect, Direction, Packet
 from mqttaudit.codec.properties import MAXIMUM_PACKET_SIZE, REASON_STRING, USER_PROPERTY, first, write_properties
+from mqttaudit.codec.remaining_length import encoded_size
 
 from .connection import Connection
 from .context import Context, Seen
@@ -32,15 +33,6 @@ def declared_maximum(connection: Connection, receiver_is_client: bool) -> int | 
     return value if isinstance(value, int) else None
 
 
-def _vbi_size(value: int) -> int:
-    """Bytes of a Variable Byte Integer holding ``value``."""
-    size = 1
-    while value >= 128:
-        value //= 128
-        size += 1
-    return size
-
-
 def _without(packet: Packet, size: int, left_out: frozenset[int]) -> int:
     """The bytes the properties ``left_out`` take in ``packet`` of ``size`` bytes, with what they add to the
     Property Length and Remaining Length fields (its size less these is its size without them)."""
@@ -52,14 +44,14 @@ def _without(packet: Packet, size: int, left_out: frozenset[int]) -> int:
         every, fewer = len(write_properties(properties)), len(write_properties(kept))
     except CodecError:
         return 0  # a property the writer cannot hold (the codec's finding): nothing to weigh
-    shrink = _vbi_size(every) + every - _vbi_size(fewer) - fewer
+    shrink = encoded_size(every) + every - encoded_size(fewer) - fewer
     remaining = size - 2
     for header in (1, 2, 3, 4):  # the Remaining Length field that fits the packet's size
-        if _vbi_size(size - 1 - header) == header:
+        if encoded_size(size - 1 - header) == header:
             remaining = size - 1 - header
             break
     less = remaining - shrink
-    return size - (1 + _vbi_size(less) + less)
+    return size - (1 + encoded_size(less) + less)
 
 
 def check_omitted(ctx: Context, connection: Connection, seen: Seen) -> None:

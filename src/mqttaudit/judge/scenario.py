@@ -53,9 +53,16 @@ def judge_scenario(conversations: Mapping[str, Sequence[Event]], config: JudgeCo
     seen = {(f.conversation, f.rule, f.event) for part in parts for f in part.findings}
     fresh = tuple(f for f in routing.findings if (f.conversation, f.rule, f.event) not in seen)
     parts.append(Judgement(fresh, routing.assessed, routing.not_assessable, routing.undecided))
-    parts.append(unique_assigned_identifiers(transcripts))  # 5.0 [MQTT-3.1.3-6]
-    parts.append(judge_discarded(transcripts))  # 5.0 [MQTT-3.1.2-25]
+    parts.append(across_connections(transcripts))
     return combine(parts)
+
+
+def across_connections(transcripts: Mapping[str, Transcript]) -> Judgement:
+    """The 5.0 rules decided from one server's connections together, beside the routing model: a unique Assigned
+    Client Identifier for connections open at once [MQTT-3.1.3-6], and a message too large for a subscriber's
+    Maximum Packet Size discarded, the next one still delivered [MQTT-3.1.2-25]. The probe's scenarios and the
+    capture audit's replay of a broker both run them."""
+    return combine([unique_assigned_identifiers(transcripts), judge_discarded(transcripts)])
 
 
 def _without_settled(

@@ -17,7 +17,9 @@ from mqttaudit.codec.describe import wire_text
 from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge.model import Model, build
 from mqttaudit.judge.routing import Routing
+from mqttaudit.judge.scenario import across_connections
 from mqttaudit.judge.transcript import Transcript
+from mqttaudit.judge.verdict import Judgement, combine
 
 from .conversations import (
     CATALOGUE,
@@ -98,7 +100,17 @@ def replay_batches(
     if own is not None:
         subscribers = {c.client_id for c in (loaded[flow].connect for flow in own if flow in loaded) if c is not None}
     model = build(loaded, config, subscribers)
-    judgement = Routing(model, loaded, config).judgement()
+    routing = Routing(model, loaded, config).judgement()
+    across = across_connections(loaded)
+    if own is not None:  # a shard reports what it decides of its own connections: each shard sees them all
+        mine = set(own)
+        across = Judgement(
+            tuple(f for f in across.findings if f.conversation in mine),
+            across.assessed,
+            across.not_assessable,
+            tuple(u for u in across.undecided if u.conversation in mine),
+        )
+    judgement = combine([routing, across])
     findings = Columns(ROUTING_COLUMNS)
     versions = {flow: judged_version(transcript, config) for flow, transcript in loaded.items()}
     for finding in judgement.findings:

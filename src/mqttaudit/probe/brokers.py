@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, TypeAlias, get_args
@@ -98,7 +98,8 @@ class RunningBroker:
 
     @property
     def urls(self) -> dict[str, str]:
-        """Every listener it serves, by scheme: ``mqtt`` always, ``amqp`` for RabbitMQ."""
+        """Every listener it serves, by scheme: ``mqtt`` always, ``amqp`` for RabbitMQ (``amqps`` and ``mqtts``
+        too when started by :func:`start_rabbitmq_tls`)."""
         return {"mqtt": self.url, **self._other_urls}
 
     @property
@@ -151,7 +152,45 @@ def start_broker(name: BrokerName, *, workdir: Path | None = None, timeout: floa
     ``timeout`` bounds the start (default: 15 s, 60 s for RabbitMQ, which takes several seconds to boot).
     Raises :class:`BrokerUnavailable` when it is not installed, :class:`BrokerStartError` when it fails to start.
     """
-    recipe = _RECIPES[name]
+    return _start(name, _RECIPES[name], workdir, timeout)
+
+
+def start_rabbitmq_tls(
+    cafile: Path,
+    certfile: Path,
+    keyfile: Path,
+    *,
+    verify_peer: bool = False,
+    workdir: Path | None = None,
+    timeout: float | None = None,
+) -> RunningBroker:
+    """RabbitMQ as :func:`start_broker` starts it, with TLS listeners for AMQP (``amqps`` in its URLs) and MQTT
+    (``mqtts``) besides the plain ones, serving ``certfile`` and ``keyfile`` (PEM) and trusting ``cafile``;
+    ``verify_peer`` refuses a client without a certificate that ``cafile`` signed."""
+    plain = _RECIPES["rabbitmq"]
+
+    def prepare(port: int, workdir: Path) -> _Launch:
+        launch = plain.prepare(port, workdir)
+        # A port the node's distribution took meanwhile is reported as in use, and the start tried again.
+        taken = {port, *launch.other_ports, *([launch.companion.port] if launch.companion else [])}
+        amqps_port, mqtts_port = _free_ports(2, avoid=taken)
+        verify = "verify_peer" if verify_peer else "verify_none"
+        with (workdir / "rabbitmq.conf").open("a") as config:
+            config.write(
+                f"listeners.ssl.default = {HOST}:{amqps_port}\n"
+                f"mqtt.listeners.ssl.default = {HOST}:{mqtts_port}\n"
+                f"ssl_options.cacertfile = {cafile}\nssl_options.certfile = {certfile}\n"
+                f"ssl_options.keyfile = {keyfile}\nssl_options.verify = {verify}\n"
+                f"ssl_options.fail_if_no_peer_cert = {'true' if verify_peer else 'false'}\n"
+            )
+        urls = {**launch.urls, "amqps": f"amqps://guest:guest@{HOST}:{amqps_port}/%2F"}
+        urls["mqtts"] = f"mqtts://{HOST}:{mqtts_port}"
+        return replace(launch, other_ports=(*launch.other_ports, amqps_port, mqtts_port), urls=urls)
+
+    return _start("rabbitmq", _Recipe(plain.locate, prepare, plain.timeout), workdir, timeout)
+
+
+def _start(name: str, recipe: _Recipe, workdir: Path | None, timeout: float | None) -> RunningBroker:
     recipe.locate()
     timeout = recipe.timeout if timeout is None else timeout
     owned_dir = None
