@@ -20,7 +20,7 @@ from mqttaudit.probe.profile import BrokerProfile, ProfileError, load_profile
 from mqttaudit.probe.runner import DEFAULT_CONCURRENCY, ProbeRun, run_probe
 from mqttaudit.probe.selection import NoCaseSelected, parse_protocol
 from mqttaudit.probe.selection import select_cases as select_from_library
-from mqttaudit.probe.targets import is_amqp, mask_userinfo, parse_target
+from mqttaudit.probe.targets import is_amqp, parse_target, shown_target
 from mqttaudit.probe.transport import TlsOptions
 from mqttaudit.report.evidence import printable
 from mqttaudit.report.output_dir import OutputDirError, check_output_dir, staged_output
@@ -159,7 +159,7 @@ def _probe(
     connection: Connection | None = None,
 ) -> ProbeResult:
     """One library run, with progress on stderr unless ``quiet``; argument errors become usage errors."""
-    progress = None if quiet else progress_for(sys.stderr, mask_userinfo(target))
+    progress = None if quiet else progress_for(sys.stderr, shown_target(target))
     try:
         return run(
             target,

@@ -137,13 +137,16 @@ class AmqpTarget(Target):
     def parse(cls, url: str) -> AmqpTarget:
         """User and password default to guest, the port to 5672 (amqps: 5671), the vhost to ``/`` (written ``%2F``
         in a URL)."""
+        from .targets import shown_target  # messages show the URL without its password
+
+        shown = shown_target(url)
         parts = urlsplit(url)
         if parts.scheme not in ("amqp", "amqps") or not parts.hostname:
-            raise ValueError(f"not an amqp:// target (nor amqps://): {url!r}")
+            raise ValueError(f"not an amqp:// target (nor amqps://): {shown!r}")
         try:
             port = parts.port or (DEFAULT_TLS_PORT if parts.scheme == "amqps" else DEFAULT_PORT)
-        except ValueError as exc:
-            raise ValueError(f"bad port in {url!r}") from exc
+        except ValueError:
+            raise ValueError(f"bad port in {shown!r}") from None
         return cls(
             parts.hostname,
             port,

@@ -157,22 +157,25 @@ class Target:
         """``SCHEME://[USER[:PASSWORD]@]HOST[:PORT][/PATH]`` with SCHEME ``mqtt`` (the default), ``mqtts``, ``ws``
         or ``wss``; the port defaults to the scheme's (1883, 8883, 80, 443), a WebSocket path to ``/mqtt``; user
         name and password are percent-decoded; an IPv6 host is written in brackets."""
+        from .targets import shown_target  # messages show the URL without its password
+
+        shown = shown_target(url)
         text = url if "://" in url else f"mqtt://{url}"
         try:
             parts = urlsplit(text)
             port = parts.port
         except ValueError:
-            raise ValueError(f"bad port in {url!r}") from None
+            raise ValueError(f"bad port in {shown!r}") from None
         scheme = parts.scheme.lower()
         if scheme not in MQTT_SCHEMES or not parts.hostname or parts.query or parts.fragment:
-            raise ValueError(f"not an mqtt://, mqtts://, ws:// or wss:// target: {url!r}")
+            raise ValueError(f"not an mqtt://, mqtts://, ws:// or wss:// target: {shown!r}")
         if port == 0:
-            raise ValueError(f"bad port in {url!r}")
+            raise ValueError(f"bad port in {shown!r}")
         path = parts.path
         if scheme in ("ws", "wss"):
             path = path or DEFAULT_WEBSOCKET_PATH
         elif path.strip("/"):
-            raise ValueError(f"an {scheme}:// target has no path: {url!r}")
+            raise ValueError(f"an {scheme}:// target has no path: {shown!r}")
         credentials = None
         if parts.username is not None:
             username = unquote(parts.username)
