@@ -26,6 +26,12 @@ def material(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
     return tls_material(tmp_path_factory.mktemp("pki"))
 
 
+#: What amqtt 0.12.1 does differently over WebSocket, whoever the client: a PUBLISH with an empty Topic Name
+#: [MQTT-4.7.3-1] leaves the TCP connection open (a failure) but ends the WebSocket one at once (its WebSocket
+#: listener closes the connection when the session's handler stops on the error; the TCP one does not).
+AMQTT_TRANSPORT_DIFFERENCES = {"malformed/publish-topic-empty": ("fail", "pass")}
+
+
 def _verdicts(result: ProbeResult) -> dict[str, str]:
     assert result.refusal is None, result.incomplete
     return {r.case.id: r.verdict for r in result.results}
@@ -46,12 +52,24 @@ def test_the_311_library_gives_the_same_verdicts_over_tcp_and_tls(tmp_path: Path
 
 
 def test_the_311_library_gives_the_same_verdicts_over_tcp_and_websocket(tmp_path: Path) -> None:
+    """amqtt 0.12.1 under the load of 32 cases at once is not the same broker twice (a Will published or not, a
+    connection closed or not, whatever the transport): a case whose verdicts differ runs again alone, one case at
+    a time, over each transport, and those verdicts must agree, but for the one amqtt itself decides differently
+    (:data:`AMQTT_TRANSPORT_DIFFERENCES`)."""
     with amqtt_websocket(tmp_path) as broker:
         plain = run(broker.tcp_url, protocol="3.1.1", timeout=TIMEOUT)
         websocket = run(broker.ws_url, protocol="3.1.1", timeout=TIMEOUT)
+        differing = sorted(_differences(_verdicts(plain), _verdicts(websocket)))
+        again = {}
+        if differing:
+            again = _differences(
+                _verdicts(run(broker.tcp_url, cases=differing, timeout=TIMEOUT, concurrency=1)),
+                _verdicts(run(broker.ws_url, cases=differing, timeout=TIMEOUT, concurrency=1)),
+            )
     assert len(plain.results) > 200
     assert websocket.run.target.url.startswith("ws://")
-    assert _differences(_verdicts(plain), _verdicts(websocket)) == {}
+    assert len(differing) < len(plain.results) // 2, differing
+    assert again == AMQTT_TRANSPORT_DIFFERENCES
 
 
 def test_wss_reaches_amqtt_through_tls_and_websocket(tmp_path: Path, material: TlsMaterial) -> None:
