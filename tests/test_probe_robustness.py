@@ -20,6 +20,7 @@ from mqttaudit.probe.case import CASES, Target
 from mqttaudit.probe.connection import ProbeConnection
 from mqttaudit.probe.overflow import MAX_BYTES, MAX_FRAMES
 from mqttaudit.probe.runner import FAIL, INCONCLUSIVE, CaseResult, run_probe
+from mqttaudit.probe.transport import SocketStream
 
 from .hostile_server import HostileServer
 
@@ -126,7 +127,7 @@ def test_closing_while_the_broker_floods_records_what_was_read_before_the_close(
         with HostileServer("flooding", lifetime=30) as server:
             loop = asyncio.get_running_loop()
             reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-            connection = ProbeConnection("c1", reader, writer, loop.time, timeout=0.5)
+            connection = ProbeConnection("c1", SocketStream(reader, writer), loop.time, timeout=0.5)
             await connection.send(Connect(client_id="mqaflood"))
             assert isinstance(await connection.wait_type(Connack), Connack)
             await asyncio.sleep(0.05)  # the flood is under way: bytes wait in the reader as we close

@@ -20,13 +20,15 @@ from mqttaudit.probe.profile import BrokerProfile, ProfileError, load_profile
 from mqttaudit.probe.runner import DEFAULT_CONCURRENCY, ProbeRun, run_probe
 from mqttaudit.probe.selection import NoCaseSelected, parse_protocol
 from mqttaudit.probe.selection import select_cases as select_from_library
-from mqttaudit.probe.targets import is_amqp, mask_userinfo, parse_target
+from mqttaudit.probe.targets import is_amqp, parse_target, shown_target
+from mqttaudit.probe.transport import TlsOptions
 from mqttaudit.report.evidence import printable
 from mqttaudit.report.output_dir import OutputDirError, check_output_dir, staged_output
 from mqttaudit.report.terminal import colour_allowed, progress_for, summary_lines, terminal_width
 from mqttaudit.spec import load_catalogue
 from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 
+from .connection import Connection, connection_from_options, connection_options, split_spec
 from .exits import CannotRun, exit_status_help
 from .options import output_options
 
@@ -154,9 +156,10 @@ def _probe(
     quiet: bool,
     protocol: ProtocolVersion | None = None,
     profile: BrokerProfile | None = None,
+    connection: Connection | None = None,
 ) -> ProbeResult:
     """One library run, with progress on stderr unless ``quiet``; argument errors become usage errors."""
-    progress = None if quiet else progress_for(sys.stderr, mask_userinfo(target))
+    progress = None if quiet else progress_for(sys.stderr, shown_target(target))
     try:
         return run(
             target,
@@ -170,12 +173,23 @@ def _probe(
             progress=progress,
             protocol=protocol,
             profile=profile,
+            tls=None if connection is None else _tls_for(target, connection),
+            credentials=None if connection is None else connection.credentials,
         )
     except ProbeUsageError as exc:
         raise click.UsageError(str(exc)) from None
     finally:
         if progress is not None:
             progress.close()
+
+
+def _tls_for(url: str, connection: Connection) -> TlsOptions | None:
+    """The TLS options for the target ``url``: a matrix gives them to its TLS targets only."""
+    try:
+        target = parse_target(url)
+    except ValueError:
+        return connection.tls  # the run reports the bad target
+    return connection.tls if target.uses_tls else None
 
 
 def _print_summary(result: ProbeResult) -> None:
@@ -228,6 +242,7 @@ def _print_summary(result: ProbeResult) -> None:
     "--list", "list_only", is_flag=True, help="List the cases, their protocol and their statements; probe nothing."
 )
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@connection_options
 def probe_command(
     target: str | None,
     out_dir: Path,
@@ -243,9 +258,17 @@ def probe_command(
     profile: BrokerProfile | None,
     list_only: bool,
     output_format: str,
+    cafile: Path | None,
+    certfile: Path | None,
+    keyfile: Path | None,
+    insecure: bool,
+    username: str | None,
+    password_file: Path | None,
 ) -> int:
-    """Probe the broker at TARGET (mqtt://HOST:PORT, or amqp://USER:PASS@HOST:PORT/VHOST for the AMQP routing
-    suite) and write findings.json, findings.md and junit.xml to --out, also when the run is incomplete.
+    """Probe the broker at TARGET (mqtt://[USER@]HOST[:PORT]; mqtts:// over TLS; ws://HOST[:PORT][/PATH] and wss://
+    over WebSocket; or amqp[s]://USER:PASS@HOST:PORT/VHOST for the AMQP routing suite) and write findings.json,
+    findings.md and junit.xml to --out, also when the run is incomplete. A password comes from --password-file or
+    $MQTTAUDIT_PASSWORD (or the URL) and is never shown.
 
     A target that cannot be reached or refuses the prober's CONNECT is reported in one line (exit status 4)
     after one connection attempt. A failure of a timing-dependent case (Keep Alive, Will) is run again, alone,
@@ -255,6 +278,16 @@ def probe_command(
         return EXIT_OK
     if target is None:
         raise click.UsageError("a TARGET (mqtt://HOST:PORT) is needed, or --list")
+    connection = connection_from_options(
+        [target],
+        cafile=cafile,
+        certfile=certfile,
+        keyfile=keyfile,
+        insecure=insecure,
+        username=username,
+        password_file=password_file,
+        every_target=True,
+    )
     _check_out(out_dir, force)
     quiet = output_format == "json"
     result = _probe(
@@ -269,6 +302,7 @@ def probe_command(
         quiet=quiet,
         protocol=protocol,
         profile=profile,
+        connection=connection,
     )
     written = result.write_reports(out_dir, force=force)
     if result.refusal is not None:
@@ -375,6 +409,7 @@ def _numbered(cases: Sequence[Case], version: ProtocolVersion) -> int:
     help="A broker profile (see `probe --help`) for the target labelled LABEL (its NAME, or HOST:PORT); repeated, "
     "one per target. Without LABEL= it is the profile of every target that has none of its own.",
 )
+@connection_options
 def matrix_command(
     targets: tuple[str, ...],
     out_dir: Path,
@@ -386,10 +421,17 @@ def matrix_command(
     max_inconclusive: float,
     protocol: ProtocolVersion | None,
     profiles: dict[str, BrokerProfile],
+    cafile: Path | None,
+    certfile: Path | None,
+    keyfile: Path | None,
+    insecure: bool,
+    username: str | None,
+    password_file: Path | None,
 ) -> int:
     """Probe several brokers (TARGET is mqtt://HOST:PORT or NAME=mqtt://HOST:PORT) and write a statements x
     brokers matrix (matrix.md, matrix.html) plus each broker's own reports under --out. Exit status 1 when any
-    broker fails a MUST-level case, else 4 when any run is incomplete."""
+    broker fails a MUST-level case, else 4 when any run is incomplete. TARGET may be mqtts://, ws:// or wss:// too;
+    the TLS options apply to every TLS target, --username and the password to every target whose URL names no user."""
     from mqttaudit.report import write_matrix, write_probe_reports
 
     try:
@@ -397,13 +439,23 @@ def matrix_command(
         labels = [_label(spec) for spec in targets]
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    connection = connection_from_options(
+        targets,
+        cafile=cafile,
+        certfile=certfile,
+        keyfile=keyfile,
+        insecure=insecure,
+        username=username,
+        password_file=password_file,
+        every_target=False,
+    )
     unknown = sorted(label for label in profiles if label and label not in labels)
     if unknown:
         raise click.UsageError(printable(f"--profile names no target labelled {', '.join(map(repr, unknown))}"))
     _check_out(out_dir, force)
     results: list[tuple[str, ProbeResult]] = []
     for spec, wanted in zip(targets, labels, strict=True):
-        name, _, url = spec.rpartition("=") if "=" in spec else ("", "", spec)
+        name, url = split_spec(spec)
         result = _probe(
             url,
             patterns=patterns,
@@ -416,6 +468,7 @@ def matrix_command(
             quiet=False,
             protocol=protocol,
             profile=profiles.get(wanted, profiles.get("")),
+            connection=connection,
         )
         target = result.run.target
         label = name or f"{target.host}:{target.port}"
@@ -435,7 +488,7 @@ def matrix_command(
 
 def _label(spec: str) -> str:
     """The label of a matrix target (``NAME=mqtt://HOST:PORT`` or ``mqtt://HOST:PORT``): NAME, or HOST:PORT."""
-    name, _, url = spec.rpartition("=")
+    name, url = split_spec(spec)
     target = parse_target(url)
     return name or f"{target.host}:{target.port}"
 

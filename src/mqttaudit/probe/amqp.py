@@ -36,11 +36,13 @@ from ..codec import Direction
 from ..judge.verdict import DUPLICATE, LEAK, MISSING, Finding
 from ..spec import Catalogue, Rule
 from ..topics import AMQP, TopicTrie
-from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable
+from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, open_target
 from .runner import FAIL, INCONCLUSIVE, PASS, CaseResult, ProbeRun
+from .transport import ByteStream
 
 SUITE = "amqp-routing"
 DEFAULT_PORT = 5672
+DEFAULT_TLS_PORT = 5671
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 #: The channel every case works on.
 CHANNEL = 1
@@ -118,8 +120,10 @@ BINDINGS: tuple[tuple[str, ...], ...] = (
 
 @dataclass(frozen=True)
 class AmqpTarget(Target):
-    """``amqp://USER:PASS@HOST:PORT/VHOST``; the URL it shows in reports leaves the password out."""
+    """``amqp://USER:PASS@HOST:PORT/VHOST``, or ``amqps://`` over TLS (port 5671); the URL it shows in reports
+    leaves the password out."""
 
+    scheme: str = "amqp"
     user: str = "guest"
     password: str = field(default="guest", repr=False)
     vhost: str = "/"
@@ -127,21 +131,26 @@ class AmqpTarget(Target):
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"amqp://{quote(self.user, safe='')}@{host}:{self.port}/{quote(self.vhost, safe='')}"
+        return f"{self.scheme}://{quote(self.user, safe='')}@{host}:{self.port}/{quote(self.vhost, safe='')}"
 
     @classmethod
     def parse(cls, url: str) -> AmqpTarget:
-        """User and password default to guest, the port to 5672, the vhost to ``/`` (written ``%2F`` in a URL)."""
+        """User and password default to guest, the port to 5672 (amqps: 5671), the vhost to ``/`` (written ``%2F``
+        in a URL)."""
+        from .targets import shown_target  # messages show the URL without its password
+
+        shown = shown_target(url)
         parts = urlsplit(url)
-        if parts.scheme != "amqp" or not parts.hostname:
-            raise ValueError(f"not an amqp:// target: {url!r}")
+        if parts.scheme not in ("amqp", "amqps") or not parts.hostname:
+            raise ValueError(f"not an amqp:// target (nor amqps://): {shown!r}")
         try:
-            port = parts.port or DEFAULT_PORT
-        except ValueError as exc:
-            raise ValueError(f"bad port in {url!r}") from exc
+            port = parts.port or (DEFAULT_TLS_PORT if parts.scheme == "amqps" else DEFAULT_PORT)
+        except ValueError:
+            raise ValueError(f"bad port in {shown!r}") from None
         return cls(
             parts.hostname,
             port,
+            scheme=parts.scheme,
             user=unquote(parts.username) if parts.username is not None else "guest",
             password=unquote(parts.password) if parts.password is not None else "guest",
             vhost=unquote(parts.path[1:]) or "/",
@@ -239,8 +248,7 @@ class AmqpConnection:
     def __init__(
         self,
         name: str,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        stream: ByteStream,
         clock: Callable[[], float],
         *,
         timeout: float,
@@ -253,8 +261,7 @@ class AmqpConnection:
         #: Why the case can go no further on this connection: the broker closed the channel or the connection, the
         #: connection failed, or the broker sent bytes that are no frame.
         self.ended: str | None = None
-        self._reader = reader
-        self._writer = writer
+        self._stream = stream
         self._sent = 0
         self._got = 0
         self._buffer = bytearray()
@@ -270,12 +277,9 @@ class AmqpConnection:
     async def connect(
         cls, target: AmqpTarget, name: str, clock: Callable[[], float], *, timeout: float
     ) -> AmqpConnection:
-        """A TCP connection, nothing sent yet; :class:`Unreachable` when the target does not accept it."""
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(target.host, target.port), timeout)
-        except (OSError, TimeoutError) as exc:
-            raise Unreachable(f"cannot connect to {target.url}: {exc or type(exc).__name__}") from exc
-        return cls(name, reader, writer, clock, timeout=timeout)
+        """A connection (TCP, or TLS for amqps://), nothing sent yet; :class:`Unreachable` when the target does not
+        accept it."""
+        return cls(name, await open_target(target, timeout), clock, timeout=timeout)
 
     # -- the client's steps ------------------------------------------------------------------------------------
 
@@ -370,9 +374,9 @@ class AmqpConnection:
                 await self.send(close, channel=0)
                 await self.wait_until(lambda: any(_is(c, pika_spec.Connection.CloseOk) for c in self.received[since:]))
         self._record_close("client", False)
-        self._writer.close()
+        self._stream.close()
         with contextlib.suppress(ConnectionError, OSError, TimeoutError):
-            await asyncio.wait_for(self._writer.wait_closed(), self.timeout)
+            await asyncio.wait_for(self._stream.wait_closed(), self.timeout)
         if not self._reading.done():
             self._reading.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -389,8 +393,8 @@ class AmqpConnection:
         event = self._record("client", self._sent, raw, description, secret=secret)
         self._sent += len(raw)
         try:
-            self._writer.write(raw)
-            await asyncio.wait_for(self._writer.drain(), self.timeout)
+            self._stream.write(raw)
+            await asyncio.wait_for(self._stream.drain(), self.timeout)
         except (ConnectionError, OSError, TimeoutError) as exc:
             await self._end(f"the connection failed while sending: {exc or type(exc).__name__}", gone=True)
         return event
@@ -423,7 +427,7 @@ class AmqpConnection:
     async def _read(self) -> None:
         try:
             while True:
-                data = await self._reader.read(READ_SIZE)
+                data = await self._stream.read(READ_SIZE)
                 if not data:
                     self._record_close("server", False)
                     await self._end("the broker closed the connection", gone=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from ..codec import ProtocolVersion
 from ..spec import Catalogue
@@ -36,6 +37,7 @@ from .profile import NO_PROFILE, BrokerProfile, load_profile
 from .runner import DEFAULT_CONCURRENCY, INCONCLUSIVE, VERDICTS, CaseResult, ProbeRun, run_probe
 from .selection import Patterns, parse_protocol, select_cases
 from .targets import is_amqp, parse_target
+from .transport import Credentials, TlsOptions
 
 
 class ProbeUsageError(ValueError):
@@ -130,6 +132,8 @@ def run(
     progress: ProbeProgress | None = None,
     protocol: ProtocolVersion | str | None = None,
     profile: BrokerProfile | Path | str | None = None,
+    tls: TlsOptions | None = None,
+    credentials: Credentials | None = None,
 ) -> ProbeResult:
     """Probes ``target`` (see :func:`run_async`) from synchronous code."""
     return asyncio.run(
@@ -146,6 +150,8 @@ def run(
             progress=progress,
             protocol=protocol,
             profile=profile,
+            tls=tls,
+            credentials=credentials,
         )
     )
 
@@ -164,12 +170,17 @@ async def run_async(
     progress: ProbeProgress | None = None,
     protocol: ProtocolVersion | str | None = None,
     profile: BrokerProfile | Path | str | None = None,
+    tls: TlsOptions | None = None,
+    credentials: Credentials | None = None,
 ) -> ProbeResult:
-    """Probes the broker at ``target`` (``mqtt://HOST:PORT``, or ``amqp://USER:PASS@HOST:PORT/VHOST`` for the AMQP
-    routing suite) with the cases that ``cases`` selects and ``skip`` leaves out (globs over case ids or statement
-    ids; ``!glob`` in ``cases`` excludes too) that speak ``protocol`` ("3.1.1", "5"; None or "all": every version).
+    """Probes the broker at ``target`` (``mqtt://HOST:PORT``, ``mqtts://``, ``ws://``, ``wss://``, or
+    ``amqp://USER:PASS@HOST:PORT/VHOST`` for the AMQP routing suite) with the cases that ``cases`` selects and
+    ``skip`` leaves out (globs over case ids or statement ids; ``!glob`` in ``cases`` excludes too) that speak
+    ``protocol`` ("3.1.1", "5"; None or "all": every version).
     ``profile`` (a :class:`~mqttaudit.probe.profile.BrokerProfile` or the path of its TOML file) declares what the
-    broker's CONNACK cannot.
+    broker's CONNACK cannot. ``tls`` says how a TLS target (``mqtts://``, ``wss://``, ``amqps://``) is trusted;
+    ``credentials`` (a user name and a :class:`~mqttaudit.probe.transport.Secret` password) go into every CONNECT
+    of the library's client steps, unless the URL names a user of its own (that one wins).
 
     A target that cannot be reached or refuses the prober gives a result whose ``incomplete`` says why (exit
     status 4); nothing is raised for it. ValueError for a malformed target, a selection that matches nothing, a
@@ -178,6 +189,11 @@ async def run_async(
     """
     try:
         parsed = parse_target(target)
+        if not is_amqp(target):
+            parsed = parsed.with_options(tls, credentials)
+        else:
+            parsed = _amqp_options(target, parsed, tls, credentials)
+        parsed.tls_context()  # a CA file or client certificate that cannot be used is a usage error, found now
         limit = parse_share(max_inconclusive)
         known = load_baseline(baseline) if isinstance(baseline, Path | str) else baseline
         version = protocol if isinstance(protocol, ProtocolVersion) else parse_protocol(protocol)
@@ -237,6 +253,21 @@ async def _run_mqtt(
         probe_run.results = await confirm_timing_failures(probe_run.results, alone)
         probe_run.duration += time.monotonic() - rerun_from
     return ProbeResult(probe_run)
+
+
+def _amqp_options(url: str, target: Target, tls: TlsOptions | None, credentials: Credentials | None) -> Target:
+    """An AMQP target logs in with its URL's user and password; ``credentials`` stand in for a URL that names none
+    (else the login is guest's)."""
+    from dataclasses import replace
+
+    from .amqp import AmqpTarget
+
+    amqp = target.with_options(tls)
+    assert isinstance(amqp, AmqpTarget)
+    if credentials is None or urlsplit(url).username is not None:
+        return amqp
+    password = "" if credentials.password is None else credentials.password.reveal()
+    return replace(amqp, user=credentials.username, password=password)
 
 
 def amqp_selection(cases: Patterns, skip: Patterns, suite: str | None) -> list[Case]:

@@ -16,8 +16,10 @@ import errno
 import hashlib
 import importlib
 import os
+import ssl
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from urllib.parse import quote, unquote, urlsplit
 
 from ..codec import (
     Connack,
@@ -44,6 +46,7 @@ from ..codec import properties as props
 from .capabilities import Capabilities
 from .connection import ProbeConnection
 from .profile import NO_PROFILE, BrokerProfile
+from .transport import ByteStream, Credentials, Secret, TlsOptions, TransportError, open_stream
 
 Script = Callable[["CaseContext"], Awaitable[None]]
 
@@ -88,29 +91,99 @@ class Case:
         return self.alone
 
 
+#: Schemes of the MQTT case library and their default ports; ``ws``/``wss`` carry MQTT over WebSocket.
+MQTT_SCHEMES = {"mqtt": 1883, "mqtts": 8883, "ws": 80, "wss": 443}
+#: The default port of every scheme a target may have, the AMQP ones too.
+DEFAULT_PORTS = {**MQTT_SCHEMES, "amqp": 5672, "amqps": 5671}
+#: Schemes whose connection is TLS.
+TLS_SCHEMES = frozenset({"mqtts", "wss", "amqps"})
+#: The path of a WebSocket target that names none.
+DEFAULT_WEBSOCKET_PATH = "/mqtt"
+
+
 @dataclass(frozen=True)
 class Target:
+    """Where the broker is and how to reach it: ``scheme`` picks the transport (TCP, TLS, WebSocket, both), ``path``
+    is a WebSocket target's, ``tls`` how a TLS target is trusted, ``credentials`` the user name and password every
+    CONNECT of the library's client steps carries. Neither ``repr`` nor :attr:`url` shows the password."""
+
     host: str
     port: int
+    scheme: str = "mqtt"
+    path: str = ""
+    tls: TlsOptions | None = None
+    credentials: Credentials | None = field(default=None, repr=False)
+
+    @property
+    def default_port(self) -> int:
+        return DEFAULT_PORTS.get(self.scheme, 0)
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.scheme in TLS_SCHEMES
+
+    @property
+    def websocket(self) -> bool:
+        return self.scheme in ("ws", "wss")
 
     @property
     def url(self) -> str:
-        return f"mqtt://{self.host}:{self.port}"
+        """``mqtts://user@host:8883``: the user name but never the password."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        user = f"{quote(self.credentials.username, safe='')}@" if self.credentials is not None else ""
+        return f"{self.scheme}://{user}{host}:{self.port}{self.path if self.websocket else ''}"
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The TLS context of a TLS target (the system's trust store unless ``tls`` says otherwise), else None."""
+        if not self.uses_tls:
+            return None
+        return (self.tls or TlsOptions()).context()
+
+    def with_options(self, tls: TlsOptions | None = None, credentials: Credentials | None = None) -> Target:
+        """The target with ``tls`` (ValueError when it is no TLS target) and ``credentials`` applied: the URL's
+        user name and password win; a URL that names a user and no password takes the password of
+        ``credentials``."""
+        if tls is not None and tls.given and not self.uses_tls:
+            raise ValueError(f"TLS options (--cafile, --cert, --key, --insecure) need a TLS target, not {self.url}")
+        merged = self.credentials or credentials
+        if self.credentials is not None and self.credentials.password is None and credentials is not None:
+            merged = Credentials(self.credentials.username, credentials.password)  # a user in the URL, no password
+        if merged is not None and not merged.username:
+            raise ValueError(f"a password needs a user name: --username, or USER@ in the target ({self.url})")
+        return replace(self, tls=tls if self.uses_tls else None, credentials=merged)
 
     @classmethod
     def parse(cls, url: str) -> Target:
-        """``mqtt://HOST[:PORT]`` (or ``HOST[:PORT]``); the port defaults to 1883."""
-        rest = url.removeprefix("mqtt://").rstrip("/")
-        if "://" in rest or not rest:
-            raise ValueError(f"not an mqtt:// target: {url!r}")
-        if "@" in rest:  # the prober logs in anonymously; a user name and password here are refused, never shown
-            raise ValueError("an mqtt:// target takes no user name or password: mqtt://HOST[:PORT]")
-        host, _, port = rest.rpartition(":") if ":" in rest else (rest, "", "1883")
-        if host.startswith("[") and host.endswith("]"):
-            host = host[1:-1]
-        if not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"bad port in {url!r}")
-        return cls(host, int(port))
+        """``SCHEME://[USER[:PASSWORD]@]HOST[:PORT][/PATH]`` with SCHEME ``mqtt`` (the default), ``mqtts``, ``ws``
+        or ``wss``; the port defaults to the scheme's (1883, 8883, 80, 443), a WebSocket path to ``/mqtt``; user
+        name and password are percent-decoded; an IPv6 host is written in brackets."""
+        from .targets import shown_target  # messages show the URL without its password
+
+        shown = shown_target(url)
+        text = url if "://" in url else f"mqtt://{url}"
+        try:
+            parts = urlsplit(text)
+            port = parts.port
+        except ValueError:
+            raise ValueError(f"bad port in {shown!r}") from None
+        scheme = parts.scheme.lower()
+        if scheme not in MQTT_SCHEMES or not parts.hostname or parts.query or parts.fragment:
+            raise ValueError(f"not an mqtt://, mqtts://, ws:// or wss:// target: {shown!r}")
+        if port == 0:
+            raise ValueError(f"bad port in {shown!r}")
+        path = parts.path
+        if scheme in ("ws", "wss"):
+            path = path or DEFAULT_WEBSOCKET_PATH
+        elif path.strip("/"):
+            raise ValueError(f"an {scheme}:// target has no path: {shown!r}")
+        credentials = None
+        if parts.username is not None:
+            username = unquote(parts.username)
+            if not username:
+                raise ValueError("a target's user info needs a user name: SCHEME://USER[:PASSWORD]@HOST")
+            password = None if parts.password is None else Secret(unquote(parts.password))
+            credentials = Credentials(username, password)
+        return cls(parts.hostname, port or MQTT_SCHEMES[scheme], scheme, path, credentials=credentials)
 
 
 class CaseContext:
@@ -157,17 +230,20 @@ class CaseContext:
         return self._packet_ids
 
     async def open(self, name: str | None = None, *, auto_ack: bool = True, evidence: bool = True) -> ProbeConnection:
-        """A TCP connection, nothing sent yet. Raises :class:`Inconclusive` when the target does not accept it.
-        ``evidence=False`` keeps it out of the conversations the judge sees (housekeeping)."""
+        """A connection over the target's transport (TCP, TLS, WebSocket), nothing of MQTT sent yet. Raises
+        :class:`Unreachable` when the target does not accept it. ``evidence=False`` keeps it out of the
+        conversations the judge sees (housekeeping)."""
         label = name or f"c{len(self.connections) + 1}"
-        try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(self.target.host, self.target.port), self.timeout
-            )
-        except (OSError, TimeoutError) as exc:
-            raise Unreachable(f"cannot connect to {self.target.url}: {os_error_text(exc)}") from exc
+        stream = await open_target(self.target, self.timeout)
+        credentials = self.target.credentials
         connection = ProbeConnection(
-            label, reader, writer, self.clock, timeout=self.timeout, auto_ack=auto_ack, version=self.protocol
+            label,
+            stream,
+            self.clock,
+            timeout=self.timeout,
+            auto_ack=auto_ack,
+            version=self.protocol,
+            secret=None if credentials is None else credentials.password,
         )
         if evidence:
             self.connections.append(connection)
@@ -193,6 +269,7 @@ class CaseContext:
         connection = await self.open(name, auto_ack=auto_ack, evidence=evidence)
         connection.client_id = client_id if client_id is not None else self.client_id()
         level = self.protocol.level
+        username, password = login(self.target)
         if self.protocol is not ProtocolVersion.V5 and properties:
             raise ValueError(f"CONNECT properties need MQTT 5.0; case {self.case.id} speaks {self.protocol.value}")
         await connection.send(
@@ -203,6 +280,8 @@ class CaseContext:
                 keep_alive=keep_alive,
                 will=will,
                 properties=properties,
+                username=username,
+                password=password,
             )
         )
         ack = await connection.wait_type(Connack)
@@ -380,11 +459,32 @@ class CaseContext:
 
 
 class Unreachable(Inconclusive):
-    """The target did not accept a TCP connection."""
+    """The target did not accept a connection (TCP, TLS or the WebSocket upgrade)."""
+
+
+async def open_target(target: Target, timeout: float) -> ByteStream:
+    """The one way the library's steps open a connection to ``target`` (see
+    :func:`~mqttaudit.probe.transport.open_stream`); :class:`Unreachable` with the reason in words."""
+    try:
+        return await open_stream(target, timeout)
+    except (OSError, TimeoutError) as exc:
+        raise Unreachable(f"cannot connect to {target.url}: {os_error_text(exc)}") from None
+    except ValueError as exc:  # the CA file or the client certificate cannot be used
+        raise Unreachable(f"cannot connect to {target.url}: {exc}") from None
+
+
+def login(target: Target) -> tuple[str | None, bytes | None]:
+    """The User Name and Password of a CONNECT from the library's client steps (none for an anonymous target)."""
+    credentials = target.credentials
+    if credentials is None:
+        return None, None
+    return credentials.username, credentials.password_bytes()
 
 
 def os_error_text(exc: OSError | TimeoutError) -> str:
     """``connection refused``, ``connection reset by peer``: the error in words, without Python's wrapping."""
+    if isinstance(exc, TransportError):
+        return str(exc)
     if isinstance(exc, TimeoutError) and not exc.errno:
         return "no answer to the TCP connect in time"
     if exc.errno is not None and exc.errno in errno.errorcode:

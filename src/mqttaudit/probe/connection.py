@@ -1,4 +1,5 @@
-"""One TCP connection of a probe case: every byte both ways is framed by the codec and recorded as judge events.
+"""One connection of a probe case, over TCP, TLS or WebSocket (a :class:`~mqttaudit.probe.transport.ByteStream`):
+every byte both ways is framed by the codec and recorded as judge events.
 
 The client side behaves as a correct client unless a case says otherwise: it acknowledges what the broker delivers
 (PUBACK, PUBREC/PUBCOMP) so that the broker's own obligations can be judged. Every wait is bounded.
@@ -8,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
-import struct
 from collections.abc import Callable
 from dataclasses import replace
 
 from ..codec import (
     Connack,
+    Connect,
     Direction,
     Frame,
     Packet,
@@ -29,6 +29,7 @@ from ..codec import (
 )
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from .overflow import MAX_BYTES, MAX_FRAMES, MAX_VIOLATIONS, SERVER_MAX_PACKET, Overflow
+from .transport import ByteStream, Secret
 
 CLIENT = Direction.FROM_CLIENT
 SERVER = Direction.FROM_SERVER
@@ -49,13 +50,13 @@ class ProbeConnection:
     def __init__(
         self,
         name: str,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        stream: ByteStream,
         clock: Callable[[], float],
         *,
         timeout: float,
         auto_ack: bool = True,
         version: ProtocolVersion = ProtocolVersion.V3_1_1,
+        secret: Secret | None = None,
     ) -> None:
         self.name = name
         self.client_id = ""
@@ -70,8 +71,9 @@ class ProbeConnection:
         self.auto_ack = auto_ack
         #: What the server sent past the evidence bounds: counted, not kept.
         self.overflow = Overflow()
-        self._reader = reader
-        self._writer = writer
+        self._stream = stream
+        #: The password the client steps send: the evidence shows it as asterisks of its length.
+        self._secret = secret.reveal().encode() if secret else b""
         self._clock = clock
         self._opened = clock()
         self._to_server = StreamDecoder(CLIENT, version=version)
@@ -98,6 +100,11 @@ class ProbeConnection:
         return self._closed is not None and self._closed.by is SERVER
 
     @property
+    def trouble(self) -> str | None:
+        """Why the transport failed (a TLS alert, a WebSocket text frame), None when it did not."""
+        return self._stream.trouble
+
+    @property
     def capped(self) -> bool:
         """The server sent more than the evidence bounds: the rest is only counted (see ``overflow``)."""
         return self.overflow.active
@@ -116,13 +123,16 @@ class ProbeConnection:
         """Why no ``packet`` (``CONNACK``) came, in words: the broker ended the connection (and when), the evidence
         was capped, or nothing came within the timeout."""
         closed = self._closed
+        trouble = f" ({self._stream.trouble})" if self._stream.trouble else ""
         if closed is not None and closed.by is SERVER:
             how = "reset" if closed.abrupt else "closed"
-            return f"the broker {how} the connection after {closed.time - self._opened:.3f} s, with no {packet}"
+            return (
+                f"the broker {how} the connection after {closed.time - self._opened:.3f} s, with no {packet}{trouble}"
+            )
         if self.capped:
             return f"no {packet} in the evidence kept: {self.cap_summary()}"
         if closed is not None and closed.by is None:
-            return f"the connection ended ({'RST' if closed.abrupt else 'FIN'}) with no {packet}"
+            return f"the connection ended ({'RST' if closed.abrupt else 'FIN'}) with no {packet}{trouble}"
         return f"no {packet} within {self.timeout if timeout is None else timeout:g} s"
 
     def cap_summary(self) -> str:
@@ -142,12 +152,18 @@ class ProbeConnection:
         if self._closed is not None or self._closing:
             return  # the connection is over: nothing more reaches the broker, and the judge sees why
         now = self._clock()
-        frames, self._begun = client_frames(self._to_server, raw, self._begun)
+        shown = raw
+        if self._secret and isinstance(data, Connect) and data.password == self._secret:
+            # the same packet with the password as asterisks of its length: what the judge and the reports see
+            fields = dict(zip(Connect.FIELDS, data.values(), strict=True))
+            masked = Connect(**{**fields, "password": b"*" * len(self._secret)})  # type: ignore[arg-type]
+            shown = encode(masked, validate=validate, direction=CLIENT, version=self.version)
+        frames, self._begun = client_frames(self._to_server, shown, self._begun)
         for frame in frames:
             self._record(Sent(now, CLIENT, frame))
         try:
-            self._writer.write(raw)
-            await asyncio.wait_for(self._writer.drain(), self.timeout)
+            self._stream.write(raw)
+            await asyncio.wait_for(self._stream.drain(), self.timeout)
         except (ConnectionError, TimeoutError, OSError):
             await self._settle()
 
@@ -208,9 +224,9 @@ class ProbeConnection:
         if abrupt:
             self._reset()
         else:
-            self._writer.close()
+            self._stream.close()
             with contextlib.suppress(ConnectionError, OSError, TimeoutError):
-                await asyncio.wait_for(self._writer.wait_closed(), self.timeout)
+                await asyncio.wait_for(self._stream.wait_closed(), self.timeout)
         await self._drain()
         await self._end(Closed(now, CLIENT, abrupt))
 
@@ -219,7 +235,7 @@ class ProbeConnection:
         if self._closed is None:
             now = self._clock()
             self._closing = True
-            self._writer.transport.abort()
+            self._stream.abort()
             await self._drain()
             await self._end(Closed(now, CLIENT, True), quiet=True)
         await self._stop_reading()
@@ -241,7 +257,7 @@ class ProbeConnection:
     async def _read(self) -> None:
         try:
             while True:
-                data = await self._reader.read(READ_SIZE)
+                data = await self._stream.read(READ_SIZE)
                 if not data:
                     if not self._closing:
                         await self._end(Closed(self._clock(), SERVER, False))
@@ -316,11 +332,7 @@ class ProbeConnection:
         self._closed = self.events[-1] if isinstance(self.events[-1], Closed) else closed
 
     def _reset(self) -> None:
-        sock = self._writer.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self._writer.transport.abort()
+        self._stream.reset()
 
     async def _drain(self) -> None:
         """After our close the transport reads no more: the reader records what it still holds, then stops."""

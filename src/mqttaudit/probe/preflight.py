@@ -1,9 +1,8 @@
-"""Before any case runs: can the prober reach the target and log in? One TCP connection and one CONNECT (or AMQP
+"""Before any case runs: can the prober reach the target and log in? One connection and one CONNECT (or AMQP
 login), so an unreachable target costs one timeout rather than one per case."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import secrets
 import socket
@@ -12,8 +11,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..codec import Connack, Connect, ProtocolVersion
-from .case import Target, os_error_text
+from .case import Target, login, os_error_text
 from .connection import ProbeConnection
+from .transport import ByteStream, open_stream
 
 if TYPE_CHECKING:
     from .amqp import AmqpTarget
@@ -43,17 +43,19 @@ class Refusal:
     message: str
 
 
-Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
-
-
-async def reach(host: str, port: int, url: str, timeout: float) -> Streams | Refusal:
-    """A TCP connection to ``host:port``, or a :class:`Refusal` saying in words why there is none."""
+async def reach(target: Target, timeout: float) -> ByteStream | Refusal:
+    """A connection to ``target`` over its transport (TCP, TLS, the WebSocket upgrade), or a :class:`Refusal`
+    saying in words why there is none."""
+    url = target.url
     try:
-        return await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        return await open_stream(target, timeout)
     except socket.gaierror as exc:
-        return Refusal("unresolved", f"cannot resolve {host} ({url}): {(exc.strerror or str(exc)).lower()}")
+        return Refusal("unresolved", f"cannot resolve {target.host} ({url}): {(exc.strerror or str(exc)).lower()}")
     except TimeoutError:
-        return Refusal("unreachable", f"cannot reach {url}: no answer to the TCP connect within {timeout:g} s")
+        step = "TCP connect or the TLS handshake" if target.uses_tls else "TCP connect"
+        return Refusal("unreachable", f"cannot reach {url}: no answer to the {step} within {timeout:g} s")
+    except ValueError as exc:  # the CA file or the client certificate cannot be used
+        return Refusal("unreachable", f"cannot reach {url}: {exc}")
     except OSError as exc:
         return Refusal("unreachable", f"cannot reach {url}: {os_error_text(exc)}")
 
@@ -61,15 +63,21 @@ async def reach(host: str, port: int, url: str, timeout: float) -> Streams | Ref
 async def preflight(
     target: Target, timeout: float, version: ProtocolVersion = ProtocolVersion.V3_1_1
 ) -> Refusal | None:
-    """None when the target accepts a TCP connection and does not refuse a plain CONNECT of ``version`` from the
-    prober (a silent or misbehaving broker is left to the cases to judge); else why nothing can be probed."""
-    streams = await reach(target.host, target.port, target.url, timeout)
-    if isinstance(streams, Refusal):
-        return streams
-    reader, writer = streams
-    connection = ProbeConnection("preflight", reader, writer, time.monotonic, timeout=timeout, version=version)
+    """None when the target accepts a connection and does not refuse a plain CONNECT of ``version`` (with the
+    target's user name and password) from the prober (a silent or misbehaving broker is left to the cases to
+    judge); else why nothing can be probed. A TLS alert in answer to the CONNECT (a client certificate the broker
+    wants and did not get: TLS 1.3 checks it after the handshake) is a refusal too."""
+    stream = await reach(target, timeout)
+    if isinstance(stream, Refusal):
+        return stream
+    secret = None if target.credentials is None else target.credentials.password
+    connection = ProbeConnection("preflight", stream, time.monotonic, timeout=timeout, version=version, secret=secret)
+    username, password = login(target)
     try:
-        await connection.send(Connect(protocol_level=version.level, client_id="mqapre" + secrets.token_hex(8)))
+        client_id = "mqapre" + secrets.token_hex(8)
+        await connection.send(
+            Connect(protocol_level=version.level, client_id=client_id, username=username, password=password)
+        )
         ack = await connection.wait_type(Connack)
     finally:
         with contextlib.suppress(Exception):
@@ -79,6 +87,8 @@ async def preflight(
     if isinstance(ack, Connack) and ack.return_code in refusals:
         what, meaning = refusals[ack.return_code]
         return Refusal("refused", f"{target.url}: {what} (CONNACK 0x{ack.return_code:02x}: {meaning})")
+    if not isinstance(ack, Connack) and connection.trouble is not None:
+        return Refusal("unreachable", f"cannot reach {target.url}: {connection.trouble}")
     return None
 
 
@@ -86,12 +96,12 @@ async def preflight_amqp(target: AmqpTarget, timeout: float) -> Refusal | None:
     """The same for an AMQP 0-9-1 target: a TCP connection, then the login, the vhost and a channel."""
     from .amqp import check_login  # the AMQP client loads only for amqp:// targets
 
-    streams = await reach(target.host, target.port, target.url, timeout)
-    if isinstance(streams, Refusal):
-        return streams
-    streams[1].close()
+    stream = await reach(target, timeout)
+    if isinstance(stream, Refusal):
+        return stream
+    stream.close()
     with contextlib.suppress(OSError):
-        await streams[1].wait_closed()
+        await stream.wait_closed()
     why = await check_login(target, timeout=timeout)
     if why is None:
         return None

@@ -23,7 +23,7 @@ from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, judge
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from ..judge.rules import SENDER_CODEC_RULES_5_0
 from .baseline import BaselineDiff
-from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, os_error_text
+from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, login, open_target
 from .connection import ProbeConnection
 from .overflow import Overflow
 from .profile import NO_PROFILE, BrokerProfile
@@ -199,6 +199,9 @@ async def run_case(
     )
     sent = [finding for connection in context.connections for finding in server_violations(connection)]
     result = decide(case, judgement, stopped, sent)
+    refused = _refused_login(target, context.connections)
+    if refused is not None and result.verdict != NOT_APPLICABLE:
+        result.verdict, result.reason = INCONCLUSIVE, refused
     capped = [connection.cap_summary() for connection in context.connections if connection.capped]
     if capped and result.verdict == INCONCLUSIVE:
         # Nothing past the bounds was judged: that, rather than each statement's own "not observed", is why.
@@ -213,6 +216,41 @@ async def run_case(
     result.duration = time.monotonic() - started
     result.error = result.verdict == INCONCLUSIVE and health.down is not None and result.reason == health.down
     return result
+
+
+#: CONNACK codes that refuse a client for its credentials: 3.1.1's 0x04 and 0x05, 5.0's 0x86 and 0x87.
+LOGIN_REFUSALS = {ProtocolVersion.V3_1_1: frozenset({0x04, 0x05}), ProtocolVersion.V5: frozenset({0x86, 0x87})}
+
+
+def _refused_login(target: Target, connections: Sequence[ProbeConnection]) -> str | None:
+    """Against a broker that wants a user name, a case that writes its own CONNECT (a defect on purpose) sends
+    none, and the broker refuses it for that before it sees what the case tests: the verdict would judge the login,
+    not the statement. Says so when a connection's own CONNECT (not one with the target's user name) got such a
+    refusal; None otherwise, and always for an anonymous target."""
+    if target.credentials is None:
+        return None
+    for connection in connections:
+        connect = next(
+            (
+                event.frame.packet
+                for event in connection.events
+                if isinstance(event, Sent)
+                and event.sender is Direction.FROM_CLIENT
+                and isinstance(event.frame.packet, Connect)
+            ),
+            None,
+        )
+        if connect is None or connect.username == target.credentials.username:
+            continue
+        codes = LOGIN_REFUSALS.get(connection.version, frozenset())
+        ack = next((packet for packet in connection.received if isinstance(packet, Connack)), None)
+        if ack is not None and ack.return_code in codes:
+            return (
+                f"the broker refused the case's own CONNECT on {connection.name} for its credentials (CONNACK "
+                f"0x{ack.return_code:02x}): the case writes that CONNECT itself, without the target's user name and "
+                "password, so it cannot test its statements against a broker that wants them"
+            )
+    return None
 
 
 def judge_config(case: Case, timeout: float) -> JudgeConfig:
@@ -340,12 +378,15 @@ async def broker_alive(target: Target, timeout: float) -> bool:
 async def broker_trouble(target: Target, timeout: float) -> str | None:
     """None when a fresh connection gets a CONNACK for a plain CONNECT within ``timeout``, else what happened."""
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(target.host, target.port), timeout)
-    except (OSError, TimeoutError) as exc:
-        return f"cannot connect to {target.url}: {os_error_text(exc)}"
-    connection = ProbeConnection("health", reader, writer, time.monotonic, timeout=timeout)
+        stream = await open_target(target, timeout)
+    except Unreachable as exc:
+        return str(exc)
+    secret = None if target.credentials is None else target.credentials.password
+    connection = ProbeConnection("health", stream, time.monotonic, timeout=timeout, secret=secret)
     try:
-        await connection.send(Connect(client_id="mqahealth" + f"{time.monotonic_ns() % 10**14:014d}"))
+        client_id = "mqahealth" + f"{time.monotonic_ns() % 10**14:014d}"
+        username, password = login(target)
+        await connection.send(Connect(client_id=client_id, username=username, password=password))
         answered = isinstance(await connection.wait_type(Connack), Connack)
     finally:
         with contextlib.suppress(Exception):

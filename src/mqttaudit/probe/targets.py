@@ -25,8 +25,19 @@ def mask_userinfo(url: str) -> str:
     return f"{scheme}{separator}{user}:***@{host}{slash}{path}"
 
 
+def shown_target(url: str) -> str:
+    """``url`` as a message may show it: :func:`mask_userinfo`, and when that finds no user info in a string that
+    holds an ``@`` (a malformed URL, a password with an unencoded ``/``), everything between the scheme and the
+    last ``@`` hidden."""
+    masked = mask_userinfo(url)
+    if masked != url or "@" not in url:
+        return masked
+    start = url.find("//") + 2 if "//" in url else 0
+    return f"{url[:start]}***@{url.rpartition('@')[2]}"
+
+
 def is_amqp(url: str) -> bool:
-    return url.startswith("amqp://")
+    return url.startswith(("amqp://", "amqps://"))
 
 
 def parse_target(url: str) -> Target:
@@ -37,7 +48,7 @@ def parse_target(url: str) -> Target:
             return parse_amqp(url)
         return Target.parse(url)
     except ValueError as exc:
-        raise ValueError(str(exc).replace(url, mask_userinfo(url))) from None
+        raise ValueError(str(exc).replace(url, shown_target(url))) from None
 
 
 def parse_amqp(url: str) -> AmqpTarget:
