@@ -25,6 +25,15 @@ from mqttaudit.probe.runner import DEFAULT_CONCURRENCY, run_probe
 
 BROKERS: tuple[BrokerName, ...] = ("mosquitto", "aedes", "amqtt", "rabbitmq")
 CONCURRENCIES = (1, 8, DEFAULT_CONCURRENCY)
+#: Cases whose verdict on a broker varies from run to run, whatever the concurrency, and why: the broker's own race,
+#: not the runner's. Each run must still pass or fail them (never end inconclusive), and a fail must name the rule.
+UNSTEADY: dict[tuple[BrokerName, str], str] = {
+    ("aedes", "retain/qos0-replaces"): (
+        # Seen in CI, once at concurrency 1 and once at 8, in two full runs of six: after aedes 1.2.0 had forwarded
+        # the QoS 0 replacement to a live subscription, a new subscription still got the QoS 1 message it replaced.
+        "MQTT-3.3.1-7"
+    ),
+}
 Verdicts = dict[str, tuple[str, str]]
 RUNS_AT_ONCE = 3
 
@@ -73,9 +82,15 @@ def test_the_whole_library_gives_the_same_verdicts_at_every_concurrency(
         differ = {
             case_id: (alone[case_id], together[case_id])
             for case_id in alone
-            if alone[case_id][0] != together[case_id][0]
+            if alone[case_id][0] != together[case_id][0] and (name, case_id) not in UNSTEADY
         }
         assert not differ, (concurrency, differ)
+    for (broker, case_id), rule in UNSTEADY.items():
+        if broker != name:
+            continue
+        for concurrency, run in found.items():
+            verdict, reason = run[case_id]
+            assert verdict == "pass" or (verdict == "fail" and reason.startswith(rule)), (concurrency, verdict, reason)
     assert {verdict for verdict, _reason in alone.values()} >= {"pass", "fail"}
 
 
