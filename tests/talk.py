@@ -18,13 +18,15 @@ from dataclasses import dataclass, field
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
 from mqttaudit.judge import Closed, Event, Quiet, Sent
+from mqttaudit.judge.violations import in_text_frame
 
 C = codec.Direction.FROM_CLIENT
 S = codec.Direction.FROM_SERVER
 STEP = 0.01
 
 Item = codec.Packet | bytes | str
-Step = tuple[float, codec.Direction, bytes]
+#: A byte step: (time, sender, bytes, sent in a WebSocket text frame).
+Step = tuple[float, codec.Direction, bytes, bool]
 
 
 def wire(item: Item, version: str = "3.1.1") -> bytes:
@@ -33,6 +35,27 @@ def wire(item: Item, version: str = "3.1.1") -> bytes:
     if isinstance(item, str):
         return bytes.fromhex(item)
     return codec.encode(item, validate=False, version=version)
+
+
+class TextRanges:
+    """Per direction, the stream ranges sent in WebSocket text frames: a frame that starts in one is marked."""
+
+    def __init__(self) -> None:
+        self._fed = {C: 0, S: 0}
+        self._ranges: dict[codec.Direction, list[tuple[int, int]]] = {C: [], S: []}
+
+    def fed(self, sender: codec.Direction, length: int, text: bool) -> None:
+        start = self._fed[sender]
+        self._fed[sender] = start + length
+        if text and length:
+            self._ranges[sender].append((start, start + length))
+
+    def mark(self, sender: codec.Direction, frames: list[codec.Frame]) -> list[codec.Frame]:
+        ranges = self._ranges[sender]
+        return [
+            in_text_frame(frame) if any(start <= frame.offset < end for start, end in ranges) else frame
+            for frame in frames
+        ]
 
 
 @dataclass
@@ -44,6 +67,7 @@ class Talk:
     #: The version packets are written and read in ("5" for an MQTT 5.0 conversation).
     version: str = "3.1.1"
     _decoders: dict[codec.Direction, codec.StreamDecoder] = field(default_factory=dict)
+    _texts: TextRanges = field(default_factory=TextRanges)
 
     def __post_init__(self) -> None:
         if not self._decoders:
@@ -53,18 +77,22 @@ class Talk:
         self.now = self.now + STEP if at is None else at
         return self.now
 
-    def send(self, sender: codec.Direction, *items: Item, at: float | None = None) -> Talk:
+    def send(self, sender: codec.Direction, *items: Item, at: float | None = None, text: bool = False) -> Talk:
+        """``text``: the bytes went in a WebSocket text frame, so the frames that start in them carry
+        [MQTT-6.0.0-1] (as the probe and the capture's WebSocket layer mark them)."""
         time = self._clock(at)
         data = b"".join(wire(item, self.version) for item in items)
-        self.script.append((time, sender, data))
-        self.events += [Sent(time, sender, frame) for frame in self._decoders[sender].feed(data)]
+        self.script.append((time, sender, data, text))
+        self._texts.fed(sender, len(data), text)
+        frames = self._texts.mark(sender, self._decoders[sender].feed(data))
+        self.events += [Sent(time, sender, frame) for frame in frames]
         return self
 
-    def client(self, *items: Item, at: float | None = None) -> Talk:
-        return self.send(C, *items, at=at)
+    def client(self, *items: Item, at: float | None = None, text: bool = False) -> Talk:
+        return self.send(C, *items, at=at, text=text)
 
-    def server(self, *items: Item, at: float | None = None) -> Talk:
-        return self.send(S, *items, at=at)
+    def server(self, *items: Item, at: float | None = None, text: bool = False) -> Talk:
+        return self.send(S, *items, at=at, text=text)
 
     def quiet(self, after: float | None = None, *, at: float | None = None) -> Talk:
         """Observation stops ``after`` seconds from now (or ``at``) with the connection open."""
@@ -78,7 +106,7 @@ class Talk:
     ) -> Talk:
         """The connection closes ``after`` seconds from now (or ``at``; one step by default)."""
         closed = Closed(self._clock(self.now + after if after is not None else at), by, abrupt)
-        self.events += _close(self._decoders, closed)
+        self.events += _close(self._decoders, closed, self._texts)
         self.script.append(closed)
         return self
 
@@ -88,9 +116,14 @@ class Talk:
         return self
 
 
-def _close(decoders: dict[codec.Direction, codec.StreamDecoder], closed: Closed) -> list[Event]:
+def _close(
+    decoders: dict[codec.Direction, codec.StreamDecoder], closed: Closed, texts: TextRanges | None = None
+) -> list[Event]:
     """The frames cut off by the close, then the close."""
-    events: list[Event] = [Sent(closed.time, sender, frame) for sender in (C, S) for frame in decoders[sender].close()]
+    texts = texts or TextRanges()
+    events: list[Event] = [
+        Sent(closed.time, sender, frame) for sender in (C, S) for frame in texts.mark(sender, decoders[sender].close())
+    ]
     return [*events, closed]
 
 
@@ -98,21 +131,24 @@ def reframe(script: Sequence[Step | Quiet | Closed], splits: Sequence[Sequence[i
     """The same script fed to fresh decoders in other pieces: byte step ``n`` is cut at the offsets ``splits[n]``
     (taken modulo its length) and fed piece by piece, at its own time."""
     decoders = {C: codec.StreamDecoder(C), S: codec.StreamDecoder(S)}
+    texts = TextRanges()
     events: list[Event] = []
     byte_steps = 0
     for step in script:
         if isinstance(step, Closed):
-            events += _close(decoders, step)
+            events += _close(decoders, step, texts)
             continue
         if isinstance(step, Quiet):
             events.append(step)
             continue
-        time, sender, data = step
+        time, sender, data, text = step
+        texts.fed(sender, len(data), text)
         cuts = splits[byte_steps % len(splits)] if splits else ()
         byte_steps += 1
         points = sorted({cut % (len(data) + 1) for cut in cuts} | {0, len(data)})
         for start, end in itertools.pairwise(points):
-            events += [Sent(time, sender, frame) for frame in decoders[sender].feed(data[start:end])]
+            frames = texts.mark(sender, decoders[sender].feed(data[start:end]))
+            events += [Sent(time, sender, frame) for frame in frames]
     return events
 
 

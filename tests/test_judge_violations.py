@@ -18,14 +18,20 @@ GRACE = 5.0  # JudgeConfig().close_grace
 
 
 def closing(
-    rule: str, bad: Item, *, receiver: codec.Direction = S, start: Callable[[], Talk] = connected, name: str = ""
+    rule: str,
+    bad: Item,
+    *,
+    receiver: codec.Direction = S,
+    start: Callable[[], Talk] = connected,
+    name: str = "",
+    text: bool = False,
 ) -> Case:
-    """The receiver of ``bad`` must close: it stays open past the grace (fails), closes at once (passes), or
-    observation stops inside the grace (undecided)."""
+    """The receiver of ``bad`` (sent in a WebSocket text frame when ``text``) must close: it stays open past the
+    grace (fails), closes at once (passes), or observation stops inside the grace (undecided)."""
     offender = C if receiver is S else S
 
     def base() -> Talk:
-        return start().send(offender, bad)
+        return start().send(offender, bad, text=text)
 
     return Case(
         rule,
@@ -64,6 +70,10 @@ CASES = [
     closing(
         "MQTT-3.1.4-1", codec.Connect(client_id="x", will=codec.Will(topic="w", qos=3)), start=fresh, name="will-qos-3"
     ),
+    # [MQTT-6.0.0-1] a sound packet in a WebSocket text frame: its recipient closes, whichever side it is.
+    closing("MQTT-6.0.0-1", PINGREQ, text=True, name="pingreq-in-text-frame"),
+    closing("MQTT-6.0.0-1", PINGRESP, receiver=C, text=True, name="pingresp-in-text-frame"),
+    closing("MQTT-6.0.0-1", CONNECT, start=fresh, text=True, name="connect-in-text-frame"),
 ]
 
 

@@ -47,6 +47,7 @@ NEEDS_AUTHENTICATION_SCRIPT = {
     case_id for case_id, case in CASES.items() if case.script.__module__.endswith(".v5_auth")
 }
 #: The cases that send no CONNECT, or none with an identifier of their own.
+WEBSOCKET_SHAPES = ("connect-in-text-frame", "pingreq-in-text-frame", "publish-in-text-frame", "fragmented-text-frame")
 WITHOUT_IDENTIFIER = (
     NO_IDENTIFIER
     | EMPTY_IDENTIFIER
@@ -55,6 +56,8 @@ WITHOUT_IDENTIFIER = (
     # a Protocol Version no version defines: no reader takes its identifier out (it is the case's own all the same)
     | {f"v5/connect-refused/protocol-version-{version}" for version in (6, 0, 255)}
     | NEEDS_AUTHENTICATION_SCRIPT
+    # MQTT in WebSocket text frames: not applicable over the TCP these runs use, they connect nowhere
+    | {f"{prefix}websocket/{shape}" for prefix in ("", "v5/") for shape in WEBSOCKET_SHAPES}
 )
 #: Cases whose identifier is deliberately not plain: its encoding is the defect under test.
 NOT_PLAIN = with_twins({"malformed/connect-client-id-ill-formed-utf8"})

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, PacketType, StreamDecoder, rules
 from mqttaudit.codec.version import ProtocolVersion
 from mqttaudit.judge.events import Closed, Event, Lost, Quiet, Sent
+from mqttaudit.judge.rules import TRANSPORT_RULES
+from mqttaudit.judge.violations import in_text_frame
 
 from .detect import IS_CONNECT, PREFIX_BYTES, UNKNOWN_VERSION, connect_start, connect_version
 from .layers import (
@@ -256,8 +258,12 @@ class _Stream:
         self._time = 0
         self._order = 0
         self._aside: int | None = None  # the index of the last row set_aside added
+        #: Inner stream ranges carried in WebSocket text messages: a frame that starts in one breaks MQTT-6.0.0-1.
+        self._texts: list[tuple[int, int]] = []
 
-    def data(self, offset: int, data: bytes, time: int, order: int) -> None:
+    def data(self, offset: int, data: bytes, time: int, order: int, *, text: bool = False) -> None:
+        if text and data:
+            self._texts.append((offset, offset + len(data)))
         self.counts.stream += len(data)
         if self._done:  # the reassembler sends nothing after an end; should it, the bytes stay accounted for
             self._skip(offset, len(data), "after the end of the stream")
@@ -384,6 +390,8 @@ class _Stream:
         counts, side, sink = self.counts, self.side, self._sink
         out = sink.frames
         for frame in frames:
+            if any(start <= frame.offset < end for start, end in self._texts):
+                frame = in_text_frame(frame)  # noqa: PLW2901 - the frame as the judge must see it
             if sink.version is None and decoder is not None and decoder is sink.learner:
                 sink.version = named_version(frame, decoder.version)
             if is_malformed(frame, framed=False):
@@ -417,7 +425,9 @@ def not_311(frame: Frame) -> bool:
     """A whole frame whose body breaks an MQTT 3.1.1 rule that is no framing rule: no 3.1.1 packet, maybe a packet
     of another version."""
     return len(frame.raw) == frame.length and any(
-        violation.rule_key not in FRAMING_RULES and not rules.is_advisory(violation.rule)
+        violation.rule_key not in FRAMING_RULES
+        and violation.rule_key not in TRANSPORT_RULES
+        and not rules.is_advisory(violation.rule)
         for violation in frame.violations
     )
 
@@ -564,7 +574,7 @@ class ConnectionAudit:
             side = item.side
             stream = streams[side]
             for piece in stack.feed(side, item.data, item.time):
-                stream.data(piece.offset, piece.data, piece.time, order)
+                stream.data(piece.offset, piece.data, piece.time, order, text=piece.text)
             self._fed[side] = item.offset + len(item.data)
             self._account(side, item.time, order)
         elif isinstance(item, Data):
@@ -596,7 +606,7 @@ class ConnectionAudit:
         self._stack_ended[side] = True
         stream = self._streams[side]
         for piece in stack.end(side, time):
-            stream.data(piece.offset, piece.data, piece.time, order)
+            stream.data(piece.offset, piece.data, piece.time, order, text=piece.text)
         self._account(side, time, order)
 
     def _account(self, side: int, time: int, order: int) -> None:

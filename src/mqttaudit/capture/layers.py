@@ -38,11 +38,13 @@ ENCRYPTED_REASON: Final = "encrypted: not assessable (TLS without the session's 
 
 class Piece(NamedTuple):
     """Bytes a layer carried for one side: ``offset`` in that side's inner stream, ``time`` (ns) of the TCP
-    segment that completed them."""
+    segment that completed them. ``text``: they came in a WebSocket text message, so a packet that starts in them
+    breaks [MQTT-6.0.0-1] and its recipient must close."""
 
     offset: int
     data: bytes
     time: int
+    text: bool = False
 
 
 class LayerNote(NamedTuple):

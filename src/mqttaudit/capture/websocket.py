@@ -6,9 +6,10 @@ of each direction, the opcodes, the reserved bits, the lengths and the control f
 in a message (fragmentation, a text frame, a close) is followed here. A defect of the sender becomes a
 :class:`~.layers.LayerNote` with the statement it breaks: a text data frame [MQTT-6.0.0-1], a client that does not
 offer the ``mqtt`` subprotocol [MQTT-6.0.0-3], a server that does not select it [MQTT-6.0.0-4], and frames RFC 6455
-forbids (rule keys ``websocket-*``). Once a side's framing cannot be followed (a broken frame, a gap, a close frame,
-a text frame the recipient must close on, an upgrade the server refused), the rest of that side is set aside, not
-read as MQTT.
+forbids (rule keys ``websocket-*``). A text message's bytes are still handed on as MQTT, in pieces marked ``text``:
+the packets in them carry [MQTT-6.0.0-1], so the judge holds their recipient to closing without acting on them.
+Once a side's framing cannot be followed (a broken frame, a gap, a close frame, an upgrade the server refused), the
+rest of that side is set aside, not read as MQTT.
 """
 
 from __future__ import annotations
@@ -293,7 +294,7 @@ class WebSocketLayer:
                     self._close(side, state, bytes(payload), time)
                 continue
             if payload:
-                pieces.append(Piece(state.inner, bytes(payload), time))
+                pieces.append(Piece(state.inner, bytes(payload), time, state.message is Opcode.TEXT))
                 state.inner += len(payload)
             if frame.frame_finished and frame.message_finished:
                 state.message = None
@@ -323,8 +324,6 @@ class WebSocketLayer:
                 f"the {self._who(side)} sent MQTT in a WebSocket text frame (opcode 0x1), not a binary one",
                 state.frame_bytes,
             )
-            self._set_aside_frame(side, state, time, "after a text frame, on which the recipient closes (MQTT-6.0.0-1)")
-            return False
         state.message = opcode
         return True
 

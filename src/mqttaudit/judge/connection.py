@@ -107,6 +107,16 @@ CLOSE_WITHOUT_CONNACK: Final = Reaction(
     "a CONNECT that breaks section 3.1 is answered by closing the connection, without CONNACK",
 )
 
+#: [MQTT-6.0.0-1] A CONNECT sent in a WebSocket text frame, sound otherwise, is closed on without a CONNACK: the
+#: recipient of a packet in any data frame but a binary one closes the connection, and acts on nothing in it.
+CLOSE_ON_TEXT_FRAME: Final = Reaction(
+    rules.BINARY_FRAMES,
+    frozenset(),
+    True,
+    False,
+    "a CONNECT in a WebSocket text frame is answered by closing the connection, without CONNACK",
+)
+
 #: MQTT 5.0 CONNACK Reason Codes that refuse (0x80 and above, Table 3.1).
 REFUSALS_5: Final = frozenset(code for code in reason_codes.ALLOWED[PacketType.CONNACK] if code >= 0x80)
 ACCEPT_OR_REFUSE_5: Final = Reaction(
@@ -180,6 +190,8 @@ def connect_reaction(
     if connect.protocol_level not in supported_levels:
         return REFUSE_PROTOCOL_LEVEL_5 if ProtocolVersion.V5.level in supported_levels else REFUSE_PROTOCOL_LEVEL
     broken = {violation.rule_key for violation in seen.errors}
+    if broken and broken <= rules.TRANSPORT_RULES:
+        return CLOSE_ON_TEXT_FRAME
     if v5:
         # Only a defect the receiver must close on makes the CONNECT one it must not accept: an undefined Will
         # Payload Format Indicator names no error (3.1.3.2.3), so it stays the client's fault alone.
@@ -442,7 +454,7 @@ class Connection:
             return
         self.reaction = reaction = connect_reaction(seen, connect, config.supported_protocol_levels, self.version)
         if not reaction.codes:
-            enforced = rules.enforced_codec_rules(self.version)
+            enforced = rules.enforced_codec_rules(self.version) | rules.TRANSPORT_RULES
             self._offences.record(Offence.of_frame(seen, reaction.rule, act_rule=reaction.rule, enforced=enforced))
             return
         self._owe_connack(seen.time)

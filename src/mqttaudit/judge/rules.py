@@ -18,6 +18,9 @@ CLOSE_ON_BAD_REQUESTED_QOS: Final = "MQTT-3.8.3-4"
 CLOSE_ON_BAD_UNSUBSCRIBE_FLAGS: Final = "MQTT-3.10.1-1"
 CLOSE_ON_BAD_DISCONNECT_FLAGS: Final = "MQTT-3.14.1-1"
 CLOSE_ON_CONNECT_RESERVED_FLAG: Final = "MQTT-3.1.2-3"
+#: [MQTT-6.0.0-1] Over WebSocket, MQTT goes in binary data frames; the recipient of a packet in any other data frame
+#: (a text frame) closes the connection. The transport that carried the packet marks its frame with this rule.
+BINARY_FRAMES: Final = "MQTT-6.0.0-1"
 
 # Opening a connection (sections 3.1, 3.2).
 CONNECT_FIRST: Final = "MQTT-3.1.0-1"
@@ -126,6 +129,10 @@ MODEL_RULES: Final[frozenset[str]] = frozenset(
 OWN_RULES: Final[frozenset[str]] = frozenset(
     value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)
 )
+
+#: Rules a transport attaches to the frames it carried (not the codec: the bytes are a sound packet): the receiver
+#: closes on them as on a codec violation.
+TRANSPORT_RULES: Final[frozenset[str]] = frozenset({BINARY_FRAMES})
 
 #: Codec rules no received bytes can break: they bind the encoder only (a two-byte length cannot exceed 65,535;
 #: a QoS 0 PUBLISH has no Packet Identifier field to set).

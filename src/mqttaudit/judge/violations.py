@@ -13,7 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from mqttaudit.codec import Connack, Direction, Packet, PacketType, Puback, Publish, Pubrec, Suback, Violation
+from mqttaudit.codec import (
+    Connack,
+    Direction,
+    Frame,
+    Packet,
+    PacketType,
+    Puback,
+    Publish,
+    Pubrec,
+    Suback,
+    Violation,
+)
 from mqttaudit.codec import rules as codec_rules
 from mqttaudit.spec import identity
 
@@ -37,7 +48,22 @@ CLOSE_RULES: Final[dict[str, tuple[str | None, str | None]]] = {
     codec_rules.RESERVED_FLAGS: (rules.CLOSE_ON_BAD_FLAGS, rules.CLOSE_ON_BAD_FLAGS),
     codec_rules.UTF8_WELL_FORMED: (rules.CLOSE_ON_BAD_UTF8, rules.CLOSE_ON_BAD_UTF8),
     codec_rules.UTF8_NO_NULL: (rules.CLOSE_ON_NULL_CHARACTER, rules.CLOSE_ON_NULL_CHARACTER),
+    # [MQTT-6.0.0-1] binds either recipient of a packet in a WebSocket text frame, in 3.1.1 and 5.0 alike.
+    rules.BINARY_FRAMES: (rules.BINARY_FRAMES, rules.BINARY_FRAMES),
 }
+
+
+def in_text_frame(frame: Frame) -> Frame:
+    """``frame`` as it was carried in a WebSocket text frame: with the violation of [MQTT-6.0.0-1] added (at its
+    first byte), which makes it an offence its receiver must close on, and must not act on, like a malformed one."""
+    violation = Violation(
+        rules.BINARY_FRAMES,
+        frame.offset,
+        "an MQTT packet sent in a WebSocket text frame (opcode 0x1), not a binary one",
+    )
+    if violation in frame.violations:
+        return frame
+    return Frame(frame.offset, frame.length, frame.raw, frame.packet, (*frame.violations, violation))
 
 
 #: The acknowledgement that accepts each request (a PUBLISH by its QoS): sending it for an offending request whose
@@ -118,8 +144,8 @@ class Offences:
     def on_frame(self, seen: Seen) -> None:
         """A frame with MUST-level violations is an offence (CONNECT is the connection's to judge)."""
         if seen.offends:
-            enforced = rules.enforced_codec_rules(self._ctx.ledger.version)
-            if enforced is rules.ENFORCED_CODEC_RULES or any(v.rule_key in enforced for v in seen.errors):
+            enforced = rules.enforced_codec_rules(self._ctx.ledger.version) | rules.TRANSPORT_RULES
+            if self._ctx.ledger.version != identity.V5 or any(v.rule_key in enforced for v in seen.errors):
                 self.record(Offence.of_frame(seen, enforced=enforced))
 
     def record(self, offence: Offence) -> None:
@@ -128,7 +154,11 @@ class Offences:
         seen = offence.seen
         if seen.sender in self._first:
             return
-        if seen.sender is Direction.FROM_SERVER and self._ctx.ledger.version == identity.V5:
+        if (
+            seen.sender is Direction.FROM_SERVER
+            and self._ctx.ledger.version == identity.V5
+            and offence.close_rule != rules.BINARY_FRAMES  # [MQTT-6.0.0-1] binds the Client too
+        ):
             # 5.0 binds only the Server to close on a Malformed Packet or Protocol Error [MQTT-4.13.1-1]; a
             # Client SHOULD: the server's own violation stands as the codec's finding.
             return

@@ -42,6 +42,7 @@ from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig
 from mqttaudit.judge.connection import connect_version
 from mqttaudit.judge.events import Closed, Event, Quiet, Sent
 from mqttaudit.judge.reasons import tag_of
+from mqttaudit.judge.rules import TRANSPORT_RULES
 from mqttaudit.judge.sides import side_name
 from mqttaudit.judge.transcript import Delivered, Published, Transcript
 from mqttaudit.judge.verdict import Undecided
@@ -360,6 +361,8 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
         for column, value in zip(packet_columns, cells, strict=True):
             column.append(value)
         for violation in frame.violations if decoded else ():
+            if violation.rule_key in TRANSPORT_RULES:
+                continue  # the transport layer's own row reports it, with the frame that shows it
             codec_violations += 1
             level, section = rule_level(violation.rule, flow.version)
             violations.add(

@@ -28,8 +28,15 @@ from ..codec import (
     encode,
 )
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
+from ..judge.violations import in_text_frame
 from .overflow import MAX_BYTES, MAX_FRAMES, MAX_VIOLATIONS, SERVER_MAX_PACKET, Overflow
-from .transport import ByteStream, Secret
+from .transport import ByteStream, Secret, WebSocketStream
+
+#: How a case may send MQTT bytes in a WebSocket text frame [MQTT-6.0.0-1]: one frame, or fragmented.
+TEXT_FRAME = "text"
+FRAGMENTED_TEXT = "fragmented text"
+#: Why a case that sends a text frame does not apply to a target.
+NOT_WEBSOCKET = "the target is not a WebSocket target"
 
 CLIENT = Direction.FROM_CLIENT
 SERVER = Direction.FROM_SERVER
@@ -144,8 +151,22 @@ class ProbeConnection:
 
     # -- acting -------------------------------------------------------------------------------------------------
 
-    async def send(self, data: Packet | bytes, *, validate: bool = True) -> None:
-        """Sends a packet (encoded by the codec; ``validate=False`` for a deliberately invalid one) or raw bytes."""
+    @property
+    def websocket(self) -> bool:
+        """The connection is MQTT over WebSocket (a ws:// or wss:// target)."""
+        return isinstance(self._stream, WebSocketStream)
+
+    async def send(self, data: Packet | bytes, *, validate: bool = True, text: str | None = None) -> None:
+        """Sends a packet (encoded by the codec; ``validate=False`` for a deliberately invalid one) or raw bytes.
+
+        ``text`` (:data:`TEXT_FRAME` or :data:`FRAGMENTED_TEXT`) sends them in a WebSocket text message instead of a
+        binary frame, breaking [MQTT-6.0.0-1] on purpose: the frames recorded for them carry that violation, so
+        the judge holds the broker to closing without acting on them. On a connection that is no WebSocket the
+        case is not applicable."""
+        if text is not None and not isinstance(self._stream, WebSocketStream):
+            from .case import NotApplicable  # the case module builds on this one
+
+            raise NotApplicable(NOT_WEBSOCKET)
         raw = (
             data if isinstance(data, bytes) else encode(data, validate=validate, direction=CLIENT, version=self.version)
         )
@@ -160,9 +181,12 @@ class ProbeConnection:
             shown = encode(masked, validate=validate, direction=CLIENT, version=self.version)
         frames, self._begun = client_frames(self._to_server, shown, self._begun)
         for frame in frames:
-            self._record(Sent(now, CLIENT, frame))
+            self._record(Sent(now, CLIENT, frame if text is None else in_text_frame(frame)))
         try:
-            self._stream.write(raw)
+            if isinstance(self._stream, WebSocketStream) and text is not None:
+                self._stream.write_text(raw, fragmented=text == FRAGMENTED_TEXT)
+            else:
+                self._stream.write(raw)
             await asyncio.wait_for(self._stream.drain(), self.timeout)
         except (ConnectionError, TimeoutError, OSError):
             await self._settle()

@@ -30,6 +30,7 @@ from wsproto.events import (
     Request,
     TextMessage,
 )
+from wsproto.frame_protocol import FrameProtocol, Opcode
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 if TYPE_CHECKING:
@@ -239,6 +240,23 @@ class WebSocketStream:
         if self._websocket.state is not ConnectionState.OPEN:
             raise BrokenPipeError("the WebSocket connection is closing")
         self._carrier.write(self._websocket.send(BytesMessage(data=data)))
+
+    def write_text(self, data: bytes, *, fragmented: bool = False) -> None:
+        """``data`` as they are in one WebSocket text message, which breaks [MQTT-6.0.0-1] on purpose: one text frame,
+        or (``fragmented``) a text frame with its first half and a continuation frame with the rest (RFC 6455 5.4).
+        The bytes need not be UTF-8 (wsproto's messages encode text, so its frame serializer writes the frames,
+        masked as a client's)."""
+        if self._websocket.state is not ConnectionState.OPEN:
+            raise BrokenPipeError("the WebSocket connection is closing")
+        framer = FrameProtocol(client=True, extensions=[])
+        if not fragmented:
+            self._carrier.write(bytes(framer._serialize_frame(Opcode.TEXT, data, fin=True)))
+            return
+        half = len(data) // 2
+        self._carrier.write(
+            bytes(framer._serialize_frame(Opcode.TEXT, data[:half], fin=False))
+            + bytes(framer._serialize_frame(Opcode.CONTINUATION, data[half:], fin=True))
+        )
 
     async def drain(self) -> None:
         await self._carrier.drain()

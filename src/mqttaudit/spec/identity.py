@@ -190,6 +190,8 @@ _IN_5_0: Final[dict[str, str | None]] = {
     "MQTT-4.7.3-4": "MQTT-4.7.3-4",  # no normalisation in matching
     # Handling errors (3.1.1 section 4.8, 5.0 section 4.13): a MUST for the Server, a SHOULD for the Client in 5.0.
     "MQTT-4.8.0-1": "MQTT-4.13.1-1",
+    # MQTT over WebSocket (chapter 6 of both): binary data frames only; the recipient of another closes.
+    "MQTT-6.0.0-1": "MQTT-6.0.0-1",
 }
 
 # Rules only 5.0 states whose 5.0 id is also the key of another 3.1.1 rule: their keys say so with "@5.0".

@@ -8,7 +8,8 @@ import importlib
 from ..case import CASES
 
 #: The modules in the library's order (the order of ``probe --list`` and of a run): what a broker must do, then
-#: the malformed families, then their negative controls; then the MQTT 5.0 cases. The 5.0 routing and flow cases come
+#: the malformed families, then their negative controls; then the MQTT 5.0 cases; then the WebSocket text frames
+#: (both versions). The 5.0 routing and flow cases come
 #: before the 3.1.1 routing table: the cases that leave retained messages run alone in this order, and the last of them
 #: must be one whose own leftovers reach no later case (routing/retained-to-wildcard-subscribers).
 MODULES = (
@@ -32,6 +33,7 @@ MODULES = (
     "v5_forbidden",
     "v5_ported",
     "v5_handshake",
+    "websocket",
 )
 for _module in MODULES:
     importlib.import_module(f"{__name__}.{_module}")
