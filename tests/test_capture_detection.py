@@ -1,6 +1,7 @@
 """Recognising MQTT on any TCP port: the CONNECT-start recogniser (every well-formed CONNECT prefix, never HTTP,
 random bytes almost never, short prefixes undecided), and the scanner that proves server ports from streams that
-start with a CONNECT, within a chunk and across chunks."""
+start with a CONNECT, within a chunk and across chunks, or with a TLS ClientHello whose session is in the key
+log."""
 
 from __future__ import annotations
 
@@ -14,19 +15,27 @@ from hypothesis import strategies as st
 from mqttaudit import codec
 from mqttaudit.capture import audit_records, decode_segment, read_records, writer
 from mqttaudit.capture.detect import (
+    BY_CONNECT,
+    BY_KEYLOG,
+    BY_TLS_PORT,
+    BY_UPGRADE,
+    HELLO_BYTES,
     IS_CONNECT,
     NEEDS_MORE,
     NOT_CONNECT,
     PREFIX_BYTES,
     StartScanner,
     connect_start,
+    hello_start,
     proven_ports,
 )
 from mqttaudit.capture.flows import OtherTcp, broker_segments
 from mqttaudit.capture.link import RAW
 from mqttaudit.capture.segments import Segment
+from mqttaudit.capture.tls import KeyLog
 
 from .strategies import valid_connects
+from .tls_sessions import session as tls_session
 
 
 def _needed(packet: bytes) -> int:
@@ -186,3 +195,93 @@ def test_left_out_flows_are_counted_per_service_port_named_by_handshake_or_by_th
         "8443": [2, 20, 2],
         "36815/59919": [2, 10, 1],
     }
+
+
+# -- TLS sessions in the key log ----------------------------------------------------------------------------------
+
+UPGRADE = b"GET /mqtt HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nSec-WebSocket-Protocol: mqtt\r\n\r\n"
+
+
+def _hello(random_bytes: bytes, tail: bytes = b"\x00" * 40) -> bytes:
+    """A ClientHello's first bytes, made by hand: record header, handshake header, legacy version, random."""
+    body = b"\x03\x03" + random_bytes + tail
+    handshake = b"\x01" + len(body).to_bytes(3, "big") + body
+    return b"\x16\x03\x01" + len(handshake).to_bytes(2, "big") + handshake
+
+
+def _real_hello() -> tuple[bytes, frozenset[bytes]]:
+    """The first client bytes of a real TLS session, and the client randoms its key log holds."""
+    made = tls_session([b"hello"], [b"world"])
+    return made.client_stream, KeyLog.parse(made.keylog).client_randoms
+
+
+def test_hello_start_needs_the_random_and_finds_it_in_the_key_log_only() -> None:
+    wanted, other = bytes(range(32)), bytes(range(1, 33))
+    hello = _hello(wanted)
+    randoms = frozenset({wanted})
+    assert hello_start(hello, randoms) == IS_CONNECT
+    assert hello_start(_hello(other), randoms) == NOT_CONNECT
+    assert all(hello_start(hello[:size], randoms) == NEEDS_MORE for size in range(HELLO_BYTES))
+    assert hello_start(hello, frozenset()) == NOT_CONNECT
+    # A handshake record of another message (a ServerHello, type 2), or no handshake record at all.
+    assert hello_start(hello[:5] + b"\x02" + hello[6:], randoms) == NOT_CONNECT
+    assert hello_start(b"\x17\x03\x03" + hello[3:], randoms) == NOT_CONNECT
+
+
+def test_a_real_client_hello_in_the_key_log_proves_its_port_and_one_outside_it_does_not() -> None:
+    stream, randoms = _real_hello()
+    assert len(randoms) == 1
+    logged, unlogged = _session(8884), _session(443, 50001)
+    packets = logged.handshake() + unlogged.handshake()
+    packets += [logged.send(0, stream[:600]), unlogged.send(0, _hello(bytes(32)))]
+    assert proven_ports(_segments(packets), randoms) == frozenset({8884})
+    assert proven_ports(_segments(packets)) == frozenset()  # without a key log no ClientHello proves 8884
+
+
+def test_a_client_hello_split_within_its_random_is_completed_by_the_next_segment() -> None:
+    stream, randoms = _real_hello()
+    for cut in (1, 6, 20, HELLO_BYTES - 1):
+        logged = _session(8081)
+        packets = [*logged.handshake(), logged.send(0, stream[:cut]), logged.send(0, stream[cut:600])]
+        assert proven_ports(_segments(packets), randoms) == frozenset({8081}), cut
+
+
+def test_a_client_hello_not_at_the_stream_start_proves_nothing() -> None:
+    stream, randoms = _real_hello()
+    late, headless = _session(8081), _session(8082, 50001)
+    packets = [*late.handshake(), late.send(0, b"\x00"), late.send(0, stream[:600])]
+    headless.handshake()
+    packets.append(headless.send(0, stream[:600]))
+    assert proven_ports(_segments(packets), randoms) == frozenset()
+
+
+def test_each_port_is_named_by_its_strongest_proof() -> None:
+    stream, randoms = _real_hello()
+    sessions = {port: _session(port, 50000 + port % 1000) for port in (8883, 8884, 8080, 46091)}
+    packets = [p for made in sessions.values() for p in made.handshake()]
+    packets += [sessions[8883].send(0, _hello(bytes(32))), sessions[8884].send(0, stream[:600])]
+    packets += [sessions[8080].send(0, UPGRADE), sessions[46091].send(0, CONNECT)]
+    also = _session(8884, 51000)  # a CONNECT in the clear on the key-log port too: the stronger proof names it
+    packets += [*also.handshake(), also.send(0, CONNECT)]
+    scanner = StartScanner(randoms)
+    for segment in _segments(packets):
+        scanner.feed(segment)
+    assert scanner.proofs() == {8883: BY_TLS_PORT, 8884: BY_CONNECT, 8080: BY_UPGRADE, 46091: BY_CONNECT}
+    alone = StartScanner(randoms)
+    for segment in _segments(packets[: -len(also.handshake()) - 1]):
+        alone.feed(segment)
+    assert alone.proofs()[8884] == BY_KEYLOG
+
+
+def test_a_client_hello_whose_handshake_is_in_another_chunk_is_handed_on_with_its_proof() -> None:
+    stream, randoms = _real_hello()
+    logged = _session(8884)
+    chunks = [StartScanner(randoms), StartScanner(randoms)]
+    for scanner, part in zip(
+        chunks, (_segments(logged.handshake()), _segments([logged.send(0, stream[:600])])), strict=True
+    ):
+        for segment in part:
+            scanner.feed(segment)
+    starts = {(item.direction, item.seq) for item in chunks[0].loose() if item.kind == "start"}
+    [connect] = [item for item in chunks[1].loose() if item.kind == "connect"]
+    assert (connect.direction, connect.seq) in starts and (connect.port, connect.how) == (8884, BY_KEYLOG)

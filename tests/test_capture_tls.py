@@ -4,6 +4,7 @@ KeyUpdate) decrypted with the key log their client wrote, fed in segments of eve
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import pickle
 import shutil
@@ -20,10 +21,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mqttaudit import codec
-from mqttaudit.capture import tls
-from mqttaudit.capture.layers import Piece
+from mqttaudit.capture import audit_records, read_records, tls, writer
+from mqttaudit.capture.conversation import NOT_MQTT_VERSION, FlowAudit, FlowOptions, handling
+from mqttaudit.capture.layers import NOT_MQTT_REASON, Piece
+from mqttaudit.capture.link import ETHERNET
 from mqttaudit.capture.tls import KeyLog, TlsLayer
 from mqttaudit.codec import Direction, PacketType, StreamDecoder
+from mqttaudit.judge import Sent
 from mqttaudit.probe.brokers import free_port
 
 from .tls_sessions import TLS13_SUITES, Session, certificates, session, tls13_session
@@ -408,3 +412,66 @@ def test_a_key_update_is_followed(tmp_path: Path) -> None:
     assert server_bytes == b"the server after the update\n"
     assert layer.lost == (0, 0)
     assert all("close_notify" in note.text for note in layer.notes)
+
+
+# -- a decrypted connection that carries no MQTT ---------------------------------------------------------------------
+
+HTTP_REQUEST = b"GET / HTTP/1.1\r\nHost: broker.test\r\n\r\n"
+HTTP_RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+WS_UPGRADE = (
+    b"GET /chat HTTP/1.1\r\nHost: broker.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: chat\r\n\r\n"
+)
+
+
+def audited_tls(made_session: Session, *, named: bool, port: int = 443) -> FlowAudit:
+    """The one connection of a capture of ``made_session`` over TCP (each side's records in segments of 500 bytes,
+    the client's first), audited with the session's key log; ``named``: the port was named with ``--ports``."""
+    tcp = writer.TcpSession(server=("10.0.0.2", port))
+    packets = [*tcp.handshake()]
+    streams = (made_session.client_stream, made_session.server_stream)
+    pieces = [[stream[at : at + 500] for at in range(0, len(stream), 500)] for stream in streams]
+    for index in range(max(len(pieces[0]), len(pieces[1]))):
+        packets += [tcp.send(side, pieces[side][index]) for side in (0, 1) if index < len(pieces[side])]
+    packets += [tcp.fin(0), tcp.fin(1), tcp.segment(0)]
+    data = writer.pcap_bytes([(10**18 + i * 10**7, writer.ethernet(p)) for i, p in enumerate(packets)], ETHERNET)
+    options = FlowOptions(
+        broker_ports=frozenset({port}), keylog=KeyLog.parse(made_session.keylog), mqtt_ports_named=named
+    )
+    (audit,) = audit_records(read_records(lambda: io.BytesIO(data)), options=options)
+    return audit
+
+
+@pytest.mark.parametrize("client_first", [HTTP_REQUEST, WS_UPGRADE, b"\x10\x02\x00\x00"])
+def test_a_decrypted_stream_that_starts_with_no_mqtt_is_not_mqtt_on_a_port_nobody_named(client_first: bytes) -> None:
+    made_session = session([client_first], [HTTP_RESPONSE])
+    audit = audited_tls(made_session, named=False)
+    assert audit.transport == "tls" and audit.version == NOT_MQTT_VERSION and not audit.judged
+    assert not audit.frames and not any(isinstance(event, Sent) for event in audit.events)
+    assert {hole.reason for hole in audit.unassessable} == {NOT_MQTT_REASON}
+    assert all(counts.reconciles for counts in audit.counts)
+    assert audit.counts[0].stream == audit.counts[0].unassessable == len(client_first)
+    assert audit.counts[1].unassessable == len(HTTP_RESPONSE)
+    assert handling(NOT_MQTT_VERSION) == NOT_MQTT_REASON
+    # On a port named with --ports the user said it is MQTT: read as a TCP stream at its start is (an HTTP GET by
+    # the WebSocket layer, which says what it found; anything else by the MQTT framing).
+    named = audited_tls(made_session, named=True)
+    assert named.version != NOT_MQTT_VERSION and NOT_MQTT_REASON not in {hole.reason for hole in named.unassessable}
+    assert named.layer_notes if client_first.startswith(b"GET ") else named.frames
+
+
+def test_a_decrypted_stream_that_starts_with_a_connect_is_mqtt_either_way() -> None:
+    made_session = made("ECDHE-RSA-AES128-GCM-SHA256")
+    for named in (False, True):
+        audit = audited_tls(made_session, named=named, port=8884)
+        assert audit.transport == "tls" and audit.version == "3.1.1" and audit.judged
+        sent = [event.frame.raw for event in audit.events if isinstance(event, Sent)]
+        assert sorted(sent) == sorted(CLIENT_PACKETS + SERVER_PACKETS)
+        assert not audit.unassessable and all(counts.reconciles for counts in audit.counts)
+
+
+def test_a_connect_split_across_records_still_proves_the_inner_stream() -> None:
+    connect = CLIENT_PACKETS[0]
+    made_session = session([connect[:3], connect[3:]], [SERVER_PACKETS[0]])
+    audit = audited_tls(made_session, named=False)
+    assert audit.version == "3.1.1" and [f.frame.raw for f in audit.frames] == [connect, SERVER_PACKETS[0]]

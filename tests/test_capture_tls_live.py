@@ -2,10 +2,14 @@
 mosquitto, recorded with tcpdump once over its plain listener and once over its TLS listener with the clients
 writing a key log (``ssl.SSLContext.keylog_filename``), for TLS 1.2 and TLS 1.3. Audited with the key log, the TLS
 capture gives the findings of the plaintext one; without it, its connections are encrypted, not assessable, and
-the audit exits 4. Through the pure path (``observe``) and through the CLI on Spark ``local[2]``."""
+the audit exits 4. Through the pure path (``observe``) and through the CLI on Spark ``local[2]``. Without
+``--ports``, the key log proves the MQTT-over-TLS port, and an HTTPS-like session of the same key log in the same
+capture is reported as not MQTT."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import socket
 import ssl
 import threading
@@ -15,6 +19,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pytest
 
 from mqttaudit import codec
+from mqttaudit.capture.conversation import NOT_MQTT_VERSION
+from mqttaudit.capture.detect import BY_KEYLOG, BY_TLS_PORT, KNOWN_TLS_PORTS
+from mqttaudit.capture.layers import NOT_MQTT_REASON
 from mqttaudit.capture.tls import KeyLog
 from mqttaudit.cli.main import main
 from mqttaudit.probe.brokers import HOST
@@ -197,3 +204,115 @@ def test_the_cli_without_the_key_log_exits_4_encrypted(
     said = capsys.readouterr()
     assert status == 4
     assert "encrypted: not assessable" in said.out + said.err
+
+
+# -- MQTT over TLS on any port, beside an HTTPS-like session of the same key log ------------------------------------
+
+HTTP_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+
+
+class _HttpsLike:
+    """A one-request server on 127.0.0.1 behind ``ssl`` (mosquitto's server certificate): reads an HTTP request,
+    answers it and closes, as an HTTPS server would."""
+
+    def __init__(self, material: TlsMaterial) -> None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(material.server_certfile), str(material.server_keyfile))
+        self._context = context
+        self._listener = socket.create_server((HOST, 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        connection, _address = self._listener.accept()
+        with self._context.wrap_socket(connection, server_side=True) as wrapped:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                chunk = wrapped.recv(4096)
+                if not chunk:
+                    return
+                request += chunk
+            wrapped.sendall(HTTP_ANSWER)
+
+    def close(self) -> None:
+        self._thread.join(timeout=5)
+        self._listener.close()
+
+
+def https_get(port: int, context: ssl.SSLContext) -> bytes:
+    with context.wrap_socket(socket.create_connection((HOST, port), timeout=5), server_hostname=HOST) as raw:
+        raw.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        answer = b""
+        with contextlib.suppress(ssl.SSLError, ConnectionResetError):
+            while chunk := raw.recv(4096):
+                answer += chunk
+    return answer
+
+
+class Mixed(NamedTuple):
+    plain: Path
+    tls: Path
+    keylog: Path
+    tls_port: int
+    https_port: int
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> Mixed:
+    folder = tmp_path_factory.mktemp("mixed")
+    material = tls_material(folder / "pki")
+    keylog = folder / "keys.log"
+    context = _context(material, keylog, None)
+    assert context is not None
+    https = _HttpsLike(material)
+    try:
+        with mosquitto_tls(folder / "broker", material) as broker:
+            plain, tls = folder / "plain.pcap", folder / "tls.pcap"
+            with recording(plain, f"tcp port {broker.tcp_port}"):
+                talk(broker.tcp_port, None)
+            with recording(tls, f"tcp port {broker.tls_port} or tcp port {https.port}"):
+                talk(broker.tls_port, context)
+                assert https_get(https.port, context) == HTTP_ANSWER
+    finally:
+        https.close()
+    assert keylog.read_text().count("CLIENT_TRAFFIC_SECRET_0") == 3  # two MQTT clients and the HTTPS one
+    return Mixed(plain, tls, keylog, broker.tls_port, https.port)
+
+
+def test_without_ports_the_key_log_proves_the_mqtt_over_tls_port_and_the_https_session_is_not_mqtt(
+    spark: SparkSession, mixed: Mixed, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``audit CAPTURE --keylog KEYS`` without ``--ports``: the TLS ClientHellos in the key log prove both ports;
+    decrypted, the MQTT connections give the plaintext findings and the HTTPS one is not MQTT, with no finding."""
+    del spark
+    common = ["--tolerance", "2", "--master", "local[2]"]
+    plain_status = main(["audit", str(mixed.plain), "--out", str(tmp_path / "plain"), *common])
+    capsys.readouterr()
+    out = tmp_path / "tls"
+    status = main(["audit", str(mixed.tls), "--keylog", str(mixed.keylog), "--out", str(out), *common])
+    said = capsys.readouterr()
+    assert plain_status == status == 1, said.err
+    import pyarrow.parquet as pq
+
+    def rules(folder: Path) -> list[tuple[str, str]]:
+        return sorted((row["actor"], row["rule"]) for row in pq.read_table(folder / "violations").to_pylist())
+
+    assert rules(out) == rules(tmp_path / "plain") and ("client", "MQTT-3.3.1-4") in rules(out)
+    summary = json.loads((out / "summary.json").read_text())
+    tls_how = BY_TLS_PORT if mixed.tls_port in KNOWN_TLS_PORTS else BY_KEYLOG
+    assert summary["detection"]["mode"] == "any port"
+    assert summary["detection"]["ports"] == [
+        {"port": port, "how": how, "connections": count}
+        for port, how, count in sorted([(mixed.tls_port, tls_how, 2), (mixed.https_port, BY_KEYLOG, 1)])
+    ]
+    assert summary["versions"]["3.1.1"]["connections"] == 2
+    assert summary["versions"][NOT_MQTT_VERSION]["connections"] == 1
+    connections = pq.read_table(out / "connections").to_pylist()
+    [https] = [row for row in connections if str(row["server"]).endswith(f":{mixed.https_port}")]
+    assert (https["transport"], https["version"], https["handling"]) == ("tls", NOT_MQTT_VERSION, NOT_MQTT_REASON)
+    assert https["packets"] == https["violations"] == 0
+    tables = ("violations", "packets", "not_assessable")
+    assert not [table for table in tables if https["flow"] in pq.read_table(out / table).column("flow").to_pylist()]
+    holes = [row for row in pq.read_table(out / "gaps").to_pylist() if row["flow"] == https["flow"]]
+    assert holes and {row["reason"] for row in holes} == {NOT_MQTT_REASON}

@@ -299,6 +299,13 @@ def _summary(records: int, kept: int, other: list[tuple[int, int]], mode: str = 
 
 def test_the_nothing_found_sentence_names_what_was_seen() -> None:
     assert no_mqtt_message({**_summary(5, 5, []), "counts": {"connections": 1}}) is None
+    decrypted = {**_summary(5, 5, []), "counts": {"connections": 2}}
+    decrypted["versions"] = {"encrypted": {"connections": 1}, "not MQTT": {"connections": 1}}
+    assert no_mqtt_message(decrypted) == (
+        "nothing could be judged: 1 connection(s) encrypted (TLS without the session's keys), "
+        "1 decrypted connection(s) not MQTT, 0 bytes not assessable"
+    )
+    assert no_mqtt_message({**decrypted, "versions": {"not MQTT": {"connections": 1}}}) is None
     assert no_mqtt_message(_summary(1, 0, [])) == "no MQTT connection found: 1 frame, none of them TCP"
     assert no_mqtt_message(_summary(300, 0, [(46091, 200), (39812, 84)])) == (
         "no MQTT connection found: 284 frames on TCP ports 46091 and 39812, none of them starting with an MQTT "

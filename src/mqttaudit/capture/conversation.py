@@ -23,9 +23,11 @@ from .layers import (
     ENCRYPTED,
     ENCRYPTED_REASON,
     HELLO_BYTES,
+    NOT_MQTT_REASON,
     PLAIN,
     KeyLookup,
     LayerNote,
+    Piece,
     Stack,
     choose_stack,
     opening_complete,
@@ -69,8 +71,10 @@ FRAMED_ONLY: Final = {
 }
 #: The version label of a connection whose MQTT bytes are encrypted (TLS without the session's keys).
 ENCRYPTED_VERSION: Final = "encrypted"
+#: The version label of a decrypted connection whose client's first bytes are no MQTT (see :mod:`.layers`).
+NOT_MQTT_VERSION: Final = "not MQTT"
 #: Versions whose connections are neither decoded nor framed: their bytes are not assessable.
-NOT_DECODED: Final = {ENCRYPTED_VERSION: ENCRYPTED_REASON}
+NOT_DECODED: Final = {ENCRYPTED_VERSION: ENCRYPTED_REASON, NOT_MQTT_VERSION: NOT_MQTT_REASON}
 #: Versions whose connections are not fed to the judge.
 NOT_JUDGED: Final = frozenset(DECODED_ONLY) | frozenset(FRAMED_ONLY) | frozenset(NOT_DECODED)
 #: Framing rules (keys), stated by every version: what a framed-only connection can still break.
@@ -115,6 +119,10 @@ class FlowOptions:
     #: holds are decrypted and audited; without them a TLS connection is reported as encrypted, its bytes not
     #: assessable.
     keylog: KeyLookup | None = field(default=None, repr=False)
+    #: The user named the broker ports (``--ports``): their flows are MQTT, whatever a decrypted stream starts
+    #: with. Otherwise a decrypted stream must start with a CONNECT or an Upgrade to MQTT over WebSocket, or it is
+    #: reported as not MQTT (:class:`~.layers.InnerChoice`).
+    mqtt_ports_named: bool = False
 
     @property
     def resync(self) -> ResyncRule:
@@ -515,10 +523,17 @@ class ConnectionAudit:
             counts=(self._streams[0].counts, self._streams[1].counts),
             tcp=(reassembler.stats(0), reassembler.stats(1)),
             end=self._end,
-            version=ENCRYPTED_VERSION if self._transport == ENCRYPTED else self._sink.version or UNKNOWN_VERSION,
+            version=self._version(),
             transport=self._transport if self._stack is None else self._stack.name,
             layer_notes=() if self._stack is None else tuple(self._stack.notes),
         )
+
+    def _version(self) -> str:
+        if self._transport == ENCRYPTED:
+            return ENCRYPTED_VERSION
+        if self._stack is not None and self._stack.not_mqtt:
+            return NOT_MQTT_VERSION
+        return self._sink.version or UNKNOWN_VERSION
 
     def _frame_only(self, version: str) -> None:
         """Relabels the connection ``version`` (one of :data:`FRAMED_ONLY`) once all its frames are in: each frame
@@ -560,7 +575,9 @@ class ConnectionAudit:
             decided = opening_complete(self._opening, self.options.keylog)
             if not decided and not force and not (isinstance(latest, (Gap, End)) and latest.side == client):
                 return
-            self._transport, self._stack = choose_stack(self._opening, self.options.keylog, client)
+            self._transport, self._stack = choose_stack(
+                self._opening, self.options.keylog, client, require_mqtt=not self.options.mqtt_ports_named
+            )
         self._held = None
         for order, item in held:
             self._route(item, order)
@@ -574,7 +591,7 @@ class ConnectionAudit:
             side = item.side
             stream = streams[side]
             for piece in stack.feed(side, item.data, item.time):
-                stream.data(piece.offset, piece.data, piece.time, order, text=piece.text)
+                self._carried(stack, stream, piece, order)
             self._fed[side] = item.offset + len(item.data)
             self._account(side, item.time, order)
         elif isinstance(item, Data):
@@ -606,8 +623,17 @@ class ConnectionAudit:
         self._stack_ended[side] = True
         stream = self._streams[side]
         for piece in stack.end(side, time):
-            stream.data(piece.offset, piece.data, piece.time, order, text=piece.text)
+            self._carried(stack, stream, piece, order)
         self._account(side, time, order)
+
+    @staticmethod
+    def _carried(stack: Stack, stream: _Stream, piece: Piece, order: int) -> None:
+        """Inner bytes the stack carried: MQTT for the side's stream to frame, or not assessable when the stack
+        found they are no MQTT."""
+        if stack.not_mqtt:
+            stream.set_aside(piece.offset, len(piece.data), NOT_MQTT_REASON, piece.time, order)
+        else:
+            stream.data(piece.offset, piece.data, piece.time, order, text=piece.text)
 
     def _account(self, side: int, time: int, order: int) -> None:
         """The bytes the stack set aside since it was last asked: the last ones it was fed, with its reason."""

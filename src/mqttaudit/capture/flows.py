@@ -176,7 +176,11 @@ def audit_records(
     too (and every TCP flow is held until they are known)."""
     flows: dict[FlowKey, list[Segment]] = {}
     end_time_ns: int | None = None
-    scanner = StartScanner() if detect else None
+    from .tls import KeyLog
+
+    keylog = options.keylog
+    randoms = keylog.client_randoms if isinstance(keylog, KeyLog) else frozenset()
+    scanner = StartScanner(randoms) if detect else None
     for _index, segment in segments(records, skipped):
         end_time_ns = segment[0] if end_time_ns is None else max(end_time_ns, segment[0])
         key = flow_key(segment)

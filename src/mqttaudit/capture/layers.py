@@ -10,12 +10,17 @@ of that side is not assessable, never decoded as MQTT. :attr:`Layer.lost` counts
 aside that way, so that every captured byte stays accounted for.
 
 :func:`choose_stack` picks the layers from the client's first bytes, as ``ConnectionAudit`` sees them at the start
-of its stream.
+of its stream. Under TLS, :class:`InnerChoice` picks from the first decrypted client bytes; a key log of a browser
+holds sessions of every kind, so on a port the user did not name (``--ports``), a decrypted stream that starts with
+neither an MQTT CONNECT nor an Upgrade to MQTT over WebSocket is *not MQTT*: its bytes are not assessable, never
+decoded as MQTT.
 """
 
 from __future__ import annotations
 
 from typing import Final, NamedTuple, Protocol
+
+from .detect import NEEDS_MORE, NOT_CONNECT, UPGRADE_HEAD_BYTES, mqtt_start
 
 #: A TLS handshake record (content type 22) of version 3.x: how every TLS connection's first bytes look.
 TLS_HANDSHAKE: Final = 0x16
@@ -34,6 +39,10 @@ TLS: Final = "tls"
 ENCRYPTED: Final = "tls (encrypted)"
 #: Why an encrypted connection's bytes are not assessed.
 ENCRYPTED_REASON: Final = "encrypted: not assessable (TLS without the session's keys)"
+#: Why a decrypted connection's bytes are not assessed when they are no MQTT (see :class:`InnerChoice`).
+NOT_MQTT_REASON: Final = (
+    "decrypted: not MQTT (the client's first bytes are neither an MQTT CONNECT nor a WebSocket Upgrade offering mqtt)"
+)
 
 
 class Piece(NamedTuple):
@@ -137,6 +146,11 @@ class Stack:
         outer ones carried, and are counted by the stream that reads them)."""
         return self.layers[0].lost
 
+    @property
+    def not_mqtt(self) -> bool:
+        """Whether a layer found that the bytes it carries are no MQTT (:attr:`InnerChoice.not_mqtt`)."""
+        return any(isinstance(layer, InnerChoice) and layer.not_mqtt for layer in self.layers)
+
 
 def opening_kind(opening: bytes) -> str | None:
     """What a client's first bytes start: :data:`TLS` (a TLS handshake record), :data:`WEBSOCKET` (an HTTP GET,
@@ -161,6 +175,12 @@ def opening_complete(opening: bytes, keys: KeyLookup | None) -> bool:
     return kind is not None and (kind != TLS or keys is None or len(opening) >= HELLO_BYTES)
 
 
+def inner_start(opening: bytes) -> int:
+    """What the first decrypted client bytes say, as :func:`~.detect.mqtt_start` reads a stream's first bytes but
+    without TLS (TLS inside TLS carries no MQTT here)."""
+    return NOT_CONNECT if opening[:1] == bytes([TLS_HANDSHAKE]) else mqtt_start(opening)
+
+
 def tls_layer(opening: bytes, keys: KeyLookup | None, client: int = 0) -> Layer | None:
     """The TLS layer that decrypts a connection whose client's first bytes are ``opening`` (a ClientHello), or
     None when the keys of its session are not at hand: the connection is then encrypted, not assessable."""
@@ -176,12 +196,21 @@ def tls_layer(opening: bytes, keys: KeyLookup | None, client: int = 0) -> Layer 
 
 class InnerChoice:
     """The layer under TLS, chosen from the first decrypted client bytes as :func:`choose_stack` chooses from the
-    first TCP bytes: WebSocket (wss) or none (MQTT straight inside TLS). Until then it holds what it was fed."""
+    first TCP bytes: WebSocket (wss) or none (MQTT straight inside TLS). Until then it holds what it was fed.
 
-    def __init__(self, client: int) -> None:
+    With ``require_mqtt`` (a port the user did not name with ``--ports``: only a TLS ClientHello proved it), the
+    client's first bytes must be an MQTT CONNECT or an HTTP Upgrade to WebSocket offering mqtt (read as
+    :mod:`.detect` reads a stream's start, up to a whole HTTP head); when they are neither, :attr:`not_mqtt` is
+    set and the bytes pass on for the caller to set aside. A start cut short by the end of the stream is read as
+    it begins (a CONNECT's first bytes are MQTT), as on a TCP stream at its start."""
+
+    def __init__(self, client: int, *, require_mqtt: bool = False) -> None:
         self.client = client
+        self.require_mqtt = require_mqtt
         self.chosen: Layer | None = None
         self.decided = False
+        #: The decrypted client stream starts with neither a CONNECT nor an Upgrade to MQTT over WebSocket.
+        self.not_mqtt = False
         self._opening = b""
         self._held: list[tuple[int, bytes, int]] = []
         self._fed = [0, 0]
@@ -193,9 +222,13 @@ class InnerChoice:
     def feed(self, side: int, data: bytes, time: int) -> list[Piece]:
         if not self.decided:
             self._held.append((side, data, time))
+            limit = UPGRADE_HEAD_BYTES if self.require_mqtt else OPENING_BYTES
             if side == self.client:
-                self._opening += data[: OPENING_BYTES - len(self._opening)]
-            if opening_kind(self._opening) is None:
+                self._opening += data[: limit - len(self._opening)]
+            if self.require_mqtt:
+                if inner_start(self._opening) == NEEDS_MORE and len(self._opening) < limit:
+                    return []
+            elif opening_kind(self._opening) is None:
                 return []
             return self._decide()
         return self._pass(side, data, time)
@@ -218,7 +251,9 @@ class InnerChoice:
 
     def _decide(self) -> list[Piece]:
         self.decided = True
-        if opening_kind(self._opening) == WEBSOCKET:
+        if self.require_mqtt and self._opening and inner_start(self._opening) == NOT_CONNECT:
+            self.not_mqtt = True
+        elif opening_kind(self._opening) == WEBSOCKET:
             from .websocket import WebSocketLayer
 
             self.chosen = WebSocketLayer(self.client)
@@ -233,10 +268,12 @@ class InnerChoice:
         return [Piece(offset, data, time)]
 
 
-def choose_stack(opening: bytes, keys: KeyLookup | None, client: int = 0) -> tuple[str, Stack | None]:
+def choose_stack(
+    opening: bytes, keys: KeyLookup | None, client: int = 0, *, require_mqtt: bool = False
+) -> tuple[str, Stack | None]:
     """The transport of a connection whose client (side ``client``) starts its stream with ``opening``, and the
     layers that carry its MQTT bytes: (:data:`PLAIN`, None), (:data:`WEBSOCKET`, a stack), (:data:`TLS`, a
-    stack), or (:data:`ENCRYPTED`, None) for TLS without keys."""
+    stack), or (:data:`ENCRYPTED`, None) for TLS without keys. ``require_mqtt``: see :class:`InnerChoice`."""
     kind = opening_kind(opening)
     if kind == WEBSOCKET:
         from .websocket import WebSocketLayer
@@ -244,5 +281,7 @@ def choose_stack(opening: bytes, keys: KeyLookup | None, client: int = 0) -> tup
         return WEBSOCKET, Stack([WebSocketLayer(client)])
     if kind == TLS:
         layer = tls_layer(opening, keys, client)
-        return (ENCRYPTED, None) if layer is None else (TLS, Stack([layer, InnerChoice(client)]))
+        if layer is None:
+            return ENCRYPTED, None
+        return TLS, Stack([layer, InnerChoice(client, require_mqtt=require_mqtt)])
     return PLAIN, None

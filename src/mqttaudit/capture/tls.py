@@ -159,6 +159,12 @@ class KeyLog:
     def secrets_for(self, client_random: bytes) -> SessionSecrets | None:
         return self.sessions.get(client_random)
 
+    @property
+    def client_randoms(self) -> frozenset[bytes]:
+        """The client randoms of the sessions held (no secret): what proves a port by its ClientHello, cheap to ship
+        to the tasks of a first pass."""
+        return frozenset(self.sessions)
+
     def __contains__(self, client_random: object) -> bool:
         return client_random in self.sessions
 

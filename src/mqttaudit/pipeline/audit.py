@@ -32,7 +32,7 @@ from mqttaudit.spec import load_catalogue
 from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 
 from . import sources
-from .detection import connections_by_port, detection_summary, proven_ports
+from .detection import connections_by_port, detection_summary, port_proofs
 from .spark import DEFAULT_MASTER, check_environment, spark_session
 from .stages import (
     CHUNK_SCHEMA,
@@ -228,8 +228,14 @@ def _audit(
     )
     if requested is None:
         progress("looking for TCP streams that start with an MQTT CONNECT, on any port")
-        proven = proven_ports(session, chunk_rows)
-        options = replace(options, broker_ports=KNOWN_MQTT_PORTS | proven, proven_ports=proven)
+        proofs = port_proofs(session, chunk_rows, frozenset() if keylog is None else keylog.client_randoms)
+        proven = frozenset(proofs)
+        options = replace(
+            options,
+            broker_ports=KNOWN_MQTT_PORTS | proven,
+            proven_ports=proven,
+            port_proofs=tuple(sorted(proofs.items())),
+        )
     watcher = _Progress(session, progress, tasks)
     watcher.start()
     try:

@@ -1,7 +1,8 @@
 """Which TCP ports carry MQTT, when ``--ports`` does not say: a cheap first pass over the chunks of the captures
 (record headers and TCP headers, and the first bytes of streams) finds the server ports on which a stream starts
-with a CONNECT (:mod:`mqttaudit.capture.detect`); the reading stage then keeps the flows on those ports and on
-the IANA MQTT port, and counts the other TCP flows per port without keeping their segments.
+with a CONNECT, an Upgrade to MQTT over WebSocket, or a TLS ClientHello (to port 8883, or of a session in the key
+log) (:mod:`mqttaudit.capture.detect`); the reading stage then keeps the flows on those ports and on the IANA MQTT
+port, and counts the other TCP flows per port without keeping their segments.
 
 Also: the summary's ``detection`` section, and the sentence that says an audit found no MQTT connection.
 """
@@ -10,14 +11,14 @@ from __future__ import annotations
 
 import pickle
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from mqttaudit.capture import CaptureError, Chunk, read_chunk, segments
-from mqttaudit.capture.conversation import ENCRYPTED_VERSION
-from mqttaudit.capture.detect import KNOWN_MQTT_PORTS, StartScanner
+from mqttaudit.capture.conversation import ENCRYPTED_VERSION, NOT_MQTT_VERSION
+from mqttaudit.capture.detect import BY_CONNECT, KNOWN_MQTT_PORTS, StartScanner, stronger
 
 from . import sources
 from .stages import CHUNK_SCHEMA, AuditOptions, ddl, tune_gc
@@ -25,10 +26,17 @@ from .stages import CHUNK_SCHEMA, AuditOptions, ddl, tune_gc
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-#: What the first pass hands back per chunk: a proven server port (``kind`` "proven"), or what the chunk could not
-#: decide alone (a stream start, "start", or a CONNECT, "connect", matched across chunks by direction and seq).
+#: What the first pass hands back per chunk: a proven server port (``kind`` "proven", ``how`` the proof), or what
+#: the chunk could not decide alone (a stream start, "start", or a proving start, "connect", matched across chunks
+#: by direction and seq).
 STARTS_SCHEMA = pa.schema(
-    [("kind", pa.string()), ("direction", pa.string()), ("seq", pa.int64()), ("port", pa.int32())]
+    [
+        ("kind", pa.string()),
+        ("direction", pa.string()),
+        ("seq", pa.int64()),
+        ("port", pa.int32()),
+        ("how", pa.string()),
+    ]
 )
 #: Ports listed in the summary's ``other_tcp`` (by frames) and named in the "no MQTT connection" sentence.
 TOP_PORTS = 10
@@ -37,27 +45,41 @@ NAMED_PORTS = 3
 #: Tasks per core of the first pass (its work per chunk is small: fewer, larger tasks cost less to schedule).
 PASS_TASKS_PER_CORE = 4
 
-CONNECT_AT_START = "CONNECT at stream start"
+CONNECT_AT_START = BY_CONNECT
 KNOWN_PORT = "known MQTT port"
 REQUESTED = "--ports"
 
 
-def scan_starts(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def start_scanner(
+    tls_randoms: frozenset[bytes] = frozenset(),
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """:func:`scan_starts` with the client randoms of the key log's sessions (no secret) shipped to the tasks."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return scan_starts(batches, tls_randoms)
+
+    return run
+
+
+def scan_starts(
+    batches: Iterator[pa.RecordBatch], tls_randoms: frozenset[bytes] = frozenset()
+) -> Iterator[pa.RecordBatch]:
     """Chunk descriptors in (``mapInArrow``), :data:`STARTS_SCHEMA` rows out. A chunk that cannot be read is
     scanned as far as it can be: the reading stage reports it."""
     tune_gc()
     for batch in batches:
         for path, blob in zip(batch.column("path").to_pylist(), batch.column("chunk").to_pylist(), strict=True):
             chunk: Chunk = pickle.loads(blob)
-            scanner = StartScanner()
+            scanner = StartScanner(tls_randoms)
             try:
                 for _index, segment in segments(read_chunk(sources.opener(path), chunk)):
                     scanner.feed(segment)
             except (CaptureError, OSError, sources.AuditInputError):
                 pass
             rows: dict[str, list[Any]] = {name: [] for name in STARTS_SCHEMA.names}
-            for port in sorted(scanner.proven_ports()):
-                for name, value in (("kind", "proven"), ("direction", None), ("seq", None), ("port", port)):
+            for port, how in sorted(scanner.proofs().items()):
+                proof = (("kind", "proven"), ("direction", None), ("seq", None), ("port", port), ("how", how))
+                for name, value in proof:
                     rows[name].append(value)
             for item in scanner.loose():
                 for name in STARTS_SCHEMA.names:
@@ -66,9 +88,20 @@ def scan_starts(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                 yield pa.RecordBatch.from_pydict(rows, schema=STARTS_SCHEMA)
 
 
-def proven_ports(session: SparkSession, chunk_rows: list[dict[str, Any]]) -> frozenset[int]:
-    """The server ports on which some stream of the captures starts with a CONNECT: decided in a chunk, or by a
-    CONNECT in one chunk at the stream start a handshake in another announced.
+def proven_ports(
+    session: SparkSession, chunk_rows: list[dict[str, Any]], tls_randoms: frozenset[bytes] = frozenset()
+) -> frozenset[int]:
+    """The server ports :func:`port_proofs` finds."""
+    return frozenset(port_proofs(session, chunk_rows, tls_randoms))
+
+
+def port_proofs(
+    session: SparkSession, chunk_rows: list[dict[str, Any]], tls_randoms: frozenset[bytes] = frozenset()
+) -> dict[int, str]:
+    """The server ports on which some stream of the captures starts with a proving start (a CONNECT, an Upgrade to
+    MQTT over WebSocket, a ClientHello to port 8883 or of a session whose client random is in ``tls_randoms``),
+    each with the name of its strongest proof: decided in a chunk, or by a start in one chunk at the stream start a
+    handshake in another announced.
 
     The chunks' stream starts (one per handshake whose first data byte another chunk holds) stay on the executors;
     only those some loose CONNECT needs are looked up, in a second query, when there is such a CONNECT."""
@@ -83,18 +116,28 @@ def proven_ports(session: SparkSession, chunk_rows: list[dict[str, Any]]) -> fro
         ),
         schema=ddl(CHUNK_SCHEMA),
     )
-    found = chunks.mapInArrow(scan_starts, ddl(STARTS_SCHEMA)).persist(StorageLevel.MEMORY_AND_DISK)
+    scan = start_scanner(tls_randoms)
+    found = chunks.mapInArrow(scan, ddl(STARTS_SCHEMA)).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         decided = found.where("kind != 'start'").collect()
-        ports = {int(row.port) for row in decided if row.kind == "proven"}
-        loose = {(row.direction, int(row.seq)): int(row.port) for row in decided if row.kind == "connect"}
+        proofs: dict[int, str] = {}
+        for row in decided:
+            if row.kind == "proven":
+                proofs[int(row.port)] = stronger(proofs.get(int(row.port)), row.how or BY_CONNECT)
+        loose = {
+            (row.direction, int(row.seq)): (int(row.port), row.how or BY_CONNECT)
+            for row in decided
+            if row.kind == "connect"
+        }
         if loose:
             wanted = session.createDataFrame(list(loose), "direction string, seq bigint")
             starts = found.where("kind = 'start'").join(F.broadcast(wanted), ["direction", "seq"])
-            ports |= {loose[(row.direction, int(row.seq))] for row in starts.select("direction", "seq").collect()}
+            for row in starts.select("direction", "seq").collect():
+                port, how = loose[(row.direction, int(row.seq))]
+                proofs[port] = stronger(proofs.get(port), how)
     finally:
         found.unpersist()
-    return frozenset(ports)
+    return proofs
 
 
 def connections_by_port(connections: DataFrame) -> dict[int, int]:
@@ -118,8 +161,10 @@ def detection_summary(
             for port in sorted(options.requested_ports)
         ]
     else:
+        proofs = dict(options.port_proofs)
         for port in sorted(options.proven_ports):
-            ports.append({"port": port, "how": CONNECT_AT_START, "connections": connections.get(port, 0)})
+            how = proofs.get(port, CONNECT_AT_START)
+            ports.append({"port": port, "how": how, "connections": connections.get(port, 0)})
         for port in sorted(KNOWN_MQTT_PORTS - options.proven_ports):
             if connections.get(port):
                 ports.append({"port": port, "how": KNOWN_PORT, "connections": connections[port]})
@@ -169,13 +214,13 @@ def no_mqtt_message(summary: dict[str, Any]) -> str | None:
     if connections:
         versions = summary.get("versions") or {}
         encrypted = int(versions.get(ENCRYPTED_VERSION, {}).get("connections", 0))
-        if encrypted < connections:
+        not_mqtt = int(versions.get(NOT_MQTT_VERSION, {}).get("connections", 0))
+        if encrypted + not_mqtt < connections:
             return None
         unsynced = int((summary.get("bytes") or {}).get("unsynced_bytes", 0))
-        return (
-            f"nothing could be judged: {encrypted} connection(s) encrypted (TLS without the session's keys), "
-            f"{unsynced} bytes not assessable"
-        )
+        said = [f"{encrypted} connection(s) encrypted (TLS without the session's keys)"] if encrypted else []
+        said += [f"{not_mqtt} decrypted connection(s) not MQTT"] if not_mqtt else []
+        return f"nothing could be judged: {', '.join(said)}, {unsynced} bytes not assessable"
     records = int(summary.get("records", 0))
     detection = summary.get("detection") or {}
     other = detection.get("other_tcp") or {"frames": 0, "ports": []}

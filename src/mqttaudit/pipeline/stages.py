@@ -263,6 +263,8 @@ class AuditOptions:
     requested_ports: frozenset[int] | None = None
     #: Server ports on which a stream started with a CONNECT (found when ``requested_ports`` is None).
     proven_ports: frozenset[int] = frozenset()
+    #: How each proven port was proven, (port, proof), the proofs named in :mod:`mqttaudit.capture.detect`.
+    port_proofs: tuple[tuple[int, str], ...] = ()
     #: The secrets of ``--keylog``: shipped to the executors with the options, never written anywhere.
     keylog: KeyLog | None = field(default=None, repr=False)
 
@@ -276,7 +278,9 @@ class AuditOptions:
 
     @property
     def flow_options(self) -> FlowOptions:
-        return FlowOptions(broker_ports=self.broker_ports, keylog=self.keylog)
+        return FlowOptions(
+            broker_ports=self.broker_ports, keylog=self.keylog, mqtt_ports_named=self.requested_ports is not None
+        )
 
 
 # -- the Python workers -------------------------------------------------------------------------------------------
