@@ -401,7 +401,8 @@ def tls12_prf(secret: bytes, label: bytes, seed: bytes, length: int, hash_name: 
     def mac(data: bytes) -> bytes:
         signer = hmac.HMAC(secret, algorithm)
         signer.update(data)
-        return signer.finalize()
+        digest: bytes = signer.finalize()
+        return digest
 
     seed = label + seed
     output = bytearray()
@@ -420,7 +421,8 @@ def hkdf_expand_label(secret: bytes, label: bytes, context: bytes, length: int, 
     algorithm: hashes.HashAlgorithm = hashes.SHA384() if hash_name == "sha384" else hashes.SHA256()
     full = b"tls13 " + label
     info = struct.pack("!HB", length, len(full)) + full + struct.pack("!B", len(context)) + context
-    return HKDFExpand(algorithm, length, info).derive(secret)
+    derived: bytes = HKDFExpand(algorithm, length, info).derive(secret)
+    return derived
 
 
 class _Keys:
@@ -455,7 +457,7 @@ class _Keys:
             nonce, sealed = self._nonce(), fragment
         aad = struct.pack("!QB2sH", self.sequence, kind, version, len(sealed) - 16)
         try:
-            plain = self.aead.decrypt(nonce, sealed, aad)
+            plain: bytes = self.aead.decrypt(nonce, sealed, aad)
         except InvalidTag as error:
             raise ValueError("its authentication tag does not match") from error
         self.sequence += 1
@@ -468,7 +470,7 @@ class _Keys:
         if len(fragment) < 17:
             raise ValueError("shorter than its tag and content type")
         try:
-            plain = self.aead.decrypt(self._nonce(), fragment, header)
+            plain: bytes = self.aead.decrypt(self._nonce(), fragment, header)
         except InvalidTag as error:
             raise ValueError("its authentication tag does not match") from error
         self.sequence += 1
