@@ -227,7 +227,11 @@ def _audit(
         keylog=keylog,
     )
     if requested is None:
-        progress("looking for TCP streams that start with an MQTT CONNECT, on any port")
+        progress(
+            "looking for TCP streams that start with an MQTT CONNECT or a WebSocket Upgrade offering mqtt"
+            + (", or a TLS session of the key log" if keylog is not None else "")
+            + ", on any port"
+        )
         proofs = port_proofs(session, chunk_rows, frozenset() if keylog is None else keylog.client_randoms)
         proven = frozenset(proofs)
         options = replace(
