@@ -49,6 +49,7 @@ bench: install
 	$(PY) bench/capture_gen.py
 	$(PY) bench/audit_bench.py
 	$(PY) bench/probe_bench.py
+	$(PY) bench/transport_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build src/*.egg-info
