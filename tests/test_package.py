@@ -31,13 +31,14 @@ def test_dependencies_are_compatible_ranges_not_pins() -> None:
 
 def test_the_heavy_parts_are_extras_and_the_base_install_is_light() -> None:
     base = " ".join(PROJECT["dependencies"])
-    for heavy in ("pyspark", "pyarrow", "pandas", "pika", "paho-mqtt"):
+    for heavy in ("pyspark", "pyarrow", "pandas", "pika", "paho-mqtt", "cryptography"):
         assert heavy not in base
     extras = PROJECT["optional-dependencies"]
     assert any(r.startswith("pyspark") for r in extras["spark"])
     assert any(r.startswith("pyarrow") for r in extras["spark"])
     assert any(r.startswith("pika") for r in extras["amqp"])
-    assert "mqttaudit[spark,amqp,demo]" in extras["all"]
+    assert any(r.startswith("cryptography") for r in extras["tls"])  # audit --keylog
+    assert "mqttaudit[spark,tls,amqp,demo]" in extras["all"]
 
 
 def test_the_package_declares_its_urls_status_python_versions_and_types() -> None:
