@@ -15,6 +15,7 @@ import asyncio
 import errno
 import hashlib
 import importlib
+import ipaddress
 import os
 import ssl
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
@@ -129,7 +130,7 @@ class Target:
     @property
     def url(self) -> str:
         """``mqtts://user@host:8883``: the user name but never the password."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
+        host = f"[{self.host}]" if _is_ipv6(self.host) else self.host
         user = f"{quote(self.credentials.username, safe='')}@" if self.credentials is not None else ""
         return f"{self.scheme}://{user}{host}:{self.port}{self.path if self.websocket else ''}"
 
@@ -597,3 +598,11 @@ def case(
         return script
 
     return register
+
+
+def _is_ipv6(host: str) -> bool:
+    """An IPv6 address literal, written in brackets in a URL (RFC 3986 3.2.2); any other host as it is."""
+    try:
+        return isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address)
+    except ValueError:
+        return False
