@@ -296,3 +296,23 @@ def test_a_large_5_0_packet_fed_in_small_pieces_costs_a_bounded_multiple_of_its_
     allocated, frames = allocated_while_feeding(codec.StreamDecoder("server", version=V5), pieces)
     assert [f.packet for f in frames] == [packet]
     assert allocated <= 4 * len(wire) + PER_CALL * len(pieces), f"{allocated:,} bytes allocated for {len(wire):,}"
+
+
+def test_a_strict_decoder_counts_each_byte_once_after_a_packet_with_advisory_findings_only() -> None:
+    """Found by the fuzz test above: a packet whose findings are all advisory (a User Property and Topic Filters
+    with U+0001) raised nothing, yet left the bytes after it pending; an oversized packet starting there took them
+    as well, and the strict decoder's offset ended two bytes past the end of the stream."""
+    data = bytes(44) + bytes.fromhex("a21a00010f26000401e0a08000060101c280c2800001010003010101001b")
+    decoder = codec.StreamDecoder("client", max_packet_size=28, strict=True, version="5")
+    calls = 0
+    while True:
+        calls += 1
+        assert calls <= len(data) + 2  # each raise moves past one flawed frame
+        try:
+            _ = decoder.feed(data) if calls == 1 else decoder.close()
+        except codec.CodecError:
+            assert decoder.offset + decoder.buffered == len(data)
+            continue
+        if calls > 1:
+            break
+    assert decoder.buffered == 0 and decoder.offset == len(data)

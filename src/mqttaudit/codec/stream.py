@@ -273,6 +273,9 @@ class StreamDecoder:
                 self._pending = buf[pos:]
                 self._offset = base + pos
                 _raise_if_error(frame, frames)
+                # Advisory findings only: nothing was raised, and the loop goes on with these bytes itself (kept
+                # pending too, a run they start would count them twice).
+                self._pending = b""
         self._pending = buf[pos:]
         self._need = need
         self._offset = base + pos
