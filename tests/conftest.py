@@ -39,3 +39,39 @@ def mqttools() -> Iterator[RunningBroker]:
 
     with start_broker("mqttools") as broker:
         yield broker
+
+
+# -- the third-party corpus (tests/corpus.py): skipped before fixtures when missing, and counted in one line -------
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``captures`` is skipped without the corpus (failed under CI=true) before its fixtures run."""
+    if item.get_closest_marker("captures") is not None:
+        from .corpus import require_captures
+
+        require_captures()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line per missing folder instead of one reason per test, counted from the reports: under pytest-xdist
+    they come from the workers, and this hook runs on the controller. Under CI=true the same tests fail."""
+    from collections import Counter
+
+    from .corpus import CAPTURES_MISSING, SPEC_LISTS_MISSING
+
+    stats = terminalreporter.stats
+    counted: Counter[tuple[str, str]] = Counter()
+    for outcome, reports in (
+        ("skipped", stats.get("skipped", [])),
+        ("failed", [*stats.get("failed", []), *stats.get("error", [])]),
+    ):
+        for report in reports:
+            longrepr = getattr(report, "longrepr", None)
+            # A skip's longrepr is (path, line, "Skipped: reason"); a failure's prints as its message.
+            text = str(longrepr[2]) if isinstance(longrepr, tuple | list) and len(longrepr) == 3 else str(longrepr)
+            reason = text.removeprefix("Skipped: ").strip()
+            if reason.startswith((CAPTURES_MISSING, SPEC_LISTS_MISSING)):
+                counted[outcome, reason] += 1
+    for (outcome, reason), count in counted.items():
+        terminalreporter.write_line(f"mqttaudit: {count} test{'s' if count != 1 else ''} {outcome}: {reason}")

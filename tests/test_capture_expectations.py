@@ -1,11 +1,11 @@
 """What other projects' suites expect of the shared captures, against what mqttaudit reports on them.
 
-Every capture of the sibling folder ``shared/captures`` goes through the pure path of an audit (no Spark): the
-capture layer reassembles and frames each connection, and ``judge_flow`` judges it as the pipeline's per-flow stage
-does. ``EXPECTED`` holds, per connection, the statements mqttaudit must report against each side and those it must
-leave not assessable, each justified by a reading of the bytes. Where a suite expects an anomaly mqttaudit does not
-report, the entry says why. Suricata's ``*.test.yaml``, Zeek's baselines and Arkime's session JSON then serve as a
-second opinion wherever versions and the tools' own limits make them comparable.
+Every capture of the third-party corpus (:mod:`tests.corpus` finds it) goes through the pure path of an audit (no
+Spark): the capture layer reassembles and frames each connection, and ``judge_flow`` judges it as the pipeline's
+per-flow stage does. ``EXPECTED`` holds, per connection, the statements mqttaudit must report against each side and
+those it must leave not assessable, each justified by a reading of the bytes. Where a suite expects an anomaly
+mqttaudit does not report, the entry says why. Suricata's ``*.test.yaml``, Zeek's baselines and Arkime's session
+JSON then serve as a second opinion wherever versions and the tools' own limits make them comparable.
 
 ``EXPECTED`` is exact: every finding the audit reports on a connection is listed there with its justification, and
 every statement it leaves not assessable with the tag of the reason. Each connection is decoded with the version its
@@ -44,8 +44,10 @@ from mqttaudit.judge.reasons import MID_STREAM as MID_STREAM_TAG
 from mqttaudit.pipeline.conversations import Flow, FlowResult, connection_flow, judge_flow, rule_level
 from mqttaudit.pipeline.stages import AuditOptions
 
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
-MISSING = "<shared captures missing>"
+from . import corpus
+
+pytestmark = pytest.mark.captures
+
 #: The judge configuration of an audit (MQTT 5.0 among the supported Protocol Levels).
 CONFIG = AuditOptions().judge_config
 #: What Suricata, Zeek and Arkime call the Protocol Levels mqttaudit reads.
@@ -112,24 +114,8 @@ V5_NON_RETAINED_KEEPS_RETAINED = "MQTT-3.3.1-8"
 # -- the shared captures, audited ----------------------------------------------------------------------------------
 
 
-def inventory() -> dict[str, dict[str, str]]:
-    if not (CAPTURES / "INVENTORY.tsv").is_file():
-        return {}
-    with (CAPTURES / "INVENTORY.tsv").open(newline="") as table:
-        return {row["file"]: row for row in csv.DictReader(table, delimiter="\t")}
-
-
-INVENTORY = inventory()
-FILES = sorted(INVENTORY) or [MISSING]
-
-
-def path_of(name: str) -> Path:
-    if name == MISSING or not (CAPTURES / name).is_file():
-        pytest.fail(
-            f"the shared captures are missing: the tests read them from {CAPTURES}, the folder shared/captures "
-            "beside the repository (see its README.md); clone or copy it there"
-        )
-    return CAPTURES / name
+INVENTORY = corpus.inventory()
+FILES = corpus.capture_names()
 
 
 def broker_ports(name: str) -> frozenset[int]:
@@ -196,7 +182,7 @@ def as_flow(name: str, audit: FlowAudit, record_at: dict[int, int]) -> Flow:
 
 @cache
 def judged(name: str, config: JudgeConfig = CONFIG) -> tuple[Judged, ...]:
-    path = path_of(name)
+    path = corpus.capture(name)
     # The capture record that carried each segment, by flow and time (first wins), as the pipeline names frames.
     record_at: dict[tuple[object, int], int] = {}
     for index, segment in segments(read_records(path)):
@@ -499,12 +485,12 @@ def test_mqttaudit_reports_what_the_bytes_of_each_connection_call_for(name: str,
 
 def suricata_expectations() -> Iterator[tuple[str, str]]:
     """(capture, text of a test.yaml run on it), by the file each SOURCES.tsv row names."""
-    with (CAPTURES / "SOURCES.tsv").open(newline="") as table:
+    with corpus.capture("SOURCES.tsv").open(newline="") as table:
         for row in csv.DictReader(table, delimiter="\t"):
             if row["file"].endswith(".test.yaml"):
                 pcap = re.search(r"(?:uses|expectations for) (\S+\.pcap)", row["notes"])
                 assert pcap is not None, row["notes"]
-                yield f"{SV}{pcap.group(1)}", (CAPTURES / row["file"]).read_text()
+                yield f"{SV}{pcap.group(1)}", corpus.capture(row["file"]).read_text()
 
 
 def anomalies_in(text: str) -> Counter[str]:
@@ -520,7 +506,6 @@ def anomalies_in(text: str) -> Counter[str]:
 
 
 def test_the_table_answers_every_anomaly_the_suricata_suite_expects() -> None:
-    path_of(FILES[0])
     theirs: Counter[tuple[str, str]] = Counter()
     for capture, text in suricata_expectations():
         theirs.update({(capture, event): n for event, n in anomalies_in(text).items()})
@@ -622,7 +607,6 @@ def logged_fields(text: str) -> list[tuple[str, str]]:
 
 
 def test_suricata_logs_the_packet_types_and_the_fields_mqttaudit_decodes() -> None:
-    path_of(FILES[0])
     for capture, text in suricata_expectations():
         flows = judged(capture)
         types = {str(kind).lower() for flow in flows for kind in flow.types()}
@@ -654,7 +638,6 @@ def test_suricata_logs_the_v5_properties_and_reason_codes_the_packets_table_hold
     # Suricata logs MQTT 5.0 properties by name (a User Property by its own name) and each reason code; the packets
     # table holds the same values in its columns (the Will's properties in the decoded CONNECT: no column is
     # about a Will). A reason code the bytes leave out is null in the table: it means 0x00, as Suricata logs it.
-    path_of(FILES[0])
     compared = Counter[str]()
     for capture, text in suricata_expectations():
         flows = judged(capture)
@@ -703,11 +686,10 @@ def test_suricata_reads_a_v5_reason_code_without_properties_as_0() -> None:
     for name in ("mqtt5-sub-userpass.pcap", "mqtt5-unsub-qos2.pcap", "mqtt5-unsub-userpass.pcap"):
         [flow] = judged(SV + name)
         assert flow.frames("client")[-1].raw == bytes.fromhex("e00104")
-        assert "mqtt.disconnect.reason_code: 0" in (CAPTURES / SV / name.replace(".pcap", ".test.yaml")).read_text()
+        assert "mqtt.disconnect.reason_code: 0" in corpus.capture(SV + name.replace(".pcap", ".test.yaml")).read_text()
 
 
 def test_suricata_frames_and_truncated_lengths_are_mqttaudit_frames() -> None:
-    path_of(FILES[0])
     # mqtt-frames-xpdu: two UNSUBSCRIBE PDUs of 13 bytes (header 2, data 11) in one TCP segment, the tenth record.
     # Suricata reports them at pcap_cnt 12, a bare ACK: where it inspected the stream, not what carried the bytes.
     [unsub] = judged(SV + "mqtt5-unsub-userpass.pcap")
@@ -744,7 +726,7 @@ def frame_records(flow: Judged) -> list[int | None]:
 
 
 def zeek_log(name: str) -> list[dict[str, str]]:
-    lines = (CAPTURES / "zeek" / name).read_text().splitlines()
+    lines = corpus.capture(f"zeek/{name}").read_text().splitlines()
     [fields] = [line.split("\t")[1:] for line in lines if line.startswith("#fields")]
     return [dict(zip(fields, line.split("\t"), strict=True)) for line in lines if line and not line.startswith("#")]
 
@@ -766,7 +748,6 @@ def timed_publishes(name: str) -> list[tuple[int, bool, Publish]]:
 
 @pytest.mark.parametrize("name", ZEEK_TRACES)
 def test_zeek_logs_the_publishes_mqttaudit_decodes(name: str) -> None:
-    path_of(name)
     ours = [
         (port, by_client, p.retain, p.qos, p.topic, p.payload.decode(), len(p.payload))
         for port, by_client, p in timed_publishes(name)
@@ -789,7 +770,7 @@ def test_zeek_logs_the_publishes_mqttaudit_decodes(name: str) -> None:
     assert [(row["payload"], int(row["payload_len"])) for row in capped] == [
         (payload[:8], length) for *_, payload, length in ours
     ]
-    printed = (CAPTURES / "zeek" / "mqtt.baseline.mqtt-payload-cap-dynamic.out").read_text().splitlines()[1:]
+    printed = corpus.capture("zeek/mqtt.baseline.mqtt-payload-cap-dynamic.out").read_text().splitlines()[1:]
     for line, (*_, payload, length) in zip(printed, ours, strict=True):
         _event, prefix, shown, whole = line.split(", ")
         assert payload.startswith(prefix) and len(prefix) == int(shown) and int(whole) == length
@@ -797,7 +778,6 @@ def test_zeek_logs_the_publishes_mqttaudit_decodes(name: str) -> None:
 
 @pytest.mark.parametrize("name", ZEEK_TRACES)
 def test_zeek_logs_the_subscription_and_the_connects_mqttaudit_frames(name: str) -> None:
-    path_of(name)
     [row] = zeek_log("mqtt.baseline.mqtt.mqtt_subscribe.log")
     flow = flow_of(name, int(row["id.orig_p"]))
     [subscribe], [suback] = flow.packets(Subscribe), flow.packets(Suback)
@@ -823,7 +803,8 @@ def test_zeek_logs_the_subscription_and_the_connects_mqttaudit_frames(name: str)
 def test_peafowl_counts_as_mqtt_every_frame_that_carries_payload() -> None:
     # test/testMQTT.cpp expects 19 MQTT packets with TCP reordering disabled (14 with it, peafowl's own
     # reassembly of a trace without handshake): 19 frames carry payload, every byte of it MQTT.
-    carrying = [index for index, segment in segments(read_records(path_of("peafowl/mqtt-1.pcapng"))) if segment[8]]
+    records = read_records(corpus.capture("peafowl/mqtt-1.pcapng"))
+    carrying = [index for index, segment in segments(records) if segment[8]]
     assert len(carrying) == 19
     for flow in judged("peafowl/mqtt-1.pcapng"):
         total = flow.audit.total
@@ -834,7 +815,7 @@ def test_peafowl_counts_as_mqtt_every_frame_that_carries_payload() -> None:
 
 
 def arkime_sessions() -> dict[int, dict]:
-    sessions = json.loads((CAPTURES / "arkime" / "mqtt_synthetic.arkime-test.json").read_text())["sessions3"]
+    sessions = json.loads(corpus.capture("arkime/mqtt_synthetic.arkime-test.json").read_text())["sessions3"]
     return {session["body"]["source"]["port"]: session["body"] for session in sessions}
 
 
@@ -877,7 +858,6 @@ def as_arkime_session(flow: Judged) -> Session:
 
 
 def test_arkime_records_the_sessions_mqttaudit_decodes() -> None:
-    path_of(ARKIME)
     theirs = arkime_sessions()
     flows = {flow.client_port: flow for flow in judged(ARKIME)}
     assert set(flows) == set(theirs)
@@ -910,7 +890,7 @@ def test_an_mqtt_5_session_seen_from_its_middle_gets_no_3_1_1_finding(tmp_path: 
     # properties and a reason code) prove no packet boundary, so they reach the judge as bytes not framed; the
     # client's PUBLISH reads as a 3.1.1 PUBLISH. Nothing names the version: no finding, and the PUBACK the
     # PUBLISH asks for is not assessable (the client closed 0.3 ms later, and the server's bytes were not framed).
-    source = path_of(SV + "mqtt5-pub-qos1.pcap")
+    source = corpus.capture(SV + "mqtt5-pub-qos1.pcap")
     records = list(read_records(source))
     carrying = [index for index, segment in segments(records) if segment[8]]
     kept = [(record[0], record[2]) for record in records if record[4] > carrying[0]]  # from the CONNACK on
@@ -982,8 +962,8 @@ def test_the_audit_of_the_shared_captures_reports_exactly_the_table(spark: objec
 
     from mqttaudit.pipeline.audit import run_audit
 
-    members = GROUPS[group] if MISSING not in FILES else [MISSING]
-    paths = [path_of(name) for name in members]
+    members = GROUPS[group]
+    paths = [corpus.capture(name) for name in members]
     table = {key: want for key, want in EXPECTED.items() if key[0] in members}
     result = run_audit([str(path) for path in paths], tmp_path / "out", spark=spark)
     out = result.out_dir

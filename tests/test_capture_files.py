@@ -1,6 +1,6 @@
-"""Real captures from other projects' suites (the repository's sibling folder ``shared/captures``): every file reads
-whole and in chunks with the frame count tshark reports, every frame parses to the TCP segment dpkt sees, every flow
-accounts for every byte, its MQTT packets are the ones tshark decodes, and its events are judged without error.
+"""Real captures from other projects' suites (the third-party capture corpus :mod:`tests.corpus` finds): every file
+reads whole and in chunks with the frame count tshark reports, every frame parses to the TCP segment dpkt sees, every
+flow accounts for every byte, its MQTT packets are the ones tshark decodes, and its events are judged without error.
 
 tshark is used when installed; otherwise the counts tshark 4.0 recorded in the folder's ``INVENTORY.tsv`` stand in,
 and dpkt's own count is compared in every case.
@@ -8,7 +8,6 @@ and dpkt's own count is compared in every case.
 
 from __future__ import annotations
 
-import csv
 import shutil
 import subprocess
 from collections import Counter
@@ -24,36 +23,21 @@ from mqttaudit.capture.segments import format_endpoint
 from mqttaudit.codec import PacketType, Publish, ReservedPacket, rules
 from mqttaudit.judge import Closed, Lost, Quiet, Sent, judge
 
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
-MISSING = "<shared captures missing>"
+from .corpus import capture, capture_names, inventory, require_captures
+
+pytestmark = pytest.mark.captures
+
 LINKTYPES = {"ether": ETHERNET, "rawip4": IPV4}
 #: Flows seen from the middle whose first client bytes are a CONNECT (MQTT 3.1): its shape proves the boundary.
 MID_STREAM_CONNECTS = {"zeek/mqtt.pcap": 2, "peafowl/mqtt-1.pcapng": 2}
 
-
-def inventory() -> dict[str, dict[str, str]]:
-    if not (CAPTURES / "INVENTORY.tsv").is_file():
-        return {}
-    with (CAPTURES / "INVENTORY.tsv").open(newline="") as table:
-        return {row["file"]: row for row in csv.DictReader(table, delimiter="\t")}
-
-
 INVENTORY = inventory()
-FILES = sorted(INVENTORY) or [MISSING]
+FILES = capture_names()
 
 
-def path_of(name: str) -> Path:
-    if name == MISSING or not CAPTURES.is_dir():
-        pytest.fail(
-            f"the shared captures are missing: the tests read them from {CAPTURES}, the folder shared/captures "
-            "beside the repository (see its README.md); clone or copy it there"
-        )
-    return CAPTURES / name
-
-
-def test_the_shared_captures_are_found_beside_the_repository() -> None:
-    path_of(FILES[0])
-    found = sorted(str(path.relative_to(CAPTURES)) for path in CAPTURES.rglob("*.pcap*"))
+def test_the_corpus_holds_exactly_the_31_captures_its_inventory_lists() -> None:
+    folder = require_captures()
+    found = sorted(str(path.relative_to(folder)) for path in folder.rglob("*.pcap*"))
     assert found == sorted(INVENTORY) and len(found) == 31
 
 
@@ -68,14 +52,14 @@ def tshark_count(path: Path) -> int | None:
 
 
 def dpkt_packets(path: Path) -> list[tuple[float, bytes]]:
-    with path.open("rb") as capture:
-        reader = dpkt.pcapng.Reader(capture) if path.suffix == ".pcapng" else dpkt.pcap.Reader(capture)
+    with path.open("rb") as handle:
+        reader = dpkt.pcapng.Reader(handle) if path.suffix == ".pcapng" else dpkt.pcap.Reader(handle)
         return list(reader)
 
 
 @pytest.mark.parametrize("name", FILES)
 def test_every_capture_reads_whole_with_the_frame_count_tshark_and_dpkt_report(name: str) -> None:
-    path = path_of(name)
+    path = capture(name)
     reader = read_records(path)
     records = list(reader)
     assert reader.truncation is None
@@ -89,7 +73,7 @@ def test_every_capture_reads_whole_with_the_frame_count_tshark_and_dpkt_report(n
 
 @pytest.mark.parametrize("name", FILES)
 def test_every_capture_reads_the_same_in_chunks_of_any_size(name: str) -> None:
-    path = path_of(name)
+    path = capture(name)
     whole = list(read_records(path))
     for target in (1, 150, 4096):
         chunks = plan_chunks(path, target)
@@ -98,7 +82,7 @@ def test_every_capture_reads_the_same_in_chunks_of_any_size(name: str) -> None:
 
 @pytest.mark.parametrize("name", FILES)
 def test_every_frame_parses_to_the_tcp_segment_dpkt_sees(name: str) -> None:
-    path = path_of(name)
+    path = capture(name)
     skipped: Counter[str] = Counter()
     found = list(segments(read_records(path), skipped))
     assert not skipped
@@ -114,12 +98,12 @@ def test_every_frame_parses_to_the_tcp_segment_dpkt_sees(name: str) -> None:
 
 
 def audits_of(name: str) -> list[FlowAudit]:
-    return audit_records(read_records(path_of(name)))
+    return audit_records(read_records(capture(name)))
 
 
 @pytest.mark.parametrize("name", FILES)
 def test_every_byte_of_every_flow_is_accounted_for(name: str) -> None:
-    path = path_of(name)
+    path = capture(name)
     payload: Counter[tuple[tuple[bytes, int], tuple[bytes, int]]] = Counter()
     for _index, segment in segments(read_records(path)):
         payload[(segment[1], segment[2]), (segment[3], segment[4])] += len(segment[8])
@@ -202,7 +186,7 @@ def test_flows_seen_from_the_middle_take_the_client_from_the_broker_port() -> No
 def test_the_reading_tasks_keep_the_segments_of_broker_flows_named_once_per_flow(
     name: str, ports: frozenset[int]
 ) -> None:
-    path = path_of(name)
+    path = capture(name)
     everything = list(segments(read_records(path)))
     skipped: Counter[str] = Counter()
     batches = list(broker_segments(read_records(path), ports, skipped, 3))

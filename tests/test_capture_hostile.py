@@ -1,6 +1,6 @@
 """Corrupt captures: pcapng timestamps beyond 64-bit nanoseconds are corrupt records (skipped, reported with their
 offsets, the rest read); one corrupt record header costs only what follows it; and seeded mutants of real captures
-(../shared/captures and captures written here) run through the capture layer and the audit's own stages without
+(the capture corpus and captures written here) run through the capture layer and the audit's own stages without
 Spark (reading, judging, routing replay, tables written): only records and CaptureErrors, never another exception.
 A few mutants go through ``python -m mqttaudit audit`` too."""
 
@@ -30,12 +30,14 @@ from mqttaudit.codec import Connack, Connect, Publish, encode
 from mqttaudit.pipeline import stages
 from mqttaudit.pipeline.conversations import Flow, judge_flow
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "captures"
+from .corpus import capture
+
+#: The captures of the third-party corpus the mutants are made of, beside the ones written here.
 REAL = [
-    SHARED / "suricata-verify" / "mqtt311-pub-qos1.pcap",
-    SHARED / "suricata-verify" / "mqtt-frames-truncated.pcap",
-    SHARED / "suricata-verify" / "mqtt5-excessiveproplen.pcap",
-    SHARED / "peafowl" / "mqtt-1.pcapng",
+    "suricata-verify/mqtt311-pub-qos1.pcap",
+    "suricata-verify/mqtt-frames-truncated.pcap",
+    "suricata-verify/mqtt5-excessiveproplen.pcap",
+    "peafowl/mqtt-1.pcapng",
 ]
 EPOCH = 1_700_000_000 * 10**9
 MICROS = EPOCH // 1000
@@ -336,17 +338,19 @@ def pipeline_without_spark(path: Path, out_dir: Path, target: int) -> dict[str, 
 
 def mutants() -> Iterator[tuple[str, bytes]]:
     rng = random.Random(SEED)
-    sources = {path.name: path.read_bytes() for path in REAL} | written_captures()
+    sources = {Path(name).name: capture(name).read_bytes() for name in REAL} | written_captures()
     for name, data in sorted(sources.items()):
         for number in range(MUTANTS):
             yield f"{name}#{number}", mutate(data, rng)
 
 
+@pytest.mark.captures
 def test_the_real_and_written_captures_are_found() -> None:
-    assert all(path.is_file() for path in REAL), SHARED
+    assert all(capture(name).stat().st_size > 0 for name in REAL)
     assert len(list(mutants())) == MUTANTS * (len(REAL) + 3)
 
 
+@pytest.mark.captures
 def test_every_mutant_gives_records_or_capture_errors_and_the_audit_stages_never_fail(tmp_path: Path) -> None:
     """Each mutant through the capture layer (in chunks of a random size), then through the audit's stages
     without Spark (a mutant in three): anything but a CaptureError fails the test, naming the mutant."""
@@ -374,6 +378,7 @@ def test_every_mutant_gives_records_or_capture_errors_and_the_audit_stages_never
     assert outcomes["records"] > 1000 and outcomes["errors"] > 20 and outcomes["corrupt"] > 0, outcomes
 
 
+@pytest.mark.captures
 def test_a_few_mutants_through_the_whole_command_never_end_in_an_internal_error(tmp_path: Path) -> None:
     rng = random.Random(SEED + 2)
     chosen = [data for _name, data in mutants()]

@@ -17,8 +17,10 @@ import pytest
 from mqttaudit.capture import writer
 from mqttaudit.report.output_dir import MARKER, STAGING_PREFIX
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "captures"
-SMALL = SHARED / "peafowl" / "mqtt-1.pcapng"
+from .corpus import captures_folder, require_captures
+
+#: A small capture of the third-party corpus: the tests that read it are marked ``captures``.
+SMALL = captures_folder() / "peafowl" / "mqtt-1.pcapng"
 
 
 def mqttaudit(*argv: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -65,6 +67,7 @@ def test_a_folder_with_no_capture_is_a_usage_error(tmp_path: Path) -> None:
     assert f"no capture file (.pcap, .pcapng, .cap) in {tmp_path / 'captures'}" in result.stderr
 
 
+@pytest.mark.captures
 def test_a_folder_of_captures_without_a_capture_suffix_is_found_by_magic_number(tmp_path: Path) -> None:
     from mqttaudit.pipeline import sources
 
@@ -75,6 +78,7 @@ def test_a_folder_of_captures_without_a_capture_suffix_is_found_by_magic_number(
     assert sources.expand([str(rotated)]) == [str(rotated / "trace.pcap1")]
 
 
+@pytest.mark.captures
 def test_a_capture_among_non_captures_in_a_glob_is_audited_and_the_others_reported(tmp_path: Path) -> None:
     from mqttaudit.pipeline import sources
 
@@ -94,6 +98,7 @@ def test_a_capture_among_non_captures_in_a_glob_is_audited_and_the_others_report
         ([], {"MQTTAUDIT_DRIVER_MEMORY": "lots"}, "MQTTAUDIT_DRIVER_MEMORY='lots'"),
     ],
 )
+@pytest.mark.captures
 def test_environment_mistakes_are_usage_errors_without_a_traceback(
     tmp_path: Path, argv: list[str], env: dict[str, str], message: str
 ) -> None:
@@ -103,12 +108,14 @@ def test_environment_mistakes_are_usage_errors_without_a_traceback(
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr
 
 
+@pytest.mark.captures
 def test_no_java_is_a_usage_error_that_says_what_is_missing(tmp_path: Path) -> None:
     result = run_without_java("audit", str(SMALL), "--out", str(tmp_path / "out"))
     assert result.returncode == 2
     assert "mqttaudit audit needs Java 17 or newer (java not found on PATH and JAVA_HOME unset)" in result.stderr
 
 
+@pytest.mark.captures
 def test_missing_pyspark_is_a_usage_error_with_the_pip_command(tmp_path: Path) -> None:
     # pyspark made unimportable in this one process, as on an install without the [spark] extra.
     code = (
@@ -164,12 +171,13 @@ def previous_output(tmp_path_factory: pytest.TempPathFactory) -> Path:
     [(signal.SIGINT, True), (signal.SIGINT, False), (signal.SIGTERM, False)],
     ids=["ctrl-c-to-the-process-group", "sigint", "sigterm"],
 )
+@pytest.mark.captures
 def test_an_interrupted_audit_exits_130_with_one_line_and_leaves_the_previous_output(
     previous_output: Path, signum: int, whole_group: bool
 ) -> None:
     before = tree_digest(previous_output)
     process = subprocess.Popen(
-        [sys.executable, "-m", "mqttaudit", "audit", str(SHARED), "--out", str(previous_output)],
+        [sys.executable, "-m", "mqttaudit", "audit", str(require_captures()), "--out", str(previous_output)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -24,6 +24,8 @@ from mqttaudit.probe.recorder import tcpdump_recording
 from mqttaudit.probe.traffic import MISBEHAVIOUR, run_traffic
 from mqttaudit.report.output_dir import MARKER
 
+from .corpus import capture, require_captures
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -218,15 +220,15 @@ def test_a_rotated_capture_is_audited_like_the_whole_one(
     assert rules == sorted((v["rule"], v["actor"]) for v in audited["tables"]["violations"])
 
 
+@pytest.mark.captures
 def test_every_shared_capture_is_audited_on_spark_without_a_crash_and_the_bytes_reconcile(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """All captures of ../shared/captures (other projects' suites) in one audit; the per-capture expectations
+    """All captures of the third-party corpus (other projects' suites) in one audit; the per-capture expectations
     are checked without Spark in test_capture_expectations.py."""
-    folder = Path(__file__).resolve().parents[2] / "shared" / "captures"
-    assert folder.is_dir(), f"the shared captures are missing: {folder}"
+    folder = require_captures()
     ports: set[int] = set()
-    for line in (folder / "INVENTORY.tsv").read_text().splitlines()[1:]:
+    for line in capture("INVENTORY.tsv").read_text().splitlines()[1:]:
         ports |= {int(p) for p in line.split("\t")[9].split(",") if p}
     result = run_audit([str(folder)], tmp_path / "out", ports=sorted(ports), tolerance=5.0, spark=spark)
     summary = result.summary

@@ -18,13 +18,15 @@ import pytest
 
 from mqttaudit.probe.brokers import RunningBroker, start_broker
 
+from .corpus import capture
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-SHARED = ROOT.parent / "shared" / "captures"
-#: What the README's ``captures/`` folder holds: a clean capture and one with a reserved packet type (MQTT-2.2.1).
+#: What the README's ``captures/`` folder holds, from the third-party capture corpus: a clean capture and one with
+#: a reserved packet type (MQTT-2.2.1).
 CAPTURES = ("peafowl/mqtt-1.pcapng", "suricata-verify/mqtt-events-unassigned-msgtype.pcap")
 README_BROKER = "127.0.0.1:1883"
 COMMAND = re.compile(r"^\$ (mqttaudit .*?)\s+# exit (\d+)$")
@@ -77,11 +79,12 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("readme")
     (folder / "captures").mkdir()
     for name in CAPTURES:
-        shutil.copy(SHARED / name, folder / "captures" / Path(name).name)
+        shutil.copy(capture(name), folder / "captures" / Path(name).name)
     (folder / "notes.txt").write_text("my notes\n")
     return folder
 
 
+@pytest.mark.captures
 def test_every_command_the_readme_shows_exits_as_shown(broker: RunningBroker, workdir: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     for command, status, output in shown_commands():
@@ -106,6 +109,7 @@ def test_every_command_the_readme_shows_exits_as_shown(broker: RunningBroker, wo
             assert result.stdout.splitlines() == shown, command
 
 
+@pytest.mark.captures
 def test_the_python_api_examples_run_as_written(
     broker: RunningBroker,
     workdir: Path,

@@ -32,18 +32,18 @@ from mqttaudit.report.audit_format import frame_label, time_axis
 from mqttaudit.report.audit_junit import evidence_lines
 from mqttaudit.report.evidence import packet_label
 
+from .corpus import capture
 from .test_report_audit_outputs import audit_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
-#: 2016, 2020 and 2023: read where they lie, never copied.
-SHARED = [
-    CAPTURES / "zeek" / "mqtt.pcap",
-    CAPTURES / "suricata-verify" / "mqtt-events-unassigned-msgtype.pcap",
-    CAPTURES / "arkime" / "mqtt_synthetic.pcap",
-]
+#: 2016, 2020 and 2023, of the third-party capture corpus: read where they lie, never copied.
+THIRD_PARTY = (
+    "zeek/mqtt.pcap",
+    "suricata-verify/mqtt-events-unassigned-msgtype.pcap",
+    "arkime/mqtt_synthetic.pcap",
+)
 #: 2026-05-28 20:26:40 UTC.
 CRAFTED_START = 1_780_000_000
 BROKER = ("10.0.0.1", 1883)
@@ -191,12 +191,9 @@ class Audited:
 
 @pytest.fixture(scope="module")
 def audited(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Audited:
-    missing = [str(path) for path in SHARED if not path.is_file()]
-    if missing:
-        pytest.fail(f"the shared captures are missing: {missing} (see shared/captures/README.md)", pytrace=False)
     folder = tmp_path_factory.mktemp("precision")
     out = folder / "out"
-    run_audit([*(str(path) for path in SHARED), str(crafted_capture(folder))], out, spark=spark)
+    run_audit([*(str(capture(name)) for name in THIRD_PARTY), str(crafted_capture(folder))], out, spark=spark)
     tables = {
         name: pq.read_table(out / name).to_pylist()
         for name in ("violations", "connections", "packets", "not_assessable")
@@ -215,6 +212,7 @@ def own_violations(audited: Audited, actor: str) -> Counter[str]:
     return Counter(row["flow"] for row in audited.tables["violations"] if row["actor"] == actor)
 
 
+@pytest.mark.captures
 def test_each_client_is_charged_with_its_own_violations_and_none_has_a_blank_name(audited: Audited) -> None:
     a, b = connection_of(audited, CLIENT_A), connection_of(audited, CLIENT_B)
     assert a["client_id"] == b["client_id"] == ""
@@ -238,6 +236,7 @@ def test_each_client_is_charged_with_its_own_violations_and_none_has_a_blank_nam
     }
 
 
+@pytest.mark.captures
 def test_server_faults_are_ranked_by_server(audited: Audited) -> None:
     by_server = own_violations(audited, "server")
     per_server: Counter[str] = Counter()
@@ -252,6 +251,7 @@ def test_server_faults_are_ranked_by_server(audited: Audited) -> None:
     assert [text.text for text in chart.all("text", class_="label")] == ["10.0.0.1:1883"]
 
 
+@pytest.mark.captures
 def test_the_time_axis_of_a_capture_spanning_years_names_the_years(audited: Audited) -> None:
     chart = audited.page.chart("Violations over time, per side")
     ticks = [text.text for text in chart.all("text", class_="tick") if "-" in text.text]
@@ -261,6 +261,7 @@ def test_the_time_axis_of_a_capture_spanning_years_names_the_years(audited: Audi
     assert chart.one("text", class_="axis-note").text == "date (UTC)"
 
 
+@pytest.mark.captures
 def test_no_rule_id_is_cut_anywhere_on_the_page(audited: Audited) -> None:
     rules = {row["rule"] for row in audited.tables["violations"]}
     assert "MQTT-2.2.1-reserved-type" in rules  # 24 characters: cut at 22 before
@@ -280,6 +281,7 @@ def test_no_rule_id_is_cut_anywhere_on_the_page(audited: Audited) -> None:
     assert sorted({cell.text for cell in statements}) == sorted(rules)
 
 
+@pytest.mark.captures
 def test_a_missing_answer_names_the_packet_it_was_owed_for_and_shows_its_bytes(audited: Audited) -> None:
     a = connection_of(audited, CLIENT_A)
     [publish] = [p for p in audited.tables["packets"] if p["flow"] == a["flow"] and p["type"] == "PUBLISH"]
@@ -300,6 +302,7 @@ def test_a_missing_answer_names_the_packet_it_was_owed_for_and_shows_its_bytes(a
     )
 
 
+@pytest.mark.captures
 def test_the_byte_account_calls_only_malformed_frames_malformed(audited: Audited) -> None:
     parts = audited.page.root.one("table", class_="bytes").rows()
     account = {row[0]: int(row[1].replace(",", "")) for row in parts if len(row) == 2}
@@ -316,6 +319,7 @@ def test_the_byte_account_calls_only_malformed_frames_malformed(audited: Audited
     assert "could not be framed" not in audited.page.section("details").text
 
 
+@pytest.mark.captures
 def test_the_not_assessable_section_lists_every_row_with_its_reason(audited: Audited) -> None:
     section = audited.page.section("not-assessable")
     table = audited.tables["not_assessable"]
@@ -342,6 +346,7 @@ def test_the_not_assessable_section_lists_every_row_with_its_reason(audited: Aud
     assert all(row["reason"] in audited.markdown for row in table)
 
 
+@pytest.mark.captures
 def test_the_versions_seen_and_their_handling_are_listed(audited: Audited) -> None:
     handling: dict[str, set[str]] = {}
     for row in audited.tables["connections"]:
@@ -358,6 +363,7 @@ def test_the_versions_seen_and_their_handling_are_listed(audited: Audited) -> No
     assert "| 5.0 | " in audited.markdown
 
 
+@pytest.mark.captures
 def test_the_connack_code_is_shown_with_its_meaning(audited: Audited) -> None:
     table = audited.page.section("connections").one("table")
     header = [cell.text for cell in table.all("th")]
