@@ -25,9 +25,9 @@ from mqttaudit.capture.layers import NOT_MQTT_REASON
 from mqttaudit.capture.tls import KeyLog
 from mqttaudit.cli.main import main
 from mqttaudit.probe.brokers import HOST
+from mqttaudit.probe.recorder import tcpdump_recording
 
 from .observed_captures import observe
-from .test_pipeline_detection import recording
 from .transports import TlsMaterial, mosquitto_tls, tls_material
 
 if TYPE_CHECKING:
@@ -99,9 +99,9 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     keylog = folder / "keys.log"
     with mosquitto_tls(folder / "broker", material) as broker:
         plain, tls = folder / "plain.pcap", folder / "tls.pcap"
-        with recording(plain, f"tcp port {broker.tcp_port}"):
+        with tcpdump_recording(plain, broker.tcp_port):
             talk(broker.tcp_port, None)
-        with recording(tls, f"tcp port {broker.tls_port}"):
+        with tcpdump_recording(tls, broker.tls_port):
             talk(broker.tls_port, _context(material, keylog, maximum))
     assert keylog.read_text().count("CLIENT_") >= 2  # both clients wrote their secrets
     return Recorded(plain, broker.tcp_port, tls, broker.tls_port, keylog)
@@ -269,9 +269,9 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Mixed:
     try:
         with mosquitto_tls(folder / "broker", material) as broker:
             plain, tls = folder / "plain.pcap", folder / "tls.pcap"
-            with recording(plain, f"tcp port {broker.tcp_port}"):
+            with tcpdump_recording(plain, broker.tcp_port):
                 talk(broker.tcp_port, None)
-            with recording(tls, f"tcp port {broker.tls_port} or tcp port {https.port}"):
+            with tcpdump_recording(tls, (broker.tls_port, https.port)):
                 talk(broker.tls_port, context)
                 assert https_get(https.port, context) == HTTP_ANSWER
     finally:

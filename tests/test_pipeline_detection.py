@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
-import os
 import pickle
-import signal
-import subprocess
 import threading
 import time
 import urllib.request
@@ -27,39 +24,13 @@ from mqttaudit.cli.main import main
 from mqttaudit.pipeline.audit import run_audit
 from mqttaudit.pipeline.detection import CONNECT_AT_START, no_mqtt_message, proven_ports
 from mqttaudit.probe.brokers import BrokerUnavailable, free_port, start_broker
-from mqttaudit.probe.recorder import tcpdump_path
+from mqttaudit.probe.recorder import tcpdump_recording
 from mqttaudit.probe.traffic import MISBEHAVIOUR, run_traffic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 HOST = "127.0.0.1"
-
-
-@contextlib.contextmanager
-def recording(path: Path, expression: str) -> Iterator[Path]:
-    """tcpdump on loopback with a filter ``expression`` (several ports), while the block runs."""
-    binary = tcpdump_path()
-    if binary is None:
-        pytest.fail("tcpdump is not installed (Debian package tcpdump)", pytrace=False)
-    command = [binary, "-i", "lo", "--immediate-mode", "-U", "-s", "0", "-w", str(path), expression]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        assert process.stderr is not None
-        os.set_blocking(process.stderr.fileno(), False)
-        said, deadline = b"", time.monotonic() + 5
-        while b"listening on" not in said and time.monotonic() < deadline and process.poll() is None:
-            said += process.stderr.read() or b""
-            time.sleep(0.05)
-        assert b"listening on" in said, said
-        yield path
-        time.sleep(1.0)  # the last segments reach the file
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGINT)
-        process.wait(timeout=5)
-        if process.stderr is not None:
-            process.stderr.close()
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -121,7 +92,7 @@ def broker() -> Iterator[Any]:
 def traffic(broker: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     """paho clients and misbehaving raw clients through mosquitto on a random free port (as test_pipeline_audit)."""
     path = tmp_path_factory.mktemp("traffic") / "traffic.pcap"
-    with recording(path, f"tcp port {broker.port}"):
+    with tcpdump_recording(path, broker.port):
         run_traffic(HOST, broker.port, rounds=2)
     return path, broker.port
 
@@ -133,7 +104,7 @@ def side_by_side(broker: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple
     folder = tmp_path_factory.mktemp("side")
     path = folder / "side.pcap"
     received = threading.Event()
-    with http_server(folder) as web, recording(path, f"tcp port {web} or tcp port {broker.port}"):
+    with http_server(folder) as web, tcpdump_recording(path, (web, broker.port)):
         fetch(web, 2)
         subscriber = mqtt_client(broker.port, "side-subscriber")
         subscribed = threading.Event()
