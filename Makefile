@@ -9,6 +9,11 @@ SOURCES := pyproject.toml setup.py constraints.txt $(sort $(shell find src -type
 STAMP := $(VENV)/.installed-$(shell cat $(SOURCES) | cksum | cut -d' ' -f1)
 # The codec tests run a second time on the pure-Python fallback, straight from the source tree.
 PURE_TESTS := tests/test_codec_build.py tests/test_codec_vectors.py tests/test_codec_properties.py tests/test_codec_hostile.py
+# Tests run in worker processes side by side (pytest-xdist): most of a test's time is waiting on brokers, deadlines
+# and timers, so there are more workers than cores. Tests that read one broker's whole-library runs share an xdist
+# group, so that the runs happen once (tests/library_runs.py). Tests marked `alone` run afterwards, one at a time.
+TEST_WORKERS ?= 4
+PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
 
 .PHONY: install build-deps system-deps demo test lint typecheck unit bench clean
 
@@ -37,8 +42,9 @@ typecheck: install
 	$(PY) -m mypy
 
 unit: install system-deps
-	$(PY) -m pytest
-	PYTHONPATH=src MQTTAUDIT_EXPECT_BUILD=pure $(PY) -m pytest -q $(PURE_TESTS)
+	$(PY) -m pytest $(PARALLEL) -m "not alone" --durations=10
+	$(PY) -m pytest -m alone
+	PYTHONPATH=src MQTTAUDIT_EXPECT_BUILD=pure $(PY) -m pytest -q $(PARALLEL) $(PURE_TESTS)
 
 test: lint typecheck unit
 

@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 
     from mqttaudit.probe.brokers import RunningBroker
 
+    from .library_runs import LibraryRuns
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
@@ -21,6 +23,14 @@ def spark() -> Iterator[SparkSession]:
     session = spark_session("local[2]", app_name="mqttaudit-tests", shuffle_partitions=4)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def library_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LibraryRuns]:
+    """The whole probe library against each broker, once per broker and concurrency (:mod:`tests.library_runs`)."""
+    from .library_runs import library_runs
+
+    yield from library_runs(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

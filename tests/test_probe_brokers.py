@@ -11,7 +11,6 @@ these apart. A missing broker fails: `make test` installs all four.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,10 +18,12 @@ from typing import Any
 import pytest
 
 from mqttaudit.cli.main import main
-from mqttaudit.probe.brokers import BrokerName, BrokerUnavailable, RunningBroker, start_broker
+from mqttaudit.probe.brokers import BrokerName
 from mqttaudit.probe.case import CASES, Target
 from mqttaudit.probe.runner import CaseResult, run_probe
 from mqttaudit.report.output_dir import MARKER
+
+from .library_runs import LibraryRuns, by_broker, start_or_fail
 
 PASS, FAIL = "pass", "fail"
 
@@ -118,22 +119,12 @@ PINNED: dict[BrokerName, dict[str, str]] = {
 }
 
 
-def start_or_fail(name: BrokerName) -> RunningBroker:
-    try:
-        return start_broker(name)
-    except BrokerUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
-@pytest.fixture(scope="module", params=sorted(PINNED))
-def probed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """One full probe of a broker through the command line: its exit status and findings.json."""
-    name: BrokerName = request.param
-    out = tmp_path_factory.mktemp(name)
-    with start_or_fail(name) as broker:
-        status = main(["probe", broker.url, "--out", str(out)])
-    report = json.loads((out / "findings.json").read_text())
-    yield {"name": name, "status": status, "report": report, "out": out}
+@pytest.fixture(params=by_broker(*sorted(PINNED)))
+def probed(request: pytest.FixtureRequest, library_runs: LibraryRuns) -> dict[str, Any]:
+    """The broker's one full probe through the command line (:mod:`tests.library_runs`): its exit status and
+    findings.json."""
+    run = library_runs(request.param).default
+    return {"name": run.name, "status": run.status, "report": run.report, "out": run.out}
 
 
 def verdicts(report: dict[str, Any]) -> dict[str, str]:
@@ -146,7 +137,9 @@ def verdicts(report: dict[str, Any]) -> dict[str, str]:
 ONE_AT_A_TIME: set[BrokerName] = {"amqtt"}
 
 
-@pytest.fixture(scope="module", params=sorted(PINNED))
+@pytest.fixture(
+    scope="module", params=[pytest.param(n, marks=pytest.mark.xdist_group(f"pinned-{n}"), id=n) for n in sorted(PINNED)]
+)
 def pinned(request: pytest.FixtureRequest) -> Iterator[tuple[BrokerName, list[CaseResult]]]:
     """The pinned cases of a broker, on a fresh broker."""
     name: BrokerName = request.param

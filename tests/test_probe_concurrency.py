@@ -1,11 +1,12 @@
-"""The whole 3.1.1 library gives every broker of the test suite the same verdicts one case at a time, eight at a
-time and at the default concurrency: no case can see another's side effects (Client Identifiers, topics and retained
-messages of its own; cases that leave retained messages or need a quiet broker run alone), so concurrency only
-saves time.
+"""The whole 3.1.1 library gives every broker of the test suite the same verdicts one case at a time and at the
+default concurrency: no case can see another's side effects (Client Identifiers, topics and retained messages of its
+own; cases that leave retained messages or need a quiet broker run alone), so concurrency only saves time.
 
 Each run gets a fresh broker: what one run leaves behind on a broker that keeps it against the rules (amqtt 0.12.1
 keeps retained messages a zero-byte retained PUBLISH should clear, and sends them to every client) must not decide
-the other run's verdicts. Three runs go on side by side, each against its own broker process.
+the other run's verdicts. The run at the default concurrency is the suite's one whole-library run of the broker
+(``mqttaudit probe`` through the command line, :mod:`tests.library_runs`), read here for its 3.1.1 cases; the run one
+case at a time goes on beside it, against a broker process of its own.
 
 The MQTT 5.0 cases that leave retained messages run side by side with each other (not beside anything else): they
 get the same verdicts that way as one at a time, on both 5.0 brokers.
@@ -19,12 +20,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from mqttaudit.codec import ProtocolVersion
-from mqttaudit.probe.brokers import BrokerName, BrokerUnavailable, start_broker
+from mqttaudit.probe.brokers import BrokerName, start_broker
 from mqttaudit.probe.case import Case, Target, all_cases
 from mqttaudit.probe.runner import DEFAULT_CONCURRENCY, run_probe
 
-BROKERS: tuple[BrokerName, ...] = ("mosquitto", "aedes", "amqtt", "rabbitmq")
-CONCURRENCIES = (1, 8, DEFAULT_CONCURRENCY)
+from .library_runs import BROKERS, LibraryRuns, by_broker, library_3_1_1
+
 #: Cases whose verdict on a broker varies from run to run, whatever the concurrency, and why: the broker's own race,
 #: not the runner's. Each run must still pass or fail them (never end inconclusive), and a fail must name the rule.
 UNSTEADY: dict[tuple[BrokerName, str], str] = {
@@ -34,57 +35,24 @@ UNSTEADY: dict[tuple[BrokerName, str], str] = {
         "MQTT-3.3.1-7"
     ),
 }
-Verdicts = dict[str, tuple[str, str]]
-RUNS_AT_ONCE = 3
 
 
-def library() -> list[Case]:
-    """The MQTT 3.1.1 library: every broker here speaks it. (The 5.0 library, one case at a time, would take most of
-    the suite's time; its families run at once against real brokers in their own tests.)"""
-    return [case for case in all_cases() if case.protocol is ProtocolVersion.V3_1_1]
-
-
-def verdicts(name: BrokerName, concurrency: int) -> Verdicts | str:
-    """Every case's verdict and reason, on a fresh broker; why the broker could not start, when it could not."""
-    try:
-        broker = start_broker(name)
-    except BrokerUnavailable as exc:
-        return str(exc)
-    with broker:
-        run = asyncio.run(run_probe(Target.parse(broker.url), library(), concurrency=concurrency))
-    return {result.case.id: (result.verdict, result.reason) for result in run.results}
-
-
-@pytest.fixture(scope="module")
-def runs() -> dict[tuple[BrokerName, int], Verdicts | str]:
-    # the slow runs, one case at a time, first: the others fit in beside them; three runs at a time, so that the
-    # machine's load does not change what a broker does in time
-    jobs = [(name, concurrency) for concurrency in CONCURRENCIES for name in BROKERS]
-    with ThreadPoolExecutor(max_workers=RUNS_AT_ONCE) as pool:
-        return dict(zip(jobs, pool.map(lambda job: verdicts(*job), jobs), strict=True))
-
-
-@pytest.mark.parametrize("name", BROKERS)
+@pytest.mark.parametrize("name", by_broker(*BROKERS))
 def test_the_whole_library_gives_the_same_verdicts_at_every_concurrency(
-    name: BrokerName, runs: dict[tuple[BrokerName, int], Verdicts | str]
+    name: BrokerName, library_runs: LibraryRuns
 ) -> None:
-    found: dict[int, Verdicts] = {}
-    for concurrency in CONCURRENCIES:
-        run = runs[name, concurrency]
-        if isinstance(run, str):
-            pytest.fail(run, pytrace=False)
-        found[concurrency] = run
-    alone = found[1]
-    assert list(alone) == [case.id for case in library()]
-    for concurrency in CONCURRENCIES[1:]:
-        together = found[concurrency]
-        assert list(together) == list(alone)
-        differ = {
-            case_id: (alone[case_id], together[case_id])
-            for case_id in alone
-            if alone[case_id][0] != together[case_id][0] and (name, case_id) not in UNSTEADY
-        }
-        assert not differ, (concurrency, differ)
+    runs = library_runs(name)
+    alone = runs.alone
+    assert list(alone) == [case.id for case in library_3_1_1()]
+    everything = runs.default.verdicts()
+    together = {case_id: everything[case_id] for case_id in alone}
+    found = {1: alone, DEFAULT_CONCURRENCY: together}
+    differ = {
+        case_id: (alone[case_id], together[case_id])
+        for case_id in alone
+        if alone[case_id][0] != together[case_id][0] and (name, case_id) not in UNSTEADY
+    }
+    assert not differ, differ
     for (broker, case_id), rule in UNSTEADY.items():
         if broker != name:
             continue

@@ -1,8 +1,9 @@
 """Cases are independent: each connection's Client Identifier belongs to one run and one case, and a case's topics
 are its own, so no case can take over another's session or see another's messages however many run at once.
 
-The whole 3.1.1 library runs once against mosquitto at the default concurrency; the identifiers and topics are read
-back from what each case recorded sending (the CONNECT, PUBLISH, SUBSCRIBE and UNSUBSCRIBE bytes of its evidence).
+The whole library's one run against mosquitto at the default concurrency (:mod:`tests.library_runs`) is read back:
+the identifiers and topics from what each case recorded sending (the CONNECT, PUBLISH, SUBSCRIBE and UNSUBSCRIBE bytes
+of its evidence in findings.json), and what the run left on the broker, which is still up.
 """
 
 from __future__ import annotations
@@ -10,15 +11,20 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from mqttaudit.codec import Connack, Pingreq, Pingresp, Publish
-from mqttaudit.probe.brokers import BrokerUnavailable, start_broker
 from mqttaudit.probe.case import CASES, Case, CaseContext, Target, all_cases
 from mqttaudit.probe.cases import ALONE
 from mqttaudit.probe.cases.malformed import STIMULI
-from mqttaudit.probe.runner import ProbeRun, run_probe
+from mqttaudit.probe.runner import ProbeRun
+
+from .library_runs import LibraryRuns, group, probe
+
+#: The tests read mosquitto's whole-library run: they meet it in one worker.
+pytestmark = group("mosquitto")
 
 
 def with_twins(case_ids: set[str]) -> set[str]:
@@ -164,8 +170,10 @@ FOREIGN_TOPICS |= {
     ),
 }
 CONNECT, PUBLISH, SUBSCRIBE, UNSUBSCRIBE = 1, 3, 8, 10
+#: Each case's recorded connections, by case id: read from findings.json, or from a run made here.
+Recorded = dict[str, list[dict[str, Any]]]
 #: The library's run, a second run of some cases, and what the first left behind (retained topics, sessions).
-Runs = tuple[ProbeRun, ProbeRun, tuple[list[str], list[str]]]
+Runs = tuple[Recorded, Recorded, tuple[list[str], list[str]]]
 
 
 def connect_client_id(frame: bytes) -> bytes | None:
@@ -196,21 +204,28 @@ def connect_client_id(frame: bytes) -> bytes | None:
     return field if len(field) == size else None
 
 
-def client_frames(run: ProbeRun) -> Iterator[tuple[str, str, bytes]]:
+def recorded(run: ProbeRun | dict[str, Any]) -> Recorded:
+    """The connections each case recorded, from a :class:`ProbeRun` or from the findings.json of one."""
+    if isinstance(run, ProbeRun):
+        return {result.case_id: result.connections for result in run.results}
+    return {result["case"]: result["evidence"]["connections"] for result in run["results"]}
+
+
+def client_frames(run: Recorded) -> Iterator[tuple[str, str, bytes]]:
     """(case id, connection name, frame bytes) of every packet a case's connections sent."""
-    for result in run.results:
-        for connection in result.connections:
+    for case_id, connections in run.items():
+        for connection in connections:
             omitted = connection["omitted"]
             later = [] if omitted is None else omitted["client_events"]  # past the events shown in full
-            assert omitted is None or len(later) == omitted["client_packets"], result.case_id
+            assert omitted is None or len(later) == omitted["client_packets"], case_id
             for event in connection["events"] + later:
                 if event.get("from") == "client":  # its first 1,024 bytes: every field read here is in them
-                    yield result.case_id, connection["name"], bytes.fromhex(event["hex"])
+                    yield case_id, connection["name"], bytes.fromhex(event["hex"])
 
 
-def identifiers(run: ProbeRun) -> dict[str, dict[bytes, set[str]]]:
+def identifiers(run: Recorded) -> dict[str, dict[bytes, set[str]]]:
     """case -> Client Identifier -> the connections whose CONNECT carried it (empty ones left out)."""
-    found: dict[str, dict[bytes, set[str]]] = {result.case_id: {} for result in run.results}
+    found: dict[str, dict[bytes, set[str]]] = {case_id: {} for case_id in run}
     for case_id, connection, frame in client_frames(run):
         if frame[0] >> 4 == CONNECT:
             client_id = connect_client_id(frame)
@@ -218,10 +233,6 @@ def identifiers(run: ProbeRun) -> dict[str, dict[bytes, set[str]]]:
             if client_id:
                 found[case_id].setdefault(client_id, set()).add(connection)
     return found
-
-
-def probe(cases: list[Case], url: str) -> ProbeRun:
-    return asyncio.run(run_probe(Target.parse(url), cases))
 
 
 async def left_behind(url: str, run_id: str, client_ids: list[str]) -> tuple[list[str], list[str]]:
@@ -250,20 +261,17 @@ async def left_behind(url: str, run_id: str, client_ids: list[str]) -> tuple[lis
 
 
 @pytest.fixture(scope="module")
-def runs() -> Iterator[Runs]:
-    """The whole library once and what it left behind, then again every case that opens a connection with a
-    CONNECT of its own bytes or resumes a session: the second run must not reuse an identifier of the first."""
-    try:
-        broker = start_broker("mosquitto")
-    except BrokerUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    with broker:
-        first = probe(all_cases(), broker.url)
-        plain = sorted(i.decode() for ids in identifiers(first).values() for i in ids if PLAIN.fullmatch(i))
-        run_id = plain[0][3:11]
-        left = asyncio.run(left_behind(broker.url, run_id, plain))
-        again = [c for c in all_cases() if c.id.startswith(("malformed/connect-", "connect/", "session/"))]
-        yield first, probe(again, broker.url), left
+def runs(library_runs: LibraryRuns) -> Runs:
+    """The whole library once (the suite's run of mosquitto) and what it left behind, then again every case that
+    opens a connection with a CONNECT of its own bytes or resumes a session: the second run must not reuse an
+    identifier of the first."""
+    default = library_runs("mosquitto").default
+    first = recorded(default.report)
+    plain = sorted(i.decode() for ids in identifiers(first).values() for i in ids if PLAIN.fullmatch(i))
+    run_id = plain[0][3:11]
+    left = asyncio.run(left_behind(default.broker.url, run_id, plain))
+    again = [c for c in all_cases() if c.id.startswith(("malformed/connect-", "connect/", "session/"))]
+    return first, recorded(probe(again, default.broker.url)), left
 
 
 def test_the_library_leaves_no_retained_message_and_no_session(

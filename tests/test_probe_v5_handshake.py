@@ -210,6 +210,7 @@ def run_all(broker: RunningBroker, cases: list[Case] = HANDSHAKE_CASES) -> dict[
 KEEP_ALIVE_CASES = [f"v5/keep-alive/{word}" for word in ("server-disconnects-silent-client", "client-value-applies")]
 
 
+@pytest.mark.alone  # three Keep Alive clients timed against mosquitto's check of every client every 5 s
 def test_mosquitto_keeps_the_handshake_but_checks_keep_alive_only_every_5_s(mosquitto: RunningBroker) -> None:
     """mosquitto 2.0.11 closes on every first packet that is no CONNECT, on every other Protocol Name (without a
     CONNACK), answers Protocol Version 6, 0 and 255 with the 3.1.1 CONNACK 20 02 00 01 and closes, refuses the
