@@ -1,23 +1,26 @@
 """The whole probe library against each broker of the suite, run once per broker and concurrency in a test session
 and read by every test that asserts on it.
 
-Per broker, two runs go on side by side, each on a fresh broker of its own:
+Per broker, two runs, each on a fresh broker of its own:
 
-- the **default run**: ``mqttaudit probe URL --out DIR`` through the command line (every case of both versions,
-  the default concurrency), whose exit status and reports (``findings.json``, ``findings.md``, ``junit.xml``)
-  several test files read; its broker stays up until the session ends, so that a test can look at what the run
-  left on it;
+- the **default run**: ``mqttaudit probe URL --out DIR``, a process of its own (every case of both versions, the
+  default concurrency), whose exit status and reports (``findings.json``, ``findings.md``, ``junit.xml``) several
+  test files read; its broker stays up until the session ends, so that a test can look at what the run left on it;
 - the **run alone**: the MQTT 3.1.1 library one case at a time (concurrency 1), the reference the default run's
   verdicts are compared with.
 
-Under pytest-xdist every worker process has a session of its own: the tests that read one broker's runs carry the
-xdist group :func:`group` names, so that they meet in one worker and the runs happen once.
+Most of a run is waiting on the broker, so the first test that asks for any broker's runs starts them all, side by
+side, and each test waits for its broker's. Under pytest-xdist every worker process has a session of its own: the
+tests that read these runs carry the xdist group :data:`GROUP`, so that they meet in one worker and the runs happen
+once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -27,7 +30,6 @@ from typing import Any
 
 import pytest
 
-from mqttaudit.cli.main import main
 from mqttaudit.codec import ProtocolVersion
 from mqttaudit.probe.brokers import VERSIONS, BrokerName, BrokerUnavailable, RunningBroker, start_broker
 from mqttaudit.probe.case import Case, Target, all_cases
@@ -35,16 +37,15 @@ from mqttaudit.probe.runner import ProbeRun, run_probe
 
 #: The brokers whose whole library the suite runs (mqttools speaks MQTT 5.0 only: its families run in their tests).
 BROKERS: tuple[BrokerName, ...] = ("mosquitto", "aedes", "amqtt", "rabbitmq")
-
-
-def group(name: BrokerName) -> pytest.MarkDecorator:
-    """The xdist group of the tests that read ``name``'s library runs."""
-    return pytest.mark.xdist_group(f"library-{name}")
+#: The xdist group of every test that reads these runs.
+GROUP = pytest.mark.xdist_group("library-runs")
+#: How long a default run may take before it is stopped (a hang becomes the test's failure, with the run's output).
+DEFAULT_RUN_LIMIT = 600.0
 
 
 def by_broker(*names: BrokerName) -> list[Any]:
-    """``names`` as parameters, each in its broker's xdist group."""
-    return [pytest.param(name, marks=group(name), id=name) for name in names]
+    """``names`` as parameters of a test that reads their runs (in the xdist group :data:`GROUP`)."""
+    return [pytest.param(name, marks=GROUP, id=name) for name in names]
 
 
 def library_3_1_1() -> list[Case]:
@@ -54,12 +55,14 @@ def library_3_1_1() -> list[Case]:
 
 @dataclass
 class DefaultRun:
-    """``mqttaudit probe URL --out DIR`` against a fresh broker: its exit status, its reports, and the broker."""
+    """``mqttaudit probe URL --out DIR`` against a fresh broker: its exit status, its reports, what it printed, and
+    the broker (still up)."""
 
     name: BrokerName
     status: int
     out: Path
     broker: RunningBroker
+    said: str
 
     @property
     def report(self) -> dict[str, Any]:
@@ -80,45 +83,87 @@ class BrokerRuns:
 
 
 @dataclass
+class _Pending:
+    """One broker's two runs while they go on: the default run's process and the thread of the run alone."""
+
+    name: BrokerName
+    broker: RunningBroker
+    out: Path
+    process: subprocess.Popen[str]
+    beside: threading.Thread | None = None
+    alone: list[dict[str, tuple[str, str]]] = field(default_factory=list)
+    failed: list[BaseException] = field(default_factory=list)
+
+    def run_alone(self) -> None:
+        try:
+            with start_or_fail(self.name) as broker:
+                run = asyncio.run(run_probe(Target.parse(broker.url), library_3_1_1(), concurrency=1))
+            self.alone.append({r.case.id: (r.verdict, r.reason) for r in run.results})
+        except BaseException as exc:
+            self.failed.append(exc)
+
+    def start_alone(self) -> None:
+        self.beside = threading.Thread(target=self.run_alone, name=f"{self.name}-alone")
+        self.beside.start()
+
+    def join(self) -> None:
+        if self.beside is not None:
+            self.beside.join()
+
+    def result(self) -> BrokerRuns:
+        try:
+            said, _ = self.process.communicate(timeout=DEFAULT_RUN_LIMIT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            said, _ = self.process.communicate()
+            pytest.fail(f"mqttaudit probe {self.broker.url} did not end within {DEFAULT_RUN_LIMIT:g} s:\n{said}")
+        self.join()
+        if self.failed:
+            raise self.failed[0]
+        return BrokerRuns(DefaultRun(self.name, self.process.returncode, self.out, self.broker, said), self.alone[0])
+
+
+@dataclass
 class LibraryRuns:
-    """The runs of this session, made on first request (see the module's text)."""
+    """The runs of this session: every broker's start on the first request (see the module's text)."""
 
     tmp_path_factory: pytest.TempPathFactory
     _stack: ExitStack = field(default_factory=ExitStack)
+    _pending: dict[BrokerName, _Pending] = field(default_factory=dict)
     _done: dict[BrokerName, BrokerRuns] = field(default_factory=dict)
 
     def __call__(self, name: BrokerName) -> BrokerRuns:
+        if not self._pending:
+            for broker_name in BROKERS:
+                self._pending[broker_name] = self._start(broker_name)
         if name not in self._done:
-            self._done[name] = self._run(name)
+            self._done[name] = self._pending[name].result()
         return self._done[name]
 
-    def _run(self, name: BrokerName) -> BrokerRuns:
+    def _start(self, name: BrokerName) -> _Pending:
         assert "3.1.1" in VERSIONS[name], name
-        alone: list[dict[str, tuple[str, str]]] = []
-        failed: list[BaseException] = []
-
-        def run_alone() -> None:
-            try:
-                with start_or_fail(name) as broker:
-                    run = asyncio.run(run_probe(Target.parse(broker.url), library_3_1_1(), concurrency=1))
-                alone.append({r.case.id: (r.verdict, r.reason) for r in run.results})
-            except BaseException as exc:
-                failed.append(exc)
-
-        beside = threading.Thread(target=run_alone, name=f"{name}-alone")
-        beside.start()
-        try:
-            broker = self._stack.enter_context(start_or_fail(name))
-            out = self.tmp_path_factory.mktemp(f"{name}-probe")
-            status = main(["probe", broker.url, "--out", str(out)])  # in this thread: it handles SIGTERM
-        finally:
-            beside.join()
-        if failed:
-            raise failed[0]
-        return BrokerRuns(DefaultRun(name, status, out, broker), alone[0])
+        broker = self._stack.enter_context(start_or_fail(name))
+        out = self.tmp_path_factory.mktemp(f"{name}-probe")
+        # a process of its own: the command line as a user runs it, and beside the other brokers' runs
+        command = [sys.executable, "-m", "mqttaudit", "probe", broker.url, "--out", str(out)]
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        self._stack.callback(_stop, process)
+        pending = _Pending(name, broker, out, process)
+        pending.start_alone()
+        return pending
 
     def close(self) -> None:
+        for pending in self._pending.values():
+            pending.join()
         self._stack.close()
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        process.kill()
+        process.communicate()
 
 
 def start_or_fail(name: BrokerName) -> RunningBroker:

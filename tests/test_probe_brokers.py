@@ -119,12 +119,15 @@ PINNED: dict[BrokerName, dict[str, str]] = {
 }
 
 
-@pytest.fixture(params=by_broker(*sorted(PINNED)))
-def probed(request: pytest.FixtureRequest, library_runs: LibraryRuns) -> dict[str, Any]:
+def run_of(name: BrokerName, library_runs: LibraryRuns) -> dict[str, Any]:
     """The broker's one full probe through the command line (:mod:`tests.library_runs`): its exit status and
     findings.json."""
-    run = library_runs(request.param).default
+    run = library_runs(name).default
     return {"name": run.name, "status": run.status, "report": run.report, "out": run.out}
+
+
+#: The brokers probed whole, each test of them in the xdist group of the library runs.
+PROBED = by_broker(*sorted(PINNED))
 
 
 def verdicts(report: dict[str, Any]) -> dict[str, str]:
@@ -137,9 +140,12 @@ def verdicts(report: dict[str, Any]) -> dict[str, str]:
 ONE_AT_A_TIME: set[BrokerName] = {"amqtt"}
 
 
-@pytest.fixture(
-    scope="module", params=[pytest.param(n, marks=pytest.mark.xdist_group(f"pinned-{n}"), id=n) for n in sorted(PINNED)]
-)
+#: The brokers of the pinned cases, each in an xdist group of its own: the tests that read one broker's pinned run
+#: meet it in one worker (marks on the parameters of a test; xdist does not see those of a fixture's).
+PINNED_BROKERS = [pytest.param(n, marks=pytest.mark.xdist_group(f"pinned-{n}"), id=n) for n in sorted(PINNED)]
+
+
+@pytest.fixture(scope="module")
 def pinned(request: pytest.FixtureRequest) -> Iterator[tuple[BrokerName, list[CaseResult]]]:
     """The pinned cases of a broker, on a fresh broker."""
     name: BrokerName = request.param
@@ -150,13 +156,16 @@ def pinned(request: pytest.FixtureRequest) -> Iterator[tuple[BrokerName, list[Ca
     yield name, run.results
 
 
+@pytest.mark.parametrize("pinned", PINNED_BROKERS, indirect=True)
 def test_the_pinned_verdicts_hold(pinned: tuple[BrokerName, list[CaseResult]]) -> None:
     name, results = pinned
     observed = {r.case.id: r.verdict for r in results}
     assert observed == PINNED[name], {r.case.id: r.reason for r in results if r.verdict != PINNED[name][r.case.id]}
 
 
-def test_every_case_ran_and_the_reports_are_complete(probed: dict[str, Any]) -> None:
+@pytest.mark.parametrize("name", PROBED)
+def test_every_case_ran_and_the_reports_are_complete(name: BrokerName, library_runs: LibraryRuns) -> None:
+    probed = run_of(name, library_runs)
     report, out = probed["report"], probed["out"]
     assert [r["case"] for r in report["results"]] == list(CASES)
     assert {r["verdict"] for r in report["results"]} <= {"pass", "fail", "inconclusive", "not-applicable"}
@@ -168,13 +177,17 @@ def test_every_case_ran_and_the_reports_are_complete(probed: dict[str, Any]) -> 
     assert all(case in markdown for case in failed)
 
 
-def test_a_must_failure_sets_exit_status_1(probed: dict[str, Any]) -> None:
+@pytest.mark.parametrize("name", PROBED)
+def test_a_must_failure_sets_exit_status_1(name: BrokerName, library_runs: LibraryRuns) -> None:
+    probed = run_of(name, library_runs)
     failed = [r for r in probed["report"]["results"] if r["verdict"] == "fail"]
     assert failed  # every broker here breaks at least one MUST statement (pinned above)
     assert probed["status"] == 1
 
 
-def test_failures_carry_the_broken_statement_and_the_bytes(probed: dict[str, Any]) -> None:
+@pytest.mark.parametrize("name", PROBED)
+def test_failures_carry_the_broken_statement_and_the_bytes(name: BrokerName, library_runs: LibraryRuns) -> None:
+    probed = run_of(name, library_runs)
     for result in probed["report"]["results"]:
         if result["verdict"] != "fail":
             continue
@@ -228,6 +241,7 @@ ROUTING_KINDS: dict[BrokerName, set[tuple[str, str, str]]] = {
 }
 
 
+@pytest.mark.parametrize("pinned", PINNED_BROKERS, indirect=True)
 def test_routing_findings_name_their_kind(pinned: tuple[BrokerName, list[CaseResult]]) -> None:
     name, results = pinned
     found = {(r.case.id, f.rule, f.kind) for r in results if r.case.id.startswith("routing/") for f in r.findings}

@@ -21,10 +21,10 @@ from mqttaudit.probe.cases import ALONE
 from mqttaudit.probe.cases.malformed import STIMULI
 from mqttaudit.probe.runner import ProbeRun
 
-from .library_runs import LibraryRuns, group, probe
+from .library_runs import GROUP, LibraryRuns, probe
 
 #: The tests read mosquitto's whole-library run: they meet it in one worker.
-pytestmark = group("mosquitto")
+pytestmark = GROUP
 
 
 def with_twins(case_ids: set[str]) -> set[str]:
