@@ -1,7 +1,9 @@
 """Which codec build is running: the compiled one after `make install`, the pure-Python fallback from src/.
 
 `make test` runs the codec tests on both builds and says which one it expects in MQTTAUDIT_EXPECT_BUILD, so a
-compile that silently fell back to pure Python fails here instead of only running slower.
+compile that silently fell back to pure Python fails here instead of only running slower. Without the variable, a
+package imported from the source tree (``PYTHONPATH=src``, the inner loop) must be the pure build, and an installed
+one the compiled build.
 """
 
 from __future__ import annotations
@@ -9,12 +11,16 @@ from __future__ import annotations
 import copy
 import os
 import pickle
+from pathlib import Path
 
 import pytest
 
+import mqttaudit
 from mqttaudit import codec
 
-EXPECTED = os.environ.get("MQTTAUDIT_EXPECT_BUILD", "compiled")
+#: The package is imported from a checkout's src/ (the source tree, never compiled in place), not an install.
+FROM_SOURCE_TREE = (Path(mqttaudit.__file__).resolve().parents[2] / "pyproject.toml").is_file()
+EXPECTED = os.environ.get("MQTTAUDIT_EXPECT_BUILD", "pure" if FROM_SOURCE_TREE else "compiled")
 
 
 def test_the_expected_codec_build_is_running() -> None:
