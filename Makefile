@@ -10,10 +10,11 @@ STAMP := $(VENV)/.installed-$(shell cat $(SOURCES) | cksum | cut -d' ' -f1)
 # The codec tests run a second time on the pure-Python fallback, straight from the source tree.
 PURE_TESTS := tests/test_codec_build.py tests/test_codec_vectors.py tests/test_codec_properties.py tests/test_codec_hostile.py
 # Tests run in worker processes side by side (pytest-xdist): most of a test's time is waiting on brokers, deadlines
-# and timers, so there are more workers than cores. Tests that read one broker's whole-library runs share an xdist
-# group, so that the runs happen once (tests/library_runs.py). Tests marked `alone` run afterwards, one at a time.
+# and timers, so there are more workers than cores. A module's tests go to one worker (its fixtures are made once),
+# and so do the tests that read the whole library's runs (tests/library_runs.py); tests/conftest.py hands the longest
+# out first. Tests marked `alone` run afterwards, one at a time.
 TEST_WORKERS ?= 4
-PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
+PARALLEL := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 .PHONY: install build-deps system-deps demo test lint typecheck unit bench clean
 

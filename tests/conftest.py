@@ -1,5 +1,6 @@
-"""Fixtures shared across test files: one Spark session (``local[2]``) for every test that needs Spark, and a
-mosquitto and an mqttools broker per test module that probes them."""
+"""Fixtures shared across test files: one Spark session (``local[2]``) for every test that needs Spark, a mosquitto
+and an mqttools broker per test module that probes them, and the whole library's runs per broker; and how the tests
+are shared out among pytest-xdist's workers."""
 
 from __future__ import annotations
 
@@ -14,6 +15,70 @@ if TYPE_CHECKING:
     from mqttaudit.probe.brokers import RunningBroker
 
     from .library_runs import LibraryRuns
+
+
+# -- sharing the tests out among pytest-xdist's workers (make test: -n 4 --dist loadgroup --no-loadscope-reorder) -----
+
+#: The modules that took longest in a whole run (pytest --durations), longest first: handed out first, so that none
+#: of them ends the run alone while the other workers idle. Speed only: a module missing here merely starts later.
+LONGEST_FIRST = (
+    "tests/test_capture_expectations.py",
+    "tests/test_pipeline_audit.py",
+    "tests/test_pipeline_detection.py",
+    "tests/test_probe_hostile.py",
+    "tests/test_cli_fail_loudly.py",
+    "tests/test_routing_observation.py",
+    "tests/test_probe_concurrency.py",
+    "tests/test_topics_trie.py",
+    "tests/test_capture_tls_live.py",
+    "tests/test_probe_transports.py",
+    "tests/test_report_precision.py",
+    "tests/test_readme.py",
+    "tests/test_capture_hostile.py",
+    "tests/test_audit_transports.py",
+    "tests/test_codec_properties_5.py",
+    "tests/test_audit_observation.py",
+    "tests/test_probe_brokers.py",
+)
+
+
+def _module_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def _group_of(item: pytest.Item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    return None if mark is None else str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test without an xdist group of its own goes with its module, so that a module's fixtures (its brokers,
+    its audits) are made once, in one worker; the whole-library runs' group goes first, then the longest modules."""
+    from .library_runs import GROUP
+
+    for item in items:
+        if _group_of(item) is None:
+            item.add_marker(pytest.mark.xdist_group(_module_of(item)))
+
+    def rank(item: pytest.Item) -> int:
+        if _group_of(item) == GROUP.args[0]:
+            return 0
+        module = _module_of(item)
+        return 1 + LONGEST_FIRST.index(module) if module in LONGEST_FIRST else 1 + len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: collection order within a rank
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``--dist loadgroup`` pytest-xdist groups a worker's tests by a suffix it adds to their node ids; a
+    pytest on which that no longer works (9.2 computes node ids afresh) would share every group's runs out to every
+    worker, each making them again: refuse to run instead."""
+    if getattr(session.config.option, "loadgroup", False) and any("@" not in i.nodeid for i in session.items):
+        raise pytest.UsageError(
+            "pytest-xdist did not group the tests (--dist loadgroup): this pytest is not one it supports "
+            "(constraints.txt pins one that is)"
+        )
 
 
 @pytest.fixture(scope="session")
