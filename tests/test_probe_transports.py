@@ -10,9 +10,13 @@ from urllib.parse import quote
 import pytest
 
 from mqttaudit.cli.main import main
+from mqttaudit.codec import ProtocolVersion
 from mqttaudit.probe.api import ProbeResult, run
+from mqttaudit.probe.brokers import BrokerName
+from mqttaudit.probe.case import CASES
 from mqttaudit.probe.transport import TlsOptions
 
+from .library_runs import GROUP, LibraryRuns
 from .transports import TlsMaterial, amqtt_websocket, mosquitto_password, mosquitto_tls, tls_material
 
 TIMEOUT = 1.0
@@ -47,33 +51,53 @@ def _differences(first: dict[str, str], second: dict[str, str]) -> dict[str, tup
     return {case: (first[case], second[case]) for case in first if first[case] != second[case]}
 
 
-def test_the_311_library_gives_the_same_verdicts_over_tcp_and_tls(tmp_path: Path, material: TlsMaterial) -> None:
+def _library_verdicts(library_runs: LibraryRuns, name: BrokerName) -> dict[str, str]:
+    """The 3.1.1 verdicts of the broker's whole-library run over TCP (:mod:`tests.library_runs`), the family that
+    differs by design left out."""
+    return {
+        case_id: verdict
+        for case_id, (verdict, _reason) in library_runs(name).default.verdicts().items()
+        if CASES[case_id].protocol is ProtocolVersion.V3_1_1
+        and not CASES[case_id].family_name.startswith(WEBSOCKET_ONLY)
+    }
+
+
+@GROUP
+def test_the_311_library_gives_the_same_verdicts_over_tcp_and_tls(
+    tmp_path: Path, material: TlsMaterial, library_runs: LibraryRuns
+) -> None:
+    """The suite's whole-library run of mosquitto over TCP against the 3.1.1 library over TLS (the default timeout
+    and concurrency of both)."""
+    plain = _library_verdicts(library_runs, "mosquitto")
     with mosquitto_tls(tmp_path, material) as broker:
-        plain = run(broker.tcp_url, protocol="3.1.1", timeout=TIMEOUT)
-        tls = run(broker.tls_url, protocol="3.1.1", timeout=TIMEOUT, tls=TlsOptions(cafile=material.cafile))
-    assert len(plain.results) > 200
+        tls = run(broker.tls_url, protocol="3.1.1", tls=TlsOptions(cafile=material.cafile))
+    assert len(plain) > 200
     assert tls.run.target.url.startswith("mqtts://")
-    assert _differences(_verdicts(plain), _verdicts(tls)) == {}
+    assert _differences(plain, _verdicts(tls)) == {}
 
 
-def test_the_311_library_gives_the_same_verdicts_over_tcp_and_websocket(tmp_path: Path) -> None:
-    """amqtt 0.12.1 under the load of 32 cases at once is not the same broker twice (a Will published or not, a
-    connection closed or not, whatever the transport): a case whose verdicts differ runs again alone, one case at
-    a time, over each transport, and those verdicts must agree, but for the one amqtt itself decides differently
+@GROUP
+def test_the_311_library_gives_the_same_verdicts_over_tcp_and_websocket(
+    tmp_path: Path, library_runs: LibraryRuns
+) -> None:
+    """The suite's whole-library run of amqtt over TCP against the 3.1.1 library over WebSocket. amqtt 0.12.1 under
+    the load of 32 cases at once is not the same broker twice (a Will published or not, a connection closed or not,
+    whatever the transport): a case whose verdicts differ runs again alone, one case at a time, over each transport
+    of one broker, and those verdicts must agree, but for the one amqtt itself decides differently
     (:data:`AMQTT_TRANSPORT_DIFFERENCES`)."""
+    plain = _library_verdicts(library_runs, "amqtt")
     with amqtt_websocket(tmp_path) as broker:
-        plain = run(broker.tcp_url, protocol="3.1.1", timeout=TIMEOUT)
-        websocket = run(broker.ws_url, protocol="3.1.1", timeout=TIMEOUT)
-        differing = sorted(_differences(_verdicts(plain), _verdicts(websocket)))
+        websocket = run(broker.ws_url, protocol="3.1.1")
+        differing = sorted(_differences(plain, _verdicts(websocket)))
         again = {}
         if differing:
             again = _differences(
-                _verdicts(run(broker.tcp_url, cases=differing, timeout=TIMEOUT, concurrency=1)),
-                _verdicts(run(broker.ws_url, cases=differing, timeout=TIMEOUT, concurrency=1)),
+                _verdicts(run(broker.tcp_url, cases=differing, concurrency=1)),
+                _verdicts(run(broker.ws_url, cases=differing, concurrency=1)),
             )
-    assert len(plain.results) > 200
+    assert len(plain) > 200
     assert websocket.run.target.url.startswith("ws://")
-    assert len(differing) < len(plain.results) // 2, differing
+    assert len(differing) < len(plain) // 2, differing
     assert again == AMQTT_TRANSPORT_DIFFERENCES
 
 
