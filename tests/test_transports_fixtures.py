@@ -5,6 +5,9 @@ without a certificate where one is required)."""
 
 from __future__ import annotations
 
+import gc
+import itertools
+import os
 import queue
 import socket
 import ssl
@@ -38,6 +41,8 @@ USERS = {"alice": "wonderland", "bob": "builder"}
 #: The CONNACK of MQTT 3.1.1 that refuses a client as not authorised (return code 5).
 NOT_AUTHORISED = bytes.fromhex("20020005")
 ACCEPTED = bytes.fromhex("20020000")
+#: Numbers the connections of the module's clients, whose Client Identifiers end with them.
+_CONNECTIONS = itertools.count()
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +71,19 @@ class Connected:
     subscribed: threading.Event
 
 
+#: The highest file descriptor ``select()`` can watch, plus one. paho-mqtt 2.2's network loop selects on its socket:
+#: on a socket numbered above it the loop never reads the CONNACK (a client opened with 1,100 files open here
+#: waits forever). A full run in one process leaves hundreds of sockets to the cyclic garbage collector (probe runs
+#: in the process, asyncio transports in reference cycles), which is how these tests timed out in a whole serial run
+#: and passed alone.
+FD_SETSIZE = 1024
+
+
 def connect(endpoint: Endpoint, client_id: str) -> Connected:
-    """A paho client connected (CONNACK 0 received) through ``endpoint``, its network loop running."""
+    """A paho client connected (CONNACK 0 received) through ``endpoint``, its network loop running. Its Client
+    Identifier is ``client_id`` with a suffix of its own: no connection takes over another's session."""
+    gc.collect()  # closes the sockets earlier tests left in reference cycles, so this one gets a low number
+    client_id = f"{client_id}-{next(_CONNECTIONS)}"
     transport: Literal["tcp", "websockets"] = "websockets" if endpoint.websocket else "tcp"
     client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=paho.MQTTv311, transport=transport)
     if endpoint.websocket:
@@ -84,6 +100,10 @@ def connect(endpoint: Endpoint, client_id: str) -> Connected:
     client.on_subscribe = lambda *_: connected.subscribed.set()
     client.on_message = lambda _c, _u, message: connected.messages.put(bytes(message.payload))
     client.connect("127.0.0.1", endpoint.port, keepalive=30)
+    number = client.socket().fileno()
+    assert number < FD_SETSIZE, (
+        f"paho-mqtt's loop cannot watch socket {number}: {len(os.listdir('/proc/self/fd'))} open"
+    )
     client.loop_start()
     reason_code = outcome.get(timeout=TIMEOUT)
     if reason_code != 0:
