@@ -2,21 +2,18 @@
 offsets, the rest read); one corrupt record header costs only what follows it; and seeded mutants of real captures
 (the capture corpus and captures written here) run through the capture layer and the audit's own stages without
 Spark (reading, judging, routing replay, tables written): only records and CaptureErrors, never another exception.
-A few mutants go through ``python -m mqttaudit audit`` too."""
+A few mutants go through ``mqttaudit audit`` (``main``, on the test session's Spark) too."""
 
 from __future__ import annotations
 
 import io
 import json
-import os
 import pickle
 import random
 import struct
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,7 +27,11 @@ from mqttaudit.codec import Connack, Connect, Publish, encode
 from mqttaudit.pipeline import stages
 from mqttaudit.pipeline.conversations import Flow, judge_flow
 
+from .cli_in_process import run_mqttaudit
 from .corpus import capture
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 #: The captures of the third-party corpus the mutants are made of, beside the ones written here.
 REAL = [
@@ -379,30 +380,15 @@ def test_every_mutant_gives_records_or_capture_errors_and_the_audit_stages_never
 
 
 @pytest.mark.captures
-def test_a_few_mutants_through_the_whole_command_never_end_in_an_internal_error(tmp_path: Path) -> None:
+def test_a_few_mutants_through_the_whole_command_never_end_in_an_internal_error(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     rng = random.Random(SEED + 2)
     chosen = [data for _name, data in mutants()]
     folder = tmp_path / "mutants"
     folder.mkdir()
     for number in range(4):
         (folder / f"mutant-{number}.pcap").write_bytes(chosen[rng.randrange(len(chosen))])
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mqttaudit",
-            "audit",
-            str(folder),
-            "--out",
-            str(tmp_path / "out"),
-            "--master",
-            "local[2]",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ),
-        check=False,
-    )
+    done = run_mqttaudit("audit", str(folder), "--out", str(tmp_path / "out"), "--master", "local[2]")
     assert done.returncode in (0, 1, 4), done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr

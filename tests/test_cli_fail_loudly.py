@@ -11,19 +11,26 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from mqttaudit.capture import writer
 from mqttaudit.report.output_dir import MARKER, STAGING_PREFIX
 
+from .cli_in_process import run_mqttaudit
 from .corpus import captures_folder, require_captures
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 #: A small capture of the third-party corpus: the tests that read it are marked ``captures``.
 SMALL = captures_folder() / "peafowl" / "mqtt-1.pcapng"
 
 
 def mqttaudit(*argv: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m mqttaudit ARGS`` in a process of its own: only for what a fresh process alone shows (its
+    environment read at start, a JVM it starts itself); everything else runs through ``run_mqttaudit``."""
     return subprocess.run(
         [sys.executable, "-m", "mqttaudit", *argv],
         capture_output=True,
@@ -42,6 +49,7 @@ def without_java() -> dict[str, str]:
 
 
 def run_without_java(*argv: str) -> subprocess.CompletedProcess[str]:
+    """A process of its own: its environment, not the test worker's (whose JVM runs already), has no Java."""
     return subprocess.run(
         [sys.executable, "-m", "mqttaudit", *argv], capture_output=True, text=True, env=without_java(), check=False
     )
@@ -90,19 +98,27 @@ def test_a_capture_among_non_captures_in_a_glob_is_audited_and_the_others_report
     assert "47 49 46 38" in rejected[0][1]
 
 
+@pytest.mark.captures
+def test_a_master_that_is_not_a_spark_master_url_is_a_usage_error_without_a_traceback(tmp_path: Path) -> None:
+    result = run_mqttaudit("audit", str(SMALL), "--out", str(tmp_path / "out"), "--master", "foo")
+    assert result.returncode == 2, result.stderr
+    assert "--master 'foo' is not a Spark master URL" in result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+
+
 @pytest.mark.parametrize(
-    ("argv", "env", "message"),
+    ("env", "message"),
     [
-        (["--master", "foo"], {}, "--master 'foo' is not a Spark master URL"),
-        ([], {"MQTTAUDIT_DRIVER_MEMORY": "256m"}, "MQTTAUDIT_DRIVER_MEMORY='256m'"),
-        ([], {"MQTTAUDIT_DRIVER_MEMORY": "lots"}, "MQTTAUDIT_DRIVER_MEMORY='lots'"),
+        ({"MQTTAUDIT_DRIVER_MEMORY": "256m"}, "MQTTAUDIT_DRIVER_MEMORY='256m'"),
+        ({"MQTTAUDIT_DRIVER_MEMORY": "lots"}, "MQTTAUDIT_DRIVER_MEMORY='lots'"),
     ],
 )
 @pytest.mark.captures
 def test_environment_mistakes_are_usage_errors_without_a_traceback(
-    tmp_path: Path, argv: list[str], env: dict[str, str], message: str
+    tmp_path: Path, env: dict[str, str], message: str
 ) -> None:
-    result = mqttaudit("audit", str(SMALL), "--out", str(tmp_path / "out"), *argv, env=env)
+    # A process of its own: mqttaudit reads MQTTAUDIT_DRIVER_MEMORY from its environment when it starts.
+    result = mqttaudit("audit", str(SMALL), "--out", str(tmp_path / "out"), env=env)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr
@@ -117,7 +133,7 @@ def test_no_java_is_a_usage_error_that_says_what_is_missing(tmp_path: Path) -> N
 
 @pytest.mark.captures
 def test_missing_pyspark_is_a_usage_error_with_the_pip_command(tmp_path: Path) -> None:
-    # pyspark made unimportable in this one process, as on an install without the [spark] extra.
+    # A process of its own: pyspark made unimportable in it, as on an install without the [spark] extra.
     code = (
         "import sys; sys.modules['pyspark'] = None; from mqttaudit.cli.main import main; "
         f"sys.exit(main(['audit', {str(SMALL)!r}, '--out', {str(tmp_path / 'out')!r}]))"
@@ -140,6 +156,7 @@ def http_only_capture(path: Path) -> None:
 def test_an_audit_that_finds_no_mqtt_connection_is_incomplete(tmp_path: Path) -> None:
     capture = tmp_path / "http.pcap"
     http_only_capture(capture)
+    # A process of its own: the JVM it starts must keep its start-up messages off the process's standard error.
     result = mqttaudit("audit", str(capture), "--out", str(tmp_path / "out"), "--master", "local[1]")
     assert result.returncode == 4, result.stderr
     assert "no MQTT connection found" in result.stderr
@@ -158,10 +175,10 @@ def tree_digest(folder: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def previous_output(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A complete audit's output, as a user would have it from an earlier run."""
+def previous_output(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A complete audit's output, as a user would have it from an earlier run (audited on the test session)."""
     out = tmp_path_factory.mktemp("interrupt") / "out"
-    result = mqttaudit("audit", str(SMALL), "--out", str(out), "--master", "local[1]")
+    result = run_mqttaudit("audit", str(SMALL), "--out", str(out))
     assert result.returncode == 0, result.stderr
     return out
 
@@ -176,6 +193,7 @@ def test_an_interrupted_audit_exits_130_with_one_line_and_leaves_the_previous_ou
     previous_output: Path, signum: int, whole_group: bool
 ) -> None:
     before = tree_digest(previous_output)
+    # A process of its own: a signal interrupts the whole process, which publishes nothing and exits 130.
     process = subprocess.Popen(
         [sys.executable, "-m", "mqttaudit", "audit", str(require_captures()), "--out", str(previous_output)],
         stdout=subprocess.PIPE,
@@ -214,7 +232,7 @@ def test_the_probe_refuses_a_folder_of_someone_elses_files_before_probing(tmp_pa
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     # Port 1 of the loopback: nothing listens there, but the folder is refused before any connection.
-    result = mqttaudit("probe", "mqtt://127.0.0.1:1", "--out", str(out))
+    result = run_mqttaudit("probe", "mqtt://127.0.0.1:1", "--out", str(out))
     assert result.returncode == 2, result.stderr
     assert "holds files mqttaudit did not write (notes.txt)" in result.stderr
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
@@ -225,9 +243,10 @@ def test_an_interrupted_probe_exits_130_and_leaves_the_previous_reports(tmp_path
 
     out = tmp_path / "reports"
     with start_broker("mosquitto") as broker:
-        first = mqttaudit("probe", broker.url, "--cases", "ping/*", "--out", str(out))
+        first = run_mqttaudit("probe", broker.url, "--cases", "ping/*", "--out", str(out))
         assert first.returncode == 0, first.stderr
         before = tree_digest(out)
+        # A process of its own: a signal interrupts the whole process, which publishes nothing and exits 130.
         process = subprocess.Popen(
             [sys.executable, "-m", "mqttaudit", "probe", broker.url, "--concurrency", "1", "--out", str(out)],
             stdout=subprocess.PIPE,

@@ -24,6 +24,7 @@ from mqttaudit.probe.recorder import tcpdump_recording
 from mqttaudit.probe.traffic import MISBEHAVIOUR, run_traffic
 from mqttaudit.report.output_dir import MARKER
 
+from .cli_in_process import run_mqttaudit
 from .corpus import capture, require_captures
 
 if TYPE_CHECKING:
@@ -47,11 +48,14 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, i
 def audited(
     spark: SparkSession, recorded: tuple[Path, int, Any], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
+    """The recorded capture through ``mqttaudit audit`` once (on the test session): its exit status, its output, the
+    summary it wrote and its tables, read by every test of it."""
     capture, port, report = recorded
     out = tmp_path_factory.mktemp("audit")
-    result = run_audit([str(capture)], out, ports=[port], tolerance=2.0, spark=spark)
+    ran = run_mqttaudit("audit", str(capture), "--ports", str(port), "--out", str(out), "--tolerance", "2")
+    summary = json.loads((out / "summary.json").read_text())
     tables = {name: pq.read_table(out / name).to_pylist() for name in TABLES}
-    return {"result": result, "tables": tables, "out": out, "traffic": report}
+    return {"ran": ran, "summary": summary, "tables": tables, "out": out, "traffic": report}
 
 
 def test_every_misbehaving_client_is_caught_with_the_statement_it_broke(audited: dict[str, Any]) -> None:
@@ -92,7 +96,7 @@ def test_no_routing_finding_and_every_owed_delivery_observed_where_the_capture_s
 def test_the_routing_replay_runs_one_shard_per_core_each_in_its_own_task(audited: dict[str, Any]) -> None:
     """Spark ``local[2]``: two shards of the broker's ClientIds, in two partitions, their deliveries adding up to
     the table's."""
-    shards = audited["result"].summary["routing_shards"]
+    shards = audited["summary"]["routing_shards"]
     assert len(shards) == 2
     assert len({s["shard"] for s in shards}) == 2 and len({s["partition"] for s in shards}) == 2
     assert sum(s["deliveries"] for s in shards) == len(audited["tables"]["deliveries"])
@@ -143,14 +147,10 @@ def test_the_reports_are_written_and_nothing_else_is_left(audited: dict[str, Any
     assert "MQTT-2.2.3-four-bytes" in (out / "findings.md").read_text()
 
 
-def test_a_failing_audit_exits_1_and_says_where_the_report_is(
-    spark: SparkSession, recorded: tuple[Path, int, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    capture, port, _ = recorded
-    status = main(["audit", str(capture), "--ports", str(port), "--out", str(tmp_path), "--tolerance", "2"])
-    out = capsys.readouterr().out
-    assert status == 1
-    assert "violation(s)" in out and str(tmp_path / "report.html") in out
+def test_a_failing_audit_exits_1_and_says_where_the_report_is(audited: dict[str, Any]) -> None:
+    ran = audited["ran"]
+    assert ran.returncode == 1, ran.stderr
+    assert "violation(s)" in ran.stdout and str(audited["out"] / "report.html") in ran.stdout
 
 
 def test_truncated_and_corrupt_captures_are_reported_and_the_rest_is_audited(
@@ -211,7 +211,7 @@ def test_a_rotated_capture_is_audited_like_the_whole_one(
     result = run_audit(
         [f"file://{tmp_path}/rot-*.pcap"], tmp_path / "out", ports=[port], tolerance=2.0, chunk_bytes=4096, spark=spark
     )
-    whole = audited["result"].summary
+    whole = audited["summary"]
     assert len(result.summary["captures"]) == 2
     assert result.summary["counts"]["connections"] == whole["counts"]["connections"]
     assert result.summary["counts"]["packets"] == whole["counts"]["packets"]

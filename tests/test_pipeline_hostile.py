@@ -1,4 +1,4 @@
-"""Hostile captures through the whole command (``python -m mqttaudit audit`` in a child process, Spark
+"""Hostile captures through the whole command (``mqttaudit audit`` through ``main``, on the test session's Spark
 ``local[2]``), on files written here with the project's capture writer: ill-formed UTF-8 in a Topic Name, a
 ClientId and a Topic Filter reaches every table and report by one rule (each ill-formed byte as ``\\xNN``);
 pcapng timestamps beyond 64-bit nanoseconds are corrupt records, skipped and reported with their offsets; one
@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -25,7 +22,11 @@ from mqttaudit.judge import JudgeConfig
 from mqttaudit.pipeline.conversations import Flow, judge_flow
 from mqttaudit.pipeline.replay import replay_broker
 from mqttaudit.pipeline.stages import columns_table, table_schema
+from tests.cli_in_process import Ran, run_mqttaudit
 from tests.test_capture_hostile import timestamp_capture, valid_section_then_garbage, valid_then_huge_header
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 EPOCH = 1_700_000_000 * 10**9
 #: PUBLISH QoS 0 to the Topic Name ``61 2f ff`` (``a/`` then an ill-formed byte) with the payload ``x``.
@@ -39,20 +40,9 @@ BAD_TOPIC = "a/\\xff"  # as every table and report shows it: the ill-formed byte
 BAD_CLIENT_ID = "\\xff\\xfe"
 
 
-def mqttaudit(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MQTTAUDIT_DRIVER_MEMORY": os.environ.get("MQTTAUDIT_DRIVER_MEMORY", "1g")}
-    return subprocess.run(
-        [sys.executable, "-m", "mqttaudit", *argv],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        check=False,
-    )
-
-
-def audit(*paths: Path, out: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    done = mqttaudit("audit", *map(str, paths), "--out", str(out), "--master", "local[2]", "--tolerance", "1")
+def audit(*paths: Path, out: Path) -> tuple[Ran, dict[str, Any]]:
+    """``mqttaudit audit`` on the test session (the caller requests the ``spark`` fixture)."""
+    done = run_mqttaudit("audit", *map(str, paths), "--out", str(out), "--master", "local[2]", "--tolerance", "1")
     assert "Traceback" not in done.stdout + done.stderr, done.stderr
     assert done.returncode != 3, done.stderr
     summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
@@ -107,7 +97,7 @@ def valid_conversation(start: int = EPOCH) -> list[tuple[int, bytes]]:
 
 
 @pytest.fixture(scope="module")
-def ill_formed_audit(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def ill_formed_audit(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("ill-formed")
     capture = folder / "ill-formed.pcap"
     capture.write_bytes(writer.pcap_bytes(ill_formed_traffic(), linktype=RAW))
@@ -178,7 +168,7 @@ def test_the_routing_replay_writes_ill_formed_topics_and_client_ids_to_its_table
 
 
 @pytest.fixture(scope="module")
-def corrupt_audit(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def corrupt_audit(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One audit of three corrupt captures, each holding one valid conversation (8 records, 3 MQTT packets): a
     pcapng with four packets whose timestamps overflow 64-bit nanoseconds among it, a pcap whose conversation is
     followed by a record header declaring 16 MiB, a pcapng section followed by garbage."""

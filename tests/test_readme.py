@@ -4,12 +4,9 @@ deterministic ones print what it shows, and the Python API examples run as writt
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +15,7 @@ import pytest
 
 from mqttaudit.probe.brokers import RunningBroker, start_broker
 
+from .cli_in_process import run_mqttaudit
 from .corpus import capture
 
 if TYPE_CHECKING:
@@ -85,19 +83,14 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.captures
-def test_every_command_the_readme_shows_exits_as_shown(broker: RunningBroker, workdir: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+def test_every_command_the_readme_shows_exits_as_shown(
+    broker: RunningBroker, workdir: Path, monkeypatch: pytest.MonkeyPatch, spark: SparkSession
+) -> None:
+    # Each command through main in the README's folder; its audit joins the test session's Spark.
+    monkeypatch.chdir(workdir)
     for command, status, output in shown_commands():
         argv = [arg.replace(README_BROKER, f"{broker.host}:{broker.port}") for arg in shlex.split(command)]
-        result = subprocess.run(
-            [sys.executable, "-m", "mqttaudit", *argv[1:]],
-            cwd=workdir,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=600,
-            check=False,
-        )
+        result = run_mqttaudit(*argv[1:])
         assert result.returncode == status, f"{command}\n{result.stdout}\n{result.stderr}"
         assert "Traceback" not in result.stderr, command
         shown = [line for line in output if line and line != "..." and not line.startswith("  ")]
