@@ -36,6 +36,7 @@ from ..codec import Direction
 from ..judge.verdict import DUPLICATE, LEAK, MISSING, Finding
 from ..spec import Catalogue, Rule
 from ..topics import AMQP, TopicTrie
+from .cancellation import raise_if_cancelling
 from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, open_target
 from .runner import FAIL, INCONCLUSIVE, PASS, CaseResult, ProbeRun
 from .transport import ByteStream
@@ -359,8 +360,10 @@ class AmqpConnection:
             async with self._changed:
                 await self._changed.wait_for(lambda: condition() or self._gone)
 
-        with contextlib.suppress(TimeoutError):
+        try:
             await asyncio.wait_for(until(), self.timeout if timeout is None else timeout)
+        except TimeoutError:
+            raise_if_cancelling()
         return condition()
 
     async def close(self) -> None:

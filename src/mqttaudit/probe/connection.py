@@ -29,6 +29,7 @@ from ..codec import (
 )
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from ..judge.violations import in_text_frame
+from .cancellation import raise_if_cancelling
 from .overflow import MAX_BYTES, MAX_FRAMES, MAX_VIOLATIONS, SERVER_MAX_PACKET, Overflow
 from .transport import ByteStream, Secret, WebSocketStream
 
@@ -216,6 +217,7 @@ class ProbeConnection:
         try:
             return await asyncio.wait_for(until(), self.timeout if timeout is None else timeout)
         except TimeoutError:
+            raise_if_cancelling()
             return None
 
     async def wait_type(self, kind: type[Packet], timeout: float | None = None, *, since: int = 0) -> Packet | None:
@@ -231,6 +233,7 @@ class ProbeConnection:
         try:
             await asyncio.wait_for(until(), self.timeout if timeout is None else timeout)
         except TimeoutError:
+            raise_if_cancelling()
             return False
         return True
 
