@@ -69,6 +69,9 @@ def run_all(broker: RunningBroker, run: int) -> dict[str, CaseResult]:
     return results
 
 
+# Message Expiry timed against the machine's clock: under a loaded parallel run the 1 s waits of these runs missed
+# the PUBREL after a PUBREC sent 2.5 s past a 1 s expiry, and v5/flows/qos2-pubrec-after-expiry ended inconclusive
+@pytest.mark.alone
 def test_every_flow_case_passes_against_mosquitto_on_each_of_three_runs(mosquitto: RunningBroker) -> None:
     """mosquitto 2.0.11 keeps every flow statement: it holds each delivery until its answer, never re-sends on a
     connection, answers PINGREQ, SUBSCRIBE and UNSUBSCRIBE at a send quota of zero, answers a repeated QoS 2
