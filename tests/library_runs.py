@@ -89,7 +89,8 @@ class _Pending:
     name: BrokerName
     broker: RunningBroker
     out: Path
-    process: subprocess.Popen[str]
+    said: Path
+    process: subprocess.Popen[bytes]
     beside: threading.Thread | None = None
     alone: list[dict[str, tuple[str, str]]] = field(default_factory=list)
     failed: list[BaseException] = field(default_factory=list)
@@ -112,15 +113,19 @@ class _Pending:
 
     def result(self) -> BrokerRuns:
         try:
-            said, _ = self.process.communicate(timeout=DEFAULT_RUN_LIMIT)
+            self.process.wait(timeout=DEFAULT_RUN_LIMIT)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            said, _ = self.process.communicate()
-            pytest.fail(f"mqttaudit probe {self.broker.url} did not end within {DEFAULT_RUN_LIMIT:g} s:\n{said}")
+            _stop(self.process)
+            limit = f"{DEFAULT_RUN_LIMIT:g} s"
+            pytest.fail(f"mqttaudit probe {self.broker.url} did not end within {limit}:\n{self._said()}")
         self.join()
         if self.failed:
             raise self.failed[0]
-        return BrokerRuns(DefaultRun(self.name, self.process.returncode, self.out, self.broker, said), self.alone[0])
+        default = DefaultRun(self.name, self.process.returncode, self.out, self.broker, self._said())
+        return BrokerRuns(default, self.alone[0])
+
+    def _said(self) -> str:
+        return self.said.read_text(errors="replace")
 
 
 @dataclass
@@ -146,11 +151,11 @@ class LibraryRuns:
         out = self.tmp_path_factory.mktemp(f"{name}-probe")
         # a process of its own: the command line as a user runs it, and beside the other brokers' runs
         command = [sys.executable, "-m", "mqttaudit", "probe", broker.url, "--out", str(out)]
-        process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+        said = out.parent / f"{out.name}.said"  # a file, not a pipe: a run nobody reads yet never blocks on its output
+        with said.open("w") as output:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT)
         self._stack.callback(_stop, process)
-        pending = _Pending(name, broker, out, process)
+        pending = _Pending(name, broker, out, said, process)
         pending.start_alone()
         return pending
 
@@ -160,10 +165,10 @@ class LibraryRuns:
         self._stack.close()
 
 
-def _stop(process: subprocess.Popen[str]) -> None:
+def _stop(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         process.kill()
-        process.communicate()
+        process.wait()
 
 
 def start_or_fail(name: BrokerName) -> RunningBroker:
