@@ -153,6 +153,9 @@ def test_the_unfinished_last_packet_of_the_broker_is_in_the_evidence(tmp_path: P
         assert [v["rule"] for v in server_frames[-1]["violations"]] == ["MQTT-2.2.3-truncated"]
 
 
+# The server resets at accept: whether the prober's CONNECT is written before the RST arrives is a race with the
+# machine's load, and the preflight calls a reset on that write "cannot reach" (two loaded runs out of two)
+@pytest.mark.alone
 def test_a_resetting_broker_is_said_to_reset_the_connection(tmp_path: Path) -> None:
     with HostileServer("resetting", lifetime=60) as server:
         outcome = probe(server.url, tmp_path / "out", "--timeout", "2", "--cases", "ping/*,subscribe/suback")
