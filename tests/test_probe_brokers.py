@@ -123,7 +123,7 @@ def run_of(name: BrokerName, library_runs: LibraryRuns) -> dict[str, Any]:
     """The broker's one full probe through the command line (:mod:`tests.library_runs`): its exit status and
     findings.json."""
     run = library_runs(name).default
-    return {"name": run.name, "status": run.status, "report": run.report, "out": run.out}
+    return {"name": run.name, "status": run.status, "report": run.report, "out": run.out, "said": run.said}
 
 
 #: The brokers probed whole, each test of them in the xdist group of the library runs.
@@ -182,7 +182,7 @@ def test_a_must_failure_sets_exit_status_1(name: BrokerName, library_runs: Libra
     probed = run_of(name, library_runs)
     failed = [r for r in probed["report"]["results"] if r["verdict"] == "fail"]
     assert failed  # every broker here breaks at least one MUST statement (pinned above)
-    assert probed["status"] == 1
+    assert probed["status"] == 1, probed["said"]
 
 
 @pytest.mark.parametrize("name", PROBED)
