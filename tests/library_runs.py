@@ -136,11 +136,18 @@ class LibraryRuns:
     _stack: ExitStack = field(default_factory=ExitStack)
     _pending: dict[BrokerName, _Pending] = field(default_factory=dict)
     _done: dict[BrokerName, BrokerRuns] = field(default_factory=dict)
+    #: Why a broker's runs could not start: every test that asks for them fails with it, not only the first.
+    _failed: dict[BrokerName, str] = field(default_factory=dict)
 
     def __call__(self, name: BrokerName) -> BrokerRuns:
-        if not self._pending:
+        if not self._pending and not self._failed:
             for broker_name in BROKERS:
-                self._pending[broker_name] = self._start(broker_name)
+                try:
+                    self._pending[broker_name] = self._start(broker_name)
+                except (pytest.fail.Exception, OSError) as exc:
+                    self._failed[broker_name] = f"{broker_name}'s library runs could not start: {exc}"
+        if name in self._failed:
+            pytest.fail(self._failed[name], pytrace=False)
         if name not in self._done:
             self._done[name] = self._pending[name].result()
         return self._done[name]
