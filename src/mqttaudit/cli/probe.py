@@ -194,8 +194,8 @@ def _tls_for(url: str, connection: Connection) -> TlsOptions | None:
 
 def _print_summary(result: ProbeResult) -> None:
     colour = colour_allowed(sys.stdout)
-    styles = {"FAIL ": "red", "INCOMPLETE": "yellow", "FIXED ": "green"}
-    for line in summary_lines(result.run, terminal_width(sys.stdout)):
+    styles = {"FAIL ": "red", "VIOLATION ": "red", "INCOMPLETE": "yellow", "FIXED ": "green"}
+    for line in summary_lines(result.run, terminal_width(sys.stdout), result.catalogue):
         style = next((fg for start, fg in styles.items() if line.startswith(start)), None) if colour else None
         click.echo(click.style(line, fg=style) if style else line, color=colour)
 

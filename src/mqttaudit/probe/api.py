@@ -38,6 +38,7 @@ from .runner import DEFAULT_CONCURRENCY, INCONCLUSIVE, VERDICTS, CaseResult, Pro
 from .selection import Patterns, parse_protocol, select_cases
 from .targets import is_amqp, parse_target
 from .transport import Credentials, TlsOptions
+from .violations import OtherViolation, other_violations
 
 
 class ProbeUsageError(ValueError):
@@ -91,8 +92,13 @@ class ProbeResult:
         return counted_failures(self.run, self._rules())
 
     @property
+    def violations(self) -> list[OtherViolation]:
+        """The rules the broker broke outside the statements of the cases that saw it, grouped by rule."""
+        return other_violations(self.run, self._rules())
+
+    @property
     def exit_status(self) -> int:
-        """0 conformant, 1 a MUST-level failure (new, with a baseline), 4 incomplete."""
+        """0 conformant, 1 a MUST-level failure or violation (new, with a baseline), 4 incomplete."""
         return exit_status(self.run, self._rules())
 
     def to_json(self) -> dict[str, Any]:
