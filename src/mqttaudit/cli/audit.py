@@ -76,8 +76,12 @@ def audit_command(
     Exit status 1 when there are MUST-level violations or routing findings, 4 when no MQTT connection was found."""
     from mqttaudit.pipeline.sources import AuditInputError
     from mqttaudit.pipeline.spark import SPARK_MODULES, SparkEnvironmentError, missing_spark
-    from mqttaudit.report.output_dir import OutputDirError
+    from mqttaudit.report.output_dir import OutputDirError, check_output_dir
 
+    try:  # an --out that cannot be used is refused before anything is read (run_audit checks it again, by name)
+        check_output_dir(out_dir, force=force)
+    except OutputDirError as exc:
+        raise CannotRun(printable_line(str(exc))) from exc
     keylog = None if keylog_path is None else read_keylog(keylog_path)
     try:
         from mqttaudit.pipeline.audit import run_audit

@@ -109,12 +109,13 @@ class ProbeResult:
 
     def write_reports(self, out_dir: Path | str, *, force: bool = False) -> list[Path]:
         """Writes findings.json, findings.md and junit.xml into ``out_dir``, published whole (see
-        :mod:`mqttaudit.report.output_dir`: a folder of someone else's files is refused unless ``force``)."""
-        from ..report import write_probe_reports
+        :mod:`mqttaudit.report.output_dir`: a folder of someone else's files is refused unless ``force``, and a file
+        of someone else's with the name of a report is never replaced, whatever ``force`` says)."""
+        from ..report import PROBE_REPORTS, write_probe_reports
         from ..report.output_dir import staged_output
 
         out = Path(out_dir)
-        with staged_output(out, force=force) as staging:
+        with staged_output(out, force=force, writes=PROBE_REPORTS) as staging:
             written = write_probe_reports(self.run, staging, self.catalogue)
         return [out / path.relative_to(staging) for path in written]
 
