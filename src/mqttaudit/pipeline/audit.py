@@ -141,9 +141,9 @@ def run_audit(
     ``keylog`` holds the TLS secrets the executors decrypt with (shipped with the options, written nowhere).
     """
     started = time.time()
+    check_output_dir(out_dir, force=force, writes=OUTPUTS)  # before any capture is read
     files = sources.expand(list(paths))
     rejected = dict(sources.check_captures(list(paths), files))
-    check_output_dir(out_dir, force=force, writes=OUTPUTS)
     if spark is None:
         check_environment(master)
     session = spark or spark_session(master, verbose=verbose)
