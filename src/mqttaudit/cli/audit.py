@@ -117,17 +117,18 @@ def audit_command(
 def read_keylog(path: Path) -> KeyLog:
     """The key log at ``path``, or a usage error: cryptography missing, a file that cannot be read, or no usable
     line. Lines that cannot be used are named by number on standard error; no secret is ever shown."""
+    from mqttaudit import option_files
     from mqttaudit.capture.tls import KeyLog, TlsUnavailable, require_cryptography
+    from mqttaudit.option_files import OptionFileError, read_capped
 
     try:
         require_cryptography()
     except TlsUnavailable as exc:
         raise click.UsageError(f"--keylog: {exc}") from exc
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        why = f"cannot read {printable_line(str(path))}: {exc.strerror}"
-        raise click.BadParameter(why, param_hint="--keylog") from exc
+        text = read_capped(path, option="--keylog", cap=option_files.KEYLOG).decode("utf-8", errors="replace")
+    except OptionFileError as exc:
+        raise click.UsageError(printable_line(str(exc))) from exc
     keylog = KeyLog.parse(text)
     for problem in keylog.problems[:MAX_KEYLOG_PROBLEMS]:
         click.echo(f"key log: {problem} (skipped)", err=True)

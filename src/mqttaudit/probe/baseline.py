@@ -10,6 +10,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import option_files
+from ..option_files import OptionFileError, read_capped
+
 FAIL = "fail"
 PASS = "pass"
 
@@ -58,9 +61,11 @@ def load_baseline(path: Path | str) -> Baseline:
     """Reads a findings.json written by ``mqttaudit probe``; :class:`BaselineError` when it is not one."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(f"cannot read the baseline {source}: {getattr(exc, 'strerror', None) or exc}") from exc
+        text = read_capped(path, option="--baseline", cap=option_files.BASELINE).decode("utf-8")
+    except OptionFileError as exc:
+        raise BaselineError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise BaselineError(f"cannot read the baseline {source}: {exc}") from exc
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
