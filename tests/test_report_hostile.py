@@ -218,7 +218,7 @@ def test_the_reports_own_links_tables_and_headings_still_render(tmp_path: Path) 
         if t.type == "heading_open"
     ]
     assert headings[:3] == [f"mqttaudit probe findings: mqtt://{HOSTILE[0]}:1883", "All cases", "Failures"]
-    # the header links to the violations outside the cases' statements (the run's other finding), the table to the failure
+    # the header links to the violations outside the cases' statements, the table to the failure
     assert [str(t.attrs["href"]) for t in every if t.type == "link_open"] == ["#violations", "#fail-hostile/failing"]
     anchors = [t.content for t in every if t.type in ("html_inline", "html_block")]
     assert '<a id="fail-hostile/failing">' in anchors and any('<a id="violations">' in a for a in anchors)

@@ -48,14 +48,14 @@ def too_large(option: str, name: object, cap: int, what: str = "") -> OptionFile
     )
 
 
-def read_capped(path: Path | str, *, option: str, cap: int) -> bytes:
-    """The bytes of the file at ``path``, or :class:`OptionFileError` when it cannot be read or holds more than
-    ``cap`` bytes."""
+def read_capped(path: Path | str, *, option: str, cap: int, what: str = "") -> bytes:
+    """The bytes of the file at ``path``, or :class:`OptionFileError` when it cannot be read (the message calls it
+    ``what``, else ``option``) or holds more than ``cap`` bytes."""
     try:
         with open(path, "rb") as file:
             return read_open(file, option=option, cap=cap, name=path)
     except OSError as exc:
-        raise OptionFileError(f"cannot read {option} {path}: {exc.strerror or exc}") from None
+        raise OptionFileError(f"cannot read {what or option} {path}: {exc.strerror or exc}") from None
 
 
 def read_open(stream: BinaryIO, *, option: str, cap: int, name: object) -> bytes:

@@ -168,7 +168,7 @@ def decode_command(
         how = "no CONNECT names a version: read as 3.1.1"
     shown = result.frames
     if output_format == "json":
-        document = {
+        document: dict[str, object] = {
             "mqttaudit_version": __version__,
             "from": sender,
             "protocol": result.version.value,

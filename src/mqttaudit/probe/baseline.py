@@ -61,7 +61,7 @@ def load_baseline(path: Path | str) -> Baseline:
     """Reads a findings.json written by ``mqttaudit probe``; :class:`BaselineError` when it is not one."""
     source = str(path)
     try:
-        text = read_capped(path, option="--baseline", cap=option_files.BASELINE).decode("utf-8")
+        text = read_capped(path, option="--baseline", cap=option_files.BASELINE, what="the baseline").decode("utf-8")
     except OptionFileError as exc:
         raise BaselineError(str(exc)) from None
     except UnicodeDecodeError as exc:

@@ -105,7 +105,7 @@ def load_profile(path: Path | str) -> BrokerProfile:
     """The profile in the TOML file at ``path``; :class:`ProfileError` when it cannot be read or is wrong."""
     where = str(path)
     try:
-        text = read_capped(path, option="--profile", cap=option_files.PROFILE).decode("utf-8")
+        text = read_capped(path, option="--profile", cap=option_files.PROFILE, what="the profile").decode("utf-8")
     except OptionFileError as exc:
         raise ProfileError(str(exc)) from None
     except UnicodeDecodeError as exc:
