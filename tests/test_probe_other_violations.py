@@ -82,6 +82,7 @@ def test_a_violation_no_chosen_case_targets_fails_the_run_and_is_in_every_report
         False,
     )
     assert violation["acts"] == 1 and violation["cases"] == [findings["results"][0]["case"]]
+    assert violation["protocol"] == ("5.0" if cases.startswith("v5/") else "3.1.1")  # whose statement the id names
     assert f"VIOLATION {rule} (MUST) by the server: 1 act in 1 case" in ran.stdout
     assert "## Violations outside the cases' statements" in markdown
     assert f"### {rule} (MUST, section " in markdown

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..judge import Finding
 from ..spec import Catalogue, load_catalogue
-from .runner import CaseResult, ProbeRun, finding_to_dict, owed
+from .runner import CaseResult, ProbeRun, count_acts, finding_to_dict, owed
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,8 @@ class OtherViolation:
     #: deadline was set for its own statements, not this one, so they are listed but do not fail the run (a case
     #: that could not go on for want of them is inconclusive with that reason).
     owed: bool = False
+    #: The MQTT version the cases that saw it spoke ("3.1.1", "5.0"), whose statement the id names.
+    protocol: str = ""
 
     @property
     def counted(self) -> bool:
@@ -41,6 +43,7 @@ class OtherViolation:
     def to_json(self) -> dict[str, object]:
         return {
             "rule": self.rule,
+            "protocol": self.protocol,
             "level": self.level,
             "section": self.section,
             "summary": self.summary,
@@ -55,38 +58,41 @@ class OtherViolation:
 
 
 def other_violations(run: ProbeRun, catalogue: Catalogue) -> list[OtherViolation]:
-    """The rules the broker broke that the cases seeing them do not target, one entry per rule (acts and owed
-    answers apart; counted ones first, then most acts): the same behaviour in many cases is grouped, with the
-    count of its acts, never hidden. A case that targets the rule reports it as its own failure instead."""
-    groups: dict[tuple[str, bool], tuple[list[str], list[int], Finding]] = {}
-    levels: dict[str, tuple[str, str, str]] = {}
+    """The rules the broker broke that the cases seeing them do not target, one entry per rule of each protocol
+    version (5.0 renumbers 3.1.1's statements; acts and owed answers apart; counted ones first, then most acts):
+    the same behaviour in many cases is grouped, with the count of its acts, never hidden. A case that targets the
+    rule reports it as its own failure instead."""
+    groups: dict[tuple[str, str, bool], tuple[list[str], list[int], Finding]] = {}
+    levels: dict[tuple[str, str], tuple[str, str, str]] = {}
     known = run.baseline.violations if run.baseline is not None else frozenset()
     for result in run.results:
-        counts = {(rule, False): n for rule, n in result.other_acts.items()}
-        counts |= {(rule, True): n for rule, n in result.other_owed.items()}
+        acts, owed_answers = result.other_acts, result.other_owed
+        if not (acts or owed_answers):  # a result not made by run_case: its findings were never cut
+            acts = count_acts(f for f in result.other_findings if not owed(f))
+            owed_answers = count_acts(f for f in result.other_findings if owed(f))
+        counts = {(rule, False): n for rule, n in acts.items()} | {(rule, True): n for rule, n in owed_answers.items()}
         firsts: dict[tuple[str, bool], Finding] = {}
         for finding in result.other_findings:
             firsts.setdefault((finding.rule, owed(finding)), finding)
-        if not counts:  # a result not made by run_case (its findings were never cut)
-            counts = {key: 0 for key in firsts}
-            for finding in result.other_findings:
-                counts[finding.rule, owed(finding)] += 1
-        for key, count in counts.items():
-            if key not in firsts:
+        version = result.case.protocol.value
+        for (rule, is_owed), count in counts.items():
+            if (rule, is_owed) not in firsts:
                 continue
-            cases, total, _ = groups.setdefault(key, ([], [0], firsts[key]))
+            cases, total, _ = groups.setdefault((rule, version, is_owed), ([], [0], firsts[rule, is_owed]))
             cases.append(result.case.id)
             total[0] += count
-            if key[0] not in levels:
-                entry = _catalogue_of(result, catalogue).get(key[0])
-                levels[key[0]] = (
+            if (rule, version) not in levels:
+                entry = _catalogue_of(result, catalogue).get(rule)
+                levels[rule, version] = (
                     (entry.level, entry.section, entry.summary) if entry is not None else ("MUST", "unknown", "")
                 )
     found = [
-        OtherViolation(rule, *levels[rule], total[0], tuple(cases), first, cases[0], rule in known, is_owed)
-        for (rule, is_owed), (cases, total, first) in groups.items()
+        OtherViolation(
+            rule, *levels[rule, version], total[0], tuple(cases), first, cases[0], rule in known, is_owed, version
+        )
+        for (rule, version, is_owed), (cases, total, first) in groups.items()
     ]
-    return sorted(found, key=lambda v: (not v.counted, v.level != "MUST", -v.acts, v.rule))
+    return sorted(found, key=lambda v: (not v.counted, v.level != "MUST", -v.acts, v.rule, v.protocol))
 
 
 def not_counted(violation: OtherViolation) -> str:

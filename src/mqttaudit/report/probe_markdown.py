@@ -121,7 +121,7 @@ def _violations_section(violations: Sequence[OtherViolation]) -> list[str]:
             f"### {inline(violation.rule)} ({violation.level}, section {inline(violation.section)})"
             + (" — owed, not given" if violation.owed else ""),
             "",
-            f"Statement [{inline(violation.rule)}]{summary}.{known}",
+            f"Statement [{inline(violation.rule)}] of MQTT {inline(violation.protocol)}{summary}.{known}",
             "",
             f"{violation.acts:,} {'owed answer(s) or close(s) not given' if violation.owed else 'act(s)'} by the "
             f"{violation.first.side.value} in {len(violation.cases):,} case(s): "
