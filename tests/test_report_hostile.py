@@ -218,8 +218,10 @@ def test_the_reports_own_links_tables_and_headings_still_render(tmp_path: Path) 
         if t.type == "heading_open"
     ]
     assert headings[:3] == [f"mqttaudit probe findings: mqtt://{HOSTILE[0]}:1883", "All cases", "Failures"]
-    assert [str(t.attrs["href"]) for t in every if t.type == "link_open"] == ["#fail-hostile/failing"]
-    assert '<a id="fail-hostile/failing">' in [t.content for t in every if t.type == "html_inline"]
+    # the header links to the violations outside the cases' statements, the table to the failure
+    assert [str(t.attrs["href"]) for t in every if t.type == "link_open"] == ["#violations", "#fail-hostile/failing"]
+    anchors = [t.content for t in every if t.type in ("html_inline", "html_block")]
+    assert '<a id="fail-hostile/failing">' in anchors and any('<a id="violations">' in a for a in anchors)
     assert sum(t.type == "table_open" for t in every) == 2  # all cases, expected behaviour
     assert [t.info for t in every if t.type == "fence"] == ["text"]
     audit = tokens(audit_to_markdown(hostile_audit(HOSTILE[0])))
@@ -314,7 +316,8 @@ def test_every_probe_report_stays_bounded_and_says_what_it_left_out() -> None:
     assert "evidence left out: this report shows at most" in text
     assert_inert(text)
     suite = ET.fromstring(junit_xml)
-    assert len(suite.findall("testcase")) == 300  # every case stays a test case: only the evidence is bounded
+    # every case stays a test case (only the evidence is bounded), and the rule broken outside them is one more
+    assert len(suite.findall("testcase")) == 300 + 1
     assert "evidence left out" in junit_xml.decode("utf-8")
 
 

@@ -221,6 +221,7 @@ def test_json_has_exactly_the_documented_keys(run: ProbeRun) -> None:
         "incomplete",
         "baseline",
         "summary",
+        "violations",
         "results",
     }
     assert data["incomplete"] is None and data["baseline"] is None

@@ -76,8 +76,12 @@ def audit_command(
     Exit status 1 when there are MUST-level violations or routing findings, 4 when no MQTT connection was found."""
     from mqttaudit.pipeline.sources import AuditInputError
     from mqttaudit.pipeline.spark import SPARK_MODULES, SparkEnvironmentError, missing_spark
-    from mqttaudit.report.output_dir import OutputDirError
+    from mqttaudit.report.output_dir import OutputDirError, check_output_dir
 
+    try:  # an --out that cannot be used is refused before anything is read (run_audit checks it again, by name)
+        check_output_dir(out_dir, force=force)
+    except OutputDirError as exc:
+        raise CannotRun(printable_line(str(exc))) from exc
     keylog = None if keylog_path is None else read_keylog(keylog_path)
     try:
         from mqttaudit.pipeline.audit import run_audit
@@ -113,17 +117,18 @@ def audit_command(
 def read_keylog(path: Path) -> KeyLog:
     """The key log at ``path``, or a usage error: cryptography missing, a file that cannot be read, or no usable
     line. Lines that cannot be used are named by number on standard error; no secret is ever shown."""
+    from mqttaudit import option_files
     from mqttaudit.capture.tls import KeyLog, TlsUnavailable, require_cryptography
+    from mqttaudit.option_files import OptionFileError, read_capped
 
     try:
         require_cryptography()
     except TlsUnavailable as exc:
         raise click.UsageError(f"--keylog: {exc}") from exc
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        why = f"cannot read {printable_line(str(path))}: {exc.strerror}"
-        raise click.BadParameter(why, param_hint="--keylog") from exc
+        text = read_capped(path, option="--keylog", cap=option_files.KEYLOG).decode("utf-8", errors="replace")
+    except OptionFileError as exc:
+        raise click.UsageError(printable_line(str(exc))) from exc
     keylog = KeyLog.parse(text)
     for problem in keylog.problems[:MAX_KEYLOG_PROBLEMS]:
         click.echo(f"key log: {problem} (skipped)", err=True)

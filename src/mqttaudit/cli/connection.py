@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 
 import click
 
+from mqttaudit import option_files
+from mqttaudit.option_files import OptionFileError, read_first_line
 from mqttaudit.probe.case import Target
 from mqttaudit.probe.targets import is_amqp, parse_target
 from mqttaudit.probe.transport import Credentials, Secret, TlsOptions
@@ -129,10 +131,11 @@ def _parsed(url: str) -> Target | None:
 def _password(password_file: Path | None) -> tuple[Secret | None, str | None]:
     """The password of --password-file (its first line), else of the environment variable, else None."""
     if password_file is not None:
-        try:
-            text = password_file.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise click.UsageError(printable(f"cannot read --password-file {password_file}: {exc.strerror}")) from None
+        try:  # its first line only, and no longer than an MQTT password can be
+            line = read_first_line(password_file, option="--password-file", cap=option_files.PASSWORD_LINE)
+            text = line.decode("utf-8")
+        except OptionFileError as exc:
+            raise click.UsageError(printable(str(exc))) from None
         except UnicodeDecodeError:
             raise click.UsageError(printable(f"--password-file {password_file} is not UTF-8 text")) from None
         return Secret(text.splitlines()[0] if text else ""), "--password-file"

@@ -6,15 +6,18 @@ import json
 import re
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import click
 
-from mqttaudit import __version__, codec
+from mqttaudit import __version__, codec, option_files
 from mqttaudit.codec.describe import describe_packet, packet_to_dict
+from mqttaudit.option_files import OptionFileError, read_open
 from mqttaudit.spec import Catalogue, load_catalogue
 
 from .exits import exit_status_help
+from .terminal import printable_line
 
 _HEX_SEPARATORS = re.compile(r"[\s:,]+|0x", re.IGNORECASE)
 
@@ -74,30 +77,28 @@ def render_frames(frames: Iterable[codec.Frame], sender: str | None, catalogue: 
     return lines
 
 
-def _names_version(result: codec.Decoded) -> bool:
-    """Whether a CONNECT among the decoded packets names a known version (what ``auto`` learns from)."""
-    return any(
-        isinstance(packet, codec.Connect) and codec.ProtocolVersion.from_level(packet.protocol_level) is not None
-        for packet in result.packets
-    )
-
-
 def _bytes(count: int) -> str:
     return f"{count} byte" if count == 1 else f"{count} bytes"
 
 
 def _read_input(hex_text: str | None, file: BinaryIO | None) -> bytes:
+    """The bytes to decode; what a file or standard input holds is read up to a cap (``option_files.DECODE``)."""
     if hex_text is not None and file is not None:
         raise click.UsageError("give either --hex or --file, not both")
-    if hex_text == "-":
-        return parse_hex(sys.stdin.read())
-    if hex_text is not None:
-        return parse_hex(hex_text)
-    if file is not None:
-        return file.read()
-    if sys.stdin.isatty():
-        raise click.UsageError("no input: give --hex, --file, or pipe raw bytes to standard input")
-    return sys.stdin.buffer.read()
+    try:
+        if hex_text == "-":
+            hex_cap = option_files.DECODE_HEX
+            data = read_open(sys.stdin.buffer, option="--hex -", cap=hex_cap, name="(standard input)")
+            return parse_hex(data.decode("ascii", errors="replace"))
+        if hex_text is not None:
+            return parse_hex(hex_text)
+        if file is not None:
+            return read_open(file, option="--file", cap=option_files.DECODE, name=getattr(file, "name", "-"))
+        if sys.stdin.isatty():
+            raise click.UsageError("no input: give --hex, --file, or pipe raw bytes to standard input")
+        return read_open(sys.stdin.buffer, option="standard input", cap=option_files.DECODE, name="(raw bytes)")
+    except OptionFileError as exc:
+        raise click.UsageError(printable_line(str(exc))) from None
 
 
 @click.command(
@@ -156,35 +157,105 @@ def decode_command(
     """
     data = _read_input(hex_text, file)
     version = None if protocol == "auto" else codec.ProtocolVersion.parse(protocol)
-    result = codec.decode(data, sender, max_packet_size=max_packet_size, version=version)
+    result = decode_bounded(data, sender, max_packet_size=max_packet_size, version=version)
     # MQTT 3.1 has no statement ids: its findings carry those of the 3.1.1 rules it shares.
     catalogue = load_catalogue("5.0" if result.version is codec.ProtocolVersion.V5 else "3.1.1")
     if protocol != "auto":
         how = "as asked"
-    elif _names_version(result):
+    elif result.named_version:
         how = "learned from the CONNECT"
     else:
         how = "no CONNECT names a version: read as 3.1.1"
+    shown = result.frames
     if output_format == "json":
-        document = {
+        document: dict[str, object] = {
             "mqttaudit_version": __version__,
             "from": sender,
             "protocol": result.version.value,
             "protocol_source": how,
             "bytes": len(data),
-            "packets": [frame_to_dict(f) for f in result.frames if f.packet is not None],
-            "violations": [violation_to_dict(v, catalogue, sender) for v in result.violations],
-            "unframed": [frame_to_dict(f) for f in result.frames if f.packet is None],
+            "packets": [frame_to_dict(f) for f in shown if f.packet is not None],
+            "violations": [violation_to_dict(v, catalogue, sender) for f in shown for v in f.violations],
+            "unframed": [frame_to_dict(f) for f in shown if f.packet is None],
         }
+        if result.frames_left_out:
+            document["left_out"] = result.left_out()
         click.echo(json.dumps(document, indent=2))
     else:
         if protocol != "3.1.1":  # the default reading needs no saying
             click.echo(f"read as MQTT {result.version.value} ({how})")
-        for line in render_frames(result.frames, sender, catalogue):
+        for line in render_frames(shown, sender, catalogue):
             click.echo(line)
-        errors = sum(not codec.rules.is_advisory(v.rule) for v in result.violations)
-        warnings = len(result.violations) - errors
+        if result.frames_left_out:
+            click.echo(
+                f"... and {result.frames_left_out:,} more frame(s) with {result.violations_left_out:,} violation(s) "
+                f"not shown: decode shows the first {MAX_SHOWN_FRAMES:,} frames (the counts below are of them all)"
+            )
         click.echo(
-            f"{len(result.packets)} packet(s), {errors} violation(s), {warnings} warning(s) in {_bytes(len(data))}"
+            f"{result.packets:,} packet(s), {result.errors:,} violation(s), {result.warnings:,} warning(s) in "
+            f"{_bytes(len(data))}"
         )
-    return 1 if frames_have_errors(result.frames) else 0
+    return 1 if result.errors else 0
+
+
+#: Frames ``decode`` shows (and holds) at most; past them the frames are decoded, judged and counted, not kept, so
+#: two bytes per malformed frame cannot make it hold gigabytes.
+MAX_SHOWN_FRAMES = 10_000
+#: Bytes fed to the decoder at a time.
+_FEED = 64 * 1024
+
+
+@dataclass
+class BoundedDecode:
+    """What ``decode`` found: the first :data:`MAX_SHOWN_FRAMES` frames, and counts over every frame."""
+
+    version: codec.ProtocolVersion
+    frames: list[codec.Frame] = field(default_factory=list)
+    packets: int = 0
+    errors: int = 0
+    warnings: int = 0
+    named_version: bool = False
+    frames_left_out: int = 0
+    violations_left_out: int = 0
+    #: Violations of the frames left out, by rule.
+    rules_left_out: dict[str, int] = field(default_factory=dict)
+
+    def add(self, frame: codec.Frame) -> None:
+        self.packets += frame.packet is not None
+        errors = sum(not codec.rules.is_advisory(v.rule) for v in frame.violations)
+        self.errors += errors
+        self.warnings += len(frame.violations) - errors
+        if isinstance(frame.packet, codec.Connect):
+            self.named_version |= codec.ProtocolVersion.from_level(frame.packet.protocol_level) is not None
+        if len(self.frames) < MAX_SHOWN_FRAMES:
+            self.frames.append(frame)
+            return
+        self.frames_left_out += 1
+        self.violations_left_out += len(frame.violations)
+        for violation in frame.violations:
+            self.rules_left_out[violation.rule] = self.rules_left_out.get(violation.rule, 0) + 1
+
+    def left_out(self) -> dict[str, object]:
+        return {
+            "frames": self.frames_left_out,
+            "violations": self.violations_left_out,
+            "violations_by_rule": self.rules_left_out,
+            "shown_at_most": MAX_SHOWN_FRAMES,
+        }
+
+
+def decode_bounded(
+    data: bytes, sender: str | None, *, max_packet_size: int, version: codec.ProtocolVersion | None
+) -> BoundedDecode:
+    """The bytes decoded as :func:`mqttaudit.codec.decode` does, fed a slice at a time, keeping the first
+    :data:`MAX_SHOWN_FRAMES` frames and counting the rest."""
+    decoder = codec.StreamDecoder(sender, max_packet_size=max_packet_size, version=version)
+    result = BoundedDecode(decoder.version)
+    view = memoryview(data)
+    for start in range(0, len(view), _FEED):
+        for frame in decoder.feed(view[start : start + _FEED]):
+            result.add(frame)
+    for frame in decoder.close():
+        result.add(frame)
+    result.version = decoder.version
+    return result

@@ -69,6 +69,13 @@ def demo_command(out_dir: Path, force: bool, no_probe: bool, master: str) -> int
     installed, else amqtt), probe it with the case library, record real clients talking through it (a few of them
     misbehaving), audit that capture on Spark, and say where the reports are. Exit status 0 when every step ran
     (the defects it shows are the demo's point), 4 when no local broker could be started."""
+    from mqttaudit.report.output_dir import OutputDirError, check_output_dir, staged_output
+
+    try:  # an --out that cannot be used is refused before anything runs
+        if not no_probe:
+            check_output_dir(out_dir, force=force, writes=DEMO_OUTPUTS)
+    except OutputDirError as exc:
+        raise CannotRun(printable_line(str(exc))) from exc
     failing = 0
     for title, sender, hex_text, *given in EXAMPLES:
         version = given[0] if given else "3.1.1"
@@ -84,15 +91,17 @@ def demo_command(out_dir: Path, force: bool, no_probe: bool, master: str) -> int
         f"{len(EXAMPLES)} examples decoded, {failing} with violations. Try: mqttaudit decode --hex '...' --from client"
     )
     if not no_probe:
-        from mqttaudit.report.output_dir import OutputDirError, staged_output
-
         try:
-            with staged_output(out_dir, force=force) as staging:
+            with staged_output(out_dir, force=force, writes=DEMO_OUTPUTS) as staging:
                 _whole_job(staging, out_dir, master)
         except OutputDirError as exc:
             raise CannotRun(printable_line(str(exc))) from exc
         click.echo(f"\nreports in {printable_line(str(out_dir))}: probe/findings.md, audit/report.html")
     return EXIT_OK
+
+
+#: The entries the demo writes into its folder.
+DEMO_OUTPUTS = ("probe", "audit", "traffic.pcap", "traffic.pcapng")
 
 
 def _whole_job(staging: Path, out_dir: Path, master: str) -> None:

@@ -30,8 +30,8 @@ __all__ = [
 _MEANINGS = {
     EXIT_OK: "conformant: everything that was judged conforms",
     EXIT_FINDINGS: "findings: a MUST-level rule was broken",
-    EXIT_USAGE: "usage error: bad arguments, unreadable input, not a capture, an --out folder of other files, "
-    "no Java or pyspark",
+    EXIT_USAGE: "usage error: bad arguments, unreadable input, not a capture, an --out that cannot be used or a "
+    "folder of other files, an option file over its size cap, no Java or pyspark",
     EXIT_INTERNAL: "internal error (a bug: please report it)",
     EXIT_INCOMPLETE: "incomplete: nothing, or too little, could be judged",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); the previous output is left as it was",

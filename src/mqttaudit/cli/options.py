@@ -17,7 +17,10 @@ def output_options(default: str, holds: str) -> Callable[[Command], Command]:
 
     def decorate(command: Command) -> Command:
         command = click.option(
-            "--force", is_flag=True, help="Write into an --out folder that holds other files (they are kept)."
+            "--force",
+            is_flag=True,
+            help="Write into an --out folder that holds other files: they are kept, and one named like an output "
+            "is never replaced (the run is refused instead).",
         )(command)
         return click.option(
             "--out",

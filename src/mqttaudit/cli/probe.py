@@ -22,6 +22,7 @@ from mqttaudit.probe.selection import NoCaseSelected, parse_protocol
 from mqttaudit.probe.selection import select_cases as select_from_library
 from mqttaudit.probe.targets import is_amqp, parse_target, shown_target
 from mqttaudit.probe.transport import TlsOptions
+from mqttaudit.report import MATRIX_REPORTS, PROBE_REPORTS
 from mqttaudit.report.evidence import printable
 from mqttaudit.report.output_dir import OutputDirError, check_output_dir, staged_output
 from mqttaudit.report.terminal import colour_allowed, progress_for, summary_lines, terminal_width
@@ -194,8 +195,8 @@ def _tls_for(url: str, connection: Connection) -> TlsOptions | None:
 
 def _print_summary(result: ProbeResult) -> None:
     colour = colour_allowed(sys.stdout)
-    styles = {"FAIL ": "red", "INCOMPLETE": "yellow", "FIXED ": "green"}
-    for line in summary_lines(result.run, terminal_width(sys.stdout)):
+    styles = {"FAIL ": "red", "VIOLATION ": "red", "INCOMPLETE": "yellow", "FIXED ": "green"}
+    for line in summary_lines(result.run, terminal_width(sys.stdout), result.catalogue):
         style = next((fg for start, fg in styles.items() if line.startswith(start)), None) if colour else None
         click.echo(click.style(line, fg=style) if style else line, color=colour)
 
@@ -288,7 +289,7 @@ def probe_command(
         password_file=password_file,
         every_target=True,
     )
-    _check_out(out_dir, force)
+    _check_out(out_dir, force, PROBE_REPORTS)
     quiet = output_format == "json"
     result = _probe(
         target,
@@ -304,7 +305,10 @@ def probe_command(
         profile=profile,
         connection=connection,
     )
-    written = result.write_reports(out_dir, force=force)
+    try:
+        written = result.write_reports(out_dir, force=force)
+    except OutputDirError as exc:  # the folder changed during the run: the user's files win over the reports
+        raise CannotRun(printable(str(exc))) from None
     if result.refusal is not None:
         click.echo(printable(f"mqttaudit: {result.incomplete}"), err=True)
     if quiet:
@@ -432,7 +436,7 @@ def matrix_command(
     brokers matrix (matrix.md, matrix.html) plus each broker's own reports under --out. Exit status 1 when any
     broker fails a MUST-level case, else 4 when any run is incomplete. TARGET may be mqtts://, ws:// or wss:// too;
     the TLS options apply to every TLS target, --username and the password to every target whose URL names no user."""
-    from mqttaudit.report import write_matrix, write_probe_reports
+    from mqttaudit.report import write_matrix, write_probe_reports  # the reports, loaded only when needed
 
     try:
         select_from_library(list(patterns), list(skip), protocol=protocol)
@@ -452,7 +456,8 @@ def matrix_command(
     unknown = sorted(label for label in profiles if label and label not in labels)
     if unknown:
         raise click.UsageError(printable(f"--profile names no target labelled {', '.join(map(repr, unknown))}"))
-    _check_out(out_dir, force)
+    writes = (*MATRIX_REPORTS, *(_safe(label) for label in labels))
+    _check_out(out_dir, force, writes)
     results: list[tuple[str, ProbeResult]] = []
     for spec, wanted in zip(targets, labels, strict=True):
         name, url = split_spec(spec)
@@ -477,10 +482,14 @@ def matrix_command(
         else:
             _print_summary(result)
         results.append((label, result))
-    with staged_output(out_dir, force=force) as staging:
-        for label, result in results:
-            write_probe_reports(result.run, staging / _safe(label), result.catalogue)
-        written = [out_dir / p.relative_to(staging) for p in write_matrix([(n, r.run) for n, r in results], staging)]
+    try:
+        with staged_output(out_dir, force=force, writes=writes) as staging:
+            for label, result in results:
+                write_probe_reports(result.run, staging / _safe(label), result.catalogue)
+            runs = [(n, r.run) for n, r in results]
+            written = [out_dir / p.relative_to(staging) for p in write_matrix(runs, staging)]
+    except OutputDirError as exc:
+        raise CannotRun(printable(str(exc))) from None
     click.echo(f"matrix: {', '.join(printable(str(path)) for path in written)}")
     statuses = {result.exit_status for _, result in results}
     return EXIT_FINDINGS if EXIT_FINDINGS in statuses else EXIT_INCOMPLETE if EXIT_INCOMPLETE in statuses else EXIT_OK
@@ -493,10 +502,10 @@ def _label(spec: str) -> str:
     return name or f"{target.host}:{target.port}"
 
 
-def _check_out(out_dir: Path, force: bool) -> None:
-    """Refuses an --out folder of someone else's files before probing, not after."""
+def _check_out(out_dir: Path, force: bool, writes: Sequence[str]) -> None:
+    """Refuses an --out that cannot be used, or a folder of someone else's files, before probing, not after."""
     try:
-        check_output_dir(out_dir, force=force)
+        check_output_dir(out_dir, force=force, writes=writes)
     except OutputDirError as exc:
         raise CannotRun(printable(str(exc))) from None
 

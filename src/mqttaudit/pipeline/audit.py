@@ -58,6 +58,8 @@ CHUNKS_PER_CORE = 4
 #: Tasks per core of the judging stage: flows differ widely in length, so more, smaller shares even out better.
 FLOW_PARTITIONS_PER_CORE = 8
 TABLES = ("packets", "violations", "connections", "not_assessable", "deliveries", "routing_findings", "gaps")
+#: Every entry an audit writes into its folder: a file of someone else's by one of these names is never replaced.
+OUTPUTS = (*TABLES, "summary.json", "report_data.json", "report.html", "findings.md", "findings.jsonl", "junit.xml")
 SAMPLES_PER_RULE = 5
 REPORT_ROWS = 200
 
@@ -139,13 +141,13 @@ def run_audit(
     ``keylog`` holds the TLS secrets the executors decrypt with (shipped with the options, written nowhere).
     """
     started = time.time()
+    check_output_dir(out_dir, force=force, writes=OUTPUTS)  # before any capture is read
     files = sources.expand(list(paths))
     rejected = dict(sources.check_captures(list(paths), files))
-    check_output_dir(out_dir, force=force)
     if spark is None:
         check_environment(master)
     session = spark or spark_session(master, verbose=verbose)
-    with staged_output(out_dir, force=force) as staging:
+    with staged_output(out_dir, force=force, writes=OUTPUTS) as staging:
         summary, written = _audit(
             session,
             files,

@@ -38,6 +38,7 @@ from .runner import DEFAULT_CONCURRENCY, INCONCLUSIVE, VERDICTS, CaseResult, Pro
 from .selection import Patterns, parse_protocol, select_cases
 from .targets import is_amqp, parse_target
 from .transport import Credentials, TlsOptions
+from .violations import OtherViolation, other_violations
 
 
 class ProbeUsageError(ValueError):
@@ -91,8 +92,13 @@ class ProbeResult:
         return counted_failures(self.run, self._rules())
 
     @property
+    def violations(self) -> list[OtherViolation]:
+        """The rules the broker broke outside the statements of the cases that saw it, grouped by rule."""
+        return other_violations(self.run, self._rules())
+
+    @property
     def exit_status(self) -> int:
-        """0 conformant, 1 a MUST-level failure (new, with a baseline), 4 incomplete."""
+        """0 conformant, 1 a MUST-level failure or violation (new, with a baseline), 4 incomplete."""
         return exit_status(self.run, self._rules())
 
     def to_json(self) -> dict[str, Any]:
@@ -103,12 +109,13 @@ class ProbeResult:
 
     def write_reports(self, out_dir: Path | str, *, force: bool = False) -> list[Path]:
         """Writes findings.json, findings.md and junit.xml into ``out_dir``, published whole (see
-        :mod:`mqttaudit.report.output_dir`: a folder of someone else's files is refused unless ``force``)."""
-        from ..report import write_probe_reports
+        :mod:`mqttaudit.report.output_dir`: a folder of someone else's files is refused unless ``force``, and a file
+        of someone else's with the name of a report is never replaced, whatever ``force`` says)."""
+        from ..report import PROBE_REPORTS, write_probe_reports
         from ..report.output_dir import staged_output
 
         out = Path(out_dir)
-        with staged_output(out, force=force) as staging:
+        with staged_output(out, force=force, writes=PROBE_REPORTS) as staging:
             written = write_probe_reports(self.run, staging, self.catalogue)
         return [out / path.relative_to(staging) for path in written]
 

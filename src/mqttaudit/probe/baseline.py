@@ -10,6 +10,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import option_files
+from ..option_files import OptionFileError, read_capped
+
 FAIL = "fail"
 PASS = "pass"
 
@@ -24,6 +27,8 @@ class Baseline:
 
     source: str
     verdicts: Mapping[str, str]
+    #: The rules its run saw the broker break outside the statements of its cases.
+    violations: frozenset[str] = frozenset()
 
     @property
     def failed(self) -> frozenset[str]:
@@ -39,18 +44,28 @@ class BaselineDiff:
     new: tuple[str, ...]
     known: tuple[str, ...]
     fixed: tuple[str, ...]
+    #: The rules the baseline's run saw broken outside its cases' statements: seen again, they do not fail the run.
+    violations: frozenset[str] = frozenset()
 
     def to_json(self) -> dict[str, object]:
-        return {"file": self.source, "new": list(self.new), "known": list(self.known), "fixed": list(self.fixed)}
+        return {
+            "file": self.source,
+            "new": list(self.new),
+            "known": list(self.known),
+            "fixed": list(self.fixed),
+            "known_violations": sorted(self.violations),
+        }
 
 
 def load_baseline(path: Path | str) -> Baseline:
     """Reads a findings.json written by ``mqttaudit probe``; :class:`BaselineError` when it is not one."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(f"cannot read the baseline {source}: {getattr(exc, 'strerror', None) or exc}") from exc
+        text = read_capped(path, option="--baseline", cap=option_files.BASELINE, what="the baseline").decode("utf-8")
+    except OptionFileError as exc:
+        raise BaselineError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise BaselineError(f"cannot read the baseline {source}: {exc}") from exc
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -63,7 +78,23 @@ def load_baseline(path: Path | str) -> Baseline:
         if not (isinstance(row, dict) and isinstance(row.get("case"), str) and isinstance(row.get("verdict"), str)):
             raise BaselineError(f"the baseline {source} has a result without a case and a verdict (results[{index}])")
         verdicts[row["case"]] = row["verdict"]
-    return Baseline(source, verdicts)
+    return Baseline(source, verdicts, _violations(data))
+
+
+def _violations(data: dict[str, object]) -> frozenset[str]:
+    """The rules a findings.json shows the server breaking outside its cases' statements: its ``violations``, and
+    (for one written before that list) each result's ``other_findings``."""
+    rules: set[str] = set()
+    listed, results = data.get("violations"), data.get("results")
+    rows = list(listed) if isinstance(listed, list) else []
+    for result in results if isinstance(results, list) else []:
+        evidence = result.get("evidence") if isinstance(result, dict) else None
+        other = evidence.get("other_findings") if isinstance(evidence, dict) else None
+        rows += other if isinstance(other, list) else []
+    for row in rows:
+        if isinstance(row, dict) and isinstance(row.get("rule"), str) and row.get("side", "server") == "server":
+            rules.add(row["rule"])
+    return frozenset(rules)
 
 
 def compare(baseline: Baseline, verdicts: Iterable[tuple[str, str]]) -> BaselineDiff:
@@ -75,4 +106,5 @@ def compare(baseline: Baseline, verdicts: Iterable[tuple[str, str]]) -> Baseline
         new=tuple(case_id for case_id, verdict in now if verdict == FAIL and case_id not in failed_before),
         known=tuple(case_id for case_id, verdict in now if verdict == FAIL and case_id in failed_before),
         fixed=tuple(case_id for case_id, verdict in now if verdict == PASS and case_id in failed_before),
+        violations=baseline.violations,
     )

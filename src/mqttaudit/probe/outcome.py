@@ -2,7 +2,9 @@
 the command line returns for it (:mod:`mqttaudit.status`).
 
 The rule: a MUST-level failure that the baseline does not already know makes exit status 1, even in an
-incomplete run (it is a real finding); otherwise an incomplete run makes 4; otherwise 0.
+incomplete run (it is a real finding), and so does a MUST-level rule the broker broke on any connection of the run
+although no case targets it (a malformed CONNACK in every case of a selection about PINGRESP); otherwise an
+incomplete run makes 4; otherwise 0.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from ..report.statements import strongest_level
 from ..spec import Catalogue
 from ..status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 from .runner import FAIL, INCONCLUSIVE, NOT_APPLICABLE, PASS, CaseResult, ProbeRun
+from .violations import OtherViolation, other_violations
 
 #: The share of inconclusive cases above which a run is incomplete, unless told otherwise.
 DEFAULT_MAX_INCONCLUSIVE = 0.10
@@ -69,7 +72,12 @@ def counted_failures(run: ProbeRun, catalogue: Catalogue) -> list[CaseResult]:
     return [result for result in failures(run) if is_must(result, catalogue) and result.case.id not in known]
 
 
+def counted_violations(run: ProbeRun, catalogue: Catalogue) -> list[OtherViolation]:
+    """The other violations that fail the run: MUST-level acts that the baseline (when there is one) does not know."""
+    return [violation for violation in other_violations(run, catalogue) if violation.counted]
+
+
 def exit_status(run: ProbeRun, catalogue: Catalogue) -> int:
-    if counted_failures(run, catalogue):
+    if counted_failures(run, catalogue) or counted_violations(run, catalogue):
         return EXIT_FINDINGS
     return EXIT_INCOMPLETE if run.incomplete else EXIT_OK

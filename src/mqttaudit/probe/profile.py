@@ -20,6 +20,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Final
 
+from .. import option_files
+from ..option_files import OptionFileError, read_capped
+
 
 class ProfileError(ValueError):
     """The profile cannot be read: not TOML, an unknown key, a value of the wrong type or out of range."""
@@ -102,9 +105,11 @@ def load_profile(path: Path | str) -> BrokerProfile:
     """The profile in the TOML file at ``path``; :class:`ProfileError` when it cannot be read or is wrong."""
     where = str(path)
     try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"cannot read the profile {where}: {getattr(exc, 'strerror', None) or exc}") from None
+        text = read_capped(path, option="--profile", cap=option_files.PROFILE, what="the profile").decode("utf-8")
+    except OptionFileError as exc:
+        raise ProfileError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise ProfileError(f"cannot read the profile {where}: {exc}") from None
     return parse_profile(text, where)
 
 

@@ -55,6 +55,10 @@ class CaseResult:
     #: Findings past ``MAX_FINDINGS`` in ``findings`` and ``other_findings``: counted, not kept.
     findings_omitted: int = 0
     other_findings_omitted: int = 0
+    #: Per rule of ``other_findings``, counted before the list was cut: the acts (one finding each) of the broker,
+    #: and the answers or closes it owed and did not give in time (findings with a ``cause``).
+    other_acts: dict[str, int] = field(default_factory=dict)
+    other_owed: dict[str, int] = field(default_factory=dict)
 
     @property
     def case_id(self) -> str:
@@ -67,6 +71,8 @@ class CaseResult:
             "findings_omitted": self.findings_omitted,
             "other_findings": [finding_to_dict(f) for f in self.other_findings],
             "other_findings_omitted": self.other_findings_omitted,
+            "other_acts": self.other_acts,
+            "other_owed": self.other_owed,
             "statements": self.statements,
             "assessed": self.assessed,
             "reason": self.reason,
@@ -208,9 +214,13 @@ async def run_case(
         result.reason = "not assessable, evidence capped: " + "; ".join(capped)
     if not result.reason and result.verdict in (FAIL, INCONCLUSIVE):
         result.reason = f"the judge decided none of {', '.join(case.statements)} from the conversation"
+    result.other_acts = count_acts(f for f in result.other_findings if not owed(f))
+    result.other_owed = count_acts(f for f in result.other_findings if owed(f))
     result.findings_omitted = max(0, len(result.findings) - MAX_FINDINGS)
-    result.other_findings_omitted = max(0, len(result.other_findings) - MAX_FINDINGS)
-    del result.findings[MAX_FINDINGS:], result.other_findings[MAX_FINDINGS:]
+    kept = kept_findings(result.other_findings)
+    result.other_findings_omitted = len(result.other_findings) - len(kept)
+    result.other_findings = kept
+    del result.findings[MAX_FINDINGS:]
     result.assessed = sorted(judgement.assessed)
     result.connections = [connection_evidence(connection) for connection in context.connections]
     result.duration = time.monotonic() - started
@@ -298,6 +308,34 @@ def _speaks_another_version(connection: ProbeConnection) -> bool:
         if isinstance(event, Sent) and event.sender is Direction.FROM_CLIENT and isinstance(packet, Connect):
             return packet.protocol_level != connection.version.level
     return False
+
+
+def owed(finding: Finding) -> bool:
+    """Whether a finding is an answer or a close the broker owed and did not give in time (it has a cause), rather
+    than something the broker sent or did."""
+    return finding.cause >= 0
+
+
+def count_acts(findings: Iterable[Finding]) -> dict[str, int]:
+    """Acts per rule: one act is one finding, and the judge and the codec citing the same rule at the same event
+    of the same connection are one act."""
+    acts = {(f.rule, f.conversation, f.event) for f in findings}
+    counts: dict[str, int] = {}
+    for rule, _, _ in sorted(acts):
+        counts[rule] = counts.get(rule, 0) + 1
+    return counts
+
+
+def kept_findings(findings: Sequence[Finding]) -> list[Finding]:
+    """The first ``MAX_FINDINGS`` findings, and the first of every other rule among the rest (acts and owed
+    answers apart): a rule broken only after a flood of another is still shown, never only counted."""
+    kept = list(findings[:MAX_FINDINGS])
+    seen = {(finding.rule, owed(finding)) for finding in kept}
+    for finding in findings[MAX_FINDINGS:]:
+        if (finding.rule, owed(finding)) not in seen:
+            seen.add((finding.rule, owed(finding)))
+            kept.append(finding)
+    return kept
 
 
 #: Findings a case keeps in ``findings`` and in ``other_findings``; a flooding broker may cause thousands.

@@ -19,6 +19,7 @@ from .probe_json import probe_run_to_json
 from .probe_markdown import probe_run_to_markdown
 
 __all__ = [
+    "PROBE_REPORTS",
     "AuditReportData",
     "Matrix",
     "audit_html",
@@ -37,10 +38,16 @@ __all__ = [
 ]
 
 
+#: The entries a probe run writes into its folder.
+PROBE_REPORTS = ("findings.json", "findings.md", "junit.xml")
+#: The entries a matrix writes beside each broker's folder.
+MATRIX_REPORTS = ("matrix.md", "matrix.html")
+
+
 def write_probe_reports(run: ProbeRun, out_dir: Path | str, catalogue: Catalogue | None = None) -> list[Path]:
     """Writes ``findings.json``, ``findings.md`` and ``junit.xml`` into ``out_dir`` (created if needed)."""
     out = _directory(out_dir)
-    paths = [out / "findings.json", out / "findings.md", out / "junit.xml"]
+    paths = [out / name for name in PROBE_REPORTS]
     paths[0].write_text(json.dumps(probe_run_to_json(run, catalogue), indent=2) + "\n", encoding="utf-8")
     paths[1].write_text(probe_run_to_markdown(run, catalogue), encoding="utf-8")
     paths[2].write_bytes(junit_bytes(probe_run_to_junit(run, catalogue)))
@@ -53,7 +60,7 @@ def write_matrix(
     """Writes ``matrix.md`` and ``matrix.html`` for ``(label, run)`` pairs, one broker each."""
     out = _directory(out_dir)
     matrix = build_matrix(runs, catalogue)
-    paths = [out / "matrix.md", out / "matrix.html"]
+    paths = [out / name for name in MATRIX_REPORTS]
     paths[0].write_text(matrix_markdown(matrix), encoding="utf-8")
     paths[1].write_text(matrix_html(matrix), encoding="utf-8")
     return paths

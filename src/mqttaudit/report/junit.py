@@ -5,6 +5,7 @@ from __future__ import annotations
 from xml.etree import ElementTree as ET
 
 from ..probe.runner import FAIL, INCONCLUSIVE, NOT_APPLICABLE, ProbeRun
+from ..probe.violations import OtherViolation, not_counted, other_violations
 from ..spec import Catalogue
 from .evidence import WHOLE_IN, Budget, printable, transcript
 from .peer_text import shown
@@ -22,16 +23,18 @@ def probe_run_to_junit(run: ProbeRun, catalogue: Catalogue | None = None) -> ET.
     transcripts share one evidence budget, so the document stays bounded whatever the broker sent.
     """
     rules = default_catalogue(catalogue)
+    violations = other_violations(run, rules)
+    failing = [v for v in violations if v.counted]
     errors = sum(1 for result in run.results if result.error)
     skipped = sum(run.count(verdict) for verdict in (INCONCLUSIVE, NOT_APPLICABLE)) - errors
     suite = ET.Element(
         "testsuite",
         {
             "name": "mqttaudit probe " + shown(run.target.url, whole_in=WHOLE_IN),
-            "tests": str(len(run.results)),
-            "failures": str(run.count(FAIL)),
+            "tests": str(len(run.results) + len(violations)),
+            "failures": str(run.count(FAIL) + len(failing)),
             "errors": str(errors),
-            "skipped": str(skipped),
+            "skipped": str(skipped + len(violations) - len(failing)),
             "time": f"{run.duration:.3f}",
             "timestamp": printable(run.started),
         },
@@ -67,7 +70,41 @@ def probe_run_to_junit(run: ProbeRun, catalogue: Catalogue | None = None) -> ET.
             ET.SubElement(testcase, "error", {"message": reason, "type": "not-judged"})
         elif result.verdict in (INCONCLUSIVE, NOT_APPLICABLE):
             ET.SubElement(testcase, "skipped", {"message": f"{result.verdict}: {reason}"})
+    for violation in violations:
+        _violation_case(suite, violation)
     return suite
+
+
+def _violation_case(suite: ET.Element, violation: OtherViolation) -> None:
+    """A rule the broker broke outside the cases' statements, as a test case of ``mqttaudit.probe.violations``:
+    failed when it counts (a MUST-level act the baseline does not know), skipped with why otherwise."""
+    testcase = ET.SubElement(
+        suite,
+        "testcase",
+        {
+            "classname": "mqttaudit.probe.violations",
+            "name": printable(f"{violation.rule} [{violation.acts} act(s) in {len(violation.cases)} case(s)]"),
+            "time": "0.000",
+        },
+    )
+    properties = ET.SubElement(testcase, "properties")
+    ET.SubElement(properties, "property", {"name": "statement", "value": printable(violation.rule)})
+    ET.SubElement(properties, "property", {"name": "section", "value": printable(violation.section)})
+    first = violation.first
+    message = shown(
+        f"the {first.side.value} broke {violation.rule} ({violation.level}) {violation.acts} time(s), in cases no "
+        f"one of which targets it; first in {violation.first_case} on {first.conversation}: {first.detail}",
+        whole_in=WHOLE_IN,
+    )
+    if not violation.counted:
+        ET.SubElement(testcase, "skipped", {"message": f"{not_counted(violation)}: {message}"})
+        return
+    failure = ET.SubElement(testcase, "failure", {"message": message, "type": printable(violation.rule)})
+    cases = ", ".join(violation.cases[:20]) + (
+        f" and {len(violation.cases) - 20} more" if len(violation.cases) > 20 else ""
+    )
+    lines = [message, shown(f"expected: {first.expected}", whole_in=WHOLE_IN), printable(f"cases: {cases}")]
+    failure.text = "\n".join(lines) + "\n"
 
 
 def classname_part(case_id: str) -> str:

@@ -6,6 +6,7 @@ from typing import Any
 
 from .. import __version__
 from ..probe.runner import VERDICTS, ProbeRun
+from ..probe.violations import other_violations
 from ..spec import Catalogue
 from .statements import default_catalogue, strongest_level
 
@@ -14,7 +15,8 @@ def probe_run_to_json(run: ProbeRun, catalogue: Catalogue | None = None) -> dict
     """The run as JSON-ready data; ``level`` is the strongest level among a case's statements. ``incomplete`` says
     why the run does not judge the broker as a whole (None when it does); ``error`` marks a case that could not be
     judged because the target was unreachable, refused the prober or went down; ``baseline`` lists the case ids
-    of new, known and fixed failures against a previous run (None without one)."""
+    of new, known and fixed failures against a previous run (None without one); ``violations`` groups by rule what
+    the broker broke outside the statements of the cases that saw it (each act counted, each case named)."""
     rules = default_catalogue(catalogue)
     return {
         "mqttaudit_version": __version__,
@@ -25,6 +27,7 @@ def probe_run_to_json(run: ProbeRun, catalogue: Catalogue | None = None) -> dict
         "incomplete": run.incomplete,
         "baseline": None if run.baseline is None else run.baseline.to_json(),
         "summary": {verdict: run.count(verdict) for verdict in VERDICTS},
+        "violations": [violation.to_json() for violation in other_violations(run, rules)],
         "results": [
             {
                 "case": result.case.id,

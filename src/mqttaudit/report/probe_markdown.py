@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from ..judge import Finding
 from ..probe.runner import FAIL, INCONCLUSIVE, NOT_APPLICABLE, PASS, VERDICTS, CaseResult, ProbeRun
+from ..probe.violations import OtherViolation, not_counted, other_violations
 from ..spec import Catalogue
 from . import markdown
 from .evidence import WHOLE_IN, Budget, Exchange, exchange_of, exchanges, seconds, transcript
@@ -18,6 +19,8 @@ SPEC = "OASIS MQTT Version 3.1.1"
 #: Characters the failure sections of one findings.md may take: sections are written while they fit, the other
 #: failing cases are listed by id (a broker that floods every case must not make a report of gigabytes).
 FAILURES_CHARS = 1_500_000
+#: The id of the section of the violations outside the cases' statements, for the link from the header.
+VIOLATIONS_ANCHOR = "violations"
 #: Findings listed in one section, and rows of one expected-behaviour table.
 MAX_LINES = 20
 
@@ -40,7 +43,8 @@ def probe_run_to_markdown(run: ProbeRun, catalogue: Catalogue | None = None) -> 
     rules = default_catalogue(catalogue)
     failures = [result for result in run.results if result.verdict == FAIL]
     sections = _failure_sections(failures, run.target.url, rules)
-    lines = [*_header(run), "", "## All cases", ""]
+    violations = other_violations(run, rules)
+    lines = [*_header(run, violations), "", "## All cases", ""]
     lines += table(
         ("Case", "Statements", "Verdict", "Reason"),
         (
@@ -64,6 +68,7 @@ def probe_run_to_markdown(run: ProbeRun, catalogue: Catalogue | None = None) -> 
                 len(sections), len(failures), "failing cases' sections (this report's size bound)", WHOLE_IN
             )
             lines += ["", "Failing cases without a section: " + ", ".join(code(r.case.id) for r in rest) + "."]
+    lines += _violations_section(violations)
     inconclusive = [result for result in run.results if result.verdict == INCONCLUSIVE]
     if inconclusive:
         lines += ["", "## Inconclusive cases", "", "Not decided either way; none of them counts as a pass.", ""]
@@ -91,7 +96,43 @@ def anchor(result: CaseResult) -> str:
     return f"fail-{result.case.id}"
 
 
-def _header(run: ProbeRun) -> list[str]:
+def _violations_section(violations: Sequence[OtherViolation]) -> list[str]:
+    """One entry per rule the broker broke outside the statements of the cases that saw it: its level, section
+    and summary, how many acts in which cases, and the first act."""
+    if not violations:
+        return []
+    lines = [
+        "",
+        f'<a id="{VIOLATIONS_ANCHOR}"></a>',
+        "## Violations outside the cases' statements",
+        "",
+        "Rules the broker broke on connections of this run that no case seeing them targets. One act is one "
+        "finding; the same behaviour seen in many cases is counted here once per act. A MUST-level act fails the "
+        "run like a failing case; an answer or close the broker owed and did not give within the deadline of a "
+        "case that does not target it is listed apart and does not.",
+    ]
+    for violation in violations:
+        why = not_counted(violation)
+        known = f" Not counted: {why}." if why else ""
+        summary = f": {prose(violation.summary)}" if violation.summary else ""
+        cases = ", ".join(code(case_id) for case_id in violation.cases[:MAX_LINES])
+        lines += [
+            "",
+            f"### {inline(violation.rule)} ({violation.level}, section {inline(violation.section)})"
+            + (" — owed, not given" if violation.owed else ""),
+            "",
+            f"Statement [{inline(violation.rule)}] of MQTT {inline(violation.protocol)}{summary}.{known}",
+            "",
+            f"{violation.acts:,} {'owed answer(s) or close(s) not given' if violation.owed else 'act(s)'} by the "
+            f"{violation.first.side.value} in {len(violation.cases):,} case(s): "
+            f"{cases}{'' if len(violation.cases) <= MAX_LINES else ', …'}.",
+        ]
+        lines += left_out(min(MAX_LINES, len(violation.cases)), len(violation.cases), "cases", WHOLE_IN)
+        lines += ["", f"First seen in case {code(violation.first_case)}:", "", _finding_line(violation.first)]
+    return lines
+
+
+def _header(run: ProbeRun, violations: Sequence[OtherViolation] = ()) -> list[str]:
     counts = ", ".join(f"{run.count(verdict)} {verdict}" for verdict in VERDICTS)
     lines = [
         f"# mqttaudit probe findings: {code(run.target.url)}",
@@ -106,6 +147,12 @@ def _header(run: ProbeRun) -> list[str]:
     if run.incomplete:
         lines.append(
             f"- **Incomplete run:** {inline(run.incomplete)}. The verdicts do not judge the broker as a whole."
+        )
+    if violations:
+        acts = sum(v.acts for v in violations)
+        lines.append(
+            f"- **Violations outside the cases' statements:** {len(violations)} rule(s) broken in {acts:,} act(s) "
+            f"(see [below](#{VIOLATIONS_ANCHOR}))"
         )
     if run.baseline is not None:
         diff = run.baseline

@@ -12,7 +12,10 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 from ..probe.runner import FAIL, VERDICTS, CaseResult, ProbeRun
+from ..probe.violations import OtherViolation, not_counted, other_violations
+from ..spec import Catalogue
 from .evidence import printable
+from .statements import default_catalogue
 
 #: The width used when the output is not a terminal.
 DEFAULT_WIDTH = 100
@@ -49,18 +52,40 @@ def _said(kind: str, detail: str) -> str:
     return f"{kind}: {detail}" if kind else detail
 
 
-def summary_lines(run: ProbeRun, width: int) -> list[str]:
-    """The run in a few lines: counts, why it is incomplete, and the failures (new, known, fixed against a
-    baseline)."""
+def violation_line(violation: OtherViolation, width: int) -> str:
+    """``VIOLATION rule (level) by the server: N acts in M cases (first in case): detail``, cut to ``width``; one
+    that does not fail the run starts ``violation`` and says why."""
+    what = "owed answer" if violation.owed else "act"
+    acts = f"{violation.acts:,} {what}{'s' if violation.acts != 1 else ''}"
+    cases = f"{len(violation.cases):,} case{'s' if len(violation.cases) != 1 else ''}"
+    why = not_counted(violation)
+    known = f", {why}" if why else ""
+    mark = "VIOLATION" if violation.counted else "violation"
+    return fit(
+        f"{mark} {violation.rule} ({violation.level}{known}) by the {violation.first.side.value}: {acts} in "
+        f"{cases}, no case targets it (first in {violation.first_case}): {violation.first.detail}",
+        width,
+    )
+
+
+def summary_lines(run: ProbeRun, width: int, catalogue: Catalogue | None = None) -> list[str]:
+    """The run in a few lines: counts, why it is incomplete, the failures (new, known, fixed against a baseline),
+    then the rules the broker broke outside the cases' statements."""
     counts = ", ".join(f"{run.count(v)} {v}" for v in VERDICTS)
     lines = [fit(f"{run.target.url}: {len(run.results)} cases in {run.duration:.1f} s: {counts}", width)]
     if run.incomplete:
         lines.append(fit(f"INCOMPLETE: {run.incomplete}", width))
     if run.broker_down and run.broker_down != run.incomplete:
         lines.append(fit(f"broker down: {run.broker_down}", width))
+    violations = [violation_line(v, width) for v in other_violations(run, default_catalogue(catalogue))]
+    return lines + _failure_lines(run, width) + violations
+
+
+def _failure_lines(run: ProbeRun, width: int) -> list[str]:
+    lines: list[str] = []
     failed = [result for result in run.results if result.verdict == FAIL]
     if run.baseline is None:
-        return lines + [fail_line(result, width) for result in failed]
+        return [fail_line(result, width) for result in failed]
     by_id = {result.case.id: result for result in failed}
     diff = run.baseline
     lines.append(
