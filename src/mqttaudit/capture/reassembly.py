@@ -143,6 +143,8 @@ class Reassembler:
         self.client: int | None = None
         self.direction_reason = ""
         self.closed = False
+        #: Both FINs were reached in order, or a reset came: the connection ended on the wire (not the input).
+        self.ended = False
         self.first_time: int | None = None
         self.last_time: int | None = None
         self._halves = (_Half(), _Half())
@@ -207,14 +209,14 @@ class Reassembler:
             if not flags & ACK:  # the SYN sender: nothing may have come from either side yet
                 peer = self._halves[1 - side]
                 progressed = progressed or peer.next_offset > 0 or bool(peer.pending) or peer.fin is not None
-            return progressed or self.closed
+            return progressed or self.ended
         if not payload or not half.started:
-            return self.closed and bool(payload)
+            return self.ended and bool(payload)
         offset = half.offset_of(seq)
         end = offset + len(payload)
         if offset - half.next_offset > MAX_WINDOW or half.next_offset - end > MAX_WINDOW:
             return True  # a sequence jump: no window of this connection reaches it
-        if self.closed or half.ended:
+        if self.ended or half.ended:
             return not self._repeats(half, offset, payload)
         return half.fin is not None and end > half.fin
 
@@ -419,7 +421,7 @@ class Reassembler:
             half.ended = True
             out.append(End(side, False, half.fin, time))
             if all(other.ended for other in self._halves):
-                self.closed = True
+                self.closed = self.ended = True
 
     def _drain(self, side: int, half: _Half, time: int, out: list[Output]) -> None:
         self._advance(side, half, time, out, force=True)
@@ -445,4 +447,4 @@ class Reassembler:
         for index, half in enumerate(self._halves):
             self._drain(index, half, time, out)
         out.append(End(side, True, self._halves[side].next_offset, time))
-        self.closed = True
+        self.closed = self.ended = True
