@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, PacketType, StreamDecoder, rules
-from mqttaudit.codec.version import ProtocolVersion
 from mqttaudit.codec.remaining_length import read_remaining_length
+from mqttaudit.codec.version import ProtocolVersion
 from mqttaudit.judge.events import Closed, Event, Lost, Quiet, Sent
 from mqttaudit.judge.reasons import CONFLICTING, reason
-from mqttaudit.judge.rules import TRANSPORT_RULES
+from mqttaudit.judge.rules import CLOSE_ON_VIOLATION, TRANSPORT_RULES
 from mqttaudit.judge.violations import in_text_frame
+from mqttaudit.spec import identity
 
 from .detect import IS_CONNECT, PREFIX_BYTES, UNKNOWN_VERSION, connect_start, connect_version
 from .layers import (
@@ -58,6 +59,8 @@ AFTER_GAP: Final = "after a gap, before the first proven packet boundary"
 CUT_BY_GAP: Final = "packet cut short by a gap"
 CUT_BY_END: Final = "packet cut short by the end of the capture"
 CUT_BY_RESET: Final = "packet cut short by the peer's reset"
+#: The statements that make the receiver of a malformed packet close the connection: 3.1.1's, and 5.0's.
+CLOSE_RULES: Final = f"{CLOSE_ON_VIOLATION}, 5.0 {identity.statement_id(CLOSE_ON_VIOLATION, identity.V5)}"
 #: Malformed frames kept per connection, each with its evidence: the first ones are; at the next one the sender's
 #: stream stops being decoded (see :class:`_Stream`), its bytes from there recorded once, not framed.
 DEFAULT_MAX_MALFORMED: Final = 100
@@ -68,12 +71,26 @@ FEED_BYTES: Final = 4096
 MAX_CONFLICT_RANGES: Final = 100
 
 
+#: The policy at the cap of malformed frames, as the summary and the reports name it.
+MALFORMED_CAP_POLICY: Final = (
+    f"the first {DEFAULT_MAX_MALFORMED} malformed packets of a connection are kept, each with its evidence; at the "
+    "next one its sender's stream stops being decoded, and the rest of that stream is one not-assessable row of "
+    f"the gaps table with its byte count (the receiver of a malformed packet had to close at the first: {CLOSE_RULES})"
+)
+#: What the audit does with bytes that arrived twice with different content, as the summary and reports name it.
+CONFLICT_POLICY: Final = (
+    "bytes that arrived twice with different content (a conflicting TCP retransmission) are a conflict row of the "
+    "gaps table; the first copy is kept, and the packets decoded from it are not judged: their bytes are not "
+    "assessable, and the rules they broke as first captured are not assessable rows (conflicting retransmission)"
+)
+
+
 def malformed_cap_reason(cap: int) -> str:
     """Why the rest of a side's stream was not decoded: the connection reached the cap of malformed frames."""
     return (
         f"not decoded: the connection already holds {cap} malformed packets, the most kept per connection; its "
-        "receiver had to close at the first [MQTT-4.8.0-1] (5.0: [MQTT-4.13.1-1]), so what the sender sent from "
-        "here is no MQTT a conforming peer read"
+        f"receiver had to close at the first ({CLOSE_RULES}), so what the sender sent from here is no MQTT a "
+        "conforming peer read"
     )
 
 
@@ -637,10 +654,8 @@ class ConnectionAudit:
         start, end = conflict.offset, conflict.offset + conflict.length
         for index in reversed(ranges):
             known = self._conflicts[index]
-            if (
-                known.offset <= end
-                and start <= known.offset + known.length
-                or (index == ranges[-1] and len(ranges) >= MAX_CONFLICT_RANGES)
+            if (known.offset <= end and start <= known.offset + known.length) or (
+                index == ranges[-1] and len(ranges) >= MAX_CONFLICT_RANGES
             ):
                 low, high = min(known.offset, start), max(known.offset + known.length, end)
                 self._conflicts[index] = Conflict(side, low, high - low, known.time)
@@ -664,7 +679,7 @@ class ConnectionAudit:
         kept: list[tuple[int, SideFrame]] = []
         withheld: list[SideFrame] = []
         for order, side_frame in self._sink.frames:
-            side, time, frame = side_frame
+            side, _time, frame = side_frame
             ranges = conflicts[side]
             start, end = frame.offset, frame.offset + frame.length
             header_end = start + fixed_header_length(frame)
