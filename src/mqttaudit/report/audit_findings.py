@@ -92,6 +92,10 @@ TAG_MEANINGS = {
     reasons.NO_ANSWER: "the answer the rule judges never came, so there is nothing to judge it on",
     reasons.TOO_SHORT: "the observation stopped before the rule was exercised for long enough",
     reasons.UNDECODED: "bytes were captured but could not be framed as a packet",
+    reasons.CONFLICTING: (
+        "bytes arrived twice with different content (a TCP retransmission that conflicts): which copy the receiver "
+        "kept is unknown, so nothing decoded from them is judged"
+    ),
     reasons.ANOTHER_SPECIFICATION: "the connection follows another specification",
     reasons.EARLIER_SESSION: "the session began on an earlier connection the capture does not hold",
     reasons.AMBIGUOUS: "a delivery may stand for more than one message, and which one decides the rule",
@@ -594,7 +598,7 @@ def accounting_notes(summary: AuditSummary) -> tuple[str, ...]:
         notes.append(
             f"Conflicting retransmissions: {conflicts.get('policy', '')}. "
             + (
-                f"{plural(ranges, 'range')} of {plural(conflicts.get('bytes', 0), 'byte')} were seen."
+                f"Seen: {plural(ranges, 'range')}, {plural(conflicts.get('bytes', 0), 'byte')}."
                 if ranges
                 else "None were seen."
             )
