@@ -27,7 +27,7 @@ from mqttaudit.capture.records import MAX_TIME_NS
 from mqttaudit.codec import Connack, Connect, Publish, encode
 from mqttaudit.judge.events import Lost
 from mqttaudit.pipeline import stages
-from mqttaudit.pipeline.conversations import Flow, judge_flow
+from mqttaudit.pipeline.conversations import Flow, connection_flow, judge_flow
 
 from .cli_in_process import run_mqttaudit
 from .corpus import capture
@@ -488,3 +488,12 @@ def test_malformed_packets_are_kept_up_to_the_cap_and_the_rest_of_the_stream_is_
     assert flow.counts[0].reconciles and flow.counts[0].malformed == 2 * cap
     # The judge hears of the rest once, as bytes it cannot read.
     assert sum(1 for event in flow.events if isinstance(event, Lost)) == 1
+
+
+def test_two_connections_of_one_flow_that_start_at_the_same_time_keep_ids_of_their_own() -> None:
+    flows = audited([(EPOCH, packet) for _time, packet in rebooted_device()])  # one timestamp for every record
+    assert [flow.ordinal for flow in flows] == [0, 1]
+    assert [connection_flow("t.pcap", flow).flow for flow in flows] == [
+        f"10.0.0.1:50000|10.0.0.2:1883@{EPOCH}",
+        f"10.0.0.1:50000|10.0.0.2:1883@{EPOCH}#1",
+    ]

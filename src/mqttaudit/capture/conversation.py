@@ -250,6 +250,8 @@ class FlowAudit:
     withheld: tuple[SideFrame, ...] = ()
     #: Bytes not decoded because the connection reached its cap of malformed frames (``max_malformed``).
     capped_bytes: int = 0
+    #: How many connections of the same flow started at the same capture time before this one (0 for nearly all).
+    ordinal: int = 0
 
     @property
     def judged(self) -> bool:

@@ -109,7 +109,7 @@ def connection_flow(capture: str, audit: FlowAudit, record_of: Callable[[int], i
     ]
     return Flow(
         capture,
-        f"{flow_name((first, second))}@{audit.first_time}",
+        f"{flow_name((first, second))}@{audit.first_time}" + (f"#{audit.ordinal}" if audit.ordinal else ""),
         client,
         server,
         audit.events,
