@@ -9,6 +9,7 @@ sender's FIN or reset is the sender's doing and stays a malformed frame.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, NamedTuple
 
@@ -518,6 +519,22 @@ class _Stream:
             out.append((order, SideFrame(side, time, frame)))
 
 
+class _Ranges:
+    """Byte ranges ``[low, high)``, asked whether any of them touches another range in logarithmic time."""
+
+    def __init__(self, ranges: list[tuple[int, int]]) -> None:
+        ordered = sorted(ranges)
+        self._lows = [low for low, _high in ordered]
+        self._highest: list[int] = []  # the highest end among the ranges up to each index
+        for _low, high in ordered:
+            self._highest.append(max(high, self._highest[-1]) if self._highest else high)
+
+    def touch(self, start: int, end: int) -> bool:
+        """Whether a range overlaps ``[start, end)``."""
+        before = bisect.bisect_left(self._lows, end)  # the ranges that start before ``end``
+        return before > 0 and self._highest[before - 1] > start
+
+
 def fixed_header_length(frame: Frame) -> int:
     """The bytes of a frame that decide its framing: its fixed header (type byte and Remaining Length), or the
     whole frame when it has no whole one."""
@@ -677,25 +694,24 @@ class ConnectionAudit:
         if not conflicts[0] and not conflicts[1]:
             return []
         plain = self._stack is None and self._transport == PLAIN
+        touched = (_Ranges(conflicts[0]), _Ranges(conflicts[1]))
         doubt_from: list[int | None] = [None, None]
         kept: list[tuple[int, SideFrame]] = []
         withheld: list[SideFrame] = []
         for order, side_frame in self._sink.frames:
             side, _time, frame = side_frame
             ranges = conflicts[side]
-            start, end = frame.offset, frame.offset + frame.length
-            header_end = start + fixed_header_length(frame)
-            if plain and ranges and any(low < header_end and start < high for low, high in ranges):
-                doubt = doubt_from[side]
-                doubt_from[side] = start if doubt is None else min(doubt, start)
-            doubt = doubt_from[side]
-            if not ranges or (
-                plain
-                and (doubt is None or start < doubt)
-                and not any(low < end and start < high for low, high in ranges)
-            ):
+            if not ranges:
                 kept.append((order, side_frame))
                 continue
+            start = frame.offset
+            if plain:
+                if doubt_from[side] is None and touched[side].touch(start, start + fixed_header_length(frame)):
+                    doubt_from[side] = start
+                doubt = doubt_from[side]
+                if (doubt is None or start < doubt) and not touched[side].touch(start, start + frame.length):
+                    kept.append((order, side_frame))
+                    continue
             withheld.append(side_frame)
             self._withhold_frame(order, side_frame, ranges)
         self._sink.frames = kept
