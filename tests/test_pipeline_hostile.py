@@ -286,6 +286,7 @@ def test_a_conflicting_retransmission_is_recorded_and_no_finding_rests_on_its_by
     for report in ("findings.md", "report.html"):
         text = (identity_audit["out"] / report).read_text(encoding="utf-8")
         assert "Conflicting retransmissions: " in text and "Seen: 1 range, 1 byte." in text, report
+    assert "1 conflicting retransmission(s) (1 bytes" in identity_audit["done"].stdout
 
 
 def test_a_megabyte_of_zeros_after_a_connect_is_capped_in_memory_rows_and_reports(
@@ -310,3 +311,4 @@ def test_a_megabyte_of_zeros_after_a_connect_is_capped_in_memory_rows_and_report
     assert rest["length"] == cap["bytes_not_decoded"] and rest["kind"] == "not-assessable"
     report = (tmp_path / "out" / "findings.md").read_text(encoding="utf-8")
     assert f"1 connection reached the cap of {DEFAULT_MAX_MALFORMED}" in report
+    assert f"1 connection(s) reached the cap of {DEFAULT_MAX_MALFORMED} malformed packets" in done.stdout
