@@ -497,3 +497,18 @@ def test_two_connections_of_one_flow_that_start_at_the_same_time_keep_ids_of_the
         f"10.0.0.1:50000|10.0.0.2:1883@{EPOCH}",
         f"10.0.0.1:50000|10.0.0.2:1883@{EPOCH}#1",
     ]
+
+
+def test_mqtt_5_packets_of_a_connection_without_connect_never_count_toward_the_cap_of_malformed_packets() -> None:
+    """No CONNECT names the version, so the packets are read as MQTT 3.1.1: a 5.0 PUBACK with a Reason Code
+    breaks 3.1.1's Remaining Length of 2, yet is a well-formed 5.0 packet. The connection is framed only, whole."""
+    session = writer.TcpSession(("10.0.0.1", 50003), ("10.0.0.2", 1883))
+    packets = session.handshake()
+    count = 3 * DEFAULT_MAX_MALFORMED // 2
+    for packet_id in range(1, count + 1):
+        packets.append(session.send(0, encode(Publish(topic="t", payload=b"p", qos=1, packet_id=packet_id))))
+        packets.append(session.send(1, bytes([0x40, 3, 0, packet_id, 0x10])))  # PUBACK: No matching subscribers
+    packets += [session.fin(0), session.fin(1)]
+    (flow,) = audited([(EPOCH + index * 1_000, packet) for index, packet in enumerate(packets)])
+    assert flow.version == "unknown, not 3.1.1" and flow.capped_bytes == 0
+    assert len(flow.frames) == 2 * count and not flow.unassessable

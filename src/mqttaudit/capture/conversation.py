@@ -13,7 +13,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, PacketType, StreamDecoder, rules
+from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, PacketType, StreamDecoder, decode, rules
 from mqttaudit.codec.remaining_length import read_remaining_length
 from mqttaudit.codec.version import ProtocolVersion
 from mqttaudit.judge.events import Closed, Event, Lost, Quiet, Sent
@@ -504,7 +504,7 @@ class _Stream:
                 frame = in_text_frame(frame)  # noqa: PLW2901 - the frame as the judge must see it
             if sink.version is None and decoder is not None and decoder is sink.learner:
                 sink.version = named_version(frame, decoder.version)
-            if is_malformed(frame, framed=False):
+            if is_malformed(frame, framed=False) and self._counts_toward_cap(frame):
                 if sink.malformed_kept >= cap:
                     self._cap_at = frame.offset
                     self._decoder = None
@@ -513,10 +513,22 @@ class _Stream:
                     )
                     return
                 sink.malformed_kept += 1
+            if is_malformed(frame, framed=False):
                 counts.malformed += frame.length
             else:
                 counts.packets += frame.length
             out.append((order, SideFrame(side, time, frame)))
+
+    def _counts_toward_cap(self, frame: Frame) -> bool:
+        """Whether a malformed frame counts toward the cap: when no CONNECT named the connection's version, a
+        frame read as MQTT 3.1.1 may be a well-formed MQTT 5.0 packet (the connection is then framed only), so it
+        counts only when MQTT 5.0 finds it malformed too, or its framing or its transport broke."""
+        if self._sink.version is not None or len(frame.raw) != frame.length:
+            return True
+        if any(violation.rule_key in FRAMING_RULES | TRANSPORT_RULES for violation in frame.violations):
+            return True
+        read_as_5 = decode(frame.raw, self._direction(), version=ProtocolVersion.V5)
+        return any(not rules.is_advisory(violation.rule) for violation in read_as_5.violations)
 
 
 class _Ranges:
