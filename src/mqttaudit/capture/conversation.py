@@ -317,9 +317,9 @@ class _Stream:
         self._aside: int | None = None  # the index of the last row set_aside added
         self._aside_lost: int | None = None  # the index of the judge's Lost event it added
         self._fed_to = 0  # the stream offset after the last byte fed to a decoder
-        self._cap_at: int | None = None  # where the cap of malformed frames stopped decoding
-        #: The connection reached its cap of malformed frames at a frame of this side: nothing more is decoded.
-        self.capped_bytes = 0  # bytes set aside since
+        #: Where the connection's cap of malformed frames stopped decoding this side (None: it did not).
+        self._cap_at: int | None = None
+        self.capped_bytes = 0  # the side's bytes set aside, not decoded, since
         #: Inner stream ranges carried in WebSocket text messages: a frame that starts in one breaks MQTT-6.0.0-1.
         self._texts: list[tuple[int, int]] = []
 
@@ -716,20 +716,30 @@ class ConnectionAudit:
             if not ranges:
                 kept.append((order, side_frame))
                 continue
-            start = frame.offset
+            start, end = frame.offset, frame.offset + frame.length
+            why = f"the {self._layer_name()} stream of this side holds bytes that arrived twice with different content"
             if plain:
                 if doubt_from[side] is None and touched[side].touch(start, start + fixed_header_length(frame)):
                     doubt_from[side] = start
                 doubt = doubt_from[side]
-                if (doubt is None or start < doubt) and not touched[side].touch(start, start + frame.length):
+                inside = [f"{low}..{high - 1}" for low, high in ranges if low < end and start < high]
+                if inside:
+                    why = f"bytes {', '.join(inside[:3])} of this side's stream arrived twice with different content"
+                elif doubt is not None and start >= doubt:
+                    why = f"framed after the packet at offset {doubt}, whose fixed header arrived twice, differently"
+                else:
                     kept.append((order, side_frame))
                     continue
             withheld.append(side_frame)
-            self._withhold_frame(order, side_frame, ranges)
+            self._withhold_frame(order, side_frame, why)
         self._sink.frames = kept
         return withheld
 
-    def _withhold_frame(self, order: int, side_frame: SideFrame, ranges: list[tuple[int, int]]) -> None:
+    def _layer_name(self) -> str:
+        """The layer that carried the side's MQTT stream: "TCP", or the stack's name."""
+        return "TCP" if self._stack is None else self._stack.name
+
+    def _withhold_frame(self, order: int, side_frame: SideFrame, why: str) -> None:
         side, time, frame = side_frame
         counts = self._streams[side].counts
         if is_malformed(frame, framed=False):
@@ -737,15 +747,7 @@ class ConnectionAudit:
         else:
             counts.packets -= frame.length
         counts.unassessable += frame.length
-        shown = ", ".join(f"{low}..{high - 1}" for low, high in ranges[:3]) + (" ..." if len(ranges) > 3 else "")
-        self._sink.unassessable.append(
-            Unassessable(
-                side,
-                frame.offset,
-                frame.length,
-                reason(CONFLICTING, f"bytes {shown} of this side's TCP stream arrived twice with different content"),
-            )
-        )
+        self._sink.unassessable.append(Unassessable(side, frame.offset, frame.length, reason(CONFLICTING, why)))
         sender = self.reassembler.direction(side)
         if sender is not None:
             self._sink.undecoded.append((order, Lost(time / _NS, sender, frame.length, undecoded=True)))
