@@ -21,11 +21,13 @@ import pytest
 
 from mqttaudit.capture import CaptureError, audit_records, plan_chunks, read_chunk, read_records, segments, writer
 from mqttaudit.capture import pcapng as ng
+from mqttaudit.capture.conversation import DEFAULT_MAX_MALFORMED, malformed_cap_reason
 from mqttaudit.capture.link import RAW
 from mqttaudit.capture.records import MAX_TIME_NS
 from mqttaudit.codec import Connack, Connect, Publish, encode
+from mqttaudit.judge.events import Lost
 from mqttaudit.pipeline import stages
-from mqttaudit.pipeline.conversations import Flow, judge_flow
+from mqttaudit.pipeline.conversations import Flow, connection_flow, judge_flow
 
 from .cli_in_process import run_mqttaudit
 from .corpus import capture
@@ -392,3 +394,121 @@ def test_a_few_mutants_through_the_whole_command_never_end_in_an_internal_error(
     done = run_mqttaudit("audit", str(folder), "--out", str(tmp_path / "out"), "--master", "local[2]")
     assert done.returncode in (0, 1, 4), done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
+
+
+# -- issue 28 items 8, 9, 11: one 4-tuple, two connections; conflicting retransmissions; a flood of malformed bytes --
+
+#: SUBSCRIBE id 1 with an empty Topic Filter at QoS 0: the client breaks [MQTT-4.7.3-1].
+EMPTY_FILTER_SUBSCRIBE = bytes.fromhex("82 05 00 01 00 00 00")
+
+
+def rebooted_device() -> list[tuple[int, bytes]]:
+    """A device connects, closes, reboots and connects again from the same port with the same initial sequence
+    numbers (and so does the broker): the second connection sends a SUBSCRIBE with an empty Topic Filter."""
+    packets: list[bytes] = []
+    for extra in (b"", EMPTY_FILTER_SUBSCRIBE):
+        session = writer.TcpSession(("10.0.0.1", 50000), ("10.0.0.2", 1883), client_isn=1000, server_isn=5000)
+        packets += session.handshake()
+        packets += [session.send(0, encode(Connect(client_id="device"))), session.send(1, encode(Connack()))]
+        packets += [session.send(0, extra)] if extra else []
+        packets += [session.fin(0), session.fin(1)]
+    return [(EPOCH + index * 1_000_000, packet) for index, packet in enumerate(packets)]
+
+
+def conflicting_retransmission(*, at_header: bool = False) -> list[tuple[int, bytes]]:
+    """A client's PUBLISH to ``a/b`` whose byte ``b`` was first captured as ``#`` in a one-byte segment sent ahead
+    of it (or, ``at_header``, whose Remaining Length byte was first captured as another value), then a PUBLISH to
+    ``c``; the server closes."""
+    session = writer.TcpSession(("10.0.0.1", 50001), ("10.0.0.2", 1883))
+    publish = encode(Publish(topic="a/b", payload=b"x"))
+    at, byte = (1, b"\x07") if at_header else (publish.index(b"a/b") + 2, b"#")
+    packets = [
+        *session.handshake(),
+        session.send(0, encode(Connect(client_id="c"))),
+        session.send(1, encode(Connack())),
+    ]
+    packets += [session.segment(0, byte, at=at), session.send(0, publish)]
+    packets += [session.send(0, encode(Publish(topic="c", payload=b"y"))), session.fin(1), session.fin(0)]
+    return [(EPOCH + index * 1_000_000, packet) for index, packet in enumerate(packets)]
+
+
+def zeros_after_connect(zeros: int, *, segment: int = 60_000) -> list[tuple[int, bytes]]:
+    """A CONNECT, then ``zeros`` zero bytes from the client (``00 00`` frames a reserved type 0 packet each)."""
+    session = writer.TcpSession(("10.0.0.1", 50002), ("10.0.0.2", 1883))
+    packets = [*session.handshake(), session.send(0, encode(Connect(client_id="z")))]
+    packets += [session.send(0, bytes(min(segment, zeros - at))) for at in range(0, zeros, segment)]
+    packets += [session.fin(0), session.fin(1)]
+    return [(EPOCH + index * 1_000, packet) for index, packet in enumerate(packets)]
+
+
+def audited(timed: list[tuple[int, bytes]]) -> list[Any]:
+    return audit_records(read_records(opener(writer.pcap_bytes(timed, linktype=RAW))))
+
+
+def test_a_device_that_reboots_onto_the_same_ports_and_sequence_numbers_is_a_second_connection() -> None:
+    first, second = audited(rebooted_device())
+    assert [f.frame.raw for f in first.frames][2:] == []
+    assert second.frames[-1].frame.raw == EMPTY_FILTER_SUBSCRIBE
+    assert [v.rule for v in second.frames[-1].frame.violations] == ["MQTT-4.7.3-1"]
+    assert first.first_time < second.first_time and all(f.started_with_syn == (True, True) for f in (first, second))
+    assert all(count.reconciles for f in (first, second) for count in f.counts)
+
+
+def test_a_packet_a_conflicting_retransmission_contradicts_is_withheld_from_judgement() -> None:
+    (flow,) = audited(conflicting_retransmission())
+    start = len(encode(Connect(client_id="c")))  # the PUBLISH's stream offset; its 'b' is 6 bytes in
+    assert [(c.side, c.offset, c.length) for c in flow.conflicts] == [(0, start + 6, 1)]
+    (withheld,) = flow.withheld
+    assert withheld.frame.raw == bytes.fromhex("30 06 00 03 61 2f 23 78")  # the first copy: a/#
+    assert all(b"a/#" not in f.frame.raw for f in flow.frames)  # nothing judged rests on it
+    assert [f.frame.raw for f in flow.frames][-1] == encode(Publish(topic="c", payload=b"y"))
+    (hole,) = flow.unassessable
+    assert (hole.offset, hole.length) == (start, 8) and hole.reason.startswith("conflicting retransmission: ")
+    assert flow.counts[0].reconciles and flow.counts[0].unassessable == 8
+
+
+def test_a_conflict_in_a_fixed_header_puts_the_framing_of_the_rest_of_that_side_in_doubt() -> None:
+    (flow,) = audited(conflicting_retransmission(at_header=True))
+    client_frames = [f for f in flow.frames if f.side == flow.client]
+    assert [f.frame.packet.packet_type.name for f in client_frames if f.frame.packet] == ["CONNECT"]
+    # Every client byte after the CONNECT was framed from the first copy's length: all of it is withheld.
+    connect = len(encode(Connect(client_id="c")))
+    assert sum(f.frame.length for f in flow.withheld) == flow.counts[0].stream - connect == flow.counts[0].unassessable
+    assert flow.counts[0].reconciles
+
+
+def test_malformed_packets_are_kept_up_to_the_cap_and_the_rest_of_the_stream_is_one_counted_record() -> None:
+    cap = DEFAULT_MAX_MALFORMED
+    (flow,) = audited(zeros_after_connect(1 << 20))
+    malformed = [f for f in flow.frames if f.frame.violations]
+    assert len(malformed) == cap and all(f.frame.raw == b"\x00\x00" for f in malformed)
+    (rest,) = flow.unassessable
+    assert (rest.offset, rest.length) == (15 + 2 * cap, (1 << 20) - 2 * cap)
+    assert rest.reason == malformed_cap_reason(cap) and flow.capped_bytes == rest.length
+    assert flow.counts[0].reconciles and flow.counts[0].malformed == 2 * cap
+    # The judge hears of the rest once, as bytes it cannot read.
+    assert sum(1 for event in flow.events if isinstance(event, Lost)) == 1
+
+
+def test_two_connections_of_one_flow_that_start_at_the_same_time_keep_ids_of_their_own() -> None:
+    flows = audited([(EPOCH, packet) for _time, packet in rebooted_device()])  # one timestamp for every record
+    assert [flow.ordinal for flow in flows] == [0, 1]
+    assert [connection_flow("t.pcap", flow).flow for flow in flows] == [
+        f"10.0.0.1:50000|10.0.0.2:1883@{EPOCH}",
+        f"10.0.0.1:50000|10.0.0.2:1883@{EPOCH}#1",
+    ]
+
+
+def test_mqtt_5_packets_of_a_connection_without_connect_never_count_toward_the_cap_of_malformed_packets() -> None:
+    """No CONNECT names the version, so the packets are read as MQTT 3.1.1: a 5.0 PUBACK with a Reason Code
+    breaks 3.1.1's Remaining Length of 2, yet is a well-formed 5.0 packet. The connection is framed only, whole."""
+    session = writer.TcpSession(("10.0.0.1", 50003), ("10.0.0.2", 1883))
+    packets = session.handshake()
+    count = 3 * DEFAULT_MAX_MALFORMED // 2
+    for packet_id in range(1, count + 1):
+        packets.append(session.send(0, encode(Publish(topic="t", payload=b"p", qos=1, packet_id=packet_id))))
+        packets.append(session.send(1, bytes([0x40, 3, 0, packet_id, 0x10])))  # PUBACK: No matching subscribers
+    packets += [session.fin(0), session.fin(1)]
+    (flow,) = audited([(EPOCH + index * 1_000, packet) for index, packet in enumerate(packets)])
+    assert flow.version == "unknown, not 3.1.1" and flow.capped_bytes == 0
+    assert len(flow.frames) == 2 * count and not flow.unassessable

@@ -312,3 +312,69 @@ def test_a_large_shuffled_stream_with_duplicates_across_the_wrap() -> None:
         shuffled += block
     _reassembler, outputs = run([seg(0, 0, isn, flags=SYN), *shuffled])
     assert stream(outputs, 0) == data and not of(Gap, outputs) and not of(Conflict, outputs)
+
+
+# -- connection identity is continuity, not the 4-tuple: what starts another connection on the same endpoints --
+
+
+def closed_connection() -> list[Segment]:
+    """Handshake, ``hello`` from the client, then both FINs: a connection ended on the wire."""
+    return [
+        *handshake(),
+        seg(4, 0, 1001, b"hello", PSH | ACK, 5001),
+        seg(5, 0, 1006, flags=FIN | ACK, ack=5001),
+        seg(6, 1, 5001, flags=FIN | ACK, ack=1007),
+        seg(7, 0, 1007, ack=5002),
+    ]
+
+
+def fed(segments: list[Segment]) -> Reassembler:
+    reassembler = Reassembler()
+    for segment in segments:
+        reassembler.feed(segment)
+    return reassembler
+
+
+def test_a_syn_with_the_same_initial_sequence_number_after_data_starts_another_connection() -> None:
+    # A device that reboots may pick the same ISN: once data has flowed, its SYN is no retransmission.
+    reassembler = fed([*handshake(), seg(4, 0, 1001, b"hello", PSH | ACK, 5001)])
+    assert reassembler.is_new_connection(seg(9, 0, 1000, flags=SYN))
+    assert reassembler.is_new_connection(seg(9, 1, 5000, flags=SYN | ACK, ack=1001)) is False  # the server sent none
+    assert fed(closed_connection()).is_new_connection(seg(9, 0, 1000, flags=SYN))
+
+
+def test_a_syn_retransmitted_before_any_data_stays_in_its_connection() -> None:
+    reassembler = fed(handshake())
+    assert not reassembler.is_new_connection(seg(4, 0, 1000, flags=SYN))
+    assert not reassembler.is_new_connection(seg(4, 1, 5000, flags=SYN | ACK, ack=1001))
+
+
+def test_new_data_after_both_fins_starts_another_connection_even_at_the_same_sequence_numbers() -> None:
+    reassembler = fed(closed_connection())
+    assert reassembler.ended
+    assert reassembler.is_new_connection(seg(9, 0, 1001, b"world", PSH | ACK, 5001))  # other bytes, same place
+    assert reassembler.is_new_connection(seg(9, 1, 5001, b"x", PSH | ACK, 1007))
+    # An exact retransmission of what the side sent, a bare ACK or a FIN again: still this connection.
+    assert not reassembler.is_new_connection(seg(9, 0, 1001, b"hello", PSH | ACK, 5001))
+    assert not reassembler.is_new_connection(seg(9, 0, 1007, ack=5002))
+    assert not reassembler.is_new_connection(seg(9, 0, 1006, flags=FIN | ACK, ack=5002))
+
+
+def test_new_data_after_a_reset_starts_another_connection() -> None:
+    reassembler = fed([*handshake(), seg(4, 0, 1001, b"hello", PSH | ACK, 5001), seg(5, 1, 5001, flags=RST | ACK)])
+    assert reassembler.is_new_connection(seg(9, 0, 1001, b"again", PSH | ACK, 5001))
+    assert reassembler.is_new_connection(seg(9, 1, 5001, b"x", PSH | ACK, 1006))
+
+
+def test_bytes_beyond_the_senders_fin_start_another_connection_but_its_peer_may_still_send() -> None:
+    reassembler = fed([*handshake(), seg(4, 0, 1001, b"hello", PSH | ACK, 5001), seg(5, 0, 1006, flags=FIN | ACK)])
+    assert reassembler.is_new_connection(seg(9, 0, 1007, b"more", PSH | ACK, 5001))
+    assert reassembler.is_new_connection(seg(9, 0, 1001, b"HELLO", PSH | ACK, 5001))  # other content, FIN reached
+    assert not reassembler.is_new_connection(seg(9, 1, 5001, b"answer", PSH | ACK, 1007))  # a half-close
+
+
+def test_a_sequence_jump_beyond_any_window_starts_another_connection() -> None:
+    reassembler = fed([*handshake(), seg(4, 0, 1001, b"hello", PSH | ACK, 5001)])
+    assert reassembler.is_new_connection(seg(9, 0, 1006 + (1 << 30) + 1, b"far", PSH | ACK, 5001))
+    assert reassembler.is_new_connection(seg(9, 0, 1006 - (1 << 30) - 10, b"far", PSH | ACK, 5001))
+    assert not reassembler.is_new_connection(seg(9, 0, 1006 + 60_000, b"ahead", PSH | ACK, 5001))  # a hole

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mqttaudit.capture import audit_records, read_records, writer
+from mqttaudit.capture.conversation import DEFAULT_MAX_MALFORMED
 from mqttaudit.capture.link import RAW
 from mqttaudit.codec import Connack, Connect, Publish, Suback, Subscribe, Subscription, encode
 from mqttaudit.codec.describe import wire_text
@@ -23,7 +24,16 @@ from mqttaudit.pipeline.conversations import Flow, judge_flow
 from mqttaudit.pipeline.replay import replay_broker
 from mqttaudit.pipeline.stages import columns_table, table_schema
 from tests.cli_in_process import Ran, run_mqttaudit
-from tests.test_capture_hostile import timestamp_capture, valid_section_then_garbage, valid_then_huge_header
+from tests.memory import PeakMemory
+from tests.test_capture_hostile import (
+    EMPTY_FILTER_SUBSCRIBE,
+    conflicting_retransmission,
+    rebooted_device,
+    timestamp_capture,
+    valid_section_then_garbage,
+    valid_then_huge_header,
+    zeros_after_connect,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -221,3 +231,84 @@ def test_each_corrupt_record_is_reported_with_its_offset_and_reason_in_the_summa
     assert len(lines) == len(errors) == 6
     huge_at = corrupt_audit["expected"]["huge-header.pcap"][1][0]
     assert f"capture error: huge-header.pcap at byte {huge_at}: record 8 declares" in "\n".join(lines)
+
+
+# -- issue 28 items 8, 9, 11 through the whole command ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def identity_audit(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One audit of two captures: a device that reconnects on the same 4-tuple with the same initial sequence
+    numbers (its second connection breaks [MQTT-4.7.3-1]), and a PUBLISH whose Topic Name a conflicting
+    retransmission contradicts (``a/#`` first captured, ``a/b`` retransmitted)."""
+    folder = tmp_path_factory.mktemp("identity")
+    captures = folder / "in"
+    captures.mkdir()
+    (captures / "reboot.pcap").write_bytes(writer.pcap_bytes(rebooted_device(), linktype=RAW))
+    (captures / "conflict.pcap").write_bytes(writer.pcap_bytes(conflicting_retransmission(), linktype=RAW))
+    out = folder / "out"
+    done, summary = audit(captures, out=out)
+    tables = {name: pq.read_table(out / name).to_pylist() for name in ("violations", "not_assessable", "gaps")}
+    return {"done": done, "summary": summary, "out": out, "tables": tables}
+
+
+def test_a_second_connection_on_the_same_4_tuple_and_sequence_numbers_is_judged_on_its_own(
+    identity_audit: dict[str, Any],
+) -> None:
+    done, summary = identity_audit["done"], identity_audit["summary"]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert summary["counts"]["connections"] == 3
+    (violation,) = [v for v in identity_audit["tables"]["violations"] if v["capture"] == "reboot.pcap"]
+    assert (violation["rule"], violation["actor"], violation["evidence"]) == (
+        "MQTT-4.7.3-1",
+        "client",
+        EMPTY_FILTER_SUBSCRIBE.hex(" "),
+    )
+    first_connect_at = EPOCH  # the second connection starts at its own SYN, after the first one's 7 segments
+    assert violation["flow"] == f"10.0.0.1:50000|10.0.0.2:1883@{first_connect_at + 7_000_000}"
+
+
+def test_a_conflicting_retransmission_is_recorded_and_no_finding_rests_on_its_bytes(
+    identity_audit: dict[str, Any],
+) -> None:
+    tables = identity_audit["tables"]
+    assert not [v for v in tables["violations"] if v["capture"] == "conflict.pcap"]
+    undecided = [r for r in tables["not_assessable"] if r["tag"] == "conflicting retransmission"]
+    assert {(r["rule"], r["actor"], r["origin"]) for r in undecided} == {
+        ("MQTT-3.3.2-2", "client", "codec"),
+        ("MQTT-4.7.1-1", "client", "codec"),
+    }
+    assert all("30 06 00 03 61 2f 23 78" in r["reason"] for r in undecided)
+    (conflict,) = [g for g in tables["gaps"] if g["kind"] == "conflict"]
+    assert (conflict["direction"], conflict["length"]) == ("client", 1)
+    summary = identity_audit["summary"]
+    assert summary["conflicting_retransmissions"]["ranges"] == 1 and summary["bytes"]["reconciles"]
+    for report in ("findings.md", "report.html"):
+        text = (identity_audit["out"] / report).read_text(encoding="utf-8")
+        assert "Conflicting retransmissions: " in text and "Seen: 1 range, 1 byte." in text, report
+    assert "1 conflicting retransmission(s) (1 bytes" in identity_audit["done"].stdout
+
+
+def test_a_megabyte_of_zeros_after_a_connect_is_capped_in_memory_rows_and_reports(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Unfixed, one malformed packet per two bytes reached every table: 1 MiB of zeros took a Python worker of
+    about 1.2 GB and wrote about 250 MB (measured 641 MB and 128 MB for 512 KiB)."""
+    capture = tmp_path / "zeros.pcap"
+    capture.write_bytes(writer.pcap_bytes(zeros_after_connect(1 << 20), linktype=RAW))
+    with PeakMemory() as peak:
+        done, summary = audit(capture, out=tmp_path / "out")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert 20 * 2**20 < peak.python < 500 * 2**20, f"a Python worker reached {peak.python >> 20} MB"
+    written = sum(path.stat().st_size for path in (tmp_path / "out").rglob("*") if path.is_file())
+    assert written < 8 * 2**20, f"{written} bytes written"
+    cap = summary["malformed_cap"]
+    assert (cap["per_connection"], cap["connections_capped"]) == (DEFAULT_MAX_MALFORMED, 1)
+    assert cap["bytes_not_decoded"] == (1 << 20) - 2 * DEFAULT_MAX_MALFORMED and summary["bytes"]["reconciles"]
+    codec = [v for v in pq.read_table(tmp_path / "out" / "violations").to_pylist() if v["origin"] == "codec"]
+    assert len(codec) == DEFAULT_MAX_MALFORMED
+    (rest,) = [g for g in pq.read_table(tmp_path / "out" / "gaps").to_pylist() if g["reason"].startswith("not decoded")]
+    assert rest["length"] == cap["bytes_not_decoded"] and rest["kind"] == "not-assessable"
+    report = (tmp_path / "out" / "findings.md").read_text(encoding="utf-8")
+    assert f"1 connection reached the cap of {DEFAULT_MAX_MALFORMED}" in report
+    assert f"1 connection(s) reached the cap of {DEFAULT_MAX_MALFORMED} malformed packets" in done.stdout

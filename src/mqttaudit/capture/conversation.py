@@ -9,14 +9,18 @@ sender's FIN or reset is the sender's doing and stays a malformed frame.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, PacketType, StreamDecoder, rules
+from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, PacketType, StreamDecoder, decode, rules
+from mqttaudit.codec.remaining_length import read_remaining_length
 from mqttaudit.codec.version import ProtocolVersion
 from mqttaudit.judge.events import Closed, Event, Lost, Quiet, Sent
-from mqttaudit.judge.rules import TRANSPORT_RULES
+from mqttaudit.judge.reasons import CONFLICTING, reason
+from mqttaudit.judge.rules import CLOSE_ON_VIOLATION, TRANSPORT_RULES
 from mqttaudit.judge.violations import in_text_frame
+from mqttaudit.spec import identity
 
 from .detect import IS_CONNECT, PREFIX_BYTES, UNKNOWN_VERSION, connect_start, connect_version
 from .layers import (
@@ -56,6 +60,40 @@ AFTER_GAP: Final = "after a gap, before the first proven packet boundary"
 CUT_BY_GAP: Final = "packet cut short by a gap"
 CUT_BY_END: Final = "packet cut short by the end of the capture"
 CUT_BY_RESET: Final = "packet cut short by the peer's reset"
+#: The statements that make the receiver of a malformed packet close the connection: 3.1.1's, and 5.0's.
+CLOSE_RULES: Final = f"{CLOSE_ON_VIOLATION}, 5.0 {identity.statement_id(CLOSE_ON_VIOLATION, identity.V5)}"
+#: Malformed frames kept per connection, each with its evidence: the first ones are; at the next one the sender's
+#: stream stops being decoded (see :class:`_Stream`), its bytes from there recorded once, not framed.
+DEFAULT_MAX_MALFORMED: Final = 100
+#: The bytes a decoder is fed at once, so that one segment of tiny malformed frames never makes more than a few
+#: thousand frames before the cap is checked.
+FEED_BYTES: Final = 4096
+#: Conflicting retransmissions recorded per connection and side as ranges of their own; later ones widen the last.
+MAX_CONFLICT_RANGES: Final = 100
+
+
+#: The policy at the cap of malformed frames, as the summary and the reports name it.
+MALFORMED_CAP_POLICY: Final = (
+    f"the first {DEFAULT_MAX_MALFORMED} malformed packets of a connection are kept, each with its evidence; at the "
+    "next one its sender's stream stops being decoded, and the rest of that stream is one not-assessable row of "
+    f"the gaps table with its byte count (the receiver of a malformed packet had to close at the first: {CLOSE_RULES})"
+)
+#: What the audit does with bytes that arrived twice with different content, as the summary and reports name it.
+CONFLICT_POLICY: Final = (
+    "bytes that arrived twice with different content (a conflicting TCP retransmission) are a conflict row of the "
+    "gaps table; the first copy is kept, and the packets decoded from it are not judged: their bytes are not "
+    "assessable, and the rules they broke as first captured are not assessable rows (conflicting retransmission)"
+)
+
+
+def malformed_cap_reason(cap: int) -> str:
+    """Why the rest of a side's stream was not decoded: the connection reached the cap of malformed frames."""
+    return (
+        f"not decoded: the connection already holds {cap} malformed packets, the most kept per connection; its "
+        f"receiver had to close at the first ({CLOSE_RULES}), so what the sender sent from here is no MQTT a "
+        "conforming peer read"
+    )
+
 
 #: Versions whose connections are decoded by their own version's rules (MQTT 3.1 numbers none of its own and shares
 #: most of 3.1.1's) but whose behaviour is not judged: the judge knows MQTT 3.1.1 and 5.0 only.
@@ -115,6 +153,8 @@ class FlowOptions:
     min_packets: int = DEFAULT_MIN_PACKETS
     min_unaligned_packets: int = DEFAULT_MIN_UNALIGNED_PACKETS
     max_hunt_bytes: int = DEFAULT_MAX_BYTES
+    #: Malformed frames kept per connection (:data:`DEFAULT_MAX_MALFORMED`).
+    max_malformed: int = DEFAULT_MAX_MALFORMED
     #: The TLS sessions' secrets (a key log), by ClientHello random: the TLS connections whose client random it
     #: holds are decrypted and audited; without them a TLS connection is reported as encrypted, its bytes not
     #: assessable.
@@ -206,6 +246,13 @@ class FlowAudit:
     transport: str = PLAIN
     #: What the transport layers found: the senders' defects (``rule`` set) and why a layer stopped.
     layer_notes: tuple[LayerNote, ...] = ()
+    #: Frames decoded from bytes a conflicting retransmission contradicts: not judged, their bytes not assessable
+    #: (the judge hears of them as bytes it cannot read); their codec violations are not assessable rows.
+    withheld: tuple[SideFrame, ...] = ()
+    #: Bytes not decoded because the connection reached its cap of malformed frames (``max_malformed``).
+    capped_bytes: int = 0
+    #: How many connections of the same flow started at the same capture time before this one (0 for nearly all).
+    ordinal: int = 0
 
     @property
     def judged(self) -> bool:
@@ -246,6 +293,8 @@ class _Sink:
 
     #: Captured bytes no packet was framed from, as the judge hears of them: (order, Lost) per piece.
     undecoded: list[tuple[int, Lost]] = field(default_factory=list)
+    #: Malformed frames kept so far on the connection (both sides), up to ``FlowOptions.max_malformed``.
+    malformed_kept: int = 0
 
 
 class _Stream:
@@ -266,6 +315,11 @@ class _Stream:
         self._time = 0
         self._order = 0
         self._aside: int | None = None  # the index of the last row set_aside added
+        self._aside_lost: int | None = None  # the index of the judge's Lost event it added
+        self._fed_to = 0  # the stream offset after the last byte fed to a decoder
+        #: Where the connection's cap of malformed frames stopped decoding this side (None: it did not).
+        self._cap_at: int | None = None
+        self.capped_bytes = 0  # the side's bytes set aside, not decoded, since
         #: Inner stream ranges carried in WebSocket text messages: a frame that starts in one breaks MQTT-6.0.0-1.
         self._texts: list[tuple[int, int]] = []
 
@@ -275,6 +329,9 @@ class _Stream:
         self.counts.stream += len(data)
         if self._done:  # the reassembler sends nothing after an end; should it, the bytes stay accounted for
             self._skip(offset, len(data), "after the end of the stream")
+            return
+        if self._capped:
+            self._after_cap(offset, len(data), time, order)
             return
         self._time, self._order = time, order
         decoder, hunt = self._decoder, self._hunt
@@ -300,7 +357,28 @@ class _Stream:
             if boundary is not None:
                 self._sync(hunt, boundary)
         elif decoder is not None:
-            self._frames(decoder.feed(data), time, order, decoder)
+            self._decode(decoder, offset, data, time, order)
+
+    def _decode(self, decoder: StreamDecoder, offset: int, data: bytes, time: int, order: int) -> None:
+        """Feeds ``data`` (at stream ``offset``) to ``decoder`` a few kilobytes at a time, and stops where the
+        connection reaches its cap of malformed frames: the rest is set aside."""
+        for start in range(0, max(len(data), 1), FEED_BYTES):
+            piece = data[start : start + FEED_BYTES] if len(data) > FEED_BYTES else data
+            self._fed_to = offset + start + len(piece)
+            self._frames(decoder.feed(piece), time, order, decoder)
+            if self._capped:
+                self._after_cap(self._fed_to, offset + len(data) - self._fed_to, time, order)
+                return
+
+    @property
+    def _capped(self) -> bool:
+        return self._cap_at is not None
+
+    def _after_cap(self, offset: int, length: int, time: int, order: int) -> None:
+        """Bytes of the side after the connection reached its cap of malformed frames: counted, not decoded."""
+        if length > 0:
+            self.capped_bytes += length
+            self._aside_row(offset, length, malformed_cap_reason(self._options.max_malformed), time, order)
 
     def set_aside(self, offset: int, length: int, reason: str, time: int, order: int) -> None:
         """``length`` captured bytes of the side, at ``offset`` in its TCP stream, that no layer carried to the
@@ -308,19 +386,30 @@ class _Stream:
         if length <= 0:
             return
         self.counts.stream += length
+        self._aside_row(offset, length, reason, time, order)
+
+    def _aside_row(self, offset: int, length: int, reason: str, time: int, order: int) -> None:
+        """Counts ``length`` stream bytes as not assessable, in one row per stretch, and tells the judge."""
         self.counts.unassessable += length
         unassessable = self._sink.unassessable
         last = self._aside
         previous = unassessable[-1] if last is not None and last == len(unassessable) - 1 else None
+        undecoded = self._sink.undecoded
+        sender = self._direction()
         if previous is not None and previous.reason == reason and previous.offset + previous.length == offset:
-            # The row before (nothing of the other side in between) grows: one row per stretch, not per segment.
+            # The row before (nothing of the other side in between) grows: one row per stretch, not per segment,
+            # and so does what the judge hears of it (at the stretch's first piece).
             unassessable[-1] = Unassessable(self.side, previous.offset, previous.length + length, reason)
+            if sender is not None and self._aside_lost == len(undecoded) - 1:
+                first_order, lost = undecoded[-1]
+                undecoded[-1] = (first_order, Lost(lost.time, sender, lost.length + length, undecoded=True))
+                return
         else:
             self._aside = len(unassessable)
             unassessable.append(Unassessable(self.side, offset, length, reason))
-        sender = self._direction()
         if sender is not None:
-            self._sink.undecoded.append((order, Lost(time / _NS, sender, length, undecoded=True)))
+            self._aside_lost = len(undecoded)
+            undecoded.append((order, Lost(time / _NS, sender, length, undecoded=True)))
 
     def gap(self, length: int) -> None:
         self._stop(own=False, reason=CUT_BY_GAP)
@@ -356,8 +445,11 @@ class _Stream:
         self._skip(hunt.start, boundary - hunt.start, self._hunt_reason)
         self._not_decoded(boundary)
         decoder = self._decoder = self._new_decoder(boundary)
-        for _offset, data, time, order in hunt.pieces_from(boundary):
-            self._frames(decoder.feed(data), time, order, decoder)
+        for offset, data, time, order in hunt.pieces_from(boundary):
+            if self._capped:
+                self._after_cap(offset, len(data), time, order)
+            else:
+                self._decode(decoder, offset, bytes(data), time, order)
 
     def _stop(self, *, own: bool, reason: str) -> None:
         hunt = self._hunt
@@ -395,18 +487,72 @@ class _Stream:
             self._sink.unassessable.append(Unassessable(self.side, offset, length, reason))
 
     def _frames(self, frames: list[Frame], time: int, order: int, decoder: StreamDecoder | None = None) -> None:
+        """Counts and keeps the frames, up to the connection's cap of malformed frames.
+
+        At a malformed frame past the cap, decoding of this side stops for good and its bytes from that frame on
+        are set aside, counted, not framed. The receiver of a malformed packet must close the connection
+        [MQTT-4.8.0-1] (5.0: [MQTT-4.13.1-1]), so what its sender sends after one is no MQTT a conforming peer
+        reads. Decoding goes on after the first malformed packet all the same, while framing is sure: a receiver
+        that did not close reads what follows, and answering any of it is acting on the offence (see
+        :mod:`mqttaudit.judge.violations`). Past the cap, nothing more of that side can change a verdict that
+        the frames kept have not settled, and each tiny frame would cost a row in every table and report."""
         counts, side, sink = self.counts, self.side, self._sink
         out = sink.frames
+        cap = self._options.max_malformed
         for frame in frames:
             if any(start <= frame.offset < end for start, end in self._texts):
                 frame = in_text_frame(frame)  # noqa: PLW2901 - the frame as the judge must see it
             if sink.version is None and decoder is not None and decoder is sink.learner:
                 sink.version = named_version(frame, decoder.version)
+            if is_malformed(frame, framed=False) and self._counts_toward_cap(frame):
+                if sink.malformed_kept >= cap:
+                    self._cap_at = frame.offset
+                    self._decoder = None
+                    self._after_cap(
+                        frame.offset, max(self._fed_to, frame.offset + frame.length) - frame.offset, time, order
+                    )
+                    return
+                sink.malformed_kept += 1
             if is_malformed(frame, framed=False):
                 counts.malformed += frame.length
             else:
                 counts.packets += frame.length
             out.append((order, SideFrame(side, time, frame)))
+
+    def _counts_toward_cap(self, frame: Frame) -> bool:
+        """Whether a malformed frame counts toward the cap: when no CONNECT named the connection's version, a
+        frame read as MQTT 3.1.1 may be a well-formed MQTT 5.0 packet (the connection is then framed only), so it
+        counts only when MQTT 5.0 finds it malformed too, or its framing or its transport broke."""
+        if self._sink.version is not None or len(frame.raw) != frame.length:
+            return True
+        if any(violation.rule_key in FRAMING_RULES | TRANSPORT_RULES for violation in frame.violations):
+            return True
+        read_as_5 = decode(frame.raw, self._direction(), version=ProtocolVersion.V5)
+        return any(not rules.is_advisory(violation.rule) for violation in read_as_5.violations)
+
+
+class _Ranges:
+    """Byte ranges ``[low, high)``, asked whether any of them touches another range in logarithmic time."""
+
+    def __init__(self, ranges: list[tuple[int, int]]) -> None:
+        ordered = sorted(ranges)
+        self._lows = [low for low, _high in ordered]
+        self._highest: list[int] = []  # the highest end among the ranges up to each index
+        for _low, high in ordered:
+            self._highest.append(max(high, self._highest[-1]) if self._highest else high)
+
+    def touch(self, start: int, end: int) -> bool:
+        """Whether a range overlaps ``[start, end)``."""
+        before = bisect.bisect_left(self._lows, end)  # the ranges that start before ``end``
+        return before > 0 and self._highest[before - 1] > start
+
+
+def fixed_header_length(frame: Frame) -> int:
+    """The bytes of a frame that decide its framing: its fixed header (type byte and Remaining Length), or the
+    whole frame when it has no whole one."""
+    raw = frame.raw
+    _remaining, body = read_remaining_length(raw, 1, len(raw)) if len(raw) > 1 else (0, -1)
+    return body if 0 < body <= frame.length else frame.length
 
 
 def named_version(frame: Frame, read_as: ProtocolVersion) -> str | None:
@@ -501,6 +647,7 @@ class ConnectionAudit:
             self._end_stack(side, reassembler.last_time, self._order)
             stream.end(own=False, reason=CUT_BY_END)
         stop = reassembler.last_time if end_time_ns is None else max(end_time_ns, reassembler.last_time)
+        withheld = self._withhold()
         if (self._sink.version or UNKNOWN_VERSION) == UNKNOWN_VERSION and any(
             not_311(side_frame.frame) for _order, side_frame in self._sink.frames
         ):
@@ -526,7 +673,84 @@ class ConnectionAudit:
             version=self._version(),
             transport=self._transport if self._stack is None else self._stack.name,
             layer_notes=() if self._stack is None else tuple(self._stack.notes),
+            withheld=tuple(withheld),
+            capped_bytes=sum(stream.capped_bytes for stream in self._streams),
         )
+
+    def _conflict(self, conflict: Conflict) -> None:
+        """Records a conflicting retransmission: ranges of a side that touch or overlap merge, and past
+        :data:`MAX_CONFLICT_RANGES` per side the side's last range widens to cover the new one."""
+        side = conflict.side
+        ranges = [index for index, known in enumerate(self._conflicts) if known.side == side]
+        start, end = conflict.offset, conflict.offset + conflict.length
+        for index in reversed(ranges):
+            known = self._conflicts[index]
+            if (known.offset <= end and start <= known.offset + known.length) or (
+                index == ranges[-1] and len(ranges) >= MAX_CONFLICT_RANGES
+            ):
+                low, high = min(known.offset, start), max(known.offset + known.length, end)
+                self._conflicts[index] = Conflict(side, low, high - low, known.time)
+                return
+        self._conflicts.append(conflict)
+
+    def _withhold(self) -> list[SideFrame]:
+        """Takes out of the conversation every frame decoded from bytes a conflicting retransmission contradicts:
+        which copy the receiver's TCP kept is unknown, so nothing may rest on them. The judge hears of their bytes
+        as bytes it cannot read, and the bytes are not assessable ("conflicting retransmission"). A conflict in a
+        frame's fixed header puts the framing of everything after it on that side in doubt too. Of a stream
+        carried by another layer (WebSocket, TLS) the TCP offsets of the frames are not known: every frame of a
+        side with a conflict is withheld."""
+        conflicts: dict[int, list[tuple[int, int]]] = {0: [], 1: []}
+        for conflict in self._conflicts:
+            conflicts[conflict.side].append((conflict.offset, conflict.offset + conflict.length))
+        if not conflicts[0] and not conflicts[1]:
+            return []
+        plain = self._stack is None and self._transport == PLAIN
+        touched = (_Ranges(conflicts[0]), _Ranges(conflicts[1]))
+        doubt_from: list[int | None] = [None, None]
+        kept: list[tuple[int, SideFrame]] = []
+        withheld: list[SideFrame] = []
+        for order, side_frame in self._sink.frames:
+            side, _time, frame = side_frame
+            ranges = conflicts[side]
+            if not ranges:
+                kept.append((order, side_frame))
+                continue
+            start, end = frame.offset, frame.offset + frame.length
+            why = f"the {self._layer_name()} stream of this side holds bytes that arrived twice with different content"
+            if plain:
+                if doubt_from[side] is None and touched[side].touch(start, start + fixed_header_length(frame)):
+                    doubt_from[side] = start
+                doubt = doubt_from[side]
+                inside = [f"{low}..{high - 1}" for low, high in ranges if low < end and start < high]
+                if inside:
+                    why = f"bytes {', '.join(inside[:3])} of this side's stream arrived twice with different content"
+                elif doubt is not None and start >= doubt:
+                    why = f"framed after the packet at offset {doubt}, whose fixed header arrived twice, differently"
+                else:
+                    kept.append((order, side_frame))
+                    continue
+            withheld.append(side_frame)
+            self._withhold_frame(order, side_frame, why)
+        self._sink.frames = kept
+        return withheld
+
+    def _layer_name(self) -> str:
+        """The layer that carried the side's MQTT stream: "TCP", or the stack's name."""
+        return "TCP" if self._stack is None else self._stack.name
+
+    def _withhold_frame(self, order: int, side_frame: SideFrame, why: str) -> None:
+        side, time, frame = side_frame
+        counts = self._streams[side].counts
+        if is_malformed(frame, framed=False):
+            counts.malformed -= frame.length
+        else:
+            counts.packets -= frame.length
+        counts.unassessable += frame.length
+        self._sink.unassessable.append(Unassessable(side, frame.offset, frame.length, reason(CONFLICTING, why)))
+        sender = self.reassembler.direction(side)
+        if sender is not None:
+            self._sink.undecoded.append((order, Lost(time / _NS, sender, frame.length, undecoded=True)))
 
     def _version(self) -> str:
         if self._transport == ENCRYPTED:
@@ -605,7 +829,7 @@ class ConnectionAudit:
                 self._fed[item.side] = item.offset + item.length
             streams[item.side].gap(item.length)
         elif isinstance(item, Conflict):
-            self._conflicts.append(item)
+            self._conflict(item)
         else:
             if self._end is None:
                 self._end = item

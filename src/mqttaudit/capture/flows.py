@@ -143,7 +143,8 @@ def flow_events(
     flow: Iterable[Segment], *, options: FlowOptions = DEFAULT_OPTIONS, end_time_ns: int | None = None
 ) -> list[FlowAudit]:
     """Audits the segments of one flow (both directions, in capture order), one :class:`FlowAudit` per
-    connection: a SYN that is not a retransmission starts a new connection between the same endpoints.
+    connection: whatever cannot continue the connection before starts another one between the same endpoints
+    (:meth:`~.reassembly.Reassembler.is_new_connection`).
 
     ``end_time_ns`` is when observation stopped (the end of the capture): the time of the last connection's
     ``Quiet`` when it was not closed. An earlier connection is observed until the next one starts.
@@ -152,14 +153,23 @@ def flow_events(
     connection: ConnectionAudit | None = None
     for segment in flow:
         if connection is not None and connection.is_new_connection(segment):
-            audits.append(connection.finish(segment[0]))
+            _numbered(audits, connection.finish(segment[0]))
             connection = None
         if connection is None:
             connection = ConnectionAudit(options)
         connection.feed(segment)
     if connection is not None:
-        audits.append(connection.finish(end_time_ns))
+        _numbered(audits, connection.finish(end_time_ns))
     return audits
+
+
+def _numbered(audits: list[FlowAudit], audit: FlowAudit) -> None:
+    """Appends ``audit``, numbered after the connections of the flow that started at the same time (a capture's
+    timestamps may repeat), so that every connection keeps an id of its own."""
+    previous = audits[-1] if audits else None
+    if previous is not None and previous.first_time == audit.first_time:
+        audit = replace(audit, ordinal=previous.ordinal + 1)
+    audits.append(audit)
 
 
 def audit_records(

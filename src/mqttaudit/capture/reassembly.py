@@ -143,6 +143,8 @@ class Reassembler:
         self.client: int | None = None
         self.direction_reason = ""
         self.closed = False
+        #: Both FINs were reached in order, or a reset came: the connection ended on the wire (not the input).
+        self.ended = False
         self.first_time: int | None = None
         self.last_time: int | None = None
         self._halves = (_Half(), _Half())
@@ -185,11 +187,46 @@ class Reassembler:
         raise ValueError(f"segment {format_endpoint(*source)} -> {format_endpoint(*destination)} is not of this flow")
 
     def is_new_connection(self, segment: Segment) -> bool:
-        """True for a SYN that starts another connection between the same endpoints (port reuse), rather than
-        a retransmission of this connection's SYN."""
-        if self.endpoints is None or segment[7] & (SYN | ACK) != SYN:
+        """True for a segment that cannot belong to this connection although it has its endpoints: the start of
+        another one (port reuse, a device that rebooted, even with the same initial sequence numbers).
+
+        Connection identity is continuity, not the 4-tuple: a new connection starts at a SYN or SYN-ACK other than
+        a retransmission of this one's (another sequence number, or this one already carried data, a FIN or a
+        reset); at new data after this one ended (both FINs or a reset) or after its sender's FIN (bytes beyond
+        the FIN, or bytes the sender already delivered with other content after its stream ended); and at data
+        further from the next expected byte than any TCP window (a sequence jump)."""
+        if self.endpoints is None:
             return False
-        return self._halves[self.side_of(segment)].isn != segment[5]
+        _time, _source, _sport, _destination, _dport, seq, _ack, flags, payload = segment
+        side = self.side_of(segment)
+        half = self._halves[side]
+        if flags & SYN:
+            if half.isn is None:
+                return half.started  # a SYN for a stream already seen from its middle
+            if half.isn != seq:
+                return True
+            progressed = half.next_offset > 0 or bool(half.pending) or half.fin is not None
+            if not flags & ACK:  # the SYN sender: nothing may have come from either side yet
+                peer = self._halves[1 - side]
+                progressed = progressed or peer.next_offset > 0 or bool(peer.pending) or peer.fin is not None
+            return progressed or self.ended
+        if not payload or not half.started:
+            return self.ended and bool(payload)
+        offset = half.offset_of(seq)
+        end = offset + len(payload)
+        if offset - half.next_offset > MAX_WINDOW or half.next_offset - end > MAX_WINDOW:
+            return True  # a sequence jump: no window of this connection reaches it
+        if self.ended or half.ended:
+            return not self._repeats(half, offset, payload)
+        return half.fin is not None and end > half.fin
+
+    def _repeats(self, half: _Half, offset: int, payload: bytes) -> bool:
+        """Whether ``payload`` at ``offset`` is an exact copy of bytes the side already delivered (a retransmission
+        after its stream ended), as far as the kept history shows."""
+        history_start = half.next_offset - len(half.history)
+        if offset < history_start or offset + len(payload) > half.next_offset:
+            return False
+        return half.history[offset - history_start : offset - history_start + len(payload)] == payload
 
     def feed(self, segment: Segment) -> list[Output]:
         time, _source, _source_port, _destination, _destination_port, seq, ack, flags, payload = segment
@@ -384,7 +421,7 @@ class Reassembler:
             half.ended = True
             out.append(End(side, False, half.fin, time))
             if all(other.ended for other in self._halves):
-                self.closed = True
+                self.closed = self.ended = True
 
     def _drain(self, side: int, half: _Half, time: int, out: list[Output]) -> None:
         self._advance(side, half, time, out, force=True)
@@ -410,4 +447,4 @@ class Reassembler:
         for index, half in enumerate(self._halves):
             self._drain(index, half, time, out)
         out.append(End(side, True, self._halves[side].next_offset, time))
-        self.closed = True
+        self.closed = self.ended = True

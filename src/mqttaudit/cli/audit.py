@@ -157,6 +157,24 @@ def nothing_found(summary: dict[str, object]) -> str:
     return said + (f" ({len(errors)} capture error(s), listed above)" if errors else "")
 
 
+def _policy_lines(summary: dict[str, object]) -> list[str]:
+    """The caps and policies that left bytes out of judgement in this audit, when they did."""
+    lines = []
+    cap = summary.get("malformed_cap")
+    if isinstance(cap, dict) and cap.get("connections_capped"):
+        lines.append(
+            f"{cap['connections_capped']} connection(s) reached the cap of {cap['per_connection']} malformed packets "
+            f"kept per connection: {cap['bytes_not_decoded']} bytes after it not decoded"
+        )
+    conflicts = summary.get("conflicting_retransmissions")
+    if isinstance(conflicts, dict) and conflicts.get("ranges"):
+        lines.append(
+            f"{conflicts['ranges']} conflicting retransmission(s) ({conflicts['bytes']} bytes that arrived twice with "
+            "different content): the packets they touch are not judged"
+        )
+    return lines
+
+
 def summarize(summary: dict[str, object]) -> str:
     counts = summary["counts"]
     assert isinstance(counts, dict)
@@ -180,6 +198,7 @@ def summarize(summary: dict[str, object]) -> str:
     ]
     lines += _version_lines(summary)
     lines += _detection_lines(summary)
+    lines += _policy_lines(summary)
     errors = summary.get("errors") or []
     assert isinstance(errors, list)
     lines += [

@@ -30,6 +30,9 @@ NO_ANSWER: Final = "no answer to judge"
 TOO_SHORT: Final = "observation too short"
 #: Bytes were captured but could not be decoded as a packet.
 UNDECODED: Final = "bytes not decoded"
+#: Bytes arrived twice with different content (a conflicting TCP retransmission): which copy the receiver kept is
+#: unknown, so nothing decoded from them is judged.
+CONFLICTING: Final = "conflicting retransmission"
 #: The connection follows another specification (another protocol name, or a level the server supports).
 ANOTHER_SPECIFICATION: Final = "another specification"
 #: The routing replay does not follow this connection's version.
@@ -89,6 +92,7 @@ TAGS: Final = (
     NO_ANSWER,
     TOO_SHORT,
     UNDECODED,
+    CONFLICTING,
     ANOTHER_SPECIFICATION,
     EARLIER_SESSION,
     AMBIGUOUS,

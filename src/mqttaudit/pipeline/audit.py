@@ -24,7 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 from mqttaudit import __version__
 from mqttaudit.capture import CaptureError, plan_chunks, read_chunk
-from mqttaudit.capture.conversation import NOT_DECODED
+from mqttaudit.capture.conversation import (
+    CONFLICT_POLICY,
+    DEFAULT_MAX_MALFORMED,
+    MALFORMED_CAP_POLICY,
+    NOT_DECODED,
+)
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
 from mqttaudit.capture.tls import KeyLog
 from mqttaudit.report.output_dir import check_output_dir, staged_output
@@ -392,6 +397,10 @@ def _summary(
         F.sum("malformed_bytes").alias("malformed"),
         F.sum("gap_bytes").alias("gaps"),
         F.sum("unassessable_bytes").alias("unassessable"),
+        F.sum("conflict_ranges").alias("conflict_ranges"),
+        F.sum("conflict_bytes").alias("conflict_bytes"),
+        F.sum("capped_bytes").alias("capped_bytes"),
+        F.sum(F.when(F.col("capped_bytes") > 0, 1).otherwise(0)).alias("capped_connections"),
         F.sum("packet_count").alias("packet_count"),
         F.min("start").alias("first"),
         F.max("end").alias("last"),
@@ -463,6 +472,17 @@ def _summary(
             "gap_bytes": int(sums["gaps"] or 0),
             "unsynced_bytes": int(sums["unassessable"] or 0),
             "reconciles": stream == accounted,
+        },
+        "conflicting_retransmissions": {
+            "ranges": int(sums["conflict_ranges"] or 0),
+            "bytes": int(sums["conflict_bytes"] or 0),
+            "policy": CONFLICT_POLICY,
+        },
+        "malformed_cap": {
+            "per_connection": DEFAULT_MAX_MALFORMED,
+            "connections_capped": int(sums["capped_connections"] or 0),
+            "bytes_not_decoded": int(sums["capped_bytes"] or 0),
+            "policy": MALFORMED_CAP_POLICY,
         },
     }
 

@@ -25,6 +25,7 @@ from mqttaudit.codec import (
     Connect,
     Direction,
     Disconnect,
+    Frame,
     PacketType,
     Puback,
     Pubcomp,
@@ -35,10 +36,11 @@ from mqttaudit.codec import (
     Unsuback,
     properties,
 )
+from mqttaudit.codec import rules as codec_rules
 from mqttaudit.codec.describe import wire_text
 from mqttaudit.codec.packets import Packet, Property, Value
 from mqttaudit.codec.remaining_length import read_remaining_length
-from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig
+from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig, reasons
 from mqttaudit.judge.connection import connect_version
 from mqttaudit.judge.events import Closed, Event, Quiet, Sent
 from mqttaudit.judge.reasons import tag_of
@@ -82,6 +84,9 @@ class Flow:
     #: What the transport layers found, each with the role of its side ("client", "server", or "unknown" when the
     #: roles are not known): a sender's defect when the note's ``rule`` is set (a violation row each).
     layer_notes: Sequence[tuple[str, LayerNote]] = ()
+    #: Frames not judged because a conflicting TCP retransmission contradicts their bytes: (the sender's role,
+    #: capture time in seconds, the frame as the first copy made it, why).
+    withheld: Sequence[tuple[str, float, Frame, str]] = ()
 
 
 #: The Protocol Level of each version, for a connection whose CONNECT was framed but not read.
@@ -104,7 +109,7 @@ def connection_flow(capture: str, audit: FlowAudit, record_of: Callable[[int], i
     ]
     return Flow(
         capture,
-        f"{flow_name((first, second))}@{audit.first_time}",
+        f"{flow_name((first, second))}@{audit.first_time}" + (f"#{audit.ordinal}" if audit.ordinal else ""),
         client,
         server,
         audit.events,
@@ -114,6 +119,22 @@ def connection_flow(capture: str, audit: FlowAudit, record_of: Callable[[int], i
         version=audit.version,
         transport=audit.transport,
         layer_notes=[(_role(audit, note.side), note) for note in audit.layer_notes],
+        withheld=[
+            (_role(audit, side), time / 1e9, frame, _withheld_reason(audit, side, frame))
+            for side, time, frame in audit.withheld
+        ],
+    )
+
+
+def _withheld_reason(audit: FlowAudit, side: int, frame: Frame) -> str:
+    """Why a withheld frame is not judged: the reason the capture layer gave its bytes."""
+    return next(
+        (
+            hole.reason
+            for hole in audit.unassessable
+            if hole.side == side and hole.offset == frame.offset and hole.length == frame.length
+        ),
+        reasons.reason(reasons.CONFLICTING, "its bytes arrived twice with different content"),
     )
 
 
@@ -394,11 +415,44 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
     undecided = Columns(NOT_ASSESSABLE_COLUMNS)
     for instance in judgement.undecided:
         add_undecided(undecided, flow.capture, instance, flow, row["client_id"], version)
+    add_withheld(undecided, flow, row["client_id"])
     connection.add(**row, not_assessable=len(undecided))
     replayed = digested(transcript)
     return FlowResult(
         packets, violations, connection, undecided, pickle.dumps(replayed), pickle.dumps(sources(replayed))
     )
+
+
+#: The origin of the not assessable rows of a frame's codec violations that the bytes cannot uphold.
+CODEC_ORIGIN = "codec"
+
+
+def add_withheld(rows: Columns, flow: Flow, client_id: str | None) -> None:
+    """A not assessable row per MUST-level codec violation of each frame a conflicting retransmission contradicts:
+    the first copy showed it, the other copy may not have; which one the receiver kept is unknown."""
+    for actor, time, frame, why in flow.withheld:
+        for violation in frame.violations:
+            if violation.rule_key in TRANSPORT_RULES or codec_rules.is_advisory(violation.rule):
+                continue
+            level, section = rule_level(violation.rule, flow.version)
+            rows.add(
+                capture=flow.capture,
+                flow=flow.flow,
+                client=flow.client,
+                server=flow.server,
+                client_id=client_id,
+                rule=violation.rule,
+                level=level,
+                section=section,
+                actor=actor,
+                time=time,
+                origin=CODEC_ORIGIN,
+                tag=tag_of(why),
+                reason=finding_text(
+                    f"{why}; the frame at stream offset {frame.offset} ({evidence(frame.raw)}) broke it as first "
+                    f"captured: {violation.detail}"
+                ),
+            )
 
 
 #: The origin of the violation rows a transport layer found (WebSocket framing).

@@ -139,6 +139,8 @@ def report_data(
         "bytes": {k: v for k, v in summary["bytes"].items() if k != "reconciles"},
         "time_span": {"start": start, "end": end},
         "versions": summary["versions"],
+        "malformed_cap": summary.get("malformed_cap", {}),
+        "conflicting_retransmissions": summary.get("conflicting_retransmissions", {}),
         "not_assessable": summary["not_assessable"]["rows"],
         "not_assessable_by_tag": by_tag,
         "spark_master": summary.get("spark_master", ""),

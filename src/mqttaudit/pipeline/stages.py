@@ -52,6 +52,7 @@ from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
 from mqttaudit.capture.flows import OtherTcp, SegmentRow, broker_segments
 from mqttaudit.capture.tls import KeyLog
 from mqttaudit.judge import JudgeConfig
+from mqttaudit.judge import reasons as reason_tags
 
 from . import sources
 from .conversations import (
@@ -201,6 +202,14 @@ SEGMENT_SCHEMA = pa.schema(
     ]
 )
 COUNT_COLUMNS = ("stream_bytes", "packet_bytes", "malformed_bytes", "gap_bytes", "unassessable_bytes")
+#: Per connection, what the summary names beside the byte account: the ranges of conflicting retransmissions
+#: (``conflict`` rows of the gaps table) and their bytes, and the bytes left undecoded
+#: past the cap of malformed frames (:data:`~mqttaudit.capture.conversation.DEFAULT_MAX_MALFORMED`).
+RECORD_COLUMNS = ("conflict_ranges", "conflict_bytes", "capped_bytes")
+#: The ``kind`` of a gaps row: bytes never captured, bytes captured but not framed with confidence, and bytes that
+#: arrived twice with different content (a record beside the byte account: the first copy's bytes are counted
+#: where its frame went).
+GAP_KINDS = {"gap": "gap", "not_assessable": "not-assessable", "conflict": "conflict"}
 #: What the judging stage hands back to Spark per connection (the tables it writes itself): what the summary
 #: adds up, and where the routing replay finds the connection's transcript (:class:`TranscriptWriter`). A row with
 #: ``note`` set carries a chunk's note instead.
@@ -215,6 +224,7 @@ JUDGED_SCHEMA = pa.schema(
         ("transcript_bytes", pa.int64()),
         ("sources_bytes", pa.int64()),
         *[(name, pa.int64()) for name in COUNT_COLUMNS],
+        *[(name, pa.int64()) for name in RECORD_COLUMNS],
         ("packet_count", pa.int64()),
         ("start", pa.float64()),
         ("end", pa.float64()),
@@ -721,8 +731,23 @@ def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options
             offset=gap.offset,
             length=gap.length,
             time=gap.time / 1e9,
-            kind="gap",
+            kind=GAP_KINDS["gap"],
             reason="bytes sent but not captured",
+        )
+    for conflict in audit.conflicts:
+        gaps.add(
+            capture=capture,
+            flow=connection_id,
+            direction=_side(audit, conflict.side),
+            offset=conflict.offset,
+            length=conflict.length,
+            time=conflict.time / 1e9,
+            kind=GAP_KINDS["conflict"],
+            reason=reason_tags.reason(
+                reason_tags.CONFLICTING,
+                "these bytes arrived again with different content; the first copy was kept, and no packet decoded "
+                "from them is judged",
+            ),
         )
     for hole in audit.unassessable:
         gaps.add(
@@ -732,7 +757,7 @@ def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options
             offset=hole.offset,
             length=hole.length,
             time=None,
-            kind="not-assessable",
+            kind=GAP_KINDS["not_assessable"],
             reason=hole.reason,
         )
     total = audit.total
@@ -749,6 +774,9 @@ def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options
         "malformed_bytes": total.malformed,
         "gap_bytes": total.gaps,
         "unassessable_bytes": total.unassessable,
+        "conflict_ranges": len(audit.conflicts),
+        "conflict_bytes": sum(conflict.length for conflict in audit.conflicts),
+        "capped_bytes": audit.capped_bytes,
         "packet_count": len(judged.packets),
         "packets": judged.packets,
         "start": connection["start"][0],

@@ -35,7 +35,8 @@ class ByteAccounting(TypedDict):
     #: Bytes missing from the capture (gap records): sequence space the capture never saw.
     gap_bytes: int
     #: Bytes captured but not assessable: before the first proven packet boundary (a connection captured from its
-    #: middle, or after a gap), or a packet cut short by a gap or by the end of the capture.
+    #: middle, or after a gap), a packet cut short by a gap or by the end of the capture, a packet a conflicting
+    #: retransmission contradicts, or the rest of a stream past the cap of malformed packets.
     unsynced_bytes: int
 
 
@@ -66,6 +67,23 @@ class VersionInfo(TypedDict):
     packets: NotRequired[int]
 
 
+class MalformedCap(TypedDict, total=False):
+    """The policy at the cap of malformed packets per connection, and what it did."""
+
+    per_connection: int
+    connections_capped: int
+    bytes_not_decoded: int
+    policy: str
+
+
+class Conflicts(TypedDict, total=False):
+    """Conflicting TCP retransmissions: the policy, the ranges recorded and their bytes."""
+
+    ranges: int
+    bytes: int
+    policy: str
+
+
 class AuditSummary(TypedDict, total=False):
     """The audit as a whole. Every key is optional; the reports leave out what is missing."""
 
@@ -89,6 +107,11 @@ class AuditSummary(TypedDict, total=False):
     not_assessable_by_tag: dict[str, int]
     #: Version ("3.1.1", "3.1", "5.0", "unknown"...) -> its connections and how they were handled.
     versions: dict[str, VersionInfo]
+    #: The cap of malformed packets kept per connection: its policy, the connections that reached it and the bytes
+    #: left undecoded past it.
+    malformed_cap: MalformedCap
+    #: Bytes that arrived twice with different content: the policy, the ranges and their bytes.
+    conflicting_retransmissions: Conflicts
 
 
 class RuleCount(TypedDict):

@@ -92,6 +92,10 @@ TAG_MEANINGS = {
     reasons.NO_ANSWER: "the answer the rule judges never came, so there is nothing to judge it on",
     reasons.TOO_SHORT: "the observation stopped before the rule was exercised for long enough",
     reasons.UNDECODED: "bytes were captured but could not be framed as a packet",
+    reasons.CONFLICTING: (
+        "bytes arrived twice with different content (a TCP retransmission that conflicts): which copy the receiver "
+        "kept is unknown, so nothing decoded from them is judged"
+    ),
     reasons.ANOTHER_SPECIFICATION: "the connection follows another specification",
     reasons.EARLIER_SESSION: "the session began on an earlier connection the capture does not hold",
     reasons.AMBIGUOUS: "a delivery may stand for more than one message, and which one decides the rule",
@@ -277,6 +281,8 @@ class Accounting:
 
     total: int
     parts: tuple[tuple[str, int], ...]
+    #: The policies behind the account (the cap of malformed packets, conflicting retransmissions), with figures.
+    notes: tuple[str, ...] = ()
 
     @property
     def difference(self) -> int:
@@ -562,11 +568,42 @@ def accounting(summary: AuditSummary) -> Accounting | None:
             ("in gaps (never captured)", counted.get("gap_bytes", 0)),
             (
                 "captured but not assessable (before the first proven packet boundary of a connection captured from "
-                "its middle or after a gap, or a packet cut short by a gap or by the end of the capture)",
+                "its middle or after a gap, a packet cut short by a gap or by the end of the capture, a packet a "
+                "conflicting retransmission contradicts, or the rest of a stream past the cap of malformed packets)",
                 counted.get("unsynced_bytes", 0),
             ),
         ),
+        accounting_notes(summary),
     )
+
+
+def accounting_notes(summary: AuditSummary) -> tuple[str, ...]:
+    """The policies behind the byte account, each with what it did in this audit."""
+    notes: list[str] = []
+    cap = summary.get("malformed_cap")
+    if cap:
+        capped = cap.get("connections_capped", 0)
+        notes.append(
+            f"Malformed packets: {cap.get('policy', '')}. "
+            + (
+                f"{plural(capped, 'connection')} reached the cap of {cap.get('per_connection', 0)}: "
+                f"{plural(cap.get('bytes_not_decoded', 0), 'byte')} not decoded."
+                if capped
+                else "No connection reached it."
+            )
+        )
+    conflicts = summary.get("conflicting_retransmissions")
+    if conflicts:
+        ranges = conflicts.get("ranges", 0)
+        notes.append(
+            f"Conflicting retransmissions: {conflicts.get('policy', '')}. "
+            + (
+                f"Seen: {plural(ranges, 'range')}, {plural(conflicts.get('bytes', 0), 'byte')}."
+                if ranges
+                else "None were seen."
+            )
+        )
+    return tuple(notes)
 
 
 def expected_of(sample: Sample, finding: RuleFinding) -> str:

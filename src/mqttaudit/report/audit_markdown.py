@@ -409,6 +409,7 @@ def capture_part(view: AuditView) -> list[str]:
         parts = "; ".join(f"{prose(label)} {count(value)}" for label, value in view.accounting.parts)
         lines += [f"Bytes of the MQTT flows: {count(view.accounting.total)} in all; {parts}."]
         lines.append(prose(view.accounting.verdict))
+        lines += [prose(note) for note in view.accounting.notes]
     return lines
 
 
