@@ -25,6 +25,7 @@ from mqttaudit.codec import (
     Connect,
     Direction,
     Disconnect,
+    Frame,
     PacketType,
     Puback,
     Pubcomp,
@@ -36,6 +37,7 @@ from mqttaudit.codec import (
     properties,
 )
 from mqttaudit.codec.describe import wire_text
+from mqttaudit.codec.masking import mask_password, mask_password_bytes
 from mqttaudit.codec.packets import Packet, Property, Value
 from mqttaudit.codec.remaining_length import read_remaining_length
 from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig
@@ -107,7 +109,7 @@ def connection_flow(capture: str, audit: FlowAudit, record_of: Callable[[int], i
         f"{flow_name((first, second))}@{audit.first_time}",
         client,
         server,
-        audit.events,
+        [masked_password(event) for event in audit.events],
         frames,
         mid_stream=audit.mid_stream,
         roles=audit.direction_reason,
@@ -115,6 +117,16 @@ def connection_flow(capture: str, audit: FlowAudit, record_of: Callable[[int], i
         transport=audit.transport,
         layer_notes=[(_role(audit, note.side), note) for note in audit.layer_notes],
     )
+
+
+def masked_password(event: Event) -> Event:
+    """A CONNECT's password as the probe's reports show it, asterisks of its length, in the packet and its bytes:
+    what the judge, the tables and the routing replay's transcripts see (the password is never written)."""
+    if not isinstance(event, Sent) or not isinstance(event.frame.packet, Connect) or not event.frame.packet.password:
+        return event
+    frame, connect = event.frame, event.frame.packet
+    raw = mask_password_bytes(frame.raw, connect.password)
+    return replace(event, frame=Frame(frame.offset, frame.length, raw, mask_password(connect), frame.violations))
 
 
 def _role(audit: FlowAudit, side: int) -> str:

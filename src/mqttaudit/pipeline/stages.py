@@ -50,7 +50,6 @@ from mqttaudit.capture import (
 )
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
 from mqttaudit.capture.flows import OtherTcp, SegmentRow, broker_segments
-from mqttaudit.capture.tls import KeyLog
 from mqttaudit.judge import JudgeConfig
 
 from . import sources
@@ -63,7 +62,9 @@ from .conversations import (
     connection_flow,
     judge_flow,
 )
+from .keylog import KeyLogFile
 from .replay import DELIVERY_COLUMNS, ROUTING_COLUMNS, replay_batches
+from .sealed import keyed_name, seal, unseal
 
 # -- schemas ------------------------------------------------------------------------------------------------------
 
@@ -265,8 +266,10 @@ class AuditOptions:
     proven_ports: frozenset[int] = frozenset()
     #: How each proven port was proven, (port, proof), the proofs named in :mod:`mqttaudit.capture.detect`.
     port_proofs: tuple[tuple[int, str], ...] = ()
-    #: The secrets of ``--keylog``: shipped to the executors with the options, never written anywhere.
-    keylog: KeyLog | None = field(default=None, repr=False)
+    #: The key log of ``--keylog``: where each executor reads it, never its secrets (see :mod:`.keylog`).
+    keylog: KeyLogFile | None = None
+    #: With a key log, the run's key that seals what the tasks hand each other (see :mod:`.sealed`); never written.
+    seal_key: bytes | None = field(default=None, repr=False)
 
     @property
     def judge_config(self) -> JudgeConfig:
@@ -623,10 +626,11 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
             for name, writer in writers.items():
                 writer.add(row[name])
             transcript, source = row.pop("transcript"), row.pop("sources")
+            key = options.seal_key
             judged.add(
-                **row,
+                **(row | {"client_id": keyed_name(key, row["client_id"])}),
                 transcripts=transcripts.name,
-                transcript_row=transcripts.add_transcript(transcript, source),
+                transcript_row=transcripts.add_transcript(seal(key, transcript), seal(key, source)),
                 transcript_bytes=len(transcript),
                 sources_bytes=len(source),
             )
@@ -781,8 +785,9 @@ def replay_group(table: pa.Table, options: AuditOptions) -> pa.Table:
     files = table.column("transcripts").to_pylist()
     opened = read_transcripts(options.out_dir, files)
     # Each transcript's bytes are copied out of the mapped file only while it is unpickled.
+    key = options.seal_key
     blobs = (
-        opened[name].column("transcript" if owned else "sources")[row].as_buffer().to_pybytes()
+        unseal(key, opened[name].column("transcript" if owned else "sources")[row].as_buffer().to_pybytes())
         for name, row, owned in zip(files, table.column("transcript_row").to_pylist(), mine, strict=True)
     )
     batches, findings, undecided = replay_batches(broker, zip(flows, blobs, strict=True), options.judge_config, own)
