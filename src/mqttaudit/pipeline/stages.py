@@ -31,7 +31,7 @@ import posixpath
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -676,34 +676,36 @@ def judge_segments(table: pa.Table, options: AuditOptions) -> list[dict[str, Any
     order = pc.sort_indices(
         table, sort_keys=[("time_ns", "ascending"), ("capture", "ascending"), ("record", "ascending")]
     )
-    table = table.take(order)
-    data = {name: table.column(name).to_pylist() for name in table.column_names}
-    rows = range(table.num_rows)
-    flow_segments: list[Segment] = [
-        (
-            data["time_ns"][i],
-            data["src_ip"][i],
-            data["src_port"][i],
-            data["dst_ip"][i],
-            data["dst_port"][i],
-            data["seq"][i],
-            data["ack"][i],
-            data["flags"][i],
-            data["payload"][i],
-        )
-        for i in rows
-    ]
+    if not pc.all(pc.equal(pc.pairwise_diff(order), 1)).as_py():  # runs in order (the usual case) are not copied
+        table = table.take(order)
+    times, captures = table.column("time_ns").to_pylist(), table.column("capture").to_pylist()
     # The capture record that carried each segment, by time (first wins), to name frames in the evidence.
     record_at: dict[int, tuple[str, int]] = {}
-    for i in rows:
-        record_at.setdefault(data["time_ns"][i], (data["capture"][i], data["record"][i]))
+    for time_ns, capture, record in zip(times, captures, table.column("record").to_pylist(), strict=True):
+        record_at.setdefault(time_ns, (capture, record))
     ends = dict(options.end_times)
-    known = [ends[capture] for capture in set(data["capture"]) if capture in ends]
-    end = max(known) if known else (data["time_ns"][-1] if rows else None)
-    audits = flow_events(flow_segments, options=options.flow_options, end_time_ns=end)
+    known = [ends[capture] for capture in set(captures) if capture in ends]
+    end = max(known) if known else (times[-1] if times else None)
+    audits = flow_events(flow_segments(table), options=options.flow_options, end_time_ns=end)
     # A connection that carried no payload byte (the last ACKs of one that ended before the capture began) is no
     # MQTT connection: nothing in it can be judged.
     return [_connection(audit, record_at, options) for audit in audits if audit.total.stream]
+
+
+#: The columns of a run that make a :data:`~mqttaudit.capture.segments.Segment`, in its order.
+SEGMENT_FIELDS = RUN_SCHEMA.names[1:]
+
+
+def flow_segments(table: pa.Table) -> Iterator[Segment]:
+    """A flow's segments (:data:`RUN_SCHEMA` rows, in order) as Python objects, made a slice of at most
+    :data:`RUN_BYTES` at a time as the reassembly takes them: a flow's payload is never held twice over whole
+    (the TLS layer holds a bounded part of it, see :data:`~mqttaudit.capture.tls.MAX_WAITING`)."""
+    lengths = pc.binary_length(table.column("payload")).to_pylist()
+    for first, last in _cuts(lengths, 0, len(lengths)) if lengths else ():
+        part = table.slice(first, last - first)
+        yield from cast(
+            Iterator[Segment], zip(*(part.column(name).to_pylist() for name in SEGMENT_FIELDS), strict=True)
+        )
 
 
 def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options: AuditOptions) -> dict[str, Any]:
