@@ -28,7 +28,7 @@ from mqttaudit import codec
 from mqttaudit.capture import writer
 from mqttaudit.capture.link import ETHERNET
 from mqttaudit.capture.tls import NO_SERVER_HELLO, NOT_DECRYPTED_REASONS, TAG_MISMATCH
-from mqttaudit.pipeline.keylog import KeyLogFile
+from mqttaudit.pipeline.keylog import KeyLogChanged, KeyLogFile
 from mqttaudit.pipeline.stages import AuditOptions, broker_replayer, flow_judge, read_segments
 from mqttaudit.report.output_dir import STAGING_PREFIX
 
@@ -224,3 +224,33 @@ def test_the_tasks_are_given_the_key_log_s_location_never_its_secrets(made: Sess
     [random_hex] = [line.split()[1] for line in made.keylog.splitlines() if line.startswith("CLIENT_RANDOM")]
     assert bytes.fromhex(random_hex) in keylog
     assert keylog.secrets_for(bytes.fromhex(random_hex)) is not None
+
+
+def test_the_key_log_file_finds_each_session_s_secrets_as_the_key_log_parser_does(tmp_path: Path) -> None:
+    """The index the tasks keep (the first 8 bytes of each client random, and where its line starts) gives the
+    secrets :class:`~mqttaudit.capture.tls.KeyLog` reads, for TLS 1.2 and 1.3 sessions among many others, with
+    comments, unused labels, bad lines and a last line without a newline; a key log changed under the audit is
+    refused."""
+    from mqttaudit.capture.tls import KeyLog
+
+    tls13 = session([b"x"], [b"y"])
+    tls12 = session([b"x"], [b"y"], maximum=ssl.TLSVersion.TLSv1_2, ciphers="ECDHE-RSA-AES128-GCM-SHA256")
+    others = [f"CLIENT_RANDOM {secrets.token_hex(32)} {secrets.token_hex(48)}" for _ in range(2000)]
+    [twin] = [line.split()[1] for line in tls12.keylog.splitlines() if line.startswith("CLIENT_RANDOM")]
+    noise = [
+        "# a comment",
+        f"EXPORTER_SECRET {secrets.token_hex(32)} {secrets.token_hex(32)}",
+        f"CLIENT_RANDOM {twin[:16]}{'0' * 48} {secrets.token_hex(48)}",  # another session, the same first 8 bytes
+        "CLIENT_RANDOM zz not-hex",
+        "   ",
+    ]
+    text = "\n".join([*others[:1000], tls13.keylog.strip(), *noise, "  " + tls12.keylog.strip(), *others[1000:]])
+    path = tmp_path / "keys.log"
+    path.write_text(text)  # no newline after the last line
+    keylog, parsed = KeyLogFile.at(str(path)), KeyLog.parse(text)
+    for random in [*parsed.sessions, bytes(32)]:
+        assert keylog.secrets_for(random) == parsed.secrets_for(random)
+    assert (bytes.fromhex(twin) in keylog, bytes(32) in keylog) == (True, False)
+    # A worker that reads the file after it changed (a digest other than the driver's) refuses it.
+    with pytest.raises(KeyLogChanged, match="changed while the audit ran"):
+        KeyLogFile(keylog.location, "0" * 64).secrets_for(bytes(32))

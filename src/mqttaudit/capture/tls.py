@@ -63,6 +63,8 @@ _FIELDS: Final = {
     CLIENT_TRAFFIC: "client_traffic",
     SERVER_TRAFFIC: "server_traffic",
 }
+#: The labels this layer uses.
+USED_LABELS: Final = frozenset(_FIELDS)
 #: Labels of the format this layer has no use for (exporter and 0-RTT secrets, RSA pre-master secrets).
 IGNORED_LABELS: Final = frozenset(
     {"EXPORTER_SECRET", "CLIENT_EARLY_TRAFFIC_SECRET", "EARLY_EXPORTER_SECRET", "RSA", "PMS_CLIENT_RANDOM"}
