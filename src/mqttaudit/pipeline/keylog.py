@@ -63,16 +63,21 @@ class _Index:
         order = sorted(range(len(prefixes)), key=prefixes.__getitem__)
         self._prefixes = array("Q", (prefixes[i] for i in order))
         self._starts = array("Q", (starts[i] for i in order))
-        self._found: dict[bytes, SessionSecrets | None] = {}
+        self._found: dict[bytes, SessionSecrets] = {}
 
     def secrets_for(self, client_random: bytes) -> SessionSecrets | None:
-        if client_random not in self._found:
-            self._found[client_random] = self._read(client_random)
-        return self._found[client_random]
+        found = self._found.get(client_random)
+        if found is None:
+            found = self._read(client_random)
+            if found is not None:  # only the sessions found are kept (a capture may hold any number of others)
+                self._found[client_random] = found
+        return found
 
     def _read(self, client_random: bytes) -> SessionSecrets | None:
         prefix = int.from_bytes(client_random[:8], "big")
         at = bisect_left(self._prefixes, prefix)
+        if at == len(self._prefixes) or self._prefixes[at] != prefix:
+            return None
         lines = []
         with sources.opener(self.location)() as file:
             while at < len(self._prefixes) and self._prefixes[at] == prefix:
