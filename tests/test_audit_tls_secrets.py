@@ -55,11 +55,12 @@ def made() -> Session:
     )
 
 
-def tls_capture(made: Session, path: Path, *, connections: int = 1) -> Path:
-    """A pcap of ``connections`` TCP connections that each carry the session's two record streams."""
+def tls_capture(made: Session, path: Path, *, connections: int = 1, first_port: int = 40000) -> Path:
+    """A pcap of ``connections`` TCP connections (from client ports ``first_port`` on) that each carry the
+    session's two record streams."""
     packets: list[bytes] = []
     for number in range(connections):
-        tcp = writer.TcpSession(client=("10.0.0.1", 40000 + number), server=("10.0.0.2", PORT))
+        tcp = writer.TcpSession(client=("10.0.0.1", first_port + number), server=("10.0.0.2", PORT))
         packets += tcp.handshake()
         streams = (made.client_stream, made.server_stream)
         pieces = [[stream[at : at + 500] for at in range(0, len(stream), 500)] for stream in streams]
@@ -172,37 +173,36 @@ def test_the_audit_masks_the_password_as_the_probe_s_reports_do(
     assert PASSWORD.decode() not in ran.stdout + ran.stderr
 
 
-@pytest.mark.parametrize(
-    ("broken", "label"),
-    [("a wrong secret", TAG_MISMATCH), ("no ServerHello", NO_SERVER_HELLO)],
-)
-def test_a_session_the_key_log_names_but_that_cannot_be_decrypted_is_not_assessable_and_the_audit_exits_4(
-    spark: SparkSession, made: Session, tmp_path: Path, broken: str, label: str
+def test_sessions_the_key_log_names_but_that_cannot_be_decrypted_are_not_assessable_and_the_audit_exits_4(
+    spark: SparkSession, made: Session, tmp_path: Path
 ) -> None:
+    """Two captures: one session whose key log entry is wrong (its records' tags do not match), another whose
+    ServerHello was not captured. Each connection is not decrypted, with its reason in every output; nothing else
+    was judged, so the audit exits 4."""
     del spark
-    keylog = made.keylog
-    if broken == "a wrong secret":
-        keylog = "\n".join(
-            f"{line.rsplit(' ', 1)[0]} {'ab' * 48}" if line.startswith("CLIENT_RANDOM") else line
-            for line in keylog.splitlines()
-        )
-        captured = made
-    else:
-        captured = dataclasses.replace(made, server_stream=b"")
-    capture = tls_capture(captured, tmp_path / "tls.pcap")
-    (tmp_path / "keys.log").write_text(keylog + "\n")
+    other = session([CONNECT], [], maximum=ssl.TLSVersion.TLSv1_2, ciphers="ECDHE-RSA-AES128-GCM-SHA256")
+    wrong = "\n".join(
+        f"{line.rsplit(' ', 1)[0]} {'ab' * 48}" if line.startswith("CLIENT_RANDOM") else line
+        for line in made.keylog.splitlines()
+    )
+    (tmp_path / "keys.log").write_text(f"{wrong}\n{other.keylog}")
+    tls_capture(made, tmp_path / "wrong-entry.pcap")
+    tls_capture(dataclasses.replace(other, server_stream=b""), tmp_path / "no-server-hello.pcap", first_port=50000)
     out = tmp_path / "out"
     ran = run_mqttaudit(
-        "audit", str(capture), "--keylog", str(tmp_path / "keys.log"), "--out", str(out), "--tolerance", "1"
+        "audit", str(tmp_path / "*.pcap"), "--keylog", str(tmp_path / "keys.log"), "--out", str(out), "--tolerance", "1"
     )
     assert ran.returncode == 4, ran.stdout + ran.stderr
-    reason = NOT_DECRYPTED_REASONS[label]
-    assert reason in ran.stdout and reason in ran.stderr  # the summary's line, and why the run is incomplete
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["versions"][label] == {"connections": 1, "handling": reason, "packets": 0}
-    assert reason in (out / "findings.md").read_text()
-    [connection] = pq.read_table(out / "connections").to_pylist()
-    assert (connection["transport"], connection["version"], connection["handling"]) == ("tls", label, reason)
+    findings = (out / "findings.md").read_text()
+    connections = {row["capture"]: row for row in pq.read_table(out / "connections").to_pylist()}
+    for capture, label in (("wrong-entry.pcap", TAG_MISMATCH), ("no-server-hello.pcap", NO_SERVER_HELLO)):
+        reason = NOT_DECRYPTED_REASONS[label]
+        assert reason in ran.stdout and reason in ran.stderr  # the summary's line, and why the run is incomplete
+        assert summary["versions"][label] == {"connections": 1, "handling": reason, "packets": 0}
+        assert reason in findings
+        row = connections[capture]
+        assert (row["transport"], row["version"], row["handling"], row["packets"]) == ("tls", label, reason, 0)
 
 
 def test_the_tasks_are_given_the_key_log_s_location_never_its_secrets(made: Session, tmp_path: Path) -> None:

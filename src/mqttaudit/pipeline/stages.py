@@ -676,7 +676,8 @@ def judge_segments(table: pa.Table, options: AuditOptions) -> list[dict[str, Any
     order = pc.sort_indices(
         table, sort_keys=[("time_ns", "ascending"), ("capture", "ascending"), ("record", "ascending")]
     )
-    if not pc.all(pc.equal(pc.pairwise_diff(order), 1)).as_py():  # runs in order (the usual case) are not copied
+    # Runs already in order (the usual case) are not copied. (Signed: a step back is negative, not an overflow.)
+    if not pc.all(pc.equal(pc.pairwise_diff(order.cast(pa.int64())), 1)).as_py():
         table = table.take(order)
     times, captures = table.column("time_ns").to_pylist(), table.column("capture").to_pylist()
     # The capture record that carried each segment, by time (first wins), to name frames in the evidence.
