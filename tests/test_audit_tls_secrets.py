@@ -254,3 +254,30 @@ def test_the_key_log_file_finds_each_session_s_secrets_as_the_key_log_parser_doe
     # A worker that reads the file after it changed (a digest other than the driver's) refuses it.
     with pytest.raises(KeyLogChanged, match="changed while the audit ran"):
         KeyLogFile(keylog.location, "0" * 64).secrets_for(bytes(32))
+
+
+def test_a_flow_s_runs_out_of_order_are_judged_as_in_order() -> None:
+    """The judging stage copies a flow's segments only when its runs come out of order (two captures of one flow
+    given in any order): then they are put in order first, and judged the same."""
+    import pyarrow as pa
+
+    from mqttaudit.capture.segments import ACK, PSH, SYN
+    from mqttaudit.pipeline.stages import SEGMENT_SCHEMA, Runs, judge_segments
+
+    client, server = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
+    connect, connack = codec.encode(codec.Connect(client_id="c")), codec.encode(codec.Connack())
+    segments = [
+        (0, client, 40000, server, 1883, 1000, 0, SYN, b""),
+        (1, server, 1883, client, 40000, 5000, 1001, SYN | ACK, b""),
+        (2, client, 40000, server, 1883, 1001, 5001, PSH | ACK, connect),
+        (3, server, 1883, client, 40000, 5001, 1001 + len(connect), PSH | ACK, connack),
+    ]
+    batches = []
+    for capture, part in (("one.pcap", segments[:2]), ("two.pcap", segments[2:])):
+        runs = Runs(capture)
+        runs.extend([("flow", index, 10**18 + time, *rest) for index, (time, *rest) in enumerate(part)])
+        batches += list(runs.finish())
+    table = pa.Table.from_batches(batches, schema=SEGMENT_SCHEMA)
+    options = AuditOptions(broker_ports=frozenset({1883}))
+    in_order, reversed_order = (judge_segments(t, options) for t in (table, table.take([1, 0])))
+    assert [row["packet_count"] for row in in_order] == [row["packet_count"] for row in reversed_order] == [2]
