@@ -4,8 +4,10 @@ KeyUpdate) decrypted with the key log their client wrote, fed in segments of eve
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import itertools
+import json
 import pickle
 import shutil
 import socket
@@ -181,6 +183,48 @@ def test_a_wrong_secret_fails_to_decrypt() -> None:
     assert len(layer.notes) == 2
     assert all("does not decrypt" in note.text for note in layer.notes)
     assert "ab" * 48 not in repr(layer.notes)
+
+
+@pytest.mark.parametrize("broken", ["a wrong secret", "no ServerHello"])
+def test_a_session_the_key_log_names_that_cannot_be_decrypted_is_not_decrypted_with_its_reason(broken: str) -> None:
+    made_session = made("ECDHE-RSA-AES128-GCM-SHA256")
+    if broken == "a wrong secret":
+        [random_hex] = [line.split()[1] for line in made_session.keylog.splitlines() if "CLIENT_RANDOM" in line]
+        made_session = dataclasses.replace(made_session, keylog=f"CLIENT_RANDOM {random_hex} {'ab' * 48}\n")
+        label, said = tls.TAG_MISMATCH, "its authentication tag does not match"
+    else:
+        made_session = dataclasses.replace(made_session, server_stream=b"")
+        label, said = tls.NO_SERVER_HELLO, "the ClientHello and ServerHello were not both read"
+    audit = audited_tls(made_session, named=True)
+    assert (audit.version, audit.transport, audit.frames) == (label, "tls", ())
+    assert handling(audit.version) == tls.NOT_DECRYPTED_REASONS[label]
+    assert not audit.judged
+    assert said in audit.layer_notes[0].text
+    client = audit.counts[0]
+    assert client.unassessable == client.stream > 0 and client.packets == 0
+
+
+def test_records_that_wait_for_a_server_hello_that_never_comes_stop_at_the_cap_in_bounded_memory() -> None:
+    """A client's ClientHello, then 128 MB of application data records and no ServerHello: the layer holds at most
+    :data:`~mqttaudit.capture.tls.MAX_WAITING` bytes, then stops the side with the cap named; every byte is counted
+    as not assessable, and the connection is not decrypted. Peak memory measured in a process of its own: it grew
+    by 12 MB for 200 MB of records (by 213 MB when the layer held the whole stream)."""
+    client_stream = made("ECDHE-RSA-AES128-GCM-SHA256").client_stream
+    hello = client_stream[: 5 + int.from_bytes(client_stream[3:5], "big")]
+    ran = subprocess.run(
+        [sys.executable, "-m", "tests.tls_waiting_flow", hello.hex(), "128"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=Path(__file__).parent.parent,
+    )
+    said = json.loads(ran.stdout)
+    assert said["version"] == tls.NO_SERVER_HELLO
+    assert said["unassessable"] == said["records_bytes"]
+    [note] = said["notes"]
+    assert note.startswith(f"no ServerHello within {tls.MAX_WAITING:,} bytes of this side's records")
+    assert said["grown_kb"] < 48 * 1024, said
 
 
 def _records(stream: bytes) -> list[tuple[int, int, int]]:

@@ -51,6 +51,7 @@ from .reassembly import (
 )
 from .resync import DEFAULT_MAX_BYTES, DEFAULT_MIN_PACKETS, DEFAULT_MIN_UNALIGNED_PACKETS, BoundaryHunt, ResyncRule
 from .segments import Segment
+from .tls import NOT_DECRYPTED_REASONS
 
 if TYPE_CHECKING:
     pass
@@ -112,7 +113,7 @@ ENCRYPTED_VERSION: Final = "encrypted"
 #: The version label of a decrypted connection whose client's first bytes are no MQTT (see :mod:`.layers`).
 NOT_MQTT_VERSION: Final = "not MQTT"
 #: Versions whose connections are neither decoded nor framed: their bytes are not assessable.
-NOT_DECODED: Final = {ENCRYPTED_VERSION: ENCRYPTED_REASON, NOT_MQTT_VERSION: NOT_MQTT_REASON}
+NOT_DECODED: Final = {ENCRYPTED_VERSION: ENCRYPTED_REASON, NOT_MQTT_VERSION: NOT_MQTT_REASON, **NOT_DECRYPTED_REASONS}
 #: Versions whose connections are not fed to the judge.
 NOT_JUDGED: Final = frozenset(DECODED_ONLY) | frozenset(FRAMED_ONLY) | frozenset(NOT_DECODED)
 #: Framing rules (keys), stated by every version: what a framed-only connection can still break.
@@ -757,6 +758,8 @@ class ConnectionAudit:
             return ENCRYPTED_VERSION
         if self._stack is not None and self._stack.not_mqtt:
             return NOT_MQTT_VERSION
+        if self._stack is not None and self._stack.undecrypted is not None:
+            return self._stack.undecrypted
         return self._sink.version or UNKNOWN_VERSION
 
     def _frame_only(self, version: str) -> None:

@@ -22,7 +22,7 @@ across chunks.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import Final, NamedTuple
 
 from mqttaudit.codec.remaining_length import NEED_MORE, TOO_LONG, read_remaining_length
@@ -126,7 +126,7 @@ def tls_start(data: bytes) -> int:
     return IS_CONNECT if data[0] == _TLS_HANDSHAKE and data[1] == 3 else NOT_CONNECT
 
 
-def hello_start(data: bytes, randoms: frozenset[bytes]) -> int:
+def hello_start(data: bytes, randoms: Container[bytes]) -> int:
     """:data:`IS_CONNECT` when ``data`` starts with a TLS handshake record holding a ClientHello whose client random
     is one of ``randoms`` (the sessions of a key log), :data:`NOT_CONNECT` when it cannot, :data:`NEEDS_MORE` while
     the random is not whole."""
@@ -163,7 +163,7 @@ def _prefix_bytes(first: int) -> int:
     return HELLO_BYTES if first == _TLS_HANDSHAKE else PREFIX_BYTES
 
 
-def start_proof(data: bytes, port: int, randoms: frozenset[bytes]) -> tuple[int, str]:
+def start_proof(data: bytes, port: int, randoms: Container[bytes]) -> tuple[int, str]:
     """What the first bytes of a stream to server ``port`` say (:data:`IS_CONNECT`, :data:`NOT_CONNECT`,
     :data:`NEEDS_MORE`), and the name of the proof (one of :data:`PROOFS`) when they prove the port."""
     first = data[0] if data else -1
@@ -229,7 +229,7 @@ class StartScanner:
     #: CONNECT candidates kept per chunk at most (a stream carries one; more are handed on unchecked).
     MAX_CANDIDATES: Final = 65536
 
-    def __init__(self, tls_randoms: frozenset[bytes] = frozenset()) -> None:
+    def __init__(self, tls_randoms: Container[bytes] = frozenset()) -> None:
         self._randoms = tls_randoms
         self._starts: dict[DirectionKey, set[int]] = {}  # stream starts known from a handshake
         self._awaiting: dict[DirectionKey, set[int]] = {}  # of those, the ones whose first byte was not seen yet
@@ -312,7 +312,7 @@ def stronger(known: str | None, how: str) -> str:
     return known if PROOFS.index(known) <= PROOFS.index(how) else how
 
 
-def proven_ports(segments: Iterable[Segment], tls_randoms: frozenset[bytes] = frozenset()) -> frozenset[int]:
+def proven_ports(segments: Iterable[Segment], tls_randoms: Container[bytes] = frozenset()) -> frozenset[int]:
     """The server ports proven to carry MQTT among ``segments`` (one whole capture, in memory)."""
     scanner = StartScanner(tls_randoms)
     for segment in segments:

@@ -147,6 +147,13 @@ class Stack:
         return self.layers[0].lost
 
     @property
+    def undecrypted(self) -> str | None:
+        """Why the outermost layer (TLS) could not decrypt the session's client stream at all, as a class of
+        :data:`~.tls.NOT_DECRYPTED_REASONS`; None when it carried bytes, or is no such layer."""
+        failure = getattr(self.layers[0], "undecrypted", None)
+        return failure if isinstance(failure, str) else None
+
+    @property
     def not_mqtt(self) -> bool:
         """Whether a layer found that the bytes it carries are no MQTT (:attr:`InnerChoice.not_mqtt`)."""
         return any(isinstance(layer, InnerChoice) and layer.not_mqtt for layer in self.layers)
@@ -186,10 +193,10 @@ def tls_layer(opening: bytes, keys: KeyLookup | None, client: int = 0) -> Layer 
     None when the keys of its session are not at hand: the connection is then encrypted, not assessable."""
     if keys is None:
         return None
-    from .tls import KeyLog, TlsLayer, hello_client_random
+    from .tls import TlsLayer, hello_client_random
 
     random = hello_client_random(opening)
-    if random is None or not isinstance(keys, KeyLog) or keys.secrets_for(random) is None:
+    if random is None or keys.secrets_for(random) is None:
         return None
     return TlsLayer(keys, client)
 

@@ -14,8 +14,10 @@ connection is decrypted: AES-GCM (RFC 5288), ChaCha20-Poly1305 (RFC 7905) and th
 
 What cannot be followed stops the layer for that side, with a note that says why (rule None) and the bytes it
 left undecrypted counted in :attr:`TlsLayer.lost`: no secrets for the session, a cipher suite without an AEAD
-cipher (CBC, CCM), a record that fails its authentication tag, bytes that are no TLS record, a gap. Ciphertext is
-never handed on as MQTT.
+cipher (CBC, CCM), a record that fails its authentication tag, bytes that are no TLS record, a gap, more than
+:data:`MAX_WAITING` bytes of records waiting for a ServerHello. Ciphertext is never handed on as MQTT. A session
+whose client's stream stops that way before its first decrypted byte is *not decrypted*
+(:attr:`TlsLayer.undecrypted`): its connection is not assessable, with the reason.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from .layers import LayerNote, Piece
+from .layers import KeyLookup, LayerNote, Piece
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
@@ -61,6 +63,8 @@ _FIELDS: Final = {
     CLIENT_TRAFFIC: "client_traffic",
     SERVER_TRAFFIC: "server_traffic",
 }
+#: The labels this layer uses.
+USED_LABELS: Final = frozenset(_FIELDS)
 #: Labels of the format this layer has no use for (exporter and 0-RTT secrets, RSA pre-master secrets).
 IGNORED_LABELS: Final = frozenset(
     {"EXPORTER_SECRET", "CLIENT_EARLY_TRAFFIC_SECRET", "EARLY_EXPORTER_SECRET", "RSA", "PMS_CLIENT_RANDOM"}
@@ -192,6 +196,25 @@ _RECORD_TYPES: Final = frozenset({CHANGE_CIPHER_SPEC, ALERT, HANDSHAKE, APPLICAT
 _HEADER: Final = 5
 #: The longest record: 2**14 bytes of plaintext plus the expansion TLS 1.2 allows (RFC 5246 6.2.3).
 MAX_RECORD: Final = (1 << 14) + 2048
+#: Bytes of one side's records held at most while they wait for the ServerHello (the session's version and suite):
+#: a client sends its ClientHello and waits, so a real session holds a few records here. At the cap the side
+#: stops, named ("no ServerHello within N bytes"), and the rest of it is counted, never kept.
+MAX_WAITING: Final = 1 << 20
+
+#: Why a session the key log names could not be decrypted at all (its client's stream stopped before its first
+#: decrypted byte), by class: the version label of its connection (the reports group connections by it), and the
+#: sentence the reports print for it. The stop itself, with its byte offset, is in the layer's notes.
+TAG_MISMATCH: Final = "not decrypted: authentication tag mismatch"
+NO_SERVER_HELLO: Final = "not decrypted: no ServerHello"
+NOT_DECRYPTED: Final = "not decrypted"
+NOT_DECRYPTED_REASONS: Final = {
+    TAG_MISMATCH: "a TLS session of the key log, not decrypted: a record's authentication tag does not match "
+    "(a wrong secret in the key log, or a corrupted record): not assessable",
+    NO_SERVER_HELLO: "a TLS session of the key log, not decrypted: no ServerHello was captured "
+    f"(the client's records wait for it, {MAX_WAITING:,} bytes at most): not assessable",
+    NOT_DECRYPTED: "a TLS session of the key log, not decrypted: the TLS layer stopped before the first decrypted "
+    "byte (the gaps table says where and why): not assessable",
+}
 
 CLIENT_HELLO: Final = 1
 SERVER_HELLO: Final = 2
@@ -425,6 +448,9 @@ def hkdf_expand_label(secret: bytes, label: bytes, context: bytes, length: int, 
     return derived
 
 
+TAG_DOES_NOT_MATCH: Final = "its authentication tag does not match"
+
+
 class _Keys:
     """One direction's record protection: an AEAD, its IV and the next record's sequence number."""
 
@@ -459,7 +485,7 @@ class _Keys:
         try:
             plain: bytes = self.aead.decrypt(nonce, sealed, aad)
         except InvalidTag as error:
-            raise ValueError("its authentication tag does not match") from error
+            raise ValueError(TAG_DOES_NOT_MATCH) from error
         self.sequence += 1
         return plain
 
@@ -472,7 +498,7 @@ class _Keys:
         try:
             plain: bytes = self.aead.decrypt(self._nonce(), fragment, header)
         except InvalidTag as error:
-            raise ValueError("its authentication tag does not match") from error
+            raise ValueError(TAG_DOES_NOT_MATCH) from error
         self.sequence += 1
         return plain
 
@@ -524,7 +550,7 @@ class TlsLayer:
 
     name = "tls"
 
-    def __init__(self, keylog: KeyLog, client: int) -> None:
+    def __init__(self, keylog: KeyLookup, client: int) -> None:
         require_cryptography()
         self._keylog = keylog
         self.client = client
@@ -537,6 +563,8 @@ class TlsLayer:
         self.suite: CipherSuite | None = None
         self._secrets: SessionSecrets | None = None
         self._server_hello: Hello | None = None
+        #: Why the client's side stopped, as a class of :data:`NOT_DECRYPTED_REASONS`, when that was a failure.
+        self._failure: str | None = None
 
     @property
     def notes(self) -> list[LayerNote]:
@@ -545,6 +573,12 @@ class TlsLayer:
     @property
     def lost(self) -> tuple[int, int]:
         return (self._sides[0].lost, self._sides[1].lost)
+
+    @property
+    def undecrypted(self) -> str | None:
+        """The class (a key of :data:`NOT_DECRYPTED_REASONS`) of the failure that stopped the client's side before
+        its first decrypted byte; None when the client's side carried bytes, or did not stop by a failure."""
+        return None if self._sides[self.client].inner else self._failure
 
     @property
     def description(self) -> str:
@@ -568,7 +602,9 @@ class TlsLayer:
         state.time = time
         if state.stopped is None:
             self._stop(
-                side, f"{length} bytes of the TLS stream were not captured: the records after them cannot be found"
+                side,
+                f"{length} bytes of the TLS stream were not captured: the records after them cannot be found",
+                failure=NOT_DECRYPTED,
             )
 
     def end(self, side: int, time: int) -> list[Piece]:
@@ -576,11 +612,13 @@ class TlsLayer:
         state.time = time
         pieces = self._pump(side) if state.stopped is None else []
         if state.stopped is None and state.buffer:
+            failure = NOT_DECRYPTED
             if self.version is None and self._waiting(side, state):
                 why = "records that need the session's keys, and the ClientHello and ServerHello were not both read"
+                failure = NO_SERVER_HELLO
             else:
                 why = "a TLS record cut short by the end of the stream"
-            self._stop(side, why)
+            self._stop(side, why, failure=failure)
         return pieces
 
     # -- records --------------------------------------------------------------------------------------------------
@@ -598,9 +636,19 @@ class TlsLayer:
             buffer = state.buffer
             kind, version, length = buffer[0], bytes(buffer[1:3]), int.from_bytes(buffer[3:5], "big")
             if kind not in _RECORD_TYPES or buffer[1] != 3 or length > MAX_RECORD:
-                self._stop(side, f"no TLS record at byte {state.consumed} of the stream", raw=bytes(buffer[:_HEADER]))
+                self._stop(
+                    side,
+                    f"no TLS record at byte {state.consumed} of the stream",
+                    raw=bytes(buffer[:_HEADER]),
+                    failure=NOT_DECRYPTED,
+                )
                 break
-            if len(buffer) < _HEADER + length or self._waiting(side, state):
+            if self._waiting(side, state):
+                if len(buffer) > MAX_WAITING:  # the cap on what waits: the rest of the side is counted, not kept
+                    why = f"no ServerHello within {MAX_WAITING:,} bytes of this side's records, which wait for it"
+                    self._stop(side, why, failure=NO_SERVER_HELLO)
+                break
+            if len(buffer) < _HEADER + length:
                 break
             header, fragment = bytes(buffer[:_HEADER]), bytes(buffer[_HEADER : _HEADER + length])
             at = state.consumed
@@ -613,7 +661,7 @@ class TlsLayer:
                 break
             except _Stop as stop:
                 state.lost += _HEADER + length
-                self._stop(side, f"the record at byte {at} of the stream: {stop}", raw=header)
+                self._stop(side, f"the record at byte {at} of the stream: {stop}", raw=header, failure=stop.failure)
         return pieces
 
     def _record(
@@ -639,7 +687,8 @@ class TlsLayer:
             else:
                 content, plain = kind, keys.open12(kind, version, fragment)
         except ValueError as error:
-            raise _Stop(f"does not decrypt ({error}): a wrong key log, or a corrupted record") from error
+            failure = TAG_MISMATCH if str(error) == TAG_DOES_NOT_MATCH else NOT_DECRYPTED
+            raise _Stop(f"does not decrypt ({error}): a wrong key log, or a corrupted record", failure) from error
         self._content(side, state, content, plain, pieces)
         if state.rekey:
             state.rekey = False
@@ -718,7 +767,8 @@ class TlsLayer:
             reason = f"cipher suite 0x{code:04x} is not decrypted (AES-GCM and ChaCha20-Poly1305 suites are)"
         else:
             assert self.client_random is not None
-            secrets = self._keylog.secrets_for(self.client_random)
+            found = self._keylog.secrets_for(self.client_random)
+            secrets = found if isinstance(found, SessionSecrets) else None
             needed: tuple[str, ...] = (CLIENT_HANDSHAKE, SERVER_HANDSHAKE, CLIENT_TRAFFIC, SERVER_TRAFFIC)
             if version == TLS12:
                 needed = (CLIENT_RANDOM,)
@@ -730,7 +780,7 @@ class TlsLayer:
         if reason is not None:
             for each in (self.client, 1 - self.client):
                 if self._sides[each].stopped is None:
-                    self._stop(each, reason)
+                    self._stop(each, reason, failure=NOT_DECRYPTED)
             raise _Stopped
 
     def _encrypted_message(self, state: _Side, kind: int) -> None:
@@ -803,10 +853,14 @@ class TlsLayer:
         else:
             self._notes.append(LayerNote(side, state.time, None, f"TLS warning alert {name}", body))
 
-    def _stop(self, side: int, why: str, raw: bytes = b"") -> None:
+    def _stop(self, side: int, why: str, raw: bytes = b"", *, failure: str | None = None) -> None:
+        """Stops following ``side``; ``failure``: the stop is a failure of that class (:data:`NOT_DECRYPTED_REASONS`),
+        not the end of the sender's stream (close_notify, a fatal alert)."""
         state = self._sides[side]
         if state.stopped is not None:
             return
+        if side == self.client and failure is not None and self._failure is None:
+            self._failure = failure
         state.stopped = why
         left = len(state.buffer)
         state.lost += left
@@ -816,7 +870,11 @@ class TlsLayer:
 
 
 class _Stop(Exception):
-    """The record being read stops the layer for its side; the message says why."""
+    """The record being read stops the layer for its side; the message says why, ``failure`` its class."""
+
+    def __init__(self, why: str = "", failure: str = NOT_DECRYPTED) -> None:
+        super().__init__(why)
+        self.failure = failure
 
 
 class _Stopped(_Stop):

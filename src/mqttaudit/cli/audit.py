@@ -74,6 +74,7 @@ def audit_command(
     """Audit captures (files, folders, globs): every packet decoded strictly in both directions, every connection
     judged, routing replayed per broker; Parquet tables, summary.json, report.html and findings.md in --out.
     Exit status 1 when there are MUST-level violations or routing findings, 4 when no MQTT connection was found."""
+    from mqttaudit.pipeline.keylog import KeyLogFile
     from mqttaudit.pipeline.sources import AuditInputError
     from mqttaudit.pipeline.spark import SPARK_MODULES, SparkEnvironmentError, missing_spark
     from mqttaudit.report.output_dir import OutputDirError, check_output_dir
@@ -82,7 +83,11 @@ def audit_command(
         check_output_dir(out_dir, force=force)
     except OutputDirError as exc:
         raise CannotRun(printable_line(str(exc))) from exc
-    keylog = None if keylog_path is None else read_keylog(keylog_path)
+    # The key log is checked here; the executors read it themselves (its secrets are never shipped to them).
+    keylog = None
+    if keylog_path is not None:
+        read_keylog(keylog_path)
+        keylog = KeyLogFile.at(str(keylog_path))
     try:
         from mqttaudit.pipeline.audit import run_audit
     except ImportError as exc:

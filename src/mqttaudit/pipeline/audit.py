@@ -31,13 +31,14 @@ from mqttaudit.capture.conversation import (
     NOT_DECODED,
 )
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
-from mqttaudit.capture.tls import KeyLog
 from mqttaudit.report.output_dir import check_output_dir, staged_output
 from mqttaudit.spec import load_catalogue
 from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 
 from . import sources
 from .detection import connections_by_port, detection_summary, port_proofs
+from .keylog import KeyLogFile
+from .sealed import new_key
 from .spark import DEFAULT_MASTER, check_environment, spark_session
 from .stages import (
     CHUNK_SCHEMA,
@@ -135,7 +136,7 @@ def run_audit(
     spark: SparkSession | None = None,
     verbose: bool = False,
     force: bool = False,
-    keylog: KeyLog | None = None,
+    keylog: KeyLogFile | None = None,
 ) -> AuditResult:
     """Audits the captures at ``paths`` into ``out_dir``, published only when the whole audit completes.
 
@@ -143,7 +144,8 @@ def run_audit(
     :class:`OutputDirError` (``out_dir`` holds files mqttaudit did not write, unless ``force``) and
     :class:`SparkEnvironmentError` (no Java, no pyspark, a bad master) before Spark starts. ``progress`` hears each
     phase; ``tasks``, when given, hears ``(done, total)`` Spark tasks of the running stages every second.
-    ``keylog`` holds the TLS secrets the executors decrypt with (shipped with the options, written nowhere).
+    ``keylog`` names the TLS key log the executors read and decrypt with (its secrets are shipped nowhere and
+    written nowhere; what the tasks hand each other is sealed, see :mod:`.sealed`).
     """
     started = time.time()
     check_output_dir(out_dir, force=force, writes=OUTPUTS)  # before any capture is read
@@ -182,7 +184,7 @@ def _audit(
     chunk_bytes: int,
     progress: Callable[[str], None],
     tasks: Callable[[int, int], None] | None,
-    keylog: KeyLog | None = None,
+    keylog: KeyLogFile | None = None,
 ) -> tuple[dict[str, Any], list[Path]]:
     # Captures are named by file name, or by their whole location when two files share a name.
     basenames = [posixpath.basename(path) for path in files]
@@ -232,6 +234,7 @@ def _audit(
         str(out_dir.resolve()),
         requested_ports=requested,
         keylog=keylog,
+        seal_key=None if keylog is None else new_key(),
     )
     if requested is None:
         progress(
@@ -239,7 +242,7 @@ def _audit(
             + (", or a TLS session of the key log" if keylog is not None else "")
             + ", on any port"
         )
-        proofs = port_proofs(session, chunk_rows, frozenset() if keylog is None else keylog.client_randoms)
+        proofs = port_proofs(session, chunk_rows, frozenset() if keylog is None else keylog)
         proven = frozenset(proofs)
         options = replace(
             options,

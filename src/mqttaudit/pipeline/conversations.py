@@ -38,6 +38,7 @@ from mqttaudit.codec import (
 )
 from mqttaudit.codec import rules as codec_rules
 from mqttaudit.codec.describe import wire_text
+from mqttaudit.codec.masking import mask_password, mask_password_bytes
 from mqttaudit.codec.packets import Packet, Property, Value
 from mqttaudit.codec.remaining_length import read_remaining_length
 from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig, reasons
@@ -112,7 +113,7 @@ def connection_flow(capture: str, audit: FlowAudit, record_of: Callable[[int], i
         f"{flow_name((first, second))}@{audit.first_time}" + (f"#{audit.ordinal}" if audit.ordinal else ""),
         client,
         server,
-        audit.events,
+        [masked_password(event) for event in audit.events],
         frames,
         mid_stream=audit.mid_stream,
         roles=audit.direction_reason,
@@ -136,6 +137,16 @@ def _withheld_reason(audit: FlowAudit, side: int, frame: Frame) -> str:
         ),
         reasons.reason(reasons.CONFLICTING, "its bytes arrived twice with different content"),
     )
+
+
+def masked_password(event: Event) -> Event:
+    """A CONNECT's password as the probe's reports show it, asterisks of its length, in the packet and its bytes:
+    what the judge, the tables and the routing replay's transcripts see (the password is never written)."""
+    if not isinstance(event, Sent) or not isinstance(event.frame.packet, Connect) or not event.frame.packet.password:
+        return event
+    frame, connect = event.frame, event.frame.packet
+    raw = mask_password_bytes(frame.raw, connect.password)
+    return replace(event, frame=Frame(frame.offset, frame.length, raw, mask_password(connect), frame.violations))
 
 
 def _role(audit: FlowAudit, side: int) -> str:

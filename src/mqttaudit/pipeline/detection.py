@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pickle
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from mqttaudit.capture import CaptureError, Chunk, read_chunk, segments
-from mqttaudit.capture.conversation import ENCRYPTED_VERSION, NOT_MQTT_VERSION
+from mqttaudit.capture.conversation import ENCRYPTED_VERSION, NOT_DECODED, NOT_MQTT_VERSION
 from mqttaudit.capture.detect import BY_CONNECT, KNOWN_MQTT_PORTS, StartScanner, stronger
 
 from . import sources
@@ -51,9 +51,10 @@ REQUESTED = "--ports"
 
 
 def start_scanner(
-    tls_randoms: frozenset[bytes] = frozenset(),
+    tls_randoms: Container[bytes] = frozenset(),
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """:func:`scan_starts` with the client randoms of the key log's sessions (no secret) shipped to the tasks."""
+    """:func:`scan_starts` with the sessions of the key log shipped to the tasks: its :class:`~.keylog.KeyLogFile`,
+    which holds neither a secret nor a client random."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return scan_starts(batches, tls_randoms)
@@ -62,7 +63,7 @@ def start_scanner(
 
 
 def scan_starts(
-    batches: Iterator[pa.RecordBatch], tls_randoms: frozenset[bytes] = frozenset()
+    batches: Iterator[pa.RecordBatch], tls_randoms: Container[bytes] = frozenset()
 ) -> Iterator[pa.RecordBatch]:
     """Chunk descriptors in (``mapInArrow``), :data:`STARTS_SCHEMA` rows out. A chunk that cannot be read is
     scanned as far as it can be: the reading stage reports it."""
@@ -89,14 +90,14 @@ def scan_starts(
 
 
 def proven_ports(
-    session: SparkSession, chunk_rows: list[dict[str, Any]], tls_randoms: frozenset[bytes] = frozenset()
+    session: SparkSession, chunk_rows: list[dict[str, Any]], tls_randoms: Container[bytes] = frozenset()
 ) -> frozenset[int]:
     """The server ports :func:`port_proofs` finds."""
     return frozenset(port_proofs(session, chunk_rows, tls_randoms))
 
 
 def port_proofs(
-    session: SparkSession, chunk_rows: list[dict[str, Any]], tls_randoms: frozenset[bytes] = frozenset()
+    session: SparkSession, chunk_rows: list[dict[str, Any]], tls_randoms: Container[bytes] = frozenset()
 ) -> dict[int, str]:
     """The server ports on which some stream of the captures starts with a proving start (a CONNECT, an Upgrade to
     MQTT over WebSocket, a ClientHello to port 8883 or of a session whose client random is in ``tls_randoms``),
@@ -213,13 +214,15 @@ def no_mqtt_message(summary: dict[str, Any]) -> str | None:
     connections = int(summary["counts"]["connections"])
     if connections:
         versions = summary.get("versions") or {}
-        encrypted = int(versions.get(ENCRYPTED_VERSION, {}).get("connections", 0))
-        not_mqtt = int(versions.get(NOT_MQTT_VERSION, {}).get("connections", 0))
-        if encrypted + not_mqtt < connections:
+        counted = {version: int(versions.get(version, {}).get("connections", 0)) for version in NOT_DECODED}
+        if sum(counted.values()) < connections:
             return None
         unsynced = int((summary.get("bytes") or {}).get("unsynced_bytes", 0))
+        encrypted, not_mqtt = counted.pop(ENCRYPTED_VERSION), counted.pop(NOT_MQTT_VERSION)
         said = [f"{encrypted} connection(s) encrypted (TLS without the session's keys)"] if encrypted else []
         said += [f"{not_mqtt} decrypted connection(s) not MQTT"] if not_mqtt else []
+        # A session the key log names that could not be decrypted, by the reason.
+        said += [f"{count} connection(s) {NOT_DECODED[version]}" for version, count in counted.items() if count]
         return f"nothing could be judged: {', '.join(said)}, {unsynced} bytes not assessable"
     records = int(summary.get("records", 0))
     detection = summary.get("detection") or {}

@@ -31,7 +31,7 @@ import posixpath
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -50,7 +50,6 @@ from mqttaudit.capture import (
 )
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
 from mqttaudit.capture.flows import OtherTcp, SegmentRow, broker_segments
-from mqttaudit.capture.tls import KeyLog
 from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge import reasons as reason_tags
 
@@ -64,7 +63,9 @@ from .conversations import (
     connection_flow,
     judge_flow,
 )
+from .keylog import KeyLogFile
 from .replay import DELIVERY_COLUMNS, ROUTING_COLUMNS, replay_batches
+from .sealed import keyed_name, seal, unseal
 
 # -- schemas ------------------------------------------------------------------------------------------------------
 
@@ -275,8 +276,10 @@ class AuditOptions:
     proven_ports: frozenset[int] = frozenset()
     #: How each proven port was proven, (port, proof), the proofs named in :mod:`mqttaudit.capture.detect`.
     port_proofs: tuple[tuple[int, str], ...] = ()
-    #: The secrets of ``--keylog``: shipped to the executors with the options, never written anywhere.
-    keylog: KeyLog | None = field(default=None, repr=False)
+    #: The key log of ``--keylog``: where each executor reads it, never its secrets (see :mod:`.keylog`).
+    keylog: KeyLogFile | None = None
+    #: With a key log, the run's key that seals what the tasks hand each other (see :mod:`.sealed`); never written.
+    seal_key: bytes | None = field(default=None, repr=False)
 
     @property
     def judge_config(self) -> JudgeConfig:
@@ -633,10 +636,11 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
             for name, writer in writers.items():
                 writer.add(row[name])
             transcript, source = row.pop("transcript"), row.pop("sources")
+            key = options.seal_key
             judged.add(
-                **row,
+                **(row | {"client_id": keyed_name(key, row["client_id"])}),
                 transcripts=transcripts.name,
-                transcript_row=transcripts.add_transcript(transcript, source),
+                transcript_row=transcripts.add_transcript(seal(key, transcript), seal(key, source)),
                 transcript_bytes=len(transcript),
                 sources_bytes=len(source),
             )
@@ -682,34 +686,37 @@ def judge_segments(table: pa.Table, options: AuditOptions) -> list[dict[str, Any
     order = pc.sort_indices(
         table, sort_keys=[("time_ns", "ascending"), ("capture", "ascending"), ("record", "ascending")]
     )
-    table = table.take(order)
-    data = {name: table.column(name).to_pylist() for name in table.column_names}
-    rows = range(table.num_rows)
-    flow_segments: list[Segment] = [
-        (
-            data["time_ns"][i],
-            data["src_ip"][i],
-            data["src_port"][i],
-            data["dst_ip"][i],
-            data["dst_port"][i],
-            data["seq"][i],
-            data["ack"][i],
-            data["flags"][i],
-            data["payload"][i],
-        )
-        for i in rows
-    ]
+    # Runs already in order (the usual case) are not copied. (Signed: a step back is negative, not an overflow.)
+    if not pc.all(pc.equal(pc.pairwise_diff(order.cast(pa.int64())), 1)).as_py():
+        table = table.take(order)
+    times, captures = table.column("time_ns").to_pylist(), table.column("capture").to_pylist()
     # The capture record that carried each segment, by time (first wins), to name frames in the evidence.
     record_at: dict[int, tuple[str, int]] = {}
-    for i in rows:
-        record_at.setdefault(data["time_ns"][i], (data["capture"][i], data["record"][i]))
+    for time_ns, capture, record in zip(times, captures, table.column("record").to_pylist(), strict=True):
+        record_at.setdefault(time_ns, (capture, record))
     ends = dict(options.end_times)
-    known = [ends[capture] for capture in set(data["capture"]) if capture in ends]
-    end = max(known) if known else (data["time_ns"][-1] if rows else None)
-    audits = flow_events(flow_segments, options=options.flow_options, end_time_ns=end)
+    known = [ends[capture] for capture in set(captures) if capture in ends]
+    end = max(known) if known else (times[-1] if times else None)
+    audits = flow_events(flow_segments(table), options=options.flow_options, end_time_ns=end)
     # A connection that carried no payload byte (the last ACKs of one that ended before the capture began) is no
     # MQTT connection: nothing in it can be judged.
     return [_connection(audit, record_at, options) for audit in audits if audit.total.stream]
+
+
+#: The columns of a run that make a :data:`~mqttaudit.capture.segments.Segment`, in its order.
+SEGMENT_FIELDS = RUN_SCHEMA.names[1:]
+
+
+def flow_segments(table: pa.Table) -> Iterator[Segment]:
+    """A flow's segments (:data:`RUN_SCHEMA` rows, in order) as Python objects, made a slice of at most
+    :data:`RUN_BYTES` at a time as the reassembly takes them: a flow's payload is never held twice over whole
+    (the TLS layer holds a bounded part of it, see :data:`~mqttaudit.capture.tls.MAX_WAITING`)."""
+    lengths = pc.binary_length(table.column("payload")).to_pylist()
+    for first, last in _cuts(lengths, 0, len(lengths)) if lengths else ():
+        part = table.slice(first, last - first)
+        yield from cast(
+            Iterator[Segment], zip(*(part.column(name).to_pylist() for name in SEGMENT_FIELDS), strict=True)
+        )
 
 
 def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options: AuditOptions) -> dict[str, Any]:
@@ -809,8 +816,9 @@ def replay_group(table: pa.Table, options: AuditOptions) -> pa.Table:
     files = table.column("transcripts").to_pylist()
     opened = read_transcripts(options.out_dir, files)
     # Each transcript's bytes are copied out of the mapped file only while it is unpickled.
+    key = options.seal_key
     blobs = (
-        opened[name].column("transcript" if owned else "sources")[row].as_buffer().to_pybytes()
+        unseal(key, opened[name].column("transcript" if owned else "sources")[row].as_buffer().to_pybytes())
         for name, row, owned in zip(files, table.column("transcript_row").to_pylist(), mine, strict=True)
     )
     batches, findings, undecided = replay_batches(broker, zip(flows, blobs, strict=True), options.judge_config, own)

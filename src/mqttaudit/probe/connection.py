@@ -27,6 +27,7 @@ from ..codec import (
     StreamDecoder,
     encode,
 )
+from ..codec.masking import mask_password
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from ..judge.violations import in_text_frame
 from .cancellation import raise_if_cancelling
@@ -177,9 +178,7 @@ class ProbeConnection:
         shown = raw
         if self._secret and isinstance(data, Connect) and data.password == self._secret:
             # the same packet with the password as asterisks of its length: what the judge and the reports see
-            fields = dict(zip(Connect.FIELDS, data.values(), strict=True))
-            masked = Connect(**{**fields, "password": b"*" * len(self._secret)})  # type: ignore[arg-type]
-            shown = encode(masked, validate=validate, direction=CLIENT, version=self.version)
+            shown = encode(mask_password(data), validate=validate, direction=CLIENT, version=self.version)
         frames, self._begun = client_frames(self._to_server, shown, self._begun)
         for frame in frames:
             self._record(Sent(now, CLIENT, frame if text is None else in_text_frame(frame)))
