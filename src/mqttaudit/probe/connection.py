@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -29,9 +30,17 @@ from ..codec import (
 )
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from ..judge.violations import in_text_frame
-from .cancellation import raise_if_cancelling
-from .overflow import MAX_BYTES, MAX_FRAMES, MAX_VIOLATIONS, SERVER_MAX_PACKET, Overflow
-from .transport import ByteStream, Secret, WebSocketStream
+from .cancellation import within
+from .overflow import (
+    LARGE_FRAME,
+    LARGE_FRAMES,
+    MAX_BYTES,
+    MAX_FRAMES,
+    MAX_VIOLATIONS,
+    SERVER_MAX_PACKET,
+    Overflow,
+)
+from .transport import ByteStream, Secret, StreamCapped, WebSocketStream
 
 #: How a case may send MQTT bytes in a WebSocket text frame [MQTT-6.0.0-1]: one frame, or fragmented.
 TEXT_FRAME = "text"
@@ -91,6 +100,9 @@ class ProbeConnection:
         self._kept_frames = 0
         self._kept_bytes = 0
         self._kept_violations = 0
+        #: Bytes of large frames kept on the shared budget, given back when the connection goes.
+        self._pooled = [0]
+        weakref.finalize(self, _give_back, self._pooled)
         self._lost_at: int | None = None  # index in events of the Lost event standing for the overflow
         self._changed = asyncio.Condition()
         self._closing = False  # the client side is closing: the reader only records what had arrived
@@ -144,7 +156,10 @@ class ProbeConnection:
         return f"no {packet} within {self.timeout if timeout is None else timeout:g} s"
 
     def cap_summary(self) -> str:
-        """``the broker sent more than 1,000 frames or 262,144 bytes on c1; then ...``."""
+        """``the broker sent more than 1,000 frames or 262,144 bytes on c1; then ...``, or the other bound that
+        stopped the connection (a packet above the decode bound, a WebSocket bound) and the policy at it."""
+        if self.overflow.reason is not None:
+            return f"{self.overflow.reason} on {self.name}; {self.overflow.summary()}"
         return (
             f"the broker sent more than {MAX_FRAMES:,} frames, {MAX_BYTES:,} bytes or {MAX_VIOLATIONS:,} "
             f"violations on {self.name}; {self.overflow.summary()}"
@@ -188,7 +203,7 @@ class ProbeConnection:
                 self._stream.write_text(raw, fragmented=text == FRAGMENTED_TEXT)
             else:
                 self._stream.write(raw)
-            await asyncio.wait_for(self._stream.drain(), self.timeout)
+            await within(self._stream.drain(), self.timeout)
         except (ConnectionError, TimeoutError, OSError):
             await self._settle()
 
@@ -215,9 +230,8 @@ class ProbeConnection:
             return found()
 
         try:
-            return await asyncio.wait_for(until(), self.timeout if timeout is None else timeout)
+            return await within(until(), self.timeout if timeout is None else timeout)
         except TimeoutError:
-            raise_if_cancelling()
             return None
 
     async def wait_type(self, kind: type[Packet], timeout: float | None = None, *, since: int = 0) -> Packet | None:
@@ -231,9 +245,8 @@ class ProbeConnection:
                 await self._changed.wait_for(lambda: self._closed is not None)
 
         try:
-            await asyncio.wait_for(until(), self.timeout if timeout is None else timeout)
+            await within(until(), self.timeout if timeout is None else timeout)
         except TimeoutError:
-            raise_if_cancelling()
             return False
         return True
 
@@ -253,19 +266,24 @@ class ProbeConnection:
         else:
             self._stream.close()
             with contextlib.suppress(ConnectionError, OSError, TimeoutError):
-                await asyncio.wait_for(self._stream.wait_closed(), self.timeout)
+                await within(self._stream.wait_closed(), self.timeout)
         await self._drain()
         await self._end(Closed(now, CLIENT, abrupt))
 
     async def finish(self) -> None:
-        """Ends the observation: an open connection is recorded as quiet until now, then closed."""
-        if self._closed is None:
-            now = self._clock()
-            self._closing = True
+        """Ends the observation: an open connection is recorded as quiet until now, then closed. The socket is
+        closed whatever ended the connection (a broker's FIN leaves it half open), never left to the garbage
+        collector."""
+        try:
+            if self._closed is None:
+                now = self._clock()
+                self._closing = True
+                self._stream.abort()
+                await self._drain()
+                await self._end(Closed(now, CLIENT, True), quiet=True)
+            await self._stop_reading()
+        finally:
             self._stream.abort()
-            await self._drain()
-            await self._end(Closed(now, CLIENT, True), quiet=True)
-        await self._stop_reading()
 
     # -- internals ----------------------------------------------------------------------------------------------
 
@@ -290,6 +308,11 @@ class ProbeConnection:
                         await self._end(Closed(self._clock(), SERVER, False))
                     return
                 await self._receive(data)
+        except StreamCapped as exc:  # the prober closed it at one of the transport's bounds
+            if not self._closing:
+                now = self._clock()
+                self._cap(now, str(exc))
+                await self._end(Closed(now, CLIENT, True))
         except (ConnectionResetError, BrokenPipeError):
             if not self._closing:
                 await self._end(Closed(self._clock(), SERVER, True))
@@ -303,6 +326,14 @@ class ProbeConnection:
     async def _receive(self, data: bytes) -> None:
         now = self._clock()
         packets = self._take(now, self._from_server.feed(data))
+        declared = self._from_server.skipping
+        if declared is not None and not self.capped:
+            self._cap(
+                now,
+                f"the broker sent a packet of {declared:,} bytes, above the {SERVER_MAX_PACKET:,}-byte bound of what "
+                "the prober decodes (a CONNECT without Maximum Packet Size allows any size the protocol does); it was "
+                "skipped undecoded and nothing after it was kept",
+            )
         async with self._changed:
             self._changed.notify_all()
         if self.auto_ack:
@@ -319,14 +350,18 @@ class ProbeConnection:
                 self.overflow.after_close += 1
                 continue
             if not self.capped:
-                fits = (
-                    self._kept_frames < MAX_FRAMES
-                    and self._kept_bytes + len(frame.raw) <= MAX_BYTES
-                    and self._kept_violations + len(frame.violations) <= MAX_VIOLATIONS
+                size = len(frame.raw)
+                large = size > LARGE_FRAME
+                counted = (
+                    self._kept_frames < MAX_FRAMES and self._kept_violations + len(frame.violations) <= MAX_VIOLATIONS
                 )
+                fits = counted and (LARGE_FRAMES.take(size) if large else self._kept_bytes + size <= MAX_BYTES)
                 if fits:
                     self._kept_frames += 1
-                    self._kept_bytes += len(frame.raw)
+                    if large:
+                        self._pooled[0] += size
+                    else:
+                        self._kept_bytes += size
                     self._kept_violations += len(frame.violations)
                     self._record(Sent(now, SERVER, frame))
                     if frame.packet is not None:
@@ -334,6 +369,12 @@ class ProbeConnection:
                     continue
                 self._lost_at = len(self.events)
                 self._record(Lost(now, SERVER, 0))  # its length is known when the connection ends
+                if large and counted:
+                    self.overflow.reason = (
+                        f"the broker sent a packet of {size:,} bytes while the prober's connections already kept "
+                        f"{LARGE_FRAMES.used:,} of the {LARGE_FRAMES.size:,} bytes they may keep of packets above "
+                        f"{LARGE_FRAME:,} bytes; it was not kept, nor anything after it"
+                    )
             self.overflow.add(now, frame)
         self._received.extend(packets)
         return packets
@@ -358,6 +399,16 @@ class ProbeConnection:
         self._record(closed)
         self._closed = self.events[-1] if isinstance(self.events[-1], Closed) else closed
 
+    def _cap(self, now: float, reason: str) -> None:
+        """The connection keeps nothing more the server sends, for ``reason`` (a bound and its policy): one
+        ``Lost`` event from ``now`` tells the judge so."""
+        if self._closed is not None or self.capped:
+            return
+        self._lost_at = len(self.events)
+        self._record(Lost(now, SERVER, 0))
+        self.overflow.since = now
+        self.overflow.reason = reason
+
     def _reset(self) -> None:
         self._stream.reset()
 
@@ -365,7 +416,7 @@ class ProbeConnection:
         """After our close the transport reads no more: the reader records what it still holds, then stops."""
         if not self._reading.done():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._reading), min(self.timeout, 1.0))
+                await within(asyncio.shield(self._reading), min(self.timeout, 1.0))
         await self._stop_reading()
 
     async def _settle(self) -> None:
@@ -377,6 +428,10 @@ class ProbeConnection:
             self._reading.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._reading
+
+
+def _give_back(pooled: list[int]) -> None:
+    LARGE_FRAMES.give(pooled[0])
 
 
 def client_frames(decoder: StreamDecoder, raw: bytes, begun: int | None = None) -> tuple[list[Frame], int | None]:
