@@ -12,11 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from mqttaudit.codec import Connack, ProtocolVersion, encode
+from mqttaudit.codec.properties import make
 from mqttaudit.probe.case import CASES
+from mqttaudit.probe.overflow import SERVER_MAX_PACKET
 
 from .hostile_server import HostileServer
 from .probe_process import REPORTS, Outcome, probe
 
+V5 = ProtocolVersion.V5
 TIMEOUT = 0.5
 #: A case's own deadline is 20 timeouts (runner); its clean-up and the end of its connections come on top, and under a
 #: flood on every connection of 32 cases at once the prober's one core decodes more than it waits, so its timers fire
@@ -126,3 +130,23 @@ def test_a_password_in_the_target_is_never_written(target: str, tmp_path: Path) 
     for text in written:
         assert not any(form in text or form in text.upper() for form in forms), text[:500]
     assert "Traceback" not in outcome.stderr
+
+
+@pytest.mark.parametrize(("properties", "verdict"), [(100_000, "pass"), (300_000, "inconclusive")])
+def test_a_legal_connack_of_user_properties_is_decoded_or_not_assessable_never_a_fail(
+    properties: int, verdict: str, tmp_path: Path
+) -> None:
+    """A 5.0 CONNACK of 100,000 User Properties (700 KB) is legal to a CONNECT that set no Maximum Packet Size: it
+    is decoded and the case judged on it (it was skipped undecoded and the case failed MQTT-3.1.4-5, "no CONNACK
+    within 2 s"). One above the prober's decode bound (300,000: 2.1 MB) makes the case not assessable, naming the
+    bound, never a fail."""
+    user = [("k", "v")] * properties
+    connack = encode(Connack(return_code=0, properties=make(user_property=user)), version=V5, validate=False)
+    with HostileServer("answering", lifetime=60, connack=connack) as server:
+        outcome = run(server.url, tmp_path / "out", "--timeout", "2", "--cases", "v5/connect/accepted", limit=60)
+    print(f"\n{len(connack):,}-byte CONNACK: exit {outcome.status}, peak RSS {outcome.peak_rss_mb:.0f} MB")
+    [result] = outcome.report()["results"]
+    assert result["verdict"] == verdict, result["reason"]
+    if verdict == "inconclusive":
+        assert result["reason"].startswith("not assessable, evidence capped: the broker sent a packet of"), result
+        assert f"above the {SERVER_MAX_PACKET:,}-byte bound of what the prober decodes" in result["reason"]
