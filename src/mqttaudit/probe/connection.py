@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import weakref
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -28,18 +27,11 @@ from ..codec import (
     StreamDecoder,
     encode,
 )
+from ..codec.rules import SIZE_LIMIT
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from ..judge.violations import in_text_frame
 from .cancellation import within
-from .overflow import (
-    LARGE_FRAME,
-    LARGE_FRAMES,
-    MAX_BYTES,
-    MAX_FRAMES,
-    MAX_VIOLATIONS,
-    SERVER_MAX_PACKET,
-    Overflow,
-)
+from .overflow import MAX_BYTES, MAX_FRAMES, MAX_VIOLATIONS, SERVER_MAX_PACKET, Overflow
 from .transport import ByteStream, Secret, StreamCapped, WebSocketStream
 
 #: How a case may send MQTT bytes in a WebSocket text frame [MQTT-6.0.0-1]: one frame, or fragmented.
@@ -100,9 +92,6 @@ class ProbeConnection:
         self._kept_frames = 0
         self._kept_bytes = 0
         self._kept_violations = 0
-        #: Bytes of large frames kept on the shared budget, given back when the connection goes.
-        self._pooled = [0]
-        weakref.finalize(self, _give_back, self._pooled)
         self._lost_at: int | None = None  # index in events of the Lost event standing for the overflow
         self._changed = asyncio.Condition()
         self._closing = False  # the client side is closing: the reader only records what had arrived
@@ -327,13 +316,8 @@ class ProbeConnection:
         now = self._clock()
         packets = self._take(now, self._from_server.feed(data))
         declared = self._from_server.skipping
-        if declared is not None and not self.capped:
-            self._cap(
-                now,
-                f"the broker sent a packet of {declared:,} bytes, above the {SERVER_MAX_PACKET:,}-byte bound of what "
-                "the prober decodes (a CONNECT without Maximum Packet Size allows any size the protocol does); it was "
-                "skipped undecoded and nothing after it was kept",
-            )
+        if declared is not None:  # still arriving: what hangs on it is not assessable from now on
+            self._cap(now, _oversized(declared))
         async with self._changed:
             self._changed.notify_all()
         if self.auto_ack:
@@ -350,31 +334,23 @@ class ProbeConnection:
                 self.overflow.after_close += 1
                 continue
             if not self.capped:
-                size = len(frame.raw)
-                large = size > LARGE_FRAME
-                counted = (
-                    self._kept_frames < MAX_FRAMES and self._kept_violations + len(frame.violations) <= MAX_VIOLATIONS
+                fits = (
+                    self._kept_frames < MAX_FRAMES
+                    and self._kept_bytes + len(frame.raw) <= MAX_BYTES
+                    and self._kept_violations + len(frame.violations) <= MAX_VIOLATIONS
                 )
-                fits = counted and (LARGE_FRAMES.take(size) if large else self._kept_bytes + size <= MAX_BYTES)
                 if fits:
                     self._kept_frames += 1
-                    if large:
-                        self._pooled[0] += size
-                    else:
-                        self._kept_bytes += size
+                    self._kept_bytes += len(frame.raw)
                     self._kept_violations += len(frame.violations)
                     self._record(Sent(now, SERVER, frame))
                     if frame.packet is not None:
                         packets.append(frame.packet)
+                    elif any(violation.rule_key == SIZE_LIMIT for violation in frame.violations):
+                        self._cap(now, _oversized(frame.length))
                     continue
                 self._lost_at = len(self.events)
                 self._record(Lost(now, SERVER, 0))  # its length is known when the connection ends
-                if large and counted:
-                    self.overflow.reason = (
-                        f"the broker sent a packet of {size:,} bytes while the prober's connections already kept "
-                        f"{LARGE_FRAMES.used:,} of the {LARGE_FRAMES.size:,} bytes they may keep of packets above "
-                        f"{LARGE_FRAME:,} bytes; it was not kept, nor anything after it"
-                    )
             self.overflow.add(now, frame)
         self._received.extend(packets)
         return packets
@@ -430,8 +406,13 @@ class ProbeConnection:
             await self._reading
 
 
-def _give_back(pooled: list[int]) -> None:
-    LARGE_FRAMES.give(pooled[0])
+def _oversized(declared: int) -> str:
+    """Why a connection stopped at a packet above the prober's decode bound, and the policy."""
+    return (
+        f"the broker sent a packet of {declared:,} bytes, above the {SERVER_MAX_PACKET:,}-byte bound of what the "
+        "prober decodes (a CONNECT without Maximum Packet Size allows any size the protocol does); it was skipped "
+        "undecoded and nothing after it was kept"
+    )
 
 
 def client_frames(decoder: StreamDecoder, raw: bytes, begun: int | None = None) -> tuple[list[Frame], int | None]:

@@ -9,7 +9,6 @@ PUBLISH packets". The judge is told that those bytes were not observed, so nothi
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -19,48 +18,16 @@ from ..codec.rules import TRUNCATED
 
 #: Frames from the server one connection keeps as evidence; no case of the library needs more than a few dozen.
 MAX_FRAMES: Final = 1000
-#: Bytes of server frames one connection keeps as evidence (frames up to ``LARGE_FRAME`` bytes each).
+#: Bytes of server frames one connection keeps as evidence.
 MAX_BYTES: Final = 256 * 1024
 #: Codec violations in the server frames one connection keeps (a hostile frame may break a rule in every byte).
 MAX_VIOLATIONS: Final = 5000
 #: The largest packet the prober decodes from a server. A broker may send far larger ones to a CONNECT that set no
 #: Maximum Packet Size (a 700 KB CONNACK of 100,000 User Properties is legal); one above this bound is skipped
 #: undecoded, never buffered, and the connection keeps nothing more: what hangs on it is not assessable, with that
-#: reason, never a fail. Bound by memory: decoded, such a CONNACK takes about 20 times its size.
-SERVER_MAX_PACKET: Final = 1024 * 1024
-#: A server frame above this size is kept on the shared ``LARGE_FRAMES`` budget rather than its connection's.
-LARGE_FRAME: Final = 64 * 1024
-#: Bytes of large frames (above ``LARGE_FRAME``) that all the prober's open connections keep at once: a broker that
-#: sends a large packet on every connection of a run cannot multiply it by the number of connections.
-LARGE_EVIDENCE: Final = 4 * 1024 * 1024
-
-
-class EvidenceBudget:
-    """Bytes shared by all connections of the process: each takes what it keeps and gives it back when it goes."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._used = 0
-        self._lock = threading.Lock()  # connections of runs on other threads share it
-
-    @property
-    def used(self) -> int:
-        return self._used
-
-    def take(self, amount: int) -> bool:
-        """Takes ``amount`` bytes when they fit; False (nothing taken) when they do not."""
-        with self._lock:
-            if self._used + amount > self.size:
-                return False
-            self._used += amount
-            return True
-
-    def give(self, amount: int) -> None:
-        with self._lock:
-            self._used = max(0, self._used - amount)
-
-
-LARGE_FRAMES = EvidenceBudget(LARGE_EVIDENCE)
+#: reason, never a fail. Bound by what decoding costs: 1 MiB of hostile bytes shaped as a SUBACK decodes into a
+#: million violations (about 200 MB), and a SUBSCRIBE's decoding grows with the square of its size.
+SERVER_MAX_PACKET: Final = 64 * 1024
 
 
 def packet_name(frame: Frame) -> str:
