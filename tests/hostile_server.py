@@ -258,3 +258,12 @@ class HostileServer:
         if reply is not None:
             connection.sendall(reply + bytes(SERVER_FRAMES.send_data(self.connack)))
             self._read_until_closed(connection)
+
+    def _ws_huge_message(self, connection: socket.socket) -> None:
+        """The 101, then one binary frame declaring 32 MiB, its bytes as fast as the socket takes them."""
+        reply = self._websocket_upgrade(connection)
+        if reply is not None:
+            self._drain_in_background(connection)
+            connection.sendall(reply + b"\x82\x7f" + (32 << 20).to_bytes(8, "big"))
+            chunk = bytes(65536)
+            self._send_until_over(connection, lambda: chunk, limit=32 << 20)

@@ -28,7 +28,9 @@ from mqttaudit.probe.preflight import Refusal, preflight
 from mqttaudit.probe.targets import parse_target
 from mqttaudit.probe.transport import (
     MAX_CONTROL_BACKLOG,
+    MAX_MESSAGE,
     SocketStream,
+    StreamCapped,
     WebSocketStream,
     open_stream,
 )
@@ -275,6 +277,32 @@ def test_replies_to_a_broker_that_reads_nothing_are_capped_and_the_connection_cl
         closed, connection = asyncio.run(go(server.url))
     assert closed and connection.capped
     summary = connection.cap_summary()
-    assert "read none of the replies" in summary and f"cap of {MAX_CONTROL_BACKLOG:,}" in summary, summary
+    assert "WebSocket Pings but read nothing for 1 s" in summary, summary
+    assert f"past its cap of {MAX_CONTROL_BACKLOG:,}" in summary, summary
     assert "the prober closed the connection" in summary
     assert "evidence kept" in connection.missing("CONNACK")
+
+
+def test_a_websocket_message_above_the_cap_closes_the_connection_with_the_reason() -> None:
+    """A binary frame of 32 MiB is legal WebSocket, but above what the prober takes in one message: it closes the
+    connection there (close code 1009) and says why, instead of reading on."""
+
+    async def go(url: str) -> tuple[int, str]:
+        stream = await open_stream(parse_target(url), 2.0)
+        taken = 0
+        try:
+            while chunk := await stream.read():
+                taken += len(chunk)
+        except StreamCapped as exc:
+            return taken, str(exc)
+        finally:
+            stream.abort()
+        return taken, "the stream ended"
+
+    with HostileServer("ws_huge_message", lifetime=LIMIT) as server:
+        taken, why = asyncio.run(go(server.url))
+    assert why == (
+        f"WebSocket: the broker sent a message of more than {MAX_MESSAGE:,} bytes, the prober's cap on one "
+        "message; the prober closed the connection (close code 1009)"
+    )
+    assert taken <= MAX_MESSAGE

@@ -325,7 +325,7 @@ class WebSocketStream:
                 self._message += len(event.data)
                 if self._message > MAX_MESSAGE:
                     self._cap(
-                        f"the broker sent a WebSocket message of more than {MAX_MESSAGE:,} bytes, the prober's cap "
+                        f"the broker sent a message of more than {MAX_MESSAGE:,} bytes, the prober's cap "
                         "on one message",
                         CloseReason.MESSAGE_TOO_BIG,
                     )
@@ -365,8 +365,8 @@ class WebSocketStream:
             await within(self._carrier.drain(), self._timeout)
         except TimeoutError:
             self._cap(
-                f"the broker sent {self._pings:,} WebSocket Pings and read none of the replies for {self._timeout:g} s "
-                f"({backlog:,} bytes unsent, past the prober's cap of {MAX_CONTROL_BACKLOG:,} on replies waiting)",
+                f"the broker sent {self._pings:,} WebSocket Pings but read nothing for {self._timeout:g} s while the "
+                f"prober's replies waited behind {backlog:,} unsent bytes, past its cap of {MAX_CONTROL_BACKLOG:,}",
                 CloseReason.POLICY_VIOLATION,
             )
         except (ConnectionError, OSError):
