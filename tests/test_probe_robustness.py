@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from mqttaudit.codec import Connack, Connect, Direction
+from mqttaudit.codec import Connack, Connect, Direction, ProtocolVersion, StreamDecoder, Subscribe
 from mqttaudit.judge import judge_scenario
 from mqttaudit.judge.events import Closed, Lost, Sent
 from mqttaudit.probe.brokers import free_port, start_broker
@@ -228,3 +228,28 @@ async def preflight_after_reset(listener: socket.socket, target: Target) -> obje
     accepted.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     accepted.close()
     return await checking
+
+
+async def empty_subacks(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A 5.0 broker that accepts every CONNECT and answers every SUBSCRIBE with a SUBACK that has no Reason Code."""
+    decoder = StreamDecoder(Direction.FROM_CLIENT, version=ProtocolVersion.V5)
+    while data := await reader.read(4096):
+        for frame in decoder.feed(data):
+            if isinstance(frame.packet, Connect):
+                writer.write(bytes.fromhex("20 03 00 00 00"))
+            elif isinstance(frame.packet, Subscribe):
+                writer.write(bytes((0x90, 0x03)) + frame.packet.packet_id.to_bytes(2, "big") + b"\x00")
+    writer.close()
+
+
+def test_a_suback_without_its_reason_code_is_judged_not_raised() -> None:
+    """A SUBACK must carry one Reason Code per Topic Filter; one with none made a 5.0 case unpack an empty tuple
+    (ValueError: exit 3, no reports)."""
+
+    async def scenario() -> CaseResult:
+        async with tcp_server(empty_subacks) as target:
+            run = await run_probe(target, [CASES["v5/subscription-identifier/sent-qos0"]], timeout=0.3)
+        return run.results[0]
+
+    result = asyncio.run(scenario())
+    assert result.verdict in (FAIL, INCONCLUSIVE) and result.reason, result
