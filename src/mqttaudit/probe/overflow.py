@@ -26,7 +26,7 @@ MAX_VIOLATIONS: Final = 5000
 #: Maximum Packet Size (a 700 KB CONNACK of 100,000 User Properties is legal); one above this bound is skipped
 #: undecoded, never buffered, and the connection keeps nothing more: what hangs on it is not assessable, with that
 #: reason, never a fail. Bound by what decoding costs: 1 MiB of hostile bytes shaped as a SUBACK decodes into a
-#: million violations (about 200 MB), and a SUBSCRIBE's decoding grows with the square of its size.
+#: million violations (about 200 MB), and one shaped as a SUBSCRIBE takes about 10 s per 256 KiB to decode.
 SERVER_MAX_PACKET: Final = 64 * 1024
 
 
