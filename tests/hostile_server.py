@@ -2,18 +2,24 @@
 
 Each accepted connection runs in a thread with one behaviour (``MODES``). The server bounds itself: it stops
 accepting and ends every connection after ``lifetime`` seconds, and sends at most ``max_bytes`` per connection,
-so a test that forgets it cannot flood the machine.
+so a test that forgets it cannot flood the machine. The ``ws_`` modes are WebSocket servers (``ws://`` targets):
+they accept the upgrade with the ``mqtt`` subprotocol, then misbehave in WebSocket frames.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import os
+import re
 import socket
 import struct
 import threading
 import time
 from collections.abc import Callable
+
+from wsproto.frame_protocol import FrameProtocol
 
 from mqttaudit.codec import Connack, Publish, encode
 
@@ -22,18 +28,33 @@ CONNACK = encode(Connack(return_code=0))
 FLOOD = b"".join(encode(Publish(topic=f"flood/{n}", payload=bytes(100))) for n in range(512))
 #: A PUBLISH fixed header declaring 268,435,455 bytes (the largest Remaining Length), then a topic length.
 HUGE_HEADER = bytes.fromhex("30 ff ff ff 7f 00 05")
+#: A binary WebSocket frame header declaring 2^63 bytes (an 8-byte length with its top bit set: RFC 6455 forbids it).
+GIANT_FRAME_HEADER = b"\x82\x7f" + (1 << 63).to_bytes(8, "big")
+#: WebSocket frames as a server writes them (unmasked).
+SERVER_FRAMES = FrameProtocol(client=False, extensions=[])
+#: About 64 KiB of Pings with the largest payload a control frame may carry (125 bytes).
+PINGS = bytes(SERVER_FRAMES.ping(b"p" * 125)) * 512
+WEBSOCKET_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 class HostileServer:
     """``with HostileServer("flooding") as server: ... server.url``. ``tail`` is what the ``hanging`` mode sends
-    after its CONNACK (the start of a packet it never finishes)."""
+    after its CONNACK (the start of a packet it never finishes); ``connack`` is what the ``answering`` mode answers
+    every CONNECT with."""
 
     def __init__(
-        self, mode: str, *, lifetime: float = 60.0, max_bytes: int = 256 << 20, tail: bytes = b"\x30\x05\x00"
+        self,
+        mode: str,
+        *,
+        lifetime: float = 60.0,
+        max_bytes: int = 256 << 20,
+        tail: bytes = b"\x30\x05\x00",
+        connack: bytes = CONNACK,
     ) -> None:
         self.behaviour: Callable[[socket.socket], None] = getattr(self, f"_{mode}")
         self.mode = mode
         self.tail = tail
+        self.connack = connack
         self.max_bytes = max_bytes
         self.deadline = time.monotonic() + lifetime
         self.stopped = threading.Event()
@@ -47,6 +68,8 @@ class HostileServer:
 
     @property
     def url(self) -> str:
+        if self.mode.startswith("ws_"):
+            return f"ws://127.0.0.1:{self.port}/mqtt"
         return f"mqtt://127.0.0.1:{self.port}"
 
     def __enter__(self) -> HostileServer:
@@ -112,9 +135,11 @@ class HostileServer:
                 continue
         return False
 
-    def _send_until_over(self, connection: socket.socket, chunk: Callable[[], bytes]) -> None:
+    def _send_until_over(
+        self, connection: socket.socket, chunk: Callable[[], bytes], *, limit: int | None = None
+    ) -> None:
         sent = 0
-        while sent < self.max_bytes and not self._over():
+        while sent < (self.max_bytes if limit is None else limit) and not self._over():
             data = chunk()
             try:
                 connection.sendall(data)
@@ -159,3 +184,86 @@ class HostileServer:
         if self._await_connect(connection):
             connection.sendall(CONNACK + self.tail)
             self._read_until_closed(connection)
+
+    def _answering(self, connection: socket.socket) -> None:
+        """``connack`` for the CONNECT, then reads until the prober closes."""
+        if self._await_connect(connection):
+            connection.sendall(self.connack)
+            self._read_until_closed(connection)
+
+    def _closing(self, connection: socket.socket) -> None:
+        """``connack`` for the CONNECT, then a FIN: the prober's socket is left half open unless it closes it."""
+        if self._await_connect(connection):
+            connection.sendall(self.connack)
+
+    # -- WebSocket behaviours -------------------------------------------------------------------------------------
+
+    def _websocket_upgrade(self, connection: socket.socket) -> bytes | None:
+        """Reads the prober's upgrade request; the 101 reply that accepts it with the ``mqtt`` subprotocol (not sent
+        yet: a mode may send more in the same write), or None when the prober went first."""
+        request = b""
+        while b"\r\n\r\n" not in request:
+            if self._over() or len(request) > 65536:
+                return None
+            try:
+                data = connection.recv(65536)
+            except TimeoutError:
+                continue
+            if not data:
+                return None
+            request += data
+        key = re.search(rb"(?im)^sec-websocket-key:[ \t]*(\S+)", request)
+        if key is None:
+            return None
+        accept = base64.b64encode(hashlib.sha1(key.group(1) + WEBSOCKET_GUID).digest())
+        return (
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Accept: " + accept + b"\r\nSec-WebSocket-Protocol: mqtt\r\n\r\n"
+        )
+
+    def _ws_giant_frame(self, connection: socket.socket) -> None:
+        """The 101 and a frame header declaring 2^63 bytes in one write, then 64 KiB chunks as fast as they go."""
+        reply = self._websocket_upgrade(connection)
+        if reply is not None:
+            self._drain_in_background(connection)
+            connection.sendall(reply + GIANT_FRAME_HEADER)
+            chunk = bytes(65536)
+            self._send_until_over(connection, lambda: chunk)
+
+    def _ws_ping_flood(self, connection: socket.socket) -> None:
+        """The 101, then Pings as fast as the socket takes them, reading nothing (and buffering little): no Pong,
+        no MQTT."""
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        reply = self._websocket_upgrade(connection)
+        if reply is not None:
+            connection.sendall(reply)
+            self._send_until_over(connection, lambda: PINGS)
+
+    def _ws_pinging(self, connection: socket.socket) -> None:
+        """The 101, 1 MiB of Pings, a CONNACK in a binary frame, then Pings as fast as the socket takes them,
+        reading nothing after the upgrade (and buffering little): a prober that answers every Ping fills its send
+        buffer before the CONNACK comes, so when its case closes (a Close frame) its socket goes on reading, and it
+        reads Pings after its Close."""
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        reply = self._websocket_upgrade(connection)
+        if reply is not None:
+            connection.sendall(reply)
+            self._send_until_over(connection, lambda: PINGS, limit=1 << 20)
+            connection.sendall(bytes(SERVER_FRAMES.send_data(self.connack)))
+            self._send_until_over(connection, lambda: PINGS)
+
+    def _ws_early_connack(self, connection: socket.socket) -> None:
+        """The 101 and ``connack`` in a binary frame in one write, before the prober has sent anything more."""
+        reply = self._websocket_upgrade(connection)
+        if reply is not None:
+            connection.sendall(reply + bytes(SERVER_FRAMES.send_data(self.connack)))
+            self._read_until_closed(connection)
+
+    def _ws_huge_message(self, connection: socket.socket) -> None:
+        """The 101, then one binary frame declaring 32 MiB, its bytes as fast as the socket takes them."""
+        reply = self._websocket_upgrade(connection)
+        if reply is not None:
+            self._drain_in_background(connection)
+            connection.sendall(reply + b"\x82\x7f" + (32 << 20).to_bytes(8, "big"))
+            chunk = bytes(65536)
+            self._send_until_over(connection, lambda: chunk, limit=32 << 20)

@@ -6,21 +6,24 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import select
 import signal
 import socket
 import struct
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from mqttaudit.codec import Connack, Connect, Direction
+from mqttaudit.codec import Connack, Connect, Direction, ProtocolVersion, StreamDecoder, Subscribe
 from mqttaudit.judge import judge_scenario
 from mqttaudit.judge.events import Closed, Lost, Sent
 from mqttaudit.probe.brokers import free_port, start_broker
 from mqttaudit.probe.case import CASES, Target
 from mqttaudit.probe.connection import ProbeConnection
 from mqttaudit.probe.overflow import MAX_BYTES, MAX_FRAMES
+from mqttaudit.probe.preflight import preflight
 from mqttaudit.probe.runner import FAIL, INCONCLUSIVE, CaseResult, run_probe
-from mqttaudit.probe.transport import SocketStream
+from mqttaudit.probe.transport import ResetStream, SocketStream, open_stream
 
 from .hostile_server import HostileServer
 
@@ -154,3 +157,99 @@ def test_an_unreachable_target_is_said_to_refuse_connections_in_words() -> None:
     run = asyncio.run(run_probe(target, SOME[:1], timeout=0.3, concurrency=1))
     assert run.broker_down is not None and "connection refused" in run.broker_down
     assert "Errno" not in run.broker_down
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_finished_connections_close_their_sockets_without_the_garbage_collector() -> None:
+    """A broker that ends each connection with a FIN after its CONNACK leaves the prober's socket half open; the
+    connection closes it when it finishes, while its case still holds it for the judge (the socket was left to
+    the transport's finaliser, a collection away when the connections are in a cycle)."""
+
+    async def go(target: Target) -> tuple[int, int]:
+        before = _open_descriptors()
+        held: list[ProbeConnection] = []  # as a case's context holds its connections until they are judged
+        for n in range(20):
+            connection = ProbeConnection(f"c{n}", await open_stream(target, 2.0), time.monotonic, timeout=2.0)
+            held.append(connection)
+            await connection.send(Connect(client_id=f"mqafd{n}"))
+            assert await connection.wait_close(2.0) and connection.closed_by_server
+            await connection.finish()
+        deadline = time.monotonic() + 5  # the event loop closes an aborted socket on its next turn
+        while _open_descriptors() > before and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return before, _open_descriptors()
+
+    with HostileServer("closing", lifetime=30) as server:
+        before, after = asyncio.run(go(Target("127.0.0.1", server.port)))
+    assert after <= before, (before, after)
+
+
+def test_a_reset_reported_on_the_connect_itself_is_the_broker_resetting_not_an_unreachable_broker() -> None:
+    """The broker accepts and resets before the prober's event loop sees the connect complete: the kernel reports
+    the RST on the connect (ECONNRESET). The test holds the prober's loop to make that order certain: the reset
+    happens in a step of the loop that runs before the one that would see the connect done. It is a connection
+    the broker reset (what the cases say), not "cannot reach" (what the preflight said, under load)."""
+
+    async def go() -> tuple[object, str, object]:
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            target = Target("127.0.0.1", listener.getsockname()[1])
+            opening = asyncio.create_task(open_stream(target, 2.0))
+            deadline = time.monotonic() + 5
+            while not select.select([listener], [], [], 0)[0]:  # the handshake is done when the connection queues
+                assert time.monotonic() < deadline, "the prober never connected"
+                await asyncio.sleep(0)
+            accepted, _ = listener.accept()
+            accepted.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            accepted.close()  # RST, before the prober's loop looks at its socket
+            stream = await opening
+            connection = ProbeConnection("c1", stream, time.monotonic, timeout=2.0)
+            await connection.send(Connect(client_id="mqareset"))
+            await connection.wait_close(2.0)
+            await connection.finish()
+            return stream, connection.missing("CONNACK"), await preflight_after_reset(listener, target)
+
+    stream, missing, refusal = asyncio.run(go())
+    assert isinstance(stream, ResetStream)
+    assert missing.startswith("the broker reset the connection after 0.0"), missing
+    assert refusal is None  # reachable: the cases say what the broker did
+
+
+async def preflight_after_reset(listener: socket.socket, target: Target) -> object:
+    """The preflight against the same broker, its connection reset before the prober's loop sees the connect."""
+    checking = asyncio.create_task(preflight(target, 2.0))
+    deadline = time.monotonic() + 5
+    while not select.select([listener], [], [], 0)[0]:
+        assert time.monotonic() < deadline, "the preflight never connected"
+        await asyncio.sleep(0)
+    accepted, _ = listener.accept()
+    accepted.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    accepted.close()
+    return await checking
+
+
+async def empty_subacks(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A 5.0 broker that accepts every CONNECT and answers every SUBSCRIBE with a SUBACK that has no Reason Code."""
+    decoder = StreamDecoder(Direction.FROM_CLIENT, version=ProtocolVersion.V5)
+    while data := await reader.read(4096):
+        for frame in decoder.feed(data):
+            if isinstance(frame.packet, Connect):
+                writer.write(bytes.fromhex("20 03 00 00 00"))
+            elif isinstance(frame.packet, Subscribe):
+                writer.write(bytes((0x90, 0x03)) + frame.packet.packet_id.to_bytes(2, "big") + b"\x00")
+    writer.close()
+
+
+def test_a_suback_without_its_reason_code_is_judged_not_raised() -> None:
+    """A SUBACK must carry one Reason Code per Topic Filter; one with none made a 5.0 case unpack an empty tuple
+    (ValueError: exit 3, no reports)."""
+
+    async def scenario() -> CaseResult:
+        async with tcp_server(empty_subacks) as target:
+            run = await run_probe(target, [CASES["v5/subscription-identifier/sent-qos0"]], timeout=0.3)
+        return run.results[0]
+
+    result = asyncio.run(scenario())
+    assert result.verdict in (FAIL, INCONCLUSIVE) and result.reason, result

@@ -122,6 +122,13 @@ class StreamDecoder:
         return self._offset
 
     @property
+    def skipping(self) -> int | None:
+        """The declared size of the packet being skipped for being above ``max_packet_size`` (fixed header
+        included), from the moment its fixed header arrives; None when no packet is being skipped."""
+        run = self._run
+        return None if run is None or run.remaining is None else run.length + run.remaining
+
+    @property
     def buffered(self) -> int:
         """Bytes held while waiting for the rest of a packet: never more than ``max_packet_size`` once ``feed``
         has returned (after a strict-mode raise, the rest of that call's bytes wait here for the next call)."""

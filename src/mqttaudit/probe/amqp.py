@@ -36,7 +36,7 @@ from ..codec import Direction
 from ..judge.verdict import DUPLICATE, LEAK, MISSING, Finding
 from ..spec import Catalogue, Rule
 from ..topics import AMQP, TopicTrie
-from .cancellation import raise_if_cancelling
+from .cancellation import within
 from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, open_target
 from .runner import FAIL, INCONCLUSIVE, PASS, CaseResult, ProbeRun
 from .transport import ByteStream
@@ -360,10 +360,8 @@ class AmqpConnection:
             async with self._changed:
                 await self._changed.wait_for(lambda: condition() or self._gone)
 
-        try:
-            await asyncio.wait_for(until(), self.timeout if timeout is None else timeout)
-        except TimeoutError:
-            raise_if_cancelling()
+        with contextlib.suppress(TimeoutError):
+            await within(until(), self.timeout if timeout is None else timeout)
         return condition()
 
     async def close(self) -> None:
@@ -379,7 +377,7 @@ class AmqpConnection:
         self._record_close("client", False)
         self._stream.close()
         with contextlib.suppress(ConnectionError, OSError, TimeoutError):
-            await asyncio.wait_for(self._stream.wait_closed(), self.timeout)
+            await within(self._stream.wait_closed(), self.timeout)
         if not self._reading.done():
             self._reading.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -397,7 +395,7 @@ class AmqpConnection:
         self._sent += len(raw)
         try:
             self._stream.write(raw)
-            await asyncio.wait_for(self._stream.drain(), self.timeout)
+            await within(self._stream.drain(), self.timeout)
         except (ConnectionError, OSError, TimeoutError) as exc:
             await self._end(f"the connection failed while sending: {exc or type(exc).__name__}", gone=True)
         return event
@@ -832,7 +830,7 @@ async def run_routing_case(
     unreachable = False
     try:
         connection = await AmqpConnection.connect(target, "c1", clock, timeout=timeout)
-        await asyncio.wait_for(_drive(connection, target, routing, run_id, seen, oracle), timeout * CASE_BOUND)
+        await within(_drive(connection, target, routing, run_id, seen, oracle), timeout * CASE_BOUND)
     except Unreachable as exc:
         stopped, unreachable = str(exc), True
     except Inconclusive as exc:

@@ -1,14 +1,19 @@
-"""A wait that timed out is no timeout when its task was being cancelled meanwhile.
+"""Every bounded wait of the prober: :func:`within`, a deadline that never takes a cancellation for itself.
 
 Python 3.11's ``asyncio.wait_for`` can take a cancellation that arrives as its deadline passes for the deadline
 (CPython gh-86296): the task then goes on as if the wait had timed out. A probe interrupted with Ctrl-C had a case
 go on that way, fail its set-up and end after the event loop had stopped waiting for it, and Python printed the
-case's traceback on the terminal before the run's one line ("interrupted").
+case's traceback on the terminal before the run's one line ("interrupted"). So no code of the prober calls
+``asyncio.wait_for`` itself: every wait with a deadline goes through :func:`within`.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def raise_if_cancelling() -> None:
@@ -16,3 +21,13 @@ def raise_if_cancelling() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
+
+
+async def within(awaitable: Awaitable[T], timeout: float) -> T:
+    """``awaitable``'s result within ``timeout`` seconds: ``TimeoutError`` when the deadline passed first, but
+    ``CancelledError`` when the task was asked to stop meanwhile (then the timeout is no timeout)."""
+    try:
+        return await asyncio.wait_for(awaitable, timeout)
+    except TimeoutError:
+        raise_if_cancelling()
+        raise

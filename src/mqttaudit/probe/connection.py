@@ -28,11 +28,12 @@ from ..codec import (
     encode,
 )
 from ..codec.masking import mask_password
+from ..codec.rules import SIZE_LIMIT
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from ..judge.violations import in_text_frame
-from .cancellation import raise_if_cancelling
+from .cancellation import within
 from .overflow import MAX_BYTES, MAX_FRAMES, MAX_VIOLATIONS, SERVER_MAX_PACKET, Overflow
-from .transport import ByteStream, Secret, WebSocketStream
+from .transport import ByteStream, Secret, StreamCapped, WebSocketStream
 
 #: How a case may send MQTT bytes in a WebSocket text frame [MQTT-6.0.0-1]: one frame, or fragmented.
 TEXT_FRAME = "text"
@@ -145,7 +146,10 @@ class ProbeConnection:
         return f"no {packet} within {self.timeout if timeout is None else timeout:g} s"
 
     def cap_summary(self) -> str:
-        """``the broker sent more than 1,000 frames or 262,144 bytes on c1; then ...``."""
+        """``the broker sent more than 1,000 frames or 262,144 bytes on c1; then ...``, or the other bound that
+        stopped the connection (a packet above the decode bound, a WebSocket bound) and the policy at it."""
+        if self.overflow.reason is not None:
+            return f"{self.overflow.reason} on {self.name}; {self.overflow.summary()}"
         return (
             f"the broker sent more than {MAX_FRAMES:,} frames, {MAX_BYTES:,} bytes or {MAX_VIOLATIONS:,} "
             f"violations on {self.name}; {self.overflow.summary()}"
@@ -187,7 +191,7 @@ class ProbeConnection:
                 self._stream.write_text(raw, fragmented=text == FRAGMENTED_TEXT)
             else:
                 self._stream.write(raw)
-            await asyncio.wait_for(self._stream.drain(), self.timeout)
+            await within(self._stream.drain(), self.timeout)
         except (ConnectionError, TimeoutError, OSError):
             await self._settle()
 
@@ -214,9 +218,8 @@ class ProbeConnection:
             return found()
 
         try:
-            return await asyncio.wait_for(until(), self.timeout if timeout is None else timeout)
+            return await within(until(), self.timeout if timeout is None else timeout)
         except TimeoutError:
-            raise_if_cancelling()
             return None
 
     async def wait_type(self, kind: type[Packet], timeout: float | None = None, *, since: int = 0) -> Packet | None:
@@ -230,9 +233,8 @@ class ProbeConnection:
                 await self._changed.wait_for(lambda: self._closed is not None)
 
         try:
-            await asyncio.wait_for(until(), self.timeout if timeout is None else timeout)
+            await within(until(), self.timeout if timeout is None else timeout)
         except TimeoutError:
-            raise_if_cancelling()
             return False
         return True
 
@@ -252,19 +254,24 @@ class ProbeConnection:
         else:
             self._stream.close()
             with contextlib.suppress(ConnectionError, OSError, TimeoutError):
-                await asyncio.wait_for(self._stream.wait_closed(), self.timeout)
+                await within(self._stream.wait_closed(), self.timeout)
         await self._drain()
         await self._end(Closed(now, CLIENT, abrupt))
 
     async def finish(self) -> None:
-        """Ends the observation: an open connection is recorded as quiet until now, then closed."""
-        if self._closed is None:
-            now = self._clock()
-            self._closing = True
+        """Ends the observation: an open connection is recorded as quiet until now, then closed. The socket is
+        closed whatever ended the connection (a broker's FIN leaves it half open), never left to the garbage
+        collector."""
+        try:
+            if self._closed is None:
+                now = self._clock()
+                self._closing = True
+                self._stream.abort()
+                await self._drain()
+                await self._end(Closed(now, CLIENT, True), quiet=True)
+            await self._stop_reading()
+        finally:
             self._stream.abort()
-            await self._drain()
-            await self._end(Closed(now, CLIENT, True), quiet=True)
-        await self._stop_reading()
 
     # -- internals ----------------------------------------------------------------------------------------------
 
@@ -289,6 +296,11 @@ class ProbeConnection:
                         await self._end(Closed(self._clock(), SERVER, False))
                     return
                 await self._receive(data)
+        except StreamCapped as exc:  # the prober closed it at one of the transport's bounds
+            if not self._closing:
+                now = self._clock()
+                self._cap(now, str(exc))
+                await self._end(Closed(now, CLIENT, True))
         except (ConnectionResetError, BrokenPipeError):
             if not self._closing:
                 await self._end(Closed(self._clock(), SERVER, True))
@@ -302,6 +314,9 @@ class ProbeConnection:
     async def _receive(self, data: bytes) -> None:
         now = self._clock()
         packets = self._take(now, self._from_server.feed(data))
+        declared = self._from_server.skipping
+        if declared is not None:  # still arriving: what hangs on it is not assessable from now on
+            self._cap(now, _oversized(declared))
         async with self._changed:
             self._changed.notify_all()
         if self.auto_ack:
@@ -330,6 +345,8 @@ class ProbeConnection:
                     self._record(Sent(now, SERVER, frame))
                     if frame.packet is not None:
                         packets.append(frame.packet)
+                    elif any(violation.rule_key == SIZE_LIMIT for violation in frame.violations):
+                        self._cap(now, _oversized(frame.length))
                     continue
                 self._lost_at = len(self.events)
                 self._record(Lost(now, SERVER, 0))  # its length is known when the connection ends
@@ -357,6 +374,16 @@ class ProbeConnection:
         self._record(closed)
         self._closed = self.events[-1] if isinstance(self.events[-1], Closed) else closed
 
+    def _cap(self, now: float, reason: str) -> None:
+        """The connection keeps nothing more the server sends, for ``reason`` (a bound and its policy): one
+        ``Lost`` event from ``now`` tells the judge so."""
+        if self._closed is not None or self.capped:
+            return
+        self._lost_at = len(self.events)
+        self._record(Lost(now, SERVER, 0))
+        self.overflow.since = now
+        self.overflow.reason = reason
+
     def _reset(self) -> None:
         self._stream.reset()
 
@@ -364,7 +391,7 @@ class ProbeConnection:
         """After our close the transport reads no more: the reader records what it still holds, then stops."""
         if not self._reading.done():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._reading), min(self.timeout, 1.0))
+                await within(asyncio.shield(self._reading), min(self.timeout, 1.0))
         await self._stop_reading()
 
     async def _settle(self) -> None:
@@ -376,6 +403,15 @@ class ProbeConnection:
             self._reading.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._reading
+
+
+def _oversized(declared: int) -> str:
+    """Why a connection stopped at a packet above the prober's decode bound, and the policy."""
+    return (
+        f"the broker sent a packet of {declared:,} bytes, above the {SERVER_MAX_PACKET:,}-byte bound of what the "
+        "prober decodes (a CONNECT without Maximum Packet Size allows any size the protocol does); it was skipped "
+        "undecoded and nothing after it was kept"
+    )
 
 
 def client_frames(decoder: StreamDecoder, raw: bytes, begun: int | None = None) -> tuple[list[Frame], int | None]:

@@ -22,8 +22,11 @@ MAX_FRAMES: Final = 1000
 MAX_BYTES: Final = 256 * 1024
 #: Codec violations in the server frames one connection keeps (a hostile frame may break a rule in every byte).
 MAX_VIOLATIONS: Final = 5000
-#: The largest packet the prober decodes from a server: the library's cases never provoke one above a few hundred
-#: bytes, and a larger one is reported (MQTT-2.2.3-size-limit, advisory) and skipped, so it is never buffered.
+#: The largest packet the prober decodes from a server. A broker may send far larger ones to a CONNECT that set no
+#: Maximum Packet Size (a 700 KB CONNACK of 100,000 User Properties is legal); one above this bound is skipped
+#: undecoded, never buffered, and the connection keeps nothing more: what hangs on it is not assessable, with that
+#: reason, never a fail. Bound by what decoding costs: 1 MiB of hostile bytes shaped as a SUBACK decodes into a
+#: million violations (about 200 MB), and one shaped as a SUBSCRIBE takes about 10 s per 256 KiB to decode.
 SERVER_MAX_PACKET: Final = 64 * 1024
 
 
@@ -45,6 +48,9 @@ class Overflow:
     packets: Counter[str] = field(default_factory=Counter)
     #: Of those, frames that arrived after the connection was recorded closed (none by construction; counted).
     after_close: int = 0
+    #: Why the connection stopped keeping what the server sent, when a bound other than the evidence bounds stopped
+    #: it (a packet above the decode bound, a WebSocket bound): names the bound and the policy.
+    reason: str | None = None
 
     @property
     def active(self) -> bool:
@@ -63,6 +69,7 @@ class Overflow:
         self.bytes += other.bytes
         self.packets.update(other.packets)
         self.after_close += other.after_close
+        self.reason = self.reason or other.reason
 
     def summary(self) -> str:
         """``then 1,048,576 more bytes in 12,003 PUBLISH packets`` (the most frequent types first)."""
@@ -78,4 +85,5 @@ class Overflow:
             "bytes": self.bytes,
             "packets": dict(self.packets.most_common()),
             "summary": self.summary(),
+            "reason": self.reason,
         }

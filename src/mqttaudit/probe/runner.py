@@ -23,6 +23,7 @@ from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, judge
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from ..judge.rules import SENDER_CODEC_RULES_5_0
 from .baseline import BaselineDiff
+from .cancellation import within
 from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, login, open_target
 from .connection import ProbeConnection
 from .overflow import Overflow
@@ -186,7 +187,7 @@ async def run_case(
     started = time.monotonic()
     stopped: tuple[str, str] | None = None
     try:
-        await asyncio.wait_for(case.script(context), timeout * SCRIPT_TIMEOUTS)
+        await within(case.script(context), timeout * SCRIPT_TIMEOUTS)
     except NotApplicable as exc:
         stopped = (NOT_APPLICABLE, str(exc))
     except Unreachable as exc:
@@ -199,7 +200,7 @@ async def run_case(
         for connection in context.connections:
             await connection.finish()
     with contextlib.suppress(Inconclusive, OSError, TimeoutError):
-        await asyncio.wait_for(context.clean_up(), timeout * CLEAN_UP_TIMEOUTS)
+        await within(context.clean_up(), timeout * CLEAN_UP_TIMEOUTS)
     judgement = judge_scenario(
         {connection.name: connection.events for connection in context.connections}, judge_config(case, timeout)
     )
