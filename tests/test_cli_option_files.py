@@ -17,7 +17,7 @@ from mqttaudit import option_files
 from mqttaudit.cli.decode import MAX_SHOWN_FRAMES
 
 from .cli_in_process import run_mqttaudit
-from .test_probe_hostile import SOURCE, high_water_kib
+from .probe_process import SOURCE, high_water_kib
 
 #: An address nothing listens on: a run that got past its options would exit 4 here, not 2.
 NOWHERE = "mqtt://user@127.0.0.1:1"

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from mqttaudit.cli.main import main
-from mqttaudit.probe.brokers import BrokerName
+from mqttaudit.probe.brokers import VERSIONS, BrokerName
 from mqttaudit.probe.case import CASES, Target
 from mqttaudit.probe.runner import CaseResult, run_probe
 from mqttaudit.report.output_dir import MARKER
@@ -170,8 +170,15 @@ def test_every_case_ran_and_the_reports_are_complete(name: BrokerName, library_r
     assert [r["case"] for r in report["results"]] == list(CASES)
     assert {r["verdict"] for r in report["results"]} <= {"pass", "fail", "inconclusive", "not-applicable"}
     assert all(r["evidence"]["connections"] for r in report["results"] if r["verdict"] in ("pass", "fail"))
+    if "5" not in VERSIONS[name]:  # 5.0 does not bind a broker that does not speak it: its cases do not apply
+        v5 = [r for r in report["results"] if r["case"].startswith("v5/")]
+        assert {r["verdict"] for r in v5} == {"not-applicable"}
+        assert all("does not speak MQTT 5.0" in r["reason"] for r in v5)
+        assert [v["rule"] for v in report["violations"] if v["protocol"] == "5.0"] == []
     junit = (out / "junit.xml").read_text()
-    assert junit.count("<testcase ") == len(CASES)
+    # a test case per case, and one per rule broken outside the statements of the cases that saw it
+    assert junit.count("<testcase ") == len(CASES) + len(report["violations"])
+    assert junit.count('classname="mqttaudit.probe.violations"') == len(report["violations"])
     markdown = (out / "findings.md").read_text()
     failed = [r["case"] for r in report["results"] if r["verdict"] == "fail"]
     assert all(case in markdown for case in failed)

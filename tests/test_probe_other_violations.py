@@ -29,8 +29,7 @@ class MisansweringBroker(HostileServer):
     """Answers every CONNECT with ``connack`` (a malformed CONNACK 0) and every PINGREQ with a PINGRESP."""
 
     def __init__(self, connack: bytes) -> None:
-        self.connack = connack
-        super().__init__("misanswering", lifetime=60)
+        super().__init__("misanswering", lifetime=60, connack=connack)
 
     def _misanswering(self, connection: socket.socket) -> None:
         decoder = StreamDecoder(Direction.FROM_CLIENT)
@@ -133,3 +132,15 @@ def test_a_rule_broken_only_after_a_flood_of_another_is_kept_not_only_counted() 
     flood = [finding("MQTT-A", event) for event in range(MAX_FINDINGS + 5)]
     kept = kept_findings([*flood, finding("MQTT-B", 99), finding("MQTT-B", 100)])
     assert [f.rule for f in kept] == ["MQTT-A"] * MAX_FINDINGS + ["MQTT-B"]
+
+
+def test_a_broker_that_speaks_only_3_1_1_is_held_to_none_of_5_0s_statements(tmp_path: Path) -> None:
+    """3.1.1's answer to a 5.0 CONNECT (CONNACK 0x01, unacceptable protocol level) is malformed read as 5.0, but 5.0
+    does not bind a broker that does not speak it: the 5.0 cases do not apply, and no violation is counted."""
+    ran = probe(bytes.fromhex("20 02 00 01"), tmp_path / "out", "--cases", "v5/ping/*,v5/connect/accepted")
+
+    assert ran.returncode == 4, ran.stdout + ran.stderr  # nothing judged
+    findings, _markdown, _junit = reports(tmp_path / "out")
+    assert {r["verdict"] for r in findings["results"]} == {"not-applicable"}
+    assert all("does not speak MQTT 5.0" in r["reason"] for r in findings["results"])
+    assert findings["violations"] == []

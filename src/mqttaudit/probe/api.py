@@ -32,9 +32,9 @@ from .outcome import (
     parse_share,
     too_inconclusive,
 )
-from .preflight import Refusal, preflight, preflight_amqp
+from .preflight import Refusal, preflight, preflight_amqp, unspoken_5_0
 from .profile import NO_PROFILE, BrokerProfile, load_profile
-from .runner import DEFAULT_CONCURRENCY, INCONCLUSIVE, VERDICTS, CaseResult, ProbeRun, run_probe
+from .runner import DEFAULT_CONCURRENCY, INCONCLUSIVE, NOT_APPLICABLE, VERDICTS, CaseResult, ProbeRun, run_probe
 from .selection import Patterns, parse_protocol, select_cases
 from .targets import is_amqp, parse_target
 from .transport import Credentials, TlsOptions
@@ -241,16 +241,25 @@ async def _run_mqtt(
     refusal = await preflight(target, timeout, ProtocolVersion.V5 if only_5_0 else ProtocolVersion.V3_1_1)
     if refusal is not None:
         return ProbeResult(not_probed(target, selected, refusal, time.monotonic() - clock0), refusal=refusal)
+    unspoken = None
+    if any(case.protocol is ProtocolVersion.V5 for case in selected):
+        unspoken = await unspoken_5_0(target, timeout)
+    runnable = [case for case in selected if unspoken is None or case.protocol is not ProtocolVersion.V5]
     if progress is not None:
-        progress.started(len(selected))
+        progress.started(len(runnable))
     probe_run = await run_probe(
         target,
-        selected,
+        runnable,
         timeout=timeout,
         concurrency=concurrency,
         progress=None if progress is None else progress.finished,
         profile=profile,
     )
+    if unspoken is not None:
+        # 5.0's statements do not bind a broker that does not speak 5.0: its cases do not apply, in library order
+        ran = {result.case.id: result for result in probe_run.results}
+        why = f"the broker does not speak MQTT 5.0: {unspoken}"
+        probe_run.results = [ran.get(case.id) or CaseResult(case, NOT_APPLICABLE, why) for case in selected]
     if confirm_timing and probe_run.broker_down is None:
 
         async def alone(case: Case) -> CaseResult:

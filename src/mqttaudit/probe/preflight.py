@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..codec import Connack, Connect, ProtocolVersion
+from ..codec import Connack, Connect, Direction, Packet, ProtocolVersion
+from ..judge.events import Sent
 from .case import Target, login, os_error_text
 from .connection import ProbeConnection
 from .transport import ByteStream, open_stream
@@ -60,13 +61,17 @@ async def reach(target: Target, timeout: float) -> ByteStream | Refusal:
         return Refusal("unreachable", f"cannot reach {url}: {os_error_text(exc)}")
 
 
-async def preflight(
-    target: Target, timeout: float, version: ProtocolVersion = ProtocolVersion.V3_1_1
-) -> Refusal | None:
-    """None when the target accepts a connection and does not refuse a plain CONNECT of ``version`` (with the
-    target's user name and password) from the prober (a silent or misbehaving broker is left to the cases to
-    judge); else why nothing can be probed. A TLS alert in answer to the CONNECT (a client certificate the broker
-    wants and did not get: TLS 1.3 checks it after the handshake) is a refusal too."""
+#: A 3.1.1 CONNACK refusing the Protocol Level [MQTT-3.1.2-2 of 3.1.1]: how a broker that speaks only 3.1.1
+#: answers a 5.0 CONNECT. Read as 5.0 those bytes are malformed, but 5.0 does not bind a broker that does not speak it.
+REFUSED_LEVEL_3_1_1 = b"\x20\x02\x00\x01"
+
+
+async def _hello(
+    target: Target, timeout: float, version: ProtocolVersion
+) -> Refusal | tuple[ProbeConnection, Packet | None]:
+    """One connection that sends a plain CONNECT of ``version`` (with the target's user name and password) and waits
+    for its CONNACK, then leaves: the connection (its events) and the CONNACK, None when none came; or why there
+    is no connection."""
     stream = await reach(target, timeout)
     if isinstance(stream, Refusal):
         return stream
@@ -83,12 +88,51 @@ async def preflight(
         with contextlib.suppress(Exception):
             await connection.send(bytes((0xE0, 0x00)))
         await connection.finish()
+    return connection, ack
+
+
+async def preflight(
+    target: Target, timeout: float, version: ProtocolVersion = ProtocolVersion.V3_1_1
+) -> Refusal | None:
+    """None when the target accepts a connection and does not refuse a plain CONNECT of ``version`` (with the
+    target's user name and password) from the prober (a silent or misbehaving broker is left to the cases to
+    judge); else why nothing can be probed. A TLS alert in answer to the CONNECT (a client certificate the broker
+    wants and did not get: TLS 1.3 checks it after the handshake) is a refusal too."""
+    hello = await _hello(target, timeout, version)
+    if isinstance(hello, Refusal):
+        return hello
+    connection, ack = hello
     refusals = REFUSALS_5_0 if version is ProtocolVersion.V5 else REFUSALS
     if isinstance(ack, Connack) and ack.return_code in refusals:
         what, meaning = refusals[ack.return_code]
         return Refusal("refused", f"{target.url}: {what} (CONNACK 0x{ack.return_code:02x}: {meaning})")
     if not isinstance(ack, Connack) and connection.trouble is not None:
         return Refusal("unreachable", f"cannot reach {target.url}: {connection.trouble}")
+    return None
+
+
+async def unspoken_5_0(target: Target, timeout: float) -> str | None:
+    """Why the target does not serve MQTT 5.0 to the prober, which answered its 3.1.1 CONNECT: a plain 5.0 CONNECT
+    is answered with 3.1.1's CONNACK 0x01, with 5.0's 0x84 (unsupported protocol version), or with a close and no
+    answer at all. None when it answered otherwise or not in time (the cases judge that)."""
+    hello = await _hello(target, timeout, ProtocolVersion.V5)
+    if isinstance(hello, Refusal):
+        return None
+    connection, ack = hello
+    first = next(
+        (
+            event.frame
+            for event in connection.events
+            if isinstance(event, Sent) and event.sender is Direction.FROM_SERVER
+        ),
+        None,
+    )
+    if first is not None and first.raw == REFUSED_LEVEL_3_1_1:
+        return "it answered a plain 5.0 CONNECT with 3.1.1's CONNACK 20 02 00 01 (unacceptable protocol level)"
+    if isinstance(ack, Connack) and ack.return_code == 0x84:
+        return "it answered a plain 5.0 CONNECT with CONNACK 0x84 (unsupported protocol version)"
+    if first is None and connection.closed_by_server:
+        return "it closed the connection on a plain 5.0 CONNECT without answering"
     return None
 
 

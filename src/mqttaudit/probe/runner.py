@@ -27,6 +27,7 @@ from .cancellation import within
 from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, login, open_target
 from .connection import ProbeConnection
 from .overflow import Overflow
+from .preflight import REFUSED_LEVEL_3_1_1
 from .profile import NO_PROFILE, BrokerProfile
 
 PASS = "pass"
@@ -209,6 +210,12 @@ async def run_case(
     refused = _refused_login(target, context.connections)
     if refused is not None and result.verdict != NOT_APPLICABLE:
         result.verdict, result.reason = INCONCLUSIVE, refused
+    unspoken = _refused_version_5(context.connections) if case.protocol is ProtocolVersion.V5 else None
+    if unspoken is not None:
+        # A broker that does not speak 5.0 is bound by none of 5.0's statements: nothing of the case is judged.
+        result.verdict, result.reason = NOT_APPLICABLE, unspoken
+        result.findings.clear()
+        result.other_findings.clear()
     capped = [connection.cap_summary() for connection in context.connections if connection.capped]
     if capped and result.verdict == INCONCLUSIVE:
         # Nothing past the bounds was judged: that, rather than each statement's own "not observed", is why.
@@ -260,6 +267,28 @@ def _refused_login(target: Target, connections: Sequence[ProbeConnection]) -> st
                 f"the broker refused the case's own CONNECT on {connection.name} for its credentials (CONNACK "
                 f"0x{ack.return_code:02x}): the case writes that CONNECT itself, without the target's user name and "
                 "password, so it cannot test its statements against a broker that wants them"
+            )
+    return None
+
+
+def _refused_version_5(connections: Sequence[ProbeConnection]) -> str | None:
+    """Why a 5.0 case does not apply: a connection whose 5.0 CONNECT the broker answered with 3.1.1's CONNACK 0x01
+    (unacceptable protocol level), which is what a broker that implements only 3.1.1 must answer [MQTT-3.1.2-2 of
+    3.1.1]. Read as 5.0 those bytes are malformed, but 5.0's statements do not bind a broker that does not speak it
+    (a 5.0 broker refusing the version answers 0x84 in 5.0's form, judged as such). None otherwise."""
+    for connection in connections:
+        answers = [event for event in connection.events if isinstance(event, Sent)]
+        connect = next((e.frame.packet for e in answers if e.sender is Direction.FROM_CLIENT), None)
+        first = next((e.frame for e in answers if e.sender is Direction.FROM_SERVER), None)
+        if (
+            isinstance(connect, Connect)
+            and connect.protocol_level == ProtocolVersion.V5.level
+            and first is not None
+            and first.raw == REFUSED_LEVEL_3_1_1
+        ):
+            return (
+                f"the broker does not speak MQTT 5.0: it answered the 5.0 CONNECT on {connection.name} with the "
+                "3.1.1 CONNACK 20 02 00 01 (unacceptable protocol level), as a 3.1.1 broker must"
             )
     return None
 
