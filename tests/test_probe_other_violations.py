@@ -14,7 +14,10 @@ import pytest
 
 from mqttaudit.codec import Connect, Direction, Pingreq, StreamDecoder
 from mqttaudit.judge import Finding
-from mqttaudit.probe.runner import MAX_FINDINGS, kept_findings
+from mqttaudit.probe.case import CASES, Target
+from mqttaudit.probe.runner import FAIL, MAX_FINDINGS, CaseResult, ProbeRun, kept_findings
+from mqttaudit.probe.violations import other_violations
+from mqttaudit.spec import load_catalogue
 
 from .cli_in_process import Ran, run_mqttaudit
 from .hostile_server import HostileServer
@@ -144,3 +147,20 @@ def test_a_broker_that_speaks_only_3_1_1_is_held_to_none_of_5_0s_statements(tmp_
     assert {r["verdict"] for r in findings["results"]} == {"not-applicable"}
     assert all("does not speak MQTT 5.0" in r["reason"] for r in findings["results"])
     assert findings["violations"] == []
+
+
+def test_acts_after_a_malformed_packet_the_broker_kept_are_listed_but_do_not_fail_the_run() -> None:
+    """After the prober's malformed packet (event 2 of c1) that the broker did not close on, what it does follows
+    from its own reading of that packet: listed apart, not counted. The same rule before it, or on another
+    connection, is an act that counts."""
+    case = CASES["malformed/pubrec-flag-bit-0"]
+    result = CaseResult(case, FAIL, malformed_at={"c1": 2})
+    result.other_findings = [finding("MQTT-2.3.1-6", 3), finding("MQTT-2.3.1-6", 5), finding("MQTT-4.3.3-2", 1)]
+    run = ProbeRun(Target.parse("mqtt://127.0.0.1:1883"), "now", [result], 0.0)
+
+    found = {(v.rule, v.after_malformed): v for v in other_violations(run, load_catalogue("3.1.1"))}
+
+    assert set(found) == {("MQTT-2.3.1-6", True), ("MQTT-4.3.3-2", False)}
+    assert found["MQTT-2.3.1-6", True].acts == 2
+    assert not found["MQTT-2.3.1-6", True].counted
+    assert found["MQTT-4.3.3-2", False].counted

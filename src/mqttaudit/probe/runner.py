@@ -61,6 +61,11 @@ class CaseResult:
     #: and the answers or closes it owed and did not give in time (findings with a ``cause``).
     other_acts: dict[str, int] = field(default_factory=dict)
     other_owed: dict[str, int] = field(default_factory=dict)
+    #: Acts after a malformed packet the prober sent on purpose and the broker did not close on (the case's own
+    #: failure): they follow from the broker's reading of that packet, not the judge's, so they are listed apart.
+    other_after: dict[str, int] = field(default_factory=dict)
+    #: Per connection, the event of the prober's first malformed packet (a negative case's stimulus).
+    malformed_at: dict[str, int] = field(default_factory=dict)
 
     @property
     def case_id(self) -> str:
@@ -75,6 +80,7 @@ class CaseResult:
             "other_findings_omitted": self.other_findings_omitted,
             "other_acts": self.other_acts,
             "other_owed": self.other_owed,
+            "other_after_malformed": self.other_after,
             "statements": self.statements,
             "assessed": self.assessed,
             "reason": self.reason,
@@ -222,8 +228,14 @@ async def run_case(
         result.reason = "not assessable, evidence capped: " + "; ".join(capped)
     if not result.reason and result.verdict in (FAIL, INCONCLUSIVE):
         result.reason = f"the judge decided none of {', '.join(case.statements)} from the conversation"
-    result.other_acts = count_acts(f for f in result.other_findings if not owed(f))
-    result.other_owed = count_acts(f for f in result.other_findings if owed(f))
+    # One act is one finding: an act the case's failure already reports is not another violation.
+    reported = {(f.conversation, f.event) for f in result.findings if not owed(f)}
+    result.other_findings = [f for f in result.other_findings if owed(f) or (f.conversation, f.event) not in reported]
+    result.malformed_at = malformed_at(context.connections)
+    kinds = [(finding, other_kind(finding, result.malformed_at)) for finding in result.other_findings]
+    result.other_acts = count_acts(f for f, kind in kinds if kind == ACT)
+    result.other_owed = count_acts(f for f, kind in kinds if kind == OWED)
+    result.other_after = count_acts(f for f, kind in kinds if kind == AFTER_MALFORMED)
     result.findings_omitted = max(0, len(result.findings) - MAX_FINDINGS)
     kept = kept_findings(result.other_findings)
     result.other_findings_omitted = len(result.other_findings) - len(kept)
@@ -283,6 +295,7 @@ def _refused_version_5(connections: Sequence[ProbeConnection]) -> str | None:
         if (
             isinstance(connect, Connect)
             and connect.protocol_level == ProtocolVersion.V5.level
+            and connect.protocol_name == "MQTT"  # another name may be answered by another specification's rules
             and first is not None
             and first.raw == REFUSED_LEVEL_3_1_1
         ):
@@ -330,14 +343,46 @@ def server_violations(connection: ProbeConnection) -> list[Finding]:
 
 
 def _speaks_another_version(connection: ProbeConnection) -> bool:
-    """The connection's CONNECT asked for a Protocol Version other than the one it is read in (an unsupported one
-    on purpose): the server may answer in the form of any version it speaks (a 3.1.1 CONNACK 0x01, a 5.0 CONNACK
-    0x84), so its bytes are held to no version's form."""
+    """The connection's CONNECT asked for a Protocol Version other than the one it is read in, or named another
+    Protocol Name (an unsupported one on purpose): the server may answer in the form of any version it speaks (a 3.1.1
+    CONNACK 0x01, a 5.0 CONNACK 0x84), or follow another specification [MQTT-3.1.2-1], so its bytes are held to no
+    version's form."""
     for event in connection.events:
         packet = event.frame.packet if isinstance(event, Sent) else None
         if isinstance(event, Sent) and event.sender is Direction.FROM_CLIENT and isinstance(packet, Connect):
-            return packet.protocol_level != connection.version.level
+            return packet.protocol_level != connection.version.level or packet.protocol_name != "MQTT"
     return False
+
+
+#: What a finding outside a case's statements is: an act of the broker, an answer or close it owed and did not
+#: give in time, or an act after a malformed packet of the prober that it did not close on.
+ACT, OWED, AFTER_MALFORMED = "act", "owed", "after-malformed"
+
+
+def other_kind(finding: Finding, malformed: dict[str, int]) -> str:
+    """Which of :data:`ACT`, :data:`OWED` and :data:`AFTER_MALFORMED` a finding outside the case's statements is,
+    ``malformed`` giving the event of the prober's first malformed packet per connection."""
+    if owed(finding):
+        return OWED
+    if finding.event > malformed.get(finding.conversation, finding.event):
+        return AFTER_MALFORMED
+    return ACT
+
+
+def malformed_at(connections: Sequence[ProbeConnection]) -> dict[str, int]:
+    """Per connection, the event of the first packet the prober sent malformed on purpose (bytes its own decoder
+    finds a violation in, or cannot frame)."""
+    found: dict[str, int] = {}
+    for connection in connections:
+        for index, event in enumerate(connection.events):
+            if (
+                isinstance(event, Sent)
+                and event.sender is Direction.FROM_CLIENT
+                and (event.frame.packet is None or event.frame.violations)
+            ):
+                found[connection.name] = index
+                break
+    return found
 
 
 def owed(finding: Finding) -> bool:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..judge import Finding
 from ..spec import Catalogue, load_catalogue
-from .runner import CaseResult, ProbeRun, count_acts, finding_to_dict, owed
+from .runner import ACT, AFTER_MALFORMED, OWED, CaseResult, ProbeRun, count_acts, finding_to_dict, other_kind
 
 
 @dataclass(frozen=True)
@@ -34,11 +34,14 @@ class OtherViolation:
     owed: bool = False
     #: The MQTT version the cases that saw it spoke ("3.1.1", "5.0"), whose statement the id names.
     protocol: str = ""
+    #: Acts after a malformed packet of the prober that the broker did not close on (each case's own failure):
+    #: they follow from the broker's reading of that packet, which is not the judge's, so they do not fail the run.
+    after_malformed: bool = False
 
     @property
     def counted(self) -> bool:
         """Whether it fails the run: a MUST-level act that the baseline does not know."""
-        return self.level == "MUST" and not self.known and not self.owed
+        return self.level == "MUST" and not self.known and not self.owed and not self.after_malformed
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -49,6 +52,7 @@ class OtherViolation:
             "summary": self.summary,
             "side": self.first.side.value,
             "owed": self.owed,
+            "after_malformed": self.after_malformed,
             "acts": self.acts,
             "cases": list(self.cases),
             "first": {"case": self.first_case, **finding_to_dict(self.first)},
@@ -62,35 +66,44 @@ def other_violations(run: ProbeRun, catalogue: Catalogue) -> list[OtherViolation
     version (5.0 renumbers 3.1.1's statements; acts and owed answers apart; counted ones first, then most acts):
     the same behaviour in many cases is grouped, with the count of its acts, never hidden. A case that targets the
     rule reports it as its own failure instead."""
-    groups: dict[tuple[str, str, bool], tuple[list[str], list[int], Finding]] = {}
+    groups: dict[tuple[str, str, str], tuple[list[str], list[int], Finding]] = {}
     levels: dict[tuple[str, str], tuple[str, str, str]] = {}
     known = run.baseline.violations if run.baseline is not None else frozenset()
     for result in run.results:
-        acts, owed_answers = result.other_acts, result.other_owed
-        if not (acts or owed_answers):  # a result not made by run_case: its findings were never cut
-            acts = count_acts(f for f in result.other_findings if not owed(f))
-            owed_answers = count_acts(f for f in result.other_findings if owed(f))
-        counts = {(rule, False): n for rule, n in acts.items()} | {(rule, True): n for rule, n in owed_answers.items()}
-        firsts: dict[tuple[str, bool], Finding] = {}
-        for finding in result.other_findings:
-            firsts.setdefault((finding.rule, owed(finding)), finding)
+        kinds = [(finding, other_kind(finding, result.malformed_at)) for finding in result.other_findings]
+        by_kind = {ACT: result.other_acts, OWED: result.other_owed, AFTER_MALFORMED: result.other_after}
+        if not any(by_kind.values()):  # a result not made by run_case: its findings were never cut
+            by_kind = {kind: count_acts(f for f, k in kinds if k == kind) for kind in by_kind}
+        firsts: dict[tuple[str, str], Finding] = {}
+        for finding, kind in kinds:
+            firsts.setdefault((finding.rule, kind), finding)
         version = result.case.protocol.value
-        for (rule, is_owed), count in counts.items():
-            if (rule, is_owed) not in firsts:
-                continue
-            cases, total, _ = groups.setdefault((rule, version, is_owed), ([], [0], firsts[rule, is_owed]))
-            cases.append(result.case.id)
-            total[0] += count
-            if (rule, version) not in levels:
-                entry = _catalogue_of(result, catalogue).get(rule)
-                levels[rule, version] = (
-                    (entry.level, entry.section, entry.summary) if entry is not None else ("MUST", "unknown", "")
-                )
+        for kind, acts in by_kind.items():
+            for rule, count in acts.items():
+                if (rule, kind) not in firsts:
+                    continue
+                cases, total, _ = groups.setdefault((rule, version, kind), ([], [0], firsts[rule, kind]))
+                cases.append(result.case.id)
+                total[0] += count
+                if (rule, version) not in levels:
+                    entry = _catalogue_of(result, catalogue).get(rule)
+                    levels[rule, version] = (
+                        (entry.level, entry.section, entry.summary) if entry is not None else ("MUST", "unknown", "")
+                    )
     found = [
         OtherViolation(
-            rule, *levels[rule, version], total[0], tuple(cases), first, cases[0], rule in known, is_owed, version
+            rule,
+            *levels[rule, version],
+            total[0],
+            tuple(cases),
+            first,
+            cases[0],
+            rule in known,
+            kind == OWED,
+            version,
+            kind == AFTER_MALFORMED,
         )
-        for (rule, version, is_owed), (cases, total, first) in groups.items()
+        for (rule, version, kind), (cases, total, first) in groups.items()
     ]
     return sorted(found, key=lambda v: (not v.counted, v.level != "MUST", -v.acts, v.rule, v.protocol))
 
@@ -99,6 +112,11 @@ def not_counted(violation: OtherViolation) -> str:
     """Why a violation does not fail the run, in a few words ("" when it does)."""
     if violation.owed:
         return "owed and not given within the deadline of a case that does not target it; it does not fail the run"
+    if violation.after_malformed:
+        return (
+            "after a malformed packet of the prober that the broker did not close on (that case's failure), it "
+            "follows from the broker's reading of the packet; it does not fail the run"
+        )
     if violation.level != "MUST":
         return f"{violation.level}-level: it does not fail the run"
     return "known to the baseline: it does not fail the run" if violation.known else ""
