@@ -101,3 +101,28 @@ def test_every_bounded_wait_of_the_prober_goes_through_within() -> None:
             if called or imported:
                 offenders.append(f"{path.relative_to(package)}:{node.lineno}")
     assert offenders == []
+
+
+def test_a_result_ready_when_the_cancellation_comes_is_a_cancellation() -> None:
+    """The connection ends (its future is done) in the same turn of the loop as the task is cancelled: Python
+    3.11's wait_for returns the result and forgets the cancellation; within does not."""
+    seen: list[str] = []
+
+    async def waiting(ended: asyncio.Future[str]) -> None:
+        try:
+            seen.append(await within(ended, 10))
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    async def run() -> None:
+        ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(waiting(ended))
+        await asyncio.sleep(0)
+        ended.set_result("the connection ended")
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    assert seen == ["cancelled"]

@@ -25,9 +25,13 @@ def raise_if_cancelling() -> None:
 
 async def within(awaitable: Awaitable[T], timeout: float) -> T:
     """``awaitable``'s result within ``timeout`` seconds: ``TimeoutError`` when the deadline passed first, but
-    ``CancelledError`` when the task was asked to stop meanwhile (then the timeout is no timeout)."""
+    ``CancelledError`` when the task was asked to stop meanwhile, whatever the wait ended with: Python 3.11's
+    wait_for also returns a result that was ready when the cancellation came (a connection that ended as Ctrl-C
+    closed it), and a case would then fail its set-up after the event loop stopped waiting for it."""
     try:
-        return await asyncio.wait_for(awaitable, timeout)
+        result = await asyncio.wait_for(awaitable, timeout)
     except TimeoutError:
         raise_if_cancelling()
         raise
+    raise_if_cancelling()
+    return result
