@@ -16,7 +16,7 @@ from types import FrameType
 
 import click
 
-from mqttaudit import __version__
+from mqttaudit import __version__, interrupts
 
 from .audit import audit_command
 from .decode import decode_command
@@ -55,15 +55,20 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 def _interruptible() -> Iterator[None]:
     """SIGTERM raises :class:`Terminated` in the main thread while a command runs (only the main thread may set
     handlers: a library caller in another thread keeps its own)."""
+    interrupts.reset()
     try:
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        previous = signal.signal(signal.SIGTERM, interrupts.recording(_on_sigterm))
     except ValueError:  # not the main thread
         yield
         return
+    # SIGINT keeps Python's own handler here (asyncio.run replaces only that one with its graceful Ctrl-C); the
+    # Spark session, whose context installs a handler of its own, wraps that one to record the interrupt.
+    previous_int = signal.getsignal(signal.SIGINT)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def _say(message: str) -> None:
@@ -89,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say("interrupted")
         return EXIT_INTERRUPTED
     except Exception as exc:  # the last line of defence: a bug must not look like a finding
-        if _while_interrupted(exc):
+        if _while_interrupted(exc) or interrupts.seen():
             _say("interrupted")
             return EXIT_INTERRUPTED
         traceback.print_exc(file=sys.stderr)
@@ -98,6 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if jvm_log:
             _say(f"mqttaudit: Spark's own messages of this run are kept in {jvm_log}")
         return EXIT_INTERNAL
+    if interrupts.seen():  # the signal's exception was lost on the way (raised in a finalizer): still interrupted
+        _say("interrupted")
+        return EXIT_INTERRUPTED
     return result if isinstance(result, int) else EXIT_OK
 
 

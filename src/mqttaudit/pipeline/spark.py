@@ -18,6 +18,8 @@ import tempfile
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from .. import interrupts
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -199,4 +201,5 @@ def spark_session(
     with _jvm_output_to(None if verbose else jvm_log_path()):
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    interrupts.record_sigint()  # PySpark's context put its own SIGINT handler in place of the command line's
     return session

@@ -27,6 +27,8 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from .. import interrupts
+
 MARKER = ".mqttaudit-output.json"
 STAGING_PREFIX = ".mqttaudit-staging-"
 TRASH_PREFIX = ".mqttaudit-replaced-"
@@ -144,6 +146,8 @@ def staged_output(out: Path, *, force: bool = False, writes: Iterable[str] = ())
         raise OutputDirError(f"--out {out}: no folder can be made in {parent} ({_why(exc)})") from None
     try:
         yield staging
+        if interrupts.seen():  # interrupted, though the signal's exception was lost: publish nothing
+            raise KeyboardInterrupt
         publish(staging, real)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
