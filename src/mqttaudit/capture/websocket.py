@@ -30,6 +30,8 @@ from wsproto.frame_protocol import (
 )
 from wsproto.utilities import generate_accept_token
 
+from mqttaudit.spec.ids import R311
+
 from .layers import LayerNote, Piece
 
 #: The subprotocol MQTT over WebSocket names (MQTT 3.1.1 and 5.0 section 6; "mqttv3.1" was MQTT 3.1's).
@@ -52,9 +54,9 @@ FRAGMENTS: Final = "websocket-fragments"
 
 #: What each WebSocket defect's rule expects, for the finding's "expected" column.
 EXPECTED: Final = {
-    "MQTT-6.0.0-1": "MQTT Control Packets sent in binary data frames (opcode 0x2) only",
-    "MQTT-6.0.0-3": 'the Client offers the WebSocket subprotocol "mqtt" (Sec-WebSocket-Protocol)',
-    "MQTT-6.0.0-4": 'the Server selects and returns the WebSocket subprotocol "mqtt" (Sec-WebSocket-Protocol)',
+    R311.MQTT_6_0_0_1: "MQTT Control Packets sent in binary data frames (opcode 0x2) only",
+    R311.MQTT_6_0_0_3: 'the Client offers the WebSocket subprotocol "mqtt" (Sec-WebSocket-Protocol)',
+    R311.MQTT_6_0_0_4: 'the Server selects and returns the WebSocket subprotocol "mqtt" (Sec-WebSocket-Protocol)',
     HANDSHAKE: "a 101 response whose Sec-WebSocket-Accept answers the client's key (RFC 6455 4.2.2)",
     UNMASKED: "every frame from the client masked (RFC 6455 5.1)",
     MASKED: "no frame from the server masked (RFC 6455 5.1)",
@@ -206,7 +208,7 @@ class WebSocketLayer:
             self._note(
                 self.client,
                 time,
-                "MQTT-6.0.0-3",
+                R311.MQTT_6_0_0_3,
                 f'the client\'s WebSocket upgrade does not offer the subprotocol "mqtt" (offered: {named})',
                 _line(head, b"sec-websocket-protocol"),
             )
@@ -253,7 +255,7 @@ class WebSocketLayer:
             self._note(
                 server,
                 time,
-                "MQTT-6.0.0-4",
+                R311.MQTT_6_0_0_4,
                 f'the server does not select the WebSocket subprotocol "mqtt" (selected: {named})',
                 _line(head, b"sec-websocket-protocol"),
             )
@@ -320,7 +322,7 @@ class WebSocketLayer:
             self._note(
                 side,
                 time,
-                "MQTT-6.0.0-1",
+                R311.MQTT_6_0_0_1,
                 f"the {self._who(side)} sent MQTT in a WebSocket text frame (opcode 0x1), not a binary one",
                 state.frame_bytes,
             )

@@ -15,7 +15,7 @@ import click
 from mqttaudit import __version__
 from mqttaudit.codec import rules as codec_rules
 from mqttaudit.judge import rules as judge_rules
-from mqttaudit.spec import VERSIONS, Catalogue, Rule, identity, load_catalogue, parse_version
+from mqttaudit.spec import VERSIONS, Catalogue, Rule, identity, load_catalogue, parse_version, registry
 
 from .exits import exit_status_help
 
@@ -48,78 +48,55 @@ class Coverage:
 
 
 @functools.cache
-def _names(module: Any) -> dict[str, tuple[str, ...]]:
-    """Rule id -> the names of the module's constants that hold it."""
-    names: dict[str, list[str]] = {}
-    for name, value in vars(module).items():
-        if name.isupper() and isinstance(value, str) and value.startswith("MQTT-"):
-            names.setdefault(value, []).append(name)
-    return {rule: tuple(found) for rule, found in names.items()}
-
-
-@functools.cache
-def _codec_names_5_0() -> dict[str, tuple[str, ...]]:
-    """MQTT 5.0 statement id -> the names of the codec constants whose key 5.0 states under that id."""
-    keys = codec_rules.CHECKED | codec_rules.ONLY_5_0
-    names: dict[str, list[str]] = {}
-    for key, found in _names(codec_rules).items():
-        statement = identity.statement_id(key, identity.V5) if key in keys else None
-        if statement is not None:
-            names.setdefault(statement, []).extend(found)
-    return {rule: tuple(found) for rule, found in names.items()}
-
-
-@functools.cache
-def probe_cases(version: str = identity.V3_1_1) -> dict[str, tuple[str, ...]]:
-    """Statement id of ``version`` -> the ids of the probe cases of that version that target it (5.0 renumbers:
-    a 5.0 case's ``MQTT-3.2.2-16`` is no 3.1.1 statement)."""
+def _references() -> dict[tuple[str, str], tuple[registry.Reference, ...]]:
+    """(statement id, version) -> the codec, judge and probe references that name it there, read from the rule
+    registry once every part that refers to rules is imported. A reference names a rule by its key (a 3.1.1 id, or a
+    5.0 id for a rule only 5.0 states); :mod:`mqttaudit.spec.identity` gives each key its statement in each version,
+    and a 5.0 probe case cites 5.0 ids itself."""
+    from mqttaudit.judge import deliveries_5, forwarding_5, lifecycle, limits, model_rules_5  # noqa: F401
     from mqttaudit.probe import cases as _cases  # noqa: F401 - registers the case library
-    from mqttaudit.probe.case import CASES
 
-    found: dict[str, list[str]] = {}
-    for case in CASES.values():
-        if case.protocol.value != version:
-            continue
-        for statement in case.statements:
-            found.setdefault(statement, []).append(case.id)
-    return {statement: tuple(ids) for statement, ids in found.items()}
+    found: dict[tuple[str, str], dict[registry.Reference, None]] = {}
+    for (text, own), refs in registry.references().items():
+        key = registry.StatementId(text, own)
+        for version in VERSIONS:
+            for ref in refs:
+                named = key if ref.component == "probe" else identity.statement_id(key, version)
+                if named is None or named.version != version:
+                    continue
+                if ref.module == judge_rules.__name__ and not _judge_rule_counts(ref, key, version):
+                    continue
+                found.setdefault((str(named), version), {})[ref] = None
+    return {where: tuple(refs) for where, refs in found.items()}
 
 
-@functools.cache
-def _judge_names_5_0() -> dict[str, tuple[str, ...]]:
-    """MQTT 5.0 statement id -> the judge checks (``NAME in MODULE``) whose key 5.0 states under that id: on one 5.0
-    connection, and across connections in the broker model."""
-    from mqttaudit.judge import deliveries_5, forwarding_5, lifecycle, limits, model_rules_5
-
-    found: dict[str, list[str]] = {}
-    for module in (judge_rules, lifecycle, limits, deliveries_5, model_rules_5, forwarding_5):
-        for key, names in _names(module).items():
-            if module is judge_rules and key not in judge_rules.OWN_RULES:
-                continue
-            statement = identity.statement_id(key, identity.V5)
-            if statement is not None:
-                found.setdefault(statement, []).append(f"{', '.join(names)} in {module.__name__}")
-    for key in judge_rules.ENFORCED_CODEC_RULES_5_0:
-        statement = identity.statement_id(key, identity.V5)
-        if statement is not None:
-            found.setdefault(statement, []).append(ENFORCED_5_0)
-    return {statement: tuple(dict.fromkeys(names)) for statement, names in found.items()}
+def _judge_rule_counts(ref: registry.Reference, key: str, version: str) -> bool:
+    """Whether a reference of :mod:`mqttaudit.judge.rules` checks ``key`` in ``version``: in 3.1.1 each of its names
+    and the codec rules it enforces by a close; in 5.0 its own rules and the codec rules a 5.0 receiver closes on."""
+    if ref.name == ENFORCED:
+        return version == identity.V3_1_1
+    if ref.name == ENFORCED_5_0:
+        return version == identity.V5
+    return version == identity.V3_1_1 or key in judge_rules.OWN_RULES
 
 
 def coverage(rule: Rule) -> Coverage:
-    """What checks ``rule`` in its version: for a 5.0 rule, the codec and judge checks whose keys
-    :mod:`mqttaudit.spec.identity` maps to it, and the 5.0 probe cases that target it."""
-    if rule.version == identity.V5:
-        return Coverage(
-            _codec_names_5_0().get(rule.id, ()),
-            _judge_names_5_0().get(rule.id, ()),
-            probe_cases(identity.V5).get(rule.id, ()),
-        )
-    codec = _names(codec_rules).get(rule.id, ()) if rule.id in codec_rules.CHECKED else ()
-    judge = _names(judge_rules).get(rule.id, ())
-    if rule.id in judge_rules.ENFORCED_CODEC_RULES:
-        judge += (ENFORCED,)
-    return Coverage(codec, judge, probe_cases().get(rule.id, ()))
+    """What checks ``rule`` in its version, from the references the rule registry holds: the codec constants, the
+    judge checks and the probe cases whose keys that version states as ``rule``."""
+    refs = _references().get((rule.id, rule.version), ())
+
+    def names(component: str, qualified: bool) -> tuple[str, ...]:
+        chosen = [ref for ref in refs if ref.component == component]
+        if component == "judge" and rule.version == identity.V3_1_1:
+            chosen = [ref for ref in chosen if ref.module == judge_rules.__name__]
+        own = [
+            ref.name if not qualified or ref.name.startswith("ENFORCED") else f"{ref.name} in {ref.module}"
+            for ref in chosen
+        ]
+        return tuple(dict.fromkeys(own))
+
+    v5 = rule.version == identity.V5
+    return Coverage(names("codec", False), names("judge", v5), names("probe", False))
 
 
 def checked_by(rule: Rule) -> list[str]:

@@ -22,8 +22,8 @@ decide is *not assessable*, never a pass. :data:`CHECKED_RULES` lists every rule
 ...     sent(0.2, client, codec.Subscribe(packet_id=1, subscriptions=[codec.Subscription(topic_filter="a")])),
 ...     Quiet(10.0),
 ... ])
->>> [(f.rule, f.side.value) for f in verdict.findings]
-[('MQTT-3.8.4-1', 'server')]
+>>> [(f.rule.text, f.rule.version, f.side.value) for f in verdict.findings]
+[('MQTT-3.8.4-1', '3.1.1', 'server')]
 """
 
 from .config import JudgeConfig

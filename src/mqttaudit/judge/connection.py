@@ -204,7 +204,7 @@ def connect_reaction(
 
 
 #: What each order rule asks, for findings.
-ORDER_EXPECTED: Final = {
+ORDER_EXPECTED: Final[dict[str, str]] = {
     rules.CONNACK_FIRST: "the server sends nothing but CONNACK (or, in MQTT 5.0, AUTH) before a CONNACK that accepts",
     rules.NOTHING_AFTER_DISCONNECT: "after DISCONNECT its sender sends nothing more on the connection",
     lifecycle.ONE_CONNACK: "the server sends one CONNACK per connection",

@@ -19,6 +19,7 @@ from typing import Final
 from mqttaudit.codec import Direction, Publish
 from mqttaudit.codec.properties import MAXIMUM_PACKET_SIZE, TOPIC_ALIAS_MAXIMUM, first
 from mqttaudit.codec.remaining_length import encoded_size
+from mqttaudit.spec.ids import R5
 from mqttaudit.topics import matches
 
 from . import reasons
@@ -26,7 +27,7 @@ from .transcript import Published, Subscribed, Transcript
 from .verdict import Judgement, Ledger, combine
 
 #: [MQTT-3.1.2-25] The Server discards a packet too large for the Client and carries on as if it had been sent.
-DISCARD_TOO_LARGE: Final = "MQTT-3.1.2-25"
+DISCARD_TOO_LARGE: Final = R5.MQTT_3_1_2_25
 V5: Final = "5.0"
 
 

@@ -23,6 +23,7 @@ from mqttaudit.codec.properties import (
     USER_PROPERTY,
     first,
 )
+from mqttaudit.spec import registry
 
 from . import expiry_5
 from . import model_rules_5 as rules_5
@@ -171,3 +172,7 @@ def identifiers(carried: list[int], held: dict[int, str], matching: int) -> Chec
         UNDECIDED,
         f"the copy lacks {lacking}: it may be one of several copies, one per subscription (MQTT-3.3.4-5)",
     )
+
+
+# What this module decides, for ``mqttaudit rules``.
+registry.refer_names("judge", __name__, dict(globals()))

@@ -1161,7 +1161,7 @@ def _send_retained(model: Model, subscription: Subscription, config: JudgeConfig
     # MQTT 5.0 Retain Handling: 0 sends them [MQTT-3.3.1-9], 1 only for a subscription that did not exist
     # [MQTT-3.3.1-10], 2 never [MQTT-3.3.1-11]. None: whether they are sent is not known.
     sent: bool | None = True
-    handling_rule = rules.RETAINED_SENT_ON_SUBSCRIBE
+    handling_rule: str = rules.RETAINED_SENT_ON_SUBSCRIBE
     # [MQTT-3.8.4-4] A replacement with Retain Handling 0 re-sends them too (decided with the rule above).
     replaced = link.v5 and subscription.retain_handling == 0 and subscription.share is None
     also = (rules_5.REPLACED_RESENDS_RETAINED,) if replaced and existed(subscription) else ()

@@ -8,6 +8,7 @@ from typing import Final
 
 from mqttaudit.codec import PacketType
 from mqttaudit.codec.reason_codes import name
+from mqttaudit.spec.ids import R5
 
 from . import rules
 
@@ -61,7 +62,7 @@ ALLOWED_OUTCOMES: Final[dict[str, Outcomes]] = {
     ),
     # [MQTT-4.3.3-8] The receiver of a QoS 2 PUBLISH answers PUBREC; a refusal ends the flow [MQTT-4.3.3-4].
     "pubrec": Outcomes(
-        "MQTT-4.3.3-8",
+        R5.MQTT_4_3_3_8,
         PacketType.PUBREC,
         PUBLISH_ACCEPTED | PUBLISH_REFUSALS,
         "a QoS 2 PUBLISH is accepted (0x00, or 0x10 when nobody subscribed) or refused (0x80 and above)",
@@ -77,7 +78,7 @@ ALLOWED_OUTCOMES: Final[dict[str, Outcomes]] = {
     # [MQTT-4.3.3-11] A PUBREL of a flow the receiver acknowledged with PUBREC: it holds the identifier until the
     # PUBREL [MQTT-4.3.3-10], so "not found" contradicts its own PUBREC.
     "pubcomp-known": Outcomes(
-        "MQTT-4.3.3-11",
+        R5.MQTT_4_3_3_11,
         PacketType.PUBCOMP,
         frozenset({0x00}),
         "a PUBREL of a QoS 2 flow the receiver acknowledged with PUBREC on this connection is completed",
@@ -85,7 +86,7 @@ ALLOWED_OUTCOMES: Final[dict[str, Outcomes]] = {
     # A PUBREL whose identifier no flow of this connection holds: the receiver still answers [MQTT-4.3.3-11], with
     # 0x92 "Packet Identifier not found" or 0x00 (no statement binds the code; mosquitto 2 sends 0x00).
     "pubcomp-unknown": Outcomes(
-        "MQTT-4.3.3-11",
+        R5.MQTT_4_3_3_11,
         PacketType.PUBCOMP,
         frozenset({0x00, PACKET_ID_NOT_FOUND}),
         "a PUBREL whose Packet Identifier no flow here holds is completed or reported not found",
@@ -100,7 +101,7 @@ ALLOWED_OUTCOMES: Final[dict[str, Outcomes]] = {
     ),
     # [MQTT-3.11.3-1] A filter the session holds is deleted (0x00) or the unsubscription refused.
     "unsuback-held": Outcomes(
-        "MQTT-3.11.3-1",
+        R5.MQTT_3_11_3_1,
         PacketType.UNSUBACK,
         frozenset({0x00}) | UNSUBACK_REFUSALS,
         "a Topic Filter the session holds is unsubscribed or refused",
@@ -108,7 +109,7 @@ ALLOWED_OUTCOMES: Final[dict[str, Outcomes]] = {
     # A filter the session does not hold: "No subscription existed" is the precise answer, but no statement binds
     # the choice, so 0x00 (Success) is allowed too; such a filter does not show the order either.
     "unsuback-not-held": Outcomes(
-        "MQTT-3.11.3-1",
+        R5.MQTT_3_11_3_1,
         PacketType.UNSUBACK,
         frozenset({0x00, NO_SUBSCRIPTION_EXISTED}) | UNSUBACK_REFUSALS,
         "a Topic Filter the session does not hold is answered as never subscribed (or Success), or refused",

@@ -4,7 +4,7 @@ takeover of a connected ClientId."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from mqttaudit.codec import Direction, Publish
@@ -153,7 +153,7 @@ class Routing:
                 self._flag_owed(link, connack.session_present, False, [rules_5.CLEAN_START_PROCESSED])
             return
         owed = link.owed_session_present
-        at_stake = [rules.SESSION_PRESENT if owed else rules.NO_SESSION_PRESENT]
+        at_stake: list[str] = [rules.SESSION_PRESENT if owed else rules.NO_SESSION_PRESENT]
         if link.v5:
             at_stake.append(rules_5.CLEAN_START_PROCESSED)
             if owed is False:
@@ -172,7 +172,7 @@ class Routing:
             return
         self._flag_owed(link, connack.session_present, owed, at_stake)
 
-    def _flag_owed(self, link: Link, present: bool, owed: bool, at_stake: list[str]) -> None:
+    def _flag_owed(self, link: Link, present: bool, owed: bool, at_stake: Sequence[str]) -> None:
         """The CONNACK's Session Present is ``owed``: every rule of ``at_stake`` held, or broken."""
         if present == owed:
             for rule in at_stake:
@@ -970,7 +970,7 @@ def _will_order(checks: list[forwarding_5.Check]) -> list[forwarding_5.Check]:
 def _retain_rules(owed: list[Expectation]) -> list[str]:
     """The rules the RETAIN flag of a copy that may be any of ``owed`` (retained and live) answers to: RETAIN 1
     for a new subscription, and what the live copies' Retain As Published asks."""
-    found = [rules.RETAIN_SET_ON_NEW_SUBSCRIPTION]
+    found: list[str] = [rules.RETAIN_SET_ON_NEW_SUBSCRIPTION]
     for option in {e.as_published for e in owed if not e.retained}:
         if option is not True and rules_5.RETAIN_CLEARED not in found:
             found.append(rules_5.RETAIN_CLEARED)

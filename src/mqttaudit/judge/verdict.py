@@ -24,6 +24,9 @@ QOS = "qos"
 class Finding:
     """One broken rule: the statement id, the side at fault, and the event that shows it."""
 
+    #: The statement broken, in the version the conversation speaks: a registry id
+    #: (:class:`mqttaudit.spec.registry.StatementId`) whose ``version`` and ``rule`` give its text, level and section.
+    #: (The AMQP checks of the probe name their own rules, outside the MQTT catalogues.)
     rule: str
     side: Direction
     time: float

@@ -44,6 +44,7 @@ from ..codec import (
     Will,
 )
 from ..codec import properties as props
+from ..spec import registry
 from .capabilities import Capabilities
 from .connection import ProbeConnection
 from .profile import NO_PROFILE, BrokerProfile
@@ -534,6 +535,10 @@ class CaseRegistry(Mapping[str, Case]):
     def register(self, case: Case) -> None:
         if case.id in self._cases:
             raise ValueError(f"duplicate probe case id {case.id!r}")
+        wrong = [rule for rule in case.statements if getattr(rule, "version", None) != case.protocol.value]
+        if wrong:
+            raise ValueError(f"probe case {case.id!r} speaks MQTT {case.protocol.value} but cites {wrong!r}")
+        registry.refer("probe", case.script.__module__, case.id, case.statements)
         self._cases[case.id] = case
 
     def mark_timing(self, case_ids: Iterable[str]) -> None:

@@ -16,13 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from mqttaudit.spec.ids import R311
+
 from ..codec import Connect, Disconnect, Publish, encode
 
 #: (client id, the bytes sent after an accepted CONNECT, the statement they break).
 MISBEHAVIOUR: Final[tuple[tuple[str, bytes, str], ...]] = (
-    ("bad-empty-filter", bytes.fromhex("82 05 00 01 00 00 00"), "MQTT-4.7.3-1"),
-    ("bad-wildcard-topic", encode(Publish(topic="sensor/#", payload=b"x"), validate=False), "MQTT-3.3.2-2"),
-    ("bad-five-byte-length", bytes.fromhex("30 ff ff ff ff 01"), "MQTT-2.2.3-four-bytes"),
+    ("bad-empty-filter", bytes.fromhex("82 05 00 01 00 00 00"), R311.MQTT_4_7_3_1),
+    ("bad-wildcard-topic", encode(Publish(topic="sensor/#", payload=b"x"), validate=False), R311.MQTT_3_3_2_2),
+    ("bad-five-byte-length", bytes.fromhex("30 ff ff ff ff 01"), R311.MQTT_2_2_3_FOUR_BYTES),
 )
 
 

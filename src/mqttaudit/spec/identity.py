@@ -1,9 +1,12 @@
 """Rule identity across protocol versions: one key per rule, one statement id per version that states it.
 
 MQTT 5.0 renumbers most statements of 3.1.1 (the reserved fixed-header flags are [MQTT-2.2.2-1] in 3.1.1 and
-[MQTT-2.1.3-1] in 5.0) and drops a few (5.0 allows a Password without a User Name). A rule's key is the id under
-which mqttaudit first knew it: its 3.1.1 id for rules 3.1.1 states, its 5.0 id for rules only 5.0 states. The
-checks report keys; a reader of 5.0 bytes names each finding by :func:`statement_id`.
+[MQTT-2.1.3-1] in 5.0) and drops a few (5.0 allows a Password without a User Name). A rule's key is the registry id
+(:mod:`mqttaudit.spec.ids`) under which mqttaudit first knew it: its 3.1.1 id for rules 3.1.1 states, its 5.0 id for
+rules only 5.0 states, each carrying its version. A 5.0 id whose text is also a 3.1.1 key (5.0's MQTT-2.2.2-1, an
+empty Property Length, is not 3.1.1's reserved flags) is keyed by its :attr:`~mqttaudit.spec.registry.StatementId.key`,
+its text with "@5.0", so the two never meet as one key in a set or a comparison. The checks report keys; a reader of
+5.0 bytes names each finding by :func:`statement_id`.
 
 MQTT 3.1 (protocol level 3, "MQIsdp") numbers nothing: its findings carry the 3.1.1 ids of the rules that hold for
 it unchanged, and the codec leaves out the 3.1.1 rules 3.1 does not state.
@@ -15,9 +18,13 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
+from .catalogue import load_catalogue
+from .registry import StatementId
+
 V3_1: Final = "3.1"
 V3_1_1: Final = "3.1.1"
 V5: Final = "5.0"
+_AT_5_0: Final = "@5.0"
 
 #: 3.1.1 key -> the MQTT 5.0 statement that says the same thing, or None when 5.0 does not state the rule.
 #: Keys absent from this table are 5.0 ids themselves (rules only 5.0 states) and name themselves.
@@ -253,12 +260,38 @@ SHARED_IN_5_0: Final[Mapping[str, str]] = MappingProxyType(
 NOT_IN_3_1: Final = frozenset({"MQTT-2.2.2-1", "MQTT-3.14.1-1", "MQTT-3.1.3-7"})
 
 
-def statement_id(key: str, version: str) -> str | None:
+def statement_id(key: str, version: str) -> StatementId | None:
     """The id ``version`` ("3.1", "3.1.1" or "5.0") gives the rule ``key``; None when that version does not
-    state it. 3.1 and 3.1.1 name every rule by its key; 5.0 by the table above, and a key absent from it is a 5.0
-    id already."""
+    state it.
+
+    A key is a :class:`~mqttaudit.spec.registry.StatementId` of the version under which mqttaudit first knew the
+    rule: a 3.1.1 id, or a 5.0 id for a rule only 5.0 states. A 5.0 key names itself in 5.0 and nothing in 3.1 and
+    3.1.1; a 3.1.1 key names itself in 3.1 (unless 3.1 does not state it) and 3.1.1, and the table above in 5.0. A
+    plain string (read back from a report, written in a test) is a 3.1.1 key, or a 5.0 one when it ends "@5.0" or
+    no 3.1.1 rule has that id."""
+    text, own = _key(key)
+    if own == V5:
+        return StatementId(text, V5) if version == V5 else None
     if version == V5:
-        return _IN_5_0.get(key, key)
+        named = _IN_5_0.get(text, text)
+        return None if named is None else StatementId(named, V5)
     if version == V3_1:
-        return None if key in NOT_IN_3_1 else key
-    return key
+        return None if text in NOT_IN_3_1 else StatementId(text, V3_1_1)
+    return StatementId(text, V3_1_1)
+
+
+def _key(key: str) -> tuple[str, str]:
+    """(id text, the version whose id it is) of a key."""
+    if key.endswith(_AT_5_0):
+        return key[: -len(_AT_5_0)], V5
+    own = getattr(key, "version", None)
+    if isinstance(own, str):
+        return str(key), own
+    if key in _IN_5_0 or key in load_catalogue(V3_1_1):
+        return key, V3_1_1
+    return key, V5
+
+
+def needs_suffix(text: str) -> bool:
+    """Whether the 5.0 rule ``text`` is keyed with "@5.0": its text is a 3.1.1 key too."""
+    return text in _IN_5_0 or text in load_catalogue(V3_1_1)

@@ -6,6 +6,8 @@ model says it should have received.
 
 from __future__ import annotations
 
+from mqttaudit.spec.ids import R311
+
 from ...codec import Disconnect, Publish, Pubrel, Unsubscribe, encode
 from ..case import SETTLE_MARGIN, CaseContext, case
 
@@ -14,7 +16,7 @@ DISCONNECT = encode(Disconnect())
 
 @case(
     "publish/qos1-puback",
-    ["MQTT-3.3.4-1", "MQTT-4.3.2-2", "MQTT-2.3.1-6"],
+    [R311.MQTT_3_3_4_1, R311.MQTT_4_3_2_2, R311.MQTT_2_3_1_6],
     "QoS 1 PUBLISH is acknowledged with PUBACK",
     stimulus="PUBLISH QoS 1",
     expected="PUBACK with the same Packet Identifier",
@@ -27,7 +29,7 @@ async def qos1_puback(context: CaseContext) -> None:
 
 @case(
     "publish/qos2-flow",
-    ["MQTT-4.3.3-2", "MQTT-3.3.4-1"],
+    [R311.MQTT_4_3_3_2, R311.MQTT_3_3_4_1],
     "QoS 2 PUBLISH: PUBREC, then PUBCOMP for PUBREL",
     stimulus="PUBLISH QoS 2, then PUBREL for its PUBREC",
     expected="PUBREC and PUBCOMP with the same Packet Identifier",
@@ -40,7 +42,7 @@ async def qos2_flow(context: CaseContext) -> None:
 
 @case(
     "publish/qos2-no-duplicate-delivery",
-    ["MQTT-4.3.3-2", "MQTT-4.3.3-1", "MQTT-2.3.1-4"],
+    [R311.MQTT_4_3_3_2, R311.MQTT_4_3_3_1, R311.MQTT_2_3_1_4],
     "A repeated QoS 2 PUBLISH before PUBREL is delivered once",
     stimulus="PUBLISH QoS 2, the same PUBLISH again with DUP 1, then PUBREL",
     expected="PUBREC for both, one delivery to subscribers, PUBCOMP",
@@ -61,7 +63,7 @@ async def qos2_duplicate(context: CaseContext) -> None:
 
 @case(
     "publish/dup-not-propagated",
-    ["MQTT-3.3.1-3"],
+    [R311.MQTT_3_3_1_3],
     "The incoming DUP flag is not copied to subscribers",
     stimulus="PUBLISH QoS 1 with DUP 1 to a topic with a subscriber",
     expected="the subscriber's copy has DUP 0",
@@ -77,7 +79,7 @@ async def dup_not_propagated(context: CaseContext) -> None:
 
 @case(
     "subscribe/delivery-matches-filter",
-    ["MQTT-3.3.2-3", "MQTT-4.5.0-1", "MQTT-3.3.1-9"],
+    [R311.MQTT_3_3_2_3, R311.MQTT_4_5_0_1, R311.MQTT_3_3_1_9],
     "Deliveries match the subscription, with RETAIN 0",
     stimulus="subscribe to '<case>/+/t'; publish to '<case>/a/t' (RETAIN 1) and '<case>/a/u'",
     expected="only '<case>/a/t' is delivered, with RETAIN 0",
@@ -94,7 +96,7 @@ async def delivery_matches(context: CaseContext) -> None:
 
 @case(
     "subscribe/suback",
-    ["MQTT-3.8.4-1", "MQTT-3.8.4-2"],
+    [R311.MQTT_3_8_4_1, R311.MQTT_3_8_4_2],
     "SUBSCRIBE is answered with SUBACK",
     stimulus="SUBSCRIBE with one filter",
     expected="SUBACK with the same Packet Identifier and a valid return code",
@@ -107,7 +109,7 @@ async def suback(context: CaseContext) -> None:
 
 @case(
     "subscribe/multiple-filters",
-    ["MQTT-3.8.4-5", "MQTT-3.9.3-1"],
+    [R311.MQTT_3_8_4_5, R311.MQTT_3_9_3_1],
     "A SUBSCRIBE with three filters gets one SUBACK with three codes in order",
     stimulus="SUBSCRIBE to three filters at QoS 0, 1 and 2",
     expected="one SUBACK with three return codes, in the order of the filters",
@@ -121,7 +123,7 @@ async def multiple_filters(context: CaseContext) -> None:
 
 @case(
     "subscribe/granted-qos-caps-delivery",
-    ["MQTT-3.8.4-6"],
+    [R311.MQTT_3_8_4_6],
     "Delivery QoS is the lower of publish QoS and granted QoS",
     stimulus="subscribe at QoS 0; publish at QoS 1",
     expected="delivered at QoS 0",
@@ -137,7 +139,7 @@ async def granted_qos_caps(context: CaseContext) -> None:
 
 @case(
     "subscribe/overlapping-subscriptions",
-    ["MQTT-3.3.5-1"],
+    [R311.MQTT_3_3_5_1],
     "Overlapping subscriptions: delivered at the highest granted QoS",
     stimulus="subscribe to '<case>/#' at QoS 0 and '<case>/o' at QoS 1; publish QoS 1 to '<case>/o'",
     expected="delivered honouring QoS 1 (once at QoS 1, or once per subscription with one at QoS 1)",
@@ -154,7 +156,7 @@ async def overlapping(context: CaseContext) -> None:
 
 @case(
     "subscribe/resubscribe-replaces",
-    ["MQTT-3.8.4-6"],
+    [R311.MQTT_3_8_4_6],
     "Subscribing again to the same filter replaces the subscription",
     stimulus="subscribe to a filter twice (QoS 1 then QoS 0); publish once at QoS 1",
     expected="one delivery, at QoS 0",
@@ -172,7 +174,7 @@ async def resubscribe(context: CaseContext) -> None:
 
 @case(
     "unsubscribe/unsuback",
-    ["MQTT-3.10.4-4", "MQTT-3.10.4-5"],
+    [R311.MQTT_3_10_4_4, R311.MQTT_3_10_4_5],
     "UNSUBSCRIBE is answered with UNSUBACK, even for an unknown filter",
     stimulus="UNSUBSCRIBE from a filter never subscribed",
     expected="UNSUBACK with the same Packet Identifier",
@@ -185,7 +187,7 @@ async def unsuback(context: CaseContext) -> None:
 
 @case(
     "unsubscribe/multiple-filters",
-    ["MQTT-3.10.4-4"],
+    [R311.MQTT_3_10_4_4],
     "An UNSUBSCRIBE with two filters gets one UNSUBACK",
     stimulus="subscribe to two filters; UNSUBSCRIBE both in one packet",
     expected="exactly one UNSUBACK",
@@ -202,7 +204,7 @@ async def unsubscribe_multiple(context: CaseContext) -> None:
 
 @case(
     "unsubscribe/stops-delivery",
-    ["MQTT-3.10.4-2"],
+    [R311.MQTT_3_10_4_2],
     "No delivery after UNSUBACK",
     stimulus="subscribe, unsubscribe, publish",
     expected="nothing delivered",
@@ -219,7 +221,7 @@ async def unsubscribe_stops(context: CaseContext) -> None:
 
 @case(
     "unsubscribe/exact-filter-only",
-    ["MQTT-3.10.4-5", "MQTT-4.5.0-1"],
+    [R311.MQTT_3_10_4_5, R311.MQTT_4_5_0_1],
     "UNSUBSCRIBE compares filters character by character",
     stimulus="subscribe to '<case>/+'; UNSUBSCRIBE '<case>/x'; publish to '<case>/x'",
     expected="the '+' subscription stays: the message is delivered",
@@ -235,7 +237,7 @@ async def unsubscribe_exact(context: CaseContext) -> None:
 
 @case(
     "retain/delivered-on-subscribe",
-    ["MQTT-3.3.1-6", "MQTT-3.3.1-8"],
+    [R311.MQTT_3_3_1_6, R311.MQTT_3_3_1_8],
     "A retained message is sent to a new subscriber with RETAIN 1",
     stimulus="retained PUBLISH QoS 1, then a new subscription matching it",
     expected="the new subscriber gets the message with RETAIN 1",
@@ -251,7 +253,7 @@ async def retained_on_subscribe(context: CaseContext) -> None:
 
 @case(
     "retain/qos0-replaces",
-    ["MQTT-3.3.1-7"],
+    [R311.MQTT_3_3_1_7],
     "A retained QoS 0 message replaces the previous retained message",
     stimulus="retained PUBLISH 'old' at QoS 1, then retained 'new' at QoS 0; once the server has forwarded 'new' to "
     "a live subscription, a new subscription",
@@ -278,7 +280,7 @@ async def retained_qos0_replaces(context: CaseContext) -> None:
 
 @case(
     "retain/zero-byte-clears",
-    ["MQTT-3.3.1-10", "MQTT-3.3.1-11"],
+    [R311.MQTT_3_3_1_10, R311.MQTT_3_3_1_11],
     "A zero-byte retained message clears the retained message and is not stored",
     stimulus="retained PUBLISH, then a zero-byte retained PUBLISH, then subscribe",
     expected="the new subscriber gets no retained message",
@@ -295,7 +297,7 @@ async def retained_cleared(context: CaseContext) -> None:
 
 @case(
     "retain/non-retained-leaves-retained",
-    ["MQTT-3.3.1-12"],
+    [R311.MQTT_3_3_1_12],
     "A RETAIN 0 PUBLISH does not touch the retained message",
     stimulus="retained PUBLISH 'kept', then a non-retained PUBLISH 'live', then subscribe",
     expected="the new subscriber gets 'kept'",
@@ -313,7 +315,7 @@ async def non_retained_leaves(context: CaseContext) -> None:
 
 @case(
     "retain/survives-session-end",
-    ["MQTT-3.3.1-6"],
+    [R311.MQTT_3_3_1_6],
     "Retained messages outlive the session that published them",
     stimulus="a CleanSession 1 client publishes a retained message and disconnects; a new client subscribes",
     expected="the new subscriber gets the retained message",
@@ -331,7 +333,7 @@ async def retained_survives(context: CaseContext) -> None:
 
 @case(
     "topics/dollar-not-matched-by-wildcards",
-    ["MQTT-4.7.2-1"],
+    [R311.MQTT_4_7_2_1],
     "Filters starting with a wildcard do not match '$' topics",
     stimulus="subscribe to '#' and '+/<run>/#'; publish to '$mqttaudit/<run>/<case>'",
     expected="no delivery of the '$' topic to either subscription",
@@ -347,7 +349,7 @@ async def dollar_topics(context: CaseContext) -> None:
 
 @case(
     "topics/no-normalisation",
-    ["MQTT-3.3.2-3", "MQTT-4.7.3-4", "MQTT-1.5.3-3"],
+    [R311.MQTT_3_3_2_3, R311.MQTT_4_7_3_4, R311.MQTT_1_5_3_3],
     "Topics are matched byte for byte: no normalisation, a BOM is kept",
     stimulus="subscribe to '<case>//a' and '<case>/\\ufeffb'; publish to '<case>/a', '<case>/b' and '<case>/\\ufeffb'",
     expected="only '<case>/\\ufeffb' is delivered, with its BOM",

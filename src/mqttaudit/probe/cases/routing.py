@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from mqttaudit.spec.ids import R311
+
 from ...codec import Disconnect, ProtocolVersion, encode
 from ..case import CaseContext, case
 
@@ -22,9 +24,9 @@ P: Final = "{p}"
 #: Stands for the case's prefix without its first level, behind a '$' first level.
 DOLLAR: Final = "$mqttaudit/{rest}"
 
-DELIVERED = "MQTT-4.5.0-1"
-NO_LEAK = "MQTT-3.3.2-3"
-DOLLAR_RULE = "MQTT-4.7.2-1"
+DELIVERED = R311.MQTT_4_5_0_1
+NO_LEAK = R311.MQTT_3_3_2_3
+DOLLAR_RULE = R311.MQTT_4_7_2_1
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ for _row in TABLE:
 
 @case(
     "routing/retained-to-wildcard-subscribers",
-    ["MQTT-3.3.1-6", "MQTT-3.3.1-8", NO_LEAK],
+    [R311.MQTT_3_3_1_6, R311.MQTT_3_3_1_8, NO_LEAK],
     "Retained messages reach new wildcard subscriptions that match them, and only those",
     stimulus="retained PUBLISH to '<p>/r/a' and '<p>/r/b/c'; then one subscriber to '<p>/r/#', another to '<p>/r/+'",
     expected="'<p>/r/#' gets both with RETAIN 1; '<p>/r/+' gets '<p>/r/a' only",
@@ -143,7 +145,7 @@ async def retained_to_wildcards(context: CaseContext) -> None:
 
 @case(
     "routing/overlapping-three-filters",
-    ["MQTT-3.3.5-1", DELIVERED],
+    [R311.MQTT_3_3_5_1, DELIVERED],
     "A message matching three filters of one session: at least one copy at the highest granted QoS",
     stimulus="subscribe to '<p>/#' (QoS 0), '<p>/+/x' (QoS 2) and '<p>/a/x' (QoS 1); publish QoS 2 to '<p>/a/x'",
     expected="one copy at QoS 2 (up to one further copy per other matching subscription, none above its QoS)",
@@ -163,7 +165,7 @@ async def overlapping_three(context: CaseContext) -> None:
 
 @case(
     "routing/qos-downgrade",
-    ["MQTT-3.8.4-6", DELIVERED],
+    [R311.MQTT_3_8_4_6, DELIVERED],
     "Each subscriber gets a QoS 2 message at its own granted QoS",
     stimulus="three subscribers to '<p>/q' at QoS 0, 1 and 2; publish QoS 2 to '<p>/q'",
     expected="delivered at QoS 0, 1 and 2 respectively",

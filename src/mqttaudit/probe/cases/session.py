@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from mqttaudit.spec.ids import R311
+
 from ...codec import Connack, Connect, Disconnect, Pingreq, Pingresp, Subscribe, Subscription, Will, encode
 from ..case import CaseContext, case
 
@@ -12,7 +14,7 @@ DISCONNECT = encode(Disconnect())
 
 @case(
     "connect/accepted",
-    ["MQTT-3.1.4-4", "MQTT-3.2.0-1", "MQTT-3.2.2-1", "MQTT-3.1.3-5"],
+    [R311.MQTT_3_1_4_4, R311.MQTT_3_2_0_1, R311.MQTT_3_2_2_1, R311.MQTT_3_1_3_5],
     "A valid CONNECT is accepted",
     stimulus="CONNECT, CleanSession 1, a 23-character alphanumeric Client Identifier",
     expected="CONNACK first, return code 0, Session Present 0",
@@ -26,7 +28,7 @@ async def connect_accepted(context: CaseContext) -> None:
 
 @case(
     "connect/protocol-level-unsupported",
-    ["MQTT-3.1.2-2", "MQTT-3.1.4-5"],
+    [R311.MQTT_3_1_2_2, R311.MQTT_3_1_4_5],
     "CONNECT with an unsupported protocol level",
     stimulus="CONNECT with Protocol Level 9, followed in the same write by a SUBSCRIBE",
     expected="CONNACK return code 0x01 with Session Present 0, then close; the SUBSCRIBE is not processed",
@@ -41,7 +43,7 @@ async def protocol_level_unsupported(context: CaseContext) -> None:
 
 @case(
     "connect/empty-client-id-persistent-session",
-    ["MQTT-3.1.3-8"],
+    [R311.MQTT_3_1_3_8],
     "Empty Client Identifier with CleanSession 0",
     stimulus="CONNECT with a zero-length Client Identifier and CleanSession 0",
     expected="CONNACK return code 0x02, then close",
@@ -54,7 +56,7 @@ async def empty_client_id_persistent(context: CaseContext) -> None:
 
 @case(
     "connect/second-connect",
-    ["MQTT-3.1.0-2"],
+    [R311.MQTT_3_1_0_2],
     "A second CONNECT on the same connection",
     stimulus="CONNECT, then another CONNECT after the CONNACK",
     expected="close the connection; no second CONNACK",
@@ -67,7 +69,7 @@ async def second_connect(context: CaseContext) -> None:
 
 @case(
     "connect/takeover",
-    ["MQTT-3.1.4-2"],
+    [R311.MQTT_3_1_4_2],
     "A second connection with the same Client Identifier",
     stimulus="two connections with the same Client Identifier, one after the other",
     expected="the broker disconnects the first connection",
@@ -82,7 +84,7 @@ async def takeover(context: CaseContext) -> None:
 
 @case(
     "session/present-flag",
-    ["MQTT-3.2.2-2", "MQTT-3.2.2-3", "MQTT-3.1.2-4"],
+    [R311.MQTT_3_2_2_2, R311.MQTT_3_2_2_3, R311.MQTT_3_1_2_4],
     "Session Present reflects stored session state",
     stimulus="CleanSession 1 connect and disconnect; CleanSession 0 connect, subscribe, disconnect; reconnect with "
     "CleanSession 0 and the same Client Identifier",
@@ -111,7 +113,7 @@ async def session_present(context: CaseContext) -> None:
 
 @case(
     "session/queued-while-offline",
-    ["MQTT-3.1.2-5"],
+    [R311.MQTT_3_1_2_5],
     "QoS 1 messages are stored for a disconnected persistent session",
     stimulus="CleanSession 0 subscriber disconnects; a QoS 1 message is published; the subscriber reconnects",
     expected="the stored message is delivered after the reconnect",
@@ -135,7 +137,7 @@ async def queued_while_offline(context: CaseContext) -> None:
 
 @case(
     "session/clean-session-discards",
-    ["MQTT-3.1.2-6"],
+    [R311.MQTT_3_1_2_6],
     "CleanSession 1 discards the previous session",
     stimulus="CleanSession 0 subscribe, disconnect, reconnect with CleanSession 1, publish to the old topic",
     expected="Session Present 0 and no delivery under the discarded subscription",
@@ -186,7 +188,7 @@ async def _watch_will(context: CaseContext, *, retain: bool, graceful: bool) -> 
 
 @case(
     "will/published-on-abnormal-close",
-    ["MQTT-3.1.2-8", "MQTT-3.1.2-16"],
+    [R311.MQTT_3_1_2_8, R311.MQTT_3_1_2_16],
     "The Will Message is published when the connection drops",
     stimulus="CONNECT with a Will (QoS 1, Retain 0), then the TCP connection is reset",
     expected="subscribers of the Will Topic get the Will Message, not retained",
@@ -197,7 +199,7 @@ async def will_on_abnormal_close(context: CaseContext) -> None:
 
 @case(
     "will/retained",
-    ["MQTT-3.1.2-17"],
+    [R311.MQTT_3_1_2_17],
     "A Will with Will Retain 1 is published as a retained message",
     stimulus="CONNECT with a Will (Retain 1), reset; then a new subscriber to the Will Topic",
     expected="the Will Message is retained: a later subscriber gets it with RETAIN 1",
@@ -208,7 +210,7 @@ async def will_retained(context: CaseContext) -> None:
 
 @case(
     "will/not-after-disconnect",
-    ["MQTT-3.14.4-3"],
+    [R311.MQTT_3_14_4_3],
     "No Will Message after DISCONNECT",
     stimulus="CONNECT with a Will, DISCONNECT, close",
     expected="the Will Message is discarded, never published",
@@ -226,7 +228,7 @@ SILENT_STAGGER = 1.2
 
 @case(
     "keep-alive/server-disconnects-silent-client",
-    ["MQTT-3.1.2-24"],
+    [R311.MQTT_3_1_2_24],
     "A silent client is disconnected after 1.5 times its Keep Alive",
     stimulus=f"{SILENT_CLIENTS} clients, each CONNECT with Keep Alive 1 s {SILENT_STAGGER:g} s after the one before, "
     "then silence",
@@ -243,7 +245,7 @@ async def keep_alive(context: CaseContext) -> None:
 
 @case(
     "ping/pingresp",
-    ["MQTT-3.12.4-1"],
+    [R311.MQTT_3_12_4_1],
     "PINGREQ is answered with PINGRESP",
     stimulus="PINGREQ after CONNECT",
     expected="PINGRESP",

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Final
 
+from mqttaudit.spec.ids import R5
+
 from ...codec import Connack, Connect, Pingreq, Pingresp, ProtocolVersion, Subscription, Will
 from ...codec import properties as props
 from ..case import CaseContext, NotApplicable, Script, case
@@ -33,7 +35,7 @@ def v5_case(
 
 @v5_case(
     "v5/connect/accepted",
-    ["MQTT-3.1.4-5", "MQTT-3.2.0-1", "MQTT-3.2.2-2", "MQTT-3.1.3-5"],
+    [R5.MQTT_3_1_4_5, R5.MQTT_3_2_0_1, R5.MQTT_3_2_2_2, R5.MQTT_3_1_3_5],
     "A valid MQTT 5.0 CONNECT is accepted",
     stimulus="5.0 CONNECT, Clean Start 1, a 23-character alphanumeric Client Identifier, no properties",
     expected="CONNACK first, Reason Code 0x00, Session Present 0, Acknowledge Flags bits 7-1 zero",
@@ -45,7 +47,7 @@ async def connect_accepted(context: CaseContext) -> None:
 
 @v5_case(
     "v5/connect/assigned-client-identifier",
-    ["MQTT-3.2.2-16", "MQTT-3.1.3-7"],
+    [R5.MQTT_3_2_2_16, R5.MQTT_3_1_3_7],
     "An empty Client Identifier gets an Assigned Client Identifier",
     stimulus="5.0 CONNECT with a zero-length Client Identifier and Clean Start 1, then PINGREQ",
     expected="CONNACK 0x00 carrying an Assigned Client Identifier (or CONNACK 0x85 and close: not applicable)",
@@ -64,7 +66,7 @@ async def assigned_client_identifier(context: CaseContext) -> None:
 
 @v5_case(
     "v5/connect/properties-honoured",
-    ["MQTT-3.1.4-5", "MQTT-3.1.2-24", "MQTT-3.1.2-27"],
+    [R5.MQTT_3_1_4_5, R5.MQTT_3_1_2_24, R5.MQTT_3_1_2_27],
     "CONNECT properties are honoured on the deliveries that follow",
     stimulus="5.0 CONNECT with Receive Maximum 10, Maximum Packet Size 4096, Topic Alias Maximum 0, Request "
     "Response Information 0 and a User Property; subscribe to a topic of the case and publish QoS 1 to it",
@@ -90,7 +92,7 @@ async def properties_honoured(context: CaseContext) -> None:
 
 @v5_case(
     "v5/connect/session-resumed",
-    ["MQTT-3.1.2-5"],
+    [R5.MQTT_3_1_2_5],
     "Clean Start 0 resumes a session that has not expired",
     stimulus=f"5.0 CONNECT, Clean Start 0, Session Expiry Interval {SESSION_SECONDS}; SUBSCRIBE; DISCONNECT; the "
     "same CONNECT again, then a message to the subscribed topic",
@@ -114,7 +116,7 @@ async def session_resumed(context: CaseContext) -> None:
 
 @v5_case(
     "v5/ping/pingresp",
-    ["MQTT-3.12.4-1"],
+    [R5.MQTT_3_12_4_1],
     "PINGREQ is answered with PINGRESP",
     stimulus="5.0 CONNECT, then PINGREQ",
     expected="PINGRESP",
@@ -128,7 +130,7 @@ async def pingresp(context: CaseContext) -> None:
 
 @v5_case(
     "v5/subscribe/reason-code-per-filter",
-    ["MQTT-3.8.4-1", "MQTT-3.8.4-2", "MQTT-3.8.4-6", "MQTT-3.9.3-1"],
+    [R5.MQTT_3_8_4_1, R5.MQTT_3_8_4_2, R5.MQTT_3_8_4_6, R5.MQTT_3_9_3_1],
     "SUBACK carries one Reason Code per Topic Filter, in order",
     stimulus="5.0 SUBSCRIBE with three filters of the case, requesting QoS 2, 0 and 1",
     expected="SUBACK with the SUBSCRIBE's Packet Identifier and three Reason Codes in filter order, each a granted "
@@ -144,7 +146,7 @@ async def subscribe_reason_codes(context: CaseContext) -> None:
 
 @v5_case(
     "v5/subscribe/no-local",
-    ["MQTT-3.8.4-1", "MQTT-3.8.3-3"],
+    [R5.MQTT_3_8_4_1, R5.MQTT_3_8_3_3],
     "No Local keeps a client's own messages from it",
     stimulus="5.0 SUBSCRIBE QoS 1 with No Local 1, Retain As Published 1 and Retain Handling 2, then a QoS 1 "
     "PUBLISH to that topic on the same connection",
@@ -162,7 +164,7 @@ async def no_local(context: CaseContext) -> None:
 
 @v5_case(
     "v5/unsubscribe/reason-code-per-filter",
-    ["MQTT-3.10.4-4", "MQTT-3.11.3-1", "MQTT-3.11.3-2"],
+    [R5.MQTT_3_10_4_4, R5.MQTT_3_11_3_1, R5.MQTT_3_11_3_2],
     "UNSUBACK carries one Reason Code per Topic Filter, in order",
     stimulus="5.0 SUBSCRIBE to two filters of the case, then one UNSUBSCRIBE of those two and a third filter never "
     "subscribed",
@@ -179,7 +181,7 @@ async def unsubscribe_reason_codes(context: CaseContext) -> None:
 
 @v5_case(
     "v5/publish/qos1-round-trip",
-    ["MQTT-3.3.4-1", "MQTT-4.3.2-4", "MQTT-3.8.4-8"],
+    [R5.MQTT_3_3_4_1, R5.MQTT_4_3_2_4, R5.MQTT_3_8_4_8],
     "A QoS 1 message is acknowledged and delivered at QoS 1",
     stimulus="a 5.0 subscriber at QoS 1; a 5.0 publisher sends a QoS 1 PUBLISH to its topic",
     expected="PUBACK to the publisher with its Packet Identifier and a PUBACK Reason Code; the subscriber gets "
@@ -199,7 +201,7 @@ async def qos1_round_trip(context: CaseContext) -> None:
 
 @v5_case(
     "v5/publish/qos2-round-trip",
-    ["MQTT-3.3.4-1", "MQTT-4.3.3-11", "MQTT-4.3.3-4"],
+    [R5.MQTT_3_3_4_1, R5.MQTT_4_3_3_11, R5.MQTT_4_3_3_4],
     "A QoS 2 message completes both exchanges with Reason Codes",
     stimulus="a 5.0 subscriber at QoS 2; a 5.0 publisher sends a QoS 2 PUBLISH to its topic and answers PUBREC "
     "with PUBREL",
@@ -221,7 +223,7 @@ async def qos2_round_trip(context: CaseContext) -> None:
 
 @v5_case(
     "v5/publish/qos1-no-subscribers",
-    ["MQTT-4.3.2-4"],
+    [R5.MQTT_4_3_2_4],
     "A QoS 1 message nobody subscribed to is still acknowledged",
     stimulus="a 5.0 QoS 1 PUBLISH to a topic of the case no client subscribes to",
     expected="PUBACK with the Packet Identifier; Reason Code 0x00 or 0x10 No matching subscribers",
@@ -238,7 +240,7 @@ def _will(context: CaseContext, topic: str) -> Will:
 
 @v5_case(
     "v5/disconnect/normal-discards-will",
-    ["MQTT-3.14.4-3"],
+    [R5.MQTT_3_14_4_3],
     "DISCONNECT 0x00 discards the Will",
     stimulus="a 5.0 client with a Will (QoS 1, no Will Delay) sends DISCONNECT with Reason Code 0x00 and closes; a "
     "subscriber to the Will Topic watches",
@@ -255,7 +257,7 @@ async def normal_disconnect(context: CaseContext) -> None:
 
 @v5_case(
     "v5/disconnect/with-will-message",
-    ["MQTT-3.1.2-8"],
+    [R5.MQTT_3_1_2_8],
     "DISCONNECT 0x04 publishes the Will",
     stimulus="a 5.0 client with a Will (QoS 1, not retained, no Will Delay) sends DISCONNECT with Reason Code 0x04 "
     "Disconnect with Will Message and closes; a subscriber to the Will Topic watches",

@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
+from mqttaudit.spec.ids import R5
+
 from ...codec import (
     Packet,
     Pingreq,
@@ -50,21 +52,28 @@ HELD_MESSAGES: Final = 3
 SMALL_PACKET_SIZE: Final = 24
 
 #: The sender statements the broker keeps toward a subscriber that answers late.
-QOS1_SENDER: Final = ("MQTT-4.3.2-1", "MQTT-4.3.2-2", "MQTT-4.3.2-3", "MQTT-4.4.0-1")
-QOS2_SENDER: Final = ("MQTT-4.3.3-1", "MQTT-4.3.3-2", "MQTT-4.3.3-3", "MQTT-4.3.3-5", "MQTT-4.3.3-6", "MQTT-4.4.0-1")
-REFUSED_NOT_RESENT: Final = "MQTT-4.4.0-2"
-QUOTA: Final = ("MQTT-3.3.4-10", "MQTT-4.9.0-3")
-ZERO_QUOTA_NO_PUBLISH: Final = "MQTT-4.9.0-2"
-REPEAT_ANSWERED: Final = "MQTT-4.3.3-10"
-NEW_AFTER_PUBACK: Final = "MQTT-4.3.2-5"
-NEW_AFTER_PUBCOMP: Final = "MQTT-4.3.3-12"
-NEW_AFTER_REFUSAL: Final = "MQTT-4.3.3-9"
+QOS1_SENDER: Final = (R5.MQTT_4_3_2_1, R5.MQTT_4_3_2_2, R5.MQTT_4_3_2_3, R5.MQTT_4_4_0_1)
+QOS2_SENDER: Final = (
+    R5.MQTT_4_3_3_1,
+    R5.MQTT_4_3_3_2,
+    R5.MQTT_4_3_3_3,
+    R5.MQTT_4_3_3_5,
+    R5.MQTT_4_3_3_6,
+    R5.MQTT_4_4_0_1,
+)
+REFUSED_NOT_RESENT: Final = R5.MQTT_4_4_0_2
+QUOTA: Final = (R5.MQTT_3_3_4_10, R5.MQTT_4_9_0_3)
+ZERO_QUOTA_NO_PUBLISH: Final = R5.MQTT_4_9_0_2
+REPEAT_ANSWERED: Final = R5.MQTT_4_3_3_10
+NEW_AFTER_PUBACK: Final = R5.MQTT_4_3_2_5
+NEW_AFTER_PUBCOMP: Final = R5.MQTT_4_3_3_12
+NEW_AFTER_REFUSAL: Final = R5.MQTT_4_3_3_9
 #: Per packet type, its Reason String and User Property statements.
-PUBACK_OMITS: Final = ("MQTT-3.4.2-2", "MQTT-3.4.2-3")
-PUBREC_OMITS: Final = ("MQTT-3.5.2-2", "MQTT-3.5.2-3")
-PUBCOMP_OMITS: Final = ("MQTT-3.7.2-2", "MQTT-3.7.2-3")
-SUBACK_OMITS: Final = ("MQTT-3.9.2-1", "MQTT-3.9.2-2")
-UNSUBACK_OMITS: Final = ("MQTT-3.11.2-1", "MQTT-3.11.2-2")
+PUBACK_OMITS: Final = (R5.MQTT_3_4_2_2, R5.MQTT_3_4_2_3)
+PUBREC_OMITS: Final = (R5.MQTT_3_5_2_2, R5.MQTT_3_5_2_3)
+PUBCOMP_OMITS: Final = (R5.MQTT_3_7_2_2, R5.MQTT_3_7_2_3)
+SUBACK_OMITS: Final = (R5.MQTT_3_9_2_1, R5.MQTT_3_9_2_2)
+UNSUBACK_OMITS: Final = (R5.MQTT_3_11_2_1, R5.MQTT_3_11_2_2)
 
 
 def _answers(kind: type[Packet], packet_id: int | None) -> PacketTest:
@@ -155,7 +164,7 @@ def _refusal_case(qos: int) -> None:
 
     @v5_case(
         f"v5/flows/refused-qos{qos}-not-re-sent",
-        [REFUSED_NOT_RESENT, "MQTT-4.4.0-1"],
+        [REFUSED_NOT_RESENT, R5.MQTT_4_4_0_1],
         f"A QoS {qos} delivery the client refuses with {answer} 0x80 is not sent again",
         stimulus=f"a subscriber at QoS {qos} answers the first delivery with {answer} 0x80 (Unspecified error), then "
         "watches for the timeout while a second message is published and acknowledged",
@@ -369,7 +378,7 @@ async def small_maximum_suback_unsuback(context: CaseContext) -> None:
 #: The cases that leave a retained message: they run alone (see :data:`mqttaudit.probe.cases.ALONE`).
 ALONE: Final = ("v5/flows/subscribe-again-resends-retained",)
 #: [MQTT-4.6.0-5, -6] Order per publisher on non-shared subscriptions.
-ORDER: Final = ("MQTT-4.6.0-5", "MQTT-4.6.0-6")
+ORDER: Final = (R5.MQTT_4_6_0_5, R5.MQTT_4_6_0_6)
 #: Messages one publisher sends in a row toward a subscriber.
 ORDERED_MESSAGES: Final = 10
 
@@ -413,7 +422,7 @@ for _qos in (0, 1, 2):
 
 @v5_case(
     "v5/flows/subscribe-same-filter-replaces",
-    ["MQTT-3.8.4-3"],
+    [R5.MQTT_3_8_4_3],
     "A SUBSCRIBE of a filter the session holds replaces the subscription",
     stimulus="a subscriber subscribes to one filter at QoS 1, then to the same filter again at QoS 2; a message is "
     "published to it",
@@ -433,7 +442,7 @@ async def subscribe_same_filter_replaces(context: CaseContext) -> None:
 
 @v5_case(
     "v5/flows/subscribe-again-resends-retained",
-    ["MQTT-3.8.4-4", "MQTT-3.3.1-9"],
+    [R5.MQTT_3_8_4_4, R5.MQTT_3_3_1_9],
     "A subscription replaced with Retain Handling 0 gets the retained message again",
     stimulus="a retained QoS 1 message; a subscriber subscribes to its topic (Retain Handling 0), receives it, and "
     "subscribes to the same filter again",
@@ -456,7 +465,7 @@ async def subscribe_again_resends_retained(context: CaseContext) -> None:
 
 @v5_case(
     "v5/flows/unsubscribe-completes-qos2-delivery",
-    ["MQTT-3.10.4-3"],
+    [R5.MQTT_3_10_4_3],
     "A QoS 2 delivery under way when its subscription is deleted is completed",
     stimulus="a subscriber at QoS 2 receives a message and answers PUBREC; before the PUBREL it unsubscribes the "
     "filter; then it answers the PUBREL",
@@ -487,7 +496,7 @@ async def unsubscribe_completes_qos2_delivery(context: CaseContext) -> None:
 
 @v5_case(
     "v5/flows/subscribe-several-filters-one-suback",
-    ["MQTT-3.8.4-5"],
+    [R5.MQTT_3_8_4_5],
     "A SUBSCRIBE of several filters is answered by one SUBACK",
     stimulus="one SUBSCRIBE of three filters (QoS 0, 1 and 2), then the timeout's watch",
     expected="one SUBACK with three Reason Codes; no second SUBACK for the same Packet Identifier",
@@ -502,7 +511,7 @@ async def subscribe_several_filters_one_suback(context: CaseContext) -> None:
 def _unsubscribe_case(name: str, held: str, unsubscribed: str) -> None:
     @v5_case(
         f"v5/flows/unsubscribe-exact-match-{name}",
-        ["MQTT-3.10.4-1"],
+        [R5.MQTT_3_10_4_1],
         "An UNSUBSCRIBE deletes only the subscription of the same filter, character by character",
         stimulus=f"a subscriber holds '{held}' (under its own topic); it unsubscribes '{unsubscribed}', which matches "
         "it only as a wildcard would; a message is published to the held filter's topic",

@@ -24,6 +24,8 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
+from mqttaudit.spec.ids import R5
+
 from ...codec import Packet, Puback, Pubcomp, Publish, Pubrec, Pubrel, Suback, Subscribe, Subscription
 from ...codec import properties as props
 from ..case import CaseContext, Inconclusive, NotApplicable
@@ -31,16 +33,16 @@ from ..connection import PacketTest, ProbeConnection
 from .v5_connect import v5_case
 
 SUCCESS: Final = 0x00
-SERVER_NEW_ID: Final = "MQTT-2.2.1-4"
-SUBSCRIBE_ACK_SAME_ID: Final = "MQTT-2.2.1-6"
-SUBACK_CODE_FOR_EACH_FILTER: Final = "MQTT-3.9.3-2"
-SUBACK_CODE_IS_GRANT: Final = "MQTT-3.8.4-7"
-UNSUBSCRIBE_AS_SEQUENCE: Final = "MQTT-3.10.4-6"
-QOS2_SENT_NOT_EXPIRED: Final = "MQTT-4.3.3-7"
-QOS2_PUBREC_SAME_ID: Final = "MQTT-4.3.3-8"
-QOS2_EXPIRED_COMPLETED: Final = "MQTT-4.3.3-13"
-MAXIMUM_QOS_DECLARED: Final = "MQTT-3.2.2-9"
-SUBSCRIBE_ABOVE_MAXIMUM_ACCEPTED: Final = "MQTT-3.2.2-10"
+SERVER_NEW_ID: Final = R5.MQTT_2_2_1_4
+SUBSCRIBE_ACK_SAME_ID: Final = R5.MQTT_2_2_1_6
+SUBACK_CODE_FOR_EACH_FILTER: Final = R5.MQTT_3_9_3_2
+SUBACK_CODE_IS_GRANT: Final = R5.MQTT_3_8_4_7
+UNSUBSCRIBE_AS_SEQUENCE: Final = R5.MQTT_3_10_4_6
+QOS2_SENT_NOT_EXPIRED: Final = R5.MQTT_4_3_3_7
+QOS2_PUBREC_SAME_ID: Final = R5.MQTT_4_3_3_8
+QOS2_EXPIRED_COMPLETED: Final = R5.MQTT_4_3_3_13
+MAXIMUM_QOS_DECLARED: Final = R5.MQTT_3_2_2_9
+SUBSCRIBE_ABOVE_MAXIMUM_ACCEPTED: Final = R5.MQTT_3_2_2_10
 #: Every statement a case of this module lists.
 STATEMENTS: Final = frozenset(
     {

@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Final
 
+from mqttaudit.spec.ids import R5
+
 from ...codec import (
     Auth,
     Connack,
@@ -286,7 +288,7 @@ def _protocol_error_family() -> tuple[ForbiddenStimulus, ...]:
     ]
     rows += [
         ForbiddenStimulus(
-            f"publish-qos-3{suffix}", f"PUBLISH with QoS 3{title}", _publish_qos3(first), breaks="MQTT-3.3.1-4"
+            f"publish-qos-3{suffix}", f"PUBLISH with QoS 3{title}", _publish_qos3(first), breaks=R5.MQTT_3_3_1_4
         )
         for suffix, title, first in (("", "", 0x36), ("-retain", " and RETAIN", 0x37), ("-dup", " and DUP", 0x3E))
     ]
@@ -295,7 +297,7 @@ def _protocol_error_family() -> tuple[ForbiddenStimulus, ...]:
             f"subscribe-retain-handling-3{suffix}",
             f"SUBSCRIBE with Retain Handling 3{title}",
             _subscribe(*filters),
-            breaks="MQTT-3.8.3-retain-handling",
+            breaks=R5.MQTT_3_8_3_RETAIN_HANDLING,
         )
         for suffix, title, filters in (
             ("", "", (("{p}/rh", 0x30),)),
@@ -308,7 +310,7 @@ def _protocol_error_family() -> tuple[ForbiddenStimulus, ...]:
             f"subscribe-reserved-option-bits-0x{options:02x}{suffix}",
             f"SUBSCRIBE with Subscription Options 0x{options:02x} (reserved bits 7-6 set){title}",
             _subscribe(*((("{p}/good", 0x00),) if suffix else ()), ("{p}/opt", options)),
-            breaks="MQTT-3.8.3-5",
+            breaks=R5.MQTT_3_8_3_5,
         )
         for options, suffix, title in (
             (0x40, "", ""),
@@ -322,7 +324,7 @@ def _protocol_error_family() -> tuple[ForbiddenStimulus, ...]:
             f"subscribe-no-local-shared{suffix}",
             f"SUBSCRIBE with No Local on a Shared Subscription{title}",
             _subscribe(*filters),
-            breaks="MQTT-3.8.3-4",
+            breaks=R5.MQTT_3_8_3_4,
             needs="shared-subscriptions",
         )
         for suffix, title, filters in (
@@ -428,7 +430,7 @@ for _stimulus in STIMULI:
 # --- enhanced authentication ---------------------------------------------------------------------------------
 
 #: [MQTT-3.2.2-7] A CONNACK of 0x80 or above is followed by the close: what the judge decides of a refusal.
-CLOSE_AFTER_REFUSAL: Final = "MQTT-3.2.2-7"
+CLOSE_AFTER_REFUSAL: Final = R5.MQTT_3_2_2_7
 #: Authentication Methods no broker implements (the profile's ``authentication_methods`` may not list them).
 UNKNOWN_METHODS: Final = (
     ("method", "X-MQTTAUDIT-UNSUPPORTED", None),
@@ -484,7 +486,7 @@ def outcome_statement(situation: str) -> str:
 #: [MQTT-3.10.4-4] UNSUBACK with the UNSUBSCRIBE's Packet Identifier, [MQTT-3.10.4-5] sent even when nothing was
 #: deleted, [MQTT-3.11.3-2] a valid Unsubscribe Reason Code per filter. Not [MQTT-3.11.3-1]: the judge takes
 #: 0x00 for a filter never held as out of place, where no MUST of 3.11 asks for 0x11 over 0x00.
-UNSUBSCRIBE_STATEMENTS: Final = ("MQTT-3.10.4-4", "MQTT-3.10.4-5", "MQTT-3.11.3-2")
+UNSUBSCRIBE_STATEMENTS: Final = (R5.MQTT_3_10_4_4, R5.MQTT_3_10_4_5, R5.MQTT_3_11_3_2)
 #: The filters never subscribed that one UNSUBSCRIBE names: (id word, title, the filters under the prefix p).
 NEVER_SUBSCRIBED: Final = (
     ("one-filter", "a filter", ("{p}/never",)),

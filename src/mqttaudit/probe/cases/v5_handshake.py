@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
+from mqttaudit.spec.ids import R5
+
 from ...codec import (
     Auth,
     Connack,
@@ -35,36 +37,36 @@ from .v5_connect import v5_case
 V5: Final = ProtocolVersion.V5
 CLIENT: Final = Direction.FROM_CLIENT
 #: [MQTT-3.1.0-1] The first packet of a connection is CONNECT.
-CONNECT_FIRST: Final = "MQTT-3.1.0-1"
+CONNECT_FIRST: Final = R5.MQTT_3_1_0_1
 #: [MQTT-3.1.2-1] The Protocol Name is "MQTT"; a server refusing another may answer CONNACK 0x84, then closes.
-PROTOCOL_NAME: Final = "MQTT-3.1.2-1"
+PROTOCOL_NAME: Final = R5.MQTT_3_1_2_1
 #: [MQTT-3.1.2-2] A Protocol Version other than 5 the server refuses: CONNACK 0x84 allowed, then the close.
-PROTOCOL_VERSION: Final = "MQTT-3.1.2-2"
+PROTOCOL_VERSION: Final = R5.MQTT_3_1_2_2
 #: [MQTT-3.2.0-2] One CONNACK per connection.
-ONE_CONNACK: Final = "MQTT-3.2.0-2"
+ONE_CONNACK: Final = R5.MQTT_3_2_0_2
 #: [MQTT-3.2.2-1] CONNACK Acknowledge Flags bits 7-1 are 0; [MQTT-3.2.2-6] a non-zero Reason Code has Session
 #: Present 0; [MQTT-3.2.2-8] the Reason Code is one of Table 3-1.
-CONNACK_FLAGS: Final = "MQTT-3.2.2-1"
-REFUSAL_SESSION_PRESENT: Final = "MQTT-3.2.2-6"
-CONNACK_CODE: Final = "MQTT-3.2.2-8"
+CONNACK_FLAGS: Final = R5.MQTT_3_2_2_1
+REFUSAL_SESSION_PRESENT: Final = R5.MQTT_3_2_2_6
+CONNACK_CODE: Final = R5.MQTT_3_2_2_8
 #: [MQTT-3.1.2-28] Request Response Information 0 (or absent): no Response Information.
-NO_RESPONSE_INFORMATION: Final = "MQTT-3.1.2-28"
+NO_RESPONSE_INFORMATION: Final = R5.MQTT_3_1_2_28
 #: [MQTT-4.12.0-6] No Authentication Method in the CONNECT: no AUTH and no Authentication Method in the CONNACK.
-NO_SERVER_METHOD: Final = "MQTT-4.12.0-6"
+NO_SERVER_METHOD: Final = R5.MQTT_4_12_0_6
 #: [MQTT-3.1.4-2] A further check on the CONNECT fails: the close.
-FAILED_CHECK: Final = "MQTT-3.1.4-2"
+FAILED_CHECK: Final = R5.MQTT_3_1_4_2
 #: [MQTT-3.1.4-6] Nothing sent after a refused CONNECT is processed (AUTH aside).
-NOTHING_AFTER_REFUSAL: Final = "MQTT-3.1.4-6"
+NOTHING_AFTER_REFUSAL: Final = R5.MQTT_3_1_4_6
 #: [MQTT-3.1.3-8] A rejected Client Identifier: CONNACK 0x85 allowed, then the close.
-CLIENT_ID_REJECTED: Final = "MQTT-3.1.3-8"
+CLIENT_ID_REJECTED: Final = R5.MQTT_3_1_3_8
 #: [MQTT-3.1.3-6] Zero-length Client Identifiers get unique ones.
-UNIQUE_ASSIGNED: Final = "MQTT-3.1.3-6"
+UNIQUE_ASSIGNED: Final = R5.MQTT_3_1_3_6
 #: [MQTT-4.12.0-7] No client AUTH without an Authentication Method in its CONNECT (a Protocol Error, closed on).
-NO_CLIENT_AUTH: Final = "MQTT-4.12.0-7"
+NO_CLIENT_AUTH: Final = R5.MQTT_4_12_0_7
 #: [MQTT-3.1.2-22] The server closes a connection silent for 1.5 times the Keep Alive; [MQTT-3.2.2-22] without a
 #: Server Keep Alive it is the client's.
-KEEP_ALIVE: Final = "MQTT-3.1.2-22"
-CLIENT_KEEP_ALIVE: Final = "MQTT-3.2.2-22"
+KEEP_ALIVE: Final = R5.MQTT_3_1_2_22
+CLIENT_KEEP_ALIVE: Final = R5.MQTT_3_2_2_22
 #: An Authentication Method no server implements: the CONNECT naming it is refused (0x8C or 0x87).
 UNKNOWN_METHOD: Final = "X-MQTTAUDIT-HANDSHAKE-UNKNOWN"
 #: CONNACK Reason Code 0x85 (Client Identifier not valid).

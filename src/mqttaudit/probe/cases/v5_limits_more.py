@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Final
 
+from mqttaudit.spec.ids import R5
+
 from ...codec import Connack, Connect, Direction, Disconnect, Property, Publish, Pubrel, encode
 from ...codec import properties as props
 from ..case import CaseContext, NotApplicable
@@ -39,11 +41,11 @@ from .v5_limits import (
 #: [MQTT-3.14.2-2] No Session Expiry Interval in a server DISCONNECT; [MQTT-3.14.2-3, -4] its Reason String and
 #: User Properties left out where they would exceed the client's Maximum Packet Size; [MQTT-3.14.4-1] nothing sent
 #: after it; [MQTT-3.14.4-2] the close after it.
-SERVER_DISCONNECT: Final = ("MQTT-3.14.2-2", "MQTT-3.14.2-3", "MQTT-3.14.2-4", "MQTT-3.14.4-1", "MQTT-3.14.4-2")
+SERVER_DISCONNECT: Final = (R5.MQTT_3_14_2_2, R5.MQTT_3_14_2_3, R5.MQTT_3_14_2_4, R5.MQTT_3_14_4_1, R5.MQTT_3_14_4_2)
 #: [MQTT-3.2.2-19, -20] The same of a CONNACK.
-CONNACK_OMITS: Final = ("MQTT-3.2.2-19", "MQTT-3.2.2-20")
+CONNACK_OMITS: Final = (R5.MQTT_3_2_2_19, R5.MQTT_3_2_2_20)
 #: [MQTT-3.6.2-2, -3] The same of a PUBREL.
-PUBREL_OMITS: Final = ("MQTT-3.6.2-2", "MQTT-3.6.2-3")
+PUBREL_OMITS: Final = (R5.MQTT_3_6_2_2, R5.MQTT_3_6_2_3)
 #: A Maximum Packet Size that holds a bare DISCONNECT, CONNACK or acknowledgement, and little of a Reason String.
 SMALL_PACKET_SIZE: Final = 24
 #: Room for a QoS 2 PUBLISH to the case's short topic, and little more.

@@ -36,6 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Final
 
+from mqttaudit.spec.ids import R5
+
 from ...codec import ProtocolVersion
 from ...codec import properties as props
 from ...codec.remaining_length import encode_remaining_length
@@ -46,25 +48,25 @@ from .v5_malformed import decoded_rules, targeted
 V5: Final = ProtocolVersion.V5
 
 #: [MQTT-1.5.5-1] A Variable Byte Integer uses the fewest bytes that hold its value.
-VBI_SHORTEST: Final = "MQTT-1.5.5-1"
+VBI_SHORTEST: Final = R5.MQTT_1_5_5_1
 #: [MQTT-1.5.7-1] Both strings of a UTF-8 String Pair are UTF-8 Encoded Strings.
-STRING_PAIR: Final = "MQTT-1.5.7-1"
+STRING_PAIR: Final = R5.MQTT_1_5_7_1
 #: [MQTT-2.2.2-1] A packet with properties carries a Property Length, 0 when there are none.
-PROPERTY_LENGTH_ABSENT: Final = "MQTT-2.2.2-1"
+PROPERTY_LENGTH_ABSENT: Final = R5.MQTT_2_2_2_1
 #: [MQTT-3.3.2-13] The Response Topic is a UTF-8 Encoded String; [MQTT-3.3.2-14] it holds no wildcard.
-RESPONSE_TOPIC_UTF8: Final = "MQTT-3.3.2-13"
-RESPONSE_TOPIC_WILDCARD: Final = "MQTT-3.3.2-14"
+RESPONSE_TOPIC_UTF8: Final = R5.MQTT_3_3_2_13
+RESPONSE_TOPIC_WILDCARD: Final = R5.MQTT_3_3_2_14
 #: [MQTT-3.3.2-19] The Content Type is a UTF-8 Encoded String.
-CONTENT_TYPE_UTF8: Final = "MQTT-3.3.2-19"
+CONTENT_TYPE_UTF8: Final = R5.MQTT_3_3_2_19
 #: [MQTT-4.8.2-1] A ShareName of one character or more; [MQTT-4.8.2-2] without '/', '+' or '#', followed by '/'
 #: and a Topic Filter.
-SHARE_NAME_PRESENT: Final = "MQTT-4.8.2-1"
-SHARE_NAME_FORM: Final = "MQTT-4.8.2-2"
+SHARE_NAME_PRESENT: Final = R5.MQTT_4_8_2_1
+SHARE_NAME_FORM: Final = R5.MQTT_4_8_2_2
 #: What else the same bytes break: ill-formed UTF-8 [MQTT-1.5.4-1], U+0000 [MQTT-1.5.4-2], a wildcard in a Topic
 #: Name (the Response Topic is one) [MQTT-4.7.0-1].
-ILL_FORMED: Final = "MQTT-1.5.4-1"
-NUL: Final = "MQTT-1.5.4-2"
-WILDCARD_IN_TOPIC_NAME: Final = "MQTT-4.7.0-1"
+ILL_FORMED: Final = R5.MQTT_1_5_4_1
+NUL: Final = R5.MQTT_1_5_4_2
+WILDCARD_IN_TOPIC_NAME: Final = R5.MQTT_4_7_0_1
 
 #: The feature a shared-filter case needs the broker to support.
 SHARED: Final = "shared-subscriptions"

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from mqttaudit.spec.ids import R5
+
 from ...codec import (
     Connack,
     Connect,
@@ -49,7 +51,7 @@ V5: Final = ProtocolVersion.V5
 #: Shapes whose defect 5.0 states in a rule of its own rather than under the 3.1.1 rule's 5.0 id: (3.1.1 id, the
 #: 5.0 rule). A SUBSCRIBE requesting QoS 3: 3.1.1 counts bits 0 and 1 among the bits that must be valid
 #: [MQTT-3.8.3-4]; 5.0 calls a Maximum QoS of 3 a Protocol Error (section 3.8.3.1).
-RESTATED: Final = {"subscribe-qos-3": ("MQTT-3.8.3-qos",)}
+RESTATED: Final = {"subscribe-qos-3": (R5.MQTT_3_8_3_QOS,)}
 
 
 @dataclass(frozen=True)

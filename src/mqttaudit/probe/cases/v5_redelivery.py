@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
+from mqttaudit.spec.ids import R5
+
 from ...codec import Packet, Publish
 from ...codec import properties as props
 from ..case import CaseContext, Inconclusive, Script
@@ -22,8 +24,8 @@ from .v5_flows_more import PAST_EXPIRY
 from .v5_routing import _end_session, _keep, _require_qos
 
 #: The 5.0 statement ids the cases target.
-DUP_ON_REDELIVERY: Final = "MQTT-3.3.1-1"
-QOS2_SENT_NOT_EXPIRED: Final = "MQTT-4.3.3-7"
+DUP_ON_REDELIVERY: Final = R5.MQTT_3_3_1_1
+QOS2_SENT_NOT_EXPIRED: Final = R5.MQTT_4_3_3_7
 #: The Message Expiry Interval of the expiring message (seconds): it passes while the subscriber is away.
 EXPIRY: Final = 1
 

@@ -17,6 +17,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Final
 
+from mqttaudit.spec.ids import R5
+
 from ...codec import Subscription, Will
 from ...codec import properties as props
 from ...codec.packets import Properties
@@ -46,58 +48,58 @@ FORWARDED: Final[Properties] = props.make(
 )
 
 #: The 5.0 statement ids of the rules the cases target, by what they say.
-CLEAN_START_DISCARDS: Final = "MQTT-3.1.2-4"
-RESUMED: Final = "MQTT-3.1.2-5"
-KEPT_WHILE_ALIVE: Final = "MQTT-3.1.2-23"
-PRESENT_0_ON_CLEAN_START: Final = "MQTT-3.2.2-2"
-PRESENT_AS_HELD: Final = "MQTT-3.2.2-3"
-TAKEOVER: Final = "MQTT-3.1.4-3"
-CONNACK_FOR_VALID_CONNECT: Final = "MQTT-3.1.4-5"
-WILL_PUBLISHED: Final = "MQTT-3.1.2-8"
-WILL_NOT_RETAINED: Final = "MQTT-3.1.2-14"
-WILL_RETAINED: Final = "MQTT-3.1.2-15"
-WILL_DELAY_RECONNECT: Final = "MQTT-3.1.3-9"
-DISCONNECT_DISCARDS_WILL: Final = "MQTT-3.14.4-3"
-RETAINED_STORED: Final = "MQTT-3.3.1-5"
-EMPTY_CLEARS: Final = "MQTT-3.3.1-6"
-EMPTY_NOT_STORED: Final = "MQTT-3.3.1-7"
-RETAIN_0_LEAVES: Final = "MQTT-3.3.1-8"
-HANDLING_0: Final = "MQTT-3.3.1-9"
-HANDLING_1: Final = "MQTT-3.3.1-10"
-HANDLING_2: Final = "MQTT-3.3.1-11"
-AS_PUBLISHED_0: Final = "MQTT-3.3.1-12"
-AS_PUBLISHED_1: Final = "MQTT-3.3.1-13"
+CLEAN_START_DISCARDS: Final = R5.MQTT_3_1_2_4
+RESUMED: Final = R5.MQTT_3_1_2_5
+KEPT_WHILE_ALIVE: Final = R5.MQTT_3_1_2_23
+PRESENT_0_ON_CLEAN_START: Final = R5.MQTT_3_2_2_2
+PRESENT_AS_HELD: Final = R5.MQTT_3_2_2_3
+TAKEOVER: Final = R5.MQTT_3_1_4_3
+CONNACK_FOR_VALID_CONNECT: Final = R5.MQTT_3_1_4_5
+WILL_PUBLISHED: Final = R5.MQTT_3_1_2_8
+WILL_NOT_RETAINED: Final = R5.MQTT_3_1_2_14
+WILL_RETAINED: Final = R5.MQTT_3_1_2_15
+WILL_DELAY_RECONNECT: Final = R5.MQTT_3_1_3_9
+DISCONNECT_DISCARDS_WILL: Final = R5.MQTT_3_14_4_3
+RETAINED_STORED: Final = R5.MQTT_3_3_1_5
+EMPTY_CLEARS: Final = R5.MQTT_3_3_1_6
+EMPTY_NOT_STORED: Final = R5.MQTT_3_3_1_7
+RETAIN_0_LEAVES: Final = R5.MQTT_3_3_1_8
+HANDLING_0: Final = R5.MQTT_3_3_1_9
+HANDLING_1: Final = R5.MQTT_3_3_1_10
+HANDLING_2: Final = R5.MQTT_3_3_1_11
+AS_PUBLISHED_0: Final = R5.MQTT_3_3_1_12
+AS_PUBLISHED_1: Final = R5.MQTT_3_3_1_13
 PROPERTIES_FORWARDED: Final = (
-    "MQTT-3.3.2-4",  # Payload Format Indicator
-    "MQTT-3.3.2-15",  # Response Topic
-    "MQTT-3.3.2-16",  # Correlation Data
-    "MQTT-3.3.2-17",  # every User Property
-    "MQTT-3.3.2-18",  # in order
-    "MQTT-3.3.2-20",  # Content Type
+    R5.MQTT_3_3_2_4,  # Payload Format Indicator
+    R5.MQTT_3_3_2_15,  # Response Topic
+    R5.MQTT_3_3_2_16,  # Correlation Data
+    R5.MQTT_3_3_2_17,  # every User Property
+    R5.MQTT_3_3_2_18,  # in order
+    R5.MQTT_3_3_2_20,  # Content Type
 )
 #: Each forwarded property alone: (name in the case id, in words, its statements, the property).
 SINGLE_PROPERTIES: Final[tuple[tuple[str, str, tuple[str, ...], Properties], ...]] = (
-    ("payload-format", "Payload Format Indicator 1", ("MQTT-3.3.2-4",), props.make(payload_format_indicator=1)),
-    ("content-type", "a Content Type", ("MQTT-3.3.2-20",), props.make(content_type="application/json")),
-    ("response-topic", "a Response Topic", ("MQTT-3.3.2-15",), props.make(response_topic="mqttaudit/reply")),
-    ("correlation-data", "Correlation Data", ("MQTT-3.3.2-16",), props.make(correlation_data=b"\x00corr")),
+    ("payload-format", "Payload Format Indicator 1", (R5.MQTT_3_3_2_4,), props.make(payload_format_indicator=1)),
+    ("content-type", "a Content Type", (R5.MQTT_3_3_2_20,), props.make(content_type="application/json")),
+    ("response-topic", "a Response Topic", (R5.MQTT_3_3_2_15,), props.make(response_topic="mqttaudit/reply")),
+    ("correlation-data", "Correlation Data", (R5.MQTT_3_3_2_16,), props.make(correlation_data=b"\x00corr")),
     (
         "user-properties",
         "two User Properties",
-        ("MQTT-3.3.2-17", "MQTT-3.3.2-18"),
+        (R5.MQTT_3_3_2_17, R5.MQTT_3_3_2_18),
         props.make(user_property=[("z", "1"), ("a", "2")]),
     ),
 )
-EXPIRED: Final = "MQTT-3.3.2-5"
-REMAINING: Final = "MQTT-3.3.2-6"
-HIGHEST_QOS: Final = "MQTT-3.3.4-2"
-IDENTIFIERS: Final = "MQTT-3.3.4-3"
-ALL_IDENTIFIERS_ON_ONE_COPY: Final = "MQTT-3.3.4-4"
-COPY_PER_SUBSCRIPTION: Final = "MQTT-3.3.4-5"
-SHARED_GRANTED_QOS: Final = "MQTT-4.8.2-3"
-ROUTED: Final = "MQTT-4.5.0-1"
-UNSUBSCRIBED: Final = "MQTT-3.10.4-2"
-DOLLAR: Final = "MQTT-4.7.2-1"
+EXPIRED: Final = R5.MQTT_3_3_2_5
+REMAINING: Final = R5.MQTT_3_3_2_6
+HIGHEST_QOS: Final = R5.MQTT_3_3_4_2
+IDENTIFIERS: Final = R5.MQTT_3_3_4_3
+ALL_IDENTIFIERS_ON_ONE_COPY: Final = R5.MQTT_3_3_4_4
+COPY_PER_SUBSCRIPTION: Final = R5.MQTT_3_3_4_5
+SHARED_GRANTED_QOS: Final = R5.MQTT_4_8_2_3
+ROUTED: Final = R5.MQTT_4_5_0_1
+UNSUBSCRIBED: Final = R5.MQTT_3_10_4_2
+DOLLAR: Final = R5.MQTT_4_7_2_1
 
 
 def _due(context: CaseContext, interval: float) -> float:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
+from mqttaudit.spec.ids import R5
+
 from ...codec import Puback, Publish, Pubrec
 from ...codec import properties as props
 from ...judge.expiry_5 import GRANULARITY
@@ -35,21 +37,21 @@ from .v5_routing import (
 )
 
 #: The 5.0 statement ids the cases target.
-BOM_KEPT: Final = "MQTT-1.5.4-3"
-NO_NORMALISATION: Final = "MQTT-4.7.3-4"
-NEW_SESSION: Final = "MQTT-3.1.2-6"
-CLEAN_START_PROCESSED: Final = "MQTT-3.1.4-4"
-SESSION_BY_CLIENT_ID: Final = "MQTT-3.1.3-2"
-KEPT_WHILE_OPEN: Final = "MQTT-4.1.0-1"
-DISCARDED_AFTER_EXPIRY: Final = "MQTT-4.1.0-2"
-WILL_STORED: Final = "MQTT-3.1.2-7"
-WILL_DROPPED: Final = "MQTT-3.1.2-10"
-WILL_USER_PROPERTIES_IN_ORDER: Final = "MQTT-3.1.3-10"
-CONNACK_FOR_VALID_CONNECT: Final = "MQTT-3.1.4-5"
-ROUTED: Final = "MQTT-4.5.0-1"
-SHARED_QOS2_COMPLETED: Final = "MQTT-4.8.2-4"
-SHARED_NOT_REASSIGNED: Final = "MQTT-4.8.2-5"
-SHARED_REFUSED_DISCARDED: Final = "MQTT-4.8.2-6"
+BOM_KEPT: Final = R5.MQTT_1_5_4_3
+NO_NORMALISATION: Final = R5.MQTT_4_7_3_4
+NEW_SESSION: Final = R5.MQTT_3_1_2_6
+CLEAN_START_PROCESSED: Final = R5.MQTT_3_1_4_4
+SESSION_BY_CLIENT_ID: Final = R5.MQTT_3_1_3_2
+KEPT_WHILE_OPEN: Final = R5.MQTT_4_1_0_1
+DISCARDED_AFTER_EXPIRY: Final = R5.MQTT_4_1_0_2
+WILL_STORED: Final = R5.MQTT_3_1_2_7
+WILL_DROPPED: Final = R5.MQTT_3_1_2_10
+WILL_USER_PROPERTIES_IN_ORDER: Final = R5.MQTT_3_1_3_10
+CONNACK_FOR_VALID_CONNECT: Final = R5.MQTT_3_1_4_5
+ROUTED: Final = R5.MQTT_4_5_0_1
+SHARED_QOS2_COMPLETED: Final = R5.MQTT_4_8_2_4
+SHARED_NOT_REASSIGNED: Final = R5.MQTT_4_8_2_5
+SHARED_REFUSED_DISCARDED: Final = R5.MQTT_4_8_2_6
 #: A Session Expiry Interval that passes within a case, long enough that a message published just after the
 #: close surely reaches the session before it ends (servers count whole seconds).
 EXPIRING: Final = 2

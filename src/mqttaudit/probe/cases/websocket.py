@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Final
 
+from mqttaudit.spec.ids import R5, R311
+
 from ...codec import Connect, Pingreq, ProtocolVersion, Publish
-from ...judge import rules
 from ..case import CaseContext, NotApplicable, case, login
 from ..connection import FRAGMENTED_TEXT, NOT_WEBSOCKET, TEXT_FRAME, ProbeConnection
 
@@ -110,11 +111,13 @@ SHAPES: Final[tuple[tuple[str, str, str, str, Shape], ...]] = (
     ),
 )
 
-for _protocol, _prefix in ((ProtocolVersion.V3_1_1, ""), (ProtocolVersion.V5, "v5/")):
+#: Each version's id of the statement (both number it MQTT-6.0.0-1), with the prefix of its cases.
+_VERSIONS = ((ProtocolVersion.V3_1_1, "", R311.MQTT_6_0_0_1), (ProtocolVersion.V5, "v5/", R5.MQTT_6_0_0_1))
+for _protocol, _prefix, _statement in _VERSIONS:
     for _shape_id, _title, _stimulus, _expected, _script in SHAPES:
         case(
             f"{_prefix}websocket/{_shape_id}",
-            (rules.BINARY_FRAMES,),
+            (_statement,),
             f"{_title} (MQTT {_protocol.value})",
             stimulus=f"over a ws:// or wss:// target: {_stimulus}",
             expected=f"{_expected}; act on nothing in it",
