@@ -34,7 +34,7 @@ from .rules import CHECKED_RULES, ENFORCED_CODEC_RULES, OWN_RULES
 from .scenario import expected_deliveries, judge_scenario
 from .sides import peer
 from .transcript import Transcript
-from .verdict import Finding, Judgement, combine
+from .verdict import Finding, Judgement, Leniency, combine
 
 __all__ = [
     "CHECKED_RULES",
@@ -47,6 +47,7 @@ __all__ = [
     "Finding",
     "JudgeConfig",
     "Judgement",
+    "Leniency",
     "Lost",
     "Quiet",
     "Sent",

@@ -61,6 +61,29 @@ class Undecided:
     conversation: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Leniency:
+    """A receiver accepted a packet (did not close on it, or acted on it) that broke a rule the receiver was not
+    bound to detect: MQTT 5.0 binds a Server to close on a Malformed Packet or Protocol Error "when" it detects one
+    [MQTT-4.13.1-1] and calls the rigour of checking a compromise (section 4.13.1). Not a failure of the receiver:
+    its own class, counted apart (``--strict`` makes it fail a probe run)."""
+
+    #: The statement the offending packet broke (its sender's), in the version the conversation speaks.
+    rule: str
+    #: The receiver that accepted it.
+    side: Direction
+    time: float
+    #: The event that shows the acceptance (the answer, or the offending packet when nothing followed but silence).
+    event: int
+    #: What was accepted and how, concretely.
+    detail: str
+    #: Why the receiver was not bound to detect it, from the text of the version (the basis of the verdict).
+    basis: str
+    conversation: str = ""
+    #: The offending packet's event, -1 when ``event`` is that packet itself.
+    cause: int = -1
+
+
 @dataclass(frozen=True)
 class Judgement:
     findings: tuple[Finding, ...]
@@ -70,6 +93,8 @@ class Judgement:
     not_assessable: Mapping[str, str]
     #: Every instance that could not be decided, rules that failed elsewhere included, in the order met.
     undecided: tuple[Undecided, ...] = ()
+    #: Malformed packets and Protocol Errors accepted by a receiver not bound to detect them (not failures).
+    lenient: tuple[Leniency, ...] = ()
 
     @property
     def failed(self) -> frozenset[str]:
@@ -97,7 +122,8 @@ def combine(judgements: Iterable[Judgement]) -> Judgement:
                 undecided.setdefault(rule, reason)
     assessed = {rule for part in parts for rule in part.assessed} - undecided.keys() | failed
     rows = tuple({row: None for part in parts for row in part.undecided})
-    return Judgement(tuple(findings), frozenset(assessed), MappingProxyType(undecided), rows)
+    lenient = tuple({row: None for part in parts for row in part.lenient})
+    return Judgement(tuple(findings), frozenset(assessed), MappingProxyType(undecided), rows, lenient)
 
 
 @dataclass
@@ -114,6 +140,7 @@ class Ledger:
     held_rules: set[str] = field(default_factory=set)
     undecided_rules: dict[str, str] = field(default_factory=dict)
     undecided_rows: dict[Undecided, None] = field(default_factory=dict)
+    lenient_rows: dict[Leniency, None] = field(default_factory=dict)
 
     def fail(
         self,
@@ -160,11 +187,24 @@ class Ledger:
         where = self.conversation if conversation is None else conversation
         self.undecided_rows.setdefault(Undecided(rule, reason, side, event, time, where))
 
+    def lenient(
+        self, rule: str, side: Direction, time: float, event: int, detail: str, basis: str, cause: int = -1
+    ) -> Leniency | None:
+        """A receiver accepted a packet breaking ``rule`` (a key) that it was not bound to detect; None when the
+        conversation's version does not state the rule."""
+        named = identity.statement_id(rule, self.version)
+        if named is None:
+            return None
+        row = Leniency(named, side, time, event, detail, basis, self.conversation, cause)
+        self.lenient_rows.setdefault(row)
+        return row
+
     def judgement(self) -> Judgement:
         part = Judgement(
             (),
             frozenset(self.held_rules),
             MappingProxyType(dict(self.undecided_rules)),
             tuple(self.undecided_rows),
+            tuple(self.lenient_rows),
         )
         return combine([part, Judgement(tuple(self.findings), frozenset(), MappingProxyType({}))])
