@@ -31,7 +31,7 @@ from ..codec.masking import mask_password
 from ..codec.rules import SIZE_LIMIT
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from ..judge.violations import in_text_frame
-from .cancellation import within
+from .cancellation import raise_if_cancelling, within
 from .overflow import MAX_BYTES, MAX_FRAMES, MAX_VIOLATIONS, SERVER_MAX_PACKET, Overflow
 from .transport import ByteStream, Secret, StreamCapped, WebSocketStream
 
@@ -399,10 +399,13 @@ class ProbeConnection:
         await self.wait_close(min(self.timeout, 1.0))
 
     async def _stop_reading(self) -> None:
+        """Stops the reader and waits for it. Its own cancellation ends here; one of the task that stops it (an
+        interrupted probe) goes on up."""
         if not self._reading.done():
             self._reading.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._reading
+        raise_if_cancelling()
 
 
 def _oversized(declared: int) -> str:
