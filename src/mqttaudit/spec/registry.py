@@ -37,8 +37,6 @@ class StatementId(str):
     def __reduce__(self) -> tuple[Any, ...]:
         return (StatementId, (str(self), self.version))
 
-    def __repr__(self) -> str:
-        return f"StatementId({str(self)!r}, {self.version!r})"
 
     @property
     def text(self) -> str:
