@@ -219,15 +219,28 @@ def test_json_has_exactly_the_documented_keys(run: ProbeRun) -> None:
         "duration_s",
         "broker_down",
         "incomplete",
+        "strict",
         "baseline",
         "summary",
         "violations",
         "results",
     }
-    assert data["incomplete"] is None and data["baseline"] is None
+    assert data["incomplete"] is None and data["baseline"] is None and data["strict"] is False
     assert data["target"] == "mqtt://127.0.0.1:1883"
-    assert data["summary"] == {"pass": 2, "fail": 3, "inconclusive": 1, "not-applicable": 1}
-    keys = {"case", "title", "statements", "verdict", "reason", "error", "level", "evidence"}
+    assert data["summary"] == {"pass": 2, "fail": 3, "inconclusive": 1, "not-applicable": 1, "lenient": 0}
+    keys = {
+        "case",
+        "title",
+        "protocol",
+        "statements",
+        "rules",
+        "verdict",
+        "reason",
+        "error",
+        "level",
+        "lenient",
+        "evidence",
+    }
     assert all(set(result) == keys for result in data["results"])
     first = data["results"][0]
     assert first["case"] == "subscribe-empty-filter"
@@ -270,7 +283,7 @@ def failure_sections(markdown: str) -> dict[str, str]:
 def test_markdown_header_and_summary_table_cover_every_case(run: ProbeRun) -> None:
     markdown = probe_run_to_markdown(run)
     assert markdown.startswith("# mqttaudit probe findings: `mqtt://127.0.0.1:1883`\n")
-    assert "- Cases: 7 (2 pass, 3 fail, 1 inconclusive, 1 not-applicable)" in markdown
+    assert "- Cases: 7 (2 pass, 3 fail, 1 inconclusive, 1 not-applicable, 0 lenient)" in markdown
     assert "- Duration: 4.250 s" in markdown
     for result in run.results:
         assert re.search(rf"^\| \[?`{re.escape(result.case.id)}`", markdown, flags=re.M), result.case.id

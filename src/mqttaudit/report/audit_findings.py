@@ -23,7 +23,7 @@ from .audit_data import (
 )
 from .audit_format import WHOLE_IN, count, duration, plural, size, when
 from .peer_text import cut
-from .statements import LEVEL_ORDER, default_catalogue, in_spec_order, section_of
+from .statements import LEVEL_ORDER, binds_text, default_catalogue, in_spec_order, section_of
 
 SIDES = ("client", "server")
 #: The version whose specification numbers a rule when its row does not say (the judge's, and every version's
@@ -144,7 +144,7 @@ class Reference:
     @property
     def binds_text(self) -> str:
         """Whom the statement binds, in words ("" when the catalogue does not say)."""
-        return {"both": "the client and the server"}.get(self.binds, f"the {self.binds}" if self.binds else "")
+        return binds_text(self.binds)
 
 
 @dataclass(frozen=True, slots=True)
