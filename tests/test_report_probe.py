@@ -445,7 +445,16 @@ def test_junit_has_one_testcase_per_case_and_right_counts(run: ProbeRun, tmp_pat
         "mqttaudit.probe.reserved-packet-type-0",
     ]
     properties = [(p.get("name"), p.get("value")) for p in cases[0].findall("properties/property")]
-    assert properties == [("statement", "MQTT-4.7.3-1"), ("statement", "MQTT-4.8.0-1"), ("section", "4.7.3")]
+    assert properties[:3] == [("statement", "MQTT-4.7.3-1"), ("statement", "MQTT-4.8.0-1"), ("section", "4.7.3")]
+    assert properties[3:6] == [
+        ("protocol", "3.1.1"),
+        ("level", "MUST"),
+        (
+            "rule",
+            "MQTT-4.7.3-1 (MQTT 3.1.1, section 4.7.3, MUST, binds the client and the server): Every Topic Name and "
+            "Topic Filter must be at least one character long",
+        ),
+    ]
     assert cases[0].get("time") == "0.500"
     assert len(suite.findall("testcase/failure")) == 3 and len(suite.findall("testcase/skipped")) == 2
     assert cases[1].find("failure") is None and cases[1].find("skipped") is None
