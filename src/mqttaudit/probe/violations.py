@@ -121,4 +121,3 @@ def not_counted(violation: OtherViolation) -> str:
     if violation.level != "MUST":
         return f"{violation.level}-level: it does not fail the run"
     return "known to the baseline: it does not fail the run" if violation.known else ""
-

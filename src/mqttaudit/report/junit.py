@@ -72,24 +72,24 @@ def probe_run_to_junit(run: ProbeRun, catalogue: Catalogue | None = None) -> ET.
         for statement in statements:
             ET.SubElement(case_properties, "property", {"name": "statement", "value": printable(statement)})
         ET.SubElement(case_properties, "property", {"name": "section", "value": _section(statements, case_rules)})
-        properties = [
+        named: list[tuple[str, str]] = [
             ("protocol", result.case.protocol.value),
             ("level", strongest_level(statements, case_rules) or "unlisted"),
             *(("rule", rule_text(statement, case_rules)) for statement in statements),
         ]
         if result.verdict == LENIENT:
-            properties += [("verdict", LENIENT), *(("lenient", line) for line in leniency_lines(result, case_rules))]
-        for name, value in properties:
-            ET.SubElement(case_properties, "property", {"name": name, "value": shown(value, whole_in=WHOLE_IN)})
+            named += [("verdict", LENIENT), *(("lenient", line) for line in leniency_lines(result, case_rules))]
+        for name, value in named:  # the catalogue's words, and peer text already cut
+            ET.SubElement(case_properties, "property", {"name": name, "value": printable(value)})
         reason = shown(result.reason, whole_in=WHOLE_IN)
         if result.verdict == FAIL:
             rule = result.findings[0].rule if result.findings else (statements[0] if statements else "")
             failure = ET.SubElement(testcase, "failure", {"message": reason, "type": rule})
-            reference = "\n".join(shown(rule_text(s, case_rules), whole_in=WHOLE_IN) for s in statements)
+            reference = "\n".join(printable(rule_text(s, case_rules)) for s in statements)
             failure.text = f"{reason}\n\n{reference}\n\n{transcript(result.connections, budget)}\n"
         elif result.verdict == LENIENT:
             out = ET.SubElement(testcase, "system-out")
-            explained = "\n".join(shown(line, whole_in=WHOLE_IN) for line in leniency_lines(result, case_rules))
+            explained = "\n".join(printable(line) for line in leniency_lines(result, case_rules))
             out.text = f"lenient (not a failure): {reason}\n\n{explained}\n\n{transcript(result.connections, budget)}\n"
         elif result.error:
             ET.SubElement(testcase, "error", {"message": reason, "type": "not-judged"})
@@ -102,10 +102,12 @@ def probe_run_to_junit(run: ProbeRun, catalogue: Catalogue | None = None) -> ET.
 
 def leniency_lines(result: CaseResult, rules: Catalogue) -> list[str]:
     """One line per acceptance of a lenient case: what the broker accepted, the rule the packet broke (its
-    version's text, level, section and whom it binds), and why the broker was not bound to detect it."""
+    version's text, level, section and whom it binds), and why the broker was not bound to detect it; what the
+    peer controls is cut."""
     return [
-        f"accepted by the {row.side.value} on {row.conversation or 'the connection'}: {row.detail}; the packet breaks "
-        f"{rule_text(row.rule, rules)}; not bound to detect it: {row.basis}"
+        f"accepted by the {row.side.value} on {shown(row.conversation or 'the connection', whole_in=WHOLE_IN)}: "
+        f"{shown(row.detail, whole_in=WHOLE_IN)}; the packet breaks {rule_text(row.rule, rules)}; not bound to "
+        f"detect it: {row.basis}"
         for row in result.lenient
     ]
 
