@@ -22,7 +22,16 @@ from mqttaudit.probe.case import Case, Target
 from mqttaudit.probe.outcome import exit_status, nothing_judged
 from mqttaudit.probe.profile import ProfileError, parse_profile
 from mqttaudit.probe.runner import FAIL, LENIENT, PASS, CaseResult, ProbeRun, decide
-from mqttaudit.report import build_matrix, probe_run_to_json, probe_run_to_junit, probe_run_to_markdown, write_matrix
+from mqttaudit.report import (
+    AuditReportData,
+    build_matrix,
+    probe_run_to_json,
+    probe_run_to_junit,
+    probe_run_to_markdown,
+    write_audit_reports,
+    write_matrix,
+)
+from mqttaudit.report.audit_data import LeniencyCount, LeniencyRow
 from mqttaudit.report.markdown import prose
 from mqttaudit.report.terminal import MARKS, summary_lines
 from mqttaudit.spec import load_catalogue
@@ -332,3 +341,59 @@ def test_matrix_keeps_3_1_1_and_5_0_rows_apart_each_with_its_own_text(tmp_path: 
     table_311 = html.split('data-version="3.1.1"')[1].split("</table>")[0]
     assert f'title="{KEEP_ALIVE}">MQTT-3.1.2-24</th>' in table_311
     assert '<li id="b1-v5/malformed/subscribe-empty-filter">' in html
+
+
+# --- the audit's reports -------------------------------------------------------------------------------------------
+
+
+def test_audit_reports_show_leniency_apart_with_the_5_0_text(tmp_path: Path) -> None:
+    """A captured 5.0 server that SUBACKed an empty Topic Filter: the client's violation is a violation; the
+    server's acceptance is leniency, in its own section with the 5.0 rule, whom it binds and why it was not bound."""
+    count: LeniencyCount = {
+        "rule": R5.MQTT_4_7_3_1,
+        "rule_version": "5.0",
+        "level": "MUST",
+        "section": "4.7.3",
+        "actor": "server",
+        "count": 3,
+        "first_time": 1_700_000_000.0,
+        "basis": BASIS,
+    }
+    row: LeniencyRow = {
+        "capture": "v5.pcap",
+        "flow": "10.0.0.9:5009-10.0.0.1:1883",
+        "event": 3,
+        "rule": R5.MQTT_4_7_3_1,
+        "rule_version": "5.0",
+        "level": "MUST",
+        "section": "4.7.3",
+        "actor": "server",
+        "frame": 7,
+        "offset": 20,
+        "time": 1_700_000_000.0,
+        "detail": "the server answered SUBACK 0x00 <b>",
+        "basis": BASIS,
+        "evidence": SUBSCRIBE_EMPTY_5.hex(" "),
+    }
+    data = AuditReportData(summary={"lenient": 3}, lenient_by_rule=[count], lenient_samples=[row])
+    data = AuditReportData.from_json(data.to_json())  # report_data.json keeps it
+    paths = write_audit_reports(tmp_path, data)
+    html, markdown = (path.read_text(encoding="utf-8") for path in paths[:2])
+    summary = V5[R5.MQTT_4_7_3_1].summary
+    assert "No violations found" in markdown  # leniency is no violation
+    assert "; 3 malformed packets or Protocol Errors accepted by a receiver not bound to detect it" in markdown
+    part = markdown.split("## Leniency")[1].split("\n## ")[0]
+    assert "| [`MQTT-4.7.3-1 (MQTT 5.0)`](#lenient-MQTT-4.7.3-1-5.0-server) | the client and the server | server |" in (
+        part
+    )
+    assert (
+        f"Section 4.7.3 of MQTT 5.0, statement [MQTT-4.7.3-1] (MUST, binds the client and the server): {summary}"
+        in (part)
+    )
+    assert "Source: OASIS MQTT Version 5.0." in part and prose(BASIS) in part
+    assert "record 7 (Wireshark frame 8)" in part and "82 06 00 01 00 00 00 00" in part
+    assert '<section id="lenient">' in html and '<a href="#lenient">Leniency</a>' in html
+    assert (
+        "Section 4.7.3 of MQTT 5.0, statement <strong>MQTT-4.7.3-1</strong> (binds the client and the server)" in html
+    )
+    assert summary in html and "SUBACK 0x00 &lt;b&gt;" in html and "<b>" not in html.split('<section id="lenient">')[1]

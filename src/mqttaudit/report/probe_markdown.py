@@ -12,6 +12,7 @@ from ..judge import Finding, Leniency
 from ..probe.runner import FAIL, INCONCLUSIVE, LENIENT, NOT_APPLICABLE, PASS, VERDICTS, CaseResult, ProbeRun
 from ..probe.violations import OtherViolation, not_counted, other_violations
 from ..spec import Catalogue
+from ..spec.ids import R5
 from . import markdown
 from .evidence import WHOLE_IN, Budget, Exchange, exchange_of, exchanges, seconds, transcript
 from .markdown import fenced, left_out, prose, table
@@ -31,10 +32,11 @@ LENIENT_CHARS = 1_000_000
 LENIENCY_TEXT = (
     "The broker accepted a malformed packet or a Protocol Error that it was not bound to detect. MQTT 5.0 binds a "
     'Server to close the Network Connection on a Malformed Packet or Protocol Error "when" it detects one '
-    "(MQTT-4.13.1-1), and says the rigour with which a receiver checks a packet is a compromise (section 4.13.1): the "
-    "rule the packet breaks binds its sender, and no statement binds the broker to detect that defect. Each is "
-    "reported with that rule, whom it binds and why the broker was not bound; none is a failure of a MUST. They are "
-    "counted apart and do not fail the run unless it is strict (--strict, or strict = true in the broker profile)."
+    f"({R5.MQTT_4_13_1_1}), and says the rigour with which a receiver checks a packet is a compromise (section "
+    "4.13.1): the rule the packet breaks binds its sender, and no statement binds the broker to detect that "
+    "defect. Each is reported with that rule, whom it binds and why the broker was not bound; none is a failure of "
+    "a MUST. They are counted apart and do not fail the run unless it is strict (--strict, or strict = true in the "
+    "broker profile)."
 )
 #: Findings listed in one section, and rows of one expected-behaviour table.
 MAX_LINES = 20
