@@ -59,7 +59,8 @@ class ProbeResult:
     """One probe run and what it amounts to. ``run`` holds everything the reports show."""
 
     run: ProbeRun
-    #: The rules the cases cite (None: the MQTT 3.1.1 catalogue).
+    #: The rules the cases cite when they are another specification's (AMQP 0-9-1); None for MQTT, whose cases
+    #: each cite the catalogue of the version they speak (:func:`~mqttaudit.probe.statements.case_catalogue`).
     catalogue: Catalogue | None = None
     #: Why nothing was probed (unreachable, unresolvable, refused the prober), when so.
     refusal: Refusal | None = None

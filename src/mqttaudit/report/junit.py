@@ -114,19 +114,23 @@ def leniency_lines(result: CaseResult, rules: Catalogue) -> list[str]:
 
 def _violation_case(suite: ET.Element, violation: OtherViolation) -> None:
     """A rule the broker broke outside the cases' statements, as a test case of ``mqttaudit.probe.violations``:
-    failed when it counts (a MUST-level act the baseline does not know), skipped with why otherwise."""
+    failed when it counts (a MUST-level act the baseline does not know), skipped with why otherwise. Its name and
+    properties say which version's statement the id names (5.0 renumbers 3.1.1's)."""
+    of = f" of MQTT {violation.protocol}" if violation.protocol else ""
     testcase = ET.SubElement(
         suite,
         "testcase",
         {
             "classname": "mqttaudit.probe.violations",
-            "name": printable(f"{violation.rule} [{violation.acts} act(s) in {len(violation.cases)} case(s)]"),
+            "name": printable(f"{violation.rule}{of} [{violation.acts} act(s) in {len(violation.cases)} case(s)]"),
             "time": "0.000",
         },
     )
     properties = ET.SubElement(testcase, "properties")
     ET.SubElement(properties, "property", {"name": "statement", "value": printable(violation.rule)})
     ET.SubElement(properties, "property", {"name": "section", "value": printable(violation.section)})
+    if violation.protocol:
+        ET.SubElement(properties, "property", {"name": "protocol", "value": printable(violation.protocol)})
     first = violation.first
     message = shown(
         f"the {first.side.value} broke {violation.rule} ({violation.level}) {violation.acts} time(s), in cases no "

@@ -28,7 +28,8 @@ _SECTION_IN_ID = re.compile(r"^MQTT-(\d+(?:\.\d+)*)-")
 
 
 def default_catalogue(catalogue: Catalogue | None = None) -> Catalogue:
-    """``catalogue``, or the MQTT 3.1.1 catalogue the probe cases are written against."""
+    """``catalogue``, or the MQTT 3.1.1 catalogue (of rows that name no version). A probe case's statements are
+    looked up in the catalogue of the version it speaks: :func:`case_catalogue` of this one."""
     return catalogue if catalogue is not None else load_catalogue("3.1.1")
 
 
