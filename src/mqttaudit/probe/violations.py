@@ -115,8 +115,8 @@ def not_counted(violation: OtherViolation) -> str:
         return "owed and not given within the deadline of a case that does not target it; it does not fail the run"
     if violation.after_malformed:
         return (
-            "after a malformed packet of the prober that the broker did not close on (that case's failure), it "
-            "follows from the broker's reading of the packet; it does not fail the run"
+            "after a malformed packet of the prober that the broker did not close on (that case's failure or "
+            "leniency), it follows from the broker's reading of the packet; it does not fail the run"
         )
     if violation.level != "MUST":
         return f"{violation.level}-level: it does not fail the run"
