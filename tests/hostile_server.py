@@ -21,13 +21,16 @@ from collections.abc import Callable
 
 from wsproto.frame_protocol import FrameProtocol
 
-from mqttaudit.codec import Connack, Publish, encode
+from mqttaudit.codec import Connack, Direction, Publish, StreamDecoder, encode
 
 CONNACK = encode(Connack(return_code=0))
 #: One burst of the flood: QoS 0 PUBLISH packets on many topics, about 64 KiB.
 FLOOD = b"".join(encode(Publish(topic=f"flood/{n}", payload=bytes(100))) for n in range(512))
 #: A PUBLISH fixed header declaring 268,435,455 bytes (the largest Remaining Length), then a topic length.
 HUGE_HEADER = bytes.fromhex("30 ff ff ff 7f 00 05")
+#: MQTT 5.0's CONNACK 0x00 with no properties, and the PINGRESP.
+CONNACK_5 = bytes.fromhex("20 03 00 00 00")
+PINGRESP = bytes.fromhex("d0 00")
 #: A binary WebSocket frame header declaring 2^63 bytes (an 8-byte length with its top bit set: RFC 6455 forbids it).
 GIANT_FRAME_HEADER = b"\x82\x7f" + (1 << 63).to_bytes(8, "big")
 #: WebSocket frames as a server writes them (unmasked).
@@ -195,6 +198,29 @@ class HostileServer:
         """``connack`` for the CONNECT, then a FIN: the prober's socket is left half open unless it closes it."""
         if self._await_connect(connection):
             connection.sendall(self.connack)
+
+    def _subacking(self, connection: socket.socket) -> None:
+        """MQTT 5.0, lenient: CONNACK 0x00 to a CONNECT, a SUBACK granting QoS 0 to every SUBSCRIBE whatever it holds
+        (an empty Topic Filter too: ``90 04 <id> 00 00``), PINGRESP to PINGREQ; it never closes on a malformed
+        packet, and ends the connection when the prober does or after a DISCONNECT."""
+        decoder = StreamDecoder(Direction.FROM_CLIENT, version=None)
+        while not self._over():
+            try:
+                data = connection.recv(65536)
+            except TimeoutError:
+                continue
+            if not data:
+                return
+            for frame in decoder.feed(data):
+                kind = frame.raw[0] >> 4 if frame.raw else 0
+                if kind == 1:
+                    connection.sendall(CONNACK_5)
+                elif kind == 8 and len(frame.raw) >= 4:  # the Packet Identifier follows a one-byte length here
+                    connection.sendall(b"\x90\x04" + frame.raw[2:4] + b"\x00\x00")
+                elif kind == 12:
+                    connection.sendall(PINGRESP)
+                elif kind == 14:
+                    return
 
     # -- WebSocket behaviours -------------------------------------------------------------------------------------
 

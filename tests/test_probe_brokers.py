@@ -168,7 +168,7 @@ def test_every_case_ran_and_the_reports_are_complete(name: BrokerName, library_r
     probed = run_of(name, library_runs)
     report, out = probed["report"], probed["out"]
     assert [r["case"] for r in report["results"]] == list(CASES)
-    assert {r["verdict"] for r in report["results"]} <= {"pass", "fail", "inconclusive", "not-applicable"}
+    assert {r["verdict"] for r in report["results"]} <= {"pass", "fail", "lenient", "inconclusive", "not-applicable"}
     assert all(r["evidence"]["connections"] for r in report["results"] if r["verdict"] in ("pass", "fail"))
     if "5" not in VERSIONS[name]:  # 5.0 does not bind a broker that does not speak it: its cases do not apply
         v5 = [r for r in report["results"] if r["case"].startswith("v5/")]

@@ -28,6 +28,7 @@ from .outcome import (
     counted_failures,
     exit_status,
     failures,
+    lenient_cases,
     nothing_judged,
     parse_share,
     too_inconclusive,
@@ -58,7 +59,8 @@ class ProbeResult:
     """One probe run and what it amounts to. ``run`` holds everything the reports show."""
 
     run: ProbeRun
-    #: The rules the cases cite (None: the MQTT 3.1.1 catalogue).
+    #: The rules the cases cite when they are another specification's (AMQP 0-9-1); None for MQTT, whose cases
+    #: each cite the catalogue of the version they speak (:func:`~mqttaudit.probe.statements.case_catalogue`).
     catalogue: Catalogue | None = None
     #: Why nothing was probed (unreachable, unresolvable, refused the prober), when so.
     refusal: Refusal | None = None
@@ -97,8 +99,14 @@ class ProbeResult:
         return other_violations(self.run, self._rules())
 
     @property
+    def lenient(self) -> list[CaseResult]:
+        """The lenient cases: malformed packets or Protocol Errors the broker accepted and was not bound to detect."""
+        return lenient_cases(self.run)
+
+    @property
     def exit_status(self) -> int:
-        """0 conformant, 1 a MUST-level failure or violation (new, with a baseline), 4 incomplete."""
+        """0 conformant, 1 a MUST-level failure or violation (new, with a baseline) or, in a strict run, a lenient
+        case (new, with a baseline), 4 incomplete."""
         return exit_status(self.run, self._rules())
 
     def to_json(self) -> dict[str, Any]:
@@ -141,6 +149,7 @@ def run(
     profile: BrokerProfile | Path | str | None = None,
     tls: TlsOptions | None = None,
     credentials: Credentials | None = None,
+    strict: bool = False,
 ) -> ProbeResult:
     """Probes ``target`` (see :func:`run_async`) from synchronous code."""
     return asyncio.run(
@@ -159,6 +168,7 @@ def run(
             profile=profile,
             tls=tls,
             credentials=credentials,
+            strict=strict,
         )
     )
 
@@ -179,6 +189,7 @@ async def run_async(
     profile: BrokerProfile | Path | str | None = None,
     tls: TlsOptions | None = None,
     credentials: Credentials | None = None,
+    strict: bool = False,
 ) -> ProbeResult:
     """Probes the broker at ``target`` (``mqtt://HOST:PORT``, ``mqtts://``, ``ws://``, ``wss://``, or
     ``amqp://USER:PASS@HOST:PORT/VHOST`` for the AMQP routing suite) with the cases that ``cases`` selects and
@@ -187,7 +198,8 @@ async def run_async(
     ``profile`` (a :class:`~mqttaudit.probe.profile.BrokerProfile` or the path of its TOML file) declares what the
     broker's CONNACK cannot. ``tls`` says how a TLS target (``mqtts://``, ``wss://``, ``amqps://``) is trusted;
     ``credentials`` (a user name and a :class:`~mqttaudit.probe.transport.Secret` password) go into every CONNECT
-    of the library's client steps, unless the URL names a user of its own (that one wins).
+    of the library's client steps, unless the URL names a user of its own (that one wins). ``strict`` (or
+    ``strict = true`` in the profile) makes a ``lenient`` case fail the run (exit status 1), as a MUST failure does.
 
     A target that cannot be reached or refuses the prober gives a result whose ``incomplete`` says why (exit
     status 4); nothing is raised for it. ValueError for a malformed target, a selection that matches nothing, a
@@ -217,6 +229,7 @@ async def run_async(
     else:
         result = await _run_mqtt(parsed, selected, timeout, concurrency, confirm_timing, progress, declared)
     probe_run = result.run
+    probe_run.strict = strict or declared.strict is True
     if probe_run.incomplete is None:
         probe_run.incomplete = (
             probe_run.broker_down or too_inconclusive(probe_run.results, limit) or nothing_judged(probe_run.results)

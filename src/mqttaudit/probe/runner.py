@@ -19,7 +19,7 @@ from typing import Any
 
 from ..codec import Connack, Connect, Direction, ProtocolVersion
 from ..codec.describe import describe_packet
-from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, judge_scenario
+from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, Leniency, judge_scenario
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from ..judge.rules import SENDER_CODEC_RULES_5_0
 from .baseline import BaselineDiff
@@ -32,9 +32,13 @@ from .profile import NO_PROFILE, BrokerProfile
 
 PASS = "pass"
 FAIL = "fail"
+#: No targeted statement failed, but the broker accepted a malformed packet or a Protocol Error that it was not
+#: bound to detect (MQTT 5.0 section 4.13.1): not a failure, counted apart; ``--strict`` makes it fail the run.
+LENIENT = "lenient"
 INCONCLUSIVE = "inconclusive"
 NOT_APPLICABLE = "not-applicable"
-VERDICTS = (PASS, FAIL, INCONCLUSIVE, NOT_APPLICABLE)
+#: Lenient last: counts written before it existed keep their places.
+VERDICTS = (PASS, FAIL, INCONCLUSIVE, NOT_APPLICABLE, LENIENT)
 
 
 @dataclass
@@ -47,6 +51,8 @@ class CaseResult:
     #: Findings against the broker on the case's statements (the failure), then any others the judge made.
     findings: list[Finding] = field(default_factory=list)
     other_findings: list[Finding] = field(default_factory=list)
+    #: What the broker accepted that it was not bound to detect (the ``lenient`` verdict), in the order met.
+    lenient: list[Leniency] = field(default_factory=list)
     connections: list[dict[str, Any]] = field(default_factory=list)
     duration: float = 0.0
     #: Every rule the judge decided in the case's conversations, targeted or not.
@@ -81,6 +87,7 @@ class CaseResult:
             "other_acts": self.other_acts,
             "other_owed": self.other_owed,
             "other_after_malformed": self.other_after,
+            "lenient": [leniency_to_dict(row) for row in self.lenient],
             "statements": self.statements,
             "assessed": self.assessed,
             "reason": self.reason,
@@ -101,6 +108,8 @@ class ProbeRun:
     incomplete: str | None = None
     #: The comparison with a previous run's findings.json, when one was given.
     baseline: BaselineDiff | None = None
+    #: Leniency fails the run (``--strict``, or ``strict = true`` in the broker profile).
+    strict: bool = False
 
     def count(self, verdict: str) -> int:
         return sum(1 for result in self.results if result.verdict == verdict)
@@ -222,6 +231,7 @@ async def run_case(
         result.verdict, result.reason = NOT_APPLICABLE, unspoken
         result.findings.clear()
         result.other_findings.clear()
+        result.lenient.clear()
     capped = [connection.cap_summary() for connection in context.connections if connection.capped]
     if capped and result.verdict == INCONCLUSIVE:
         # Nothing past the bounds was judged: that, rather than each statement's own "not observed", is why.
@@ -419,9 +429,9 @@ MAX_FINDINGS = 10
 MAX_REASONS = 5
 
 
-def _grouped(findings: Sequence[Finding]) -> str:
+def _grouped(findings: Sequence[Finding | Leniency], label: str = "") -> str:
     """One line per distinct observation, with every rule it breaks: "MQTT-a, MQTT-b: detail" (the first
-    ``MAX_REASONS`` of them, then how many more)."""
+    ``MAX_REASONS`` of them, then how many more), each rule list after ``label``."""
     by_detail: dict[str, list[str]] = {}
     for finding in findings:
         rules = by_detail.setdefault(finding.detail, [])
@@ -429,7 +439,7 @@ def _grouped(findings: Sequence[Finding]) -> str:
             rules.append(finding.rule)
     named = list(by_detail.items())[:MAX_REASONS]
     more = len(by_detail) - len(named)
-    return "; ".join(f"{', '.join(rules)}: {detail}" for detail, rules in named) + (
+    return "; ".join(f"{label}{', '.join(rules)}: {detail}" for detail, rules in named) + (
         f"; and {more:,} more" if more else ""
     )
 
@@ -439,11 +449,14 @@ def decide(
 ) -> CaseResult:
     """The verdict of a case from the judgement of its conversations.
 
-    ``fail`` when the judge found the broker breaking a targeted statement; ``pass`` when it assessed every
-    targeted statement without such a finding; otherwise ``inconclusive``, with the judge's reasons. A script
-    that stopped early (not applicable, setup failed) keeps its verdict unless the broker already failed.
+    ``fail`` when the judge found the broker breaking a targeted statement; else ``lenient`` when the broker
+    accepted a malformed packet or Protocol Error it was not bound to detect (:class:`~mqttaudit.judge.Leniency`);
+    ``pass`` when it assessed every targeted statement without such a finding; otherwise ``inconclusive``, with the
+    judge's reasons. A script that stopped early (not applicable, setup failed) keeps its verdict unless the broker
+    already failed or was lenient.
     """
     against = [f for f in (*judgement.findings, *sent) if f.side is Direction.FROM_SERVER]
+    lenient = [row for row in judgement.lenient if row.side is Direction.FROM_SERVER]
     on_target = [f for f in against if f.rule in case.statements]
     others = [f for f in against if f.rule not in case.statements]
     per_statement: dict[str, str] = {}
@@ -459,13 +472,15 @@ def decide(
             reasons.append(f"{statement}: {why}")
     if on_target:
         verdict, reason = FAIL, _grouped(on_target)
+    elif lenient:
+        verdict, reason = LENIENT, _grouped(lenient, "accepted a packet breaking ")
     elif stopped is not None:
         verdict, reason = stopped
     elif all(v == PASS for v in per_statement.values()):
         verdict, reason = PASS, ""
     else:
         verdict, reason = INCONCLUSIVE, "; ".join(reasons)
-    return CaseResult(case, verdict, reason, per_statement, on_target, others)
+    return CaseResult(case, verdict, reason, per_statement, on_target, others, lenient)
 
 
 async def _check_health(target: Target, timeout: float, health: _Health, case: Case, error: str) -> str:
@@ -601,6 +616,21 @@ def _bounded(text: str) -> str:
     if len(text) <= JSON_TEXT_CHARS:
         return text
     return text[:JSON_TEXT_CHARS] + f"... ({len(text):,} characters)"
+
+
+def leniency_to_dict(row: Leniency) -> dict[str, Any]:
+    """A leniency as findings.json holds it: the rule the accepted packet broke, the receiver that accepted it, and
+    why that receiver was not bound to detect it (``basis``)."""
+    return {
+        "rule": row.rule,
+        "side": row.side.value,
+        "t": round(row.time, 6),
+        "event": row.event,
+        "detail": row.detail,
+        "basis": row.basis,
+        "conversation": row.conversation,
+        "cause": row.cause,
+    }
 
 
 def finding_to_dict(finding: Finding) -> dict[str, Any]:

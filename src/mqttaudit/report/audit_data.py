@@ -103,6 +103,8 @@ class AuditSummary(TypedDict, total=False):
     errors: list[CaptureErrorRow]
     #: Rule instances the audit could not decide (rows of the ``not_assessable`` table).
     not_assessable: int
+    #: Malformed packets and Protocol Errors a receiver accepted that it was not bound to detect (not violations).
+    lenient: int
     #: Those rows by the tag their reason starts with (:mod:`mqttaudit.judge.reasons`).
     not_assessable_by_tag: dict[str, int]
     #: Version ("3.1.1", "3.1", "5.0", "unknown"...) -> its connections and how they were handled.
@@ -131,6 +133,45 @@ class RuleCount(TypedDict):
     #: The MQTT version whose specification numbers ``rule`` ("3.1.1" when missing; "5.0" for the codec's findings
     #: on MQTT 5.0 connections): the same id can name different statements in 3.1.1 and 5.0.
     rule_version: NotRequired[str | None]
+
+
+class LeniencyCount(TypedDict):
+    """Packets breaking one rule that one receiver accepted and was not bound to detect (MQTT 5.0 section 4.13.1: a
+    Server closes on a Malformed Packet or Protocol Error "when" it detects one): not violations of the receiver."""
+
+    rule: str
+    #: The MQTT version whose specification numbers ``rule`` ("3.1.1" when missing).
+    rule_version: NotRequired[str | None]
+    level: str
+    section: str
+    #: The receiver that accepted them: ``client`` or ``server``.
+    actor: str
+    count: int
+    first_time: float | None
+    #: Why that receiver was not bound to detect them, from the text of the version.
+    basis: str
+
+
+class LeniencyRow(TypedDict):
+    """One packet a receiver accepted that broke a rule it was not bound to detect."""
+
+    capture: str
+    flow: str
+    #: Index of the judge event that shows the acceptance (the answer, or the packet when silence followed).
+    event: int | None
+    rule: str
+    rule_version: NotRequired[str | None]
+    level: str
+    section: str
+    #: The receiver that accepted it.
+    actor: str
+    frame: int | None
+    offset: int | None
+    time: float | None
+    detail: str
+    basis: str
+    #: The offending packet's bytes in hex, possibly cut ("" when not kept).
+    evidence: NotRequired[str | None]
 
 
 class TimeBucket(TypedDict):
@@ -295,6 +336,9 @@ class AuditReportData:
     top_servers: list[ServerCount] = field(default_factory=list)
     #: Up to N example rows per (rule, actor).
     violation_samples: list[ViolationRow] = field(default_factory=list)
+    #: Accepted packets a receiver was not bound to detect, by (rule, version, receiver), and up to N rows of each.
+    lenient_by_rule: list[LeniencyCount] = field(default_factory=list)
+    lenient_samples: list[LeniencyRow] = field(default_factory=list)
     #: Up to N routing findings.
     routing_findings: list[RoutingRow] = field(default_factory=list)
     #: All routing findings, by kind.
