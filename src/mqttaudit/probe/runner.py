@@ -308,9 +308,15 @@ def _refused_version_5(connections: Sequence[ProbeConnection]) -> str | None:
 
 def judge_config(case: Case, timeout: float) -> JudgeConfig:
     """How the judge takes a case's conversations: ``timeout`` is the grace for closing and answering; a 5.0 case
-    speaks to a broker that supports 5.0 (its CONNECTs are judged as 5.0, not refused as an unknown level)."""
+    speaks to a broker that supports 5.0 (its CONNECTs are judged as 5.0, not refused as an unknown level), 5.0 from
+    its first byte (a connection it opens with another packet than CONNECT included)."""
     if case.protocol is ProtocolVersion.V5:
-        return JudgeConfig(close_grace=timeout, answer_timeout=timeout, supported_protocol_levels=frozenset({4, 5}))
+        return JudgeConfig(
+            close_grace=timeout,
+            answer_timeout=timeout,
+            supported_protocol_levels=frozenset({4, 5}),
+            opening_version="5.0",
+        )
     return JudgeConfig(close_grace=timeout, answer_timeout=timeout)
 
 
