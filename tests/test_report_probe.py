@@ -219,15 +219,16 @@ def test_json_has_exactly_the_documented_keys(run: ProbeRun) -> None:
         "duration_s",
         "broker_down",
         "incomplete",
+        "not_spoken",
         "baseline",
         "summary",
         "violations",
         "results",
     }
-    assert data["incomplete"] is None and data["baseline"] is None
+    assert data["incomplete"] is None and data["baseline"] is None and data["not_spoken"] == {}
     assert data["target"] == "mqtt://127.0.0.1:1883"
     assert data["summary"] == {"pass": 2, "fail": 3, "inconclusive": 1, "not-applicable": 1}
-    keys = {"case", "title", "statements", "verdict", "reason", "error", "level", "evidence"}
+    keys = {"case", "title", "statements", "provokes", "verdict", "reason", "error", "level", "evidence"}
     assert all(set(result) == keys for result in data["results"])
     first = data["results"][0]
     assert first["case"] == "subscribe-empty-filter"

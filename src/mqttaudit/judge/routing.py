@@ -698,7 +698,7 @@ class Routing:
         if expectation.forbidden:
             self._settle_forbidden(link, expectation)
         elif expectation.delivered:
-            if expectation.must:
+            if expectation.must or expectation.withheld_by is not None:
                 for rule in (expectation.rule, *expectation.also):
                     self._held(link, rule)
                 self._qos_reached(link, expectation)
@@ -710,6 +710,9 @@ class Routing:
                 self._held(link, expectation.rule)  # the session got it on its previous connection
             else:
                 self._settle_missing(link, expectation)
+        elif expectation.withheld_by is not None:
+            for rule in (expectation.rule, *expectation.also):
+                self._undecided(link, rule, expectation.withheld_by, time=expectation.after)
 
     def _settle_forbidden(self, link: Link, expectation: Expectation) -> None:
         if expectation.delivered:

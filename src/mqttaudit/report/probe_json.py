@@ -16,7 +16,9 @@ def probe_run_to_json(run: ProbeRun, catalogue: Catalogue | None = None) -> dict
     why the run does not judge the broker as a whole (None when it does); ``error`` marks a case that could not be
     judged because the target was unreachable, refused the prober or went down; ``baseline`` lists the case ids
     of new, known and fixed failures against a previous run (None without one); ``violations`` groups by rule what
-    the broker broke outside the statements of the cases that saw it (each act counted, each case named)."""
+    the broker broke outside the statements of the cases that saw it (each act counted, each case named);
+    ``not_spoken`` the protocol versions the broker does not speak, with why (their cases are not applicable);
+    ``provokes`` the Client's statements a case's stimulus breaks on purpose (never the broker's to fail)."""
     rules = default_catalogue(catalogue)
     return {
         "mqttaudit_version": __version__,
@@ -25,6 +27,7 @@ def probe_run_to_json(run: ProbeRun, catalogue: Catalogue | None = None) -> dict
         "duration_s": round(run.duration, 3),
         "broker_down": run.broker_down,
         "incomplete": run.incomplete,
+        "not_spoken": dict(run.unspoken),
         "baseline": None if run.baseline is None else run.baseline.to_json(),
         "summary": {verdict: run.count(verdict) for verdict in VERDICTS},
         "violations": [violation.to_json() for violation in other_violations(run, rules)],
@@ -33,6 +36,7 @@ def probe_run_to_json(run: ProbeRun, catalogue: Catalogue | None = None) -> dict
                 "case": result.case.id,
                 "title": result.case.title,
                 "statements": list(result.case.statements),
+                "provokes": list(result.case.provokes),
                 "verdict": result.verdict,
                 "reason": result.reason,
                 "error": result.error,
