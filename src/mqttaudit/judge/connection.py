@@ -701,9 +701,7 @@ class Connection:
             # [MQTT-3.1.4-5] Nothing the client sent after the refused CONNECT may be answered (a close it owes on a
             # violation among it is no answer: the refusal's own close settles it).
             after = self.connect_seen_event
-            obligations.drop_where(
-                lambda o: o.side is SERVER and o.event > after and o.on_close is not OnClose.FULFILS
-            )
+            obligations.drop_where(lambda o: o.side is SERVER and o.event > after and o.on_close is not OnClose.FULFILS)
         if code != 0 or reaction.must_close:
             grace = self._ctx.config.close_grace
             rule = reaction.rule if reaction.must_close else reaction.refusal_rule or rules.CLOSE_AFTER_REFUSAL
