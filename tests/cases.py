@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from mqttaudit import codec
 from mqttaudit.judge import Judgement, judge, judge_scenario
+from mqttaudit.judge.verdict import binds
+from mqttaudit.spec import identity
 
 from .talk import Talk
 
@@ -32,6 +34,12 @@ class Case:
 
 def case_id(case: Case) -> str:
     return case.id
+
+
+def binding(rules: tuple[str, ...] | list[str] | set[str], side: codec.Direction, version: str = "3.1.1") -> set[str]:
+    """The rules (keys) among ``rules`` that bind ``side`` in ``version``: the only ones a finding against that side
+    may cite (the statements of the other side, which its packet broke, are charged to it as its own duty)."""
+    return {rule for rule in rules if (named := identity.statement_id(rule, version)) and binds(named, side)}
 
 
 def verdict(conversation: Conversation) -> Judgement:

@@ -21,7 +21,26 @@ from collections.abc import Callable
 
 from wsproto.frame_protocol import FrameProtocol
 
-from mqttaudit.codec import Connack, Direction, Publish, StreamDecoder, encode
+from mqttaudit.codec import (
+    Connack,
+    Connect,
+    Direction,
+    Disconnect,
+    Pingreq,
+    Pingresp,
+    ProtocolVersion,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    StreamDecoder,
+    Suback,
+    Subscribe,
+    Unsuback,
+    Unsubscribe,
+    encode,
+)
 
 CONNACK = encode(Connack(return_code=0))
 #: One burst of the flood: QoS 0 PUBLISH packets on many topics, about 64 KiB.
@@ -38,6 +57,9 @@ SERVER_FRAMES = FrameProtocol(client=False, extensions=[])
 #: About 64 KiB of Pings with the largest payload a control frame may carry (125 bytes).
 PINGS = bytes(SERVER_FRAMES.ping(b"p" * 125)) * 512
 WEBSOCKET_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+#: How the ``broker`` mode takes a CONNECT of a version (see :meth:`HostileServer._broker`): serves it, closes on it
+#: without a word, or reads and never answers.
+SERVE, CLOSE, HANG = "serve", "close", "hang"
 
 
 class HostileServer:
@@ -53,11 +75,22 @@ class HostileServer:
         max_bytes: int = 256 << 20,
         tail: bytes = b"\x30\x05\x00",
         connack: bytes = CONNACK,
+        v311: bytes | str = SERVE,
+        v5: bytes | str = SERVE,
+        refuse_dollar: bool = False,
     ) -> None:
         self.behaviour: Callable[[socket.socket], None] = getattr(self, f"_{mode}")
         self.mode = mode
         self.tail = tail
         self.connack = connack
+        #: How the ``broker`` mode takes a CONNECT of each version: :data:`SERVE`, :data:`CLOSE`, :data:`HANG`, or
+        #: the bytes it answers with before it closes. ``refuse_dollar``: a 5.0 PUBLISH to a '$' topic gets PUBACK
+        #: (or PUBREC) 0x87 Not authorized, a 5.0 SUBSCRIBE to a '$' filter SUBACK 0x87.
+        self.v311 = v311
+        self.v5 = v5
+        self.refuse_dollar = refuse_dollar
+        #: Protocol Level -> CONNECTs of that level received (``broker`` mode).
+        self.connects: dict[int, int] = {}
         self.max_bytes = max_bytes
         self.deadline = time.monotonic() + lifetime
         self.stopped = threading.Event()
@@ -221,6 +254,65 @@ class HostileServer:
                     connection.sendall(PINGRESP)
                 elif kind == 14:
                     return
+
+    def _broker(self, connection: socket.socket) -> None:
+        """A small broker that never delivers anything: a CONNECT of each version is served, closed on, left
+        unanswered or answered with fixed bytes and closed (``v311``, ``v5``); a served connection gets CONNACK 0x00,
+        a SUBACK granting the QoS asked, PUBACK, PUBREC and PUBCOMP, UNSUBACK and PINGRESP."""
+        decoder = StreamDecoder(Direction.FROM_CLIENT, version=None)  # the version of the CONNECT
+        served: ProtocolVersion | None = None
+        while not self._over():
+            try:
+                data = connection.recv(65536)
+            except TimeoutError:
+                continue
+            if not data:
+                return
+            for frame in decoder.feed(data):
+                packet = frame.packet
+                if isinstance(packet, Connect) and served is None:
+                    self.connects[packet.protocol_level] = self.connects.get(packet.protocol_level, 0) + 1
+                    how = self.v5 if packet.protocol_level == ProtocolVersion.V5.level else self.v311
+                    if how == HANG:
+                        self._read_until_closed(connection)
+                        return
+                    if how != SERVE:
+                        if isinstance(how, bytes):
+                            connection.sendall(how)
+                        return  # then the close
+                    served = (
+                        ProtocolVersion.V5
+                        if packet.protocol_level == ProtocolVersion.V5.level
+                        else ProtocolVersion.V3_1_1
+                    )
+                    connection.sendall(encode(Connack(), version=served))
+                elif served is not None and packet is not None:
+                    answer = self._answer(packet, served)
+                    if answer is None and isinstance(packet, Disconnect):
+                        return
+                    if answer is not None:
+                        connection.sendall(encode(answer, version=served))
+
+    def _answer(self, packet: object, version: ProtocolVersion) -> object | None:
+        v5 = version is ProtocolVersion.V5
+        refused = 0x87 if v5 else 0x80
+        if isinstance(packet, Subscribe):
+            codes = tuple(
+                refused if self.refuse_dollar and s.topic_filter.startswith("$") else s.qos
+                for s in packet.subscriptions
+            )
+            return Suback(packet_id=packet.packet_id, return_codes=codes)
+        if isinstance(packet, Unsubscribe):
+            return Unsuback(packet_id=packet.packet_id, reason_codes=(0x00,) * len(packet.topic_filters) if v5 else ())
+        if isinstance(packet, Publish) and packet.qos:
+            code = 0x87 if v5 and self.refuse_dollar and packet.topic.startswith("$") else (0x00 if v5 else None)
+            kind = Puback if packet.qos == 1 else Pubrec
+            return kind(packet_id=packet.packet_id, reason_code=code)
+        if isinstance(packet, Pubrel):
+            return Pubcomp(packet_id=packet.packet_id, reason_code=0x00 if v5 else None)
+        if isinstance(packet, Pingreq):
+            return Pingresp()
+        return None
 
     # -- WebSocket behaviours -------------------------------------------------------------------------------------
 

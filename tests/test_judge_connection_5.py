@@ -209,13 +209,15 @@ def client_rules(t: Talk) -> set[str]:
 
 
 def test_a_packet_other_than_auth_during_the_authentication_is_closed_on_not_answered() -> None:
-    """[MQTT-3.1.2-30] is the client's; the server upholds it by closing and breaks it by answering."""
+    """[MQTT-3.1.2-30] is the client's; the server keeps its own duty toward the Protocol Error [MQTT-4.13.1-1] by
+    closing and breaks it by answering or staying open, never the client's statement."""
     eager = talk().client(METHOD_CONNECT).server(CONTINUE).client(PINGREQ)
     assert "MQTT-3.1.2-30" in client_rules(eager.closed(S))
     assert not server_rules(talk().client(METHOD_CONNECT).server(CONTINUE).client(PINGREQ).closed(S))
     answered = talk().client(METHOD_CONNECT).server(CONTINUE).client(PINGREQ).server(PINGRESP).closed(S)
-    assert "MQTT-3.1.2-30" in server_rules(answered)
-    assert "MQTT-3.1.2-30" in server_rules(talk().client(METHOD_CONNECT).server(CONTINUE).client(PINGREQ).quiet(10))
+    assert "MQTT-4.13.1-1" in server_rules(answered) and "MQTT-3.1.2-30" not in server_rules(answered)
+    left_open = server_rules(talk().client(METHOD_CONNECT).server(CONTINUE).client(PINGREQ).quiet(10))
+    assert "MQTT-4.13.1-1" in left_open and "MQTT-3.1.2-30" not in left_open
 
 
 def test_the_clients_answer_to_auth_0x18_continues_with_0x18() -> None:
@@ -230,17 +232,19 @@ def test_the_clients_answer_to_auth_0x18_continues_with_0x18() -> None:
         closed = talk().client(METHOD_CONNECT).server(CONTINUE).client(bad).closed(S)
         assert "MQTT-4.12.0-3" not in server_rules(closed)
         accepted = talk().client(METHOD_CONNECT).server(CONTINUE).client(bad).server(CONNACK_OK).closed(S)
-        assert "MQTT-4.12.0-3" in server_rules(accepted)
+        assert "MQTT-4.13.1-1" in server_rules(accepted) and "MQTT-4.12.0-3" not in server_rules(accepted)
 
 
 def test_a_re_authentication_names_the_connects_method() -> None:
-    """[MQTT-4.12.1-1] AUTH 0x19 under another method: the client's finding, the server's if it goes on."""
+    """[MQTT-4.12.1-1] AUTH 0x19 under another method: the client's finding; a server that goes on breaks its own
+    duty to close on the Protocol Error [MQTT-4.13.1-1]."""
     accepted = codec.Connack(properties=(AUTH_METHOD,))
     other = codec.Auth(reason_code=0x19, properties=(Property(0x15, "OTHER"),))
     start = talk().client(METHOD_CONNECT).server(CONTINUE).client(CONTINUE).server(accepted)
     assert {"MQTT-4.12.1-1", "MQTT-4.12.0-5"} <= client_rules(start.client(other).closed(S))
     going_on = talk().client(METHOD_CONNECT).server(CONTINUE).client(CONTINUE).server(accepted).client(other)
-    assert "MQTT-4.12.1-1" in server_rules(going_on.server(CONTINUE).quiet(after=10))
+    went_on = server_rules(going_on.server(CONTINUE).quiet(after=10))
+    assert "MQTT-4.13.1-1" in went_on and "MQTT-4.12.1-1" not in went_on
     same = codec.Auth(reason_code=0x19, properties=(AUTH_METHOD,))
     fine = talk().client(METHOD_CONNECT).server(CONTINUE).client(CONTINUE).server(accepted).client(same)
     judgement = judge(fine.server(codec.Auth(reason_code=0x00, properties=(AUTH_METHOD,))).quiet(after=1).events, V5)

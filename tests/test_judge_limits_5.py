@@ -179,7 +179,8 @@ def test_a_client_mapping_never_resolves_a_server_publish() -> None:
 
 def test_a_limit_the_client_broke_is_upheld_by_the_close_and_failed_by_acting_on_the_packet() -> None:
     """The offence carries the limit rule the packet broke (as a malformed packet's offence carries its codec
-    rule): the server keeps it by closing and breaks it by answering."""
+    rule): a rule of the Client's, which the server is never charged with; it keeps its own duty toward the packet
+    [MQTT-4.13.1-1] by closing and breaks it by answering."""
     beyond = opened(server={"topic_alias_maximum": 2}).client(publish("a", alias=3, qos=1))
     closed = run(beyond.closed(S))
     assert not [f for f in closed.findings if f.side is S]
@@ -187,15 +188,17 @@ def test_a_limit_the_client_broke_is_upheld_by_the_close_and_failed_by_acting_on
     answered = opened(server={"topic_alias_maximum": 2}).client(publish("a", alias=3, qos=1))
     acted = run(answered.server(codec.Puback(packet_id=1)).closed(S))
     against = {f.rule for f in acted.findings if f.side is S}
-    assert {CLOSE_5, named(lim.CLIENT_ALIAS_WITHIN_MAXIMUM), named(lim.CLIENT_ALIAS_WITHIN_DECLARED)} <= against
+    clients = {named(lim.CLIENT_ALIAS_WITHIN_MAXIMUM), named(lim.CLIENT_ALIAS_WITHIN_DECLARED)}
+    assert CLOSE_5 in against and not clients & against
+    assert clients <= {f.rule for f in acted.findings if f.side is C}
     oversized = opened(server={"maximum_packet_size": 20}).client(publish("a", size=30, qos=1))
     against = {f.rule for f in run(oversized.server(codec.Puback(packet_id=1)).closed(S)).findings if f.side is S}
-    assert named(lim.CLIENT_PACKET_SIZE) in against
+    assert CLOSE_5 in against and named(lim.CLIENT_PACKET_SIZE) not in against
     window = opened(server={"receive_maximum": 1}).client(
         publish("a", qos=1, packet_id=1), publish("a", qos=1, packet_id=2)
     )
     against = {f.rule for f in run(window.server(codec.Puback(packet_id=2)).closed(S)).findings if f.side is S}
-    assert named(lim.CLIENT_RECEIVE_MAXIMUM) in against
+    assert CLOSE_5 in against and named(lim.CLIENT_RECEIVE_MAXIMUM) not in against
 
 
 def test_a_refusal_of_a_publish_over_a_limit_acts_on_nothing() -> None:
@@ -209,7 +212,8 @@ def test_a_refusal_of_a_publish_over_a_limit_acts_on_nothing() -> None:
         publish("a", qos=1, packet_id=1), publish("a", qos=1, packet_id=2)
     )
     left_open = run(window.server(codec.Puback(packet_id=2, reason_code=0x97)).quiet(after=10))
-    assert {CLOSE_5, named(lim.CLIENT_RECEIVE_MAXIMUM)} <= {f.rule for f in left_open.findings if f.side is S}
+    assert {f.rule for f in left_open.findings if f.side is S} >= {CLOSE_5}
+    assert named(lim.CLIENT_RECEIVE_MAXIMUM) not in {f.rule for f in left_open.findings if f.side is S}
 
 
 def test_an_unmapped_client_alias_is_carried_forward_by_a_server_that_acts_on_it() -> None:

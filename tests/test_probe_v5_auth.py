@@ -190,6 +190,7 @@ def test_every_case_has_a_pair_and_lists_only_its_own_statements() -> None:
             v5_auth.REAUTH_SAME_METHOD,
             v5_auth.CLOSE_ON_FAILED_REAUTH,
             v5_auth.ONLY_AUTH_UNTIL_CONNACK,
+            v5_auth.CLOSE_ON_ERROR,
             v5_auth.NO_EARLY_DISCONNECT,
             v5_auth.AUTH_REASON_STRING,
             v5_auth.AUTH_USER_PROPERTY,
@@ -214,12 +215,14 @@ def test_a_violating_broker_breaks_every_statement_of_the_case(case: Case) -> No
 
 
 def test_a_client_auth_breaking_the_exchange_is_acted_on_by_a_connack_that_accepts() -> None:
-    """The server closes on an AUTH 0x00 answering its AUTH 0x18 [MQTT-4.12.0-3]; CONNACK 0x00 after it accepts the
-    broken exchange, which no later close undoes."""
+    """The server closes on an AUTH 0x00 answering its AUTH 0x18 (the client breaks [MQTT-4.12.0-3]); CONNACK 0x00
+    after it accepts the broken exchange, which no later close undoes: the server's own duty toward the Protocol
+    Error [MQTT-4.13.1-1] is what it breaks, never the client's statement."""
     case = CASES["v5/auth/answer-with-success"]
     judgement = judged(case, challenged().client(auth(0x00, ANSWER_DATA)).server(ACCEPT), closed=True)
     failed = {f.rule for f in judgement.findings if f.side is S}
-    assert v5_auth.CLIENT_CONTINUES in failed
+    assert v5_auth.CLOSE_ON_ERROR in failed and v5_auth.CLIENT_CONTINUES not in failed
+    assert case.provokes == (v5_auth.CLIENT_CONTINUES,)
     assert "accepts the authentication after" in " ".join(f.detail for f in judgement.findings)
 
 

@@ -19,6 +19,7 @@ from mqttaudit.probe.cases import v5_handshake as hs
 from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, CaseResult, judge_config
 from mqttaudit.spec import identity
 
+from .cases import explain
 from .live import configured_mosquitto, run_together
 from .talk import C, S, Talk
 
@@ -60,9 +61,11 @@ def pairs() -> dict[str, tuple[dict[str, Talk], dict[str, Talk]]]:
             {"c": talk().client(packet).server(answers[word]).quiet(after=5)},
         )
     for word, name in hs.OTHER_NAMES:
+        # a server that does not accept the name closes (0x84 may come first); one that accepts it is another
+        # protocol's (see the test below): what breaks the statement is a refusal left open
         result[f"v5/connect-refused/protocol-name-{word}"] = (
             {"c": talk().client(named(name)).server(codec.Connack(return_code=0x84)).closed(S)},
-            {"c": talk().client(named(name)).server(OK).quiet(after=5)},
+            {"c": talk().client(named(name)).server(codec.Connack(return_code=0x84)).quiet(after=5)},
         )
     for version in hs.UNSUPPORTED_VERSIONS:
         result[f"v5/connect-refused/protocol-version-{version}"] = (
@@ -105,9 +108,10 @@ def pairs() -> dict[str, tuple[dict[str, Talk], dict[str, Talk]]]:
         {name: talk().client(EMPTY_ID).server(assigned("same")).quiet(after=1) for name in "ab"},
     )
     for word, _title, data in hs.UNASKED_AUTH:
+        # the violating broker answers the AUTH nobody asked for with one of its own [MQTT-4.12.0-6] and stays open
         result[f"v5/auth-unrequested/without-method-{word}"] = (
             {"c": talk().client(CONNECT).server(OK).client(data).closed(S)},
-            {"c": talk().client(CONNECT).server(OK).client(data).quiet(after=5)},
+            {"c": talk().client(CONNECT).server(OK).client(data).server("f0 00").quiet(after=5)},
         )
     silent = codec.Connect(client_id="hs", protocol_level=5, keep_alive=1)
     for word in ("server-disconnects-silent-client", "client-value-applies"):
@@ -143,7 +147,7 @@ def test_a_conforming_broker_keeps_every_statement_of_the_case(case: Case) -> No
     kept, _broken = pairs()[case.id]
     judgement = judged(case, kept)
     # as the runner decides: assessed, and no finding against the broker (a client-side MUST broken on purpose is
-    # the client's finding: MQTT-3.1.0-1, MQTT-4.12.0-7)
+    # the client's finding, which the case provokes: MQTT-3.1.0-1, MQTT-4.12.0-7)
     assert set(case.statements) <= judgement.assessed, (case.statements, sorted(judgement.assessed))
     assert not [f for f in judgement.findings if f.side is S and f.rule in case.statements]
     assert not against_broker(case, kept) & set(case.statements)
@@ -166,6 +170,28 @@ def test_an_unsupported_version_may_be_refused_with_0x84_or_0x01_but_not_accepte
         assert hs.PROTOCOL_VERSION in judged(case, {"c": refused}).passed, code
     accepted = talk().client(named("MQTT", 6)).server(OK).quiet(after=5)
     assert hs.PROTOCOL_VERSION in {f.rule for f in judged(case, {"c": accepted}).findings}
+
+
+@pytest.mark.parametrize(("word", "name"), hs.OTHER_NAMES, ids=[word for word, _name in hs.OTHER_NAMES])
+@pytest.mark.parametrize("connack", ["20 03 00 00 00", "20 02 00 00"], ids=["5.0-form", "3.1.1-form"])
+def test_another_protocol_name_accepted_is_another_protocols_not_a_fail(word: str, name: str, connack: str) -> None:
+    """3.1.2.1 of 5.0: "A Server which support multiple protocols uses the Protocol Name to determine whether the data
+    is MQTT ... If the Server does not want to accept the CONNECT ... it MUST close" [MQTT-3.1.2-1]. A broker that
+    accepts 'MQIsdp' (3.1's name) at Protocol Version 5, in either CONNACK form, breaks nothing of it: not judged,
+    and not assessable, saying so."""
+    case = CASES[f"v5/connect-refused/protocol-name-{word}"]
+    judgement = judged(case, {"c": talk().client(named(name)).server(connack).quiet(after=5)})
+    assert not [f for f in judgement.findings if f.side is S], explain(judgement)
+    assert judgement.not_assessable[hs.PROTOCOL_NAME].startswith("another specification: "), explain(judgement)
+
+
+def test_the_client_statements_the_handshake_cases_break_are_provoked_not_judged() -> None:
+    for word, _title, _build in hs.NOT_CONNECT:
+        case = CASES[f"v5/connect-first/{word}"]
+        assert case.provokes == (hs.CONNECT_FIRST,) and case.statements == (hs.CONNACK_FIRST, hs.CLOSE_ON_ERROR)
+    for word, _title, _data in hs.UNASKED_AUTH:
+        case = CASES[f"v5/auth-unrequested/without-method-{word}"]
+        assert case.provokes == (hs.NO_CLIENT_AUTH,) and case.statements == (hs.CLOSE_ON_ERROR, hs.NO_SERVER_METHOD)
 
 
 def test_a_refusal_with_0x84_of_another_protocol_name_still_owes_the_close() -> None:

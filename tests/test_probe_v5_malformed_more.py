@@ -103,7 +103,9 @@ def test_every_case_is_a_50_case_that_targets_its_rules_and_the_duty_to_close() 
         case = CASES[case_id]
         assert case.protocol is ProtocolVersion.V5
         assert case.statements == targeted(stimulus)
-        assert set(stimulus.breaks) <= set(case.statements), case_id
+        # judged where the rule binds the broker too, provoked where it binds the Client alone (a Topic Filter's)
+        assert set(stimulus.breaks) <= {*case.statements, *case.provokes}, case_id
+        assert all(not s.rule.binds("server") for s in case.provokes), case_id
         assert CLOSE_DUTIES & set(case.statements), case_id
         assert case.family == f"v5/malformed-{stimulus.family}"
         assert stimulus.as_connect is (stimulus.data[0] >> 4 == 1), case_id
@@ -259,7 +261,8 @@ def test_mosquitto(mosquitto: RunningBroker) -> None:
       MUST start with $share/ and MUST contain a ShareName that is at least one character long [MQTT-4.8.2-1].
       The ShareName MUST NOT contain the characters "/", "+" or "#", but MUST be followed by a "/" character. This
       "/" character MUST be followed by a Topic Filter [MQTT-4.8.2-2]": both bind every filter that starts
-      '$share/' (they would bind none if such a filter could be an ordinary one), and no SUBACK or UNSUBACK code
+      '$share/' (they would bind none if such a filter could be an ordinary one), its writer being the Client;
+      the broker's duty is the close on a Malformed Packet (4.13.1), and no SUBACK or UNSUBACK code
       answers a filter that is not correctly formed (0x8F is "correctly formed but not allowed"). Its CONNACK
       declares no Shared Subscription Available, so shared subscriptions are supported (3.2.2.3.15).
     """
@@ -271,7 +274,9 @@ def test_mosquitto(mosquitto: RunningBroker) -> None:
         "MQTT-4.13.1-1": PASS,
     }
     granted = results["v5/malformed/subscribe-share-name-empty"]
-    assert sorted({f.rule for f in granted.findings}) == ["MQTT-4.13.1-1", SHARE_NAME_PRESENT]
+    # the filter's form binds its writer, the Client [MQTT-4.8.2-1]: the broker is charged with its duty to close
+    assert sorted({f.rule for f in granted.findings}) == ["MQTT-4.13.1-1"]
+    assert granted.case.provokes == (SHARE_NAME_PRESENT,)
     assert "SUBACK id 1 (event 3) answers the offending packet" in granted.reason
 
 

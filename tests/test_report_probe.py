@@ -220,12 +220,14 @@ def test_json_has_exactly_the_documented_keys(run: ProbeRun) -> None:
         "broker_down",
         "incomplete",
         "strict",
+        "not_spoken",
         "baseline",
         "summary",
         "violations",
         "results",
     }
     assert data["incomplete"] is None and data["baseline"] is None and data["strict"] is False
+    assert data["not_spoken"] == {}
     assert data["target"] == "mqtt://127.0.0.1:1883"
     assert data["summary"] == {"pass": 2, "fail": 3, "inconclusive": 1, "not-applicable": 1, "lenient": 0}
     keys = {
@@ -233,6 +235,7 @@ def test_json_has_exactly_the_documented_keys(run: ProbeRun) -> None:
         "title",
         "protocol",
         "statements",
+        "provokes",
         "rules",
         "verdict",
         "reason",

@@ -114,7 +114,7 @@ class Obligations:
         if obligation in self._open:
             self._open.remove(obligation)
             for rule in (*obligation.decided, *obligation.informs):
-                self._ledger.held(rule)
+                self._ledger.held(rule, obligation.side)
 
     def drop(self, obligation: Obligation, reason: str | None = None) -> None:
         """Withdraws an obligation: not assessable for ``reason``, or silently when it never applied."""
@@ -209,7 +209,7 @@ class Obligations:
             )
         elif obligation.on_close is OnClose.FULFILS:
             for rule in obligation.decided:
-                self._ledger.held(rule)
+                self._ledger.held(rule, obligation.side)
         elif obligation.on_close is OnClose.EXCUSES:
             self._undecided(
                 obligation,

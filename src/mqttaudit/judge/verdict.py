@@ -11,13 +11,20 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from mqttaudit.codec import Direction
-from mqttaudit.spec import identity
+from mqttaudit.spec import identity, registry
 
 #: The kinds of routing finding.
 LEAK = "leak"
 MISSING = "missing"
 DUPLICATE = "duplicate"
 QOS = "qos"
+
+
+def binds(rule: str, side: Direction) -> bool:
+    """Whether the statement ``rule`` (a registry id) binds ``side``: its actor is that side or both. A finding
+    against a side cites only a statement that binds it; a rule outside the MQTT catalogues binds whoever it names."""
+    entry = registry.rule_of(rule, identity.V3_1_1)
+    return entry is None or entry.binds("client" if side is Direction.FROM_CLIENT else "server")
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,18 +160,24 @@ class Ledger:
         kind: str = "",
         cause: int = -1,
     ) -> Finding | None:
-        """One instance of ``rule`` failed; None when the conversation's version does not state the rule."""
+        """One instance of ``rule`` failed; None when the conversation's version does not state the rule, or the
+        rule does not bind ``side`` (see :func:`binds`)."""
         named = identity.statement_id(rule, self.version)
         if named is None:
+            return None
+        if not binds(named, side):
+            # The other side's rule, broken by the packet this side received: this side is charged with its own
+            # duty toward that packet (the close, not acting on it), which the caller fails beside it.
             return None
         finding = Finding(named, side, time, event, detail, expected, self.conversation, kind, cause)
         self.findings.append(finding)
         return finding
 
-    def held(self, rule: str) -> None:
-        """One instance of ``rule`` was decided and passed."""
+    def held(self, rule: str, side: Direction | None = None) -> None:
+        """One instance of ``rule`` was decided and passed (by ``side``, when one side's conduct decided it: not
+        recorded when the rule does not bind that side, as :meth:`fail` records no such finding)."""
         named = identity.statement_id(rule, self.version)
-        if named is not None:
+        if named is not None and (side is None or binds(named, side)):
             self.held_rules.add(named)
 
     def undecided(
@@ -180,7 +193,7 @@ class Ledger:
         """One instance of ``rule`` could not be decided: a row for it (once per rule, event and reason); the
         rule's first reason is its reason in ``not_assessable``."""
         named = identity.statement_id(rule, self.version)
-        if named is None:
+        if named is None or (side is not None and not binds(named, side)):
             return
         rule = named
         self.undecided_rules.setdefault(rule, reason)

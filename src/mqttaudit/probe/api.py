@@ -33,7 +33,7 @@ from .outcome import (
     parse_share,
     too_inconclusive,
 )
-from .preflight import Refusal, preflight, preflight_amqp, unspoken_5_0
+from .preflight import Refusal, preflight_amqp, versions_unspoken
 from .profile import NO_PROFILE, BrokerProfile, load_profile
 from .runner import DEFAULT_CONCURRENCY, INCONCLUSIVE, NOT_APPLICABLE, VERDICTS, CaseResult, ProbeRun, run_probe
 from .selection import Patterns, parse_protocol, select_cases
@@ -249,15 +249,11 @@ async def _run_mqtt(
     profile: BrokerProfile = NO_PROFILE,
 ) -> ProbeResult:
     clock0 = time.monotonic()
-    # a 5.0-only selection asks in 5.0: a broker that serves 5.0 alone may refuse a 3.1.1 CONNECT
-    only_5_0 = all(case.protocol is ProtocolVersion.V5 for case in selected)
-    refusal = await preflight(target, timeout, ProtocolVersion.V5 if only_5_0 else ProtocolVersion.V3_1_1)
-    if refusal is not None:
-        return ProbeResult(not_probed(target, selected, refusal, time.monotonic() - clock0), refusal=refusal)
-    unspoken = None
-    if any(case.protocol is ProtocolVersion.V5 for case in selected):
-        unspoken = await unspoken_5_0(target, timeout)
-    runnable = [case for case in selected if unspoken is None or case.protocol is not ProtocolVersion.V5]
+    # capability first: one plain CONNECT per version of the selection (the login check too)
+    unspoken = await versions_unspoken(target, timeout, {case.protocol for case in selected})
+    if isinstance(unspoken, Refusal):
+        return ProbeResult(not_probed(target, selected, unspoken, time.monotonic() - clock0), refusal=unspoken)
+    runnable = [case for case in selected if case.protocol not in unspoken]
     if progress is not None:
         progress.started(len(runnable))
     probe_run = await run_probe(
@@ -268,11 +264,15 @@ async def _run_mqtt(
         progress=None if progress is None else progress.finished,
         profile=profile,
     )
-    if unspoken is not None:
-        # 5.0's statements do not bind a broker that does not speak 5.0: its cases do not apply, in library order
+    if unspoken:
+        # A version's statements do not bind a broker that does not speak it: its cases do not apply, said once for
+        # the run and on each case, in library order.
+        said = {version: f"the broker does not speak MQTT {version.value}: {why}" for version, why in unspoken.items()}
+        probe_run.unspoken = {version.value: why for version, why in said.items()}
         ran = {result.case.id: result for result in probe_run.results}
-        why = f"the broker does not speak MQTT 5.0: {unspoken}"
-        probe_run.results = [ran.get(case.id) or CaseResult(case, NOT_APPLICABLE, why) for case in selected]
+        probe_run.results = [
+            ran.get(case.id) or CaseResult(case, NOT_APPLICABLE, said[case.protocol]) for case in selected
+        ]
     if confirm_timing and probe_run.broker_down is None:
 
         async def alone(case: Case) -> CaseResult:

@@ -82,6 +82,10 @@ class Case:
     family: str = ""
     #: The MQTT version the case speaks; its statements are that version's ids.
     protocol: ProtocolVersion = ProtocolVersion.V3_1_1
+    #: The Client's statements the stimulus breaks on purpose (the packet's defect, which the prober commits): named
+    #: with the case, never judged against the broker, which they do not bind. ``statements`` holds what the broker
+    #: owes in answer (the close, not acting on the packet), each a MUST that binds the Server.
+    provokes: tuple[str, ...] = ()
 
     @property
     def family_name(self) -> str:
@@ -533,11 +537,18 @@ class CaseRegistry(Mapping[str, Case]):
         self._loaded = False
 
     def register(self, case: Case) -> None:
+        """Adds ``case``; ValueError when its id is taken, it cites another version's ids, or it would judge the
+        broker on a statement that cannot fail it (see :func:`unjudgeable`)."""
         if case.id in self._cases:
             raise ValueError(f"duplicate probe case id {case.id!r}")
-        wrong = [rule for rule in case.statements if getattr(rule, "version", None) != case.protocol.value]
+        cited = (*case.statements, *case.provokes)
+        wrong = [rule for rule in cited if getattr(rule, "version", None) != case.protocol.value]
         if wrong:
             raise ValueError(f"probe case {case.id!r} speaks MQTT {case.protocol.value} but cites {wrong!r}")
+        problems = unjudgeable(case)
+        if problems:
+            raise ValueError(f"probe case {case.id!r} cannot judge a broker on what it cites: {'; '.join(problems)}")
+        # what the case probes is what it judges: the Client's statements it provokes are checked by nothing here
         registry.refer("probe", case.script.__module__, case.id, case.statements)
         self._cases[case.id] = case
 
@@ -571,6 +582,25 @@ class CaseRegistry(Mapping[str, Case]):
         return len(self._all())
 
 
+def unjudgeable(case: Case) -> list[str]:
+    """Why ``case`` could fail a broker on something that does not bind it, or judge nothing: each statement it
+    judges (:attr:`Case.statements`) must be a MUST that binds the Server, for a fail cites a MUST binding the side
+    judged (a SHOULD not followed is never a fail, and a statement of the Client's alone is the stimulus's, cited in
+    :attr:`Case.provokes`). Empty when the case is sound."""
+    problems = []
+    for statement in case.statements:
+        rule = registry.rule_of(statement, case.protocol.value)
+        if rule is None:
+            problems.append(f"{statement} is in no catalogue")
+        elif rule.level != "MUST":
+            problems.append(f"{statement} is a {rule.level}, never a fail")
+        elif not rule.binds("server"):
+            problems.append(f"{statement} binds the Client only (a rule the stimulus breaks: cite it in provokes)")
+    if not case.statements:
+        problems.append("it judges no statement binding the Server")
+    return problems
+
+
 #: Every case of the library, by id, in the library's order.
 CASES = CaseRegistry("mqttaudit.probe.cases")
 
@@ -590,14 +620,24 @@ def case(
     timing: bool = False,
     family: str = "",
     protocol: ProtocolVersion = ProtocolVersion.V3_1_1,
+    provokes: Iterable[str] = (),
 ) -> Callable[[Script], Script]:
     """Registers a script as a case of the library; ``protocol`` is the version it speaks (its statements are that
-    version's ids)."""
+    version's ids): ``statements`` the Server's MUSTs it judges, ``provokes`` the Client's its stimulus breaks."""
 
     def register(script: Script) -> Script:
         CASES.register(
             Case(
-                case_id, tuple(statements), title, script, stimulus, expected, timing, family=family, protocol=protocol
+                case_id,
+                tuple(statements),
+                title,
+                script,
+                stimulus,
+                expected,
+                timing,
+                family=family,
+                protocol=protocol,
+                provokes=tuple(provokes),
             )
         )
         return script

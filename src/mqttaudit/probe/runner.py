@@ -22,6 +22,7 @@ from ..codec.describe import describe_packet
 from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, Leniency, judge_scenario
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from ..judge.rules import SENDER_CODEC_RULES_5_0
+from ..judge.verdict import binds
 from .baseline import BaselineDiff
 from .cancellation import within
 from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, login, open_target
@@ -110,6 +111,9 @@ class ProbeRun:
     baseline: BaselineDiff | None = None
     #: Leniency fails the run (``--strict``, or ``strict = true`` in the broker profile).
     strict: bool = False
+    #: Protocol version ("3.1.1", "5.0") -> why the broker does not speak it: every case of that version is not
+    #: applicable for that one reason (see :func:`mqttaudit.probe.preflight.versions_unspoken`).
+    unspoken: dict[str, str] = field(default_factory=dict)
 
     def count(self, verdict: str) -> int:
         return sum(1 for result in self.results if result.verdict == verdict)
@@ -225,9 +229,13 @@ async def run_case(
     refused = _refused_login(target, context.connections)
     if refused is not None and result.verdict != NOT_APPLICABLE:
         result.verdict, result.reason = INCONCLUSIVE, refused
-    unspoken = _refused_version_5(context.connections) if case.protocol is ProtocolVersion.V5 else None
+    if case.protocol is ProtocolVersion.V5:
+        unspoken = _refused_version_5(context.connections)
+    else:
+        unspoken = _answered_in_5_0_form(context.connections)
     if unspoken is not None:
-        # A broker that does not speak 5.0 is bound by none of 5.0's statements: nothing of the case is judged.
+        # A broker that does not speak 5.0 is bound by none of 5.0's statements, and one that does by none of what
+        # 3.1.1 asks of a server that does not: nothing of the case is judged.
         result.verdict, result.reason = NOT_APPLICABLE, unspoken
         result.findings.clear()
         result.other_findings.clear()
@@ -293,22 +301,25 @@ def _refused_login(target: Target, connections: Sequence[ProbeConnection]) -> st
     return None
 
 
+def _answer_to_5_0(connection: ProbeConnection) -> bytes | None:
+    """The bytes of the broker's first frame on a connection that opened with a plain MQTT 5.0 CONNECT (Protocol
+    Name "MQTT": another name may be answered by another specification's rules); None otherwise, or when the broker
+    sent nothing."""
+    sent = [event for event in connection.events if isinstance(event, Sent)]
+    connect = next((e.frame.packet for e in sent if e.sender is Direction.FROM_CLIENT), None)
+    first = next((e.frame for e in sent if e.sender is Direction.FROM_SERVER), None)
+    if not isinstance(connect, Connect) or connect.protocol_level != ProtocolVersion.V5.level or first is None:
+        return None
+    return first.raw if connect.protocol_name == "MQTT" else None
+
+
 def _refused_version_5(connections: Sequence[ProbeConnection]) -> str | None:
     """Why a 5.0 case does not apply: a connection whose 5.0 CONNECT the broker answered with 3.1.1's CONNACK 0x01
     (unacceptable protocol level), which is what a broker that implements only 3.1.1 must answer [MQTT-3.1.2-2 of
     3.1.1]. Read as 5.0 those bytes are malformed, but 5.0's statements do not bind a broker that does not speak it
     (a 5.0 broker refusing the version answers 0x84 in 5.0's form, judged as such). None otherwise."""
     for connection in connections:
-        answers = [event for event in connection.events if isinstance(event, Sent)]
-        connect = next((e.frame.packet for e in answers if e.sender is Direction.FROM_CLIENT), None)
-        first = next((e.frame for e in answers if e.sender is Direction.FROM_SERVER), None)
-        if (
-            isinstance(connect, Connect)
-            and connect.protocol_level == ProtocolVersion.V5.level
-            and connect.protocol_name == "MQTT"  # another name may be answered by another specification's rules
-            and first is not None
-            and first.raw == REFUSED_LEVEL_3_1_1
-        ):
+        if _answer_to_5_0(connection) == REFUSED_LEVEL_3_1_1:
             return (
                 f"the broker does not speak MQTT 5.0: it answered the 5.0 CONNECT on {connection.name} with the "
                 "3.1.1 CONNACK 20 02 00 01 (unacceptable protocol level), as a 3.1.1 broker must"
@@ -316,11 +327,40 @@ def _refused_version_5(connections: Sequence[ProbeConnection]) -> str | None:
     return None
 
 
+def _answered_in_5_0_form(connections: Sequence[ProbeConnection]) -> str | None:
+    """Why a 3.1.1 case that sends a 5.0 CONNECT does not apply: the broker answered it with a CONNACK in 5.0's form
+    (Remaining Length 3 or more: a Property Length follows the Reason Code), so it reads MQTT 5.0, accepting or
+    refusing by 5.0's rules; 3.1.1's [MQTT-3.1.2-2] binds a server that does not support the level. None otherwise
+    (a 3.1.1 CONNACK, a close or silence: judged under 3.1.1)."""
+    for connection in connections:
+        raw = _answer_to_5_0(connection)
+        if raw is not None and len(raw) >= 3 and raw[0] == CONNACK_BYTE and raw[1] >= CONNACK_5_0_LENGTH:
+            code = raw[3] if len(raw) > 3 else None
+            shown = "" if code is None else f" 0x{code:02x}"
+            return (
+                f"the broker speaks MQTT 5.0: it answered the 5.0 CONNECT on {connection.name} with a 5.0 CONNACK"
+                f"{shown} ({raw[:8].hex(' ')}); 3.1.1 binds a server that does not support the level"
+            )
+    return None
+
+
+#: A CONNACK's first byte, and the smallest Remaining Length of one in 5.0's form (flags, Reason Code, Property
+#: Length); 3.1.1's is always 2.
+CONNACK_BYTE = 0x20
+CONNACK_5_0_LENGTH = 3
+
+
 def judge_config(case: Case, timeout: float) -> JudgeConfig:
     """How the judge takes a case's conversations: ``timeout`` is the grace for closing and answering; a 5.0 case
-    speaks to a broker that supports 5.0 (its CONNECTs are judged as 5.0, not refused as an unknown level)."""
+    speaks to a broker that supports 5.0 (its CONNECTs are judged as 5.0, not refused as an unknown level), 5.0 from
+    its first byte (a connection it opens with another packet than CONNECT included)."""
     if case.protocol is ProtocolVersion.V5:
-        return JudgeConfig(close_grace=timeout, answer_timeout=timeout, supported_protocol_levels=frozenset({4, 5}))
+        return JudgeConfig(
+            close_grace=timeout,
+            answer_timeout=timeout,
+            supported_protocol_levels=frozenset({4, 5}),
+            opening_version="5.0",
+        )
     return JudgeConfig(close_grace=timeout, answer_timeout=timeout)
 
 
@@ -336,7 +376,7 @@ def server_violations(connection: ProbeConnection) -> list[Finding]:
             continue
         cited: set[str] = set()
         for violation in event.frame.violations:
-            if violation.rule_key in held_to and violation.rule not in cited:
+            if violation.rule_key in held_to and violation.rule not in cited and binds(violation.rule, event.sender):
                 cited.add(violation.rule)
                 findings.append(
                     Finding(
@@ -454,9 +494,15 @@ def decide(
     ``pass`` when it assessed every targeted statement without such a finding; otherwise ``inconclusive``, with the
     judge's reasons. A script that stopped early (not applicable, setup failed) keeps its verdict unless the broker
     already failed or was lenient.
+
+    Only a MUST that binds the Server can fail a case: its statements are nothing else (see
+    :func:`~mqttaudit.probe.case.unjudgeable`), and a finding against the broker on a statement that binds the
+    Client alone is none of the broker's (the judge makes none). A SHOULD or MAY it broke outside the case's
+    statements is listed with the other findings, where it fails nothing (see :mod:`.violations`).
     """
-    against = [f for f in (*judgement.findings, *sent) if f.side is Direction.FROM_SERVER]
-    lenient = [row for row in judgement.lenient if row.side is Direction.FROM_SERVER]
+    server = Direction.FROM_SERVER
+    against = [f for f in (*judgement.findings, *sent) if f.side is server and binds(f.rule, server)]
+    lenient = [row for row in judgement.lenient if row.side is server]
     on_target = [f for f in against if f.rule in case.statements]
     others = [f for f in against if f.rule not in case.statements]
     per_statement: dict[str, str] = {}

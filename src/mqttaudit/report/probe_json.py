@@ -22,7 +22,9 @@ def probe_run_to_json(run: ProbeRun, catalogue: Catalogue | None = None) -> dict
     statements of the cases that saw it (each act counted, each case named). A ``lenient`` result lists in
     ``lenient`` what the broker accepted and was not bound to detect: the rule the packet broke (with its version's
     text and whom it binds), the receiver, and ``basis``, why that receiver was not bound; ``strict`` says whether
-    such a case fails the run."""
+    such a case fails the run; ``not_spoken`` the protocol versions the broker does not speak, with why (their cases
+    are not applicable); ``provokes`` the Client's statements a case's stimulus breaks on purpose (never the
+    broker's to fail)."""
     rules = default_catalogue(catalogue)
     return {
         "mqttaudit_version": __version__,
@@ -32,6 +34,7 @@ def probe_run_to_json(run: ProbeRun, catalogue: Catalogue | None = None) -> dict
         "broker_down": run.broker_down,
         "incomplete": run.incomplete,
         "strict": run.strict,
+        "not_spoken": dict(run.unspoken),
         "baseline": None if run.baseline is None else run.baseline.to_json(),
         "summary": {verdict: run.count(verdict) for verdict in VERDICTS},
         "violations": [violation.to_json() for violation in other_violations(run, rules)],
@@ -45,6 +48,7 @@ def _result(result: CaseResult, rules: Catalogue) -> dict[str, Any]:
         "title": result.case.title,
         "protocol": result.case.protocol.value,
         "statements": list(result.case.statements),
+        "provokes": list(result.case.provokes),
         "rules": [rule_json(statement, rules) for statement in result.case.statements],
         "verdict": result.verdict,
         "reason": result.reason,

@@ -181,6 +181,8 @@ def _header(run: ProbeRun, violations: Sequence[OtherViolation] = ()) -> list[st
         f"- Duration: {seconds(run.duration)}",
         f"- Cases: {len(run.results)} ({counts})",
     ]
+    for version, why in run.unspoken.items():
+        lines.append(f"- **Not applicable, MQTT {inline(version)}:** {inline(why)}; none of its cases was run.")
     if run.broker_down:
         lines.append(f"- **Broker down:** {inline(run.broker_down)}; the cases after that point are inconclusive.")
     if run.incomplete:

@@ -81,6 +81,9 @@ def summary_lines(run: ProbeRun, width: int, catalogue: Catalogue | None = None)
     cases' statements."""
     counts = ", ".join(f"{run.count(v)} {v}" for v in VERDICTS)
     lines = [fit(f"{run.target.url}: {len(run.results)} cases in {run.duration:.1f} s: {counts}", width)]
+    for version, why in run.unspoken.items():
+        not_run = sum(1 for result in run.results if result.case.protocol.value == version)
+        lines.append(fit(f"not applicable: {why} (its {not_run} MQTT {version} cases)", width))
     if run.incomplete:
         lines.append(fit(f"INCOMPLETE: {run.incomplete}", width))
     if run.broker_down and run.broker_down != run.incomplete:

@@ -37,7 +37,6 @@ class StatementId(str):
     def __reduce__(self) -> tuple[Any, ...]:
         return (StatementId, (str(self), self.version))
 
-
     @property
     def text(self) -> str:
         """The id as plain text."""

@@ -36,6 +36,7 @@ from ...codec import (
 from ...codec.remaining_length import encode_remaining_length
 from ...codec.validators import FIXED_LENGTH, FIXED_LENGTH_5, REQUIRED_FLAGS, SENDERS
 from ...judge import Event, Quiet, Sent, judge, rules
+from ...spec import identity
 from ..case import CaseContext, Script, case
 from ..connection import client_frames
 
@@ -691,6 +692,19 @@ def targeted(stimulus: Stimulus) -> tuple[str, ...]:
     return tuple(dict.fromkeys(f.rule for f in findings if f.side is Direction.FROM_SERVER))
 
 
+def provoked(stimulus: Stimulus, version: ProtocolVersion = V3) -> tuple[str, ...]:
+    """The Client's statements the stimulus breaks on purpose, which its case names and never judges the broker on
+    (see :attr:`~mqttaudit.probe.case.Case.provokes`): the rules its bytes break, as ``version``'s decoder reads them
+    (and a packet other than CONNECT opening the connection [MQTT-3.1.0-1]), those that bind the Client alone."""
+    frames, _begun = client_frames(StreamDecoder(Direction.FROM_CLIENT, version=version), stimulus.data)
+    keys = [violation.rule_key for frame in frames for violation in frame.violations]
+    first = frames[0].packet if frames else None
+    if stimulus.as_connect and first is not None and not isinstance(first, Connect):
+        keys.append(rules.CONNECT_FIRST)
+    broken = (identity.statement_id(key, version.value) for key in dict.fromkeys(keys))
+    return tuple(rule for rule in broken if rule is not None and not rule.rule.binds("server"))
+
+
 _SHOWN_WITH = (
     f" (shown with Client Identifier {EXAMPLE_CLIENT_ID} and topic prefix <p> = {EXAMPLE_PREFIX}: each run and"
     " case has its own)"
@@ -743,6 +757,7 @@ def _register(stimulus: Stimulus) -> None:
         # the Will is published some time after the close: a failure is confirmed alone
         timing=stimulus.with_will,
         family=f"malformed/{stimulus.family}",
+        provokes=provoked(stimulus),
     )(stimulus_script(stimulus))
 
 

@@ -6,8 +6,19 @@ import asyncio
 
 from mqttaudit.spec.ids import R311
 
-from ...codec import Connack, Connect, Disconnect, Pingreq, Pingresp, Subscribe, Subscription, Will, encode
-from ..case import CaseContext, case
+from ...codec import (
+    Connack,
+    Connect,
+    Disconnect,
+    Pingreq,
+    Pingresp,
+    ProtocolVersion,
+    Subscribe,
+    Subscription,
+    Will,
+    encode,
+)
+from ..case import CaseContext, case, login
 
 DISCONNECT = encode(Disconnect())
 
@@ -39,6 +50,24 @@ async def protocol_level_unsupported(context: CaseContext) -> None:
     subscribe = encode(Subscribe(packet_id=1, subscriptions=[Subscription(topic_filter=context.topic("x"))]))
     await connection.send(connect + subscribe)
     await connection.wait_close()
+
+
+@case(
+    "connect/protocol-level-5",
+    [R311.MQTT_3_1_2_2],
+    "A broker that does not speak MQTT 5.0 refuses a 5.0 CONNECT with CONNACK 0x01",
+    stimulus="a plain MQTT 5.0 CONNECT (Protocol Level 5, no properties), as every 5.0 client opens",
+    expected="CONNACK 20 02 00 01 (unacceptable protocol level), then close; not applicable when the broker answers "
+    "with a 5.0 CONNACK (it speaks 5.0)",
+)
+async def protocol_level_5(context: CaseContext) -> None:
+    connection = await context.open()
+    username, password = login(context.target)
+    connect = Connect(protocol_level=5, client_id=context.client_id(), username=username, password=password)
+    await connection.send(encode(connect, version=ProtocolVersion.V5))
+    await connection.wait_close()
+    if not connection.closed:
+        await connection.send(DISCONNECT)  # a broker that took it leaves nothing more to see
 
 
 @case(

@@ -54,7 +54,7 @@ from ...judge.rules import ACK_MATCHES_QOS, PUBLISH_ACK_SAME_ID
 from ...spec import identity
 from ..case import CaseContext, Inconclusive, NotApplicable, case, is_refusal
 from ..connection import ProbeConnection
-from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, Shape, Stimulus, field
+from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, Shape, Stimulus, field, provoked
 from .v5_malformed import decoded_rules, targeted
 
 V5: Final = ProtocolVersion.V5
@@ -420,6 +420,7 @@ def _register(stimulus: ForbiddenStimulus) -> None:
         "act on nothing in it",
         family=f"v5/forbidden-{stimulus.family}",
         protocol=V5,
+        provokes=provoked(stimulus, V5),
     )(script)
 
 

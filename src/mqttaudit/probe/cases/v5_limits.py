@@ -29,9 +29,10 @@ from .v5_connect import v5_case
 V5: Final = ProtocolVersion.V5
 #: [MQTT-4.13.1-1] The Server closes the connection on a client's Protocol Error.
 CLOSE: Final = R5.MQTT_4_13_1_1
-#: The client limits the probe breaks on purpose, each a rule the broker upholds by closing on the packet and fails
-#: by acting on it (judge/limits.py puts them on the offence): [MQTT-3.3.2-9] no Topic Alias above the server's
-#: Topic Alias Maximum, [MQTT-3.2.2-17] the same for a maximum above 0, [MQTT-3.2.2-18] none when it declared 0.
+#: The client limits the probe breaks on purpose (what its cases provoke: they bind the Client, and the broker owes
+#: the close [MQTT-4.13.1-1], judge/limits.py puts them on the offence): [MQTT-3.3.2-9] no Topic Alias above the
+#: server's Topic Alias Maximum, [MQTT-3.2.2-17] the same for a maximum above 0, [MQTT-3.2.2-18] none when it
+#: declared 0.
 ALIAS_WITHIN: Final = R5.MQTT_3_3_2_9
 ALIAS_WITHIN_DECLARED: Final = R5.MQTT_3_2_2_17
 NO_ALIAS_WITHOUT_MAXIMUM: Final = R5.MQTT_3_2_2_18
@@ -91,9 +92,16 @@ def _broker_alias_maximum(context: CaseContext) -> int:
 
 
 def _breach(
-    case_id: str, title: str, *, stimulus: str, expected: str = "", statements: Iterable[str] = (CLOSE,)
+    case_id: str,
+    title: str,
+    *,
+    stimulus: str,
+    expected: str = "",
+    statements: Iterable[str] = (CLOSE,),
+    provokes: Iterable[str] = (),
 ) -> Callable[[Script], Script]:
-    """A case in which the probe's client breaks a limit the broker declared: the broker must close."""
+    """A case in which the probe's client breaks a limit the broker declared (``provokes``: the Client's statements
+    that say so): the broker must close (``statements``)."""
     return v5_case(
         case_id,
         list(statements),
@@ -102,6 +110,7 @@ def _breach(
         expected=expected
         or "close the connection (a DISCONNECT with the Reason Code 3.3.4 names may come first); act on nothing in "
         "it: no PUBACK, PUBREC or delivery",
+        provokes=provokes,
     )
 
 
@@ -135,7 +144,7 @@ async def _alias_beyond(
     stimulus="a QoS 0 PUBLISH with a Topic Name and Topic Alias = the CONNACK's Topic Alias Maximum + 1 (1 when it "
     "declared none) [MQTT-3.3.2-9, MQTT-3.2.2-17/-18]",
     expected="close the connection (DISCONNECT 0x94 Topic Alias invalid may come first); deliver nothing of it",
-    statements=(CLOSE, ALIAS_WITHIN),
+    provokes=(ALIAS_WITHIN,),
 )
 async def alias_maximum_plus_one(context: CaseContext) -> None:
     await _alias_beyond(context, lambda maximum: maximum + 1, 0)
@@ -148,7 +157,7 @@ async def alias_maximum_plus_one(context: CaseContext) -> None:
     "declared none) [MQTT-3.3.2-9, MQTT-3.2.2-17/-18]",
     expected="close the connection (DISCONNECT 0x94 may come first); no PUBREC (not applicable when the broker "
     "declares no Topic Alias Maximum)",
-    statements=(CLOSE, ALIAS_WITHIN, ALIAS_WITHIN_DECLARED),
+    provokes=(ALIAS_WITHIN, ALIAS_WITHIN_DECLARED),
 )
 async def alias_maximum_plus_one_qos2(context: CaseContext) -> None:
     await _alias_beyond(context, lambda maximum: maximum + 1, 2, declared=True)
@@ -161,7 +170,7 @@ async def alias_maximum_plus_one_qos2(context: CaseContext) -> None:
     "the CONNACK declared a smaller Topic Alias Maximum [MQTT-3.3.2-9]",
     expected="close the connection (DISCONNECT 0x94 may come first); deliver nothing of it (not applicable when the "
     "broker declares no Topic Alias Maximum)",
-    statements=(CLOSE, ALIAS_WITHIN, ALIAS_WITHIN_DECLARED),
+    provokes=(ALIAS_WITHIN, ALIAS_WITHIN_DECLARED),
 )
 async def alias_largest(context: CaseContext) -> None:
     await _alias_beyond(context, lambda _maximum: LARGEST_ALIAS, 0, declared=True)
@@ -174,7 +183,7 @@ async def alias_largest(context: CaseContext) -> None:
     "(or 0) [MQTT-3.2.2-18]",
     expected="close the connection (DISCONNECT 0x94 may come first); no PUBACK (not applicable when the broker "
     "declares a Topic Alias Maximum)",
-    statements=(CLOSE, ALIAS_WITHIN, NO_ALIAS_WITHOUT_MAXIMUM),
+    provokes=(ALIAS_WITHIN, NO_ALIAS_WITHOUT_MAXIMUM),
 )
 async def alias_without_maximum(context: CaseContext) -> None:
     await _alias_beyond(context, lambda _maximum: 1, 1, declared=False)
@@ -432,7 +441,7 @@ def _publishes(context: CaseContext, count: int, qos: int) -> list[Packet]:
     "(so none can have had its PUBCOMP) [MQTT-3.3.4-7]",
     expected="close the connection (DISCONNECT 0x93 Receive Maximum exceeded may come first, 3.3.4); no PUBREC that "
     "accepts the PUBLISH beyond the window (a refusal, 0x80 or above, accepts nothing)",
-    statements=(CLOSE, WITHIN_RECEIVE_MAXIMUM),
+    provokes=(WITHIN_RECEIVE_MAXIMUM,),
 )
 async def receive_maximum_qos2_burst(context: CaseContext) -> None:
     connection = await context.connect()
@@ -449,7 +458,7 @@ async def receive_maximum_qos2_burst(context: CaseContext) -> None:
     "has sent no PUBCOMP), one QoS 1 PUBLISH [MQTT-3.3.4-7]",
     expected="close the connection (DISCONNECT 0x93 may come first); no PUBACK that accepts it (a refusal, 0x80 or "
     "above, accepts nothing)",
-    statements=(CLOSE, WITHIN_RECEIVE_MAXIMUM),
+    provokes=(WITHIN_RECEIVE_MAXIMUM,),
 )
 async def receive_maximum_qos1_after_window(context: CaseContext) -> None:
     connection = await context.connect()
@@ -550,7 +559,7 @@ async def _over_broker_maximum(context: CaseContext, qos: int) -> None:
     "A PUBLISH one byte over the broker's Maximum Packet Size is a Protocol Error",
     stimulus="a QoS 0 PUBLISH of the broker's Maximum Packet Size + 1 bytes, fixed header included [MQTT-3.2.2-15]",
     expected="close the connection (DISCONNECT 0x95 Packet too large may come first); deliver nothing of it",
-    statements=(CLOSE, WITHIN_PACKET_SIZE),
+    provokes=(WITHIN_PACKET_SIZE,),
 )
 async def over_broker_maximum_qos0(context: CaseContext) -> None:
     await _over_broker_maximum(context, 0)
@@ -561,7 +570,7 @@ async def over_broker_maximum_qos0(context: CaseContext) -> None:
     "A QoS 1 PUBLISH one byte over the broker's Maximum Packet Size is a Protocol Error",
     stimulus="a QoS 1 PUBLISH of the broker's Maximum Packet Size + 1 bytes, fixed header included [MQTT-3.2.2-15]",
     expected="close the connection (DISCONNECT 0x95 may come first); no PUBACK",
-    statements=(CLOSE, WITHIN_PACKET_SIZE),
+    provokes=(WITHIN_PACKET_SIZE,),
 )
 async def over_broker_maximum_qos1(context: CaseContext) -> None:
     await _over_broker_maximum(context, 1)

@@ -41,7 +41,7 @@ from ...judge import Event, JudgeConfig, Quiet, Sent, judge
 from ...judge.rules import ENFORCED_CODEC_RULES_5_0
 from ..case import CaseContext, case
 from ..connection import client_frames
-from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, Shape, Stimulus, field
+from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, Shape, Stimulus, field, provoked
 
 V5: Final = ProtocolVersion.V5
 
@@ -278,7 +278,7 @@ def decoded_rules(stimulus: Stimulus) -> tuple[str, ...]:
 
 
 #: How the judge takes a 5.0 case (as :func:`mqttaudit.probe.runner.judge_config` does): 5.0 CONNECTs accepted.
-_JUDGE_CONFIG: Final = JudgeConfig(supported_protocol_levels=frozenset({4, 5}))
+_JUDGE_CONFIG: Final = JudgeConfig(supported_protocol_levels=frozenset({4, 5}), opening_version="5.0")
 _LONG_AFTER = 3600.0
 
 
@@ -324,6 +324,7 @@ def _register(stimulus: PropertyStimulus) -> None:
         "act on nothing in it",
         family=f"v5/malformed-{stimulus.family}",
         protocol=V5,
+        provokes=provoked(stimulus, V5),
     )(script)
 
 

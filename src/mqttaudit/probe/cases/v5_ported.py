@@ -42,7 +42,7 @@ from ...spec.identity import statement_id
 from ..case import CASES, case
 from ..connection import client_frames
 from . import accepted, delivery, malformed, routing, v5_forbidden, v5_malformed  # noqa: F401 (delivery: its cases)
-from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, WILL_LEVEL, Stimulus, field, stimulus_script
+from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, WILL_LEVEL, Stimulus, field, provoked, stimulus_script
 from .v5_malformed import targeted as targeted_5
 
 V3: Final = ProtocolVersion.V3_1_1
@@ -103,7 +103,7 @@ STIMULI, SENT_ELSEWHERE = _ported()
 LEFT_OUT: Final = tuple(s.case_id for s in malformed.STIMULI if s.case_id not in {twin.case_id for twin in STIMULI})
 
 #: How the judge takes a 5.0 case (as :func:`mqttaudit.probe.runner.judge_config` does).
-_JUDGE_CONFIG: Final = JudgeConfig(supported_protocol_levels=frozenset({4, 5}))
+_JUDGE_CONFIG: Final = JudgeConfig(supported_protocol_levels=frozenset({4, 5}), opening_version="5.0")
 _LONG_AFTER = 3600.0
 
 
@@ -167,6 +167,7 @@ def _register(stimulus: PortedStimulus) -> None:
         timing=stimulus.with_will,
         family=f"v5/malformed-{stimulus.family}",
         protocol=V5,
+        provokes=provoked(stimulus, V5),
     )(stimulus_script(stimulus))
 
 
