@@ -703,11 +703,16 @@ class Pairing:
 
     def _owes_answer(self, seen: Seen) -> bool:
         """The receiver of ``seen`` owes it an answer: not when it breaks a rule or follows a violation of its
-        sender, nor when the client sent it after DISCONNECT or on a refused connection."""
+        sender, nor when the client sent it after DISCONNECT, after the server's own DISCONNECT (5.0: the server
+        sends nothing after it) or on a refused connection."""
         if seen.offends or self._offences.by(seen.sender) is not None:
             return False
         connection = self._connection
-        return seen.sender is not CLIENT or (connection.disconnect_seen is None and connection.refused_at is None)
+        return seen.sender is not CLIENT or (
+            connection.disconnect_seen is None
+            and connection.server_disconnect_seen is None
+            and connection.refused_at is None
+        )
 
     # Answers ----------------------------------------------------------------------------------------------------
 

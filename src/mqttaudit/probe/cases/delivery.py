@@ -6,10 +6,24 @@ model says it should have received.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Final
+
 from mqttaudit.spec.ids import R311
 
-from ...codec import Disconnect, Publish, Pubrel, Unsubscribe, encode
-from ..case import SETTLE_MARGIN, CaseContext, case
+from ...codec import (
+    Disconnect,
+    Pingreq,
+    Pingresp,
+    ProtocolVersion,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    Unsubscribe,
+    encode,
+)
+from ..case import BEFORE_SUBSCRIBE, SETTLE_MARGIN, CaseContext, NotApplicable, Script, case
 
 DISCONNECT = encode(Disconnect())
 
@@ -38,6 +52,40 @@ async def qos2_flow(context: CaseContext) -> None:
     connection = await context.connect()
     await context.publish(connection, context.topic("q2"), b"two", qos=2)
     await connection.send(DISCONNECT)
+
+
+def unknown_packet_id(kind: type[Pubrec | Pubrel], *, short: bool = False) -> Script:
+    """A PUBREC or PUBREL whose Packet Identifier no flow of the connection holds (a PUBREL resent after a
+    reconnection meets one whose PUBCOMP was lost; 5.0 gives PUBREL and PUBCOMP Reason Code 0x92 "Packet Identifier
+    not found" for it), then PINGREQ at once: the server answers the PINGREQ [MQTT-3.12.4-1] and a PUBREL with
+    PUBCOMP [MQTT-4.3.3-11 in 5.0] (a 5.0 broker that declares no QoS 2 makes a PUBREL not applicable). In 5.0 the
+    packet carries Reason Code 0x00 unless ``short`` (Remaining Length 2, the code left out)."""
+
+    async def script(context: CaseContext) -> None:
+        connection = await context.connect()
+        if kind is Pubrel:
+            # [MQTT-4.3.3-11] binds a QoS 2 receiver: a broker that declares no QoS 2 takes part in no such flow
+            context.require("qos2", "a PUBREL, which only a QoS 2 flow has")
+        unknown = context.packet_id()
+        since = len(connection.received)
+        code = 0x00 if context.protocol is ProtocolVersion.V5 and not short else None
+        await connection.send(kind(packet_id=unknown, reason_code=code))
+        await connection.send(Pingreq())
+        await connection.wait_type(Pingresp, since=since)
+        if kind is Pubrel:
+            await connection.wait_for(lambda p: isinstance(p, Pubcomp) and p.packet_id == unknown, since=since)
+        await context.leave(connection)
+
+    return script
+
+
+case(
+    "publish/pubrel-unknown-id-then-pingreq",
+    [R311.MQTT_3_12_4_1],
+    "A PUBREL for a Packet Identifier not in use leaves the connection working: the PINGREQ after it is answered",
+    stimulus="PUBREL with a Packet Identifier the connection never used, then PINGREQ at once",
+    expected="PINGRESP (a PUBCOMP for the PUBREL too [MQTT-4.3.3-2]); the connection stays open",
+)(unknown_packet_id(Pubrel))
 
 
 @case(
@@ -278,6 +326,57 @@ async def retained_qos0_replaces(context: CaseContext) -> None:
     await context.leave(publisher, subscriber, watcher)
 
 
+#: Rounds of a retained QoS 1 message replaced at once by a retained QoS 0 one: a broker that stores a retained
+#: message apart from reading the next packet may let the QoS 1 one win the race in some rounds only.
+ROUNDS: Final = 10
+
+
+def qos0_replaces_qos1_rounds(rounds: int = ROUNDS) -> Script:
+    """``rounds`` times, each on a topic of its own: a retained QoS 1 message, its PUBACK, then at once a retained
+    QoS 0 message to the same topic; once a live subscription shows the QoS 0 one taken, a new subscription to the
+    topic. The judge decides each round: the QoS 1 message may never come back as the retained one
+    [MQTT-3.3.1-7 in 3.1.1, MQTT-3.3.1-5 in 5.0]; one round that shows it fails the case, with each such round
+    listed."""
+
+    async def script(context: CaseContext) -> None:
+        topics = [context.topic("round", str(number)) for number in range(rounds)]
+        publisher = await context.connect("publisher")
+        context.require("retain", "retained messages")  # as its CONNACK declares (5.0)
+        context.require("qos1", "retained QoS 1 messages")
+        watcher = await context.subscriber("watcher", *((topic, 0) for topic in topics))
+        late = await context.connect("late")
+        await late.observe(BEFORE_SUBSCRIBE)  # what a broker pushes right after CONNACK comes before the SUBSCRIBEs
+        for number, topic in enumerate(topics):
+            new = f"new-{number}".encode()
+            await context.publish(publisher, topic, f"old-{number}".encode(), qos=1, retain=True)
+            await context.publish(publisher, topic, new, qos=0, retain=True)
+            # only its copy to a live subscription shows the server acted on the QoS 0 PUBLISH (see above)
+            await watcher.wait_for(_message(topic, new), context.timeout, since=watcher.subscribed_from or 0)
+            since = len(late.received)
+            await context.subscribe(late, (topic, 1))
+            await late.wait_for(_message(topic), context.timeout / 4, since=since)  # pacing: the judge decides
+        await context.settle(late, watcher)
+        await context.leave(publisher, late, watcher)
+
+    return script
+
+
+def _message(topic: str, payload: bytes | None = None) -> Callable[[object], bool]:
+    return lambda p: isinstance(p, Publish) and p.topic == topic and payload in (None, p.payload)
+
+
+case(
+    "retain/qos0-replaces-qos1-rounds",
+    [R311.MQTT_3_3_1_7],
+    f"A retained QoS 0 message replaces the retained QoS 1 message published just before it, in each of {ROUNDS} "
+    "rounds",
+    stimulus=f"{ROUNDS} rounds, each on its own topic: retained PUBLISH 'old-N' at QoS 1, its PUBACK, at once "
+    "retained 'new-N' at QoS 0; once a live subscription got 'new-N', a new subscription to the topic",
+    expected="no new subscription gets 'old-N' in any round (it gets 'new-N', or nothing: a QoS 0 retained message "
+    "may be discarded); a fail lists every round that got 'old-N'",
+)(qos0_replaces_qos1_rounds())
+
+
 @case(
     "retain/zero-byte-clears",
     [R311.MQTT_3_3_1_10, R311.MQTT_3_3_1_11],
@@ -345,6 +444,44 @@ async def dollar_topics(context: CaseContext) -> None:
     await context.publish(publisher, topic, b"dollar", qos=1)
     await context.settle(subscriber)
     await context.leave(publisher, subscriber)
+
+
+#: Where a '$' topic's PUBLISH goes before a normal one on the same connection: (id word, the level put before the
+#: case's topic, its QoS).
+DOLLAR_FIRST: Final = (("qos0", "$", 0), ("qos1", "$", 1), ("sys", "$SYS/", 0))
+
+
+def normal_after_dollar(before: str, qos: int) -> Script:
+    """A PUBLISH to a '$' topic (``before`` the case's topic) at ``qos``, then on the same connection a QoS 1 PUBLISH
+    to the topic a subscriber holds: the server may keep clients from using '$' topics (section 4.7.2), but the
+    message after it is routed like any other [MQTT-4.5.0-1]."""
+
+    async def script(context: CaseContext) -> None:
+        topic = context.topic("after")
+        publisher = await context.connect("publisher")
+        context.require("qos1", "a QoS 1 PUBLISH")  # as its CONNACK declares (5.0)
+        subscriber = await context.subscriber("subscriber", (topic, 1))
+        await context.publish(publisher, before + context.topic("dollar"), b"dollar", qos=qos)
+        if publisher.closed:
+            # [MQTT-3.3.5-2] a server that does not authorize a PUBLISH may close the connection instead
+            raise NotApplicable("the broker closed the connection after the PUBLISH to a '$' topic")
+        await context.publish(publisher, topic, b"after", qos=1)
+        await context.deliveries(subscriber, topic)
+        await context.leave(publisher, subscriber)
+
+    return script
+
+
+for _word, _before, _qos in DOLLAR_FIRST:
+    case(
+        f"topics/normal-after-dollar-{_word}",
+        [R311.MQTT_4_5_0_1],
+        f"A normal PUBLISH after a QoS {_qos} PUBLISH to '{_before}...' on the same connection is still routed",
+        stimulus=f"a subscriber to '<case>/after' (QoS 1); a publisher sends a QoS {_qos} PUBLISH to "
+        f"'{_before}mqttaudit/<run>/<case>/dollar', then a QoS 1 PUBLISH to '<case>/after'",
+        expected="the subscriber gets the second message (the '$' one is the broker's to refuse or drop; a close "
+        "after it makes the case not applicable)",
+    )(normal_after_dollar(_before, _qos))
 
 
 @case(

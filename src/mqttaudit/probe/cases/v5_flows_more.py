@@ -30,6 +30,7 @@ from ...codec import Packet, Puback, Pubcomp, Publish, Pubrec, Pubrel, Suback, S
 from ...codec import properties as props
 from ..case import CaseContext, Inconclusive, NotApplicable
 from ..connection import PacketTest, ProbeConnection
+from .delivery import unknown_packet_id
 from .v5_connect import v5_case
 
 SUCCESS: Final = 0x00
@@ -43,6 +44,8 @@ QOS2_PUBREC_SAME_ID: Final = R5.MQTT_4_3_3_8
 QOS2_EXPIRED_COMPLETED: Final = R5.MQTT_4_3_3_13
 MAXIMUM_QOS_DECLARED: Final = R5.MQTT_3_2_2_9
 SUBSCRIBE_ABOVE_MAXIMUM_ACCEPTED: Final = R5.MQTT_3_2_2_10
+PUBREL_ANSWERED: Final = R5.MQTT_4_3_3_11
+PINGRESP_SENT: Final = R5.MQTT_3_12_4_1
 #: Every statement a case of this module lists.
 STATEMENTS: Final = frozenset(
     {
@@ -56,6 +59,8 @@ STATEMENTS: Final = frozenset(
         QOS2_EXPIRED_COMPLETED,
         MAXIMUM_QOS_DECLARED,
         SUBSCRIBE_ABOVE_MAXIMUM_ACCEPTED,
+        PUBREL_ANSWERED,
+        PINGRESP_SENT,
     }
 )
 #: The Message Expiry Interval of the expiring messages (seconds).
@@ -322,3 +327,26 @@ async def publish_within_maximum(context: CaseContext) -> None:
             await connection.wait_close()  # refused (DISCONNECT 0x9B) or unanswered: the judge says which
             return
     await context.disconnect(connection)
+
+
+# An acknowledgement of a Packet Identifier not in use [MQTT-4.3.3-11, MQTT-3.12.4-1] ---------------------------------
+
+#: The forms of an acknowledgement: (id word, in words, whether the Reason Code is left out).
+ACK_FORMS: Final = (("", "Reason Code 0x00 written out", False), ("-short", "the Reason Code left out", True))
+for _form, _words, _short in ACK_FORMS:
+    v5_case(
+        f"v5/flows/pubrel-unknown-id{_form}-then-pingreq",
+        [PUBREL_ANSWERED, PINGRESP_SENT],
+        f"A PUBREL for a Packet Identifier not in use ({_words}) is answered, and so is the PINGREQ after it",
+        stimulus=f"PUBREL ({_words}) with a Packet Identifier the connection never used, then PINGREQ at once",
+        expected="PUBCOMP with the PUBREL's Packet Identifier (0x92 Packet Identifier not found, or 0x00) and "
+        "PINGRESP; the connection stays open",
+    )(unknown_packet_id(Pubrel, short=_short))
+    v5_case(
+        f"v5/flows/pubrec-unknown-id{_form}-then-pingreq",
+        [PINGRESP_SENT],
+        f"A PUBREC for a Packet Identifier not in use ({_words}) leaves the connection working: the PINGREQ after it "
+        "is answered",
+        stimulus=f"PUBREC ({_words}) with a Packet Identifier the server never used, then PINGREQ at once",
+        expected="PINGRESP (a PUBREL with 0x92 Packet Identifier not found may come first); the connection stays open",
+    )(unknown_packet_id(Pubrec, short=_short))

@@ -41,7 +41,7 @@ from ...judge import Closed, Event, JudgeConfig, Quiet, Sent, judge_scenario
 from ...spec.identity import statement_id
 from ..case import CASES, case
 from ..connection import client_frames
-from . import accepted, delivery, malformed, routing, v5_forbidden, v5_malformed  # noqa: F401 (delivery: its cases)
+from . import accepted, delivery, malformed, routing, v5_forbidden, v5_malformed
 from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, WILL_LEVEL, Stimulus, field, stimulus_script
 from .v5_malformed import targeted as targeted_5
 
@@ -220,6 +220,7 @@ FLOWS: Final = {
         "unsubscribe/exact-filter-only",
         "topics/dollar-not-matched-by-wildcards",
         "topics/no-normalisation",
+        *(f"topics/normal-after-dollar-{word}" for word, _before, _qos in delivery.DOLLAR_FIRST),
     ),
 }
 
