@@ -63,6 +63,7 @@ ALONE = (
     "retain/delivered-on-subscribe",
     "retain/qos0-replaces",
     "retain/qos0-replaces-qos1-rounds",
+    "v5/retain/qos0-replaces-qos1-rounds",
     "retain/zero-byte-clears",
     "retain/non-retained-leaves-retained",
     "retain/survives-session-end",

@@ -18,11 +18,11 @@ from ...codec import (
     ProtocolVersion,
     Pubcomp,
     Publish,
-    Pubrec,
     Pubrel,
     Unsubscribe,
     encode,
 )
+from ...codec.properties import make
 from ..case import BEFORE_SUBSCRIBE, SETTLE_MARGIN, CaseContext, NotApplicable, Script, case
 
 DISCONNECT = encode(Disconnect())
@@ -54,38 +54,50 @@ async def qos2_flow(context: CaseContext) -> None:
     await connection.send(DISCONNECT)
 
 
-def unknown_packet_id(kind: type[Pubrec | Pubrel], *, short: bool = False) -> Script:
-    """A PUBREC or PUBREL whose Packet Identifier no flow of the connection holds (a PUBREL resent after a
-    reconnection meets one whose PUBCOMP was lost; 5.0 gives PUBREL and PUBCOMP Reason Code 0x92 "Packet Identifier
-    not found" for it), then PINGREQ at once: the server answers the PINGREQ [MQTT-3.12.4-1] and a PUBREL with
-    PUBCOMP [MQTT-4.3.3-11 in 5.0] (a 5.0 broker that declares no QoS 2 makes a PUBREL not applicable). In 5.0 the
-    packet carries Reason Code 0x00 unless ``short`` (Remaining Length 2, the code left out)."""
+def pubrel_unknown_id(*, short: bool = False) -> Script:
+    """A PUBREL whose Packet Identifier no flow holds, on a resumed session (CleanSession 0, Session Present 1): the
+    resend of a PUBREL whose PUBCOMP was lost, which a client makes on reconnecting [MQTT-4.4.0-1] and a server
+    that completed the flow no longer knows; then PINGREQ at once. The server answers the PUBREL with PUBCOMP
+    [MQTT-4.3.3-2 in 3.1.1, MQTT-4.3.3-11 in 5.0, with 0x92 Packet Identifier not found or 0x00] and the PINGREQ
+    with PINGRESP [MQTT-3.12.4-1]. In 5.0 the PUBREL carries Reason Code 0x00 unless ``short`` (Remaining Length 2,
+    the code left out); a 5.0 broker that declares no QoS 2 makes the case not applicable."""
 
     async def script(context: CaseContext) -> None:
-        connection = await context.connect()
-        if kind is Pubrel:
-            # [MQTT-4.3.3-11] binds a QoS 2 receiver: a broker that declares no QoS 2 takes part in no such flow
-            context.require("qos2", "a PUBREL, which only a QoS 2 flow has")
-        unknown = context.packet_id()
-        since = len(connection.received)
-        code = 0x00 if context.protocol is ProtocolVersion.V5 and not short else None
-        await connection.send(kind(packet_id=unknown, reason_code=code))
-        await connection.send(Pingreq())
-        await connection.wait_type(Pingresp, since=since)
-        if kind is Pubrel:
-            await connection.wait_for(lambda p: isinstance(p, Pubcomp) and p.packet_id == unknown, since=since)
-        await context.leave(connection)
+        v5 = context.protocol is ProtocolVersion.V5
+        kept = make(session_expiry_interval=60) if v5 else ()
+        client_id = context.client_id()
+        first = await context.connect("first", client_id=client_id, clean_session=False, properties=kept)
+        try:
+            if v5:
+                # [MQTT-4.3.3-11] binds a QoS 2 receiver: a broker that declares no QoS 2 takes part in no such flow
+                context.require("qos2", "a PUBREL, which only a QoS 2 flow has")
+            await context.leave(first)
+            await first.close()
+            again = await context.connect("again", client_id=client_id, clean_session=False, properties=kept)
+            if again.connack is None or not again.connack.session_present:
+                raise NotApplicable("the broker kept no session for a CleanSession 0 client (Session Present 0)")
+            unknown = context.packet_id()
+            since = len(again.received)
+            await again.send(Pubrel(packet_id=unknown, reason_code=0x00 if v5 and not short else None))
+            await again.send(Pingreq())
+            await again.wait_type(Pingresp, since=since)
+            await again.wait_for(lambda p: isinstance(p, Pubcomp) and p.packet_id == unknown, since=since)
+            await context.leave(again)
+            await again.close()
+        finally:  # the session ends with a CleanSession 1 connection of its Client Identifier
+            await context.leave(await context.connect("end", client_id=client_id))
 
     return script
 
 
 case(
     "publish/pubrel-unknown-id-then-pingreq",
-    [R311.MQTT_3_12_4_1],
-    "A PUBREL for a Packet Identifier not in use leaves the connection working: the PINGREQ after it is answered",
-    stimulus="PUBREL with a Packet Identifier the connection never used, then PINGREQ at once",
-    expected="PINGRESP (a PUBCOMP for the PUBREL too [MQTT-4.3.3-2]); the connection stays open",
-)(unknown_packet_id(Pubrel))
+    [R311.MQTT_4_3_3_2, R311.MQTT_3_12_4_1],
+    "A resent PUBREL the server no longer knows is answered, and so is the PINGREQ after it",
+    stimulus="CONNECT with CleanSession 0, DISCONNECT; CONNECT again with CleanSession 0 (Session Present 1); a PUBREL "
+    "of a Packet Identifier never used, as a client resends one whose PUBCOMP it lost, then PINGREQ at once",
+    expected="PUBCOMP with the PUBREL's Packet Identifier and PINGRESP; the connection stays open",
+)(pubrel_unknown_id())
 
 
 @case(

@@ -30,10 +30,8 @@ from ...codec import (
     encode,
 )
 from ...codec import properties as props
-from ...spec.identity import statement_id
 from ..case import CaseContext, Inconclusive, NotApplicable
 from ..connection import ProbeConnection
-from . import session
 from .v5_connect import v5_case
 
 V5: Final = ProtocolVersion.V5
@@ -430,15 +428,3 @@ async def keep_alive(context: CaseContext) -> None:
 )
 async def client_keep_alive(context: CaseContext) -> None:
     await _silent_clients(context, own_only=True)
-
-
-# Requests right after the CONNECT [MQTT-3.2.0-1] ------------------------------------------------------------------
-
-for _word, _name, _request, _answer, _rule in session.PIPELINED:
-    v5_case(
-        f"v5/connect/pipelined-{_word}",
-        [R5.MQTT_3_2_0_1, statement_id(_rule, V5.value) or ""],
-        f"A {_name} sent right after a 5.0 CONNECT is answered after the CONNACK",
-        stimulus=f"5.0 CONNECT and, without waiting for the CONNACK (section 3.1.4), a {_name} on a topic of the case",
-        expected=f"CONNACK 0x00 first, then the {_answer.__name__.upper()}: no packet but AUTH before a CONNACK 0x00",
-    )(session.pipelined(_request, _answer))

@@ -13,7 +13,10 @@ judge decides on a 5.0 connection that accepts the stimulus, as in :mod:`.v5_mal
 with a Reason Code of 0x80 or more before the close is allowed (section 4.13).
 
 The routing table of :mod:`.routing` and the negative controls of :mod:`.accepted` run in 5.0 as they are
-(``v5/routing/<name>``, ``v5/accepted/<name>``), with one 5.0 control more: a Password without a User Name.
+(``v5/routing/<name>``, ``v5/accepted/<name>``), with one 5.0 control more: a Password without a User Name. Some
+flows of :mod:`.delivery` and :mod:`.session` run in 5.0 under case ids and statements of their own (a PUBREL or
+PUBREC of a Packet Identifier not in use, requests sent before the CONNACK, a retained QoS 0 message after a QoS 1
+one, round after round).
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ from ...judge import Closed, Event, JudgeConfig, Quiet, Sent, judge_scenario
 from ...spec.identity import statement_id
 from ..case import CASES, case
 from ..connection import client_frames
-from . import accepted, delivery, malformed, routing, v5_forbidden, v5_malformed
+from . import accepted, delivery, malformed, routing, session, v5_forbidden, v5_malformed
 from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, WILL_LEVEL, Stimulus, field, stimulus_script
+from .v5_connect import v5_case
 from .v5_malformed import targeted as targeted_5
 
 V3: Final = ProtocolVersion.V3_1_1
@@ -250,3 +254,40 @@ for _connect_row in (*accepted.CONNECT_ROWS, *CONNECT_ROWS_5):
     accepted.register_connect(_connect_row, V5, named_in_5_0((accepted.PINGRESP_SENT,)))
 for _case_id in FLOWS["v5/delivery"]:
     _port(_case_id, "v5/delivery")
+
+
+# --- twins whose 5.0 statements are their own ----------------------------------------------------------------
+# 3.1.1 scripts that hold in 5.0 as they are, registered under 5.0 case ids with the statements 5.0 states for them.
+
+#: The forms of a 5.0 acknowledgement: (id word, in words, whether the Reason Code is left out).
+ACK_FORMS: Final = (("", "Reason Code 0x00 written out", False), ("-short", "the Reason Code left out", True))
+for _form, _words, _short in ACK_FORMS:
+    v5_case(
+        f"v5/flows/pubrel-unknown-id{_form}-then-pingreq",
+        [R5.MQTT_4_3_3_11, R5.MQTT_3_12_4_1],
+        f"A resent PUBREL ({_words}) the server no longer knows is answered, and so is the PINGREQ after it",
+        stimulus="CONNECT with Clean Start 0 and Session Expiry Interval 60, DISCONNECT; CONNECT again the same way "
+        f"(Session Present 1); a PUBREL ({_words}) of a Packet Identifier never used, as a client resends one whose "
+        "PUBCOMP it lost [MQTT-4.4.0-1], then PINGREQ at once",
+        expected="PUBCOMP with the PUBREL's Packet Identifier (0x92 Packet Identifier not found, or 0x00) and "
+        "PINGRESP; the connection stays open. A broker that declares no QoS 2 makes the case not applicable",
+    )(delivery.pubrel_unknown_id(short=_short))
+for _word, _name, _request, _answer, _rule in session.PIPELINED:
+    v5_case(
+        f"v5/connect/pipelined-{_word}",
+        [R5.MQTT_3_2_0_1, statement_id(_rule, V5.value) or ""],
+        f"A {_name} sent right after a 5.0 CONNECT is answered after the CONNACK",
+        stimulus=f"5.0 CONNECT and, without waiting for the CONNACK (section 3.1.4), a {_name} on a topic of the case",
+        expected=f"CONNACK 0x00 first, then the {_answer.__name__.upper()}: no packet but AUTH before a CONNACK 0x00",
+    )(session.pipelined(_request, _answer))
+v5_case(
+    "v5/retain/qos0-replaces-qos1-rounds",
+    [R5.MQTT_3_3_1_5],
+    f"A retained QoS 0 message replaces the retained QoS 1 message published just before it, in each of "
+    f"{delivery.ROUNDS} rounds",
+    stimulus=f"{delivery.ROUNDS} rounds, each on its own topic: a QoS 1 PUBLISH 'old-N' with RETAIN 1, its PUBACK, "
+    "at once a QoS 0 PUBLISH 'new-N' with RETAIN 1; once a live subscription got 'new-N', a new subscription to the "
+    "topic",
+    expected="no new subscription gets 'old-N' in any round (it gets 'new-N', or nothing); a fail lists every round "
+    "that got 'old-N'",
+)(delivery.qos0_replaces_qos1_rounds())

@@ -25,7 +25,6 @@ from ...codec.packets import Properties
 from ...judge.expiry_5 import GRANULARITY
 from ..case import SETTLE_MARGIN, CaseContext, Script
 from ..connection import ProbeConnection
-from .delivery import ROUNDS, qos0_replaces_qos1_rounds
 from .v5_connect import v5_case
 
 #: The Session Expiry Interval of a session that must outlive its connection: long enough to come back, short if
@@ -581,16 +580,6 @@ v5_case(
     expected="the subscriber gets the second message only",
 )(_retained([(b"first", True), (b"second", True)], 0))
 v5_case(
-    "v5/retain/qos0-replaces-qos1-rounds",
-    [RETAINED_STORED],
-    f"A retained QoS 0 message replaces the retained QoS 1 message published just before it, in each of {ROUNDS} "
-    "rounds",
-    stimulus=f"{ROUNDS} rounds, each on its own topic: a QoS 1 PUBLISH 'old-N' with RETAIN 1, its PUBACK, at once a "
-    "QoS 0 PUBLISH 'new-N' with RETAIN 1; once a live subscription got 'new-N', a new subscription to the topic",
-    expected="no new subscription gets 'old-N' in any round (it gets 'new-N', or nothing); a fail lists every round "
-    "that got 'old-N'",
-)(qos0_replaces_qos1_rounds())
-v5_case(
     "v5/retain/empty-removes",
     [EMPTY_CLEARS, EMPTY_NOT_STORED],
     "A zero-byte RETAIN 1 message removes the retained message and is not stored",
@@ -961,7 +950,6 @@ ALONE: Final = (
     "v5/retain/replaced-qos0",
     "v5/retain/replaced-qos1",
     "v5/retain/replaced-qos2",
-    "v5/retain/qos0-replaces-qos1-rounds",
     "v5/retain/empty-removes",
     "v5/retain/empty-not-stored-qos0",
     "v5/retain/retain-0-leaves-qos0",
