@@ -142,13 +142,16 @@ def build(
         return Disconnect(reason_code=0x00, properties=twice)
     if place == PacketType.AUTH:
         return Auth(reason_code=REAUTHENTICATE, properties=_authentication(stimulus.identifier, method, EXAMPLE_DATA))
-    acknowledgement = {
-        PacketType.PUBACK: Puback,
-        PacketType.PUBREC: Pubrec,
-        PacketType.PUBREL: Pubrel,
-        PacketType.PUBCOMP: Pubcomp,
-    }[PacketType(place)]
+    acknowledgement: type[Puback | Pubrec | Pubrel | Pubcomp] = _ACKNOWLEDGEMENTS[PacketType(place)]
     return acknowledgement(packet_id=packet_id, reason_code=0x00, properties=twice)
+
+
+_ACKNOWLEDGEMENTS: Final[dict[PacketType, type[Puback | Pubrec | Pubrel | Pubcomp]]] = {
+    PacketType.PUBACK: Puback,
+    PacketType.PUBREC: Pubrec,
+    PacketType.PUBREL: Pubrel,
+    PacketType.PUBCOMP: Pubcomp,
+}
 
 
 def _bytes(packet: Packet) -> bytes:

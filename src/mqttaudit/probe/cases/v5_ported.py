@@ -14,9 +14,8 @@ with a Reason Code of 0x80 or more before the close is allowed (section 4.13).
 
 The routing table of :mod:`.routing` and the negative controls of :mod:`.accepted` run in 5.0 as they are
 (``v5/routing/<name>``, ``v5/accepted/<name>``), with one 5.0 control more: a Password without a User Name. Some
-flows of :mod:`.delivery` and :mod:`.session` run in 5.0 under case ids and statements of their own (a PUBREL or
-PUBREC of a Packet Identifier not in use, requests sent before the CONNACK, a retained QoS 0 message after a QoS 1
-one, round after round).
+flows of :mod:`.delivery` and :mod:`.session` run in 5.0 under case ids and statements of their own (a resent PUBREL
+of a Packet Identifier not in use, requests sent before the CONNACK).
 """
 
 from __future__ import annotations
@@ -280,14 +279,3 @@ for _word, _name, _request, _answer, _rule in session.PIPELINED:
         stimulus=f"5.0 CONNECT and, without waiting for the CONNACK (section 3.1.4), a {_name} on a topic of the case",
         expected=f"CONNACK 0x00 first, then the {_answer.__name__.upper()}: no packet but AUTH before a CONNACK 0x00",
     )(session.pipelined(_request, _answer))
-v5_case(
-    "v5/retain/qos0-replaces-qos1-rounds",
-    [R5.MQTT_3_3_1_5],
-    f"A retained QoS 0 message replaces the retained QoS 1 message published just before it, in each of "
-    f"{delivery.ROUNDS} rounds",
-    stimulus=f"{delivery.ROUNDS} rounds, each on its own topic: a QoS 1 PUBLISH 'old-N' with RETAIN 1, its PUBACK, "
-    "at once a QoS 0 PUBLISH 'new-N' with RETAIN 1; once a live subscription got 'new-N', a new subscription to the "
-    "topic",
-    expected="no new subscription gets 'old-N' in any round (it gets 'new-N', or nothing); a fail lists every round "
-    "that got 'old-N'",
-)(delivery.qos0_replaces_qos1_rounds())

@@ -25,6 +25,7 @@ from ...codec.packets import Properties
 from ...judge.expiry_5 import GRANULARITY
 from ..case import SETTLE_MARGIN, CaseContext, Script
 from ..connection import ProbeConnection
+from .delivery import ROUNDS, qos0_replaces_qos1_rounds
 from .v5_connect import v5_case
 
 #: The Session Expiry Interval of a session that must outlive its connection: long enough to come back, short if
@@ -579,6 +580,19 @@ v5_case(
     stimulus="two QoS 0 PUBLISHes with RETAIN 1 to one topic; then a new subscriber",
     expected="the subscriber gets the second message only",
 )(_retained([(b"first", True), (b"second", True)], 0))
+# The 3.1.1 script of retain/qos0-replaces-qos1-rounds, in 5.0 (it leaves retained messages: it runs alone, from the
+# library's list, since its script is not this module's).
+v5_case(
+    "v5/retain/qos0-replaces-qos1-rounds",
+    [R5.MQTT_3_3_1_5],
+    f"A retained QoS 0 message replaces the retained QoS 1 message published just before it, in each of "
+    f"{ROUNDS} rounds",
+    stimulus=f"{ROUNDS} rounds, each on its own topic: a QoS 1 PUBLISH 'old-N' with RETAIN 1, its PUBACK, "
+    "at once a QoS 0 PUBLISH 'new-N' with RETAIN 1; once a live subscription got 'new-N', a new subscription to the "
+    "topic",
+    expected="no new subscription gets 'old-N' in any round (it gets 'new-N', or nothing); a fail lists every round "
+    "that got 'old-N'",
+)(qos0_replaces_qos1_rounds())
 v5_case(
     "v5/retain/empty-removes",
     [EMPTY_CLEARS, EMPTY_NOT_STORED],
