@@ -265,9 +265,9 @@ for _form, _words, _short in ACK_FORMS:
         f"v5/flows/pubrel-unknown-id{_form}-then-pingreq",
         [R5.MQTT_4_3_3_11, R5.MQTT_3_12_4_1],
         f"A resent PUBREL ({_words}) the server no longer knows is answered, and so is the PINGREQ after it",
-        stimulus="CONNECT with Clean Start 0 and Session Expiry Interval 60, DISCONNECT; CONNECT again the same way "
-        f"(Session Present 1); a PUBREL ({_words}) of a Packet Identifier never used, as a client resends one whose "
-        "PUBCOMP it lost [MQTT-4.4.0-1], then PINGREQ at once",
+        stimulus="CONNECT with Clean Start 0 and Session Expiry Interval 60, SUBSCRIBE, DISCONNECT; CONNECT again the "
+        f"same way (Session Present 1); a PUBREL ({_words}) of a Packet Identifier never used, as a client resends one "
+        "whose PUBCOMP it lost [MQTT-4.4.0-1], then PINGREQ at once",
         expected="PUBCOMP with the PUBREL's Packet Identifier (0x92 Packet Identifier not found, or 0x00) and "
         "PINGRESP; the connection stays open. A broker that declares no QoS 2 makes the case not applicable",
     )(delivery.pubrel_unknown_id(short=_short))

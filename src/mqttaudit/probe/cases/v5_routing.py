@@ -587,9 +587,9 @@ v5_case(
     [R5.MQTT_3_3_1_5],
     f"A retained QoS 0 message replaces the retained QoS 1 message published just before it, in each of "
     f"{ROUNDS} rounds",
-    stimulus=f"{ROUNDS} rounds, each on its own topic: a QoS 1 PUBLISH 'old-N' with RETAIN 1, its PUBACK, "
-    "at once a QoS 0 PUBLISH 'new-N' with RETAIN 1; once a live subscription got 'new-N', a new subscription to the "
-    "topic",
+    stimulus=f"{ROUNDS} rounds, each on its own topic and connection: a QoS 1 PUBLISH 'old-N' with RETAIN 1, its "
+    "PUBACK, at once a QoS 0 PUBLISH 'new-N' with RETAIN 1, until a live subscription got both; then a new "
+    "subscription to every round's topic",
     expected="no new subscription gets 'old-N' in any round (it gets 'new-N', or nothing); a fail lists every round "
     "that got 'old-N'",
 )(qos0_replaces_qos1_rounds())
