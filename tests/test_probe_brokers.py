@@ -59,6 +59,13 @@ PINNED: dict[BrokerName, dict[str, str]] = {
         "accepted/star": PASS,
         # closes a silent Keep Alive 1 client 5 to 6 s after its CONNECT: it checks every client every 5 s
         "keep-alive/server-disconnects-silent-client": FAIL,
+        # 2.0.11 discards the Will on a DISCONNECT of any Reason Code but 0x04 (mosquitto#3743): e0 02 80 00 and
+        # e0 02 ff 00 close without it, as e0 00 does
+        "v5/will/disconnect-0x04-sends-qos1": PASS,
+        "v5/will/disconnect-0x80-sends-qos1": FAIL,
+        "v5/will/disconnect-0xff-sends-qos1": FAIL,
+        "v5/malformed/connect-two-maximum-packet-size": PASS,  # 27 0f ff ff ff twice: closes
+        "connect/pipelined-subscribe": PASS,  # CONNACK, then SUBACK
     },
     "amqtt": {
         "connect/accepted": PASS,
@@ -80,6 +87,11 @@ PINNED: dict[BrokerName, dict[str, str]] = {
         "malformed/reserved-type-0-body-arriving": PASS,  # 00 0a 00 01: closes once the Remaining Length is read
         "malformed/reserved-type-0-length-arriving": FAIL,  # 00 80: waits, stays open
         "accepted/star": PASS,
+        # after a QoS 0 PUBLISH to '$mqttaudit/...', the QoS 1 PUBLISH to the subscribed topic gets its PUBACK
+        # 40 02 00 id and reaches nobody
+        "topics/normal-after-dollar-qos0": FAIL,
+        # a PUBREL 62 02 00 id of no flow on a resumed session (Session Present 1): PINGRESP d0 00, never a PUBCOMP
+        "publish/pubrel-unknown-id-then-pingreq": FAIL,
     },
     "aedes": {
         "connect/accepted": PASS,
@@ -102,6 +114,12 @@ PINNED: dict[BrokerName, dict[str, str]] = {
         "malformed/unsubscribe-no-payload": FAIL,  # a2 02 00 02: UNSUBACK b0 02 00 02
         "malformed/disconnect-flag-bit-0": PASS,  # e1 00: closes and publishes the Will
         "malformed/disconnect-length-1": FAIL,  # e0 01 00 taken for a DISCONNECT: the Will is discarded
+        "malformed/subscribe-hash-last-char-last-level": PASS,  # '<p>/x#': closes
+        "malformed/subscribe-hash-last-char-only-level": FAIL,  # 'x#' (no '/'): SUBACK 90 03 00 01 00
+        # 1.2.0 forwards the QoS 0 'new-N' before the QoS 1 'old-N' it followed, and stores 'old-N' over it: 2 to 5
+        # of the 10 rounds in each of six runs
+        "retain/qos0-replaces-qos1-rounds": FAIL,
+        "topics/normal-after-dollar-qos0": PASS,
     },
     "rabbitmq": {
         "connect/accepted": PASS,

@@ -15,7 +15,7 @@ from mqttaudit.codec import ProtocolVersion, decode
 from mqttaudit.judge import Judgement, judge, judge_scenario
 from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES, Case
-from mqttaudit.probe.cases import v5_forbidden, v5_malformed, v5_ported
+from mqttaudit.probe.cases import v5_duplicates, v5_forbidden, v5_malformed, v5_ported
 from mqttaudit.probe.cases.v5_malformed_more import (
     CONTENT_TYPE_UTF8,
     PROPERTY_LENGTH_ABSENT,
@@ -94,7 +94,8 @@ def test_the_shapes_named_in_the_family_are_there() -> None:
 
 
 def test_no_other_family_sends_the_same_bytes() -> None:
-    others = {s.data for s in (*v5_malformed.STIMULI, *v5_forbidden.STIMULI, *v5_ported.STIMULI)}
+    families = (v5_malformed, v5_forbidden, v5_ported, v5_duplicates)
+    others = {s.data for family in families for s in family.STIMULI}
     assert not [s.case_id for s in STIMULI if s.data in others]
 
 

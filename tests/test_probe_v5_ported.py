@@ -24,7 +24,7 @@ from mqttaudit.codec import (
 from mqttaudit.judge import Sent, judge_scenario
 from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES, Case
-from mqttaudit.probe.cases import accepted, malformed, routing, v5_forbidden
+from mqttaudit.probe.cases import accepted, delivery, malformed, routing, v5_forbidden
 from mqttaudit.probe.cases.v5_ported import (
     CONNECT_ROWS_5,
     FLOWS,
@@ -408,6 +408,16 @@ FLOW_TALKS: dict[str, tuple[tuple[Talk, ...], tuple[Talk, ...]]] = {
         (_received((("#", 0),)), _sent((DOLLAR_TOPIC, 1, False))),
         (_received((("#", 0),), (DOLLAR_TOPIC, 0, False)), _sent((DOLLAR_TOPIC, 1, False))),
     ),
+    # a '$' topic's PUBLISH, then on the same connection a QoS 1 PUBLISH the subscriber must get (amqtt 0.12.1
+    # acknowledges the second and delivers nothing)
+    **{
+        f"topics/normal-after-dollar-{word}": (
+            (_received(((f"{P_}/after", 1),), (f"{P_}/after", 1, False)), _sent((dollar, qos, False), after)),
+            (_received(((f"{P_}/after", 1),)), _sent((dollar, qos, False), after)),
+        )
+        for word, before, qos in delivery.DOLLAR_FIRST
+        for dollar, after in ((before + PREFIX + "/dollar", (f"{P_}/after", 1, False)),)
+    },
     "routing/qos-downgrade": (
         (_received(((f"{P_}/q", 0),), (f"{P_}/q", 0, False)), _sent((f"{P_}/q", 2, False))),
         (_received(((f"{P_}/q", 0),), (f"{P_}/q", 2, False)), _sent((f"{P_}/q", 2, False))),

@@ -382,8 +382,10 @@ class Routing:
         forbidden = [e for e in matching if e.forbidden and (publish.retain or not e.retained)]
         # one still within its window before one whose deadline passed (a Will discarded, then dropped for good)
         forbidden.sort(key=lambda e: e.deadline < delivered.time)
-        if not forbidden and publish.retain:
-            forbidden = self._retained_leak(link, delivered)
+        if publish.retain and not any(e.retained for e in forbidden):
+            # A RETAIN 1 copy on a new subscription is judged as the retained message it claims to be: one the topic
+            # no longer held breaks the rule that replaced it, before any rule against its live delivery.
+            forbidden = self._retained_leak(link, delivered) + forbidden
         if forbidden:
             barring = forbidden[0]
             barring.delivered.append(publish)

@@ -279,22 +279,27 @@ def _reserved_type_family(protocol: ProtocolVersion = V3) -> tuple[Stimulus, ...
     )
 
 
+#: The position of a bad level that is the whole filter (see :data:`LEVEL_POSITIONS`).
+ONLY: Final = "only"
 #: A wildcard that is not alone in its level, at each position of the level; then '#' alone in a level that is not
 #: the last. (id, the level's bytes, the positions of the filter it may take).
 WILDCARD_LEVELS: Final = (
-    ("plus-first-char", b"+x", ("first", "middle", "last")),
-    ("plus-middle-char", b"x+y", ("first", "middle", "last")),
-    ("plus-last-char", b"x+", ("first", "middle", "last")),
-    ("hash-first-char", b"#x", ("first", "middle", "last")),
-    ("hash-middle-char", b"x#y", ("first", "middle", "last")),
-    ("hash-last-char", b"x#", ("first", "middle", "last")),
+    ("plus-first-char", b"+x", ("first", "middle", "last", ONLY)),
+    ("plus-middle-char", b"x+y", ("first", "middle", "last", ONLY)),
+    ("plus-last-char", b"x+", ("first", "middle", "last", ONLY)),
+    ("hash-first-char", b"#x", ("first", "middle", "last", ONLY)),
+    ("hash-middle-char", b"x#y", ("first", "middle", "last", ONLY)),
+    ("hash-last-char", b"x#", ("first", "middle", "last", ONLY)),
     ("hash-alone", b"#", ("first", "middle")),
 )
-#: Where the bad level sits among the levels of a filter under the case's prefix ``p``.
+#: Where the bad level sits among the levels of a filter under the case's prefix ``p``: ``only`` is a filter of one
+#: level (``x#``, no '/' before the '#' to look back at), outside the case's topics, so only a Topic Filter takes
+#: it (a SUBSCRIBE or UNSUBSCRIBE of it reaches no other client), never a Topic Name.
 LEVEL_POSITIONS: Final[dict[str, Callable[[bytes, bytes], bytes]]] = {
     "first": lambda level, p: level + b"/" + p + b"/z",
     "middle": lambda level, p: p + b"/" + level + b"/z",
     "last": lambda level, p: p + b"/" + level,
+    ONLY: lambda level, _p: level,
 }
 #: Where the bad filter sits among the filters of one packet: alone, or before or after a good one.
 FILTER_PLACES: Final[dict[str, Callable[[bytes, bytes], tuple[bytes, ...]]]] = {
@@ -352,15 +357,16 @@ def _wildcard_family(protocol: ProtocolVersion = V3) -> tuple[Stimulus, ...]:
             for name, level, positions in WILDCARD_LEVELS:
                 for position in positions if not place else ("middle",):
                     at = LEVEL_POSITIONS[position]
+                    shape = _filter_shape(carrier, level, at, around, protocol)
                     rows.append(
                         Stimulus(
                             f"{carrier[0]}-{name}-{position}-level{place}",
                             f"{carrier[0].upper()} to '{at(level, b'<p>').decode()}'{place.replace('-', ' ')}",
-                            _filter_shape(carrier, level, at, around, protocol),
+                            shape("", "") if position == ONLY else shape,  # one level: no prefix in it
                         )
                     )
     for name, level, _positions in (("plus-alone", b"+", ()), *WILDCARD_LEVELS):
-        for position in LEVEL_POSITIONS if name.endswith("alone") else ("middle",):
+        for position in (p for p in LEVEL_POSITIONS if p != ONLY) if name.endswith("alone") else ("middle",):
             at = LEVEL_POSITIONS[position]
             rows.append(
                 Stimulus(

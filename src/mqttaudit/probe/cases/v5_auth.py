@@ -78,7 +78,7 @@ WRONG_DATA: Final = b"mqttaudit-wrong-data"
 PROBLEM_PROPERTIES: Final = (0x1F, 0x26)
 
 
-def _script(context: CaseContext) -> AuthenticationScript:
+def exchange_script(context: CaseContext) -> AuthenticationScript:
     script = context.declared("authentication", "an authentication exchange the broker accepts")
     assert isinstance(script, AuthenticationScript)
     return script
@@ -147,7 +147,7 @@ async def _complete(
     return answer
 
 
-async def _authenticated(context: CaseContext, script: AuthenticationScript) -> ProbeConnection:
+async def authenticated(context: CaseContext, script: AuthenticationScript) -> ProbeConnection:
     """A connection the scripted exchange authenticated (CONNACK 0x00)."""
     connection, answer = await _begin(context, script)
     await _complete(context, connection, script, answer)
@@ -201,7 +201,7 @@ async def _reauthenticate(
     "the method; PINGRESP. A method accepted at once (no AUTH) makes the case not applicable",
 )
 async def exchange(context: CaseContext) -> None:
-    script = _script(context)
+    script = exchange_script(context)
     connection, answer = await _challenged(context, script)
     await _complete(context, connection, script, answer)
     await _alive(connection)
@@ -217,8 +217,8 @@ async def exchange(context: CaseContext) -> None:
     expected="AUTH 0x18 and AUTH 0x00, each with the CONNECT's Authentication Method; PINGRESP",
 )
 async def reauthenticate(context: CaseContext) -> None:
-    script = _script(context)
-    connection = await _authenticated(context, script)
+    script = exchange_script(context)
+    connection = await authenticated(context, script)
     reply = await _reauthenticate(connection, script, script.first, None)
     if not isinstance(reply, Auth) or _code(reply) != SUCCESS:
         got = type(reply).__name__ if reply is not None else "nothing"
@@ -240,7 +240,7 @@ async def reauthenticate(context: CaseContext) -> None:
     "accepts the wrong answer makes the case not applicable",
 )
 async def wrong_answer(context: CaseContext) -> None:
-    script = _script(context)
+    script = exchange_script(context)
     connection, _challenge = await _challenged(context, script)
     since = len(connection.received)
     await connection.send(Auth(reason_code=CONTINUE, properties=_method(script, _wrong(script))))
@@ -255,8 +255,8 @@ async def wrong_answer(context: CaseContext) -> None:
 
 
 async def _failed_reauthentication(context: CaseContext, wrong_first: bool) -> None:
-    script = _script(context)
-    connection = await _authenticated(context, script)
+    script = exchange_script(context)
+    connection = await authenticated(context, script)
     first, answer = (_wrong(script), _wrong(script)) if wrong_first else (script.first, _wrong(script))
     reply = await _reauthenticate(connection, script, first, answer)
     if isinstance(reply, Auth):
@@ -292,7 +292,7 @@ async def reauthentication_fails_at_start(context: CaseContext) -> None:
     "answer makes the case not applicable",
 )
 async def reauthentication_fails_answer(context: CaseContext) -> None:
-    script = _script(context)
+    script = exchange_script(context)
     if not script.answers:
         raise NotApplicable(f"the profile's {script.method!r} needs no answer: no answer to get wrong")
     await _failed_reauthentication(context, wrong_first=False)
@@ -303,7 +303,7 @@ async def reauthentication_fails_answer(context: CaseContext) -> None:
 
 async def _interrupt(context: CaseContext, packet: Packet | bytes, *, validate: bool = True) -> None:
     """The scripted CONNECT, then ``packet`` instead of the answer to the server's AUTH 0x18: the server closes."""
-    script = _script(context)
+    script = exchange_script(context)
     connection, _challenge = await _challenged(context, script)
     await connection.send(packet, validate=validate)
     reply = await connection.wait_for(lambda p: isinstance(p, Connack) and p.return_code == 0)
@@ -364,7 +364,7 @@ async def subscribe_while_authenticating(context: CaseContext) -> None:
     provokes=[CLIENT_CONTINUES],
 )
 async def answer_with_success(context: CaseContext) -> None:
-    script = _script(context)
+    script = exchange_script(context)
     data = script.answers[0] if script.answers else script.first
     await _interrupt(context, Auth(reason_code=SUCCESS, properties=_method(script, data)))
 
@@ -380,7 +380,7 @@ async def answer_with_success(context: CaseContext) -> None:
     provokes=[CLIENT_CONTINUES],
 )
 async def answer_with_reauthenticate(context: CaseContext) -> None:
-    script = _script(context)
+    script = exchange_script(context)
     data = script.answers[0] if script.answers else script.first
     await _interrupt(context, Auth(reason_code=REAUTHENTICATE, properties=_method(script, data)))
 
@@ -401,8 +401,8 @@ async def answer_short_form(context: CaseContext) -> None:
 
 async def _reauthenticate_under(context: CaseContext, method: str | None) -> None:
     """After the scripted authentication, AUTH 0x19 naming ``method`` (None: no method at all): the server closes."""
-    script = _script(context)
-    connection = await _authenticated(context, script)
+    script = exchange_script(context)
+    connection = await authenticated(context, script)
     # Without a method, no data either: Authentication Data without a method is a codec finding of its own.
     properties = () if method is None else _method(script, script.first, method=method)
     since = len(connection.received)
@@ -466,8 +466,8 @@ def _stripped_size(packet: Packet) -> int:
     "out",
 )
 async def small_maximum_packet_size(context: CaseContext) -> None:
-    script = _script(context)
-    measuring = await _authenticated(context, script)
+    script = exchange_script(context)
+    measuring = await authenticated(context, script)
     reply = await _reauthenticate(measuring, script, script.first, None)
     await context.disconnect(measuring)
     sizes = [_stripped_size(p) for p in measuring.received if isinstance(p, Auth | Connack)]
