@@ -41,6 +41,8 @@ class Lenient:
     basis: str
     #: What the packet was, for the leniency's detail.
     what: str
+    #: The other rules (keys) the packet broke.
+    others: tuple[str, ...] = ()
     #: Whether closing still keeps the obligation's rules (a Server's close keeps [MQTT-4.13.1-1] and the rules it
     #: detected broken; a Client's keeps nothing it is bound to).
     upholds: bool = True
@@ -287,6 +289,7 @@ class Obligations:
                 obligation.event,
                 f"{lenient.what}; {detail}",
                 lenient.basis,
+                others=lenient.others,
             )
             return
         cause = obligation.event if obligation.event != event else -1

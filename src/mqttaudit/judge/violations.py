@@ -115,15 +115,15 @@ class Offence:
     ) -> Offence:
         """The offence of ``seen``, a packet breaking ``broken`` (keys: the sender's rules), under the duty
         :mod:`mqttaudit.spec.duties` gives its receiver in ``version``. A 5.0 Server bound to detect it also closes
-        on it under [MQTT-4.13.1-1]; one not bound to is watched for leniency, and its close still upholds
-        [MQTT-4.13.1-1] and the rules broken (it detected them)."""
+        on it under [MQTT-4.13.1-1] (for a CONNECT, [MQTT-3.1.4-1] says so itself); one not bound to is watched for
+        leniency, and its close still upholds [MQTT-4.13.1-1] and the rules broken (it detected them)."""
         duty = receiver_duty(seen, broken, version)
         key = duty.binding_key
         kept: tuple[str, ...] = ()
         if key is not None:
             close, unbound = key, None
-            if version == identity.V5 and seen.receiver is Direction.FROM_SERVER:
-                kept = (rules.CLOSE_ON_VIOLATION,)
+            if version == identity.V5 and seen.receiver is Direction.FROM_SERVER and packet_name(seen) != "CONNECT":
+                kept = (rules.CLOSE_ON_VIOLATION,)  # a Server bound to detect it closes on it [MQTT-4.13.1-1]
         else:
             close, unbound = rules.CLOSE_ON_VIOLATION, duty
         act = act_rule or close
@@ -209,6 +209,7 @@ class Offences:
                 unbound.rule or offence.close_rule,
                 unbound.basis,
                 offence.what,
+                offence.broken,
                 upholds=seen.receiver is Direction.FROM_SERVER,
             )
         grace = self._ctx.config.close_grace
@@ -295,9 +296,9 @@ class Offences:
             watch = self._watches.pop(seen.sender, None)
             if watch is not None and self._ctx.obligations.drop(watch):
                 rule = unbound.rule or offence.close_rule
-                self._ctx.ledger.lenient(
-                    rule, seen.sender, seen.time, seen.event, detail, unbound.basis, cause=offence.seen.event
-                )
+                ledger = self._ctx.ledger
+                cause = offence.seen.event
+                ledger.lenient(rule, seen.sender, seen.time, seen.event, detail, unbound.basis, cause, offence.broken)
             return
         # Acting on it breaks the duty to close too: a close that comes later does not undo the answer.
         for rule in offence.upheld:
