@@ -105,6 +105,9 @@ class AuditSummary(TypedDict, total=False):
     not_assessable: int
     #: Those rows by the tag their reason starts with (:mod:`mqttaudit.judge.reasons`).
     not_assessable_by_tag: dict[str, int]
+    #: Defects a receiver accepted without being bound to detect them (rows of the ``lenient`` table): counted
+    #: apart from violations.
+    lenient: int
     #: Version ("3.1.1", "3.1", "5.0", "unknown"...) -> its connections and how they were handled.
     versions: dict[str, VersionInfo]
     #: The cap of malformed packets kept per connection: its policy, the connections that reached it and the bytes
@@ -278,6 +281,44 @@ class GapRow(TypedDict):
     time: NotRequired[float | None]
 
 
+class LenientCount(TypedDict):
+    """Leniencies of one rule (the one the accepted packet broke) by one receiver."""
+
+    rule: str
+    level: str
+    #: The receiver that accepted the packet.
+    actor: str
+    count: int
+
+
+class LenientRow(TypedDict):
+    """A row of the ``lenient`` table: a defect a receiver accepted without being bound to detect it (MQTT 5.0,
+    section 4.13.1), with what was accepted and how, the basis, and the bytes."""
+
+    capture: str
+    flow: str
+    client: str | None
+    server: str | None
+    client_id: str | None
+    #: The statement the packet broke (its sender's), and the others it broke, comma separated.
+    rule: str
+    also_broken: str
+    level: str
+    section: str
+    #: The receiver that accepted it.
+    actor: str
+    event: int | None
+    frame: int | None
+    offset: int | None
+    time: float | None
+    detail: str
+    basis: str
+    evidence: str | None
+    cause_event: int | None
+    cause_frame: int | None
+    rule_version: str
+
+
 def _empty_summary() -> AuditSummary:
     return AuditSummary()
 
@@ -308,6 +349,9 @@ class AuditReportData:
     #: Undecided rule instances by (tag, rule, side), and up to N of them per (tag, rule, side).
     not_assessable_counts: list[UndecidedCount] = field(default_factory=list)
     not_assessable_rows: list[UndecidedRow] = field(default_factory=list)
+    #: Leniencies by (rule, receiver), and up to N of them per (rule, receiver).
+    lenient_counts: list[LenientCount] = field(default_factory=list)
+    lenient_rows: list[LenientRow] = field(default_factory=list)
     #: The mqttaudit version that collected the data ("" when not recorded).
     mqttaudit_version: str = ""
 
