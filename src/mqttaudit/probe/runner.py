@@ -19,7 +19,7 @@ from typing import Any
 
 from ..codec import Connack, Connect, Direction, ProtocolVersion
 from ..codec.describe import describe_packet
-from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, judge_scenario
+from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, Leniency, judge_scenario
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from ..judge.rules import SENDER_CODEC_RULES_5_0
 from .baseline import BaselineDiff
@@ -66,6 +66,9 @@ class CaseResult:
     other_after: dict[str, int] = field(default_factory=dict)
     #: Per connection, the event of the prober's first malformed packet (a negative case's stimulus).
     malformed_at: dict[str, int] = field(default_factory=dict)
+    #: The broker's leniencies: defects it accepted that no statement bound it to detect (MQTT 5.0, section 4.13.1),
+    #: as the judge recorded them; not findings.
+    lenient: list[Leniency] = field(default_factory=list)
 
     @property
     def case_id(self) -> str:
@@ -242,6 +245,7 @@ async def run_case(
     result.other_findings = kept
     del result.findings[MAX_FINDINGS:]
     result.assessed = sorted(judgement.assessed)
+    result.lenient = [entry for entry in judgement.lenient if entry.side is Direction.FROM_SERVER]
     result.connections = [connection_evidence(connection) for connection in context.connections]
     result.duration = time.monotonic() - started
     result.error = result.verdict == INCONCLUSIVE and health.down is not None and result.reason == health.down
