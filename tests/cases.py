@@ -50,9 +50,15 @@ def verdict(conversation: Conversation) -> Judgement:
 
 def explain(judgement: Judgement) -> str:
     lines = [f"{f.conversation}#{f.event} {f.rule} ({f.side.value}): {f.detail}" for f in judgement.findings]
+    lines += [f"{x.conversation}#{x.event} lenient {x.rule} ({x.side.value}): {x.detail}" for x in judgement.lenient]
     lines.append(f"passed: {sorted(judgement.passed)}")
     lines += [f"not assessable {rule}: {why}" for rule, why in sorted(judgement.not_assessable.items())]
     return "\n".join(lines)
+
+
+def lenient_of(judgement: Judgement, side: codec.Direction | None = None) -> set[str]:
+    """The rules whose breach a receiver (``side``, or either) accepted without being bound to detect it."""
+    return {entry.rule for entry in judgement.lenient if side is None or entry.side is side}
 
 
 def check_fails(case: Case) -> None:

@@ -17,10 +17,9 @@ from mqttaudit.probe.connection import client_frames
 from mqttaudit.spec import load_catalogue
 
 CATALOGUE = load_catalogue("3.1.1")
-#: The statements that oblige the receiver of a malformed or forbidden packet to close the connection.
-CLOSE_RULES = {
-    value for name, value in vars(judge_rules).items() if name.startswith("CLOSE_ON_") and isinstance(value, str)
-} | {judge_rules.MALFORMED_CONNECT, judge_rules.UNSUPPORTED_PROTOCOL_LEVEL}  # CONNACK 0x01, then close
+#: The statements that oblige the receiver of a malformed or forbidden packet to close the connection (the registry's
+#: receiver duties), and the refusal of an unsupported level (CONNACK 0x01, then close).
+CLOSE_RULES = judge_rules.RECEIVER_DUTIES | {judge_rules.UNSUPPORTED_PROTOCOL_LEVEL}
 
 
 def numbered(statements: set[str]) -> set[str]:

@@ -43,6 +43,7 @@ from mqttaudit.spec import load_catalogue
 from mqttaudit.spec.identity import statement_id
 from tests.live import run_together
 from tests.talk import STEP, C, S, Talk
+from tests.verdicts import accepting, verdict
 
 TIMEOUT = 1.0
 V5 = ProtocolVersion.V5
@@ -148,7 +149,7 @@ def test_every_case_is_a_50_case_whose_statements_the_judge_gives() -> None:
 
 def _verdict(case: Case, *talks: Talk) -> str:
     judgement = judge_scenario({f"c{n}": talk.events for n, talk in enumerate(talks)}, judge_config(case, TIMEOUT))
-    return decide(case, judgement).verdict
+    return verdict(case, judgement)
 
 
 def _up_to_stimulus(stimulus: PortedStimulus, *, at: float = 1.0) -> Talk:
@@ -189,10 +190,11 @@ def _judged(stimulus: PortedStimulus, close: bool, *, disconnect_first: bool = F
 
 
 @pytest.mark.parametrize("stimulus", STIMULI, ids=lambda s: s.case_id)
-def test_closing_passes_and_carrying_on_fails(stimulus: PortedStimulus) -> None:
+def test_closing_passes_and_carrying_on_fails_or_is_lenient(stimulus: PortedStimulus) -> None:
+    """Carrying on fails where a statement binds the 5.0 Server to detect the defect, and is lenient otherwise."""
     assert _judged(stimulus, close=True) == PASS
     assert _judged(stimulus, close=True, disconnect_first=True) == PASS
-    assert _judged(stimulus, close=False) == FAIL
+    assert _judged(stimulus, close=False) == accepting(_case(stimulus))
 
 
 def test_a_malformed_disconnect_taken_for_one_fails_on_the_will() -> None:

@@ -31,7 +31,7 @@ from mqttaudit.report import (
     write_audit_reports,
     write_matrix,
 )
-from mqttaudit.report.audit_data import LeniencyCount, LeniencyRow
+from mqttaudit.report.audit_data import LenientCount, LenientRow
 from mqttaudit.report.markdown import prose
 from mqttaudit.report.terminal import MARKS, summary_lines
 from mqttaudit.spec import load_catalogue
@@ -349,7 +349,7 @@ def test_matrix_keeps_3_1_1_and_5_0_rows_apart_each_with_its_own_text(tmp_path: 
 def test_audit_reports_show_leniency_apart_with_the_5_0_text(tmp_path: Path) -> None:
     """A captured 5.0 server that SUBACKed an empty Topic Filter: the client's violation is a violation; the
     server's acceptance is leniency, in its own section with the 5.0 rule, whom it binds and why it was not bound."""
-    count: LeniencyCount = {
+    count: LenientCount = {
         "rule": R5.MQTT_4_7_3_1,
         "rule_version": "5.0",
         "level": "MUST",
@@ -359,7 +359,7 @@ def test_audit_reports_show_leniency_apart_with_the_5_0_text(tmp_path: Path) -> 
         "first_time": 1_700_000_000.0,
         "basis": BASIS,
     }
-    row: LeniencyRow = {
+    row: LenientRow = {
         "capture": "v5.pcap",
         "flow": "10.0.0.9:5009-10.0.0.1:1883",
         "event": 3,
@@ -375,7 +375,7 @@ def test_audit_reports_show_leniency_apart_with_the_5_0_text(tmp_path: Path) -> 
         "basis": BASIS,
         "evidence": SUBSCRIBE_EMPTY_5.hex(" "),
     }
-    data = AuditReportData(summary={"lenient": 3}, lenient_by_rule=[count], lenient_samples=[row])
+    data = AuditReportData(summary={"lenient": 3}, lenient_counts=[count], lenient_rows=[row])
     data = AuditReportData.from_json(data.to_json())  # report_data.json keeps it
     paths = write_audit_reports(tmp_path, data)
     html, markdown = (path.read_text(encoding="utf-8") for path in paths[:2])

@@ -386,7 +386,7 @@ class Connection:
                 # [MQTT-3.1.2-30] a Protocol Error the server closes on without acting on it (4.13.1)
                 what = f"{seen.describe()} before the CONNACK of an authentication under way"
                 rule = transition.rule
-                self._offences.record(Offence(seen, rules.CLOSE_ON_VIOLATION, rules.CLOSE_ON_VIOLATION, what, (rule,)))
+                self._offences.offend(seen, (rule,), what)
         if isinstance(packet, Auth):
             self._on_auth(seen)
         if isinstance(packet, Connect):
@@ -440,22 +440,14 @@ class Connection:
             f"the client's first packet is {describe(seen.packet)}",
             "the first packet a client sends is CONNECT",
         )
-        self._offences.record(
-            Offence(
-                seen,
-                rules.CLOSE_ON_VIOLATION,
-                rules.CLOSE_ON_VIOLATION,
-                f"{seen.describe()} before CONNECT",
-                (rules.CONNECT_FIRST,),
-            )
-        )
+        self._offences.offend(seen, (rules.CONNECT_FIRST,), f"{seen.describe()} before CONNECT")
 
     def _on_connect(self, seen: Seen, connect: Connect, first: bool) -> None:
         self._unanswered.append(seen)
         if not first:
             # [MQTT-3.1.0-2] A second CONNECT is a protocol violation the server disconnects on.
             what = f"a second CONNECT ({seen.describe()})"
-            self._offences.record(Offence(seen, rules.SECOND_CONNECT, rules.SECOND_CONNECT, what))
+            self._offences.offend(seen, (rules.SECOND_CONNECT,), what)
             return
         if self.mid_stream or self._gap_before_connect is not None:
             self._connect_first_unknown(seen)
@@ -480,7 +472,7 @@ class Connection:
         self.reaction = reaction = connect_reaction(seen, connect, config.supported_protocol_levels, self.version)
         if not reaction.codes:
             enforced = rules.enforced_codec_rules(self.version) | rules.TRANSPORT_RULES
-            self._offences.record(Offence.of_frame(seen, reaction.rule, act_rule=reaction.rule, enforced=enforced))
+            self._offences.record(Offence.of_frame(seen, self.version, act_rule=reaction.rule, enforced=enforced))
             return
         self._owe_connack(seen.time)
 
@@ -547,7 +539,7 @@ class Connection:
         )
         if seen.sender is CLIENT:
             what = f"{seen.describe()} without an Authentication Method in the CONNECT"
-            self._offences.record(Offence(seen, rules.CLOSE_ON_VIOLATION, rules.CLOSE_ON_VIOLATION, what, (rule,)))
+            self._offences.offend(seen, (rule,), what)
 
     def _on_disconnect(self, seen: Seen) -> None:
         """[MQTT-3.14.4-1] After DISCONNECT the client closes the connection."""

@@ -89,6 +89,9 @@ class Leniency:
     conversation: str = ""
     #: The offending packet's event, -1 when ``event`` is that packet itself.
     cause: int = -1
+    #: The other statements the same packet broke (its sender's), in the version the conversation speaks: one act,
+    #: one entry, under ``rule``.
+    others: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -201,14 +204,24 @@ class Ledger:
         self.undecided_rows.setdefault(Undecided(rule, reason, side, event, time, where))
 
     def lenient(
-        self, rule: str, side: Direction, time: float, event: int, detail: str, basis: str, cause: int = -1
+        self,
+        rule: str,
+        side: Direction,
+        time: float,
+        event: int,
+        detail: str,
+        basis: str,
+        cause: int = -1,
+        others: tuple[str, ...] = (),
     ) -> Leniency | None:
-        """A receiver accepted a packet breaking ``rule`` (a key) that it was not bound to detect; None when the
-        conversation's version does not state the rule."""
+        """A receiver accepted a packet breaking ``rule`` (a key), and ``others``, that it was not bound to detect;
+        None when the conversation's version does not state the rule."""
         named = identity.statement_id(rule, self.version)
         if named is None:
             return None
-        row = Leniency(named, side, time, event, detail, basis, self.conversation, cause)
+        also = (identity.statement_id(other, self.version) for other in others)
+        rest = tuple(dict.fromkeys(other for other in also if other is not None and other != named))
+        row = Leniency(named, side, time, event, detail, basis, self.conversation, cause, rest)
         self.lenient_rows.setdefault(row)
         return row
 

@@ -135,45 +135,6 @@ class RuleCount(TypedDict):
     rule_version: NotRequired[str | None]
 
 
-class LeniencyCount(TypedDict):
-    """Packets breaking one rule that one receiver accepted and was not bound to detect (MQTT 5.0 section 4.13.1: a
-    Server closes on a Malformed Packet or Protocol Error "when" it detects one): not violations of the receiver."""
-
-    rule: str
-    #: The MQTT version whose specification numbers ``rule`` ("3.1.1" when missing).
-    rule_version: NotRequired[str | None]
-    level: str
-    section: str
-    #: The receiver that accepted them: ``client`` or ``server``.
-    actor: str
-    count: int
-    first_time: float | None
-    #: Why that receiver was not bound to detect them, from the text of the version.
-    basis: str
-
-
-class LeniencyRow(TypedDict):
-    """One packet a receiver accepted that broke a rule it was not bound to detect."""
-
-    capture: str
-    flow: str
-    #: Index of the judge event that shows the acceptance (the answer, or the packet when silence followed).
-    event: int | None
-    rule: str
-    rule_version: NotRequired[str | None]
-    level: str
-    section: str
-    #: The receiver that accepted it.
-    actor: str
-    frame: int | None
-    offset: int | None
-    time: float | None
-    detail: str
-    basis: str
-    #: The offending packet's bytes in hex, possibly cut ("" when not kept).
-    evidence: NotRequired[str | None]
-
-
 class TimeBucket(TypedDict):
     bucket_start: float
     actor: str
@@ -319,6 +280,51 @@ class GapRow(TypedDict):
     time: NotRequired[float | None]
 
 
+class LenientCount(TypedDict):
+    """Packets breaking one rule that one receiver accepted and was not bound to detect (MQTT 5.0 section 4.13.1: a
+    Server closes on a Malformed Packet or Protocol Error "when" it detects one): not violations of the receiver."""
+
+    rule: str
+    #: The MQTT version whose specification numbers ``rule`` ("3.1.1" when missing).
+    rule_version: NotRequired[str | None]
+    level: str
+    section: str
+    #: The receiver that accepted them: ``client`` or ``server``.
+    actor: str
+    count: int
+    first_time: float | None
+    #: Why that receiver was not bound to detect them, from the text of the version.
+    basis: str
+
+
+class LenientRow(TypedDict):
+    """A row of the ``lenient`` table: a defect a receiver accepted without being bound to detect it (MQTT 5.0,
+    section 4.13.1), with what was accepted and how, the basis, and the bytes."""
+
+    capture: str
+    flow: str
+    client: str | None
+    server: str | None
+    client_id: str | None
+    #: The statement the packet broke (its sender's), and the others it broke, comma separated.
+    rule: str
+    also_broken: str
+    level: str
+    section: str
+    #: The receiver that accepted it.
+    actor: str
+    event: int | None
+    frame: int | None
+    offset: int | None
+    time: float | None
+    detail: str
+    basis: str
+    evidence: str | None
+    cause_event: int | None
+    cause_frame: int | None
+    rule_version: str
+
+
 def _empty_summary() -> AuditSummary:
     return AuditSummary()
 
@@ -336,9 +342,6 @@ class AuditReportData:
     top_servers: list[ServerCount] = field(default_factory=list)
     #: Up to N example rows per (rule, actor).
     violation_samples: list[ViolationRow] = field(default_factory=list)
-    #: Accepted packets a receiver was not bound to detect, by (rule, version, receiver), and up to N rows of each.
-    lenient_by_rule: list[LeniencyCount] = field(default_factory=list)
-    lenient_samples: list[LeniencyRow] = field(default_factory=list)
     #: Up to N routing findings.
     routing_findings: list[RoutingRow] = field(default_factory=list)
     #: All routing findings, by kind.
@@ -352,6 +355,9 @@ class AuditReportData:
     #: Undecided rule instances by (tag, rule, side), and up to N of them per (tag, rule, side).
     not_assessable_counts: list[UndecidedCount] = field(default_factory=list)
     not_assessable_rows: list[UndecidedRow] = field(default_factory=list)
+    #: Accepted packets a receiver was not bound to detect, by (rule, version, receiver), and up to N rows of each.
+    lenient_counts: list[LenientCount] = field(default_factory=list)
+    lenient_rows: list[LenientRow] = field(default_factory=list)
     #: The mqttaudit version that collected the data ("" when not recorded).
     mqttaudit_version: str = ""
 

@@ -15,8 +15,8 @@ from .audit_data import (
     AuditReportData,
     AuditSummary,
     ConnectionRow,
-    LeniencyCount,
-    LeniencyRow,
+    LenientCount,
+    LenientRow,
     RoutingRow,
     RuleCount,
     UndecidedCount,
@@ -218,7 +218,7 @@ class LenientFinding:
     first_time: float | None
     #: Why that receiver was not bound to detect them.
     basis: str
-    samples: tuple[LeniencyRow, ...]
+    samples: tuple[LenientRow, ...]
     anchor: str
 
     @property
@@ -586,11 +586,11 @@ def rule_findings(data: AuditReportData, catalogue: Catalogue, anchors: Anchors)
 def lenient_findings(data: AuditReportData, catalogue: Catalogue, anchors: Anchors) -> tuple[LenientFinding, ...]:
     """One entry per (rule, version, receiver) of the leniency counts and samples, each rule explained by the
     catalogue of its version; the most frequent first, then in spec order."""
-    counts: dict[tuple[str, str, str], list[LeniencyCount]] = {}
-    for row in data.lenient_by_rule:
+    counts: dict[tuple[str, str, str], list[LenientCount]] = {}
+    for row in data.lenient_counts:
         counts.setdefault((row["rule"], _rule_version(row), row["actor"]), []).append(row)
-    samples: dict[tuple[str, str, str], list[LeniencyRow]] = {}
-    for sample in data.lenient_samples:
+    samples: dict[tuple[str, str, str], list[LenientRow]] = {}
+    for sample in data.lenient_rows:
         samples.setdefault((sample["rule"], _rule_version(sample), sample["actor"]), []).append(sample)
     found = []
     for rule, version, actor in dict.fromkeys([*counts, *samples]):
@@ -712,7 +712,7 @@ def expected_of(sample: Sample, finding: RuleFinding) -> str:
     return sample.row.get("expected") or finding.reference.summary
 
 
-def _rule_version(row: RuleCount | ViolationRow | LeniencyCount | LeniencyRow) -> str:
+def _rule_version(row: RuleCount | ViolationRow | LenientCount | LenientRow) -> str:
     """The version whose specification numbers a row's rule (3.1.1 for rows that name none)."""
     return str(row.get("rule_version") or DEFAULT_RULE_VERSION)
 

@@ -35,8 +35,9 @@ from ...codec import (
 )
 from ...codec.remaining_length import encode_remaining_length
 from ...codec.validators import FIXED_LENGTH, FIXED_LENGTH_5, REQUIRED_FLAGS, SENDERS
-from ...judge import Event, Quiet, Sent, judge, rules
+from ...judge import Event, Judgement, Quiet, Sent, judge, rules
 from ...spec import identity
+from ...spec.registry import StatementId
 from ..case import CaseContext, Script, case
 from ..connection import client_frames
 
@@ -694,8 +695,28 @@ def targeted(stimulus: Stimulus) -> tuple[str, ...]:
     frames, _begun = client_frames(StreamDecoder(Direction.FROM_CLIENT), stimulus.data)
     events += [Sent(0.0, Direction.FROM_CLIENT, frame) for frame in frames]
     events.append(Quiet(_LONG_AFTER))
-    findings = judge(events).findings
-    return tuple(dict.fromkeys(f.rule for f in findings if f.side is Direction.FROM_SERVER))
+    return charged(judge(events))
+
+
+def charged(judgement: Judgement) -> tuple[str, ...]:
+    """The statements a broker that accepts the stimulus is charged with, as the judge decides them: those it
+    breaks, and those of a defect it accepts without being bound to detect it (5.0, section 4.13.1: a leniency),
+    with the close [MQTT-4.13.1-1] it keeps by closing on that defect instead."""
+    server = Direction.FROM_SERVER
+    statements = [finding.rule for finding in judgement.findings if finding.side is server]
+    for leniency in judgement.lenient:
+        if leniency.side is server:
+            close = identity.statement_id(rules.CLOSE_ON_VIOLATION, identity.V5) or ""
+            statements += [close, leniency.rule, *leniency.others]
+    # A case judges the broker on statements that bind it; the sender's rule a leniency names is the stimulus's
+    # own defect, which its case lists apart (``provokes``).
+    return tuple(
+        dict.fromkeys(
+            statement
+            for statement in statements
+            if statement and (not isinstance(statement, StatementId) or statement.rule.binds("server"))
+        )
+    )
 
 
 def provoked(stimulus: Stimulus, version: ProtocolVersion = V3) -> tuple[str, ...]:

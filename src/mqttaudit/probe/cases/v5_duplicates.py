@@ -55,7 +55,7 @@ from ...codec.packets import Properties, PropertyValue
 from ...judge import Event, JudgeConfig, Quiet, Sent, judge
 from ..case import CaseContext, Script, case
 from ..connection import client_frames
-from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, stimulus_script
+from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, charged, stimulus_script
 from .v5_auth import REAUTHENTICATE, authenticated, exchange_script
 from .v5_forbidden import DELIVERY_PUBREL, DELIVERY_QOS1, DELIVERY_QOS2, FLOW_WORDS, OWN_QOS2, answered_flow
 from .v5_malformed import SENDER_BOUND, PropertyStimulus, valid_value
@@ -210,8 +210,7 @@ def targeted_auth(stimulus: DuplicateStimulus) -> tuple[str, ...]:
     frames, _begun = client_frames(StreamDecoder(Direction.FROM_CLIENT, version=V5), stimulus.data)
     events += [Sent(0.0, Direction.FROM_CLIENT, frame) for frame in frames]
     events.append(Quiet(_LONG_AFTER))
-    findings = judge(events, _JUDGE_CONFIG).findings
-    return tuple(dict.fromkeys(f.rule for f in findings if f.side is Direction.FROM_SERVER))
+    return charged(judge(events, _JUDGE_CONFIG))
 
 
 def _script(stimulus: DuplicateStimulus) -> Script:

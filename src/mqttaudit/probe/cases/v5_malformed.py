@@ -42,7 +42,7 @@ from ...judge import Event, JudgeConfig, Quiet, Sent, judge
 from ...judge.rules import ENFORCED_CODEC_RULES_5_0
 from ..case import CaseContext, case
 from ..connection import client_frames
-from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, Shape, Stimulus, field, provoked
+from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, Shape, Stimulus, charged, field, provoked
 
 V5: Final = ProtocolVersion.V5
 
@@ -269,8 +269,7 @@ def targeted(stimulus: Stimulus) -> tuple[str, ...]:
     frames, _begun = client_frames(StreamDecoder(Direction.FROM_CLIENT, version=V5), stimulus.data)
     events += [Sent(0.0, Direction.FROM_CLIENT, frame) for frame in frames]
     events.append(Quiet(_LONG_AFTER))
-    findings = judge(events, _JUDGE_CONFIG).findings
-    return tuple(dict.fromkeys(f.rule for f in findings if f.side is Direction.FROM_SERVER))
+    return charged(judge(events, _JUDGE_CONFIG))
 
 
 _SHOWN_WITH = (

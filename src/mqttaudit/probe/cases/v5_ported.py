@@ -44,7 +44,16 @@ from ...spec.identity import statement_id
 from ..case import CASES, case
 from ..connection import client_frames
 from . import accepted, delivery, malformed, routing, session, v5_forbidden, v5_malformed
-from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, WILL_LEVEL, Stimulus, field, provoked, stimulus_script
+from .malformed import (
+    EXAMPLE_CLIENT_ID,
+    EXAMPLE_PREFIX,
+    WILL_LEVEL,
+    Stimulus,
+    charged,
+    field,
+    provoked,
+    stimulus_script,
+)
 from .v5_connect import v5_case
 from .v5_malformed import targeted as targeted_5
 
@@ -134,8 +143,7 @@ def _will_kept(stimulus: Stimulus) -> tuple[str, ...]:
     frames, _begun = client_frames(StreamDecoder(Direction.FROM_CLIENT, version=V5), stimulus.data)
     dying += [Sent(1.1, Direction.FROM_CLIENT, frame) for frame in frames]
     dying.append(Closed(1.2, Direction.FROM_SERVER, False))
-    findings = judge_scenario({"watcher": watcher, "dying": dying}, _JUDGE_CONFIG).findings
-    return tuple(dict.fromkeys(f.rule for f in findings if f.side is Direction.FROM_SERVER))
+    return charged(judge_scenario({"watcher": watcher, "dying": dying}, _JUDGE_CONFIG))
 
 
 def targeted(stimulus: Stimulus) -> tuple[str, ...]:
