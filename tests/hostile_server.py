@@ -21,7 +21,27 @@ from collections.abc import Callable
 
 from wsproto.frame_protocol import FrameProtocol
 
-from mqttaudit.codec import Connack, Publish, encode
+from mqttaudit.codec import (
+    Connack,
+    Connect,
+    Direction,
+    Disconnect,
+    Packet,
+    Pingreq,
+    Pingresp,
+    ProtocolVersion,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    StreamDecoder,
+    Suback,
+    Subscribe,
+    Unsuback,
+    Unsubscribe,
+    encode,
+)
 
 CONNACK = encode(Connack(return_code=0))
 #: One burst of the flood: QoS 0 PUBLISH packets on many topics, about 64 KiB.
@@ -30,6 +50,10 @@ FLOOD = b"".join(encode(Publish(topic=f"flood/{n}", payload=bytes(100))) for n i
 HUGE_HEADER = bytes.fromhex("30 ff ff ff 7f 00 05")
 #: A binary WebSocket frame header declaring 2^63 bytes (an 8-byte length with its top bit set: RFC 6455 forbids it).
 GIANT_FRAME_HEADER = b"\x82\x7f" + (1 << 63).to_bytes(8, "big")
+#: The largest packet the ``scripted_v5`` broker decodes; a larger one is read and dropped as it arrives.
+SCRIPTED_DECODE_BOUND = 64 * 1024
+#: What the ``scripted_v5`` broker answers a 3.1.1 CONNECT with: accepted, in 3.1.1's form.
+CONNACK_3_1_1 = bytes.fromhex("20 02 00 00")
 #: WebSocket frames as a server writes them (unmasked).
 SERVER_FRAMES = FrameProtocol(client=False, extensions=[])
 #: About 64 KiB of Pings with the largest payload a control frame may carry (125 bytes).
@@ -39,8 +63,8 @@ WEBSOCKET_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 class HostileServer:
     """``with HostileServer("flooding") as server: ... server.url``. ``tail`` is what the ``hanging`` mode sends
-    after its CONNACK (the start of a packet it never finishes); ``connack`` is what the ``answering`` mode answers
-    every CONNECT with."""
+    after its CONNACK (the start of a packet it never finishes); ``connack`` is what the ``answering`` and
+    ``scripted_v5`` modes answer every CONNECT with."""
 
     def __init__(
         self,
@@ -59,7 +83,9 @@ class HostileServer:
         self.deadline = time.monotonic() + lifetime
         self.stopped = threading.Event()
         self.connections = 0
-        self._socket = socket.create_server(("127.0.0.1", 0))
+        #: The largest packet a client sent (``scripted_v5``), in bytes, fixed header included.
+        self.largest_packet = 0
+        self._socket = socket.create_server(("127.0.0.1", 0), backlog=1024)
         self._socket.settimeout(0.2)
         self.port: int = self._socket.getsockname()[1]
         self._threads: list[threading.Thread] = []
@@ -196,6 +222,34 @@ class HostileServer:
         if self._await_connect(connection):
             connection.sendall(self.connack)
 
+    def _scripted_v5(self, connection: socket.socket) -> None:
+        """A minimal MQTT 5.0 broker that routes nothing: ``connack`` for a 5.0 CONNECT (``20 02 00 00`` for a 3.1.1
+        one); SUBACK granting each QoS asked (Reason Codes 0x00-0x02); UNSUBACK 0x00 per filter; PUBACK 0x00 for
+        QoS 1, PUBREC 0x00 for QoS 2, PUBCOMP 0x00 for PUBREL; PINGRESP; a FIN after DISCONNECT. Anything else,
+        malformed or not, is read and ignored; a packet above ``SCRIPTED_DECODE_BOUND`` is read and dropped as it
+        arrives, never held."""
+        decoder = StreamDecoder(Direction.FROM_CLIENT, max_packet_size=SCRIPTED_DECODE_BOUND, version=None)
+        version = ProtocolVersion.V5
+        while not self._over():
+            try:
+                data = connection.recv(1 << 20)
+            except TimeoutError:
+                continue
+            if not data:
+                return
+            for frame in decoder.feed(data):
+                self.largest_packet = max(self.largest_packet, frame.length)
+                packet = frame.packet
+                if isinstance(packet, Connect):
+                    version = ProtocolVersion.from_level(packet.protocol_level) or ProtocolVersion.V5
+                    connection.sendall(self.connack if version is ProtocolVersion.V5 else CONNACK_3_1_1)
+                    continue
+                if isinstance(packet, Disconnect):
+                    return
+                answer = _scripted_answer(packet, version)
+                if answer is not None:
+                    connection.sendall(encode(answer, validate=False, version=version))
+
     # -- WebSocket behaviours -------------------------------------------------------------------------------------
 
     def _websocket_upgrade(self, connection: socket.socket) -> bytes | None:
@@ -267,3 +321,21 @@ class HostileServer:
             connection.sendall(reply + b"\x82\x7f" + (32 << 20).to_bytes(8, "big"))
             chunk = bytes(65536)
             self._send_until_over(connection, lambda: chunk, limit=32 << 20)
+
+
+def _scripted_answer(packet: Packet | None, version: ProtocolVersion) -> Packet | None:
+    """What the ``scripted_v5`` broker answers ``packet`` with (None: nothing)."""
+    code = 0x00 if version is ProtocolVersion.V5 else None
+    if isinstance(packet, Subscribe):
+        return Suback(packet_id=packet.packet_id, return_codes=tuple(s.qos for s in packet.subscriptions))
+    if isinstance(packet, Unsubscribe):
+        codes = (0x00,) * len(packet.topic_filters) if version is ProtocolVersion.V5 else ()
+        return Unsuback(packet_id=packet.packet_id, reason_codes=codes)
+    if isinstance(packet, Publish) and packet.packet_id is not None and packet.qos in (1, 2):
+        kind = Puback if packet.qos == 1 else Pubrec
+        return kind(packet_id=packet.packet_id, reason_code=code)
+    if isinstance(packet, Pubrel):
+        return Pubcomp(packet_id=packet.packet_id, reason_code=code)
+    if isinstance(packet, Pingreq):
+        return Pingresp()
+    return None
