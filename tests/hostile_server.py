@@ -15,9 +15,12 @@ import os
 import re
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 from wsproto.frame_protocol import FrameProtocol
 
@@ -40,8 +43,10 @@ from mqttaudit.codec import (
     Subscribe,
     Unsuback,
     Unsubscribe,
+    decode,
     encode,
 )
+from mqttaudit.codec.properties import MAXIMUM_PACKET_SIZE, first
 
 CONNACK = encode(Connack(return_code=0))
 #: One burst of the flood: QoS 0 PUBLISH packets on many topics, about 64 KiB.
@@ -64,7 +69,8 @@ WEBSOCKET_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 class HostileServer:
     """``with HostileServer("flooding") as server: ... server.url``. ``tail`` is what the ``hanging`` mode sends
     after its CONNACK (the start of a packet it never finishes); ``connack`` is what the ``answering`` and
-    ``scripted_v5`` modes answer every CONNECT with."""
+    ``scripted_v5`` modes answer every CONNECT with; ``enforce_maximum`` makes ``scripted_v5`` close on a packet
+    above the Maximum Packet Size its CONNACK declares."""
 
     def __init__(
         self,
@@ -74,11 +80,13 @@ class HostileServer:
         max_bytes: int = 256 << 20,
         tail: bytes = b"\x30\x05\x00",
         connack: bytes = CONNACK,
+        enforce_maximum: bool = False,
     ) -> None:
         self.behaviour: Callable[[socket.socket], None] = getattr(self, f"_{mode}")
         self.mode = mode
         self.tail = tail
         self.connack = connack
+        self.enforce_maximum = enforce_maximum
         self.max_bytes = max_bytes
         self.deadline = time.monotonic() + lifetime
         self.stopped = threading.Event()
@@ -217,6 +225,13 @@ class HostileServer:
             connection.sendall(self.connack)
             self._read_until_closed(connection)
 
+    def _deaf(self, connection: socket.socket) -> None:
+        """``connack`` for the CONNECT, then reads nothing more (with a small receive buffer) until it stops."""
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        if self._await_connect(connection):
+            connection.sendall(self.connack)
+            self.stopped.wait(max(0.0, self.deadline - time.monotonic()))
+
     def _closing(self, connection: socket.socket) -> None:
         """``connack`` for the CONNECT, then a FIN: the prober's socket is left half open unless it closes it."""
         if self._await_connect(connection):
@@ -227,9 +242,12 @@ class HostileServer:
         one); SUBACK granting each QoS asked (Reason Codes 0x00-0x02); UNSUBACK 0x00 per filter; PUBACK 0x00 for
         QoS 1, PUBREC 0x00 for QoS 2, PUBCOMP 0x00 for PUBREL; PINGRESP; a FIN after DISCONNECT. Anything else,
         malformed or not, is read and ignored; a packet above ``SCRIPTED_DECODE_BOUND`` is read and dropped as it
-        arrives, never held."""
+        arrives, never held. With ``enforce_maximum``, a fixed header declaring a packet above the CONNACK's Maximum
+        Packet Size gets DISCONNECT 0x95 (Packet too large) and a FIN at once, before the rest of it is read."""
         decoder = StreamDecoder(Direction.FROM_CLIENT, max_packet_size=SCRIPTED_DECODE_BOUND, version=None)
         version = ProtocolVersion.V5
+        declared = [f.packet for f in decode(self.connack, Direction.FROM_SERVER, version=ProtocolVersion.V5).frames]
+        maximum = next((first(p.properties, MAXIMUM_PACKET_SIZE) for p in declared if isinstance(p, Connack)), None)
         while not self._over():
             try:
                 data = connection.recv(1 << 20)
@@ -237,8 +255,13 @@ class HostileServer:
                 continue
             if not data:
                 return
-            for frame in decoder.feed(data):
-                self.largest_packet = max(self.largest_packet, frame.length)
+            frames = decoder.feed(data)
+            sizes = [frame.length for frame in frames] + [decoder.skipping or 0]
+            self.largest_packet = max(self.largest_packet, *sizes)
+            if self.enforce_maximum and isinstance(maximum, int) and max(sizes) > maximum:
+                connection.sendall(encode(Disconnect(reason_code=0x95), version=ProtocolVersion.V5))
+                return
+            for frame in frames:
                 packet = frame.packet
                 if isinstance(packet, Connect):
                     version = ProtocolVersion.from_level(packet.protocol_level) or ProtocolVersion.V5
@@ -339,3 +362,41 @@ def _scripted_answer(packet: Packet | None, version: ProtocolVersion) -> Packet 
     if isinstance(packet, Pingreq):
         return Pingresp()
     return None
+
+
+@contextlib.contextmanager
+def servers_in_a_process(mode: str, connacks: Sequence[bytes], *, lifetime: float = 300.0) -> Iterator[list[str]]:
+    """One ``mode`` server per CONNACK of ``connacks``, all in a Python process of their own (their threads then
+    never take the interpreter lock from the prober under test); yields their URLs, in order, and stops them on
+    exit. Each is bounded as :class:`HostileServer` is, and the process ends with the ``with`` block."""
+    root = Path(__file__).resolve().parents[1]
+    command = [sys.executable, "-m", "tests.hostile_server", mode, str(lifetime), *(c.hex() for c in connacks)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(root / "src"), str(root)))}
+    child = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        urls = [child.stdout.readline().strip() for _ in connacks]
+        if not all(urls):
+            raise RuntimeError(f"the servers' process ended before it listened (status {child.poll()})")
+        yield urls
+    finally:
+        if child.stdin is not None:
+            child.stdin.close()  # the child stops its servers when its stdin closes
+        try:
+            child.wait(10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def _serve_until_stdin_closes(mode: str, lifetime: float, connacks: Sequence[str]) -> None:
+    """``python -m tests.hostile_server MODE LIFETIME CONNACK_HEX...``: the servers' URLs on stdout, one a line."""
+    with contextlib.ExitStack() as servers:
+        for connack in connacks:
+            server = servers.enter_context(HostileServer(mode, lifetime=lifetime, connack=bytes.fromhex(connack)))
+            print(server.url, flush=True)
+        sys.stdin.read()
+
+
+if __name__ == "__main__":
+    _serve_until_stdin_closes(sys.argv[1], float(sys.argv[2]), sys.argv[3:])

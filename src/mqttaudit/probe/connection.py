@@ -252,7 +252,7 @@ class ProbeConnection:
                 written += len(piece)
                 await within(self._stream.drain(), self.timeout)
         except TimeoutError:
-            ending = f"; the broker read none of it for {self.timeout:g} s, so the prober reset the connection"
+            ending = f"; the connection took none of it for {self.timeout:g} s, so the prober reset the connection"
         except (ConnectionError, OSError):
             ending = "; the broker ended the connection before it was all sent"
         finally:
