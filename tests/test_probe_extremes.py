@@ -29,6 +29,7 @@ from mqttaudit.probe import api
 from mqttaudit.probe.case import CASES
 from mqttaudit.probe.cases import v5_limits
 from mqttaudit.probe.runner import FAIL, NOT_APPLICABLE, PASS, VERDICTS
+from mqttaudit.spec.ids import R5
 
 from .cli_in_process import run_mqttaudit
 from .hostile_server import HostileServer, servers_in_a_process
@@ -110,6 +111,44 @@ def test_no_legal_connack_makes_a_case_crash_or_the_run_exit_3(
     assert [r["case"] for r in report["results"]] == LIBRARY_5_0
     assert not [r["case"] for r in report["results"] if r["error"] or r["evidence"]["crash"]]
     assert (out / "findings.md").stat().st_size and (out / "junit.xml").stat().st_size
+
+
+#: Per declared limit: what the judge says of a client packet beyond it, what a case that cannot keep to it says,
+#: and the cases that go beyond it on purpose (the limit's own cases, and the server DISCONNECT they provoke).
+LIMITS = {
+    "receive-maximum-1": (
+        "exceeds the server's Receive Maximum",
+        "unacknowledged at once: the broker's CONNACK declares Receive Maximum 1",
+        {c.id for c in CASES.values() if R5.MQTT_3_3_4_7 in c.statements}
+        | {"v5/server-disconnect/receive-maximum-exceeded"},
+    ),
+    "maximum-packet-size-smallest": (
+        "above the server's Maximum Packet Size",
+        f"the broker's Maximum Packet Size {SMALLEST_MAXIMUM_PACKET_SIZE} is smaller than the",
+        {c.id for c in CASES.values() if R5.MQTT_3_2_2_15 in c.statements} | {"v5/server-disconnect/packet-too-large"},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", LIMITS)
+def test_the_client_steps_keep_to_the_limits_the_broker_declared(
+    name: str, extremes: dict[str, tuple[api.ProbeResult, Path]]
+) -> None:
+    """A broker that declares Receive Maximum 1, or a Maximum Packet Size that holds only its CONNACK, is never
+    charged with acting on a packet the prober sent beyond that limit unless the case sends it on purpose: a
+    conforming client step waits for a slot of the Receive Maximum, and a case that needs more in flight at once,
+    or a packet larger than the maximum, is not applicable and says why."""
+    beyond, cannot, on_purpose = LIMITS[name]
+    results = extremes[name][0].results
+    charged = [
+        (r.case.id, f.detail)
+        for r in results
+        if r.case.id not in on_purpose
+        for f in (*r.findings, *r.other_findings)
+        if beyond in f.detail
+    ]
+    assert not charged, charged[:3]
+    assert [r for r in results if r.verdict == NOT_APPLICABLE and cannot in r.reason]
 
 
 def test_topic_alias_maximum_65535_leaves_the_alias_above_it_not_applicable_for_it_cannot_exist(

@@ -92,6 +92,11 @@ class ProbeConnection:
         self.connack: Connack | None = None
         #: The index in ``received`` where the connection's first SUBSCRIBE was sent (None before it).
         self.subscribed_from: int | None = None
+        #: What the broker declared it receives (5.0: its CONNACK, or the operator's profile), which the client
+        #: steps keep to: the largest packet (None: no limit but the protocol's), and a slot per QoS 1 or 2 PUBLISH
+        #: it takes unacknowledged (its Receive Maximum; None: not declared, as in 3.1.1).
+        self.server_maximum_packet_size: int | None = None
+        self.send_quota: asyncio.Semaphore | None = None
         self.events: list[Event] = []
         self.timeout = timeout
         self.auto_ack = auto_ack
@@ -181,6 +186,8 @@ class ProbeConnection:
 
     async def send(self, data: Packet | bytes, *, validate: bool = True, text: str | None = None) -> None:
         """Sends a packet (encoded by the codec; ``validate=False`` for a deliberately invalid one) or raw bytes.
+        A packet larger than the broker's Maximum Packet Size (:attr:`server_maximum_packet_size`) is not sent:
+        the case is not applicable (:meth:`check_size`; raw bytes go as they are).
 
         ``text`` (:data:`TEXT_FRAME` or :data:`FRAGMENTED_TEXT`) sends them in a WebSocket text message instead of a
         binary frame, breaking [MQTT-6.0.0-1] on purpose: the frames recorded for them carry that violation, so
@@ -193,6 +200,8 @@ class ProbeConnection:
         raw = (
             data if isinstance(data, bytes) else encode(data, validate=validate, direction=CLIENT, version=self.version)
         )
+        if isinstance(data, Packet):
+            self.check_size(data, raw)
         while self._streaming is not None:  # never inside a packet that is still going out
             await self._streaming.wait()
         if self._closed is not None or self._closing:
@@ -269,6 +278,26 @@ class ProbeConnection:
             await self.close(abrupt=True)
         elif ending:
             await self._settle()
+
+    def check_size(self, packet: Packet, raw: bytes) -> None:
+        """:class:`~mqttaudit.probe.case.NotApplicable` when ``raw`` (the bytes of ``packet``) is larger than the
+        broker's Maximum Packet Size. A packet a case builds is about its content, valid or not: over the broker's
+        maximum it would test the size instead (a case that means to exceed it sends :meth:`send_publish`)."""
+        if self._fits(raw):
+            return
+        from .case import NotApplicable  # the case module builds on this one
+
+        raise NotApplicable(
+            f"the broker's Maximum Packet Size {self.server_maximum_packet_size:,} is smaller than the "
+            f"{len(raw):,}-byte {type(packet).__name__.upper()} the case sends on {self.name}, which no client may "
+            "send it [MQTT-3.2.2-15]"
+        )
+
+    def _fits(self, raw: bytes) -> bool:
+        """A conforming client may send ``raw``: within the broker's Maximum Packet Size, if it declared one (a
+        CONNECT goes before any is known)."""
+        maximum = self.server_maximum_packet_size
+        return maximum is None or len(raw) <= maximum
 
     def _retime(self, index: int, now: float) -> None:
         """Events from ``index`` on happen no earlier than ``now`` (a streamed packet and what came while it went
@@ -407,7 +436,7 @@ class ProbeConnection:
         if self.auto_ack:
             for packet in packets:
                 answer = _acknowledgement(packet, self.version)
-                if answer is not None:
+                if answer is not None and self._fits(encode(answer, direction=CLIENT, version=self.version)):
                     await self.send(answer)
 
     def _take(self, now: float, frames: list[Frame]) -> list[Packet]:

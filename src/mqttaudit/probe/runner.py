@@ -229,7 +229,7 @@ async def _run_case(
     finally:
         for connection in context.connections:
             await connection.finish()
-    with contextlib.suppress(Inconclusive, OSError, TimeoutError):
+    with contextlib.suppress(Inconclusive, NotApplicable, OSError, TimeoutError):  # clearing is best effort
         await within(context.clean_up(), timeout * CLEAN_UP_TIMEOUTS)
     if crash is not None:
         return crashed(case, crash, context.connections, time.monotonic() - started)

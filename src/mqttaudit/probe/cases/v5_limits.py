@@ -84,10 +84,12 @@ SUCCESS: Final = 0x00
 
 async def _stimulus(connection: ProbeConnection, *packets: Packet) -> None:
     """Sends ``packets`` in one write, unvalidated (the limit they break is the peer's, not the codec's): a broker
-    reads them all before it can answer any."""
-    await connection.send(
-        b"".join(encode(p, validate=False, direction=Direction.FROM_CLIENT, version=V5) for p in packets)
-    )
+    reads them all before it can answer any. Each within the broker's Maximum Packet Size: a breach of another
+    limit is not also one of that."""
+    written = [encode(p, validate=False, direction=Direction.FROM_CLIENT, version=V5) for p in packets]
+    for packet, raw in zip(packets, written, strict=True):
+        connection.check_size(packet, raw)
+    await connection.send(b"".join(written))
 
 
 def _answer(kind: type[Packet], packet_id: int) -> Callable[[Packet], bool]:
