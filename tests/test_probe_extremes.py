@@ -293,3 +293,29 @@ def test_a_case_the_prober_fails_on_is_an_error_and_the_run_goes_on(
     assert results["v5/topic-alias/largest"]["verdict"] == "fail"  # the broker stays open on alias 65535
     junit = (tmp_path / "out" / "junit.xml").read_text(encoding="utf-8")
     assert junit.count("<error ") == 2
+
+
+def test_a_matrix_with_a_case_the_prober_fails_on_exits_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The matrix's status is its worst target's, and an internal error is worse than findings: both brokers fail
+    v5/topic-alias/largest (exit status 1 alone), and the planted exception makes the matrix exit 3."""
+
+    def planted(_maximum: int) -> int:
+        raise RuntimeError("planted failure")
+
+    monkeypatch.setattr(v5_limits, "_alias_above", planted)
+    declared = connack(topic_alias_maximum=10)
+    with servers_in_a_process("scripted_v5", [declared, declared]) as urls:
+        ran = run_mqttaudit(
+            "matrix",
+            *urls,
+            "--out",
+            str(tmp_path / "matrix"),
+            "--timeout",
+            "0.5",
+            "--cases",
+            "v5/topic-alias/maximum-plus-one",
+            "--cases",
+            "v5/topic-alias/largest",
+        )
+    assert ran.returncode == 3, ran.stderr
+    assert (tmp_path / "matrix" / "matrix.md").exists()
