@@ -17,7 +17,7 @@ from mqttaudit.probe.api import ProbeResult, ProbeUsageError, run
 from mqttaudit.probe.case import CASES, Case, Target
 from mqttaudit.probe.outcome import parse_share
 from mqttaudit.probe.profile import BrokerProfile, ProfileError, load_profile
-from mqttaudit.probe.runner import DEFAULT_CONCURRENCY, ProbeRun, run_probe
+from mqttaudit.probe.runner import DEFAULT_CONCURRENCY, ProbeRun, crashes, run_probe
 from mqttaudit.probe.selection import NoCaseSelected, parse_protocol
 from mqttaudit.probe.selection import select_cases as select_from_library
 from mqttaudit.probe.statements import case_level
@@ -28,7 +28,7 @@ from mqttaudit.report.evidence import printable
 from mqttaudit.report.output_dir import OutputDirError, check_output_dir, staged_output
 from mqttaudit.report.terminal import colour_allowed, progress_for, summary_lines, terminal_width
 from mqttaudit.spec import load_catalogue
-from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
+from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_INTERNAL, EXIT_OK
 
 from .connection import Connection, connection_from_options, connection_options, split_spec
 from .exits import CannotRun, exit_status_help
@@ -318,6 +318,9 @@ def probe_command(
     elif result.refusal is None:
         _print_summary(result)
         click.echo(f"reports: {', '.join(str(path) for path in written)}")
+    broken = crashes(result.results)
+    if broken is not None:  # exit status 3: said on stderr too, where a script looks for an internal error
+        click.echo(printable(f"mqttaudit: internal error: {broken} (findings.json names each exception)"), err=True)
     return result.exit_status
 
 
@@ -498,7 +501,8 @@ def matrix_command(
         raise CannotRun(printable(str(exc))) from None
     click.echo(f"matrix: {', '.join(printable(str(path)) for path in written)}")
     statuses = {result.exit_status for _, result in results}
-    return EXIT_FINDINGS if EXIT_FINDINGS in statuses else EXIT_INCOMPLETE if EXIT_INCOMPLETE in statuses else EXIT_OK
+    worst = (EXIT_INTERNAL, EXIT_FINDINGS, EXIT_INCOMPLETE)  # a bug of the prober on any target first
+    return next((status for status in worst if status in statuses), EXIT_OK)
 
 
 def _label(spec: str) -> str:

@@ -35,7 +35,16 @@ from .outcome import (
 )
 from .preflight import Refusal, preflight_amqp, versions_unspoken
 from .profile import NO_PROFILE, BrokerProfile, load_profile
-from .runner import DEFAULT_CONCURRENCY, INCONCLUSIVE, NOT_APPLICABLE, VERDICTS, CaseResult, ProbeRun, run_probe
+from .runner import (
+    DEFAULT_CONCURRENCY,
+    INCONCLUSIVE,
+    NOT_APPLICABLE,
+    VERDICTS,
+    CaseResult,
+    ProbeRun,
+    crashes,
+    run_probe,
+)
 from .selection import Patterns, parse_protocol, select_cases
 from .targets import is_amqp, parse_target
 from .transport import Credentials, TlsOptions
@@ -106,7 +115,8 @@ class ProbeResult:
     @property
     def exit_status(self) -> int:
         """0 conformant, 1 a MUST-level failure or violation (new, with a baseline) or, in a strict run, a lenient
-        case (new, with a baseline), 4 incomplete."""
+        case (new, with a baseline), 3 the prober failed on a case (a bug; every other case was judged and the
+        reports can be written), 4 incomplete."""
         return exit_status(self.run, self._rules())
 
     def to_json(self) -> dict[str, Any]:
@@ -232,7 +242,10 @@ async def run_async(
     probe_run.strict = strict or declared.strict is True
     if probe_run.incomplete is None:
         probe_run.incomplete = (
-            probe_run.broker_down or too_inconclusive(probe_run.results, limit) or nothing_judged(probe_run.results)
+            crashes(probe_run.results)
+            or probe_run.broker_down
+            or too_inconclusive(probe_run.results, limit)
+            or nothing_judged(probe_run.results)
         )
     if known is not None:
         probe_run.baseline = compare(known, ((r.case.id, r.verdict) for r in probe_run.results))

@@ -45,6 +45,7 @@ from ..codec import (
 )
 from ..codec import properties as props
 from ..spec import registry
+from .cancellation import within
 from .capabilities import Capabilities
 from .connection import ProbeConnection
 from .profile import NO_PROFILE, BrokerProfile
@@ -302,6 +303,9 @@ class CaseContext:
             )
         if self.protocol is ProtocolVersion.V5:
             self.capabilities = Capabilities.from_connack(ack).merged(self.profile)
+            # the client steps keep to what the broker declared it receives [MQTT-3.2.2-15, MQTT-3.3.4-7]
+            connection.server_maximum_packet_size = self.capabilities.maximum_packet_size
+            connection.send_quota = asyncio.Semaphore(self.capabilities.receive_maximum)
             assigned = props.first(ack.properties, ASSIGNED_CLIENT_IDENTIFIER)
             if isinstance(assigned, str) and not connection.client_id:
                 connection.client_id = assigned
@@ -315,6 +319,18 @@ class CaseContext:
         refused = known.unsupported(feature)
         if refused is not None:
             raise NotApplicable(f"{why}: {refused}")
+
+    def require_in_flight(self, count: int, why: str) -> None:
+        """Stops the case as :class:`NotApplicable` when the broker's Receive Maximum (its last 5.0 CONNACK, or the
+        profile) is below ``count``: ``why`` needs that many QoS 1 and 2 PUBLISHes unacknowledged at once, which
+        a client keeping to it cannot send [MQTT-3.3.4-7]."""
+        known = self.capabilities or Capabilities().merged(self.profile)
+        if known.receive_maximum < count:
+            by = "the broker's CONNACK declares" if known.source("receive_maximum") == "CONNACK" else "the profile"
+            raise NotApplicable(
+                f"{why} needs {count} QoS 1 and 2 PUBLISHes unacknowledged at once: {by} Receive Maximum "
+                f"{known.receive_maximum}"
+            )
 
     def declared(self, key: str, why: str) -> object:
         """The value the profile declares for ``key`` (``authentication_methods``); :class:`NotApplicable` with
@@ -416,26 +432,49 @@ class CaseContext:
         follows [MQTT-4.3.3-4]."""
         packet_id = self.packet_id() if qos else None
         if retain and payload:
-            self.retained.add(topic)
-        since = len(connection.received)
-        await connection.send(
-            Publish(topic=topic, payload=payload, qos=qos, retain=retain, packet_id=packet_id, properties=properties)
+            self.retained.add(topic)  # noted first: a case stopped while it is sent still clears it
+        publish = Publish(
+            topic=topic, payload=payload, qos=qos, retain=retain, packet_id=packet_id, properties=properties
         )
         if qos == 0:
+            since = len(connection.received)
+            await connection.send(publish)
             # PINGRESP answers a later request, so it shows the broker processed the PUBLISH before it.
             await connection.send(Pingreq())
             await connection.wait_type(Pingresp, since=since)
             return None
+        await self._take_quota(connection)
+        since = len(connection.received)
+        await connection.send(publish)
         kind = Puback if qos == 1 else Pubrec
         ack = await connection.wait_for(_answers(kind, packet_id), since=since)
         if not isinstance(ack, Puback | Pubrec):
-            return None
+            return None  # still unacknowledged: its slot of the broker's Receive Maximum stays taken
         code = ack.reason_code or 0x00
         if isinstance(ack, Pubrec) and not is_refusal(code, self.protocol):
             success = 0x00 if self.protocol is ProtocolVersion.V5 else None
             await connection.send(Pubrel(packet_id=packet_id, reason_code=success))
-            await connection.wait_for(_answers(Pubcomp, packet_id), since=since)
+            if not isinstance(await connection.wait_for(_answers(Pubcomp, packet_id), since=since), Pubcomp):
+                return code
+        if connection.send_quota is not None:
+            connection.send_quota.release()  # the flow ended: PUBACK, PUBCOMP, or a refusing PUBREC [4.9]
         return code
+
+    async def _take_quota(self, connection: ProbeConnection) -> None:
+        """Waits, at most the timeout, until a QoS 1 or 2 PUBLISH keeps within the broker's Receive Maximum
+        [MQTT-3.3.4-7]: a conforming client sends no more unacknowledged ones (4.9); :class:`Inconclusive` when
+        none of those in flight is acknowledged in time."""
+        quota = connection.send_quota
+        if quota is None:
+            return
+        try:
+            await within(quota.acquire(), self.timeout)
+        except TimeoutError:
+            assert self.capabilities is not None
+            raise Inconclusive(
+                f"setup: the broker's Receive Maximum {self.capabilities.receive_maximum} was all taken on "
+                f"{connection.name} by QoS 1 and 2 PUBLISHes it did not acknowledge within {self.timeout:g} s"
+            ) from None
 
     async def deliveries(self, connection: ProbeConnection, topic: str, *, timeout: float | None = None) -> None:
         """Waits for a PUBLISH on ``topic``, at most until every delivery the judge may expect is due (its answer

@@ -1,12 +1,15 @@
 """What a probe run amounts to: whether it judged enough of the broker, which failures count, and the exit status
 the command line returns for it (:mod:`mqttaudit.status`).
 
-The rule: a MUST-level failure that the baseline does not already know makes exit status 1, even in an
-incomplete run (it is a real finding), and so does a MUST-level rule the broker broke on any connection of the run
-although no case targets it (a malformed CONNACK in every case of a selection about PINGRESP); otherwise an
-incomplete run makes 4; otherwise 0. A ``lenient`` case (a malformed packet or Protocol Error accepted that the
-broker was not bound to detect) is no failure: it makes 1 only in a strict run (``--strict``, or ``strict = true``
-in the broker profile), and then only when the baseline does not already know it.
+The rule: a case the prober itself failed on (a bug of mqttaudit, :attr:`CaseResult.crash`) makes exit status 3,
+internal error, whatever else the run found: the reports are written, with every other case judged, but the run
+cannot say the broker conforms or what it broke in that case. Otherwise a MUST-level failure that the baseline
+does not already know makes exit status 1, even in an incomplete run (it is a real finding), and so does a
+MUST-level rule the broker broke on any connection of the run although no case targets it (a malformed CONNACK in
+every case of a selection about PINGRESP); otherwise an incomplete run makes 4; otherwise 0. A ``lenient`` case (a
+malformed packet or Protocol Error accepted that the broker was not bound to detect) is no failure: it makes 1 only
+in a strict run (``--strict``, or ``strict = true`` in the broker profile), and then only when the baseline does not
+already know it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..spec import Catalogue
-from ..status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
+from ..status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_INTERNAL, EXIT_OK
 from .runner import FAIL, INCONCLUSIVE, LENIENT, NOT_APPLICABLE, PASS, CaseResult, ProbeRun
 from .statements import case_level
 from .violations import OtherViolation, other_violations
@@ -94,6 +97,8 @@ def counted_leniencies(run: ProbeRun) -> list[CaseResult]:
 
 
 def exit_status(run: ProbeRun, catalogue: Catalogue) -> int:
+    if any(result.crash is not None for result in run.results):
+        return EXIT_INTERNAL
     if counted_failures(run, catalogue) or counted_violations(run, catalogue) or counted_leniencies(run):
         return EXIT_FINDINGS
     return EXIT_INCOMPLETE if run.incomplete else EXIT_OK

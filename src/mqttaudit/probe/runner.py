@@ -12,6 +12,7 @@ import contextlib
 import json
 import secrets
 import time
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -73,6 +74,9 @@ class CaseResult:
     other_after: dict[str, int] = field(default_factory=dict)
     #: Per connection, the event of the prober's first malformed packet (a negative case's stimulus).
     malformed_at: dict[str, int] = field(default_factory=dict)
+    #: The prober itself failed on this case (a bug of mqttaudit): the exception and where it was raised, in one
+    #: line. The case is an ``error``, inconclusive, and nothing of its conversations is judged.
+    crash: str | None = None
 
     @property
     def case_id(self) -> str:
@@ -92,6 +96,7 @@ class CaseResult:
             "statements": self.statements,
             "assessed": self.assessed,
             "reason": self.reason,
+            "crash": self.crash,
             "duration_s": round(self.duration, 3),
         }
 
@@ -200,12 +205,28 @@ async def run_case(
     health: _Health | None = None,
     profile: BrokerProfile = NO_PROFILE,
 ) -> CaseResult:
+    """Runs one case and judges it. An exception the prober did not expect, in the case's script or in judging it,
+    is a bug of mqttaudit, not a verdict on the broker: that case alone ends as an error that names the exception
+    (see :func:`crashed`), its connections closed and its retained messages cleared; the run goes on."""
     health = health or _Health()
     if health.down:
         return CaseResult(case, INCONCLUSIVE, health.down, error=True)
     context = CaseContext(case, target, timeout=timeout, run_id=run_id, profile=profile)
     started = time.monotonic()
+    try:
+        return await _run_case(case, context, target, timeout, health, started)
+    except Exception as exc:  # one case's bug never takes the run down with it
+        with contextlib.suppress(Exception):
+            for connection in context.connections:
+                await connection.finish()
+        return crashed(case, exc, context.connections, time.monotonic() - started)
+
+
+async def _run_case(
+    case: Case, context: CaseContext, target: Target, timeout: float, health: _Health, started: float
+) -> CaseResult:
     stopped: tuple[str, str] | None = None
+    crash: Exception | None = None
     try:
         await within(case.script(context), timeout * SCRIPT_TIMEOUTS)
     except NotApplicable as exc:
@@ -216,11 +237,15 @@ async def run_case(
         stopped = (INCONCLUSIVE, str(exc))
     except TimeoutError:
         stopped = (INCONCLUSIVE, f"the case did not finish within {timeout * SCRIPT_TIMEOUTS:g} s")
+    except Exception as exc:  # the prober's own bug: its retained messages are still cleared below
+        crash = exc
     finally:
         for connection in context.connections:
             await connection.finish()
-    with contextlib.suppress(Inconclusive, OSError, TimeoutError):
+    with contextlib.suppress(Inconclusive, NotApplicable, OSError, TimeoutError):  # clearing is best effort
         await within(context.clean_up(), timeout * CLEAN_UP_TIMEOUTS)
+    if crash is not None:
+        return crashed(case, crash, context.connections, time.monotonic() - started)
     judgement = judge_scenario(
         {connection.name: connection.events for connection in context.connections}, judge_config(case, timeout)
     )
@@ -528,6 +553,61 @@ def decide(
     else:
         verdict, reason = INCONCLUSIVE, "; ".join(reasons)
     return CaseResult(case, verdict, reason, per_statement, on_target, others, lenient)
+
+
+def crashed(case: Case, exc: BaseException, connections: Sequence[ProbeConnection], duration: float) -> CaseResult:
+    """The result of a case the prober failed on: inconclusive, an ``error`` of the run, with the exception and
+    where it was raised as the reason; the conversations are kept as evidence and not judged (what the prober
+    meant to send next is unknown)."""
+    summary = crash_summary(exc)
+    result = CaseResult(
+        case,
+        INCONCLUSIVE,
+        f"internal error of the prober (a bug of mqttaudit, please report it), nothing of the case judged: {summary}",
+        {statement: INCONCLUSIVE for statement in case.statements},
+        error=True,
+        crash=summary,
+    )
+    with contextlib.suppress(Exception):  # the evidence of a broken case is a bonus, never a second crash
+        result.connections = [connection_evidence(connection) for connection in connections]
+    result.duration = duration
+    return result
+
+
+def crash_summary(exc: BaseException) -> str:
+    """``EncodeError: Topic Alias 65536 does not fit ... (at mqttaudit/codec/properties.py:469 in _write_one <-
+    ... <- mqttaudit/probe/cases/v5_limits.py:71 in _stimulus)``: the exception, the innermost frame of its
+    traceback and the innermost frame of the prober's own code that led there, each file named from the package
+    (never a path of the machine that ran it)."""
+    frames = [(_source_name(f.filename), f.lineno, f.name) for f in traceback.extract_tb(exc.__traceback__)]
+    shown = frames[-1:]
+    probe_frames = [frame for frame in frames[:-1] if frame[0].startswith("mqttaudit/probe/")]
+    if probe_frames:
+        shown.append(probe_frames[-1])
+    where = " <- ... <- ".join(f"{name}:{line} in {function}" for name, line, function in shown)
+    text = " ".join(str(exc).split()) or "(no message)"
+    return f"{type(exc).__name__}: {_bounded(text)}" + (f" (at {where})" if where else "")
+
+
+def _source_name(filename: str) -> str:
+    """A traceback's file as the package names it (``mqttaudit/probe/runner.py``), else its base name."""
+    parts = filename.replace("\\", "/").split("/")
+    if "mqttaudit" in parts:
+        return "/".join(parts[len(parts) - parts[::-1].index("mqttaudit") - 1 :])
+    return parts[-1]
+
+
+def crashes(results: Iterable[CaseResult]) -> str | None:
+    """Why a run is incomplete when the prober failed on some of its cases (a bug: exit status 3), else None."""
+    broken = [result.case.id for result in results if result.crash is not None]
+    if not broken:
+        return None
+    more = len(broken) - MAX_REASONS
+    named = ", ".join(broken[:MAX_REASONS]) + (f" and {more} more" if more > 0 else "")
+    return (
+        f"the prober failed on {len(broken)} case(s), an internal error (a bug of mqttaudit, please report it): "
+        f"{named}; every other case was run and judged"
+    )
 
 
 async def _check_health(target: Target, timeout: float, health: _Health, case: Case, error: str) -> str:

@@ -162,6 +162,7 @@ async def _complete(connection: ProbeConnection, packet: Publish) -> None:
 async def pubrecs_in_flight(context: CaseContext) -> None:
     connection = await context.connect(auto_ack=False)
     context.require("qos2", "QoS 2 PUBLISHes")
+    context.require_in_flight(IN_FLIGHT, f"{IN_FLIGHT} QoS 2 PUBLISHes sent back to back")
     topic = context.topic("t")
     ids = [context.packet_id() for _ in range(IN_FLIGHT)]
     since = len(connection.received)
