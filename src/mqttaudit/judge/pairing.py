@@ -54,8 +54,8 @@ CLIENT: Final = Direction.FROM_CLIENT
 SERVER: Final = Direction.FROM_SERVER
 #: MQTT 5.0 only: [MQTT-3.11.3-1] UNSUBACK Reason Codes follow the order of the Topic Filters (each fits its
 #: filter); [MQTT-3.11.3-2] one per Topic Filter.
-UNSUBACK_CODES_IN_ORDER: Final = R5.MQTT_3_11_3_1
-UNSUBACK_CODE_PER_FILTER: Final = R5.MQTT_3_11_3_2
+UNSUBACK_CODES_IN_ORDER: Final[str] = R5.MQTT_3_11_3_1
+UNSUBACK_CODE_PER_FILTER: Final[str] = R5.MQTT_3_11_3_2
 #: MQTT 5.0 SUBACK codes a server without the requested QoS might refuse with for want of it: a refusal that
 #: says nothing more precise (0x80 Unspecified error, 0x83 Implementation specific error) [MQTT-3.2.2-10].
 QOS_REFUSALS: Final = frozenset({0x80, 0x83})

@@ -42,29 +42,29 @@ from .v5_connect import v5_case
 
 V5: Final = ProtocolVersion.V5
 #: [MQTT-4.12.0-2] A server AUTH continuing the authentication has Reason Code 0x18.
-SERVER_CONTINUES: Final = R5.MQTT_4_12_0_2
+SERVER_CONTINUES: Final[str] = R5.MQTT_4_12_0_2
 #: [MQTT-4.12.0-3] The client's AUTH answering the server's AUTH 0x18 has Reason Code 0x18.
-CLIENT_CONTINUES: Final = R5.MQTT_4_12_0_3
+CLIENT_CONTINUES: Final[str] = R5.MQTT_4_12_0_3
 #: [MQTT-4.12.0-4] A server that refuses the authentication closes the connection.
-CLOSE_ON_REFUSAL: Final = R5.MQTT_4_12_0_4
+CLOSE_ON_REFUSAL: Final[str] = R5.MQTT_4_12_0_4
 #: [MQTT-4.12.0-5] Every AUTH and the accepting CONNACK carry the CONNECT's Authentication Method.
-SAME_METHOD: Final = R5.MQTT_4_12_0_5
+SAME_METHOD: Final[str] = R5.MQTT_4_12_0_5
 #: [MQTT-4.12.1-1] A re-authentication (AUTH 0x19) names the connection's Authentication Method.
-REAUTH_SAME_METHOD: Final = R5.MQTT_4_12_1_1
+REAUTH_SAME_METHOD: Final[str] = R5.MQTT_4_12_1_1
 #: [MQTT-4.12.1-2] A failed re-authentication ends with the close.
-CLOSE_ON_FAILED_REAUTH: Final = R5.MQTT_4_12_1_2
+CLOSE_ON_FAILED_REAUTH: Final[str] = R5.MQTT_4_12_1_2
 #: [MQTT-3.1.2-30] Until the CONNACK an authenticating client sends only AUTH or DISCONNECT.
-ONLY_AUTH_UNTIL_CONNACK: Final = R5.MQTT_3_1_2_30
+ONLY_AUTH_UNTIL_CONNACK: Final[str] = R5.MQTT_3_1_2_30
 #: [MQTT-4.13.1-1] The server closes on a Protocol Error it detects (the Client's rules above, broken on purpose:
 #: they bind the Client, and are what the cases provoke, not what they judge).
-CLOSE_ON_ERROR: Final = R5.MQTT_4_13_1_1
+CLOSE_ON_ERROR: Final[str] = R5.MQTT_4_13_1_1
 #: [MQTT-3.14.0-1] No server DISCONNECT before a CONNACK below 0x80 (a refusal mid-exchange is a CONNACK, or the
 #: close alone).
-NO_EARLY_DISCONNECT: Final = R5.MQTT_3_14_0_1
+NO_EARLY_DISCONNECT: Final[str] = R5.MQTT_3_14_0_1
 #: [MQTT-3.15.2-2] / [MQTT-3.15.2-3] An AUTH's Reason String / User Properties within the receiver's Maximum Packet
 #: Size.
-AUTH_REASON_STRING: Final = R5.MQTT_3_15_2_2
-AUTH_USER_PROPERTY: Final = R5.MQTT_3_15_2_3
+AUTH_REASON_STRING: Final[str] = R5.MQTT_3_15_2_2
+AUTH_USER_PROPERTY: Final[str] = R5.MQTT_3_15_2_3
 
 #: AUTH Reason Codes (Table 3-11).
 SUCCESS: Final = 0x00

@@ -432,7 +432,7 @@ for _stimulus in STIMULI:
 # --- enhanced authentication ---------------------------------------------------------------------------------
 
 #: [MQTT-3.2.2-7] A CONNACK of 0x80 or above is followed by the close: what the judge decides of a refusal.
-CLOSE_AFTER_REFUSAL: Final = R5.MQTT_3_2_2_7
+CLOSE_AFTER_REFUSAL: Final[str] = R5.MQTT_3_2_2_7
 #: Authentication Methods no broker implements (the profile's ``authentication_methods`` may not list them).
 UNKNOWN_METHODS: Final = (
     ("method", "X-MQTTAUDIT-UNSUPPORTED", None),

@@ -41,41 +41,41 @@ CLIENT: Final = Direction.FROM_CLIENT
 #: [MQTT-3.1.0-1] The first packet of a connection is CONNECT: the Client's, which the connect-first cases break
 #: on purpose. What the server owes them: no packet before a CONNACK that accepts [MQTT-3.2.0-1], and the close on
 #: the Protocol Error [MQTT-4.13.1-1].
-CONNECT_FIRST: Final = R5.MQTT_3_1_0_1
-CONNACK_FIRST: Final = R5.MQTT_3_2_0_1
-CLOSE_ON_ERROR: Final = R5.MQTT_4_13_1_1
+CONNECT_FIRST: Final[str] = R5.MQTT_3_1_0_1
+CONNACK_FIRST: Final[str] = R5.MQTT_3_2_0_1
+CLOSE_ON_ERROR: Final[str] = R5.MQTT_4_13_1_1
 #: [MQTT-3.1.2-1] The Protocol Name is "MQTT" (the Client's part); a server that does not accept another closes, a
 #: CONNACK 0x84 allowed first (the server's part: one that supports several protocols may accept it as another's).
-PROTOCOL_NAME: Final = R5.MQTT_3_1_2_1
+PROTOCOL_NAME: Final[str] = R5.MQTT_3_1_2_1
 #: [MQTT-3.1.2-2] A Protocol Version other than 5 the server refuses: CONNACK 0x84 allowed, then the close.
-PROTOCOL_VERSION: Final = R5.MQTT_3_1_2_2
+PROTOCOL_VERSION: Final[str] = R5.MQTT_3_1_2_2
 #: [MQTT-3.2.0-2] One CONNACK per connection.
-ONE_CONNACK: Final = R5.MQTT_3_2_0_2
+ONE_CONNACK: Final[str] = R5.MQTT_3_2_0_2
 #: [MQTT-3.2.2-1] CONNACK Acknowledge Flags bits 7-1 are 0; [MQTT-3.2.2-6] a non-zero Reason Code has Session
 #: Present 0; [MQTT-3.2.2-8] the Reason Code is one of Table 3-1.
-CONNACK_FLAGS: Final = R5.MQTT_3_2_2_1
-REFUSAL_SESSION_PRESENT: Final = R5.MQTT_3_2_2_6
-CONNACK_CODE: Final = R5.MQTT_3_2_2_8
+CONNACK_FLAGS: Final[str] = R5.MQTT_3_2_2_1
+REFUSAL_SESSION_PRESENT: Final[str] = R5.MQTT_3_2_2_6
+CONNACK_CODE: Final[str] = R5.MQTT_3_2_2_8
 #: [MQTT-3.1.2-28] Request Response Information 0 (or absent): no Response Information.
-NO_RESPONSE_INFORMATION: Final = R5.MQTT_3_1_2_28
+NO_RESPONSE_INFORMATION: Final[str] = R5.MQTT_3_1_2_28
 #: [MQTT-4.12.0-6] No Authentication Method in the CONNECT: no AUTH and no Authentication Method in the CONNACK.
-NO_SERVER_METHOD: Final = R5.MQTT_4_12_0_6
+NO_SERVER_METHOD: Final[str] = R5.MQTT_4_12_0_6
 #: [MQTT-3.1.4-2] A further check on the CONNECT fails: the close.
-FAILED_CHECK: Final = R5.MQTT_3_1_4_2
+FAILED_CHECK: Final[str] = R5.MQTT_3_1_4_2
 #: [MQTT-3.1.4-6] Nothing sent after a refused CONNECT is processed (AUTH aside).
-NOTHING_AFTER_REFUSAL: Final = R5.MQTT_3_1_4_6
+NOTHING_AFTER_REFUSAL: Final[str] = R5.MQTT_3_1_4_6
 #: [MQTT-3.1.3-8] A rejected Client Identifier: CONNACK 0x85 allowed, then the close.
-CLIENT_ID_REJECTED: Final = R5.MQTT_3_1_3_8
+CLIENT_ID_REJECTED: Final[str] = R5.MQTT_3_1_3_8
 #: [MQTT-3.1.3-6] Zero-length Client Identifiers get unique ones.
-UNIQUE_ASSIGNED: Final = R5.MQTT_3_1_3_6
+UNIQUE_ASSIGNED: Final[str] = R5.MQTT_3_1_3_6
 #: [MQTT-4.12.0-7] No client AUTH without an Authentication Method in its CONNECT: the Client's, which the
 #: auth-unrequested cases break on purpose; the server closes on the Protocol Error [MQTT-4.13.1-1] and sends no AUTH
 #: in answer [MQTT-4.12.0-6].
-NO_CLIENT_AUTH: Final = R5.MQTT_4_12_0_7
+NO_CLIENT_AUTH: Final[str] = R5.MQTT_4_12_0_7
 #: [MQTT-3.1.2-22] The server closes a connection silent for 1.5 times the Keep Alive; [MQTT-3.2.2-22] without a
 #: Server Keep Alive it is the client's.
-KEEP_ALIVE: Final = R5.MQTT_3_1_2_22
-CLIENT_KEEP_ALIVE: Final = R5.MQTT_3_2_2_22
+KEEP_ALIVE: Final[str] = R5.MQTT_3_1_2_22
+CLIENT_KEEP_ALIVE: Final[str] = R5.MQTT_3_2_2_22
 #: An Authentication Method no server implements: the CONNECT naming it is refused (0x8C or 0x87).
 UNKNOWN_METHOD: Final = "X-MQTTAUDIT-HANDSHAKE-UNKNOWN"
 #: CONNACK Reason Code 0x85 (Client Identifier not valid).

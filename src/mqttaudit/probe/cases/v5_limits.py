@@ -39,34 +39,34 @@ from .v5_connect import v5_case
 
 V5: Final = ProtocolVersion.V5
 #: [MQTT-4.13.1-1] The Server closes the connection on a client's Protocol Error.
-CLOSE: Final = R5.MQTT_4_13_1_1
+CLOSE: Final[str] = R5.MQTT_4_13_1_1
 #: The client limits the probe breaks on purpose (what its cases provoke: they bind the Client, and the broker owes
 #: the close [MQTT-4.13.1-1], judge/limits.py puts them on the offence): [MQTT-3.3.2-9] no Topic Alias above the
 #: server's Topic Alias Maximum, [MQTT-3.2.2-17] the same for a maximum above 0, [MQTT-3.2.2-18] none when it
 #: declared 0.
-ALIAS_WITHIN: Final = R5.MQTT_3_3_2_9
-ALIAS_WITHIN_DECLARED: Final = R5.MQTT_3_2_2_17
-NO_ALIAS_WITHOUT_MAXIMUM: Final = R5.MQTT_3_2_2_18
+ALIAS_WITHIN: Final[str] = R5.MQTT_3_3_2_9
+ALIAS_WITHIN_DECLARED: Final[str] = R5.MQTT_3_2_2_17
+NO_ALIAS_WITHOUT_MAXIMUM: Final[str] = R5.MQTT_3_2_2_18
 #: 3.3.4 (derived): an alias-only PUBLISH uses an alias its sender mapped on this connection; [MQTT-3.3.2-7] no
 #: mapping outlives its connection (a receiver carries none forward to another).
-ALIAS_MAPPED: Final = R5.MQTT_3_3_4_TOPIC_ALIAS_UNMAPPED
-ALIAS_PER_CONNECTION: Final = R5.MQTT_3_3_2_7
+ALIAS_MAPPED: Final[str] = R5.MQTT_3_3_4_TOPIC_ALIAS_UNMAPPED
+ALIAS_PER_CONNECTION: Final[str] = R5.MQTT_3_3_2_7
 #: [MQTT-3.3.4-7] No more unacknowledged QoS 1 and 2 PUBLISHes than the server's Receive Maximum.
-WITHIN_RECEIVE_MAXIMUM: Final = R5.MQTT_3_3_4_7
+WITHIN_RECEIVE_MAXIMUM: Final[str] = R5.MQTT_3_3_4_7
 #: [MQTT-3.2.2-15] No packet larger than the server's Maximum Packet Size.
-WITHIN_PACKET_SIZE: Final = R5.MQTT_3_2_2_15
+WITHIN_PACKET_SIZE: Final[str] = R5.MQTT_3_2_2_15
 #: [MQTT-3.1.2-26] / [MQTT-3.3.2-11] No server Topic Alias above the client's Topic Alias Maximum.
 SERVER_ALIAS_WITHIN: Final = (R5.MQTT_3_1_2_26, R5.MQTT_3_3_2_11)
 #: [MQTT-3.1.2-27] No server Topic Alias when the client declared none (or 0).
-SERVER_NO_ALIAS: Final = R5.MQTT_3_1_2_27
+SERVER_NO_ALIAS: Final[str] = R5.MQTT_3_1_2_27
 #: [MQTT-3.3.2-3] A delivered Topic Name matches a subscription of the receiving client.
-DELIVERY_MATCHES: Final = R5.MQTT_3_3_2_3
+DELIVERY_MATCHES: Final[str] = R5.MQTT_3_3_2_3
 #: [MQTT-3.3.4-9] The Server keeps at most the client's Receive Maximum of QoS 1 and 2 PUBLISHes unacknowledged.
-SERVER_RECEIVE_MAXIMUM: Final = R5.MQTT_3_3_4_9
+SERVER_RECEIVE_MAXIMUM: Final[str] = R5.MQTT_3_3_4_9
 #: [MQTT-3.1.2-24] The Server sends no packet larger than the client's Maximum Packet Size (5.0's id).
-SERVER_PACKET_SIZE: Final = R5.MQTT_3_1_2_24
+SERVER_PACKET_SIZE: Final[str] = R5.MQTT_3_1_2_24
 #: [MQTT-3.1.2-25] It discards a packet too large for the client and carries on as if it had sent it.
-DISCARD_TOO_LARGE: Final = R5.MQTT_3_1_2_25
+DISCARD_TOO_LARGE: Final[str] = R5.MQTT_3_1_2_25
 
 #: The largest Topic Alias a Topic Alias Maximum can declare (a Two Byte Integer, 3.2.2.3.8).
 LARGEST_ALIAS: Final = 0xFFFF

@@ -67,27 +67,27 @@ FORWARDED: Final[Properties] = props.make(
 )
 
 #: The 5.0 statement ids of the rules the cases target, by what they say.
-CLEAN_START_DISCARDS: Final = R5.MQTT_3_1_2_4
-RESUMED: Final = R5.MQTT_3_1_2_5
-KEPT_WHILE_ALIVE: Final = R5.MQTT_3_1_2_23
-PRESENT_0_ON_CLEAN_START: Final = R5.MQTT_3_2_2_2
-PRESENT_AS_HELD: Final = R5.MQTT_3_2_2_3
-TAKEOVER: Final = R5.MQTT_3_1_4_3
-CONNACK_FOR_VALID_CONNECT: Final = R5.MQTT_3_1_4_5
-WILL_PUBLISHED: Final = R5.MQTT_3_1_2_8
-WILL_NOT_RETAINED: Final = R5.MQTT_3_1_2_14
-WILL_RETAINED: Final = R5.MQTT_3_1_2_15
-WILL_DELAY_RECONNECT: Final = R5.MQTT_3_1_3_9
-DISCONNECT_DISCARDS_WILL: Final = R5.MQTT_3_14_4_3
-RETAINED_STORED: Final = R5.MQTT_3_3_1_5
-EMPTY_CLEARS: Final = R5.MQTT_3_3_1_6
-EMPTY_NOT_STORED: Final = R5.MQTT_3_3_1_7
-RETAIN_0_LEAVES: Final = R5.MQTT_3_3_1_8
-HANDLING_0: Final = R5.MQTT_3_3_1_9
-HANDLING_1: Final = R5.MQTT_3_3_1_10
-HANDLING_2: Final = R5.MQTT_3_3_1_11
-AS_PUBLISHED_0: Final = R5.MQTT_3_3_1_12
-AS_PUBLISHED_1: Final = R5.MQTT_3_3_1_13
+CLEAN_START_DISCARDS: Final[str] = R5.MQTT_3_1_2_4
+RESUMED: Final[str] = R5.MQTT_3_1_2_5
+KEPT_WHILE_ALIVE: Final[str] = R5.MQTT_3_1_2_23
+PRESENT_0_ON_CLEAN_START: Final[str] = R5.MQTT_3_2_2_2
+PRESENT_AS_HELD: Final[str] = R5.MQTT_3_2_2_3
+TAKEOVER: Final[str] = R5.MQTT_3_1_4_3
+CONNACK_FOR_VALID_CONNECT: Final[str] = R5.MQTT_3_1_4_5
+WILL_PUBLISHED: Final[str] = R5.MQTT_3_1_2_8
+WILL_NOT_RETAINED: Final[str] = R5.MQTT_3_1_2_14
+WILL_RETAINED: Final[str] = R5.MQTT_3_1_2_15
+WILL_DELAY_RECONNECT: Final[str] = R5.MQTT_3_1_3_9
+DISCONNECT_DISCARDS_WILL: Final[str] = R5.MQTT_3_14_4_3
+RETAINED_STORED: Final[str] = R5.MQTT_3_3_1_5
+EMPTY_CLEARS: Final[str] = R5.MQTT_3_3_1_6
+EMPTY_NOT_STORED: Final[str] = R5.MQTT_3_3_1_7
+RETAIN_0_LEAVES: Final[str] = R5.MQTT_3_3_1_8
+HANDLING_0: Final[str] = R5.MQTT_3_3_1_9
+HANDLING_1: Final[str] = R5.MQTT_3_3_1_10
+HANDLING_2: Final[str] = R5.MQTT_3_3_1_11
+AS_PUBLISHED_0: Final[str] = R5.MQTT_3_3_1_12
+AS_PUBLISHED_1: Final[str] = R5.MQTT_3_3_1_13
 PROPERTIES_FORWARDED: Final = (
     R5.MQTT_3_3_2_4,  # Payload Format Indicator
     R5.MQTT_3_3_2_15,  # Response Topic
@@ -109,16 +109,16 @@ SINGLE_PROPERTIES: Final[tuple[tuple[str, str, tuple[str, ...], Properties], ...
         props.make(user_property=[("z", "1"), ("a", "2")]),
     ),
 )
-EXPIRED: Final = R5.MQTT_3_3_2_5
-REMAINING: Final = R5.MQTT_3_3_2_6
-HIGHEST_QOS: Final = R5.MQTT_3_3_4_2
-IDENTIFIERS: Final = R5.MQTT_3_3_4_3
-ALL_IDENTIFIERS_ON_ONE_COPY: Final = R5.MQTT_3_3_4_4
-COPY_PER_SUBSCRIPTION: Final = R5.MQTT_3_3_4_5
-SHARED_GRANTED_QOS: Final = R5.MQTT_4_8_2_3
-ROUTED: Final = R5.MQTT_4_5_0_1
-UNSUBSCRIBED: Final = R5.MQTT_3_10_4_2
-DOLLAR: Final = R5.MQTT_4_7_2_1
+EXPIRED: Final[str] = R5.MQTT_3_3_2_5
+REMAINING: Final[str] = R5.MQTT_3_3_2_6
+HIGHEST_QOS: Final[str] = R5.MQTT_3_3_4_2
+IDENTIFIERS: Final[str] = R5.MQTT_3_3_4_3
+ALL_IDENTIFIERS_ON_ONE_COPY: Final[str] = R5.MQTT_3_3_4_4
+COPY_PER_SUBSCRIPTION: Final[str] = R5.MQTT_3_3_4_5
+SHARED_GRANTED_QOS: Final[str] = R5.MQTT_4_8_2_3
+ROUTED: Final[str] = R5.MQTT_4_5_0_1
+UNSUBSCRIBED: Final[str] = R5.MQTT_3_10_4_2
+DOLLAR: Final[str] = R5.MQTT_4_7_2_1
 
 
 def _due(context: CaseContext, interval: float) -> float:
