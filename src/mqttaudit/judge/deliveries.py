@@ -153,15 +153,14 @@ class Deliveries:
                 self._ctx.ledger.held(rule)
             return
         grants = ", ".join(f"{quoted(name)}: QoS {qos}" for name, qos in sorted(bounds.items()))
-        for rule in judged:
-            self._ctx.ledger.fail(
-                rule,
-                SERVER,
-                seen.time,
-                seen.event,
-                f"{seen.describe()} exceeds the QoS its subscriptions allow ({grants})",
-                "a message is delivered at the lower of its publish QoS and the QoS granted to the subscription"
-                if rule == rules.DELIVERY_QOS
-                else "each SUBACK Reason Code shows the maximum QoS granted to its subscription",
-                QOS,
-            )
+        self._ctx.ledger.fail(
+            rules.DELIVERY_QOS,
+            SERVER,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} exceeds the QoS its subscriptions allow ({grants})",
+            "a message is delivered at the lower of its publish QoS and the QoS granted to the subscription"
+            + ("; each SUBACK Reason Code shows the maximum QoS granted to its subscription" if judged[1:] else ""),
+            QOS,
+            also=judged[1:],
+        )

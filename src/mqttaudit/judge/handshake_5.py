@@ -426,8 +426,8 @@ class Handshake5:
         every rule the server upholds by closing (see :mod:`.violations`)."""
         detail = f"{seen.describe()} accepts the authentication after {offence.what} (event {offence.seen.event})"
         expected = "the server closes the connection on a client AUTH that breaks the exchange, without accepting it"
-        for rule in offence.upheld:
-            self._ctx.ledger.fail(rule, SERVER, seen.time, seen.event, detail, expected)
+        duty, *broken = offence.upheld  # one act, one finding (see Offences._act)
+        self._ctx.ledger.fail(duty, SERVER, seen.time, seen.event, detail, expected, also=broken)
 
     def _error_code_closes(self, seen: Seen, code: int | None) -> None:
         """[MQTT-4.13.2-1] A CONNACK or DISCONNECT of 0x80 or above is followed by the close, whoever sent it."""
@@ -481,15 +481,15 @@ class Handshake5:
             for rule in rules_:
                 self._ctx.ledger.held(rule)
             return
-        for rule in rules_:
-            self._ctx.ledger.fail(
-                rule,
-                SERVER,
-                seen.time,
-                seen.event,
-                f"{seen.describe()} accepts a zero-length Client Identifier without an Assigned Client Identifier",
-                "a server that accepts a zero-length Client Identifier returns the one it assigned in its CONNACK",
-            )
+        self._ctx.ledger.fail(
+            rules_[0],
+            SERVER,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} accepts a zero-length Client Identifier without an Assigned Client Identifier",
+            "a server that accepts a zero-length Client Identifier returns the one it assigned in its CONNACK",
+            also=rules_[1:],
+        )
 
     def _will_accepted(self, seen: Seen, connect: Connect, connack: Connack) -> None:
         """[MQTT-3.2.2-12, -13] A Will beyond what the accepting CONNACK itself declares (Maximum QoS, Retain

@@ -239,10 +239,12 @@ class Offences:
             f"the {side_name(seen.sender)} closes the connection on {describe(offence.seen.packet)} "
             "without acting on it"
         )
-        # Acting on it breaks the duty to close too: a close that comes later does not undo the answer.
+        # Acting on it breaks the duty to close too: a close that comes later does not undo the answer. One act,
+        # one finding: it cites the receiver's duty (the close rule, which binds the receiver), the rules the
+        # packet broke are failed by the same act.
         self._acted.add(seen.event)
-        for rule in offence.upheld:
-            self._ctx.ledger.fail(rule, seen.sender, seen.time, seen.event, detail, expected)
+        duty, *broken = offence.upheld
+        self._ctx.ledger.fail(duty, seen.sender, seen.time, seen.event, detail, expected, also=broken)
 
 
 def _refuses(seen: Seen) -> bool:

@@ -236,6 +236,7 @@ VIOLATION_COLUMNS = (
     "cause_event",
     "cause_frame",
     "rule_version",
+    "also",
 )
 #: Bytes of evidence kept per violation (hex); longer frames are cut, with the full length in the packets table.
 EVIDENCE_BYTES = 64
@@ -599,6 +600,7 @@ def add_finding(
         cause_event=None if finding.cause < 0 else finding.cause,
         cause_frame=cause_frame,
         rule_version=RULE_VERSIONS.get(version, CATALOGUE.version),
+        also=[str(rule) for rule in finding.also],
     )
 
 

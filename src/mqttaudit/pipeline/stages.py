@@ -130,6 +130,8 @@ TYPES: dict[str, pa.DataType] = {
     "cause_frame": pa.int64(),
     "tag": pa.string(),
     "rule_version": pa.string(),
+    #: The other statements the act of a violation row breaks (one act, one row: see ``Finding.also``).
+    "also": pa.list_(pa.string()),
     # The packets table's reason code and MQTT 5.0 properties (null when the packet carries none).
     "reason_code": pa.int64(),
     "topic_alias": pa.int64(),

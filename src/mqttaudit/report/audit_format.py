@@ -121,6 +121,13 @@ def cause_text(row: Mapping[str, Any]) -> str:
     return f"answer owed for {packet}, at {where}" if packet else f"answer owed for {where}"
 
 
+def also_text(row: Mapping[str, Any]) -> str:
+    """The other statements the act of a violation row breaks (one act, one row): ``the same act also breaks
+    MQTT-2.2.1-3, MQTT-4.3.2-3``; "" when there are none."""
+    also = row.get("also")
+    return f"the same act also breaks {', '.join(str(rule) for rule in also)}" if also else ""
+
+
 def shown_at(row: Mapping[str, Any]) -> str:
     """The capture record a finding shows at, or that it shows at no packet of its own."""
     frame = row.get("frame")

@@ -688,7 +688,8 @@ def targeted(stimulus: Stimulus) -> tuple[str, ...]:
     events += [Sent(0.0, Direction.FROM_CLIENT, frame) for frame in frames]
     events.append(Quiet(_LONG_AFTER))
     findings = judge(events).findings
-    return tuple(dict.fromkeys(f.rule for f in findings if f.side is Direction.FROM_SERVER))
+    # Every statement each act breaks (the one cited and those failed with it), in id order within an act.
+    return tuple(dict.fromkeys(rule for f in findings if f.side is Direction.FROM_SERVER for rule in sorted(f.rules)))
 
 
 _SHOWN_WITH = (

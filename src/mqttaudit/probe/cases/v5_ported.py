@@ -132,7 +132,8 @@ def _will_kept(stimulus: Stimulus) -> tuple[str, ...]:
     dying += [Sent(1.1, Direction.FROM_CLIENT, frame) for frame in frames]
     dying.append(Closed(1.2, Direction.FROM_SERVER, False))
     findings = judge_scenario({"watcher": watcher, "dying": dying}, _JUDGE_CONFIG).findings
-    return tuple(dict.fromkeys(f.rule for f in findings if f.side is Direction.FROM_SERVER))
+    # Every statement each act breaks (the one cited and those failed with it), in id order within an act.
+    return tuple(dict.fromkeys(rule for f in findings if f.side is Direction.FROM_SERVER for rule in sorted(f.rules)))
 
 
 def targeted(stimulus: Stimulus) -> tuple[str, ...]:
