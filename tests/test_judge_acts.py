@@ -122,3 +122,81 @@ def test_a_server_accepting_a_property_length_past_the_connect_is_one_finding_of
     judgement = judge(talk.closed(C).events, V5)
     assert acts(judgement, S) == [("MQTT-3.1.4-1", ("MQTT-2.2.2-property-length",))]
     assert {"MQTT-3.1.4-1", "MQTT-2.2.2-property-length"} <= judgement.failed
+
+
+# No under-claim: what the conversation decides in spite of what it lacks ----------------------------------------
+
+
+def order_talk(loss_after_publishes: bool, *, answers: tuple[int, ...]) -> Talk:
+    """3.1.1: two server QoS 1 PUBLISHes (ids 1, 2) and the client's PUBACKs in the order ``answers``; 4 client
+    bytes lost (a PINGREQ and its PINGRESP's worth) before the PUBLISHes, or between them and the answers."""
+    from mqttaudit.judge import Lost
+
+    first = codec.Publish(topic="t", payload=b"1", qos=1, packet_id=1)
+    second = codec.Publish(topic="t", payload=b"2", qos=1, packet_id=2)
+    talk = connected("3.1.1")
+    if not loss_after_publishes:
+        talk.events.append(Lost(talk.now + 0.001, C, 2))
+        talk.server(codec.Pingresp())
+    talk.server(first, second)
+    if loss_after_publishes:
+        talk.events.append(Lost(talk.now + 0.001, C, 2))
+    for packet_id in answers:
+        talk.client(codec.Puback(packet_id=packet_id))
+    return talk.quiet(after=WAIT)
+
+
+def test_client_bytes_lost_before_every_publish_leave_the_ack_order_decided() -> None:
+    kept = judge(order_talk(False, answers=(1, 2)).events)
+    assert "MQTT-4.6.0-2" in kept.passed, kept.not_assessable
+    swapped = judge(order_talk(False, answers=(2, 1)).events)
+    assert ("MQTT-4.6.0-2", ()) in acts(swapped, C)
+    # Lost after the PUBLISHes, the bytes may hold the PUBACK of id 1: the order is open.
+    open_ = judge(order_talk(True, answers=(2, 1)).events)
+    assert "MQTT-4.6.0-2" in open_.not_assessable and "MQTT-4.6.0-2" not in open_.failed
+
+
+def test_client_bytes_lost_before_every_pubrec_leave_the_pubrel_order_decided() -> None:
+    from mqttaudit.judge import Lost
+
+    talk = connected("3.1.1")
+    talk.events.append(Lost(talk.now + 0.001, C, 2))
+    talk.server(codec.Pingresp())
+    talk.client(codec.Publish(topic="t", payload=b"1", qos=2, packet_id=1))
+    talk.client(codec.Publish(topic="t", payload=b"2", qos=2, packet_id=2))
+    talk.server(codec.Pubrec(packet_id=1), codec.Pubrec(packet_id=2))
+    talk.client(codec.Pubrel(packet_id=2), codec.Pubrel(packet_id=1)).quiet(after=WAIT)
+    judgement = judge(talk.events)
+    assert ("MQTT-4.6.0-4", ()) in acts(judgement, C), judgement.not_assessable
+
+
+def resumed(*deliveries: codec.Publish) -> Judgement:
+    """3.1.1, CleanSession 0 answered with Session Present 1 (the session's earlier subscriptions are unknown), a
+    SUBSCRIBE to 'a/+' at QoS 1 granted, then ``deliveries`` from the server, each acknowledged."""
+    talk = Talk().client(codec.Connect(client_id="acts", clean_session=False, keep_alive=0))
+    talk.server(codec.Connack(session_present=True))
+    talk.client(codec.Subscribe(packet_id=1, subscriptions=(codec.Subscription(topic_filter="a/+", qos=1),)))
+    talk.server(codec.Suback(packet_id=1, return_codes=(1,)))
+    for delivery in deliveries:
+        talk.server(delivery)
+        if delivery.qos == 1:
+            talk.client(codec.Puback(packet_id=delivery.packet_id or 0))
+        elif delivery.qos == 2:
+            talk.client(codec.Pubrec(packet_id=delivery.packet_id or 0))
+            talk.server(codec.Pubrel(packet_id=delivery.packet_id or 0))
+            talk.client(codec.Pubcomp(packet_id=delivery.packet_id or 0))
+    return judge(talk.quiet(after=WAIT).events)
+
+
+def test_a_delivery_matching_a_captured_subscribe_matches_a_subscription_whatever_else_the_session_held() -> None:
+    judgement = resumed(codec.Publish(topic="a/b", payload=b"m", qos=1, packet_id=5))
+    assert {"MQTT-3.3.2-3", "MQTT-3.8.4-6"} <= judgement.passed, judgement.not_assessable
+
+
+def test_a_delivery_no_captured_subscribe_explains_is_still_not_assessable() -> None:
+    # 'b/c' may answer to a subscription of the earlier connection; 'a/b' at QoS 2 to one granting QoS 2.
+    judgement = resumed(
+        codec.Publish(topic="b/c", payload=b"m"), codec.Publish(topic="a/b", payload=b"m", qos=2, packet_id=5)
+    )
+    assert {"MQTT-3.3.2-3", "MQTT-3.8.4-6"} <= judgement.not_assessable.keys()
+    assert not judgement.findings

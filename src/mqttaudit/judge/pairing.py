@@ -244,6 +244,8 @@ class Pairing:
         self._flows: dict[Direction, dict[int, Flow]] = {side: {} for side in Direction}
         self._pings: list[tuple[Seen, Obligation | None]] = []
         self._blind: set[Direction] = set()
+        #: The event of the last bytes of each side that went unobserved (lost, or captured but not framed).
+        self._lost_at: dict[Direction, int] = {}
         #: MQTT 5.0: QoS 2 flows a PUBREC from 0x80 up ended, by owner and Packet Identifier.
         self._ended: dict[Direction, dict[int, Seen]] = {side: {} for side in Direction}
         #: Client PUBLISH events named only by a Topic Alias not resolved: nobody is owed them.
@@ -266,7 +268,7 @@ class Pairing:
         packet = seen.packet
         if packet is None:
             if seen.undecoded:
-                self._blind.add(seen.sender)
+                self.lost(seen.sender, seen.event)
             return None
         if any(v.rule_key == codec_rules.PACKET_DIRECTION for v in seen.errors):
             return None
@@ -863,16 +865,25 @@ class Pairing:
             also=judged[1:],
         )
 
-    def lost(self, sender: Direction) -> None:
-        """Bytes ``sender`` sent were not observed: its answers may be among them."""
+    def lost(self, sender: Direction, event: int) -> None:
+        """Bytes ``sender`` sent were not observed (event ``event``): its answers may be among them."""
         self._blind.add(sender)
+        self._lost_at[sender] = max(event, self._lost_at.get(sender, event))
 
     def _check_order(self, flow: Flow, seen: Seen, packet_type: PacketType) -> None:
         """[MQTT-4.6.0-2, -3, -4] The client acknowledges in the order the packets it answers arrived."""
         rule = ORDER_RULES.get(packet_type)
         if rule is None or seen.sender is not CLIENT:
             return
-        if CLIENT in self._blind:
+        earlier = [
+            other
+            for other in self._flows[flow.owner].values()
+            if other.stage is flow.stage and other.last.event < flow.last.event
+        ]
+        # Client bytes unobserved before the first packet the order concerns cannot hold an answer to any of them
+        # (the client sent them before that packet reached it): only a loss from there on leaves the order open.
+        lost_at = self._lost_at.get(CLIENT)
+        if lost_at is not None and lost_at > min(other.last.event for other in (flow, *earlier)):
             undecided_at(
                 self._ctx,
                 seen,
@@ -881,11 +892,6 @@ class Pairing:
                 "bytes the client sent were not captured: an answer may be among them",
             )
             return
-        earlier = [
-            other
-            for other in self._flows[flow.owner].values()
-            if other.stage is flow.stage and other.last.event < flow.last.event
-        ]
         if not earlier:
             return
         first = min(earlier, key=lambda other: other.last.event)
