@@ -11,7 +11,7 @@ import pytest
 
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
-from mqttaudit.judge import Judgement, JudgeConfig, judge
+from mqttaudit.judge import JudgeConfig, Judgement, judge
 from mqttaudit.judge.verdict import Ledger
 from mqttaudit.spec import identity
 
