@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from mqttaudit.capture import FlowAudit, FlowOptions, audit_records, flow_key, read_records, segments
-from mqttaudit.capture.conversation import MID_STREAM, handling
+from mqttaudit.capture.conversation import INFERRED_5, handling
 from mqttaudit.capture.writer import pcap_bytes
 from mqttaudit.codec import Connack, Connect, Frame, PacketType, Publish, Suback, Subscribe, Unsubscribe, properties
 from mqttaudit.judge import JudgeConfig
@@ -911,11 +911,12 @@ def test_arkime_records_the_sessions_mqttaudit_decodes() -> None:
 # -- an MQTT 5.0 session seen from its middle ---------------------------------------------------------------------
 
 
-def test_an_mqtt_5_session_seen_from_its_middle_gets_no_3_1_1_finding(tmp_path: Path) -> None:
-    # mqtt5-pub-qos1.pcap without its handshake and CONNECT: the server's CONNACK and PUBACK (5.0 shapes, with
-    # properties and a reason code) prove no packet boundary, so they reach the judge as bytes not framed; the
-    # client's PUBLISH reads as a 3.1.1 PUBLISH. Nothing names the version: no finding, and the PUBACK the
-    # PUBLISH asks for is not assessable (the client closed 0.3 ms later, and the server's bytes were not framed).
+def test_an_mqtt_5_session_seen_from_its_middle_is_decoded_as_the_5_0_its_packets_are(tmp_path: Path) -> None:
+    # mqtt5-pub-qos1.pcap without its handshake and CONNECT. No CONNECT names the version, so the boundary hunt reads
+    # the server's bytes in every version: its CONNACK 20 06 00 00 03 22 00 0a (Topic Alias Maximum 10) and PUBACK
+    # 40 03 00 01 10 are no 3.1.1 packets but well-formed 5.0 ones, and prove their framing. Every packet of the
+    # connection reads as 5.0: it is decoded as MQTT 5.0, inferred, and its behaviour is not judged (no CONNECT:
+    # the session and what was negotiated are unknown). No 3.1.1 finding, no byte left unframed.
     source = corpus.capture(SV + "mqtt5-pub-qos1.pcap")
     records = list(read_records(source))
     carrying = [index for index, segment in segments(records) if segment[8]]
@@ -923,15 +924,17 @@ def test_an_mqtt_5_session_seen_from_its_middle_gets_no_3_1_1_finding(tmp_path: 
     edited = tmp_path / "mqtt5-mid-stream.pcap"
     edited.write_bytes(pcap_bytes(kept, records[0][1]))
     [audit] = audit_records(read_records(edited))
-    assert audit.mid_stream and audit.version == "unknown"
-    assert [(item.length, item.reason) for item in audit.unassessable] == [(13, MID_STREAM)]
+    assert audit.mid_stream and audit.version == INFERRED_5 and not audit.judged
+    assert audit.unassessable == () and audit.total.packets == audit.total.stream
     result = judge_flow(as_flow(edited.name, audit, {}), CONFIG)
-    assert result.violations.data["rule"] == []
-    rows = result.not_assessable.data
-    assert set(zip(rows["actor"], rows["rule"], rows["tag"], strict=True)) == {
-        ("client", CONNECT_FIRST, MID_STREAM_TAG),
-        *(("server", rule, PEER_CLOSED) for rule in (QOS1_RECEIVER_PUBACK, PUBACK_ID, PUBACK_TYPE)),
-    }
+    packets = result.packets.data
+    assert list(zip(packets["type"], packets["reason_code"], packets["topic_alias_maximum"], strict=True)) == [
+        ("CONNACK", 0, 10),
+        ("PUBLISH", None, None),
+        ("PUBACK", 0x10, None),
+        ("DISCONNECT", None, None),
+    ]
+    assert result.violations.data["rule"] == [] and result.not_assessable.data["rule"] == []
 
 
 # -- the whole audit ---------------------------------------------------------------------------------------------

@@ -89,7 +89,7 @@ def connack_text(code: int | None, version: str | None = None) -> str:
     hex, as that specification writes it."""
     if code is None:
         return "-"
-    if version == "5.0":
+    if version is not None and version.startswith("5.0"):  # named by a CONNECT, or inferred from the packets
         return f"0x{code:02x}" + (" (success)" if code == 0 else "")
     meaning = CONNACK_CODES.get(code)
     return f"{code} ({meaning})" if meaning else f"{code} (reserved)"
