@@ -165,7 +165,8 @@ def audited(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> di
     out = folder / "out"
     ran = run_mqttaudit("audit", str(crafted(folder)), str(capture(PROPERTY_LENGTH_CAPTURE)), "--out", str(out))
     assert ran.returncode == 1, ran.stderr
-    tables = {name: pq.read_table(out / name).to_pylist() for name in ("violations", "not_assessable", "packets")}
+    names = ("violations", "not_assessable", "packets", "gaps")
+    tables = {name: pq.read_table(out / name).to_pylist() for name in names}
     tables["connections"] = pq.read_table(out / "connections").to_pylist()
     return tables
 
@@ -203,6 +204,9 @@ def test_client_bytes_lost_before_every_publish_leave_the_answer_order_decided(a
         return [row["rule"] for row in rows_of(audited, table, port) if row["rule"] == "MQTT-4.6.0-2"]
 
     assert order_rows(40002, "violations") == [] and order_rows(40002, "not_assessable") == []
+    # The client's QoS 0 PUBLISH not captured (9 bytes) is the one gap of the connection.
+    gaps = [(row["kind"], row["direction"], row["length"]) for row in rows_of(audited, "gaps", 40002)]
+    assert gaps == [("gap", "client", 9)]
     assert order_rows(40003, "violations") == ["MQTT-4.6.0-2"]
     open_ = [row["tag"] for row in rows_of(audited, "not_assessable", 40004) if row["rule"] == "MQTT-4.6.0-2"]
     assert open_ and set(open_) == {LOST_BYTES} and order_rows(40004, "violations") == []
