@@ -168,6 +168,9 @@ def audited(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> di
     names = ("violations", "not_assessable", "packets", "gaps")
     tables = {name: pq.read_table(out / name).to_pylist() for name in names}
     tables["connections"] = pq.read_table(out / "connections").to_pylist()
+    tables["reports"] = [
+        (out / name).read_text(encoding="utf-8") for name in ("findings.md", "junit.xml", "report.html")
+    ]
     return tables
 
 
@@ -190,6 +193,13 @@ def test_a_server_accepting_a_bad_property_length_is_one_row_citing_mqtt_3_1_4_1
         if row["actor"] == "server"
     ]
     assert server == [("MQTT-3.1.4-1", ["MQTT-2.2.2-property-length"], 1)]
+
+
+@pytest.mark.captures
+def test_every_report_names_the_statements_the_act_broke_besides_the_one_it_cites(audited: dict[str, Any]) -> None:
+    for text in audited["reports"]:
+        assert "the same act also breaks MQTT-2.2.2-property-length" in text
+        assert "the same act also breaks MQTT-2.2.1-3, MQTT-4.3.2-3" in text
 
 
 @pytest.mark.captures
