@@ -42,6 +42,20 @@ def test_a_packet_after_the_servers_disconnect_breaks_3_14_4_1() -> None:
     assert [f.side for f in judgement.findings if "MQTT-3.14.4-1" in f.rules] == [S]
 
 
+def test_a_pingreq_the_client_sends_after_the_servers_disconnect_is_owed_no_pingresp() -> None:
+    # e0 02 82 00 (Protocol Error) answers a PUBREC; the PINGREQ that follows it finds the server done talking: only
+    # the close it owes after its DISCONNECT is missing [MQTT-3.14.4-2], never a PINGRESP [MQTT-3.12.4-1].
+    stray = codec.Pubrec(packet_id=7, reason_code=0x00)
+    protocol_error = codec.Disconnect(reason_code=0x82)
+    sent = talk().server(codec.Connack()).client(stray).server(protocol_error).client(codec.Pingreq())
+    judgement = judge(sent.quiet(after=6.0).events, V5)  # past the 5 s grace
+    assert "MQTT-3.12.4-1" not in judgement.failed, explain(judgement)
+    assert "MQTT-3.14.4-2" in judgement.failed
+    # before the DISCONNECT the same PINGREQ is owed its PINGRESP
+    owed = talk().server(codec.Connack()).client(stray).client(codec.Pingreq()).quiet(after=6.0)
+    assert "MQTT-3.12.4-1" in judge(owed.events, V5).failed
+
+
 def test_nothing_after_the_servers_disconnect_is_not_assessable_while_the_connection_stays_open() -> None:
     judgement = judge(talk().server(codec.Connack()).server(TAKEN_OVER).quiet(after=0.1).events, V5)
     assert "MQTT-3.14.4-1" in judgement.not_assessable

@@ -725,3 +725,18 @@ def test_a_copy_that_may_be_live_or_a_barred_retained_message_decides_neither_ru
     judgement = judge_scenario({"pub": pub.events, "sub": sub.quiet(at=10.0).events}, config)
     assert not {"MQTT-3.3.1-11", "MQTT-3.3.1-12"} & (judgement.failed | judgement.passed), judgement.findings
     assert {"MQTT-3.3.1-11", "MQTT-3.3.1-12"} <= set(judgement.not_assessable)
+
+
+def test_a_session_kept_past_its_expiry_breaks_the_discarding_not_session_present() -> None:
+    """5.0 statement 4.1.0-2: "The Server MUST discard the Session State when the Network Connection is closed and
+    the Session Expiry Interval has passed". A server that answers Session Present 1 to a Clean Start 0 CONNECT 4.5 s
+    after a 2 s session's close still held the state, and says so truly ([MQTT-3.2.2-3] asks Session Present 1 of a
+    server that holds it): the one statement it broke is the discarding."""
+    late = judged(comeback(2, back_at=5.0, present=True))
+    assert [(f.rule, f.side) for f in late.findings] == [(named(rules_5.DISCARDED_AFTER_EXPIRY), S)], explain(late)
+    for key in (rules.NO_SESSION_PRESENT, rules_5.NEW_SESSION, rules_5.CLEAN_START_PROCESSED):
+        assert "past its Session Expiry Interval" in late.not_assessable[named(key)], explain(late)
+    on_time = judged(comeback(2, back_at=5.0, present=False))
+    assert not on_time.findings, explain(on_time)
+    for key in (rules_5.DISCARDED_AFTER_EXPIRY, rules.NO_SESSION_PRESENT, rules_5.NEW_SESSION):
+        assert named(key) in on_time.passed, explain(on_time)

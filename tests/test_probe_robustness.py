@@ -255,3 +255,33 @@ def test_a_suback_without_its_reason_code_is_judged_not_raised() -> None:
 
     result = asyncio.run(scenario())
     assert result.verdict in (FAIL, INCONCLUSIVE) and result.reason, result
+
+
+def test_a_probe_stopped_while_its_reader_stops_ends_cancelled() -> None:
+    """Stopping a connection's reader swallows the reader's own cancellation, never that of the task doing it: a
+    case interrupted at that moment (Ctrl-C) ends instead of going on as if nothing happened."""
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+        writer.close()
+
+    async def scenario() -> bool:
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        connection = ProbeConnection("c1", SocketStream(reader, writer), time.monotonic, timeout=0.5)
+        stopping = asyncio.create_task(connection._stop_reading())
+        await asyncio.sleep(0)  # it has cancelled the reader and waits for it to end
+        stopping.cancel()
+        try:
+            await stopping
+        except asyncio.CancelledError:
+            cancelled = True
+        else:
+            cancelled = False
+        await connection.finish()
+        server.close()
+        await server.wait_closed()
+        return cancelled
+
+    assert asyncio.run(scenario())

@@ -61,8 +61,11 @@ AFTER_GAP: Final = "after a gap, before the first proven packet boundary"
 CUT_BY_GAP: Final = "packet cut short by a gap"
 CUT_BY_END: Final = "packet cut short by the end of the capture"
 CUT_BY_RESET: Final = "packet cut short by the peer's reset"
-#: The statements that make the receiver of a malformed packet close the connection: 3.1.1's, and 5.0's.
-CLOSE_RULES: Final = f"{CLOSE_ON_VIOLATION}, 5.0 {identity.statement_id(CLOSE_ON_VIOLATION, identity.V5)}"
+#: The statements that make the receiver of a malformed packet close the connection: 3.1.1's, and 5.0's (which binds
+#: a Server that detects the defect; accepting one it need not detect is leniency).
+CLOSE_RULES: Final = (
+    f"{CLOSE_ON_VIOLATION}; in 5.0 one that detects it, {identity.statement_id(CLOSE_ON_VIOLATION, identity.V5)}"
+)
 #: Malformed frames kept per connection, each with its evidence: the first ones are; at the next one the sender's
 #: stream stops being decoded (see :class:`_Stream`), its bytes from there recorded once, not framed.
 DEFAULT_MAX_MALFORMED: Final = 100
@@ -77,7 +80,7 @@ MAX_CONFLICT_RANGES: Final = 100
 MALFORMED_CAP_POLICY: Final = (
     f"the first {DEFAULT_MAX_MALFORMED} malformed packets of a connection are kept, each with its evidence; at the "
     "next one its sender's stream stops being decoded, and the rest of that stream is one not-assessable row of "
-    f"the gaps table with its byte count (the receiver of a malformed packet had to close at the first: {CLOSE_RULES})"
+    f"the gaps table with its byte count (the receiver of a malformed packet closes at the first: {CLOSE_RULES})"
 )
 #: What the audit does with bytes that arrived twice with different content, as the summary and reports name it.
 CONFLICT_POLICY: Final = (
@@ -91,8 +94,8 @@ def malformed_cap_reason(cap: int) -> str:
     """Why the rest of a side's stream was not decoded: the connection reached the cap of malformed frames."""
     return (
         f"not decoded: the connection already holds {cap} malformed packets, the most kept per connection; its "
-        f"receiver had to close at the first ({CLOSE_RULES}), so what the sender sent from here is no MQTT a "
-        "conforming peer read"
+        f"receiver closes at the first ({CLOSE_RULES}), so what the sender sent from here is no MQTT a strict peer "
+        "read"
     )
 
 

@@ -39,7 +39,7 @@ class ConversationJudge:
     ) -> None:
         """``mid_stream``: observation began inside the connection (a capture without its SYN), so its CONNECT,
         the protocol version and the packets already in flight are unknown; nothing is judged on them."""
-        ledger = Ledger(conversation)
+        ledger = Ledger(conversation, config.opening_version)
         self._ctx = ctx = Context(config, ledger, Obligations(ledger), Transcript())
         self._offences = Offences(ctx)
         self._connection = Connection(ctx, self._offences, mid_stream=mid_stream)

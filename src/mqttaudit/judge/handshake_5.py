@@ -32,7 +32,7 @@ from mqttaudit.codec import rules as codec_rules
 from mqttaudit.codec.properties import first
 from mqttaudit.spec import identity
 
-from . import lifecycle, reasons, rules
+from . import lifecycle, reasons
 from .context import Context, Seen
 from .events import Closed
 from .lifecycle import Phase
@@ -149,8 +149,7 @@ class Handshake5:
         if not broken:
             return
         what = f"{seen.describe()} breaking {', '.join(broken)}"
-        offence = Offence(seen, rules.CLOSE_ON_VIOLATION, rules.CLOSE_ON_VIOLATION, what, tuple(broken))
-        self._offences.record(offence)
+        offence = self._offences.offend(seen, broken, what)
         if connack is None and self._offending_auth is None:
             self._offending_auth = offence
 
@@ -422,12 +421,11 @@ class Handshake5:
         )
 
     def _accepts_offence(self, seen: Seen, offence: Offence) -> None:
-        """CONNACK 0x00 after an AUTH of the client that broke the exchange accepts it: acting on the offence fails
-        every rule the server upholds by closing (see :mod:`.violations`)."""
+        """CONNACK 0x00 after an AUTH of the client that broke the exchange accepts it: acting on the offence (see
+        :mod:`.violations`)."""
         detail = f"{seen.describe()} accepts the authentication after {offence.what} (event {offence.seen.event})"
         expected = "the server closes the connection on a client AUTH that breaks the exchange, without accepting it"
-        duty, *broken = offence.upheld  # one act, one finding (see Offences._act)
-        self._ctx.ledger.fail(duty, SERVER, seen.time, seen.event, detail, expected, also=broken)
+        self._offences.acted_on(offence, seen, detail, expected)
 
     def _error_code_closes(self, seen: Seen, code: int | None) -> None:
         """[MQTT-4.13.2-1] A CONNACK or DISCONNECT of 0x80 or above is followed by the close, whoever sent it."""

@@ -40,12 +40,12 @@ from mqttaudit.spec import identity, registry
 from mqttaudit.spec.ids import R5
 
 from ..codec.describe import quoted
-from . import reasons, rules
+from . import reasons
 from .connection import Connection
 from .context import Context, Seen
 from .discarded_5 import DISCARD_TOO_LARGE
 from .sides import side_name
-from .violations import Offence, Offences
+from .violations import Offences
 
 CLIENT: Final = Direction.FROM_CLIENT
 SERVER: Final = Direction.FROM_SERVER
@@ -253,8 +253,7 @@ class Limits:
         nothing: only the close is then owed."""
         if seen.sender is CLIENT:
             what = f"{seen.describe()} {what} ({', '.join(identity.statement_id(r, identity.V5) or r for r in broken)})"
-            close = rules.CLOSE_ON_VIOLATION
-            self._offences.record(Offence(seen, close, close, what, broken, refusable=True))
+            self._offences.offend(seen, broken, what, refusable=True)
 
     # Topic Alias (3.3.2.3.4) -----------------------------------------------------------------------------------
 

@@ -43,7 +43,7 @@ from .context import Context, Seen, describe, undecided_at
 from .expiry_5 import EXPIRED, message_expiry, state_at
 from .obligations import Obligation, OnClose
 from .omitted_5 import check_omitted
-from .outcomes import ALLOWED_OUTCOMES, Outcomes, refuses
+from .outcomes import ALLOWED_OUTCOMES, PACKET_ID_NOT_FOUND, Outcomes, refuses
 from .sides import peer, side_name
 from .subscriptions import Subscriptions, refused
 from .topic_alias import TopicSource, topic_of
@@ -248,6 +248,9 @@ class Pairing:
         self._lost_at: dict[Direction, int] = {}
         #: MQTT 5.0: QoS 2 flows a PUBREC from 0x80 up ended, by owner and Packet Identifier.
         self._ended: dict[Direction, dict[int, Seen]] = {side: {} for side in Direction}
+        #: 5.0: PUBRECs of an identifier no flow of the peer held, by that peer: a PUBREL "Packet Identifier not
+        #: found" (0x92) may answer each (section 3.6.2.1), though none is owed.
+        self._unknown_pubrecs: dict[Direction, dict[int, Seen]] = {side: {} for side in Direction}
         #: Client PUBLISH events named only by a Topic Alias not resolved: nobody is owed them.
         self._unknown_topics: set[int] = set()
         #: MQTT 5.0: Packet Identifiers of QoS 1 and 2 flows that ended here, by owner: the statement that makes a
@@ -711,11 +714,16 @@ class Pairing:
 
     def _owes_answer(self, seen: Seen) -> bool:
         """The receiver of ``seen`` owes it an answer: not when it breaks a rule or follows a violation of its
-        sender, nor when the client sent it after DISCONNECT or on a refused connection."""
+        sender, nor when the client sent it after DISCONNECT, after the server's own DISCONNECT (5.0: the server
+        sends nothing after it) or on a refused connection."""
         if seen.offends or self._offences.by(seen.sender) is not None:
             return False
         connection = self._connection
-        return seen.sender is not CLIENT or (connection.disconnect_seen is None and connection.refused_at is None)
+        return seen.sender is not CLIENT or (
+            connection.disconnect_seen is None
+            and connection.server_disconnect_seen is None
+            and connection.refused_at is None
+        )
 
     # Answers ----------------------------------------------------------------------------------------------------
 
@@ -738,6 +746,10 @@ class Pairing:
                     broken[1],
                 )
             return flow.last.event
+        if packet_type is PacketType.PUBREL and _reason_code(seen.packet) == PACKET_ID_NOT_FOUND:
+            unknown = self._unknown_pubrecs[owner].pop(packet_id, None)
+            if unknown is not None:
+                return unknown.event  # "not found" answers the PUBREC that named no flow of the sender
         self._stray(seen, packet_type, packet_id, owner)
         return None
 
@@ -1119,6 +1131,8 @@ class Pairing:
         if packet_type is PacketType.PUBREL and self._v5:
             # [MQTT-4.3.3-11] Every PUBREL gets its PUBCOMP, here "Packet Identifier not found" or Success.
             self._await_pubcomp(seen, packet_id, "pubcomp-unknown")
+        if packet_type is PacketType.PUBREC and self._v5:
+            self._unknown_pubrecs[owner][packet_id] = seen
 
     def _stray_also(self, packet_type: PacketType) -> tuple[str, ...]:
         """The statements an answer with an identifier nothing awaits breaks besides its own: [MQTT-2.2.1-6] for

@@ -5,21 +5,13 @@ from __future__ import annotations
 from typing import Final
 
 from mqttaudit.codec import rules as codec_rules
-from mqttaudit.spec import registry
+from mqttaudit.spec import duties, identity, registry
 from mqttaudit.spec.ids import R311
 
-# Reactions to a protocol violation: the receiver closes and does not act on it (sections 1.5.3, 2.2.2, 4.8).
+# Reactions to a protocol violation: the receiver closes and does not act on it (sections 1.5.3, 2.2.2, 4.8). Which
+# statement binds the receiver of each defect is the registry's (mqttaudit.spec.duties); these are the ones the judge
+# names itself.
 CLOSE_ON_VIOLATION: Final = R311.MQTT_4_8_0_1
-CLOSE_ON_BAD_FLAGS: Final = R311.MQTT_2_2_2_2
-CLOSE_ON_BAD_UTF8: Final = R311.MQTT_1_5_3_1
-CLOSE_ON_NULL_CHARACTER: Final = R311.MQTT_1_5_3_2
-CLOSE_ON_QOS_3: Final = R311.MQTT_3_3_1_4
-CLOSE_ON_BAD_PUBREL_FLAGS: Final = R311.MQTT_3_6_1_1
-CLOSE_ON_BAD_SUBSCRIBE_FLAGS: Final = R311.MQTT_3_8_1_1
-CLOSE_ON_BAD_REQUESTED_QOS: Final = R311.MQTT_3_8_3_4
-CLOSE_ON_BAD_UNSUBSCRIBE_FLAGS: Final = R311.MQTT_3_10_1_1
-CLOSE_ON_BAD_DISCONNECT_FLAGS: Final = R311.MQTT_3_14_1_1
-CLOSE_ON_CONNECT_RESERVED_FLAG: Final = R311.MQTT_3_1_2_3
 #: [MQTT-6.0.0-1] Over WebSocket, MQTT goes in binary data frames; the recipient of a packet in any other data frame
 #: (a text frame) closes the connection. The transport that carried the packet marks its frame with this rule.
 BINARY_FRAMES: Final = R311.MQTT_6_0_0_1
@@ -156,8 +148,18 @@ ENFORCED_CODEC_RULES: Final[frozenset[str]] = frozenset(
     if not codec_rules.is_advisory(rule) and rule != codec_rules.TRUNCATED
 )
 
+#: The statements that bind a receiver to detect a defect and close on it (mqttaudit.spec.duties), by the keys the
+#: judge names them with: the judge decides each by the close, or the answer, of the packet's receiver.
+RECEIVER_DUTIES: Final[frozenset[str]] = frozenset(
+    key for row in duties.load_duties(identity.V3_1_1).bindings if (key := row.binding_key) is not None
+)
+#: The same in MQTT 5.0, by their 5.0 ids.
+RECEIVER_DUTIES_5_0: Final[frozenset[str]] = frozenset(
+    row.binding for row in duties.load_duties(identity.V5).bindings if row.binding is not None
+)
+
 #: Every rule id the judge (conversation and scenario) can decide.
-CHECKED_RULES: Final[frozenset[str]] = OWN_RULES | ENFORCED_CODEC_RULES
+CHECKED_RULES: Final[frozenset[str]] = OWN_RULES | ENFORCED_CODEC_RULES | RECEIVER_DUTIES
 
 #: 5.0-only codec rules whose definition names no error for the receiver to close on: an undefined Payload Format
 #: Indicator value is the sender's fault alone.
@@ -191,3 +193,5 @@ def enforced_codec_rules(version: str) -> frozenset[str]:
 registry.refer_names("judge", __name__, dict(globals()))
 registry.refer("judge", __name__, "ENFORCED_CODEC_RULES", sorted(ENFORCED_CODEC_RULES))
 registry.refer("judge", __name__, "ENFORCED_CODEC_RULES_5_0", sorted(ENFORCED_CODEC_RULES_5_0))
+registry.refer("judge", __name__, "RECEIVER_DUTIES", sorted(RECEIVER_DUTIES))
+registry.refer("judge", __name__, "RECEIVER_DUTIES_5_0", sorted(RECEIVER_DUTIES_5_0))

@@ -56,6 +56,7 @@ from mqttaudit.judge import reasons as reason_tags
 from . import sources
 from .conversations import (
     CONNECTION_COLUMNS,
+    LENIENT_COLUMNS,
     NOT_ASSESSABLE_COLUMNS,
     PACKET_COLUMNS,
     VIOLATION_COLUMNS,
@@ -112,6 +113,9 @@ TYPES: dict[str, pa.DataType] = {
     "packets": pa.int64(),
     "violations": pa.int64(),
     "not_assessable": pa.int64(),
+    "lenient": pa.int64(),
+    "basis": pa.string(),
+    "also_broken": pa.string(),
     "broker": pa.string(),
     "publisher_flow": pa.string(),
     "publisher_event": pa.int64(),
@@ -252,6 +256,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "connections": CONNECTION_COLUMNS,
     "gaps": GAP_COLUMNS,
     "not_assessable": NOT_ASSESSABLE_COLUMNS,
+    "lenient": LENIENT_COLUMNS,
     "deliveries": DELIVERY_COLUMNS,
     "routing_findings": ROUTING_COLUMNS,
 }
@@ -623,7 +628,7 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
     part = _part_name()
     writers = {
         table: TableWriter(options.out_dir, table, part)
-        for table in ("packets", "violations", "connections", "gaps", "not_assessable")
+        for table in ("packets", "violations", "connections", "gaps", "not_assessable", "lenient")
     }
     transcripts = TranscriptWriter(options.out_dir, part)
     judged = Columns(tuple(JUDGED_SCHEMA.names))
@@ -785,6 +790,7 @@ def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options
         "connections": judged.connection,
         "gaps": gaps,
         "not_assessable": judged.not_assessable,
+        "lenient": judged.lenient,
     }
 
 

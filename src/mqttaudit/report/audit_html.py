@@ -15,7 +15,7 @@ from markupsafe import Markup
 from ..spec import Catalogue
 from .audit_charts import Bar, Series, bar_chart, line_chart
 from .audit_data import AuditReportData, TimeBucket, TimeSpan
-from .audit_findings import KINDS, ORIGINS, SIDES, AuditView, audit_view, expected_of, side_counts
+from .audit_findings import KINDS, LENIENCY_TEXT, ORIGINS, SIDES, AuditView, audit_view, expected_of, side_counts
 from .audit_format import (
     MAX_ROWS,
     WHOLE_IN,
@@ -63,6 +63,7 @@ def audit_html(data: AuditReportData, catalogue: Catalogue | None = None) -> str
             client_label=client_label,
             connack_text=connack_text,
             shown_at=shown_at,
+            leniency_text=LENIENCY_TEXT,
         )
     )
 

@@ -398,6 +398,8 @@ def _order_case(qos: int) -> None:
         topic = context.topic("t")
         subscriber = await context.subscriber("subscriber", (topic, 2))
         publisher = await context.connect("publisher")
+        if qos:
+            context.require_in_flight(ORDERED_MESSAGES, f"a burst of {ORDERED_MESSAGES} QoS {qos} messages")
         ids = [context.packet_id() if qos else None for _ in range(ORDERED_MESSAGES)]
         burst = [Publish(topic=topic, payload=f"n{i}".encode(), qos=qos, packet_id=ids[i]) for i in range(len(ids))]
         await publisher.send(b"".join(encode(p, version=V5) for p in burst))

@@ -42,7 +42,7 @@ from ...codec import ProtocolVersion
 from ...codec import properties as props
 from ...codec.remaining_length import encode_remaining_length
 from ..case import CaseContext, Script, case
-from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, Shape, Stimulus, field
+from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, Shape, Stimulus, field, provoked
 from .v5_malformed import decoded_rules, targeted
 
 V5: Final = ProtocolVersion.V5
@@ -510,6 +510,7 @@ def _register(stimulus: MoreStimulus) -> None:
         "act on nothing in it",
         family=f"v5/malformed-{stimulus.family}",
         protocol=V5,
+        provokes=provoked(stimulus, V5),
     )(_script(stimulus))
 
 
