@@ -49,7 +49,11 @@ def verdict(conversation: Conversation) -> Judgement:
 
 
 def explain(judgement: Judgement) -> str:
-    lines = [f"{f.conversation}#{f.event} {f.rule} ({f.side.value}): {f.detail}" for f in judgement.findings]
+    lines = [
+        f"{f.conversation}#{f.event} {rule} ({f.side.value}): {f.detail}"
+        for f in judgement.findings
+        for rule in f.rules
+    ]
     lines += [f"{x.conversation}#{x.event} lenient {x.rule} ({x.side.value}): {x.detail}" for x in judgement.lenient]
     lines.append(f"passed: {sorted(judgement.passed)}")
     lines += [f"not assessable {rule}: {why}" for rule, why in sorted(judgement.not_assessable.items())]
@@ -63,7 +67,9 @@ def lenient_of(judgement: Judgement, side: codec.Direction | None = None) -> set
 
 def check_fails(case: Case) -> None:
     judgement = verdict(case.fails())
-    assert any(f.rule == case.rule and f.side is case.side for f in judgement.findings), explain(judgement)
+    assert any(rule == case.rule and f.side is case.side for f in judgement.findings for rule in f.rules), explain(
+        judgement
+    )
 
 
 def check_passes(case: Case) -> None:

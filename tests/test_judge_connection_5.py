@@ -22,7 +22,7 @@ def talk() -> Talk:
 
 
 def rules_of(t: Talk) -> set[str]:
-    return {finding.rule for finding in judge(t.events, V5).findings}
+    return {rule for finding in judge(t.events, V5).findings for rule in finding.rules}
 
 
 def test_an_accepted_5_0_connection_passes_under_5_0_ids() -> None:
@@ -70,7 +70,7 @@ def test_one_connack_per_connection() -> None:
 def test_nothing_after_a_server_disconnect() -> None:
     t = talk().client(CONNECT).server(CONNACK_OK).server(codec.Disconnect(reason_code=0x8B)).server(PINGRESP)
     findings = judge(t.closed(S).events, V5).findings
-    (finding,) = [f for f in findings if f.rule == "MQTT-3.14.4-1"]
+    (finding,) = [f for f in findings if "MQTT-3.14.4-1" in f.rules]
     assert finding.side is S
 
 
@@ -161,7 +161,7 @@ def test_the_connack_is_owed_after_the_clients_last_auth_of_an_exchange() -> Non
 def test_a_client_auth_without_a_method_is_a_protocol_error_the_server_closes_on() -> None:
     auth = codec.Auth(reason_code=0x18, properties=(AUTH_METHOD,))
     closed = judge(talk().client(CONNECT).server(CONNACK_OK).client(auth).closed(S).events, V5)
-    assert {f.rule for f in closed.findings} == {"MQTT-4.12.0-7"}, explain(closed)
+    assert {rule for f in closed.findings for rule in f.rules} == {"MQTT-4.12.0-7"}, explain(closed)
     assert "MQTT-4.13.1-1" in closed.passed
     answered = judge(talk().client(CONNECT).server(CONNACK_OK).client(auth).server(auth).quiet(after=10).events, V5)
     assert {f.rule for f in answered.findings if f.side is S} == {"MQTT-4.12.0-6"}, explain(answered)  # its own AUTH
@@ -182,7 +182,7 @@ def test_a_server_that_sent_disconnect_closes_the_connection() -> None:
     )
     assert by_client.findings == (), explain(by_client)  # the client may close first on it
     left_open = talk().client(CONNECT).server(CONNACK_OK).server(codec.Disconnect(reason_code=0x8B)).quiet(after=10)
-    findings = [f for f in judge(left_open.events, V5).findings if f.rule == "MQTT-3.14.4-2"]
+    findings = [f for f in judge(left_open.events, V5).findings if "MQTT-3.14.4-2" in f.rules]
     assert [f.side for f in findings] == [S]
 
 
@@ -208,11 +208,11 @@ CONTINUE = codec.Auth(reason_code=0x18, properties=(AUTH_METHOD,))
 
 
 def server_rules(t: Talk) -> set[str]:
-    return {f.rule for f in judge(t.events, V5).findings if f.side is S}
+    return {rule for f in judge(t.events, V5).findings if f.side is S for rule in f.rules}
 
 
 def client_rules(t: Talk) -> set[str]:
-    return {f.rule for f in judge(t.events, V5).findings if f.side is C}
+    return {rule for f in judge(t.events, V5).findings if f.side is C for rule in f.rules}
 
 
 def server_lenient(t: Talk) -> set[str]:

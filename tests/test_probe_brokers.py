@@ -270,5 +270,11 @@ ROUTING_KINDS: dict[BrokerName, set[tuple[str, str, str]]] = {
 @pytest.mark.parametrize("pinned", PINNED_BROKERS, indirect=True)
 def test_routing_findings_name_their_kind(pinned: tuple[BrokerName, list[CaseResult]]) -> None:
     name, results = pinned
-    found = {(r.case.id, f.rule, f.kind) for r in results if r.case.id.startswith("routing/") for f in r.findings}
+    found = {
+        (r.case.id, rule, f.kind)
+        for r in results
+        if r.case.id.startswith("routing/")
+        for f in r.findings
+        for rule in f.rules
+    }
     assert ROUTING_KINDS[name] <= found

@@ -152,7 +152,7 @@ def test_a_conforming_broker_keeps_every_statement_of_the_case(case: Case) -> No
     # as the runner decides: assessed, and no finding against the broker (a client-side MUST broken on purpose is
     # the client's finding, which the case provokes: MQTT-3.1.0-1, MQTT-4.12.0-7)
     assert set(case.statements) <= judgement.assessed, (case.statements, sorted(judgement.assessed))
-    assert not [f for f in judgement.findings if f.side is S and f.rule in case.statements]
+    assert not [f for f in judgement.findings if f.side is S and not set(f.rules).isdisjoint(case.statements)]
     assert not against_broker(case, kept) & set(case.statements)
 
 
@@ -172,7 +172,7 @@ def test_an_unsupported_version_may_be_refused_with_0x84_or_0x01_but_not_accepte
         refused = talk().client(named("MQTT", 6)).server(codec.Connack(return_code=code)).closed(S)
         assert hs.PROTOCOL_VERSION in judged(case, {"c": refused}).passed, code
     accepted = talk().client(named("MQTT", 6)).server(OK).quiet(after=5)
-    assert hs.PROTOCOL_VERSION in {f.rule for f in judged(case, {"c": accepted}).findings}
+    assert hs.PROTOCOL_VERSION in {rule for f in judged(case, {"c": accepted}).findings for rule in f.rules}
 
 
 @pytest.mark.parametrize(("word", "name"), hs.OTHER_NAMES, ids=[word for word, _name in hs.OTHER_NAMES])
@@ -200,7 +200,7 @@ def test_the_client_statements_the_handshake_cases_break_are_provoked_not_judged
 def test_a_refusal_with_0x84_of_another_protocol_name_still_owes_the_close() -> None:
     case = CASES["v5/connect-refused/protocol-name-mqtx"]
     left_open = talk().client(named("MQTX")).server(codec.Connack(return_code=0x84)).quiet(after=5)
-    assert hs.PROTOCOL_NAME in {f.rule for f in judged(case, {"c": left_open}).findings}
+    assert hs.PROTOCOL_NAME in {rule for f in judged(case, {"c": left_open}).findings for rule in f.rules}
 
 
 def test_a_server_keep_alive_replaces_the_clients_and_leaves_mqtt_3_2_2_22_unexercised() -> None:

@@ -395,7 +395,10 @@ def test_the_real_judges_findings_land_on_the_offending_packet() -> None:
     case = empty_filter_fail().case
     result = decide(case, judge_scenario({"c1": conversation.events}, JudgeConfig(close_grace=2.0)))
     result.connections = [conversation.evidence()]
-    assert result.verdict == "fail" and {f.rule for f in result.findings} == {"MQTT-4.7.3-1", "MQTT-4.8.0-1"}
+    assert result.verdict == "fail" and {rule for f in result.findings for rule in f.rules} == {
+        "MQTT-4.7.3-1",
+        "MQTT-4.8.0-1",
+    }
     section = failure_sections(probe_run_to_markdown(probe_run([result])))["subscribe-empty-filter"]
     rows = [line for line in section.splitlines() if line.startswith("| ")]
     subscribe_expected = rows[2].split(" | ")[1]
@@ -403,6 +406,13 @@ def test_the_real_judges_findings_land_on_the_offending_packet() -> None:
     assert subscribe_expected == "; ".join(dict.fromkeys(f.expected for f in result.findings))
     assert rows[1].split(" | ")[1] == "-"  # nothing was wrong with the CONNECT
     assert all(f"**{f.rule}** (server, at {f.time:.3f} s" in section for f in result.findings)
+    # One finding per act, the SUBACK (event 3) and the close never made: each cites the receiver's duty to close,
+    # the filter rule failed by the same act.
+    assert [(f.rule, f.also, f.event, f.cause) for f in result.findings] == [
+        ("MQTT-4.8.0-1", ("MQTT-4.7.3-1",), 3, -1),
+        ("MQTT-4.8.0-1", ("MQTT-4.7.3-1",), 4, 2),
+    ]
+    assert "; the same act also breaks MQTT-4.7.3-1): " in section
 
 
 def test_inconclusive_cases_are_listed_with_their_reasons(run: ProbeRun) -> None:

@@ -119,7 +119,7 @@ class ConversationJudge:
             reason = reasons.reason(reasons.LOST_BYTES, f"{event.length} bytes the {side} sent (event {index})")
         self._ctx.obligations.mark_lost(event.sender, reason)
         self._connection.on_lost(event, index, reason)
-        self._pairing.lost(event.sender)
+        self._pairing.lost(event.sender, index)
         self._limits.lost(event.sender, reason)
         if event.sender is CLIENT:
             self._keep_alive.lost(reason, index, event.time)

@@ -479,15 +479,15 @@ class Handshake5:
             for rule in rules_:
                 self._ctx.ledger.held(rule)
             return
-        for rule in rules_:
-            self._ctx.ledger.fail(
-                rule,
-                SERVER,
-                seen.time,
-                seen.event,
-                f"{seen.describe()} accepts a zero-length Client Identifier without an Assigned Client Identifier",
-                "a server that accepts a zero-length Client Identifier returns the one it assigned in its CONNACK",
-            )
+        self._ctx.ledger.fail(
+            rules_[0],
+            SERVER,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} accepts a zero-length Client Identifier without an Assigned Client Identifier",
+            "a server that accepts a zero-length Client Identifier returns the one it assigned in its CONNACK",
+            also=rules_[1:],
+        )
 
     def _will_accepted(self, seen: Seen, connect: Connect, connack: Connack) -> None:
         """[MQTT-3.2.2-12, -13] A Will beyond what the accepting CONNACK itself declares (Maximum QoS, Retain

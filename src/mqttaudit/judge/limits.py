@@ -293,8 +293,7 @@ class Limits:
             f"the {side_name(seen.sender)} uses Topic Aliases from 1 to the Topic Alias Maximum the {receiver} "
             "declared, none when it declared 0 or none"
         )
-        for rule in keyed:
-            self._ctx.ledger.fail(rule, seen.sender, seen.time, seen.event, detail, expected)
+        self._ctx.ledger.fail(keyed[0], seen.sender, seen.time, seen.event, detail, expected, also=keyed[1:])
         self._offend(seen, f"uses Topic Alias {alias} above the {receiver}'s maximum {maximum}", keyed)
 
     def _resolve(self, seen: Seen, packet: Publish, alias: int, *, mapped: bool) -> None:

@@ -293,5 +293,14 @@ class Obligations:
             )
             return
         cause = obligation.event if obligation.event != event else -1
-        for rule in obligation.decided:
-            self._ledger.fail(rule, obligation.side, time, event, detail, obligation.expected, cause=cause)
+        # One act (the missing answer or close), one finding: its own rule, the rules it enforces failed with it.
+        self._ledger.fail(
+            obligation.rule,
+            obligation.side,
+            time,
+            event,
+            detail,
+            obligation.expected,
+            cause=cause,
+            also=obligation.enforces,
+        )

@@ -7,7 +7,7 @@ could not be decided makes the rule *not assessable* (unless another instance fa
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from mqttaudit.codec import Direction
@@ -51,6 +51,20 @@ class Finding:
     #: For a missing answer or close, the event that called for it (the unanswered request, the violation); -1
     #: when the finding has no such cause or ``event`` is that packet itself.
     cause: int = -1
+    #: The other statements the same act breaks (one act, one finding): failed with ``rule``, without a finding of
+    #: their own. ``rule`` is the most specific statement of the act (see :meth:`Ledger.fail`).
+    also: tuple[str, ...] = ()
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        """Every statement the act breaks: the one cited first, then the others."""
+        return (self.rule, *self.also)
+
+    @property
+    def act(self) -> tuple[str, int, Direction, int, str]:
+        """What identifies the act: the conversation, the event that shows it, the side, the event that called
+        for it, and the kind of routing finding."""
+        return (self.conversation, self.event, self.side, self.cause, self.kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +122,8 @@ class Judgement:
 
     @property
     def failed(self) -> frozenset[str]:
-        return frozenset(finding.rule for finding in self.findings)
+        """Every statement a finding cites or records as broken by the same act."""
+        return frozenset(rule for finding in self.findings for rule in finding.rules)
 
     @property
     def passed(self) -> frozenset[str]:
@@ -124,7 +139,7 @@ def combine(judgements: Iterable[Judgement]) -> Judgement:
     assessable; a rule that failed anywhere failed."""
     parts = list(judgements)
     findings = sorted({f: None for part in parts for f in part.findings}, key=_order)
-    failed = {finding.rule for finding in findings}
+    failed = {rule for finding in findings for rule in finding.rules}
     undecided: dict[str, str] = {}
     for part in parts:
         for rule, reason in part.not_assessable.items():
@@ -151,6 +166,8 @@ class Ledger:
     undecided_rules: dict[str, str] = field(default_factory=dict)
     undecided_rows: dict[Undecided, None] = field(default_factory=dict)
     lenient_rows: dict[Leniency, None] = field(default_factory=dict)
+    #: The index in ``findings`` of each act's finding, by the act and its description (see :meth:`fail`).
+    _acts: dict[tuple[int, Direction, int, str, str], int] = field(default_factory=dict, repr=False)
 
     def fail(
         self,
@@ -162,17 +179,35 @@ class Ledger:
         expected: str,
         kind: str = "",
         cause: int = -1,
+        also: Iterable[str] = (),
     ) -> Finding | None:
-        """One instance of ``rule`` failed; None when the conversation's version does not state the rule, or the
-        rule does not bind ``side`` (see :func:`binds`)."""
-        named = identity.statement_id(rule, self.version)
-        if named is None:
+        """One act broke ``rule`` and, by the same act, the statements ``also`` names: one finding citing ``rule``
+        (the most specific statement of the act: the caller names it first), the others recorded as failed with it
+        (:attr:`Finding.also`), never as findings of their own. Statements the conversation's version does not
+        state are left out, and so are those that do not bind ``side`` (see :func:`binds`): the other side's rules,
+        broken by the packet this side received, are not this side's to break (it is charged with its own duty
+        toward that packet: the close, not acting on it). None when no statement is left.
+
+        One act, one finding: a call for an act already reported (the same event, side, cause, kind and detail:
+        the same thing seen the same way) adds its statements to that act's finding instead of another finding."""
+        stated = (identity.statement_id(key, self.version) for key in (rule, *also))
+        named = [n for n in stated if n is not None and binds(n, side)]
+        if not named:
             return None
-        if not binds(named, side):
-            # The other side's rule, broken by the packet this side received: this side is charged with its own
-            # duty toward that packet (the close, not acting on it), which the caller fails beside it.
-            return None
-        finding = Finding(named, side, time, event, detail, expected, self.conversation, kind, cause)
+        act = (event, side, cause, kind, detail)
+        index = self._acts.get(act)
+        if index is not None:
+            known = self.findings[index]
+            more = tuple(n for n in dict.fromkeys(named) if n not in known.rules)
+            if not more:
+                return known
+            said = known.expected if expected in known.expected else f"{known.expected}; {expected}"
+            merged = replace(known, also=(*known.also, *more), expected=said)
+            self.findings[index] = merged
+            return merged
+        cited, *others = dict.fromkeys(named)
+        finding = Finding(cited, side, time, event, detail, expected, self.conversation, kind, cause, tuple(others))
+        self._acts[act] = len(self.findings)
         self.findings.append(finding)
         return finding
 

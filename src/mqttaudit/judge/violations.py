@@ -300,9 +300,11 @@ class Offences:
                 cause = offence.seen.event
                 ledger.lenient(rule, seen.sender, seen.time, seen.event, detail, unbound.basis, cause, offence.broken)
             return
-        # Acting on it breaks the duty to close too: a close that comes later does not undo the answer.
-        for rule in offence.upheld:
-            self._ctx.ledger.fail(rule, seen.sender, seen.time, seen.event, detail, expected)
+        # Acting on it breaks the duty to close too: a close that comes later does not undo the answer. One act,
+        # one finding: it cites the receiver's duty (the close rule, which binds the receiver), the other rules it
+        # upholds by closing are failed by the same act (those binding the receiver: see Ledger.fail).
+        duty, *broken = offence.upheld
+        self._ctx.ledger.fail(duty, seen.sender, seen.time, seen.event, detail, expected, also=broken)
 
 
 def _refuses(seen: Seen) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from mqttaudit.capture.conversation import FRAMED_ONLY, NOT_JUDGED, FlowAudit, handling
+from mqttaudit.capture.conversation import FRAMED_ONLY, INFERRED_5, NOT_JUDGED, FlowAudit, handling
 from mqttaudit.capture.flows import flow_name
 from mqttaudit.capture.layers import PLAIN, LayerNote
 from mqttaudit.capture.segments import format_endpoint
@@ -55,6 +55,7 @@ CATALOGUE = load_catalogue("3.1.1")
 #: The catalogue that names a connection's codec findings, by the connection's version (3.1 findings carry the
 #: ids of the 3.1.1 rules it shares; any other version's connection was read as 3.1.1).
 CATALOGUES: dict[str, Catalogue] = {"5.0": load_catalogue("5.0")}
+CATALOGUES[INFERRED_5] = CATALOGUES["5.0"]  # read as 5.0: no CONNECT named it, its packets did
 #: The specification whose numbering a connection's findings follow, by the version it was read (codec) or judged
 #: (judge) in: the ``rule_version`` of its violation rows (3.1.1 for any version not listed).
 RULE_VERSIONS: dict[str, str] = {version: catalogue.version for version, catalogue in CATALOGUES.items()}
@@ -236,6 +237,7 @@ VIOLATION_COLUMNS = (
     "cause_event",
     "cause_frame",
     "rule_version",
+    "also",
 )
 #: Bytes of evidence kept per violation (hex); longer frames are cut, with the full length in the packets table.
 EVIDENCE_BYTES = 64
@@ -619,6 +621,7 @@ def add_finding(
         cause_event=None if finding.cause < 0 else finding.cause,
         cause_frame=where.cause_frame,
         rule_version=RULE_VERSIONS.get(version, CATALOGUE.version),
+        also=[str(rule) for rule in finding.also],
     )
 
 

@@ -134,6 +134,8 @@ TYPES: dict[str, pa.DataType] = {
     "cause_frame": pa.int64(),
     "tag": pa.string(),
     "rule_version": pa.string(),
+    #: The other statements the act of a violation row breaks (one act, one row: see ``Finding.also``).
+    "also": pa.list_(pa.string()),
     # The packets table's reason code and MQTT 5.0 properties (null when the packet carries none).
     "reason_code": pa.int64(),
     "topic_alias": pa.int64(),
@@ -724,6 +726,14 @@ def flow_segments(table: pa.Table) -> Iterator[Segment]:
         )
 
 
+#: Why the bytes of a ``conflict`` row of the gaps table are not judged.
+CONFLICT_REASON = reason_tags.reason(
+    reason_tags.CONFLICTING,
+    "these bytes arrived again with different content; the first copy was kept, and no packet decoded from them is "
+    "judged",
+)
+
+
 def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options: AuditOptions) -> dict[str, Any]:
     capture, _ = record_at.get(audit.first_time, ("", 0))
 
@@ -735,43 +745,26 @@ def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options
     server = None if audit.client is None else judged_flow.server
     judged = judge_flow(judged_flow, options.judge_config)
     gaps = Columns(GAP_COLUMNS)
+
+    def add(kind: str, side: int, offset: int, length: int, time_ns: int | None, reason: str) -> None:
+        """One row of the gaps table: a byte range of one side, what kind of range it is and why."""
+        gaps.add(
+            capture=capture,
+            flow=connection_id,
+            direction=_side(audit, side),
+            offset=offset,
+            length=length,
+            time=None if time_ns is None else time_ns / 1e9,
+            kind=GAP_KINDS[kind],
+            reason=reason,
+        )
+
     for gap in audit.gaps:
-        gaps.add(
-            capture=capture,
-            flow=connection_id,
-            direction=_side(audit, gap.side),
-            offset=gap.offset,
-            length=gap.length,
-            time=gap.time / 1e9,
-            kind=GAP_KINDS["gap"],
-            reason="bytes sent but not captured",
-        )
+        add("gap", gap.side, gap.offset, gap.length, gap.time, "bytes sent but not captured")
     for conflict in audit.conflicts:
-        gaps.add(
-            capture=capture,
-            flow=connection_id,
-            direction=_side(audit, conflict.side),
-            offset=conflict.offset,
-            length=conflict.length,
-            time=conflict.time / 1e9,
-            kind=GAP_KINDS["conflict"],
-            reason=reason_tags.reason(
-                reason_tags.CONFLICTING,
-                "these bytes arrived again with different content; the first copy was kept, and no packet decoded "
-                "from them is judged",
-            ),
-        )
+        add("conflict", conflict.side, conflict.offset, conflict.length, conflict.time, CONFLICT_REASON)
     for hole in audit.unassessable:
-        gaps.add(
-            capture=capture,
-            flow=connection_id,
-            direction=_side(audit, hole.side),
-            offset=hole.offset,
-            length=hole.length,
-            time=None,
-            kind=GAP_KINDS["not_assessable"],
-            reason=hole.reason,
-        )
+        add("not_assessable", hole.side, hole.offset, hole.length, None, hole.reason)
     total = audit.total
     connection = judged.connection.data
     return {

@@ -501,8 +501,8 @@ def _grouped(findings: Sequence[Finding | Leniency], label: str = "") -> str:
     by_detail: dict[str, list[str]] = {}
     for finding in findings:
         rules = by_detail.setdefault(finding.detail, [])
-        if finding.rule not in rules:
-            rules.append(finding.rule)
+        broken = finding.rules if isinstance(finding, Finding) else (finding.rule,)
+        rules += [rule for rule in broken if rule not in rules]
     named = list(by_detail.items())[:MAX_REASONS]
     more = len(by_detail) - len(named)
     return "; ".join(f"{label}{', '.join(rules)}: {detail}" for detail, rules in named) + (
@@ -529,12 +529,13 @@ def decide(
     server = Direction.FROM_SERVER
     against = [f for f in (*judgement.findings, *sent) if f.side is server and binds(f.rule, server)]
     lenient = [row for row in judgement.lenient if row.side is server]
-    on_target = [f for f in against if f.rule in case.statements]
-    others = [f for f in against if f.rule not in case.statements]
+    # One act is one finding; a targeted statement the act broke besides the one it cites fails the case too.
+    on_target = [f for f in against if any(rule in case.statements for rule in f.rules)]
+    others = [f for f in against if not any(rule in case.statements for rule in f.rules)]
     per_statement: dict[str, str] = {}
     reasons: list[str] = []
     for statement in case.statements:
-        if any(f.rule == statement for f in on_target):
+        if any(statement in f.rules for f in on_target):
             per_statement[statement] = FAIL
         elif statement in judgement.assessed:
             per_statement[statement] = PASS
@@ -763,6 +764,7 @@ def leniency_to_dict(row: Leniency) -> dict[str, Any]:
 def finding_to_dict(finding: Finding) -> dict[str, Any]:
     return {
         "rule": finding.rule,
+        "also": list(finding.also),
         "side": finding.side.value,
         "t": round(finding.time, 6),
         "event": finding.event,

@@ -191,6 +191,8 @@ class ViolationRow(TypedDict):
     cause_packet: NotRequired[str | None]
     #: The MQTT version whose specification numbers ``rule`` ("3.1.1" when missing).
     rule_version: NotRequired[str | None]
+    #: The other statements the same act breaks, failed with ``rule`` (one act, one row).
+    also: NotRequired[list[str] | None]
 
 
 class RoutingRow(TypedDict):

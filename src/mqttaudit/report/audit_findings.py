@@ -684,27 +684,28 @@ def accounting_notes(summary: AuditSummary) -> tuple[str, ...]:
     cap = summary.get("malformed_cap")
     if cap:
         capped = cap.get("connections_capped", 0)
-        notes.append(
-            f"Malformed packets: {cap.get('policy', '')}. "
-            + (
-                f"{plural(capped, 'connection')} reached the cap of {cap.get('per_connection', 0)}: "
-                f"{plural(cap.get('bytes_not_decoded', 0), 'byte')} not decoded."
-                if capped
-                else "No connection reached it."
-            )
+        outcome = (
+            f"{plural(capped, 'connection')} reached the cap of {cap.get('per_connection', 0)}: "
+            f"{plural(cap.get('bytes_not_decoded', 0), 'byte')} not decoded."
+            if capped
+            else "No connection reached it."
         )
+        notes.append(_policy_note("Malformed packets", cap.get("policy", ""), outcome))
     conflicts = summary.get("conflicting_retransmissions")
     if conflicts:
         ranges = conflicts.get("ranges", 0)
-        notes.append(
-            f"Conflicting retransmissions: {conflicts.get('policy', '')}. "
-            + (
-                f"Seen: {plural(ranges, 'range')}, {plural(conflicts.get('bytes', 0), 'byte')}."
-                if ranges
-                else "None were seen."
-            )
+        outcome = (
+            f"Seen: {plural(ranges, 'range')}, {plural(conflicts.get('bytes', 0), 'byte')}."
+            if ranges
+            else "None were seen."
         )
+        notes.append(_policy_note("Conflicting retransmissions", conflicts.get("policy", ""), outcome))
     return tuple(notes)
+
+
+def _policy_note(title: str, policy: str, outcome: str) -> str:
+    """One note of the byte account: the policy, by its title, then what it did in this audit."""
+    return f"{title}: {policy}. {outcome}"
 
 
 def expected_of(sample: Sample, finding: RuleFinding) -> str:

@@ -19,6 +19,7 @@ from .audit_findings import KINDS, LENIENCY_TEXT, ORIGINS, SIDES, AuditView, aud
 from .audit_format import (
     MAX_ROWS,
     WHOLE_IN,
+    also_text,
     cause_text,
     client_label,
     connack_text,
@@ -57,6 +58,7 @@ def audit_html(data: AuditReportData, catalogue: Catalogue | None = None) -> str
             origins=ORIGINS,
             expected_of=expected_of,
             cause_text=cause_text,
+            also_text=also_text,
             evidence_is_cause=evidence_is_cause,
             client_label=client_label,
             connack_text=connack_text,

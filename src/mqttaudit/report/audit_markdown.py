@@ -25,6 +25,7 @@ from .audit_findings import (
 from .audit_format import (
     MAX_ROWS,
     WHOLE_IN,
+    also_text,
     cause_text,
     client_label,
     count,
@@ -148,6 +149,7 @@ def finding_section(finding: RuleFinding, view: AuditView) -> list[str]:
             *([] if row.get("offset") is None else [f"stream offset {_value(row.get('offset'))}"]),
             f"at {inline(when(row.get('time')))}",
             *([inline(cause_text(row))] if cause_text(row) else []),
+            *([inline(also_text(row))] if also_text(row) else []),
         ]
         found = inline(", ".join(str(part) for part in (row.get("origin"), row.get("kind")) if part))
         lines += [

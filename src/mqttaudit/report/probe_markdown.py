@@ -289,8 +289,9 @@ def _finding_lines(findings: Sequence[Finding], omitted: int = 0) -> list[str]:
 def _finding_line(finding: Finding) -> str:
     where = f" on connection {code(finding.conversation)}" if finding.conversation else ""
     kind = f" — {inline(finding.kind)}" if finding.kind else ""
+    also = f"; the same act also breaks {', '.join(inline(rule) for rule in finding.also)}" if finding.also else ""
     return (
-        f"- **{inline(finding.rule)}**{kind} ({finding.side.value}, at {seconds(finding.time)}{where}): "
+        f"- **{inline(finding.rule)}**{kind} ({finding.side.value}, at {seconds(finding.time)}{where}{also}): "
         f"{inline(finding.detail)}"
     )
 

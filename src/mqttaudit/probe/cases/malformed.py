@@ -703,7 +703,8 @@ def charged(judgement: Judgement) -> tuple[str, ...]:
     breaks, and those of a defect it accepts without being bound to detect it (5.0, section 4.13.1: a leniency),
     with the close [MQTT-4.13.1-1] it keeps by closing on that defect instead."""
     server = Direction.FROM_SERVER
-    statements = [finding.rule for finding in judgement.findings if finding.side is server]
+    # Every statement each act breaks (the one cited and those failed with it), in id order within an act.
+    statements = [rule for finding in judgement.findings if finding.side is server for rule in sorted(finding.rules)]
     for leniency in judgement.lenient:
         if leniency.side is server:
             close = identity.statement_id(rules.CLOSE_ON_VIOLATION, identity.V5) or ""
