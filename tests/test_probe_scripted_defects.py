@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from .cli_in_process import run_mqttaudit
-from .scripted_broker import WILL_BEFORE_CLOSE, ScriptedBroker
+from .scripted_broker import DISCONNECTS_3_1_1_IN_5_0_FORM, PUBREL_0X80, WILL_BEFORE_CLOSE, ScriptedBroker
 
 TIMEOUT = "1.0"
 
@@ -49,3 +49,38 @@ def test_a_will_the_watcher_sees_just_before_the_close_is_seen_is_a_will_after_t
     assert result["verdict"] == "pass", result["reason"]
     assert result["evidence"]["statements"]["MQTT-3.1.2-8"] == "pass"
     assert status == 0
+
+
+# A MUST broken by the broker's own act fails the case that saw it --------------------------------------------------
+
+
+def test_a_pubrel_with_reason_code_0x80_fails_a_case_about_something_else(tmp_path: Path) -> None:
+    """The broker's PUBREL for a QoS 2 delivery carries Reason Code 0x80 (``62 03 00 01 80``), which no PUBREL may:
+    the case (about overlapping subscriptions) fails on it, as one finding of that act, and the run lists it no
+    more among its violations."""
+    with ScriptedBroker(PUBREL_0X80) as broker:
+        status, [result], violations = probe(broker, tmp_path / "out", "v5/overlapping/highest-qos2")
+
+    assert "MQTT-4.3.3-4" not in result["statements"]
+    assert result["verdict"] == "fail", result["reason"]
+    [finding] = result["evidence"]["findings"]
+    assert (finding["rule"], finding["conversation"]) == ("MQTT-4.3.3-4", "watcher")
+    assert "the same packet breaks MQTT-3.6.2-1 too" in finding["detail"]
+    assert result["evidence"]["statements"]["MQTT-4.3.3-4"] == "fail"
+    assert violations == []
+    assert status == 1
+
+
+def test_a_5_0_disconnect_sent_to_a_3_1_1_client_fails_the_case_it_stopped(tmp_path: Path) -> None:
+    """The broker answers a 3.1.1 SUBSCRIBE with 5.0's DISCONNECT 0x80 (``e0 02 80 00``) and closes: 3.1.1 has no
+    DISCONNECT from the server (Table 2.1), so the case, which could not go on without its SUBACK, fails on
+    MQTT-2.2.1-direction instead of ending inconclusive."""
+    with ScriptedBroker(DISCONNECTS_3_1_1_IN_5_0_FORM) as broker:
+        status, [result], _ = probe(broker, tmp_path / "out", "routing/plus-level")
+
+    assert result["verdict"] == "fail", result["reason"]
+    assert result["reason"].startswith("MQTT-2.2.1-direction: ")
+    assert "(the case itself ended inconclusive: setup: " in result["reason"]
+    [finding] = result["evidence"]["findings"]
+    assert finding["rule"] == "MQTT-2.2.1-direction" and "MQTT-3.14.1-remaining-length" in finding["detail"]
+    assert status == 1

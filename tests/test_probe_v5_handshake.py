@@ -250,18 +250,21 @@ def test_mqttools_never_closes_a_connection_it_will_not_serve(mqttools: RunningB
     Method with CONNACK 20 09 00 8c 06 24 00 28 00 2a 00 and never closes [MQTT-3.1.4-2] (the packets after it are
     not answered: MQTT-3.1.4-6 holds there); it keeps the connection after an AUTH without a method
     [MQTT-4.12.0-7]; it accepts an empty Client Identifier without an Assigned Client Identifier (20 09 00 00 06 24
-    00 28 00 2a 00), so the uniqueness case has nothing to compare; it never closes a silent client."""
+    00 28 00 2a 00) [MQTT-3.1.3-7, MQTT-3.2.2-16], which fails the two cases that send one although neither targets
+    it (the rejection and the uniqueness cases have nothing of their own to judge); it never closes a silent
+    client."""
     results = run_all(mqttools)
     passing = {
         "v5/connack/accepting",
         "v5/connack/response-information-absent",
     }
-    not_applicable = {"v5/client-identifier/rejected", "v5/client-identifier/assigned-unique"}
     assert {case_id: result.verdict for case_id, result in results.items()} == {
         **{case_id: FAIL for case_id in pairs()},
         **dict.fromkeys(passing, PASS),
-        **dict.fromkeys(not_applicable, NOT_APPLICABLE),
     }
+    for case_id in ("v5/client-identifier/rejected", "v5/client-identifier/assigned-unique"):
+        [finding] = results[case_id].findings
+        assert finding.rule == "MQTT-3.1.3-7" and "MQTT-3.2.2-16" in finding.detail
     after = results["v5/connect-refused/nothing-processed-after"]
     assert after.statements == {hs.NOTHING_AFTER_REFUSAL: PASS, hs.FAILED_CHECK: FAIL}
     assert results["v5/connack/refusing"].statements[hs.FAILED_CHECK] == FAIL

@@ -58,8 +58,9 @@ def nothing_judged(results: Sequence[CaseResult]) -> str | None:
 
 
 def is_must(result: CaseResult, catalogue: Catalogue) -> bool:
-    """Whether the strongest level of the case's statements is MUST (an uncatalogued statement counts as MUST)."""
-    return (strongest_level(result.case.statements, catalogue) or "MUST") == "MUST"
+    """Whether the strongest level of the statements the result speaks of (the case's, and those an act of the
+    broker broke during it) is MUST (an uncatalogued statement counts as MUST)."""
+    return (strongest_level(result.cited, catalogue) or "MUST") == "MUST"
 
 
 def failures(run: ProbeRun) -> list[CaseResult]:

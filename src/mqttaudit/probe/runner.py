@@ -13,7 +13,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +22,8 @@ from ..codec.describe import describe_packet
 from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, judge_scenario
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from ..judge.rules import SENDER_CODEC_RULES_5_0
+from ..spec import load_catalogue
+from ..spec.registry import StatementId
 from .baseline import BaselineDiff
 from .cancellation import within
 from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, login, open_target
@@ -70,6 +72,12 @@ class CaseResult:
     @property
     def case_id(self) -> str:
         return self.case.id
+
+    @property
+    def cited(self) -> tuple[str, ...]:
+        """The statements the result speaks of: the case's, then any other its findings fail (a MUST the broker
+        broke by an act of its own during the case, see :func:`fail_on_acts`)."""
+        return tuple(dict.fromkeys((*self.case.statements, *(finding.rule for finding in self.findings))))
 
     def evidence(self) -> dict[str, Any]:
         return {
@@ -229,9 +237,9 @@ async def run_case(
     if not result.reason and result.verdict in (FAIL, INCONCLUSIVE):
         result.reason = f"the judge decided none of {', '.join(case.statements)} from the conversation"
     # One act is one finding: an act the case's failure already reports is not another violation.
-    reported = {(f.conversation, f.event) for f in result.findings if not owed(f)}
-    result.other_findings = [f for f in result.other_findings if owed(f) or (f.conversation, f.event) not in reported]
+    result.findings, result.other_findings = once_per_act(result.findings, result.other_findings)
     result.malformed_at = malformed_at(context.connections)
+    fail_on_acts(result)
     kinds = [(finding, other_kind(finding, result.malformed_at)) for finding in result.other_findings]
     result.other_acts = count_acts(f for f, kind in kinds if kind == ACT)
     result.other_owed = count_acts(f for f, kind in kinds if kind == OWED)
@@ -352,6 +360,70 @@ def _speaks_another_version(connection: ProbeConnection) -> bool:
         if isinstance(event, Sent) and event.sender is Direction.FROM_CLIENT and isinstance(packet, Connect):
             return packet.protocol_level != connection.version.level or packet.protocol_name != "MQTT"
     return False
+
+
+def level_of(rule: str) -> str:
+    """MUST, SHOULD or MAY: the level of a statement of the registry (an id outside the catalogues counts as MUST,
+    as the run's violations count it)."""
+    if isinstance(rule, StatementId):
+        entry = load_catalogue(rule.version).get(rule)
+        if entry is not None:
+            return entry.level
+    return "MUST"
+
+
+def fail_on_acts(result: CaseResult) -> None:
+    """A MUST the broker broke by an act of its own during the case (a PUBREL with Reason Code 0x80, DUP 1 on a QoS
+    0 delivery, a DISCONNECT sent to a 3.1.1 client) fails the case on the statement broken, whatever the case
+    targets and however its script ended: a verdict never passes over a broken MUST. Moved from
+    ``other_findings`` to ``findings``, one finding per act (see :func:`once_per_act`). Not an answer or close the
+    broker owed past a deadline the case set for other statements, nor an act after a malformed packet of the
+    prober that it did not close on (see :func:`other_kind`): those stay where they are."""
+    acts = [
+        finding
+        for finding in result.other_findings
+        if other_kind(finding, result.malformed_at) == ACT and level_of(finding.rule) == "MUST"
+    ]
+    if not acts:
+        return
+    folded = {id(finding) for finding in acts}
+    result.other_findings = [finding for finding in result.other_findings if id(finding) not in folded]
+    firsts: dict[tuple[str, int], Finding] = {}
+    for finding in acts:
+        firsts.setdefault((finding.conversation, finding.event), finding)
+    cited, _ = once_per_act(list(firsts.values()), acts)
+    for finding in cited:
+        result.statements[finding.rule] = FAIL
+    stopped = "" if result.verdict in (PASS, FAIL) else f" (the case itself ended {result.verdict}: {result.reason})"
+    result.findings += cited
+    result.verdict = FAIL
+    result.reason = _grouped(result.findings) + stopped
+
+
+def once_per_act(reported: Sequence[Finding], others: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """One act is one finding: of ``others``, those of an act (a connection's event) that a finding of
+    ``reported`` cites already are not listed again; the statements they name are added to that finding's
+    detail ("the same packet breaks MQTT-x too"). Returns ``reported`` so completed, and the rest of ``others``.
+    An answer or close owed and not given is no act: it stays where it is."""
+    first_at: dict[tuple[str, int], int] = {}
+    for index, finding in enumerate(reported):
+        if not owed(finding):
+            first_at.setdefault((finding.conversation, finding.event), index)
+    also: dict[int, list[str]] = {}
+    rest: list[Finding] = []
+    for finding in others:
+        at = None if owed(finding) else first_at.get((finding.conversation, finding.event))
+        if at is None:
+            rest.append(finding)
+        elif finding.rule != reported[at].rule and finding.rule not in also.get(at, ()):
+            also.setdefault(at, []).append(finding.rule)
+    completed = [
+        replace(finding, detail=f"{finding.detail}; the same packet breaks {', '.join(also[index])} too")
+        if index in also
+        else finding
+        for index, finding in enumerate(reported)
+    ]
+    return completed, rest
 
 
 #: What a finding outside a case's statements is: an act of the broker, an answer or close it owed and did not

@@ -36,7 +36,7 @@ def probe_run_to_json(run: ProbeRun, catalogue: Catalogue | None = None) -> dict
                 "verdict": result.verdict,
                 "reason": result.reason,
                 "error": result.error,
-                "level": strongest_level(result.case.statements, rules),
+                "level": strongest_level(result.cited, rules),
                 "evidence": result.evidence(),
             }
             for result in run.results

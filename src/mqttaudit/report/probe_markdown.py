@@ -183,7 +183,7 @@ def failure_section(result: CaseResult, target: str, catalogue: Catalogue, budge
     """The section of one failing case, in the form of a conformance finding; its evidence draws on ``budget``,
     the report's evidence budget."""
     rounds = exchanges(result.connections)
-    level = strongest_level(result.case.statements, catalogue) or "unlisted"
+    level = strongest_level(result.cited, catalogue) or "unlisted"
     lines = [
         f'<a id="{anchor(result)}"></a>',
         f"### {prose(result.case.title)}",
@@ -248,7 +248,7 @@ def _finding_line(finding: Finding) -> str:
 
 def _reference(result: CaseResult, catalogue: Catalogue) -> list[str]:
     lines = [f"Source: {source(catalogue)}.", ""]
-    for statement in result.case.statements:
+    for statement in result.cited:
         rule = catalogue.get(statement)
         if rule is None:
             lines.append(f"- Section {section_of(statement, catalogue)}, [{statement}]: not in the rule catalogue.")
