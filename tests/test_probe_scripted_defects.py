@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 
 from .cli_in_process import run_mqttaudit
-from .scripted_broker import DISCONNECTS_3_1_1_IN_5_0_FORM, PUBREL_0X80, WILL_BEFORE_CLOSE, ScriptedBroker
+from .scripted_broker import (
+    DISCONNECTS_3_1_1_IN_5_0_FORM,
+    DUP_ON_QOS0,
+    IGNORES_WILL_DELAY,
+    LEAKS_WILL_DELAY,
+    PUBREL_0X80,
+    WILL_BEFORE_CLOSE,
+    ScriptedBroker,
+)
 
 TIMEOUT = "1.0"
 
@@ -49,6 +57,52 @@ def test_a_will_the_watcher_sees_just_before_the_close_is_seen_is_a_will_after_t
     assert result["verdict"] == "pass", result["reason"]
     assert result["evidence"]["statements"]["MQTT-3.1.2-8"] == "pass"
     assert status == 0
+
+
+# An offending delivery is a delivery, and a finding --------------------------------------------------------------
+
+
+def test_a_will_sent_before_its_delay_with_the_delay_property_left_in_fails_the_delay_statement(
+    tmp_path: Path,
+) -> None:
+    """The broker publishes the Will of a dropped 5.0 connection at once, its Will Delay Interval (2 s) copied into
+    the PUBLISH (``18 00 00 00 02``, a property no PUBLISH may carry), although the session came back within the
+    delay: the Will went out when it must not (5.0 statement 3.1.3-9), and the leaked property is named too."""
+    with ScriptedBroker(IGNORES_WILL_DELAY, LEAKS_WILL_DELAY) as broker:
+        status, [result], _ = probe(broker, tmp_path / "out", "v5/will/delay-reconnect-suppresses")
+
+    assert result["verdict"] == "fail", result["reason"]
+    [finding] = result["evidence"]["findings"]
+    assert (finding["rule"], finding["conversation"], finding["kind"]) == ("MQTT-3.1.3-9", "watcher", "leak")
+    assert "the same packet breaks MQTT-2.2.2-property-packet too" in finding["detail"]
+    assert status == 1
+
+
+def test_a_will_with_a_leaked_property_published_after_its_delay_arrived(tmp_path: Path) -> None:
+    """The same leaked property on a Will the broker publishes when its 2 s delay has passed: the Will arrived
+    (MQTT-3.1.2-8 holds, where it was "never arrived"), and the PUBLISH breaks the property rule, which fails the
+    case."""
+    with ScriptedBroker(LEAKS_WILL_DELAY) as broker:
+        status, [result], _ = probe(broker, tmp_path / "out", "v5/will/delay-then-published")
+
+    assert result["verdict"] == "fail", result["reason"]
+    assert result["evidence"]["statements"]["MQTT-3.1.2-8"] == "pass"
+    assert result["evidence"]["statements"]["MQTT-2.2.2-property-packet"] == "fail"
+    assert status == 1
+
+
+def test_a_will_forwarded_with_dup_on_qos_0_is_a_delivery_and_a_failure(tmp_path: Path) -> None:
+    """The broker forwards a QoS 0 message with DUP 1 (``38 ...``): the message arrived (MQTT-3.8.4-6, the QoS it
+    came at, is decided, where it was "not assessable" as if nothing came), and its first copy carries DUP 1
+    (MQTT-3.3.1-3, the codec's MQTT-3.3.1-2 named with it: one packet, one finding)."""
+    with ScriptedBroker(DUP_ON_QOS0) as broker:
+        status, [result], _ = probe(broker, tmp_path / "out", "subscribe/granted-qos-caps-delivery")
+
+    assert result["verdict"] == "fail", result["reason"]
+    assert result["evidence"]["statements"]["MQTT-3.8.4-6"] == "pass"
+    [finding] = result["evidence"]["findings"]
+    assert finding["rule"] == "MQTT-3.3.1-3" and "MQTT-3.3.1-2" in finding["detail"]
+    assert status == 1
 
 
 # A MUST broken by the broker's own act fails the case that saw it --------------------------------------------------
