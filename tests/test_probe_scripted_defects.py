@@ -11,6 +11,7 @@ import pytest
 
 from .cli_in_process import run_mqttaudit
 from .scripted_broker import (
+    ACCEPTS_ANY_AUTHENTICATION_METHOD,
     DISCONNECTS_3_1_1_IN_5_0_FORM,
     DUP_ON_QOS0,
     IGNORES_WILL_DELAY,
@@ -137,4 +138,25 @@ def test_a_5_0_disconnect_sent_to_a_3_1_1_client_fails_the_case_it_stopped(tmp_p
     assert "(the case itself ended inconclusive: setup: " in result["reason"]
     [finding] = result["evidence"]["findings"]
     assert finding["rule"] == "MQTT-2.2.1-direction" and "MQTT-3.14.1-remaining-length" in finding["detail"]
+    assert status == 1
+
+
+# An Authentication Method accepted without being taken up -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["v5/no-early-disconnect/unknown-authentication-method", "v5/forbidden/connect-unsupported-authentication-method"],
+)
+def test_an_unknown_authentication_method_accepted_fails_mqtt_4_12_0_1(case: str, tmp_path: Path) -> None:
+    """The broker answers a 5.0 CONNECT naming an Authentication Method no server implements with CONNACK 0x00 that
+    names none (``20 03 00 00 00``) and keeps the connection: it does not support the method (one that does names it
+    in the CONNACK) and did not close, as MQTT-4.12.0-1 requires. Both cases fail on it (the first targets it), where
+    they ended inconclusive."""
+    with ScriptedBroker(ACCEPTS_ANY_AUTHENTICATION_METHOD) as broker:
+        status, [result], _ = probe(broker, tmp_path / "out", case)
+
+    assert result["verdict"] == "fail", result["reason"]
+    assert result["evidence"]["statements"]["MQTT-4.12.0-1"] == "fail"
+    assert [f["rule"] for f in result["evidence"]["findings"]] == ["MQTT-4.12.0-1"]
     assert status == 1
