@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from mqttaudit.codec import Direction, Publish
-from mqttaudit.codec.properties import SESSION_EXPIRY_INTERVAL
+from mqttaudit.codec.properties import MAXIMUM_PACKET_SIZE, SESSION_EXPIRY_INTERVAL, TOPIC_ALIAS_MAXIMUM, first
 from mqttaudit.topics import (
     InvalidTopic,
     TopicIndex,
@@ -54,6 +54,7 @@ from mqttaudit.topics import (
 from . import expiry_5, rules
 from . import model_rules_5 as rules_5
 from .config import JudgeConfig
+from .discarded_5 import smallest_forwarded
 from .events import Closed
 from .transcript import Delivered, Subscribed, Transcript, Unsubscribed
 
@@ -771,6 +772,17 @@ def _will_5_0(
         )
 
 
+def _too_large_for(link: Link, message: Message, qos: int) -> bool:
+    """Forwarded at ``qos`` to the 5.0 connection ``link``, ``message`` cannot keep within the Maximum Packet Size
+    its CONNECT declared, however the server wrote it (:func:`.discarded_5.smallest_forwarded`)."""
+    connect = link.transcript.connect
+    maximum = None if connect is None or not link.v5 else first(connect.properties, MAXIMUM_PACKET_SIZE)
+    if not isinstance(maximum, int) or connect is None:
+        return False
+    aliases = bool(first(connect.properties, TOPIC_ALIAS_MAXIMUM))
+    return smallest_forwarded(message.publish, qos, aliases=aliases) > maximum
+
+
 def _same_instant(link: Link) -> float:
     """How long before the close of ``link`` a Will published for it may be seen: :data:`SAME_INSTANT` when the
     server closed it (or nobody knows who did), since the server's close and the Will it publishes for it are one
@@ -814,6 +826,9 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
             must = must and not session.clean and qos > 0
             earlier = _open_before(session, link, message.window[0])
         rule = _live_rule(message, definite, link)
+        # [MQTT-3.1.2-25] Too large for the subscriber's Maximum Packet Size: discarded, never owed
+        # (:mod:`.discarded_5` judges the discarding).
+        must = must and not _too_large_for(link, message, qos)
         if link.ended < message.window[0]:
             if must:
                 for name in (rule, qos_rule):
