@@ -92,6 +92,18 @@ def test_a_will_with_a_leaked_property_published_after_its_delay_arrived(tmp_pat
     assert status == 1
 
 
+def test_a_will_published_once_before_its_delay_is_one_finding(tmp_path: Path) -> None:
+    """The broker publishes a Will at the drop, before its Will Delay Interval of 2 s, and never again: one act,
+    one finding (published too soon, MQTT-3.1.2-8), not also "never arrived" when it was due."""
+    with ScriptedBroker(IGNORES_WILL_DELAY) as broker:
+        status, [result], _ = probe(broker, tmp_path / "out", "v5/will/delay-then-published")
+
+    assert result["verdict"] == "fail", result["reason"]
+    [finding] = result["evidence"]["findings"]
+    assert (finding["rule"], finding["kind"]) == ("MQTT-3.1.2-8", "leak")
+    assert status == 1
+
+
 def test_a_will_forwarded_with_dup_on_qos_0_is_a_delivery_and_a_failure(tmp_path: Path) -> None:
     """The broker forwards a QoS 0 message with DUP 1 (``38 ...``): the message arrived (MQTT-3.8.4-6, the QoS it
     came at, is decided, where it was "not assessable" as if nothing came), and its first copy carries DUP 1
