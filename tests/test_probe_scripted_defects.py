@@ -17,6 +17,7 @@ from .scripted_broker import (
     IGNORES_WILL_DELAY,
     LEAKS_WILL_DELAY,
     PUBREL_0X80,
+    REFUSES_LEVEL_IN_5_0_FORM,
     WILL_BEFORE_CLOSE,
     ScriptedBroker,
 )
@@ -172,3 +173,18 @@ def test_an_unknown_authentication_method_accepted_fails_mqtt_4_12_0_1(case: str
     assert result["evidence"]["statements"]["MQTT-4.12.0-1"] == "fail"
     assert [f["rule"] for f in result["evidence"]["findings"]] == ["MQTT-4.12.0-1"]
     assert status == 1
+
+
+# An unknown Protocol Level refused as 5.0 refuses it ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["connect/protocol-level-unsupported", "malformed/connect-protocol-level-6"])
+def test_a_broker_that_speaks_5_0_may_refuse_an_unknown_level_with_connack_0x84(case: str, tmp_path: Path) -> None:
+    """The broker answers a CONNECT of Protocol Level 9 (or 6) with 5.0's CONNACK 0x84 ``20 03 00 84 00`` and
+    closes: 5.0's MQTT-3.1.2-2 allows it of a server that speaks 5.0, as 3.1.1's allows ``20 02 00 01``."""
+    with ScriptedBroker(REFUSES_LEVEL_IN_5_0_FORM) as broker:
+        status, [result], _ = probe(broker, tmp_path / "out", case)
+
+    assert result["verdict"] == "pass", result["reason"]
+    assert result["evidence"]["statements"]["MQTT-3.1.2-2"] == "pass"
+    assert status == 0
