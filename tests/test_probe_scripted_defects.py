@@ -9,9 +9,12 @@ from typing import Any
 
 import pytest
 
+from mqttaudit.probe.case import REPEATS
+
 from .cli_in_process import run_mqttaudit
 from .scripted_broker import (
     ACCEPTS_ANY_AUTHENTICATION_METHOD,
+    CLOSES_ON_SECOND_REPEAT,
     DISCONNECTS_3_1_1_IN_5_0_FORM,
     DUP_ON_QOS0,
     IGNORES_WILL_DELAY,
@@ -188,3 +191,52 @@ def test_a_broker_that_speaks_5_0_may_refuse_an_unknown_level_with_connack_0x84(
     assert result["verdict"] == "pass", result["reason"]
     assert result["evidence"]["statements"]["MQTT-3.1.2-2"] == "pass"
     assert status == 0
+
+
+# Repeated packets are repeated enough -----------------------------------------------------------------------------
+
+#: The repeated-packet cases, with the statement that binds the receiver of a repeat to answer it.
+REPEAT_CASES = {
+    "publish/qos2-no-duplicate-delivery": "MQTT-4.3.3-2",
+    "v5/flows/qos2-repeat-before-pubrel": "MQTT-4.3.3-10",
+}
+
+
+def repeats(result: dict[str, Any]) -> int:
+    """The DUP 1 PUBLISH packets the prober sent in ``result``'s conversations."""
+    return sum(
+        1
+        for connection in result["evidence"]["connections"]
+        for event in connection["events"]
+        if event.get("from") == "client"
+        and (event.get("packet") or "").startswith("PUBLISH")
+        and "DUP" in event["packet"]
+    )
+
+
+@pytest.mark.parametrize("case", REPEAT_CASES)
+def test_a_qos_2_publish_is_repeated_three_times_before_its_pubrel(case: str, tmp_path: Path) -> None:
+    """A conforming broker answers every repeat with PUBREC and delivers the message once: the case passes, and
+    its evidence shows the three repeats (REPEATS)."""
+    with ScriptedBroker() as broker:
+        status, [result], _ = probe(broker, tmp_path / "out", case)
+
+    assert result["verdict"] == "pass", result["reason"]
+    assert repeats(result) == REPEATS == 3
+    assert status == 0
+
+
+@pytest.mark.parametrize("case", REPEAT_CASES)
+def test_a_broker_that_closes_on_the_second_repeat_no_longer_passes(case: str, tmp_path: Path) -> None:
+    """The broker answers the first repeat with PUBREC and closes on the second, without PUBREC (mosquitto#3602,
+    there with DISCONNECT 0x82): with one repeat the case passed. A server may close instead of answering (the
+    probe's client breaks MQTT-4.4.0-1 by repeating on purpose), so what is owed there is not assessable, and the
+    case says so."""
+    with ScriptedBroker(CLOSES_ON_SECOND_REPEAT) as broker:
+        status, [result], _ = probe(broker, tmp_path / "out", case)
+
+    assert result["verdict"] == "inconclusive", result["reason"]
+    assert result["evidence"]["statements"][REPEAT_CASES[case]] == "inconclusive"
+    assert "closed the connection instead" in result["reason"]
+    assert repeats(result) >= 2
+    assert status == 4

@@ -517,6 +517,9 @@ def _answers(kind: type[Packet], packet_id: int | None) -> Callable[[Packet], bo
 
 #: Seconds watched past the judge's delivery deadline.
 SETTLE_MARGIN = 0.2
+#: How many times a case repeats a packet a receiver must answer again each time (a QoS 2 PUBLISH before its
+#: PUBREL): a broker may take the first repeat and fail a later one (mosquitto#3602 closes on the second).
+REPEATS = 3
 #: Seconds a subscriber watches between CONNACK and its SUBSCRIBE (see :meth:`CaseContext.subscriber`).
 BEFORE_SUBSCRIBE = 0.1
 
