@@ -76,8 +76,8 @@ REFUSES_LEVEL_IN_5_0_FORM = "refuses-level-in-5.0-form"
 PUBREL_0X80 = "pubrel-0x80"
 #: A QoS 0 message is forwarded with DUP 1 (``38 ...``), which a QoS 0 PUBLISH may not have.
 DUP_ON_QOS0 = "dup-on-qos0"
-#: Keep Alive is checked only when a packet comes in on any connection, or every 5 s: a silent client of Keep
-#: Alive 1 is closed 4-6 s after its CONNECT when nothing else goes on, at 1.5 s when other clients talk.
+#: Keep Alive is checked only when a packet comes in on any connection, or every :data:`LAZY_SWEEP` seconds: a
+#: silent client of Keep Alive 1 is closed seconds late when nothing else goes on, at 1.5 s when other clients talk.
 LAZY_KEEP_ALIVE = "lazy-keep-alive"
 #: A QoS 2 PUBLISH repeated (same Packet Identifier, DUP 1) before its PUBREL is answered with PUBREC once, and
 #: the second repeat closes the connection (mosquitto#3602).
@@ -97,7 +97,7 @@ QUIRKS = frozenset(
     }
 )
 #: How often the lazy Keep Alive check runs when no packet comes in.
-LAZY_SWEEP = 5.0
+LAZY_SWEEP = 8.0
 
 
 @dataclass(eq=False)

@@ -3,13 +3,17 @@ behaves as a conforming broker but for one act, described in bytes, driven by th
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mqttaudit.probe.case import REPEATS
+from mqttaudit.codec import Pingreq, Pingresp
+from mqttaudit.probe.case import CASES, REPEATS, Case, CaseContext, Target, all_cases
+from mqttaudit.probe.runner import FAIL, PASS, phases, run_probe
+from mqttaudit.spec.ids import R311
 
 from .cli_in_process import run_mqttaudit
 from .scripted_broker import (
@@ -18,6 +22,7 @@ from .scripted_broker import (
     DISCONNECTS_3_1_1_IN_5_0_FORM,
     DUP_ON_QOS0,
     IGNORES_WILL_DELAY,
+    LAZY_KEEP_ALIVE,
     LEAKS_WILL_DELAY,
     PUBREL_0X80,
     REFUSES_LEVEL_IN_5_0_FORM,
@@ -240,3 +245,49 @@ def test_a_broker_that_closes_on_the_second_repeat_no_longer_passes(case: str, t
     assert "closed the connection instead" in result["reason"]
     assert repeats(result) >= 2
     assert status == 4
+
+
+# Timing cases are judged alone ------------------------------------------------------------------------------------
+
+
+def test_every_timing_case_is_judged_after_every_other_case_and_keep_alive_with_nothing_beside_it() -> None:
+    plan = phases(all_cases())
+    order = [case for batch, _ in plan for case in batch]
+    assert sorted(case.id for case in order) == sorted(CASES)
+    first_timing = min(index for index, case in enumerate(order) if case.timing)
+    assert all(case.timing for case in order[first_timing:])  # no case that is not timing comes after one
+    assert {case.id for case in order if case.timing} >= {"v5/will/delay-then-published", "v5/session/expired"}
+    *_, (quiet, side_by_side) = plan
+    assert not side_by_side and {case.id for case in quiet} == {case.id for case in order if case.quiet}
+    assert {case.id for case in quiet} == {
+        "keep-alive/server-disconnects-silent-client",
+        "v5/keep-alive/server-disconnects-silent-client",
+        "v5/keep-alive/client-value-applies",
+    }
+
+
+async def _talking(context: CaseContext) -> None:
+    """A client that sends PINGREQ every 0.2 s for 6 s: traffic that keeps a broker's event loop awake."""
+    connection = await context.connect()
+    for _ in range(30):
+        await connection.send(Pingreq())
+        await connection.wait_type(Pingresp, 0.2)
+        await asyncio.sleep(0.2)
+    await context.leave(connection)
+
+
+TALKING = Case("test/talking", (R311.MQTT_3_12_4_1,), "a client that talks for 6 s", _talking)
+
+
+def test_a_broker_that_checks_keep_alive_only_when_woken_fails_the_keep_alive_case_judged_alone() -> None:
+    """The broker checks Keep Alive only when a packet comes in (or every 8 s): beside a case whose client talks,
+    it closes each silent Keep Alive 1 client at 1.5 s, alone seconds late. The Keep Alive case, judged after the
+    talking one and with nothing beside it, fails, as it does when run alone; it passed beside it."""
+    keep_alive = CASES["keep-alive/server-disconnects-silent-client"]
+    with ScriptedBroker(LAZY_KEEP_ALIVE) as broker:
+        run = asyncio.run(run_probe(Target.parse(broker.url), [keep_alive, TALKING], timeout=1.0))
+
+    verdicts = {result.case.id: result for result in run.results}
+    assert verdicts[TALKING.id].verdict == PASS, verdicts[TALKING.id].reason
+    failed = verdicts[keep_alive.id]
+    assert failed.verdict == FAIL and "MQTT-3.1.2-24" in failed.reason, failed.reason

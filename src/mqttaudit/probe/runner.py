@@ -137,17 +137,9 @@ async def run_probe(
     progress: Callable[[CaseResult], None] | None = None,
     profile: BrokerProfile = NO_PROFILE,
 ) -> ProbeRun:
-    """Runs ``cases`` against ``target``, at most ``concurrency`` at a time; results keep the order of ``cases``.
-
-    Three phases. First every case that needs nothing of its own, timing cases included (a failure of one is
-    confirmed alone before it is reported). Then the cases that leave retained messages (``Case.alone``): some
-    brokers send every retained message they hold to every client right after CONNACK, and keep some that a
-    zero-byte retained PUBLISH should clear (amqtt 0.12.1), so nothing else runs beside them. The MQTT 5.0 ones run
-    side by side with each other: each decides its statements by the deliveries of its own topics, under
-    subscriptions to its own topics, which another case's retained message pushed to every client can neither make
-    nor break. The 3.1.1 ones then run one at a time, in library order (two of them judge any delivery at all
-    against its subscription [MQTT-3.3.2-3]), so each gets the verdict it gets alone. ``profile`` is what the
-    operator declared about the broker (see :mod:`~mqttaudit.probe.profile`)."""
+    """Runs ``cases`` against ``target``, at most ``concurrency`` at a time; results keep the order of ``cases``;
+    the phases of :func:`phases`, one after the other. ``profile`` is what the operator declared about the broker
+    (see :mod:`~mqttaudit.probe.profile`)."""
     run_id = secrets.token_hex(4)  # topics of concurrent runs against one broker never meet
     started = datetime.now(UTC).isoformat(timespec="seconds")
     clock0 = time.monotonic()
@@ -172,12 +164,43 @@ async def run_probe(
         for case in batch:
             done[id(case)] = await one(case)
 
-    # the cases that wait on a deadline take longest: started first, they do not end the phase alone
-    await together(sorted((case for case in cases if not case.runs_alone), key=lambda case: not case.timing))
-    await together([case for case in cases if case.runs_alone and case.protocol is ProtocolVersion.V5])
-    await one_by_one([case for case in cases if case.runs_alone and case.protocol is not ProtocolVersion.V5])
+    for batch, side_by_side in phases(cases):
+        await (together(batch) if side_by_side else one_by_one(batch))
     results = [done[id(case)] for case in cases]
     return ProbeRun(target, started, results, time.monotonic() - clock0, health.down)
+
+
+def phases(cases: Sequence[Case]) -> list[tuple[list[Case], bool]]:
+    """The phases of a run, in order: each batch of ``cases`` (in their order) and whether its cases run side by
+    side (else one at a time). Empty batches are left out.
+
+    1. Every case that needs nothing of its own, side by side.
+    2. The cases that leave retained messages (``Case.alone``): some brokers send every retained message they hold
+       to every client right after CONNACK, and keep some that a zero-byte retained PUBLISH should clear (amqtt
+       0.12.1), so nothing else runs beside them. The MQTT 5.0 ones run side by side with each other: each decides
+       its statements by the deliveries of its own topics, under subscriptions to its own topics, which another
+       case's retained message pushed to every client can neither make nor break. The 3.1.1 ones then run one at a
+       time, in library order (two of them judge any delivery at all against its subscription [MQTT-3.3.2-3]), so
+       each gets the verdict it gets alone.
+    3. The timing cases (``Case.timing``: Keep Alive, Wills after a drop, Will Delay, expiry), after every other,
+       so that none is judged, pass or fail, while the other cases' traffic keeps the broker busy (or awake): side
+       by side with each other only; the MQTT 5.0 ones together, those that leave retained messages included (as
+       in 2), then the 3.1.1 ones, those that leave retained messages one at a time.
+    4. The quiet ones (``Case.quiet``: Keep Alive, whose stimulus is silence), last, one at a time, with nothing
+       beside them: another case's traffic could wake a broker that checks its timers only when traffic comes."""
+    five = ProtocolVersion.V5
+    ordinary = [case for case in cases if not case.timing]
+    timing = [case for case in cases if case.timing and not case.quiet]
+    plan = [
+        ([case for case in ordinary if not case.alone], True),
+        ([case for case in ordinary if case.alone and case.protocol is five], True),
+        ([case for case in ordinary if case.alone and case.protocol is not five], False),
+        ([case for case in timing if case.protocol is five], True),
+        ([case for case in timing if not case.alone and case.protocol is not five], True),
+        ([case for case in timing if case.alone and case.protocol is not five], False),
+        ([case for case in cases if case.quiet], False),
+    ]
+    return [(batch, side_by_side) for batch, side_by_side in plan if batch]
 
 
 #: A case's script is cancelled after this many timeouts, however much its broker sends; ending its connections
