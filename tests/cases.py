@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from mqttaudit import codec
 from mqttaudit.judge import Judgement, judge, judge_scenario
+from mqttaudit.judge.verdict import binds
+from mqttaudit.spec import identity
 
 from .talk import Talk
 
@@ -34,6 +36,12 @@ def case_id(case: Case) -> str:
     return case.id
 
 
+def binding(rules: tuple[str, ...] | list[str] | set[str], side: codec.Direction, version: str = "3.1.1") -> set[str]:
+    """The rules (keys) among ``rules`` that bind ``side`` in ``version``: the only ones a finding against that side
+    may cite (the statements of the other side, which its packet broke, are charged to it as its own duty)."""
+    return {rule for rule in rules if (named := identity.statement_id(rule, version)) and binds(named, side)}
+
+
 def verdict(conversation: Conversation) -> Judgement:
     if isinstance(conversation, Talk):
         return judge(conversation.events)
@@ -41,15 +49,27 @@ def verdict(conversation: Conversation) -> Judgement:
 
 
 def explain(judgement: Judgement) -> str:
-    lines = [f"{f.conversation}#{f.event} {f.rule} ({f.side.value}): {f.detail}" for f in judgement.findings]
+    lines = [
+        f"{f.conversation}#{f.event} {rule} ({f.side.value}): {f.detail}"
+        for f in judgement.findings
+        for rule in f.rules
+    ]
+    lines += [f"{x.conversation}#{x.event} lenient {x.rule} ({x.side.value}): {x.detail}" for x in judgement.lenient]
     lines.append(f"passed: {sorted(judgement.passed)}")
     lines += [f"not assessable {rule}: {why}" for rule, why in sorted(judgement.not_assessable.items())]
     return "\n".join(lines)
 
 
+def lenient_of(judgement: Judgement, side: codec.Direction | None = None) -> set[str]:
+    """The rules whose breach a receiver (``side``, or either) accepted without being bound to detect it."""
+    return {entry.rule for entry in judgement.lenient if side is None or entry.side is side}
+
+
 def check_fails(case: Case) -> None:
     judgement = verdict(case.fails())
-    assert any(f.rule == case.rule and f.side is case.side for f in judgement.findings), explain(judgement)
+    assert any(rule == case.rule and f.side is case.side for f in judgement.findings for rule in f.rules), explain(
+        judgement
+    )
 
 
 def check_passes(case: Case) -> None:

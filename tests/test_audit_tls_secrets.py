@@ -281,3 +281,29 @@ def test_a_flow_s_runs_out_of_order_are_judged_as_in_order() -> None:
     options = AuditOptions(broker_ports=frozenset({1883}))
     in_order, reversed_order = (judge_segments(t, options) for t in (table, table.take([1, 0])))
     assert [row["packet_count"] for row in in_order] == [row["packet_count"] for row in reversed_order] == [2]
+
+
+def test_a_key_log_line_longer_than_any_key_log_line_is_passed_over_in_bounded_memory(tmp_path: Path) -> None:
+    """A 16 MiB line without a key log line's shape (a file that is not a key log, or a corrupt one) is read past,
+    never held: the worker's index keeps at most one read and one line's worth of it. What looks like a key log line
+    inside it is not a line start and is not indexed; the sessions after it are found."""
+    import tracemalloc
+
+    from mqttaudit.capture.tls import KeyLog
+
+    tls13 = session([b"x"], [b"y"])
+    fake = "0123456789abcdef" + "0" * 48
+    junk = ("x" * 4093 + f" CLIENT_RANDOM {fake} {'ab' * 48} ") * 4096  # about 16 MiB, no newline
+    text = junk + "\n" + tls13.keylog
+    path = tmp_path / "keys.log"
+    path.write_text(text)
+    tracemalloc.start()
+    try:
+        keylog = KeyLogFile.at(str(path))
+        for random in KeyLog.parse(tls13.keylog).sessions:
+            assert keylog.secrets_for(random) is not None
+        assert bytes.fromhex(fake) not in keylog
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 6 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB while indexing a 16 MiB line"

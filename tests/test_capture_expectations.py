@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from mqttaudit.capture import FlowAudit, FlowOptions, audit_records, flow_key, read_records, segments
-from mqttaudit.capture.conversation import MID_STREAM, handling
+from mqttaudit.capture.conversation import INFERRED_5, handling
 from mqttaudit.capture.writer import pcap_bytes
 from mqttaudit.codec import Connack, Connect, Frame, PacketType, Publish, Suback, Subscribe, Unsubscribe, properties
 from mqttaudit.judge import JudgeConfig
@@ -339,10 +339,11 @@ EXPECTED: dict[tuple[str, int], Expected] = {
         "Client Identifier (00 13 'myvoiceismypassport', inside the span the Property Length claims) is not held "
         "missing on its own account: one defect, one finding. A separate test shows the byte. The server answers "
         "this Malformed Packet with CONNACK 20 06 00 00 (0x00 Success): 3.1.4 lets it send a CONNACK of 0x80 or "
-        "above before closing, never accept [MQTT-3.1.4-1], so accepting fails the close duty and the property rule "
-        "it upholds; the close itself is not assessable, the client closed 0.5 ms after its CONNECT",
+        "above before closing, never accept [MQTT-3.1.4-1]. One act, one finding: the acceptance cites MQTT-3.1.4-1, "
+        "the server's own duty for a CONNECT, and the property rule it upholds is failed by the same act, not "
+        "reported again; the close itself is not assessable, the client closed 0.5 ms after its CONNECT",
         client={V5_PROPERTY_LENGTH},
-        server={V5_PROPERTY_LENGTH, V5_MALFORMED_CONNECT},
+        server={V5_MALFORMED_CONNECT},
         not_assessable={("server", V5_PROPERTY_LENGTH, PEER_CLOSED), ("server", V5_MALFORMED_CONNECT, PEER_CLOSED)},
         anomalies=[("malformed_traffic", 1)],
     ),
@@ -580,6 +581,31 @@ def test_the_v5_property_length_suricata_calls_malformed_is_found_where_it_runs_
     # The other packets read as in the intact capture; only the CONNECT's 49 bytes are malformed.
     assert [f.packet for f in edited.frames()[1:]] == [f.packet for f in intact.frames()[1:]]
     assert (edited.audit.total.malformed, intact.audit.total.malformed) == (49, 0)
+
+
+def test_the_server_accepting_the_bad_property_length_is_one_finding_citing_its_connect_duty() -> None:
+    # CONNACK 20 06 00 00 (0x00 Success) to the CONNECT whose Property Length runs past it: one act, one row, citing
+    # MQTT-3.1.4-1 (the server's duty for a CONNECT); the property rule it upholds is failed by the same act.
+    flow = flow_of(SV + "mqtt5-excessiveproplen.pcap", 37758)
+    rows = flow.result.violations.data
+    server = [
+        (rule, also, event, frame)
+        for rule, also, event, frame, actor in zip(
+            rows["rule"], rows["also"], rows["event"], rows["frame"], rows["actor"], strict=True
+        )
+        if actor == "server"
+    ]
+    assert flow.frames("server")[0].raw.hex(" ").startswith("20 06 00 00")
+    assert server == [(V5_MALFORMED_CONNECT, [V5_PROPERTY_LENGTH], 1, server[0][3])]
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_one_act_is_one_finding_in_every_connection_of_the_shared_captures(name: str) -> None:
+    """No two violation rows, the codec's or the judge's, name the same event of a connection and the same side."""
+    for flow in judged(name):
+        rows = flow.result.violations.data
+        acts = Counter(zip(rows["flow"], rows["event"], rows["actor"], strict=True))
+        assert [act for act, rows_of_act in acts.items() if rows_of_act > 1] == [], flow.result.violations.data
 
 
 def test_the_frame_alerts_of_mqtt_frames_truncated_cannot_come_from_its_bytes() -> None:
@@ -885,11 +911,12 @@ def test_arkime_records_the_sessions_mqttaudit_decodes() -> None:
 # -- an MQTT 5.0 session seen from its middle ---------------------------------------------------------------------
 
 
-def test_an_mqtt_5_session_seen_from_its_middle_gets_no_3_1_1_finding(tmp_path: Path) -> None:
-    # mqtt5-pub-qos1.pcap without its handshake and CONNECT: the server's CONNACK and PUBACK (5.0 shapes, with
-    # properties and a reason code) prove no packet boundary, so they reach the judge as bytes not framed; the
-    # client's PUBLISH reads as a 3.1.1 PUBLISH. Nothing names the version: no finding, and the PUBACK the
-    # PUBLISH asks for is not assessable (the client closed 0.3 ms later, and the server's bytes were not framed).
+def test_an_mqtt_5_session_seen_from_its_middle_is_decoded_as_the_5_0_its_packets_are(tmp_path: Path) -> None:
+    # mqtt5-pub-qos1.pcap without its handshake and CONNECT. No CONNECT names the version, so the boundary hunt reads
+    # the server's bytes in every version: its CONNACK 20 06 00 00 03 22 00 0a (Topic Alias Maximum 10) and PUBACK
+    # 40 03 00 01 10 are no 3.1.1 packets but well-formed 5.0 ones, and prove their framing. Every packet of the
+    # connection reads as 5.0: it is decoded as MQTT 5.0, inferred, and its behaviour is not judged (no CONNECT:
+    # the session and what was negotiated are unknown). No 3.1.1 finding, no byte left unframed.
     source = corpus.capture(SV + "mqtt5-pub-qos1.pcap")
     records = list(read_records(source))
     carrying = [index for index, segment in segments(records) if segment[8]]
@@ -897,15 +924,17 @@ def test_an_mqtt_5_session_seen_from_its_middle_gets_no_3_1_1_finding(tmp_path: 
     edited = tmp_path / "mqtt5-mid-stream.pcap"
     edited.write_bytes(pcap_bytes(kept, records[0][1]))
     [audit] = audit_records(read_records(edited))
-    assert audit.mid_stream and audit.version == "unknown"
-    assert [(item.length, item.reason) for item in audit.unassessable] == [(13, MID_STREAM)]
+    assert audit.mid_stream and audit.version == INFERRED_5 and not audit.judged
+    assert audit.unassessable == () and audit.total.packets == audit.total.stream
     result = judge_flow(as_flow(edited.name, audit, {}), CONFIG)
-    assert result.violations.data["rule"] == []
-    rows = result.not_assessable.data
-    assert set(zip(rows["actor"], rows["rule"], rows["tag"], strict=True)) == {
-        ("client", CONNECT_FIRST, MID_STREAM_TAG),
-        *(("server", rule, PEER_CLOSED) for rule in (QOS1_RECEIVER_PUBACK, PUBACK_ID, PUBACK_TYPE)),
-    }
+    packets = result.packets.data
+    assert list(zip(packets["type"], packets["reason_code"], packets["topic_alias_maximum"], strict=True)) == [
+        ("CONNACK", 0, 10),
+        ("PUBLISH", None, None),
+        ("PUBACK", 0x10, None),
+        ("DISCONNECT", None, None),
+    ]
+    assert result.violations.data["rule"] == [] and result.not_assessable.data["rule"] == []
 
 
 # -- the whole audit ---------------------------------------------------------------------------------------------
@@ -974,6 +1003,9 @@ def test_the_audit_of_the_shared_captures_reports_exactly_the_table(spark: objec
     assert sorted(key.values()) == sorted(table)
     assert {key[row["flow"]]: row["version"] for row in connections} == {k: w.version for k, w in table.items()}
     violations = pq.read_table(out / "violations").to_pylist()
+    # One act, one finding: no two rows name the same event of a connection and the same side.
+    acts = Counter((row["flow"], row["event"], row["actor"]) for row in violations)
+    assert [act for act, rows_of_act in acts.items() if rows_of_act > 1] == []
     reported = {(*key[row["flow"]], row["actor"], row["rule"]) for row in violations}
     wanted = {
         (*k, side, rule)

@@ -64,7 +64,7 @@ def test_rule_json_names_the_checks_by_their_constants(capsys: pytest.CaptureFix
     assert qos3["id"] == "MQTT-3.3.1-4" and qos3["level"] == "MUST" and qos3["section"] == "3.3.1.2"
     assert qos3["checked_by"] == ["codec", "judge", "probe"]
     assert qos3["codec_checks"] == ["QOS_3"] and codec_rules.QOS_3 == "MQTT-3.3.1-4"
-    assert qos3["judge_checks"] == ["CLOSE_ON_QOS_3", "ENFORCED_CODEC_RULES"]
+    assert qos3["judge_checks"] == ["ENFORCED_CODEC_RULES", "RECEIVER_DUTIES"]  # its close statement is a duty
     assert "MQTT-3.3.1-4" in judge_rules.ENFORCED_CODEC_RULES
     assert qos3["probe_cases"] == cases_of("MQTT-3.3.1-4")
     assert qos3["mqttaudit_version"] == __version__
@@ -137,8 +137,8 @@ def test_an_id_only_5_0_states_is_explained_as_5_0_with_the_codec_checks_that_na
     assert "  Section:       3.3.2.3.4 of MQTT 5.0 (a numbered normative statement)" in lines
     assert lines[-4:] == [
         "  Checked by:    codec: TOPIC_ALIAS_ZERO in mqttaudit.codec.rules (in the bytes of every MQTT 5.0 packet)",
-        "                 judge: the receiver must close the connection on a packet that breaks it "
-        "(ENFORCED_CODEC_RULES_5_0)",
+        "                 judge: the receiver closes on a packet that breaks it where a statement binds it to detect "
+        "that, and is lenient otherwise (ENFORCED_CODEC_RULES_5_0)",
         "  Probe cases:   v5/malformed/publish-topic-alias-0",
         "                 v5/malformed/publish-qos1-topic-alias-0",
     ]

@@ -40,7 +40,8 @@ def judge_keys() -> set[str]:
 
 
 def test_the_key_sets_are_what_the_judge_and_the_probe_decide() -> None:
-    assert len(rules.OWN_RULES) > 60 and len(probe_statements()) > 90
+    # (the 3.1.1 cases judge only the statements that bind the Server: the Client's their stimuli break are not keys)
+    assert len(rules.OWN_RULES) > 60 and len(probe_statements()) > 75
     assert {"MQTT-3.2.2-1", "MQTT-4.8.0-1", "MQTT-2.2.3-overrun"} <= judge_keys()
     assert {"MQTT-3.1.3-6", "MQTT-3.3.5-2", "MQTT-4.4.0-1"} <= cited_in_judge()
 

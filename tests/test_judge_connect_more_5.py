@@ -33,7 +33,7 @@ def run(conversation: Talk) -> Judgement:
 
 
 def failed(judgement: Judgement, rule: str) -> list[codec.Direction]:
-    return [finding.side for finding in judgement.findings if finding.rule == rule]
+    return [finding.side for finding in judgement.findings if rule in finding.rules]
 
 
 def aliased(alias: int, topic: str = "a/b") -> codec.Publish:

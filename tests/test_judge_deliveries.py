@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from mqttaudit import codec
-from mqttaudit.judge import judge
+from mqttaudit.judge import judge, judge_scenario, reasons
 
-from .cases import Case, case_id, check_fails, check_passes, check_undecided
+from .cases import Case, case_id, check_fails, check_passes, check_undecided, explain
 from .talk import C, S, Talk, connected, publish, publisher, suback, subscribe
 
 DOLLAR = publish("$probe/x", b"d")
@@ -67,7 +67,7 @@ def test_conversation_that_cannot_show_it_leaves_the_rule_not_assessable(case: C
 
 
 def findings(talk: Talk) -> list[str]:
-    return [f.rule for f in judge(talk.events).findings]
+    return [rule for f in judge(talk.events).findings for rule in f.rules]
 
 
 def test_a_dollar_topic_matches_a_filter_that_names_its_first_level() -> None:
@@ -93,3 +93,30 @@ def test_overlapping_subscriptions_allow_the_highest_grant() -> None:
 def test_a_filter_unsubscribed_on_this_connection_still_explains_a_queued_delivery() -> None:
     talk = subscribed("t").client(codec.Unsubscribe(packet_id=2, topic_filters=["t"])).server(publish("t"))
     assert findings(talk) == []
+
+
+def dollar_watcher(topic_filter: str) -> Talk:
+    return connected("watcher", at=0.0).client(subscribe(1, (topic_filter, 1))).server(suback(1, 1))
+
+
+def test_a_message_on_a_dollar_topic_may_be_withheld_from_a_matching_subscriber() -> None:
+    """Section 4.7.2: "The Server SHOULD prevent Clients from using such Topic Names to exchange messages with
+    other Clients". A broker that follows the SHOULD breaks no MUST: '$probe/x' not delivered to '$probe/#' (still
+    open long past the deadline) is no finding; the routing statement is not assessable, saying why. The same on an
+    ordinary topic is the missing delivery [MQTT-4.5.0-1]."""
+    kept_off = judge_scenario(
+        {"watcher": dollar_watcher("$probe/#").quiet(at=10).events, "pub": publisher(DOLLAR).events}
+    )
+    assert kept_off.findings == (), explain(kept_off)
+    assert kept_off.not_assessable["MQTT-4.5.0-1"].startswith(f"{reasons.NOT_OWED}: "), explain(kept_off)
+    assert "section 4.7.2" in kept_off.not_assessable["MQTT-4.5.0-1"]
+    plain = publish("probe/x", b"d")
+    missing = judge_scenario({"watcher": dollar_watcher("probe/#").quiet(at=10).events, "pub": publisher(plain).events})
+    assert [(f.rule, f.side, f.kind) for f in missing.findings] == [("MQTT-4.5.0-1", S, "missing")], explain(missing)
+
+
+def test_a_message_on_a_dollar_topic_delivered_to_a_matching_subscriber_is_judged_as_routed() -> None:
+    delivered = dollar_watcher("$probe/#").server(DOLLAR, at=1.5).quiet(at=10)
+    judgement = judge_scenario({"watcher": delivered.events, "pub": publisher(DOLLAR).events})
+    assert judgement.findings == (), explain(judgement)
+    assert "MQTT-4.5.0-1" in judgement.passed, explain(judgement)

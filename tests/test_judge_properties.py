@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from mqttaudit import codec
 from mqttaudit.judge import CHECKED_RULES, OWN_RULES, ConversationJudge, Event, Judgement, Sent, judge, judge_scenario
+from mqttaudit.judge.rules import RECEIVER_DUTIES
 from mqttaudit.spec import load_catalogue
 
 from . import (
@@ -35,13 +36,13 @@ def test_every_checked_rule_is_a_catalogue_statement_or_derived_rule() -> None:
     assert sorted(CHECKED_RULES - {rule.id for rule in CATALOGUE}) == []
 
 
-def test_the_case_tables_cover_exactly_the_judges_own_rules() -> None:
-    assert {case.rule for case in ALL_CASES} == set(OWN_RULES)
+def test_the_case_tables_cover_exactly_the_judges_own_rules_and_the_receiver_duties() -> None:
+    assert {case.rule for case in ALL_CASES} == set(OWN_RULES | RECEIVER_DUTIES)
 
 
 def test_every_checked_rule_is_triggered_by_some_test_conversation() -> None:
-    triggered = {f.rule for case in ALL_CASES for f in verdict(case.fails()).findings}
-    assert sorted(OWN_RULES - triggered) == []
+    triggered = {rule for case in ALL_CASES for f in verdict(case.fails()).findings for rule in f.rules}
+    assert sorted((OWN_RULES | RECEIVER_DUTIES) - triggered) == []
 
 
 def test_the_side_at_fault_is_one_the_catalogue_allows() -> None:

@@ -424,7 +424,7 @@ def test_scenario_that_cannot_show_it_leaves_the_rule_not_assessable(case: Case)
 
 def findings(conversations: dict[str, Talk]) -> list[tuple[str, str, str]]:
     judgement = judge_scenario({name: talk.events for name, talk in conversations.items()})
-    return [(f.conversation, f.rule, f.side.value) for f in judgement.findings]
+    return [(f.conversation, rule, f.side.value) for f in judgement.findings for rule in f.rules]
 
 
 def test_a_clean_scenario_has_no_finding() -> None:
@@ -482,16 +482,24 @@ def test_a_subscriber_that_gets_nothing_unmatched_keeps_the_leak_rule() -> None:
 
 def test_a_delivery_no_filter_matches_is_a_leak() -> None:
     judgement = verdict({"sub": watch(got(subscriber(("t/+", 1)), OTHER)), "pub": publisher(OTHER)})
-    assert [(f.conversation, f.rule, f.kind) for f in judgement.findings] == [("sub", "MQTT-3.3.2-3", "leak")]
+    assert [(f.conversation, rule, f.kind) for f in judgement.findings for rule in f.rules] == [
+        ("sub", "MQTT-3.3.2-3", "leak")
+    ]
 
 
 def test_routing_findings_name_their_kind() -> None:
     missing = verdict({"sub": watch(subscriber(("t/+", 1))), "pub": publisher(LIVE_QOS1)})
-    assert [(f.rule, f.kind) for f in missing.findings] == [("MQTT-4.5.0-1", "missing")], explain(missing)
+    assert [(rule, f.kind) for f in missing.findings for rule in f.rules] == [("MQTT-4.5.0-1", "missing")], explain(
+        missing
+    )
     downgraded = verdict({"sub": watch(got(subscriber(("t/+", 1)), at_qos(LIVE_QOS1, 0))), "pub": publisher(LIVE_QOS1)})
-    assert [(f.rule, f.kind) for f in downgraded.findings] == [("MQTT-3.8.4-6", "qos")], explain(downgraded)
+    assert [(rule, f.kind) for f in downgraded.findings for rule in f.rules] == [("MQTT-3.8.4-6", "qos")], explain(
+        downgraded
+    )
     twice = verdict({"sub": watch(got(subscriber(("t/+", 2)), LIVE_QOS2, LIVE_QOS2)), "pub": publisher(LIVE_QOS2)})
-    assert [(f.rule, f.kind) for f in twice.findings] == [("MQTT-4.3.3-2", "duplicate")], explain(twice)
+    assert [(rule, f.kind) for f in twice.findings for rule in f.rules] == [("MQTT-4.3.3-2", "duplicate")], explain(
+        twice
+    )
 
 
 def test_expected_deliveries_list_each_owed_copy_with_its_qos_and_retain_flag() -> None:

@@ -27,19 +27,36 @@ def test_packets_violations_and_the_connection_row() -> None:
     result = judge_flow(flow("f1", talk), CONFIG)
     assert result.packets.data["type"] == ["CONNECT", "CONNACK", "SUBSCRIBE", "SUBACK"]
     assert result.packets.data["direction"] == ["client", "server", "client", "server"]
-    rows = list(
-        zip(
-            result.violations.data["rule"],
-            result.violations.data["actor"],
-            result.violations.data["origin"],
-            strict=True,
-        )
-    )
-    assert ("MQTT-4.7.3-1", "client", "codec") in rows  # the client sent the empty filter
-    assert ("MQTT-4.7.3-1", "server", "judge") in rows  # the server accepted it
-    assert ("MQTT-4.8.0-1", "server", "judge") in rows
+    data = result.violations.data
+    rows = list(zip(data["rule"], data["actor"], data["origin"], data["event"], data["also"], strict=True))
+    assert ("MQTT-4.7.3-1", "client", "codec", 2, None) in rows  # the client sent the empty filter
+    # The server accepted it (its SUBACK, event 3): one act, one row, citing the duty to close it broke; the
+    # filter rule it upholds by closing is failed by the same act.
+    assert ("MQTT-4.8.0-1", "server", "judge", 3, ["MQTT-4.7.3-1"]) in rows
     assert result.connection.data["client_id"] == ["c1"]
     assert result.connection.data["how"] == ["capture-end"]
+
+
+def test_a_5_0_server_accepting_an_empty_filter_is_a_lenient_row_not_a_violation() -> None:
+    """The capture audit's judge makes 5.0's distinction too: the server that SUBACKs an empty Topic Filter is
+    lenient (MQTT-4.7.3-1 binds the sender; section 4.13.1), a row of the ``lenient`` table, not of ``violations``."""
+    config = JudgeConfig(close_grace=2.0, answer_timeout=2.0, supported_protocol_levels=frozenset({4, 5}))
+    talk = Talk(version="5").client(codec.Connect(client_id="c5", protocol_level=5)).server(codec.Connack())
+    talk.client("82 06 0001 00 0000 00").server("90 04 0001 00 00").quiet(after=5)
+    result = judge_flow(flow("f5", talk), config)
+    violations = set(zip(result.violations.data["rule"], result.violations.data["actor"], strict=True))
+    assert ("MQTT-4.7.3-1", "client") in violations  # the client's own defect, the codec's row
+    assert not {actor for _, actor in violations} & {"server"}
+    rows = result.lenient.data
+    assert list(zip(rows["rule"], rows["actor"], rows["event"], rows["cause_event"], strict=True)) == [
+        ("MQTT-4.7.3-1", "server", 3, 2)
+    ]
+    assert rows["rule_version"] == ["5.0"] and rows["level"] == ["MUST"] and rows["section"] == ["4.7.3"]
+    assert rows["evidence"] == ["90 04 00 01 00 00"]  # the SUBACK that accepted it
+    assert "[MQTT-4.13.1-1]" in rows["basis"][0] and "SUBACK" in rows["detail"][0]
+    assert result.connection.data["lenient"] == [1]
+    old = judge_flow(flow("f3", connected("c3").client("82050001000000").server(suback(1)).quiet(after=5)), CONFIG)
+    assert len(old.lenient) == 0 and old.connection.data["lenient"] == [0]  # 3.1.1: a violation, as before
 
 
 def test_the_replay_finds_a_missing_delivery_and_lists_what_was_owed() -> None:

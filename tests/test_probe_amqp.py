@@ -137,7 +137,9 @@ def test_a_binding_that_crosses_exchanges_is_reported_as_a_leak(rabbitmq: Runnin
     assert verdicts == {**dict.fromkeys(AMQP_CASES, "pass"), EMPTY_KEY: "fail"}
     [result] = [r for r in run.results if r.case.id == EMPTY_KEY]
     assert result.statements == {TOPIC_MATCH: "fail", ONE_COPY: "pass"}
-    assert sorted((f.kind, f.rule, f.detail.split(" reaches queue ")[1][:6]) for f in result.findings) == [
+    assert sorted(
+        (f.kind, rule, f.detail.split(" reaches queue ")[1][:6]) for f in result.findings for rule in f.rules
+    ) == [
         ("leak", TOPIC_MATCH, "\"x2 '#"),
         ("leak", TOPIC_MATCH, "\"x2 ''"),
     ]
@@ -368,4 +370,4 @@ def test_the_mqtt_routing_cases_run_against_the_mqtt_plugin(rabbitmq: RunningBro
     observed = {r.case.id: r.verdict for r in run.results}
     assert observed == RABBITMQ_MQTT_ROUTING, {r.case.id: r.reason for r in run.results}
     leak = next(r for r in run.results if r.case.id == "routing/dollar-plus")
-    assert [(f.rule, f.kind) for f in leak.findings] == [("MQTT-4.7.2-1", "leak")]
+    assert [(rule, f.kind) for f in leak.findings for rule in f.rules] == [("MQTT-4.7.2-1", "leak")]

@@ -31,7 +31,7 @@ from mqttaudit.probe.case import CASES, Case, CaseContext, Target, all_cases
 from mqttaudit.probe.cases.malformed import STIMULI
 from mqttaudit.probe.confirm import UNSTABLE, confirm_timing_failures
 from mqttaudit.probe.outcome import exit_status, nothing_judged, parse_share, too_inconclusive
-from mqttaudit.probe.runner import FAIL, INCONCLUSIVE, NOT_APPLICABLE, PASS, CaseResult, ProbeRun
+from mqttaudit.probe.runner import FAIL, INCONCLUSIVE, LENIENT, NOT_APPLICABLE, PASS, CaseResult, ProbeRun
 from mqttaudit.probe.selection import NoCaseSelected, select_cases
 from mqttaudit.probe.targets import mask_userinfo
 from mqttaudit.report import probe_run_to_junit, probe_run_to_markdown
@@ -73,7 +73,7 @@ def test_run_returns_a_result_with_the_cli_exit_status(mosquitto: RunningBroker)
         ("ping/pingresp", PASS),
         ("malformed/pingreq-flag-bit-0", FAIL),
     ]
-    assert result.counts == {PASS: 1, FAIL: 1, INCONCLUSIVE: 0, NOT_APPLICABLE: 0}
+    assert result.counts == {PASS: 1, FAIL: 1, INCONCLUSIVE: 0, NOT_APPLICABLE: 0, LENIENT: 0}
     assert [r.case_id for r in result.findings] == ["malformed/pingreq-flag-bit-0"]
     assert FAIL in result.findings[0].statements.values()
     assert result.exit_status == 1 and result.incomplete is None

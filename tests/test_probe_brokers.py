@@ -25,7 +25,7 @@ from mqttaudit.report.output_dir import MARKER
 
 from .library_runs import LibraryRuns, by_broker, start_or_fail
 
-PASS, FAIL = "pass", "fail"
+PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 
 #: case -> verdict, per broker, each checked by hand against the broker's bytes on the wire.
 PINNED: dict[BrokerName, dict[str, str]] = {
@@ -59,6 +59,13 @@ PINNED: dict[BrokerName, dict[str, str]] = {
         "accepted/star": PASS,
         # closes a silent Keep Alive 1 client 5 to 6 s after its CONNECT: it checks every client every 5 s
         "keep-alive/server-disconnects-silent-client": FAIL,
+        # 2.0.11 discards the Will on a DISCONNECT of any Reason Code but 0x04 (mosquitto#3743): e0 02 80 00 and
+        # e0 02 ff 00 close without it, as e0 00 does
+        "v5/will/disconnect-0x04-sends-qos1": PASS,
+        "v5/will/disconnect-0x80-sends-qos1": FAIL,
+        "v5/will/disconnect-0xff-sends-qos1": FAIL,
+        "v5/malformed/connect-two-maximum-packet-size": PASS,  # 27 0f ff ff ff twice: closes
+        "connect/pipelined-subscribe": PASS,  # CONNACK, then SUBACK
     },
     "amqtt": {
         "connect/accepted": PASS,
@@ -72,12 +79,19 @@ PINNED: dict[BrokerName, dict[str, str]] = {
         "malformed/pingreq-flag-bit-0": FAIL,  # PINGRESP d0 00
         "malformed/client-sends-suback": FAIL,  # stays open
         "session/present-flag": FAIL,  # Session Present 1 right after a CleanSession 1 session ended
-        "routing/dollar-exact": FAIL,  # '$mqttaudit/.../monitor/+' never gets '$mqttaudit/.../monitor/Clients'
+        # '$mqttaudit/.../monitor/+' never gets '$mqttaudit/.../monitor/Clients': keeping clients from exchanging
+        # messages on '$' topics is what section 4.7.2 says a server SHOULD do, so it is not assessable, never a fail
+        "routing/dollar-exact": INCONCLUSIVE,
         "routing/retained-to-wildcard-subscribers": FAIL,  # retained messages sent to clients right after CONNACK
         "malformed/disconnect-flag-bit-0": FAIL,  # e1 00 taken for a DISCONNECT: the Will is discarded
         "malformed/reserved-type-0-body-arriving": PASS,  # 00 0a 00 01: closes once the Remaining Length is read
         "malformed/reserved-type-0-length-arriving": FAIL,  # 00 80: waits, stays open
         "accepted/star": PASS,
+        # after a QoS 0 PUBLISH to '$mqttaudit/...', the QoS 1 PUBLISH to the subscribed topic gets its PUBACK
+        # 40 02 00 id and reaches nobody
+        "topics/normal-after-dollar-qos0": FAIL,
+        # a PUBREL 62 02 00 id of no flow on a resumed session (Session Present 1): PINGRESP d0 00, never a PUBCOMP
+        "publish/pubrel-unknown-id-then-pingreq": FAIL,
     },
     "aedes": {
         "connect/accepted": PASS,
@@ -100,6 +114,12 @@ PINNED: dict[BrokerName, dict[str, str]] = {
         "malformed/unsubscribe-no-payload": FAIL,  # a2 02 00 02: UNSUBACK b0 02 00 02
         "malformed/disconnect-flag-bit-0": PASS,  # e1 00: closes and publishes the Will
         "malformed/disconnect-length-1": FAIL,  # e0 01 00 taken for a DISCONNECT: the Will is discarded
+        "malformed/subscribe-hash-last-char-last-level": PASS,  # '<p>/x#': closes
+        "malformed/subscribe-hash-last-char-only-level": FAIL,  # 'x#' (no '/'): SUBACK 90 03 00 01 00
+        # 1.2.0 forwards the QoS 0 'new-N' before the QoS 1 'old-N' it followed, and stores 'old-N' over it: 2 to 5
+        # of the 10 rounds in each of six runs
+        "retain/qos0-replaces-qos1-rounds": FAIL,
+        "topics/normal-after-dollar-qos0": PASS,
     },
     "rabbitmq": {
         "connect/accepted": PASS,
@@ -168,7 +188,7 @@ def test_every_case_ran_and_the_reports_are_complete(name: BrokerName, library_r
     probed = run_of(name, library_runs)
     report, out = probed["report"], probed["out"]
     assert [r["case"] for r in report["results"]] == list(CASES)
-    assert {r["verdict"] for r in report["results"]} <= {"pass", "fail", "inconclusive", "not-applicable"}
+    assert {r["verdict"] for r in report["results"]} <= {"pass", "fail", "lenient", "inconclusive", "not-applicable"}
     assert all(r["evidence"]["connections"] for r in report["results"] if r["verdict"] in ("pass", "fail"))
     if "5" not in VERSIONS[name]:  # 5.0 does not bind a broker that does not speak it: its cases do not apply
         v5 = [r for r in report["results"] if r["case"].startswith("v5/")]
@@ -241,10 +261,7 @@ def test_the_matrix_sets_brokers_side_by_side(tmp_path: Path) -> None:
 #: Routing findings pinned with their kind, per broker: (case, rule, kind).
 ROUTING_KINDS: dict[BrokerName, set[tuple[str, str, str]]] = {
     "mosquitto": {("routing/overlapping-three-filters", "MQTT-3.3.5-1", "qos")},
-    "amqtt": {
-        ("routing/dollar-exact", "MQTT-4.5.0-1", "missing"),
-        ("routing/retained-to-wildcard-subscribers", "MQTT-3.3.2-3", "leak"),
-    },
+    "amqtt": {("routing/retained-to-wildcard-subscribers", "MQTT-3.3.2-3", "leak")},
     "aedes": {("routing/overlapping-three-filters", "MQTT-3.3.5-1", "qos")},
     "rabbitmq": {("routing/dollar-hash", "MQTT-4.7.2-1", "leak")},
 }
@@ -253,5 +270,11 @@ ROUTING_KINDS: dict[BrokerName, set[tuple[str, str, str]]] = {
 @pytest.mark.parametrize("pinned", PINNED_BROKERS, indirect=True)
 def test_routing_findings_name_their_kind(pinned: tuple[BrokerName, list[CaseResult]]) -> None:
     name, results = pinned
-    found = {(r.case.id, f.rule, f.kind) for r in results if r.case.id.startswith("routing/") for f in r.findings}
+    found = {
+        (r.case.id, rule, f.kind)
+        for r in results
+        if r.case.id.startswith("routing/")
+        for f in r.findings
+        for rule in f.rules
+    }
     assert ROUTING_KINDS[name] <= found

@@ -17,6 +17,7 @@ from mqttaudit.probe.cases.malformed import (
     FAMILIES,
     FILTER_CARRIERS,
     LEVEL_POSITIONS,
+    ONLY,
     RESERVED_TYPE_SHAPES,
     STIMULI,
     UNSUPPORTED_LEVELS,
@@ -92,8 +93,21 @@ def test_wildcards_sit_at_every_position_of_level_filter_and_packet() -> None:
     chars = {name.rsplit("-", 1)[0] for name, _level, _positions in WILDCARD_LEVELS if "char" in name}
     assert chars == {"plus-first", "plus-middle", "plus-last", "hash-first", "hash-middle", "hash-last"}
     for position in LEVEL_POSITIONS:
+        if position == ONLY:  # a Topic Name of one level would leave the case's own topics
+            assert not [case_id for case_id in BY_ID if case_id.startswith("publish-topic") and ONLY in case_id]
+            continue
         assert f"publish-topic-plus-alone-{position}-level" in BY_ID
         assert f"publish-topic-hash-alone-{position}-level" in BY_ID
+
+
+def test_a_wildcard_sharing_the_only_level_of_a_filter_has_shapes_of_its_own() -> None:
+    # 'x#' with no '/' before the '#' (a broker that looks back for the separator finds none): aedes 1.2.0 grants
+    # it while it closes on '<p>/x#'
+    assert BY_ID["subscribe-hash-last-char-only-level"].data == bytes.fromhex("82 07 00 01 00 02 78 23 00")
+    assert BY_ID["unsubscribe-hash-first-char-only-level"].data == bytes.fromhex("a2 06 00 02 00 02 23 78")
+    only = [s for s in STIMULI if s.case_id.endswith(f"-{ONLY}-level")]
+    assert len(only) == len(FILTER_CARRIERS) * sum(ONLY in positions for _name, _level, positions in WILDCARD_LEVELS)
+    assert not [s.case_id for s in only if s.personal]  # the same bytes in every run: no prefix to put in them
 
 
 @pytest.mark.parametrize("stimulus", [s for s in STIMULI if s.family == "wildcard-position"], ids=lambda s: s.case_id)

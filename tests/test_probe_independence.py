@@ -18,7 +18,7 @@ import pytest
 from mqttaudit.codec import Connack, Pingreq, Pingresp, Publish
 from mqttaudit.probe.case import CASES, Case, CaseContext, Target, all_cases
 from mqttaudit.probe.cases import ALONE
-from mqttaudit.probe.cases.malformed import STIMULI
+from mqttaudit.probe.cases.malformed import FILTER_CARRIERS, ONLY, STIMULI, WILDCARD_LEVELS
 from mqttaudit.probe.runner import ProbeRun
 
 from .library_runs import GROUP, LibraryRuns, probe
@@ -127,6 +127,12 @@ FOREIGN_TOPICS = {
     "malformed/subscribe-no-payload": "no Topic Filter is the defect",
     "malformed/unsubscribe-empty-filter": "an empty Topic Filter is the defect",
     "malformed/unsubscribe-no-payload": "no Topic Filter is the defect",
+    **{
+        f"malformed/{carrier}-{name}-only-level": "a wildcard sharing the one level of the filter is the defect"
+        for carrier, *_rest in FILTER_CARRIERS
+        for name, _level, positions in WILDCARD_LEVELS
+        if ONLY in positions
+    },
 }
 FOREIGN_TOPICS |= {twin: FOREIGN_TOPICS[twin.removeprefix("v5/")] for twin in with_twins(set(FOREIGN_TOPICS))}
 #: MQTT 5.0 cases whose topics are ``mqttaudit/<run>/<8 hex digits of the case id>`` (short enough for the packet

@@ -1,4 +1,4 @@
-"""Verdicts a broker maintainer could contest, each pinned on a scripted broker (tests/scripted_broker.py) that
+"""Verdicts a broker maintainer could contest, each pinned on a scripted broker (tests/scripted_defects_broker.py) that
 behaves as a conforming broker but for one act, described in bytes, driven by the real ``mqttaudit probe``."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from mqttaudit.probe.runner import FAIL, PASS, phases, run_probe
 from mqttaudit.spec.ids import R311
 
 from .cli_in_process import run_mqttaudit
-from .scripted_broker import (
+from .scripted_defects_broker import (
     ACCEPTS_ANY_AUTHENTICATION_METHOD,
     CLOSES_ON_SECOND_REPEAT,
     DISCONNECTS_3_1_1_IN_5_0_FORM,
@@ -84,7 +84,7 @@ def test_a_will_sent_before_its_delay_with_the_delay_property_left_in_fails_the_
     assert result["verdict"] == "fail", result["reason"]
     [finding] = result["evidence"]["findings"]
     assert (finding["rule"], finding["conversation"], finding["kind"]) == ("MQTT-3.1.3-9", "watcher", "leak")
-    assert "the same packet breaks MQTT-2.2.2-property-packet too" in finding["detail"]
+    assert "MQTT-2.2.2-property-packet" in finding["also"]  # one act, one finding
     assert status == 1
 
 
@@ -123,7 +123,7 @@ def test_a_will_forwarded_with_dup_on_qos_0_is_a_delivery_and_a_failure(tmp_path
     assert result["verdict"] == "fail", result["reason"]
     assert result["evidence"]["statements"]["MQTT-3.8.4-6"] == "pass"
     [finding] = result["evidence"]["findings"]
-    assert finding["rule"] == "MQTT-3.3.1-3" and "MQTT-3.3.1-2" in finding["detail"]
+    assert finding["rule"] == "MQTT-3.3.1-3" and "MQTT-3.3.1-2" in finding["also"]
     assert status == 1
 
 
@@ -141,7 +141,7 @@ def test_a_pubrel_with_reason_code_0x80_fails_a_case_about_something_else(tmp_pa
     assert result["verdict"] == "fail", result["reason"]
     [finding] = result["evidence"]["findings"]
     assert (finding["rule"], finding["conversation"]) == ("MQTT-4.3.3-4", "watcher")
-    assert "the same packet breaks MQTT-3.6.2-1 too" in finding["detail"]
+    assert "MQTT-3.6.2-1" in finding["also"]
     assert result["evidence"]["statements"]["MQTT-4.3.3-4"] == "fail"
     assert violations == []
     assert status == 1

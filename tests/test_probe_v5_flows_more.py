@@ -110,6 +110,15 @@ def above_maximum(*codes: int) -> Talk:
     return talk(MAXIMUM_QOS_0).client(subscribe(1, ("a", 0), ("b", 1), ("c", 2))).server(suback(1, *codes))
 
 
+def unknown_pubrec(code: int | None, *, answered: bool) -> Talk:
+    """A PUBREC of an identifier the server never used, then PINGREQ: answered (PUBREL 0x92, PINGRESP) or not."""
+    conversation = talk().client(codec.Pubrec(packet_id=7, reason_code=code))
+    if answered:
+        conversation.server(codec.Pubrel(packet_id=7, reason_code=0x92))
+    conversation.client(codec.Pingreq())
+    return conversation.server(codec.Pingresp()) if answered else conversation
+
+
 def pairs() -> dict[str, tuple[Talk, Talk]]:
     """Per case: (a conversation in which the broker keeps every statement, one in which it breaks every one),
     fresh each time (judging one ends it)."""
@@ -130,6 +139,15 @@ def pairs() -> dict[str, tuple[Talk, Talk]]:
         "v5/flows/pubrecs-in-flight": (pubrecs(1, 2), pubrecs(1, 5)),
         "v5/flows/qos2-pubrel-after-expiry": (pubrel_late(0x00), pubrel_late(0x92)),
         "v5/flows/qos2-pubrec-after-expiry": (pubrec_late(0x00), pubrec_late(0x92)),
+        # Broken: the connection stays open and answers nothing after the PUBREC (its parser stalled).
+        "v5/flows/pubrec-unknown-id-then-pingreq": (
+            unknown_pubrec(0x00, answered=True),
+            unknown_pubrec(0x00, answered=False),
+        ),
+        "v5/flows/pubrec-unknown-id-short-then-pingreq": (
+            unknown_pubrec(None, answered=True),
+            unknown_pubrec(None, answered=False),
+        ),
         "v5/maximum-qos/subscribe-above-maximum": (above_maximum(0, 0, 0), above_maximum(0, 0x80, 0x83)),
         "v5/maximum-qos/publish-within-maximum": (
             talk().client(publish5("t", qos=1, pid=1)).server(codec.Puback(packet_id=1)),
@@ -154,14 +172,14 @@ def test_a_conforming_broker_keeps_every_statement_of_the_case(case: Case) -> No
     kept, _broken = pairs()[case.id]
     judgement = judged(case, kept)
     assert set(case.statements) <= judgement.passed, (case.statements, sorted(judgement.assessed))
-    assert not [f for f in judgement.findings if f.side is S and f.rule in case.statements]
+    assert not [f for f in judgement.findings if f.side is S and not set(f.rules).isdisjoint(case.statements)]
 
 
 @pytest.mark.parametrize("case", MORE_CASES, ids=lambda case: case.id)
 def test_a_violating_broker_breaks_every_statement_of_the_case(case: Case) -> None:
     _kept, broken = pairs()[case.id]
     judgement = judged(case, broken)
-    failed = {f.rule for f in judgement.findings if f.side is S}
+    failed = {rule for f in judgement.findings if f.side is S for rule in f.rules}
     assert set(case.statements) <= failed, (case.statements, sorted(failed))
 
 
@@ -172,7 +190,7 @@ CASE = CASES["v5/flows/pubrecs-in-flight"]
 
 def verdicts(conversation: Talk, *rules: str) -> dict[str, str]:
     judgement = judged(CASE, conversation)
-    failed = {f.rule for f in judgement.findings if f.side is S}
+    failed = {rule for f in judgement.findings if f.side is S for rule in f.rules}
     return {rule: "fail" if rule in failed else "pass" if rule in judgement.passed else "undecided" for rule in rules}
 
 
@@ -222,6 +240,16 @@ def test_a_delivery_before_its_suback_decides_nothing_of_the_grant() -> None:
 def test_a_reserved_suback_code_is_the_codecs_finding_not_a_pass() -> None:
     reserved = talk().client(subscribe(1, "a")).server(suback(1, 0x05))
     assert verdicts(reserved, "MQTT-3.9.3-2") == {"MQTT-3.9.3-2": "undecided"}
+
+
+def test_a_pubrel_not_found_answering_a_pubrec_of_no_flow_is_no_server_violation() -> None:
+    # 50 03 00 07 00 (PUBREC of an identifier the server never sent) answered by 62 03 00 07 92: the answer 3.6.2.1
+    # gives, while a PUBREL of an identifier nobody acknowledged stays the server's finding [MQTT-2.2.1-5]
+    case = CASES["v5/flows/pubrec-unknown-id-then-pingreq"]
+    judgement = judged(case, unknown_pubrec(0x00, answered=True))
+    assert not [f for f in judgement.findings if f.side is S], judgement.findings
+    stray = talk().client(codec.Pingreq()).server(codec.Pingresp(), codec.Pubrel(packet_id=7, reason_code=0x92))
+    assert "MQTT-2.2.1-5" in {f.rule for f in judged(case, stray).findings if f.side is S}
 
 
 def test_a_second_unsuback_for_a_multi_filter_unsubscribe_breaks_the_sequence() -> None:

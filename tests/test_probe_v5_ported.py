@@ -24,7 +24,7 @@ from mqttaudit.codec import (
 from mqttaudit.judge import Sent, judge_scenario
 from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES, Case
-from mqttaudit.probe.cases import accepted, malformed, routing, v5_forbidden
+from mqttaudit.probe.cases import accepted, delivery, malformed, routing, v5_forbidden
 from mqttaudit.probe.cases.v5_ported import (
     CONNECT_ROWS_5,
     FLOWS,
@@ -37,12 +37,13 @@ from mqttaudit.probe.cases.v5_ported import (
     targeted,
 )
 from mqttaudit.probe.connection import client_frames
-from mqttaudit.probe.outcome import FAIL, PASS
+from mqttaudit.probe.outcome import FAIL, INCONCLUSIVE, PASS
 from mqttaudit.probe.runner import decide, judge_config
 from mqttaudit.spec import load_catalogue
 from mqttaudit.spec.identity import statement_id
 from tests.live import run_together
 from tests.talk import STEP, C, S, Talk
+from tests.verdicts import accepting, verdict
 
 TIMEOUT = 1.0
 V5 = ProtocolVersion.V5
@@ -131,7 +132,10 @@ def test_every_case_is_a_50_case_whose_statements_the_judge_gives() -> None:
         case = _case(stimulus)
         assert case.protocol is ProtocolVersion.V5
         assert case.statements == targeted(stimulus)
-        assert set(stimulus.breaks) <= set(case.statements) or stimulus.case_id in RESTATED, stimulus.case_id
+        # what the shape breaks is judged where it binds the broker too, provoked where it binds the Client alone
+        cited = {*case.statements, *case.provokes}
+        assert set(stimulus.breaks) <= cited or stimulus.case_id in RESTATED, stimulus.case_id
+        assert all(not s.rule.binds("server") for s in case.provokes), case.provokes
         assert all(s in CATALOGUE_5 for s in case.statements), case.statements
         assert CLOSE_DUTIES & set(case.statements), stimulus.case_id
         assert case.family == f"v5/malformed-{stimulus.family}"
@@ -145,7 +149,7 @@ def test_every_case_is_a_50_case_whose_statements_the_judge_gives() -> None:
 
 def _verdict(case: Case, *talks: Talk) -> str:
     judgement = judge_scenario({f"c{n}": talk.events for n, talk in enumerate(talks)}, judge_config(case, TIMEOUT))
-    return decide(case, judgement).verdict
+    return verdict(case, judgement)
 
 
 def _up_to_stimulus(stimulus: PortedStimulus, *, at: float = 1.0) -> Talk:
@@ -186,10 +190,11 @@ def _judged(stimulus: PortedStimulus, close: bool, *, disconnect_first: bool = F
 
 
 @pytest.mark.parametrize("stimulus", STIMULI, ids=lambda s: s.case_id)
-def test_closing_passes_and_carrying_on_fails(stimulus: PortedStimulus) -> None:
+def test_closing_passes_and_carrying_on_fails_or_is_lenient(stimulus: PortedStimulus) -> None:
+    """Carrying on fails where a statement binds the 5.0 Server to detect the defect, and is lenient otherwise."""
     assert _judged(stimulus, close=True) == PASS
     assert _judged(stimulus, close=True, disconnect_first=True) == PASS
-    assert _judged(stimulus, close=False) == FAIL
+    assert _judged(stimulus, close=False) == accepting(_case(stimulus))
 
 
 def test_a_malformed_disconnect_taken_for_one_fails_on_the_will() -> None:
@@ -199,7 +204,7 @@ def test_a_malformed_disconnect_taken_for_one_fails_on_the_will() -> None:
         {"dying": dying.events, "watcher": _watcher(None).events}, judge_config(_case(stimulus), TIMEOUT)
     )
     result = decide(_case(stimulus), judgement)
-    assert result.verdict == FAIL and {f.rule for f in result.findings} == {"MQTT-3.1.2-8"}
+    assert result.verdict == FAIL and {rule for f in result.findings for rule in f.rules} == {"MQTT-3.1.2-8"}
 
 
 # --- the flows: routing rows and negative controls ------------------------------------------------------------
@@ -250,7 +255,9 @@ def test_each_routing_row_passes_when_routed_right_and_fails_when_not(row: routi
     right = _subscriber(topic_filter, qos, topic if row.delivered else None)
     wrong = _subscriber(topic_filter, qos, None if row.delivered else topic)
     assert _verdict(case, right, _publisher(topic)) == PASS
-    assert _verdict(case, wrong, _publisher(topic)) == FAIL
+    # a '$' topic withheld from a '$' filter is what section 4.7.2 says the server SHOULD do: not assessable, no fail
+    withheld = row.delivered and topic.startswith("$")
+    assert _verdict(case, wrong, _publisher(topic)) == (INCONCLUSIVE if withheld else FAIL)
 
 
 @pytest.mark.parametrize("row", accepted.FILTER_ROWS, ids=lambda row: row.name)
@@ -403,6 +410,16 @@ FLOW_TALKS: dict[str, tuple[tuple[Talk, ...], tuple[Talk, ...]]] = {
         (_received((("#", 0),)), _sent((DOLLAR_TOPIC, 1, False))),
         (_received((("#", 0),), (DOLLAR_TOPIC, 0, False)), _sent((DOLLAR_TOPIC, 1, False))),
     ),
+    # a '$' topic's PUBLISH, then on the same connection a QoS 1 PUBLISH the subscriber must get (amqtt 0.12.1
+    # acknowledges the second and delivers nothing)
+    **{
+        f"topics/normal-after-dollar-{word}": (
+            (_received(((f"{P_}/after", 1),), (f"{P_}/after", 1, False)), _sent((dollar, qos, False), after)),
+            (_received(((f"{P_}/after", 1),)), _sent((dollar, qos, False), after)),
+        )
+        for word, before, qos in delivery.DOLLAR_FIRST
+        for dollar, after in ((before + PREFIX + "/dollar", (f"{P_}/after", 1, False)),)
+    },
     "routing/qos-downgrade": (
         (_received(((f"{P_}/q", 0),), (f"{P_}/q", 0, False)), _sent((f"{P_}/q", 2, False))),
         (_received(((f"{P_}/q", 0),), (f"{P_}/q", 2, False)), _sent((f"{P_}/q", 2, False))),
@@ -438,7 +455,7 @@ def test_a_qos2_re_send_on_the_same_connection_is_a_50_client_violation_so_that_
     talk.client(codec.Pubrel(packet_id=1, reason_code=0x00)).server(codec.Pubcomp(packet_id=1, reason_code=0x00))
     config = judge_config(CASES["v5/subscribe/suback"], TIMEOUT)
     judgement = judge_scenario({"publisher": talk.quiet(after=3600).events}, config)
-    assert {(f.rule, f.side) for f in judgement.findings} == {("MQTT-4.4.0-1", C)}
+    assert {(rule, f.side) for f in judgement.findings for rule in f.rules} == {("MQTT-4.4.0-1", C)}
     assert "v5/publish/qos2-no-duplicate-delivery" not in CASES
 
 

@@ -219,15 +219,31 @@ def test_json_has_exactly_the_documented_keys(run: ProbeRun) -> None:
         "duration_s",
         "broker_down",
         "incomplete",
+        "strict",
+        "not_spoken",
         "baseline",
         "summary",
         "violations",
         "results",
     }
-    assert data["incomplete"] is None and data["baseline"] is None
+    assert data["incomplete"] is None and data["baseline"] is None and data["strict"] is False
+    assert data["not_spoken"] == {}
     assert data["target"] == "mqtt://127.0.0.1:1883"
-    assert data["summary"] == {"pass": 2, "fail": 3, "inconclusive": 1, "not-applicable": 1}
-    keys = {"case", "title", "statements", "verdict", "reason", "error", "level", "evidence"}
+    assert data["summary"] == {"pass": 2, "fail": 3, "inconclusive": 1, "not-applicable": 1, "lenient": 0}
+    keys = {
+        "case",
+        "title",
+        "protocol",
+        "statements",
+        "provokes",
+        "rules",
+        "verdict",
+        "reason",
+        "error",
+        "level",
+        "lenient",
+        "evidence",
+    }
     assert all(set(result) == keys for result in data["results"])
     first = data["results"][0]
     assert first["case"] == "subscribe-empty-filter"
@@ -270,7 +286,7 @@ def failure_sections(markdown: str) -> dict[str, str]:
 def test_markdown_header_and_summary_table_cover_every_case(run: ProbeRun) -> None:
     markdown = probe_run_to_markdown(run)
     assert markdown.startswith("# mqttaudit probe findings: `mqtt://127.0.0.1:1883`\n")
-    assert "- Cases: 7 (2 pass, 3 fail, 1 inconclusive, 1 not-applicable)" in markdown
+    assert "- Cases: 7 (2 pass, 3 fail, 1 inconclusive, 1 not-applicable, 0 lenient)" in markdown
     assert "- Duration: 4.250 s" in markdown
     for result in run.results:
         assert re.search(rf"^\| \[?`{re.escape(result.case.id)}`", markdown, flags=re.M), result.case.id
@@ -379,7 +395,10 @@ def test_the_real_judges_findings_land_on_the_offending_packet() -> None:
     case = empty_filter_fail().case
     result = decide(case, judge_scenario({"c1": conversation.events}, JudgeConfig(close_grace=2.0)))
     result.connections = [conversation.evidence()]
-    assert result.verdict == "fail" and {f.rule for f in result.findings} == {"MQTT-4.7.3-1", "MQTT-4.8.0-1"}
+    assert result.verdict == "fail" and {rule for f in result.findings for rule in f.rules} == {
+        "MQTT-4.7.3-1",
+        "MQTT-4.8.0-1",
+    }
     section = failure_sections(probe_run_to_markdown(probe_run([result])))["subscribe-empty-filter"]
     rows = [line for line in section.splitlines() if line.startswith("| ")]
     subscribe_expected = rows[2].split(" | ")[1]
@@ -387,6 +406,13 @@ def test_the_real_judges_findings_land_on_the_offending_packet() -> None:
     assert subscribe_expected == "; ".join(dict.fromkeys(f.expected for f in result.findings))
     assert rows[1].split(" | ")[1] == "-"  # nothing was wrong with the CONNECT
     assert all(f"**{f.rule}** (server, at {f.time:.3f} s" in section for f in result.findings)
+    # One finding per act, the SUBACK (event 3) and the close never made: each cites the receiver's duty to close,
+    # the filter rule failed by the same act.
+    assert [(f.rule, f.also, f.event, f.cause) for f in result.findings] == [
+        ("MQTT-4.8.0-1", ("MQTT-4.7.3-1",), 3, -1),
+        ("MQTT-4.8.0-1", ("MQTT-4.7.3-1",), 4, 2),
+    ]
+    assert "; the same act also breaks MQTT-4.7.3-1): " in section
 
 
 def test_inconclusive_cases_are_listed_with_their_reasons(run: ProbeRun) -> None:
@@ -432,7 +458,16 @@ def test_junit_has_one_testcase_per_case_and_right_counts(run: ProbeRun, tmp_pat
         "mqttaudit.probe.reserved-packet-type-0",
     ]
     properties = [(p.get("name"), p.get("value")) for p in cases[0].findall("properties/property")]
-    assert properties == [("statement", "MQTT-4.7.3-1"), ("statement", "MQTT-4.8.0-1"), ("section", "4.7.3")]
+    assert properties[:3] == [("statement", "MQTT-4.7.3-1"), ("statement", "MQTT-4.8.0-1"), ("section", "4.7.3")]
+    assert properties[3:6] == [
+        ("protocol", "3.1.1"),
+        ("level", "MUST"),
+        (
+            "rule",
+            "MQTT-4.7.3-1 (MQTT 3.1.1, section 4.7.3, MUST, binds the client and the server): Every Topic Name and "
+            "Topic Filter must be at least one character long",
+        ),
+    ]
     assert cases[0].get("time") == "0.500"
     assert len(suite.findall("testcase/failure")) == 3 and len(suite.findall("testcase/skipped")) == 2
     assert cases[1].find("failure") is None and cases[1].find("skipped") is None

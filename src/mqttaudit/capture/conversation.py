@@ -61,8 +61,11 @@ AFTER_GAP: Final = "after a gap, before the first proven packet boundary"
 CUT_BY_GAP: Final = "packet cut short by a gap"
 CUT_BY_END: Final = "packet cut short by the end of the capture"
 CUT_BY_RESET: Final = "packet cut short by the peer's reset"
-#: The statements that make the receiver of a malformed packet close the connection: 3.1.1's, and 5.0's.
-CLOSE_RULES: Final = f"{CLOSE_ON_VIOLATION}, 5.0 {identity.statement_id(CLOSE_ON_VIOLATION, identity.V5)}"
+#: The statements that make the receiver of a malformed packet close the connection: 3.1.1's, and 5.0's (which binds
+#: a Server that detects the defect; accepting one it need not detect is leniency).
+CLOSE_RULES: Final = (
+    f"{CLOSE_ON_VIOLATION}; in 5.0 one that detects it, {identity.statement_id(CLOSE_ON_VIOLATION, identity.V5)}"
+)
 #: Malformed frames kept per connection, each with its evidence: the first ones are; at the next one the sender's
 #: stream stops being decoded (see :class:`_Stream`), its bytes from there recorded once, not framed.
 DEFAULT_MAX_MALFORMED: Final = 100
@@ -77,7 +80,7 @@ MAX_CONFLICT_RANGES: Final = 100
 MALFORMED_CAP_POLICY: Final = (
     f"the first {DEFAULT_MAX_MALFORMED} malformed packets of a connection are kept, each with its evidence; at the "
     "next one its sender's stream stops being decoded, and the rest of that stream is one not-assessable row of "
-    f"the gaps table with its byte count (the receiver of a malformed packet had to close at the first: {CLOSE_RULES})"
+    f"the gaps table with its byte count (the receiver of a malformed packet closes at the first: {CLOSE_RULES})"
 )
 #: What the audit does with bytes that arrived twice with different content, as the summary and reports name it.
 CONFLICT_POLICY: Final = (
@@ -91,15 +94,23 @@ def malformed_cap_reason(cap: int) -> str:
     """Why the rest of a side's stream was not decoded: the connection reached the cap of malformed frames."""
     return (
         f"not decoded: the connection already holds {cap} malformed packets, the most kept per connection; its "
-        f"receiver had to close at the first ({CLOSE_RULES}), so what the sender sent from here is no MQTT a "
-        "conforming peer read"
+        f"receiver closes at the first ({CLOSE_RULES}), so what the sender sent from here is no MQTT a strict peer "
+        "read"
     )
 
 
+#: A connection whose CONNECT was not captured, some of whose packets are no MQTT 3.1.1 packets, and every whole
+#: packet of which is a well-formed MQTT 5.0 packet: MQTT 5.0, inferred from its packets.
+INFERRED_5: Final = "5.0, inferred"
 #: Versions whose connections are decoded by their own version's rules (MQTT 3.1 numbers none of its own and shares
-#: most of 3.1.1's) but whose behaviour is not judged: the judge knows MQTT 3.1.1 and 5.0 only.
+#: most of 3.1.1's) but whose behaviour is not judged: the judge knows MQTT 3.1.1 and 5.0 only, and a version no
+#: CONNECT named leaves the session and what was negotiated unknown.
 DECODED_ONLY: Final = {
     "3.1": "decoded with the MQTT 3.1.1 rules MQTT 3.1 shares; its behaviour is not judged",
+    INFERRED_5: (
+        "decoded as MQTT 5.0: no CONNECT captured, and its packets are well-formed MQTT 5.0 packets, some of them "
+        "no MQTT 3.1.1 packets; its behaviour is not judged"
+    ),
 }
 #: A connection whose CONNECT was not captured and some of whose packets are no MQTT 3.1.1 packets: it may speak
 #: MQTT 5.0 (properties, reason codes), so no 3.1.1 rule can be held against it, and no version can read it.
@@ -344,7 +355,7 @@ class _Stream:
             ):
                 decoder = self._decoder = self._new_decoder(offset)
             else:
-                hunt = self._hunt = BoundaryHunt(self._direction(), offset, self._options.resync, self._sink.reading())
+                hunt = self._hunt = BoundaryHunt(self._direction(), offset, self._options.resync, self._hunt_versions())
                 self._hunt_reason = AFTER_GAP if self._after_gap else MID_STREAM
         if hunt is not None:
             hunted = self._hunted
@@ -425,6 +436,14 @@ class _Stream:
 
     def _direction(self) -> Direction | None:
         return self._reassembler.direction(self.side)
+
+    def _hunt_versions(self) -> ProtocolVersion | tuple[ProtocolVersion, ...]:
+        """The versions a boundary hunt reads candidates in: the one a CONNECT named, else (the version is
+        unknown: a capture that starts inside the connection) every version the codec reads that may follow a
+        CONNECT unseen, so that the packets of either prove their framing."""
+        if self._sink.learner is not None:
+            return self._sink.learner.version
+        return (ProtocolVersion.V3_1_1, ProtocolVersion.V5)
 
     def _starts_with_connect(self, data: bytes) -> bool:
         """The first client bytes of a mid-stream start are a CONNECT's: a packet boundary, proven by its shape."""
@@ -652,7 +671,11 @@ class ConnectionAudit:
         if (self._sink.version or UNKNOWN_VERSION) == UNKNOWN_VERSION and any(
             not_311(side_frame.frame) for _order, side_frame in self._sink.frames
         ):
-            self._frame_only(UNKNOWN_NOT_311)
+            read = self._read_as_5()
+            if read is None:
+                self._frame_only(UNKNOWN_NOT_311)
+            else:
+                self._relabel(INFERRED_5, read)
         ordered_pairs = sorted(self._sink.frames, key=lambda item: item[0])
         ordered = [frame for _order, frame in ordered_pairs]
         return FlowAudit(
@@ -765,16 +788,36 @@ class ConnectionAudit:
     def _frame_only(self, version: str) -> None:
         """Relabels the connection ``version`` (one of :data:`FRAMED_ONLY`) once all its frames are in: each frame
         keeps its bytes only, and the account of its bytes moves with it."""
+        self._relabel(version, [framed_only(frame) for _order, (_side, _time, frame) in self._sink.frames])
+
+    def _read_as_5(self) -> list[Frame] | None:
+        """Every frame of a connection no CONNECT named the version of, read as MQTT 5.0 (a frame cut short keeps
+        its bytes and framing violations only); None when a whole one is no well-formed MQTT 5.0 packet either."""
+        read: list[Frame] = []
+        for _order, (side, _time, frame) in self._sink.frames:
+            if len(frame.raw) != frame.length:
+                read.append(framed_only(frame))
+                continue
+            decoder = StreamDecoder(self.reassembler.direction(side), offset=frame.offset, version=ProtocolVersion.V5)
+            decoded = decoder.feed(frame.raw) + decoder.close()
+            if len(decoded) != 1 or decoded[0].packet is None or is_malformed(decoded[0], framed=False):
+                return None
+            read.append(decoded[0])
+        return read
+
+    def _relabel(self, version: str, frames: list[Frame]) -> None:
+        """Labels the connection ``version`` once all its frames are in, each frame read anew (``frames``, in the
+        same order); the account of their bytes moves with them."""
         sink = self._sink
         sink.version = version
+        framed = version in FRAMED_ONLY
         relabelled: list[tuple[int, SideFrame]] = []
-        for order, (side, time, frame) in sink.frames:
-            plain = framed_only(frame)
+        for (order, (side, time, frame)), read in zip(sink.frames, frames, strict=True):
             counts = self._streams[side].counts
-            if is_malformed(frame, framed=False) and not is_malformed(plain, framed=True):
+            if is_malformed(frame, framed=False) and not is_malformed(read, framed=framed):
                 counts.malformed -= frame.length
                 counts.packets += frame.length
-            relabelled.append((order, SideFrame(side, time, plain)))
+            relabelled.append((order, SideFrame(side, time, read)))
         sink.frames = relabelled
 
     def _dispatch(self, outputs: list[Output]) -> None:

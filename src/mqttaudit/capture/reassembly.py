@@ -259,15 +259,9 @@ class Reassembler:
                 # A SYN-ACK acknowledges the SYN: the SYN sender's stream starts at its acknowledgement number.
                 peer.isn, peer.syn = (ack - 1) & _MASK, True
                 peer.start(ack)
-        if not half.started and (payload or flags & FIN):
-            half.start(data_seq)  # mid-stream; a bare ACK does not start it (keep-alives sit one byte back)
-        if half.started:
-            offset = half.offset_of(data_seq)
-            if payload:
-                self._accept(side, half, offset, payload, time, out)
-            if flags & FIN and half.fin is None:
-                self._set_fin(half, offset + len(payload))
         if flags & ACK:
+            # First what the acknowledgement settles of the peer's stream: its sender received those bytes before it
+            # sent this segment, so a gap it declares, or peer data it releases, comes before this segment's data.
             peer = self._halves[1 - side]
             if peer.started:
                 acked = peer.offset_of(ack)
@@ -278,6 +272,14 @@ class Reassembler:
                 if peer.next_offset < acked <= peer.next_offset + MAX_WINDOW and acked > peer.acked:
                     peer.acked = acked
                 self._advance(1 - side, peer, time, out, force=False)
+        if not half.started and (payload or flags & FIN):
+            half.start(data_seq)  # mid-stream; a bare ACK does not start it (keep-alives sit one byte back)
+        if half.started:
+            offset = half.offset_of(data_seq)
+            if payload:
+                self._accept(side, half, offset, payload, time, out)
+            if flags & FIN and half.fin is None:
+                self._set_fin(half, offset + len(payload))
         self._advance(side, half, time, out, force=False)
         return out
 

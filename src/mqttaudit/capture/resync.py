@@ -15,6 +15,10 @@ Candidates are every offset, in order; any packet of a candidate's chain that is
 or that would end more than ``max_bytes`` after the candidate, rejects it. The first candidate proven wins (when
 one piece of data proves several, the earliest). Bytes before it are not assessable. Because a violation disproves
 a candidate, a capture that starts on a packet with a violation loses that packet, never invents one.
+
+Clean means clean in the version the connection speaks. While no CONNECT named it (a capture that starts inside
+the connection), it may be any version the codec reads: a candidate's chain is proven when it is clean in one of
+them, read in that one throughout (a 5.0 CONNACK with properties is no 3.1.1 packet, yet it proves its framing).
 """
 
 from __future__ import annotations
@@ -86,11 +90,12 @@ class BoundaryHunt:
         direction: Direction | None,
         start: int,
         rule: ResyncRule = ResyncRule(),
-        version: ProtocolVersion = ProtocolVersion.V3_1_1,
+        version: ProtocolVersion | tuple[ProtocolVersion, ...] = ProtocolVersion.V3_1_1,
     ) -> None:
         self.direction = direction
-        #: The version candidates are decoded as: the one the connection's CONNECT named, when it was seen.
-        self.version = version
+        #: The versions candidates are decoded as: the one the connection's CONNECT named, when it was seen, else
+        #: every version the connection may speak (a chain is clean in one of them).
+        self.versions = version if isinstance(version, tuple) else (version,)
         self.start = start
         self.rule = rule
         self._base = start  # stream offset of _buf[0]
@@ -99,7 +104,7 @@ class BoundaryHunt:
         self._ends: set[int] = set()  # stream offsets where a segment's data ended
         self._scanned = start  # candidates below this were tried (rejected, or waiting in _waiting)
         self._waiting: list[tuple[int, int]] = []  # (offset the candidate waits for, candidate)
-        self._first_bytes = clean_first_bytes(direction, version)
+        self._first_bytes = [clean_first_bytes(direction, each) for each in self.versions]
 
     @property
     def end(self) -> int:
@@ -158,14 +163,26 @@ class BoundaryHunt:
             heapq.heappush(self._waiting, (result, candidate))
 
     def _try(self, candidate: int, *, stopped: bool) -> int:
-        """_PROVEN, _REJECTED, or the stream offset up to which data must arrive before trying again."""
+        """_PROVEN, _REJECTED, or the stream offset up to which data must arrive before trying again: the best
+        of the chain read in each version the connection may speak."""
+        waits = []
+        for version, first_bytes in zip(self.versions, self._first_bytes, strict=True):
+            result = self._try_in(candidate, version, first_bytes, stopped=stopped)
+            if result == _PROVEN:
+                return _PROVEN
+            if result != _REJECTED:
+                waits.append(result)
+        return min(waits, default=_REJECTED)
+
+    def _try_in(self, candidate: int, version: ProtocolVersion, first_bytes: bytes, *, stopped: bool) -> int:
+        """:meth:`_try` with the chain read in ``version``."""
         buf, base, rule = self._buf, self._base, self.rule
         size = len(buf)
         pos = candidate - base
         count = 0
         aligned = False
         while True:
-            if pos < size and not self._first_bytes[buf[pos]]:
+            if pos < size and not first_bytes[buf[pos]]:
                 return _REJECTED
             if pos + 2 > size:
                 wait = base + pos + 2
@@ -182,7 +199,7 @@ class BoundaryHunt:
             if end > size:
                 wait = base + end
                 break
-            if not self._clean(buf[pos:end]):
+            if not self._clean(buf[pos:end], version):
                 return _REJECTED
             count += 1
             pos = end
@@ -195,8 +212,8 @@ class BoundaryHunt:
             return _REJECTED
         return wait
 
-    def _clean(self, packet: bytes) -> bool:
-        decoded = decode(packet, self.direction, max_packet_size=self.rule.max_packet_size, version=self.version)
+    def _clean(self, packet: bytes, version: ProtocolVersion) -> bool:
+        decoded = decode(packet, self.direction, max_packet_size=self.rule.max_packet_size, version=version)
         return not any(not rules.is_advisory(violation.rule) for violation in decoded.violations)
 
     def _trim(self) -> None:

@@ -17,9 +17,10 @@ from mqttaudit.probe.api import ProbeResult, ProbeUsageError, run
 from mqttaudit.probe.case import CASES, Case, Target
 from mqttaudit.probe.outcome import parse_share
 from mqttaudit.probe.profile import BrokerProfile, ProfileError, load_profile
-from mqttaudit.probe.runner import DEFAULT_CONCURRENCY, ProbeRun, run_probe
+from mqttaudit.probe.runner import DEFAULT_CONCURRENCY, ProbeRun, crashes, run_probe
 from mqttaudit.probe.selection import NoCaseSelected, parse_protocol
 from mqttaudit.probe.selection import select_cases as select_from_library
+from mqttaudit.probe.statements import case_level
 from mqttaudit.probe.targets import is_amqp, parse_target, shown_target
 from mqttaudit.probe.transport import TlsOptions
 from mqttaudit.report import MATRIX_REPORTS, PROBE_REPORTS
@@ -27,15 +28,13 @@ from mqttaudit.report.evidence import printable
 from mqttaudit.report.output_dir import OutputDirError, check_output_dir, staged_output
 from mqttaudit.report.terminal import colour_allowed, progress_for, summary_lines, terminal_width
 from mqttaudit.spec import load_catalogue
-from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
+from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_INTERNAL, EXIT_OK
 
 from .connection import Connection, connection_from_options, connection_options, split_spec
 from .exits import CannotRun, exit_status_help
 from .options import output_options
 
-LEVEL_ORDER = {"MUST": 0, "SHOULD": 1, "MAY": 2}
-
-_FINDINGS = "findings: a MUST-level case failed"
+_FINDINGS = "findings: a MUST-level case failed, or (with --strict) a case was lenient"
 _USAGE = (
     "usage error: bad arguments, a selection that matches nothing, an unreadable baseline, an --out folder of "
     "other files"
@@ -49,6 +48,11 @@ _CASES_HELP = (
     "(e.g. 'malformed/*,!malformed/pingreq-*')."
 )
 _SKIP_HELP = "Globs of cases to leave out, comma-separated or repeated (e.g. 'malformed/pingreq-*')."
+_STRICT_HELP = (
+    "Hold the broker to detecting every malformed packet and Protocol Error: a lenient case (one the broker accepted "
+    "and was not bound to detect, MQTT 5.0 section 4.13.1) fails the run (exit status 1) like a MUST failure. The "
+    "profile key strict = true does the same."
+)
 _PROTOCOL_HELP = "The MQTT version whose cases run: 3.1.1, 5 (or 5.0), or all.  [default: all]"
 _PROFILE_HELP = (
     "A TOML file declaring what the broker's CONNACK cannot (receive_maximum = 2, authentication_methods = [], "
@@ -64,13 +68,6 @@ def select_cases(patterns: str | Sequence[str] | None, suite: str | None = None)
         return select_from_library(patterns, suite=suite)
     except NoCaseSelected:
         return []
-
-
-def case_level(case: Case) -> str:
-    """The strongest level among the statements a case targets, in the catalogue of the version it speaks."""
-    catalogue = load_catalogue(case.protocol.value)
-    levels = [catalogue[s].level for s in case.statements if s in catalogue]
-    return min(levels, key=lambda level: LEVEL_ORDER.get(level, 9)) if levels else "MUST"
 
 
 def probe_coverage(protocol: ProtocolVersion = ProtocolVersion.V3_1_1) -> dict[str, list[str]]:
@@ -158,6 +155,7 @@ def _probe(
     protocol: ProtocolVersion | None = None,
     profile: BrokerProfile | None = None,
     connection: Connection | None = None,
+    strict: bool = False,
 ) -> ProbeResult:
     """One library run, with progress on stderr unless ``quiet``; argument errors become usage errors."""
     progress = None if quiet else progress_for(sys.stderr, shown_target(target))
@@ -176,6 +174,7 @@ def _probe(
             profile=profile,
             tls=None if connection is None else _tls_for(target, connection),
             credentials=None if connection is None else connection.credentials,
+            strict=strict,
         )
     except ProbeUsageError as exc:
         raise click.UsageError(str(exc)) from None
@@ -195,7 +194,7 @@ def _tls_for(url: str, connection: Connection) -> TlsOptions | None:
 
 def _print_summary(result: ProbeResult) -> None:
     colour = colour_allowed(sys.stdout)
-    styles = {"FAIL ": "red", "VIOLATION ": "red", "INCOMPLETE": "yellow", "FIXED ": "green"}
+    styles = {"FAIL ": "red", "VIOLATION ": "red", "LENIENT ": "yellow", "INCOMPLETE": "yellow", "FIXED ": "green"}
     for line in summary_lines(result.run, terminal_width(sys.stdout), result.catalogue):
         style = next((fg for start, fg in styles.items() if line.startswith(start)), None) if colour else None
         click.echo(click.style(line, fg=style) if style else line, color=colour)
@@ -239,6 +238,7 @@ def _print_summary(result: ProbeResult) -> None:
     callback=_profile,
     help=_PROFILE_HELP,
 )
+@click.option("--strict", is_flag=True, help=_STRICT_HELP)
 @click.option(
     "--list", "list_only", is_flag=True, help="List the cases, their protocol and their statements; probe nothing."
 )
@@ -257,6 +257,7 @@ def probe_command(
     baseline: Path | None,
     protocol: ProtocolVersion | None,
     profile: BrokerProfile | None,
+    strict: bool,
     list_only: bool,
     output_format: str,
     cafile: Path | None,
@@ -304,6 +305,7 @@ def probe_command(
         protocol=protocol,
         profile=profile,
         connection=connection,
+        strict=strict,
     )
     try:
         written = result.write_reports(out_dir, force=force)
@@ -316,6 +318,9 @@ def probe_command(
     elif result.refusal is None:
         _print_summary(result)
         click.echo(f"reports: {', '.join(str(path) for path in written)}")
+    broken = crashes(result.results)
+    if broken is not None:  # exit status 3: said on stderr too, where a script looks for an internal error
+        click.echo(printable(f"mqttaudit: internal error: {broken} (findings.json names each exception)"), err=True)
     return result.exit_status
 
 
@@ -346,7 +351,7 @@ def _list(selected: Sequence[Case], output_format: str) -> None:
                 "id": c.id,
                 "statements": list(c.statements),
                 "title": c.title,
-                "level": case_level(c),
+                "level": case_level(c) or "MUST",
                 "stimulus": c.stimulus,
                 "expected": c.expected,
                 "timing": c.timing,
@@ -413,6 +418,7 @@ def _numbered(cases: Sequence[Case], version: ProtocolVersion) -> int:
     help="A broker profile (see `probe --help`) for the target labelled LABEL (its NAME, or HOST:PORT); repeated, "
     "one per target. Without LABEL= it is the profile of every target that has none of its own.",
 )
+@click.option("--strict", is_flag=True, help=_STRICT_HELP)
 @connection_options
 def matrix_command(
     targets: tuple[str, ...],
@@ -425,6 +431,7 @@ def matrix_command(
     max_inconclusive: float,
     protocol: ProtocolVersion | None,
     profiles: dict[str, BrokerProfile],
+    strict: bool,
     cafile: Path | None,
     certfile: Path | None,
     keyfile: Path | None,
@@ -434,8 +441,9 @@ def matrix_command(
 ) -> int:
     """Probe several brokers (TARGET is mqtt://HOST:PORT or NAME=mqtt://HOST:PORT) and write a statements x
     brokers matrix (matrix.md, matrix.html) plus each broker's own reports under --out. Exit status 1 when any
-    broker fails a MUST-level case, else 4 when any run is incomplete. TARGET may be mqtts://, ws:// or wss:// too;
-    the TLS options apply to every TLS target, --username and the password to every target whose URL names no user."""
+    broker fails a MUST-level case (or, with --strict, is lenient in one), else 4 when any run is incomplete. TARGET
+    may be mqtts://, ws:// or wss:// too; the TLS options apply to every TLS target, --username and the password to
+    every target whose URL names no user."""
     from mqttaudit.report import write_matrix, write_probe_reports  # the reports, loaded only when needed
 
     try:
@@ -474,6 +482,7 @@ def matrix_command(
             protocol=protocol,
             profile=profiles.get(wanted, profiles.get("")),
             connection=connection,
+            strict=strict,
         )
         target = result.run.target
         label = name or f"{target.host}:{target.port}"
@@ -492,7 +501,8 @@ def matrix_command(
         raise CannotRun(printable(str(exc))) from None
     click.echo(f"matrix: {', '.join(printable(str(path)) for path in written)}")
     statuses = {result.exit_status for _, result in results}
-    return EXIT_FINDINGS if EXIT_FINDINGS in statuses else EXIT_INCOMPLETE if EXIT_INCOMPLETE in statuses else EXIT_OK
+    worst = (EXIT_INTERNAL, EXIT_FINDINGS, EXIT_INCOMPLETE)  # a bug of the prober on any target first
+    return next((status for status in worst if status in statuses), EXIT_OK)
 
 
 def _label(spec: str) -> str:

@@ -15,7 +15,7 @@ import click
 from mqttaudit import __version__
 from mqttaudit.codec import rules as codec_rules
 from mqttaudit.judge import rules as judge_rules
-from mqttaudit.spec import VERSIONS, Catalogue, Rule, identity, load_catalogue, parse_version, registry
+from mqttaudit.spec import VERSIONS, Catalogue, Rule, duties, identity, load_catalogue, parse_version, registry
 
 from .exits import exit_status_help
 
@@ -29,6 +29,11 @@ OBSERVABLE = {
 #: The judge upholds these codec rules by asking the receiver to close on a packet that breaks them.
 ENFORCED = "ENFORCED_CODEC_RULES"
 ENFORCED_5_0 = "ENFORCED_CODEC_RULES_5_0"
+#: The statements that bind a receiver to detect a defect and close on it (mqttaudit.spec.duties), per version.
+DUTIES = "RECEIVER_DUTIES"
+DUTIES_5_0 = "RECEIVER_DUTIES_5_0"
+#: The judge's references that name a set of rules, not a check of its own (shown without their module).
+RULE_SETS = (ENFORCED, ENFORCED_5_0, DUTIES, DUTIES_5_0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +78,9 @@ def _references() -> dict[tuple[str, str], tuple[registry.Reference, ...]]:
 def _judge_rule_counts(ref: registry.Reference, key: str, version: str) -> bool:
     """Whether a reference of :mod:`mqttaudit.judge.rules` checks ``key`` in ``version``: in 3.1.1 each of its names
     and the codec rules it enforces by a close; in 5.0 its own rules and the codec rules a 5.0 receiver closes on."""
-    if ref.name == ENFORCED:
+    if ref.name in (ENFORCED, DUTIES):
         return version == identity.V3_1_1
-    if ref.name == ENFORCED_5_0:
+    if ref.name in (ENFORCED_5_0, DUTIES_5_0):
         return version == identity.V5
     return version == identity.V3_1_1 or key in judge_rules.OWN_RULES
 
@@ -89,10 +94,7 @@ def coverage(rule: Rule) -> Coverage:
         chosen = [ref for ref in refs if ref.component == component]
         if component == "judge" and rule.version == identity.V3_1_1:
             chosen = [ref for ref in chosen if ref.module == judge_rules.__name__]
-        own = [
-            ref.name if not qualified or ref.name.startswith("ENFORCED") else f"{ref.name} in {ref.module}"
-            for ref in chosen
-        ]
+        own = [ref.name if not qualified or ref.name in RULE_SETS else f"{ref.name} in {ref.module}" for ref in chosen]
         return tuple(dict.fromkeys(own))
 
     v5 = rule.version == identity.V5
@@ -128,8 +130,39 @@ def rule_to_dict(rule: Rule) -> dict[str, Any]:
         "judge_checks": list(covered.judge),
         "probe_cases": list(covered.probe),
         "also_in": [other.version for other in also_in(rule)],
+        "receiver_duties": [
+            {"receiver": duty.receiver, "packet": duty.packet, "binding": duty.binding, "basis": duty.basis}
+            for duty in receiver_duties(rule)
+        ],
         "mqttaudit_version": __version__,
     }
+
+
+def receiver_duties(rule: Rule) -> list[duties.Duty]:
+    """What the receiver of a packet breaking ``rule`` owes, per receiver (the rule's own row, then the duty a whole
+    packet of one type puts on it where that differs): empty for a rule no received packet breaks."""
+    table = duties.load_duties(rule.version)
+    found = []
+    for row in duties.duties_of(rule.id, rule.version):
+        found.append(row)
+        for packet in sorted(duties.PACKETS):
+            wide = table.duty(rule.id, row.receiver, packet)
+            if wide is not None and wide != row:
+                found.append(wide)
+    return found
+
+
+def _duty_lines(rule: Rule) -> list[str]:
+    """The receiver duties of ``rule`` in words: who must detect a packet breaking it and close, on what basis."""
+    lines = []
+    for duty in receiver_duties(rule):
+        where = "" if duty.packet == duties.ANY else f" in a {duty.packet}"
+        if duty.binding is None:
+            verdict = "not bound to detect it (accepting it is leniency, not a failure)"
+        else:
+            verdict = f"bound by {duty.binding} to detect it and close"
+        lines.append(f"{duty.receiver}{where}: {verdict}; {duty.basis}")
+    return lines
 
 
 def find_rules(catalogue: Catalogue, wanted: Sequence[str]) -> list[Rule]:
@@ -175,6 +208,7 @@ def explain(rule: Rule) -> list[str]:
     ]
     if rule.basis:
         lines.append(f"  Basis:         {rule.basis}")
+    lines += _labelled("Receiver duty:", _duty_lines(rule)) if receiver_duties(rule) else []
     if rule.version == identity.V5:
         lines += _labelled("Checked by:", _checks_5_0(covered))
         lines += _labelled("Probe cases:", list(covered.probe) or ["none"])
@@ -182,11 +216,13 @@ def explain(rule: Rule) -> list[str]:
     checks = []
     if covered.codec:
         checks.append(f"codec: {', '.join(covered.codec)} in mqttaudit.codec.rules (in the bytes of every packet)")
-    own = [name for name in covered.judge if name != ENFORCED]
+    own = [name for name in covered.judge if name not in RULE_SETS]
     if own:
         checks.append(f"judge: {', '.join(own)} in mqttaudit.judge.rules (over a connection, live or captured)")
     if ENFORCED in covered.judge:
         checks.append("judge: the receiver must close the connection on a packet that breaks it (ENFORCED_CODEC_RULES)")
+    if DUTIES in covered.judge:
+        checks.append(f"judge: it binds the receiver of a defective packet to detect it and close ({DUTIES})")
     lines += _labelled("Checked by:", checks or ["nothing yet: no finding can name this rule"])
     lines += _labelled("Probe cases:", list(covered.probe) or ["none"])
     return lines
@@ -200,7 +236,12 @@ def _checks_5_0(covered: Coverage) -> list[str]:
         checks.append(f"codec: {', '.join(names)} in mqttaudit.codec.rules (in the bytes of every MQTT 5.0 packet)")
     for check in covered.judge:
         if check == ENFORCED_5_0:
-            checks.append(f"judge: the receiver must close the connection on a packet that breaks it ({ENFORCED_5_0})")
+            checks.append(
+                "judge: the receiver closes on a packet that breaks it where a statement binds it to detect that, "
+                f"and is lenient otherwise ({ENFORCED_5_0})"
+            )
+        elif check == DUTIES_5_0:
+            checks.append(f"judge: it binds the receiver of a defective packet to detect it and close ({DUTIES_5_0})")
         else:
             checks.append(f"judge: {check} (over MQTT 5.0 connections)")
     return checks or ["nothing yet: no finding can name this rule"]

@@ -22,6 +22,9 @@ class JudgeConfig:
     #: CONNACK 0x01 [MQTT-3.1.2-2]. A supported level 5 is judged against MQTT 5.0; another supported level other
     #: than 4 is another specification and is not judged.
     supported_protocol_levels: frozenset[int] = field(default_factory=lambda: frozenset({4}))
+    #: The version a connection speaks until its CONNECT says otherwise ("3.1.1" or "5.0"): the prober's own, for a
+    #: connection it opens with another packet on purpose (its findings cite that version's statements).
+    opening_version: str = "3.1.1"
 
     def __post_init__(self) -> None:
         for name in ("close_grace", "answer_timeout", "keep_alive_slack"):
@@ -29,3 +32,5 @@ class JudgeConfig:
                 raise ValueError(f"{name} must not be negative")
         if self.keep_alive_factor < 1:
             raise ValueError("keep_alive_factor must be at least 1")
+        if self.opening_version not in ("3.1.1", "5.0"):
+            raise ValueError(f"opening_version is 3.1.1 or 5.0, not {self.opening_version!r}")

@@ -22,6 +22,7 @@ from mqttaudit.codec import (
 from mqttaudit.codec import rules as codec_rules
 from mqttaudit.codec.properties import first
 from mqttaudit.spec import identity
+from mqttaudit.spec.ids import R5
 
 from ..codec.describe import quoted
 from ..codec.remaining_length import read_remaining_length
@@ -73,6 +74,12 @@ class Reaction:
     #: CONNACK codes the server may send instead in MQTT 5.0's form, which shows it speaks 5.0 (see
     #: :data:`REFUSE_PROTOCOL_LEVEL`).
     codes_5: frozenset[int] = frozenset()
+    #: The statement the close after a refusing CONNACK answers to, when it is the reaction's own rather than the
+    #: general one (3.1.1 [MQTT-3.2.2-5], 5.0 [MQTT-3.2.2-7]).
+    refusal_rule: str | None = None
+    #: An accepting CONNACK (0x00) takes the connection out of this specification: the server follows another
+    #: protocol, and nothing after it is judged.
+    accepting_leaves: bool = False
 
 
 ACCEPT_OR_REFUSE: Final = Reaction(
@@ -151,6 +158,22 @@ CLOSE_ON_MALFORMED_5: Final = Reaction(
     "a CONNECT that breaks section 3.1 is answered by closing the connection (a CONNACK of 0x80 or above may "
     "come first)",
 )
+#: 5.0 [MQTT-3.1.2-1]: a CONNECT of Protocol Version 5 whose only defect is another Protocol Name. "A Server which
+#: supports multiple protocols uses the Protocol Name to determine whether the data is MQTT": it may accept the
+#: CONNECT as another protocol's (nothing after is judged); a server that does not accept it closes the connection,
+#: a CONNACK 0x84 allowed first (or a refusal in the form of the protocol it took the name for: 3.1's 0x01 to
+#: "MQIsdp"). The statement binds the server only when it does not accept.
+REFUSE_OR_FOLLOW_NAME_5: Final = Reaction(
+    codec_rules.PROTOCOL_NAME,
+    frozenset(range(0x100)),
+    False,
+    True,
+    "a CONNECT with another Protocol Name is accepted as another protocol's, or refused by closing the connection "
+    "(a CONNACK 0x84 allowed first)",
+    close_answers=True,
+    refusal_rule=codec_rules.PROTOCOL_NAME,
+    accepting_leaves=True,
+)
 #: The CONNACK code that rejects a Client Identifier, per version (3.1.1 0x02 "identifier rejected", 5.0 0x85
 #: "Client Identifier not valid").
 CLIENT_ID_REJECTED: Final = {identity.V3_1_1: IDENTIFIER_REJECTED, identity.V5: 0x85}
@@ -219,6 +242,8 @@ def connect_reaction(
     if broken and broken <= rules.TRANSPORT_RULES:
         return CLOSE_ON_TEXT_FRAME
     if v5:
+        if broken == {codec_rules.PROTOCOL_NAME}:
+            return REFUSE_OR_FOLLOW_NAME_5
         # Only a defect the receiver must close on makes the CONNECT one it must not accept: an undefined Will
         # Payload Format Indicator names no error (3.1.3.2.3), so it stays the client's fault alone.
         return CLOSE_ON_MALFORMED_5 if broken & rules.enforced_codec_rules(version) else ACCEPT_OR_REFUSE_5
@@ -267,7 +292,7 @@ class Connection:
         self.server_disconnect_seen: Seen | None = None
         #: Where the connection is (see :mod:`.lifecycle`), and the version it speaks.
         self.phase = Phase.UNOBSERVED_START if mid_stream else Phase.AWAITING_CONNECT
-        self.version = identity.V3_1_1
+        self.version = ctx.config.opening_version
         #: Order rules (keys) a packet already broke here: each is reported once per connection.
         self._out_of_order: set[str] = set()
         self._client_spoke = False
@@ -387,7 +412,7 @@ class Connection:
                 # [MQTT-3.1.2-30] a Protocol Error the server closes on without acting on it (4.13.1)
                 what = f"{seen.describe()} before the CONNACK of an authentication under way"
                 rule = transition.rule
-                self._offences.record(Offence(seen, rules.CLOSE_ON_VIOLATION, rules.CLOSE_ON_VIOLATION, what, (rule,)))
+                self._offences.offend(seen, (rule,), what)
         if isinstance(packet, Auth):
             self._on_auth(seen)
         if isinstance(packet, Connect):
@@ -441,22 +466,14 @@ class Connection:
             f"the client's first packet is {describe(seen.packet)}",
             "the first packet a client sends is CONNECT",
         )
-        self._offences.record(
-            Offence(
-                seen,
-                rules.CLOSE_ON_VIOLATION,
-                rules.CLOSE_ON_VIOLATION,
-                f"{seen.describe()} before CONNECT",
-                (rules.CONNECT_FIRST,),
-            )
-        )
+        self._offences.offend(seen, (rules.CONNECT_FIRST,), f"{seen.describe()} before CONNECT")
 
     def _on_connect(self, seen: Seen, connect: Connect, first: bool) -> None:
         self._unanswered.append(seen)
         if not first:
             # [MQTT-3.1.0-2] A second CONNECT is a protocol violation the server disconnects on.
             what = f"a second CONNECT ({seen.describe()})"
-            self._offences.record(Offence(seen, rules.SECOND_CONNECT, rules.SECOND_CONNECT, what))
+            self._offences.offend(seen, (rules.SECOND_CONNECT,), what)
             return
         if self.mid_stream or self._gap_before_connect is not None:
             self._connect_first_unknown(seen)
@@ -481,7 +498,7 @@ class Connection:
         self.reaction = reaction = connect_reaction(seen, connect, config.supported_protocol_levels, self.version)
         if not reaction.codes:
             enforced = rules.enforced_codec_rules(self.version) | rules.TRANSPORT_RULES
-            self._offences.record(Offence.of_frame(seen, reaction.rule, act_rule=reaction.rule, enforced=enforced))
+            self._offences.record(Offence.of_frame(seen, self.version, act_rule=reaction.rule, enforced=enforced))
             return
         self._owe_connack(seen.time)
 
@@ -548,7 +565,7 @@ class Connection:
         )
         if seen.sender is CLIENT:
             what = f"{seen.describe()} without an Authentication Method in the CONNECT"
-            self._offences.record(Offence(seen, rules.CLOSE_ON_VIOLATION, rules.CLOSE_ON_VIOLATION, what, (rule,)))
+            self._offences.offend(seen, (rule,), what)
 
     def _on_disconnect(self, seen: Seen) -> None:
         """[MQTT-3.14.4-1] After DISCONNECT the client closes the connection."""
@@ -615,7 +632,7 @@ class Connection:
             if self.version == identity.V5 and not self.authenticates:
                 self._ctx.ledger.held(lifecycle.NO_AUTH_WITHOUT_METHOD)  # none came before the CONNACK
             self._judge_connack(seen, packet)
-            if connect_5 is not None:
+            if connect_5 is not None and self.foreign is None:  # a CONNACK of another protocol is not 5.0's
                 self._handshake.on_connack(seen, connect_5, packet, valid=self.connect_valid)
         return connect_seen.event
 
@@ -673,9 +690,17 @@ class Connection:
         if reaction is None or connect is None or not reaction.codes:
             return  # not judged, or an offence: answering it is judged as acting on it
         obligations = self._ctx.obligations
+        code = connack.return_code
+        if reaction.accepting_leaves and code == 0:
+            self.foreign = (
+                f"protocol name {quoted(connect.protocol_name)} accepted (CONNACK 0x00, event {seen.event}): the "
+                f"server follows another protocol, which {R5.MQTT_3_1_2_1} allows a server that supports several"
+            )
+            if self._connack_due is not None:
+                obligations.drop(self._connack_due, reasons.reason(reasons.ANOTHER_SPECIFICATION, self.foreign))
+            return
         if self._connack_due is not None:
             obligations.fulfil(self._connack_due)
-        code = connack.return_code
         if code not in reaction.codes and not (code in reaction.codes_5 and in_5_0_form(seen)):
             allowed = ", ".join(f"0x{c:02x}" for c in sorted(reaction.codes))
             self._ctx.ledger.fail(
@@ -691,12 +716,13 @@ class Connection:
             self._session_present_with_clean_session(seen, connect, connack)
         else:
             self.refused_at = seen
-            # [MQTT-3.1.4-5] Nothing the client sent after the refused CONNECT may be answered.
+            # [MQTT-3.1.4-5] Nothing the client sent after the refused CONNECT may be answered (a close it owes on a
+            # violation among it is no answer: the refusal's own close settles it).
             after = self.connect_seen_event
-            obligations.drop_where(lambda o: o.side is SERVER and o.event > after)
+            obligations.drop_where(lambda o: o.side is SERVER and o.event > after and o.on_close is not OnClose.FULFILS)
         if code != 0 or reaction.must_close:
             grace = self._ctx.config.close_grace
-            rule = reaction.rule if reaction.must_close else rules.CLOSE_AFTER_REFUSAL
+            rule = reaction.rule if reaction.must_close else reaction.refusal_rule or rules.CLOSE_AFTER_REFUSAL
             obligations.open(
                 Obligation(
                     rule,
@@ -774,6 +800,15 @@ class Connection:
         connect_5 = self.handshake_5
         if connect_5 is not None and self.reaction is not None:
             self._handshake.on_end(closed, self.connack)
+        if (
+            closed is not None
+            and closed.by is SERVER
+            and not self._server_spoke
+            and self._client_spoke
+            and not self.mid_stream
+            and SERVER not in self.lost
+        ):
+            ledger.held(rules.CONNACK_FIRST)  # [MQTT-3.2.0-1] the server closed having sent nothing before a CONNACK
         one_connack = self.connack is not None and lifecycle.ONE_CONNACK not in self._out_of_order
         if connect_5 is not None and one_connack and closed is not None:
             ledger.held(lifecycle.ONE_CONNACK)  # [MQTT-3.2.0-2] one CONNACK, and the connection is over

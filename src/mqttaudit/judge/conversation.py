@@ -39,7 +39,7 @@ class ConversationJudge:
     ) -> None:
         """``mid_stream``: observation began inside the connection (a capture without its SYN), so its CONNECT,
         the protocol version and the packets already in flight are unknown; nothing is judged on them."""
-        ledger = Ledger(conversation)
+        ledger = Ledger(conversation, config.opening_version)
         self._ctx = ctx = Context(config, ledger, Obligations(ledger), Transcript())
         self._offences = Offences(ctx)
         self._connection = Connection(ctx, self._offences, mid_stream=mid_stream)
@@ -119,7 +119,7 @@ class ConversationJudge:
             reason = reasons.reason(reasons.LOST_BYTES, f"{event.length} bytes the {side} sent (event {index})")
         self._ctx.obligations.mark_lost(event.sender, reason)
         self._connection.on_lost(event, index, reason)
-        self._pairing.lost(event.sender)
+        self._pairing.lost(event.sender, index)
         self._limits.lost(event.sender, reason)
         if event.sender is CLIENT:
             self._keep_alive.lost(reason, index, event.time)

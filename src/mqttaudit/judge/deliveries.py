@@ -38,8 +38,8 @@ class Deliveries:
         self._topics = topics
         self._connection = connection
         self._subscriptions = subscriptions
-        #: The unknown subscriptions were noted (once per connection, at the first delivery they leave undecided).
-        self._unknown_noted = False
+        #: The rules unknown subscriptions left undecided (noted once per connection, at the first such delivery).
+        self._unknown_noted: set[str] = set()
         self._alias_noted = False
         self._options = OptionChecks(ctx, subscriptions)
 
@@ -61,11 +61,7 @@ class Deliveries:
         self._ctx.transcript.delivered.append(Delivered(seen.event, seen.time, packet))
         unknown = self._unknown_subscriptions()
         if unknown is not None:
-            if not self._unknown_noted:
-                self._unknown_noted = True
-                why = f"{unknown} (this delivery, and later ones while that holds)"
-                for rule in (rules.DELIVERY_MATCHES_SUBSCRIPTION, rules.DELIVERY_QOS):
-                    self._ctx.ledger.undecided(rule, why, side=SERVER, event=seen.event, time=seen.time)
+            self._with_unknown_subscriptions(seen, packet, topic, unknown)
             return
         if topic is None:
             self._topic_unknown(seen, packet)
@@ -75,6 +71,27 @@ class Deliveries:
             self._qos_within_grant(seen, packet, bounds)
             if v5:
                 self._options.delivered(seen, packet, topic)
+
+    def _with_unknown_subscriptions(self, seen: Seen, packet: Publish, topic: str | None, unknown: str) -> None:
+        """A delivery while the session may hold subscriptions this connection did not show: one that matches a
+        subscription it did show (a SUBSCRIBE captured here) matches a subscription whatever else the session held
+        [MQTT-3.3.2-3], and one within the QoS that subscription allows is within the QoS granted [MQTT-3.8.4-6];
+        anything else may answer to a subscription not seen (not assessable, noted once per rule)."""
+        bounds = {} if topic is None else self._subscriptions.bounds(topic)
+        undecided: list[str] = []
+        if bounds:
+            self._ctx.ledger.held(rules.DELIVERY_MATCHES_SUBSCRIPTION)
+        else:
+            undecided.append(rules.DELIVERY_MATCHES_SUBSCRIPTION)
+        if bounds and packet.qos <= max(bounds.values()):
+            self._qos_within_grant(seen, packet, bounds)
+        else:
+            undecided.append(rules.DELIVERY_QOS)
+        why = f"{unknown} (this delivery, and later ones while that holds)"
+        for rule in undecided:
+            if rule not in self._unknown_noted:
+                self._unknown_noted.add(rule)
+                self._ctx.ledger.undecided(rule, why, side=SERVER, event=seen.event, time=seen.time)
 
     def _topic_unknown(self, seen: Seen, packet: Publish) -> None:
         """A 5.0 PUBLISH with an empty Topic Name and a Topic Alias whose mapping is unknown: nothing that depends
@@ -158,15 +175,14 @@ class Deliveries:
                 self._ctx.ledger.held(rule)
             return
         grants = ", ".join(f"{quoted(name)}: QoS {qos}" for name, qos in sorted(bounds.items()))
-        for rule in judged:
-            self._ctx.ledger.fail(
-                rule,
-                SERVER,
-                seen.time,
-                seen.event,
-                f"{seen.describe()} exceeds the QoS its subscriptions allow ({grants})",
-                "a message is delivered at the lower of its publish QoS and the QoS granted to the subscription"
-                if rule == rules.DELIVERY_QOS
-                else "each SUBACK Reason Code shows the maximum QoS granted to its subscription",
-                QOS,
-            )
+        self._ctx.ledger.fail(
+            rules.DELIVERY_QOS,
+            SERVER,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} exceeds the QoS its subscriptions allow ({grants})",
+            "a message is delivered at the lower of its publish QoS and the QoS granted to the subscription"
+            + ("; each SUBACK Reason Code shows the maximum QoS granted to its subscription" if judged[1:] else ""),
+            QOS,
+            also=judged[1:],
+        )

@@ -31,19 +31,19 @@ SERVER: Final = Direction.FROM_SERVER
 
 #: [MQTT-3.8.3-3] No Local: the server does not forward a message to the connection that published it. (5.0's id
 #: is 3.1.1's MQTT-3.8.3-3, another rule: the key says which one is meant.)
-NO_LOCAL: Final = R5.MQTT_3_8_3_3.key
+NO_LOCAL: Final[str] = R5.MQTT_3_8_3_3.key
 #: [MQTT-3.3.1-12] Retain As Published 0: a forwarded message has RETAIN 0 (3.1.1's key MQTT-3.3.1-9).
 RETAIN_CLEARED: Final = rules.RETAIN_CLEARED_ON_ESTABLISHED
 #: [MQTT-3.3.1-13] Retain As Published 1: a forwarded message keeps the RETAIN flag it was published with.
-RETAIN_AS_PUBLISHED: Final = R5.MQTT_3_3_1_13
+RETAIN_AS_PUBLISHED: Final[str] = R5.MQTT_3_3_1_13
 #: [MQTT-3.3.4-3] The Subscription Identifiers of the matching subscriptions are sent with the message.
-IDENTIFIERS_SENT: Final = R5.MQTT_3_3_4_3
+IDENTIFIERS_SENT: Final[str] = R5.MQTT_3_3_4_3
 #: [MQTT-3.3.4-4] One copy for overlapping subscriptions carries the identifiers of all of them.
-ONE_COPY_ALL_IDENTIFIERS: Final = R5.MQTT_3_3_4_4
+ONE_COPY_ALL_IDENTIFIERS: Final[str] = R5.MQTT_3_3_4_4
 #: [MQTT-3.3.4-5] One copy per subscription carries that subscription's identifier.
-COPY_PER_SUBSCRIPTION: Final = R5.MQTT_3_3_4_5
+COPY_PER_SUBSCRIPTION: Final[str] = R5.MQTT_3_3_4_5
 #: [MQTT-3.8.4-7] Each SUBACK code shows the maximum QoS granted: no delivery on the subscription exceeds it.
-SUBACK_CODE_IS_GRANT: Final = R5.MQTT_3_8_4_7
+SUBACK_CODE_IS_GRANT: Final[str] = R5.MQTT_3_8_4_7
 #: Own publications remembered at most (the oldest are forgotten first).
 OWN_KEPT: Final = 4096
 

@@ -27,7 +27,7 @@ from .transcript import Published, Subscribed, Transcript
 from .verdict import Judgement, Ledger, combine
 
 #: [MQTT-3.1.2-25] The Server discards a packet too large for the Client and carries on as if it had been sent.
-DISCARD_TOO_LARGE: Final = R5.MQTT_3_1_2_25
+DISCARD_TOO_LARGE: Final[str] = R5.MQTT_3_1_2_25
 V5: Final = "5.0"
 
 

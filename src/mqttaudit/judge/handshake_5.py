@@ -32,7 +32,7 @@ from mqttaudit.codec import rules as codec_rules
 from mqttaudit.codec.properties import first
 from mqttaudit.spec import identity
 
-from . import lifecycle, reasons, rules
+from . import lifecycle, reasons
 from .context import Context, Seen
 from .events import Closed
 from .lifecycle import Phase
@@ -149,8 +149,7 @@ class Handshake5:
         if not broken:
             return
         what = f"{seen.describe()} breaking {', '.join(broken)}"
-        offence = Offence(seen, rules.CLOSE_ON_VIOLATION, rules.CLOSE_ON_VIOLATION, what, tuple(broken))
-        self._offences.record(offence)
+        offence = self._offences.offend(seen, broken, what)
         if connack is None and self._offending_auth is None:
             self._offending_auth = offence
 
@@ -445,12 +444,11 @@ class Handshake5:
         )
 
     def _accepts_offence(self, seen: Seen, offence: Offence) -> None:
-        """CONNACK 0x00 after an AUTH of the client that broke the exchange accepts it: acting on the offence fails
-        every rule the server upholds by closing (see :mod:`.violations`)."""
+        """CONNACK 0x00 after an AUTH of the client that broke the exchange accepts it: acting on the offence (see
+        :mod:`.violations`)."""
         detail = f"{seen.describe()} accepts the authentication after {offence.what} (event {offence.seen.event})"
         expected = "the server closes the connection on a client AUTH that breaks the exchange, without accepting it"
-        for rule in offence.upheld:
-            self._ctx.ledger.fail(rule, SERVER, seen.time, seen.event, detail, expected)
+        self._offences.acted_on(offence, seen, detail, expected)
 
     def _error_code_closes(self, seen: Seen, code: int | None) -> None:
         """[MQTT-4.13.2-1] A CONNACK or DISCONNECT of 0x80 or above is followed by the close, whoever sent it."""
@@ -504,15 +502,15 @@ class Handshake5:
             for rule in rules_:
                 self._ctx.ledger.held(rule)
             return
-        for rule in rules_:
-            self._ctx.ledger.fail(
-                rule,
-                SERVER,
-                seen.time,
-                seen.event,
-                f"{seen.describe()} accepts a zero-length Client Identifier without an Assigned Client Identifier",
-                "a server that accepts a zero-length Client Identifier returns the one it assigned in its CONNACK",
-            )
+        self._ctx.ledger.fail(
+            rules_[0],
+            SERVER,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} accepts a zero-length Client Identifier without an Assigned Client Identifier",
+            "a server that accepts a zero-length Client Identifier returns the one it assigned in its CONNACK",
+            also=rules_[1:],
+        )
 
     def _will_accepted(self, seen: Seen, connect: Connect, connack: Connack) -> None:
         """[MQTT-3.2.2-12, -13] A Will beyond what the accepting CONNACK itself declares (Maximum QoS, Retain

@@ -141,56 +141,56 @@ _CONNACKS: Final = frozenset({Input.CONNACK_ACCEPTING, Input.CONNACK_REFUSING})
 #: 5.0 [MQTT-3.1.2-30]: what a client may send while its authentication is under way.
 _WHILE_AUTHENTICATING: Final = frozenset({Input.AUTH, Input.DISCONNECT})
 #: 5.0 [MQTT-3.2.0-2]: one CONNACK per connection.
-ONE_CONNACK: Final = R5.MQTT_3_2_0_2
+ONE_CONNACK: Final[str] = R5.MQTT_3_2_0_2
 #: 5.0 [MQTT-3.1.2-30]: only AUTH or DISCONNECT before the CONNACK when authenticating.
-AUTHENTICATING_CLIENT_WAITS: Final = R5.MQTT_3_1_2_30
+AUTHENTICATING_CLIENT_WAITS: Final[str] = R5.MQTT_3_1_2_30
 #: 5.0 [MQTT-4.12.0-6]: no AUTH from a server whose client asked for no Authentication Method.
-NO_AUTH_WITHOUT_METHOD: Final = R5.MQTT_4_12_0_6
+NO_AUTH_WITHOUT_METHOD: Final[str] = R5.MQTT_4_12_0_6
 #: 5.0 [MQTT-3.14.0-1]: no DISCONNECT from the server before a CONNACK that accepts (below 0x80).
-NO_SERVER_DISCONNECT_BEFORE_ACCEPT: Final = R5.MQTT_3_14_0_1
+NO_SERVER_DISCONNECT_BEFORE_ACCEPT: Final[str] = R5.MQTT_3_14_0_1
 #: 5.0 [MQTT-3.1.2-29]: with Request Problem Information 0, a Reason String or User Property only in PUBLISH,
 #: CONNACK or DISCONNECT.
-PROBLEM_INFORMATION_WITHHELD: Final = R5.MQTT_3_1_2_29
+PROBLEM_INFORMATION_WITHHELD: Final[str] = R5.MQTT_3_1_2_29
 #: 5.0 [MQTT-4.12.0-1]: an unsupported Authentication Method (CONNACK 0x8C) is followed by the close.
-CLOSE_ON_UNSUPPORTED_METHOD: Final = R5.MQTT_4_12_0_1
+CLOSE_ON_UNSUPPORTED_METHOD: Final[str] = R5.MQTT_4_12_0_1
 #: 5.0 [MQTT-4.12.0-2]: a server AUTH that continues the authentication carries Reason Code 0x18.
-SERVER_AUTH_CONTINUES: Final = R5.MQTT_4_12_0_2
+SERVER_AUTH_CONTINUES: Final[str] = R5.MQTT_4_12_0_2
 #: 5.0 [MQTT-4.12.0-4]: a server that rejects the authentication (CONNACK 0x86 or 0x87) closes the connection.
-CLOSE_ON_REJECTED_AUTHENTICATION: Final = R5.MQTT_4_12_0_4
+CLOSE_ON_REJECTED_AUTHENTICATION: Final[str] = R5.MQTT_4_12_0_4
 #: 5.0 [MQTT-4.12.0-5]: every AUTH and a CONNACK that accepts repeat the CONNECT's Authentication Method.
-SAME_AUTHENTICATION_METHOD: Final = R5.MQTT_4_12_0_5
+SAME_AUTHENTICATION_METHOD: Final[str] = R5.MQTT_4_12_0_5
 #: 5.0 [MQTT-4.12.0-3]: the client's AUTH answering the server's AUTH 0x18 carries Reason Code 0x18.
-CLIENT_AUTH_CONTINUES: Final = R5.MQTT_4_12_0_3
+CLIENT_AUTH_CONTINUES: Final[str] = R5.MQTT_4_12_0_3
 #: 5.0 [MQTT-4.12.1-1]: a re-authentication (AUTH 0x19) names the Authentication Method of the CONNECT.
-REAUTHENTICATION_SAME_METHOD: Final = R5.MQTT_4_12_1_1
+REAUTHENTICATION_SAME_METHOD: Final[str] = R5.MQTT_4_12_1_1
 #: 5.0 [MQTT-4.12.1-2]: a failed re-authentication ends with the connection closed.
-CLOSE_ON_FAILED_REAUTHENTICATION: Final = R5.MQTT_4_12_1_2
+CLOSE_ON_FAILED_REAUTHENTICATION: Final[str] = R5.MQTT_4_12_1_2
 #: 5.0 [MQTT-3.2.2-16]: a CONNACK accepting a zero-length Client Identifier carries the Assigned Client Identifier
 #: (and [MQTT-3.1.3-7] says the same of the CONNECT's processing).
-ASSIGNED_CLIENT_IDENTIFIER: Final = R5.MQTT_3_2_2_16
-ASSIGNED_CLIENT_IDENTIFIER_RETURNED: Final = R5.MQTT_3_1_3_7.key
+ASSIGNED_CLIENT_IDENTIFIER: Final[str] = R5.MQTT_3_2_2_16
+ASSIGNED_CLIENT_IDENTIFIER_RETURNED: Final[str] = R5.MQTT_3_1_3_7.key
 #: 5.0 [MQTT-3.3.2-12]: the server accepts every Topic Alias from 1 to the Topic Alias Maximum it declared.
-ALIASES_IN_RANGE_ACCEPTED: Final = R5.MQTT_3_3_2_12
+ALIASES_IN_RANGE_ACCEPTED: Final[str] = R5.MQTT_3_3_2_12
 #: 5.0 [MQTT-3.2.2-12]: a Will QoS beyond the server's Maximum QoS is refused (0x9B) and the connection closed.
-WILL_QOS_WITHIN_MAXIMUM: Final = R5.MQTT_3_2_2_12
+WILL_QOS_WITHIN_MAXIMUM: Final[str] = R5.MQTT_3_2_2_12
 #: 5.0 [MQTT-3.2.2-13]: a Will Retain 1 without Retain Available is refused (0x9A) and the connection closed.
-WILL_RETAIN_AVAILABLE: Final = R5.MQTT_3_2_2_13
+WILL_RETAIN_AVAILABLE: Final[str] = R5.MQTT_3_2_2_13
 #: 5.0 [MQTT-4.13.2-1]: after a CONNACK or DISCONNECT of 0x80 or above the connection is closed.
-CLOSE_AFTER_ERROR_CODE: Final = R5.MQTT_4_13_2_1
+CLOSE_AFTER_ERROR_CODE: Final[str] = R5.MQTT_4_13_2_1
 #: 5.0 [MQTT-4.12.0-7]: no AUTH from a client whose CONNECT named no Authentication Method.
-NO_CLIENT_AUTH_WITHOUT_METHOD: Final = R5.MQTT_4_12_0_7
+NO_CLIENT_AUTH_WITHOUT_METHOD: Final[str] = R5.MQTT_4_12_0_7
 #: 5.0 [MQTT-3.1.2-28]: Request Response Information 0 (or absent, which means 0): no Response Information in the
 #: CONNACK.
-NO_RESPONSE_INFORMATION: Final = R5.MQTT_3_1_2_28
+NO_RESPONSE_INFORMATION: Final[str] = R5.MQTT_3_1_2_28
 #: 5.0 [MQTT-3.1.3-6]: a server accepting zero-length Client Identifiers assigns each client a unique one.
-UNIQUE_ASSIGNED_CLIENT_IDENTIFIER: Final = R311.MQTT_3_1_3_6
+UNIQUE_ASSIGNED_CLIENT_IDENTIFIER: Final[str] = R311.MQTT_3_1_3_6
 #: 5.0 [MQTT-3.1.3-8]: a server rejecting the Client Identifier (CONNACK 0x85) closes the connection.
-CLOSE_ON_REJECTED_CLIENT_IDENTIFIER: Final = R5.MQTT_3_1_3_8.key
+CLOSE_ON_REJECTED_CLIENT_IDENTIFIER: Final[str] = R5.MQTT_3_1_3_8.key
 #: 5.0 [MQTT-3.1.4-2]: a server whose further checks on the CONNECT (content, authentication, authorization) fail
 #: closes the connection.
-CLOSE_ON_FAILED_CHECK: Final = R5.MQTT_3_1_4_2.key
+CLOSE_ON_FAILED_CHECK: Final[str] = R5.MQTT_3_1_4_2.key
 #: 5.0 [MQTT-3.2.2-22]: without a Server Keep Alive in its CONNACK the server keeps to the client's Keep Alive.
-CLIENT_KEEP_ALIVE_APPLIES: Final = R5.MQTT_3_2_2_22
+CLIENT_KEEP_ALIVE_APPLIES: Final[str] = R5.MQTT_3_2_2_22
 #: The phases in which no CONNACK below 0x80 has been sent yet (a server DISCONNECT there breaks MQTT-3.14.0-1).
 BEFORE_ACCEPTANCE: Final = frozenset(
     {Phase.AWAITING_CONNECT, Phase.NO_CONNECT, Phase.CONNECTING, Phase.AUTHENTICATING, Phase.REFUSED}

@@ -40,12 +40,12 @@ from mqttaudit.spec import identity, registry
 from mqttaudit.spec.ids import R5
 
 from ..codec.describe import quoted
-from . import reasons, rules
+from . import reasons
 from .connection import Connection
 from .context import Context, Seen
 from .discarded_5 import DISCARD_TOO_LARGE
 from .sides import side_name
-from .violations import Offence, Offences
+from .violations import Offences
 
 CLIENT: Final = Direction.FROM_CLIENT
 SERVER: Final = Direction.FROM_SERVER
@@ -53,33 +53,33 @@ SERVER: Final = Direction.FROM_SERVER
 # Rule keys. Rules only 5.0 states are keyed by their 5.0 id (R5), even where 3.1.1 numbers another rule the same
 # (3.1.1's MQTT-3.1.2-24 is the Keep Alive timer).
 #: [MQTT-3.3.2-9] The Client uses no Topic Alias above the Topic Alias Maximum of the Server's CONNACK.
-CLIENT_ALIAS_WITHIN_MAXIMUM: Final = R5.MQTT_3_3_2_9
+CLIENT_ALIAS_WITHIN_MAXIMUM: Final[str] = R5.MQTT_3_3_2_9
 #: [MQTT-3.2.2-17] The same, as 3.2.2.3.8 states it for a Topic Alias Maximum above 0.
-CLIENT_ALIAS_WITHIN_DECLARED: Final = R5.MQTT_3_2_2_17
+CLIENT_ALIAS_WITHIN_DECLARED: Final[str] = R5.MQTT_3_2_2_17
 #: [MQTT-3.2.2-18] With no Topic Alias Maximum (or 0) in CONNACK the Client sends no Topic Alias.
-CLIENT_NO_ALIAS_WITHOUT_MAXIMUM: Final = R5.MQTT_3_2_2_18
+CLIENT_NO_ALIAS_WITHOUT_MAXIMUM: Final[str] = R5.MQTT_3_2_2_18
 #: [MQTT-3.3.2-11] The Server uses no Topic Alias above the Topic Alias Maximum of the Client's CONNECT.
-SERVER_ALIAS_WITHIN_MAXIMUM: Final = R5.MQTT_3_3_2_11
+SERVER_ALIAS_WITHIN_MAXIMUM: Final[str] = R5.MQTT_3_3_2_11
 #: [MQTT-3.1.2-26] The same, as 3.1.2.11.5 states it for a Topic Alias Maximum above 0.
-SERVER_ALIAS_WITHIN_DECLARED: Final = R5.MQTT_3_1_2_26
+SERVER_ALIAS_WITHIN_DECLARED: Final[str] = R5.MQTT_3_1_2_26
 #: [MQTT-3.1.2-27] With no Topic Alias Maximum (or 0) in CONNECT the Server sends no Topic Alias.
-SERVER_NO_ALIAS_WITHOUT_MAXIMUM: Final = R5.MQTT_3_1_2_27
+SERVER_NO_ALIAS_WITHOUT_MAXIMUM: Final[str] = R5.MQTT_3_1_2_27
 #: 3.3.4 (no statement id): a zero-length Topic Name with a Topic Alias the sender never mapped on this connection
 #: is a Protocol Error. A derived rule.
-ALIAS_MAPPED: Final = R5.MQTT_3_3_4_TOPIC_ALIAS_UNMAPPED
+ALIAS_MAPPED: Final[str] = R5.MQTT_3_3_4_TOPIC_ALIAS_UNMAPPED
 #: [MQTT-3.3.2-7] Topic Alias mappings last only for the Network Connection they were made on: a receiver carries
 #: none forward to another. An alias-only PUBLISH whose alias its sender never mapped on this connection relies on
 #: a mapping from elsewhere (the sender's, when it comes from the server; the receiver acting on one from the
 #: client carries it forward), so the rule is decided with :data:`ALIAS_MAPPED`.
-ALIAS_PER_CONNECTION: Final = R5.MQTT_3_3_2_7
+ALIAS_PER_CONNECTION: Final[str] = R5.MQTT_3_3_2_7
 #: [MQTT-3.3.4-7] The Client keeps at most the Server's Receive Maximum of QoS 1 and 2 PUBLISHes unacknowledged.
-CLIENT_RECEIVE_MAXIMUM: Final = R5.MQTT_3_3_4_7
+CLIENT_RECEIVE_MAXIMUM: Final[str] = R5.MQTT_3_3_4_7
 #: [MQTT-3.3.4-9] The Server keeps at most the Client's Receive Maximum of QoS 1 and 2 PUBLISHes unacknowledged.
-SERVER_RECEIVE_MAXIMUM: Final = R5.MQTT_3_3_4_9
+SERVER_RECEIVE_MAXIMUM: Final[str] = R5.MQTT_3_3_4_9
 #: [MQTT-3.1.2-24] The Server sends no packet larger than the Client's Maximum Packet Size.
-SERVER_PACKET_SIZE: Final = R5.MQTT_3_1_2_24.key
+SERVER_PACKET_SIZE: Final[str] = R5.MQTT_3_1_2_24.key
 #: [MQTT-3.2.2-15] The Client sends no packet larger than the Server's Maximum Packet Size.
-CLIENT_PACKET_SIZE: Final = R5.MQTT_3_2_2_15
+CLIENT_PACKET_SIZE: Final[str] = R5.MQTT_3_2_2_15
 
 #: Every rule this module decides.
 LIMIT_RULES: Final = frozenset(
@@ -253,8 +253,7 @@ class Limits:
         nothing: only the close is then owed."""
         if seen.sender is CLIENT:
             what = f"{seen.describe()} {what} ({', '.join(identity.statement_id(r, identity.V5) or r for r in broken)})"
-            close = rules.CLOSE_ON_VIOLATION
-            self._offences.record(Offence(seen, close, close, what, broken, refusable=True))
+            self._offences.offend(seen, broken, what, refusable=True)
 
     # Topic Alias (3.3.2.3.4) -----------------------------------------------------------------------------------
 
@@ -294,8 +293,7 @@ class Limits:
             f"the {side_name(seen.sender)} uses Topic Aliases from 1 to the Topic Alias Maximum the {receiver} "
             "declared, none when it declared 0 or none"
         )
-        for rule in keyed:
-            self._ctx.ledger.fail(rule, seen.sender, seen.time, seen.event, detail, expected)
+        self._ctx.ledger.fail(keyed[0], seen.sender, seen.time, seen.event, detail, expected, also=keyed[1:])
         self._offend(seen, f"uses Topic Alias {alias} above the {receiver}'s maximum {maximum}", keyed)
 
     def _resolve(self, seen: Seen, packet: Publish, alias: int, *, mapped: bool) -> None:

@@ -51,7 +51,7 @@ from mqttaudit.topics import (
     parse_shared,
 )
 
-from . import expiry_5, rules
+from . import expiry_5, reasons, rules
 from . import model_rules_5 as rules_5
 from .config import JudgeConfig
 from .discarded_5 import smallest_forwarded
@@ -254,6 +254,9 @@ class Expectation:
     sure: bool = True
     #: The share group it is one member's copy of (one member gets it, not all).
     group: GroupDelivery | None = None
+    #: Why the server may withhold a message it would otherwise owe here (see :func:`withheld`): delivered, it is
+    #: judged as an owed one; absent, its rules are not assessable for this reason.
+    withheld_by: str | None = None
 
     @property
     def key(self) -> tuple[str, bytes]:
@@ -873,9 +876,21 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
             f"Interval {expiry:g} s) before the server has to send it"
         )
         link.unknown.append((rule, why, after))
+    dollar = withheld(message) if must else None
     expectation = Expectation(
-        link, message, must, rule, False, qos, qos_rule, after, deadline, len(possible), ceiling=ceiling
+        link,
+        message,
+        must and dollar is None,
+        rule,
+        False,
+        qos,
+        qos_rule,
+        after,
+        deadline,
+        len(possible),
+        ceiling=ceiling,
     )
+    expectation.withheld_by = dollar
     link.expectations.append(_with_options(expectation, possible, definite))
     if earlier is not None:
         # The session's previous connection was open while the server may have taken the message: a copy may
@@ -936,6 +951,21 @@ def share_groups(model: Model, config: JudgeConfig) -> None:
                 copy.group = group
                 copy.link.expectations.append(copy)
             model.groups.append(group)
+
+
+def withheld(message: Message) -> str | None:
+    """Why the server may withhold ``message`` from another client although a subscription matches it, or None.
+    Section 4.7.2: "The Server SHOULD prevent Clients from using such Topic Names [starting with '$'] to exchange
+    messages with other Clients": a server that follows the SHOULD withholds it, one that does not delivers it, and
+    neither is a failure (a SHOULD is never a fail)."""
+    topic = message.publish.topic
+    if not topic.startswith("$"):
+        return None
+    return reasons.reason(
+        reasons.NOT_OWED,
+        f"the message to {topic!r} (event {message.event} of {message.link.name!r}) has a Topic Name starting with "
+        "'$', which section 4.7.2 says the server SHOULD keep clients from exchanging messages on: it may withhold it",
+    )
 
 
 def _own(message: Message, session: Session) -> bool:
@@ -1230,7 +1260,11 @@ def _send_retained(model: Model, subscription: Subscription, config: JudgeConfig
             must = len(states) == 1 and state.publish.qos > 0 and sent is True and alive == expiry_5.ALIVE
             rule = rules.WILL_RETAINED if state.will else handling_rule
             qos = min(state.publish.qos, subscription.qos)
-            expectation = Expectation(link, state, must, rule, True, qos, rules.DELIVERY_QOS, window[0], deadline)
+            dollar = withheld(state) if must else None
+            expectation = Expectation(
+                link, state, must and dollar is None, rule, True, qos, rules.DELIVERY_QOS, window[0], deadline
+            )
+            expectation.withheld_by = dollar
             expectation.subscriptions = (subscription,)
             expectation.also = () if state.will else also
             link.expectations.append(expectation)

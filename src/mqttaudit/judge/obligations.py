@@ -3,7 +3,8 @@
 An obligation is opened by an event (a request, a violation, a refusal) and settled by an answer (fulfilled),
 by the connection closing (depending on :class:`OnClose`), or by evidence that the connection was still open
 after the deadline: a later event, or a :class:`~mqttaudit.judge.events.Quiet` at or past it (a finding).
-Whatever is still open when observation ends is not assessable.
+Whatever is still open when observation ends is not assessable. A close the owing side is not bound to make (an
+MQTT 5.0 receiver not bound to detect the defect) is watched the same way, and missing it is leniency, not a finding.
 """
 
 from __future__ import annotations
@@ -29,6 +30,22 @@ class OnClose(enum.Enum):
     BREAKS = "breaks"  # the answer had to come before the close (CONNACK 0x01, then close)
 
     __hash__ = object.__hash__  # singletons compared by identity (see Direction)
+
+
+@dataclass(frozen=True, slots=True)
+class Lenient:
+    """The owing side is not bound to detect what the close would answer (MQTT 5.0, section 4.13.1): missing the
+    close is leniency under ``rule`` (the statement the packet broke, its sender's), for ``basis``."""
+
+    rule: str
+    basis: str
+    #: What the packet was, for the leniency's detail.
+    what: str
+    #: The other rules (keys) the packet broke.
+    others: tuple[str, ...] = ()
+    #: Whether closing still keeps the obligation's rules (a Server's close keeps [MQTT-4.13.1-1] and the rules it
+    #: detected broken; a Client's keeps nothing it is bound to).
+    upholds: bool = True
 
 
 @dataclass(eq=False, slots=True)
@@ -66,10 +83,14 @@ class Obligation:
     #: Why a close before the answer is not a finding after all, for an obligation the close breaks: the peer
     #: broke a rule after the request, and the owing side closed on that (see :meth:`Obligations.excuse_close`).
     close_excuse: str | None = None
+    #: The owing side is not bound to this close: missing it is leniency (see :class:`Lenient`), not a finding.
+    lenient: Lenient | None = None
 
     @property
     def decided(self) -> tuple[str, ...]:
-        """Every rule settled with the obligation, its own first."""
+        """Every rule settled with the obligation, its own first (none for a close that keeps nothing)."""
+        if self.lenient is not None and not self.lenient.upholds:
+            return ()
         return (self.rule, *self.enforces)
 
     @property
@@ -114,14 +135,17 @@ class Obligations:
         if obligation in self._open:
             self._open.remove(obligation)
             for rule in (*obligation.decided, *obligation.informs):
-                self._ledger.held(rule)
+                self._ledger.held(rule, obligation.side)
 
-    def drop(self, obligation: Obligation, reason: str | None = None) -> None:
-        """Withdraws an obligation: not assessable for ``reason``, or silently when it never applied."""
-        if obligation in self._open:
-            self._open.remove(obligation)
-            if reason is not None:
-                self._undecided(obligation, reason)
+    def drop(self, obligation: Obligation, reason: str | None = None) -> bool:
+        """Withdraws an obligation: not assessable for ``reason``, or silently when it never applied. Returns
+        whether it was still open."""
+        if obligation not in self._open:
+            return False
+        self._open.remove(obligation)
+        if reason is not None:
+            self._undecided(obligation, reason)
+        return True
 
     def mark_lost(self, side: Direction, reason: str) -> None:
         """Bytes ``side`` sent went unobserved: what it owes now may have been sent in them."""
@@ -209,7 +233,7 @@ class Obligations:
             )
         elif obligation.on_close is OnClose.FULFILS:
             for rule in obligation.decided:
-                self._ledger.held(rule)
+                self._ledger.held(rule, obligation.side)
         elif obligation.on_close is OnClose.EXCUSES:
             self._undecided(
                 obligation,
@@ -255,6 +279,28 @@ class Obligations:
         )
 
     def _fail(self, obligation: Obligation, time: float, event: int, detail: str) -> None:
+        lenient = obligation.lenient
+        if lenient is not None:
+            # One entry, shown by the packet it accepted: what it was, and how long the connection stayed open.
+            self._ledger.lenient(
+                lenient.rule,
+                obligation.side,
+                obligation.since,
+                obligation.event,
+                f"{lenient.what}; {detail}",
+                lenient.basis,
+                others=lenient.others,
+            )
+            return
         cause = obligation.event if obligation.event != event else -1
-        for rule in obligation.decided:
-            self._ledger.fail(rule, obligation.side, time, event, detail, obligation.expected, cause=cause)
+        # One act (the missing answer or close), one finding: its own rule, the rules it enforces failed with it.
+        self._ledger.fail(
+            obligation.rule,
+            obligation.side,
+            time,
+            event,
+            detail,
+            obligation.expected,
+            cause=cause,
+            also=obligation.enforces,
+        )

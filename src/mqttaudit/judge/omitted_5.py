@@ -90,14 +90,17 @@ def check_omitted(ctx: Context, connection: Connection, seen: Seen) -> None:
     # Leaving one out would have been enough: that one; only both together: each of them.
     culprits = [c for c in carried if size - c[2] <= maximum] or carried
     name = packet.packet_type.name
-    for rule, what, taken in culprits:
-        ctx.ledger.fail(
-            rule,
-            seen.sender,
-            seen.time,
-            seen.event,
-            f"{seen.describe()} is {size} bytes, {taken} of them its {what}; the {side_name(seen.receiver)} "
-            f"declared Maximum Packet Size {maximum} (without it: {size - taken} bytes)",
-            f"the {side_name(seen.sender)} leaves the {what} out of a {name} it would make larger than the "
-            f"{side_name(seen.receiver)}'s Maximum Packet Size",
-        )
+    # One act (the packet sent too large), one finding: each property left in breaks its own statement.
+    parts = "; ".join(f"{taken} of them its {what} (without it: {size - taken} bytes)" for _r, what, taken in culprits)
+    whats = " and ".join(what for _rule, what, _taken in culprits)
+    ctx.ledger.fail(
+        culprits[0][0],
+        seen.sender,
+        seen.time,
+        seen.event,
+        f"{seen.describe()} is {size} bytes, {parts}; the {side_name(seen.receiver)} declared Maximum Packet Size "
+        f"{maximum}",
+        f"the {side_name(seen.sender)} leaves the {whats} out of a {name} it would make larger than the "
+        f"{side_name(seen.receiver)}'s Maximum Packet Size",
+        also=[rule for rule, _what, _taken in culprits[1:]],
+    )

@@ -8,6 +8,7 @@ from typing import Final
 
 from mqttaudit.codec import PacketType
 from mqttaudit.codec.reason_codes import name
+from mqttaudit.spec import registry
 from mqttaudit.spec.ids import R5
 
 from . import rules
@@ -120,3 +121,7 @@ ALLOWED_OUTCOMES: Final[dict[str, Outcomes]] = {
 def refuses(code: int | None) -> bool:
     """A 5.0 acknowledgement code reports a failure (a left-out code means Success)."""
     return code is not None and code >= FIRST_FAILURE
+
+
+# What this module decides, for ``mqttaudit rules``: the statement each situation's answer is judged by.
+registry.refer("judge", __name__, "ALLOWED_OUTCOMES", [outcomes.rule for outcomes in ALLOWED_OUTCOMES.values()])

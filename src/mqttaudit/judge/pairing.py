@@ -43,7 +43,7 @@ from .context import Context, Seen, describe, undecided_at
 from .expiry_5 import EXPIRED, message_expiry, state_at
 from .obligations import Obligation, OnClose
 from .omitted_5 import check_omitted
-from .outcomes import ALLOWED_OUTCOMES, Outcomes, refuses
+from .outcomes import ALLOWED_OUTCOMES, PACKET_ID_NOT_FOUND, Outcomes, refuses
 from .sides import peer, side_name
 from .subscriptions import Subscriptions, refused
 from .topic_alias import TopicSource, topic_of
@@ -54,8 +54,8 @@ CLIENT: Final = Direction.FROM_CLIENT
 SERVER: Final = Direction.FROM_SERVER
 #: MQTT 5.0 only: [MQTT-3.11.3-1] UNSUBACK Reason Codes follow the order of the Topic Filters (each fits its
 #: filter); [MQTT-3.11.3-2] one per Topic Filter.
-UNSUBACK_CODES_IN_ORDER: Final = R5.MQTT_3_11_3_1
-UNSUBACK_CODE_PER_FILTER: Final = R5.MQTT_3_11_3_2
+UNSUBACK_CODES_IN_ORDER: Final[str] = R5.MQTT_3_11_3_1
+UNSUBACK_CODE_PER_FILTER: Final[str] = R5.MQTT_3_11_3_2
 #: MQTT 5.0 SUBACK codes a server without the requested QoS might refuse with for want of it: a refusal that
 #: says nothing more precise (0x80 Unspecified error, 0x83 Implementation specific error) [MQTT-3.2.2-10].
 QOS_REFUSALS: Final = frozenset({0x80, 0x83})
@@ -244,8 +244,13 @@ class Pairing:
         self._flows: dict[Direction, dict[int, Flow]] = {side: {} for side in Direction}
         self._pings: list[tuple[Seen, Obligation | None]] = []
         self._blind: set[Direction] = set()
+        #: The event of the last bytes of each side that went unobserved (lost, or captured but not framed).
+        self._lost_at: dict[Direction, int] = {}
         #: MQTT 5.0: QoS 2 flows a PUBREC from 0x80 up ended, by owner and Packet Identifier.
         self._ended: dict[Direction, dict[int, Seen]] = {side: {} for side in Direction}
+        #: 5.0: PUBRECs of an identifier no flow of the peer held, by that peer: a PUBREL "Packet Identifier not
+        #: found" (0x92) may answer each (section 3.6.2.1), though none is owed.
+        self._unknown_pubrecs: dict[Direction, dict[int, Seen]] = {side: {} for side in Direction}
         #: Client PUBLISH events named only by a Topic Alias not resolved: nobody is owed them.
         self._unknown_topics: set[int] = set()
         #: MQTT 5.0: Packet Identifiers of QoS 1 and 2 flows that ended here, by owner: the statement that makes a
@@ -266,7 +271,7 @@ class Pairing:
         packet = seen.packet
         if packet is None:
             if seen.undecoded:
-                self._blind.add(seen.sender)
+                self.lost(seen.sender, seen.event)
             return None
         if any(v.rule_key == codec_rules.PACKET_DIRECTION for v in seen.errors):
             return None
@@ -379,6 +384,7 @@ class Pairing:
             )
             return None
         reused: str | None = None
+        resent_refused = False
         if self._v5 and isinstance(seen.packet, Publish):
             reused, resent_refused = self._reused(seen, seen.packet)
             self._new_message(seen, seen.packet, current, resent_refused)
@@ -394,19 +400,7 @@ class Pairing:
         elif current is None:
             self._ctx.ledger.held(rule)
         else:
-            self._ctx.ledger.fail(
-                rule,
-                seen.sender,
-                seen.time,
-                seen.event,
-                f"{seen.describe()} reuses Packet Identifier {packet_id}, still in flight for "
-                f"{current.request.describe()} (awaiting {current.stage.name})",
-                "each new SUBSCRIBE, UNSUBSCRIBE or QoS 1/2 PUBLISH gets a Packet Identifier not in use",
-            )
-            if current.due is not None:
-                self._ctx.obligations.drop(
-                    current.due, f"Packet Identifier {packet_id} was reused (event {seen.event})"
-                )
+            self._reuses_in_flight(seen, current, resent_refused)
         held = self._held_before(seen)
         flow = Flow(seen.sender, packet_id, seen, stage, seen, self._note_subscriptions(seen) or reused, held=held)
         if self._v5 and isinstance(seen.packet, Publish):
@@ -449,25 +443,15 @@ class Pairing:
 
     def _new_message(self, seen: Seen, packet: Publish, current: Flow | None, resent_refused: bool) -> None:
         """A new QoS 1 or 2 message: [MQTT-4.3.2-1, MQTT-4.3.3-1] it gets an identifier not in use, and
-        [MQTT-4.3.2-2, MQTT-4.3.3-2] its first PUBLISH has DUP 0; reusing one in flight treats its packet as
-        acknowledged early [MQTT-4.3.2-3, MQTT-4.3.3-3, -5]; [MQTT-4.9.0-2] none is sent at a send quota of zero."""
+        [MQTT-4.3.2-2, MQTT-4.3.3-2] its first PUBLISH has DUP 0; [MQTT-4.9.0-2] none is sent at a send quota of
+        zero. One under an identifier in flight is :meth:`_reuses_in_flight`'s act."""
         new_id = rules_5.QOS1_NEW_ID if packet.qos == 1 else rules_5.QOS2_NEW_ID
         first_dup = rules_5.QOS1_FIRST_DUP_0 if packet.qos == 1 else rules_5.QOS2_FIRST_DUP_0
         earlier = self._connection.may_resume or self._connection.mid_stream
-        if current is not None:
-            self._ctx.ledger.fail(
-                new_id,
-                seen.sender,
-                seen.time,
-                seen.event,
-                f"{seen.describe()} is a new message under Packet Identifier {current.packet_id}, still in use "
-                f"by {current.request.describe()}",
-                f"each new QoS {packet.qos} message gets a Packet Identifier not in use",
-            )
-        elif earlier:
+        if current is None and earlier:
             why = "the session may hold identifiers in flight from an earlier connection"
             undecided_at(self._ctx, seen, new_id, reasons.EARLIER_SESSION, why)
-        else:
+        elif current is None:
             self._ctx.ledger.held(new_id)
         if resent_refused:
             pass  # a re-send of a refused message: [MQTT-4.4.0-2]'s finding, not a new message's DUP flag
@@ -476,7 +460,7 @@ class Pairing:
         elif earlier and current is None:
             why = f"{seen.describe()} may re-send a message of an earlier connection (DUP 1 is right then)"
             undecided_at(self._ctx, seen, first_dup, reasons.EARLIER_SESSION, why)
-        else:
+        elif current is None:
             self._ctx.ledger.fail(
                 first_dup,
                 seen.sender,
@@ -485,18 +469,45 @@ class Pairing:
                 f"{seen.describe()} has DUP 1, yet no PUBLISH with its Packet Identifier is in flight to re-send",
                 f"the first PUBLISH of a new QoS {packet.qos} message has DUP 0",
             )
-        held = HELD_UNTIL.get(current.stage) if current is not None else None
-        if current is not None and held is not None and isinstance(current.request.packet, Publish):
-            self._ctx.ledger.fail(
-                held[0],
-                seen.sender,
-                seen.time,
-                seen.event,
-                f"{seen.describe()} reuses Packet Identifier {current.packet_id} while {current.last.describe()} "
-                f"awaits {current.stage.name}",
-                held[1],
-            )
         self._check_send_quota(seen, current)
+
+    def _reuses_in_flight(self, seen: Seen, current: Flow, resent_refused: bool) -> None:
+        """A new request under a Packet Identifier still in flight: one act, one finding. In 5.0 a PUBLISH cites its
+        QoS delivery protocol's statement, the most specific (a new QoS 1 / QoS 2 message gets an unused identifier,
+        [MQTT-4.3.2-1, MQTT-4.3.3-1], either sender); the same act breaks the identifier statement of section 2.2.1
+        ([MQTT-2.2.1-3] client, [MQTT-2.2.1-4] server), treats the packet in flight as acknowledged early
+        ([MQTT-4.3.2-3, MQTT-4.3.3-3, -5]) and, with DUP 1, gives the new message's first PUBLISH DUP 1
+        ([MQTT-4.3.2-2, MQTT-4.3.3-2]). Anything else, and every request in 3.1.1, cites [MQTT-2.3.1-2] (client)
+        or [MQTT-2.3.1-4] (server): 3.1.1's MQTT-4.3.2-1 and -4.3.3-1 join the identifier, DUP and unacknowledged
+        duties of a sender in one statement, which the judge does not hold as a whole."""
+        packet = seen.packet
+        statements = [ID_IN_USE[seen.sender]]
+        expected = "each new SUBSCRIBE, UNSUBSCRIBE or QoS 1/2 PUBLISH gets a Packet Identifier not in use"
+        if self._v5 and isinstance(packet, Publish) and packet.qos in (1, 2):
+            statements.insert(0, rules_5.QOS1_NEW_ID if packet.qos == 1 else rules_5.QOS2_NEW_ID)
+            expected = f"each new QoS {packet.qos} message gets a Packet Identifier not in use"
+            held = HELD_UNTIL.get(current.stage)
+            if held is not None and isinstance(current.request.packet, Publish):
+                statements.append(held[0])
+                expected += f"; {held[1]}"
+            if packet.dup and not resent_refused:
+                statements.append(rules_5.QOS1_FIRST_DUP_0 if packet.qos == 1 else rules_5.QOS2_FIRST_DUP_0)
+                expected += f"; the first PUBLISH of a new QoS {packet.qos} message has DUP 0"
+        cited, *also = statements
+        self._ctx.ledger.fail(
+            cited,
+            seen.sender,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} reuses Packet Identifier {current.packet_id}, still in flight for "
+            f"{current.request.describe()} (awaiting {current.stage.name})",
+            expected,
+            also=also,
+        )
+        if current.due is not None:
+            self._ctx.obligations.drop(
+                current.due, f"Packet Identifier {current.packet_id} was reused (event {seen.event})"
+            )
 
     def _in_flight_unsubscribed(self, packet: Unsubscribe) -> None:
         """[MQTT-3.10.4-3] The server completes the QoS 2 deliveries it started under a filter the client
@@ -703,11 +714,16 @@ class Pairing:
 
     def _owes_answer(self, seen: Seen) -> bool:
         """The receiver of ``seen`` owes it an answer: not when it breaks a rule or follows a violation of its
-        sender, nor when the client sent it after DISCONNECT or on a refused connection."""
+        sender, nor when the client sent it after DISCONNECT, after the server's own DISCONNECT (5.0: the server
+        sends nothing after it) or on a refused connection."""
         if seen.offends or self._offences.by(seen.sender) is not None:
             return False
         connection = self._connection
-        return seen.sender is not CLIENT or (connection.disconnect_seen is None and connection.refused_at is None)
+        return seen.sender is not CLIENT or (
+            connection.disconnect_seen is None
+            and connection.server_disconnect_seen is None
+            and connection.refused_at is None
+        )
 
     # Answers ----------------------------------------------------------------------------------------------------
 
@@ -730,6 +746,10 @@ class Pairing:
                     broken[1],
                 )
             return flow.last.event
+        if packet_type is PacketType.PUBREL and _reason_code(seen.packet) == PACKET_ID_NOT_FOUND:
+            unknown = self._unknown_pubrecs[owner].pop(packet_id, None)
+            if unknown is not None:
+                return unknown.event  # "not found" answers the PUBREC that named no flow of the sender
         self._stray(seen, packet_type, packet_id, owner)
         return None
 
@@ -845,28 +865,37 @@ class Pairing:
             for rule in judged:
                 self._ctx.ledger.held(rule)
             return
-        for rule in judged:
-            self._ctx.ledger.fail(
-                rule,
-                seen.sender,
-                seen.time,
-                seen.event,
-                f"{seen.describe()} carries Reason Code {_code_name(outcomes, code)} in answer to "
-                f"{flow.last.describe()}"
-                + ("" if rule == outcomes.rule else " (sent after the message's Message Expiry Interval passed)"),
-                outcomes.expected(),
-            )
+        self._ctx.ledger.fail(
+            outcomes.rule,
+            seen.sender,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} carries Reason Code {_code_name(outcomes, code)} in answer to "
+            f"{flow.last.describe()}"
+            + ("" if flow.expired is None else " (sent after the message's Message Expiry Interval passed)"),
+            outcomes.expected(),
+            also=judged[1:],
+        )
 
-    def lost(self, sender: Direction) -> None:
-        """Bytes ``sender`` sent were not observed: its answers may be among them."""
+    def lost(self, sender: Direction, event: int) -> None:
+        """Bytes ``sender`` sent were not observed (event ``event``): its answers may be among them."""
         self._blind.add(sender)
+        self._lost_at[sender] = max(event, self._lost_at.get(sender, event))
 
     def _check_order(self, flow: Flow, seen: Seen, packet_type: PacketType) -> None:
         """[MQTT-4.6.0-2, -3, -4] The client acknowledges in the order the packets it answers arrived."""
         rule = ORDER_RULES.get(packet_type)
         if rule is None or seen.sender is not CLIENT:
             return
-        if CLIENT in self._blind:
+        earlier = [
+            other
+            for other in self._flows[flow.owner].values()
+            if other.stage is flow.stage and other.last.event < flow.last.event
+        ]
+        # Client bytes unobserved before the first packet the order concerns cannot hold an answer to any of them
+        # (the client sent them before that packet reached it): only a loss from there on leaves the order open.
+        lost_at = self._lost_at.get(CLIENT)
+        if lost_at is not None and lost_at > min(other.last.event for other in (flow, *earlier)):
             undecided_at(
                 self._ctx,
                 seen,
@@ -875,11 +904,6 @@ class Pairing:
                 "bytes the client sent were not captured: an answer may be among them",
             )
             return
-        earlier = [
-            other
-            for other in self._flows[flow.owner].values()
-            if other.stage is flow.stage and other.last.event < flow.last.event
-        ]
         if not earlier:
             return
         first = min(earlier, key=lambda other: other.last.event)
@@ -908,16 +932,16 @@ class Pairing:
         broken = [rules.SUBACK_CODE_PER_FILTER]
         if self._v5:
             broken.append(rules_5.SUBACK_CODE_FOR_EACH_FILTER)  # [MQTT-3.9.3-2] "for each Topic Filter received"
-        for rule in broken:
-            self._ctx.ledger.fail(
-                rule,
-                seen.sender,
-                seen.time,
-                seen.event,
-                f"{seen.describe()} holds {len(suback.return_codes)} return code(s) for the "
-                f"{len(subscribe.subscriptions)} Topic Filter(s) of SUBSCRIBE id {subscribe.packet_id}",
-                "a SUBACK holds one return code per Topic Filter of the SUBSCRIBE it answers",
-            )
+        self._ctx.ledger.fail(
+            broken[0],
+            seen.sender,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} holds {len(suback.return_codes)} return code(s) for the "
+            f"{len(subscribe.subscriptions)} Topic Filter(s) of SUBSCRIBE id {subscribe.packet_id}",
+            "a SUBACK holds one return code per Topic Filter of the SUBSCRIBE it answers",
+            also=broken[1:],
+        )
 
     def _check_above_maximum(self, seen: Seen, subscribe: Subscribe, suback: Suback) -> None:
         """[MQTT-3.2.2-10] A server that declared a Maximum QoS below a filter's requested QoS still accepts the
@@ -997,18 +1021,16 @@ class Pairing:
             self._answered_unsubscribes[unsubscribe.packet_id] = seen
         if len(codes) != len(filters):
             # [MQTT-3.10.4-6] One UNSUBACK answers all the filters of the sequence.
-            for rule in (
-                (UNSUBACK_CODE_PER_FILTER, rules_5.UNSUBSCRIBE_AS_SEQUENCE) if several else (UNSUBACK_CODE_PER_FILTER,)
-            ):
-                self._ctx.ledger.fail(
-                    rule,
-                    seen.sender,
-                    seen.time,
-                    seen.event,
-                    f"{seen.describe()} holds {len(codes)} Reason Code(s) for the {len(filters)} Topic Filter(s) of "
-                    f"UNSUBSCRIBE id {unsubscribe.packet_id}",
-                    "an UNSUBACK holds one Reason Code per Topic Filter of the UNSUBSCRIBE it answers",
-                )
+            self._ctx.ledger.fail(
+                UNSUBACK_CODE_PER_FILTER,
+                seen.sender,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} holds {len(codes)} Reason Code(s) for the {len(filters)} Topic Filter(s) of "
+                f"UNSUBSCRIBE id {unsubscribe.packet_id}",
+                "an UNSUBACK holds one Reason Code per Topic Filter of the UNSUBSCRIBE it answers",
+                also=(rules_5.UNSUBSCRIBE_AS_SEQUENCE,) if several else (),
+            )
             return
         self._ctx.ledger.held(UNSUBACK_CODE_PER_FILTER)
         if several:
@@ -1097,18 +1119,20 @@ class Pairing:
                 "a QoS 2 sender sends PUBREL only for a PUBREC with a Reason Code below 0x80",
             )
         else:
-            for rule in (stray.rule, *also):
-                self._ctx.ledger.fail(
-                    rule,
-                    seen.sender,
-                    seen.time,
-                    seen.event,
-                    f"{seen.describe()} matches no {stray.awaited} of the {side_name(owner)} in flight",
-                    stray.expected,
-                )
+            self._ctx.ledger.fail(
+                stray.rule,
+                seen.sender,
+                seen.time,
+                seen.event,
+                f"{seen.describe()} matches no {stray.awaited} of the {side_name(owner)} in flight",
+                stray.expected,
+                also=also,
+            )
         if packet_type is PacketType.PUBREL and self._v5:
             # [MQTT-4.3.3-11] Every PUBREL gets its PUBCOMP, here "Packet Identifier not found" or Success.
             self._await_pubcomp(seen, packet_id, "pubcomp-unknown")
+        if packet_type is PacketType.PUBREC and self._v5:
+            self._unknown_pubrecs[owner][packet_id] = seen
 
     def _stray_also(self, packet_type: PacketType) -> tuple[str, ...]:
         """The statements an answer with an identifier nothing awaits breaks besides its own: [MQTT-2.2.1-6] for

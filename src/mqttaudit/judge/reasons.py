@@ -39,6 +39,9 @@ ANOTHER_SPECIFICATION: Final = "another specification"
 NOT_REPLAYED: Final = "routing not replayed"
 #: The session began on an earlier connection the capture does not hold (or did not tie to this one).
 EARLIER_SESSION: Final = "earlier session unknown"
+#: A statement would owe it, but the text lets the server withhold it (a SHOULD: section 4.7.2 asks the server to
+#: keep clients from exchanging messages on '$' topics): its arrival is judged, its absence decides nothing.
+NOT_OWED: Final = "allowed to withhold"
 #: A delivery may stand for more than one message (the same topic and payload, live and retained): which one it is
 #: decides the rule, and the bytes cannot tell.
 AMBIGUOUS: Final = "which message is ambiguous"
@@ -95,5 +98,6 @@ TAGS: Final = (
     CONFLICTING,
     ANOTHER_SPECIFICATION,
     EARLIER_SESSION,
+    NOT_OWED,
     AMBIGUOUS,
 )

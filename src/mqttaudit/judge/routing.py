@@ -10,6 +10,7 @@ from typing import Final
 from mqttaudit.codec import Direction, Publish
 from mqttaudit.spec import identity
 from mqttaudit.spec.identity import V3_1_1, V5
+from mqttaudit.spec.ids import R5
 
 from ..codec.describe import quoted
 from . import expiry_5, forwarding_5, reasons, rules
@@ -169,6 +170,20 @@ class Routing:
             )
             for unknown in (rules.SESSION_PRESENT, rules.NO_SESSION_PRESENT, *at_stake[1:]):
                 self._undecided(link, unknown, reason, link.transcript.connack_event, link.transcript.connack_time)
+            return
+        if link.after_expiry and connack.session_present:
+            # Session Present 1 after the expiry: the server still held the session, and says so truly. What it
+            # broke is the discarding (5.0 statement 4.1.0-2); the flag's own statements, and the new session due to a
+            # server holding none, ask nothing of a server that holds one.
+            self._flag_owed(link, True, False, [rules_5.DISCARDED_AFTER_EXPIRY])
+            reason = reasons.reason(
+                reasons.EARLIER_SESSION,
+                f"the server kept the session of ClientId {quoted(link.client_id)} past its Session Expiry Interval "
+                f"({R5.MQTT_4_1_0_2}): Session Present 1 reports the state it held",
+            )
+            for rule in at_stake:
+                if rule != rules_5.DISCARDED_AFTER_EXPIRY:
+                    self._undecided(link, rule, reason, link.transcript.connack_event, link.transcript.connack_time)
             return
         self._flag_owed(link, connack.session_present, owed, at_stake)
 
@@ -367,8 +382,10 @@ class Routing:
         forbidden = [e for e in matching if e.forbidden and (publish.retain or not e.retained)]
         # one still within its window before one whose deadline passed (a Will discarded, then dropped for good)
         forbidden.sort(key=lambda e: e.deadline < delivered.time)
-        if not forbidden and publish.retain:
-            forbidden = self._retained_leak(link, delivered)
+        if publish.retain and not any(e.retained for e in forbidden):
+            # A RETAIN 1 copy on a new subscription is judged as the retained message it claims to be: one the topic
+            # no longer held breaks the rule that replaced it, before any rule against its live delivery.
+            forbidden = self._retained_leak(link, delivered) + forbidden
         if forbidden:
             barring = forbidden[0]
             barring.delivered.append(publish)
@@ -683,7 +700,7 @@ class Routing:
         if expectation.forbidden:
             self._settle_forbidden(link, expectation)
         elif expectation.delivered:
-            if expectation.must:
+            if expectation.must or expectation.withheld_by is not None:
                 for rule in (expectation.rule, *expectation.also):
                     self._held(link, rule)
                 self._qos_reached(link, expectation)
@@ -695,6 +712,9 @@ class Routing:
                 self._held(link, expectation.rule)  # the session got it on its previous connection
             else:
                 self._settle_missing(link, expectation)
+        elif expectation.withheld_by is not None:
+            for rule in (expectation.rule, *expectation.also):
+                self._undecided(link, rule, expectation.withheld_by, time=expectation.after)
 
     def _settle_forbidden(self, link: Link, expectation: Expectation) -> None:
         if expectation.delivered:

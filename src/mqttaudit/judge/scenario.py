@@ -50,7 +50,7 @@ def judge_scenario(conversations: Mapping[str, Sequence[Event]], config: JudgeCo
     replay = Routing(build(transcripts, config), transcripts, config)
     routing = replay.judgement()
     parts = [_without_settled(part, replay.settled, transcripts) for part in parts]
-    seen = {(f.conversation, f.rule, f.event) for part in parts for f in part.findings}
+    seen = {(f.conversation, rule, f.event) for part in parts for f in part.findings for rule in f.rules}
     fresh = tuple(f for f in routing.findings if (f.conversation, f.rule, f.event) not in seen)
     parts.append(Judgement(fresh, routing.assessed, routing.not_assessable, routing.undecided))
     parts.append(across_connections(transcripts))

@@ -7,17 +7,24 @@ could not be decided makes the rule *not assessable* (unless another instance fa
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from mqttaudit.codec import Direction
-from mqttaudit.spec import identity
+from mqttaudit.spec import identity, registry
 
 #: The kinds of routing finding.
 LEAK = "leak"
 MISSING = "missing"
 DUPLICATE = "duplicate"
 QOS = "qos"
+
+
+def binds(rule: str, side: Direction) -> bool:
+    """Whether the statement ``rule`` (a registry id) binds ``side``: its actor is that side or both. A finding
+    against a side cites only a statement that binds it; a rule outside the MQTT catalogues binds whoever it names."""
+    entry = registry.rule_of(rule, identity.V3_1_1)
+    return entry is None or entry.binds("client" if side is Direction.FROM_CLIENT else "server")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +51,20 @@ class Finding:
     #: For a missing answer or close, the event that called for it (the unanswered request, the violation); -1
     #: when the finding has no such cause or ``event`` is that packet itself.
     cause: int = -1
+    #: The other statements the same act breaks (one act, one finding): failed with ``rule``, without a finding of
+    #: their own. ``rule`` is the most specific statement of the act (see :meth:`Ledger.fail`).
+    also: tuple[str, ...] = ()
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        """Every statement the act breaks: the one cited first, then the others."""
+        return (self.rule, *self.also)
+
+    @property
+    def act(self) -> tuple[str, int, Direction, int, str]:
+        """What identifies the act: the conversation, the event that shows it, the side, the event that called
+        for it, and the kind of routing finding."""
+        return (self.conversation, self.event, self.side, self.cause, self.kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +103,9 @@ class Leniency:
     conversation: str = ""
     #: The offending packet's event, -1 when ``event`` is that packet itself.
     cause: int = -1
+    #: The other statements the same packet broke (its sender's), in the version the conversation speaks: one act,
+    #: one entry, under ``rule``.
+    others: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,7 +122,8 @@ class Judgement:
 
     @property
     def failed(self) -> frozenset[str]:
-        return frozenset(finding.rule for finding in self.findings)
+        """Every statement a finding cites or records as broken by the same act."""
+        return frozenset(rule for finding in self.findings for rule in finding.rules)
 
     @property
     def passed(self) -> frozenset[str]:
@@ -114,7 +139,7 @@ def combine(judgements: Iterable[Judgement]) -> Judgement:
     assessable; a rule that failed anywhere failed."""
     parts = list(judgements)
     findings = sorted({f: None for part in parts for f in part.findings}, key=_order)
-    failed = {finding.rule for finding in findings}
+    failed = {rule for finding in findings for rule in finding.rules}
     undecided: dict[str, str] = {}
     for part in parts:
         for rule, reason in part.not_assessable.items():
@@ -141,6 +166,8 @@ class Ledger:
     undecided_rules: dict[str, str] = field(default_factory=dict)
     undecided_rows: dict[Undecided, None] = field(default_factory=dict)
     lenient_rows: dict[Leniency, None] = field(default_factory=dict)
+    #: The index in ``findings`` of each act's finding, by the act and its description (see :meth:`fail`).
+    _acts: dict[tuple[int, Direction, int, str, str], int] = field(default_factory=dict, repr=False)
 
     def fail(
         self,
@@ -152,19 +179,43 @@ class Ledger:
         expected: str,
         kind: str = "",
         cause: int = -1,
+        also: Iterable[str] = (),
     ) -> Finding | None:
-        """One instance of ``rule`` failed; None when the conversation's version does not state the rule."""
-        named = identity.statement_id(rule, self.version)
-        if named is None:
+        """One act broke ``rule`` and, by the same act, the statements ``also`` names: one finding citing ``rule``
+        (the most specific statement of the act: the caller names it first), the others recorded as failed with it
+        (:attr:`Finding.also`), never as findings of their own. Statements the conversation's version does not
+        state are left out, and so are those that do not bind ``side`` (see :func:`binds`): the other side's rules,
+        broken by the packet this side received, are not this side's to break (it is charged with its own duty
+        toward that packet: the close, not acting on it). None when no statement is left.
+
+        One act, one finding: a call for an act already reported (the same event, side, cause, kind and detail:
+        the same thing seen the same way) adds its statements to that act's finding instead of another finding."""
+        stated = (identity.statement_id(key, self.version) for key in (rule, *also))
+        named = [n for n in stated if n is not None and binds(n, side)]
+        if not named:
             return None
-        finding = Finding(named, side, time, event, detail, expected, self.conversation, kind, cause)
+        act = (event, side, cause, kind, detail)
+        index = self._acts.get(act)
+        if index is not None:
+            known = self.findings[index]
+            more = tuple(n for n in dict.fromkeys(named) if n not in known.rules)
+            if not more:
+                return known
+            said = known.expected if expected in known.expected else f"{known.expected}; {expected}"
+            merged = replace(known, also=(*known.also, *more), expected=said)
+            self.findings[index] = merged
+            return merged
+        cited, *others = dict.fromkeys(named)
+        finding = Finding(cited, side, time, event, detail, expected, self.conversation, kind, cause, tuple(others))
+        self._acts[act] = len(self.findings)
         self.findings.append(finding)
         return finding
 
-    def held(self, rule: str) -> None:
-        """One instance of ``rule`` was decided and passed."""
+    def held(self, rule: str, side: Direction | None = None) -> None:
+        """One instance of ``rule`` was decided and passed (by ``side``, when one side's conduct decided it: not
+        recorded when the rule does not bind that side, as :meth:`fail` records no such finding)."""
         named = identity.statement_id(rule, self.version)
-        if named is not None:
+        if named is not None and (side is None or binds(named, side)):
             self.held_rules.add(named)
 
     def undecided(
@@ -180,7 +231,7 @@ class Ledger:
         """One instance of ``rule`` could not be decided: a row for it (once per rule, event and reason); the
         rule's first reason is its reason in ``not_assessable``."""
         named = identity.statement_id(rule, self.version)
-        if named is None:
+        if named is None or (side is not None and not binds(named, side)):
             return
         rule = named
         self.undecided_rules.setdefault(rule, reason)
@@ -188,14 +239,24 @@ class Ledger:
         self.undecided_rows.setdefault(Undecided(rule, reason, side, event, time, where))
 
     def lenient(
-        self, rule: str, side: Direction, time: float, event: int, detail: str, basis: str, cause: int = -1
+        self,
+        rule: str,
+        side: Direction,
+        time: float,
+        event: int,
+        detail: str,
+        basis: str,
+        cause: int = -1,
+        others: tuple[str, ...] = (),
     ) -> Leniency | None:
-        """A receiver accepted a packet breaking ``rule`` (a key) that it was not bound to detect; None when the
-        conversation's version does not state the rule."""
+        """A receiver accepted a packet breaking ``rule`` (a key), and ``others``, that it was not bound to detect;
+        None when the conversation's version does not state the rule."""
         named = identity.statement_id(rule, self.version)
         if named is None:
             return None
-        row = Leniency(named, side, time, event, detail, basis, self.conversation, cause)
+        also = (identity.statement_id(other, self.version) for other in others)
+        rest = tuple(dict.fromkeys(other for other in also if other is not None and other != named))
+        row = Leniency(named, side, time, event, detail, basis, self.conversation, cause, rest)
         self.lenient_rows.setdefault(row)
         return row
 

@@ -1,15 +1,21 @@
 """Protocol violations: the receiver must close the connection and must not act on the offending packet.
 
-The first violation each side commits opens an obligation on the other side to close within the grace
-[MQTT-4.8.0-1], under the more specific statement where the spec names one (a malformed SUBSCRIBE is
-[MQTT-3.8.1-1]). Answering the offending packet, or anything sent after it, is acting on it (a CONNACK 0, SUBACK,
-UNSUBACK, PUBACK, PUBREC, PINGRESP, or a delivery of the offending message): it fails every rule of the offence,
-the duty to close included, and no later close undoes that, whoever closes. A CONNACK that refuses a malformed
-CONNECT does not act on it but still breaks the duty to close without any CONNACK [MQTT-3.1.4-1].
+The first violation each side commits opens an obligation on the other side to close within the grace, under the
+statement that binds that receiver to detect it (:mod:`mqttaudit.spec.duties`: in 3.1.1 [MQTT-4.8.0-1] or a more
+specific statement, such as [MQTT-3.8.1-1] for a malformed SUBSCRIBE). Answering the offending packet, or anything
+sent after it, is acting on it (a CONNACK 0, SUBACK, UNSUBACK, PUBACK, PUBREC, PINGRESP, or a delivery of the
+offending message): it fails every rule of the offence, the duty to close included, and no later close undoes that,
+whoever closes. A CONNACK that refuses a malformed CONNECT does not act on it but still breaks the duty to close
+without any CONNACK [MQTT-3.1.4-1].
+
+MQTT 5.0 binds a receiver to detect only what a statement names for it (section 4.13.1; a Server closes on what it
+detects [MQTT-4.13.1-1]): a 5.0 receiver that does not close on, or acts on, a defect nothing binds it to detect is
+lenient (:class:`~mqttaudit.judge.verdict.Leniency`, one entry per offence), not failing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -25,32 +31,14 @@ from mqttaudit.codec import (
     Suback,
     Violation,
 )
-from mqttaudit.codec import rules as codec_rules
-from mqttaudit.spec import identity
+from mqttaudit.spec import duties, identity
+from mqttaudit.spec.duties import Duty
 
 from . import reasons, rules
 from .context import Context, Seen, describe
-from .obligations import Obligation, OnClose
+from .obligations import Lenient, Obligation, OnClose
 from .sides import side_name
 from .subscriptions import FAILURE
-
-#: The statement obliging the receiver to close, per codec rule, most specific first: (when the server receives
-#: it, when the client receives it); None where the statement binds the other side only. Anything else falls
-#: back to [MQTT-4.8.0-1].
-CLOSE_RULES: Final[dict[str, tuple[str | None, str | None]]] = {
-    codec_rules.PUBREL_FLAGS: (rules.CLOSE_ON_BAD_PUBREL_FLAGS, None),
-    codec_rules.SUBSCRIBE_FLAGS: (rules.CLOSE_ON_BAD_SUBSCRIBE_FLAGS, None),
-    codec_rules.UNSUBSCRIBE_FLAGS: (rules.CLOSE_ON_BAD_UNSUBSCRIBE_FLAGS, None),
-    codec_rules.DISCONNECT_FLAGS: (rules.CLOSE_ON_BAD_DISCONNECT_FLAGS, None),
-    codec_rules.CONNECT_RESERVED_FLAG: (rules.CLOSE_ON_CONNECT_RESERVED_FLAG, None),
-    codec_rules.SUBSCRIBE_OPTIONS: (rules.CLOSE_ON_BAD_REQUESTED_QOS, None),
-    codec_rules.QOS_3: (rules.CLOSE_ON_QOS_3, rules.CLOSE_ON_QOS_3),
-    codec_rules.RESERVED_FLAGS: (rules.CLOSE_ON_BAD_FLAGS, rules.CLOSE_ON_BAD_FLAGS),
-    codec_rules.UTF8_WELL_FORMED: (rules.CLOSE_ON_BAD_UTF8, rules.CLOSE_ON_BAD_UTF8),
-    codec_rules.UTF8_NO_NULL: (rules.CLOSE_ON_NULL_CHARACTER, rules.CLOSE_ON_NULL_CHARACTER),
-    # [MQTT-6.0.0-1] binds either recipient of a packet in a WebSocket text frame, in 3.1.1 and 5.0 alike.
-    rules.BINARY_FRAMES: (rules.BINARY_FRAMES, rules.BINARY_FRAMES),
-}
 
 
 def in_text_frame(frame: Frame) -> Frame:
@@ -76,21 +64,26 @@ ACKNOWLEDGEMENTS: Final[dict[PacketType, PacketType]] = {
 PUBLISH_ACKNOWLEDGEMENTS: Final[dict[int, PacketType]] = {1: PacketType.PUBACK, 2: PacketType.PUBREC}
 
 
-def close_rule(seen: Seen, default: str = rules.CLOSE_ON_VIOLATION) -> tuple[str, Violation]:
-    """The statement that obliges the receiver of ``seen`` to close the connection, and the violation that
-    calls for it (``seen`` must carry at least one)."""
-    column = 0 if seen.receiver is Direction.FROM_SERVER else 1
-    for codec_rule, by_receiver in CLOSE_RULES.items():
-        rule = by_receiver[column]
-        for violation in seen.errors:
-            if violation.rule_key == codec_rule and rule is not None:
-                return rule, violation
-    return default, seen.errors[0]
+#: Names of packet types for :mod:`mqttaudit.spec.duties` (type 15 is AUTH in 5.0, reserved in 3.1.1).
+_PACKET_NAMES: Final = {packet_type: packet_type.name for packet_type in PacketType} | {PacketType.AUTH: "AUTH"}
+
+
+def packet_name(seen: Seen) -> str | None:
+    """The type of the offending packet, None when it was not decoded (bytes that frame no packet are judged by
+    the rules they break alone)."""
+    packet = seen.packet
+    return None if packet is None else _PACKET_NAMES[packet.packet_type]
+
+
+def receiver_duty(seen: Seen, broken: Sequence[str], version: str) -> Duty:
+    """The duty of the receiver of ``seen``, a packet breaking the rules ``broken`` (keys), in ``version``: the
+    statement that binds it to detect the defect and close, or none (see :func:`mqttaudit.spec.duties.governing`)."""
+    return duties.governing(broken, version, side_name(seen.receiver), packet_name(seen))
 
 
 @dataclass(frozen=True, slots=True)
 class Offence:
-    """A protocol violation its receiver must close the connection on."""
+    """A protocol violation its receiver must close the connection on, or (MQTT 5.0) may accept leniently."""
 
     seen: Seen
     #: The statement that obliges the receiver to close.
@@ -105,23 +98,55 @@ class Offence:
     #: beyond a limit the receiver declared, so its Packet Identifier is sound and a refusal (0x97 Quota exceeded)
     #: accepts nothing of it. The close is still owed.
     refusable: bool = False
+    #: MQTT 5.0: no statement binds the receiver to detect the defect (the duty's row says why). Not closing on it,
+    #: or acting on it, is leniency under ``unbound.rule``, the statement the packet broke, not a failure.
+    unbound: Duty | None = None
+
+    @classmethod
+    def of(
+        cls,
+        seen: Seen,
+        broken: Sequence[str],
+        what: str,
+        version: str,
+        *,
+        act_rule: str | None = None,
+        refusable: bool = False,
+    ) -> Offence:
+        """The offence of ``seen``, a packet breaking ``broken`` (keys: the sender's rules), under the duty
+        :mod:`mqttaudit.spec.duties` gives its receiver in ``version``. A 5.0 Server bound to detect it also closes
+        on it under [MQTT-4.13.1-1] (for a CONNECT, [MQTT-3.1.4-1] says so itself); one not bound to is watched for
+        leniency, and its close still upholds [MQTT-4.13.1-1] and the rules broken (it detected them)."""
+        duty = receiver_duty(seen, broken, version)
+        key = duty.binding_key
+        kept: tuple[str, ...] = ()
+        if key is not None:
+            close, unbound = key, None
+            if version == identity.V5 and seen.receiver is Direction.FROM_SERVER and packet_name(seen) != "CONNECT":
+                kept = (rules.CLOSE_ON_VIOLATION,)  # a Server bound to detect it closes on it [MQTT-4.13.1-1]
+        else:
+            close, unbound = rules.CLOSE_ON_VIOLATION, duty
+        act = act_rule or close
+        rest = tuple(dict.fromkeys(rule for rule in (*kept, *broken) if rule not in (close, act)))
+        return cls(seen, close, act, what, rest, refusable, unbound)
 
     @classmethod
     def of_frame(
         cls,
         seen: Seen,
-        default: str = rules.CLOSE_ON_VIOLATION,
+        version: str,
         act_rule: str | None = None,
         enforced: frozenset[str] = rules.ENFORCED_CODEC_RULES,
     ) -> Offence:
-        rule, violation = close_rule(seen, default)
-        what = f"{seen.describe()} breaking {violation.rule}: {violation.detail}"
-        broken = tuple(
-            dict.fromkeys(
-                v.rule_key for v in seen.errors if v.rule_key in enforced and v.rule_key not in (rule, act_rule)
-            )
+        """The offence of a frame with MUST-level violations: the rules of ``enforced`` it breaks."""
+        broken = tuple(dict.fromkeys(v.rule_key for v in seen.errors if v.rule_key in enforced))
+        duty = receiver_duty(seen, broken, version)
+        named = duty.rule
+        violation = next(
+            (v for v in seen.errors if identity.statement_id(v.rule_key, version) == named), seen.errors[0]
         )
-        return cls(seen, rule, act_rule or rule, what, broken)
+        what = f"{seen.describe()} breaking {violation.rule}: {violation.detail}"
+        return cls.of(seen, broken, what, version, act_rule=act_rule)
 
     @property
     def upheld(self) -> tuple[str, ...]:
@@ -136,6 +161,9 @@ class Offences:
         self._ctx = ctx
         self._first: dict[Direction, Offence] = {}
         self._acted: set[int] = set()  # events already judged as acting on an offence
+        #: Per receiver, the watch on a close it is not bound to make (5.0): open until it closes, acts or the
+        #: grace ends, whichever settles the one leniency entry of the offence.
+        self._watches: dict[Direction, Obligation] = {}
 
     def by(self, side: Direction) -> Offence | None:
         """The first violation ``side`` committed, if any."""
@@ -144,23 +172,24 @@ class Offences:
     def on_frame(self, seen: Seen) -> None:
         """A frame with MUST-level violations is an offence (CONNECT is the connection's to judge)."""
         if seen.offends:
-            enforced = rules.enforced_codec_rules(self._ctx.ledger.version) | rules.TRANSPORT_RULES
-            if self._ctx.ledger.version != identity.V5 or any(v.rule_key in enforced for v in seen.errors):
-                self.record(Offence.of_frame(seen, enforced=enforced))
+            version = self._ctx.ledger.version
+            enforced = rules.enforced_codec_rules(version) | rules.TRANSPORT_RULES
+            if version != identity.V5 or any(v.rule_key in enforced for v in seen.errors):
+                self.record(Offence.of_frame(seen, version, enforced=enforced))
+
+    def offend(self, seen: Seen, broken: Sequence[str], what: str, *, refusable: bool = False) -> Offence:
+        """Records that ``seen`` breaks the judge's own rules ``broken`` (a packet out of place, beyond a limit):
+        an offence its receiver owes the duty :mod:`mqttaudit.spec.duties` gives it."""
+        offence = Offence.of(seen, broken, what, self._ctx.ledger.version, refusable=refusable)
+        self.record(offence)
+        return offence
 
     def record(self, offence: Offence) -> None:
         """Opens the receiver's obligation to close, for the sender's first violation only: after it, the
-        receiver should no longer be listening."""
+        receiver should no longer be listening. A close the receiver is not bound to make is watched instead: the
+        grace passing is leniency, not a failure."""
         seen = offence.seen
         if seen.sender in self._first:
-            return
-        if (
-            seen.sender is Direction.FROM_SERVER
-            and self._ctx.ledger.version == identity.V5
-            and offence.close_rule != rules.BINARY_FRAMES  # [MQTT-6.0.0-1] binds the Client too
-        ):
-            # 5.0 binds only the Server to close on a Malformed Packet or Protocol Error [MQTT-4.13.1-1]; a
-            # Client SHOULD: the server's own violation stands as the codec's finding.
             return
         self._first[seen.sender] = offence
         self._ctx.obligations.excuse_close(
@@ -171,8 +200,20 @@ class Offences:
                 "which it must close on",
             ),
         )
+        unbound = offence.unbound
+        lenient = None
+        if unbound is not None:
+            # A Server's close still keeps [MQTT-4.13.1-1] and the rules broken; a Client's keeps nothing it is
+            # bound to (4.13.1 asks it only to close, with a SHOULD).
+            lenient = Lenient(
+                unbound.rule or offence.close_rule,
+                unbound.basis,
+                offence.what,
+                offence.broken,
+                upholds=seen.receiver is Direction.FROM_SERVER,
+            )
         grace = self._ctx.config.close_grace
-        self._ctx.obligations.open(
+        obligation = self._ctx.obligations.open(
             Obligation(
                 offence.close_rule,
                 seen.receiver,
@@ -185,8 +226,11 @@ class Offences:
                 ),
                 OnClose.FULFILS,
                 enforces=offence.upheld[1:],
+                lenient=lenient,
             )
         )
+        if lenient is not None:
+            self._watches[seen.receiver] = obligation
 
     def check_answer(self, seen: Seen, answered: int | None) -> None:
         """``seen`` answers event ``answered``: acting on an offence, or on what followed it, breaks the rule."""
@@ -239,10 +283,28 @@ class Offences:
             f"the {side_name(seen.sender)} closes the connection on {describe(offence.seen.packet)} "
             "without acting on it"
         )
-        # Acting on it breaks the duty to close too: a close that comes later does not undo the answer.
+        self.acted_on(offence, seen, detail, expected)
+
+    def acted_on(self, offence: Offence, seen: Seen, detail: str, expected: str) -> None:
+        """``seen`` acts on ``offence`` (answers or accepts it): every rule its receiver upholds by closing fails,
+        or, where nothing bound it to detect the defect (5.0), one leniency entry."""
         self._acted.add(seen.event)
-        for rule in offence.upheld:
-            self._ctx.ledger.fail(rule, seen.sender, seen.time, seen.event, detail, expected)
+        unbound = offence.unbound
+        if unbound is not None:
+            # Not bound to detect it: accepting it is leniency, one entry per offence (the grace may have ended it
+            # already; then the watch is gone).
+            watch = self._watches.pop(seen.sender, None)
+            if watch is not None and self._ctx.obligations.drop(watch):
+                rule = unbound.rule or offence.close_rule
+                ledger = self._ctx.ledger
+                cause = offence.seen.event
+                ledger.lenient(rule, seen.sender, seen.time, seen.event, detail, unbound.basis, cause, offence.broken)
+            return
+        # Acting on it breaks the duty to close too: a close that comes later does not undo the answer. One act,
+        # one finding: it cites the receiver's duty (the close rule, which binds the receiver), the other rules it
+        # upholds by closing are failed by the same act (those binding the receiver: see Ledger.fail).
+        duty, *broken = offence.upheld
+        self._ctx.ledger.fail(duty, seen.sender, seen.time, seen.event, detail, expected, also=broken)
 
 
 def _refuses(seen: Seen) -> bool:

@@ -63,7 +63,16 @@ MIN_CHUNK_BYTES = 1024 * 1024
 CHUNKS_PER_CORE = 4
 #: Tasks per core of the judging stage: flows differ widely in length, so more, smaller shares even out better.
 FLOW_PARTITIONS_PER_CORE = 8
-TABLES = ("packets", "violations", "connections", "not_assessable", "deliveries", "routing_findings", "gaps")
+TABLES = (
+    "packets",
+    "violations",
+    "connections",
+    "not_assessable",
+    "lenient",
+    "deliveries",
+    "routing_findings",
+    "gaps",
+)
 #: Every entry an audit writes into its folder: a file of someone else's by one of these names is never replaced.
 OUTPUTS = (*TABLES, "summary.json", "report_data.json", "report.html", "findings.md", "findings.jsonl", "junit.xml")
 SAMPLES_PER_RULE = 5
@@ -428,6 +437,10 @@ def _summary(
     }
     undecided = session.read.parquet(str(out_dir / "not_assessable"))
     by_tag = {row["tag"]: row["count"] for row in undecided.groupBy("tag").count().collect()}
+    lenient = session.read.parquet(str(out_dir / "lenient"))
+    lenient_by = {
+        (row["actor"], row["rule"]): row["count"] for row in lenient.groupBy("actor", "rule").count().collect()
+    }
     skipped: dict[str, int] = {}
     records = segments_kept = 0
     chunk_errors: list[dict[str, Any]] = []
@@ -468,6 +481,12 @@ def _summary(
         },
         "versions": dict(sorted(versions.items())),
         "not_assessable": {"rows": sum(by_tag.values()), "by_tag": dict(sorted(by_tag.items()))},
+        # Defects accepted by a receiver no statement bound to detect them (5.0, section 4.13.1): not violations.
+        "lenient": {
+            "rows": sum(lenient_by.values()),
+            "by_actor": _summed(lenient_by, 0),
+            "by_rule": _summed(lenient_by, 1),
+        },
         "bytes": {
             "mqtt_bytes": stream,
             "packet_bytes": int(sums["packets"] or 0),
@@ -488,6 +507,14 @@ def _summary(
             "policy": MALFORMED_CAP_POLICY,
         },
     }
+
+
+def _summed(counts: dict[tuple[str, str], int], part: int) -> dict[str, int]:
+    """``counts`` keyed by (actor, rule) added up by the actor (``part`` 0) or by the rule (1), sorted."""
+    summed: dict[str, int] = {}
+    for key, count in counts.items():
+        summed[key[part]] = summed.get(key[part], 0) + count
+    return dict(sorted(summed.items()))
 
 
 def _reports(session: SparkSession, out_dir: Path, summary: dict[str, Any]) -> list[Path]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from mqttaudit.capture.conversation import FRAMED_ONLY, NOT_JUDGED, FlowAudit, handling
+from mqttaudit.capture.conversation import FRAMED_ONLY, INFERRED_5, NOT_JUDGED, FlowAudit, handling
 from mqttaudit.capture.flows import flow_name
 from mqttaudit.capture.layers import PLAIN, LayerNote
 from mqttaudit.capture.segments import format_endpoint
@@ -48,13 +48,14 @@ from mqttaudit.judge.reasons import tag_of
 from mqttaudit.judge.rules import TRANSPORT_RULES
 from mqttaudit.judge.sides import side_name
 from mqttaudit.judge.transcript import Delivered, Published, Transcript
-from mqttaudit.judge.verdict import Undecided
+from mqttaudit.judge.verdict import Leniency, Undecided
 from mqttaudit.spec import Catalogue, load_catalogue
 
 CATALOGUE = load_catalogue("3.1.1")
 #: The catalogue that names a connection's codec findings, by the connection's version (3.1 findings carry the
 #: ids of the 3.1.1 rules it shares; any other version's connection was read as 3.1.1).
 CATALOGUES: dict[str, Catalogue] = {"5.0": load_catalogue("5.0")}
+CATALOGUES[INFERRED_5] = CATALOGUES["5.0"]  # read as 5.0: no CONNECT named it, its packets did
 #: The specification whose numbering a connection's findings follow, by the version it was read (codec) or judged
 #: (judge) in: the ``rule_version`` of its violation rows (3.1.1 for any version not listed).
 RULE_VERSIONS: dict[str, str] = {version: catalogue.version for version, catalogue in CATALOGUES.items()}
@@ -236,6 +237,7 @@ VIOLATION_COLUMNS = (
     "cause_event",
     "cause_frame",
     "rule_version",
+    "also",
 )
 #: Bytes of evidence kept per violation (hex); longer frames are cut, with the full length in the packets table.
 EVIDENCE_BYTES = 64
@@ -261,6 +263,7 @@ CONNECTION_COLUMNS = (
     "packets",
     "violations",
     "not_assessable",
+    "lenient",
 )
 #: One row per instance of a rule the audit could not decide, with the reason (its tag first, for grouping).
 NOT_ASSESSABLE_COLUMNS = (
@@ -282,12 +285,41 @@ NOT_ASSESSABLE_COLUMNS = (
 )
 
 
+#: One row per leniency: a defect the receiver (the ``actor``) accepted, which no statement bound it to detect (MQTT
+#: 5.0, section 4.13.1): the rule the packet broke (its sender's), the others it broke (``also_broken``, comma
+#: separated), what was accepted and how, the basis, and the bytes that show it. Not a violation: counted apart.
+LENIENT_COLUMNS = (
+    "capture",
+    "flow",
+    "client",
+    "server",
+    "client_id",
+    "rule",
+    "level",
+    "section",
+    "actor",
+    "event",
+    "frame",
+    "offset",
+    "time",
+    "detail",
+    "basis",
+    "also_broken",
+    "evidence",
+    "cause_event",
+    "cause_frame",
+    "rule_version",
+)
+
+
 @dataclass
 class FlowResult:
     packets: Columns
     violations: Columns
     connection: Columns
     not_assessable: Columns
+    #: The defects a receiver accepted without being bound to detect them (see :data:`LENIENT_COLUMNS`).
+    lenient: Columns
     #: The transcript for the routing replay (payloads replaced by digests), pickled.
     transcript: bytes
     #: The same without subscriptions and deliveries (:func:`sources`), pickled.
@@ -427,10 +459,13 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
     for instance in judgement.undecided:
         add_undecided(undecided, flow.capture, instance, flow, row["client_id"], version)
     add_withheld(undecided, flow, row["client_id"])
-    connection.add(**row, not_assessable=len(undecided))
+    lenient = Columns(LENIENT_COLUMNS)
+    for entry in judgement.lenient:
+        add_lenient(lenient, flow.capture, entry, flow, row["client_id"], version)
+    connection.add(**row, not_assessable=len(undecided), lenient=len(lenient))
     replayed = digested(transcript)
     return FlowResult(
-        packets, violations, connection, undecided, pickle.dumps(replayed), pickle.dumps(sources(replayed))
+        packets, violations, connection, undecided, lenient, pickle.dumps(replayed), pickle.dumps(sources(replayed))
     )
 
 
@@ -566,20 +601,7 @@ def add_finding(
 ) -> None:
     """A judge finding as a violation row, located by the event it names; its rule named in ``version``."""
     level, section = rule_level(finding.rule, version)
-    frame = cause_frame = None
-    offset = None
-    hexed = ""
-    if flow is not None and 0 <= finding.event < len(flow.events):
-        event = flow.events[finding.event]
-        frame = flow.frames[finding.event] if finding.event < len(flow.frames) else None
-        if isinstance(event, Sent):
-            offset, hexed = event.frame.offset, evidence(event.frame.raw)
-    if flow is not None and 0 <= finding.cause < len(flow.events):
-        cause = flow.events[finding.cause]
-        cause_frame = flow.frames[finding.cause] if finding.cause < len(flow.frames) else None
-        if isinstance(cause, Sent) and not hexed:
-            # The finding shows at a silence or a close: the bytes that called for the answer are the evidence.
-            offset, hexed = cause.frame.offset, evidence(cause.frame.raw)
+    where = located(flow, finding.event, finding.cause)
     violations.add(
         capture=capture,
         flow=finding.conversation,
@@ -590,16 +612,79 @@ def add_finding(
         actor=finding.side.value,
         origin=origin,
         kind=finding.kind,
-        frame=frame,
-        offset=offset,
+        frame=where.frame,
+        offset=where.offset,
         time=finding.time,
         detail=finding_text(finding.detail),
         expected=finding_text(finding.expected),
-        evidence=hexed,
+        evidence=where.evidence,
         cause_event=None if finding.cause < 0 else finding.cause,
-        cause_frame=cause_frame,
+        cause_frame=where.cause_frame,
+        rule_version=RULE_VERSIONS.get(version, CATALOGUE.version),
+        also=[str(rule) for rule in finding.also],
+    )
+
+
+def add_lenient(
+    rows: Columns, capture: str, entry: Leniency, flow: Flow, client_id: str | None, version: str = "3.1.1"
+) -> None:
+    """A leniency of the judge as a ``lenient`` row, located as a finding is; its rules named in ``version``."""
+    level, section = rule_level(entry.rule, version)
+    where = located(flow, entry.event, entry.cause)
+    rows.add(
+        capture=capture,
+        flow=entry.conversation or flow.flow,
+        client=flow.client,
+        server=flow.server,
+        client_id=client_id,
+        rule=entry.rule,
+        level=level,
+        section=section,
+        actor=entry.side.value,
+        event=entry.event,
+        frame=where.frame,
+        offset=where.offset,
+        time=entry.time,
+        detail=finding_text(entry.detail),
+        basis=finding_text(entry.basis),
+        also_broken=", ".join(entry.others),
+        evidence=where.evidence,
+        cause_event=None if entry.cause < 0 else entry.cause,
+        cause_frame=where.cause_frame,
         rule_version=RULE_VERSIONS.get(version, CATALOGUE.version),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a judge's conclusion shows in a flow: the record and stream offset of its event's frame, that frame's
+    bytes (or, for a conclusion shown at a silence or a close, those of the packet that called for it), and the
+    record of that packet."""
+
+    frame: int | None = None
+    offset: int | None = None
+    evidence: str = ""
+    cause_frame: int | None = None
+
+
+def located(flow: Flow | None, event: int, cause: int) -> Location:
+    """The :class:`Location` of a conclusion at ``event``, called for by ``cause`` (-1: none), in ``flow``."""
+    if flow is None:
+        return Location()
+    frame = cause_frame = offset = None
+    hexed = ""
+    if 0 <= event < len(flow.events):
+        shown = flow.events[event]
+        frame = flow.frames[event] if event < len(flow.frames) else None
+        if isinstance(shown, Sent):
+            offset, hexed = shown.frame.offset, evidence(shown.frame.raw)
+    if 0 <= cause < len(flow.events):
+        called = flow.events[cause]
+        cause_frame = flow.frames[cause] if cause < len(flow.frames) else None
+        if isinstance(called, Sent) and not hexed:
+            # Shown at a silence or a close: the bytes that called for the answer are the evidence.
+            offset, hexed = called.frame.offset, evidence(called.frame.raw)
+    return Location(frame, offset, hexed, cause_frame)
 
 
 def evidence(raw: bytes) -> str:

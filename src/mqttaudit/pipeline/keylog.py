@@ -47,16 +47,27 @@ class _Index:
         digest = hashlib.blake2b(digest_size=32)
         prefixes, starts = array("Q"), array("Q")
         offset, tail = 0, b""
+        #: Inside a line longer than any key log line: its bytes are passed over up to its end, unread.
+        skipping = False
         with sources.opener(location)() as file:
             while True:
                 block = file.read(_READ_BYTES)
                 digest.update(block)
                 data = tail + block
-                end = data.rfind(b"\n") + 1 if block else len(data)  # whole lines only, until the last
-                for line in _LINE.finditer(data, 0, end):
+                start = 0
+                if skipping:
+                    start = data.find(b"\n") + 1
+                    skipping = start == 0
+                    if skipping:
+                        start = len(data)
+                end = data.rfind(b"\n", start) + 1 if block else len(data)  # whole lines only, until the last
+                end = max(end, start)
+                for line in _LINE.finditer(data, start, end):
                     prefixes.append(int(line[1], 16))
                     starts.append(offset + line.start())
                 offset, tail = offset + end, data[end:]
+                if len(tail) > _LINE_BYTES:  # no key log line is this long: the rest of it is not kept
+                    offset, tail, skipping = offset + len(tail), b"", True
                 if not block:
                     break
         self.digest = digest.hexdigest()

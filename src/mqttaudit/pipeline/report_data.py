@@ -105,6 +105,20 @@ def report_data(
     undecided_rows = _rows(
         undecided_ranked.where(F.col("n") <= samples).drop("n").orderBy("tag", "rule", "actor", "time").limit(rows)
     )
+    lenient = table("lenient")
+    lenient_counts = _rows(
+        lenient.groupBy("rule", "rule_version", "level", "section", "actor")
+        .agg(F.count(F.lit(1)).alias("count"), F.min("time").alias("first_time"), F.first("basis").alias("basis"))
+        .orderBy(F.desc("count"), "rule", "actor")
+        .limit(rows)
+    )
+    lenient_ranked = lenient.withColumn(
+        "n",
+        F.row_number().over(Window.partitionBy("rule", "rule_version", "actor").orderBy("time", "flow", "event")),
+    )
+    lenient_rows = _rows(
+        lenient_ranked.where(F.col("n") <= samples).drop("n").orderBy("rule", "actor", "time").limit(rows)
+    )
     routing = table("routing_findings")
     routing_findings = _rows(routing.orderBy("time").limit(rows))
     routing_counts = {r["kind"]: r["count"] for r in _rows(routing.groupBy("kind").count())}
@@ -143,6 +157,7 @@ def report_data(
         "conflicting_retransmissions": summary.get("conflicting_retransmissions", {}),
         "not_assessable": summary["not_assessable"]["rows"],
         "not_assessable_by_tag": by_tag,
+        "lenient": summary.get("lenient", {}).get("rows", 0),
         "spark_master": summary.get("spark_master", ""),
         "skipped": summary.get("skipped", {}),
         "errors": [
@@ -171,6 +186,8 @@ def report_data(
             "gaps_total": gaps_total,
             "not_assessable_counts": undecided_counts,
             "not_assessable_rows": undecided_rows,
+            "lenient_counts": lenient_counts,
+            "lenient_rows": lenient_rows,
             "mqttaudit_version": __version__,
         }
     )

@@ -56,6 +56,7 @@ from mqttaudit.judge import reasons as reason_tags
 from . import sources
 from .conversations import (
     CONNECTION_COLUMNS,
+    LENIENT_COLUMNS,
     NOT_ASSESSABLE_COLUMNS,
     PACKET_COLUMNS,
     VIOLATION_COLUMNS,
@@ -112,6 +113,9 @@ TYPES: dict[str, pa.DataType] = {
     "packets": pa.int64(),
     "violations": pa.int64(),
     "not_assessable": pa.int64(),
+    "lenient": pa.int64(),
+    "basis": pa.string(),
+    "also_broken": pa.string(),
     "broker": pa.string(),
     "publisher_flow": pa.string(),
     "publisher_event": pa.int64(),
@@ -130,6 +134,8 @@ TYPES: dict[str, pa.DataType] = {
     "cause_frame": pa.int64(),
     "tag": pa.string(),
     "rule_version": pa.string(),
+    #: The other statements the act of a violation row breaks (one act, one row: see ``Finding.also``).
+    "also": pa.list_(pa.string()),
     # The packets table's reason code and MQTT 5.0 properties (null when the packet carries none).
     "reason_code": pa.int64(),
     "topic_alias": pa.int64(),
@@ -250,6 +256,7 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "connections": CONNECTION_COLUMNS,
     "gaps": GAP_COLUMNS,
     "not_assessable": NOT_ASSESSABLE_COLUMNS,
+    "lenient": LENIENT_COLUMNS,
     "deliveries": DELIVERY_COLUMNS,
     "routing_findings": ROUTING_COLUMNS,
 }
@@ -621,7 +628,7 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
     part = _part_name()
     writers = {
         table: TableWriter(options.out_dir, table, part)
-        for table in ("packets", "violations", "connections", "gaps", "not_assessable")
+        for table in ("packets", "violations", "connections", "gaps", "not_assessable", "lenient")
     }
     transcripts = TranscriptWriter(options.out_dir, part)
     judged = Columns(tuple(JUDGED_SCHEMA.names))
@@ -719,6 +726,14 @@ def flow_segments(table: pa.Table) -> Iterator[Segment]:
         )
 
 
+#: Why the bytes of a ``conflict`` row of the gaps table are not judged.
+CONFLICT_REASON = reason_tags.reason(
+    reason_tags.CONFLICTING,
+    "these bytes arrived again with different content; the first copy was kept, and no packet decoded from them is "
+    "judged",
+)
+
+
 def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options: AuditOptions) -> dict[str, Any]:
     capture, _ = record_at.get(audit.first_time, ("", 0))
 
@@ -730,43 +745,26 @@ def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options
     server = None if audit.client is None else judged_flow.server
     judged = judge_flow(judged_flow, options.judge_config)
     gaps = Columns(GAP_COLUMNS)
+
+    def add(kind: str, side: int, offset: int, length: int, time_ns: int | None, reason: str) -> None:
+        """One row of the gaps table: a byte range of one side, what kind of range it is and why."""
+        gaps.add(
+            capture=capture,
+            flow=connection_id,
+            direction=_side(audit, side),
+            offset=offset,
+            length=length,
+            time=None if time_ns is None else time_ns / 1e9,
+            kind=GAP_KINDS[kind],
+            reason=reason,
+        )
+
     for gap in audit.gaps:
-        gaps.add(
-            capture=capture,
-            flow=connection_id,
-            direction=_side(audit, gap.side),
-            offset=gap.offset,
-            length=gap.length,
-            time=gap.time / 1e9,
-            kind=GAP_KINDS["gap"],
-            reason="bytes sent but not captured",
-        )
+        add("gap", gap.side, gap.offset, gap.length, gap.time, "bytes sent but not captured")
     for conflict in audit.conflicts:
-        gaps.add(
-            capture=capture,
-            flow=connection_id,
-            direction=_side(audit, conflict.side),
-            offset=conflict.offset,
-            length=conflict.length,
-            time=conflict.time / 1e9,
-            kind=GAP_KINDS["conflict"],
-            reason=reason_tags.reason(
-                reason_tags.CONFLICTING,
-                "these bytes arrived again with different content; the first copy was kept, and no packet decoded "
-                "from them is judged",
-            ),
-        )
+        add("conflict", conflict.side, conflict.offset, conflict.length, conflict.time, CONFLICT_REASON)
     for hole in audit.unassessable:
-        gaps.add(
-            capture=capture,
-            flow=connection_id,
-            direction=_side(audit, hole.side),
-            offset=hole.offset,
-            length=hole.length,
-            time=None,
-            kind=GAP_KINDS["not_assessable"],
-            reason=hole.reason,
-        )
+        add("not_assessable", hole.side, hole.offset, hole.length, None, hole.reason)
     total = audit.total
     connection = judged.connection.data
     return {
@@ -792,6 +790,7 @@ def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options
         "connections": judged.connection,
         "gaps": gaps,
         "not_assessable": judged.not_assessable,
+        "lenient": judged.lenient,
     }
 
 

@@ -28,13 +28,23 @@ from .outcome import (
     counted_failures,
     exit_status,
     failures,
+    lenient_cases,
     nothing_judged,
     parse_share,
     too_inconclusive,
 )
-from .preflight import Refusal, preflight, preflight_amqp, unspoken_5_0
+from .preflight import Refusal, preflight_amqp, versions_unspoken
 from .profile import NO_PROFILE, BrokerProfile, load_profile
-from .runner import DEFAULT_CONCURRENCY, INCONCLUSIVE, NOT_APPLICABLE, VERDICTS, CaseResult, ProbeRun, run_probe
+from .runner import (
+    DEFAULT_CONCURRENCY,
+    INCONCLUSIVE,
+    NOT_APPLICABLE,
+    VERDICTS,
+    CaseResult,
+    ProbeRun,
+    crashes,
+    run_probe,
+)
 from .selection import Patterns, parse_protocol, select_cases
 from .targets import is_amqp, parse_target
 from .transport import Credentials, TlsOptions
@@ -58,7 +68,8 @@ class ProbeResult:
     """One probe run and what it amounts to. ``run`` holds everything the reports show."""
 
     run: ProbeRun
-    #: The rules the cases cite (None: the MQTT 3.1.1 catalogue).
+    #: The rules the cases cite when they are another specification's (AMQP 0-9-1); None for MQTT, whose cases
+    #: each cite the catalogue of the version they speak (:func:`~mqttaudit.probe.statements.case_catalogue`).
     catalogue: Catalogue | None = None
     #: Why nothing was probed (unreachable, unresolvable, refused the prober), when so.
     refusal: Refusal | None = None
@@ -97,8 +108,15 @@ class ProbeResult:
         return other_violations(self.run, self._rules())
 
     @property
+    def lenient(self) -> list[CaseResult]:
+        """The lenient cases: malformed packets or Protocol Errors the broker accepted and was not bound to detect."""
+        return lenient_cases(self.run)
+
+    @property
     def exit_status(self) -> int:
-        """0 conformant, 1 a MUST-level failure or violation (new, with a baseline), 4 incomplete."""
+        """0 conformant, 1 a MUST-level failure or violation (new, with a baseline) or, in a strict run, a lenient
+        case (new, with a baseline), 3 the prober failed on a case (a bug; every other case was judged and the
+        reports can be written), 4 incomplete."""
         return exit_status(self.run, self._rules())
 
     def to_json(self) -> dict[str, Any]:
@@ -141,6 +159,7 @@ def run(
     profile: BrokerProfile | Path | str | None = None,
     tls: TlsOptions | None = None,
     credentials: Credentials | None = None,
+    strict: bool = False,
 ) -> ProbeResult:
     """Probes ``target`` (see :func:`run_async`) from synchronous code."""
     return asyncio.run(
@@ -159,6 +178,7 @@ def run(
             profile=profile,
             tls=tls,
             credentials=credentials,
+            strict=strict,
         )
     )
 
@@ -179,6 +199,7 @@ async def run_async(
     profile: BrokerProfile | Path | str | None = None,
     tls: TlsOptions | None = None,
     credentials: Credentials | None = None,
+    strict: bool = False,
 ) -> ProbeResult:
     """Probes the broker at ``target`` (``mqtt://HOST:PORT``, ``mqtts://``, ``ws://``, ``wss://``, or
     ``amqp://USER:PASS@HOST:PORT/VHOST`` for the AMQP routing suite) with the cases that ``cases`` selects and
@@ -187,7 +208,8 @@ async def run_async(
     ``profile`` (a :class:`~mqttaudit.probe.profile.BrokerProfile` or the path of its TOML file) declares what the
     broker's CONNACK cannot. ``tls`` says how a TLS target (``mqtts://``, ``wss://``, ``amqps://``) is trusted;
     ``credentials`` (a user name and a :class:`~mqttaudit.probe.transport.Secret` password) go into every CONNECT
-    of the library's client steps, unless the URL names a user of its own (that one wins).
+    of the library's client steps, unless the URL names a user of its own (that one wins). ``strict`` (or
+    ``strict = true`` in the profile) makes a ``lenient`` case fail the run (exit status 1), as a MUST failure does.
 
     A target that cannot be reached or refuses the prober gives a result whose ``incomplete`` says why (exit
     status 4); nothing is raised for it. ValueError for a malformed target, a selection that matches nothing, a
@@ -217,9 +239,13 @@ async def run_async(
     else:
         result = await _run_mqtt(parsed, selected, timeout, concurrency, confirm_timing, progress, declared)
     probe_run = result.run
+    probe_run.strict = strict or declared.strict is True
     if probe_run.incomplete is None:
         probe_run.incomplete = (
-            probe_run.broker_down or too_inconclusive(probe_run.results, limit) or nothing_judged(probe_run.results)
+            crashes(probe_run.results)
+            or probe_run.broker_down
+            or too_inconclusive(probe_run.results, limit)
+            or nothing_judged(probe_run.results)
         )
     if known is not None:
         probe_run.baseline = compare(known, ((r.case.id, r.verdict) for r in probe_run.results))
@@ -236,15 +262,11 @@ async def _run_mqtt(
     profile: BrokerProfile = NO_PROFILE,
 ) -> ProbeResult:
     clock0 = time.monotonic()
-    # a 5.0-only selection asks in 5.0: a broker that serves 5.0 alone may refuse a 3.1.1 CONNECT
-    only_5_0 = all(case.protocol is ProtocolVersion.V5 for case in selected)
-    refusal = await preflight(target, timeout, ProtocolVersion.V5 if only_5_0 else ProtocolVersion.V3_1_1)
-    if refusal is not None:
-        return ProbeResult(not_probed(target, selected, refusal, time.monotonic() - clock0), refusal=refusal)
-    unspoken = None
-    if any(case.protocol is ProtocolVersion.V5 for case in selected):
-        unspoken = await unspoken_5_0(target, timeout)
-    runnable = [case for case in selected if unspoken is None or case.protocol is not ProtocolVersion.V5]
+    # capability first: one plain CONNECT per version of the selection (the login check too)
+    unspoken = await versions_unspoken(target, timeout, {case.protocol for case in selected})
+    if isinstance(unspoken, Refusal):
+        return ProbeResult(not_probed(target, selected, unspoken, time.monotonic() - clock0), refusal=unspoken)
+    runnable = [case for case in selected if case.protocol not in unspoken]
     if progress is not None:
         progress.started(len(runnable))
     probe_run = await run_probe(
@@ -255,11 +277,15 @@ async def _run_mqtt(
         progress=None if progress is None else progress.finished,
         profile=profile,
     )
-    if unspoken is not None:
-        # 5.0's statements do not bind a broker that does not speak 5.0: its cases do not apply, in library order
+    if unspoken:
+        # A version's statements do not bind a broker that does not speak it: its cases do not apply, said once for
+        # the run and on each case, in library order.
+        said = {version: f"the broker does not speak MQTT {version.value}: {why}" for version, why in unspoken.items()}
+        probe_run.unspoken = {version.value: why for version, why in said.items()}
         ran = {result.case.id: result for result in probe_run.results}
-        why = f"the broker does not speak MQTT 5.0: {unspoken}"
-        probe_run.results = [ran.get(case.id) or CaseResult(case, NOT_APPLICABLE, why) for case in selected]
+        probe_run.results = [
+            ran.get(case.id) or CaseResult(case, NOT_APPLICABLE, said[case.protocol]) for case in selected
+        ]
     if confirm_timing and probe_run.broker_down is None:
 
         async def alone(case: Case) -> CaseResult:

@@ -15,6 +15,7 @@ from ..option_files import OptionFileError, read_capped
 
 FAIL = "fail"
 PASS = "pass"
+LENIENT = "lenient"
 
 
 class BaselineError(ValueError):
@@ -46,6 +47,8 @@ class BaselineDiff:
     fixed: tuple[str, ...]
     #: The rules the baseline's run saw broken outside its cases' statements: seen again, they do not fail the run.
     violations: frozenset[str] = frozenset()
+    #: Case ids lenient now that were lenient (or failed) in the baseline too: they do not fail a ``--strict`` run.
+    known_lenient: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -54,6 +57,7 @@ class BaselineDiff:
             "known": list(self.known),
             "fixed": list(self.fixed),
             "known_violations": sorted(self.violations),
+            "known_lenient": list(self.known_lenient),
         }
 
 
@@ -107,4 +111,9 @@ def compare(baseline: Baseline, verdicts: Iterable[tuple[str, str]]) -> Baseline
         known=tuple(case_id for case_id, verdict in now if verdict == FAIL and case_id in failed_before),
         fixed=tuple(case_id for case_id, verdict in now if verdict == PASS and case_id in failed_before),
         violations=baseline.violations,
+        known_lenient=tuple(
+            case_id
+            for case_id, verdict in now
+            if verdict == LENIENT and baseline.verdicts.get(case_id) in (LENIENT, FAIL)
+        ),
     )

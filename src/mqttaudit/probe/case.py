@@ -45,6 +45,7 @@ from ..codec import (
 )
 from ..codec import properties as props
 from ..spec import registry
+from .cancellation import within
 from .capabilities import Capabilities
 from .connection import ProbeConnection
 from .profile import NO_PROFILE, BrokerProfile
@@ -87,6 +88,10 @@ class Case:
     #: sent on the connection, and any traffic of another case may wake a broker that checks its timers only when
     #: traffic comes, so it runs last, one at a time, with nothing beside it.
     quiet: bool = False
+    #: The Client's statements the stimulus breaks on purpose (the packet's defect, which the prober commits): named
+    #: with the case, never judged against the broker, which they do not bind. ``statements`` holds what the broker
+    #: owes in answer (the close, not acting on the packet), each a MUST that binds the Server.
+    provokes: tuple[str, ...] = ()
 
     @property
     def family_name(self) -> str:
@@ -303,6 +308,9 @@ class CaseContext:
             )
         if self.protocol is ProtocolVersion.V5:
             self.capabilities = Capabilities.from_connack(ack).merged(self.profile)
+            # the client steps keep to what the broker declared it receives [MQTT-3.2.2-15, MQTT-3.3.4-7]
+            connection.server_maximum_packet_size = self.capabilities.maximum_packet_size
+            connection.send_quota = asyncio.Semaphore(self.capabilities.receive_maximum)
             assigned = props.first(ack.properties, ASSIGNED_CLIENT_IDENTIFIER)
             if isinstance(assigned, str) and not connection.client_id:
                 connection.client_id = assigned
@@ -316,6 +324,18 @@ class CaseContext:
         refused = known.unsupported(feature)
         if refused is not None:
             raise NotApplicable(f"{why}: {refused}")
+
+    def require_in_flight(self, count: int, why: str) -> None:
+        """Stops the case as :class:`NotApplicable` when the broker's Receive Maximum (its last 5.0 CONNACK, or the
+        profile) is below ``count``: ``why`` needs that many QoS 1 and 2 PUBLISHes unacknowledged at once, which
+        a client keeping to it cannot send [MQTT-3.3.4-7]."""
+        known = self.capabilities or Capabilities().merged(self.profile)
+        if known.receive_maximum < count:
+            by = "the broker's CONNACK declares" if known.source("receive_maximum") == "CONNACK" else "the profile"
+            raise NotApplicable(
+                f"{why} needs {count} QoS 1 and 2 PUBLISHes unacknowledged at once: {by} Receive Maximum "
+                f"{known.receive_maximum}"
+            )
 
     def declared(self, key: str, why: str) -> object:
         """The value the profile declares for ``key`` (``authentication_methods``); :class:`NotApplicable` with
@@ -417,26 +437,49 @@ class CaseContext:
         follows [MQTT-4.3.3-4]."""
         packet_id = self.packet_id() if qos else None
         if retain and payload:
-            self.retained.add(topic)
-        since = len(connection.received)
-        await connection.send(
-            Publish(topic=topic, payload=payload, qos=qos, retain=retain, packet_id=packet_id, properties=properties)
+            self.retained.add(topic)  # noted first: a case stopped while it is sent still clears it
+        publish = Publish(
+            topic=topic, payload=payload, qos=qos, retain=retain, packet_id=packet_id, properties=properties
         )
         if qos == 0:
+            since = len(connection.received)
+            await connection.send(publish)
             # PINGRESP answers a later request, so it shows the broker processed the PUBLISH before it.
             await connection.send(Pingreq())
             await connection.wait_type(Pingresp, since=since)
             return None
+        await self._take_quota(connection)
+        since = len(connection.received)
+        await connection.send(publish)
         kind = Puback if qos == 1 else Pubrec
         ack = await connection.wait_for(_answers(kind, packet_id), since=since)
         if not isinstance(ack, Puback | Pubrec):
-            return None
+            return None  # still unacknowledged: its slot of the broker's Receive Maximum stays taken
         code = ack.reason_code or 0x00
         if isinstance(ack, Pubrec) and not is_refusal(code, self.protocol):
             success = 0x00 if self.protocol is ProtocolVersion.V5 else None
             await connection.send(Pubrel(packet_id=packet_id, reason_code=success))
-            await connection.wait_for(_answers(Pubcomp, packet_id), since=since)
+            if not isinstance(await connection.wait_for(_answers(Pubcomp, packet_id), since=since), Pubcomp):
+                return code
+        if connection.send_quota is not None:
+            connection.send_quota.release()  # the flow ended: PUBACK, PUBCOMP, or a refusing PUBREC [4.9]
         return code
+
+    async def _take_quota(self, connection: ProbeConnection) -> None:
+        """Waits, at most the timeout, until a QoS 1 or 2 PUBLISH keeps within the broker's Receive Maximum
+        [MQTT-3.3.4-7]: a conforming client sends no more unacknowledged ones (4.9); :class:`Inconclusive` when
+        none of those in flight is acknowledged in time."""
+        quota = connection.send_quota
+        if quota is None:
+            return
+        try:
+            await within(quota.acquire(), self.timeout)
+        except TimeoutError:
+            assert self.capabilities is not None
+            raise Inconclusive(
+                f"setup: the broker's Receive Maximum {self.capabilities.receive_maximum} was all taken on "
+                f"{connection.name} by QoS 1 and 2 PUBLISHes it did not acknowledge within {self.timeout:g} s"
+            ) from None
 
     async def deliveries(self, connection: ProbeConnection, topic: str, *, timeout: float | None = None) -> None:
         """Waits for a PUBLISH on ``topic``, at most until every delivery the judge may expect is due (its answer
@@ -541,11 +584,18 @@ class CaseRegistry(Mapping[str, Case]):
         self._loaded = False
 
     def register(self, case: Case) -> None:
+        """Adds ``case``; ValueError when its id is taken, it cites another version's ids, or it would judge the
+        broker on a statement that cannot fail it (see :func:`unjudgeable`)."""
         if case.id in self._cases:
             raise ValueError(f"duplicate probe case id {case.id!r}")
-        wrong = [rule for rule in case.statements if getattr(rule, "version", None) != case.protocol.value]
+        cited = (*case.statements, *case.provokes)
+        wrong = [rule for rule in cited if getattr(rule, "version", None) != case.protocol.value]
         if wrong:
             raise ValueError(f"probe case {case.id!r} speaks MQTT {case.protocol.value} but cites {wrong!r}")
+        problems = unjudgeable(case)
+        if problems:
+            raise ValueError(f"probe case {case.id!r} cannot judge a broker on what it cites: {'; '.join(problems)}")
+        # what the case probes is what it judges: the Client's statements it provokes are checked by nothing here
         registry.refer("probe", case.script.__module__, case.id, case.statements)
         self._cases[case.id] = case
 
@@ -584,6 +634,25 @@ class CaseRegistry(Mapping[str, Case]):
         return len(self._all())
 
 
+def unjudgeable(case: Case) -> list[str]:
+    """Why ``case`` could fail a broker on something that does not bind it, or judge nothing: each statement it
+    judges (:attr:`Case.statements`) must be a MUST that binds the Server, for a fail cites a MUST binding the side
+    judged (a SHOULD not followed is never a fail, and a statement of the Client's alone is the stimulus's, cited in
+    :attr:`Case.provokes`). Empty when the case is sound."""
+    problems = []
+    for statement in case.statements:
+        rule = registry.rule_of(statement, case.protocol.value)
+        if rule is None:
+            problems.append(f"{statement} is in no catalogue")
+        elif rule.level != "MUST":
+            problems.append(f"{statement} is a {rule.level}, never a fail")
+        elif not rule.binds("server"):
+            problems.append(f"{statement} binds the Client only (a rule the stimulus breaks: cite it in provokes)")
+    if not case.statements:
+        problems.append("it judges no statement binding the Server")
+    return problems
+
+
 #: Every case of the library, by id, in the library's order.
 CASES = CaseRegistry("mqttaudit.probe.cases")
 
@@ -603,14 +672,24 @@ def case(
     timing: bool = False,
     family: str = "",
     protocol: ProtocolVersion = ProtocolVersion.V3_1_1,
+    provokes: Iterable[str] = (),
 ) -> Callable[[Script], Script]:
     """Registers a script as a case of the library; ``protocol`` is the version it speaks (its statements are that
-    version's ids)."""
+    version's ids): ``statements`` the Server's MUSTs it judges, ``provokes`` the Client's its stimulus breaks."""
 
     def register(script: Script) -> Script:
         CASES.register(
             Case(
-                case_id, tuple(statements), title, script, stimulus, expected, timing, family=family, protocol=protocol
+                case_id,
+                tuple(statements),
+                title,
+                script,
+                stimulus,
+                expected,
+                timing,
+                family=family,
+                protocol=protocol,
+                provokes=tuple(provokes),
             )
         )
         return script

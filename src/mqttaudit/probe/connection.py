@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from ..codec import (
@@ -25,13 +25,21 @@ from ..codec import (
     Pubrec,
     Pubrel,
     StreamDecoder,
+    Violation,
     encode,
+    encode_remaining_length,
+    read_remaining_length,
 )
+from ..codec.describe import describe_packet
 from ..codec.masking import mask_password
+from ..codec.remaining_length import MAX_BYTES as MAX_LENGTH_BYTES
+from ..codec.remaining_length import MAX_REMAINING_LENGTH, encoded_size
 from ..codec.rules import SIZE_LIMIT
+from ..codec.stream import EVIDENCE_BYTES
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from ..judge.violations import in_text_frame
-from .cancellation import within
+from ..spec import identity
+from .cancellation import raise_if_cancelling, within
 from .overflow import MAX_BYTES, MAX_FRAMES, MAX_VIOLATIONS, SERVER_MAX_PACKET, Overflow
 from .transport import ByteStream, Secret, StreamCapped, WebSocketStream
 
@@ -44,6 +52,14 @@ NOT_WEBSOCKET = "the target is not a WebSocket target"
 CLIENT = Direction.FROM_CLIENT
 SERVER = Direction.FROM_SERVER
 READ_SIZE = 65536
+#: A PUBLISH of the prober's larger than this (fixed header included) is streamed: its payload is written in chunks
+#: of ``STREAM_CHUNK`` filler bytes and never built, and it is recorded by its first bytes, undecoded, as a packet
+#: from a server above ``SERVER_MAX_PACKET`` is. Up to it a packet is sent whole and recorded decoded.
+STREAMED_ABOVE = SERVER_MAX_PACKET
+STREAM_CHUNK = 64 * 1024
+#: The payload byte of a streamed PUBLISH.
+FILLER = b"p"
+_CHUNK = FILLER * STREAM_CHUNK
 
 PacketTest = Callable[[Packet], bool]
 
@@ -76,6 +92,11 @@ class ProbeConnection:
         self.connack: Connack | None = None
         #: The index in ``received`` where the connection's first SUBSCRIBE was sent (None before it).
         self.subscribed_from: int | None = None
+        #: What the broker declared it receives (5.0: its CONNACK, or the operator's profile), which the client
+        #: steps keep to: the largest packet (None: no limit but the protocol's), and a slot per QoS 1 or 2 PUBLISH
+        #: it takes unacknowledged (its Receive Maximum; None: not declared, as in 3.1.1).
+        self.server_maximum_packet_size: int | None = None
+        self.send_quota: asyncio.Semaphore | None = None
         self.events: list[Event] = []
         self.timeout = timeout
         self.auto_ack = auto_ack
@@ -96,6 +117,7 @@ class ProbeConnection:
         self._lost_at: int | None = None  # index in events of the Lost event standing for the overflow
         self._changed = asyncio.Condition()
         self._closing = False  # the client side is closing: the reader only records what had arrived
+        self._streaming: asyncio.Event | None = None  # set while a streamed packet goes out: other sends wait
         self._closed: Closed | None = None
         self._reading = asyncio.create_task(self._read(), name=f"probe-read-{name}")
 
@@ -164,6 +186,8 @@ class ProbeConnection:
 
     async def send(self, data: Packet | bytes, *, validate: bool = True, text: str | None = None) -> None:
         """Sends a packet (encoded by the codec; ``validate=False`` for a deliberately invalid one) or raw bytes.
+        A packet larger than the broker's Maximum Packet Size (:attr:`server_maximum_packet_size`) is not sent:
+        the case is not applicable (:meth:`check_size`; raw bytes go as they are).
 
         ``text`` (:data:`TEXT_FRAME` or :data:`FRAGMENTED_TEXT`) sends them in a WebSocket text message instead of a
         binary frame, breaking [MQTT-6.0.0-1] on purpose: the frames recorded for them carry that violation, so
@@ -176,6 +200,10 @@ class ProbeConnection:
         raw = (
             data if isinstance(data, bytes) else encode(data, validate=validate, direction=CLIENT, version=self.version)
         )
+        if isinstance(data, Packet):
+            self.check_size(data, raw)
+        while self._streaming is not None:  # never inside a packet that is still going out
+            await self._streaming.wait()
         if self._closed is not None or self._closing:
             return  # the connection is over: nothing more reaches the broker, and the judge sees why
         now = self._clock()
@@ -194,6 +222,92 @@ class ProbeConnection:
             await within(self._stream.drain(), self.timeout)
         except (ConnectionError, TimeoutError, OSError):
             await self._settle()
+
+    async def send_publish(self, packet: Publish, size: int) -> None:
+        """Sends ``packet`` padded with filler bytes in place of its own payload to ``size`` bytes, fixed header
+        included, unvalidated (a negative case's oversized PUBLISH); ValueError when no payload makes it that size
+        (see :func:`padded`). A packet of up to :data:`STREAMED_ABOVE` bytes goes whole, like any other; a larger
+        one, up to the largest the Remaining Length holds, is streamed in chunks, so the prober never holds it
+        whole, whatever its size: each chunk waits for the socket to take the one before (at most the timeout; a
+        broker that reads none of it for that long gets the connection reset by the prober).
+
+        A streamed packet is recorded as one frame of its first bytes with its length, undecoded (the advisory
+        size-limit note says why), at the time its last byte was written or its sending ended: a receiver acts on a
+        packet once it has it, and the judge's deadlines for the broker's answer run from then. What the broker
+        sent meanwhile (a DISCONNECT on reading the fixed header, say) is recorded after it at that same time,
+        in the order it came."""
+        shape = padded(packet, size, self.version)
+        if shape is None:
+            raise ValueError(f"no payload makes {describe_packet(packet)} {size:,} bytes long")
+        head, payload_length = shape
+        if size <= STREAMED_ABOVE:
+            await self.send(head + FILLER * payload_length)
+            return
+        while self._streaming is not None:
+            await self._streaming.wait()
+        if self._closed is not None or self._closing:
+            return
+        if self._to_server.buffered:
+            raise ValueError(f"{self.name}: a streamed PUBLISH cannot follow a packet the prober left unfinished")
+        offset = self._to_server.offset
+        index = len(self.events)
+        self._record(Sent(self._clock(), CLIENT, _streamed_frame(offset, head, size, size, self.version)))
+        self._to_server = StreamDecoder(CLIENT, version=self.version, offset=offset + size)
+        self._streaming = streaming = asyncio.Event()
+        written, ending = 0, ""
+        try:
+            for piece in _pieces(head, payload_length):
+                self._stream.write(piece)
+                written += len(piece)
+                await within(self._stream.drain(), self.timeout)
+        except TimeoutError:
+            ending = f"; the connection took none of it for {self.timeout:g} s, so the prober reset the connection"
+        except (ConnectionError, OSError):
+            ending = "; the broker ended the connection before it was all sent"
+        finally:
+            self._streaming = None
+            streaming.set()
+        if ending:
+            more = f" (at most {written:,} written{ending})"
+            shown = _streamed_frame(offset, head, written, size, self.version, more)
+            recorded = self.events[index]
+            if isinstance(recorded, Sent):
+                self.events[index] = replace(recorded, frame=shown)
+        self._retime(index, self._clock())
+        if ending.endswith("reset the connection"):
+            await self.close(abrupt=True)
+        elif ending:
+            await self._settle()
+
+    def check_size(self, packet: Packet, raw: bytes) -> None:
+        """:class:`~mqttaudit.probe.case.NotApplicable` when ``raw`` (the bytes of ``packet``) is larger than the
+        broker's Maximum Packet Size. A packet a case builds is about its content, valid or not: over the broker's
+        maximum it would test the size instead (a case that means to exceed it sends :meth:`send_publish`)."""
+        if self._fits(raw):
+            return
+        from .case import NotApplicable  # the case module builds on this one
+
+        raise NotApplicable(
+            f"the broker's Maximum Packet Size {self.server_maximum_packet_size:,} is smaller than the "
+            f"{len(raw):,}-byte {type(packet).__name__.upper()} the case sends on {self.name}, which no client may "
+            "send it [MQTT-3.2.2-15]"
+        )
+
+    def _fits(self, raw: bytes) -> bool:
+        """A conforming client may send ``raw``: within the broker's Maximum Packet Size, if it declared one (a
+        CONNECT goes before any is known)."""
+        maximum = self.server_maximum_packet_size
+        return maximum is None or len(raw) <= maximum
+
+    def _retime(self, index: int, now: float) -> None:
+        """Events from ``index`` on happen no earlier than ``now`` (a streamed packet and what came while it went
+        out); times never go back along ``events``."""
+        for at in range(index, len(self.events)):
+            event = self.events[at]
+            if event.time < now:
+                self.events[at] = replace(event, time=now)
+        if self._closed is not None and self.events and isinstance(self.events[-1], Closed):
+            self._closed = self.events[-1]
 
     async def wait_for(self, test: PacketTest, timeout: float | None = None, *, since: int = 0) -> Packet | None:
         """The first packet from the server (from index ``since`` of ``received``) that passes ``test``; None
@@ -322,7 +436,7 @@ class ProbeConnection:
         if self.auto_ack:
             for packet in packets:
                 answer = _acknowledgement(packet, self.version)
-                if answer is not None:
+                if answer is not None and self._fits(encode(answer, direction=CLIENT, version=self.version)):
                     await self.send(answer)
 
     def _take(self, now: float, frames: list[Frame]) -> list[Packet]:
@@ -399,10 +513,56 @@ class ProbeConnection:
         await self.wait_close(min(self.timeout, 1.0))
 
     async def _stop_reading(self) -> None:
+        """Stops the reader and waits for it. Its own cancellation ends here; one of the task that stops it (an
+        interrupted probe) goes on up."""
         if not self._reading.done():
             self._reading.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._reading
+        raise_if_cancelling()
+
+
+def padded(packet: Publish, size: int, version: ProtocolVersion) -> tuple[bytes, int] | None:
+    """``packet``'s bytes up to its payload (its own payload left out), with the Remaining Length of a packet of
+    ``size`` bytes, and the payload length that makes it so; None when none does (the packet is longer with an
+    empty payload, or ``size`` is past the largest packet). Computed, never built: the Remaining Length's own size
+    (1 to 4 bytes) is the one unknown."""
+    bare = Publish(**(packet.as_dict() | {"payload": b""}))  # type: ignore[arg-type]
+    empty = encode(bare, validate=False, direction=CLIENT, version=version)
+    remaining, body = read_remaining_length(empty, 1, len(empty))
+    for length_bytes in range(1, MAX_LENGTH_BYTES + 1):
+        payload = size - 1 - length_bytes - remaining
+        if (
+            payload >= 0
+            and remaining + payload <= MAX_REMAINING_LENGTH
+            and encoded_size(remaining + payload) == length_bytes
+        ):
+            return empty[:1] + encode_remaining_length(remaining + payload) + empty[body:], payload
+    return None
+
+
+def _pieces(head: bytes, payload_length: int) -> Iterator[bytes]:
+    """A streamed PUBLISH as the chunks written: its head, then the filler payload ``STREAM_CHUNK`` bytes at a time."""
+    yield head
+    full, rest = divmod(payload_length, STREAM_CHUNK)
+    for _ in range(full):
+        yield _CHUNK
+    if rest:
+        yield _CHUNK[:rest]
+
+
+def _streamed_frame(
+    offset: int, head: bytes, length: int, size: int, version: ProtocolVersion, more: str = ""
+) -> Frame:
+    """The frame that records a streamed PUBLISH of ``size`` bytes whose first ``length`` went out: its first
+    bytes (``head`` and filler, ``EVIDENCE_BYTES`` at least), undecoded, with the advisory size-limit note."""
+    raw = head + _CHUNK[: max(0, min(EVIDENCE_BYTES - len(head), size - len(head)))]
+    detail = (
+        f"the prober's own PUBLISH of {size:,} bytes (fixed header included), streamed in chunks and never held "
+        f"whole: its first {len(raw):,} bytes are kept, the rest skipped undecoded{more}"
+    )
+    rule = identity.statement_id(SIZE_LIMIT, version.value) or SIZE_LIMIT
+    return Frame(offset, length, raw, None, (Violation(rule, offset + 1, detail, SIZE_LIMIT),))
 
 
 def _oversized(declared: int) -> str:

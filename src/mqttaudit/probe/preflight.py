@@ -7,6 +7,7 @@ import contextlib
 import secrets
 import socket
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,8 +29,8 @@ REFUSALS: dict[int, tuple[str, str]] = {
     0x05: ("authentication refused", "not authorised"),
 }
 #: The same, answering a 5.0 CONNECT (Connect Reason Codes, Table 3.1).
+#: (0x84, Unsupported Protocol Version, refuses the version, not the prober: see :func:`greet`.)
 REFUSALS_5_0: dict[int, tuple[str, str]] = {
-    0x84: ("the broker refused us", "unsupported protocol version"),
     0x86: ("authentication refused", "bad user name or password"),
     0x87: ("authentication refused", "not authorized"),
     0x88: ("the broker refused us", "server unavailable"),
@@ -96,44 +97,106 @@ async def preflight(
 ) -> Refusal | None:
     """None when the target accepts a connection and does not refuse a plain CONNECT of ``version`` (with the
     target's user name and password) from the prober (a silent or misbehaving broker is left to the cases to
-    judge); else why nothing can be probed. A TLS alert in answer to the CONNECT (a client certificate the broker
-    wants and did not get: TLS 1.3 checks it after the handshake) is a refusal too."""
+    judge); else why nothing can be probed in that version. A TLS alert in answer to the CONNECT (a client
+    certificate the broker wants and did not get: TLS 1.3 checks it after the handshake) is a refusal too."""
+    greeting = await greet(target, timeout, version)
+    if greeting.refused is not None:
+        return Refusal("refused", f"{target.url}: the broker refused us ({greeting.refused})")
+    return greeting.refusal
+
+
+@dataclass(frozen=True)
+class Greeting:
+    """What a plain CONNECT of one version got from the broker (see :func:`greet`)."""
+
+    version: ProtocolVersion
+    #: Nothing can be probed: the target is unreachable, or refused the prober itself (credentials, unavailable).
+    refusal: Refusal | None = None
+    #: The broker refused the version itself, in words: 3.1.1's CONNACK 0x01 (unacceptable protocol level) or 5.0's
+    #: 0x84 (unsupported protocol version), which only an MQTT broker that does not serve the version sends.
+    refused: str | None = None
+    #: It closed the connection without answering, or said nothing within the timeout, in words: a broker that does
+    #: not serve the version, if it serves the other one (see :func:`versions_unspoken`).
+    unanswered: str | None = None
+
+    @property
+    def spoken(self) -> bool:
+        """The broker answered the CONNECT in a way that serves the version (accepted it, or answered otherwise)."""
+        return self.refusal is None and self.refused is None and self.unanswered is None
+
+
+async def greet(target: Target, timeout: float, version: ProtocolVersion) -> Greeting:
+    """One plain CONNECT of ``version`` (with the target's user name and password) and how the broker took it."""
     hello = await _hello(target, timeout, version)
     if isinstance(hello, Refusal):
-        return hello
+        return Greeting(version, refusal=hello)
     connection, ack = hello
+    plain = f"a plain {version.value} CONNECT"
+    first = next(
+        (e.frame for e in connection.events if isinstance(e, Sent) and e.sender is Direction.FROM_SERVER), None
+    )
+    if first is not None and first.raw == REFUSED_LEVEL_3_1_1:
+        return Greeting(version, refused=f"it answered {plain} with 3.1.1's CONNACK 20 02 00 01 (unacceptable level)")
+    code = _connack_code(first.raw) if first is not None else None
+    if code == UNSUPPORTED_VERSION_5:
+        return Greeting(version, refused=f"it answered {plain} with CONNACK 0x84 (unsupported protocol version)")
     refusals = REFUSALS_5_0 if version is ProtocolVersion.V5 else REFUSALS
     if isinstance(ack, Connack) and ack.return_code in refusals:
         what, meaning = refusals[ack.return_code]
-        return Refusal("refused", f"{target.url}: {what} (CONNACK 0x{ack.return_code:02x}: {meaning})")
-    if not isinstance(ack, Connack) and connection.trouble is not None:
-        return Refusal("unreachable", f"cannot reach {target.url}: {connection.trouble}")
-    return None
+        return Greeting(
+            version, Refusal("refused", f"{target.url}: {what} (CONNACK 0x{ack.return_code:02x}: {meaning})")
+        )
+    if first is not None:
+        return Greeting(version)
+    if connection.trouble is not None:
+        return Greeting(version, Refusal("unreachable", f"cannot reach {target.url}: {connection.trouble}"))
+    if connection.closed_by_server:
+        return Greeting(version, unanswered=f"it closed the connection on {plain} without answering")
+    return Greeting(version, unanswered=f"it did not answer {plain} within {timeout:g} s")
 
 
-async def unspoken_5_0(target: Target, timeout: float) -> str | None:
-    """Why the target does not serve MQTT 5.0 to the prober, which answered its 3.1.1 CONNECT: a plain 5.0 CONNECT
-    is answered with 3.1.1's CONNACK 0x01, with 5.0's 0x84 (unsupported protocol version), or with a close and no
-    answer at all. None when it answered otherwise or not in time (the cases judge that)."""
-    hello = await _hello(target, timeout, ProtocolVersion.V5)
-    if isinstance(hello, Refusal):
-        return None
-    connection, ack = hello
-    first = next(
-        (
-            event.frame
-            for event in connection.events
-            if isinstance(event, Sent) and event.sender is Direction.FROM_SERVER
-        ),
-        None,
-    )
-    if first is not None and first.raw == REFUSED_LEVEL_3_1_1:
-        return "it answered a plain 5.0 CONNECT with 3.1.1's CONNACK 20 02 00 01 (unacceptable protocol level)"
-    if isinstance(ack, Connack) and ack.return_code == 0x84:
-        return "it answered a plain 5.0 CONNECT with CONNACK 0x84 (unsupported protocol version)"
-    if first is None and connection.closed_by_server:
-        return "it closed the connection on a plain 5.0 CONNECT without answering"
-    return None
+#: 5.0's CONNACK Reason Code 0x84 (Unsupported Protocol Version): what a broker that reads a CONNECT but does not
+#: serve its version may answer [MQTT-3.1.2-2 of 5.0].
+UNSUPPORTED_VERSION_5 = 0x84
+
+
+def _connack_code(raw: bytes) -> int | None:
+    """The return code (3.1.1) or Reason Code (5.0) of a CONNACK's bytes, whichever form they take; None for other
+    bytes."""
+    return raw[3] if len(raw) >= 4 and raw[0] == 0x20 and raw[1] >= 2 else None
+
+
+async def versions_unspoken(
+    target: Target, timeout: float, versions: Collection[ProtocolVersion]
+) -> Refusal | dict[ProtocolVersion, str]:
+    """Capability first: the versions of ``versions`` the broker does not serve, each with how it showed it; or why
+    nothing can be probed.
+
+    One plain CONNECT per version of the selection (3.1.1 first: a 5.0-only selection asks in 5.0 alone, so a broker
+    that serves only 5.0 is never refused for a 3.1.1 CONNECT it need not take). A version the broker refused itself
+    (3.1.1's CONNACK 0x01, 5.0's 0x84) is not served. One it closed on or left unanswered is not served when the
+    broker serves the other version (asked too when the selection holds only the one): otherwise the broker answers
+    nothing at all, and the cases say what it does."""
+    wanted = set(versions)
+    order = [ProtocolVersion.V5] if wanted == {ProtocolVersion.V5} else sorted(wanted, key=lambda v: v.level)
+    greetings: dict[ProtocolVersion, Greeting] = {}
+    for version in order:
+        greeting = await greet(target, timeout, version)
+        if greeting.refusal is not None:
+            return greeting.refusal
+        greetings[version] = greeting
+    if not any(g.spoken for g in greetings.values()) and any(g.unanswered for g in greetings.values()):
+        for other in (ProtocolVersion.V3_1_1, ProtocolVersion.V5):
+            if other not in greetings:
+                greetings[other] = await greet(target, timeout, other)
+    spoken = any(g.spoken for g in greetings.values())
+    unspoken: dict[ProtocolVersion, str] = {}
+    for version in order:
+        greeting = greetings[version]
+        why = greeting.refused or (greeting.unanswered if spoken else None)
+        if why is not None:
+            unspoken[version] = why
+    return unspoken
 
 
 async def preflight_amqp(target: AmqpTarget, timeout: float) -> Refusal | None:

@@ -11,7 +11,10 @@ profile may script one exchange the broker accepts, in a table::
                                       # client's AUTH answering each AUTH 0x18 of the server, in order
 
 The same script re-authenticates (AUTH 0x19 with the first data, then the answers). The method must answer the same
-script every time (no fresh nonce per exchange); the table takes no other key."""
+script every time (no fresh nonce per exchange); the table takes no other key.
+
+One key is a policy of the run rather than a declaration about the broker: ``strict = true`` holds the broker to
+detecting every malformed packet and Protocol Error, as ``--strict`` does (a ``lenient`` case fails the run)."""
 
 from __future__ import annotations
 
@@ -42,6 +45,8 @@ BOOLEANS: Final = (
     "subscription_identifiers_available",
     "shared_available",
 )
+#: Policies of the run the profile may set, not capabilities of the broker (no CONNACK value is overridden).
+POLICIES: Final = ("strict",)
 STRING_LISTS: Final = ("authentication_methods",)
 #: The table scripting one accepted enhanced authentication exchange, and its keys.
 AUTHENTICATION: Final = "authentication"
@@ -77,6 +82,8 @@ class BrokerProfile:
     authentication_methods: tuple[str, ...] | None = None
     #: One enhanced authentication exchange the broker accepts (the ``[authentication]`` table).
     authentication: AuthenticationScript | None = None
+    #: Leniency fails the run (``--strict``): the operator holds the broker to detecting every malformed packet.
+    strict: bool | None = None
     #: Where it was read from, for messages.
     source: str = ""
 
@@ -119,7 +126,7 @@ def parse_profile(text: str, source: str = "the profile") -> BrokerProfile:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{source} is not valid TOML: {exc}") from None
-    known = (*INTEGERS, *BOOLEANS, *STRING_LISTS, AUTHENTICATION)
+    known = (*INTEGERS, *BOOLEANS, *POLICIES, *STRING_LISTS, AUTHENTICATION)
     unknown = sorted(key for key in document if key not in known)
     if unknown:
         raise ProfileError(
@@ -135,7 +142,7 @@ def parse_profile(text: str, source: str = "the profile") -> BrokerProfile:
             if not low <= value <= high:
                 raise ProfileError(f"{source}: {key} must be from {low} to {high}, not {value}")
             values[key] = value
-        elif key in BOOLEANS:
+        elif key in BOOLEANS or key in POLICIES:
             if type(value) is not bool:
                 raise ProfileError(f"{source}: {key} must be true or false, not {_kind(value)}")
             values[key] = value

@@ -12,6 +12,7 @@ import contextlib
 import json
 import secrets
 import time
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -19,11 +20,11 @@ from typing import Any
 
 from ..codec import Connack, Connect, Direction, ProtocolVersion
 from ..codec.describe import describe_packet
-from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, judge_scenario
+from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, Leniency, judge_scenario
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from ..judge.rules import SENDER_CODEC_RULES_5_0
-from ..spec import load_catalogue
-from ..spec.registry import StatementId
+from ..judge.verdict import binds
+from ..spec.registry import StatementId, rule_of
 from .baseline import BaselineDiff
 from .cancellation import within
 from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, login, open_target
@@ -34,9 +35,13 @@ from .profile import NO_PROFILE, BrokerProfile
 
 PASS = "pass"
 FAIL = "fail"
+#: No targeted statement failed, but the broker accepted a malformed packet or a Protocol Error that it was not
+#: bound to detect (MQTT 5.0 section 4.13.1): not a failure, counted apart; ``--strict`` makes it fail the run.
+LENIENT = "lenient"
 INCONCLUSIVE = "inconclusive"
 NOT_APPLICABLE = "not-applicable"
-VERDICTS = (PASS, FAIL, INCONCLUSIVE, NOT_APPLICABLE)
+#: Lenient last: counts written before it existed keep their places.
+VERDICTS = (PASS, FAIL, INCONCLUSIVE, NOT_APPLICABLE, LENIENT)
 
 
 @dataclass
@@ -49,6 +54,8 @@ class CaseResult:
     #: Findings against the broker on the case's statements (the failure), then any others the judge made.
     findings: list[Finding] = field(default_factory=list)
     other_findings: list[Finding] = field(default_factory=list)
+    #: What the broker accepted that it was not bound to detect (the ``lenient`` verdict), in the order met.
+    lenient: list[Leniency] = field(default_factory=list)
     connections: list[dict[str, Any]] = field(default_factory=list)
     duration: float = 0.0
     #: Every rule the judge decided in the case's conversations, targeted or not.
@@ -68,6 +75,9 @@ class CaseResult:
     other_after: dict[str, int] = field(default_factory=dict)
     #: Per connection, the event of the prober's first malformed packet (a negative case's stimulus).
     malformed_at: dict[str, int] = field(default_factory=dict)
+    #: The prober itself failed on this case (a bug of mqttaudit): the exception and where it was raised, in one
+    #: line. The case is an ``error``, inconclusive, and nothing of its conversations is judged.
+    crash: str | None = None
 
     @property
     def case_id(self) -> str:
@@ -77,7 +87,9 @@ class CaseResult:
     def cited(self) -> tuple[str, ...]:
         """The statements the result speaks of: the case's, then any other its findings fail (a MUST the broker
         broke by an act of its own during the case, see :func:`fail_on_acts`)."""
-        return tuple(dict.fromkeys((*self.case.statements, *(finding.rule for finding in self.findings))))
+        return tuple(
+            dict.fromkeys((*self.case.statements, *(rule for finding in self.findings for rule in finding.rules)))
+        )
 
     def evidence(self) -> dict[str, Any]:
         return {
@@ -89,9 +101,11 @@ class CaseResult:
             "other_acts": self.other_acts,
             "other_owed": self.other_owed,
             "other_after_malformed": self.other_after,
+            "lenient": [leniency_to_dict(row) for row in self.lenient],
             "statements": self.statements,
             "assessed": self.assessed,
             "reason": self.reason,
+            "crash": self.crash,
             "duration_s": round(self.duration, 3),
         }
 
@@ -109,6 +123,11 @@ class ProbeRun:
     incomplete: str | None = None
     #: The comparison with a previous run's findings.json, when one was given.
     baseline: BaselineDiff | None = None
+    #: Leniency fails the run (``--strict``, or ``strict = true`` in the broker profile).
+    strict: bool = False
+    #: Protocol version ("3.1.1", "5.0") -> why the broker does not speak it: every case of that version is not
+    #: applicable for that one reason (see :func:`mqttaudit.probe.preflight.versions_unspoken`).
+    unspoken: dict[str, str] = field(default_factory=dict)
 
     def count(self, verdict: str) -> int:
         return sum(1 for result in self.results if result.verdict == verdict)
@@ -218,12 +237,28 @@ async def run_case(
     health: _Health | None = None,
     profile: BrokerProfile = NO_PROFILE,
 ) -> CaseResult:
+    """Runs one case and judges it. An exception the prober did not expect, in the case's script or in judging it,
+    is a bug of mqttaudit, not a verdict on the broker: that case alone ends as an error that names the exception
+    (see :func:`crashed`), its connections closed and its retained messages cleared; the run goes on."""
     health = health or _Health()
     if health.down:
         return CaseResult(case, INCONCLUSIVE, health.down, error=True)
     context = CaseContext(case, target, timeout=timeout, run_id=run_id, profile=profile)
     started = time.monotonic()
+    try:
+        return await _run_case(case, context, target, timeout, health, started)
+    except Exception as exc:  # one case's bug never takes the run down with it
+        with contextlib.suppress(Exception):
+            for connection in context.connections:
+                await connection.finish()
+        return crashed(case, exc, context.connections, time.monotonic() - started)
+
+
+async def _run_case(
+    case: Case, context: CaseContext, target: Target, timeout: float, health: _Health, started: float
+) -> CaseResult:
     stopped: tuple[str, str] | None = None
+    crash: Exception | None = None
     try:
         await within(case.script(context), timeout * SCRIPT_TIMEOUTS)
     except NotApplicable as exc:
@@ -234,11 +269,15 @@ async def run_case(
         stopped = (INCONCLUSIVE, str(exc))
     except TimeoutError:
         stopped = (INCONCLUSIVE, f"the case did not finish within {timeout * SCRIPT_TIMEOUTS:g} s")
+    except Exception as exc:  # the prober's own bug: its retained messages are still cleared below
+        crash = exc
     finally:
         for connection in context.connections:
             await connection.finish()
-    with contextlib.suppress(Inconclusive, OSError, TimeoutError):
+    with contextlib.suppress(Inconclusive, NotApplicable, OSError, TimeoutError):  # clearing is best effort
         await within(context.clean_up(), timeout * CLEAN_UP_TIMEOUTS)
+    if crash is not None:
+        return crashed(case, crash, context.connections, time.monotonic() - started)
     judgement = judge_scenario(
         {connection.name: connection.events for connection in context.connections}, judge_config(case, timeout)
     )
@@ -247,12 +286,17 @@ async def run_case(
     refused = _refused_login(target, context.connections)
     if refused is not None and result.verdict != NOT_APPLICABLE:
         result.verdict, result.reason = INCONCLUSIVE, refused
-    unspoken = _refused_version_5(context.connections) if case.protocol is ProtocolVersion.V5 else None
+    if case.protocol is ProtocolVersion.V5:
+        unspoken = _refused_version_5(context.connections)
+    else:
+        unspoken = _answered_in_5_0_form(context.connections)
     if unspoken is not None:
-        # A broker that does not speak 5.0 is bound by none of 5.0's statements: nothing of the case is judged.
+        # A broker that does not speak 5.0 is bound by none of 5.0's statements, and one that does by none of what
+        # 3.1.1 asks of a server that does not: nothing of the case is judged.
         result.verdict, result.reason = NOT_APPLICABLE, unspoken
         result.findings.clear()
         result.other_findings.clear()
+        result.lenient.clear()
     capped = [connection.cap_summary() for connection in context.connections if connection.capped]
     if capped and result.verdict == INCONCLUSIVE:
         # Nothing past the bounds was judged: that, rather than each statement's own "not observed", is why.
@@ -273,6 +317,7 @@ async def run_case(
     result.other_findings = kept
     del result.findings[MAX_FINDINGS:]
     result.assessed = sorted(judgement.assessed)
+    result.lenient = [entry for entry in judgement.lenient if entry.side is Direction.FROM_SERVER]
     result.connections = [connection_evidence(connection) for connection in context.connections]
     result.duration = time.monotonic() - started
     result.error = result.verdict == INCONCLUSIVE and health.down is not None and result.reason == health.down
@@ -314,22 +359,25 @@ def _refused_login(target: Target, connections: Sequence[ProbeConnection]) -> st
     return None
 
 
+def _answer_to_5_0(connection: ProbeConnection) -> bytes | None:
+    """The bytes of the broker's first frame on a connection that opened with a plain MQTT 5.0 CONNECT (Protocol
+    Name "MQTT": another name may be answered by another specification's rules); None otherwise, or when the broker
+    sent nothing."""
+    sent = [event for event in connection.events if isinstance(event, Sent)]
+    connect = next((e.frame.packet for e in sent if e.sender is Direction.FROM_CLIENT), None)
+    first = next((e.frame for e in sent if e.sender is Direction.FROM_SERVER), None)
+    if not isinstance(connect, Connect) or connect.protocol_level != ProtocolVersion.V5.level or first is None:
+        return None
+    return first.raw if connect.protocol_name == "MQTT" else None
+
+
 def _refused_version_5(connections: Sequence[ProbeConnection]) -> str | None:
     """Why a 5.0 case does not apply: a connection whose 5.0 CONNECT the broker answered with 3.1.1's CONNACK 0x01
     (unacceptable protocol level), which is what a broker that implements only 3.1.1 must answer [MQTT-3.1.2-2 of
     3.1.1]. Read as 5.0 those bytes are malformed, but 5.0's statements do not bind a broker that does not speak it
     (a 5.0 broker refusing the version answers 0x84 in 5.0's form, judged as such). None otherwise."""
     for connection in connections:
-        answers = [event for event in connection.events if isinstance(event, Sent)]
-        connect = next((e.frame.packet for e in answers if e.sender is Direction.FROM_CLIENT), None)
-        first = next((e.frame for e in answers if e.sender is Direction.FROM_SERVER), None)
-        if (
-            isinstance(connect, Connect)
-            and connect.protocol_level == ProtocolVersion.V5.level
-            and connect.protocol_name == "MQTT"  # another name may be answered by another specification's rules
-            and first is not None
-            and first.raw == REFUSED_LEVEL_3_1_1
-        ):
+        if _answer_to_5_0(connection) == REFUSED_LEVEL_3_1_1:
             return (
                 f"the broker does not speak MQTT 5.0: it answered the 5.0 CONNECT on {connection.name} with the "
                 "3.1.1 CONNACK 20 02 00 01 (unacceptable protocol level), as a 3.1.1 broker must"
@@ -337,11 +385,40 @@ def _refused_version_5(connections: Sequence[ProbeConnection]) -> str | None:
     return None
 
 
+def _answered_in_5_0_form(connections: Sequence[ProbeConnection]) -> str | None:
+    """Why a 3.1.1 case that sends a 5.0 CONNECT does not apply: the broker answered it with a CONNACK in 5.0's form
+    (Remaining Length 3 or more: a Property Length follows the Reason Code), so it reads MQTT 5.0, accepting or
+    refusing by 5.0's rules; 3.1.1's [MQTT-3.1.2-2] binds a server that does not support the level. None otherwise
+    (a 3.1.1 CONNACK, a close or silence: judged under 3.1.1)."""
+    for connection in connections:
+        raw = _answer_to_5_0(connection)
+        if raw is not None and len(raw) >= 3 and raw[0] == CONNACK_BYTE and raw[1] >= CONNACK_5_0_LENGTH:
+            code = raw[3] if len(raw) > 3 else None
+            shown = "" if code is None else f" 0x{code:02x}"
+            return (
+                f"the broker speaks MQTT 5.0: it answered the 5.0 CONNECT on {connection.name} with a 5.0 CONNACK"
+                f"{shown} ({raw[:8].hex(' ')}); 3.1.1 binds a server that does not support the level"
+            )
+    return None
+
+
+#: A CONNACK's first byte, and the smallest Remaining Length of one in 5.0's form (flags, Reason Code, Property
+#: Length); 3.1.1's is always 2.
+CONNACK_BYTE = 0x20
+CONNACK_5_0_LENGTH = 3
+
+
 def judge_config(case: Case, timeout: float) -> JudgeConfig:
     """How the judge takes a case's conversations: ``timeout`` is the grace for closing and answering; a 5.0 case
-    speaks to a broker that supports 5.0 (its CONNECTs are judged as 5.0, not refused as an unknown level)."""
+    speaks to a broker that supports 5.0 (its CONNECTs are judged as 5.0, not refused as an unknown level), 5.0 from
+    its first byte (a connection it opens with another packet than CONNECT included)."""
     if case.protocol is ProtocolVersion.V5:
-        return JudgeConfig(close_grace=timeout, answer_timeout=timeout, supported_protocol_levels=frozenset({4, 5}))
+        return JudgeConfig(
+            close_grace=timeout,
+            answer_timeout=timeout,
+            supported_protocol_levels=frozenset({4, 5}),
+            opening_version="5.0",
+        )
     return JudgeConfig(close_grace=timeout, answer_timeout=timeout)
 
 
@@ -357,7 +434,7 @@ def server_violations(connection: ProbeConnection) -> list[Finding]:
             continue
         cited: set[str] = set()
         for violation in event.frame.violations:
-            if violation.rule_key in held_to and violation.rule not in cited:
+            if violation.rule_key in held_to and violation.rule not in cited and binds(violation.rule, event.sender):
                 cited.add(violation.rule)
                 findings.append(
                     Finding(
@@ -388,11 +465,8 @@ def _speaks_another_version(connection: ProbeConnection) -> bool:
 def level_of(rule: str) -> str:
     """MUST, SHOULD or MAY: the level of a statement of the registry (an id outside the catalogues counts as MUST,
     as the run's violations count it)."""
-    if isinstance(rule, StatementId):
-        entry = load_catalogue(rule.version).get(rule)
-        if entry is not None:
-            return entry.level
-    return "MUST"
+    entry = rule_of(rule, rule.version) if isinstance(rule, StatementId) else None
+    return "MUST" if entry is None else entry.level
 
 
 def fail_on_acts(result: CaseResult) -> None:
@@ -416,7 +490,8 @@ def fail_on_acts(result: CaseResult) -> None:
         firsts.setdefault((finding.conversation, finding.event), finding)
     cited, _ = once_per_act(list(firsts.values()), acts)
     for finding in cited:
-        result.statements[finding.rule] = FAIL
+        for rule in finding.rules:
+            result.statements[rule] = FAIL
     stopped = "" if result.verdict in (PASS, FAIL) else f" (the case itself ended {result.verdict}: {result.reason})"
     result.findings += cited
     result.verdict = FAIL
@@ -425,9 +500,9 @@ def fail_on_acts(result: CaseResult) -> None:
 
 def once_per_act(reported: Sequence[Finding], others: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
     """One act is one finding: of ``others``, those of an act (a connection's event) that a finding of
-    ``reported`` cites already are not listed again; the statements they name are added to that finding's
-    detail ("the same packet breaks MQTT-x too"). Returns ``reported`` so completed, and the rest of ``others``.
-    An answer or close owed and not given is no act: it stays where it is."""
+    ``reported`` cites already are not listed again; the statements they name join that finding's
+    :attr:`~mqttaudit.judge.Finding.also`, failed with it. Returns ``reported`` so completed, and the rest of
+    ``others``. An answer or close owed and not given is no act: it stays where it is."""
     first_at: dict[tuple[str, int], int] = {}
     for index, finding in enumerate(reported):
         if not owed(finding):
@@ -438,12 +513,11 @@ def once_per_act(reported: Sequence[Finding], others: Sequence[Finding]) -> tupl
         at = None if owed(finding) else first_at.get((finding.conversation, finding.event))
         if at is None:
             rest.append(finding)
-        elif finding.rule != reported[at].rule and finding.rule not in also.get(at, ()):
-            also.setdefault(at, []).append(finding.rule)
+            continue
+        known = also.setdefault(at, [])
+        known += [rule for rule in finding.rules if rule not in reported[at].rules and rule not in known]
     completed = [
-        replace(finding, detail=f"{finding.detail}; the same packet breaks {', '.join(also[index])} too")
-        if index in also
-        else finding
+        replace(finding, also=(*finding.also, *also[index])) if also.get(index) else finding
         for index, finding in enumerate(reported)
     ]
     return completed, rest
@@ -514,17 +588,17 @@ MAX_FINDINGS = 10
 MAX_REASONS = 5
 
 
-def _grouped(findings: Sequence[Finding]) -> str:
+def _grouped(findings: Sequence[Finding | Leniency], label: str = "") -> str:
     """One line per distinct observation, with every rule it breaks: "MQTT-a, MQTT-b: detail" (the first
-    ``MAX_REASONS`` of them, then how many more)."""
+    ``MAX_REASONS`` of them, then how many more), each rule list after ``label``."""
     by_detail: dict[str, list[str]] = {}
     for finding in findings:
         rules = by_detail.setdefault(finding.detail, [])
-        if finding.rule not in rules:
-            rules.append(finding.rule)
+        broken = finding.rules if isinstance(finding, Finding) else (finding.rule,)
+        rules += [rule for rule in broken if rule not in rules]
     named = list(by_detail.items())[:MAX_REASONS]
     more = len(by_detail) - len(named)
-    return "; ".join(f"{', '.join(rules)}: {detail}" for detail, rules in named) + (
+    return "; ".join(f"{label}{', '.join(rules)}: {detail}" for detail, rules in named) + (
         f"; and {more:,} more" if more else ""
     )
 
@@ -534,17 +608,27 @@ def decide(
 ) -> CaseResult:
     """The verdict of a case from the judgement of its conversations.
 
-    ``fail`` when the judge found the broker breaking a targeted statement; ``pass`` when it assessed every
-    targeted statement without such a finding; otherwise ``inconclusive``, with the judge's reasons. A script
-    that stopped early (not applicable, setup failed) keeps its verdict unless the broker already failed.
+    ``fail`` when the judge found the broker breaking a targeted statement; else ``lenient`` when the broker
+    accepted a malformed packet or Protocol Error it was not bound to detect (:class:`~mqttaudit.judge.Leniency`);
+    ``pass`` when it assessed every targeted statement without such a finding; otherwise ``inconclusive``, with the
+    judge's reasons. A script that stopped early (not applicable, setup failed) keeps its verdict unless the broker
+    already failed or was lenient.
+
+    Only a MUST that binds the Server can fail a case: its statements are nothing else (see
+    :func:`~mqttaudit.probe.case.unjudgeable`), and a finding against the broker on a statement that binds the
+    Client alone is none of the broker's (the judge makes none). A SHOULD or MAY it broke outside the case's
+    statements is listed with the other findings, where it fails nothing (see :mod:`.violations`).
     """
-    against = [f for f in (*judgement.findings, *sent) if f.side is Direction.FROM_SERVER]
-    on_target = [f for f in against if f.rule in case.statements]
-    others = [f for f in against if f.rule not in case.statements]
+    server = Direction.FROM_SERVER
+    against = [f for f in (*judgement.findings, *sent) if f.side is server and binds(f.rule, server)]
+    lenient = [row for row in judgement.lenient if row.side is server]
+    # One act is one finding; a targeted statement the act broke besides the one it cites fails the case too.
+    on_target = [f for f in against if any(rule in case.statements for rule in f.rules)]
+    others = [f for f in against if not any(rule in case.statements for rule in f.rules)]
     per_statement: dict[str, str] = {}
     reasons: list[str] = []
     for statement in case.statements:
-        if any(f.rule == statement for f in on_target):
+        if any(statement in f.rules for f in on_target):
             per_statement[statement] = FAIL
         elif statement in judgement.assessed:
             per_statement[statement] = PASS
@@ -554,13 +638,70 @@ def decide(
             reasons.append(f"{statement}: {why}")
     if on_target:
         verdict, reason = FAIL, _grouped(on_target)
+    elif lenient:
+        verdict, reason = LENIENT, _grouped(lenient, "accepted a packet breaking ")
     elif stopped is not None:
         verdict, reason = stopped
     elif all(v == PASS for v in per_statement.values()):
         verdict, reason = PASS, ""
     else:
         verdict, reason = INCONCLUSIVE, "; ".join(reasons)
-    return CaseResult(case, verdict, reason, per_statement, on_target, others)
+    return CaseResult(case, verdict, reason, per_statement, on_target, others, lenient)
+
+
+def crashed(case: Case, exc: BaseException, connections: Sequence[ProbeConnection], duration: float) -> CaseResult:
+    """The result of a case the prober failed on: inconclusive, an ``error`` of the run, with the exception and
+    where it was raised as the reason; the conversations are kept as evidence and not judged (what the prober
+    meant to send next is unknown)."""
+    summary = crash_summary(exc)
+    result = CaseResult(
+        case,
+        INCONCLUSIVE,
+        f"internal error of the prober (a bug of mqttaudit, please report it), nothing of the case judged: {summary}",
+        {statement: INCONCLUSIVE for statement in case.statements},
+        error=True,
+        crash=summary,
+    )
+    with contextlib.suppress(Exception):  # the evidence of a broken case is a bonus, never a second crash
+        result.connections = [connection_evidence(connection) for connection in connections]
+    result.duration = duration
+    return result
+
+
+def crash_summary(exc: BaseException) -> str:
+    """``EncodeError: Topic Alias 65536 does not fit ... (at mqttaudit/codec/properties.py:469 in _write_one <-
+    ... <- mqttaudit/probe/cases/v5_limits.py:71 in _stimulus)``: the exception, the innermost frame of its
+    traceback and the innermost frame of the prober's own code that led there, each file named from the package
+    (never a path of the machine that ran it)."""
+    frames = [(_source_name(f.filename), f.lineno, f.name) for f in traceback.extract_tb(exc.__traceback__)]
+    shown = frames[-1:]
+    probe_frames = [frame for frame in frames[:-1] if frame[0].startswith("mqttaudit/probe/")]
+    if probe_frames:
+        shown.append(probe_frames[-1])
+    where = " <- ... <- ".join(f"{name}:{line} in {function}" for name, line, function in shown)
+    text = " ".join(str(exc).split()) or "(no message)"
+    return f"{type(exc).__name__}: {_bounded(text)}" + (f" (at {where})" if where else "")
+
+
+def _source_name(filename: str) -> str:
+    """A traceback's file as the package names it (``mqttaudit/probe/runner.py``), else its base name."""
+    parts = filename.replace("\\", "/").split("/")
+    if "mqttaudit" in parts:
+        return "/".join(parts[len(parts) - parts[::-1].index("mqttaudit") - 1 :])
+    return parts[-1]
+
+
+def crashes(results: Iterable[CaseResult]) -> str | None:
+    """Why a run is incomplete when the prober failed on some of its cases (a bug: exit status 3), else None."""
+    broken = [result.case.id for result in results if result.crash is not None]
+    if not broken:
+        return None
+    more = len(broken) - MAX_REASONS
+    named = ", ".join(broken[:MAX_REASONS]) + (f" and {more} more" if more > 0 else "")
+    return (
+        f"the prober failed on {len(broken)} case(s), an internal error (a bug of mqttaudit, please report it): "
+        f"{named}; every other case was run and judged"
+    )
 
 
 async def _check_health(target: Target, timeout: float, health: _Health, case: Case, error: str) -> str:
@@ -698,9 +839,25 @@ def _bounded(text: str) -> str:
     return text[:JSON_TEXT_CHARS] + f"... ({len(text):,} characters)"
 
 
+def leniency_to_dict(row: Leniency) -> dict[str, Any]:
+    """A leniency as findings.json holds it: the rule the accepted packet broke, the receiver that accepted it, and
+    why that receiver was not bound to detect it (``basis``)."""
+    return {
+        "rule": row.rule,
+        "side": row.side.value,
+        "t": round(row.time, 6),
+        "event": row.event,
+        "detail": row.detail,
+        "basis": row.basis,
+        "conversation": row.conversation,
+        "cause": row.cause,
+    }
+
+
 def finding_to_dict(finding: Finding) -> dict[str, Any]:
     return {
         "rule": finding.rule,
+        "also": list(finding.also),
         "side": finding.side.value,
         "t": round(finding.time, 6),
         "event": finding.event,

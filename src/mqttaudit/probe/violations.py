@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..judge import Finding
-from ..spec import Catalogue, load_catalogue
-from .runner import ACT, AFTER_MALFORMED, OWED, CaseResult, ProbeRun, count_acts, finding_to_dict, other_kind
+from ..spec import Catalogue
+from .runner import ACT, AFTER_MALFORMED, OWED, ProbeRun, count_acts, finding_to_dict, other_kind
+from .statements import case_catalogue
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def other_violations(run: ProbeRun, catalogue: Catalogue) -> list[OtherViolation
                 cases.append(result.case.id)
                 total[0] += count
                 if (rule, version) not in levels:
-                    entry = _catalogue_of(result, catalogue).get(rule)
+                    entry = case_catalogue(result.case, catalogue).get(rule)
                     levels[rule, version] = (
                         (entry.level, entry.section, entry.summary) if entry is not None else ("MUST", "unknown", "")
                     )
@@ -114,17 +115,9 @@ def not_counted(violation: OtherViolation) -> str:
         return "owed and not given within the deadline of a case that does not target it; it does not fail the run"
     if violation.after_malformed:
         return (
-            "after a malformed packet of the prober that the broker did not close on (that case's failure), it "
-            "follows from the broker's reading of the packet; it does not fail the run"
+            "after a malformed packet of the prober that the broker did not close on (that case's failure or "
+            "leniency), it follows from the broker's reading of the packet; it does not fail the run"
         )
     if violation.level != "MUST":
         return f"{violation.level}-level: it does not fail the run"
     return "known to the baseline: it does not fail the run" if violation.known else ""
-
-
-def _catalogue_of(result: CaseResult, catalogue: Catalogue) -> Catalogue:
-    """The catalogue of the version a case spoke: the run's, unless that is the other MQTT version's."""
-    version = result.case.protocol.value
-    if catalogue.version != version and catalogue.version in ("3.1.1", "5.0"):
-        return load_catalogue(version)
-    return catalogue

@@ -103,6 +103,8 @@ class AuditSummary(TypedDict, total=False):
     errors: list[CaptureErrorRow]
     #: Rule instances the audit could not decide (rows of the ``not_assessable`` table).
     not_assessable: int
+    #: Malformed packets and Protocol Errors a receiver accepted that it was not bound to detect (not violations).
+    lenient: int
     #: Those rows by the tag their reason starts with (:mod:`mqttaudit.judge.reasons`).
     not_assessable_by_tag: dict[str, int]
     #: Version ("3.1.1", "3.1", "5.0", "unknown"...) -> its connections and how they were handled.
@@ -189,6 +191,8 @@ class ViolationRow(TypedDict):
     cause_packet: NotRequired[str | None]
     #: The MQTT version whose specification numbers ``rule`` ("3.1.1" when missing).
     rule_version: NotRequired[str | None]
+    #: The other statements the same act breaks, failed with ``rule`` (one act, one row).
+    also: NotRequired[list[str] | None]
 
 
 class RoutingRow(TypedDict):
@@ -278,6 +282,51 @@ class GapRow(TypedDict):
     time: NotRequired[float | None]
 
 
+class LenientCount(TypedDict):
+    """Packets breaking one rule that one receiver accepted and was not bound to detect (MQTT 5.0 section 4.13.1: a
+    Server closes on a Malformed Packet or Protocol Error "when" it detects one): not violations of the receiver."""
+
+    rule: str
+    #: The MQTT version whose specification numbers ``rule`` ("3.1.1" when missing).
+    rule_version: NotRequired[str | None]
+    level: str
+    section: str
+    #: The receiver that accepted them: ``client`` or ``server``.
+    actor: str
+    count: int
+    first_time: float | None
+    #: Why that receiver was not bound to detect them, from the text of the version.
+    basis: str
+
+
+class LenientRow(TypedDict):
+    """A row of the ``lenient`` table: a defect a receiver accepted without being bound to detect it (MQTT 5.0,
+    section 4.13.1), with what was accepted and how, the basis, and the bytes."""
+
+    capture: str
+    flow: str
+    client: str | None
+    server: str | None
+    client_id: str | None
+    #: The statement the packet broke (its sender's), and the others it broke, comma separated.
+    rule: str
+    also_broken: str
+    level: str
+    section: str
+    #: The receiver that accepted it.
+    actor: str
+    event: int | None
+    frame: int | None
+    offset: int | None
+    time: float | None
+    detail: str
+    basis: str
+    evidence: str | None
+    cause_event: int | None
+    cause_frame: int | None
+    rule_version: str
+
+
 def _empty_summary() -> AuditSummary:
     return AuditSummary()
 
@@ -308,6 +357,9 @@ class AuditReportData:
     #: Undecided rule instances by (tag, rule, side), and up to N of them per (tag, rule, side).
     not_assessable_counts: list[UndecidedCount] = field(default_factory=list)
     not_assessable_rows: list[UndecidedRow] = field(default_factory=list)
+    #: Accepted packets a receiver was not bound to detect, by (rule, version, receiver), and up to N rows of each.
+    lenient_counts: list[LenientCount] = field(default_factory=list)
+    lenient_rows: list[LenientRow] = field(default_factory=list)
     #: The mqttaudit version that collected the data ("" when not recorded).
     mqttaudit_version: str = ""
 

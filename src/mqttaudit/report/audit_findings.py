@@ -10,10 +10,13 @@ from dataclasses import dataclass
 
 from ..judge import reasons
 from ..spec import Catalogue, Rule, load_catalogue
+from ..spec.ids import R5
 from .audit_data import (
     AuditReportData,
     AuditSummary,
     ConnectionRow,
+    LenientCount,
+    LenientRow,
     RoutingRow,
     RuleCount,
     UndecidedCount,
@@ -23,7 +26,7 @@ from .audit_data import (
 )
 from .audit_format import WHOLE_IN, count, duration, plural, size, when
 from .peer_text import cut
-from .statements import LEVEL_ORDER, default_catalogue, in_spec_order, section_of
+from .statements import LEVEL_ORDER, binds_text, default_catalogue, in_spec_order, section_of
 
 SIDES = ("client", "server")
 #: The version whose specification numbers a rule when its row does not say (the judge's, and every version's
@@ -100,6 +103,14 @@ TAG_MEANINGS = {
     reasons.EARLIER_SESSION: "the session began on an earlier connection the capture does not hold",
     reasons.AMBIGUOUS: "a delivery may stand for more than one message, and which one decides the rule",
 }
+#: Why accepting what a receiver was not bound to detect is not a violation, in the words of MQTT 5.0.
+LENIENCY_TEXT = (
+    "A receiver accepted a malformed packet or a Protocol Error that it was not bound to detect: MQTT 5.0 binds a "
+    f'Server to close the Network Connection on one "when" it detects it ({R5.MQTT_4_13_1_1}) and calls the rigour of '
+    "checking a compromise (section 4.13.1). The rule the packet breaks binds its sender, whose violation is listed "
+    "above; the receiver's acceptance is leniency, counted apart and never a violation."
+)
+
 _NOT_AN_ID = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -144,7 +155,7 @@ class Reference:
     @property
     def binds_text(self) -> str:
         """Whom the statement binds, in words ("" when the catalogue does not say)."""
-        return {"both": "the client and the server"}.get(self.binds, f"the {self.binds}" if self.binds else "")
+        return binds_text(self.binds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +203,42 @@ class RuleFinding:
     @property
     def meaning(self) -> str:
         return MEANINGS.get(self.actor, MEANINGS["server"]) + _level_note(self.level)
+
+
+@dataclass(frozen=True, slots=True)
+class LenientFinding:
+    """Every packet breaking one rule that one receiver accepted and was not bound to detect: not a violation of the
+    receiver (MQTT 5.0 section 4.13.1), reported apart."""
+
+    #: The rule the accepted packets broke, in the catalogue of its version, and whom it binds.
+    reference: Reference
+    #: The receiver that accepted them.
+    actor: str
+    count: int
+    first_time: float | None
+    #: Why that receiver was not bound to detect them.
+    basis: str
+    samples: tuple[LenientRow, ...]
+    anchor: str
+
+    @property
+    def rule(self) -> str:
+        return self.reference.rule
+
+    @property
+    def title(self) -> str:
+        return f"{self.reference.label} accepted by {_side_phrase(self.actor)}"
+
+    @property
+    def summary(self) -> str:
+        """One sentence: who accepted what, how often, since when, and that it is not a violation."""
+        first = f", first at {when(self.first_time)}" if self.first_time is not None else ""
+        binds = f", which binds {self.reference.binds_text}" if self.reference.binds else ""
+        return (
+            f"{_side_phrase(self.actor).capitalize()} accepted {plural(self.count, 'packet')} breaking "
+            f"{self.reference.label} ({self.reference.level}){binds}{first}, without being bound to detect it: "
+            "leniency, not a violation."
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +306,8 @@ class Headline:
     #: Violations by an actor that is neither client nor server (should be none).
     by_other: int
     routing: int
+    #: Packets accepted that the receiver was not bound to detect: counted apart, never violations.
+    lenient: int = 0
 
     @property
     def clean(self) -> bool:
@@ -266,12 +315,18 @@ class Headline:
 
     @property
     def text(self) -> str:
+        lenient = (
+            f"; {plural(self.lenient, 'malformed packet or Protocol Error', 'malformed packets or Protocol Errors')} "
+            "accepted by a receiver not bound to detect it (leniency, not violations)"
+            if self.lenient
+            else ""
+        )
         if self.clean:
-            return "No violations found: 0 by clients, 0 by servers; no routing findings"
+            return "No violations found: 0 by clients, 0 by servers; no routing findings" + lenient
         other = f", {count(self.by_other)} by an unnamed side" if self.by_other else ""
         return (
             f"{plural(self.violations, 'violation')}: {count(self.by_client)} by clients, "
-            f"{count(self.by_server)} by servers{other}; {plural(self.routing, 'routing finding')}"
+            f"{count(self.by_server)} by servers{other}; {plural(self.routing, 'routing finding')}" + lenient
         )
 
 
@@ -320,6 +375,8 @@ class AuditView:
     connections: tuple[tuple[str, ConnectionRow], ...]
     #: The rule instances not assessable, one group per reason tag, the most frequent first.
     undecided: tuple[UndecidedGroup, ...] = ()
+    #: What receivers accepted and were not bound to detect, one entry per (rule, version, receiver).
+    lenient: tuple[LenientFinding, ...] = ()
 
     @property
     def versions(self) -> list[tuple[str, VersionInfo]]:
@@ -401,10 +458,16 @@ def audit_view(data: AuditReportData, catalogue: Catalogue | None = None) -> Aud
     anchors = Anchors()
     findings = rule_findings(data, rules, anchors)
     routing = routing_groups(data, rules, anchors)
+    lenient = lenient_findings(data, rules, anchors)
     by_side = {side: sum(f.count for f in findings if f.actor == side) for side in SIDES}
     total = sum(f.count for f in findings)
     headline = Headline(
-        total, by_side["client"], by_side["server"], total - sum(by_side.values()), sum(g.count for g in routing)
+        total,
+        by_side["client"],
+        by_side["server"],
+        total - sum(by_side.values()),
+        sum(g.count for g in routing),
+        data.summary.get("lenient", 0) or sum(f.count for f in lenient),
     )
     flows = {flow: anchors.make("flow", flow) for flow in dict.fromkeys(row["flow"] for row in data.connections_sample)}
     listed: set[str] = set()
@@ -422,6 +485,7 @@ def audit_view(data: AuditReportData, catalogue: Catalogue | None = None) -> Aud
         flows,
         tuple(connections),
         undecided_groups(data, rules, anchors),
+        lenient,
     )
 
 
@@ -519,6 +583,43 @@ def rule_findings(data: AuditReportData, catalogue: Catalogue, anchors: Anchors)
     return tuple(findings)
 
 
+def lenient_findings(data: AuditReportData, catalogue: Catalogue, anchors: Anchors) -> tuple[LenientFinding, ...]:
+    """One entry per (rule, version, receiver) of the leniency counts and samples, each rule explained by the
+    catalogue of its version; the most frequent first, then in spec order."""
+    counts: dict[tuple[str, str, str], list[LenientCount]] = {}
+    for row in data.lenient_counts:
+        counts.setdefault((row["rule"], _rule_version(row), row["actor"]), []).append(row)
+    samples: dict[tuple[str, str, str], list[LenientRow]] = {}
+    for sample in data.lenient_rows:
+        samples.setdefault((sample["rule"], _rule_version(sample), sample["actor"]), []).append(sample)
+    found = []
+    for rule, version, actor in dict.fromkeys([*counts, *samples]):
+        rows, examples = counts.get((rule, version, actor), []), samples.get((rule, version, actor), [])
+        ref = reference(
+            rule,
+            catalogue_for(version, catalogue),
+            _first(r.get("level") for r in [*rows, *examples]),
+            _first(r.get("section") for r in [*rows, *examples]),
+        )
+        times = [t for t in [*(r.get("first_time") for r in rows), *(r.get("time") for r in examples)] if t is not None]
+        by_version = () if version == DEFAULT_RULE_VERSION else (version,)
+        examples.sort(key=lambda r: (r.get("time") is None, r.get("time") or 0.0))
+        found.append(
+            LenientFinding(
+                ref,
+                actor,
+                sum(r["count"] for r in rows) if rows else len(examples),
+                min(times, default=None),
+                _first(r.get("basis") for r in [*rows, *examples]),
+                tuple(examples),
+                anchors.make("lenient", rule, *by_version, actor),
+            )
+        )
+    position = {rule: index for index, rule in enumerate(in_spec_order((f.rule for f in found), catalogue))}
+    found.sort(key=lambda f: (-f.count, position[f.rule], f.actor))
+    return tuple(found)
+
+
 def routing_groups(data: AuditReportData, catalogue: Catalogue, anchors: Anchors) -> tuple[RoutingGroup, ...]:
     """One group per kind with findings, known kinds first in :data:`KINDS` order."""
     rows: dict[str, list[RoutingRow]] = {}
@@ -583,27 +684,28 @@ def accounting_notes(summary: AuditSummary) -> tuple[str, ...]:
     cap = summary.get("malformed_cap")
     if cap:
         capped = cap.get("connections_capped", 0)
-        notes.append(
-            f"Malformed packets: {cap.get('policy', '')}. "
-            + (
-                f"{plural(capped, 'connection')} reached the cap of {cap.get('per_connection', 0)}: "
-                f"{plural(cap.get('bytes_not_decoded', 0), 'byte')} not decoded."
-                if capped
-                else "No connection reached it."
-            )
+        outcome = (
+            f"{plural(capped, 'connection')} reached the cap of {cap.get('per_connection', 0)}: "
+            f"{plural(cap.get('bytes_not_decoded', 0), 'byte')} not decoded."
+            if capped
+            else "No connection reached it."
         )
+        notes.append(_policy_note("Malformed packets", cap.get("policy", ""), outcome))
     conflicts = summary.get("conflicting_retransmissions")
     if conflicts:
         ranges = conflicts.get("ranges", 0)
-        notes.append(
-            f"Conflicting retransmissions: {conflicts.get('policy', '')}. "
-            + (
-                f"Seen: {plural(ranges, 'range')}, {plural(conflicts.get('bytes', 0), 'byte')}."
-                if ranges
-                else "None were seen."
-            )
+        outcome = (
+            f"Seen: {plural(ranges, 'range')}, {plural(conflicts.get('bytes', 0), 'byte')}."
+            if ranges
+            else "None were seen."
         )
+        notes.append(_policy_note("Conflicting retransmissions", conflicts.get("policy", ""), outcome))
     return tuple(notes)
+
+
+def _policy_note(title: str, policy: str, outcome: str) -> str:
+    """One note of the byte account: the policy, by its title, then what it did in this audit."""
+    return f"{title}: {policy}. {outcome}"
 
 
 def expected_of(sample: Sample, finding: RuleFinding) -> str:
@@ -611,7 +713,7 @@ def expected_of(sample: Sample, finding: RuleFinding) -> str:
     return sample.row.get("expected") or finding.reference.summary
 
 
-def _rule_version(row: RuleCount | ViolationRow) -> str:
+def _rule_version(row: RuleCount | ViolationRow | LenientCount | LenientRow) -> str:
     """The version whose specification numbers a row's rule (3.1.1 for rows that name none)."""
     return str(row.get("rule_version") or DEFAULT_RULE_VERSION)
 

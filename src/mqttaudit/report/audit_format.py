@@ -89,7 +89,7 @@ def connack_text(code: int | None, version: str | None = None) -> str:
     hex, as that specification writes it."""
     if code is None:
         return "-"
-    if version == "5.0":
+    if version is not None and version.startswith("5.0"):  # named by a CONNECT, or inferred from the packets
         return f"0x{code:02x}" + (" (success)" if code == 0 else "")
     meaning = CONNACK_CODES.get(code)
     return f"{code} ({meaning})" if meaning else f"{code} (reserved)"
@@ -119,6 +119,13 @@ def cause_text(row: Mapping[str, Any]) -> str:
     frame = row.get("cause_frame")
     where = f"{frame_label(frame)}, event {event}" if frame is not None else f"event {event}"
     return f"answer owed for {packet}, at {where}" if packet else f"answer owed for {where}"
+
+
+def also_text(row: Mapping[str, Any]) -> str:
+    """The other statements the act of a violation row breaks (one act, one row): ``the same act also breaks
+    MQTT-2.2.1-3, MQTT-4.3.2-3``; "" when there are none."""
+    also = row.get("also")
+    return f"the same act also breaks {', '.join(str(rule) for rule in also)}" if also else ""
 
 
 def shown_at(row: Mapping[str, Any]) -> str:

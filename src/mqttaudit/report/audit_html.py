@@ -15,10 +15,11 @@ from markupsafe import Markup
 from ..spec import Catalogue
 from .audit_charts import Bar, Series, bar_chart, line_chart
 from .audit_data import AuditReportData, TimeBucket, TimeSpan
-from .audit_findings import KINDS, ORIGINS, SIDES, AuditView, audit_view, expected_of, side_counts
+from .audit_findings import KINDS, LENIENCY_TEXT, ORIGINS, SIDES, AuditView, audit_view, expected_of, side_counts
 from .audit_format import (
     MAX_ROWS,
     WHOLE_IN,
+    also_text,
     cause_text,
     client_label,
     connack_text,
@@ -57,10 +58,12 @@ def audit_html(data: AuditReportData, catalogue: Catalogue | None = None) -> str
             origins=ORIGINS,
             expected_of=expected_of,
             cause_text=cause_text,
+            also_text=also_text,
             evidence_is_cause=evidence_is_cause,
             client_label=client_label,
             connack_text=connack_text,
             shown_at=shown_at,
+            leniency_text=LENIENCY_TEXT,
         )
     )
 

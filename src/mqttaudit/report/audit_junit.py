@@ -16,7 +16,7 @@ from .. import __version__
 from ..codec import rules as codec_rules
 from ..judge import CHECKED_RULES
 from ..spec import Catalogue, Rule, load_catalogue
-from .audit_format import MAX_ROWS, WHOLE_IN, cause_text, evidence_is_cause, frame_label, plural, when
+from .audit_format import MAX_ROWS, WHOLE_IN, also_text, cause_text, evidence_is_cause, frame_label, plural, when
 from .audit_tables import ROUTING, VIOLATION
 from .evidence import MAX_HEX_BYTES, printable
 from .peer_text import LIMIT, shown
@@ -169,6 +169,7 @@ def evidence_lines(row: Mapping[str, Any]) -> list[tuple[str, str]]:
     add("time", row.get("time"), when(row.get("time")))
     add("found by", row.get("origin"))
     add("kind", row.get("kind"))
+    add("same act", also_text(row))
     add("detail", row.get("detail"))
     add("expected", row.get("expected"))
     add(EVIDENCE + (", the unanswered packet" if evidence_is_cause(row) else ""), row.get("evidence"))

@@ -11,10 +11,21 @@ from collections.abc import Sequence
 from ..spec import Catalogue
 from . import markdown
 from .audit_data import AuditReportData, UndecidedRow
-from .audit_findings import AuditView, Reference, RoutingGroup, RuleFinding, UndecidedGroup, audit_view, expected_of
+from .audit_findings import (
+    LENIENCY_TEXT,
+    AuditView,
+    LenientFinding,
+    Reference,
+    RoutingGroup,
+    RuleFinding,
+    UndecidedGroup,
+    audit_view,
+    expected_of,
+)
 from .audit_format import (
     MAX_ROWS,
     WHOLE_IN,
+    also_text,
     cause_text,
     client_label,
     count,
@@ -81,6 +92,7 @@ def audit_to_markdown(data: AuditReportData, catalogue: Catalogue | None = None)
             lines += ["", *finding_section(finding, view)]
     else:
         lines.append("No violations: no client and no server broke a rule in the audited traffic.")
+    lines += lenient_part(view)
     lines += ["", *routing_part(view), "", *offenders_part(view), "", *versions_part(view)]
     lines += ["", *undecided_part(view), "", *capture_part(view)]
     return "\n".join(lines) + "\n"
@@ -137,6 +149,7 @@ def finding_section(finding: RuleFinding, view: AuditView) -> list[str]:
             *([] if row.get("offset") is None else [f"stream offset {_value(row.get('offset'))}"]),
             f"at {inline(when(row.get('time')))}",
             *([inline(cause_text(row))] if cause_text(row) else []),
+            *([inline(also_text(row))] if also_text(row) else []),
         ]
         found = inline(", ".join(str(part) for part in (row.get("origin"), row.get("kind")) if part))
         lines += [
@@ -153,6 +166,68 @@ def finding_section(finding: RuleFinding, view: AuditView) -> list[str]:
             else ["No bytes: the finding is about what the connection did.", ""]
         )
     lines += ["#### What it means for users", "", prose(finding.meaning)]
+    return lines
+
+
+def lenient_part(view: AuditView) -> list[str]:
+    """The leniency: a table by rule and receiver, then one section each (nothing when there is none)."""
+    if not view.lenient:
+        return []
+    lines = ["", "## Leniency", "", LENIENCY_TEXT, ""]
+    lines += table(
+        ("Rule the packet breaks", "Binds", "Accepted by", "Level", "Section", "Accepted", "Why not bound"),
+        (
+            (
+                f"[{code(f.reference.label, cell=True)}](#{f.anchor})",
+                inline(f.reference.binds_text or "-"),
+                inline(f.actor),
+                inline(f.reference.level),
+                inline(f.reference.section),
+                count(f.count),
+                prose(f.basis),
+            )
+            for f in view.lenient
+        ),
+    )
+    for finding in view.lenient:
+        lines += ["", *lenient_section(finding)]
+    return lines
+
+
+def lenient_section(finding: LenientFinding) -> list[str]:
+    """One (rule, receiver) of the leniency: summary, the rule the packets broke, why the receiver was not bound,
+    and the samples."""
+    lines = [
+        f'<a id="{finding.anchor}"></a>',
+        f"### {inline(finding.title)}",
+        "",
+        prose(finding.summary),
+        "",
+        "#### The rule the packet breaks",
+        "",
+        *reference_lines([finding.reference]),
+        "",
+        "#### Why the receiver was not bound to detect it",
+        "",
+        prose(finding.basis) or "-",
+        "",
+        "#### Samples",
+        "",
+    ]
+    if len(finding.samples) < finding.count:
+        lines += [f"{count(len(finding.samples))} of {count(finding.count)} shown.", ""]
+    for number, row in enumerate(finding.samples, 1):
+        where = [
+            f"capture {code(row['capture'])}",
+            f"flow {code(row['flow'])}",
+            inline(shown_at(row)),
+            f"event {_value(row.get('event'))}",
+            f"at {inline(when(row.get('time')))}",
+        ]
+        lines += [f"**Sample {number}**: {', '.join(where)}: {inline(row['detail'])}", ""]
+        evidence = row.get("evidence")
+        if evidence:
+            lines += [*fenced(cut(str(evidence), 3 * MAX_HEX_BYTES, WHOLE_IN)), ""]
     return lines
 
 

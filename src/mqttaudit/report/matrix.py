@@ -1,20 +1,24 @@
-"""The conformance matrix: statements x brokers, one verdict per cell, as Markdown and as self-contained HTML."""
+"""The conformance matrix: statements x brokers, one verdict per cell, as Markdown and as self-contained HTML.
+
+A row is one statement of one version: 5.0 renumbers 3.1.1's statements, so the same id text names different
+statements in the two, and each version's rows stand in a table of their own, explained by that version's
+catalogue."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import jinja2
 
-from ..probe.runner import FAIL, INCONCLUSIVE, NOT_APPLICABLE, PASS, VERDICTS, CaseResult, ProbeRun
-from ..spec import Catalogue, Rule
+from ..probe.runner import FAIL, INCONCLUSIVE, LENIENT, NOT_APPLICABLE, PASS, VERDICTS, CaseResult, ProbeRun
+from ..spec import VERSIONS, Catalogue, Rule
 from . import markdown
 from .evidence import WHOLE_IN, printable
 from .markdown import left_out, prose, table
 from .peer_text import shown
-from .statements import default_catalogue, in_spec_order, section_of
+from .statements import case_catalogue, default_catalogue, in_spec_order, section_of, spec_name
 
 #: Failing cases listed per broker; the rest are counted (each broker's findings.json has them all).
 MAX_LISTED = 200
@@ -23,9 +27,12 @@ inline = functools.partial(markdown.inline, whole_in=WHOLE_IN)
 code = functools.partial(markdown.code, whole_in=WHOLE_IN)
 
 #: When several cases target one statement on one broker, the highest rank decides the cell.
-RANK = {NOT_APPLICABLE: 0, PASS: 1, INCONCLUSIVE: 2, FAIL: 3}
-CELL_TEXT = {PASS: "pass", FAIL: "FAIL", INCONCLUSIVE: "?", NOT_APPLICABLE: "n/a", None: "—"}
-LEGEND = "pass · FAIL · ? inconclusive · n/a not applicable · — no case on that broker"
+RANK = {NOT_APPLICABLE: 0, PASS: 1, INCONCLUSIVE: 2, LENIENT: 3, FAIL: 4}
+CELL_TEXT = {PASS: "pass", FAIL: "FAIL", LENIENT: "lenient", INCONCLUSIVE: "?", NOT_APPLICABLE: "n/a", None: "—"}
+LEGEND = (
+    "pass · FAIL · lenient: accepted a malformed packet or Protocol Error it was not bound to detect (not a failure) "
+    "· ? inconclusive · n/a not applicable · — no case on that broker"
+)
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,12 @@ class Cell:
     def failing_case(self) -> str | None:
         return next((case for case, verdict, _ in self.cases if verdict == FAIL), None)
 
+    @property
+    def listed_case(self) -> str | None:
+        """The case the cell links to in the lists of failing and lenient cases: its first failing one, else its
+        first lenient one."""
+        return self.failing_case or next((case for case, verdict, _ in self.cases if verdict == LENIENT), None)
+
 
 @dataclass(frozen=True)
 class Row:
@@ -58,6 +71,10 @@ class Row:
     section: str
     rule: Rule | None
     cells: tuple[Cell, ...]
+    #: The version whose catalogue numbers the statement ("3.1.1", "5.0"; another specification's for its suite).
+    version: str = "3.1.1"
+    #: That specification, for headings: ``MQTT 5.0``.
+    spec: str = "MQTT 3.1.1"
 
     @property
     def summary(self) -> str:
@@ -77,11 +94,24 @@ class Column:
     def failures(self) -> list[CaseResult]:
         return [result for result in self.run.results if result.verdict == FAIL]
 
+    @property
+    def lenient(self) -> list[CaseResult]:
+        return [result for result in self.run.results if result.verdict == LENIENT]
+
 
 @dataclass(frozen=True)
 class Matrix:
     columns: tuple[Column, ...]
+    #: Every version's rows, a version's together, in spec order.
     rows: tuple[Row, ...]
+
+    @property
+    def tables(self) -> list[tuple[str, list[Row]]]:
+        """(specification, its rows) per version, in the order of :attr:`rows`."""
+        tables: dict[str, list[Row]] = {}
+        for row in self.rows:
+            tables.setdefault(row.spec, []).append(row)
+        return list(tables.items())
 
 
 def statement_verdict(result: CaseResult, statement: str) -> str:
@@ -93,23 +123,47 @@ def statement_verdict(result: CaseResult, statement: str) -> str:
 
 
 def build_matrix(runs: Sequence[tuple[str, ProbeRun]], catalogue: Catalogue | None = None) -> Matrix:
-    """Rows are the statements any case targets, in spec order; a label left empty becomes the target URL."""
+    """Rows are the statements any case targets, one per (version, id): MQTT 3.1.1's, then 5.0's (then another
+    specification's), each in spec order and explained by its own version's catalogue; a cell holds only the cases
+    of that version. A label left empty becomes the target URL."""
     rules = default_catalogue(catalogue)
     columns = tuple(Column(label or run.target.url, run) for label, run in runs)
-    targeted = (statement for _, run in runs for result in run.results for statement in result.case.statements)
+    catalogues: dict[str, Catalogue] = {}
+    #: Per column, the results by the version of their case.
+    results: list[dict[str, list[CaseResult]]] = []
+    for column in columns:
+        by_version: dict[str, list[CaseResult]] = {}
+        for result in column.run.results:
+            own = case_catalogue(result.case, rules)
+            catalogues.setdefault(own.version, own)
+            by_version.setdefault(own.version, []).append(result)
+        results.append(by_version)
+    order = sorted(catalogues, key=lambda v: (VERSIONS.index(v) if v in VERSIONS else len(VERSIONS), v))
     rows = []
-    for statement in in_spec_order(targeted, rules):
-        cells = []
-        for column in columns:
-            cases = tuple(
-                (result.case.id, verdict, "" if verdict == PASS else result.reason)
-                for result in column.run.results
-                if statement in result.case.statements
-                for verdict in [statement_verdict(result, statement)]
+    for version in order:
+        own = catalogues[version]
+        targeted = (s for by_version in results for r in by_version.get(version, []) for s in r.case.statements)
+        for statement in in_spec_order(targeted, own):
+            cells = []
+            for by_version in results:
+                cases = tuple(
+                    (result.case.id, verdict, "" if verdict == PASS else result.reason)
+                    for result in by_version.get(version, [])
+                    if statement in result.case.statements
+                    for verdict in [statement_verdict(result, statement)]
+                )
+                verdict = max((verdict for _, verdict, _ in cases), key=RANK.__getitem__, default=None)
+                cells.append(Cell(verdict, cases))
+            rows.append(
+                Row(
+                    statement,
+                    section_of(statement, own),
+                    own.get(statement),
+                    tuple(cells),
+                    version,
+                    spec_name(own),
+                )
             )
-            verdict = max((verdict for _, verdict, _ in cases), key=RANK.__getitem__, default=None)
-            cells.append(Cell(verdict, cases))
-        rows.append(Row(statement, section_of(statement, rules), rules.get(statement), tuple(cells)))
     return Matrix(columns, tuple(rows))
 
 
@@ -124,22 +178,34 @@ def matrix_markdown(matrix: Matrix) -> str:
         ),
     )
     lines += ["", "## Statements", "", f"Cells: {LEGEND}.", ""]
-    lines += table(
-        ("Statement", "Section", "Level", *(inline(c.label) for c in matrix.columns)),
-        (
-            (row.statement, row.section, row.rule.level if row.rule else "-", *(cell.text for cell in row.cells))
-            for row in matrix.rows
-        ),
+    lines.append(
+        "One table per version: MQTT 5.0 renumbers 3.1.1's statements, so one id names a different statement in "
+        "each, and each row is explained by its own version's catalogue."
     )
-    failing = [(column, result) for column in matrix.columns for result in column.failures[:MAX_LISTED]]
-    if failing:
-        lines += ["", "## Failing cases", ""]
-        lines += [
-            f"- {inline(c.label)}: {code(r.case.id)} ({prose(r.case.title)}): {inline(r.reason)}" for c, r in failing
-        ]
-        for column in matrix.columns:
-            lines += left_out(MAX_LISTED, len(column.failures), f"failing cases of {inline(column.label)}", WHOLE_IN)
+    for spec, rows in matrix.tables:
+        lines += ["", f"### {inline(spec)} statements", ""]
+        lines += table(
+            ("Statement", "Section", "Level", *(inline(c.label) for c in matrix.columns)),
+            (
+                (row.statement, row.section, row.rule.level if row.rule else "-", *(cell.text for cell in row.cells))
+                for row in rows
+            ),
+        )
+    lines += _listed(matrix, "Failing cases", "failing cases", lambda column: column.failures)
+    lines += _listed(matrix, "Lenient cases", "lenient cases", lambda column: column.lenient)
     return "\n".join(lines) + "\n"
+
+
+def _listed(matrix: Matrix, title: str, what: str, chosen: Callable[[Column], Sequence[CaseResult]]) -> list[str]:
+    """A section listing the ``chosen`` cases of every broker with their reasons (``MAX_LISTED`` per broker)."""
+    listed = [(column, result) for column in matrix.columns for result in chosen(column)[:MAX_LISTED]]
+    if not listed:
+        return []
+    lines = ["", f"## {title}", ""]
+    lines += [f"- {inline(c.label)}: {code(r.case.id)} ({prose(r.case.title)}): {inline(r.reason)}" for c, r in listed]
+    for column in matrix.columns:
+        lines += left_out(MAX_LISTED, len(chosen(column)), f"{what} of {inline(column.label)}", WHOLE_IN)
+    return lines
 
 
 def matrix_html(matrix: Matrix) -> str:

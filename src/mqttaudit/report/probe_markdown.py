@@ -1,19 +1,22 @@
 """``findings.md``: a probe run for people. A summary of every case, then one section per failure (summary,
-standard reference, expected behaviour, evidence bytes, what it means for users), then the inconclusive cases."""
+standard reference, expected behaviour, evidence bytes, what it means for users), one per lenient case (the rule the
+accepted packet breaks, whom it binds, why the broker was not bound to detect it, the evidence), then the
+inconclusive cases. Every statement is explained in the catalogue of the MQTT version its case spoke."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from ..judge import Finding
-from ..probe.runner import FAIL, INCONCLUSIVE, NOT_APPLICABLE, PASS, VERDICTS, CaseResult, ProbeRun
+from ..judge import Finding, Leniency
+from ..probe.runner import FAIL, INCONCLUSIVE, LENIENT, NOT_APPLICABLE, PASS, VERDICTS, CaseResult, ProbeRun
 from ..probe.violations import OtherViolation, not_counted, other_violations
 from ..spec import Catalogue
+from ..spec.ids import R5
 from . import markdown
 from .evidence import WHOLE_IN, Budget, Exchange, exchange_of, exchanges, seconds, transcript
 from .markdown import fenced, left_out, prose, table
-from .statements import default_catalogue, section_of, strongest_level
+from .statements import binds_text, case_catalogue, default_catalogue, own_catalogue, section_of, strongest_level
 
 SPEC = "OASIS MQTT Version 3.1.1"
 #: Characters the failure sections of one findings.md may take: sections are written while they fit, the other
@@ -21,6 +24,20 @@ SPEC = "OASIS MQTT Version 3.1.1"
 FAILURES_CHARS = 1_500_000
 #: The id of the section of the violations outside the cases' statements, for the link from the header.
 VIOLATIONS_ANCHOR = "violations"
+#: The id of the section of the lenient cases, for the link from the header.
+LENIENT_ANCHOR = "lenient"
+#: Characters the lenient cases' sections of one findings.md may take, as :data:`FAILURES_CHARS` for failures.
+LENIENT_CHARS = 1_000_000
+#: Why accepting what one was not bound to detect is not a failure, in the words of MQTT 5.0.
+LENIENCY_TEXT = (
+    "The broker accepted a malformed packet or a Protocol Error that it was not bound to detect. MQTT 5.0 binds a "
+    'Server to close the Network Connection on a Malformed Packet or Protocol Error "when" it detects one '
+    f"({R5.MQTT_4_13_1_1}), and says the rigour with which a receiver checks a packet is a compromise (section "
+    "4.13.1): the rule the packet breaks binds its sender, and no statement binds the broker to detect that "
+    "defect. Each is reported with that rule, whom it binds and why the broker was not bound; none is a failure of "
+    "a MUST. They are counted apart and do not fail the run unless it is strict (--strict, or strict = true in the "
+    "broker profile)."
+)
 #: Findings listed in one section, and rows of one expected-behaviour table.
 MAX_LINES = 20
 
@@ -35,21 +52,32 @@ def source(catalogue: Catalogue) -> str:
     return f"OASIS MQTT Version {catalogue.version}"
 
 
-VERDICT_LABELS = {PASS: "pass", FAIL: "**FAIL**", INCONCLUSIVE: "inconclusive", NOT_APPLICABLE: "n/a"}
+VERDICT_LABELS = {
+    PASS: "pass",
+    FAIL: "**FAIL**",
+    LENIENT: "*lenient*",
+    INCONCLUSIVE: "inconclusive",
+    NOT_APPLICABLE: "n/a",
+}
 
 
 def probe_run_to_markdown(run: ProbeRun, catalogue: Catalogue | None = None) -> str:
     """The whole ``findings.md`` document."""
     rules = default_catalogue(catalogue)
     failures = [result for result in run.results if result.verdict == FAIL]
-    sections = _failure_sections(failures, run.target.url, rules)
+    lenient = [result for result in run.results if result.verdict == LENIENT]
+    budget = Budget()
+    sections = _sections(failures, lambda r: failure_section(r, run.target.url, rules, budget), FAILURES_CHARS)
+    lenient_sections = _sections(lenient, lambda r: lenient_section(r, rules, budget), LENIENT_CHARS)
     violations = other_violations(run, rules)
     lines = [*_header(run, violations), "", "## All cases", ""]
     lines += table(
         ("Case", "Statements", "Verdict", "Reason"),
         (
             (
-                f"[{code(r.case.id, cell=True)}](#{anchor(r)})" if id(r) in sections else code(r.case.id, cell=True),
+                f"[{code(r.case.id, cell=True)}](#{anchor(r)})"
+                if id(r) in sections or id(r) in lenient_sections
+                else code(r.case.id, cell=True),
                 ", ".join(r.case.statements),
                 VERDICT_LABELS.get(r.verdict, inline(r.verdict)),
                 inline(r.reason),
@@ -68,6 +96,16 @@ def probe_run_to_markdown(run: ProbeRun, catalogue: Catalogue | None = None) -> 
                 len(sections), len(failures), "failing cases' sections (this report's size bound)", WHOLE_IN
             )
             lines += ["", "Failing cases without a section: " + ", ".join(code(r.case.id) for r in rest) + "."]
+    if lenient:
+        lines += ["", f'<a id="{LENIENT_ANCHOR}"></a>', "## Lenient cases", "", LENIENCY_TEXT]
+        for section in lenient_sections.values():
+            lines += ["", *section]
+        rest = [result for result in lenient if id(result) not in lenient_sections]
+        if rest:
+            lines += left_out(
+                len(lenient_sections), len(lenient), "lenient cases' sections (this report's size bound)", WHOLE_IN
+            )
+            lines += ["", "Lenient cases without a section: " + ", ".join(code(r.case.id) for r in rest) + "."]
     lines += _violations_section(violations)
     inconclusive = [result for result in run.results if result.verdict == INCONCLUSIVE]
     if inconclusive:
@@ -76,14 +114,15 @@ def probe_run_to_markdown(run: ProbeRun, catalogue: Catalogue | None = None) -> 
     return "\n".join(lines) + "\n"
 
 
-def _failure_sections(failures: Sequence[CaseResult], target: str, rules: Catalogue) -> dict[int, list[str]]:
-    """The sections of the failing cases, by ``id()`` of their result, in order, while they fit in
-    :data:`FAILURES_CHARS`; the transcripts share one evidence budget."""
-    budget = Budget()
+def _sections(
+    results: Sequence[CaseResult], section_of_case: Callable[[CaseResult], list[str]], limit: int
+) -> dict[int, list[str]]:
+    """The sections of ``results``, by ``id()`` of their result, in order, while they fit in ``limit`` characters
+    (the transcripts share the report's evidence budget)."""
     sections: dict[int, list[str]] = {}
-    left = FAILURES_CHARS
-    for result in failures:
-        section = failure_section(result, target, rules, budget)
+    left = limit
+    for result in results:
+        section = section_of_case(result)
         left -= sum(len(line) + 1 for line in section) + 1
         if left < 0:
             break
@@ -92,8 +131,8 @@ def _failure_sections(failures: Sequence[CaseResult], target: str, rules: Catalo
 
 
 def anchor(result: CaseResult) -> str:
-    """The id of a failing case's section, for links from the summary table."""
-    return f"fail-{result.case.id}"
+    """The id of a failing or lenient case's section, for links from the summary table."""
+    return f"{'lenient' if result.verdict == LENIENT else 'fail'}-{result.case.id}"
 
 
 def _violations_section(violations: Sequence[OtherViolation]) -> list[str]:
@@ -142,11 +181,20 @@ def _header(run: ProbeRun, violations: Sequence[OtherViolation] = ()) -> list[st
         f"- Duration: {seconds(run.duration)}",
         f"- Cases: {len(run.results)} ({counts})",
     ]
+    for version, why in run.unspoken.items():
+        lines.append(f"- **Not applicable, MQTT {inline(version)}:** {inline(why)}; none of its cases was run.")
     if run.broker_down:
         lines.append(f"- **Broker down:** {inline(run.broker_down)}; the cases after that point are inconclusive.")
     if run.incomplete:
         lines.append(
             f"- **Incomplete run:** {inline(run.incomplete)}. The verdicts do not judge the broker as a whole."
+        )
+    lenient = run.count(LENIENT)
+    if lenient:
+        counts_how = "each fails this run (--strict)" if run.strict else "not failures; they do not fail the run"
+        lines.append(
+            f"- **Lenient:** {lenient} case(s) where the broker accepted a malformed packet or Protocol Error it was "
+            f"not bound to detect ({counts_how}; see [below](#{LENIENT_ANCHOR}))"
         )
     if violations:
         acts = sum(v.acts for v in violations)
@@ -183,6 +231,7 @@ def failure_section(result: CaseResult, target: str, catalogue: Catalogue, budge
     """The section of one failing case, in the form of a conformance finding; its evidence draws on ``budget``,
     the report's evidence budget."""
     rounds = exchanges(result.connections)
+    catalogue = case_catalogue(result.case, catalogue)
     level = strongest_level(result.cited, catalogue) or "unlisted"
     lines = [
         f'<a id="{anchor(result)}"></a>',
@@ -240,10 +289,59 @@ def _finding_lines(findings: Sequence[Finding], omitted: int = 0) -> list[str]:
 def _finding_line(finding: Finding) -> str:
     where = f" on connection {code(finding.conversation)}" if finding.conversation else ""
     kind = f" — {inline(finding.kind)}" if finding.kind else ""
+    also = f"; the same act also breaks {', '.join(inline(rule) for rule in finding.also)}" if finding.also else ""
     return (
-        f"- **{inline(finding.rule)}**{kind} ({finding.side.value}, at {seconds(finding.time)}{where}): "
+        f"- **{inline(finding.rule)}**{kind} ({finding.side.value}, at {seconds(finding.time)}{where}{also}): "
         f"{inline(finding.detail)}"
     )
+
+
+def lenient_section(result: CaseResult, catalogue: Catalogue, budget: Budget | None = None) -> list[str]:
+    """The section of one lenient case: each acceptance with the rule the packet broke (its version's text, level,
+    section and whom it binds) and why the broker was not bound to detect it, the case's own statements, then the
+    evidence, drawn on ``budget``."""
+    catalogue = case_catalogue(result.case, catalogue)
+    lines = [
+        f'<a id="{anchor(result)}"></a>',
+        f"### {prose(result.case.title)}",
+        "",
+        f"Case {code(result.case.id)}: *lenient* (MQTT {inline(result.case.protocol.value)}; not a failure).",
+        "",
+    ]
+    if result.case.stimulus:
+        lines += [f"Stimulus: {prose(result.case.stimulus)}.", ""]
+    for row in result.lenient[:MAX_LINES]:
+        lines += _leniency_lines(row, catalogue)
+    lines += left_out(min(MAX_LINES, len(result.lenient)), len(result.lenient), "acceptances", WHOLE_IN)
+    lines += ["", "#### Standard reference of the case", "", *_reference(result, catalogue)]
+    lines += [
+        "",
+        "#### Evidence",
+        "",
+        *fenced(transcript(result.connections, budget)),
+    ]
+    return lines
+
+
+def _leniency_lines(row: Leniency, catalogue: Catalogue) -> list[str]:
+    """What was accepted, the rule it breaks (in the catalogue of its version) and whom it binds, and why the
+    receiver was not bound to detect it."""
+    rules = own_catalogue(row.rule, catalogue)
+    rule = rules.get(row.rule)
+    where = f" on connection {code(row.conversation)}" if row.conversation else ""
+    if rule is None:
+        section = inline(section_of(row.rule, rules))
+        broken = f"[{inline(row.rule)}] of {source(rules)} (section {section}), not in the rule catalogue"
+    else:
+        broken = (
+            f"[{inline(row.rule)}] of {source(rules)}, section {rule.section} ({rule.level}), which binds "
+            f"{binds_text(rule.actor)}: {prose(rule.summary)}"
+        )
+    return [
+        f"- Accepted by the {row.side.value} at {seconds(row.time)}{where}: {inline(row.detail)}",
+        f"  - The packet breaks {broken}.",
+        f"  - Why the {row.side.value} was not bound to detect it: {prose(row.basis.rstrip('.'))}.",
+    ]
 
 
 def _reference(result: CaseResult, catalogue: Catalogue) -> list[str]:

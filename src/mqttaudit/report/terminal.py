@@ -1,5 +1,5 @@
-"""A probe run in a terminal: the summary, one line per failure cut to the terminal's width, and the progress
-shown while cases run (a rich progress bar on a terminal, one mark per case otherwise).
+"""A probe run in a terminal: the summary, one line per failure and per lenient case cut to the terminal's width,
+and the progress shown while cases run (a rich progress bar on a terminal, one mark per case otherwise).
 
 Every text from the peer goes through :func:`printable`: a broker's topic may hold ESC or a newline.
 """
@@ -11,7 +11,7 @@ import shutil
 from collections.abc import Iterable
 from typing import IO, Any
 
-from ..probe.runner import FAIL, VERDICTS, CaseResult, ProbeRun
+from ..probe.runner import FAIL, LENIENT, VERDICTS, CaseResult, ProbeRun
 from ..probe.violations import OtherViolation, not_counted, other_violations
 from ..spec import Catalogue
 from .evidence import printable
@@ -20,7 +20,7 @@ from .statements import default_catalogue
 #: The width used when the output is not a terminal.
 DEFAULT_WIDTH = 100
 ELLIPSIS = "…"
-MARKS = {"pass": ".", "fail": "F", "inconclusive": "?", "not-applicable": "-"}
+MARKS = {"pass": ".", "fail": "F", "lenient": "L", "inconclusive": "?", "not-applicable": "-"}
 
 
 def colour_allowed(stream: IO[str]) -> bool:
@@ -48,6 +48,13 @@ def fail_line(result: CaseResult, width: int) -> str:
     return fit(f"FAIL {result.case.id} [{', '.join(result.cited)}]: {'; '.join(details)}", width)
 
 
+def lenient_line(result: CaseResult, width: int) -> str:
+    """``LENIENT case-id [rules the accepted packets broke] of MQTT <version>: detail``, cut to ``width``: not a
+    failure (``--strict`` makes it fail the run)."""
+    rules = ", ".join(dict.fromkeys(row.rule for row in result.lenient))
+    return fit(f"LENIENT {result.case.id} [{rules} of MQTT {result.case.protocol.value}]: {result.reason}", width)
+
+
 def _said(kind: str, detail: str) -> str:
     return f"{kind}: {detail}" if kind else detail
 
@@ -70,15 +77,28 @@ def violation_line(violation: OtherViolation, width: int) -> str:
 
 def summary_lines(run: ProbeRun, width: int, catalogue: Catalogue | None = None) -> list[str]:
     """The run in a few lines: counts, why it is incomplete, the failures (new, known, fixed against a baseline),
-    then the rules the broker broke outside the cases' statements."""
+    the lenient cases (apart: not failures unless the run is strict), then the rules the broker broke outside the
+    cases' statements."""
     counts = ", ".join(f"{run.count(v)} {v}" for v in VERDICTS)
     lines = [fit(f"{run.target.url}: {len(run.results)} cases in {run.duration:.1f} s: {counts}", width)]
+    for version, why in run.unspoken.items():
+        not_run = sum(1 for result in run.results if result.case.protocol.value == version)
+        lines.append(fit(f"not applicable: {why} (its {not_run} MQTT {version} cases)", width))
     if run.incomplete:
         lines.append(fit(f"INCOMPLETE: {run.incomplete}", width))
     if run.broker_down and run.broker_down != run.incomplete:
         lines.append(fit(f"broker down: {run.broker_down}", width))
     violations = [violation_line(v, width) for v in other_violations(run, default_catalogue(catalogue))]
-    return lines + _failure_lines(run, width) + violations
+    return lines + _failure_lines(run, width) + _lenient_lines(run, width) + violations
+
+
+def _lenient_lines(run: ProbeRun, width: int) -> list[str]:
+    lenient = [result for result in run.results if result.verdict == LENIENT]
+    if not lenient:
+        return []
+    how = "they fail this run (--strict)" if run.strict else "not failures (--strict makes them fail the run)"
+    title = f"lenient: {len(lenient)} malformed packet(s) or Protocol Error(s) accepted, not bound to detect; {how}"
+    return [fit(title, width), *(lenient_line(result, width) for result in lenient)]
 
 
 def _failure_lines(run: ProbeRun, width: int) -> list[str]:
@@ -111,7 +131,8 @@ def _group(title: str, lines: Iterable[str], width: int) -> list[str]:
 
 
 class MarksProgress:
-    """One mark per finished case on ``stream`` (``.`` pass, ``F`` fail, ``?`` inconclusive, ``-`` n/a)."""
+    """One mark per finished case on ``stream`` (``.`` pass, ``F`` fail, ``L`` lenient, ``?`` inconclusive, ``-``
+    n/a)."""
 
     def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
@@ -142,6 +163,7 @@ class BarProgress:
         self._progress: Any = None
         self._task: Any = None
         self._fails = 0
+        self._lenient = 0
 
     def started(self, total: int) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -150,19 +172,20 @@ class BarProgress:
             TextColumn("{task.description}", markup=False),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("cases, {task.fields[fails]} failed"),
+            TextColumn("cases, {task.fields[fails]} failed, {task.fields[lenient]} lenient"),
             TimeRemainingColumn(),
             console=self._console,
             transient=True,
         )
-        self._task = self._progress.add_task(self._label, total=total, fails=0)
+        self._task = self._progress.add_task(self._label, total=total, fails=0, lenient=0)
         self._progress.start()
 
     def finished(self, result: CaseResult) -> None:
         if self._progress is None:
             return
         self._fails += result.verdict == FAIL
-        self._progress.update(self._task, advance=1, fails=self._fails)
+        self._lenient += result.verdict == LENIENT
+        self._progress.update(self._task, advance=1, fails=self._fails, lenient=self._lenient)
 
     def close(self) -> None:
         if self._progress is not None:

@@ -44,6 +44,10 @@ class Rule:
         """How a violation is reported: MUST breaks are errors, SHOULD breaks warnings, MAY notes."""
         return {"MUST": "error", "SHOULD": "warning", "MAY": "note"}[self.level]
 
+    def binds(self, side: str) -> bool:
+        """Whether the rule binds ``side`` ("client" or "server"): its actor is that side, or both."""
+        return self.actor in (side, "both")
+
     def section_key(self) -> tuple[int, ...]:
         return tuple(int(part) for part in self.section.split("."))
 

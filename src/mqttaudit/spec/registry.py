@@ -15,9 +15,12 @@ from __future__ import annotations
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .catalogue import Rule, load_catalogue
+
+if TYPE_CHECKING:
+    from .duties import Duty
 
 #: The parts of mqttaudit that refer to rules, as ``mqttaudit rules`` names them.
 COMPONENTS: Final = ("codec", "judge", "probe")
@@ -37,9 +40,6 @@ class StatementId(str):
     def __reduce__(self) -> tuple[Any, ...]:
         return (StatementId, (str(self), self.version))
 
-    def __repr__(self) -> str:
-        return f"StatementId({str(self)!r}, {self.version!r})"
-
     @property
     def text(self) -> str:
         """The id as plain text."""
@@ -49,6 +49,14 @@ class StatementId(str):
     def rule(self) -> Rule:
         """The catalogue entry: section, level, the actor it binds, its summary."""
         return load_catalogue(self.version)[str(self)]
+
+    def duty(self, receiver: str) -> Duty | None:
+        """What the receiver ("server" or "client") of a packet breaking this rule owes: the statement that binds it
+        to detect the defect and close, or none, and why (:mod:`mqttaudit.spec.duties`); None when no received
+        packet can break the rule."""
+        from .duties import receiver_duty
+
+        return receiver_duty(self, self.version, receiver)
 
     @property
     def key(self) -> str:

@@ -32,6 +32,7 @@ MODULES = (
     "v5_limits_more",
     "v5_forbidden",
     "v5_ported",
+    "v5_duplicates",
     "v5_handshake",
     "websocket",
 )
@@ -62,6 +63,8 @@ ALONE = (
     "subscribe/delivery-matches-filter",
     "retain/delivered-on-subscribe",
     "retain/qos0-replaces",
+    "retain/qos0-replaces-qos1-rounds",
+    "v5/retain/qos0-replaces-qos1-rounds",
     "retain/zero-byte-clears",
     "retain/non-retained-leaves-retained",
     "retain/survives-session-end",

@@ -29,9 +29,9 @@ from ..case import CaseContext, Inconclusive, NotApplicable, case
 from .malformed import connect_frame, field, no_properties
 from .routing import DELIVERED, NO_LEAK, P, expand
 
-SUBACK_SENT: Final = R311.MQTT_3_8_4_1
-UNSUBACK_SENT: Final = R311.MQTT_3_10_4_4
-PINGRESP_SENT: Final = R311.MQTT_3_12_4_1
+SUBACK_SENT: Final[str] = R311.MQTT_3_8_4_1
+UNSUBACK_SENT: Final[str] = R311.MQTT_3_10_4_4
+PINGRESP_SENT: Final[str] = R311.MQTT_3_12_4_1
 #: What a filter row targets: the SUBACK, the delivery (with its own matching Topic Name) and the UNSUBACK.
 FILTER_STATEMENTS: Final = (SUBACK_SENT, DELIVERED, NO_LEAK, UNSUBACK_SENT)
 #: The Will Flag of the Connect Flags byte.

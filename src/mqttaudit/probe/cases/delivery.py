@@ -6,10 +6,25 @@ model says it should have received.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Final
+
 from mqttaudit.spec.ids import R311
 
-from ...codec import Disconnect, Publish, Pubrec, Pubrel, Unsubscribe, encode
-from ..case import REPEATS, SETTLE_MARGIN, CaseContext, case
+from ...codec import (
+    Disconnect,
+    Pingreq,
+    Pingresp,
+    ProtocolVersion,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    Unsubscribe,
+    encode,
+)
+from ...codec.properties import make
+from ..case import BEFORE_SUBSCRIBE, REPEATS, SETTLE_MARGIN, CaseContext, NotApplicable, Script, case
 
 DISCONNECT = encode(Disconnect())
 
@@ -38,6 +53,55 @@ async def qos2_flow(context: CaseContext) -> None:
     connection = await context.connect()
     await context.publish(connection, context.topic("q2"), b"two", qos=2)
     await connection.send(DISCONNECT)
+
+
+def pubrel_unknown_id(*, short: bool = False) -> Script:
+    """A PUBREL whose Packet Identifier no flow holds, on a resumed session (CleanSession 0, Session Present 1): the
+    resend of a PUBREL whose PUBCOMP was lost, which a client makes on reconnecting [MQTT-4.4.0-1] and a server
+    that completed the flow no longer knows; then PINGREQ at once. The server answers the PUBREL with PUBCOMP
+    [MQTT-4.3.3-2 in 3.1.1, MQTT-4.3.3-11 in 5.0, with 0x92 Packet Identifier not found or 0x00] and the PINGREQ
+    with PINGRESP [MQTT-3.12.4-1]. In 5.0 the PUBREL carries Reason Code 0x00 unless ``short`` (Remaining Length 2,
+    the code left out); a 5.0 broker that declares no QoS 2 makes the case not applicable."""
+
+    async def script(context: CaseContext) -> None:
+        v5 = context.protocol is ProtocolVersion.V5
+        kept = make(session_expiry_interval=60) if v5 else ()
+        client_id = context.client_id()
+        first = await context.connect("first", client_id=client_id, clean_session=False, properties=kept)
+        try:
+            if v5:
+                # [MQTT-4.3.3-11] binds a QoS 2 receiver: a broker that declares no QoS 2 takes part in no such flow
+                context.require("qos2", "a PUBREL, which only a QoS 2 flow has")
+            # a subscription, so that the session holds state a broker keeps (some keep none for an empty one)
+            await context.subscribe(first, (context.topic("kept"), 1))
+            await context.leave(first)
+            await first.close()
+            again = await context.connect("again", client_id=client_id, clean_session=False, properties=kept)
+            if again.connack is None or not again.connack.session_present:
+                raise NotApplicable("the broker kept no session for a CleanSession 0 client (Session Present 0)")
+            unknown = context.packet_id()
+            since = len(again.received)
+            await again.send(Pubrel(packet_id=unknown, reason_code=0x00 if v5 and not short else None))
+            await again.send(Pingreq())
+            await again.wait_type(Pingresp, since=since)
+            await again.wait_for(lambda p: isinstance(p, Pubcomp) and p.packet_id == unknown, since=since)
+            await context.leave(again)
+            await again.close()
+        finally:  # the session ends with a CleanSession 1 connection of its Client Identifier
+            await context.leave(await context.connect("end", client_id=client_id))
+
+    return script
+
+
+case(
+    "publish/pubrel-unknown-id-then-pingreq",
+    [R311.MQTT_4_3_3_2, R311.MQTT_3_12_4_1],
+    "A resent PUBREL the server no longer knows is answered, and so is the PINGREQ after it",
+    stimulus="CONNECT with CleanSession 0, SUBSCRIBE, DISCONNECT; CONNECT again with CleanSession 0 (Session Present "
+    "1); a PUBREL of a Packet Identifier never used, as a client resends one whose PUBCOMP it lost, then PINGREQ at "
+    "once",
+    expected="PUBCOMP with the PUBREL's Packet Identifier and PINGRESP; the connection stays open",
+)(pubrel_unknown_id())
 
 
 @case(
@@ -280,6 +344,62 @@ async def retained_qos0_replaces(context: CaseContext) -> None:
     await context.leave(publisher, subscriber, watcher)
 
 
+#: Rounds of a retained QoS 1 message replaced at once by a retained QoS 0 one: a broker that stores a retained
+#: message apart from reading the next packet may let the QoS 1 one win the race in some rounds only.
+ROUNDS: Final = 10
+
+
+def qos0_replaces_qos1_rounds(rounds: int = ROUNDS) -> Script:
+    """``rounds`` times, each on a topic and a connection of its own: a retained QoS 1 message, its PUBACK, then at
+    once a retained QoS 0 message to the same topic, until a live subscription got both; then a new subscription to
+    every round's topic. The judge decides each round: the QoS 1 message may never come back as the retained one
+    [MQTT-3.3.1-7 in 3.1.1, MQTT-3.3.1-5 in 5.0]; one round that shows it fails the case, with each such round
+    listed, so a race the broker loses now and then still fails it (aedes 1.2.0 stores the QoS 1 message after
+    forwarding the QoS 0 one)."""
+
+    async def script(context: CaseContext) -> None:
+        topics = [context.topic("round", str(number)) for number in range(rounds)]
+        watcher = await context.connect("watcher")
+        context.require("retain", "retained messages")  # as its CONNACK declares (5.0)
+        context.require("qos1", "retained QoS 1 messages")
+        await watcher.observe(BEFORE_SUBSCRIBE)  # as CaseContext.subscriber does
+        await context.subscribe(watcher, *((topic, 0) for topic in topics))
+        for number, topic in enumerate(topics):
+            old, new = f"old-{number}".encode(), f"new-{number}".encode()
+            # a connection of its own each round: the race shows on the first PUBLISHes of a connection
+            publisher = await context.connect(f"publisher{number}")
+            await context.publish(publisher, topic, old, qos=1, retain=True)
+            await context.publish(publisher, topic, new, qos=0, retain=True)
+            # only their copies to a live subscription show the server acted on both PUBLISHes (see above), in
+            # whichever order it forwards them (aedes 1.2.0 forwards 'new' first, then stores 'old' over it)
+            for payload in (new, old):
+                await watcher.wait_for(_message(topic, payload), context.timeout, since=watcher.subscribed_from or 0)
+            await context.leave(publisher)
+        # what each topic holds once every round is over: the retained message a race left there
+        late = await context.subscriber("late", *((topic, 1) for topic in topics))
+        await context.settle(late, watcher)
+        await context.leave(late, watcher)
+
+    return script
+
+
+def _message(topic: str, payload: bytes | None = None) -> Callable[[object], bool]:
+    return lambda p: isinstance(p, Publish) and p.topic == topic and payload in (None, p.payload)
+
+
+case(
+    "retain/qos0-replaces-qos1-rounds",
+    [R311.MQTT_3_3_1_7],
+    f"A retained QoS 0 message replaces the retained QoS 1 message published just before it, in each of {ROUNDS} "
+    "rounds",
+    stimulus=f"{ROUNDS} rounds, each on its own topic and connection: retained PUBLISH 'old-N' at QoS 1, its "
+    "PUBACK, at once retained 'new-N' at QoS 0, until a live subscription got both; then a new subscription to every "
+    "round's topic",
+    expected="no new subscription gets 'old-N' in any round (it gets 'new-N', or nothing: a QoS 0 retained message "
+    "may be discarded); a fail lists every round that got 'old-N'",
+)(qos0_replaces_qos1_rounds())
+
+
 @case(
     "retain/zero-byte-clears",
     [R311.MQTT_3_3_1_10, R311.MQTT_3_3_1_11],
@@ -347,6 +467,44 @@ async def dollar_topics(context: CaseContext) -> None:
     await context.publish(publisher, topic, b"dollar", qos=1)
     await context.settle(subscriber)
     await context.leave(publisher, subscriber)
+
+
+#: Where a '$' topic's PUBLISH goes before a normal one on the same connection: (id word, the level put before the
+#: case's topic, its QoS).
+DOLLAR_FIRST: Final = (("qos0", "$", 0), ("qos1", "$", 1), ("sys", "$SYS/", 0))
+
+
+def normal_after_dollar(before: str, qos: int) -> Script:
+    """A PUBLISH to a '$' topic (``before`` the case's topic) at ``qos``, then on the same connection a QoS 1 PUBLISH
+    to the topic a subscriber holds: the server may keep clients from using '$' topics (section 4.7.2), but the
+    message after it is routed like any other [MQTT-4.5.0-1]."""
+
+    async def script(context: CaseContext) -> None:
+        topic = context.topic("after")
+        publisher = await context.connect("publisher")
+        context.require("qos1", "a QoS 1 PUBLISH")  # as its CONNACK declares (5.0)
+        subscriber = await context.subscriber("subscriber", (topic, 1))
+        await context.publish(publisher, before + context.topic("dollar"), b"dollar", qos=qos)
+        if publisher.closed:
+            # [MQTT-3.3.5-2] a server that does not authorize a PUBLISH may close the connection instead
+            raise NotApplicable("the broker closed the connection after the PUBLISH to a '$' topic")
+        await context.publish(publisher, topic, b"after", qos=1)
+        await context.deliveries(subscriber, topic)
+        await context.leave(publisher, subscriber)
+
+    return script
+
+
+for _word, _before, _qos in DOLLAR_FIRST:
+    case(
+        f"topics/normal-after-dollar-{_word}",
+        [R311.MQTT_4_5_0_1],
+        f"A normal PUBLISH after a QoS {_qos} PUBLISH to '{_before}...' on the same connection is still routed",
+        stimulus=f"a subscriber to '<case>/after' (QoS 1); a publisher sends a QoS {_qos} PUBLISH to "
+        f"'{_before}mqttaudit/<run>/<case>/dollar', then a QoS 1 PUBLISH to '<case>/after'",
+        expected="the subscriber gets the second message (the '$' one is the broker's to refuse or drop; a close "
+        "after it makes the case not applicable)",
+    )(normal_after_dollar(_before, _qos))
 
 
 @case(

@@ -35,7 +35,9 @@ from ...codec import (
 )
 from ...codec.remaining_length import encode_remaining_length
 from ...codec.validators import FIXED_LENGTH, FIXED_LENGTH_5, REQUIRED_FLAGS, SENDERS
-from ...judge import Event, Quiet, Sent, judge, rules
+from ...judge import Event, Judgement, Quiet, Sent, judge, rules
+from ...spec import identity
+from ...spec.registry import StatementId
 from ..case import CaseContext, Script, case
 from ..connection import client_frames
 
@@ -278,22 +280,27 @@ def _reserved_type_family(protocol: ProtocolVersion = V3) -> tuple[Stimulus, ...
     )
 
 
+#: The position of a bad level that is the whole filter (see :data:`LEVEL_POSITIONS`).
+ONLY: Final = "only"
 #: A wildcard that is not alone in its level, at each position of the level; then '#' alone in a level that is not
 #: the last. (id, the level's bytes, the positions of the filter it may take).
 WILDCARD_LEVELS: Final = (
-    ("plus-first-char", b"+x", ("first", "middle", "last")),
-    ("plus-middle-char", b"x+y", ("first", "middle", "last")),
-    ("plus-last-char", b"x+", ("first", "middle", "last")),
-    ("hash-first-char", b"#x", ("first", "middle", "last")),
-    ("hash-middle-char", b"x#y", ("first", "middle", "last")),
-    ("hash-last-char", b"x#", ("first", "middle", "last")),
+    ("plus-first-char", b"+x", ("first", "middle", "last", ONLY)),
+    ("plus-middle-char", b"x+y", ("first", "middle", "last", ONLY)),
+    ("plus-last-char", b"x+", ("first", "middle", "last", ONLY)),
+    ("hash-first-char", b"#x", ("first", "middle", "last", ONLY)),
+    ("hash-middle-char", b"x#y", ("first", "middle", "last", ONLY)),
+    ("hash-last-char", b"x#", ("first", "middle", "last", ONLY)),
     ("hash-alone", b"#", ("first", "middle")),
 )
-#: Where the bad level sits among the levels of a filter under the case's prefix ``p``.
+#: Where the bad level sits among the levels of a filter under the case's prefix ``p``: ``only`` is a filter of one
+#: level (``x#``, no '/' before the '#' to look back at), outside the case's topics, so only a Topic Filter takes
+#: it (a SUBSCRIBE or UNSUBSCRIBE of it reaches no other client), never a Topic Name.
 LEVEL_POSITIONS: Final[dict[str, Callable[[bytes, bytes], bytes]]] = {
     "first": lambda level, p: level + b"/" + p + b"/z",
     "middle": lambda level, p: p + b"/" + level + b"/z",
     "last": lambda level, p: p + b"/" + level,
+    ONLY: lambda level, _p: level,
 }
 #: Where the bad filter sits among the filters of one packet: alone, or before or after a good one.
 FILTER_PLACES: Final[dict[str, Callable[[bytes, bytes], tuple[bytes, ...]]]] = {
@@ -351,15 +358,16 @@ def _wildcard_family(protocol: ProtocolVersion = V3) -> tuple[Stimulus, ...]:
             for name, level, positions in WILDCARD_LEVELS:
                 for position in positions if not place else ("middle",):
                     at = LEVEL_POSITIONS[position]
+                    shape = _filter_shape(carrier, level, at, around, protocol)
                     rows.append(
                         Stimulus(
                             f"{carrier[0]}-{name}-{position}-level{place}",
                             f"{carrier[0].upper()} to '{at(level, b'<p>').decode()}'{place.replace('-', ' ')}",
-                            _filter_shape(carrier, level, at, around, protocol),
+                            shape("", "") if position == ONLY else shape,  # one level: no prefix in it
                         )
                     )
     for name, level, _positions in (("plus-alone", b"+", ()), *WILDCARD_LEVELS):
-        for position in LEVEL_POSITIONS if name.endswith("alone") else ("middle",):
+        for position in (p for p in LEVEL_POSITIONS if p != ONLY) if name.endswith("alone") else ("middle",):
             at = LEVEL_POSITIONS[position]
             rows.append(
                 Stimulus(
@@ -689,8 +697,42 @@ def targeted(stimulus: Stimulus) -> tuple[str, ...]:
     frames, _begun = client_frames(StreamDecoder(Direction.FROM_CLIENT), stimulus.data)
     events += [Sent(0.0, Direction.FROM_CLIENT, frame) for frame in frames]
     events.append(Quiet(_LONG_AFTER))
-    findings = judge(events).findings
-    return tuple(dict.fromkeys(f.rule for f in findings if f.side is Direction.FROM_SERVER))
+    return charged(judge(events))
+
+
+def charged(judgement: Judgement) -> tuple[str, ...]:
+    """The statements a broker that accepts the stimulus is charged with, as the judge decides them: those it
+    breaks, and those of a defect it accepts without being bound to detect it (5.0, section 4.13.1: a leniency),
+    with the close [MQTT-4.13.1-1] it keeps by closing on that defect instead."""
+    server = Direction.FROM_SERVER
+    # Every statement each act breaks (the one cited and those failed with it), in id order within an act.
+    statements = [rule for finding in judgement.findings if finding.side is server for rule in sorted(finding.rules)]
+    for leniency in judgement.lenient:
+        if leniency.side is server:
+            close = identity.statement_id(rules.CLOSE_ON_VIOLATION, identity.V5) or ""
+            statements += [close, leniency.rule, *leniency.others]
+    # A case judges the broker on statements that bind it; the sender's rule a leniency names is the stimulus's
+    # own defect, which its case lists apart (``provokes``).
+    return tuple(
+        dict.fromkeys(
+            statement
+            for statement in statements
+            if statement and (not isinstance(statement, StatementId) or statement.rule.binds("server"))
+        )
+    )
+
+
+def provoked(stimulus: Stimulus, version: ProtocolVersion = V3) -> tuple[str, ...]:
+    """The Client's statements the stimulus breaks on purpose, which its case names and never judges the broker on
+    (see :attr:`~mqttaudit.probe.case.Case.provokes`): the rules its bytes break, as ``version``'s decoder reads them
+    (and a packet other than CONNECT opening the connection [MQTT-3.1.0-1]), those that bind the Client alone."""
+    frames, _begun = client_frames(StreamDecoder(Direction.FROM_CLIENT, version=version), stimulus.data)
+    keys = [violation.rule_key for frame in frames for violation in frame.violations]
+    first = frames[0].packet if frames else None
+    if stimulus.as_connect and first is not None and not isinstance(first, Connect):
+        keys.append(rules.CONNECT_FIRST)
+    broken = (identity.statement_id(key, version.value) for key in dict.fromkeys(keys))
+    return tuple(rule for rule in broken if rule is not None and not rule.rule.binds("server"))
 
 
 _SHOWN_WITH = (
@@ -748,6 +790,7 @@ def _register(stimulus: Stimulus) -> None:
         # the Will is published some time after the close: a failure is confirmed alone
         timing=stimulus.with_will,
         family=f"malformed/{stimulus.family}",
+        provokes=provoked(stimulus),
     )(stimulus_script(stimulus))
 
 

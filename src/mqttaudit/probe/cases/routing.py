@@ -5,7 +5,9 @@ T must reach F. The examples of section 4.7 and the edge cases a router gets wro
 parent level, '+' matching an empty level, '$' topics and leading wildcards, no normalisation of Unicode or case)
 are written under the case's own prefix ``mqttaudit/<run>/<case>``, so concurrent cases never share a topic; the
 '$' rows use a Topic Name whose first level is ``$mqttaudit``. A delivery that should not happen is a ``leak``
-finding [MQTT-3.3.2-3, MQTT-4.7.2-1], a delivery that does not happen a ``missing`` one [MQTT-4.5.0-1].
+finding [MQTT-3.3.2-3, MQTT-4.7.2-1], a delivery that does not happen a ``missing`` one [MQTT-4.5.0-1], except on
+a '$' topic: section 4.7.2 says the server SHOULD keep clients from exchanging messages there, so a broker that
+refuses or withholds one is not failed (the case is not applicable, or not assessable).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Final
 from mqttaudit.spec.ids import R311
 
 from ...codec import Disconnect, ProtocolVersion, encode
-from ..case import CaseContext, case
+from ..case import CaseContext, NotApplicable, case, is_refusal
 
 DISCONNECT = encode(Disconnect())
 #: Stands for the case's own topic prefix in the table.
@@ -89,6 +91,21 @@ def expand(template: str, context: CaseContext) -> str:
     return template.format(p=prefix, rest=prefix.split("/", 1)[1])
 
 
+def _exchange_on_dollar_topics(granted: tuple[int, ...], taken: int | None, protocol: ProtocolVersion) -> None:
+    """:class:`NotApplicable` when the broker refused the subscription to a '$' filter or the PUBLISH to a '$' topic:
+    section 4.7.2 says it SHOULD keep clients from exchanging messages on such topics, and a SHOULD followed leaves
+    no delivery to judge (one withheld without a refusal, the judge finds allowed: see
+    :func:`mqttaudit.judge.model.withheld`)."""
+    refused = [f"SUBACK 0x{code:02x}" for code in granted if is_refusal(code, protocol)]
+    if taken is not None and is_refusal(taken, protocol):
+        refused.append(f"PUBACK 0x{taken:02x}")
+    if refused:
+        raise NotApplicable(
+            f"the broker keeps clients from exchanging messages on '$' topics ({', '.join(refused)}), as section "
+            "4.7.2 says it SHOULD: no delivery to judge"
+        )
+
+
 def register(row: Row, protocol: ProtocolVersion = ProtocolVersion.V3_1_1, statements: tuple[str, ...] = ()) -> None:
     """Registers the row's case in ``protocol`` (``v5/routing/<name>`` in 5.0), targeting ``statements`` (the
     row's own 3.1.1 ids by default)."""
@@ -98,9 +115,11 @@ def register(row: Row, protocol: ProtocolVersion = ProtocolVersion.V3_1_1, state
         subscriber = await context.connect("subscriber")
         # '#' alone receives every other case's messages too: at QoS 0 it owes them no acknowledgement, which would
         # otherwise fill its connection's evidence with answers to traffic that is not the case's.
-        await context.subscribe(subscriber, (topic_filter, 0 if row.topic_filter == "#" else 1))
+        granted = await context.subscribe(subscriber, (topic_filter, 0 if row.topic_filter == "#" else 1))
         publisher = await context.connect("publisher")
-        await context.publish(publisher, topic, row.name.encode(), qos=1)
+        taken = await context.publish(publisher, topic, row.name.encode(), qos=1)
+        if row.delivered and topic.startswith("$"):
+            _exchange_on_dollar_topics(granted, taken, protocol)
         if row.delivered:
             await context.deliveries(subscriber, topic)
         await context.settle(subscriber)
@@ -114,7 +133,13 @@ def register(row: Row, protocol: ProtocolVersion = ProtocolVersion.V3_1_1, state
         f"Filter {shown_filter!r} and Topic Name {shown_topic!r}: {'delivered' if row.delivered else 'not delivered'}",
         stimulus=f"subscribe to {shown_filter!r} at QoS 1, publish QoS 1 to {shown_topic!r} (<p> is the case's own "
         "prefix)",
-        expected=("delivered once" if row.delivered else "not delivered") + f" ({row.why})",
+        expected=("delivered once" if row.delivered else "not delivered")
+        + f" ({row.why})"
+        + (
+            "; or refused or withheld: the server SHOULD keep clients from exchanging messages on '$' topics (4.7.2)"
+            if row.delivered and row.topic.startswith("$")
+            else ""
+        ),
         family="v5/routing" if protocol is ProtocolVersion.V5 else "",
         protocol=protocol,
     )(script)

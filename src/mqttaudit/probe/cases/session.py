@@ -3,11 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Final
 
 from mqttaudit.spec.ids import R311
 
-from ...codec import Connack, Connect, Disconnect, Pingreq, Pingresp, Subscribe, Subscription, Will, encode
-from ..case import CaseContext, case
+from ...codec import (
+    Connack,
+    Connect,
+    Disconnect,
+    Packet,
+    Pingreq,
+    Pingresp,
+    ProtocolVersion,
+    Suback,
+    Subscribe,
+    Subscription,
+    Will,
+    encode,
+)
+from ...judge import rules
+from ..case import CaseContext, Script, case, login
 
 DISCONNECT = encode(Disconnect())
 
@@ -43,6 +59,70 @@ async def protocol_level_unsupported(context: CaseContext) -> None:
     subscribe = encode(Subscribe(packet_id=1, subscriptions=[Subscription(topic_filter=context.topic("x"))]))
     await connection.send(connect + subscribe)
     await connection.wait_close()
+
+
+#: Requests a client may send right after its CONNECT, before the CONNACK (section 3.1.4), that every server answers
+#: (a PUBLISH is left out: a 5.0 server may declare in the CONNACK a Maximum QoS the PUBLISH exceeds): (id word, in
+#: words, the request for the case's topic prefix, its answer, the rule key of the answer).
+PIPELINED: Final[tuple[tuple[str, str, Callable[[str], Packet], type[Packet], str], ...]] = (
+    (
+        "subscribe",
+        "SUBSCRIBE",
+        lambda prefix: Subscribe(packet_id=1, subscriptions=[Subscription(topic_filter=f"{prefix}/early")]),
+        Suback,
+        rules.SUBACK_SENT,
+    ),
+    ("pingreq", "PINGREQ", lambda _prefix: Pingreq(), Pingresp, rules.PINGRESP_SENT),
+)
+
+
+def pipelined(request: Callable[[str], Packet], answer: type[Packet]) -> Script:
+    """CONNECT and at once, without waiting for the CONNACK, ``request`` (the client need not wait, section 3.1.4):
+    the server sends the CONNACK before any other packet [MQTT-3.2.0-1] and answers the request after it. Two
+    writes back to back (a CONNECT written whole keeps the target's password out of the evidence)."""
+
+    async def script(context: CaseContext) -> None:
+        connection = await context.open()
+        connection.client_id = context.client_id()
+        username, password = login(context.target)
+        level = context.protocol.level
+        await connection.send(
+            Connect(protocol_level=level, client_id=connection.client_id, username=username, password=password)
+        )
+        await connection.send(request(context.topic()))
+        await connection.wait_type(answer)
+        await connection.wait_type(Connack)
+        await context.leave(connection)
+
+    return script
+
+
+for _word, _name, _request, _answer, _rule in PIPELINED:
+    case(
+        f"connect/pipelined-{_word}",
+        [R311.MQTT_3_2_0_1, _rule],
+        f"A {_name} sent right after CONNECT is answered after the CONNACK",
+        stimulus=f"CONNECT and, without waiting for the CONNACK, a {_name} on a topic of the case",
+        expected=f"CONNACK first, then the {_answer.__name__.upper()}",
+    )(pipelined(_request, _answer))
+
+
+@case(
+    "connect/protocol-level-5",
+    [R311.MQTT_3_1_2_2],
+    "A broker that does not speak MQTT 5.0 refuses a 5.0 CONNECT with CONNACK 0x01",
+    stimulus="a plain MQTT 5.0 CONNECT (Protocol Level 5, no properties), as every 5.0 client opens",
+    expected="CONNACK 20 02 00 01 (unacceptable protocol level), then close; not applicable when the broker answers "
+    "with a 5.0 CONNACK (it speaks 5.0)",
+)
+async def protocol_level_5(context: CaseContext) -> None:
+    connection = await context.open()
+    username, password = login(context.target)
+    connect = Connect(protocol_level=5, client_id=context.client_id(), username=username, password=password)
+    await connection.send(encode(connect, version=ProtocolVersion.V5))
+    await connection.wait_close()
+    if not connection.closed:
+        await connection.send(DISCONNECT)  # a broker that took it leaves nothing more to see
 
 
 @case(

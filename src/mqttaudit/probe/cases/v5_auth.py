@@ -42,26 +42,29 @@ from .v5_connect import v5_case
 
 V5: Final = ProtocolVersion.V5
 #: [MQTT-4.12.0-2] A server AUTH continuing the authentication has Reason Code 0x18.
-SERVER_CONTINUES: Final = R5.MQTT_4_12_0_2
+SERVER_CONTINUES: Final[str] = R5.MQTT_4_12_0_2
 #: [MQTT-4.12.0-3] The client's AUTH answering the server's AUTH 0x18 has Reason Code 0x18.
-CLIENT_CONTINUES: Final = R5.MQTT_4_12_0_3
+CLIENT_CONTINUES: Final[str] = R5.MQTT_4_12_0_3
 #: [MQTT-4.12.0-4] A server that refuses the authentication closes the connection.
-CLOSE_ON_REFUSAL: Final = R5.MQTT_4_12_0_4
+CLOSE_ON_REFUSAL: Final[str] = R5.MQTT_4_12_0_4
 #: [MQTT-4.12.0-5] Every AUTH and the accepting CONNACK carry the CONNECT's Authentication Method.
-SAME_METHOD: Final = R5.MQTT_4_12_0_5
+SAME_METHOD: Final[str] = R5.MQTT_4_12_0_5
 #: [MQTT-4.12.1-1] A re-authentication (AUTH 0x19) names the connection's Authentication Method.
-REAUTH_SAME_METHOD: Final = R5.MQTT_4_12_1_1
+REAUTH_SAME_METHOD: Final[str] = R5.MQTT_4_12_1_1
 #: [MQTT-4.12.1-2] A failed re-authentication ends with the close.
-CLOSE_ON_FAILED_REAUTH: Final = R5.MQTT_4_12_1_2
+CLOSE_ON_FAILED_REAUTH: Final[str] = R5.MQTT_4_12_1_2
 #: [MQTT-3.1.2-30] Until the CONNACK an authenticating client sends only AUTH or DISCONNECT.
-ONLY_AUTH_UNTIL_CONNACK: Final = R5.MQTT_3_1_2_30
+ONLY_AUTH_UNTIL_CONNACK: Final[str] = R5.MQTT_3_1_2_30
+#: [MQTT-4.13.1-1] The server closes on a Protocol Error it detects (the Client's rules above, broken on purpose:
+#: they bind the Client, and are what the cases provoke, not what they judge).
+CLOSE_ON_ERROR: Final[str] = R5.MQTT_4_13_1_1
 #: [MQTT-3.14.0-1] No server DISCONNECT before a CONNACK below 0x80 (a refusal mid-exchange is a CONNACK, or the
 #: close alone).
-NO_EARLY_DISCONNECT: Final = R5.MQTT_3_14_0_1
+NO_EARLY_DISCONNECT: Final[str] = R5.MQTT_3_14_0_1
 #: [MQTT-3.15.2-2] / [MQTT-3.15.2-3] An AUTH's Reason String / User Properties within the receiver's Maximum Packet
 #: Size.
-AUTH_REASON_STRING: Final = R5.MQTT_3_15_2_2
-AUTH_USER_PROPERTY: Final = R5.MQTT_3_15_2_3
+AUTH_REASON_STRING: Final[str] = R5.MQTT_3_15_2_2
+AUTH_USER_PROPERTY: Final[str] = R5.MQTT_3_15_2_3
 
 #: AUTH Reason Codes (Table 3-11).
 SUCCESS: Final = 0x00
@@ -75,7 +78,7 @@ WRONG_DATA: Final = b"mqttaudit-wrong-data"
 PROBLEM_PROPERTIES: Final = (0x1F, 0x26)
 
 
-def _script(context: CaseContext) -> AuthenticationScript:
+def exchange_script(context: CaseContext) -> AuthenticationScript:
     script = context.declared("authentication", "an authentication exchange the broker accepts")
     assert isinstance(script, AuthenticationScript)
     return script
@@ -144,7 +147,7 @@ async def _complete(
     return answer
 
 
-async def _authenticated(context: CaseContext, script: AuthenticationScript) -> ProbeConnection:
+async def authenticated(context: CaseContext, script: AuthenticationScript) -> ProbeConnection:
     """A connection the scripted exchange authenticated (CONNACK 0x00)."""
     connection, answer = await _begin(context, script)
     await _complete(context, connection, script, answer)
@@ -198,7 +201,7 @@ async def _reauthenticate(
     "the method; PINGRESP. A method accepted at once (no AUTH) makes the case not applicable",
 )
 async def exchange(context: CaseContext) -> None:
-    script = _script(context)
+    script = exchange_script(context)
     connection, answer = await _challenged(context, script)
     await _complete(context, connection, script, answer)
     await _alive(connection)
@@ -214,8 +217,8 @@ async def exchange(context: CaseContext) -> None:
     expected="AUTH 0x18 and AUTH 0x00, each with the CONNECT's Authentication Method; PINGRESP",
 )
 async def reauthenticate(context: CaseContext) -> None:
-    script = _script(context)
-    connection = await _authenticated(context, script)
+    script = exchange_script(context)
+    connection = await authenticated(context, script)
     reply = await _reauthenticate(connection, script, script.first, None)
     if not isinstance(reply, Auth) or _code(reply) != SUCCESS:
         got = type(reply).__name__ if reply is not None else "nothing"
@@ -237,7 +240,7 @@ async def reauthenticate(context: CaseContext) -> None:
     "accepts the wrong answer makes the case not applicable",
 )
 async def wrong_answer(context: CaseContext) -> None:
-    script = _script(context)
+    script = exchange_script(context)
     connection, _challenge = await _challenged(context, script)
     since = len(connection.received)
     await connection.send(Auth(reason_code=CONTINUE, properties=_method(script, _wrong(script))))
@@ -252,8 +255,8 @@ async def wrong_answer(context: CaseContext) -> None:
 
 
 async def _failed_reauthentication(context: CaseContext, wrong_first: bool) -> None:
-    script = _script(context)
-    connection = await _authenticated(context, script)
+    script = exchange_script(context)
+    connection = await authenticated(context, script)
     first, answer = (_wrong(script), _wrong(script)) if wrong_first else (script.first, _wrong(script))
     reply = await _reauthenticate(connection, script, first, answer)
     if isinstance(reply, Auth):
@@ -289,7 +292,7 @@ async def reauthentication_fails_at_start(context: CaseContext) -> None:
     "answer makes the case not applicable",
 )
 async def reauthentication_fails_answer(context: CaseContext) -> None:
-    script = _script(context)
+    script = exchange_script(context)
     if not script.answers:
         raise NotApplicable(f"the profile's {script.method!r} needs no answer: no answer to get wrong")
     await _failed_reauthentication(context, wrong_first=False)
@@ -300,7 +303,7 @@ async def reauthentication_fails_answer(context: CaseContext) -> None:
 
 async def _interrupt(context: CaseContext, packet: Packet | bytes, *, validate: bool = True) -> None:
     """The scripted CONNECT, then ``packet`` instead of the answer to the server's AUTH 0x18: the server closes."""
-    script = _script(context)
+    script = exchange_script(context)
     connection, _challenge = await _challenged(context, script)
     await connection.send(packet, validate=validate)
     reply = await connection.wait_for(lambda p: isinstance(p, Connack) and p.return_code == 0)
@@ -312,11 +315,12 @@ async def _interrupt(context: CaseContext, packet: Packet | bytes, *, validate: 
 
 @v5_case(
     "v5/auth/publish-while-authenticating",
-    [ONLY_AUTH_UNTIL_CONNACK, NO_EARLY_DISCONNECT],
+    [CLOSE_ON_ERROR, NO_EARLY_DISCONNECT],
     "A PUBLISH in the middle of the authentication is a Protocol Error: the close",
     stimulus="the scripted CONNECT; after the server's AUTH 0x18, a QoS 1 PUBLISH to a topic of the case",
     expected="the close, with or without a CONNACK of 0x80 or above first; no DISCONNECT before a CONNACK, no "
     "PUBACK, no CONNACK 0x00",
+    provokes=[ONLY_AUTH_UNTIL_CONNACK],
 )
 async def publish_while_authenticating(context: CaseContext) -> None:
     await _interrupt(context, Publish(topic=context.topic("early"), payload=b"x", qos=1, packet_id=1))
@@ -324,11 +328,12 @@ async def publish_while_authenticating(context: CaseContext) -> None:
 
 @v5_case(
     "v5/auth/pingreq-while-authenticating",
-    [ONLY_AUTH_UNTIL_CONNACK, NO_EARLY_DISCONNECT],
+    [CLOSE_ON_ERROR, NO_EARLY_DISCONNECT],
     "A PINGREQ in the middle of the authentication is a Protocol Error: the close",
     stimulus="the scripted CONNECT; after the server's AUTH 0x18, PINGREQ",
     expected="the close, with or without a CONNACK of 0x80 or above first; no DISCONNECT before a CONNACK, no "
     "PINGRESP, no CONNACK 0x00",
+    provokes=[ONLY_AUTH_UNTIL_CONNACK],
 )
 async def pingreq_while_authenticating(context: CaseContext) -> None:
     await _interrupt(context, Pingreq())
@@ -336,11 +341,12 @@ async def pingreq_while_authenticating(context: CaseContext) -> None:
 
 @v5_case(
     "v5/auth/subscribe-while-authenticating",
-    [ONLY_AUTH_UNTIL_CONNACK, NO_EARLY_DISCONNECT],
+    [CLOSE_ON_ERROR, NO_EARLY_DISCONNECT],
     "A SUBSCRIBE in the middle of the authentication is a Protocol Error: the close",
     stimulus="the scripted CONNECT; after the server's AUTH 0x18, SUBSCRIBE to a topic of the case",
     expected="the close, with or without a CONNACK of 0x80 or above first; no DISCONNECT before a CONNACK, no "
     "SUBACK, no CONNACK 0x00",
+    provokes=[ONLY_AUTH_UNTIL_CONNACK],
 )
 async def subscribe_while_authenticating(context: CaseContext) -> None:
     subscription = Subscription(topic_filter=context.topic("early"), qos=0)
@@ -349,42 +355,45 @@ async def subscribe_while_authenticating(context: CaseContext) -> None:
 
 @v5_case(
     "v5/auth/answer-with-success",
-    [CLIENT_CONTINUES, NO_EARLY_DISCONNECT],
+    [CLOSE_ON_ERROR, NO_EARLY_DISCONNECT],
     "The server's AUTH 0x18 answered with AUTH 0x00 (Success) is a Protocol Error: the close",
     stimulus="the scripted CONNECT; the server's AUTH 0x18 answered with the script's data in an AUTH of Reason Code "
     "0x00",
     expected="the close, with or without a CONNACK of 0x80 or above first; no DISCONNECT before a CONNACK, no "
     "CONNACK 0x00",
+    provokes=[CLIENT_CONTINUES],
 )
 async def answer_with_success(context: CaseContext) -> None:
-    script = _script(context)
+    script = exchange_script(context)
     data = script.answers[0] if script.answers else script.first
     await _interrupt(context, Auth(reason_code=SUCCESS, properties=_method(script, data)))
 
 
 @v5_case(
     "v5/auth/answer-with-reauthenticate",
-    [CLIENT_CONTINUES, NO_EARLY_DISCONNECT],
+    [CLOSE_ON_ERROR, NO_EARLY_DISCONNECT],
     "The server's AUTH 0x18 answered with AUTH 0x19 (Re-authenticate) is a Protocol Error: the close",
     stimulus="the scripted CONNECT; the server's AUTH 0x18 answered with the script's data in an AUTH of Reason Code "
     "0x19",
     expected="the close, with or without a CONNACK of 0x80 or above first; no DISCONNECT before a CONNACK, no "
     "CONNACK 0x00",
+    provokes=[CLIENT_CONTINUES],
 )
 async def answer_with_reauthenticate(context: CaseContext) -> None:
-    script = _script(context)
+    script = exchange_script(context)
     data = script.answers[0] if script.answers else script.first
     await _interrupt(context, Auth(reason_code=REAUTHENTICATE, properties=_method(script, data)))
 
 
 @v5_case(
     "v5/auth/answer-short-form",
-    [CLIENT_CONTINUES, SAME_METHOD, NO_EARLY_DISCONNECT],
+    [CLOSE_ON_ERROR, SAME_METHOD, NO_EARLY_DISCONNECT],
     "The server's AUTH 0x18 answered with a bare AUTH (Reason Code 0x00 and no method by omission): the close",
     stimulus="the scripted CONNECT; the server's AUTH 0x18 answered with the two bytes f0 00 (Remaining Length 0: "
     "Reason Code 0x00, no properties, 3.15.2.1)",
     expected="the close, with or without a CONNACK of 0x80 or above first; no DISCONNECT before a CONNACK, no "
     "CONNACK 0x00",
+    provokes=[CLIENT_CONTINUES],
 )
 async def answer_short_form(context: CaseContext) -> None:
     await _interrupt(context, bytes((0xF0, 0x00)))
@@ -392,8 +401,8 @@ async def answer_short_form(context: CaseContext) -> None:
 
 async def _reauthenticate_under(context: CaseContext, method: str | None) -> None:
     """After the scripted authentication, AUTH 0x19 naming ``method`` (None: no method at all): the server closes."""
-    script = _script(context)
-    connection = await _authenticated(context, script)
+    script = exchange_script(context)
+    connection = await authenticated(context, script)
     # Without a method, no data either: Authentication Data without a method is a codec finding of its own.
     properties = () if method is None else _method(script, script.first, method=method)
     since = len(connection.received)
@@ -407,11 +416,12 @@ async def _reauthenticate_under(context: CaseContext, method: str | None) -> Non
 
 @v5_case(
     "v5/auth/reauthenticate-other-method",
-    [REAUTH_SAME_METHOD, SAME_METHOD],
+    [CLOSE_ON_ERROR, SAME_METHOD],
     "A re-authentication under another Authentication Method is a Protocol Error: the close",
     stimulus=f"the scripted authentication; then AUTH 0x19 with Authentication Method {OTHER_METHOD!r} and the "
     "script's first data",
     expected="the close, after a DISCONNECT (0x82 Protocol Error, 0x8C Bad authentication method) or without",
+    provokes=[REAUTH_SAME_METHOD],
 )
 async def reauthenticate_other_method(context: CaseContext) -> None:
     await _reauthenticate_under(context, OTHER_METHOD)
@@ -419,11 +429,12 @@ async def reauthenticate_other_method(context: CaseContext) -> None:
 
 @v5_case(
     "v5/auth/reauthenticate-without-method",
-    [REAUTH_SAME_METHOD, SAME_METHOD],
+    [CLOSE_ON_ERROR, SAME_METHOD],
     "A re-authentication without an Authentication Method is a Protocol Error: the close",
     stimulus="the scripted authentication; then AUTH 0x19 without properties: no Authentication Method (a Protocol "
     "Error, 3.15.2.2.2)",
     expected="the close, after a DISCONNECT (0x82 Protocol Error) or without",
+    provokes=[REAUTH_SAME_METHOD],
 )
 async def reauthenticate_without_method(context: CaseContext) -> None:
     await _reauthenticate_under(context, None)
@@ -455,8 +466,8 @@ def _stripped_size(packet: Packet) -> int:
     "out",
 )
 async def small_maximum_packet_size(context: CaseContext) -> None:
-    script = _script(context)
-    measuring = await _authenticated(context, script)
+    script = exchange_script(context)
+    measuring = await authenticated(context, script)
     reply = await _reauthenticate(measuring, script, script.first, None)
     await context.disconnect(measuring)
     sizes = [_stripped_size(p) for p in measuring.received if isinstance(p, Auth | Connack)]

@@ -24,12 +24,28 @@ SESSION_SECONDS: Final = 60
 
 
 def v5_case(
-    case_id: str, statements: Iterable[str], title: str, *, stimulus: str, expected: str, timing: bool = False
+    case_id: str,
+    statements: Iterable[str],
+    title: str,
+    *,
+    stimulus: str,
+    expected: str,
+    timing: bool = False,
+    provokes: Iterable[str] = (),
 ) -> Callable[[Script], Script]:
-    """Registers an MQTT 5.0 case ``v5/<family>/<name>`` in the family ``v5/<family>``."""
+    """Registers an MQTT 5.0 case ``v5/<family>/<name>`` in the family ``v5/<family>`` (``provokes``: the Client's
+    statements its stimulus breaks, see :attr:`~mqttaudit.probe.case.Case.provokes`)."""
     family = "/".join(case_id.split("/")[:2])
     return case(
-        case_id, statements, title, stimulus=stimulus, expected=expected, timing=timing, family=family, protocol=V5
+        case_id,
+        statements,
+        title,
+        stimulus=stimulus,
+        expected=expected,
+        timing=timing,
+        family=family,
+        protocol=V5,
+        provokes=provokes,
     )
 
 

@@ -30,19 +30,19 @@ from .v5_connect import v5_case
 V5: Final = ProtocolVersion.V5
 #: [MQTT-3.1.2-29] Request Problem Information 0: no Reason String or User Property outside PUBLISH, CONNACK and
 #: DISCONNECT.
-PROBLEM_INFORMATION: Final = R5.MQTT_3_1_2_29
+PROBLEM_INFORMATION: Final[str] = R5.MQTT_3_1_2_29
 #: [MQTT-3.3.2-12] Every Topic Alias from 1 to the server's Topic Alias Maximum is accepted.
-ALIASES_ACCEPTED: Final = R5.MQTT_3_3_2_12
+ALIASES_ACCEPTED: Final[str] = R5.MQTT_3_3_2_12
 #: [MQTT-3.14.0-1] No server DISCONNECT before a CONNACK below 0x80.
-NO_EARLY_DISCONNECT: Final = R5.MQTT_3_14_0_1
+NO_EARLY_DISCONNECT: Final[str] = R5.MQTT_3_14_0_1
 #: [MQTT-3.2.2-12] / [MQTT-3.2.2-13] A Will beyond the Maximum QoS, or retained without Retain Available, is refused
 #: and the connection closed.
-WILL_QOS: Final = R5.MQTT_3_2_2_12
-WILL_RETAIN: Final = R5.MQTT_3_2_2_13
+WILL_QOS: Final[str] = R5.MQTT_3_2_2_12
+WILL_RETAIN: Final[str] = R5.MQTT_3_2_2_13
 #: [MQTT-4.13.2-1] After a CONNACK or DISCONNECT of 0x80 or above the connection is closed.
-CLOSE_AFTER_ERROR: Final = R5.MQTT_4_13_2_1
+CLOSE_AFTER_ERROR: Final[str] = R5.MQTT_4_13_2_1
 #: [MQTT-4.12.0-1] An unsupported Authentication Method: CONNACK 0x8C or 0x87, then the close.
-UNSUPPORTED_METHOD: Final = R5.MQTT_4_12_0_1
+UNSUPPORTED_METHOD: Final[str] = R5.MQTT_4_12_0_1
 #: An Authentication Method no server implements.
 UNKNOWN_METHOD: Final = "mqttaudit-no-such-method"
 #: At most this many aliases are mapped one by one (a broker may declare up to 65,535).

@@ -61,13 +61,13 @@ QOS2_SENDER: Final = (
     R5.MQTT_4_3_3_6,
     R5.MQTT_4_4_0_1,
 )
-REFUSED_NOT_RESENT: Final = R5.MQTT_4_4_0_2
+REFUSED_NOT_RESENT: Final[str] = R5.MQTT_4_4_0_2
 QUOTA: Final = (R5.MQTT_3_3_4_10, R5.MQTT_4_9_0_3)
-ZERO_QUOTA_NO_PUBLISH: Final = R5.MQTT_4_9_0_2
-REPEAT_ANSWERED: Final = R5.MQTT_4_3_3_10
-NEW_AFTER_PUBACK: Final = R5.MQTT_4_3_2_5
-NEW_AFTER_PUBCOMP: Final = R5.MQTT_4_3_3_12
-NEW_AFTER_REFUSAL: Final = R5.MQTT_4_3_3_9
+ZERO_QUOTA_NO_PUBLISH: Final[str] = R5.MQTT_4_9_0_2
+REPEAT_ANSWERED: Final[str] = R5.MQTT_4_3_3_10
+NEW_AFTER_PUBACK: Final[str] = R5.MQTT_4_3_2_5
+NEW_AFTER_PUBCOMP: Final[str] = R5.MQTT_4_3_3_12
+NEW_AFTER_REFUSAL: Final[str] = R5.MQTT_4_3_3_9
 #: Per packet type, its Reason String and User Property statements.
 PUBACK_OMITS: Final = (R5.MQTT_3_4_2_2, R5.MQTT_3_4_2_3)
 PUBREC_OMITS: Final = (R5.MQTT_3_5_2_2, R5.MQTT_3_5_2_3)
@@ -399,6 +399,8 @@ def _order_case(qos: int) -> None:
         topic = context.topic("t")
         subscriber = await context.subscriber("subscriber", (topic, 2))
         publisher = await context.connect("publisher")
+        if qos:
+            context.require_in_flight(ORDERED_MESSAGES, f"a burst of {ORDERED_MESSAGES} QoS {qos} messages")
         ids = [context.packet_id() if qos else None for _ in range(ORDERED_MESSAGES)]
         burst = [Publish(topic=topic, payload=f"n{i}".encode(), qos=qos, packet_id=ids[i]) for i in range(len(ids))]
         await publisher.send(b"".join(encode(p, version=V5) for p in burst))

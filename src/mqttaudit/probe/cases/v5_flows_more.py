@@ -26,23 +26,37 @@ from typing import Final
 
 from mqttaudit.spec.ids import R5
 
-from ...codec import Packet, Puback, Pubcomp, Publish, Pubrec, Pubrel, Suback, Subscribe, Subscription
+from ...codec import (
+    Disconnect,
+    Packet,
+    Pingreq,
+    Pingresp,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    Suback,
+    Subscribe,
+    Subscription,
+)
 from ...codec import properties as props
-from ..case import CaseContext, Inconclusive, NotApplicable
+from ..case import CaseContext, Inconclusive, NotApplicable, Script
 from ..connection import PacketTest, ProbeConnection
 from .v5_connect import v5_case
 
 SUCCESS: Final = 0x00
-SERVER_NEW_ID: Final = R5.MQTT_2_2_1_4
-SUBSCRIBE_ACK_SAME_ID: Final = R5.MQTT_2_2_1_6
-SUBACK_CODE_FOR_EACH_FILTER: Final = R5.MQTT_3_9_3_2
-SUBACK_CODE_IS_GRANT: Final = R5.MQTT_3_8_4_7
-UNSUBSCRIBE_AS_SEQUENCE: Final = R5.MQTT_3_10_4_6
-QOS2_SENT_NOT_EXPIRED: Final = R5.MQTT_4_3_3_7
-QOS2_PUBREC_SAME_ID: Final = R5.MQTT_4_3_3_8
-QOS2_EXPIRED_COMPLETED: Final = R5.MQTT_4_3_3_13
-MAXIMUM_QOS_DECLARED: Final = R5.MQTT_3_2_2_9
-SUBSCRIBE_ABOVE_MAXIMUM_ACCEPTED: Final = R5.MQTT_3_2_2_10
+SERVER_NEW_ID: Final[str] = R5.MQTT_2_2_1_4
+SUBSCRIBE_ACK_SAME_ID: Final[str] = R5.MQTT_2_2_1_6
+SUBACK_CODE_FOR_EACH_FILTER: Final[str] = R5.MQTT_3_9_3_2
+SUBACK_CODE_IS_GRANT: Final[str] = R5.MQTT_3_8_4_7
+UNSUBSCRIBE_AS_SEQUENCE: Final[str] = R5.MQTT_3_10_4_6
+QOS2_SENT_NOT_EXPIRED: Final[str] = R5.MQTT_4_3_3_7
+QOS2_PUBREC_SAME_ID: Final[str] = R5.MQTT_4_3_3_8
+QOS2_EXPIRED_COMPLETED: Final[str] = R5.MQTT_4_3_3_13
+MAXIMUM_QOS_DECLARED: Final[str] = R5.MQTT_3_2_2_9
+SUBSCRIBE_ABOVE_MAXIMUM_ACCEPTED: Final[str] = R5.MQTT_3_2_2_10
+PINGRESP_SENT: Final[str] = R5.MQTT_3_12_4_1
 #: Every statement a case of this module lists.
 STATEMENTS: Final = frozenset(
     {
@@ -56,6 +70,7 @@ STATEMENTS: Final = frozenset(
         QOS2_EXPIRED_COMPLETED,
         MAXIMUM_QOS_DECLARED,
         SUBSCRIBE_ABOVE_MAXIMUM_ACCEPTED,
+        PINGRESP_SENT,
     }
 )
 #: The Message Expiry Interval of the expiring messages (seconds).
@@ -147,6 +162,7 @@ async def _complete(connection: ProbeConnection, packet: Publish) -> None:
 async def pubrecs_in_flight(context: CaseContext) -> None:
     connection = await context.connect(auto_ack=False)
     context.require("qos2", "QoS 2 PUBLISHes")
+    context.require_in_flight(IN_FLIGHT, f"{IN_FLIGHT} QoS 2 PUBLISHes sent back to back")
     topic = context.topic("t")
     ids = [context.packet_id() for _ in range(IN_FLIGHT)]
     since = len(connection.received)
@@ -322,3 +338,49 @@ async def publish_within_maximum(context: CaseContext) -> None:
             await connection.wait_close()  # refused (DISCONNECT 0x9B) or unanswered: the judge says which
             return
     await context.disconnect(connection)
+
+
+# A PUBREC of a Packet Identifier not in use [MQTT-3.12.4-1] ------------------------------------------------------
+
+#: How long the client watches for the server's reaction to the PUBREC before its PINGREQ, in timeouts.
+REACTION: Final = 0.25
+
+
+def _unknown_pubrec(code: int | None) -> Script:
+    """A PUBREC of a Packet Identifier the server never used (the client breaks [MQTT-2.2.1-5]): the server may answer
+    PUBREL 0x92 "Packet Identifier not found" (3.6.2.1) or end the connection with a DISCONNECT for the Protocol
+    Error, which makes the case not applicable; what it may not do is stay open and stop answering. A PINGREQ
+    shows which: it is owed its PINGRESP [MQTT-3.12.4-1]."""
+
+    async def script(context: CaseContext) -> None:
+        connection = await context.connect()
+        unknown = context.packet_id()
+        since = len(connection.received)
+        await connection.send(Pubrec(packet_id=unknown, reason_code=code))
+        ended = await connection.wait_for(lambda p: isinstance(p, Disconnect), context.timeout * REACTION, since=since)
+        if ended is not None or connection.closed:
+            how = "a DISCONNECT" if isinstance(ended, Disconnect) else "the close"
+            raise NotApplicable(
+                f"the broker ended the connection with {how} for the PUBREC of an identifier not in use"
+            )
+        await connection.send(Pingreq())
+        await connection.wait_type(Pingresp, since=since)
+        await context.disconnect(connection)
+
+    return script
+
+
+for _form, _words, _code in (
+    ("", "Reason Code 0x00 written out", SUCCESS),
+    ("-short", "the Reason Code left out", None),
+):
+    v5_case(
+        f"v5/flows/pubrec-unknown-id{_form}-then-pingreq",
+        [PINGRESP_SENT],
+        f"A PUBREC ({_words}) of a Packet Identifier not in use leaves the connection answering: the PINGREQ after it "
+        "gets its PINGRESP",
+        stimulus=f"PUBREC ({_words}) of a Packet Identifier the server never used; {REACTION:g} timeouts later, if "
+        "the connection is still open, PINGREQ",
+        expected="PINGRESP (a PUBREL 0x92 Packet Identifier not found may come first); a DISCONNECT for the Protocol "
+        "Error makes the case not applicable; never an open connection that answers nothing",
+    )(_unknown_pubrec(_code))

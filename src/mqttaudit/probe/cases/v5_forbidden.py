@@ -54,7 +54,7 @@ from ...judge.rules import ACK_MATCHES_QOS, PUBLISH_ACK_SAME_ID
 from ...spec import identity
 from ..case import CaseContext, Inconclusive, NotApplicable, case, is_refusal
 from ..connection import ProbeConnection
-from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, Shape, Stimulus, field
+from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, Shape, Stimulus, field, provoked
 from .v5_malformed import decoded_rules, targeted
 
 V5: Final = ProtocolVersion.V5
@@ -361,18 +361,19 @@ FLOW_WORDS: Final = {
 }
 
 
-async def _answered_flow(context: CaseContext, stimulus: ForbiddenStimulus) -> tuple[ProbeConnection, int]:
-    """Sets up the flow the stimulus answers; returns the connection to send it on and the flow's Packet
-    Identifier."""
-    if stimulus.answers == OWN_QOS2:
+async def answered_flow(context: CaseContext, answers: str) -> tuple[ProbeConnection, int]:
+    """Sets up the flow an acknowledgement answers (``answers``, see :data:`ANSWERED_FLOW`); returns the connection
+    to send it on and the flow's Packet Identifier."""
+    if answers == OWN_QOS2:
         connection = await context.connect()
+        context.require("qos2", "a QoS 2 PUBLISH of the client's own")  # as its CONNACK declares
         packet_id = context.packet_id()
         await connection.send(Publish(topic=context.topic("own"), payload=b"q2", qos=2, packet_id=packet_id))
         ack = await connection.wait_for(lambda p: isinstance(p, Pubrec) and p.packet_id == packet_id)
         if not isinstance(ack, Pubrec) or is_refusal(ack.reason_code or 0, V5):
             raise Inconclusive(f"setup: {connection.missing(f'a PUBREC below 0x80 for packet id {packet_id}')}")
         return connection, packet_id
-    qos = 1 if stimulus.answers == DELIVERY_QOS1 else 2
+    qos = 1 if answers == DELIVERY_QOS1 else 2
     topic = context.topic("t")
     receiver = await context.connect("receiver", auto_ack=False)
     await context.subscribe_granted(receiver, topic, qos)
@@ -383,7 +384,7 @@ async def _answered_flow(context: CaseContext, stimulus: ForbiddenStimulus) -> t
     await context.disconnect(publisher)
     if not isinstance(delivery, Publish) or delivery.packet_id is None or delivery.qos != qos:
         raise Inconclusive(f"setup: {receiver.missing(f'a QoS {qos} delivery on {topic}')}")
-    if stimulus.answers == DELIVERY_PUBREL:
+    if answers == DELIVERY_PUBREL:
         await receiver.send(Pubrec(packet_id=delivery.packet_id, reason_code=0x00))
         pubrel = await receiver.wait_for(lambda p: isinstance(p, Pubrel) and p.packet_id == delivery.packet_id)
         if pubrel is None:
@@ -400,7 +401,7 @@ def _register(stimulus: ForbiddenStimulus) -> None:
             connection.client_id = context.client_id()
             data = stimulus.build(connection.client_id, context.topic())
         elif stimulus.ack is not None:
-            connection, packet_id = await _answered_flow(context, stimulus)
+            connection, packet_id = await answered_flow(context, stimulus.answers)
             data = ack_bytes(*stimulus.ack, packet_id)
         else:
             connection = await context.connect()
@@ -420,6 +421,7 @@ def _register(stimulus: ForbiddenStimulus) -> None:
         "act on nothing in it",
         family=f"v5/forbidden-{stimulus.family}",
         protocol=V5,
+        provokes=provoked(stimulus, V5),
     )(script)
 
 
@@ -430,7 +432,7 @@ for _stimulus in STIMULI:
 # --- enhanced authentication ---------------------------------------------------------------------------------
 
 #: [MQTT-3.2.2-7] A CONNACK of 0x80 or above is followed by the close: what the judge decides of a refusal.
-CLOSE_AFTER_REFUSAL: Final = R5.MQTT_3_2_2_7
+CLOSE_AFTER_REFUSAL: Final[str] = R5.MQTT_3_2_2_7
 #: Authentication Methods no broker implements (the profile's ``authentication_methods`` may not list them).
 UNKNOWN_METHODS: Final = (
     ("method", "X-MQTTAUDIT-UNSUPPORTED", None),

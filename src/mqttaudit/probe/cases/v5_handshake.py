@@ -1,12 +1,14 @@
-"""MQTT 5.0: the opening handshake as the server must keep it. A connection that does not open with CONNECT is
-closed [MQTT-3.1.0-1]; a CONNECT with another Protocol Name at version 5 [MQTT-3.1.2-1], or with a Protocol Version
-the server does not speak [MQTT-3.1.2-2], is refused (a CONNACK 0x84 allowed first) and closed; every CONNACK keeps
-its own bytes [MQTT-3.2.2-1, -6, -8], comes once [MQTT-3.2.0-2], and carries no Response Information [MQTT-3.1.2-28]
-or Authentication Method [MQTT-4.12.0-6] nobody asked for; a refused CONNECT is closed [MQTT-3.1.4-2, MQTT-3.1.3-8]
-and nothing sent after it is processed [MQTT-3.1.4-6]; an AUTH without an Authentication Method is a Protocol Error
-the server closes on [MQTT-4.12.0-7]; zero-length Client Identifiers get unique Assigned Client Identifiers
-[MQTT-3.1.3-6]; a silent client is dropped after one and a half Keep Alive periods [MQTT-3.1.2-22, MQTT-3.2.2-22].
-The judge decides each (judge/connection.py, judge/handshake_5.py, judge/keepalive.py)."""
+"""MQTT 5.0: the opening handshake as the server must keep it. A connection that does not open with CONNECT (the
+Client's [MQTT-3.1.0-1]) is closed [MQTT-4.13.1-1], unanswered [MQTT-3.2.0-1]; a CONNECT with another Protocol Name
+at version 5 is accepted as another protocol's or refused by closing [MQTT-3.1.2-1], one with a Protocol Version the
+server does not speak is refused (a CONNACK 0x84 allowed first) and closed [MQTT-3.1.2-2]; every CONNACK keeps its
+own bytes [MQTT-3.2.2-1, -6, -8], comes once [MQTT-3.2.0-2], and carries no Response Information [MQTT-3.1.2-28] or
+Authentication Method [MQTT-4.12.0-6] nobody asked for; a refused CONNECT is closed [MQTT-3.1.4-2, MQTT-3.1.3-8] and
+nothing sent after it is processed [MQTT-3.1.4-6]; an AUTH without an Authentication Method (the Client's
+[MQTT-4.12.0-7]) is a Protocol Error the server closes on [MQTT-4.13.1-1], with no AUTH in answer [MQTT-4.12.0-6];
+zero-length Client Identifiers get unique Assigned Client Identifiers [MQTT-3.1.3-6]; a silent client is dropped
+after one and a half Keep Alive periods [MQTT-3.1.2-22, MQTT-3.2.2-22]. The judge decides each (judge/connection.py,
+judge/handshake_5.py, judge/keepalive.py)."""
 
 from __future__ import annotations
 
@@ -36,37 +38,44 @@ from .v5_connect import v5_case
 
 V5: Final = ProtocolVersion.V5
 CLIENT: Final = Direction.FROM_CLIENT
-#: [MQTT-3.1.0-1] The first packet of a connection is CONNECT.
-CONNECT_FIRST: Final = R5.MQTT_3_1_0_1
-#: [MQTT-3.1.2-1] The Protocol Name is "MQTT"; a server refusing another may answer CONNACK 0x84, then closes.
-PROTOCOL_NAME: Final = R5.MQTT_3_1_2_1
+#: [MQTT-3.1.0-1] The first packet of a connection is CONNECT: the Client's, which the connect-first cases break
+#: on purpose. What the server owes them: no packet before a CONNACK that accepts [MQTT-3.2.0-1], and the close on
+#: the Protocol Error [MQTT-4.13.1-1].
+CONNECT_FIRST: Final[str] = R5.MQTT_3_1_0_1
+CONNACK_FIRST: Final[str] = R5.MQTT_3_2_0_1
+CLOSE_ON_ERROR: Final[str] = R5.MQTT_4_13_1_1
+#: [MQTT-3.1.2-1] The Protocol Name is "MQTT" (the Client's part); a server that does not accept another closes, a
+#: CONNACK 0x84 allowed first (the server's part: one that supports several protocols may accept it as another's).
+PROTOCOL_NAME: Final[str] = R5.MQTT_3_1_2_1
 #: [MQTT-3.1.2-2] A Protocol Version other than 5 the server refuses: CONNACK 0x84 allowed, then the close.
-PROTOCOL_VERSION: Final = R5.MQTT_3_1_2_2
+PROTOCOL_VERSION: Final[str] = R5.MQTT_3_1_2_2
 #: [MQTT-3.2.0-2] One CONNACK per connection.
-ONE_CONNACK: Final = R5.MQTT_3_2_0_2
+ONE_CONNACK: Final[str] = R5.MQTT_3_2_0_2
 #: [MQTT-3.2.2-1] CONNACK Acknowledge Flags bits 7-1 are 0; [MQTT-3.2.2-6] a non-zero Reason Code has Session
 #: Present 0; [MQTT-3.2.2-8] the Reason Code is one of Table 3-1.
-CONNACK_FLAGS: Final = R5.MQTT_3_2_2_1
-REFUSAL_SESSION_PRESENT: Final = R5.MQTT_3_2_2_6
-CONNACK_CODE: Final = R5.MQTT_3_2_2_8
+CONNACK_FLAGS: Final[str] = R5.MQTT_3_2_2_1
+REFUSAL_SESSION_PRESENT: Final[str] = R5.MQTT_3_2_2_6
+CONNACK_CODE: Final[str] = R5.MQTT_3_2_2_8
 #: [MQTT-3.1.2-28] Request Response Information 0 (or absent): no Response Information.
-NO_RESPONSE_INFORMATION: Final = R5.MQTT_3_1_2_28
+NO_RESPONSE_INFORMATION: Final[str] = R5.MQTT_3_1_2_28
 #: [MQTT-4.12.0-6] No Authentication Method in the CONNECT: no AUTH and no Authentication Method in the CONNACK.
-NO_SERVER_METHOD: Final = R5.MQTT_4_12_0_6
+NO_SERVER_METHOD: Final[str] = R5.MQTT_4_12_0_6
 #: [MQTT-3.1.4-2] A further check on the CONNECT fails: the close.
-FAILED_CHECK: Final = R5.MQTT_3_1_4_2
+FAILED_CHECK: Final[str] = R5.MQTT_3_1_4_2
 #: [MQTT-3.1.4-6] Nothing sent after a refused CONNECT is processed (AUTH aside).
-NOTHING_AFTER_REFUSAL: Final = R5.MQTT_3_1_4_6
+NOTHING_AFTER_REFUSAL: Final[str] = R5.MQTT_3_1_4_6
 #: [MQTT-3.1.3-8] A rejected Client Identifier: CONNACK 0x85 allowed, then the close.
-CLIENT_ID_REJECTED: Final = R5.MQTT_3_1_3_8
+CLIENT_ID_REJECTED: Final[str] = R5.MQTT_3_1_3_8
 #: [MQTT-3.1.3-6] Zero-length Client Identifiers get unique ones.
-UNIQUE_ASSIGNED: Final = R5.MQTT_3_1_3_6
-#: [MQTT-4.12.0-7] No client AUTH without an Authentication Method in its CONNECT (a Protocol Error, closed on).
-NO_CLIENT_AUTH: Final = R5.MQTT_4_12_0_7
+UNIQUE_ASSIGNED: Final[str] = R5.MQTT_3_1_3_6
+#: [MQTT-4.12.0-7] No client AUTH without an Authentication Method in its CONNECT: the Client's, which the
+#: auth-unrequested cases break on purpose; the server closes on the Protocol Error [MQTT-4.13.1-1] and sends no AUTH
+#: in answer [MQTT-4.12.0-6].
+NO_CLIENT_AUTH: Final[str] = R5.MQTT_4_12_0_7
 #: [MQTT-3.1.2-22] The server closes a connection silent for 1.5 times the Keep Alive; [MQTT-3.2.2-22] without a
 #: Server Keep Alive it is the client's.
-KEEP_ALIVE: Final = R5.MQTT_3_1_2_22
-CLIENT_KEEP_ALIVE: Final = R5.MQTT_3_2_2_22
+KEEP_ALIVE: Final[str] = R5.MQTT_3_1_2_22
+CLIENT_KEEP_ALIVE: Final[str] = R5.MQTT_3_2_2_22
 #: An Authentication Method no server implements: the CONNECT naming it is refused (0x8C or 0x87).
 UNKNOWN_METHOD: Final = "X-MQTTAUDIT-HANDSHAKE-UNKNOWN"
 #: CONNACK Reason Code 0x85 (Client Identifier not valid).
@@ -131,10 +140,11 @@ def _register_not_connect(word: str, title: str, build: object) -> None:
 
     v5_case(
         f"v5/connect-first/{word}",
-        [CONNECT_FIRST],
+        [CONNACK_FIRST, CLOSE_ON_ERROR],
         f"A connection that opens with {title.split(' (', maxsplit=1)[0]} instead of CONNECT is closed",
         stimulus=f"a 5.0 {title} as the first packet of a connection",
         expected="the close, without answering it (no CONNACK, SUBACK, PUBACK or PINGRESP)",
+        provokes=[CONNECT_FIRST],
     )(script)
 
 
@@ -150,15 +160,21 @@ OTHER_NAMES: Final = (("mqtx", "MQTX"), ("lowercase", "mqtt"), ("mqisdp", "MQIsd
 
 def _register_name(word: str, name: str) -> None:
     async def script(context: CaseContext) -> None:
-        await _refused(context, _bytes(_connect(context, name=name)))
+        connack = await _refused(context, _bytes(_connect(context, name=name)))
+        if connack is not None and connack.return_code == 0:
+            raise NotApplicable(
+                f"the broker accepted the Protocol Name {name!r} (CONNACK 0x00): a server that supports several "
+                f"protocols tells them apart by the name, and {PROTOCOL_NAME} binds it only when it does not accept"
+            )
 
     v5_case(
         f"v5/connect-refused/protocol-name-{word}",
         [PROTOCOL_NAME],
-        f"A CONNECT of Protocol Version 5 with the Protocol Name {name!r} is refused",
+        f"A CONNECT of Protocol Version 5 with the Protocol Name {name!r} is accepted as another protocol's or "
+        "refused by closing",
         stimulus=f"5.0 CONNECT (Protocol Version 5) whose Protocol Name is {name!r}",
         expected="the close, with or without CONNACK 0x84 (Unsupported Protocol Version) or another refusal first; "
-        "no CONNACK 0x00",
+        "a CONNACK 0x00 (the name taken for another protocol's) makes the case not applicable",
     )(script)
 
 
@@ -358,10 +374,11 @@ def _register_unasked_auth(word: str, title: str, data: str) -> None:
 
     v5_case(
         f"v5/auth-unrequested/without-method-{word}",
-        [NO_CLIENT_AUTH],
+        [CLOSE_ON_ERROR, NO_SERVER_METHOD],
         f"{title} on a connection whose CONNECT named no Authentication Method is closed on",
         stimulus=f"5.0 CONNECT without an Authentication Method, CONNACK 0x00; then {title}: {data}",
         expected="the close (a DISCONNECT 0x82 Protocol Error may come first); no AUTH in answer",
+        provokes=[NO_CLIENT_AUTH],
     )(script)
 
 

@@ -19,49 +19,62 @@ from typing import Final
 
 from mqttaudit.spec.ids import R5
 
-from ...codec import Direction, Packet, ProtocolVersion, Puback, Pubcomp, Publish, Pubrec, Pubrel, encode
+from ...codec import (
+    MAX_REMAINING_LENGTH,
+    Direction,
+    Packet,
+    ProtocolVersion,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    encode,
+)
 from ...codec import properties as props
 from ...codec.packets import Properties
 from ..case import CaseContext, Inconclusive, NotApplicable, Script
-from ..connection import ProbeConnection
+from ..connection import ProbeConnection, padded
 from .v5_connect import v5_case
 
 V5: Final = ProtocolVersion.V5
 #: [MQTT-4.13.1-1] The Server closes the connection on a client's Protocol Error.
-CLOSE: Final = R5.MQTT_4_13_1_1
-#: The client limits the probe breaks on purpose, each a rule the broker upholds by closing on the packet and fails
-#: by acting on it (judge/limits.py puts them on the offence): [MQTT-3.3.2-9] no Topic Alias above the server's
-#: Topic Alias Maximum, [MQTT-3.2.2-17] the same for a maximum above 0, [MQTT-3.2.2-18] none when it declared 0.
-ALIAS_WITHIN: Final = R5.MQTT_3_3_2_9
-ALIAS_WITHIN_DECLARED: Final = R5.MQTT_3_2_2_17
-NO_ALIAS_WITHOUT_MAXIMUM: Final = R5.MQTT_3_2_2_18
+CLOSE: Final[str] = R5.MQTT_4_13_1_1
+#: The client limits the probe breaks on purpose (what its cases provoke: they bind the Client, and the broker owes
+#: the close [MQTT-4.13.1-1], judge/limits.py puts them on the offence): [MQTT-3.3.2-9] no Topic Alias above the
+#: server's Topic Alias Maximum, [MQTT-3.2.2-17] the same for a maximum above 0, [MQTT-3.2.2-18] none when it
+#: declared 0.
+ALIAS_WITHIN: Final[str] = R5.MQTT_3_3_2_9
+ALIAS_WITHIN_DECLARED: Final[str] = R5.MQTT_3_2_2_17
+NO_ALIAS_WITHOUT_MAXIMUM: Final[str] = R5.MQTT_3_2_2_18
 #: 3.3.4 (derived): an alias-only PUBLISH uses an alias its sender mapped on this connection; [MQTT-3.3.2-7] no
 #: mapping outlives its connection (a receiver carries none forward to another).
-ALIAS_MAPPED: Final = R5.MQTT_3_3_4_TOPIC_ALIAS_UNMAPPED
-ALIAS_PER_CONNECTION: Final = R5.MQTT_3_3_2_7
+ALIAS_MAPPED: Final[str] = R5.MQTT_3_3_4_TOPIC_ALIAS_UNMAPPED
+ALIAS_PER_CONNECTION: Final[str] = R5.MQTT_3_3_2_7
 #: [MQTT-3.3.4-7] No more unacknowledged QoS 1 and 2 PUBLISHes than the server's Receive Maximum.
-WITHIN_RECEIVE_MAXIMUM: Final = R5.MQTT_3_3_4_7
+WITHIN_RECEIVE_MAXIMUM: Final[str] = R5.MQTT_3_3_4_7
 #: [MQTT-3.2.2-15] No packet larger than the server's Maximum Packet Size.
-WITHIN_PACKET_SIZE: Final = R5.MQTT_3_2_2_15
+WITHIN_PACKET_SIZE: Final[str] = R5.MQTT_3_2_2_15
 #: [MQTT-3.1.2-26] / [MQTT-3.3.2-11] No server Topic Alias above the client's Topic Alias Maximum.
 SERVER_ALIAS_WITHIN: Final = (R5.MQTT_3_1_2_26, R5.MQTT_3_3_2_11)
 #: [MQTT-3.1.2-27] No server Topic Alias when the client declared none (or 0).
-SERVER_NO_ALIAS: Final = R5.MQTT_3_1_2_27
+SERVER_NO_ALIAS: Final[str] = R5.MQTT_3_1_2_27
 #: [MQTT-3.3.2-3] A delivered Topic Name matches a subscription of the receiving client.
-DELIVERY_MATCHES: Final = R5.MQTT_3_3_2_3
+DELIVERY_MATCHES: Final[str] = R5.MQTT_3_3_2_3
 #: [MQTT-3.3.4-9] The Server keeps at most the client's Receive Maximum of QoS 1 and 2 PUBLISHes unacknowledged.
-SERVER_RECEIVE_MAXIMUM: Final = R5.MQTT_3_3_4_9
+SERVER_RECEIVE_MAXIMUM: Final[str] = R5.MQTT_3_3_4_9
 #: [MQTT-3.1.2-24] The Server sends no packet larger than the client's Maximum Packet Size (5.0's id).
-SERVER_PACKET_SIZE: Final = R5.MQTT_3_1_2_24
+SERVER_PACKET_SIZE: Final[str] = R5.MQTT_3_1_2_24
 #: [MQTT-3.1.2-25] It discards a packet too large for the client and carries on as if it had sent it.
-DISCARD_TOO_LARGE: Final = R5.MQTT_3_1_2_25
+DISCARD_TOO_LARGE: Final[str] = R5.MQTT_3_1_2_25
 
 #: The largest Topic Alias a Topic Alias Maximum can declare (a Two Byte Integer, 3.2.2.3.8).
 LARGEST_ALIAS: Final = 0xFFFF
 #: A Receive Maximum above this is too large to overrun in reasonable time: a profile may declare a smaller one.
 MAX_RECEIVE_MAXIMUM: Final = 1000
-#: A Maximum Packet Size above this is too large to exceed in reasonable time (the probe sends the packet whole).
-MAX_PACKET_SIZE: Final = 1 << 20
+#: The largest packet MQTT can frame: a Remaining Length of 268,435,455 after a five-byte fixed header. A Maximum
+#: Packet Size of this or more can be exceeded by no packet.
+LARGEST_PACKET: Final = 1 + 4 + MAX_REMAINING_LENGTH
 #: Messages published to the subscriber whose Receive Maximum the broker must keep within.
 WINDOW_MESSAGES: Final = 5
 #: Topics, and messages to each, published toward a subscriber whose Topic Alias Maximum binds the broker.
@@ -72,10 +85,12 @@ SUCCESS: Final = 0x00
 
 async def _stimulus(connection: ProbeConnection, *packets: Packet) -> None:
     """Sends ``packets`` in one write, unvalidated (the limit they break is the peer's, not the codec's): a broker
-    reads them all before it can answer any."""
-    await connection.send(
-        b"".join(encode(p, validate=False, direction=Direction.FROM_CLIENT, version=V5) for p in packets)
-    )
+    reads them all before it can answer any. Each within the broker's Maximum Packet Size: a breach of another
+    limit is not also one of that."""
+    written = [encode(p, validate=False, direction=Direction.FROM_CLIENT, version=V5) for p in packets]
+    for packet, raw in zip(packets, written, strict=True):
+        connection.check_size(packet, raw)
+    await connection.send(b"".join(written))
 
 
 def _answer(kind: type[Packet], packet_id: int) -> Callable[[Packet], bool]:
@@ -90,10 +105,28 @@ def _broker_alias_maximum(context: CaseContext) -> int:
     return context.capabilities.topic_alias_maximum if context.capabilities is not None else 0
 
 
+def _alias_above(maximum: int) -> int:
+    """The Topic Alias one above the broker's Topic Alias Maximum; :class:`NotApplicable` when that maximum is the
+    largest a Two Byte Integer holds (65,535, a legal declaration): no Topic Alias above it can be written."""
+    if maximum >= LARGEST_ALIAS:
+        raise NotApplicable(
+            f"the broker's Topic Alias Maximum is {maximum}, the largest a Two Byte Integer holds: Topic Alias "
+            f"{maximum + 1} cannot exist, so no alias above the maximum can be sent"
+        )
+    return maximum + 1
+
+
 def _breach(
-    case_id: str, title: str, *, stimulus: str, expected: str = "", statements: Iterable[str] = (CLOSE,)
+    case_id: str,
+    title: str,
+    *,
+    stimulus: str,
+    expected: str = "",
+    statements: Iterable[str] = (CLOSE,),
+    provokes: Iterable[str] = (),
 ) -> Callable[[Script], Script]:
-    """A case in which the probe's client breaks a limit the broker declared: the broker must close."""
+    """A case in which the probe's client breaks a limit the broker declared (``provokes``: the Client's statements
+    that say so): the broker must close (``statements``)."""
     return v5_case(
         case_id,
         list(statements),
@@ -102,6 +135,7 @@ def _breach(
         expected=expected
         or "close the connection (a DISCONNECT with the Reason Code 3.3.4 names may come first); act on nothing in "
         "it: no PUBACK, PUBREC or delivery",
+        provokes=provokes,
     )
 
 
@@ -135,10 +169,10 @@ async def _alias_beyond(
     stimulus="a QoS 0 PUBLISH with a Topic Name and Topic Alias = the CONNACK's Topic Alias Maximum + 1 (1 when it "
     "declared none) [MQTT-3.3.2-9, MQTT-3.2.2-17/-18]",
     expected="close the connection (DISCONNECT 0x94 Topic Alias invalid may come first); deliver nothing of it",
-    statements=(CLOSE, ALIAS_WITHIN),
+    provokes=(ALIAS_WITHIN,),
 )
 async def alias_maximum_plus_one(context: CaseContext) -> None:
-    await _alias_beyond(context, lambda maximum: maximum + 1, 0)
+    await _alias_beyond(context, _alias_above, 0)
 
 
 @_breach(
@@ -148,10 +182,10 @@ async def alias_maximum_plus_one(context: CaseContext) -> None:
     "declared none) [MQTT-3.3.2-9, MQTT-3.2.2-17/-18]",
     expected="close the connection (DISCONNECT 0x94 may come first); no PUBREC (not applicable when the broker "
     "declares no Topic Alias Maximum)",
-    statements=(CLOSE, ALIAS_WITHIN, ALIAS_WITHIN_DECLARED),
+    provokes=(ALIAS_WITHIN, ALIAS_WITHIN_DECLARED),
 )
 async def alias_maximum_plus_one_qos2(context: CaseContext) -> None:
-    await _alias_beyond(context, lambda maximum: maximum + 1, 2, declared=True)
+    await _alias_beyond(context, _alias_above, 2, declared=True)
 
 
 @_breach(
@@ -161,7 +195,7 @@ async def alias_maximum_plus_one_qos2(context: CaseContext) -> None:
     "the CONNACK declared a smaller Topic Alias Maximum [MQTT-3.3.2-9]",
     expected="close the connection (DISCONNECT 0x94 may come first); deliver nothing of it (not applicable when the "
     "broker declares no Topic Alias Maximum)",
-    statements=(CLOSE, ALIAS_WITHIN, ALIAS_WITHIN_DECLARED),
+    provokes=(ALIAS_WITHIN, ALIAS_WITHIN_DECLARED),
 )
 async def alias_largest(context: CaseContext) -> None:
     await _alias_beyond(context, lambda _maximum: LARGEST_ALIAS, 0, declared=True)
@@ -174,7 +208,7 @@ async def alias_largest(context: CaseContext) -> None:
     "(or 0) [MQTT-3.2.2-18]",
     expected="close the connection (DISCONNECT 0x94 may come first); no PUBACK (not applicable when the broker "
     "declares a Topic Alias Maximum)",
-    statements=(CLOSE, ALIAS_WITHIN, NO_ALIAS_WITHOUT_MAXIMUM),
+    provokes=(ALIAS_WITHIN, NO_ALIAS_WITHOUT_MAXIMUM),
 )
 async def alias_without_maximum(context: CaseContext) -> None:
     await _alias_beyond(context, lambda _maximum: 1, 1, declared=False)
@@ -432,7 +466,7 @@ def _publishes(context: CaseContext, count: int, qos: int) -> list[Packet]:
     "(so none can have had its PUBCOMP) [MQTT-3.3.4-7]",
     expected="close the connection (DISCONNECT 0x93 Receive Maximum exceeded may come first, 3.3.4); no PUBREC that "
     "accepts the PUBLISH beyond the window (a refusal, 0x80 or above, accepts nothing)",
-    statements=(CLOSE, WITHIN_RECEIVE_MAXIMUM),
+    provokes=(WITHIN_RECEIVE_MAXIMUM,),
 )
 async def receive_maximum_qos2_burst(context: CaseContext) -> None:
     connection = await context.connect()
@@ -449,7 +483,7 @@ async def receive_maximum_qos2_burst(context: CaseContext) -> None:
     "has sent no PUBCOMP), one QoS 1 PUBLISH [MQTT-3.3.4-7]",
     expected="close the connection (DISCONNECT 0x93 may come first); no PUBACK that accepts it (a refusal, 0x80 or "
     "above, accepts nothing)",
-    statements=(CLOSE, WITHIN_RECEIVE_MAXIMUM),
+    provokes=(WITHIN_RECEIVE_MAXIMUM,),
 )
 async def receive_maximum_qos1_after_window(context: CaseContext) -> None:
     connection = await context.connect()
@@ -475,11 +509,8 @@ async def receive_maximum_qos1_after_window(context: CaseContext) -> None:
 def _sized(topic: str, size: int, qos: int) -> bytes | None:
     """A payload that makes the PUBLISH of ``topic`` at ``qos`` (no properties) ``size`` bytes long, fixed header
     included; None when even an empty payload is longer."""
-    for length in range(size, -1, -1):  # the Remaining Length's own size shifts with the payload's
-        packet = Publish(topic=topic, payload=b"p" * length, qos=qos, packet_id=1 if qos else None)
-        if len(encode(packet, version=V5)) == size:
-            return b"p" * length
-    return None
+    shape = padded(Publish(topic=topic, qos=qos, packet_id=1 if qos else None), size, V5)
+    return None if shape is None else b"p" * shape[1]
 
 
 def _short_topic(context: CaseContext) -> str:
@@ -529,20 +560,33 @@ for _maximum, _qos in ((64, 0), (128, 0), (128, 1)):
 async def _over_broker_maximum(context: CaseContext, qos: int) -> None:
     connection = await context.connect()
     assert context.capabilities is not None
+    if qos:
+        context.require("qos1", "a QoS 1 PUBLISH")
+    packet_id = context.packet_id() if qos else None
+    await _send_over_maximum(context, connection, Publish(topic=_short_topic(context), qos=qos, packet_id=packet_id))
+    await connection.wait_close()
+
+
+async def _send_over_maximum(context: CaseContext, connection: ProbeConnection, packet: Publish) -> None:
+    """Sends ``packet`` one byte over the broker's Maximum Packet Size, whatever that is: streamed when large, so
+    the prober never holds it whole (:meth:`ProbeConnection.send_publish`). :class:`NotApplicable` when the
+    broker declares none, or one no PUBLISH can exceed by exactly one byte."""
+    assert context.capabilities is not None
     maximum = context.capabilities.maximum_packet_size
     if maximum is None:
         raise NotApplicable("the broker declares no Maximum Packet Size (nor does a --profile): nothing to exceed")
-    if maximum >= MAX_PACKET_SIZE:
-        raise NotApplicable(f"the broker's Maximum Packet Size {maximum} is too large to exceed in reasonable time")
-    if qos:
-        context.require("qos1", "a QoS 1 PUBLISH")
-    topic = context.topic("t")
-    payload = _sized(topic, maximum + 1, qos)
-    if payload is None:
-        raise NotApplicable(f"the broker's Maximum Packet Size {maximum} is smaller than any PUBLISH to {topic!r}")
-    packet_id = context.packet_id() if qos else None
-    await _stimulus(connection, Publish(topic=topic, payload=payload, qos=qos, packet_id=packet_id))
-    await connection.wait_close()
+    if maximum >= LARGEST_PACKET:
+        raise NotApplicable(
+            f"the broker's Maximum Packet Size {maximum:,} is at least the largest packet MQTT can frame "
+            f"({LARGEST_PACKET:,} bytes: a Remaining Length of {MAX_REMAINING_LENGTH:,} after a five-byte fixed "
+            "header): no packet can exceed it"
+        )
+    if padded(packet, maximum + 1, V5) is None:
+        raise NotApplicable(
+            f"the broker's Maximum Packet Size {maximum} is smaller than any PUBLISH to {packet.topic!r}: no "
+            f"PUBLISH of {maximum + 1} bytes can be built"
+        )
+    await connection.send_publish(packet, maximum + 1)
 
 
 @_breach(
@@ -550,7 +594,7 @@ async def _over_broker_maximum(context: CaseContext, qos: int) -> None:
     "A PUBLISH one byte over the broker's Maximum Packet Size is a Protocol Error",
     stimulus="a QoS 0 PUBLISH of the broker's Maximum Packet Size + 1 bytes, fixed header included [MQTT-3.2.2-15]",
     expected="close the connection (DISCONNECT 0x95 Packet too large may come first); deliver nothing of it",
-    statements=(CLOSE, WITHIN_PACKET_SIZE),
+    provokes=(WITHIN_PACKET_SIZE,),
 )
 async def over_broker_maximum_qos0(context: CaseContext) -> None:
     await _over_broker_maximum(context, 0)
@@ -561,7 +605,7 @@ async def over_broker_maximum_qos0(context: CaseContext) -> None:
     "A QoS 1 PUBLISH one byte over the broker's Maximum Packet Size is a Protocol Error",
     stimulus="a QoS 1 PUBLISH of the broker's Maximum Packet Size + 1 bytes, fixed header included [MQTT-3.2.2-15]",
     expected="close the connection (DISCONNECT 0x95 may come first); no PUBACK",
-    statements=(CLOSE, WITHIN_PACKET_SIZE),
+    provokes=(WITHIN_PACKET_SIZE,),
 )
 async def over_broker_maximum_qos1(context: CaseContext) -> None:
     await _over_broker_maximum(context, 1)

@@ -27,14 +27,14 @@ from .v5_limits import (
     ALIAS_MAPPED,
     ALIAS_PER_CONNECTION,
     CLOSE,
-    MAX_PACKET_SIZE,
     V5,
+    _alias_above,
     _aliased,
     _broker_alias_maximum,
     _broker_receive_maximum,
     _publishes,
+    _send_over_maximum,
     _short_topic,
-    _sized,
     _stimulus,
 )
 
@@ -94,7 +94,7 @@ Script = Callable[[CaseContext], Awaitable[None]]
 )
 async def disconnect_topic_alias_invalid(context: CaseContext) -> None:
     connection = await context.connect(properties=_small())
-    alias = _broker_alias_maximum(context) + 1
+    alias = _alias_above(_broker_alias_maximum(context))
     await _stimulus(connection, _aliased(context.topic("t"), alias))
     await connection.wait_close()
     await _disconnected(connection, f"a Topic Alias of {alias}")
@@ -108,15 +108,7 @@ async def disconnect_topic_alias_invalid(context: CaseContext) -> None:
 )
 async def disconnect_packet_too_large(context: CaseContext) -> None:
     connection = await context.connect(properties=_small())
-    assert context.capabilities is not None
-    maximum = context.capabilities.maximum_packet_size
-    if maximum is None or maximum >= MAX_PACKET_SIZE:
-        raise NotApplicable(f"the broker declares no Maximum Packet Size small enough to exceed ({maximum})")
-    topic = context.topic("t")
-    payload = _sized(topic, maximum + 1, 0)
-    if payload is None:
-        raise NotApplicable(f"the broker's Maximum Packet Size {maximum} is smaller than any PUBLISH to {topic!r}")
-    await _stimulus(connection, Publish(topic=topic, payload=payload))
+    await _send_over_maximum(context, connection, Publish(topic=_short_topic(context)))
     await connection.wait_close()
     await _disconnected(connection, "a packet over its Maximum Packet Size")
 

@@ -1,14 +1,15 @@
 """MQTT 5.0 malformed properties (section 2.2.2): the broker must close the connection and act on none of them.
 
 Each shape is generated from the property table (:data:`mqttaudit.codec.properties.PROPERTIES`): a property in a
-packet that may not carry it, a repeat of one that may not repeat, an identifier the table does not have, a value
-outside the range the table gives, a Property Length that runs past the packet, and a client PUBLISH with a
-Subscription Identifier [MQTT-3.3.4-6]. A new property is one row of that table and yields its shapes here. Each
-shape is its own case, built like the 3.1.1 family of :mod:`.malformed`: one defective packet, sent as the first
-packet of a connection (CONNECT defects) or after a CONNECT the broker accepted, on a connection of its own. The
-statements a case targets are those the judge decides on it (the duty to close, [MQTT-4.13.1-1], and the rule the
-packet breaks once the judge upholds it): the stimulus bytes and the judge are the single source of both. A
-DISCONNECT with Reason Code 0x81 or 0x82 before the close is allowed (section 4.13).
+packet that may not carry it, an identifier the table does not have, a value outside the range the table gives, a
+Property Length that runs past the packet, and a client PUBLISH with a Subscription Identifier [MQTT-3.3.4-6] (a
+repeat of a property that may not repeat, in every packet a client sends, is :mod:`.v5_duplicates`). A new property
+is one row of that table and yields its shapes here. Each shape is its own case, built like the 3.1.1 family of
+:mod:`.malformed`: one defective packet, sent as the first packet of a connection (CONNECT defects) or after a CONNECT
+the broker accepted, on a connection of its own. The statements a case targets are those the judge decides on it (the
+duty to close, [MQTT-4.13.1-1], and the rule the packet breaks once the judge upholds it): the stimulus bytes and the
+judge are the single source of both. A DISCONNECT with Reason Code 0x81 or 0x82 before the close is allowed (section
+4.13).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from ...judge import Event, JudgeConfig, Quiet, Sent, judge
 from ...judge.rules import ENFORCED_CODEC_RULES_5_0
 from ..case import CaseContext, case
 from ..connection import client_frames
-from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, Shape, Stimulus, field
+from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, Shape, Stimulus, charged, field, provoked
 
 V5: Final = ProtocolVersion.V5
 
@@ -78,13 +79,13 @@ CARRIERS: Final[tuple[tuple[str, str, PacketType, Carrier], ...]] = (
     ("subscribe", "SUBSCRIBE", PacketType.SUBSCRIBE, _subscribe),
     ("connect", "CONNECT", PacketType.CONNECT, _connect),
 )
-#: The carriers of the placement, repeat and unknown-identifier families (the packets a client sends most).
+#: The carriers of the placement and unknown-identifier families (the packets a client sends most).
 PLACED_IN: Final = ("publish", "subscribe")
 #: Identifiers Table 2.4 does not define (a test holds that).
 UNKNOWN_IDENTIFIERS: Final = (0x7F, 0x00)
 #: Properties a client may not send in a packet that may otherwise carry them: their own family
 #: (``SUBSCRIPTION_ID_SHAPES``), never a shape of another family, so each shape breaks one rule.
-_SENDER_BOUND: Final = {(props.SUBSCRIPTION_IDENTIFIER, PacketType.PUBLISH)}
+SENDER_BOUND: Final = {(props.SUBSCRIPTION_IDENTIFIER, PacketType.PUBLISH)}
 #: A client PUBLISH with Subscription Identifiers [MQTT-3.3.4-6]: (id word, the identifiers).
 SUBSCRIPTION_ID_SHAPES: Final = (("one", (1,)), ("largest", (268_435_455,)), ("two", (1, 2)))
 #: A Property Length past the end of the packet: (id word, the Property Length, the bytes after it).
@@ -108,8 +109,8 @@ _SAMPLES: Final[dict[DataType, PropertyValue]] = {
 }
 
 
-def _valid_value(definition: PropertyDefinition) -> PropertyValue:
-    """A value the property's definition allows, so that where it stands is the only defect."""
+def valid_value(definition: PropertyDefinition) -> PropertyValue:
+    """A value the property's definition allows, so that where it stands (or that it repeats) is the only defect."""
     sample = _SAMPLES[definition.data_type]
     return max(sample, definition.minimum) if isinstance(sample, int) else sample
 
@@ -131,37 +132,13 @@ def _placement_family() -> tuple[PropertyStimulus, ...]:
         for definition in props.PROPERTIES:
             if packet_type in definition.packets:
                 continue
-            prop = Property(definition.identifier, _valid_value(definition))
+            prop = Property(definition.identifier, valid_value(definition))
             rows.append(
                 PropertyStimulus(
                     f"{word}-with-{definition.keyword.replace('_', '-')}",
                     f"{name} carrying {definition.name} (0x{definition.identifier:02x}), which it may not carry",
                     _shape(build, (prop,)),
                     breaks=codec_rules.PROPERTY_PACKET,
-                )
-            )
-    return tuple(rows)
-
-
-def _repeat_family() -> tuple[PropertyStimulus, ...]:
-    """Every property a carrier may hold once, held twice [MQTT-2.2.2-property-duplicate]."""
-    rows = []
-    for word in PLACED_IN:
-        _word, name, packet_type, build = _carrier(word)
-        for definition in props.PROPERTIES:
-            if (
-                packet_type not in definition.packets
-                or packet_type in definition.repeatable
-                or (definition.identifier, packet_type) in _SENDER_BOUND
-            ):
-                continue
-            prop = Property(definition.identifier, _valid_value(definition))
-            rows.append(
-                PropertyStimulus(
-                    f"{word}-two-{definition.keyword.replace('_', '-')}",
-                    f"{name} carrying {definition.name} (0x{definition.identifier:02x}) twice",
-                    _shape(build, (prop, prop)),
-                    breaks=codec_rules.PROPERTY_DUPLICATE,
                 )
             )
     return tuple(rows)
@@ -196,7 +173,7 @@ def _range_family() -> tuple[PropertyStimulus, ...]:
     rows: list[PropertyStimulus] = []
     for word, name, packet_type, build in CARRIERS:
         for definition in props.PROPERTIES:
-            if packet_type not in definition.packets or (definition.identifier, packet_type) in _SENDER_BOUND:
+            if packet_type not in definition.packets or (definition.identifier, packet_type) in SENDER_BOUND:
                 continue
             if definition.value_rule not in ENFORCED_CODEC_RULES_5_0:
                 continue  # an undefined value the receiver owes no close for (the Payload Format Indicator)
@@ -259,7 +236,6 @@ def _subscription_id_family() -> tuple[PropertyStimulus, ...]:
 #: The families, in the order the library lists them: (name, what the family covers, its shapes).
 FAMILIES: Final[tuple[tuple[str, str, tuple[PropertyStimulus, ...]], ...]] = (
     ("property-packet", "a property in a packet that may not carry it", _placement_family()),
-    ("property-duplicate", "a property that may not repeat, twice", _repeat_family()),
     ("property-identifier", "an undefined property identifier", _unknown_family()),
     ("property-value", "a property value out of its range", _range_family()),
     ("property-length", "a Property Length that runs past the packet", _overrun_family()),
@@ -278,7 +254,7 @@ def decoded_rules(stimulus: Stimulus) -> tuple[str, ...]:
 
 
 #: How the judge takes a 5.0 case (as :func:`mqttaudit.probe.runner.judge_config` does): 5.0 CONNECTs accepted.
-_JUDGE_CONFIG: Final = JudgeConfig(supported_protocol_levels=frozenset({4, 5}))
+_JUDGE_CONFIG: Final = JudgeConfig(supported_protocol_levels=frozenset({4, 5}), opening_version="5.0")
 _LONG_AFTER = 3600.0
 
 
@@ -293,8 +269,7 @@ def targeted(stimulus: Stimulus) -> tuple[str, ...]:
     frames, _begun = client_frames(StreamDecoder(Direction.FROM_CLIENT, version=V5), stimulus.data)
     events += [Sent(0.0, Direction.FROM_CLIENT, frame) for frame in frames]
     events.append(Quiet(_LONG_AFTER))
-    findings = judge(events, _JUDGE_CONFIG).findings
-    return tuple(dict.fromkeys(f.rule for f in findings if f.side is Direction.FROM_SERVER))
+    return charged(judge(events, _JUDGE_CONFIG))
 
 
 _SHOWN_WITH = (
@@ -324,6 +299,7 @@ def _register(stimulus: PropertyStimulus) -> None:
         "act on nothing in it",
         family=f"v5/malformed-{stimulus.family}",
         protocol=V5,
+        provokes=provoked(stimulus, V5),
     )(script)
 
 

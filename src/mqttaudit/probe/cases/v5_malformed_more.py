@@ -42,31 +42,31 @@ from ...codec import ProtocolVersion
 from ...codec import properties as props
 from ...codec.remaining_length import encode_remaining_length
 from ..case import CaseContext, Script, case
-from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, Shape, Stimulus, field
+from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, Shape, Stimulus, field, provoked
 from .v5_malformed import decoded_rules, targeted
 
 V5: Final = ProtocolVersion.V5
 
 #: [MQTT-1.5.5-1] A Variable Byte Integer uses the fewest bytes that hold its value.
-VBI_SHORTEST: Final = R5.MQTT_1_5_5_1
+VBI_SHORTEST: Final[str] = R5.MQTT_1_5_5_1
 #: [MQTT-1.5.7-1] Both strings of a UTF-8 String Pair are UTF-8 Encoded Strings.
-STRING_PAIR: Final = R5.MQTT_1_5_7_1
+STRING_PAIR: Final[str] = R5.MQTT_1_5_7_1
 #: [MQTT-2.2.2-1] A packet with properties carries a Property Length, 0 when there are none.
-PROPERTY_LENGTH_ABSENT: Final = R5.MQTT_2_2_2_1
+PROPERTY_LENGTH_ABSENT: Final[str] = R5.MQTT_2_2_2_1
 #: [MQTT-3.3.2-13] The Response Topic is a UTF-8 Encoded String; [MQTT-3.3.2-14] it holds no wildcard.
-RESPONSE_TOPIC_UTF8: Final = R5.MQTT_3_3_2_13
-RESPONSE_TOPIC_WILDCARD: Final = R5.MQTT_3_3_2_14
+RESPONSE_TOPIC_UTF8: Final[str] = R5.MQTT_3_3_2_13
+RESPONSE_TOPIC_WILDCARD: Final[str] = R5.MQTT_3_3_2_14
 #: [MQTT-3.3.2-19] The Content Type is a UTF-8 Encoded String.
-CONTENT_TYPE_UTF8: Final = R5.MQTT_3_3_2_19
+CONTENT_TYPE_UTF8: Final[str] = R5.MQTT_3_3_2_19
 #: [MQTT-4.8.2-1] A ShareName of one character or more; [MQTT-4.8.2-2] without '/', '+' or '#', followed by '/'
 #: and a Topic Filter.
-SHARE_NAME_PRESENT: Final = R5.MQTT_4_8_2_1
-SHARE_NAME_FORM: Final = R5.MQTT_4_8_2_2
+SHARE_NAME_PRESENT: Final[str] = R5.MQTT_4_8_2_1
+SHARE_NAME_FORM: Final[str] = R5.MQTT_4_8_2_2
 #: What else the same bytes break: ill-formed UTF-8 [MQTT-1.5.4-1], U+0000 [MQTT-1.5.4-2], a wildcard in a Topic
 #: Name (the Response Topic is one) [MQTT-4.7.0-1].
-ILL_FORMED: Final = R5.MQTT_1_5_4_1
-NUL: Final = R5.MQTT_1_5_4_2
-WILDCARD_IN_TOPIC_NAME: Final = R5.MQTT_4_7_0_1
+ILL_FORMED: Final[str] = R5.MQTT_1_5_4_1
+NUL: Final[str] = R5.MQTT_1_5_4_2
+WILDCARD_IN_TOPIC_NAME: Final[str] = R5.MQTT_4_7_0_1
 
 #: The feature a shared-filter case needs the broker to support.
 SHARED: Final = "shared-subscriptions"
@@ -510,6 +510,7 @@ def _register(stimulus: MoreStimulus) -> None:
         "act on nothing in it",
         family=f"v5/malformed-{stimulus.family}",
         protocol=V5,
+        provokes=provoked(stimulus, V5),
     )(_script(stimulus))
 
 

@@ -13,7 +13,9 @@ judge decides on a 5.0 connection that accepts the stimulus, as in :mod:`.v5_mal
 with a Reason Code of 0x80 or more before the close is allowed (section 4.13).
 
 The routing table of :mod:`.routing` and the negative controls of :mod:`.accepted` run in 5.0 as they are
-(``v5/routing/<name>``, ``v5/accepted/<name>``), with one 5.0 control more: a Password without a User Name.
+(``v5/routing/<name>``, ``v5/accepted/<name>``), with one 5.0 control more: a Password without a User Name. Some
+flows of :mod:`.delivery` and :mod:`.session` run in 5.0 under case ids and statements of their own (a resent PUBREL
+of a Packet Identifier not in use, requests sent before the CONNACK).
 """
 
 from __future__ import annotations
@@ -41,8 +43,18 @@ from ...judge import Closed, Event, JudgeConfig, Quiet, Sent, judge_scenario
 from ...spec.identity import statement_id
 from ..case import CASES, case
 from ..connection import client_frames
-from . import accepted, delivery, malformed, routing, v5_forbidden, v5_malformed  # noqa: F401 (delivery: its cases)
-from .malformed import EXAMPLE_CLIENT_ID, EXAMPLE_PREFIX, WILL_LEVEL, Stimulus, field, stimulus_script
+from . import accepted, delivery, malformed, routing, session, v5_forbidden, v5_malformed
+from .malformed import (
+    EXAMPLE_CLIENT_ID,
+    EXAMPLE_PREFIX,
+    WILL_LEVEL,
+    Stimulus,
+    charged,
+    field,
+    provoked,
+    stimulus_script,
+)
+from .v5_connect import v5_case
 from .v5_malformed import targeted as targeted_5
 
 V3: Final = ProtocolVersion.V3_1_1
@@ -103,7 +115,7 @@ STIMULI, SENT_ELSEWHERE = _ported()
 LEFT_OUT: Final = tuple(s.case_id for s in malformed.STIMULI if s.case_id not in {twin.case_id for twin in STIMULI})
 
 #: How the judge takes a 5.0 case (as :func:`mqttaudit.probe.runner.judge_config` does).
-_JUDGE_CONFIG: Final = JudgeConfig(supported_protocol_levels=frozenset({4, 5}))
+_JUDGE_CONFIG: Final = JudgeConfig(supported_protocol_levels=frozenset({4, 5}), opening_version="5.0")
 _LONG_AFTER = 3600.0
 
 
@@ -131,8 +143,7 @@ def _will_kept(stimulus: Stimulus) -> tuple[str, ...]:
     frames, _begun = client_frames(StreamDecoder(Direction.FROM_CLIENT, version=V5), stimulus.data)
     dying += [Sent(1.1, Direction.FROM_CLIENT, frame) for frame in frames]
     dying.append(Closed(1.2, Direction.FROM_SERVER, False))
-    findings = judge_scenario({"watcher": watcher, "dying": dying}, _JUDGE_CONFIG).findings
-    return tuple(dict.fromkeys(f.rule for f in findings if f.side is Direction.FROM_SERVER))
+    return charged(judge_scenario({"watcher": watcher, "dying": dying}, _JUDGE_CONFIG))
 
 
 def targeted(stimulus: Stimulus) -> tuple[str, ...]:
@@ -167,6 +178,7 @@ def _register(stimulus: PortedStimulus) -> None:
         timing=stimulus.with_will,
         family=f"v5/malformed-{stimulus.family}",
         protocol=V5,
+        provokes=provoked(stimulus, V5),
     )(stimulus_script(stimulus))
 
 
@@ -220,6 +232,7 @@ FLOWS: Final = {
         "unsubscribe/exact-filter-only",
         "topics/dollar-not-matched-by-wildcards",
         "topics/no-normalisation",
+        *(f"topics/normal-after-dollar-{word}" for word, _before, _qos in delivery.DOLLAR_FIRST),
     ),
 }
 
@@ -249,3 +262,29 @@ for _connect_row in (*accepted.CONNECT_ROWS, *CONNECT_ROWS_5):
     accepted.register_connect(_connect_row, V5, named_in_5_0((accepted.PINGRESP_SENT,)))
 for _case_id in FLOWS["v5/delivery"]:
     _port(_case_id, "v5/delivery")
+
+
+# --- twins whose 5.0 statements are their own ----------------------------------------------------------------
+# 3.1.1 scripts that hold in 5.0 as they are, registered under 5.0 case ids with the statements 5.0 states for them.
+
+#: The forms of a 5.0 acknowledgement: (id word, in words, whether the Reason Code is left out).
+ACK_FORMS: Final = (("", "Reason Code 0x00 written out", False), ("-short", "the Reason Code left out", True))
+for _form, _words, _short in ACK_FORMS:
+    v5_case(
+        f"v5/flows/pubrel-unknown-id{_form}-then-pingreq",
+        [R5.MQTT_4_3_3_11, R5.MQTT_3_12_4_1],
+        f"A resent PUBREL ({_words}) the server no longer knows is answered, and so is the PINGREQ after it",
+        stimulus="CONNECT with Clean Start 0 and Session Expiry Interval 60, SUBSCRIBE, DISCONNECT; CONNECT again the "
+        f"same way (Session Present 1); a PUBREL ({_words}) of a Packet Identifier never used, as a client resends one "
+        "whose PUBCOMP it lost [MQTT-4.4.0-1], then PINGREQ at once",
+        expected="PUBCOMP with the PUBREL's Packet Identifier (0x92 Packet Identifier not found, or 0x00) and "
+        "PINGRESP; the connection stays open. A broker that declares no QoS 2 makes the case not applicable",
+    )(delivery.pubrel_unknown_id(short=_short))
+for _word, _name, _request, _answer, _rule in session.PIPELINED:
+    v5_case(
+        f"v5/connect/pipelined-{_word}",
+        [R5.MQTT_3_2_0_1, statement_id(_rule, V5.value) or ""],
+        f"A {_name} sent right after a 5.0 CONNECT is answered after the CONNACK",
+        stimulus=f"5.0 CONNECT and, without waiting for the CONNACK (section 3.1.4), a {_name} on a topic of the case",
+        expected=f"CONNACK 0x00 first, then the {_answer.__name__.upper()}: no packet but AUTH before a CONNACK 0x00",
+    )(session.pipelined(_request, _answer))

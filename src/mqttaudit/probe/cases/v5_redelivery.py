@@ -24,8 +24,8 @@ from .v5_flows_more import PAST_EXPIRY
 from .v5_routing import _end_session, _keep, _require_qos
 
 #: The 5.0 statement ids the cases target.
-DUP_ON_REDELIVERY: Final = R5.MQTT_3_3_1_1
-QOS2_SENT_NOT_EXPIRED: Final = R5.MQTT_4_3_3_7
+DUP_ON_REDELIVERY: Final[str] = R5.MQTT_3_3_1_1
+QOS2_SENT_NOT_EXPIRED: Final[str] = R5.MQTT_4_3_3_7
 #: The Message Expiry Interval of the expiring message (seconds): it passes while the subscriber is away.
 EXPIRY: Final = 1
 

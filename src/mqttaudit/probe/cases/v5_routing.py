@@ -19,12 +19,13 @@ from typing import Final
 
 from mqttaudit.spec.ids import R5
 
-from ...codec import Subscription, Will
+from ...codec import Disconnect, Subscription, Will
 from ...codec import properties as props
 from ...codec.packets import Properties
 from ...judge.expiry_5 import GRANULARITY
 from ..case import SETTLE_MARGIN, CaseContext, Script
 from ..connection import ProbeConnection
+from .delivery import ROUNDS, qos0_replaces_qos1_rounds
 from .v5_connect import v5_case
 
 #: The Session Expiry Interval of a session that must outlive its connection: long enough to come back, short if
@@ -38,6 +39,24 @@ PAST: Final = 1.5
 WILL_DELAY: Final = 2
 #: Disconnect with Will Message (Table 3.10).
 WITH_WILL: Final = 0x04
+#: Normal disconnection: the one DISCONNECT Reason Code that discards the Will [MQTT-3.14.4-3].
+NORMAL: Final = 0x00
+#: DISCONNECT Reason Codes only a server sends (Table 3.10), and codes no DISCONNECT has (Table 2.6): a client
+#: DISCONNECT with one is malformed [MQTT-3.14.2-1].
+SERVER_ONLY: Final = (0x8B, 0x8E)
+UNDEFINED: Final = (0xFF, 0x01)
+#: DISCONNECT Reason Codes other than 0x00 and 0x04, each of which leaves the Will to be published
+#: [MQTT-3.1.2-8] (public bug mosquitto#3743: a reserved code taken for a normal disconnection): three a client
+#: may send, then the server's own and undefined ones. (code, in words).
+OTHER_DISCONNECT_CODES: Final = (
+    (0x80, "0x80 (Unspecified error)"),
+    (0x81, "0x81 (Malformed Packet)"),
+    (0x98, "0x98 (Administrative action)"),
+    (0x8B, "0x8B (Server shutting down), which only a server sends"),
+    (0x8E, "0x8E (Session taken over), which only a server sends"),
+    (0xFF, "0xFF, which no DISCONNECT has"),
+    (0x01, "0x01, which no DISCONNECT has"),
+)
 #: Every forwarded property at once, User Properties with a repeated name in an order no sorting keeps.
 FORWARDED: Final[Properties] = props.make(
     payload_format_indicator=1,
@@ -48,27 +67,27 @@ FORWARDED: Final[Properties] = props.make(
 )
 
 #: The 5.0 statement ids of the rules the cases target, by what they say.
-CLEAN_START_DISCARDS: Final = R5.MQTT_3_1_2_4
-RESUMED: Final = R5.MQTT_3_1_2_5
-KEPT_WHILE_ALIVE: Final = R5.MQTT_3_1_2_23
-PRESENT_0_ON_CLEAN_START: Final = R5.MQTT_3_2_2_2
-PRESENT_AS_HELD: Final = R5.MQTT_3_2_2_3
-TAKEOVER: Final = R5.MQTT_3_1_4_3
-CONNACK_FOR_VALID_CONNECT: Final = R5.MQTT_3_1_4_5
-WILL_PUBLISHED: Final = R5.MQTT_3_1_2_8
-WILL_NOT_RETAINED: Final = R5.MQTT_3_1_2_14
-WILL_RETAINED: Final = R5.MQTT_3_1_2_15
-WILL_DELAY_RECONNECT: Final = R5.MQTT_3_1_3_9
-DISCONNECT_DISCARDS_WILL: Final = R5.MQTT_3_14_4_3
-RETAINED_STORED: Final = R5.MQTT_3_3_1_5
-EMPTY_CLEARS: Final = R5.MQTT_3_3_1_6
-EMPTY_NOT_STORED: Final = R5.MQTT_3_3_1_7
-RETAIN_0_LEAVES: Final = R5.MQTT_3_3_1_8
-HANDLING_0: Final = R5.MQTT_3_3_1_9
-HANDLING_1: Final = R5.MQTT_3_3_1_10
-HANDLING_2: Final = R5.MQTT_3_3_1_11
-AS_PUBLISHED_0: Final = R5.MQTT_3_3_1_12
-AS_PUBLISHED_1: Final = R5.MQTT_3_3_1_13
+CLEAN_START_DISCARDS: Final[str] = R5.MQTT_3_1_2_4
+RESUMED: Final[str] = R5.MQTT_3_1_2_5
+KEPT_WHILE_ALIVE: Final[str] = R5.MQTT_3_1_2_23
+PRESENT_0_ON_CLEAN_START: Final[str] = R5.MQTT_3_2_2_2
+PRESENT_AS_HELD: Final[str] = R5.MQTT_3_2_2_3
+TAKEOVER: Final[str] = R5.MQTT_3_1_4_3
+CONNACK_FOR_VALID_CONNECT: Final[str] = R5.MQTT_3_1_4_5
+WILL_PUBLISHED: Final[str] = R5.MQTT_3_1_2_8
+WILL_NOT_RETAINED: Final[str] = R5.MQTT_3_1_2_14
+WILL_RETAINED: Final[str] = R5.MQTT_3_1_2_15
+WILL_DELAY_RECONNECT: Final[str] = R5.MQTT_3_1_3_9
+DISCONNECT_DISCARDS_WILL: Final[str] = R5.MQTT_3_14_4_3
+RETAINED_STORED: Final[str] = R5.MQTT_3_3_1_5
+EMPTY_CLEARS: Final[str] = R5.MQTT_3_3_1_6
+EMPTY_NOT_STORED: Final[str] = R5.MQTT_3_3_1_7
+RETAIN_0_LEAVES: Final[str] = R5.MQTT_3_3_1_8
+HANDLING_0: Final[str] = R5.MQTT_3_3_1_9
+HANDLING_1: Final[str] = R5.MQTT_3_3_1_10
+HANDLING_2: Final[str] = R5.MQTT_3_3_1_11
+AS_PUBLISHED_0: Final[str] = R5.MQTT_3_3_1_12
+AS_PUBLISHED_1: Final[str] = R5.MQTT_3_3_1_13
 PROPERTIES_FORWARDED: Final = (
     R5.MQTT_3_3_2_4,  # Payload Format Indicator
     R5.MQTT_3_3_2_15,  # Response Topic
@@ -90,16 +109,16 @@ SINGLE_PROPERTIES: Final[tuple[tuple[str, str, tuple[str, ...], Properties], ...
         props.make(user_property=[("z", "1"), ("a", "2")]),
     ),
 )
-EXPIRED: Final = R5.MQTT_3_3_2_5
-REMAINING: Final = R5.MQTT_3_3_2_6
-HIGHEST_QOS: Final = R5.MQTT_3_3_4_2
-IDENTIFIERS: Final = R5.MQTT_3_3_4_3
-ALL_IDENTIFIERS_ON_ONE_COPY: Final = R5.MQTT_3_3_4_4
-COPY_PER_SUBSCRIPTION: Final = R5.MQTT_3_3_4_5
-SHARED_GRANTED_QOS: Final = R5.MQTT_4_8_2_3
-ROUTED: Final = R5.MQTT_4_5_0_1
-UNSUBSCRIBED: Final = R5.MQTT_3_10_4_2
-DOLLAR: Final = R5.MQTT_4_7_2_1
+EXPIRED: Final[str] = R5.MQTT_3_3_2_5
+REMAINING: Final[str] = R5.MQTT_3_3_2_6
+HIGHEST_QOS: Final[str] = R5.MQTT_3_3_4_2
+IDENTIFIERS: Final[str] = R5.MQTT_3_3_4_3
+ALL_IDENTIFIERS_ON_ONE_COPY: Final[str] = R5.MQTT_3_3_4_4
+COPY_PER_SUBSCRIPTION: Final[str] = R5.MQTT_3_3_4_5
+SHARED_GRANTED_QOS: Final[str] = R5.MQTT_4_8_2_3
+ROUTED: Final[str] = R5.MQTT_4_5_0_1
+UNSUBSCRIBED: Final[str] = R5.MQTT_3_10_4_2
+DOLLAR: Final[str] = R5.MQTT_4_7_2_1
 
 
 def _due(context: CaseContext, interval: float) -> float:
@@ -444,8 +463,10 @@ def _disconnect_will(reason_code: int, qos: int, *, delay: int = 0) -> Script:
         _require_qos(context, qos)
         await context.subscribe_granted(watcher, will.topic, qos)
         leaving = await context.connect("leaving", client_id=client_id, will=will, properties=_keep())
-        await context.disconnect(leaving, reason_code)
-        if reason_code == WITH_WILL and not delay:
+        # written as it is: a code only a server sends, or one no DISCONNECT has, is the stimulus of a case below
+        await leaving.send(Disconnect(reason_code=reason_code), validate=False)
+        await leaving.close()  # the sender of a DISCONNECT closes [MQTT-3.14.4-2]
+        if reason_code != NORMAL and not delay:
             await context.deliveries(watcher, will.topic)
         else:  # a delayed Will, delivered or not, is decided at its deadline
             await watcher.observe(_due(context, delay))
@@ -474,6 +495,22 @@ for _qos, _delay in ((0, 0), (1, 0), (0, SHORT)):
         expected="the Will is published" + (" once its delay has passed" if _delay else ""),
         timing=True,
     )(_disconnect_will(WITH_WILL, _qos, delay=_delay))
+for _code, _what in OTHER_DISCONNECT_CODES:
+    v5_case(
+        f"v5/will/disconnect-0x{_code:02x}-sends-qos1",
+        [WILL_PUBLISHED],
+        f"DISCONNECT {_what} leaves the Will to be published: only 0x00 discards it",
+        stimulus=f"CONNECT, Session Expiry Interval 60, with a QoS 1 Will; DISCONNECT with Reason Code {_what} "
+        f"(e0 02 {_code:02x} 00), then the close",
+        expected="the Will is published: the server deletes it only on a DISCONNECT with Reason Code 0x00 "
+        "[MQTT-3.14.4-3, MQTT-3.1.2-8]"
+        + (
+            "; the packet is malformed as well [MQTT-3.14.2-1], which the server may close on"
+            if _code in (*SERVER_ONLY, *UNDEFINED)
+            else ""
+        ),
+        timing=True,
+    )(_disconnect_will(_code, 1))
 
 
 # Retained messages ------------------------------------------------------------------------------------------------
@@ -543,6 +580,19 @@ v5_case(
     stimulus="two QoS 0 PUBLISHes with RETAIN 1 to one topic; then a new subscriber",
     expected="the subscriber gets the second message only",
 )(_retained([(b"first", True), (b"second", True)], 0))
+# The 3.1.1 script of retain/qos0-replaces-qos1-rounds, in 5.0 (it leaves retained messages: it runs alone, from the
+# library's list, since its script is not this module's).
+v5_case(
+    "v5/retain/qos0-replaces-qos1-rounds",
+    [R5.MQTT_3_3_1_5],
+    f"A retained QoS 0 message replaces the retained QoS 1 message published just before it, in each of "
+    f"{ROUNDS} rounds",
+    stimulus=f"{ROUNDS} rounds, each on its own topic and connection: a QoS 1 PUBLISH 'old-N' with RETAIN 1, its "
+    "PUBACK, at once a QoS 0 PUBLISH 'new-N' with RETAIN 1, until a live subscription got both; then a new "
+    "subscription to every round's topic",
+    expected="no new subscription gets 'old-N' in any round (it gets 'new-N', or nothing); a fail lists every round "
+    "that got 'old-N'",
+)(qos0_replaces_qos1_rounds())
 v5_case(
     "v5/retain/empty-removes",
     [EMPTY_CLEARS, EMPTY_NOT_STORED],

@@ -37,21 +37,21 @@ from .v5_routing import (
 )
 
 #: The 5.0 statement ids the cases target.
-BOM_KEPT: Final = R5.MQTT_1_5_4_3
-NO_NORMALISATION: Final = R5.MQTT_4_7_3_4
-NEW_SESSION: Final = R5.MQTT_3_1_2_6
-CLEAN_START_PROCESSED: Final = R5.MQTT_3_1_4_4
-SESSION_BY_CLIENT_ID: Final = R5.MQTT_3_1_3_2
-KEPT_WHILE_OPEN: Final = R5.MQTT_4_1_0_1
-DISCARDED_AFTER_EXPIRY: Final = R5.MQTT_4_1_0_2
-WILL_STORED: Final = R5.MQTT_3_1_2_7
-WILL_DROPPED: Final = R5.MQTT_3_1_2_10
-WILL_USER_PROPERTIES_IN_ORDER: Final = R5.MQTT_3_1_3_10
-CONNACK_FOR_VALID_CONNECT: Final = R5.MQTT_3_1_4_5
-ROUTED: Final = R5.MQTT_4_5_0_1
-SHARED_QOS2_COMPLETED: Final = R5.MQTT_4_8_2_4
-SHARED_NOT_REASSIGNED: Final = R5.MQTT_4_8_2_5
-SHARED_REFUSED_DISCARDED: Final = R5.MQTT_4_8_2_6
+BOM_KEPT: Final[str] = R5.MQTT_1_5_4_3
+NO_NORMALISATION: Final[str] = R5.MQTT_4_7_3_4
+NEW_SESSION: Final[str] = R5.MQTT_3_1_2_6
+CLEAN_START_PROCESSED: Final[str] = R5.MQTT_3_1_4_4
+SESSION_BY_CLIENT_ID: Final[str] = R5.MQTT_3_1_3_2
+KEPT_WHILE_OPEN: Final[str] = R5.MQTT_4_1_0_1
+DISCARDED_AFTER_EXPIRY: Final[str] = R5.MQTT_4_1_0_2
+WILL_STORED: Final[str] = R5.MQTT_3_1_2_7
+WILL_DROPPED: Final[str] = R5.MQTT_3_1_2_10
+WILL_USER_PROPERTIES_IN_ORDER: Final[str] = R5.MQTT_3_1_3_10
+CONNACK_FOR_VALID_CONNECT: Final[str] = R5.MQTT_3_1_4_5
+ROUTED: Final[str] = R5.MQTT_4_5_0_1
+SHARED_QOS2_COMPLETED: Final[str] = R5.MQTT_4_8_2_4
+SHARED_NOT_REASSIGNED: Final[str] = R5.MQTT_4_8_2_5
+SHARED_REFUSED_DISCARDED: Final[str] = R5.MQTT_4_8_2_6
 #: A Session Expiry Interval that passes within a case, long enough that a message published just after the
 #: close surely reaches the session before it ends (servers count whole seconds).
 EXPIRING: Final = 2
