@@ -108,6 +108,25 @@ def test_an_unsupported_method_refused_then_closed_keeps_4_12_0_1() -> None:
     assert "MQTT-4.12.0-1" not in other.assessed
 
 
+def test_a_method_accepted_without_being_taken_up_breaks_4_12_0_1_once() -> None:
+    """CONNACK 0x00 naming no Authentication Method, no AUTH before it: the server accepted the connection as one
+    that does not support the method (one that does names it in the CONNACK), where it must close. One finding,
+    under MQTT-4.12.0-1, not MQTT-4.12.0-5 as well."""
+    ignored = run(talk().client(AUTHENTICATING).server(codec.Connack()).quiet(after=1))
+    assert failed(ignored, "MQTT-4.12.0-1") == [S], explain(ignored)
+    assert failed(ignored, "MQTT-4.12.0-5") == [], explain(ignored)
+    # Another method named, or the method taken up by an exchange: the CONNACK breaks MQTT-4.12.0-5.
+    other = run(
+        talk().client(AUTHENTICATING).server(codec.Connack(properties=(Property(0x15, "PLAIN"),))).quiet(after=1)
+    )
+    assert failed(other, "MQTT-4.12.0-5") == [S] and "MQTT-4.12.0-1" not in other.assessed, explain(other)
+    exchanged = talk().client(AUTHENTICATING).server(CONTINUE).client(CONTINUE).server(codec.Connack()).quiet(after=1)
+    taken_up = run(exchanged)
+    assert failed(taken_up, "MQTT-4.12.0-5") == [S] and "MQTT-4.12.0-1" not in taken_up.assessed, explain(taken_up)
+    named = run(talk().client(AUTHENTICATING).server(codec.Connack(properties=(METHOD,))).quiet(after=1))
+    assert named.findings == () and "MQTT-4.12.0-5" in named.passed, explain(named)
+
+
 def test_an_exchange_refused_is_closed_on_under_4_12_0_4() -> None:
     exchange = talk().client(AUTHENTICATING).server(CONTINUE).client(CONTINUE)
     kept = run(exchange.server(codec.Connack(return_code=0x87)).closed(S))

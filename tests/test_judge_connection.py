@@ -132,6 +132,32 @@ def test_conversation_that_cannot_show_it_leaves_the_rule_not_assessable(case: C
     check_undecided(case)
 
 
+LEVEL_9 = codec.Connect(client_id="judge-test", protocol_level=9)
+
+
+@pytest.mark.parametrize(
+    ("connack", "kept"),
+    [
+        ("20 02 00 01", True),  # 3.1.1's answer [MQTT-3.1.2-2 of 3.1.1]
+        ("20 03 00 84 00", True),  # 5.0's, from a server that speaks 5.0 [MQTT-3.1.2-2 of 5.0]
+        ("20 08 00 84 05 1f 00 02 6e 6f", True),  # 5.0's with a Reason String
+        ("20 02 00 84", False),  # 0x84 in 3.1.1's two bytes: well formed in neither version
+        ("20 02 00 02", False),
+    ],
+)
+def test_an_unknown_protocol_level_may_be_refused_as_either_version_refuses_it(connack: str, kept: bool) -> None:
+    """A level that is neither 4 nor 5 names neither version: 3.1.1's CONNACK 0x01 and 5.0's CONNACK 0x84 (in
+    5.0's form), each followed by the close, keep MQTT-3.1.2-2."""
+    judgement = judge(Talk().client(LEVEL_9).server(connack.replace(" ", "")).closed(S).events)
+    if kept:
+        assert "MQTT-3.1.2-2" in judgement.passed, explain(judgement)
+    else:
+        assert [f.rule for f in judgement.findings if f.side is S] == ["MQTT-3.1.2-2"], explain(judgement)
+    left_open = judge(Talk().client(LEVEL_9).server(connack.replace(" ", "")).quiet(after=10).events)
+    unclosed = [f for f in left_open.findings if f.rule == "MQTT-3.1.2-2" and "did not close" in f.detail]
+    assert [f.side for f in unclosed] == [S], explain(left_open)  # the close is owed either way
+
+
 def test_closing_without_the_connack_0x01_breaks_the_protocol_level_rule() -> None:
     findings = judge(Talk().client(LEVEL_5).closed(S).events).findings
     assert [(rule, f.side) for f in findings for rule in f.rules] == [("MQTT-3.1.2-2", S)]

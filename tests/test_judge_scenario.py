@@ -583,3 +583,39 @@ def test_delivering_the_offending_publish_to_another_subscriber_acts_on_it() -> 
     assert ("sub", "MQTT-4.8.0-1", "server") in found, found  # acting on it, on the subscriber's connection
     # Closed without delivering it, the same publisher is no finding.
     assert findings({"sub": watch(subscriber(("t/#", 1))), "pub": pub}) == []
+
+
+def closed_by_server_with_will(close_at: float) -> Talk:
+    """A client with a Will sends a malformed DISCONNECT (reserved flag bit 0: ``e1 00``) at 1.0 s; the server
+    closes the connection at ``close_at``."""
+    talk = Talk()
+    talk.now = 0.97
+    talk.client(codec.Connect(client_id="mortal", will=WILL)).server(CONNACK_OK).client("e1 00", at=1.0)
+    return talk.closed(S, at=close_at)
+
+
+@pytest.mark.parametrize("before", [0.0001, 0.0002, 0.004])
+def test_a_will_seen_just_before_the_servers_close_of_its_connection_is_a_will_after_it(before: float) -> None:
+    """The server closes on the malformed DISCONNECT and publishes the Will: the watcher's socket shows the Will
+    0.1-0.2 ms (and up to 4 ms) before the prober's shows the close. Within SAME_INSTANT that is one instant."""
+    sub = got(subscriber(("will/#", 1)), WILL_MESSAGE, at=1.02 - before - 0.1)  # got() sends at ``at`` + 0.1
+    judgement = verdict({"mortal": closed_by_server_with_will(1.02), "sub": sub.quiet(at=LATE)})
+
+    assert "MQTT-3.1.2-8" in judgement.passed, explain(judgement)
+    assert not [f for f in judgement.findings if f.rule == "MQTT-3.1.2-8"], explain(judgement)
+
+
+def test_a_will_seen_well_before_the_close_of_its_connection_is_no_will_of_that_close() -> None:
+    """10 ms is no longer one instant: the Will came while the connection was still open."""
+    sub = got(subscriber(("will/#", 1)), WILL_MESSAGE, at=1.01 - 0.1)
+    judgement = verdict({"mortal": closed_by_server_with_will(1.02), "sub": sub.quiet(at=LATE)})
+
+    assert any(f.rule == "MQTT-3.1.2-8" for f in judgement.findings), explain(judgement)
+
+
+def test_a_will_seen_before_the_clients_own_close_is_early_however_little() -> None:
+    """The client's close is stamped before the server can learn of it: no tolerance there."""
+    sub = got(subscriber(("will/#", 1)), WILL_MESSAGE, at=1.0199 - 0.1)  # 0.1 ms before the close at 1.02
+    judgement = verdict({"mortal": will_owner(WILL), "sub": sub.quiet(at=LATE)})
+
+    assert any(f.rule == "MQTT-3.1.2-8" for f in judgement.findings), explain(judgement)

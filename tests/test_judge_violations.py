@@ -133,6 +133,7 @@ def test_delivering_the_offending_publish_is_acting_on_it() -> None:
         ("MQTT-4.8.0-1", S),
         ("MQTT-3.3.2-2", S),
         ("MQTT-4.7.1-1", S),
+        ("MQTT-3.3.2-3", S),  # malformed or not, the server's PUBLISH is a delivery, and nobody subscribed
     }
 
 

@@ -1,7 +1,8 @@
-"""A broker that breaks a MUST on every connection, in a statement none of the chosen cases targets: the run
-still exits 1, and every report (the terminal summary, findings.json, findings.md, junit.xml) shows the violation,
-once per act, grouped by rule over the cases that saw it. Each broker is a scripted hostile server on 127.0.0.1
-driving the real ``mqttaudit probe`` command."""
+"""A broker that breaks a MUST on every connection, in a statement none of the chosen cases targets: each case
+fails on that statement, once per act, whatever it targets, and every report (the terminal summary, findings.json,
+findings.md, junit.xml) shows it as that case's failure, never again among the run's violations (which keep what
+does not fail a run: answers owed past a deadline, acts after the prober's own malformed packet). Each broker is a
+scripted hostile server on 127.0.0.1 driving the real ``mqttaudit probe`` command."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ import pytest
 from mqttaudit.codec import Connect, Direction, Pingreq, StreamDecoder
 from mqttaudit.judge import Finding
 from mqttaudit.probe.case import CASES, Target
-from mqttaudit.probe.runner import FAIL, MAX_FINDINGS, CaseResult, ProbeRun, kept_findings
+from mqttaudit.probe.runner import FAIL, MAX_FINDINGS, PASS, CaseResult, ProbeRun, fail_on_acts, kept_findings
 from mqttaudit.probe.violations import other_violations
 from mqttaudit.spec import load_catalogue
+from mqttaudit.spec.ids import R311
 
 from .cli_in_process import Ran, run_mqttaudit
 from .hostile_server import HostileServer
@@ -68,50 +70,46 @@ def reports(out: Path) -> tuple[dict[str, object], str, ET.Element]:
     ],
     ids=["3.1.1-reserved-connack-flags", "5.0-property-length-268M"],
 )
-def test_a_violation_no_chosen_case_targets_fails_the_run_and_is_in_every_report(
+def test_a_must_broken_during_a_case_fails_that_case_on_it_in_every_report(
     connack: bytes, cases: str, rule: str, tmp_path: Path
 ) -> None:
     ran = probe(connack, tmp_path / "out", "--cases", cases)
 
     assert ran.returncode == 1, ran.stdout + ran.stderr
     findings, markdown, junit = reports(tmp_path / "out")
-    assert all(rule not in r["statements"] for r in findings["results"])  # the chosen cases target other statements
-    [violation] = findings["violations"]
-    assert (violation["rule"], violation["level"], violation["side"], violation["known"]) == (
-        rule,
-        "MUST",
-        "server",
-        False,
-    )
-    assert violation["acts"] == 1 and violation["cases"] == [findings["results"][0]["case"]]
-    assert violation["protocol"] == ("5.0" if cases.startswith("v5/") else "3.1.1")  # whose statement the id names
-    assert f"VIOLATION {rule} (MUST) by the server: 1 act in 1 case" in ran.stdout
-    assert "## Violations outside the cases' statements" in markdown
-    assert f"### {rule} (MUST, section " in markdown
-    [failed] = [case for case in junit.iter("testcase") if case.get("classname") == "mqttaudit.probe.violations"]
+    [result] = findings["results"]
+    assert rule not in result["statements"]  # the chosen case targets another statement
+    assert result["verdict"] == "fail" and rule in result["reason"]
+    assert result["evidence"]["statements"][rule] == "fail"
+    [cited] = [f for f in result["evidence"]["findings"] if f["rule"] == rule]
+    assert (cited["side"], cited["conversation"], cited["event"]) == ("server", "c1", 1)  # the CONNACK, once
+    assert findings["violations"] == []  # one act, one finding: not listed again
+    assert f"FAIL {result['case']} [{', '.join(result['statements'])}, {rule}]" in ran.stdout
+    assert f"**{rule}** (server" in markdown
+    reference = markdown.split("#### Standard reference")[1].split("#### Expected behaviour")[0]
+    assert f"[{rule}]" in reference  # beside the case's own statements
+    [failed] = [case for case in junit.iter("testcase") if case.get("name", "").startswith(result["case"])]
     failure = failed.find("failure")
     assert failure is not None and failure.get("type") == rule
     assert junit.get("failures") == "1"
 
 
-def test_the_same_behaviour_in_many_cases_is_one_entry_counting_every_act(tmp_path: Path) -> None:
+def test_the_same_behaviour_in_many_cases_fails_each_of_them_once_per_act(tmp_path: Path) -> None:
     ran = probe(RESERVED_FLAGS, tmp_path / "out", "--cases", "ping/*,malformed/pingreq-flag-bit-*")
 
     assert ran.returncode == 1, ran.stdout + ran.stderr
-    findings, markdown, _ = reports(tmp_path / "out")
+    findings, _, _ = reports(tmp_path / "out")
     results = findings["results"]
     assert len(results) == 5
-    # each case's connections got the bad CONNACK once per connection: one act each, counted in the case too
-    acts = {r["case"]: r["evidence"]["other_acts"].get("MQTT-3.2.2-reserved-flags", 0) for r in results}
-    assert all(count >= 1 for count in acts.values()), acts
-    [violation] = [v for v in findings["violations"] if v["rule"] == "MQTT-3.2.2-reserved-flags"]
-    assert violation["acts"] == sum(acts.values())
-    assert sorted(violation["cases"]) == sorted(acts)
-    assert f"{violation['acts']} act(s) by the server in 5 case(s)" in markdown
-    assert markdown.count("### MQTT-3.2.2-reserved-flags (MUST") == 1
+    for result in results:
+        cited = [f for f in result["evidence"]["findings"] if f["rule"] == "MQTT-3.2.2-reserved-flags"]
+        acts = {(f["conversation"], f["event"]) for f in cited}
+        assert result["verdict"] == "fail" and len(cited) == len(acts) >= 1, result
+        assert result["evidence"]["other_acts"].get("MQTT-3.2.2-reserved-flags", 0) == 0
+    assert findings["violations"] == []
 
 
-def test_a_violation_the_baseline_knows_does_not_fail_the_run_but_is_still_shown(tmp_path: Path) -> None:
+def test_a_failure_the_baseline_knows_does_not_fail_the_run_but_is_still_shown(tmp_path: Path) -> None:
     first = probe(RESERVED_FLAGS, tmp_path / "first", "--cases", "ping/*")
     assert first.returncode == 1
     again = probe(
@@ -119,12 +117,11 @@ def test_a_violation_the_baseline_knows_does_not_fail_the_run_but_is_still_shown
     )
 
     assert again.returncode == 0, again.stdout + again.stderr
-    findings, markdown, junit = reports(tmp_path / "again")
-    [violation] = findings["violations"]
-    assert violation["known"] is True
-    assert "known to the baseline: it does not fail the run" in again.stdout
-    assert "Not counted: known to the baseline" in markdown
-    assert junit.get("failures") == "0"
+    findings, markdown, _ = reports(tmp_path / "again")
+    [result] = findings["results"]
+    assert result["verdict"] == "fail" and "MQTT-3.2.2-reserved-flags" in result["reason"]
+    assert "### Known failures (failing in the baseline too)" in markdown
+    assert f"- `{result['case']}`" in markdown.split("### Known failures")[1]
 
 
 def finding(rule: str, event: int) -> Finding:
@@ -164,3 +161,24 @@ def test_acts_after_a_malformed_packet_the_broker_kept_are_listed_but_do_not_fai
     assert found["MQTT-2.3.1-6", True].acts == 2
     assert not found["MQTT-2.3.1-6", True].counted
     assert found["MQTT-4.3.3-2", False].counted
+
+
+def test_only_must_acts_before_the_probers_malformed_packet_fail_the_case() -> None:
+    """The broker's own act fails the case on the statement it breaks (once per act, every rule of the act named);
+    an answer it owed past a deadline (a finding with a cause) and an act after the prober's malformed packet (event
+    2 of c1) stay among the other findings, which do not fail the case."""
+    case = CASES["malformed/pubrec-flag-bit-0"]
+    result = CaseResult(case, PASS, malformed_at={"c1": 2})
+    owed_answer = Finding(R311.MQTT_3_12_4_1, Direction.FROM_SERVER, 0.0, 4, "no PINGRESP", "PINGRESP", "c2", cause=3)
+    after = finding(R311.MQTT_2_3_1_6, 3)
+    act, same_act = finding(R311.MQTT_2_2_1_DIRECTION, 1), finding(R311.MQTT_3_14_1_REMAINING_LENGTH, 1)
+    result.other_findings = [act, after, same_act, owed_answer]
+
+    fail_on_acts(result)
+
+    assert result.verdict == FAIL
+    [cited] = result.findings
+    assert (cited.rule, cited.event) == ("MQTT-2.2.1-direction", 1)
+    assert cited.also == ("MQTT-3.14.1-remaining-length",)  # failed with the statement it cites
+    assert result.statements == {"MQTT-2.2.1-direction": FAIL, "MQTT-3.14.1-remaining-length": FAIL}
+    assert result.other_findings == [after, owed_answer]

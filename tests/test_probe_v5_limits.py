@@ -245,6 +245,17 @@ def test_sized_publishes_count_the_whole_packet() -> None:
             assert len(codec.encode(sized(size, qos), version="5")) == size
 
 
+@pytest.mark.parametrize(("maximum", "qos"), [(64, 0), (128, 1)])
+def test_a_message_too_large_for_the_subscriber_is_owed_nothing(maximum: int, qos: int) -> None:
+    """The message one byte over the subscriber's Maximum Packet Size is discarded [MQTT-3.1.2-25]: the routing
+    replay owes it to nobody (it said "never arrived", MQTT-4.5.0-1, of a broker that discarded it)."""
+    case = CASES[f"v5/maximum-packet-size/to-client-{maximum}-qos{qos}"]
+    kept, _broken = _discarded(maximum, qos)
+    judgement = judged(case, kept)
+    assert not [f for f in judgement.findings if f.side is S], judgement.findings
+    assert "MQTT-4.5.0-1" in judgement.passed  # the one that fits is owed, and came
+
+
 def test_a_broker_that_closes_instead_of_carrying_on_after_a_message_too_large_breaks_3_1_2_25() -> None:
     """3.1.2.11.4: the server discards the packet "and then behave[s] as if it had completed sending that Application
     Message": closing the subscriber's connection is not carrying on; with no later message the rule is open."""

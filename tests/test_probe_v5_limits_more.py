@@ -197,15 +197,16 @@ def test_mosquitto_with_a_maximum_packet_size_takes_a_packet_one_byte_over_witho
 def test_every_case_gets_a_verdict_from_mqttools(mqttools: RunningBroker) -> None:
     """mqttools 0.50.0 answers a second CONNECT with DISCONNECT 0x82 (bytes e0 02 82 00) and leaves the connection
     open: 3.14.4 "After sending a DISCONNECT packet the sender MUST close the Network Connection" [MQTT-3.14.4-2].
-    It keeps an old connection open on a session takeover and takes an alias it never allowed, without DISCONNECT
-    (not applicable here); it declares Maximum QoS 0 and no Topic Alias Maximum."""
+    It keeps an old connection open on a session takeover [MQTT-3.1.4-3], which fails the case that sees it though
+    the DISCONNECT it targets is optional there, and takes an alias it never allowed, without DISCONNECT (not
+    applicable here); it declares Maximum QoS 0 and no Topic Alias Maximum."""
     results = run_all(mqttools)
     verdicts = {case_id: result.verdict for case_id, result in results.items()}
     assert verdicts == {
         # it takes an alias above its maximum (none declared) and stays open: no MUST binds it to detect that
         "v5/server-disconnect/topic-alias-invalid": LENIENT,
         "v5/server-disconnect/packet-too-large": NOT_APPLICABLE,
-        "v5/server-disconnect/session-taken-over": NOT_APPLICABLE,
+        "v5/server-disconnect/session-taken-over": FAIL,
         "v5/server-disconnect/receive-maximum-exceeded": NOT_APPLICABLE,
         "v5/server-disconnect/protocol-error": FAIL,
         "v5/small-maximum/connack": PASS,
@@ -213,5 +214,6 @@ def test_every_case_gets_a_verdict_from_mqttools(mqttools: RunningBroker) -> Non
         "v5/topic-alias/mapped-before-reconnecting": NOT_APPLICABLE,
         "v5/topic-alias/to-client-after-reconnecting": NOT_APPLICABLE,
     }
+    assert [f.rule for f in results["v5/server-disconnect/session-taken-over"].findings] == ["MQTT-3.1.4-3"]
     failed = results["v5/server-disconnect/protocol-error"]
     assert {rule for rule, verdict in failed.statements.items() if verdict == FAIL} == {"MQTT-3.14.4-2"}

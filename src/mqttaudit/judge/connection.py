@@ -16,6 +16,7 @@ from mqttaudit.codec import (
     PacketType,
     ProtocolVersion,
     Publish,
+    StreamDecoder,
     reason_codes,
 )
 from mqttaudit.codec import rules as codec_rules
@@ -70,6 +71,9 @@ class Reaction:
     why: str
     #: Closing without any CONNACK is itself a conforming answer (the CONNACK is a MAY): the close keeps the rule.
     close_answers: bool = False
+    #: CONNACK codes the server may send instead in MQTT 5.0's form, which shows it speaks 5.0 (see
+    #: :data:`REFUSE_PROTOCOL_LEVEL`).
+    codes_5: frozenset[int] = frozenset()
     #: The statement the close after a refusing CONNACK answers to, when it is the reaction's own rather than the
     #: general one (3.1.1 [MQTT-3.2.2-5], 5.0 [MQTT-3.2.2-7]).
     refusal_rule: str | None = None
@@ -81,12 +85,24 @@ class Reaction:
 ACCEPT_OR_REFUSE: Final = Reaction(
     rules.CONNACK_FOR_VALID_CONNECT, frozenset(range(6)), False, True, "a valid CONNECT gets a CONNACK"
 )
+#: An unsupported Protocol Level, judged as 3.1.1 asks: "The Server MUST respond to the CONNECT Packet with a CONNACK
+#: return code 0x01 (unacceptable protocol level) and then disconnect the Client if the Protocol Level is not supported
+#: by the Server" [MQTT-3.1.2-2 of 3.1.1]. A level that is neither 4 nor 5 names neither version, and a server that
+#: also speaks 5.0 is held to 5.0's text for a version it does not accept: "the Server MAY send a CONNACK packet with
+#: Reason Code 0x84 (Unsupported Protocol Version) and then MUST close the Network Connection" [MQTT-3.1.2-2 of 5.0].
+#: So a CONNACK 0x84 written in 5.0's form (``20 03 00 84 00``, properties allowed), which only a server that speaks
+#: 5.0 sends, is a conforming refusal too, followed by the close like 0x01. The same code in 3.1.1's two bytes
+#: (``20 02 00 84``) is well formed in neither version and stays a failure; so does a close without any CONNACK,
+#: which 5.0 allows but which nothing on the connection shows to come from a server that speaks 5.0 (when the judge
+#: knows it does, :data:`REFUSE_PROTOCOL_LEVEL_5` applies).
 REFUSE_PROTOCOL_LEVEL: Final = Reaction(
     rules.UNSUPPORTED_PROTOCOL_LEVEL,
     frozenset({1}),
     True,
     False,
-    "an unsupported Protocol Level is refused with CONNACK 0x01, then the connection is closed",
+    "an unsupported Protocol Level is refused with CONNACK 0x01 (a server that speaks 5.0: 0x84 in 5.0's form), then "
+    "the connection is closed",
+    codes_5=frozenset({0x84}),
 )
 REFUSE_CLIENT_ID: Final = Reaction(
     rules.EMPTY_CLIENT_ID_WITHOUT_CLEAN_SESSION,
@@ -161,6 +177,16 @@ REFUSE_OR_FOLLOW_NAME_5: Final = Reaction(
 #: The CONNACK code that rejects a Client Identifier, per version (3.1.1 0x02 "identifier rejected", 5.0 0x85
 #: "Client Identifier not valid").
 CLIENT_ID_REJECTED: Final = {identity.V3_1_1: IDENTIFIER_REJECTED, identity.V5: 0x85}
+
+
+def in_5_0_form(seen: Seen) -> bool:
+    """The server's CONNACK of ``seen``, read as MQTT 5.0, is a well-formed 5.0 CONNACK (Property Length and all)."""
+    frames = StreamDecoder(Direction.FROM_SERVER, version=ProtocolVersion.V5).feed(seen.frame.raw)
+    return (
+        len(frames) == 1
+        and isinstance(frames[0].packet, Connack)
+        and not any(not codec_rules.is_advisory(v.rule) for v in frames[0].violations)
+    )
 
 
 def header_cut(seen: Seen) -> bool:
@@ -675,7 +701,7 @@ class Connection:
             return
         if self._connack_due is not None:
             obligations.fulfil(self._connack_due)
-        if code not in reaction.codes:
+        if code not in reaction.codes and not (code in reaction.codes_5 and in_5_0_form(seen)):
             allowed = ", ".join(f"0x{c:02x}" for c in sorted(reaction.codes))
             self._ctx.ledger.fail(
                 reaction.rule,

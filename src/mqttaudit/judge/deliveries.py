@@ -44,8 +44,13 @@ class Deliveries:
         self._options = OptionChecks(ctx, subscriptions)
 
     def on_packet(self, seen: Seen) -> None:
+        """A PUBLISH of either side. One the server sends is a delivery even when it breaks a rule itself (a
+        property no PUBLISH may carry, such as a Will's Will Delay Interval left in): that rule is the codec's
+        finding, and the delivery is held to every duty of a delivery all the same, so a Will published too soon
+        with a leaked property is too soon, not missing. One the client sends that breaks a rule is the offence its
+        server must close on, never a message to route."""
         packet = seen.packet
-        if not isinstance(packet, Publish) or seen.offends:
+        if not isinstance(packet, Publish) or (seen.offends and seen.sender is CLIENT):
             return
         v5 = self._connection.version == identity.V5
         topic = topic_of(seen, packet, self._topics) if v5 else packet.topic

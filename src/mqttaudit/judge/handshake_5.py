@@ -350,6 +350,28 @@ class Handshake5:
         )
         return False
 
+    def _method_ignored(self, seen: Seen, connect: Connect, connack: Connack) -> bool:
+        """[MQTT-4.12.0-1] "If the Server does not support the Authentication Method supplied by the Client, it MAY
+        send a CONNACK with a Reason Code of 0x8C (Bad authentication method) or 0x87 (Not Authorized) ... and MUST
+        close the Network Connection." A CONNACK 0x00 naming no Authentication Method, after a CONNECT that named one
+        and without any AUTH, accepts the connection without taking the method up: what a server that does not
+        support it sends (one that supports it names it in that CONNACK [MQTT-4.12.0-5]), where it must close
+        instead. One act, one finding: this, rather than MQTT-4.12.0-5 as well. True when so."""
+        method = first(connect.properties, lifecycle.AUTHENTICATION_METHOD)
+        if method is None or self._auth_seen or first(connack.properties, lifecycle.AUTHENTICATION_METHOD) is not None:
+            return False
+        self._ctx.ledger.fail(
+            lifecycle.CLOSE_ON_UNSUPPORTED_METHOD,
+            SERVER,
+            seen.time,
+            seen.event,
+            f"{seen.describe()} accepts the connection without taking up the CONNECT's Authentication Method "
+            f"{method!r}: no AUTH, and none in the CONNACK, where a server that supports it names it (MQTT-4.12.0-5)",
+            "a server that does not support the CONNECT's Authentication Method closes the connection (a CONNACK 0x8C "
+            "or 0x87 may come first); it never accepts it",
+        )
+        return True
+
     def on_connack(self, seen: Seen, connect: Connect, connack: Connack, *, valid: bool = True) -> None:
         """The CONNACK that answers the CONNECT (``valid``: one the server may accept, whose fields were read)."""
         code = connack.return_code
@@ -361,7 +383,8 @@ class Handshake5:
             if self._early_disconnect is None:
                 self._ctx.ledger.held(lifecycle.NO_SERVER_DISCONNECT_BEFORE_ACCEPT)
             self._will_accepted(seen, connect, connack)
-            self._same_method(seen, connect, connack, seen.sender)
+            if not self._method_ignored(seen, connect, connack):
+                self._same_method(seen, connect, connack, seen.sender)
             if valid:  # a malformed CONNECT's Client Identifier may never have been read
                 self._assigned_identifier(seen, connect, connack)
             return

@@ -40,8 +40,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from mqttaudit.codec import Publish
-from mqttaudit.codec.properties import SESSION_EXPIRY_INTERVAL
+from mqttaudit.codec import Direction, Publish
+from mqttaudit.codec.properties import MAXIMUM_PACKET_SIZE, SESSION_EXPIRY_INTERVAL, TOPIC_ALIAS_MAXIMUM, first
 from mqttaudit.topics import (
     InvalidTopic,
     TopicIndex,
@@ -54,12 +54,21 @@ from mqttaudit.topics import (
 from . import expiry_5, reasons, rules
 from . import model_rules_5 as rules_5
 from .config import JudgeConfig
+from .discarded_5 import smallest_forwarded
 from .events import Closed
 from .transcript import Delivered, Subscribed, Transcript, Unsubscribed
 
 INF: Final = math.inf
 #: Up to this many sessions, every message is held against every session.
 EXHAUSTIVE_SESSIONS: Final = 64
+#: Seconds within which two events of different connections are one instant: the order of their times says
+#: nothing. Each connection's events are stamped when its own reader handles its bytes (the live prober: one
+#: connection after another on one event loop, so bytes that arrive together are stamped up to one turn of the
+#: loop apart, in whatever order it serves them: well under a millisecond alone, a few under load; a capture: when
+#: each segment passed the interface, microseconds). And a server that closes a connection and publishes its Will
+#: writes the two to two sockets in an order no statement fixes: real brokers write the Will first, 0.1-0.2 ms
+#: before the close. So a Will seen less than this before the close of its connection is seen after it.
+SAME_INSTANT: Final = 0.005
 #: The one namespace of the broker-wide trie.
 BROKER: Final = "broker"
 Window = tuple[float, float]
@@ -187,6 +196,8 @@ class Message:
     #: The server surely took it (acknowledged, or a QoS 0 PUBLISH on a healthy connection, or a due Will).
     certain: bool
     will: bool = False
+    #: A Will: how long before ``window`` a copy may be seen and still be this message (see :func:`_same_instant`).
+    early: float = 0.0
 
     @property
     def key(self) -> tuple[str, bytes]:
@@ -713,7 +724,7 @@ def _messages(
                 (Message(link, transcript.end_event, publish, closing, True, True), rules.WILL_DISCARDED_ON_DISCONNECT)
             )
         elif transcript.closed is not None:
-            routed.append(Message(link, transcript.end_event, publish, closing, True, True))
+            routed.append(Message(link, transcript.end_event, publish, closing, True, True, _same_instant(link)))
     return routed, unowned
 
 
@@ -751,7 +762,8 @@ def _will_5_0(
         unowned.append((suppressed, rules_5.WILL_DELAY))
         return
     resumed_near = following is not None and following.transcript.connect_time <= window[1] and due < ended
-    routed.append(Message(link, transcript.end_event, publish, window, not resumed_near, True))
+    early = _same_instant(link) if window[0] == closed else 0.0
+    routed.append(Message(link, transcript.end_event, publish, window, not resumed_near, True, early))
     if not resumed_near and ended != INF:
         # Published once: a copy beyond the one owed, until the session ends, was sent again.
         again = (window[0], max(window[1], ended + expiry_5.GRANULARITY))
@@ -761,6 +773,26 @@ def _will_5_0(
         unowned.append(
             (Message(link, transcript.end_event, publish, (closed, window[0]), True, True), rules.WILL_PUBLISHED)
         )
+
+
+def _too_large_for(link: Link, message: Message, qos: int) -> bool:
+    """Forwarded at ``qos`` to the 5.0 connection ``link``, ``message`` cannot keep within the Maximum Packet Size
+    its CONNECT declared, however the server wrote it (:func:`.discarded_5.smallest_forwarded`)."""
+    connect = link.transcript.connect
+    maximum = None if connect is None or not link.v5 else first(connect.properties, MAXIMUM_PACKET_SIZE)
+    if not isinstance(maximum, int) or connect is None:
+        return False
+    aliases = bool(first(connect.properties, TOPIC_ALIAS_MAXIMUM))
+    return smallest_forwarded(message.publish, qos, aliases=aliases) > maximum
+
+
+def _same_instant(link: Link) -> float:
+    """How long before the close of ``link`` a Will published for it may be seen: :data:`SAME_INSTANT` when the
+    server closed it (or nobody knows who did), since the server's close and the Will it publishes for it are one
+    act written to two sockets in either order; none for a close of the client's own, seen before the server can
+    learn of it."""
+    closed = link.closed
+    return 0.0 if closed is None or closed.by is Direction.FROM_CLIENT else SAME_INSTANT
 
 
 def _route(model: Model, message: Message, session: Session, config: JudgeConfig) -> None:
@@ -797,6 +829,9 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
             must = must and not session.clean and qos > 0
             earlier = _open_before(session, link, message.window[0])
         rule = _live_rule(message, definite, link)
+        # [MQTT-3.1.2-25] Too large for the subscriber's Maximum Packet Size: discarded, never owed
+        # (:mod:`.discarded_5` judges the discarding).
+        must = must and not _too_large_for(link, message, qos)
         if link.ended < message.window[0]:
             if must:
                 for name in (rule, qos_rule):
@@ -820,7 +855,7 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
                 )
                 following.expectations.append(_with_options(kept, possible, definite))
             return
-        after, deadline = message.window[0], taken + config.answer_timeout
+        after, deadline = message.window[0] - message.early, taken + config.answer_timeout
     else:
         # [MQTT-3.1.2-5] Offline: a persistent session keeps QoS 1 and 2 messages for its next connection.
         link = session.link_after(taken)

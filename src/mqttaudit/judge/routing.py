@@ -759,6 +759,7 @@ class Routing:
                 self._undecided(link, rule, _unseen_bytes(min(lost), _what(expectation)), time=expectation.after)
             return
         if link.ended >= expectation.deadline:
+            early = _published_early(link, expectation)
             for rule in (expectation.rule, *expectation.also):
                 if rule == rules_5.WILL_STORED and _arrived_early(link, expectation):
                     # The Will reached this connection before its delay ran out: the server held it (stored), and
@@ -766,6 +767,8 @@ class Routing:
                     # is kept.
                     self._held(link, rule)
                     continue
+                if early:
+                    continue  # one act, one finding: the Will went out once, too soon, which its delivery reported
                 self._fail(
                     link,
                     rule,
@@ -997,6 +1000,21 @@ def _retain_rules(owed: list[Expectation]) -> list[str]:
         if option is not False and rules_5.RETAIN_AS_PUBLISHED not in found:
             found.append(rules_5.RETAIN_AS_PUBLISHED)
     return found
+
+
+def _published_early(link: Link, expectation: Expectation) -> bool:
+    """``expectation`` is a Will that reached ``link`` before its Will Delay Interval ran out (a copy matched to the
+    forbidden early window, reported where it arrived): the server published it then, once, so its absence when it
+    was due is no second finding."""
+    message = expectation.message
+    return message.will and any(
+        other.forbidden
+        and other.delivered
+        and other.rule == rules.WILL_PUBLISHED
+        and other.message.link is message.link
+        and other.message.event == message.event
+        for other in link.expectations
+    )
 
 
 def _unseen_bytes(time: float, what: str) -> str:

@@ -72,8 +72,9 @@ class Case:
     stimulus: str = ""
     #: What a conforming broker does.
     expected: str = ""
-    #: The verdict hangs on a deadline or a broker-side timer (Keep Alive, a Will after a drop): a failure is
-    #: confirmed by running the case again, alone, before it is reported.
+    #: The verdict hangs on a deadline or a broker-side timer (Keep Alive, a Will after a drop, Will Delay, an
+    #: expiry): the case is judged after every other case, beside timing cases only (its pass as well as its
+    #: failure), and a failure is confirmed by running the case again, alone, before it is reported.
     timing: bool = False
     #: The case leaves state other clients can see while it runs (a retained message): some brokers send every
     #: retained message to every client (amqtt 0.12.1), so it runs with no other case beside it.
@@ -83,6 +84,10 @@ class Case:
     family: str = ""
     #: The MQTT version the case speaks; its statements are that version's ids.
     protocol: ProtocolVersion = ProtocolVersion.V3_1_1
+    #: A timing case whose stimulus is silence itself (Keep Alive): the broker must act on a timer while nothing is
+    #: sent on the connection, and any traffic of another case may wake a broker that checks its timers only when
+    #: traffic comes, so it runs last, one at a time, with nothing beside it.
+    quiet: bool = False
     #: The Client's statements the stimulus breaks on purpose (the packet's defect, which the prober commits): named
     #: with the case, never judged against the broker, which they do not bind. ``statements`` holds what the broker
     #: owes in answer (the close, not acting on the packet), each a MUST that binds the Server.
@@ -560,6 +565,9 @@ def _answers(kind: type[Packet], packet_id: int | None) -> Callable[[Packet], bo
 
 #: Seconds watched past the judge's delivery deadline.
 SETTLE_MARGIN = 0.2
+#: How many times a case repeats a packet a receiver must answer again each time (a QoS 2 PUBLISH before its
+#: PUBREL): a broker may take the first repeat and fail a later one (mosquitto#3602 closes on the second).
+REPEATS = 3
 #: Seconds a subscriber watches between CONNACK and its SUBSCRIBE (see :meth:`CaseContext.subscriber`).
 BEFORE_SUBSCRIBE = 0.1
 
@@ -595,6 +603,11 @@ class CaseRegistry(Mapping[str, Case]):
         """Flags the cases whose verdict hangs on a deadline (see :attr:`Case.timing`)."""
         for case_id in case_ids:
             self._cases[case_id] = replace(self._cases[case_id], timing=True)
+
+    def mark_quiet(self, case_ids: Iterable[str]) -> None:
+        """Flags the timing cases whose stimulus is silence (see :attr:`Case.quiet`)."""
+        for case_id in case_ids:
+            self._cases[case_id] = replace(self._cases[case_id], timing=True, quiet=True)
 
     def mark_alone(self, case_ids: Iterable[str]) -> None:
         """Flags the cases that leave state other clients see (see :attr:`Case.alone`)."""

@@ -1,5 +1,6 @@
 """Timing-dependent failures are confirmed before they are reported: a case flagged ``timing`` that failed is run
-once more, alone, after the main run; it stays a failure only when it fails again."""
+once more, alone, after the main run; it stays a failure only when it fails again. A quiet one (``Case.quiet``:
+Keep Alive) ran alone in the main run already, with nothing beside it: that run's failure is its lone run's."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ async def confirm_timing_failures(results: Sequence[CaseResult], rerun: Rerun) -
     and findings kept, so the report still shows what was seen). Reruns go one at a time, in order."""
     confirmed: list[CaseResult] = []
     for result in results:
-        if result.verdict != FAIL or not result.case.timing:
+        if result.verdict != FAIL or not result.case.timing or result.case.quiet:
             confirmed.append(result)
             continue
         second = await rerun(result.case)

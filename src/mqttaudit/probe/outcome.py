@@ -63,9 +63,10 @@ def nothing_judged(results: Sequence[CaseResult]) -> str | None:
 
 
 def is_must(result: CaseResult, catalogue: Catalogue) -> bool:
-    """Whether the strongest level of the case's statements, in the catalogue of the version the case speaks, is
-    MUST (an uncatalogued statement counts as MUST)."""
-    return (case_level(result.case, catalogue) or "MUST") == "MUST"
+    """Whether the strongest level of the statements the result speaks of (the case's, and those an act of the
+    broker broke during it), in the catalogue of the version the case speaks, is MUST (an uncatalogued statement
+    counts as MUST)."""
+    return (case_level(result.case, catalogue, result.cited) or "MUST") == "MUST"
 
 
 def failures(run: ProbeRun) -> list[CaseResult]:

@@ -14,7 +14,7 @@ import secrets
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +24,7 @@ from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, Lenie
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
 from ..judge.rules import SENDER_CODEC_RULES_5_0
 from ..judge.verdict import binds
+from ..spec.registry import StatementId, rule_of
 from .baseline import BaselineDiff
 from .cancellation import within
 from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, login, open_target
@@ -81,6 +82,14 @@ class CaseResult:
     @property
     def case_id(self) -> str:
         return self.case.id
+
+    @property
+    def cited(self) -> tuple[str, ...]:
+        """The statements the result speaks of: the case's, then any other its findings fail (a MUST the broker
+        broke by an act of its own during the case, see :func:`fail_on_acts`)."""
+        return tuple(
+            dict.fromkeys((*self.case.statements, *(rule for finding in self.findings for rule in finding.rules)))
+        )
 
     def evidence(self) -> dict[str, Any]:
         return {
@@ -147,17 +156,9 @@ async def run_probe(
     progress: Callable[[CaseResult], None] | None = None,
     profile: BrokerProfile = NO_PROFILE,
 ) -> ProbeRun:
-    """Runs ``cases`` against ``target``, at most ``concurrency`` at a time; results keep the order of ``cases``.
-
-    Three phases. First every case that needs nothing of its own, timing cases included (a failure of one is
-    confirmed alone before it is reported). Then the cases that leave retained messages (``Case.alone``): some
-    brokers send every retained message they hold to every client right after CONNACK, and keep some that a
-    zero-byte retained PUBLISH should clear (amqtt 0.12.1), so nothing else runs beside them. The MQTT 5.0 ones run
-    side by side with each other: each decides its statements by the deliveries of its own topics, under
-    subscriptions to its own topics, which another case's retained message pushed to every client can neither make
-    nor break. The 3.1.1 ones then run one at a time, in library order (two of them judge any delivery at all
-    against its subscription [MQTT-3.3.2-3]), so each gets the verdict it gets alone. ``profile`` is what the
-    operator declared about the broker (see :mod:`~mqttaudit.probe.profile`)."""
+    """Runs ``cases`` against ``target``, at most ``concurrency`` at a time; results keep the order of ``cases``;
+    the phases of :func:`phases`, one after the other. ``profile`` is what the operator declared about the broker
+    (see :mod:`~mqttaudit.probe.profile`)."""
     run_id = secrets.token_hex(4)  # topics of concurrent runs against one broker never meet
     started = datetime.now(UTC).isoformat(timespec="seconds")
     clock0 = time.monotonic()
@@ -182,12 +183,43 @@ async def run_probe(
         for case in batch:
             done[id(case)] = await one(case)
 
-    # the cases that wait on a deadline take longest: started first, they do not end the phase alone
-    await together(sorted((case for case in cases if not case.runs_alone), key=lambda case: not case.timing))
-    await together([case for case in cases if case.runs_alone and case.protocol is ProtocolVersion.V5])
-    await one_by_one([case for case in cases if case.runs_alone and case.protocol is not ProtocolVersion.V5])
+    for batch, side_by_side in phases(cases):
+        await (together(batch) if side_by_side else one_by_one(batch))
     results = [done[id(case)] for case in cases]
     return ProbeRun(target, started, results, time.monotonic() - clock0, health.down)
+
+
+def phases(cases: Sequence[Case]) -> list[tuple[list[Case], bool]]:
+    """The phases of a run, in order: each batch of ``cases`` (in their order) and whether its cases run side by
+    side (else one at a time). Empty batches are left out.
+
+    1. Every case that needs nothing of its own, side by side.
+    2. The cases that leave retained messages (``Case.alone``): some brokers send every retained message they hold
+       to every client right after CONNACK, and keep some that a zero-byte retained PUBLISH should clear (amqtt
+       0.12.1), so nothing else runs beside them. The MQTT 5.0 ones run side by side with each other: each decides
+       its statements by the deliveries of its own topics, under subscriptions to its own topics, which another
+       case's retained message pushed to every client can neither make nor break. The 3.1.1 ones then run one at a
+       time, in library order (two of them judge any delivery at all against its subscription [MQTT-3.3.2-3]), so
+       each gets the verdict it gets alone.
+    3. The timing cases (``Case.timing``: Keep Alive, Wills after a drop, Will Delay, expiry), after every other,
+       so that none is judged, pass or fail, while the other cases' traffic keeps the broker busy (or awake): side
+       by side with each other only; the MQTT 5.0 ones together, those that leave retained messages included (as
+       in 2), then the 3.1.1 ones, those that leave retained messages one at a time.
+    4. The quiet ones (``Case.quiet``: Keep Alive, whose stimulus is silence), last, one at a time, with nothing
+       beside them: another case's traffic could wake a broker that checks its timers only when traffic comes."""
+    five = ProtocolVersion.V5
+    ordinary = [case for case in cases if not case.timing]
+    timing = [case for case in cases if case.timing and not case.quiet]
+    plan = [
+        ([case for case in ordinary if not case.alone], True),
+        ([case for case in ordinary if case.alone and case.protocol is five], True),
+        ([case for case in ordinary if case.alone and case.protocol is not five], False),
+        ([case for case in timing if case.protocol is five], True),
+        ([case for case in timing if not case.alone and case.protocol is not five], True),
+        ([case for case in timing if case.alone and case.protocol is not five], False),
+        ([case for case in cases if case.quiet], False),
+    ]
+    return [(batch, side_by_side) for batch, side_by_side in plan if batch]
 
 
 #: A case's script is cancelled after this many timeouts, however much its broker sends; ending its connections
@@ -272,9 +304,9 @@ async def _run_case(
     if not result.reason and result.verdict in (FAIL, INCONCLUSIVE):
         result.reason = f"the judge decided none of {', '.join(case.statements)} from the conversation"
     # One act is one finding: an act the case's failure already reports is not another violation.
-    reported = {(f.conversation, f.event) for f in result.findings if not owed(f)}
-    result.other_findings = [f for f in result.other_findings if owed(f) or (f.conversation, f.event) not in reported]
+    result.findings, result.other_findings = once_per_act(result.findings, result.other_findings)
     result.malformed_at = malformed_at(context.connections)
+    fail_on_acts(result)
     kinds = [(finding, other_kind(finding, result.malformed_at)) for finding in result.other_findings]
     result.other_acts = count_acts(f for f, kind in kinds if kind == ACT)
     result.other_owed = count_acts(f for f, kind in kinds if kind == OWED)
@@ -428,6 +460,67 @@ def _speaks_another_version(connection: ProbeConnection) -> bool:
         if isinstance(event, Sent) and event.sender is Direction.FROM_CLIENT and isinstance(packet, Connect):
             return packet.protocol_level != connection.version.level or packet.protocol_name != "MQTT"
     return False
+
+
+def level_of(rule: str) -> str:
+    """MUST, SHOULD or MAY: the level of a statement of the registry (an id outside the catalogues counts as MUST,
+    as the run's violations count it)."""
+    entry = rule_of(rule, rule.version) if isinstance(rule, StatementId) else None
+    return "MUST" if entry is None else entry.level
+
+
+def fail_on_acts(result: CaseResult) -> None:
+    """A MUST the broker broke by an act of its own during the case (a PUBREL with Reason Code 0x80, DUP 1 on a QoS
+    0 delivery, a DISCONNECT sent to a 3.1.1 client) fails the case on the statement broken, whatever the case
+    targets and however its script ended: a verdict never passes over a broken MUST. Moved from
+    ``other_findings`` to ``findings``, one finding per act (see :func:`once_per_act`). Not an answer or close the
+    broker owed past a deadline the case set for other statements, nor an act after a malformed packet of the
+    prober that it did not close on (see :func:`other_kind`): those stay where they are."""
+    acts = [
+        finding
+        for finding in result.other_findings
+        if other_kind(finding, result.malformed_at) == ACT and level_of(finding.rule) == "MUST"
+    ]
+    if not acts:
+        return
+    folded = {id(finding) for finding in acts}
+    result.other_findings = [finding for finding in result.other_findings if id(finding) not in folded]
+    firsts: dict[tuple[str, int], Finding] = {}
+    for finding in acts:
+        firsts.setdefault((finding.conversation, finding.event), finding)
+    cited, _ = once_per_act(list(firsts.values()), acts)
+    for finding in cited:
+        for rule in finding.rules:
+            result.statements[rule] = FAIL
+    stopped = "" if result.verdict in (PASS, FAIL) else f" (the case itself ended {result.verdict}: {result.reason})"
+    result.findings += cited
+    result.verdict = FAIL
+    result.reason = _grouped(result.findings) + stopped
+
+
+def once_per_act(reported: Sequence[Finding], others: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """One act is one finding: of ``others``, those of an act (a connection's event) that a finding of
+    ``reported`` cites already are not listed again; the statements they name join that finding's
+    :attr:`~mqttaudit.judge.Finding.also`, failed with it. Returns ``reported`` so completed, and the rest of
+    ``others``. An answer or close owed and not given is no act: it stays where it is."""
+    first_at: dict[tuple[str, int], int] = {}
+    for index, finding in enumerate(reported):
+        if not owed(finding):
+            first_at.setdefault((finding.conversation, finding.event), index)
+    also: dict[int, list[str]] = {}
+    rest: list[Finding] = []
+    for finding in others:
+        at = None if owed(finding) else first_at.get((finding.conversation, finding.event))
+        if at is None:
+            rest.append(finding)
+            continue
+        known = also.setdefault(at, [])
+        known += [rule for rule in finding.rules if rule not in reported[at].rules and rule not in known]
+    completed = [
+        replace(finding, also=(*finding.also, *also[index])) if also.get(index) else finding
+        for index, finding in enumerate(reported)
+    ]
+    return completed, rest
 
 
 #: What a finding outside a case's statements is: an act of the broker, an answer or close it owed and did not

@@ -34,6 +34,7 @@ def strongest_level(statements: Iterable[str], catalogue: Catalogue) -> str | No
     return next((level for level in LEVEL_ORDER if level in levels), None)
 
 
-def case_level(case: Case, catalogue: Catalogue | None = None) -> str | None:
-    """The strongest level of ``case``'s statements in the catalogue of its version, None when none is listed."""
-    return strongest_level(case.statements, case_catalogue(case, catalogue))
+def case_level(case: Case, catalogue: Catalogue | None = None, statements: Iterable[str] | None = None) -> str | None:
+    """The strongest level of ``case``'s statements (or of ``statements``, those a result of it cites) in the
+    catalogue of its version, None when none is listed."""
+    return strongest_level(case.statements if statements is None else statements, case_catalogue(case, catalogue))

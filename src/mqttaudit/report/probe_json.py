@@ -53,7 +53,7 @@ def _result(result: CaseResult, rules: Catalogue) -> dict[str, Any]:
         "verdict": result.verdict,
         "reason": result.reason,
         "error": result.error,
-        "level": strongest_level(result.case.statements, rules),
+        "level": strongest_level(result.cited, rules),
         "lenient": [leniency_json(row, rules) for row in result.lenient],
         "evidence": result.evidence(),
     }

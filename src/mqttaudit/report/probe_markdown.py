@@ -232,7 +232,7 @@ def failure_section(result: CaseResult, target: str, catalogue: Catalogue, budge
     the report's evidence budget."""
     rounds = exchanges(result.connections)
     catalogue = case_catalogue(result.case, catalogue)
-    level = strongest_level(result.case.statements, catalogue) or "unlisted"
+    level = strongest_level(result.cited, catalogue) or "unlisted"
     lines = [
         f'<a id="{anchor(result)}"></a>',
         f"### {prose(result.case.title)}",
@@ -346,7 +346,7 @@ def _leniency_lines(row: Leniency, catalogue: Catalogue) -> list[str]:
 
 def _reference(result: CaseResult, catalogue: Catalogue) -> list[str]:
     lines = [f"Source: {source(catalogue)}.", ""]
-    for statement in result.case.statements:
+    for statement in result.cited:
         rule = catalogue.get(statement)
         if rule is None:
             lines.append(f"- Section {section_of(statement, catalogue)}, [{statement}]: not in the rule catalogue.")

@@ -45,7 +45,7 @@ def fail_line(result: CaseResult, width: int) -> str:
     """``FAIL case-id [statements]: detail``, each statement id once, cut to ``width``."""
     details = list(dict.fromkeys(_said(finding.kind, finding.detail) for finding in result.findings))
     details = details or [result.reason]
-    return fit(f"FAIL {result.case.id} [{', '.join(result.case.statements)}]: {'; '.join(details)}", width)
+    return fit(f"FAIL {result.case.id} [{', '.join(result.cited)}]: {'; '.join(details)}", width)
 
 
 def lenient_line(result: CaseResult, width: int) -> str:

@@ -39,10 +39,11 @@ MODULES = (
 for _module in MODULES:
     importlib.import_module(f"{__name__}.{_module}")
 
-__all__ = ["ALONE", "MODULES", "TIMING"]
+__all__ = ["ALONE", "MODULES", "QUIET", "TIMING"]
 
-#: Cases whose verdict hangs on a broker-side timer or on what the broker does after a connection drops: a failure
-#: of one of them is run again, alone, before it is reported.
+#: Cases whose verdict hangs on a broker-side timer or on what the broker does after a connection drops: they are
+#: judged after every other case, and a failure of one of them is run again, alone, before it is reported (a case
+#: registered with ``timing=True`` is one too).
 TIMING = (
     "keep-alive/server-disconnects-silent-client",  # the Keep Alive timer [MQTT-3.1.2-24]
     "will/published-on-abnormal-close",  # the Will is published some time after the drop
@@ -74,5 +75,14 @@ ALONE = (
     *importlib.import_module(f"{__name__}.v5_flows").ALONE,
 )
 
+#: Timing cases whose stimulus is silence: the broker must close a connection nothing is sent on. They run last,
+#: one at a time, with nothing beside them (see ``Case.quiet``).
+QUIET = (
+    "keep-alive/server-disconnects-silent-client",
+    "v5/keep-alive/server-disconnects-silent-client",
+    "v5/keep-alive/client-value-applies",
+)
+
 CASES.mark_timing(TIMING)
+CASES.mark_quiet(QUIET)
 CASES.mark_alone(ALONE)

@@ -18,12 +18,13 @@ from ...codec import (
     ProtocolVersion,
     Pubcomp,
     Publish,
+    Pubrec,
     Pubrel,
     Unsubscribe,
     encode,
 )
 from ...codec.properties import make
-from ..case import BEFORE_SUBSCRIBE, SETTLE_MARGIN, CaseContext, NotApplicable, Script, case
+from ..case import BEFORE_SUBSCRIBE, REPEATS, SETTLE_MARGIN, CaseContext, NotApplicable, Script, case
 
 DISCONNECT = encode(Disconnect())
 
@@ -107,17 +108,19 @@ case(
     "publish/qos2-no-duplicate-delivery",
     [R311.MQTT_4_3_3_2, R311.MQTT_4_3_3_1, R311.MQTT_2_3_1_4],
     "A repeated QoS 2 PUBLISH before PUBREL is delivered once",
-    stimulus="PUBLISH QoS 2, the same PUBLISH again with DUP 1, then PUBREL",
-    expected="PUBREC for both, one delivery to subscribers, PUBCOMP",
+    stimulus=f"PUBLISH QoS 2, the same PUBLISH again with DUP 1, {REPEATS} times, each after the PUBREC of the one "
+    "before, then PUBREL",
+    expected="PUBREC for each, one delivery to subscribers, PUBCOMP",
 )
 async def qos2_duplicate(context: CaseContext) -> None:
     topic = context.topic("q2dup")
     subscriber = await context.subscriber("subscriber", (topic, 2))
     publisher = await context.connect("publisher")
     packet_id = context.packet_id()
-    await publisher.send(Publish(topic=topic, payload=b"once", qos=2, packet_id=packet_id))
-    await publisher.send(Publish(topic=topic, payload=b"once", qos=2, packet_id=packet_id, dup=True))
-    await publisher.observe(context.timeout / 4)
+    for repeat in range(1 + REPEATS):
+        since = len(publisher.received)
+        await publisher.send(Publish(topic=topic, payload=b"once", qos=2, packet_id=packet_id, dup=repeat > 0))
+        await publisher.wait_for(lambda p: isinstance(p, Pubrec) and p.packet_id == packet_id, since=since)
     await publisher.send(Pubrel(packet_id=packet_id))
     await context.deliveries(subscriber, topic)
     await context.settle(subscriber)

@@ -47,9 +47,13 @@ async def connect_accepted(context: CaseContext) -> None:
     [R311.MQTT_3_1_2_2, R311.MQTT_3_1_4_5],
     "CONNECT with an unsupported protocol level",
     stimulus="CONNECT with Protocol Level 9, followed in the same write by a SUBSCRIBE",
-    expected="CONNACK return code 0x01 with Session Present 0, then close; the SUBSCRIBE is not processed",
+    expected="CONNACK return code 0x01 with Session Present 0 (a broker that speaks 5.0: CONNACK 0x84 in 5.0's form "
+    "may answer instead), then close; the SUBSCRIBE is not processed",
 )
 async def protocol_level_unsupported(context: CaseContext) -> None:
+    """Level 9 names neither 3.1.1 nor 5.0: 3.1.1 asks for CONNACK 0x01 and the close [MQTT-3.1.2-2 of 3.1.1]; a
+    broker that also speaks 5.0 may refuse a version it does not accept as 5.0 does, with CONNACK 0x84 in 5.0's form
+    and the close [MQTT-3.1.2-2 of 5.0]. The judge takes either (see ``judge.connection.REFUSE_PROTOCOL_LEVEL``)."""
     connection = await context.open()
     connect = encode(Connect(client_id=context.client_id(), protocol_level=9), validate=False)
     subscribe = encode(Subscribe(packet_id=1, subscriptions=[Subscription(topic_filter=context.topic("x"))]))

@@ -225,7 +225,8 @@ async def early_disconnect_after_acceptance(context: CaseContext) -> None:
     "An unknown Authentication Method is refused with a CONNACK, then the close",
     stimulus=f"5.0 CONNECT with Authentication Method {UNKNOWN_METHOD!r} and no Authentication Data",
     expected="CONNACK 0x8C (Bad authentication method) or 0x87 (Not authorized), then the close; no DISCONNECT "
-    "before it; an AUTH continuing the method makes the case not applicable",
+    "before it; a CONNACK 0x00 naming no method fails MQTT-4.12.0-1; an AUTH continuing the method makes the case "
+    "not applicable",
 )
 async def unknown_authentication_method(context: CaseContext) -> None:
     method = props.make(authentication_method=UNKNOWN_METHOD)

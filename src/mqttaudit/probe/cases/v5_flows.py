@@ -39,7 +39,7 @@ from ...codec import (
     encode,
 )
 from ...codec import properties as props
-from ..case import CaseContext, Inconclusive, NotApplicable
+from ..case import REPEATS, CaseContext, Inconclusive, NotApplicable
 from ..connection import PacketTest, ProbeConnection
 from .v5_connect import v5_case
 
@@ -263,9 +263,9 @@ for _name, _qos, _request in (
     "v5/flows/qos2-repeat-before-pubrel",
     [REPEAT_ANSWERED],
     "A QoS 2 PUBLISH repeated before its PUBREL gets PUBREC again, and is delivered once",
-    stimulus="a subscriber at QoS 2; a QoS 2 PUBLISH; after its PUBREC the same PUBLISH again with DUP 1 (the "
-    "probe's client breaks MQTT-4.4.0-1 on purpose); then PUBREL",
-    expected="PUBREC for the repeat too, then PUBCOMP; the subscriber gets the message once",
+    stimulus=f"a subscriber at QoS 2; a QoS 2 PUBLISH; after its PUBREC the same PUBLISH again with DUP 1, {REPEATS} "
+    "times, each after the PUBREC of the one before (the probe's client breaks MQTT-4.4.0-1 on purpose); then PUBREL",
+    expected="PUBREC for every repeat too, then PUBCOMP; the subscriber gets the message once",
 )
 async def qos2_repeat_before_pubrel(context: CaseContext) -> None:
     context.require("qos2", "a QoS 2 flow")
@@ -277,9 +277,10 @@ async def qos2_repeat_before_pubrel(context: CaseContext) -> None:
     await connection.send(publish)
     if not isinstance(await connection.wait_for(_answers(Pubrec, packet_id)), Pubrec):
         raise Inconclusive(f"setup: {connection.missing('PUBREC')}")
-    since = len(connection.received)
-    await connection.send(Publish(topic=publish.topic, payload=b"once", qos=2, packet_id=packet_id, dup=True))
-    await connection.wait_for(_answers(Pubrec, packet_id), since=since)
+    for _ in range(REPEATS):
+        since = len(connection.received)
+        await connection.send(Publish(topic=publish.topic, payload=b"once", qos=2, packet_id=packet_id, dup=True))
+        await connection.wait_for(_answers(Pubrec, packet_id), since=since)
     since = len(connection.received)
     await connection.send(Pubrel(packet_id=packet_id, reason_code=SUCCESS))
     await connection.wait_for(_answers(Pubcomp, packet_id), since=since)
