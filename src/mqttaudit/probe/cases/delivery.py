@@ -485,6 +485,12 @@ def normal_after_dollar(before: str, qos: int) -> Script:
         context.require("qos1", "a QoS 1 PUBLISH")  # as its CONNACK declares (5.0)
         subscriber = await context.subscriber("subscriber", (topic, 1))
         await context.publish(publisher, before + context.topic("dollar"), b"dollar", qos=qos)
+        if qos == 0 and not publisher.closed:
+            # nothing answers a QoS 0 PUBLISH: a PINGRESP shows the broker read it and kept the connection (a broker
+            # reads in order), a close that it did not
+            since = len(publisher.events)
+            await publisher.send(Pingreq())
+            await publisher.wait_type(Pingresp, since=since)
         if publisher.closed:
             # [MQTT-3.3.5-2] a server that does not authorize a PUBLISH may close the connection instead
             raise NotApplicable("the broker closed the connection after the PUBLISH to a '$' topic")
