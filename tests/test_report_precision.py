@@ -487,6 +487,7 @@ def test_a_client_id_seen_on_several_connections_is_one_client_and_one_without_a
             "deliveries": [],
             "gaps": [],
             "not_assessable": [],
+            "lenient": [],
             "packets": [],
         },
     )

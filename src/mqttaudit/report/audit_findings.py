@@ -92,6 +92,10 @@ TAG_MEANINGS = {
     reasons.LOST_BYTES: "bytes of the side that owed the answer were not captured while it was due",
     reasons.PEER_CLOSED: "the other side closed the connection before the deadline",
     reasons.CLOSED_INSTEAD: "the side that owed an answer closed the connection instead, which it may do",
+    reasons.NOT_OWED: (
+        "a statement would owe it, but a SHOULD lets the server withhold it (section 4.7.2, '$' topics): its "
+        "arrival is judged, its absence decides nothing"
+    ),
     reasons.NO_ANSWER: "the answer the rule judges never came, so there is nothing to judge it on",
     reasons.TOO_SHORT: "the observation stopped before the rule was exercised for long enough",
     reasons.UNDECODED: "bytes were captured but could not be framed as a packet",
