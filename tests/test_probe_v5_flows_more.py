@@ -110,11 +110,12 @@ def above_maximum(*codes: int) -> Talk:
     return talk(MAXIMUM_QOS_0).client(subscribe(1, ("a", 0), ("b", 1), ("c", 2))).server(suback(1, *codes))
 
 
-def unknown_pubrec(code: int | None, *, answered: bool) -> Talk:
-    """A PUBREC of an identifier the server never used, then PINGREQ: answered (PUBREL 0x92, PINGRESP) or not."""
+def unknown_pubrec(code: int | None, *, answered: bool, pubrel: int | None = 0x92) -> Talk:
+    """A PUBREC of an identifier the server never used, then PINGREQ: answered (PUBREL ``pubrel``, PINGRESP) or
+    not."""
     conversation = talk().client(codec.Pubrec(packet_id=7, reason_code=code))
     if answered:
-        conversation.server(codec.Pubrel(packet_id=7, reason_code=0x92))
+        conversation.server(codec.Pubrel(packet_id=7, reason_code=pubrel))
     conversation.client(codec.Pingreq())
     return conversation.server(codec.Pingresp()) if answered else conversation
 
@@ -242,14 +243,24 @@ def test_a_reserved_suback_code_is_the_codecs_finding_not_a_pass() -> None:
     assert verdicts(reserved, "MQTT-3.9.3-2") == {"MQTT-3.9.3-2": "undecided"}
 
 
-def test_a_pubrel_not_found_answering_a_pubrec_of_no_flow_is_no_server_violation() -> None:
-    # 50 03 00 07 00 (PUBREC of an identifier the server never sent) answered by 62 03 00 07 92: the answer 3.6.2.1
-    # gives, while a PUBREL of an identifier nobody acknowledged stays the server's finding [MQTT-2.2.1-5]
+@pytest.mark.parametrize("pubrel", [0x92, 0x00, None])
+def test_a_pubrel_answering_a_pubrec_of_no_flow_is_no_server_violation(pubrel: int | None) -> None:
+    # 50 03 00 07 00 (PUBREC of an identifier the server never sent) answered by 62 03 00 07 92 (the answer 3.6.2.1
+    # gives), 62 03 00 07 00 or 62 02 00 07 (mosquitto 2.0.11): a PUBREC below 0x80 calls for a PUBREL
+    # [MQTT-4.3.3-4], whose code no statement binds; a PUBREL of an identifier nobody acknowledged stays the
+    # server's finding [MQTT-2.2.1-5]
     case = CASES["v5/flows/pubrec-unknown-id-then-pingreq"]
-    judgement = judged(case, unknown_pubrec(0x00, answered=True))
+    judgement = judged(case, unknown_pubrec(0x00, answered=True, pubrel=pubrel))
     assert not [f for f in judgement.findings if f.side is S], judgement.findings
-    stray = talk().client(codec.Pingreq()).server(codec.Pingresp(), codec.Pubrel(packet_id=7, reason_code=0x92))
-    assert "MQTT-2.2.1-5" in {f.rule for f in judged(case, stray).findings if f.side is S}
+    stray = talk().client(codec.Pingreq()).server(codec.Pingresp(), codec.Pubrel(packet_id=7, reason_code=pubrel))
+    assert "MQTT-2.2.1-5" in {rule for f in judged(case, stray).findings if f.side is S for rule in f.rules}
+
+
+def test_a_pubrel_of_success_never_answers_a_refusing_pubrec_of_no_flow() -> None:
+    # 50 03 00 07 80 refuses: no PUBREL is called for [MQTT-4.3.3-4], so 62 03 00 07 00 names no flow [MQTT-2.2.1-5]
+    case = CASES["v5/flows/pubrec-unknown-id-then-pingreq"]
+    refused = unknown_pubrec(0x80, answered=True, pubrel=0x00)
+    assert "MQTT-2.2.1-5" in {rule for f in judged(case, refused).findings if f.side is S for rule in f.rules}
 
 
 def test_a_second_unsuback_for_a_multi_filter_unsubscribe_breaks_the_sequence() -> None:

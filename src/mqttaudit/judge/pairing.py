@@ -248,8 +248,8 @@ class Pairing:
         self._lost_at: dict[Direction, int] = {}
         #: MQTT 5.0: QoS 2 flows a PUBREC from 0x80 up ended, by owner and Packet Identifier.
         self._ended: dict[Direction, dict[int, Seen]] = {side: {} for side in Direction}
-        #: 5.0: PUBRECs of an identifier no flow of the peer held, by that peer: a PUBREL "Packet Identifier not
-        #: found" (0x92) may answer each (section 3.6.2.1), though none is owed.
+        #: 5.0: PUBRECs of an identifier no flow of the peer held, by that peer: a PUBREL answers each, "Packet
+        #: Identifier not found" (0x92, section 3.6.2.1) or 0x00 (see :meth:`_answers_unknown_pubrec`).
         self._unknown_pubrecs: dict[Direction, dict[int, Seen]] = {side: {} for side in Direction}
         #: Client PUBLISH events named only by a Topic Alias not resolved: nobody is owed them.
         self._unknown_topics: set[int] = set()
@@ -746,12 +746,21 @@ class Pairing:
                     broken[1],
                 )
             return flow.last.event
-        if packet_type is PacketType.PUBREL and _reason_code(seen.packet) == PACKET_ID_NOT_FOUND:
-            unknown = self._unknown_pubrecs[owner].pop(packet_id, None)
-            if unknown is not None:
-                return unknown.event  # "not found" answers the PUBREC that named no flow of the sender
+        if packet_type is PacketType.PUBREL and self._answers_unknown_pubrec(seen, owner, packet_id):
+            return self._unknown_pubrecs[owner].pop(packet_id).event
         self._stray(seen, packet_type, packet_id, owner)
         return None
+
+    def _answers_unknown_pubrec(self, seen: Seen, owner: Direction, packet_id: int) -> bool:
+        """5.0: the PUBREL ``seen`` answers a PUBREC that named no flow of its sender. A sender "MUST send a PUBREL
+        packet when it receives a PUBREC packet ... with a Reason Code value less than 0x80" [MQTT-4.3.3-4], and no
+        statement binds the code of one that finds no flow: 0x92 "Packet Identifier not found" says so, 0x00 (or
+        left out) is what mosquitto 2 sends, as the PUBCOMP of an unknown PUBREL may be either ("pubcomp-unknown")."""
+        unknown = self._unknown_pubrecs[owner].get(packet_id)
+        if unknown is None:
+            return False
+        code = _reason_code(seen.packet) or 0x00
+        return code == PACKET_ID_NOT_FOUND or (code == 0x00 and (_reason_code(unknown.packet) or 0x00) < 0x80)
 
     def _advance(self, flow: Flow, seen: Seen, packet_type: PacketType) -> int:
         if flow.due is not None:
