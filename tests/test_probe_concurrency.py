@@ -37,6 +37,21 @@ UNSTEADY: dict[tuple[BrokerName, str], str] = {
 }
 
 
+#: Acts a broker commits in some runs and not others, whatever the case (its own race), and the rules they break: a
+#: MUST the broker breaks by its own act fails the case it happens in, so a case may pass in one run and fail on
+#: the act in the other. aedes 1.2.0 sets DUP on some QoS 0 forwards [MQTT-3.3.1-2, MQTT-4.3.1-1].
+UNSTEADY_ACTS: dict[BrokerName, tuple[str, ...]] = {"aedes": ("MQTT-3.3.1-2", "MQTT-4.3.1-1")}
+
+
+def _unsteady_act(name: BrokerName, one: tuple[str, str], other: tuple[str, str]) -> bool:
+    """The two verdicts differ only by such an act: one passes, the other fails naming only its rules."""
+    rules = UNSTEADY_ACTS.get(name, ())
+    verdicts = {one[0], other[0]}
+    failed = one if one[0] == "fail" else other
+    named = failed[1].split(":", 1)[0].split(", ")
+    return bool(rules) and verdicts == {"pass", "fail"} and all(rule in rules for rule in named)
+
+
 @pytest.mark.parametrize("name", by_broker(*BROKERS))
 def test_the_whole_library_gives_the_same_verdicts_at_every_concurrency(
     name: BrokerName, library_runs: LibraryRuns
@@ -50,7 +65,9 @@ def test_the_whole_library_gives_the_same_verdicts_at_every_concurrency(
     differ = {
         case_id: (alone[case_id], together[case_id])
         for case_id in alone
-        if alone[case_id][0] != together[case_id][0] and (name, case_id) not in UNSTEADY
+        if alone[case_id][0] != together[case_id][0]
+        and (name, case_id) not in UNSTEADY
+        and not _unsteady_act(name, alone[case_id], together[case_id])
     }
     assert not differ, differ
     for (broker, case_id), rule in UNSTEADY.items():

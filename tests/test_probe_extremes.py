@@ -162,8 +162,14 @@ def test_topic_alias_maximum_65535_leaves_the_alias_above_it_not_applicable_for_
         "v5/topic-alias/maximum-plus-one-qos2",
         "v5/server-disconnect/topic-alias-invalid",
     ):
-        assert results[case_id].verdict == NOT_APPLICABLE, (case_id, results[case_id].reason)
-        assert "Topic Alias 65536 cannot exist" in results[case_id].reason, results[case_id].reason
+        result = results[case_id]
+        # (the scripted broker's 27-byte CONNACK exceeds the tiny Maximum Packet Size one case declares: its own
+        # MUST [MQTT-3.1.2-24] broken by its own act, which fails the case whatever the script concluded)
+        assert result.verdict == NOT_APPLICABLE or {f.rule for f in result.findings} <= {"MQTT-3.1.2-24"}, (
+            case_id,
+            result.reason,
+        )
+        assert "Topic Alias 65536 cannot exist" in result.reason, result.reason
     assert results["v5/topic-alias/largest"].verdict == NOT_APPLICABLE
 
 

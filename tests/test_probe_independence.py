@@ -61,8 +61,6 @@ WITHOUT_IDENTIFIER = (
     | {f"v5/connect-first/{word}" for word in ("pingreq", "subscribe", "publish")}
     # a Protocol Version no version defines: no reader takes its identifier out (it is the case's own all the same)
     | {f"v5/connect-refused/protocol-version-{version}" for version in (6, 0, 255)}
-    # a 5.0 CONNECT read as 3.1.1 bytes (its Protocol Level is the question): its identifier is not taken out
-    | {"connect/protocol-level-5"}
     | NEEDS_AUTHENTICATION_SCRIPT
     # MQTT in WebSocket text frames: not applicable over the TCP these runs use, they connect nowhere
     | {f"{prefix}websocket/{shape}" for prefix in ("", "v5/") for shape in WEBSOCKET_SHAPES}
@@ -82,6 +80,8 @@ SHARED_WITHIN_CASE = with_twins(
 ) | {  # MQTT 5.0: a session resumed, kept, expired or taken over; a Will watched across a reconnect
     "v5/flows/pubrel-unknown-id-then-pingreq",
     "v5/flows/pubrel-unknown-id-short-then-pingreq",
+    # a Will watched while its connection leaves with a DISCONNECT other than 0x00, beside a control that discards it
+    *(f"v5/will/disconnect-0x{code:02x}-sends-qos1" for code in (0x80, 0x81, 0x98, 0x8B, 0x8E, 0xFF, 0x01)),
     "v5/connect/session-resumed",
     "v5/server-disconnect/session-taken-over",
     "v5/topic-alias/mapped-before-reconnecting",
