@@ -51,6 +51,8 @@ EMPTY_IDENTIFIER = with_twins({"connect/empty-client-id-persistent-session"}) | 
 #: applicable before they connect. Their identifiers come from client_id() like every other case's.
 NEEDS_AUTHENTICATION_SCRIPT = {
     case_id for case_id, case in CASES.items() if case.script.__module__.endswith(".v5_auth")
+} | {  # a repeated property in a re-authenticating AUTH: not applicable without the profile's exchange
+    f"v5/malformed/auth-two-{name}" for name in ("authentication-method", "authentication-data", "reason-string")
 }
 #: The cases that send no CONNECT, or none with an identifier of their own.
 WEBSOCKET_SHAPES = ("connect-in-text-frame", "pingreq-in-text-frame", "publish-in-text-frame", "fragmented-text-frame")
