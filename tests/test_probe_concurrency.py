@@ -34,6 +34,8 @@ UNSTEADY: dict[tuple[BrokerName, str], str] = {
         # the QoS 0 replacement to a live subscription, a new subscription still got the QoS 1 message it replaced.
         "MQTT-3.3.1-7"
     ),
+    # The same race, ten rounds in one case (issue 29): in CI it lost a round at one concurrency and none at the other.
+    ("aedes", "retain/qos0-replaces-qos1-rounds"): "MQTT-3.3.1-7",
 }
 
 

@@ -35,13 +35,11 @@ def material(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
 #: What amqtt 0.12.1 does differently over WebSocket, whoever the client: a PUBLISH with an empty Topic Name
 #: [MQTT-4.7.3-1] leaves the TCP connection open (a failure) but ends the WebSocket one at once (its WebSocket
 #: listener closes the connection when the session's handler stops on the error; the TCP one does not).
-AMQTT_TRANSPORT_DIFFERENCES = {
-    "malformed/publish-topic-empty": ("fail", "pass"),
-    # After a QoS 0 PUBLISH to a '$' topic, amqtt's WebSocket listener closes the connection (the case is not
-    # applicable), while its TCP one stops answering (no PINGRESP, no delivery of the next message): a fail.
-    "topics/normal-after-dollar-qos0": ("fail", "not-applicable"),
-    "topics/normal-after-dollar-sys": ("fail", "not-applicable"),
-}
+AMQTT_TRANSPORT_DIFFERENCES = {"malformed/publish-topic-empty": ("fail", "pass")}
+#: Cases amqtt 0.12.1 itself answers differently from run to run over WebSocket, left out of the comparison: after a
+#: QoS 0 PUBLISH to a '$' topic its WebSocket listener closed the connection in some runs (not applicable) and went
+#: on in others (pass), while its TCP listener stops answering every time (no PINGRESP, no delivery: a fail).
+AMQTT_UNSTEADY = frozenset({"topics/normal-after-dollar-qos0", "topics/normal-after-dollar-sys"})
 
 
 #: The family that differs by design: its cases send MQTT in WebSocket text frames [MQTT-6.0.0-1], so over TCP or
@@ -100,7 +98,7 @@ def test_the_311_library_gives_the_same_verdicts_over_tcp_and_websocket(
     plain = _library_verdicts(library_runs, "amqtt")
     with amqtt_websocket(tmp_path) as broker:
         websocket = run(broker.ws_url, protocol="3.1.1")
-        differing = sorted(_differences(plain, _verdicts(websocket)))
+        differing = sorted(set(_differences(plain, _verdicts(websocket))) - AMQTT_UNSTEADY)
         again: dict[str, tuple[str, str]] = {}
         reasons: dict[str, tuple[str, str]] = {}
         if differing:
