@@ -594,10 +594,11 @@ def closed_by_server_with_will(close_at: float) -> Talk:
     return talk.closed(S, at=close_at)
 
 
-@pytest.mark.parametrize("before", [0.0001, 0.0002, 0.004])
+@pytest.mark.parametrize("before", [0.0001, 0.0002, 0.004, 0.04])
 def test_a_will_seen_just_before_the_servers_close_of_its_connection_is_a_will_after_it(before: float) -> None:
     """The server closes on the malformed DISCONNECT and publishes the Will: the watcher's socket shows the Will
-    0.1-0.2 ms (and up to 4 ms) before the prober's shows the close. Within SAME_INSTANT that is one instant."""
+    0.1-0.2 ms before the prober's shows the close (up to tens of ms on a loaded prober). Within SAME_INSTANT that
+    is one instant."""
     sub = got(subscriber(("will/#", 1)), WILL_MESSAGE, at=1.02 - before - 0.1)  # got() sends at ``at`` + 0.1
     judgement = verdict({"mortal": closed_by_server_with_will(1.02), "sub": sub.quiet(at=LATE)})
 
@@ -606,9 +607,9 @@ def test_a_will_seen_just_before_the_servers_close_of_its_connection_is_a_will_a
 
 
 def test_a_will_seen_well_before_the_close_of_its_connection_is_no_will_of_that_close() -> None:
-    """10 ms is no longer one instant: the Will came while the connection was still open."""
-    sub = got(subscriber(("will/#", 1)), WILL_MESSAGE, at=1.01 - 0.1)
-    judgement = verdict({"mortal": closed_by_server_with_will(1.02), "sub": sub.quiet(at=LATE)})
+    """100 ms is no longer one instant: the Will came while the connection was still open."""
+    sub = got(subscriber(("will/#", 1)), WILL_MESSAGE, at=1.1 - 0.1)
+    judgement = verdict({"mortal": closed_by_server_with_will(1.2), "sub": sub.quiet(at=LATE)})
 
     assert any(f.rule == "MQTT-3.1.2-8" for f in judgement.findings), explain(judgement)
 
