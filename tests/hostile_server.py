@@ -53,9 +53,6 @@ CONNACK = encode(Connack(return_code=0))
 FLOOD = b"".join(encode(Publish(topic=f"flood/{n}", payload=bytes(100))) for n in range(512))
 #: A PUBLISH fixed header declaring 268,435,455 bytes (the largest Remaining Length), then a topic length.
 HUGE_HEADER = bytes.fromhex("30 ff ff ff 7f 00 05")
-#: MQTT 5.0's CONNACK 0x00 with no properties, and the PINGRESP.
-CONNACK_5 = bytes.fromhex("20 03 00 00 00")
-PINGRESP = bytes.fromhex("d0 00")
 #: A binary WebSocket frame header declaring 2^63 bytes (an 8-byte length with its top bit set: RFC 6455 forbids it).
 GIANT_FRAME_HEADER = b"\x82\x7f" + (1 << 63).to_bytes(8, "big")
 #: The largest packet the ``scripted_v5`` broker decodes; a larger one is read and dropped as it arrives.
@@ -254,29 +251,6 @@ class HostileServer:
         if self._await_connect(connection):
             connection.sendall(self.connack)
 
-    def _subacking(self, connection: socket.socket) -> None:
-        """MQTT 5.0, lenient: CONNACK 0x00 to a CONNECT, a SUBACK granting QoS 0 to every SUBSCRIBE whatever it holds
-        (an empty Topic Filter too: ``90 04 <id> 00 00``), PINGRESP to PINGREQ; it never closes on a malformed
-        packet, and ends the connection when the prober does or after a DISCONNECT."""
-        decoder = StreamDecoder(Direction.FROM_CLIENT, version=None)
-        while not self._over():
-            try:
-                data = connection.recv(65536)
-            except TimeoutError:
-                continue
-            if not data:
-                return
-            for frame in decoder.feed(data):
-                kind = frame.raw[0] >> 4 if frame.raw else 0
-                if kind == 1:
-                    connection.sendall(CONNACK_5)
-                elif kind == 8 and len(frame.raw) >= 4:  # the Packet Identifier follows a one-byte length here
-                    connection.sendall(b"\x90\x04" + frame.raw[2:4] + b"\x00\x00")
-                elif kind == 12:
-                    connection.sendall(PINGRESP)
-                elif kind == 14:
-                    return
-
     def _broker(self, connection: socket.socket) -> None:
         """A small broker that never delivers anything: a CONNECT of each version is served, closed on, left
         unanswered or answered with fixed bytes and closed (``v311``, ``v5``); a served connection gets CONNACK 0x00,
@@ -315,26 +289,23 @@ class HostileServer:
                     if answer is not None:
                         connection.sendall(encode(answer, version=served))
 
-    def _answer(self, packet: object, version: ProtocolVersion) -> object | None:
-        v5 = version is ProtocolVersion.V5
-        refused = 0x87 if v5 else 0x80
-        if isinstance(packet, Subscribe):
-            codes = tuple(
-                refused if self.refuse_dollar and s.topic_filter.startswith("$") else s.qos
-                for s in packet.subscriptions
-            )
+    def _answer(self, packet: Packet | None, version: ProtocolVersion) -> Packet | None:
+        """As :func:`_scripted_answer`, but with ``refuse_dollar`` a 5.0 PUBLISH to a '$' topic gets PUBACK (or
+        PUBREC) 0x87 Not authorized and a SUBSCRIBE to a '$' filter SUBACK 0x87 (0x80 in 3.1.1)."""
+        if self.refuse_dollar and isinstance(packet, Subscribe):
+            refused = 0x87 if version is ProtocolVersion.V5 else 0x80
+            codes = tuple(refused if s.topic_filter.startswith("$") else s.qos for s in packet.subscriptions)
             return Suback(packet_id=packet.packet_id, return_codes=codes)
-        if isinstance(packet, Unsubscribe):
-            return Unsuback(packet_id=packet.packet_id, reason_codes=(0x00,) * len(packet.topic_filters) if v5 else ())
-        if isinstance(packet, Publish) and packet.qos:
-            code = 0x87 if v5 and self.refuse_dollar and packet.topic.startswith("$") else (0x00 if v5 else None)
+        if (
+            self.refuse_dollar
+            and version is ProtocolVersion.V5
+            and isinstance(packet, Publish)
+            and packet.qos
+            and packet.topic.startswith("$")
+        ):
             kind = Puback if packet.qos == 1 else Pubrec
-            return kind(packet_id=packet.packet_id, reason_code=code)
-        if isinstance(packet, Pubrel):
-            return Pubcomp(packet_id=packet.packet_id, reason_code=0x00 if v5 else None)
-        if isinstance(packet, Pingreq):
-            return Pingresp()
-        return None
+            return kind(packet_id=packet.packet_id, reason_code=0x87)
+        return _scripted_answer(packet, version)
 
     def _scripted_v5(self, connection: socket.socket) -> None:
         """A minimal MQTT 5.0 broker that routes nothing: ``connack`` for a 5.0 CONNECT (``20 02 00 00`` for a 3.1.1
