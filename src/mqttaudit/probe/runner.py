@@ -317,8 +317,6 @@ async def _run_case(
     result.other_findings = kept
     del result.findings[MAX_FINDINGS:]
     result.assessed = sorted(judgement.assessed)
-    if unspoken is None:  # a version the broker does not speak judged nothing, its leniency none
-        result.lenient = [entry for entry in judgement.lenient if entry.side is Direction.FROM_SERVER]
     result.connections = [connection_evidence(connection) for connection in context.connections]
     result.duration = time.monotonic() - started
     result.error = result.verdict == INCONCLUSIVE and health.down is not None and result.reason == health.down

@@ -141,8 +141,3 @@ def refer_names(component: str, module: str, names: Mapping[str, object], keep: 
 def references() -> Mapping[tuple[str, str], tuple[Reference, ...]]:
     """Every reference recorded so far: (id text, version) -> the references, in the order made."""
     return MappingProxyType({key: tuple(found) for key, found in _REFERENCES.items()})
-
-
-def referring(rule_id: str, version: str, component: str) -> tuple[Reference, ...]:
-    """The references of ``component`` to the rule ``rule_id`` of ``version``, in the order made."""
-    return tuple(ref for ref in _REFERENCES.get((str(rule_id), version), {}) if ref.component == component)
