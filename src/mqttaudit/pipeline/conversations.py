@@ -286,8 +286,9 @@ NOT_ASSESSABLE_COLUMNS = (
 
 
 #: One row per leniency: a defect the receiver (the ``actor``) accepted, which no statement bound it to detect (MQTT
-#: 5.0, section 4.13.1): the rule the packet broke (its sender's), the others it broke (``also_broken``, comma
-#: separated), what was accepted and how, the basis, and the bytes that show it. Not a violation: counted apart.
+#: 5.0, section 4.13.1): the rule the packet broke (its sender's), the others it broke (``also``, as in the
+#: violations table), what was accepted and how, the basis, and the bytes that show it. Not a violation: counted
+#: apart.
 LENIENT_COLUMNS = (
     "capture",
     "flow",
@@ -304,7 +305,7 @@ LENIENT_COLUMNS = (
     "time",
     "detail",
     "basis",
-    "also_broken",
+    "also",
     "evidence",
     "cause_event",
     "cause_frame",
@@ -647,7 +648,7 @@ def add_lenient(
         time=entry.time,
         detail=finding_text(entry.detail),
         basis=finding_text(entry.basis),
-        also_broken=", ".join(entry.others),
+        also=[str(rule) for rule in entry.others],
         evidence=where.evidence,
         cause_event=None if entry.cause < 0 else entry.cause,
         cause_frame=where.cause_frame,

@@ -115,7 +115,6 @@ TYPES: dict[str, pa.DataType] = {
     "not_assessable": pa.int64(),
     "lenient": pa.int64(),
     "basis": pa.string(),
-    "also_broken": pa.string(),
     "broker": pa.string(),
     "publisher_flow": pa.string(),
     "publisher_event": pa.int64(),

@@ -308,9 +308,9 @@ class LenientRow(TypedDict):
     client: str | None
     server: str | None
     client_id: str | None
-    #: The statement the packet broke (its sender's), and the others it broke, comma separated.
+    #: The statement the packet broke (its sender's), and the others the same packet broke.
     rule: str
-    also_broken: str
+    also: list[str]
     level: str
     section: str
     #: The receiver that accepted it.
