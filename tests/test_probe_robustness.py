@@ -285,3 +285,17 @@ def test_a_probe_stopped_while_its_reader_stops_ends_cancelled() -> None:
         return cancelled
 
     assert asyncio.run(scenario())
+
+
+def test_a_crash_that_quotes_the_password_never_shows_it() -> None:
+    """An exception's message may quote what the prober held (a CONNECT and its password): the crash summary a
+    report writes shows asterisks in its place."""
+    from mqttaudit.probe.runner import crashed
+    from mqttaudit.probe.transport import Credentials, Secret
+
+    password = "p@ss:w/%d sé"
+    target = Target("127.0.0.1", 1883, credentials=Credentials("user", Secret(password)))
+    error = RuntimeError(f"could not encode Connect(username='user', password={password!r})")
+    result = crashed(CASES["ping/pingresp"], error, [], 0.0, target)
+    assert password not in (result.crash or "") and password not in result.reason
+    assert "*" * len(password) in (result.crash or "")

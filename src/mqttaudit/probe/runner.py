@@ -251,7 +251,7 @@ async def run_case(
         with contextlib.suppress(Exception):
             for connection in context.connections:
                 await connection.finish()
-        return crashed(case, exc, context.connections, time.monotonic() - started)
+        return crashed(case, exc, context.connections, time.monotonic() - started, target)
 
 
 async def _run_case(
@@ -277,7 +277,7 @@ async def _run_case(
     with contextlib.suppress(Inconclusive, NotApplicable, OSError, TimeoutError):  # clearing is best effort
         await within(context.clean_up(), timeout * CLEAN_UP_TIMEOUTS)
     if crash is not None:
-        return crashed(case, crash, context.connections, time.monotonic() - started)
+        return crashed(case, crash, context.connections, time.monotonic() - started, target)
     judgement = judge_scenario(
         {connection.name: connection.events for connection in context.connections}, judge_config(case, timeout)
     )
@@ -648,11 +648,22 @@ def decide(
     return CaseResult(case, verdict, reason, per_statement, on_target, others, lenient)
 
 
-def crashed(case: Case, exc: BaseException, connections: Sequence[ProbeConnection], duration: float) -> CaseResult:
+def crashed(
+    case: Case,
+    exc: BaseException,
+    connections: Sequence[ProbeConnection],
+    duration: float,
+    target: Target | None = None,
+) -> CaseResult:
     """The result of a case the prober failed on: inconclusive, an ``error`` of the run, with the exception and
     where it was raised as the reason; the conversations are kept as evidence and not judged (what the prober
-    meant to send next is unknown)."""
+    meant to send next is unknown). An exception's message may quote what the prober held: the target's password
+    never shows in it."""
     summary = crash_summary(exc)
+    password = None if target is None or target.credentials is None else target.credentials.password
+    secret = None if password is None else password.reveal()
+    if secret:
+        summary = summary.replace(secret, "*" * len(secret))
     result = CaseResult(
         case,
         INCONCLUSIVE,
