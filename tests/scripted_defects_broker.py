@@ -60,8 +60,9 @@ WILL_BEFORE_CLOSE = "will-before-close"
 #: A 5.0 Will goes out as a PUBLISH carrying the Will Properties as they were: its Will Delay Interval
 #: (``18 00 00 00 02``) included, a property no PUBLISH may carry.
 LEAKS_WILL_DELAY = "leaks-will-delay"
-#: When a 5.0 connection with a Will drops, the Will goes out at once, whatever its Will Delay Interval and
-#: whether the session comes back before it.
+#: When a 5.0 connection with a Will ends, the Will goes out at once, whatever its Will Delay Interval and
+#: whether the session comes back before it: a drop and a takeover alike (so the Will goes out whichever of the
+#: two the broker sees first, when the same ClientId connects again right after a reset).
 IGNORES_WILL_DELAY = "ignores-will-delay"
 #: A 5.0 CONNECT naming any Authentication Method is accepted with CONNACK 0x00 that names none: ``20 03 00 00 00``
 #: (a conforming answer here is CONNACK 0x8C ``20 03 00 8c 00``, then the close).
@@ -270,7 +271,8 @@ class ScriptedBroker(HostileServer):
             self._sessions[connect.client_id] = client.subscriptions
             self._clients[connect.client_id] = client
         if older is not None:
-            older.discarded = True  # taken over: its Will goes with the session
+            # taken over: its Will goes with the session, unless the delay is ignored (then it goes out at once)
+            older.discarded = IGNORES_WILL_DELAY not in self.quirks
             if version is V5:
                 older.send(bytes.fromhex("e0 02 8e 00"))
             older.end()
