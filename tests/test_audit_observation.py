@@ -24,6 +24,7 @@ import pytest
 
 import mqttaudit
 from mqttaudit import codec
+from mqttaudit.capture import frame_number
 from mqttaudit.capture.conversation import handling
 from mqttaudit.judge import Quiet, Sent
 from mqttaudit.judge.reasons import (
@@ -494,7 +495,7 @@ def test_the_audit_on_spark_writes_the_not_assessable_rows_of_a_server_that_neve
         assert row["frame"] == record_of[port].get(row["event"]), row
         assert row["reason"].startswith(row["tag"] + ":")
     subscribe_frame = {r["frame"] for r in rows if r["rule"] == SUBACK_SENT}
-    assert subscribe_frame == {recording.carrying(never_answered.eager, 0x10, from_client=True).record[4]}
+    assert subscribe_frame == {frame_number(recording.carrying(never_answered.eager, 0x10, from_client=True).record[4])}
 
     violations = pq.read_table(out / "violations").to_pylist()
     assert sorted((port_of[v["flow"]], v["actor"], v["rule"]) for v in violations) == sorted(
@@ -503,7 +504,7 @@ def test_the_audit_on_spark_writes_the_not_assessable_rows_of_a_server_that_neve
     for violation in violations:
         port = port_of[violation["flow"]]
         assert violation["cause_event"] == 0
-        assert violation["cause_frame"] == recording.carrying(port, 0x10, from_client=True).record[4]
+        assert violation["cause_frame"] == frame_number(recording.carrying(port, 0x10, from_client=True).record[4])
         assert violation["evidence"].startswith("10 ")  # the CONNECT's bytes
     for flow, row in connections.items():
         assert row["not_assessable"] == sum(1 for r in rows if r["flow"] == flow)
@@ -515,10 +516,10 @@ def test_the_audit_on_spark_writes_the_not_assessable_rows_of_a_server_that_neve
 
 
 def carried(recording: Recording, observed: Observed) -> tuple[list[int], list[int]]:
-    """(event, capture record) of every packet of a connection: the record whose segment completed it."""
+    """(event, frame number) of every packet of a connection: the record whose segment completed it."""
     events = [index for index, event in enumerate(observed.audit.events) if isinstance(event, Sent)]
     times = [frame.time for frame in observed.audit.frames]
-    by_time = {c.time: c.record[4] for c in recording.connection(observed.client_port)}
+    by_time = {c.time: frame_number(c.record[4]) for c in recording.connection(observed.client_port)}
     return events, [by_time[t] for t in times]
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from mqttaudit.capture import FlowAudit, FlowOptions, audit_records, flow_key, read_records, segments
+from mqttaudit.capture import FlowAudit, FlowOptions, audit_records, flow_key, frame_number, read_records, segments
 from mqttaudit.capture.conversation import INFERRED_5, handling
 from mqttaudit.capture.writer import pcap_bytes
 from mqttaudit.codec import Connack, Connect, Frame, PacketType, Publish, Suback, Subscribe, Unsubscribe, properties
@@ -183,10 +183,10 @@ def as_flow(name: str, audit: FlowAudit, record_at: dict[int, int]) -> Flow:
 @cache
 def judged(name: str, config: JudgeConfig = CONFIG) -> tuple[Judged, ...]:
     path = corpus.capture(name)
-    # The capture record that carried each segment, by flow and time (first wins), as the pipeline names frames.
+    # The frame that carried each segment, by flow and time (first wins), as the pipeline names frames.
     record_at: dict[tuple[object, int], int] = {}
     for index, segment in segments(read_records(path)):
-        record_at.setdefault((flow_key(segment), segment[0]), index)
+        record_at.setdefault((flow_key(segment), segment[0]), frame_number(index))
     found = []
     for audit in audit_records(read_records(path), options=FlowOptions(broker_ports=broker_ports(name))):
         key = tuple(sorted(audit.endpoints))
@@ -716,7 +716,7 @@ def test_suricata_reads_a_v5_reason_code_without_properties_as_0() -> None:
 
 
 def test_suricata_frames_and_truncated_lengths_are_mqttaudit_frames() -> None:
-    # mqtt-frames-xpdu: two UNSUBSCRIBE PDUs of 13 bytes (header 2, data 11) in one TCP segment, the tenth record.
+    # mqtt-frames-xpdu: two UNSUBSCRIBE PDUs of 13 bytes (header 2, data 11) in one TCP segment, frame 10.
     # Suricata reports them at pcap_cnt 12, a bare ACK: where it inspected the stream, not what carried the bytes.
     [unsub] = judged(SV + "mqtt5-unsub-userpass.pcap")
     pdus = [
@@ -724,7 +724,7 @@ def test_suricata_frames_and_truncated_lengths_are_mqttaudit_frames() -> None:
         for frame, record, kind in zip(unsub.frames(), frame_records(unsub), unsub.types(), strict=True)
         if kind == "UNSUBSCRIBE"
     ]
-    assert pdus == [(9, 13, 11), (9, 13, 11)]
+    assert pdus == [(10, 13, 11), (10, 13, 11)]
     # mqtt-limit-*: skipped_length is the whole PUBLISH Suricata passed over, fixed header included.
     [limit] = judged(SV + "mqtt-limit-2.pcap")
     lengths = {frame.length for frame in limit.frames() if isinstance(frame.packet, Publish)}
@@ -738,7 +738,7 @@ def test_suricata_frames_and_truncated_lengths_are_mqttaudit_frames() -> None:
 
 
 def frame_records(flow: Judged) -> list[int | None]:
-    """The capture record of each frame of a flow, as the packets table names it."""
+    """The frame number of each packet of a flow, as the packets table names it."""
     rows = flow.result.packets.data
     by_offset = {
         (side, offset): frame

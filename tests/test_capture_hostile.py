@@ -140,7 +140,7 @@ def test_many_corrupt_records_are_all_counted_the_first_described_and_the_note_s
     note = stages.corrupt_note(reader)
     assert len(note) == ng.KEPT_CORRUPT + 1
     assert note[-1]["reason"] == f"{100 - ng.KEPT_CORRUPT} more corrupt record(s) after this one"
-    assert note[0] == {"offset": reader.corrupt[0].offset, "record": 0, "reason": reader.corrupt[0].reason}
+    assert note[0] == {"offset": reader.corrupt[0].offset, "frame": 1, "reason": reader.corrupt[0].reason}
 
 
 def valid_then_huge_header() -> tuple[bytes, int, int]:

@@ -399,7 +399,7 @@ def test_by_rule_rows_link_to_their_samples_and_samples_show_the_evidence(
     samples = re.findall(r'href="#(rule-MQTT-4\.7\.3-1-client-sample-\d+)"', rows[0])
     assert samples == ["rule-MQTT-4.7.3-1-client-sample-1", "rule-MQTT-4.7.3-1-client-sample-2"]
     first = page.rows[samples[0]]
-    for shown in (EMPTY_FILTER_HEX, CAPTURE, "record 2 (Wireshark frame 3)", "stream offset 20", "f1"):
+    for shown in (EMPTY_FILTER_HEX, CAPTURE, "frame 2", "stream offset 20", "f1"):
         assert shown in first
     assert "SUBSCRIBE, 7 bytes" in first and "Topic Filter is empty (length 0x0000)" in first
     assert "Every Topic Name and Topic Filter must be at least one character long" in first  # expected
@@ -507,7 +507,7 @@ def test_markdown_finding_has_the_reference_table_and_hex_evidence(data: AuditRe
     evidence = parts["Evidence"]
     assert '<a id="rule-MQTT-4.7.3-1-client-sample-1"></a>' in evidence
     assert (
-        f"**Sample 1** (codec): capture `{CAPTURE}`, flow `f1`, record 2 (Wireshark frame 3), event 2, "
+        f"**Sample 1** (codec): capture `{CAPTURE}`, flow `f1`, frame 2, event 2, "
         "stream offset 20, at 2025-05-01 10:00:00.030 UTC." in evidence
     )
     assert f"```text\n{EMPTY_FILTER_HEX}\n```" in evidence

@@ -248,7 +248,7 @@ def test_junit_failure_gives_the_count_and_the_first_violations_evidence(written
     for shown in (
         f"  capture: {CAPTURE}",
         "  flow: c1@1",
-        "  frame: record 2 (Wireshark frame 3)",
+        "  frame: 2",
         "  stream offset: 20",
         "  time: 2025-05-01 10:00:01.000 UTC",
         "  detail: Topic Filter is empty (length 0x0000)",

@@ -28,7 +28,7 @@ from .flows import FlowKey, audit_records, flow_events, flow_key
 from .link import Skip
 from .reader import ChunkReader, read_chunk, read_records
 from .reassembly import Conflict, Data, End, Endpoint, Gap, Reassembler, SideStats
-from .records import Interface, Record, Truncation
+from .records import Interface, Record, Truncation, frame_number
 from .resync import BoundaryHunt, ResyncRule
 from .segments import Segment, decode_segment, segments
 
@@ -62,6 +62,7 @@ __all__ = [
     "decode_segment",
     "flow_events",
     "flow_key",
+    "frame_number",
     "plan_chunks",
     "read_chunk",
     "read_records",

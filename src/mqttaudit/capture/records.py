@@ -33,6 +33,12 @@ MIN_TIME_NS: Final = -(1 << 63)
 MAX_TIME_NS: Final = (1 << 63) - 1
 
 
+def frame_number(index: int) -> int:
+    """The frame number of the record at ``index``: numbered from 1, as Wireshark and tshark number frames (and
+    Suricata its ``pcap_cnt``). Every ``frame`` the audit writes is one; a record's index stays internal."""
+    return index + 1
+
+
 @dataclass(frozen=True, slots=True)
 class Interface:
     """A capture interface: its link type, snapshot length and timestamp unit.

@@ -72,7 +72,8 @@ class Flow:
     server: str
     #: The judge events of the connection, in order.
     events: Sequence[Event]
-    #: For each event, the capture record (frame number) that completed it (None when unknown).
+    #: For each event, the frame number (Wireshark's, from 1) of the capture record that completed it (None when
+    #: unknown).
     frames: Sequence[int | None]
     #: The capture began inside the connection (no SYN seen): what came before is unknown.
     mid_stream: bool = False
@@ -97,8 +98,8 @@ LEVELS = {"3.1": 3, "3.1.1": 4, "5.0": 5}
 
 def connection_flow(capture: str, audit: FlowAudit, record_of: Callable[[int], int | None] | None = None) -> Flow:
     """The Flow of one reassembled connection: its id (endpoints, in order, and its first time), client and
-    server (in the order seen when the roles are unknown), and, through ``record_of`` (capture time in ns -> record
-    index), the capture record that completed each packet."""
+    server (in the order seen when the roles are unknown), and, through ``record_of`` (capture time in ns -> frame
+    number, from 1), the capture record that completed each packet."""
     endpoints = [format_endpoint(*endpoint) for endpoint in audit.endpoints]
     client = endpoints[0] if audit.client is None else endpoints[audit.client]
     server = endpoints[1] if audit.client is None else endpoints[1 - audit.client]

@@ -46,6 +46,7 @@ from mqttaudit.capture import (
     FlowOptions,
     Segment,
     flow_events,
+    frame_number,
     read_chunk,
 )
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
@@ -465,7 +466,7 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
     if truncation is not None:
         note["truncated"] = {
             "offset": truncation.offset,
-            "record": truncation.index,
+            "frame": frame_number(truncation.index),  # the number the cut record would have had
             "needed": truncation.needed,
             "available": truncation.available,
         }
@@ -477,13 +478,13 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
 
 
 def corrupt_note(reader: ChunkReader) -> list[dict[str, Any]]:
-    """The records of a chunk skipped as corrupt, as its note lists them (``offset``, ``record``, ``reason``): the
+    """The records of a chunk skipped as corrupt, as its note lists them (``offset``, ``frame``, ``reason``): the
     first few the reader describes, then one line counting the others."""
-    kept = [{"offset": c.offset, "record": c.index, "reason": c.reason} for c in reader.corrupt]
+    kept = [{"offset": c.offset, "frame": frame_number(c.index), "reason": c.reason} for c in reader.corrupt]
     more = reader.corrupt_count - len(kept)
     if more > 0 and kept:
         last = kept[-1]["offset"]
-        kept.append({"offset": last, "record": None, "reason": f"{more:,} more corrupt record(s) after this one"})
+        kept.append({"offset": last, "frame": None, "reason": f"{more:,} more corrupt record(s) after this one"})
     return kept
 
 
@@ -737,7 +738,9 @@ def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options
     capture, _ = record_at.get(audit.first_time, ("", 0))
 
     def record_of(time: int) -> int | None:
-        return record_at.get(time, (capture, None))[1]
+        """The frame number (Wireshark's: 1 for the capture's first record) of the record at ``time``."""
+        record = record_at.get(time, (capture, None))[1]
+        return None if record is None else frame_number(record)
 
     judged_flow = connection_flow(capture, audit, record_of)
     connection_id = judged_flow.flow

@@ -174,7 +174,7 @@ class ViolationRow(TypedDict):
     actor: str
     origin: str
     kind: str | None
-    #: Capture record (frame number) that completed the event.
+    #: The frame number (1 for the capture's first record, as Wireshark numbers them) that completed the event.
     frame: int | None
     #: Byte offset in that direction of the connection's stream.
     offset: int | None
@@ -184,7 +184,7 @@ class ViolationRow(TypedDict):
     #: The frame's bytes in hex, possibly cut (ending in "…"); "" when the finding is not about a packet. A missing
     #: answer that shows at a silence or a close (no ``frame``) holds the unanswered packet's bytes.
     evidence: str | None
-    #: The unanswered packet of a missing-answer finding: its event and capture record (None for other findings).
+    #: The unanswered packet of a missing-answer finding: its event and frame number (None for other findings).
     cause_event: NotRequired[int | None]
     cause_frame: NotRequired[int | None]
     #: That packet as the packets table describes it (``PUBLISH id 7, QoS 1, topic 'a/b', 9 bytes``).
@@ -260,7 +260,7 @@ class UndecidedRow(TypedDict):
     section: str
     #: The side the rule binds ("" when neither).
     actor: str
-    #: The event that called for the rule, and its capture record (None when unknown).
+    #: The event that called for the rule, and its frame number (None when unknown).
     event: int | None
     frame: int | None
     time: float | None

@@ -111,7 +111,7 @@ def packet_text(row: Mapping[str, Any]) -> str:
 
 def cause_text(row: Mapping[str, Any]) -> str:
     """For a missing-answer finding, the packet the answer was owed for: ``answer owed for PUBLISH id 7, ... at
-    record 5 (Wireshark frame 6), event 2``; "" for any other finding."""
+    frame 6, event 2``; "" for any other finding."""
     event = row.get("cause_event")
     if event is None:
         return ""
@@ -173,8 +173,9 @@ def duration(value: float | None) -> str:
 
 
 def frame_label(frame: int | None) -> str:
-    """A capture record: its index in the file (0 for the first) and the frame number Wireshark shows for it."""
-    return "-" if frame is None else f"record {frame} (Wireshark frame {frame + 1})"
+    """A capture record by its frame number, numbered from 1 as Wireshark and tshark number them (``frame.number``),
+    the numbering of every ``frame`` column of the audit."""
+    return "-" if frame is None else f"frame {frame}"
 
 
 def packet_shape(evidence: str | None) -> str:

@@ -16,7 +16,7 @@ from .. import __version__
 from ..codec import rules as codec_rules
 from ..judge import CHECKED_RULES
 from ..spec import Catalogue, Rule, load_catalogue
-from .audit_format import MAX_ROWS, WHOLE_IN, also_text, cause_text, evidence_is_cause, frame_label, plural, when
+from .audit_format import MAX_ROWS, WHOLE_IN, also_text, cause_text, evidence_is_cause, plural, when
 from .audit_tables import ROUTING, VIOLATION
 from .evidence import MAX_HEX_BYTES, printable
 from .peer_text import LIMIT, shown
@@ -162,7 +162,7 @@ def evidence_lines(row: Mapping[str, Any]) -> list[tuple[str, str]]:
     add("broker", row.get("broker"))
     add("capture", row.get("capture"))
     add("flow", row.get("flow"))
-    add("frame", row.get("frame"), frame_label(row.get("frame")))
+    add("frame", row.get("frame"))  # numbered from 1, as Wireshark numbers frames
     add("event", row.get("event"))
     add("answer owed for", row.get("cause_event"), cause_text(row).removeprefix("answer owed for "))
     add("stream offset", row.get("offset"))

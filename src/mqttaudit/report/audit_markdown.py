@@ -48,8 +48,8 @@ HOW_TO_READ = (
     "How to read this: each finding names the statement of the specification that was broken and the side that "
     "broke it (client or server). A violation found by the codec was seen in the bytes of one packet; one found by "
     "the judge was seen in the behaviour over the connection. A rule the traffic could not decide is *not "
-    "assessable*, which is not a pass. Records are numbered from 0 in their capture file; Wireshark shows the same "
-    "frame numbered from 1. Offsets count the bytes of one direction of the connection."
+    "assessable*, which is not a pass. Frames are numbered from 1 in their capture file, as Wireshark numbers them. "
+    "Offsets count the bytes of one direction of the connection."
 )
 
 
