@@ -209,7 +209,9 @@ def test_corrupt_records_cost_only_themselves_or_what_follows_and_the_rest_is_au
     corrupt_audit: dict[str, Any],
 ) -> None:
     done, summary = corrupt_audit["done"], corrupt_audit["summary"]
-    assert done.returncode == 0, done.stdout + done.stderr  # the three conversations conform
+    # The three conversations conform, but the captures were not read whole: the run cannot pass (exit 4).
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "incomplete: a capture was not read whole" in done.stderr
     assert summary["counts"]["connections"] == 3 and summary["counts"]["packets"] == 9
     for capture, (records, _offsets) in corrupt_audit["expected"].items():
         assert summary["records_by_capture"][capture] == records, capture
@@ -227,10 +229,15 @@ def test_each_corrupt_record_is_reported_with_its_offset_and_reason_in_the_summa
     assert "outside 64-bit nanoseconds" in reasons["timestamps.pcapng"]
     assert "record 8 declares 16777216 captured bytes" in reasons["huge-header.pcap"]
     assert "block length" in reasons["garbage.pcapng"]
-    lines = [line for line in corrupt_audit["done"].stdout.splitlines() if line.startswith("capture error: ")]
+    warning = "mqttaudit: warning: capture error: "
+    lines = [line for line in corrupt_audit["done"].stderr.splitlines() if line.startswith(warning)]
     assert len(lines) == len(errors) == 6
+    assert "capture error" not in corrupt_audit["done"].stdout
     huge_at = corrupt_audit["expected"]["huge-header.pcap"][1][0]
-    assert f"capture error: huge-header.pcap at byte {huge_at}: record 8 declares" in "\n".join(lines)
+    assert f"{warning}huge-header.pcap at byte {huge_at}: record 8 declares" in "\n".join(lines)
+    # Each skipped packet named by its frame number, as Wireshark numbers it (the 2nd, 4th, 6th and 8th).
+    frames = [line.split(" (frame ")[1].split(")")[0] for line in lines if "timestamps.pcapng" in line]
+    assert frames == ["2", "4", "6", "8"]
 
 
 # -- issue 28 items 8, 9, 11 through the whole command ------------------------------------------------------------

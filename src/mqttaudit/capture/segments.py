@@ -146,3 +146,17 @@ def format_endpoint(ip: bytes, port: int) -> str:
     """``10.0.0.1:1883`` or ``[::1]:1883``."""
     address = ipaddress.ip_address(ip)
     return f"{address}:{port}" if address.version == 4 else f"[{address}]:{port}"
+
+
+def parse_endpoint(text: str) -> tuple[str, int] | None:
+    """The address and port of an endpoint as :func:`format_endpoint` writes it (``10.0.0.1:1883``,
+    ``[::1]:1883``); None for any other text."""
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or not 0 <= int(port) < 65536:
+        return None
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        return str(ipaddress.ip_address(host)), int(port)
+    except ValueError:
+        return None

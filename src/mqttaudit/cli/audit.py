@@ -1,19 +1,32 @@
-"""``mqttaudit audit PATH... --out DIR``: audit pcap/pcapng captures on Spark."""
+"""``mqttaudit audit PATH... --out DIR``: audit pcap/pcapng captures on Spark (``-`` reads one from standard
+input)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .exits import CannotRun, Incomplete, exit_status_help
+from mqttaudit.pipeline.sources import STDIN_MAX_BYTES
+
+from .exits import EXIT_INCOMPLETE, EXIT_OK, CannotRun, Incomplete, exit_status_help
 from .options import output_options
 from .progress import audit_progress
 from .terminal import echo_lines, printable_line
 
 if TYPE_CHECKING:
     from mqttaudit.capture.tls import KeyLog
+    from mqttaudit.pipeline.sources import Spooled
+
+#: ``--stdin-max-mb`` by default.
+STDIN_MAX_MB = STDIN_MAX_BYTES // (1024 * 1024)
 
 
 def _ports(text: str) -> list[int]:
@@ -30,7 +43,8 @@ def _ports(text: str) -> list[int]:
     "audit",
     epilog=exit_status_help(
         findings="findings: a MUST-level violation or a routing finding",
-        incomplete="incomplete: no MQTT connection was found in the captures",
+        incomplete="incomplete: no MQTT connection was found in the captures, or a capture was not read whole "
+        "(cut short inside a record, a corrupt record, standard input past --stdin-max-mb)",
     ),
 )
 @click.argument("paths", nargs=-1, required=True)
@@ -59,6 +73,22 @@ def _ports(text: str) -> list[int]:
     help="A TLS key log (NSS format: SSLKEYLOGFILE, ssl.SSLContext.keylog_filename): the TLS 1.2 and 1.3 "
     "connections whose secrets it holds are decrypted and audited. Needs mqttaudit[tls].",
 )
+@click.option(
+    "--stdin-max-mb",
+    type=click.IntRange(min=1),
+    default=STDIN_MAX_MB,
+    show_default=True,
+    help="With '-' (a capture on standard input): MiB spooled at most into a temporary file (TMPDIR); past them "
+    "reading stops, and the audit says so and exits 4.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: the summary as one JSON document on standard output (progress and warnings stay on standard error).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Show Spark's own messages (start-up notices, warnings).")
 def audit_command(
     paths: tuple[str, ...],
@@ -69,11 +99,14 @@ def audit_command(
     tolerance: float,
     chunk_mb: int,
     keylog_path: Path | None,
+    stdin_max_mb: int,
+    output_format: str,
     verbose: bool,
 ) -> int:
-    """Audit captures (files, folders, globs): every packet decoded strictly in both directions, every connection
-    judged, routing replayed per broker; Parquet tables, summary.json, report.html and findings.md in --out.
-    Exit status 1 when there are MUST-level violations or routing findings, 4 when no MQTT connection was found."""
+    """Audit captures (files, folders, globs; '-' reads one from standard input): every packet decoded strictly in
+    both directions, every connection judged, routing replayed per broker; Parquet tables, summary.json,
+    report.html, findings.md, findings.jsonl and junit.xml in --out. Exit status 1 when there are MUST-level
+    violations or routing findings, else 4 when no MQTT connection was found or a capture was not read whole."""
     from mqttaudit.pipeline.keylog import KeyLogFile
     from mqttaudit.pipeline.sources import AuditInputError
     from mqttaudit.pipeline.spark import SPARK_MODULES, SparkEnvironmentError, missing_spark
@@ -96,9 +129,12 @@ def audit_command(
         raise CannotRun(missing_spark(exc)) from exc
 
     try:
-        with audit_progress() as progress:
+        with (
+            standard_input(paths, master, stdin_max_mb * 1024 * 1024) as (locations, spooled),
+            audit_progress() as progress,
+        ):
             result = run_audit(
-                list(paths),
+                locations,
                 out_dir,
                 master=master,
                 ports=None if ports is None else _ports(ports),
@@ -112,11 +148,97 @@ def audit_command(
             )
     except (AuditInputError, OutputDirError, SparkEnvironmentError) as exc:
         raise CannotRun(printable_line(str(exc))) from exc
+    lost = lost_lines(result.summary, spooled)
+    for line in lost:  # on standard error, as tshark warns of a capture cut short, whatever the format
+        click.echo(printable_line(f"mqttaudit: warning: {line}"), err=True)
+    incomplete = nothing_found(result.summary) if result.incomplete else None
+    status = result.exit_status
+    if spooled is not None and spooled.stopped_at_cap and status == EXIT_OK:
+        status = EXIT_INCOMPLETE
+    if output_format == "json":
+        click.echo(json.dumps(audit_document(result.summary, out_dir, lost, incomplete, status), indent=2))
+        if incomplete is not None:
+            click.echo(printable_line(f"mqttaudit: incomplete: {incomplete}"), err=True)
+        return status
     echo_lines(summarize(result.summary))
     click.echo(f"report: {printable_line(str(out_dir / 'report.html'))}")
-    if result.incomplete:
-        raise Incomplete(nothing_found(result.summary))
-    return result.exit_status
+    if incomplete is not None:
+        raise Incomplete(incomplete)
+    if status == EXIT_INCOMPLETE:
+        click.echo("mqttaudit: incomplete: a capture was not read whole (see the warnings above)", err=True)
+    return status
+
+
+@contextlib.contextmanager
+def standard_input(paths: tuple[str, ...], master: str, cap: int) -> Iterator[tuple[list[str], Spooled | None]]:
+    """The locations to audit, with ``-`` replaced by a private temporary copy of standard input (at most ``cap``
+    bytes; removed when the audit ends, whatever happens), and that copy."""
+    from mqttaudit.pipeline.sources import STDIN, AuditInputError, spool
+
+    if STDIN not in paths:
+        yield list(paths), None
+        return
+    if paths.count(STDIN) > 1:
+        raise click.UsageError("'-' (standard input) can be named once")
+    if not master.startswith("local"):
+        raise click.UsageError(
+            "'-' (standard input) needs a local master: the executors of a cluster cannot read this machine's "
+            "temporary files; put the capture where they read it (hdfs://, s3://) and name it"
+        )
+    stream = sys.stdin.buffer
+    if stream.isatty():
+        raise click.UsageError("'-' reads a capture from standard input, which is a terminal: pipe one in")
+    folder = Path(tempfile.mkdtemp(prefix="mqttaudit-stdin-"))
+    try:
+        try:
+            spooled = spool(stream, folder, cap)
+        except OSError as exc:
+            raise AuditInputError(f"standard input cannot be copied to {folder}: {exc.strerror or exc}") from exc
+        yield [str(spooled.path) if path == STDIN else path for path in paths], spooled
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def lost_lines(summary: dict[str, Any], spooled: Spooled | None = None) -> list[str]:
+    """What of the captures was not read, one line each: where (capture, byte, frame) and what was lost."""
+    lines = [
+        f"{cut['capture']} is cut short: it ends inside the record at byte {cut['offset']:,} (frame {cut['frame']}), "
+        f"{cut['available']:,} of its {cut['needed']:,} bytes present: that frame is not judged, and whatever the "
+        "capture would have held after it is lost"
+        + (f" (frames 1 to {cut['frame'] - 1} were read)" if cut["frame"] > 1 else " (no frame was read)")
+        for cut in summary.get("truncated") or []
+    ]
+    errors = summary.get("errors") or []
+    # Each error is one line, whatever a file name or a reason holds (a newline would forge a line of its own).
+    lines += [
+        f"capture error: {e['capture']} at byte {e.get('offset')}"
+        + (f" (frame {e['frame']})" if e.get("frame") is not None else "")
+        + f": {e.get('reason') or e.get('detail')}"
+        for e in errors
+    ]
+    if spooled is not None and spooled.stopped_at_cap:
+        lines.append(
+            f"standard input: reading stopped at the bound of {spooled.cap:,} bytes (--stdin-max-mb): the rest of "
+            "the capture was not read, and what it held was not judged"
+        )
+    return [printable_line(line) for line in lines]
+
+
+def audit_document(
+    summary: dict[str, Any], out_dir: Path, lost: list[str], incomplete: str | None, status: int
+) -> dict[str, Any]:
+    """``audit --format json``: what the terminal says, as one document: the exit status, why the run is
+    incomplete (or null), what was not read, the reports written, and the whole summary (as summary.json)."""
+    from mqttaudit.pipeline.audit import OUTPUTS
+
+    return {
+        "exit_status": status,
+        "incomplete": incomplete,
+        "lost": lost,
+        "out_dir": str(out_dir),
+        "outputs": {name: str(out_dir / name) for name in OUTPUTS if (out_dir / name).exists()},
+        "summary": summary,
+    }
 
 
 def read_keylog(path: Path) -> KeyLog:
@@ -159,7 +281,7 @@ def nothing_found(summary: dict[str, object]) -> str:
     assert said is not None  # called only when no connection was judged
     errors = summary.get("errors") or []
     assert isinstance(errors, list)
-    return said + (f" ({len(errors)} capture error(s), listed above)" if errors else "")
+    return said + (f" ({len(errors)} capture error(s), in the warnings above)" if errors else "")
 
 
 def _policy_lines(summary: dict[str, object]) -> list[str]:
@@ -204,13 +326,6 @@ def summarize(summary: dict[str, object]) -> str:
     lines += _version_lines(summary)
     lines += _detection_lines(summary)
     lines += _policy_lines(summary)
-    errors = summary.get("errors") or []
-    assert isinstance(errors, list)
-    lines += [
-        # Each error is one line, whatever a file name or a reason holds (a newline would forge a line of its own).
-        printable_line(f"capture error: {e['capture']} at byte {e.get('offset')}: {e.get('reason') or e.get('detail')}")
-        for e in errors
-    ]
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -419,6 +420,14 @@ def _numbered(cases: Sequence[Case], version: ProtocolVersion) -> int:
     "one per target. Without LABEL= it is the profile of every target that has none of its own.",
 )
 @click.option("--strict", is_flag=True, help=_STRICT_HELP)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: the summary as one JSON document on standard output (progress and refusals stay on standard error).",
+)
 @connection_options
 def matrix_command(
     targets: tuple[str, ...],
@@ -432,6 +441,7 @@ def matrix_command(
     protocol: ProtocolVersion | None,
     profiles: dict[str, BrokerProfile],
     strict: bool,
+    output_format: str,
     cafile: Path | None,
     certfile: Path | None,
     keyfile: Path | None,
@@ -488,7 +498,7 @@ def matrix_command(
         label = name or f"{target.host}:{target.port}"
         if result.refusal is not None:
             click.echo(printable(f"mqttaudit: {result.incomplete}"), err=True)
-        else:
+        elif output_format == "text":
             _print_summary(result)
         results.append((label, result))
     try:
@@ -499,10 +509,41 @@ def matrix_command(
             written = [out_dir / p.relative_to(staging) for p in write_matrix(runs, staging)]
     except OutputDirError as exc:
         raise CannotRun(printable(str(exc))) from None
-    click.echo(f"matrix: {', '.join(printable(str(path)) for path in written)}")
     statuses = {result.exit_status for _, result in results}
     worst = (EXIT_INTERNAL, EXIT_FINDINGS, EXIT_INCOMPLETE)  # a bug of the prober on any target first
-    return next((status for status in worst if status in statuses), EXIT_OK)
+    status = next((status for status in worst if status in statuses), EXIT_OK)
+    if output_format == "json":
+        click.echo(json.dumps(matrix_document(results, out_dir, written, status), indent=2))
+    else:
+        click.echo(f"matrix: {', '.join(printable(str(path)) for path in written)}")
+    return status
+
+
+def matrix_document(
+    results: Sequence[tuple[str, ProbeResult]], out_dir: Path, written: Sequence[Path], status: int
+) -> dict[str, Any]:
+    """``matrix --format json``: what the terminal says, as one document: the exit status (the worst over the
+    targets), the matrix reports, and per target its label, URL (never a password), exit status, why its run is
+    incomplete (or null), its verdict counts, the cases that fail it with their statements, and its reports."""
+    return {
+        "exit_status": status,
+        "outputs": [str(path) for path in written],
+        "targets": [
+            {
+                "label": label,
+                "target": result.target,
+                "exit_status": result.exit_status,
+                "incomplete": result.incomplete,
+                "summary": result.counts,
+                "failed": [
+                    {"case": failed.case.id, "statements": [str(s) for s in failed.case.statements]}
+                    for failed in result.counted_findings
+                ],
+                "reports": str(out_dir / _safe(label)),
+            }
+            for label, result in results
+        ],
+    }
 
 
 def _label(spec: str) -> str:

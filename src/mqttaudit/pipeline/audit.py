@@ -97,11 +97,18 @@ class AuditResult:
         return not readable_connections(self.summary)
 
     @property
+    def cut_short(self) -> bool:
+        """A capture was not read whole: it ends inside a record (truncated), a header stopped the reading, records
+        were skipped as corrupt, or a file given was not a capture. What was lost was not judged."""
+        return bool(self.summary.get("truncated") or self.summary.get("errors"))
+
+    @property
     def exit_status(self) -> int:
-        """As ``mqttaudit audit`` exits: 1 findings, 4 nothing judged, 0 conformant."""
+        """As ``mqttaudit audit`` exits: 1 findings; else 4 when nothing was judged or a capture was not read whole
+        (the run cannot vouch for what it did not read); else 0 conformant."""
         if self.failed:
             return EXIT_FINDINGS
-        return EXIT_INCOMPLETE if self.incomplete else EXIT_OK
+        return EXIT_INCOMPLETE if self.incomplete or self.cut_short else EXIT_OK
 
 
 def readable_connections(summary: dict[str, Any]) -> int:

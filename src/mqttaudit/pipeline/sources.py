@@ -7,6 +7,7 @@ import fnmatch
 import glob
 import os
 import posixpath
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
@@ -72,6 +73,11 @@ def not_a_capture(location: str) -> str | None:
         first = head(location)
     except OSError as exc:
         return f"cannot be read ({exc.strerror or exc})"
+    return _not_a_capture_head(first)
+
+
+def _not_a_capture_head(first: bytes) -> str | None:
+    """Why a file whose first four bytes are ``first`` is not a pcap or pcapng file, or ``None``."""
     if first in CAPTURE_MAGICS:
         return None
     if len(first) < 4:
@@ -159,3 +165,58 @@ def _expand_url(location: str) -> list[str]:
     if not files:
         raise AuditInputError(f"{location}: no file matches")
     return [prefix + f for f in files]
+
+
+#: The location that names standard input among the captures (``mqttaudit audit -``), as tshark's ``-r -``.
+STDIN = "-"
+#: The name standard input's capture goes by in the reports (its ``capture`` column).
+STDIN_NAME = "stdin"
+#: Bytes of standard input spooled at most by default (``--stdin-max-mb``): past them reading stops, and the capture
+#: is audited as one cut short at that byte.
+STDIN_MAX_BYTES = 4 * 1024**3
+#: Bytes copied from standard input at a time.
+SPOOL_READ = 1 << 20
+
+
+@dataclass(frozen=True)
+class Spooled:
+    """A capture read from standard input into a file: its path, the bytes written, and whether reading stopped at
+    the bound (``cap``) with more to come."""
+
+    path: Path
+    size: int
+    cap: int
+    stopped_at_cap: bool
+
+
+def spool(stream: BinaryIO, folder: Path, cap: int = STDIN_MAX_BYTES) -> Spooled:
+    """Copies ``stream`` (standard input) into ``folder``/:data:`STDIN_NAME` up to ``cap`` bytes, so that the
+    reading tasks can seek in it as in any capture file. Past ``cap`` nothing more is read: the result says so.
+    A stream that does not start with a capture's magic number is refused after its first bytes."""
+    path = folder / STDIN_NAME
+    written = 0
+    with path.open("wb") as out:
+        first = _read_up_to(stream, 4)
+        why = _not_a_capture_head(first)
+        if why is not None:
+            raise AuditInputError(f"standard input is not a capture: it {why}")
+        out.write(first[:cap])
+        written = min(len(first), cap)
+        while written < cap:
+            data = stream.read(min(SPOOL_READ, cap - written))
+            if not data:
+                return Spooled(path, written, cap, stopped_at_cap=False)
+            out.write(data)
+            written += len(data)
+    return Spooled(path, written, cap, stopped_at_cap=bool(stream.read(1)))
+
+
+def _read_up_to(stream: BinaryIO, count: int) -> bytes:
+    """``count`` bytes of ``stream``, fewer only at its end (a pipe hands them over in pieces)."""
+    got = b""
+    while len(got) < count:
+        data = stream.read(count - len(got))
+        if not data:
+            break
+        got += data
+    return got

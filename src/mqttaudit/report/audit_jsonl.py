@@ -1,7 +1,10 @@
 """``findings.jsonl`` of an audit: one JSON object per line for every violation and every routing finding, for
-log pipelines (one event per line, like Suricata's EVE): the table row's columns, ``event_type`` (``violation``
-or ``routing``), the capture, the tool's version, and an ISO 8601 ``timestamp`` beside the ``time`` in seconds.
-Ill-formed UTF-8 from the wire is written as the tables write it: each ill-formed byte as ``\\xNN``."""
+log pipelines (one event per line, like Suricata's EVE): ``event_type`` (``violation`` or ``routing``), an ISO 8601
+``timestamp`` beside the ``time`` in seconds, the flow keys as EVE names them (``flow_id``, ``src_ip``,
+``src_port``, ``dest_ip``, ``dest_port``, ``proto``, ``community_id``: see :mod:`.audit_flows`), the capture, the
+tool's version, then the table row's columns (``frame`` numbered from 1, as Wireshark numbers frames). The schema
+of a line is ``schemas/findings.jsonl.schema.json`` in this package. Ill-formed UTF-8 from the wire is written as
+the tables write it: each ill-formed byte as ``\\xNN``."""
 
 from __future__ import annotations
 
@@ -14,22 +17,39 @@ from typing import Any
 
 from .. import __version__
 from ..codec.describe import wire_text
+from .audit_flows import flow_fields
+
+#: The JSON Schema (draft 2020-12) of one line of findings.jsonl, shipped in this package.
+SCHEMA = "schemas/findings.jsonl.schema.json"
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def finding_record(event_type: str, row: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON object of one table row: ``event_type``, ``timestamp``, ``mqttaudit_version``, ``capture``, then
-    the row's columns (NaN and infinite times as null)."""
+    """The JSON object of one table row (with its connection's ``client`` and ``server`` endpoints, as
+    :func:`~.audit_tables.finding_rows` gives it): ``event_type``, ``timestamp``, the EVE flow keys,
+    ``mqttaudit_version``, ``capture``, then the row's columns (NaN and infinite times as null)."""
     values = {name: None if _not_finite(value) else value for name, value in row.items()}
     time = values.get("time")
+    client, server = values.pop("client", None), values.pop("server", None)
+    # A routing finding is the broker's: it did not deliver as it had to, or delivered what it must not.
+    side = "server" if event_type == "routing" else str(values.get("actor") or "")
     return {
         "event_type": event_type,
         "timestamp": iso_time(time) if isinstance(time, int | float) else None,
+        **flow_fields(values.get("flow"), client, server, side),
         "mqttaudit_version": __version__,
         "capture": values.pop("capture", None),
         **values,
     }
+
+
+def findings_schema() -> dict[str, Any]:
+    """The JSON Schema of a line of findings.jsonl (:data:`SCHEMA`), as data."""
+    from importlib.resources import files
+
+    schema: dict[str, Any] = json.loads(files("mqttaudit.report").joinpath(SCHEMA).read_text(encoding="utf-8"))
+    return schema
 
 
 def iso_time(seconds: float) -> str:

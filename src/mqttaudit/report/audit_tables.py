@@ -1,5 +1,6 @@
 """The rows of an audit's ``violations`` and ``routing_findings`` Parquet tables, read batch by batch with pyarrow
-(never a whole table, never through Spark's driver), each with the capture it was found in."""
+(never a whole table, never through Spark's driver), each with the capture it was found in and the endpoints of its
+connection."""
 
 from __future__ import annotations
 
@@ -23,14 +24,11 @@ def tables_present(out_dir: Path | str) -> bool:
     return (out / "violations").is_dir() and (out / "routing_findings").is_dir()
 
 
-def table_rows(directory: Path, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
-    """The rows of the Parquet files under ``directory`` (hidden and ``_`` names skipped, as Spark writes them),
-    as dicts, :data:`BATCH_ROWS` at a time."""
-    for batch in _batches(directory, columns):
-        names = batch.schema.names
-        values = [column_values(batch.column(i)) for i in range(batch.num_columns)]
-        for row in zip(*values, strict=True):
-            yield dict(zip(names, row, strict=True))
+def batch_rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
+    """The rows of one batch of a table, as dicts."""
+    names = batch.schema.names
+    values = [column_values(batch.column(i)) for i in range(batch.num_columns)]
+    return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
 
 
 def column_values(column: pa.Array) -> list[Any]:
@@ -46,34 +44,37 @@ def column_values(column: pa.Array) -> list[Any]:
         return [None if value is None else value.decode("utf-8", "backslashreplace") for value in raw]
 
 
-def captures_of_flows(directory: Path, flows: Iterable[str]) -> dict[str, str]:
-    """Flow id -> capture, from the ``connections`` table, for the given flows only (the table is scanned, not
-    held)."""
+def connections_of_flows(directory: Path, flows: Iterable[str]) -> dict[str, tuple[str | None, str, str]]:
+    """Flow id -> (capture, client, server), from the ``connections`` table, for the given flows only (the table is
+    scanned, not held)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     wanted = pa.array(sorted(set(flows)), pa.string())
     if not len(wanted) or not directory.is_dir():
         return {}
-    found: dict[str, str] = {}
-    for batch in _batches(directory, ["flow", "capture"], pc.field("flow").isin(wanted)):
-        for flow, capture in zip(column_values(batch.column(0)), column_values(batch.column(1)), strict=True):
-            if flow is not None and capture is not None:
-                found.setdefault(flow, capture)
+    found: dict[str, tuple[str | None, str, str]] = {}
+    for batch in _batches(directory, ["flow", "capture", "client", "server"], pc.field("flow").isin(wanted)):
+        columns = [column_values(batch.column(i)) for i in range(4)]
+        for flow, capture, client, server in zip(*columns, strict=True):
+            if flow is not None:
+                found.setdefault(flow, (capture, client, server))
     return found
 
 
 def finding_rows(out_dir: Path | str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(event type, row)`` for every violation, then every routing finding (with the ``capture`` of its flow,
-    None when the connections table does not name it)."""
+    """``(event type, row)`` for every violation, then every routing finding, each with the ``client`` and
+    ``server`` endpoints of its connection from the connections table (None when the table does not name it); a
+    routing finding (which names the subscriber's connection) with that connection's ``capture`` too."""
     out = Path(out_dir)
-    for row in table_rows(out / "violations"):
-        yield VIOLATION, row
-    # A routing finding names the subscriber's connection; its capture is in the connections table.
-    flows = {row["flow"] for row in table_rows(out / "routing_findings", ["flow"]) if row["flow"] is not None}
-    captures = captures_of_flows(out / "connections", flows)
-    for row in table_rows(out / "routing_findings"):
-        yield ROUTING, {"capture": captures.get(row.get("flow") or ""), **row}
+    for event_type, directory in ((VIOLATION, out / "violations"), (ROUTING, out / "routing_findings")):
+        for batch in _batches(directory, None):
+            rows = batch_rows(batch)
+            known = connections_of_flows(out / "connections", (r["flow"] for r in rows if r.get("flow") is not None))
+            for row in rows:
+                capture, client, server = known.get(row.get("flow") or "", (None, None, None))
+                found = {"capture": capture} if event_type == ROUTING else {}  # a violation row names its own
+                yield event_type, {**found, **row, "client": client, "server": server}
 
 
 def _batches(
