@@ -140,6 +140,9 @@ def test_every_line_of_findings_jsonl_validates_against_the_shipped_schema(machi
     first = machine_audit["findings"][0]
     assert not validator.is_valid({**first, "unknown": 1})
     assert not validator.is_valid({**first, "frame": 0})
+    # The command prints the schema the package ships.
+    printed = run_mqttaudit("schema", "findings.jsonl")
+    assert printed.returncode == 0 and json.loads(printed.stdout) == schema
 
 
 def test_format_json_is_one_document_on_stdout_with_the_exit_status(machine_audit: dict[str, Any]) -> None:
@@ -186,6 +189,8 @@ def test_a_capture_cut_inside_a_record_is_named_on_stderr_and_does_not_pass(
     else:
         assert "mqttaudit: incomplete: a capture was not read whole" in done.stderr
         assert "no violations" in done.stdout
+        readme = (SRC.parent / "README.md").read_text(encoding="utf-8")
+        assert f"\n{said}\nmqttaudit: incomplete: a capture was not read whole" in readme  # the README shows it
 
 
 def test_a_capture_piped_into_audit_dash_gives_the_findings_of_its_file(

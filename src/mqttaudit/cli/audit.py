@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from mqttaudit.pipeline.sources import STDIN_MAX_BYTES
-
 from .exits import EXIT_INCOMPLETE, EXIT_OK, CannotRun, Incomplete, exit_status_help
 from .options import output_options
 from .progress import audit_progress
@@ -25,8 +23,9 @@ if TYPE_CHECKING:
     from mqttaudit.capture.tls import KeyLog
     from mqttaudit.pipeline.sources import Spooled
 
-#: ``--stdin-max-mb`` by default.
-STDIN_MAX_MB = STDIN_MAX_BYTES // (1024 * 1024)
+#: MiB of standard input spooled at most by default (``--stdin-max-mb``): past them reading stops, and the capture
+#: is audited as one cut short at that byte.
+STDIN_MAX_MB = 4096
 
 
 def _ports(text: str) -> list[int]:

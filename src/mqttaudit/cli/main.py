@@ -24,6 +24,7 @@ from .demo import demo_command
 from .exits import EXIT_INCOMPLETE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_STATUS_HELP, EXIT_USAGE, Incomplete
 from .probe import matrix_command, probe_command
 from .rules import rules_command
+from .schema import schema_command
 from .terminal import printable_line
 
 __all__ = ["cli", "main"]
@@ -41,6 +42,7 @@ cli.add_command(demo_command)
 cli.add_command(probe_command)
 cli.add_command(matrix_command)
 cli.add_command(audit_command)
+cli.add_command(schema_command)
 
 
 class Terminated(KeyboardInterrupt):

@@ -171,9 +171,6 @@ def _expand_url(location: str) -> list[str]:
 STDIN = "-"
 #: The name standard input's capture goes by in the reports (its ``capture`` column).
 STDIN_NAME = "stdin"
-#: Bytes of standard input spooled at most by default (``--stdin-max-mb``): past them reading stops, and the capture
-#: is audited as one cut short at that byte.
-STDIN_MAX_BYTES = 4 * 1024**3
 #: Bytes copied from standard input at a time.
 SPOOL_READ = 1 << 20
 
@@ -189,7 +186,7 @@ class Spooled:
     stopped_at_cap: bool
 
 
-def spool(stream: BinaryIO, folder: Path, cap: int = STDIN_MAX_BYTES) -> Spooled:
+def spool(stream: BinaryIO, folder: Path, cap: int) -> Spooled:
     """Copies ``stream`` (standard input) into ``folder``/:data:`STDIN_NAME` up to ``cap`` bytes, so that the
     reading tasks can seek in it as in any capture file. Past ``cap`` nothing more is read: the result says so.
     A stream that does not start with a capture's magic number is refused after its first bytes."""
