@@ -183,6 +183,9 @@ def test_a_capture_cut_inside_a_record_is_named_on_stderr_and_does_not_pass(
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["counts"]["connections"] == 1 and summary["counts"]["violations"] == 0  # the rest was judged
     assert summary["truncated"][0]["frame"] == frame
+    # The data report.html renders names the cut by byte and frame number too.
+    shown = json.loads((tmp_path / "out" / "report_data.json").read_text())["summary"]["errors"]
+    assert [(e["file"], e["offset"], e["frame"]) for e in shown] == [("cut-short.pcap", cut_capture["offset"], frame)]
     if output_format == "json":
         document = json.loads(done.stdout)
         assert document["exit_status"] == 4 and document["lost"] == [said.removeprefix("mqttaudit: warning: ")]

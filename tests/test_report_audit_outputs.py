@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
+import jsonschema
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -18,8 +19,8 @@ from mqttaudit import __version__
 from mqttaudit.codec import rules as codec_rules
 from mqttaudit.judge import CHECKED_RULES
 from mqttaudit.pipeline.stages import TABLE_COLUMNS, table_schema
-from mqttaudit.report import AuditReportData, audit_tables, write_audit_reports
-from mqttaudit.report.audit_jsonl import json_line
+from mqttaudit.report import AuditReportData, audit_flows, audit_tables, write_audit_reports
+from mqttaudit.report.audit_jsonl import findings_schema, json_line
 from mqttaudit.report.audit_junit import FindingTally, audit_to_junit, junit_document
 from mqttaudit.spec import load_catalogue
 
@@ -138,7 +139,7 @@ def test_findings_jsonl_has_one_line_per_violation_and_routing_finding_with_the_
 ) -> None:
     lines = written["lines"]
     assert [line["event_type"] for line in lines] == ["violation"] * 3 + ["routing"]
-    extra = {"event_type", "timestamp", "mqttaudit_version", "capture"}
+    extra = {"event_type", "timestamp", "mqttaudit_version", "capture", *audit_flows.FIELDS}
     for line in lines[:3]:
         assert set(line) == extra | set(TABLE_COLUMNS["violations"])
     assert set(lines[3]) == extra | set(TABLE_COLUMNS["routing_findings"])
@@ -148,6 +149,22 @@ def test_findings_jsonl_has_one_line_per_violation_and_routing_finding_with_the_
     assert (first["capture"], first["flow"], first["frame"], first["offset"]) == (CAPTURE, "c1@1", 2, 20)
     assert first["evidence"] == "82 05 00 01 00 00 00" and first["time"] == T0 + 1
     assert first["timestamp"] == "2025-05-01T10:00:01.000000+00:00"
+
+
+def test_each_line_names_its_connection_as_eve_does_from_the_side_judged(written: dict[str, Any]) -> None:
+    client, unknown, routing = written["lines"][1], written["lines"][2], written["lines"][3]
+    # A client's violation: from the client to the server; a routing finding: from the broker to the subscriber.
+    assert [client[k] for k in ("src_ip", "src_port", "dest_ip", "dest_port")] == ["10.0.0.2", 5000, "10.0.0.1", 1883]
+    assert [routing[k] for k in ("src_ip", "src_port", "dest_ip", "dest_port")] == ["10.0.0.1", 1883, "10.0.0.3", 5001]
+    assert client["community_id"] == audit_flows.community_id("10.0.0.1", 1883, "10.0.0.2", 5000)
+    assert client["proto"] == routing["proto"] == "TCP"
+    assert client["flow_id"] == audit_flows.flow_id("c1@1") != routing["flow_id"]
+    # A flow the connections table does not name: its endpoints are unknown, never guessed.
+    assert [unknown[k] for k in ("src_ip", "src_port", "dest_ip", "dest_port", "community_id")] == [None] * 5
+    assert unknown["flow_id"] == audit_flows.flow_id("c2@5")
+    validator = jsonschema.Draft202012Validator(findings_schema(), format_checker=jsonschema.FormatChecker())
+    for line in written["lines"]:
+        assert not [error.message for error in validator.iter_errors(line)], line
 
 
 def test_a_routing_finding_carries_the_capture_of_its_connection(written: dict[str, Any]) -> None:

@@ -161,11 +161,22 @@ def report_data(
         "spark_master": summary.get("spark_master", ""),
         "skipped": summary.get("skipped", {}),
         "errors": [
-            {"file": e["capture"], "offset": e.get("offset"), "reason": e.get("reason") or e.get("detail", "")}
+            {
+                "file": e["capture"],
+                "offset": e.get("offset"),
+                "frame": e.get("frame"),
+                "reason": e.get("reason") or e.get("detail", ""),
+            }
             for e in summary.get("errors", [])
         ]
         + [
-            {"file": t["capture"], "offset": t.get("offset"), "reason": "the capture ends inside a record (truncated)"}
+            {
+                "file": t["capture"],
+                "offset": t.get("offset"),
+                "frame": t.get("frame"),
+                "reason": f"the capture ends inside this record (truncated: {t.get('available')} of its "
+                f"{t.get('needed')} bytes present); it and whatever the capture would have held after it are lost",
+            }
             for t in summary.get("truncated", [])
         ],
     }

@@ -46,6 +46,8 @@ class CaptureErrorRow(TypedDict):
     file: str
     #: Byte offset in the file of the structure at fault (None when unknown).
     offset: int | None
+    #: The frame number (from 1) of the record at fault: the one cut short, or skipped as corrupt (None otherwise).
+    frame: NotRequired[int | None]
     reason: str
 
 
