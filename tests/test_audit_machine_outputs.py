@@ -250,3 +250,15 @@ def test_standard_input_past_its_bound_stops_there_and_the_audit_says_so(
     ) in done.stderr.splitlines()
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["captures"][0]["bytes"] == 1024 * 1024 and summary["counts"]["connections"] == 1
+
+
+def test_standard_input_that_is_not_a_capture_or_a_cluster_master_is_refused_before_spark(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"GET / HTTP/1.1\r\n")))
+    done = run_mqttaudit("audit", "-", "--out", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stderr
+    assert "standard input is not a capture: it starts with 47 45 54 20 ('GET ')" in done.stderr
+    done = run_mqttaudit("audit", "-", "--out", str(tmp_path / "out"), "--master", "spark://10.0.0.1:7077")
+    assert done.returncode == 2 and "'-' (standard input) needs a local master" in done.stderr
+    assert not (tmp_path / "out").exists()
