@@ -32,6 +32,7 @@ from .connection import ProbeConnection
 from .overflow import Overflow
 from .preflight import REFUSED_LEVEL_3_1_1
 from .profile import NO_PROFILE, BrokerProfile
+from .target_url import mask_password
 
 PASS = "pass"
 FAIL = "fail"
@@ -659,11 +660,8 @@ def crashed(
     where it was raised as the reason; the conversations are kept as evidence and not judged (what the prober
     meant to send next is unknown). An exception's message may quote what the prober held: the target's password
     never shows in it."""
-    summary = crash_summary(exc)
     password = None if target is None or target.credentials is None else target.credentials.password
-    secret = None if password is None else password.reveal()
-    if secret:
-        summary = summary.replace(secret, "*" * len(secret))
+    summary = mask_password(crash_summary(exc), password)
     result = CaseResult(
         case,
         INCONCLUSIVE,
