@@ -264,3 +264,26 @@ def test_a_case_that_crashes_quoting_the_password_does_not_show_it(broker: Trans
     [result] = report["results"]
     assert "RuntimeError: Connect(password='***') b'***' ***" in result["reason"], result["reason"]
     ran.assert_no_leak()
+
+
+#: A bug outside any case: writing the reports raises an exception that quotes the password of the target.
+REPORTS_CRASH = """
+from mqttaudit.probe import api
+
+def write_reports(self, *args, **kwargs):
+    password = self.run.target.credentials.password.reveal()
+    raise RuntimeError(f"cannot write the reports of Connect(password={password!r}) {password}")
+
+api.ProbeResult.write_reports = write_reports
+"""
+
+
+def test_the_traceback_of_a_bug_that_quotes_the_password_does_not_show_it(tmp_path: Path) -> None:
+    """The last line of defence: a bug that reaches the command line's handler prints its traceback (exit 3), and a
+    password the process was given is masked in it."""
+    url = f"mqtt://{USER}:{quote(PASSWORD, safe='')}@127.0.0.1:{free_port()}"
+    ran = mqttaudit(tmp_path / "out", "probe", url, "--timeout", "1", prelude=REPORTS_CRASH)
+    assert ran.status == 3, ran.err
+    assert "RuntimeError: cannot write the reports of Connect(password='***') ***" in ran.err, ran.err
+    assert "mqttaudit: internal error (the traceback above is a bug; please report it)" in ran.err
+    ran.assert_no_leak()

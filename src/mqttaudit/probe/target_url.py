@@ -129,6 +129,14 @@ def mask_password(text: str, password: Secret | str | None) -> str:
     return text
 
 
+def mask_given_passwords(text: str) -> str:
+    """``text`` with every password this process was given (:attr:`Secret.given`) masked, as :func:`mask_password`
+    masks one: for a text that may quote any of them, such as the traceback of a bug."""
+    for secret in sorted(Secret.given, key=len, reverse=True):
+        text = mask_password(text, secret)
+    return text
+
+
 def password_forms(secret: str) -> set[str]:
     """The texts that show ``secret``: what :func:`mask_password` takes out and what the leak tests look for."""
     data = secret.encode("utf-8", "surrogatepass")
