@@ -4,6 +4,8 @@ that says how to encode it, and neither the message nor any URL shown holds a pi
 
 from __future__ import annotations
 
+import itertools
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -67,7 +69,7 @@ def test_the_issue_s_url_is_refused_without_a_piece_of_its_password() -> None:
         Target.parse("mqtt://audit:s3cr@t/pw@127.0.0.1:1883")
     assert str(caught.value).startswith(
         "cannot read the target 'mqtt://audit:***@127.0.0.1:1883': '/' in a user name or password ends a URL's host "
-        "part; percent-encode"
+        "part (an '@' in a WebSocket path is written %40); percent-encode it ('@' as %40, '/' as %2F"
     )
     assert "t/pw" not in str(caught.value) and "no path" not in str(caught.value)
 
@@ -144,3 +146,17 @@ def test_a_known_password_is_masked_in_every_form_a_message_quotes() -> None:
         assert MASK in masked and not any(form in masked for form in password_forms(password)), masked
     assert mask_password("nothing to hide", None) == "nothing to hide"
     assert mask_password("nothing to hide", "") == "nothing to hide"
+
+
+def test_the_readme_shows_the_refusal_of_the_issue_s_url_as_the_parser_words_it() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    command = "mqttaudit probe 'mqtt://audit:s3cr@t/pw@broker.example.com'\n"
+    after = readme[readme.index(command) + len(command) :].splitlines()
+    comment = " ".join(line.removeprefix("# ") for line in itertools.takewhile(lambda x: x.startswith("# "), after))
+    head, _, tail = comment.removeprefix("Error: ").partition(" ...")
+    with pytest.raises(TargetUrlError) as caught:
+        parse_target_url("mqtt://audit:s3cr@t/pw@broker.example.com")
+    assert str(caught.value).startswith(head) and str(caught.value).endswith(tail.removeprefix(")")), comment
+    encoded = Target.parse("mqtt://audit:s3cr%40t%2Fpw@broker.example.com")
+    assert encoded.credentials is not None and encoded.credentials.password is not None
+    assert (encoded.credentials.username, encoded.credentials.password.reveal()) == ("audit", "s3cr@t/pw")

@@ -17,9 +17,8 @@ from .transport import Secret
 
 #: How to write a user name or password that a URL cannot hold as it is; every refusal of user info says it.
 ENCODING_HINT = (
-    "percent-encode the user name and password ('@' as %40, '/' as %2F, ':' as %3A, '?' as %3F, '#' as %23, "
-    "'%' as %25, a space as %20; urllib.parse.quote(password, safe='') does it), or put the password in "
-    "--password-file or $MQTTAUDIT_PASSWORD"
+    "percent-encode it ('@' as %40, '/' as %2F, ':' as %3A, '?' as %3F, '#' as %23, '%' as %25, a space as %20), "
+    "or put the password in --password-file or $MQTTAUDIT_PASSWORD"
 )
 #: What stands for a password wherever one would show.
 MASK = "***"
@@ -86,7 +85,7 @@ def _decoded(field_text: str, shown: str) -> str:
     if ends:
         raise TargetUrlError(
             f"cannot read the target {shown!r}: {' and '.join(map(repr, ends))} in a user name or password ends a "
-            f"URL's host part; {ENCODING_HINT} (an '@' in a WebSocket path is written %40)"
+            f"URL's host part (an '@' in a WebSocket path is written %40); {ENCODING_HINT}"
         )
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in field_text):
         raise TargetUrlError(
