@@ -33,7 +33,6 @@ from mqttaudit.probe.confirm import UNSTABLE, confirm_timing_failures
 from mqttaudit.probe.outcome import exit_status, nothing_judged, parse_share, too_inconclusive
 from mqttaudit.probe.runner import FAIL, INCONCLUSIVE, LENIENT, NOT_APPLICABLE, PASS, CaseResult, ProbeRun
 from mqttaudit.probe.selection import NoCaseSelected, select_cases
-from mqttaudit.probe.targets import mask_userinfo
 from mqttaudit.report import probe_run_to_junit, probe_run_to_markdown
 from mqttaudit.report.statements import default_catalogue
 from mqttaudit.report.terminal import BarProgress, MarksProgress, fail_line, summary_lines
@@ -377,12 +376,6 @@ def test_progress_is_a_bar_on_a_terminal_without_colour_under_no_color(monkeypat
     plain.finished(recorded(MUST_CASE, PASS))
     plain.close()
     assert marks.getvalue() == "F.\n"
-
-
-def test_mask_userinfo_hides_passwords_only() -> None:
-    assert mask_userinfo("amqp://admin:secret@host:5672/%2F") == "amqp://admin:***@host:5672/%2F"
-    assert mask_userinfo("amqp://admin@host") == "amqp://admin@host"
-    assert mask_userinfo("mqtt://127.0.0.1:1883") == "mqtt://127.0.0.1:1883"
 
 
 def test_the_package_exports_the_api_lazily() -> None:

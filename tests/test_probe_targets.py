@@ -108,6 +108,8 @@ def test_options_join_the_url_and_the_urls_own_credentials_win() -> None:
         ("mqtt://h:1", ("", "mqtt://h:1")),
         ("mqtt://u:p=q@h:1", ("", "mqtt://u:p=q@h:1")),
         ("b=mqtts://u:p=q@h", ("b", "mqtts://u:p=q@h")),
+        ("u:p=q@h:1", ("", "u:p=q@h:1")),  # a scheme-less URL: 'u:p' is no label, and never shown as one
+        ("u@x=y:p@h:1", ("", "u@x=y:p@h:1")),
     ],
 )
 def test_a_matrix_label_is_split_off_before_the_url_whatever_the_password_holds(

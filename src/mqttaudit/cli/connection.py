@@ -113,9 +113,10 @@ def connection_from_options(
 
 
 def split_spec(spec: str) -> tuple[str, str]:
-    """``NAME=URL`` of a matrix target -> (NAME, URL); a plain URL -> ("", URL), whatever its password holds."""
+    """``NAME=URL`` of a matrix target -> (NAME, URL); a plain URL -> ("", URL), whatever its password holds (a
+    NAME has no ``:`` or ``@``: an ``=`` after one is in a URL's user info, never the end of a label)."""
     name, equals, url = spec.partition("=")
-    if equals and "://" not in name:
+    if equals and not any(ch in name for ch in ":@"):
         return name, url
     return "", spec
 
@@ -138,7 +139,7 @@ def _password(password_file: Path | None) -> tuple[Secret | None, str | None]:
             raise click.UsageError(printable(str(exc))) from None
         except UnicodeDecodeError:
             raise click.UsageError(printable(f"--password-file {password_file} is not UTF-8 text")) from None
-        return Secret(text.splitlines()[0] if text else ""), "--password-file"
+        return Secret(text), "--password-file"  # the whole line: a password may hold U+2028 or U+0085
     value = os.environ.get(PASSWORD_VARIABLE)
     if value is None:
         return None, None

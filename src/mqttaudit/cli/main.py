@@ -17,6 +17,7 @@ from types import FrameType
 import click
 
 from mqttaudit import __version__, interrupts
+from mqttaudit.probe.target_url import mask_given_passwords
 
 from .audit import audit_command
 from .decode import decode_command
@@ -99,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _while_interrupted(exc) or interrupts.seen():
             _say("interrupted")
             return EXIT_INTERRUPTED
-        traceback.print_exc(file=sys.stderr)
+        sys.stderr.write(mask_given_passwords(traceback.format_exc()))  # a message may quote a password
         _say("mqttaudit: internal error (the traceback above is a bug; please report it)")
         jvm_log = _spark_log()
         if jvm_log:

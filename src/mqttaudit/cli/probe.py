@@ -22,7 +22,8 @@ from mqttaudit.probe.runner import DEFAULT_CONCURRENCY, ProbeRun, crashes, run_p
 from mqttaudit.probe.selection import NoCaseSelected, parse_protocol
 from mqttaudit.probe.selection import select_cases as select_from_library
 from mqttaudit.probe.statements import case_level
-from mqttaudit.probe.targets import is_amqp, parse_target, shown_target
+from mqttaudit.probe.target_url import shown_url
+from mqttaudit.probe.targets import is_amqp, parse_target
 from mqttaudit.probe.transport import TlsOptions
 from mqttaudit.report import MATRIX_REPORTS, PROBE_REPORTS
 from mqttaudit.report.evidence import printable
@@ -159,7 +160,7 @@ def _probe(
     strict: bool = False,
 ) -> ProbeResult:
     """One library run, with progress on stderr unless ``quiet``; argument errors become usage errors."""
-    progress = None if quiet else progress_for(sys.stderr, shown_target(target))
+    progress = None if quiet else progress_for(sys.stderr, shown_url(target))
     try:
         return run(
             target,

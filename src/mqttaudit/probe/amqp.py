@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote
 
 from pika import frame as pika_frame  # type: ignore[import-untyped]
 from pika import spec as pika_spec
@@ -39,7 +39,8 @@ from ..topics import AMQP, TopicTrie
 from .cancellation import within
 from .case import Case, CaseContext, Inconclusive, NotApplicable, Target, Unreachable, open_target
 from .runner import FAIL, INCONCLUSIVE, PASS, CaseResult, ProbeRun
-from .transport import ByteStream
+from .target_url import parse_target_url
+from .transport import ByteStream, Credentials
 
 SUITE = "amqp-routing"
 DEFAULT_PORT = 5672
@@ -138,22 +139,18 @@ class AmqpTarget(Target):
     def parse(cls, url: str) -> AmqpTarget:
         """User and password default to guest, the port to 5672 (amqps: 5671), the vhost to ``/`` (written ``%2F``
         in a URL)."""
-        from .targets import shown_target  # messages show the URL without its password
-
-        shown = shown_target(url)
-        parts = urlsplit(url)
-        if parts.scheme not in ("amqp", "amqps") or not parts.hostname:
-            raise ValueError(f"not an amqp:// target (nor amqps://): {shown!r}")
-        try:
-            port = parts.port or (DEFAULT_TLS_PORT if parts.scheme == "amqps" else DEFAULT_PORT)
-        except ValueError:
-            raise ValueError(f"bad port in {shown!r}") from None
+        parts = parse_target_url(url)
+        if parts.scheme not in ("amqp", "amqps"):
+            raise ValueError(f"not an amqp:// target (nor amqps://): {parts.shown!r}")
+        user = "guest" if parts.username is None else parts.username
+        password = "guest" if parts.password is None else parts.password.reveal()
         return cls(
-            parts.hostname,
-            port,
+            parts.host,
+            parts.port or (DEFAULT_TLS_PORT if parts.scheme == "amqps" else DEFAULT_PORT),
             scheme=parts.scheme,
-            user=unquote(parts.username) if parts.username is not None else "guest",
-            password=unquote(parts.password) if parts.password is not None else "guest",
+            credentials=None if parts.username is None else Credentials(user, parts.password),
+            user=user,
+            password=password,
             vhost=unquote(parts.path[1:]) or "/",
         )
 

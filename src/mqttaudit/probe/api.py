@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 from ..codec import ProtocolVersion
 from ..spec import Catalogue
@@ -306,7 +305,7 @@ def _amqp_options(url: str, target: Target, tls: TlsOptions | None, credentials:
 
     amqp = target.with_options(tls)
     assert isinstance(amqp, AmqpTarget)
-    if credentials is None or urlsplit(url).username is not None:
+    if credentials is None or amqp.credentials is not None:  # the URL named a user
         return amqp
     password = "" if credentials.password is None else credentials.password.reveal()
     return replace(amqp, user=credentials.username, password=password)

@@ -20,7 +20,7 @@ import os
 import ssl
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote
 
 from ..codec import (
     Connack,
@@ -49,7 +49,8 @@ from .cancellation import within
 from .capabilities import Capabilities
 from .connection import ProbeConnection
 from .profile import NO_PROFILE, BrokerProfile
-from .transport import ByteStream, Credentials, Secret, TlsOptions, TransportError, open_stream
+from .target_url import parse_target_url
+from .transport import ByteStream, Credentials, TlsOptions, TransportError, open_stream
 
 Script = Callable[["CaseContext"], Awaitable[None]]
 
@@ -169,33 +170,19 @@ class Target:
         """``SCHEME://[USER[:PASSWORD]@]HOST[:PORT][/PATH]`` with SCHEME ``mqtt`` (the default), ``mqtts``, ``ws``
         or ``wss``; the port defaults to the scheme's (1883, 8883, 80, 443), a WebSocket path to ``/mqtt``; user
         name and password are percent-decoded; an IPv6 host is written in brackets."""
-        from .targets import shown_target  # messages show the URL without its password
-
-        shown = shown_target(url)
-        text = url if "://" in url else f"mqtt://{url}"
-        try:
-            parts = urlsplit(text)
-            port = parts.port
-        except ValueError:
-            raise ValueError(f"bad port in {shown!r}") from None
-        scheme = parts.scheme.lower()
-        if scheme not in MQTT_SCHEMES or not parts.hostname or parts.query or parts.fragment:
+        parts = parse_target_url(url)
+        shown = parts.shown
+        if parts.scheme not in MQTT_SCHEMES or parts.query or parts.fragment:
             raise ValueError(f"not an mqtt://, mqtts://, ws:// or wss:// target: {shown!r}")
-        if port == 0:
+        if parts.port == 0:
             raise ValueError(f"bad port in {shown!r}")
         path = parts.path
-        if scheme in ("ws", "wss"):
+        if parts.scheme in ("ws", "wss"):
             path = path or DEFAULT_WEBSOCKET_PATH
         elif path.strip("/"):
-            raise ValueError(f"an {scheme}:// target has no path: {shown!r}")
-        credentials = None
-        if parts.username is not None:
-            username = unquote(parts.username)
-            if not username:
-                raise ValueError("a target's user info needs a user name: SCHEME://USER[:PASSWORD]@HOST")
-            password = None if parts.password is None else Secret(unquote(parts.password))
-            credentials = Credentials(username, password)
-        return cls(parts.hostname, port or MQTT_SCHEMES[scheme], scheme, path, credentials=credentials)
+            raise ValueError(f"an {parts.scheme}:// target has no path: {shown!r}")
+        credentials = None if parts.username is None else Credentials(parts.username, parts.password)
+        return cls(parts.host, parts.port or MQTT_SCHEMES[parts.scheme], parts.scheme, path, credentials=credentials)
 
 
 class CaseContext:

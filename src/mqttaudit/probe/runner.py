@@ -32,6 +32,8 @@ from .connection import ProbeConnection
 from .overflow import Overflow
 from .preflight import REFUSED_LEVEL_3_1_1
 from .profile import NO_PROFILE, BrokerProfile
+from .target_url import mask_password
+from .transport import Secret
 
 PASS = "pass"
 FAIL = "fail"
@@ -659,11 +661,8 @@ def crashed(
     where it was raised as the reason; the conversations are kept as evidence and not judged (what the prober
     meant to send next is unknown). An exception's message may quote what the prober held: the target's password
     never shows in it."""
-    summary = crash_summary(exc)
     password = None if target is None or target.credentials is None else target.credentials.password
-    secret = None if password is None else password.reveal()
-    if secret:
-        summary = summary.replace(secret, "*" * len(secret))
+    summary = crash_summary(exc, password)
     result = CaseResult(
         case,
         INCONCLUSIVE,
@@ -678,18 +677,19 @@ def crashed(
     return result
 
 
-def crash_summary(exc: BaseException) -> str:
+def crash_summary(exc: BaseException, password: Secret | None = None) -> str:
     """``EncodeError: Topic Alias 65536 does not fit ... (at mqttaudit/codec/properties.py:469 in _write_one <-
     ... <- mqttaudit/probe/cases/v5_limits.py:71 in _stimulus)``: the exception, the innermost frame of its
     traceback and the innermost frame of the prober's own code that led there, each file named from the package
-    (never a path of the machine that ran it)."""
+    (never a path of the machine that ran it). ``password`` never shows in it, in any form the message quotes it
+    (masked before the message's white space is collapsed, which would change a password holding some)."""
     frames = [(_source_name(f.filename), f.lineno, f.name) for f in traceback.extract_tb(exc.__traceback__)]
     shown = frames[-1:]
     probe_frames = [frame for frame in frames[:-1] if frame[0].startswith("mqttaudit/probe/")]
     if probe_frames:
         shown.append(probe_frames[-1])
     where = " <- ... <- ".join(f"{name}:{line} in {function}" for name, line, function in shown)
-    text = " ".join(str(exc).split()) or "(no message)"
+    text = " ".join(mask_password(str(exc), password).split()) or "(no message)"
     return f"{type(exc).__name__}: {_bounded(text)}" + (f" (at {where})" if where else "")
 
 

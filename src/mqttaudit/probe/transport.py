@@ -17,7 +17,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, Protocol
+from typing import TYPE_CHECKING, ClassVar, NoReturn, Protocol
 
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import ConnectionState
@@ -51,9 +51,14 @@ class Secret:
     the text, used only where a CONNECT or a login is encoded."""
 
     __slots__ = ("_value",)
+    #: Every password this process was given, for the last line of defence: the command line's report of a bug
+    #: (a traceback, whose message might quote one) masks them all.
+    given: ClassVar[set[str]] = set()
 
     def __init__(self, value: str) -> None:
         self._value = value
+        if value:
+            Secret.given.add(value)
 
     def reveal(self) -> str:
         return self._value
