@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..judge import Finding
 from ..probe.runner import FAIL, INCONCLUSIVE, LENIENT, NOT_APPLICABLE, PASS, VERDICTS, CaseResult, ProbeRun
@@ -16,7 +17,7 @@ from ..probe.violations import OtherViolation, not_counted, other_violations
 from ..spec import Catalogue
 from .audit_html import _environment as html_environment
 from .evidence import Budget, Exchange, exchange_of, exchanges, seconds, transcript
-from .probe_markdown import LENIENCY_TEXT, MAX_LINES, anchor
+from .probe_markdown import FAILURES_CHARS, LENIENCY_TEXT, LENIENT_CHARS, MAX_LINES, anchor
 from .reproducer import Reproducer, reproducers
 from .statements import (
     binds_text,
@@ -72,6 +73,13 @@ class FailedCase:
     evidence: tuple[str, ...]
     reproducer: Reproducer | None
 
+    @property
+    def size(self) -> int:
+        """About the characters the case's section takes (its peer values are cut, its evidence counted)."""
+        rows = sum(len(row.stimulus) + len(row.expected) + len(row.observed) + 200 for row in self.rows)
+        findings = sum(min(len(finding.detail), 400) + 200 for finding in self.findings)
+        return rows + findings + _evidence_size(self.evidence) + 2_000
+
 
 @dataclass(frozen=True)
 class StatementGroup:
@@ -98,6 +106,19 @@ class LenientCase:
     evidence: tuple[str, ...]
     reproducer: Reproducer | None
 
+    @property
+    def size(self) -> int:
+        """About the characters the case's section takes."""
+        accepted = sum(min(len(row.detail), 400) + len(row.basis) + 400 for row in self.acceptances)
+        return accepted + _evidence_size(self.evidence) + 2_000
+
+
+def _evidence_size(lines: Sequence[str]) -> int:
+    return sum(len(line) + 1 for line in lines)
+
+
+_Case = TypeVar("_Case", "FailedCase", "LenientCase")
+
 
 @dataclass(frozen=True)
 class ProbeView:
@@ -107,6 +128,9 @@ class ProbeView:
     #: (family, failing cases of it, their anchors), most failures first.
     families: tuple[tuple[str, int, tuple[str, ...]], ...]
     lenient: tuple[LenientCase, ...]
+    #: Failing and lenient cases past the page's size bound: listed by id, their sections left out.
+    failures_left_out: tuple[CaseResult, ...]
+    lenient_left_out: tuple[CaseResult, ...]
     violations: tuple[OtherViolation, ...]
     not_assessed: tuple[CaseResult, ...]
     passes: tuple[CaseResult, ...]
@@ -159,19 +183,37 @@ def probe_view(run: ProbeRun, catalogue: Catalogue | None = None) -> ProbeView:
     violations = other_violations(run, rules)
     found = reproducers(run, [violation.first_case for violation in violations])
     budget = Budget()
-    failed = [_failed(r, rules, budget, found.get(r.case.id)) for r in run.results if r.verdict == FAIL]
-    lenient = [_lenient(r, rules, budget, found.get(r.case.id)) for r in run.results if r.verdict == LENIENT]
+    failing = [r for r in run.results if r.verdict == FAIL]
+    failed = _bounded([_failed(r, rules, budget, found.get(r.case.id)) for r in failing], FAILURES_CHARS)
+    accepting = [r for r in run.results if r.verdict == LENIENT]
+    lenient = _bounded([_lenient(r, rules, budget, found.get(r.case.id)) for r in accepting], LENIENT_CHARS)
     return ProbeView(
         run=run,
         counts={verdict: run.count(verdict) for verdict in VERDICTS},
         groups=_groups(failed),
         families=_families(failed),
         lenient=tuple(lenient),
+        failures_left_out=tuple(failing[len(failed) :]),
+        lenient_left_out=tuple(accepting[len(lenient) :]),
         violations=tuple(violations),
         not_assessed=tuple(r for r in run.results if r.verdict in (INCONCLUSIVE, NOT_APPLICABLE)),
         passes=tuple(r for r in run.results if r.verdict == PASS),
         reproducers=found,
     )
+
+
+def _bounded(cases: Sequence[_Case], limit: int) -> list[_Case]:
+    """The first ``cases`` whose sections fit in ``limit`` characters together (their text as shown; the evidence
+    of all of them shares the page's evidence budget), so that a broker that fails everything with floods of
+    packets does not make a page of gigabytes; the others are listed by id."""
+    kept: list[_Case] = []
+    left = limit
+    for case in cases:
+        left -= case.size
+        if left < 0:
+            break
+        kept.append(case)
+    return kept
 
 
 def statement(statement_id: str, catalogue: Catalogue) -> Statement:
