@@ -546,9 +546,9 @@ def test_matrix_rows_are_in_section_order(runs: list[tuple[str, ProbeRun]]) -> N
 
 def test_matrix_markdown_has_every_statement_by_broker_cell(runs: list[tuple[str, ProbeRun]], tmp_path: Path) -> None:
     markdown = write_matrix(runs, tmp_path)[0].read_text(encoding="utf-8")
-    assert "| Statement | Section | Level | broker-a | mqtt://127.0.0.1:1884 |" in plain(markdown)
+    assert "| Statement | Section | Level | Summary | broker-a | mqtt://127.0.0.1:1884 |" in plain(markdown)
     rows = {
-        cells[0]: tuple(cells[3:])
+        cells[0]: tuple(cells[4:])
         for line in markdown.splitlines()
         if line.startswith("| MQTT-")
         for cells in [[cell.strip() for cell in line.strip("|").split("|")]]

@@ -209,7 +209,7 @@ def _print_summary(result: ProbeResult) -> None:
     ),
 )
 @click.argument("target", required=False)
-@output_options("mqttaudit-out", "findings.json, findings.md and junit.xml")
+@output_options("mqttaudit-out", "findings.json, findings.md, junit.xml, report.html and reproducers/")
 @click.option("--cases", "patterns", multiple=True, help=_CASES_HELP)
 @click.option("--skip", multiple=True, help=_SKIP_HELP)
 @click.option(
@@ -269,7 +269,8 @@ def probe_command(
 ) -> int:
     """Probe the broker at TARGET (mqtt://[USER@]HOST[:PORT]; mqtts:// over TLS; ws://HOST[:PORT][/PATH] and wss://
     over WebSocket; or amqp[s]://USER:PASS@HOST:PORT/VHOST for the AMQP routing suite) and write findings.json,
-    findings.md and junit.xml to --out, also when the run is incomplete. A password comes from --password-file or
+    findings.md, junit.xml, report.html and a reproducer script per finding (reproducers/) to --out, also when the
+    run is incomplete. A password comes from --password-file or
     $MQTTAUDIT_PASSWORD (or the URL) and is never shown.
 
     A target that cannot be reached or refuses the prober's CONNECT is reported in one line (exit status 4)
@@ -419,6 +420,12 @@ def _numbered(cases: Sequence[Case], version: ProtocolVersion) -> int:
     "one per target. Without LABEL= it is the profile of every target that has none of its own.",
 )
 @click.option("--strict", is_flag=True, help=_STRICT_HELP)
+@click.option(
+    "--only-differing",
+    is_flag=True,
+    help="matrix.md shows only the statements whose verdicts differ between the targets (matrix.html starts with "
+    "its toggle of the same filter on).",
+)
 @connection_options
 def matrix_command(
     targets: tuple[str, ...],
@@ -432,6 +439,7 @@ def matrix_command(
     protocol: ProtocolVersion | None,
     profiles: dict[str, BrokerProfile],
     strict: bool,
+    only_differing: bool,
     cafile: Path | None,
     certfile: Path | None,
     keyfile: Path | None,
@@ -496,7 +504,9 @@ def matrix_command(
             for label, result in results:
                 write_probe_reports(result.run, staging / _safe(label), result.catalogue)
             runs = [(n, r.run) for n, r in results]
-            written = [out_dir / p.relative_to(staging) for p in write_matrix(runs, staging)]
+            folders = [_safe(label) for label, _ in results]
+            matrix = write_matrix(runs, staging, only_differing=only_differing, folders=folders)
+            written = [out_dir / p.relative_to(staging) for p in matrix]
     except OutputDirError as exc:
         raise CannotRun(printable(str(exc))) from None
     click.echo(f"matrix: {', '.join(printable(str(path)) for path in written)}")

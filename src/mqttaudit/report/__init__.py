@@ -69,11 +69,18 @@ def write_probe_reports(run: ProbeRun, out_dir: Path | str, catalogue: Catalogue
 
 
 def write_matrix(
-    runs: Sequence[tuple[str, ProbeRun]], out_dir: Path | str, catalogue: Catalogue | None = None
+    runs: Sequence[tuple[str, ProbeRun]],
+    out_dir: Path | str,
+    catalogue: Catalogue | None = None,
+    *,
+    only_differing: bool = False,
+    folders: Sequence[str] = (),
 ) -> list[Path]:
-    """Writes ``matrix.md`` and ``matrix.html`` for ``(label, run)`` pairs, one broker each."""
+    """Writes ``matrix.md`` and ``matrix.html`` for ``(label, run)`` pairs, one broker each. ``only_differing``:
+    matrix.md shows only the statements whose verdicts differ between the brokers, and matrix.html starts with that
+    filter on; ``folders``: each broker's report folder relative to ``out_dir``, which matrix.html links to."""
     out = _directory(out_dir)
-    matrix = build_matrix(runs, catalogue)
+    matrix = build_matrix(runs, catalogue, only_differing=only_differing, folders=folders)
     paths = [out / name for name in MATRIX_REPORTS]
     paths[0].write_text(matrix_markdown(matrix), encoding="utf-8")
     paths[1].write_text(matrix_html(matrix), encoding="utf-8")
