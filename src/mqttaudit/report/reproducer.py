@@ -218,8 +218,8 @@ def _send(index: int, event: Mapping[str, Any], has_password: bool) -> Send | No
     data = bytes.fromhex("".join(octets))
     length = max(_int(event.get("length")) or len(data), len(data))
     body = _password_connect_body(data) if has_password and length == len(data) else None
-    if body is not None:
-        return Send(index, _float(event.get("t")), body, length, password=True)
+    if body is not None:  # its length is the password's, known when the script runs
+        return Send(index, _float(event.get("t")), body, len(body), password=True)
     return Send(index, _float(event.get("t")), data, length)
 
 
@@ -321,11 +321,6 @@ import ssl
 import sys
 import time
 
-CONNECTIONS = {connections}
-#: (connection, seconds from the start, bytes), in the order sent.
-SENDS = [
-{sends}
-]
 HOST, PORT, WAIT, TLS, FRAMING = {host}, {port}, {wait}, {tls}, {framing}
 PASSWORD_VARIABLE = {variable}
 #: Bytes of one answer printed; a longer one is cut, its length noted.
@@ -389,6 +384,13 @@ def packets(buffer):
 def shown(data):
     text = data[:SHOWN].hex(" ")
     return text + (" ... ({{:,}} bytes)".format(len(data)) if len(data) > SHOWN else "")
+
+
+CONNECTIONS = {connections}
+#: (connection, seconds from the start, bytes), in the order sent.
+SENDS = [
+{sends}
+]
 
 
 def main():
