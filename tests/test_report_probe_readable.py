@@ -307,6 +307,8 @@ def test_the_matrix_shows_summaries_and_filters_the_rows_where_targets_differ(tm
             f"granting={lenient.url}",
             "--cases",
             f"{ONE_LEVEL},{UNDER_PREFIX},ping/pingresp",
+            "--timeout",
+            "0.5",
             "--out",
             str(tmp_path / "m"),
         ]
@@ -337,6 +339,7 @@ def test_the_matrix_shows_summaries_and_filters_the_rows_where_targets_differ(tm
     assert toggle.get("id") == "only-differing" and "checked" in toggle
     assert "#only-differing:checked ~ .statements tr.same { display: none; }" in page
     assert '<tr class="differs">' in page and '<tr class="same">' in page
+    assert page.index("<h2>Failing cases</h2>") < page.index("<h2>Statements</h2>")  # failures first
     unfiltered = (tmp_path / "m" / "matrix.html").read_text(encoding="utf-8")
     assert "checked" not in next(attrs for name, attrs in parsed(unfiltered).tags if name == "input")
     for folder in ("strict", "granting"):

@@ -45,8 +45,8 @@ _MASKED_OCTET = re.compile(r"^[0-9a-fA-F]{2}$")
 
 @dataclass(frozen=True, slots=True)
 class Send:
-    """One write of the prober: on which connection (its index), when (seconds from the start of the case), and
-    the bytes the evidence holds of it."""
+    """One write of the prober, or its close of a connection: on which connection (its index), when (seconds from
+    the start of the case), and the bytes the evidence holds of it."""
 
     connection: int
     time: float
@@ -56,6 +56,9 @@ class Send:
     #: The frame is a CONNECT whose password the evidence masks: ``data`` is its body up to the password field
     #: (fixed header and Remaining Length left out), the script appends the password and frames it again.
     password: bool = False
+    #: Not a write but the prober closing the connection: "fin" (an orderly close) or "rst" (a reset: a drop, as
+    #: the Will cases make one).
+    close: str = ""
 
     @property
     def whole(self) -> bool:
@@ -92,6 +95,11 @@ class Reproducer:
         return max(MIN_WAIT, round(self.tail + 1.0, 1))
 
     @property
+    def writes(self) -> tuple[Send, ...]:
+        """The sends that write bytes (not the closes)."""
+        return tuple(send for send in self.sends if not send.close)
+
+    @property
     def needs_password(self) -> bool:
         return any(send.password for send in self.sends)
 
@@ -102,15 +110,15 @@ class Reproducer:
         if (
             len(self.connections) != 1
             or self.scheme not in ("mqtt", "amqp")
-            or not self.sends
-            or any(send.password or not send.whole for send in self.sends)
-            or sum(len(send.data) for send in self.sends) > ONE_LINER_BYTES
+            or not self.writes
+            or any(send.password or not send.whole for send in self.writes)
+            or sum(len(send.data) for send in self.writes) > ONE_LINER_BYTES
             or not _plain_host(self.host)
         ):
             return None
         steps = ['trap "" PIPE', f"exec 3<>/dev/tcp/{self.host}/{self.port}"]
-        last = self.sends[0].time
-        for send in self.sends:
+        last = self.writes[0].time
+        for send in self.writes:
             pause = round(send.time - last, 1)
             if pause >= 0.1:  # a pause the broker can tell from none
                 steps.append(f"sleep {pause:g}")
@@ -168,6 +176,10 @@ def reproducer(result: CaseResult, target: Target) -> Reproducer:
                 end = max(end, _float(last.get("t")))
         for event in events:
             end = max(end, _float(event.get("t")))
+            if event.get("closed_by") == "client":
+                how = "rst" if event.get("how") == "rst" else "fin"
+                sends.append(Send(index, _float(event.get("t")), b"", 0, close=how))
+                continue
             if event.get("from") != "client":
                 continue
             send = _send(index, event, has_password)
@@ -270,6 +282,9 @@ def _wrapped(text: str, first: str, rest: str) -> list[str]:
 def _script(rep: Reproducer) -> str:
     sends = []
     for send in rep.sends:
+        if send.close:
+            sends.append(f"    ({send.connection}, {send.time:.6f}, {send.close!r}),")
+            continue
         hexed = send.data.hex(" ")
         data = f'with_password(bytes.fromhex("{hexed}"))' if send.password else f'bytes.fromhex("{hexed}")'
         if not send.whole:
@@ -318,6 +333,7 @@ import os
 import selectors
 import socket
 import ssl
+import struct
 import sys
 import time
 
@@ -387,7 +403,7 @@ def shown(data):
 
 
 CONNECTIONS = {connections}
-#: (connection, seconds from the start, bytes), in the order sent.
+#: (connection, seconds from the start, bytes), in the order sent; "fin" or "rst" for the prober's close.
 SENDS = [
 {sends}
 ]
@@ -443,6 +459,14 @@ def main():
 
     for index, at, data in SENDS:
         read(start + at)
+        if data in ("fin", "rst"):
+            if index in sockets:
+                if data == "rst":  # a drop: the reset a lost network gives
+                    sockets[index].setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                selector.unregister(sockets[index])
+                sockets.pop(index).close()
+                say(index, "closed by the client ({{}})".format(data.upper()))
+            continue
         if isinstance(data, tuple):
             data = connect_with_password(data[1])
         if index not in sockets and index in buffers:
