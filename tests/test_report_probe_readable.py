@@ -355,3 +355,22 @@ def _matrix_rows(markdown: str) -> dict[str, tuple[str, tuple[str, ...]]]:
             cells = [cell.strip() for cell in line.strip("|").split(" | ")]
             rows[cells[0]] = (cells[3], tuple(cells[4:]))
     return rows
+
+
+def test_a_will_cases_reproducer_tells_the_deviating_broker_from_a_conforming_one(tmp_path: Path) -> None:
+    """The 'will-any-disconnect' broker discards the Will on DISCONNECT 0x80 (mosquitto 2.0.11 does, mosquitto#3743):
+    the replay of the prober's three connections, its DISCONNECT and its close at the recorded times, shows the
+    watcher getting no Will from it, as the probe saw, and the Will from a broker that keeps the rule."""
+    case = "v5/will/disconnect-0x80-sends-qos1"
+    with ScriptedBroker("will-any-disconnect") as deviating:
+        outcome = probe(deviating.url, tmp_path / "out", "--cases", case, limit=60)
+        assert outcome.status == 1, outcome.stderr
+        result = case_of(outcome.report(), case)
+        script = outcome.out / result["reproducer"]["script"]
+        against_deviating = replayed(run_script(script, "127.0.0.1", str(deviating.port)).stdout)
+    with ScriptedBroker() as conforming:
+        against_conforming = replayed(run_script(script, "127.0.0.1", str(conforming.port)).stdout)
+    watcher = recorded(result["evidence"]["connections"])["watcher"][0]
+    assert not [packet for packet in watcher if packet.startswith("3")]  # no PUBLISH: the failure
+    assert against_deviating["watcher"][0] == watcher
+    assert [packet[:2] for packet in against_conforming["watcher"][0]][2:] == ["32"]  # the Will, QoS 1
