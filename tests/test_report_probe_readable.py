@@ -21,14 +21,17 @@ import pytest
 from mqttaudit.codec import Publish, encode
 from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.case import CASES, Target
-from mqttaudit.probe.runner import FAIL, PASS, run_probe
+from mqttaudit.probe.runner import FAIL, PASS, CaseResult, run_probe
 from mqttaudit.report.probe_html import probe_html, probe_view
 from mqttaudit.report.reproducer import reproducer
 
 from .hostile_server import CONNACK, HostileServer
 from .probe_process import probe
 from .scripted_broker import ScriptedBroker
-from .test_report_probe import run  # noqa: F401  (the recorded run of three failures, as a fixture)
+from .test_report_probe import (
+    make_case,
+    run,  # noqa: F401  (the recorded run of three failures, as a fixture)
+)
 
 #: A 3.1.1 case mosquitto 2.0.11 fails: PINGREQ with a reserved flag bit set (c1 00) is answered with PINGRESP
 #: (d0 00), the connection left open, where MQTT-2.2.2-2 binds the server to close it.
@@ -374,3 +377,71 @@ def test_a_will_cases_reproducer_tells_the_deviating_broker_from_a_conforming_on
     assert not [packet for packet in watcher if packet.startswith("3")]  # no PUBLISH: the failure
     assert against_deviating["watcher"][0] == watcher
     assert [packet[:2] for packet in against_conforming["watcher"][0]][2:] == ["32"]  # the Will, QoS 1
+
+
+# --- what a reproducer cannot replay, said ----------------------------------------------------------------------
+
+
+def _connection(events: list[dict[str, Any]], omitted: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"name": "c1", "client_id": "c1", "events": events, "omitted": omitted}
+
+
+def _sent(t: float, raw: bytes, length: int | None = None) -> dict[str, Any]:
+    return {"t": t, "from": "client", "offset": 0, "length": length or len(raw), "hex": raw.hex(" "), "violations": []}
+
+
+def _script_globals(source: str, tmp_path: Path) -> dict[str, Any]:
+    """The script's module-level names, as Python reads them (its main() not run)."""
+    import runpy
+
+    path = tmp_path / "replay.py"
+    path.write_text(source, encoding="utf-8")
+    return runpy.run_path(str(path), run_name="not_main")
+
+
+def test_a_frame_held_by_its_start_is_padded_to_its_length_and_said(tmp_path: Path) -> None:
+    head = bytes.fromhex("30 ff 27 00 01 74") + b"x" * 1018  # the first 1,024 bytes of a 5,000-byte PUBLISH
+    result = CaseResult(
+        case=make_case("big/publish", ("MQTT-4.8.0-1",), "A big PUBLISH"),
+        verdict=FAIL,
+        connections=[
+            _connection(
+                [_sent(0.01, bytes.fromhex("10 0c 00 04 4d 51 54 54 04 02 00 3c 00 00")), _sent(0.02, head, 5000)]
+            )
+        ],
+    )
+    rep = reproducer(result, Target("127.0.0.1", 1883))
+    assert rep.one_liner() is None
+    assert any("a frame of 5,000 bytes was recorded by its first 1,024" in limit for limit in rep.limits)
+    sends = _script_globals(rep.script(), tmp_path)["SENDS"]
+    assert [len(data) for _, _, data in sends] == [14, 5000]
+    assert sends[1][2].startswith(head) and sends[1][2].endswith(b"x")
+
+
+def test_client_packets_past_the_evidence_withhold_the_one_liner(tmp_path: Path) -> None:
+    connect = bytes.fromhex("10 0c 00 04 4d 51 54 54 04 02 00 3c 00 00")
+    omitted = {"events": 40, "client_packets": 5, "client_events": [_sent(1.0, bytes.fromhex("c0 00"))]}
+    result = CaseResult(
+        case=make_case("many/pings", ("MQTT-3.12.4-1",), "Pings"),
+        verdict=FAIL,
+        connections=[_connection([_sent(0.01, connect)], omitted)],
+    )
+    rep = reproducer(result, Target("127.0.0.1", 1883))
+    assert [send.data for send in rep.sends] == [connect, bytes.fromhex("c0 00")]  # the kept later packet too
+    assert rep.one_liner() is None
+    assert "connection c1: 4 client packets past the evidence's bounds are not replayed" in rep.limits
+
+
+def test_a_hostile_host_stays_a_literal_in_the_script_and_gets_no_one_liner(tmp_path: Path) -> None:
+    host = "x'; import os; os.system('id') #\n\"\"\""
+    result = CaseResult(
+        case=make_case("one/connect", ("MQTT-3.2.0-1",), 'Title with\nnewline and """ quotes'),
+        verdict=FAIL,
+        reason="reason\n import os",
+        connections=[_connection([_sent(0.01, bytes.fromhex("10 0c 00 04 4d 51 54 54 04 02 00 3c 00 00"))])],
+    )
+    rep = reproducer(result, Target(host, 1883))
+    assert rep.one_liner() is None
+    names = _script_globals(rep.script(), tmp_path)
+    assert names["HOST"] == host and "os" in names  # the script's own import, nothing run from the text
+    assert "\nimport os;" not in rep.script() and "\n import os" not in rep.script()

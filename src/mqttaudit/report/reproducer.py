@@ -84,6 +84,8 @@ class Reproducer:
     limits: tuple[str, ...] = field(default=())
     #: Whether the broker's answers are framed as MQTT packets ("mqtt") or shown as read ("raw", AMQP).
     framing: str = "mqtt"
+    #: Client frames the replay leaves out (masked, or past the evidence's bounds): the one-liner is withheld.
+    gaps: int = 0
 
     @property
     def path(self) -> str:
@@ -109,6 +111,7 @@ class Reproducer:
         connections, TLS or WebSocket, a password, a frame not held whole, more than ``ONE_LINER_BYTES``)."""
         if (
             len(self.connections) != 1
+            or self.gaps
             or self.scheme not in ("mqtt", "amqp")
             or not self.writes
             or any(send.password or not send.whole for send in self.writes)
@@ -156,6 +159,7 @@ def reproducer(result: CaseResult, target: Target) -> Reproducer:
     has_password = target.credentials is not None and target.credentials.password is not None
     host, port, scheme = target.host, target.port, target.scheme
     limits: list[str] = []
+    gaps = 0
     names: list[str] = []
     sends: list[Send] = []
     end = 0.0
@@ -168,6 +172,7 @@ def reproducer(result: CaseResult, target: Target) -> Reproducer:
             unrecorded = _int(omitted.get("client_packets")) - len(later)
             events += later
             if unrecorded > 0:
+                gaps += unrecorded
                 limits.append(
                     f"connection {names[-1]}: {unrecorded:,} client packets past the evidence's bounds are not replayed"
                 )
@@ -184,6 +189,7 @@ def reproducer(result: CaseResult, target: Target) -> Reproducer:
                 continue
             send = _send(index, event, has_password)
             if send is None:
+                gaps += 1
                 limits.append(f"connection {names[-1]}: a frame whose bytes were masked is not replayed")
                 continue
             if not send.whole:
@@ -220,6 +226,7 @@ def reproducer(result: CaseResult, target: Target) -> Reproducer:
         tail=max(0.0, end - last_send),
         limits=tuple(dict.fromkeys(limits)),
         framing="raw" if scheme.startswith("amqp") else "mqtt",
+        gaps=gaps,
     )
 
 
