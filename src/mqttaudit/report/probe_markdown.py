@@ -237,7 +237,8 @@ def _contents(run: ProbeRun, violations: Sequence[OtherViolation]) -> str:
     if violations:
         parts.append(f"[violations outside the cases' statements](#{VIOLATIONS_ANCHOR}) ({len(violations)})")
     parts.append(f"[every case](#{ALL_CASES_ANCHOR}) ({len(run.results)}, at the end)")
-    return "- Contents: " + ", ".join(parts) + ". Each finding has a reproducer script in `reproducers/`."
+    scripts = " Each finding has a reproducer script in `reproducers/`." if len(parts) > 1 else ""
+    return "- Contents: " + ", ".join(parts) + "." + scripts
 
 
 def _baseline_section(run: ProbeRun) -> list[str]:
