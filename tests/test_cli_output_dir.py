@@ -89,6 +89,7 @@ def test_a_symlink_to_a_folder_is_written_through_and_kept(tmp_path: Path) -> No
         "findings.json",
         "findings.md",
         "junit.xml",
+        "report.html",
     ]
 
 

@@ -245,11 +245,14 @@ def test_failures_carry_the_broken_statement_and_the_bytes(name: BrokerName, lib
         assert hexes, result["case"]
 
 
-def test_a_passing_selection_exits_0_and_writes_the_three_reports(tmp_path: Path) -> None:
+def test_a_passing_selection_exits_0_and_writes_the_reports(tmp_path: Path) -> None:
     with start_or_fail("mosquitto") as broker:
         status = main(["probe", broker.url, "--cases", "ping/*", "--out", str(tmp_path)])
     assert status == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([MARKER, "findings.json", "findings.md", "junit.xml"])
+    # no finding, so no reproducers/ folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [MARKER, "findings.json", "findings.md", "junit.xml", "report.html"]
+    )
 
 
 def test_the_matrix_sets_brokers_side_by_side(tmp_path: Path) -> None:
@@ -269,9 +272,12 @@ def test_the_matrix_sets_brokers_side_by_side(tmp_path: Path) -> None:
     assert status == 1  # mosquitto fails a MUST-level case
     markdown = (tmp_path / "matrix.md").read_text()
     lines = markdown.splitlines()
-    assert "| Statement | Section | Level | mosquitto | aedes |" in lines
-    assert "| MQTT-2.2.2-2 | 2.2.2 | MUST | FAIL | pass |" in lines
-    assert "| MQTT-3.12.4-1 | 3.12.4 | MUST | pass | pass |" in lines
+    assert "| Statement | Section | Level | Summary | mosquitto | aedes |" in lines
+    rows = {line.split(" | ")[0]: line for line in lines if line.startswith("| MQTT-")}
+    assert rows["| MQTT-2.2.2-2"].startswith("| MQTT-2.2.2-2 | 2.2.2 | MUST | ")
+    assert rows["| MQTT-2.2.2-2"].endswith(" | FAIL | pass |")
+    assert rows["| MQTT-3.12.4-1"].startswith("| MQTT-3.12.4-1 | 3.12.4 | MUST | ")
+    assert rows["| MQTT-3.12.4-1"].endswith(" | pass | pass |")
     assert (tmp_path / "matrix.html").read_text().count("<tr") >= 3
     assert (tmp_path / "mosquitto" / "findings.json").exists() and (tmp_path / "aedes" / "junit.xml").exists()
 

@@ -29,6 +29,7 @@ from mqttaudit.report import (
     junit_bytes,
     matrix_html,
     matrix_markdown,
+    probe_html,
     probe_run_to_junit,
     probe_run_to_markdown,
     write_matrix,
@@ -72,6 +73,8 @@ HOSTILE = (
 AUTOLINK = re.compile(r"[a-z][a-z0-9+.-]*://|//\w|www\.|\w@\w|\w\.(?:com|example|org|net)\b", re.IGNORECASE)
 #: The only raw HTML the reports write: the anchors their links land on.
 ANCHOR = re.compile(r'^(?:<a id="[A-Za-z0-9._/-]+">(?:</a>)?|</a>)\n?$')
+#: A link of findings.md to a case's reproducer script in the report folder (relative, a safe file name).
+REPRODUCER_LINK = re.compile(r"reproducers(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)+\.py")
 
 
 def markdown_parser(*, linkify: bool = False) -> MarkdownIt:
@@ -109,12 +112,15 @@ def visible(markdown: str) -> str:
 
 
 def assert_inert(markdown: str) -> None:
-    """No image, no link but to an anchor of the document, no raw HTML but those anchors, no autolink."""
+    """No image, no link but to an anchor of the document or to a reproducer script the report folder holds (a
+    relative path named after a library case), no raw HTML but those anchors, no autolink."""
     every = tokens(markdown)
     anchors = {m.group(1) for m in re.finditer(r'<a id="([^"]+)"></a>', markdown)}
     assert not [t for t in every if t.type == "image"]
     hrefs = [str(t.attrs.get("href")) for t in every if t.type == "link_open"]
-    assert all(href.startswith("#") and href[1:] in anchors for href in hrefs), hrefs
+    assert all((href.startswith("#") and href[1:] in anchors) or REPRODUCER_LINK.fullmatch(href) for href in hrefs), (
+        hrefs
+    )
     html = [t.content for t in every if t.type in ("html_inline", "html_block")]
     assert all(ANCHOR.match(content) for content in html), html
     runs = [t.content for t in every if t.type == "text"]
@@ -124,7 +130,8 @@ def assert_inert(markdown: str) -> None:
     except ImportError:
         return
     linked = tokens(markdown, markdown_parser(linkify=True))
-    assert all(str(t.attrs.get("href")).startswith("#") for t in linked if t.type == "link_open")
+    linked_hrefs = [str(t.attrs.get("href")) for t in linked if t.type == "link_open"]
+    assert all(href.startswith("#") or REPRODUCER_LINK.fullmatch(href) for href in linked_hrefs), linked_hrefs
 
 
 # --- a probe run whose every peer-controlled value is hostile ----------------------------------------------------
@@ -217,9 +224,19 @@ def test_the_reports_own_links_tables_and_headings_still_render(tmp_path: Path) 
         for i, t in enumerate(every)
         if t.type == "heading_open"
     ]
-    assert headings[:3] == [f"mqttaudit probe findings: mqtt://{HOSTILE[0]}:1883", "All cases", "Failures"]
-    # the header links to the violations outside the cases' statements, the table to the failure
-    assert [str(t.attrs["href"]) for t in every if t.type == "link_open"] == ["#violations", "#fail-hostile/failing"]
+    # the failures first, the table of every case last
+    assert headings[:2] == [f"mqttaudit probe findings: mqtt://{HOSTILE[0]}:1883", "Failures"]
+    assert headings[-1] == "All cases"
+    # the header links to the sections, the failure to its reproducer script, the table to the failure
+    assert [str(t.attrs["href"]) for t in every if t.type == "link_open"] == [
+        "#violations",
+        "#failures",
+        "#violations",
+        "#all-cases",
+        "reproducers/hostile/failing.py",
+        "reproducers/hostile/failing.py",
+        "#fail-hostile/failing",
+    ]
     anchors = [t.content for t in every if t.type in ("html_inline", "html_block")]
     assert '<a id="fail-hostile/failing">' in anchors and any('<a id="violations">' in a for a in anchors)
     assert sum(t.type == "table_open" for t in every) == 2  # all cases, expected behaviour
@@ -305,8 +322,15 @@ def test_every_probe_report_stays_bounded_and_says_what_it_left_out() -> None:
     junit_xml = junit_bytes(probe_run_to_junit(run))
     matrix = build_matrix([("a", run), ("b", run)])
     matrix_md, matrix_page = matrix_markdown(matrix).encode("utf-8"), matrix_html(matrix).encode("utf-8")
-    for name, document in [("findings.md", findings_md), ("junit.xml", junit_xml), ("matrix", matrix_md)]:
+    report_html = probe_html(run).encode("utf-8")
+    for name, document in [
+        ("findings.md", findings_md),
+        ("junit.xml", junit_xml),
+        ("matrix", matrix_md),
+        ("report.html", report_html),
+    ]:
         assert len(document) < BOUND, name
+    assert "evidence left out: this report shows at most" in report_html.decode("utf-8")
     assert len(matrix_page) < BOUND
     text = findings_md.decode("utf-8")
     assert "more events not shown here (4,951 packets" in text  # the middle of each connection

@@ -243,6 +243,7 @@ def test_json_has_exactly_the_documented_keys(run: ProbeRun) -> None:
         "level",
         "lenient",
         "evidence",
+        "reproducer",
     }
     assert all(set(result) == keys for result in data["results"])
     first = data["results"][0]
@@ -265,7 +266,7 @@ def test_json_level_is_the_strongest_among_the_statements(run: ProbeRun) -> None
 
 def test_json_survives_a_round_trip_through_text(run: ProbeRun, tmp_path: Path) -> None:
     paths = write_probe_reports(run, tmp_path / "out")
-    assert [path.name for path in paths] == ["findings.json", "findings.md", "junit.xml"]
+    assert [path.name for path in paths] == ["findings.json", "findings.md", "junit.xml", "report.html", "reproducers"]
     assert json.loads(paths[0].read_text(encoding="utf-8")) == probe_run_to_json(run)
 
 
@@ -417,7 +418,7 @@ def test_the_real_judges_findings_land_on_the_offending_packet() -> None:
 
 def test_inconclusive_cases_are_listed_with_their_reasons(run: ProbeRun) -> None:
     markdown = probe_run_to_markdown(run)
-    tail = markdown.split("## Inconclusive cases")[1]
+    tail = markdown.split("## Inconclusive cases")[1].split("## All cases")[0]
     assert "- `qos2-exactly-once` (QoS 2 delivered exactly once): setup: no SUBACK for packet id 1 on c1" in tail
     assert "qos2-pubrel" not in tail
 
@@ -545,9 +546,9 @@ def test_matrix_rows_are_in_section_order(runs: list[tuple[str, ProbeRun]]) -> N
 
 def test_matrix_markdown_has_every_statement_by_broker_cell(runs: list[tuple[str, ProbeRun]], tmp_path: Path) -> None:
     markdown = write_matrix(runs, tmp_path)[0].read_text(encoding="utf-8")
-    assert "| Statement | Section | Level | broker-a | mqtt://127.0.0.1:1884 |" in plain(markdown)
+    assert "| Statement | Section | Level | Summary | broker-a | mqtt://127.0.0.1:1884 |" in plain(markdown)
     rows = {
-        cells[0]: tuple(cells[3:])
+        cells[0]: tuple(cells[4:])
         for line in markdown.splitlines()
         if line.startswith("| MQTT-")
         for cells in [[cell.strip() for cell in line.strip("|").split("|")]]

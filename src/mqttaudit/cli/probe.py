@@ -211,7 +211,7 @@ def _print_summary(result: ProbeResult) -> None:
     ),
 )
 @click.argument("target", required=False)
-@output_options("mqttaudit-out", "findings.json, findings.md and junit.xml")
+@output_options("mqttaudit-out", "findings.json, findings.md, junit.xml, report.html and reproducers/")
 @click.option("--cases", "patterns", multiple=True, help=_CASES_HELP)
 @click.option("--skip", multiple=True, help=_SKIP_HELP)
 @click.option(
@@ -271,7 +271,8 @@ def probe_command(
 ) -> int:
     """Probe the broker at TARGET (mqtt://[USER@]HOST[:PORT]; mqtts:// over TLS; ws://HOST[:PORT][/PATH] and wss://
     over WebSocket; or amqp[s]://USER:PASS@HOST:PORT/VHOST for the AMQP routing suite) and write findings.json,
-    findings.md and junit.xml to --out, also when the run is incomplete. A password comes from --password-file or
+    findings.md, junit.xml, report.html and a reproducer script per finding (reproducers/) to --out, also when the
+    run is incomplete. A password comes from --password-file or
     $MQTTAUDIT_PASSWORD (or the URL) and is never shown.
 
     A target that cannot be reached or refuses the prober's CONNECT is reported in one line (exit status 4)
@@ -429,6 +430,12 @@ def _numbered(cases: Sequence[Case], version: ProtocolVersion) -> int:
     show_default=True,
     help="json: the summary as one JSON document on standard output (progress and refusals stay on standard error).",
 )
+@click.option(
+    "--only-differing",
+    is_flag=True,
+    help="matrix.md shows only the statements whose verdicts differ between the targets (matrix.html starts with "
+    "its toggle of the same filter on).",
+)
 @connection_options
 def matrix_command(
     targets: tuple[str, ...],
@@ -443,6 +450,7 @@ def matrix_command(
     profiles: dict[str, BrokerProfile],
     strict: bool,
     output_format: str,
+    only_differing: bool,
     cafile: Path | None,
     certfile: Path | None,
     keyfile: Path | None,
@@ -507,7 +515,9 @@ def matrix_command(
             for label, result in results:
                 write_probe_reports(result.run, staging / _safe(label), result.catalogue)
             runs = [(n, r.run) for n, r in results]
-            written = [out_dir / p.relative_to(staging) for p in write_matrix(runs, staging)]
+            folders = [_safe(label) for label, _ in results]
+            matrix = write_matrix(runs, staging, only_differing=only_differing, folders=folders)
+            written = [out_dir / p.relative_to(staging) for p in matrix]
     except OutputDirError as exc:
         raise CannotRun(printable(str(exc))) from None
     statuses = {result.exit_status for _, result in results}

@@ -125,9 +125,9 @@ class ProbeResult:
         return probe_run_to_json(self.run, self.catalogue)
 
     def write_reports(self, out_dir: Path | str, *, force: bool = False) -> list[Path]:
-        """Writes findings.json, findings.md and junit.xml into ``out_dir``, published whole (see
-        :mod:`mqttaudit.report.output_dir`: a folder of someone else's files is refused unless ``force``, and a file
-        of someone else's with the name of a report is never replaced, whatever ``force`` says)."""
+        """Writes findings.json, findings.md, junit.xml, report.html and reproducers/ into ``out_dir``, published
+        whole (see :mod:`mqttaudit.report.output_dir`: a folder of someone else's files is refused unless ``force``,
+        and a file of someone else's with the name of a report is never replaced, whatever ``force`` says)."""
         from ..report import PROBE_REPORTS, write_probe_reports
         from ..report.output_dir import staged_output
 

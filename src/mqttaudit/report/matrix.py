@@ -10,11 +10,10 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import jinja2
-
 from ..probe.runner import FAIL, INCONCLUSIVE, LENIENT, NOT_APPLICABLE, PASS, VERDICTS, CaseResult, ProbeRun
 from ..spec import VERSIONS, Catalogue, Rule
 from . import markdown
+from .audit_html import _environment as html_environment
 from .evidence import WHOLE_IN, printable
 from .markdown import left_out, prose, table
 from .peer_text import shown
@@ -80,6 +79,12 @@ class Row:
     def summary(self) -> str:
         return self.rule.summary if self.rule else "not in the rule catalogue"
 
+    @property
+    def differs(self) -> bool:
+        """Whether the targets' verdicts on the statement differ (a target with no case on it counts as one more
+        verdict, "—")."""
+        return len({cell.verdict for cell in self.cells}) > 1
+
 
 @dataclass(frozen=True)
 class Column:
@@ -104,6 +109,11 @@ class Matrix:
     columns: tuple[Column, ...]
     #: Every version's rows, a version's together, in spec order.
     rows: tuple[Row, ...]
+    #: Show only the rows where the targets' verdicts differ (``matrix --only-differing``); matrix.html starts with
+    #: its toggle on.
+    only_differing: bool = False
+    #: Per column, the folder of that target's own reports relative to the matrix (its report.html is linked).
+    folders: tuple[str, ...] = ()
 
     @property
     def tables(self) -> list[tuple[str, list[Row]]]:
@@ -112,6 +122,11 @@ class Matrix:
         for row in self.rows:
             tables.setdefault(row.spec, []).append(row)
         return list(tables.items())
+
+    @property
+    def differing(self) -> int:
+        """How many rows' verdicts differ between the targets."""
+        return sum(row.differs for row in self.rows)
 
 
 def statement_verdict(result: CaseResult, statement: str) -> str:
@@ -122,7 +137,13 @@ def statement_verdict(result: CaseResult, statement: str) -> str:
     return result.verdict
 
 
-def build_matrix(runs: Sequence[tuple[str, ProbeRun]], catalogue: Catalogue | None = None) -> Matrix:
+def build_matrix(
+    runs: Sequence[tuple[str, ProbeRun]],
+    catalogue: Catalogue | None = None,
+    *,
+    only_differing: bool = False,
+    folders: Sequence[str] = (),
+) -> Matrix:
     """Rows are the statements any case targets, one per (version, id): MQTT 3.1.1's, then 5.0's (then another
     specification's), each in spec order and explained by its own version's catalogue; a cell holds only the cases
     of that version. A label left empty becomes the target URL."""
@@ -164,7 +185,7 @@ def build_matrix(runs: Sequence[tuple[str, ProbeRun]], catalogue: Catalogue | No
                     spec_name(own),
                 )
             )
-    return Matrix(columns, tuple(rows))
+    return Matrix(columns, tuple(rows), only_differing, tuple(folders))
 
 
 def matrix_markdown(matrix: Matrix) -> str:
@@ -182,15 +203,32 @@ def matrix_markdown(matrix: Matrix) -> str:
         "One table per version: MQTT 5.0 renumbers 3.1.1's statements, so one id names a different statement in "
         "each, and each row is explained by its own version's catalogue."
     )
+    if matrix.only_differing:
+        lines += [
+            "",
+            f"Only the rows where the targets' verdicts differ (--only-differing): {matrix.differing:,} of "
+            f"{len(matrix.rows):,} statements.",
+        ]
     for spec, rows in matrix.tables:
+        shown = [row for row in rows if row.differs or not matrix.only_differing]
+        if not shown:
+            continue
         lines += ["", f"### {inline(spec)} statements", ""]
         lines += table(
-            ("Statement", "Section", "Level", *(inline(c.label) for c in matrix.columns)),
+            ("Statement", "Section", "Level", "Summary", *(inline(c.label) for c in matrix.columns)),
             (
-                (row.statement, row.section, row.rule.level if row.rule else "-", *(cell.text for cell in row.cells))
-                for row in rows
+                (
+                    row.statement,
+                    row.section,
+                    row.rule.level if row.rule else "-",
+                    prose(row.summary),
+                    *(cell.text for cell in row.cells),
+                )
+                for row in shown
             ),
         )
+    if matrix.only_differing and not matrix.differing:
+        lines += ["", "No statement's verdicts differ between the targets."]
     lines += _listed(matrix, "Failing cases", "failing cases", lambda column: column.failures)
     lines += _listed(matrix, "Lenient cases", "lenient cases", lambda column: column.lenient)
     return "\n".join(lines) + "\n"
@@ -209,23 +247,13 @@ def _listed(matrix: Matrix, title: str, what: str, chosen: Callable[[Column], Se
 
 
 def matrix_html(matrix: Matrix) -> str:
-    """A self-contained page: inline CSS, no scripts, no external assets."""
-    return _environment().get_template("matrix.html.j2").render(matrix=matrix, legend=LEGEND, verdicts=VERDICTS)
-
-
-@functools.cache
-def _environment() -> jinja2.Environment:
-    environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("mqttaudit.report", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
+    """A self-contained page: inline CSS, no scripts, no external assets; the filter "only rows where the targets
+    differ" is a checkbox that CSS alone acts on. Built with the audit page's template environment."""
+    return (
+        html_environment()
+        .get_template("matrix.html.j2")
+        .render(matrix=matrix, legend=LEGEND, verdicts=VERDICTS, max_listed=MAX_LISTED, cell_note=peer_text)
     )
-    environment.filters["printable"] = printable
-    environment.filters["peer"] = peer_text
-    environment.globals["max_listed"] = MAX_LISTED
-    return environment
 
 
 def peer_text(value: object) -> str:

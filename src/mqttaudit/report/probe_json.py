@@ -9,6 +9,7 @@ from ..judge import Leniency
 from ..probe.runner import VERDICTS, CaseResult, ProbeRun, leniency_to_dict
 from ..probe.violations import other_violations
 from ..spec import Catalogue
+from .reproducer import Reproducer, reproducers
 from .statements import case_catalogue, default_catalogue, rule_json, strongest_level
 
 
@@ -24,8 +25,14 @@ def probe_run_to_json(run: ProbeRun, catalogue: Catalogue | None = None) -> dict
     text and whom it binds), the receiver, and ``basis``, why that receiver was not bound; ``strict`` says whether
     such a case fails the run; ``not_spoken`` the protocol versions the broker does not speak, with why (their cases
     are not applicable); ``provokes`` the Client's statements a case's stimulus breaks on purpose (never the
-    broker's to fail)."""
+    broker's to fail). A case that carries a finding (failing, lenient, or where a violation outside the cases'
+    statements was first seen) has a ``reproducer``: ``script``, the path of its standalone Python script in the
+    report folder, ``shell``, a one-liner (None when the case needs the script), ``shell_tools``, what the one-liner
+    runs, ``password_from``, the environment variable the script takes a password from, and ``limits``, what the
+    replay cannot reproduce; None for the other cases."""
     rules = default_catalogue(catalogue)
+    violations = other_violations(run, rules)
+    found = reproducers(run, [violation.first_case for violation in violations])
     return {
         "mqttaudit_version": __version__,
         "target": run.target.url,
@@ -37,12 +44,14 @@ def probe_run_to_json(run: ProbeRun, catalogue: Catalogue | None = None) -> dict
         "not_spoken": dict(run.unspoken),
         "baseline": None if run.baseline is None else run.baseline.to_json(),
         "summary": {verdict: run.count(verdict) for verdict in VERDICTS},
-        "violations": [violation.to_json() for violation in other_violations(run, rules)],
-        "results": [_result(result, case_catalogue(result.case, rules)) for result in run.results],
+        "violations": [violation.to_json() for violation in violations],
+        "results": [
+            _result(result, case_catalogue(result.case, rules), found.get(result.case.id)) for result in run.results
+        ],
     }
 
 
-def _result(result: CaseResult, rules: Catalogue) -> dict[str, Any]:
+def _result(result: CaseResult, rules: Catalogue, reproducer: Reproducer | None = None) -> dict[str, Any]:
     return {
         "case": result.case.id,
         "title": result.case.title,
@@ -56,6 +65,7 @@ def _result(result: CaseResult, rules: Catalogue) -> dict[str, Any]:
         "level": strongest_level(result.cited, rules),
         "lenient": [leniency_json(row, rules) for row in result.lenient],
         "evidence": result.evidence(),
+        "reproducer": None if reproducer is None else reproducer.to_json(),
     }
 
 

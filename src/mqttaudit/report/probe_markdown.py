@@ -6,7 +6,7 @@ inconclusive cases. Every statement is explained in the catalogue of the MQTT ve
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..judge import Finding, Leniency
 from ..probe.runner import FAIL, INCONCLUSIVE, LENIENT, NOT_APPLICABLE, PASS, VERDICTS, CaseResult, ProbeRun
@@ -16,6 +16,7 @@ from ..spec.ids import R5
 from . import markdown
 from .evidence import WHOLE_IN, Budget, Exchange, exchange_of, exchanges, seconds, transcript
 from .markdown import fenced, left_out, prose, table
+from .reproducer import Reproducer, reproducers
 from .statements import binds_text, case_catalogue, default_catalogue, own_catalogue, section_of, strongest_level
 
 SPEC = "OASIS MQTT Version 3.1.1"
@@ -26,6 +27,9 @@ FAILURES_CHARS = 1_500_000
 VIOLATIONS_ANCHOR = "violations"
 #: The id of the section of the lenient cases, for the link from the header.
 LENIENT_ANCHOR = "lenient"
+#: The ids of the failures' section and of the table of every case (at the end), for the links from the header.
+FAILURES_ANCHOR = "failures"
+ALL_CASES_ANCHOR = "all-cases"
 #: Characters the lenient cases' sections of one findings.md may take, as :data:`FAILURES_CHARS` for failures.
 LENIENT_CHARS = 1_000_000
 #: Why accepting what one was not bound to detect is not a failure, in the words of MQTT 5.0.
@@ -62,32 +66,23 @@ VERDICT_LABELS = {
 
 
 def probe_run_to_markdown(run: ProbeRun, catalogue: Catalogue | None = None) -> str:
-    """The whole ``findings.md`` document."""
+    """The whole ``findings.md`` document: the header, the failures, the lenient cases, the violations outside the
+    cases' statements and the inconclusive cases, then the table of every case at the end."""
     rules = default_catalogue(catalogue)
     failures = [result for result in run.results if result.verdict == FAIL]
     lenient = [result for result in run.results if result.verdict == LENIENT]
-    budget = Budget()
-    sections = _sections(failures, lambda r: failure_section(r, run.target.url, rules, budget), FAILURES_CHARS)
-    lenient_sections = _sections(lenient, lambda r: lenient_section(r, rules, budget), LENIENT_CHARS)
     violations = other_violations(run, rules)
-    lines = [*_header(run, violations), "", "## All cases", ""]
-    lines += table(
-        ("Case", "Statements", "Verdict", "Reason"),
-        (
-            (
-                f"[{code(r.case.id, cell=True)}](#{anchor(r)})"
-                if id(r) in sections or id(r) in lenient_sections
-                else code(r.case.id, cell=True),
-                ", ".join(r.case.statements),
-                VERDICT_LABELS.get(r.verdict, inline(r.verdict)),
-                inline(r.reason),
-            )
-            for r in run.results
-        ),
+    found = reproducers(run, [violation.first_case for violation in violations])
+    budget = Budget()
+    sections = _sections(
+        failures, lambda r: failure_section(r, run.target.url, rules, budget, found.get(r.case.id)), FAILURES_CHARS
     )
-    lines += _baseline_section(run)
+    lenient_sections = _sections(
+        lenient, lambda r: lenient_section(r, rules, budget, found.get(r.case.id)), LENIENT_CHARS
+    )
+    lines = [*_header(run, violations), *_baseline_section(run)]
     if failures:
-        lines += ["", "## Failures"]
+        lines += ["", f'<a id="{FAILURES_ANCHOR}"></a>', "## Failures"]
         for section in sections.values():
             lines += ["", *section]
         rest = [result for result in failures if id(result) not in sections]
@@ -106,11 +101,26 @@ def probe_run_to_markdown(run: ProbeRun, catalogue: Catalogue | None = None) -> 
                 len(lenient_sections), len(lenient), "lenient cases' sections (this report's size bound)", WHOLE_IN
             )
             lines += ["", "Lenient cases without a section: " + ", ".join(code(r.case.id) for r in rest) + "."]
-    lines += _violations_section(violations)
+    lines += _violations_section(violations, found)
     inconclusive = [result for result in run.results if result.verdict == INCONCLUSIVE]
     if inconclusive:
         lines += ["", "## Inconclusive cases", "", "Not decided either way; none of them counts as a pass.", ""]
         lines += [f"- {code(r.case.id)} ({prose(r.case.title)}): {inline(r.reason)}" for r in inconclusive]
+    lines += ["", f'<a id="{ALL_CASES_ANCHOR}"></a>', "## All cases", ""]
+    lines += table(
+        ("Case", "Statements", "Verdict", "Reason"),
+        (
+            (
+                f"[{code(r.case.id, cell=True)}](#{anchor(r)})"
+                if id(r) in sections or id(r) in lenient_sections
+                else code(r.case.id, cell=True),
+                ", ".join(r.case.statements),
+                VERDICT_LABELS.get(r.verdict, inline(r.verdict)),
+                inline(r.reason),
+            )
+            for r in run.results
+        ),
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -135,7 +145,9 @@ def anchor(result: CaseResult) -> str:
     return f"{'lenient' if result.verdict == LENIENT else 'fail'}-{result.case.id}"
 
 
-def _violations_section(violations: Sequence[OtherViolation]) -> list[str]:
+def _violations_section(
+    violations: Sequence[OtherViolation], found: Mapping[str, Reproducer] | None = None
+) -> list[str]:
     """One entry per rule the broker broke outside the statements of the cases that saw it: its level, section
     and summary, how many acts in which cases, and the first act."""
     if not violations:
@@ -168,6 +180,9 @@ def _violations_section(violations: Sequence[OtherViolation]) -> list[str]:
         ]
         lines += left_out(min(MAX_LINES, len(violation.cases)), len(violation.cases), "cases", WHOLE_IN)
         lines += ["", f"First seen in case {code(violation.first_case)}:", "", _finding_line(violation.first)]
+        rep = (found or {}).get(violation.first_case)
+        if rep is not None:
+            lines += ["", f"Reproducer of that case: [{inline(rep.path)}]({rep.path})."]
     return lines
 
 
@@ -202,6 +217,7 @@ def _header(run: ProbeRun, violations: Sequence[OtherViolation] = ()) -> list[st
             f"- **Violations outside the cases' statements:** {len(violations)} rule(s) broken in {acts:,} act(s) "
             f"(see [below](#{VIOLATIONS_ANCHOR}))"
         )
+    lines.append(_contents(run, violations))
     if run.baseline is not None:
         diff = run.baseline
         lines.append(
@@ -209,6 +225,20 @@ def _header(run: ProbeRun, violations: Sequence[OtherViolation] = ()) -> list[st
             f"{len(diff.fixed)} fixed"
         )
     return lines
+
+
+def _contents(run: ProbeRun, violations: Sequence[OtherViolation]) -> str:
+    """The header's line of links: the failures first, the table of every case last."""
+    parts = []
+    if run.count(FAIL):
+        parts.append(f"[failures](#{FAILURES_ANCHOR}) ({run.count(FAIL)})")
+    if run.count(LENIENT):
+        parts.append(f"[lenient cases](#{LENIENT_ANCHOR}) ({run.count(LENIENT)})")
+    if violations:
+        parts.append(f"[violations outside the cases' statements](#{VIOLATIONS_ANCHOR}) ({len(violations)})")
+    parts.append(f"[every case](#{ALL_CASES_ANCHOR}) ({len(run.results)}, at the end)")
+    scripts = " Each finding has a reproducer script in `reproducers/`." if len(parts) > 1 else ""
+    return "- Contents: " + ", ".join(parts) + "." + scripts
 
 
 def _baseline_section(run: ProbeRun) -> list[str]:
@@ -227,9 +257,15 @@ def _baseline_section(run: ProbeRun) -> list[str]:
     return lines
 
 
-def failure_section(result: CaseResult, target: str, catalogue: Catalogue, budget: Budget | None = None) -> list[str]:
+def failure_section(
+    result: CaseResult,
+    target: str,
+    catalogue: Catalogue,
+    budget: Budget | None = None,
+    reproducer: Reproducer | None = None,
+) -> list[str]:
     """The section of one failing case, in the form of a conformance finding; its evidence draws on ``budget``,
-    the report's evidence budget."""
+    the report's evidence budget; its ``reproducer`` follows the evidence."""
     rounds = exchanges(result.connections)
     catalogue = case_catalogue(result.case, catalogue)
     level = strongest_level(result.cited, catalogue) or "unlisted"
@@ -261,7 +297,30 @@ def failure_section(result: CaseResult, target: str, catalogue: Catalogue, budge
     if result.other_findings:
         lines += ["", "Other rules the broker broke in the same conversation (not targeted by this case):", ""]
         lines += _finding_lines(result.other_findings, getattr(result, "other_findings_omitted", 0))
+    lines += _reproducer_lines(reproducer)
     lines += ["", "#### What it means for users", "", _meaning(level, rounds)]
+    return lines
+
+
+def _reproducer_lines(reproducer: Reproducer | None) -> list[str]:
+    """How to replay the case: the script in the report folder, the one-liner when there is one, and what the
+    replay cannot reproduce."""
+    if reproducer is None:
+        return []
+    lines = [
+        "",
+        "#### Reproducer",
+        "",
+        f"Script (Python 3, standard library only; HOST and PORT default to the probed target): "
+        f"[{inline(reproducer.path)}]({reproducer.path}), run as `python3 {reproducer.path} [HOST] [PORT]`.",
+    ]
+    one_liner = reproducer.one_liner()
+    if one_liner is not None:
+        lines += ["", "One line (bash, printf, sleep, timeout, cat and od; Debian's essential packages):", ""]
+        lines += fenced(one_liner, "sh")
+    if reproducer.limits:
+        lines += ["", "What the replay cannot reproduce:", ""]
+        lines += [f"- {inline(limit, None)}" for limit in reproducer.limits]
     return lines
 
 
@@ -296,7 +355,9 @@ def _finding_line(finding: Finding) -> str:
     )
 
 
-def lenient_section(result: CaseResult, catalogue: Catalogue, budget: Budget | None = None) -> list[str]:
+def lenient_section(
+    result: CaseResult, catalogue: Catalogue, budget: Budget | None = None, reproducer: Reproducer | None = None
+) -> list[str]:
     """The section of one lenient case: each acceptance with the rule the packet broke (its version's text, level,
     section and whom it binds) and why the broker was not bound to detect it, the case's own statements, then the
     evidence, drawn on ``budget``."""
@@ -320,7 +381,7 @@ def lenient_section(result: CaseResult, catalogue: Catalogue, budget: Budget | N
         "",
         *fenced(transcript(result.connections, budget)),
     ]
-    return lines
+    return lines + _reproducer_lines(reproducer)
 
 
 def _leniency_lines(row: Leniency, catalogue: Catalogue) -> list[str]:
