@@ -39,9 +39,9 @@ $(DEMO_STAMP): $(SOURCES)
 	@echo "== make demo: a virtual environment in $(VENV)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	@echo "== make demo: installing mqttaudit[demo] as pure Python (pyspark, pyarrow, pandas, paho-mqtt, amqtt)"
+	@echo "== make demo: installing mqttaudit[demo] as pure Python (pyspark, pyarrow, pandas, paho-mqtt, amqtt; pyspark alone unpacks to about 500 MB)"
 	rm -rf build  # a compiled module of an earlier build must not come into this one
-	MQTTAUDIT_PURE_PYTHON=1 PIP_CONSTRAINT=constraints.txt $(PY) -m pip install --progress-bar off '.[demo]'
+	MQTTAUDIT_PURE_PYTHON=1 PIP_CONSTRAINT=constraints.txt $(PY) -m pip install '.[demo]'
 	rm -f $(VENV)/.installed-* $(VENV)/.demo-installed-*
 	touch $@
 
@@ -55,9 +55,10 @@ demo: demo-install
 	$(VENV)/bin/mqttaudit demo
 
 # A pure-Python wheel (py3-none-any) in dist/, to install where there is no checkout: pip install dist/mqttaudit-*.whl
+# Built with .venv's pip when there is one, else with $(PYTHON)'s.
 wheel:
 	rm -rf build
-	MQTTAUDIT_PURE_PYTHON=1 $(PYTHON) -m pip wheel --no-deps --wheel-dir dist $(WHEEL_OPTIONS) .
+	MQTTAUDIT_PURE_PYTHON=1 $(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m pip wheel --no-deps --wheel-dir dist $(WHEEL_OPTIONS) .
 
 lint: install
 	$(PY) -m ruff check src tests bench setup.py

@@ -131,6 +131,7 @@ def checkout_copy(folder: Path) -> Path:
     import shutil
 
     ignore = shutil.ignore_patterns("__pycache__", "*.so", "*.egg-info", "build")
+    folder.mkdir()
     for name in CHECKOUT:
         source = ROOT / name
         if source.is_dir():

@@ -100,7 +100,7 @@ def test_the_probe_benchmark_names_the_library_it_measured_and_the_library_now()
     """The probe timings are a measurement of their day: the README names the cases each run had, and how many the
     library has now, so a reader can tell whether they still describe it."""
     bench = section("Performance").split("### The probe", 1)[1].split("\n### ", 1)[0]
-    now = stated(r"the library now has (\d+) MQTT 3\.1\.1 and (\d+) MQTT 5\.0 cases", bench)
+    now = stated(r"the library now has (\d+) MQTT\s+3\.1\.1 and (\d+) MQTT\s+5\.0\s+cases", bench)
     assert now == tuple(sum(case.protocol.value == v for case in CASES.values()) for v in ("3.1.1", "5.0"))
 
 
