@@ -25,6 +25,7 @@ $(STAMP): $(SOURCES)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	rm -rf build  # a module no longer compiled must not come back from an earlier build
+	@echo "== installing mqttaudit[all,test,bench], its codec compiled with mypyc (several minutes, quiet)"
 	PIP_CONSTRAINT=constraints.txt $(PY) -m pip install --quiet '.[all,test,bench]'
 	rm -f $(VENV)/.installed-* $(VENV)/.demo-installed-*
 	touch $@

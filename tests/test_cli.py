@@ -232,3 +232,12 @@ def test_a_packet_size_bound_below_a_fixed_header_is_a_usage_error(
     status, _, err = run(capsys, "decode", "--hex", "c0 00", "--max-packet-size", bound)
     assert status == 2
     assert "--max-packet-size" in err
+
+
+def test_every_not_assessable_tag_has_the_plain_words_the_demo_explains_it_with() -> None:
+    from mqttaudit.judge import reasons
+
+    tags = {value for name, value in vars(reasons).items() if name.isupper() and isinstance(value, str)}
+    assert set(reasons.TAGS) <= tags
+    assert set(reasons.EXPLANATIONS) == tags
+    assert all(len(text) > 20 and not text.endswith(".") for text in reasons.EXPLANATIONS.values())
