@@ -223,6 +223,9 @@ def test_demo_finds_the_known_defects_and_passes_the_valid_packets(
         line = next(line for line in out.splitlines() if line.startswith(f"== {title} "))
         assert line.endswith(expected), line
     assert "MQTT-2.2.3-truncated" not in out  # every example is a whole packet
+    # the first as `mqttaudit decode` prints it, the others short: their bytes and what they break
+    assert out.count("frame 0 at offset 0") == 1 and out.count("  rule: ") == 1
+    assert sum(line.lstrip().startswith("bytes: ") for line in out.splitlines()) == len(EXAMPLES)
 
 
 @pytest.mark.parametrize("bound", ["4", "0", "-1"])

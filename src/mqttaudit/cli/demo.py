@@ -94,7 +94,7 @@ def demo_command(out_dir: Path, force: bool, no_probe: bool, master: str) -> int
     )
     click.echo("")
     failing = 0
-    for title, sender, hex_text, *given in EXAMPLES:
+    for number, (title, sender, hex_text, *given) in enumerate(EXAMPLES):
         version = given[0] if given else "3.1.1"
         catalogue = load_catalogue(version)
         frames = codec.decode(bytes.fromhex(hex_text), sender, version=version).frames
@@ -102,10 +102,16 @@ def demo_command(out_dir: Path, force: bool, no_probe: bool, master: str) -> int
         failing += verdict != "conformant"
         click.echo(f"== {title} (from the {sender}): {verdict}")
         for line in render_frames(frames, sender, catalogue):
-            click.echo(f"   {line}")
-        click.echo("")
+            # the first example as `mqttaudit decode` prints it; the others, their bytes and what they break
+            if number == 0 or line.lstrip().startswith(SHOWN_AFTER_THE_FIRST):
+                click.echo(f"   {line}")
+        if number == 0:
+            _say(
+                "(`mqttaudit decode` prints each frame: its packet, its bytes, each rule broken with the statement's "
+                "level and section and the rule in words; the other examples show their bytes and what they break.)"
+            )
     click.echo(
-        f"{len(EXAMPLES)} examples decoded, {failing} with violations. Your own bytes: "
+        f"\n{len(EXAMPLES)} examples decoded, {failing} with violations. Your own bytes: "
         "mqttaudit decode --hex '...' --from client"
     )
     if not no_probe:
@@ -124,6 +130,8 @@ def demo_command(out_dir: Path, force: bool, no_probe: bool, master: str) -> int
 
 #: The entries the demo writes into its folder.
 DEMO_OUTPUTS = ("probe", "audit", "traffic.pcap", "traffic.pcapng")
+#: What the demo shows of each example after the first: the bytes and the rules they break.
+SHOWN_AFTER_THE_FIRST = ("bytes:", "VIOLATION ", "warning ")
 #: The statements listed under "broken most often" (the reports hold them all).
 TOP = 5
 
