@@ -223,6 +223,9 @@ def test_demo_finds_the_known_defects_and_passes_the_valid_packets(
         line = next(line for line in out.splitlines() if line.startswith(f"== {title} "))
         assert line.endswith(expected), line
     assert "MQTT-2.2.3-truncated" not in out  # every example is a whole packet
+    # the first as `mqttaudit decode` prints it, the others short: their bytes and what they break
+    assert out.count("frame 0 at offset 0") == 1 and out.count("  rule: ") == 1
+    assert sum(line.lstrip().startswith("bytes: ") for line in out.splitlines()) == len(EXAMPLES)
 
 
 @pytest.mark.parametrize("bound", ["4", "0", "-1"])
@@ -232,3 +235,12 @@ def test_a_packet_size_bound_below_a_fixed_header_is_a_usage_error(
     status, _, err = run(capsys, "decode", "--hex", "c0 00", "--max-packet-size", bound)
     assert status == 2
     assert "--max-packet-size" in err
+
+
+def test_every_not_assessable_tag_has_the_plain_words_the_demo_explains_it_with() -> None:
+    from mqttaudit.judge import reasons
+
+    tags = {value for name, value in vars(reasons).items() if name.isupper() and isinstance(value, str)}
+    assert set(reasons.TAGS) <= tags
+    assert set(reasons.EXPLANATIONS) == tags
+    assert all(len(text) > 20 and not text.endswith(".") for text in reasons.EXPLANATIONS.values())

@@ -3,6 +3,7 @@ and a base install (no Spark) that decodes, explains rules and probes."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -112,3 +113,110 @@ def test_the_compiled_modules_build_without_the_extras_installed(tmp_path: Path)
         check=False,
     )
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: What a source install needs from a checkout (what `git archive` of the repository holds, less the tests).
+CHECKOUT = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "Makefile", "constraints.txt", "src")
+#: A new install works: it decodes, explains a rule and lists the probe's cases, reading its packaged data files.
+WORKS = (
+    (["decode", "--hex", "82 05 00 01 00 00 00", "--from", "client"], 1),
+    (["rules", "MQTT-4.7.3-1"], 0),
+    (["probe", "--list"], 0),
+)
+
+
+def checkout_copy(folder: Path) -> Path:
+    """The files of a checkout, copied to ``folder`` without anything an earlier build left (build/, *.so)."""
+    import shutil
+
+    ignore = shutil.ignore_patterns("__pycache__", "*.so", "*.egg-info", "build")
+    folder.mkdir()
+    for name in CHECKOUT:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, folder / name, ignore=ignore)
+        else:
+            shutil.copy2(source, folder / name)
+    return folder
+
+
+def assert_installed_and_working(site: Path, cwd: Path) -> None:
+    """mqttaudit imported from ``site`` (its dependencies from this environment) runs the way a newcomer tries it."""
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    where = subprocess.run(
+        [sys.executable, "-c", "import mqttaudit; print(mqttaudit.__file__)"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(where.stdout.strip()).is_relative_to(site), where.stdout
+    for argv, status in WORKS:
+        ran = subprocess.run(
+            [sys.executable, "-m", "mqttaudit", *argv], cwd=cwd, env=env, capture_output=True, text=True, check=False
+        )
+        assert ran.returncode == status, f"{argv}: {ran.stderr[-2000:]}"
+        assert "Traceback" not in ran.stderr
+
+
+def test_make_wheel_builds_the_wheel_the_readme_names_and_it_installs_and_runs(tmp_path: Path) -> None:
+    """`make wheel` from a checkout: a pure-Python wheel with its data files that pip installs and that runs. (The
+    build uses this environment's setuptools and mypy instead of fetching them: WHEEL_OPTIONS.)"""
+    source = checkout_copy(tmp_path / "checkout")
+    built = subprocess.run(
+        ["make", "wheel", f"PYTHON={sys.executable}", "WHEEL_OPTIONS=--no-build-isolation"],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    wheels = sorted((source / "dist").glob("*.whl"))
+    assert [wheel.name for wheel in wheels] == [f"mqttaudit-{mqttaudit.__version__}-py3-none-any.whl"]
+    assert f"`make wheel` builds `dist/{wheels[0].name}`" in README
+    site = tmp_path / "site"
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(site), str(wheels[0])],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    assert not list(site.rglob("*.so"))  # pure Python: one wheel for every machine
+    assert_installed_and_working(site, tmp_path)
+
+
+def ci_recipes() -> list[str]:
+    """The README's CI recipes (GitHub Actions, GitLab CI)."""
+    return re.findall(r"^```yaml\n(.*?)^```", README, flags=re.MULTILINE | re.DOTALL)
+
+
+def test_the_ci_recipes_install_from_the_projects_git_repository_and_that_install_runs(tmp_path: Path) -> None:
+    """No package index has mqttaudit: the CI recipes install from the project's Git repository, without the
+    compile. Their command is run here against a Git repository of this checkout (its dependencies are this
+    environment's, so nothing is fetched)."""
+    recipes = ci_recipes()
+    assert len(recipes) == 2
+    requirement = f'"mqttaudit @ git+{PROJECT["urls"]["Source"]}"'
+    for recipe in recipes:
+        installs = [line for line in recipe.splitlines() if "pip install" in line]
+        assert len(installs) == 1 and requirement in installs[0], recipe
+        assert "MQTTAUDIT_PURE_PYTHON" in recipe, recipe
+    repository = checkout_copy(tmp_path / "repository")
+    git = ["git", "-C", str(repository), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "checkout"], check=True)
+    site = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--target", str(site)]
+    installed = subprocess.run(
+        [*pip, f"mqttaudit @ git+file://{repository}"],
+        env={**os.environ, "MQTTAUDIT_PURE_PYTHON": "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    assert_installed_and_working(site, tmp_path)

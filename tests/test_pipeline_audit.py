@@ -5,6 +5,7 @@ that broke the rule, the broker judged on its reactions, and bad input reported 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,11 +17,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mqttaudit.cli.demo import TOP
 from mqttaudit.cli.main import main
 from mqttaudit.pipeline.audit import CHUNKS_PER_CORE, MIN_CHUNK_BYTES, TABLES, chunk_size, run_audit
 from mqttaudit.pipeline.sources import AuditInputError
 from mqttaudit.probe.brokers import BrokerUnavailable, start_broker
+from mqttaudit.probe.case import CASES
 from mqttaudit.probe.recorder import tcpdump_recording
+from mqttaudit.probe.runner import DEFAULT_CONCURRENCY
 from mqttaudit.probe.traffic import MISBEHAVIOUR, run_traffic
 from mqttaudit.report.output_dir import MARKER
 
@@ -238,18 +242,60 @@ def test_every_shared_capture_is_audited_on_spark_without_a_crash_and_the_bytes_
     assert (tmp_path / "out" / "report.html").stat().st_size > 0
 
 
-def test_the_demo_runs_the_whole_job(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``mqttaudit demo``: a local broker probed, real clients recorded, the capture audited, the reports named."""
+def test_the_demo_runs_the_whole_job_and_tells_it_as_a_short_story(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``mqttaudit demo``: a local broker probed with the whole library at the probe's default concurrency, real
+    clients recorded, the capture audited, the reports named; what it prints is a story in four steps that explains
+    each term once, with counts and the top findings instead of every FAIL line, and no Spark stage numbers."""
     status = main(["demo", "--out", str(tmp_path), "--master", "local[2]"])
     out = capsys.readouterr().out
     assert status == 0
-    assert "cases in" in out and "probe reports:" in out
+    lines = out.splitlines()
+    steps = [line for line in lines if line.startswith("== Step ") or line == "== Done"]
+    assert steps == [
+        "== Step 1 of 4: decoding example packets",
+        "== Step 2 of 4: probing a local broker (mosquitto)",
+        "== Step 3 of 4: recording clients talking through mosquitto",
+        "== Step 4 of 4: auditing the recording on Spark",
+        "== Done",
+    ]
+    prose = " ".join(out.split())  # the story's paragraphs are wrapped
+    # each term is explained where it first appears
+    assert "MQTT-4.7.3-1 is the 1st normative statement of section 4.7.3" in prose
+    assert f"the case library runs {DEFAULT_CONCURRENCY} cases at a time" in prose
+    assert "it is lenient when the broker accepted a defect no statement obliges it to detect" in prose
+    assert "not-applicable when it needs a feature the broker does not offer" in prose
+    assert "messages delivered wrongly or not at all (routing findings)" in prose
+    assert "'peer closed first': the other side closed the connection before the deadline" in prose
+    # the probe: its counts over the whole library, the statements broken most often, where the rest is
+    counted = [line for line in lines if " cases in " in line]
+    assert len(counted) == 1, counted
+    summary = re.fullmatch(
+        r"   (\d+) cases in \d+ s: (\d+) pass, (\d+) fail, (\d+) lenient, (\d+) not-applicable, (\d+) inconclusive",
+        counted[0],
+    )
+    assert summary, counted[0]
+    cases, *verdicts = (int(n) for n in summary.groups())
+    assert cases == len(CASES) == sum(verdicts)
+    top = lines.index("   statements the broker broke most often:")
+    listed = [line for line in lines[top + 1 : top + 1 + TOP + 1] if line.startswith("     MQTT-")]
+    assert 1 <= len(listed) <= TOP
+    assert f"every case, with the bytes sent and received: {tmp_path / 'probe'}" in out
+    assert not [line for line in lines if line.startswith(("FAIL ", "LENIENT ", "violation "))]
+    # the recording and its audit
     assert "written (tcpdump on loopback)" in out or "written (the recording relay)" in out
-    assert f"report: {tmp_path / 'audit' / 'report.html'}" in out
+    assert all(client in prose for client, _, _ in MISBEHAVIOUR)
+    assert re.search(r"^   \d+ connections, \d+ packets: \d+ violations \(\d+ by clients\)", out, re.MULTILINE)
+    assert lines[lines.index("   statements broken:") + 1].startswith("     MQTT-")
+    assert f"every violation with its packet's bytes: {tmp_path / 'audit' / 'report.html'}" in out
+    # nothing a newcomer did not type or cannot read: no Spark stages, no option of another command, no cut lines
+    assert not re.search(r"stage \d+: \d+/\d+ tasks", out)
+    assert "--ports" not in out and "\u2026" not in out
     assert (tmp_path / "audit" / "report.html").exists() and (tmp_path / "probe" / "junit.xml").exists()
-    summary = json.loads((tmp_path / "audit" / "summary.json").read_text())
-    assert summary["counts"]["violations_by_actor"].get("client", 0) >= len(MISBEHAVIOUR)
-    assert summary["counts"]["routing_findings"] == 0
+    summary_json = json.loads((tmp_path / "audit" / "summary.json").read_text())
+    assert summary_json["counts"]["violations_by_actor"].get("client", 0) >= len(MISBEHAVIOUR)
+    assert summary_json["counts"]["routing_findings"] == 0
 
 
 @given(

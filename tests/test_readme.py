@@ -28,6 +28,8 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 CAPTURES = ("peafowl/mqtt-1.pcapng", "suricata-verify/mqtt-events-unassigned-msgtype.pcap")
 README_BROKER = "127.0.0.1:1883"
 COMMAND = re.compile(r"^\$ (mqttaudit .*?)\s+# exit (\d+)$")
+#: The first line of a probe run: how many cases it ran.
+CASES_RUN = re.compile(r"^\S+: (\d+) cases in ")
 
 
 def blocks(language: str, text: str = README) -> list[str]:
@@ -100,6 +102,9 @@ def test_every_command_the_readme_shows_exits_as_shown(
             assert result.stderr.splitlines()[-1] == shown[0], command
         elif argv[1] == "audit" and shown:
             assert result.stdout.splitlines() == shown, command
+        elif argv[1] == "probe" and shown and (said := CASES_RUN.match(shown[0])):  # its verdicts vary by broker
+            ran = CASES_RUN.match(result.stdout.splitlines()[0])
+            assert ran and ran.group(1) == said.group(1), command
 
 
 @pytest.mark.captures

@@ -101,3 +101,29 @@ TAGS: Final = (
     NOT_OWED,
     AMBIGUOUS,
 )
+
+
+#: Each tag in plain words, for a reader who has not met it (the demo explains the ones its audit shows).
+EXPLANATIONS: Final[dict[str, str]] = {
+    GAP_BEFORE_CONNECT: "bytes before the client's first packet were not captured, and its CONNECT may be among them",
+    MID_STREAM: "the capture began inside the connection, so its CONNECT, version and session are unknown",
+    NEVER_ACKNOWLEDGED: "the receiver's TCP never acknowledged the bytes that called for an answer",
+    NO_ACTIVITY: "nothing of the connection was captured after some time before the deadline",
+    CAPTURE_ENDS: "the capture ends before the deadline by which the answer was due",
+    NOT_ACCEPTED: "the server never accepted the connection, so it owed no answer on it",
+    LOST_BYTES: "bytes of the side that owed the answer were not captured while it was due",
+    PEER_CLOSED: (
+        "the other side closed the connection before the deadline, so the side that owed a reaction had no chance "
+        "to show it"
+    ),
+    CLOSED_INSTEAD: "the side that owed an answer closed the connection instead, which it may do",
+    NO_ANSWER: "what the rule is judged on (an answer, a CONNACK) never came",
+    TOO_SHORT: "the observation stopped before the rule was exercised for long enough",
+    UNDECODED: "bytes were captured but could not be decoded as a packet",
+    CONFLICTING: "bytes arrived twice with different content, so which copy the receiver kept is unknown",
+    ANOTHER_SPECIFICATION: "the connection follows another specification (another protocol name or level)",
+    NOT_REPLAYED: "the routing replay does not follow this connection's MQTT version",
+    EARLIER_SESSION: "the session began on an earlier connection that the capture does not hold",
+    NOT_OWED: "the specification lets the server withhold it (a SHOULD), so its absence decides nothing",
+    AMBIGUOUS: "a delivery may stand for more than one message, and the bytes cannot tell which",
+}
