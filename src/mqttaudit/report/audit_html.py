@@ -240,7 +240,7 @@ def hex_text(value: object) -> Markup:
     if not value:
         return Markup("")
     text = escape(shown(value, 3 * MAX_HEX_BYTES, WHOLE_IN))
-    return Markup(_MARKED_BYTE.sub(r'<mark title="the offending byte">\1</mark>', text))
+    return Markup(_MARKED_BYTE.sub(r'<mark title="the offending byte">\1</mark>', str(text)))
 
 
 def marks_a_byte(value: object) -> bool:
