@@ -246,7 +246,8 @@ def test_one_packet_breaking_three_statements_is_one_block_of_evidence_naming_th
     assert sum("the same packet as sample 1 of" in row.text for row in samples) == 2
     for row in samples:
         [own] = [statement for statement in statements if row.attrs["id"].startswith(f"rule-{statement}-")]
-        assert f"the same packet also breaks {', '.join(sorted(statements - {own}))}" in row.text, row.text
+        others = ", ".join(sorted(statements - {own}))
+        assert f"the same packet, by other acts, also breaks {others}" in row.text, row.text
 
 
 @pytest.mark.captures

@@ -171,8 +171,8 @@ class Sample:
     #: ("" for the first sample of a packet): one packet, one evidence block.
     shown_in: str = ""
     shown_in_title: str = ""
-    #: Every statement the packet broke besides this finding's, by this row (``also``) and by the other findings'
-    #: rows of the same packet.
+    #: The statements the other findings' rows of the same packet broke (other acts on the same bytes), besides
+    #: this one's and its row's ``also``.
     others: tuple[str, ...] = ()
 
 
@@ -632,7 +632,8 @@ def one_block_per_packet(findings: Sequence[RuleFinding]) -> tuple[RuleFinding, 
             if key is None:
                 samples.append(sample)
                 continue
-            others = tuple(s for s in broken[key] if s != finding.rule)
+            own = {finding.rule, *(sample.row.get("also") or ())}
+            others = tuple(s for s in broken[key] if s not in own)
             shown = first.setdefault(key, (sample, finding))
             if shown[0] is sample:
                 samples.append(replace(sample, others=others))

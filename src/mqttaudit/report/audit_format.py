@@ -57,7 +57,7 @@ class TimeAxis:
 
     def label(self, value: float) -> str:
         if not self.pattern:
-            return f"{value:g} s"
+            return duration(value) if value else "0 s"
         return datetime.datetime.fromtimestamp(value, datetime.UTC).strftime(self.pattern)
 
 

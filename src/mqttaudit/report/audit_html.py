@@ -1,5 +1,6 @@
 """``report.html`` of an audit: one self-contained page (inline CSS, inline SVG charts, no script, no external asset)
-with the headline, the charts, every rule broken with its plain-language summary, the evidence rows they link to,
+with the verdict and every rule broken with its plain-language summary first, then the charts and a collapsed
+reading guide, the evidence rows they link to (one block of bytes per packet, the offending byte marked),
 the clients and servers that broke rules (each charged with its own), the connections per MQTT version and the
 rule instances the capture could not decide, with their reasons."""
 
@@ -20,6 +21,7 @@ from .audit_findings import KINDS, LENIENCY_TEXT, ORIGINS, SIDES, AuditView, aud
 from .audit_format import (
     MAX_ROWS,
     WHOLE_IN,
+    also_text,
     cause_text,
     client_label,
     connack_text,
@@ -63,6 +65,7 @@ def audit_html(data: AuditReportData, catalogue: Catalogue | None = None) -> str
             origins=ORIGINS,
             expected_of=expected_of,
             cause_text=cause_text,
+            also_text=also_text,
             evidence_is_cause=evidence_is_cause,
             client_label=client_label,
             connack_text=connack_text,
