@@ -11,6 +11,7 @@ AEDES_VERSION=1.2.0
 
 daemons=(mosquitto rabbitmq-server)
 debian=("${daemons[@]}" mosquitto-clients mosquitto-dev tcpdump)
+debian+=(chromium)  # renders the audit's report.html headless in tests/test_report_browser.py
 command -v gcc >/dev/null 2>&1 || debian+=(gcc)
 command -v node >/dev/null 2>&1 || debian+=(nodejs)
 command -v npm >/dev/null 2>&1 || debian+=(npm)

@@ -335,9 +335,12 @@ def test_headline_counts_violations_per_side_and_routing_findings(data: AuditRep
     assert f"**{headline}.**" in markdown
 
 
-def test_html_has_a_how_to_read_box(data: AuditReportData, tmp_path: Path) -> None:
+def test_html_has_a_how_to_read_box_collapsed_after_the_findings_and_the_charts(
+    data: AuditReportData, tmp_path: Path
+) -> None:
     html, _, _ = written(data, tmp_path)
-    box = html[html.index('<aside class="howto">') : html.index("</aside>")]
+    box = html[html.index('<details class="howto" id="how-to-read">') : html.index("</details>")]
+    assert html.index('<section id="by-rule">') < html.index('<section id="charts">') < html.index(box)
     assert "Who broke the rule" in box
     assert "<em>codec</em>: seen in the bytes" in box and "<em>judge</em>: seen in the behaviour" in box
     assert "Not assessable is not a pass" in box
@@ -655,4 +658,4 @@ def test_a_5_0_finding_is_named_and_summarised_by_the_5_0_catalogue_and_5_0_beha
     assert warning in markdown and warning in html
     connections = markdown_sections(markdown, "## ")["Protocol versions"]
     assert f"| `v5` | `meter-5` | 5.0 | {decoded} | 4 | 2 |" in connections
-    assert f"5.0<br><small>{decoded}</small>" in html
+    assert f"5.0 (level 5)<br><small>{decoded}</small>" in html

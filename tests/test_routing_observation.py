@@ -370,6 +370,29 @@ def test_a_window_that_ends_exactly_at_the_last_observation_is_judged() -> None:
     assert rows(judgement) == set()
 
 
+def test_a_missing_delivery_names_its_times_as_utc_times_not_seconds_since_the_epoch() -> None:
+    model, judgement = replay_talks({SUB: subscriber().quiet(at=DEADLINE), "pub": PUBLISHER})
+    [expectation] = owed(model)
+    [finding] = judgement.findings
+    assert f"owed from {tags.utc(expectation.after)}, due by {tags.utc(expectation.deadline)}" in finding.detail
+    assert f"seen open until {tags.utc(DEADLINE)}" in finding.detail and " s," not in finding.detail
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (5.51e-05, "55.1 µs"),
+        (0.0125, "12.5 ms"),
+        (3.2, "3.2 s"),
+        (250, "4 min 10 s"),
+        (7500, "2 h 5 min"),
+        (-0.5, "-500 ms"),
+    ],
+)
+def test_durations_in_reasons_and_details_read_as_people_write_them(seconds: float, text: str) -> None:
+    assert tags.elapsed(seconds) == text
+
+
 def test_a_window_that_ends_just_after_the_end_of_the_capture_is_not_assessable() -> None:
     _, judgement = replay_talks({SUB: subscriber().quiet(at=DEADLINE - 0.001), "pub": PUBLISHER})
     assert judgement.findings == ()

@@ -860,7 +860,8 @@ class Connection:
                 rules.NOTHING_PROCESSED_AFTER_REFUSAL,
                 reasons.reason(
                     reasons.TOO_SHORT,
-                    f"observation ended {end - refused.time:.3g} s after the refusal, before an answer would show",
+                    f"observation ended {reasons.elapsed(end - refused.time)} after the refusal, before an answer "
+                    "would show",
                 ),
                 side=SERVER,
                 event=refused.event,

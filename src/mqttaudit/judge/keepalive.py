@@ -123,7 +123,8 @@ class KeepAlive:
             CLIENT,
             time,
             event,
-            f"the client sent nothing for {silence:.3g} s after {last.describe()}; Keep Alive is {period:g} s",
+            f"the client sent nothing for {reasons.elapsed(silence)} after {last.describe()}; "
+            f"Keep Alive is {period:g} s",
             "the client sends a packet (PINGREQ if nothing else) within each Keep Alive period",
         )
         return True

@@ -169,7 +169,7 @@ class Obligations:
         for obligation in list(self._open):
             if time > obligation.due or (quiet and time >= obligation.due):
                 self._open.remove(obligation)
-                self._breach(obligation, time, event, f"still open {time - obligation.since:.3g} s after it")
+                self._breach(obligation, time, event, f"still open {reasons.elapsed(time - obligation.since)} after it")
 
     def close(self, closed: Closed, event: int) -> None:
         """The connection ended: settles every open obligation."""
@@ -194,7 +194,7 @@ class Obligations:
         if end is None:
             return reasons.reason(
                 reasons.TOO_SHORT,
-                f"observation ended {now - obligation.since:.3g} s after event {obligation.event}, {owed}",
+                f"observation ended {reasons.elapsed(now - obligation.since)} after event {obligation.event}, {owed}",
             )
         return reasons.unseen(obligation.since, obligation.due, now, end, obligation.event, owed)
 
@@ -213,7 +213,8 @@ class Obligations:
             return
         if closed.time > obligation.due:
             closed_after = closed.time - obligation.since
-            self._breach(obligation, closed.time, event, f"the connection closed only {closed_after:.3g} s after it")
+            closed_text = f"the connection closed only {reasons.elapsed(closed_after)} after it"
+            self._breach(obligation, closed.time, event, closed_text)
             return
         side = side_name(obligation.side)
         if closed.by is None:
@@ -227,8 +228,8 @@ class Obligations:
                 reasons.reason(
                     reasons.PEER_CLOSED,
                     f"the {side_name(peer(obligation.side))} closed the connection "
-                    f"{closed.time - obligation.since:.3g} s after event {obligation.event}, before the {side} had "
-                    f"to {obligation.owed}",
+                    f"{reasons.elapsed(closed.time - obligation.since)} after event {obligation.event}, "
+                    f"before the {side} had to {obligation.owed}",
                 ),
             )
         elif obligation.on_close is OnClose.FULFILS:
@@ -249,7 +250,7 @@ class Obligations:
                 obligation,
                 closed.time,
                 event,
-                f"the {side} closed the connection {closed.time - obligation.since:.3g} s after event "
+                f"the {side} closed the connection {reasons.elapsed(closed.time - obligation.since)} after event "
                 f"{obligation.event} but did not {obligation.owed} first",
             )
 

@@ -61,16 +61,35 @@ def utc(seconds: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def elapsed(seconds: float) -> str:
+    """A duration as a person reads it: ``55 µs``, ``12.5 ms``, ``3.2 s``, ``4 min 10 s``, ``2 h 5 min`` (never
+    ``5.51e-05 s``)."""
+    if seconds < 0:
+        return "-" + elapsed(-seconds)
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.3g} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.3g} ms"
+    if seconds < 60:
+        return f"{seconds:.3g} s"
+    whole = round(seconds)
+    if whole < 3600:
+        minutes, rest = divmod(whole, 60)
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    hours, minutes = divmod(whole // 60, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
 def unseen(since: float, due: float, seen_until: float, capture_end: float, event: int, owed: str) -> str:
     """Why a deadline (``due``, for what event ``event`` at ``since`` called for) past a capture's observation of
     the connection cannot be judged: the capture ends before it, or the connection is not seen after
     ``seen_until``. ``owed`` ends the sentence ("before the server had to send PUBACK (5 s)")."""
     if due > capture_end:
-        return reason(CAPTURE_ENDS, f"it ends {capture_end - since:.3g} s after event {event}, {owed}")
+        return reason(CAPTURE_ENDS, f"it ends {elapsed(capture_end - since)} after event {event}, {owed}")
     return reason(
         f"{NO_ACTIVITY} {utc(seen_until)}",
-        f"the connection is not seen after {seen_until - since:.3g} s from event {event} (the capture goes on "
-        f"{capture_end - seen_until:.3g} s), {owed}",
+        f"the connection is not seen after {elapsed(seen_until - since)} from event {event} (the capture goes on "
+        f"{elapsed(capture_end - seen_until)}), {owed}",
     )
 
 

@@ -282,8 +282,8 @@ class Routing:
                 rule,
                 link.ended,
                 link.transcript.end_event,
-                f"{what}: the session was resumed on {quoted(link.name)} at {link.opened:.6f} s and the message was "
-                f"not sent again by {deadline:.6f} s (seen open until {link.ended:.6f} s)",
+                f"{what}: the session was resumed on {quoted(link.name)} at {reasons.utc(link.opened)} and the "
+                f"message was not sent again by {reasons.utc(deadline)} (seen open until {reasons.utc(link.ended)})",
                 EXPECTED[rule],
                 MISSING,
             )
@@ -316,7 +316,7 @@ class Routing:
                     rules.TAKEOVER,
                     older.ended,
                     older.transcript.end_event,
-                    f"the connection stayed open {older.ended - link.opened:.3g} s after ClientId "
+                    f"the connection stayed open {reasons.elapsed(older.ended - link.opened)} after ClientId "
                     f"{quoted(link.client_id)} connected again on {quoted(link.name)}",
                     f"the server disconnects the existing client within {self._config.close_grace:g} s",
                 )
@@ -592,8 +592,8 @@ class Routing:
                 delivered.time,
                 delivered.event,
                 f"PUBLISH to {quoted(delivered.message.topic)} (event {delivered.event}) delivers {_what(expectation)} "
-                f"{delivered.time - expectation.message.window[1]:.3f} s after the server took it, past its Message "
-                f"Expiry Interval of {interval:g} s",
+                f"{reasons.elapsed(delivered.time - expectation.message.window[1])} after the server took it, "
+                f"past its Message Expiry Interval of {interval:g} s",
                 EXPECTED[rule],
             )
 
@@ -774,8 +774,9 @@ class Routing:
                     rule,
                     link.ended,
                     link.transcript.end_event,
-                    f"{_what(expectation)} never arrived: it was owed from {expectation.after:.6f} s, due by "
-                    f"{expectation.deadline:.6f} s, and the connection was seen open until {link.ended:.6f} s",
+                    f"{_what(expectation)} never arrived: it was owed from {reasons.utc(expectation.after)}, due by "
+                    f"{reasons.utc(expectation.deadline)}, and the connection was seen open until "
+                    f"{reasons.utc(link.ended)}",
                     EXPECTED[rule],
                     MISSING,
                 )
@@ -835,8 +836,8 @@ class Routing:
             rules.MESSAGE_ROUTED,
             first.link.ended,
             first.link.transcript.end_event,
-            f"{what} reached no member: it was owed from {first.after:.6f} s, due by {group.deadline:.6f} s, and "
-            "every member was seen open past it",
+            f"{what} reached no member: it was owed from {reasons.utc(first.after)}, due by "
+            f"{reasons.utc(group.deadline)}, and every member was seen open past it",
             "the server sends each message matching a shared subscription to one member session of the group",
             MISSING,
         )
@@ -892,7 +893,7 @@ class Routing:
                 following.ended,
                 following.transcript.end_event,
                 f"{what}: the session connected again on {quoted(following.name)} and was not sent it by "
-                f"{deadline:.6f} s (seen open until {following.ended:.6f} s)",
+                f"{reasons.utc(deadline)} (seen open until {reasons.utc(following.ended)})",
                 "a QoS 2 delivery to a shared subscriber that broke off is completed when the client reconnects",
                 MISSING,
             )

@@ -341,6 +341,7 @@ def _run(
             "server",
             "shard",
             "flow",
+            "capture",
             "transcripts",
             "transcript_row",
             (F.col("home") == F.col("shard")).alias("own"),

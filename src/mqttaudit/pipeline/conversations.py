@@ -242,6 +242,10 @@ VIOLATION_COLUMNS = (
 )
 #: Bytes of evidence kept per violation (hex); longer frames are cut, with the full length in the packets table.
 EVIDENCE_BYTES = 64
+#: Of a longer frame whose offending byte lies past the first bytes: its first bytes kept (the fixed header), and
+#: the bytes kept before the offending one.
+EVIDENCE_HEAD = 8
+EVIDENCE_BEFORE = 16
 CONNECTION_COLUMNS = (
     "capture",
     "flow",
@@ -446,7 +450,7 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
                 time=event.time,
                 detail=wire_text(violation.detail),
                 expected="",
-                evidence=evidence(frame.raw),
+                evidence=evidence(frame.raw, violation.offset - frame.offset),
                 rule_version=rule_version,
             )
     judgement = judge.finish()
@@ -689,10 +693,24 @@ def located(flow: Flow | None, event: int, cause: int) -> Location:
     return Location(frame, offset, hexed, cause_frame)
 
 
-def evidence(raw: bytes) -> str:
-    """The bytes of a frame in hex, cut at :data:`EVIDENCE_BYTES` (an ellipsis says so)."""
-    shown = raw[:EVIDENCE_BYTES].hex(" ")
-    return shown + (" …" if len(raw) > EVIDENCE_BYTES else "")
+def evidence(raw: bytes, at: int | None = None) -> str:
+    """The bytes of a frame in hex, at most :data:`EVIDENCE_BYTES` of them, an ellipsis for each stretch left out.
+    With ``at`` (the offending byte's index in the frame) that byte is written in brackets (``[90]``) and always
+    shown: past the first bytes, the frame's first :data:`EVIDENCE_HEAD` bytes (its fixed header), then a window
+    from :data:`EVIDENCE_BEFORE` bytes before it."""
+    marked = at if at is not None and 0 <= at < len(raw) else None
+    if marked is None or marked < EVIDENCE_BYTES - EVIDENCE_BEFORE:
+        kept = [range(min(len(raw), EVIDENCE_BYTES))]
+    else:
+        start = marked - EVIDENCE_BEFORE
+        kept = [range(EVIDENCE_HEAD), range(start, min(len(raw), start + EVIDENCE_BYTES - EVIDENCE_HEAD))]
+    tokens: list[str] = []
+    shown_to = 0
+    for part in kept:
+        tokens += ["…"] if part.start > shown_to else []
+        tokens += [f"[{raw[i]:02x}]" if i == marked else f"{raw[i]:02x}" for i in part]
+        shown_to = part.stop
+    return " ".join(tokens + (["…"] if shown_to < len(raw) else []))
 
 
 def _connection_row(flow: Flow, transcript: Transcript, packets: int, violations: int) -> dict[str, Any]:

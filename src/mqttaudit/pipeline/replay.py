@@ -11,7 +11,7 @@ Topics, ClientIds and findings are written by the tables' one rule for ill-forme
 from __future__ import annotations
 
 import pickle
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 
 from mqttaudit.codec.describe import wire_text
 from mqttaudit.judge import JudgeConfig
@@ -92,9 +92,11 @@ def replay_batches(
     config: JudgeConfig,
     own: Collection[str] | None = None,
     rows: int = BATCH_ROWS,
+    captures: Mapping[str, str | None] | None = None,
 ) -> tuple[Iterator[Columns], Columns, Columns]:
     """:func:`replay_broker` with the deliveries rows handed on in batches of ``rows`` as they are made, so that a
-    task writing them never holds them all (there is one per expectation of the model)."""
+    task writing them never holds them all (there is one per expectation of the model). ``captures``: the capture
+    of each flow, written on the ``not_assessable`` rows the replay leaves (with the ClientId of their connection)."""
     loaded: dict[str, Transcript] = {flow: pickle.loads(blob) for flow, blob in transcripts}
     subscribers = None
     if own is not None:
@@ -135,7 +137,16 @@ def replay_batches(
     # The broker is the server of every connection replayed; the client is the flow's other endpoint.
     undecided.data["server"] = [broker] * len(undecided)
     undecided.data["client"] = [client_of(flow, broker) for flow in undecided.data["flow"]]
+    # The connection's capture and ClientId, as the judge's rows of the same connection have them.
+    undecided.data["capture"] = [(captures or {}).get(flow) or "" for flow in undecided.data["flow"]]
+    undecided.data["client_id"] = [_client_id(loaded.get(flow)) for flow in undecided.data["flow"]]
     return _deliveries(broker, model, rows), findings, undecided
+
+
+def _client_id(transcript: Transcript | None) -> str | None:
+    """The ClientId of a connection's CONNECT, as the tables write text (None when no CONNECT was captured)."""
+    connect = None if transcript is None else transcript.connect
+    return None if connect is None else wire_text(connect.client_id)
 
 
 def client_of(flow: str | None, broker: str) -> str | None:

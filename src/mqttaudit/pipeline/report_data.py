@@ -62,19 +62,22 @@ def report_data(
             .orderBy("bucket_start", "actor")
         )
     connections = table("connections")
+    # A client is one per capture: captures of different sites or test runs reuse ClientIds. Its address is that of
+    # its first connection that broke a rule, never of a clean one.
     top_clients = _rows(
         connections.join(_found_by(violations, "client"), "flow", "left")
-        .groupBy(_client_key(F.col("client_id"), F.col("client")).alias("key"))
+        .withColumn("found", F.coalesce("found", F.lit(0)))
+        .groupBy("capture", _client_key(F.col("client_id"), F.col("client")).alias("key"))
         .agg(
-            F.min_by("client", F.struct("start", "client")).alias("client"),
+            F.min_by("client", F.struct((F.col("found") == 0).alias("clean"), "start", "client")).alias("client"),
             F.first("client_id").alias("client_id"),
-            F.sum(F.coalesce("found", F.lit(0))).alias("violations"),
+            F.sum("found").alias("violations"),
             F.count("*").alias("connections"),
         )
         .where("violations > 0")
-        .orderBy(F.desc("violations"), "key")
+        .orderBy(F.desc("violations"), "key", "capture")
         .limit(TOP)
-        .drop("key")
+        .select("client", "client_id", "violations", "connections", "capture")
     )
     top_servers = _rows(
         connections.join(_found_by(violations, "server"), "flow", "left")

@@ -822,7 +822,10 @@ def replay_group(table: pa.Table, options: AuditOptions) -> pa.Table:
         unseal(key, opened[name].column("transcript" if owned else "sources")[row].as_buffer().to_pybytes())
         for name, row, owned in zip(files, table.column("transcript_row").to_pylist(), mine, strict=True)
     )
-    batches, findings, undecided = replay_batches(broker, zip(flows, blobs, strict=True), options.judge_config, own)
+    captures = dict(zip(flows, table.column("capture").to_pylist(), strict=True))
+    batches, findings, undecided = replay_batches(
+        broker, zip(flows, blobs, strict=True), options.judge_config, own, captures=captures
+    )
     part = _part_name(hashlib.blake2b(broker.encode(), digest_size=6).hexdigest(), shard)
     names = ("deliveries", "routing_findings", "not_assessable")
     writers = {name: TableWriter(options.out_dir, name, f"{part}-routing") for name in names}

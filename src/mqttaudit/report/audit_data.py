@@ -144,15 +144,17 @@ class TimeBucket(TypedDict):
 
 
 class ClientCount(TypedDict):
-    """A client by the violations it committed itself (never the server's on its connections): one per ClientId, and
-    one per address (``ip:port``) for a connection with an empty ClientId or none captured."""
+    """A client by the violations it committed itself (never the server's on its connections): one per ClientId of a
+    capture, and one per address (``ip:port``) for a connection with an empty ClientId or none captured."""
 
-    #: Its address (for a ClientId seen on several connections, the first of them).
+    #: Its address (for a ClientId seen on several connections, the first of them that broke a rule).
     client: str
     #: Its ClientId: "" when it sent an empty one, None when no CONNECT was captured.
     client_id: str | None
     violations: int
     connections: int
+    #: The capture it was seen in (a ClientId of two captures is two clients).
+    capture: NotRequired[str | None]
 
 
 class ServerCount(TypedDict):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..judge import reasons
 from ..spec import Catalogue, Rule, load_catalogue
@@ -167,6 +167,13 @@ class Sample:
     number: int
     anchor: str
     row: ViolationRow
+    #: The anchor and title of the sample that shows the same packet's bytes, when an earlier finding shows them
+    #: ("" for the first sample of a packet): one packet, one evidence block.
+    shown_in: str = ""
+    shown_in_title: str = ""
+    #: The statements the other findings' rows of the same packet broke (other acts on the same bytes), besides
+    #: this one's and its row's ``also``.
+    others: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,10 +302,12 @@ class UndecidedGroup:
 
     @property
     def title(self) -> str:
-        return self.tag or "other reasons"
+        return self.tag or "other reasons (no known tag)"
 
     @property
     def meaning(self) -> str:
+        if not self.tag:
+            return "reasons that start with none of the known tags: each row's reason says what could not be seen"
         return TAG_MEANINGS.get(self.tag, "a reason of a kind this report does not describe")
 
 
@@ -498,11 +507,13 @@ def undecided_groups(data: AuditReportData, catalogue: Catalogue, anchors: Ancho
     spec order, then by time)."""
     counts: dict[str, list[UndecidedCount]] = {}
     for row in data.not_assessable_counts:
-        counts.setdefault(row["tag"] or "", []).append(row)
+        counts.setdefault(_tag(row.get("tag")), []).append(row)
     rows: dict[str, list[UndecidedRow]] = {}
     for sample in data.not_assessable_rows:
-        rows.setdefault(sample["tag"] or "", []).append(sample)
-    totals = dict(data.summary.get("not_assessable_by_tag", {}))
+        rows.setdefault(_tag(sample.get("tag")), []).append(sample)
+    totals: dict[str, int] = {}
+    for tag, number in data.summary.get("not_assessable_by_tag", {}).items():
+        totals[_tag(tag)] = totals.get(_tag(tag), 0) + number
     for tag in {*counts, *rows}:
         totals.setdefault(tag, sum(row["count"] for row in counts.get(tag, [])) or len(rows.get(tag, [])))
     order = sorted(totals, key=lambda tag: (-totals[tag], tag == "", tag))
@@ -519,6 +530,13 @@ def undecided_groups(data: AuditReportData, catalogue: Catalogue, anchors: Ancho
         )
         for tag in order
     )
+
+
+def _tag(tag: object) -> str:
+    """A reason's tag as the report groups by it: "" for none of the known tags (None, blank, or JSON's "null" for a
+    missing key)."""
+    text = str(tag or "").strip()
+    return "" if text == "null" else text
 
 
 def reference(rule: str, catalogue: Catalogue, level: str = "", section: str = "", summary: str = "") -> Reference:
@@ -584,7 +602,46 @@ def rule_findings(data: AuditReportData, catalogue: Catalogue, anchors: Anchors)
         )
     position = {rule: index for index, rule in enumerate(in_spec_order((f.rule for f in findings), catalogue))}
     findings.sort(key=lambda f: (_strength(f.level), -f.count, position[f.rule], f.actor))
-    return tuple(findings)
+    return one_block_per_packet(findings)
+
+
+def packet_of(row: ViolationRow) -> tuple[str, str, int] | None:
+    """The packet a violation row shows (capture, flow, event), or None when it shows at no packet of its own."""
+    event = row.get("event")
+    if row.get("frame") is None or event is None or not row.get("evidence"):
+        return None
+    return (str(row.get("capture") or ""), str(row["flow"]), int(event))
+
+
+def one_block_per_packet(findings: Sequence[RuleFinding]) -> tuple[RuleFinding, ...]:
+    """The findings with each sample naming every statement its packet broke, and every sample of a packet already
+    shown by an earlier finding pointing to it instead of repeating its bytes."""
+    broken: dict[tuple[str, str, int], list[str]] = {}
+    for finding in findings:
+        for sample in finding.samples:
+            key = packet_of(sample.row)
+            if key is not None:
+                statements = broken.setdefault(key, [])
+                statements += [str(s) for s in (finding.rule, *(sample.row.get("also") or ())) if s not in statements]
+    first: dict[tuple[str, str, int], tuple[Sample, RuleFinding]] = {}
+    out = []
+    for finding in findings:
+        samples = []
+        for sample in finding.samples:
+            key = packet_of(sample.row)
+            if key is None:
+                samples.append(sample)
+                continue
+            own = {finding.rule, *(sample.row.get("also") or ())}
+            others = tuple(s for s in broken[key] if s not in own)
+            shown = first.setdefault(key, (sample, finding))
+            if shown[0] is sample:
+                samples.append(replace(sample, others=others))
+            else:
+                title = f"sample {shown[0].number} of {shown[1].title}"
+                samples.append(replace(sample, shown_in=shown[0].anchor, shown_in_title=title, others=others))
+        out.append(replace(finding, samples=tuple(samples)))
+    return tuple(out)
 
 
 def lenient_findings(data: AuditReportData, catalogue: Catalogue, anchors: Anchors) -> tuple[LenientFinding, ...]:

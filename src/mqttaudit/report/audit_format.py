@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..codec import PacketType
+from ..judge.reasons import elapsed
 from .evidence import seconds
 
 #: Times at or after this (2001-09-09) are Unix time from a real capture; smaller ones count from the capture's
@@ -56,7 +57,7 @@ class TimeAxis:
 
     def label(self, value: float) -> str:
         if not self.pattern:
-            return f"{value:g} s"
+            return duration(value) if value else "0 s"
         return datetime.datetime.fromtimestamp(value, datetime.UTC).strftime(self.pattern)
 
 
@@ -163,13 +164,8 @@ def size(value: int | None) -> str:
 
 
 def duration(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value < 60:
-        return f"{value:.1f} s"
-    minutes, rest = divmod(round(value), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min {rest} s" if hours else f"{minutes} min {rest} s"
+    """A duration as a person reads it (µs, ms, s, min, h); "-" when unknown."""
+    return "-" if value is None else elapsed(value)
 
 
 def frame_label(frame: int | None) -> str:
@@ -181,9 +177,9 @@ def frame_label(frame: int | None) -> str:
 def packet_shape(evidence: str | None) -> str:
     """What the evidence bytes are, read from their first byte and length: ``SUBSCRIBE, 7 bytes``. Bytes that did
     not frame may not be a packet at all; the type is only what their first byte would mean."""
-    octets = (evidence or "").split()
-    cut = bool(octets) and octets[-1] == "…"
-    octets = octets[:-1] if cut else octets
+    tokens = (evidence or "").split()
+    cut = "…" in tokens
+    octets = [token.strip("[]") for token in tokens if token != "…"]
     if not octets:
         return "no packet (the finding is about what the connection did, not about bytes)"
     try:

@@ -1,5 +1,6 @@
 """``report.html`` of an audit: one self-contained page (inline CSS, inline SVG charts, no script, no external asset)
-with the headline, the charts, every rule broken with its plain-language summary, the evidence rows they link to,
+with the verdict and every rule broken with its plain-language summary first, then the charts and a collapsed
+reading guide, the evidence rows they link to (one block of bytes per packet, the offending byte marked),
 the clients and servers that broke rules (each charged with its own), the connections per MQTT version and the
 rule instances the capture could not decide, with their reasons."""
 
@@ -7,14 +8,15 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 from collections.abc import Sequence
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from ..spec import Catalogue
 from .audit_charts import Bar, Series, bar_chart, line_chart
-from .audit_data import AuditReportData, TimeBucket, TimeSpan
+from .audit_data import AuditReportData, ClientCount, TimeBucket, TimeSpan
 from .audit_findings import KINDS, LENIENCY_TEXT, ORIGINS, SIDES, AuditView, audit_view, expected_of, side_counts
 from .audit_format import (
     MAX_ROWS,
@@ -44,6 +46,10 @@ ROUTING_SERIES = (Series("routing", "routing findings", "#7c3aed"),)
 MAX_BARS = 20
 #: Buckets a time series is filled out to (empty buckets count 0); beyond it only the buckets given are drawn.
 MAX_BUCKETS = 2000
+#: The shortest span of traffic a line of violations over time is drawn for; a shorter one gets a sentence.
+MIN_TIMELINE_SECONDS = 60.0
+#: The offending byte of a finding's evidence, as the audit writes it (``[90]``).
+_MARKED_BYTE = re.compile(r"\[([0-9a-f]{2})\]")
 
 
 def audit_html(data: AuditReportData, catalogue: Catalogue | None = None) -> str:
@@ -54,6 +60,7 @@ def audit_html(data: AuditReportData, catalogue: Catalogue | None = None) -> str
         .render(
             view=view,
             charts=charts(view),
+            timeline_note=timeline_note(view),
             kinds=KINDS,
             origins=ORIGINS,
             expected_of=expected_of,
@@ -64,6 +71,7 @@ def audit_html(data: AuditReportData, catalogue: Catalogue | None = None) -> str
             connack_text=connack_text,
             shown_at=shown_at,
             leniency_text=LENIENCY_TEXT,
+            marks_a_byte=marks_a_byte,
         )
     )
 
@@ -84,7 +92,7 @@ def charts(view: AuditView) -> dict[str, Markup]:
             "Violations by statement, split by the side that broke it", SIDE_SERIES, bars, label_chars=None
         )
     buckets = view.data.violations_over_time
-    if buckets:
+    if buckets and not timeline_note(view):
         series = [*SIDE_SERIES]
         series += [Series(a, f"by {a}", OTHER_COLOUR) for a in sorted({b["actor"] for b in buckets} - set(SIDES))]
         span = view.data.summary.get("time_span") or TimeSpan(start=None, end=None)
@@ -109,7 +117,7 @@ def charts(view: AuditView) -> dict[str, Markup]:
                 Bar(
                     client_label(row["client"], row["client_id"]),
                     (row["violations"],),
-                    note=_client_note(row["client"], row["client_id"], row["connections"]),
+                    note=_client_note(row),
                 )
                 for row in clients
             ],
@@ -131,6 +139,28 @@ def charts(view: AuditView) -> dict[str, Markup]:
             [Bar(group.kind, (group.count,), group.anchor, group.description) for group in view.routing],
         )
     return out
+
+
+def timeline_note(view: AuditView) -> str:
+    """Why no line of violations over time is drawn: the traffic spans less than :data:`MIN_TIMELINE_SECONDS`, so a
+    line would show a point or two; "" when one is drawn (or there is nothing to draw)."""
+    buckets = view.data.violations_over_time
+    if not buckets:
+        return ""
+    span = view.data.summary.get("time_span") or TimeSpan(start=None, end=None)
+    start, end = span.get("start"), span.get("end")
+    if start is None or end is None:
+        starts = [float(b["bucket_start"]) for b in buckets]
+        start, end = min(starts), max(starts) + view.data.bucket_seconds
+    seconds = float(end) - float(start)
+    if seconds >= MIN_TIMELINE_SECONDS:
+        return ""
+    total = sum(b["count"] for b in buckets)
+    return (
+        f"The audited traffic spans {duration(seconds)}, from {when(float(start))} to {when(float(end))}: "
+        f"{plural(total, 'violation')} in so short a time make no line over time worth drawing (one is drawn for "
+        f"{duration(MIN_TIMELINE_SECONDS)} or more). The evidence below gives the time of each."
+    )
 
 
 def time_points(
@@ -159,10 +189,12 @@ def time_points(
     return {side: [(x, counts.get(i, 0)) for i, x in enumerate(grid)] for side, counts in sums.items()}
 
 
-def _client_note(address: str, client_id: str | None, connections: int) -> str:
+def _client_note(row: ClientCount) -> str:
+    client_id, connections = row["client_id"], row["connections"]
     named = f"client id {shown(client_id, whole_in=WHOLE_IN)!r}, " if client_id else ""
-    first = f", the first from {shown(address, whole_in=WHOLE_IN)}" if client_id and connections > 1 else ""
-    return named + plural(connections, "connection") + first
+    where = f" in {shown(row['capture'], whole_in=WHOLE_IN)}" if row.get("capture") else ""
+    first = f", the first that broke a rule from {shown(row['client'], whole_in=WHOLE_IN)}" if connections > 1 else ""
+    return named + plural(connections, "connection") + where + first
 
 
 def _shown(value: object) -> object:
@@ -206,6 +238,14 @@ def peer_text(value: object) -> object:
     return None if value is None else shown(value, whole_in=WHOLE_IN)
 
 
-def hex_text(value: object) -> str:
-    """Evidence bytes in hex, cut like a frame of the probe's transcripts; "" for none."""
-    return shown(value, 3 * MAX_HEX_BYTES, WHOLE_IN) if value else ""
+def hex_text(value: object) -> Markup:
+    """Evidence bytes in hex, cut like a frame of the probe's transcripts, the offending byte marked; "" for none."""
+    if not value:
+        return Markup("")
+    text = escape(shown(value, 3 * MAX_HEX_BYTES, WHOLE_IN))
+    return Markup(_MARKED_BYTE.sub(r'<mark title="the offending byte">\1</mark>', str(text)))
+
+
+def marks_a_byte(value: object) -> bool:
+    """Whether evidence bytes mark the offending one."""
+    return bool(value) and _MARKED_BYTE.search(str(value)) is not None
