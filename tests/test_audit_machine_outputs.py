@@ -117,7 +117,9 @@ def test_a_findings_frame_is_wiresharks_1_based_number_of_the_record_that_carrie
     path = "mqtt-events-unassigned-msgtype.pcap"
     [reserved] = [f for f in machine_audit["findings"] if f["capture"] == path]
     records = list(read_records(machine_audit["captures"][path]))
-    packet = bytes.fromhex(reserved["evidence"])
+    assert "…" not in reserved["evidence"]  # a short packet: whole, its offending first byte marked
+    assert reserved["evidence"].startswith("[00] ")
+    packet = bytes.fromhex(reserved["evidence"].replace("[", "").replace("]", ""))
     assert packet[0] == 0x00  # the reserved type, the PUBLISH's first byte edited
     # Frame N is the N-th record (Wireshark's frame.number, Suricata's pcap_cnt): its payload ends with the packet.
     assert records[reserved["frame"] - 1][2].endswith(packet)
