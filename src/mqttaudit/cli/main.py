@@ -22,6 +22,7 @@ from .audit import audit_command
 from .decode import decode_command
 from .demo import demo_command
 from .exits import EXIT_INCOMPLETE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_STATUS_HELP, EXIT_USAGE, Incomplete
+from .pipes import reader_may_leave
 from .probe import matrix_command, probe_command
 from .rules import rules_command
 from .terminal import printable_line
@@ -77,7 +78,7 @@ def _say(message: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        with _interruptible():
+        with _interruptible(), reader_may_leave():
             result = cli.main(
                 args=list(argv) if argv is not None else None, prog_name="mqttaudit", standalone_mode=False
             )
