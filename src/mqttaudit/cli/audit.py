@@ -74,9 +74,9 @@ def audit_command(
     """Audit captures (files, folders, globs): every packet decoded strictly in both directions, every connection
     judged, routing replayed per broker; Parquet tables, summary.json, report.html and findings.md in --out.
     Exit status 1 when there are MUST-level violations or routing findings, 4 when no MQTT connection was found."""
+    from mqttaudit.extras import MissingExtra, require
     from mqttaudit.pipeline.keylog import KeyLogFile
     from mqttaudit.pipeline.sources import AuditInputError
-    from mqttaudit.pipeline.spark import SPARK_MODULES, SparkEnvironmentError, missing_spark
     from mqttaudit.report.output_dir import OutputDirError, check_output_dir
 
     try:  # an --out that cannot be used is refused before anything is read (run_audit checks it again, by name)
@@ -89,11 +89,11 @@ def audit_command(
         read_keylog(keylog_path)
         keylog = KeyLogFile.at(str(keylog_path))
     try:
-        from mqttaudit.pipeline.audit import run_audit
-    except ImportError as exc:
-        if exc.name not in SPARK_MODULES:
-            raise
-        raise CannotRun(missing_spark(exc)) from exc
+        require("spark")
+    except MissingExtra as exc:
+        raise CannotRun(str(exc)) from exc
+    from mqttaudit.pipeline.audit import run_audit
+    from mqttaudit.pipeline.spark import SparkEnvironmentError
 
     try:
         with audit_progress() as progress:

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from mqttaudit import codec
+from mqttaudit.extras import MissingExtra, require
 from mqttaudit.spec import load_catalogue
 
 from .decode import frames_have_errors, render_frames
@@ -71,10 +72,11 @@ def demo_command(out_dir: Path, force: bool, no_probe: bool, master: str) -> int
     (the defects it shows are the demo's point), 4 when no local broker could be started."""
     from mqttaudit.report.output_dir import OutputDirError, check_output_dir, staged_output
 
-    try:  # an --out that cannot be used is refused before anything runs
+    try:  # an --out that cannot be used, or a package the demo needs, is found before anything runs
         if not no_probe:
             check_output_dir(out_dir, force=force, writes=DEMO_OUTPUTS)
-    except OutputDirError as exc:
+            require("demo")
+    except (OutputDirError, MissingExtra) as exc:
         raise CannotRun(printable_line(str(exc))) from exc
     failing = 0
     for title, sender, hex_text, *given in EXAMPLES:

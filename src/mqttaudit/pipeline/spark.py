@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .. import interrupts
+from ..extras import MissingExtra, require
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,19 +65,10 @@ def check_environment(master: str, driver_memory: str = DEFAULT_DRIVER_MEMORY) -
             f"{MIN_DRIVER_MEMORY_MB}m (for example 2g)"
         )
     try:
-        import pyarrow  # noqa: F401
-        import pyspark  # noqa: F401
-    except ImportError as exc:
-        raise SparkEnvironmentError(missing_spark(exc)) from exc
+        require("spark")
+    except MissingExtra as exc:
+        raise SparkEnvironmentError(str(exc)) from exc
     _check_java()
-
-
-#: What the audit needs beyond the base install (the ``spark`` extra).
-SPARK_MODULES = frozenset({"pyspark", "pyarrow", "pandas", "py4j"})
-
-
-def missing_spark(exc: ImportError) -> str:
-    return f"mqttaudit audit needs pyspark and pyarrow ({exc.name} is not installed): pip install 'mqttaudit[spark]'"
 
 
 def _java_command() -> str | None:
