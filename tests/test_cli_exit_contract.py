@@ -1,6 +1,7 @@
 """The exit-status contract where a newcomer found holes, each through the real command in a process of its own:
-a reader that leaves early (``| head -n1``) ends the command quietly with the status of what it found, and
-``decode`` of nothing judges nothing (exit 4, never 0)."""
+a reader that leaves early (``| head -n1``) ends the command quietly with the status of what it found,
+``decode`` of nothing judges nothing (exit 4, never 0), and an audit whose ``spark://`` master nobody answers at
+says so before Spark starts (exit 4, no Java traceback)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from mqttaudit.probe.brokers import start_broker
+from mqttaudit.capture import writer
+from mqttaudit.codec import Connack, Connect, encode
+from mqttaudit.probe.brokers import free_port, start_broker
 from mqttaudit.spec import load_catalogue
 
 SOURCE = Path(__file__).resolve().parents[1] / "src"
@@ -87,3 +90,35 @@ def test_decode_of_zero_bytes_judges_nothing_and_exits_4(given: list[str]) -> No
     assert ran.returncode == 4, ran
     assert ran.stderr.decode() == "mqttaudit: incomplete: nothing was judged: no packet in 0 bytes of input\n"
     assert b'"packets": []' in ran.stdout
+
+
+def test_an_audit_whose_spark_master_nobody_answers_at_is_incomplete_before_spark_starts(tmp_path: Path) -> None:
+    """Exit 4, not 2: the URL is well formed and the cluster may be up later, as a probe's broker may (an
+    unreachable target is incomplete there too). Before, Spark's client tried for 71 s and died in a Java traceback
+    (exit 3)."""
+    session = writer.TcpSession(("10.0.0.1", 41000), ("10.0.0.2", 1883))
+    packets = [
+        *session.handshake(),
+        session.send(0, encode(Connect(client_id="c"))),
+        session.send(1, encode(Connack())),
+    ]
+    frames = [(1_700_000_000_000_000_000 + i * 1_000_000, writer.ethernet(p)) for i, p in enumerate(packets)]
+    (tmp_path / "capture.pcap").write_bytes(writer.pcap_bytes(frames, linktype=1))
+    master = f"spark://127.0.0.1:{free_port()}"  # nobody listens there
+    ran = subprocess.run(
+        [sys.executable, "-m", "mqttaudit", "audit", "capture.pcap", "--master", master, "--out", "out"],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 4, ran.stderr
+    assert ran.stderr.strip().splitlines()[-1] == (
+        f"mqttaudit: incomplete: --master {master}: cannot reach the Spark master ({master[8:]}: connection refused): "
+        "nothing was audited"
+    ), ran.stderr
+    assert "Traceback" not in ran.stderr and "java" not in ran.stderr.lower()
+    assert "Spark's own messages" not in ran.stderr  # no JVM was started
+    assert not (tmp_path / "out").exists()

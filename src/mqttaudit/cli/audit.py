@@ -30,7 +30,7 @@ def _ports(text: str) -> list[int]:
     "audit",
     epilog=exit_status_help(
         findings="findings: a MUST-level violation or a routing finding",
-        incomplete="incomplete: no MQTT connection was found in the captures",
+        incomplete="incomplete: no MQTT connection was found in the captures, or the spark:// master cannot be reached",
     ),
 )
 @click.argument("paths", nargs=-1, required=True)
@@ -93,7 +93,7 @@ def audit_command(
     except MissingExtra as exc:
         raise CannotRun(str(exc)) from exc
     from mqttaudit.pipeline.audit import run_audit
-    from mqttaudit.pipeline.spark import SparkEnvironmentError
+    from mqttaudit.pipeline.spark import SparkEnvironmentError, SparkMasterUnreachable
 
     try:
         with audit_progress() as progress:
@@ -112,6 +112,8 @@ def audit_command(
             )
     except (AuditInputError, OutputDirError, SparkEnvironmentError) as exc:
         raise CannotRun(printable_line(str(exc))) from exc
+    except SparkMasterUnreachable as exc:
+        raise Incomplete(f"{printable_line(str(exc))}: nothing was audited") from exc
     echo_lines(summarize(result.summary))
     click.echo(f"report: {printable_line(str(out_dir / 'report.html'))}")
     if result.incomplete:

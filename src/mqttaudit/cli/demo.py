@@ -59,7 +59,7 @@ EXAMPLES: tuple[tuple[str, ...], ...] = (
     epilog=exit_status_help(
         ok="every step ran (the defects it shows are the demo's point)",
         findings=None,
-        incomplete="incomplete: no local broker could be started",
+        incomplete="incomplete: no local broker could be started, or the spark:// master cannot be reached",
     ),
 )
 @output_options("mqttaudit-out", "The capture, probe/ and audit/")
@@ -78,6 +78,13 @@ def demo_command(out_dir: Path, force: bool, no_probe: bool, master: str) -> int
             require("demo")
     except (OutputDirError, MissingExtra) as exc:
         raise CannotRun(printable_line(str(exc))) from exc
+    if not no_probe:
+        from mqttaudit.pipeline.spark import SparkMasterUnreachable, check_master_reachable
+
+        try:
+            check_master_reachable(master)
+        except SparkMasterUnreachable as exc:
+            raise Incomplete(f"{printable_line(str(exc))}: nothing was run") from exc
     failing = 0
     for title, sender, hex_text, *given in EXAMPLES:
         version = given[0] if given else "3.1.1"

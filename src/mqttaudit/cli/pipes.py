@@ -9,6 +9,10 @@ import io
 import os
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 
 class _ReaderMayLeave(io.RawIOBase):
@@ -28,7 +32,7 @@ class _ReaderMayLeave(io.RawIOBase):
     def isatty(self) -> bool:
         return os.isatty(self._fd)
 
-    def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
+    def write(self, data: Buffer, /) -> int:
         try:
             return os.write(self._fd, data)
         except BrokenPipeError:
@@ -37,7 +41,7 @@ class _ReaderMayLeave(io.RawIOBase):
                 os.dup2(null, self._fd)
             finally:
                 os.close(null)
-            return len(data)
+            return memoryview(data).nbytes
 
 
 @contextlib.contextmanager
