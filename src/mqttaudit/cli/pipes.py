@@ -9,7 +9,7 @@ import io
 import os
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -55,9 +55,14 @@ def reader_may_leave() -> Iterator[None]:
     with contextlib.suppress(BrokenPipeError):
         stdout.flush()
     raw = _ReaderMayLeave(stdout.fileno())
-    buffered = io.BufferedWriter(raw)
+    # buffered as the standard output was (python -u, PYTHONUNBUFFERED: not at all)
+    buffered: Any = io.BufferedWriter(raw) if isinstance(stdout.buffer, io.BufferedWriter) else raw
     guarded = io.TextIOWrapper(
-        buffered, encoding=stdout.encoding, errors=stdout.errors, line_buffering=stdout.line_buffering
+        buffered,
+        encoding=stdout.encoding,
+        errors=stdout.errors,
+        line_buffering=stdout.line_buffering,
+        write_through=stdout.write_through,
     )
     sys.stdout = guarded
     try:
