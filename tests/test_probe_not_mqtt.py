@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.server
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -92,20 +93,35 @@ def silent(peer: Peer) -> Callable[[socket.socket], None]:
 HTTP_400 = b"HTTP/1.1 400 Bad Request\r\nServer: nginx\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 PEERS: dict[str, tuple[Callable[[Peer], Callable[[socket.socket], None]], str]] = {
     # nginx answers a request line it cannot parse at once
-    "http": (answering(HTTP_400), r"answered a plain 3.1.1 CONNECT with `HTTP/1.1 400 Bad Request`: not an MQTT"),
+    "http": (
+        answering(HTTP_400),
+        re.escape("answered a plain 3.1.1 CONNECT with `HTTP/1.1 400 Bad Request`: not an MQTT"),
+    ),
     # a TLS server reads our CONNECT as a bad record: a fatal alert, decode_error
-    "tls": (answering(bytes.fromhex("15 03 03 00 02 02 32")), "with the bytes 15 03 03 00 02 02 32 (a TLS record: "),
-    "ssh": (answering(b"SSH-2.0-OpenSSH_9.2p1\r\n", first=True), "with `SSH-2.0-OpenSSH_9.2p1`: not an MQTT broker?"),
-    "garbage": (answering(b"\x00\xff\x1b[2J\x00\x07" * 20), "with the bytes 00 ff 1b 5b 32 4a 00 07 00 ff 1b 5b "),
+    "tls": (
+        answering(bytes.fromhex("15 03 03 00 02 02 32")),
+        re.escape("with the bytes 15 03 03 00 02 02 32 (a TLS record: "),
+    ),
+    "ssh": (
+        answering(b"SSH-2.0-OpenSSH_9.2p1\r\n", first=True),
+        re.escape("with `SSH-2.0-OpenSSH_9.2p1`: not an MQTT broker?"),
+    ),
+    "garbage": (
+        answering(b"\x00\xff\x1b[2J\x00\x07" * 20),
+        re.escape("with the bytes 00 ff 1b 5b 32 4a 00 07 00 ff 1b 5b "),
+    ),
+    # closed before or after the CONNECT came in: a FIN, or an RST for the bytes it never read
     "closing": (
         closing,
-        "it closed the connection on a plain 3.1.1 CONNECT without answering; it closed the connection on a plain "
-        "5.0 CONNECT without answering: not an MQTT broker?",
+        r"it (closed|reset) the connection on a plain 3\.1\.1 CONNECT without answering; it (closed|reset) the "
+        r"connection on a plain 5\.0 CONNECT without answering: not an MQTT broker\?",
     ),
     "silent": (
         silent,
-        f"it did not answer a plain 3.1.1 CONNECT within {TIMEOUT:g} s; it did not answer a plain 5.0 CONNECT within "
-        f"{TIMEOUT:g} s: not an MQTT broker?",
+        re.escape(
+            f"it did not answer a plain 3.1.1 CONNECT within {TIMEOUT:g} s; it did not answer a plain 5.0 CONNECT "
+            f"within {TIMEOUT:g} s: not an MQTT broker?"
+        ),
     ),
 }
 
@@ -114,7 +130,7 @@ def assert_refused_before_any_case(outcome: Outcome, said: str, connections: int
     assert outcome.status == 4, outcome.stdout + outcome.stderr
     lines = outcome.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("mqttaudit: mqtt://127.0.0.1:"), outcome.stderr
-    assert said in lines[0], lines[0]
+    assert re.search(said, lines[0]), lines[0]
     assert lines[0].endswith(" — nothing was probed"), lines[0]
     assert "Task was destroyed" not in outcome.stderr and "Traceback" not in outcome.stderr
     assert connections <= 2  # one greeting per version: no case ran
@@ -184,9 +200,9 @@ def test_a_real_broker_passes_the_preflight(tmp_path: Path) -> None:
 
 def test_a_clean_up_connection_the_broker_never_accepts_is_ended_not_left_pending() -> None:
     """A broker that accepts every CONNECT until it holds a retained message, and none after: the case's clean-up
-    connection (no part of the evidence) gets no CONNACK either. It is ended all the same, while the run goes on: before,
-    nothing held it, and asyncio said "Task was destroyed but it is pending!" of its reader when the garbage
-    collector took it (three times in a newcomer's run against an HTTP server)."""
+    connection (no part of the evidence) gets no CONNACK either. It is ended all the same, while the run goes on:
+    before, nothing held it, and asyncio said "Task was destroyed but it is pending!" of its reader when the
+    garbage collector took it (three times in a newcomer's run against an HTTP server)."""
     retained = threading.Event()
     refused = threading.Event()
     ended = threading.Event()

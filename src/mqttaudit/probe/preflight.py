@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..codec import Connack, Connect, Direction, Packet, ProtocolVersion
-from ..judge.events import Sent
+from ..judge.events import Closed, Sent
 from .case import Target, login, os_error_text
 from .connection import ProbeConnection
 from .transport import ByteStream, open_stream
@@ -153,12 +153,14 @@ async def greet(target: Target, timeout: float, version: ProtocolVersion) -> Gre
         return Greeting(
             version, Refusal("refused", f"{target.url}: {what} (CONNACK 0x{ack.return_code:02x}: {meaning})")
         )
-    if first is not None:
+    if first is not None or connection.heard:  # a CONNACK, perhaps above the decode bound: the cases judge it
         return Greeting(version)
     if connection.trouble is not None:
         return Greeting(version, Refusal("unreachable", f"cannot reach {target.url}: {connection.trouble}"))
     if connection.closed_by_server:
-        return Greeting(version, unanswered=f"it closed the connection on {plain} without answering")
+        end = connection.events[-1] if connection.events else None
+        how = "reset" if isinstance(end, Closed) and end.abrupt else "closed"
+        return Greeting(version, unanswered=f"it {how} the connection on {plain} without answering")
     return Greeting(version, unanswered=f"it did not answer {plain} within {timeout:g} s")
 
 
