@@ -339,7 +339,7 @@ def test_key_log_lines() -> None:
 
 def test_without_cryptography_the_hint_is_clear(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "cryptography.hazmat.primitives.ciphers.aead", None)
-    with pytest.raises(tls.TlsUnavailable, match=r"install mqttaudit\[tls\]"):
+    with pytest.raises(tls.TlsUnavailable, match=r"pip install 'mqttaudit\[tls\]'"):
         TlsLayer(KeyLog(), client=0)
     KeyLog.parse(f"CLIENT_RANDOM {RANDOM} {MASTER}")  # reading a key log needs no cipher
 

@@ -99,7 +99,7 @@ def test_an_unreachable_target_is_a_result_not_an_exception() -> None:
 
 
 def test_a_preflight_costs_one_timeout_not_one_per_case() -> None:
-    """A server that accepts TCP but never answers: one CONNECT wait, then the cases (all setups fail fast)."""
+    """A server that accepts TCP but never answers: one CONNECT wait per version, then nothing is probed."""
     with listening_but_silent() as url:
         started = time.monotonic()
         result = run(url, cases="ping/*", timeout=0.3)

@@ -28,10 +28,12 @@ FAILING = "malformed/pingreq-flag-bit-0"  # mosquitto answers PINGRESP and stays
 
 class TcpServer:
     """A TCP server on 127.0.0.1 in a thread: reads the client's bytes and answers each connection with ``reply``
-    (nothing when empty), then keeps it open until the client closes."""
+    (nothing when empty; only the first ``replies`` connections when given), then keeps it open until the client
+    closes."""
 
-    def __init__(self, reply: bytes = b"") -> None:
+    def __init__(self, reply: bytes = b"", replies: int | None = None) -> None:
         self.reply = reply
+        self.replies = replies
         self._socket = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._socket.getsockname()[1]
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -52,7 +54,8 @@ class TcpServer:
     def _answer(self, connection: socket.socket) -> None:
         with connection:
             try:
-                if connection.recv(4096) and self.reply:
+                if connection.recv(4096) and self.reply and self.replies != 0:
+                    self.replies = None if self.replies is None else self.replies - 1
                     connection.sendall(self.reply)
                 while connection.recv(4096):
                     pass
@@ -66,6 +69,14 @@ class TcpServer:
 @pytest.fixture
 def silent() -> Iterator[TcpServer]:
     server = TcpServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def silent_after_preflight() -> Iterator[TcpServer]:
+    """Accepts the preflight's CONNECT (CONNACK 0x00), then answers no other connection."""
+    server = TcpServer(bytes.fromhex("20 02 00 00"), replies=1)
     yield server
     server.close()
 
@@ -164,9 +175,21 @@ def test_a_bad_user_name_or_password_refusal_is_named(capsys: pytest.CaptureFixt
     assert "authentication refused (CONNACK 0x04: bad user name or password)" in err
 
 
-def test_a_broker_that_never_answers_is_incomplete_and_its_findings_still_count(
+def test_a_target_that_never_answers_a_connect_is_stopped_before_any_case(
     silent: TcpServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    status, _, err = probe(capsys, silent.url, "--cases", PASSING, "--timeout", "0.3", "--out", str(tmp_path))
+    assert status == 4
+    assert err == (
+        f"mqttaudit: {silent.url}: it did not answer a plain 3.1.1 CONNECT within 0.3 s; it did not answer a plain "
+        "5.0 CONNECT within 0.3 s: not an MQTT broker? — nothing was probed\n"
+    )
+
+
+def test_a_broker_that_stops_answering_is_incomplete_and_its_findings_still_count(
+    silent_after_preflight: TcpServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    silent = silent_after_preflight
     status, out, _ = probe(capsys, silent.url, "--cases", PASSING, "--timeout", "0.3", "--out", str(tmp_path))
 
     assert status == 4
@@ -174,6 +197,7 @@ def test_a_broker_that_never_answers_is_incomplete_and_its_findings_still_count(
     assert json.loads((tmp_path / "findings.json").read_text())["incomplete"].startswith("1 of 1 cases")
 
     # Never answering CONNECT fails connect/accepted (MUST): a real finding, so 1 rather than 4.
+    silent.replies = 1
     status, out, _ = probe(
         capsys, silent.url, "--cases", f"{PASSING},connect/accepted", "--timeout", "0.3", "--out", str(tmp_path)
     )
@@ -182,9 +206,19 @@ def test_a_broker_that_never_answers_is_incomplete_and_its_findings_still_count(
 
 
 def test_max_inconclusive_allows_a_share_but_a_run_that_judged_nothing_stays_incomplete(
-    silent: TcpServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    silent_after_preflight: TcpServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    args = (silent.url, "--cases", PASSING, "--timeout", "0.3", "--out", str(tmp_path), "--max-inconclusive", "100%")
+    args = (
+        silent_after_preflight.url,
+        "--cases",
+        PASSING,
+        "--timeout",
+        "0.3",
+        "--out",
+        str(tmp_path),
+        "--max-inconclusive",
+        "100%",
+    )
     status, out, _ = probe(capsys, *args)
     assert status == 4
     assert "INCOMPLETE: no case could be judged (1 inconclusive)" in out and "more than the" not in out

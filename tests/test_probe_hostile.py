@@ -57,6 +57,7 @@ def test_the_whole_library_against_a_hostile_broker_ends_bounded_with_reasons(mo
 
     assert outcome.status in (1, 4), outcome.stderr[-2000:]
     assert "Traceback" not in outcome.stderr + outcome.stdout
+    assert "Task was destroyed" not in outcome.stderr  # every connection is ended, none left to the collector
     assert outcome.wall < RUN_SECONDS
     assert outcome.peak_rss_mb < PEAK_RSS_MB
     assert len(results) == len(CASES)
@@ -99,13 +100,15 @@ def test_the_unfinished_last_packet_of_the_broker_is_in_the_evidence(tmp_path: P
 
 # The server resets at accept: the RST may come before the prober's event loop sees its connect complete (then the
 # kernel reports it on the connect itself), on the CONNECT's write or on the first read; every one of them is the
-# broker resetting an accepted connection (tests/test_probe_websocket_hostile.py forces the first)
+# broker resetting an accepted connection (tests/test_probe_websocket_hostile.py forces the first). It resets the
+# preflight's CONNECT of each version, so nothing is probed (tests/test_probe_robustness.py has a case's own words).
 def test_a_resetting_broker_is_said_to_reset_the_connection(tmp_path: Path) -> None:
     with HostileServer("resetting", lifetime=60) as server:
         outcome = run(server.url, tmp_path / "out", "--timeout", "2", "--cases", "ping/*,subscribe/suback")
     assert outcome.status == 4
     reasons = [r["reason"] for r in outcome.report()["results"]]
-    assert reasons and all(re.search(r"the broker reset the connection after 0\.\d+ s", r) for r in reasons), reasons
+    said = "it reset the connection on a plain 3.1.1 CONNECT without answering; it reset the connection on a plain 5.0"
+    assert reasons and all(said in r for r in reasons), reasons
     assert not any("within 2 s" in reason for reason in reasons)
 
 

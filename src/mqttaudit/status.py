@@ -11,7 +11,8 @@ EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 #: A bug in mqttaudit.
 EXIT_INTERNAL = 3
-#: Nothing, or too little, could be judged: the target was unreachable or refused us, no MQTT was captured.
+#: Nothing, or too little, could be judged: the target was unreachable, refused us or is not an MQTT broker, no MQTT
+#: was captured, nothing was given to decode.
 EXIT_INCOMPLETE = 4
 #: Ctrl-C or SIGTERM.
 EXIT_INTERRUPTED = 130

@@ -26,12 +26,11 @@ import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, NamedTuple
 
+from ..extras import missing
 from .layers import KeyLookup, LayerNote, Piece
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
-
-INSTALL_HINT: Final = "decrypting TLS needs the cryptography package: install mqttaudit[tls]"
 
 
 class TlsUnavailable(RuntimeError):
@@ -44,7 +43,7 @@ def require_cryptography() -> None:
     try:
         import cryptography.hazmat.primitives.ciphers.aead  # noqa: F401
     except ImportError as error:
-        raise TlsUnavailable(INSTALL_HINT) from error
+        raise TlsUnavailable(str(missing("tls", error))) from error
 
 
 # -- key logs -----------------------------------------------------------------------------------------------------

@@ -42,8 +42,9 @@ def _ports(text: str) -> list[int]:
     "audit",
     epilog=exit_status_help(
         findings="findings: a MUST-level violation or a routing finding",
-        incomplete="incomplete: no MQTT connection was found in the captures, or a capture was not read whole "
-        "(cut short inside a record, a corrupt record, standard input past --stdin-max-mb)",
+        incomplete="incomplete: no MQTT connection was found in the captures, a capture was not read whole "
+        "(cut short inside a record, a corrupt record, standard input past --stdin-max-mb), or the spark:// master "
+        "cannot be reached",
     ),
 )
 @click.argument("paths", nargs=-1, required=True)
@@ -106,9 +107,9 @@ def audit_command(
     both directions, every connection judged, routing replayed per broker; Parquet tables, summary.json,
     report.html, findings.md, findings.jsonl and junit.xml in --out. Exit status 1 when there are MUST-level
     violations or routing findings, else 4 when no MQTT connection was found or a capture was not read whole."""
+    from mqttaudit.extras import MissingExtra, require
     from mqttaudit.pipeline.keylog import KeyLogFile
     from mqttaudit.pipeline.sources import AuditInputError
-    from mqttaudit.pipeline.spark import SPARK_MODULES, SparkEnvironmentError, missing_spark
     from mqttaudit.report.output_dir import OutputDirError, check_output_dir
 
     try:  # an --out that cannot be used is refused before anything is read (run_audit checks it again, by name)
@@ -121,11 +122,11 @@ def audit_command(
         read_keylog(keylog_path)
         keylog = KeyLogFile.at(str(keylog_path))
     try:
-        from mqttaudit.pipeline.audit import run_audit
-    except ImportError as exc:
-        if exc.name not in SPARK_MODULES:
-            raise
-        raise CannotRun(missing_spark(exc)) from exc
+        require("spark")
+    except MissingExtra as exc:
+        raise CannotRun(str(exc)) from exc
+    from mqttaudit.pipeline.audit import run_audit
+    from mqttaudit.pipeline.spark import SparkEnvironmentError, SparkMasterUnreachable
 
     try:
         with (
@@ -147,6 +148,8 @@ def audit_command(
             )
     except (AuditInputError, OutputDirError, SparkEnvironmentError) as exc:
         raise CannotRun(printable_line(str(exc))) from exc
+    except SparkMasterUnreachable as exc:
+        raise Incomplete(f"{printable_line(str(exc))}: nothing was audited") from exc
     lost = lost_lines(result.summary, spooled)
     for line in lost:  # on standard error, as tshark warns of a capture cut short, whatever the format
         click.echo(printable_line(f"mqttaudit: warning: {line}"), err=True)

@@ -16,7 +16,7 @@ from mqttaudit.codec.describe import describe_packet, packet_to_dict
 from mqttaudit.option_files import OptionFileError, read_open
 from mqttaudit.spec import Catalogue, load_catalogue
 
-from .exits import exit_status_help
+from .exits import Incomplete, exit_status_help
 from .terminal import printable_line
 
 _HEX_SEPARATORS = re.compile(r"[\s:,]+|0x", re.IGNORECASE)
@@ -107,7 +107,7 @@ def _read_input(hex_text: str | None, file: BinaryIO | None) -> bytes:
         ok="conformant: no MUST-level rule is broken (SHOULD-level warnings alone do not fail)",
         findings="findings: the bytes break a MUST-level rule",
         usage="usage error: bad arguments, unreadable input, hex that is not hex",
-        incomplete=None,
+        incomplete="incomplete: nothing was judged (no bytes to decode)",
     ),
 )
 @click.option(
@@ -153,7 +153,8 @@ def decode_command(
     """Decode MQTT packets of one direction (3.1.1 unless --protocol says otherwise) and report every rule they
     break, by the statement ids of the version read.
 
-    Exit status 1 when a MUST-level rule is broken, 0 otherwise (warnings alone do not fail).
+    Exit status 1 when a MUST-level rule is broken, 4 when there were no bytes to judge, 0 otherwise (warnings
+    alone do not fail).
     """
     data = _read_input(hex_text, file)
     version = None if protocol == "auto" else codec.ProtocolVersion.parse(protocol)
@@ -195,6 +196,8 @@ def decode_command(
             f"{result.packets:,} packet(s), {result.errors:,} violation(s), {result.warnings:,} warning(s) in "
             f"{_bytes(len(data))}"
         )
+    if not result.frames:  # nothing judged is never conformant
+        raise Incomplete(f"nothing was judged: no packet in {_bytes(len(data))} of input")
     return 1 if result.errors else 0
 
 

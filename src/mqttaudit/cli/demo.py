@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from mqttaudit import codec
+from mqttaudit.extras import MissingExtra, require
 from mqttaudit.spec import load_catalogue
 
 from .decode import frames_have_errors, render_frames
@@ -61,7 +62,7 @@ EXAMPLES: tuple[tuple[str, ...], ...] = (
     epilog=exit_status_help(
         ok="every step ran (the defects it shows are the demo's point)",
         findings=None,
-        incomplete="incomplete: no local broker could be started",
+        incomplete="incomplete: no local broker could be started, or the spark:// master cannot be reached",
     ),
 )
 @output_options("mqttaudit-out", "The capture, probe/ and audit/")
@@ -74,12 +75,19 @@ def demo_command(out_dir: Path, force: bool, no_probe: bool, master: str) -> int
     every step ran (the defects it shows are the demo's point), 4 when no local broker could be started."""
     from mqttaudit.report.output_dir import OutputDirError, check_output_dir, staged_output
 
-    try:  # an --out that cannot be used is refused before anything runs
+    try:  # an --out that cannot be used, or a package the demo needs, is found before anything runs
         if not no_probe:
             check_output_dir(out_dir, force=force, writes=DEMO_OUTPUTS)
-    except OutputDirError as exc:
+            require("demo")
+    except (OutputDirError, MissingExtra) as exc:
         raise CannotRun(printable_line(str(exc))) from exc
     if not no_probe:
+        from mqttaudit.pipeline.spark import SparkMasterUnreachable, check_master_reachable
+
+        try:
+            check_master_reachable(master)
+        except SparkMasterUnreachable as exc:
+            raise Incomplete(f"{printable_line(str(exc))}: nothing was run") from exc
         _say(
             "mqttaudit demo: what mqttaudit finds, in four steps (a few minutes): decode example packets, probe a "
             "local broker, record clients talking through it, audit that recording. The reports go to "

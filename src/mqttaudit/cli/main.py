@@ -17,12 +17,23 @@ from types import FrameType
 import click
 
 from mqttaudit import __version__, interrupts
+from mqttaudit.extras import explain
 from mqttaudit.probe.target_url import mask_given_passwords
 
 from .audit import audit_command
 from .decode import decode_command
 from .demo import demo_command
-from .exits import EXIT_INCOMPLETE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_STATUS_HELP, EXIT_USAGE, Incomplete
+from .exits import (
+    EXIT_INCOMPLETE,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_STATUS_HELP,
+    EXIT_USAGE,
+    CannotRun,
+    Incomplete,
+)
+from .pipes import reader_may_leave
 from .probe import matrix_command, probe_command
 from .rules import rules_command
 from .schema import schema_command
@@ -80,7 +91,7 @@ def _say(message: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        with _interruptible():
+        with _interruptible(), reader_may_leave():
             result = cli.main(
                 args=list(argv) if argv is not None else None, prog_name="mqttaudit", standalone_mode=False
             )
@@ -100,6 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _while_interrupted(exc) or interrupts.seen():
             _say("interrupted")
             return EXIT_INTERRUPTED
+        missing = explain(exc)  # a package of an extra, not installed: named with its pip command
+        if missing is not None:
+            CannotRun(str(missing)).show()
+            return EXIT_USAGE
         sys.stderr.write(mask_given_passwords(traceback.format_exc()))  # a message may quote a password
         _say("mqttaudit: internal error (the traceback above is a bug; please report it)")
         jvm_log = _spark_log()

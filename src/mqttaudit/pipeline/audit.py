@@ -39,7 +39,7 @@ from . import sources
 from .detection import connections_by_port, detection_summary, port_proofs
 from .keylog import KeyLogFile
 from .sealed import new_key
-from .spark import DEFAULT_MASTER, check_environment, spark_session
+from .spark import DEFAULT_MASTER, check_environment, check_master_reachable, spark_session
 from .stages import (
     CHUNK_SCHEMA,
     JUDGED_SCHEMA,
@@ -158,7 +158,8 @@ def run_audit(
 
     Raises :class:`sources.AuditInputError` (nothing to audit, a named file that is not a capture),
     :class:`OutputDirError` (``out_dir`` holds files mqttaudit did not write, unless ``force``) and
-    :class:`SparkEnvironmentError` (no Java, no pyspark, a bad master) before Spark starts. ``progress`` hears each
+    :class:`SparkEnvironmentError` (no Java, no pyspark, a bad master) and :class:`SparkMasterUnreachable` (a
+    ``spark://`` master nobody answers at) before Spark starts. ``progress`` hears each
     phase; ``tasks``, when given, hears ``(done, total)`` Spark tasks of the running stages every second.
     ``keylog`` names the TLS key log the executors read and decrypt with (its secrets are shipped nowhere and
     written nowhere; what the tasks hand each other is sealed, see :mod:`.sealed`).
@@ -169,6 +170,7 @@ def run_audit(
     rejected = dict(sources.check_captures(list(paths), files))
     if spark is None:
         check_environment(master)
+        check_master_reachable(master)
     session = spark or spark_session(master, verbose=verbose)
     with staged_output(out_dir, force=force, writes=OUTPUTS) as staging:
         summary, written = _audit(

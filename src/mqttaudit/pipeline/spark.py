@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .. import interrupts
+from ..extras import MissingExtra, require
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,6 +52,36 @@ class SparkEnvironmentError(ValueError):
     """The audit cannot start Spark here as asked (no Java, an old Java, no pyspark, a bad master or memory)."""
 
 
+class SparkMasterUnreachable(RuntimeError):
+    """No master of a ``spark://`` URL accepts a connection: the audit cannot run now (incomplete, exit 4: the
+    URL is well formed, the cluster is down or elsewhere, as a probe's unreachable broker is)."""
+
+
+#: How long the check waits for a TCP connection to each master of a ``spark://`` URL.
+MASTER_CONNECT_TIMEOUT = 5.0
+
+
+def check_master_reachable(master: str, timeout: float = MASTER_CONNECT_TIMEOUT) -> None:
+    """Before Spark starts (its own client retries for more than a minute, then fails with a Java traceback): one
+    TCP connection to the master of a ``spark://HOST:PORT`` URL (to any of a list of them); else
+    :class:`SparkMasterUnreachable` saying why, for each. Other masters are Spark's own to reach."""
+    if not master.startswith("spark://"):
+        return
+    tried: list[str] = []
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return
+        except socket.gaierror as exc:
+            tried.append(f"cannot resolve {host} ({(exc.strerror or str(exc)).lower()})")
+        except TimeoutError:
+            tried.append(f"no answer from {address} within {timeout:g} s")
+        except OSError as exc:
+            tried.append(f"{address}: {(exc.strerror or str(exc)).lower()}")
+    raise SparkMasterUnreachable(f"--master {master}: cannot reach the Spark master ({'; '.join(tried)})")
+
+
 def check_environment(master: str, driver_memory: str = DEFAULT_DRIVER_MEMORY) -> None:
     """Raises :class:`SparkEnvironmentError` with what to do, before any JVM is started."""
     if not _MASTER.fullmatch(master):
@@ -64,19 +96,10 @@ def check_environment(master: str, driver_memory: str = DEFAULT_DRIVER_MEMORY) -
             f"{MIN_DRIVER_MEMORY_MB}m (for example 2g)"
         )
     try:
-        import pyarrow  # noqa: F401
-        import pyspark  # noqa: F401
-    except ImportError as exc:
-        raise SparkEnvironmentError(missing_spark(exc)) from exc
+        require("spark")
+    except MissingExtra as exc:
+        raise SparkEnvironmentError(str(exc)) from exc
     _check_java()
-
-
-#: What the audit needs beyond the base install (the ``spark`` extra).
-SPARK_MODULES = frozenset({"pyspark", "pyarrow", "pandas", "py4j"})
-
-
-def missing_spark(exc: ImportError) -> str:
-    return f"mqttaudit audit needs pyspark and pyarrow ({exc.name} is not installed): pip install 'mqttaudit[spark]'"
 
 
 def _java_command() -> str | None:
@@ -199,7 +222,16 @@ def spark_session(
         logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
         logging.getLogger().addFilter(_not_from_py4j)  # it also logs through the root logger
     with _jvm_output_to(None if verbose else jvm_log_path()):
-        session = builder.getOrCreate()
+        try:
+            session = builder.getOrCreate()
+        except Exception as exc:
+            if not master.startswith("spark://") or interrupts.seen():
+                raise
+            # Something listens there, but no master took the application (Spark gives up after a minute).
+            kept = "" if verbose else f"; Spark's own messages are in {keep_jvm_log()}"
+            raise SparkMasterUnreachable(
+                f"--master {master}: no Spark master there took the application{kept}"
+            ) from exc
     session.sparkContext.setLogLevel("ERROR")
     interrupts.record_sigint()  # PySpark's context put its own SIGINT handler in place of the command line's
     return session

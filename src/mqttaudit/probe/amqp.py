@@ -29,8 +29,13 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
-from pika import frame as pika_frame  # type: ignore[import-untyped]
-from pika import spec as pika_spec
+from ..extras import missing
+
+try:
+    from pika import frame as pika_frame  # type: ignore[import-untyped]
+    from pika import spec as pika_spec
+except ImportError as exc:  # the amqp extra: named with its pip command
+    raise missing("amqp", exc) from exc
 
 from ..codec import Direction
 from ..judge.verdict import DUPLICATE, LEAK, MISSING, Finding

@@ -12,6 +12,7 @@ acknowledges in that version's form, and after a 5.0 CONNACK knows what the brok
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import hashlib
 import importlib
@@ -266,6 +267,24 @@ class CaseContext:
         CONNACK sets :attr:`capabilities`, and an Assigned Client Identifier becomes the connection's
         ``client_id`` (``client_id=""`` asks for one)."""
         connection = await self.open(name, auto_ack=auto_ack, evidence=evidence)
+        try:
+            return await self._log_in(connection, client_id, clean_session, keep_alive, will, properties)
+        except BaseException:
+            if not evidence:  # no case holds it to end it: ended here, its reader never left to the garbage collector
+                with contextlib.suppress(Exception):
+                    await connection.finish()
+            raise
+
+    async def _log_in(
+        self,
+        connection: ProbeConnection,
+        client_id: str | None,
+        clean_session: bool,
+        keep_alive: int,
+        will: Will | None,
+        properties: Iterable[Property],
+    ) -> ProbeConnection:
+        """The CONNECT of :meth:`connect` on ``connection`` and the CONNACK that accepts it."""
         connection.client_id = client_id if client_id is not None else self.client_id()
         level = self.protocol.level
         username, password = login(self.target)

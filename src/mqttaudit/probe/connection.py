@@ -62,6 +62,9 @@ STREAM_CHUNK = 64 * 1024
 FILLER = b"p"
 _CHUNK = FILLER * STREAM_CHUNK
 
+#: How many of the server's first bytes a connection keeps as they came (see ``ProbeConnection.heard``).
+HEARD_BYTES = 256
+
 PacketTest = Callable[[Packet], bool]
 
 
@@ -120,6 +123,9 @@ class ProbeConnection:
         self._closing = False  # the client side is closing: the reader only records what had arrived
         self._streaming: asyncio.Event | None = None  # set while a streamed packet goes out: other sends wait
         self._closed: Closed | None = None
+        #: The first bytes the server sent (up to ``HEARD_BYTES``), as they came: what the preflight shows of a target
+        #: that does not answer in MQTT.
+        self.heard = b""
         self._reading = asyncio.create_task(self._read(), name=f"probe-read-{name}")
 
     # -- what was seen ------------------------------------------------------------------------------------------
@@ -354,6 +360,17 @@ class ProbeConnection:
     async def wait_type(self, kind: type[Packet], timeout: float | None = None, *, since: int = 0) -> Packet | None:
         return await self.wait_for(lambda packet: isinstance(packet, kind), timeout, since=since)
 
+    async def wait_heard(self, timeout: float | None = None) -> bytes:
+        """Waits until the server sends its first bytes, closes, or ``timeout`` passes: the bytes it sent so far."""
+
+        async def until() -> None:
+            async with self._changed:
+                await self._changed.wait_for(lambda: bool(self.heard) or self._closed is not None or self.capped)
+
+        with contextlib.suppress(TimeoutError):
+            await within(until(), self.timeout if timeout is None else timeout)
+        return self.heard
+
     async def wait_close(self, timeout: float | None = None) -> bool:
         """Waits until the server closes the connection; False when ``timeout`` passes first."""
 
@@ -442,6 +459,8 @@ class ProbeConnection:
 
     async def _receive(self, data: bytes) -> None:
         now = self._clock()
+        if len(self.heard) < HEARD_BYTES:
+            self.heard += data[: HEARD_BYTES - len(self.heard)]
         packets = self._take(now, self._from_server.feed(data))
         declared = self._from_server.skipping
         if declared is not None:  # still arriving: what hangs on it is not assessable from now on

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..codec import Connack, Connect, Direction, Packet, ProtocolVersion
-from ..judge.events import Sent
+from ..judge.events import Closed, Sent
 from .case import Target, login, os_error_text
 from .connection import ProbeConnection
 from .transport import ByteStream, open_stream
@@ -39,7 +39,8 @@ REFUSALS_5_0: dict[int, tuple[str, str]] = {
 
 @dataclass(frozen=True)
 class Refusal:
-    """Why nothing was probed: ``message`` is one line, ``kind`` is ``unreachable``, ``unresolved`` or ``refused``."""
+    """Why nothing was probed: ``message`` is one line, ``kind`` is ``unreachable``, ``unresolved``, ``refused`` or
+    ``not-mqtt`` (the target answered a CONNECT with something other than a CONNACK, or never answered one)."""
 
     kind: str
     message: str
@@ -84,7 +85,10 @@ async def _hello(
         await connection.send(
             Connect(protocol_level=version.level, client_id=client_id, username=username, password=password)
         )
-        ack = await connection.wait_type(Connack)
+        # The first bytes decide in one exchange: a CONNACK is waited for whole; anything else (an HTTP status line,
+        # a TLS alert, an SSH banner), a close or silence is no MQTT broker's answer.
+        heard = await connection.wait_heard()
+        ack = await connection.wait_type(Connack) if _connack_type(heard) else None
     finally:
         with contextlib.suppress(Exception):
             await connection.send(bytes((0xE0, 0x00)))
@@ -132,6 +136,9 @@ async def greet(target: Target, timeout: float, version: ProtocolVersion) -> Gre
         return Greeting(version, refusal=hello)
     connection, ack = hello
     plain = f"a plain {version.value} CONNECT"
+    if connection.heard and not _connack_type(connection.heard):
+        said = f"the server answered {plain} with {answer_text(connection.heard)}"
+        return Greeting(version, Refusal("not-mqtt", f"{target.url}: {said}: not an MQTT broker?"))
     first = next(
         (e.frame for e in connection.events if isinstance(e, Sent) and e.sender is Direction.FROM_SERVER), None
     )
@@ -146,18 +153,46 @@ async def greet(target: Target, timeout: float, version: ProtocolVersion) -> Gre
         return Greeting(
             version, Refusal("refused", f"{target.url}: {what} (CONNACK 0x{ack.return_code:02x}: {meaning})")
         )
-    if first is not None:
+    if first is not None or connection.heard:  # a CONNACK, perhaps above the decode bound: the cases judge it
         return Greeting(version)
     if connection.trouble is not None:
         return Greeting(version, Refusal("unreachable", f"cannot reach {target.url}: {connection.trouble}"))
     if connection.closed_by_server:
-        return Greeting(version, unanswered=f"it closed the connection on {plain} without answering")
+        end = connection.events[-1] if connection.events else None
+        how = "reset" if isinstance(end, Closed) and end.abrupt else "closed"
+        return Greeting(version, unanswered=f"it {how} the connection on {plain} without answering")
     return Greeting(version, unanswered=f"it did not answer {plain} within {timeout:g} s")
 
 
 #: 5.0's CONNACK Reason Code 0x84 (Unsupported Protocol Version): what a broker that reads a CONNECT but does not
 #: serve its version may answer [MQTT-3.1.2-2 of 5.0].
 UNSUPPORTED_VERSION_5 = 0x84
+
+
+def _connack_type(heard: bytes) -> bool:
+    """The server's first byte is a CONNACK's (type 2, whatever its flags: wrong flags are the cases' to judge)."""
+    return bool(heard) and heard[0] >> 4 == 2
+
+
+#: How much of a server's first line a refusal shows.
+SHOWN_BYTES = 60
+#: The first bytes of a TLS record (handshake or alert, TLS 1.0 to 1.3): a TLS port spoken to in plain TCP.
+TLS_RECORDS = (b"\x15\x03", b"\x16\x03")
+
+
+def answer_text(heard: bytes) -> str:
+    """What a server that is not an MQTT broker sent, for one line: its first line in backquotes, every byte outside
+    printable ASCII escaped (``\\x00``) and cut at ``SHOWN_BYTES``; its first 16 bytes in hex when they are not
+    text (with a word when they are a TLS record)."""
+    first = heard.split(b"\n", 1)[0].removesuffix(b"\r")
+    line = first[:SHOWN_BYTES]
+    text = sum(0x20 <= byte < 0x7F for byte in line)
+    if len(line) < 2 or text * 4 < len(line) * 3:
+        shown = " ".join(f"{byte:02x}" for byte in heard[:16]) + (" …" if len(heard) > 16 else "")
+        tls = " (a TLS record: for a TLS port use mqtts://)" if heard[:2] in TLS_RECORDS else ""
+        return f"the bytes {shown}{tls}"
+    quoted = "".join(chr(b) if 0x20 <= b < 0x7F and b not in b"`\\" else f"\\x{b:02x}" for b in line)
+    return f"`{quoted}{'…' if len(first) > SHOWN_BYTES else ''}`"
 
 
 def _connack_code(raw: bytes) -> int | None:
@@ -189,6 +224,9 @@ async def versions_unspoken(
         for other in (ProtocolVersion.V3_1_1, ProtocolVersion.V5):
             if other not in greetings:
                 greetings[other] = await greet(target, timeout, other)
+    if all(g.unanswered for g in greetings.values()):  # no CONNACK to any version: nothing an MQTT broker does
+        said = "; ".join(g.unanswered for g in greetings.values() if g.unanswered)
+        return Refusal("not-mqtt", f"{target.url}: {said}: not an MQTT broker?")
     spoken = any(g.spoken for g in greetings.values())
     unspoken: dict[ProtocolVersion, str] = {}
     for version in order:

@@ -19,6 +19,7 @@ from typing import Final
 from mqttaudit.spec.ids import R311
 
 from ..codec import Connect, Disconnect, Publish, encode
+from ..extras import missing
 
 #: (client id, the bytes sent after an accepted CONNECT, the statement they break).
 MISBEHAVIOUR: Final[tuple[tuple[str, bytes, str], ...]] = (
@@ -60,8 +61,11 @@ def _raw_client(host: str, port: int, client_id: str, defect: bytes, timeout: fl
 
 def run_traffic(host: str, port: int, *, rounds: int = 5, timeout: float = 3.0, prefix: str = "plant") -> TrafficReport:
     """Runs the clients against ``host:port`` and returns what happened (bounded by ``timeout`` per wait)."""
-    import paho.mqtt.client as mqtt
-    from paho.mqtt.enums import CallbackAPIVersion
+    try:
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
+    except ImportError as exc:  # the demo extra: named with its pip command
+        raise missing("demo", exc) from exc
 
     received: dict[str, int] = {}
     lock = threading.Lock()

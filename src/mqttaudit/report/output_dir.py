@@ -97,7 +97,8 @@ def usable_location(out: Path) -> Path:
             raise OutputDirError(f"--out {out}: is under {broken}, a symbolic link to nothing")
         real = Path(os.path.realpath(out))
     if info is not None and real.is_dir() and not os.access(real, os.W_OK | os.X_OK):
-        raise OutputDirError(f"--out {out}: mqttaudit may not write into this folder (permission denied)")
+        why = "a read-only file system" if _read_only(real) else "permission denied"
+        raise OutputDirError(f"--out {out}: mqttaudit may not write into this folder ({why})")
     _check_writable_beside(out, real)
     return real
 
@@ -113,6 +114,13 @@ def _check_writable_beside(out: Path, real: Path) -> None:
         os.rmdir(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=ancestor))
     except OSError as exc:
         raise OutputDirError(f"--out {out}: no folder can be made in {ancestor} ({_why(exc)})") from None
+
+
+def _read_only(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _under_a_file(out: Path) -> str:
