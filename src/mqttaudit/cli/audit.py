@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .exits import EXIT_INCOMPLETE, EXIT_OK, CannotRun, Incomplete, exit_status_help
-from .options import output_options
+from .options import format_option, output_options
 from .progress import audit_progress
 from .terminal import echo_lines, printable_line
 
@@ -81,14 +81,7 @@ def _ports(text: str) -> list[int]:
     help="With '-' (a capture on standard input): MiB spooled at most into a temporary file (TMPDIR); past them "
     "reading stops, and the audit says so and exits 4.",
 )
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="json: the summary as one JSON document on standard output (progress and warnings stay on standard error).",
-)
+@format_option("the summary as one JSON document on standard output (progress and warnings stay on standard error).")
 @click.option("-v", "--verbose", is_flag=True, help="Show Spark's own messages (start-up notices, warnings).")
 def audit_command(
     paths: tuple[str, ...],

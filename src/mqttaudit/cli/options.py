@@ -1,5 +1,5 @@
-"""Options every command that writes reports shares: ``--out`` (published whole when the run completes) and
-``--force`` (write beside files mqttaudit did not write)."""
+"""Options the commands share: ``--out`` (published whole when the run completes), ``--force`` (write beside
+files mqttaudit did not write) and ``--format`` (text, or one JSON document)."""
 
 from __future__ import annotations
 
@@ -32,3 +32,16 @@ def output_options(default: str, holds: str) -> Callable[[Command], Command]:
         )(command)
 
     return decorate
+
+
+def format_option(json_says: str) -> Callable[[Command], Command]:
+    """``--format text|json`` (into ``output_format``): with json, ``json_says`` what the one JSON document on standard
+    output holds (the lines for people stay on standard error)."""
+    return click.option(
+        "--format",
+        "output_format",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help=f"json: {json_says}",
+    )

@@ -34,7 +34,7 @@ from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_INTERNAL, EXIT
 
 from .connection import Connection, connection_from_options, connection_options, split_spec
 from .exits import CannotRun, exit_status_help
-from .options import output_options
+from .options import format_option, output_options
 
 _FINDINGS = "findings: a MUST-level case failed, or (with --strict) a case was lenient"
 _USAGE = (
@@ -422,14 +422,7 @@ def _numbered(cases: Sequence[Case], version: ProtocolVersion) -> int:
     "one per target. Without LABEL= it is the profile of every target that has none of its own.",
 )
 @click.option("--strict", is_flag=True, help=_STRICT_HELP)
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="json: the summary as one JSON document on standard output (progress and refusals stay on standard error).",
-)
+@format_option("the summary as one JSON document on standard output (progress and refusals stay on standard error).")
 @click.option(
     "--only-differing",
     is_flag=True,

@@ -55,7 +55,7 @@ _MARKED_BYTE = re.compile(r"\[([0-9a-f]{2})\]")
 def audit_html(data: AuditReportData, catalogue: Catalogue | None = None) -> str:
     view = audit_view(data, catalogue)
     return (
-        _environment()
+        html_environment()
         .get_template("audit.html.j2")
         .render(
             view=view,
@@ -207,7 +207,7 @@ def _shown(value: object) -> object:
 
 
 @functools.cache
-def _environment() -> jinja2.Environment:
+def html_environment() -> jinja2.Environment:
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("mqttaudit.report", "templates"),
         autoescape=True,

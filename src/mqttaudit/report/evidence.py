@@ -255,3 +255,18 @@ def exchange_of(finding: Finding, exchanges: Sequence[Exchange]) -> Exchange | N
         return held[0]
     before = [exchange for exchange in exchanges if exchange.time <= finding.time]
     return before[-1] if before else next(iter(exchanges), None)
+
+
+def expectations(findings: Sequence[Finding], expected: str, exchanges: Sequence[Exchange]) -> dict[Exchange, str]:
+    """What a conforming broker does at each exchange: the expectation of every finding that lands on it (the
+    case's ``expected`` where a finding has none), the case's where the client's packet breaks a rule on purpose,
+    else nothing (an empty text)."""
+    landed: dict[Exchange, list[str]] = {}
+    for finding in findings:
+        exchange = exchange_of(finding, exchanges)
+        if exchange is not None:
+            landed.setdefault(exchange, []).append(finding.expected or expected)
+    return {
+        exchange: "; ".join(dict.fromkeys(landed.get(exchange) or ([expected] if exchange.violations else [])))
+        for exchange in exchanges
+    }

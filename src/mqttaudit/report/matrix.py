@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..probe.runner import FAIL, INCONCLUSIVE, LENIENT, NOT_APPLICABLE, PASS, VERDICTS, CaseResult, ProbeRun
 from ..spec import VERSIONS, Catalogue, Rule
 from . import markdown
-from .audit_html import _environment as html_environment
+from .audit_html import html_environment
 from .evidence import WHOLE_IN, printable
 from .markdown import left_out, prose, table
 from .peer_text import shown

@@ -15,8 +15,8 @@ from ..judge import Finding
 from ..probe.runner import FAIL, INCONCLUSIVE, LENIENT, NOT_APPLICABLE, PASS, VERDICTS, CaseResult, ProbeRun
 from ..probe.violations import OtherViolation, not_counted, other_violations
 from ..spec import Catalogue
-from .audit_html import _environment as html_environment
-from .evidence import Budget, Exchange, exchange_of, exchanges, seconds, transcript
+from .audit_html import html_environment
+from .evidence import Budget, Exchange, exchange_of, exchanges, expectations, seconds, transcript
 from .probe_markdown import FAILURES_CHARS, LENIENCY_TEXT, LENIENT_CHARS, MAX_LINES, anchor
 from .reproducer import Reproducer, reproducers
 from .statements import (
@@ -257,20 +257,14 @@ def _failed(result: CaseResult, rules: Catalogue, budget: Budget, reproducer: Re
 def _rows(result: CaseResult, rounds: Sequence[Exchange]) -> list[Row]:
     """Each exchange with what a conforming broker does: the finding's expectation where a finding lands on it,
     the case's where the client's packet breaks a rule on purpose, else none."""
-    expected: dict[Exchange, list[str]] = {}
-    for finding in result.findings:
-        exchange = exchange_of(finding, rounds)
-        if exchange is not None:
-            expected.setdefault(exchange, []).append(finding.expected or result.case.expected)
+    expected = expectations(result.findings, result.case.expected, rounds)
     several = len({exchange.connection for exchange in rounds}) > 1
     return [
         Row(
             connection=exchange.connection if several else "",
             stimulus=exchange.stimulus,
             breaks=exchange.violations,
-            expected="; ".join(
-                dict.fromkeys(expected.get(exchange) or ([result.case.expected] if exchange.violations else []))
-            ),
+            expected=expected[exchange],
             observed=exchange.observed,
         )
         for exchange in rounds

@@ -14,7 +14,7 @@ from ..probe.violations import OtherViolation, not_counted, other_violations
 from ..spec import Catalogue
 from ..spec.ids import R5
 from . import markdown
-from .evidence import WHOLE_IN, Budget, Exchange, exchange_of, exchanges, seconds, transcript
+from .evidence import WHOLE_IN, Budget, Exchange, exchange_of, exchanges, expectations, seconds, transcript
 from .markdown import fenced, left_out, prose, table
 from .reproducer import Reproducer, reproducers
 from .statements import binds_text, case_catalogue, default_catalogue, own_catalogue, section_of, strongest_level
@@ -427,11 +427,7 @@ def _reference(result: CaseResult, catalogue: Catalogue) -> list[str]:
 
 def _expected(result: CaseResult, rounds: Sequence[Exchange]) -> list[str]:
     lines = [f"Expected of a conforming broker: {prose(result.case.expected)}.", ""] if result.case.expected else []
-    expected: dict[Exchange, list[str]] = {}
-    for finding in result.findings:
-        exchange = exchange_of(finding, rounds)
-        if exchange is not None:
-            expected.setdefault(exchange, []).append(finding.expected or result.case.expected)
+    expected = expectations(result.findings, result.case.expected, rounds)
     several = len({exchange.connection for exchange in rounds}) > 1
     rows = []
     for exchange in rounds[:MAX_LINES]:
@@ -440,8 +436,7 @@ def _expected(result: CaseResult, rounds: Sequence[Exchange]) -> list[str]:
             shape += f" (breaks {', '.join(exchange.violations)})"
         if several:
             shape = f"{code(exchange.connection, cell=True)}: {shape}"
-        wanted = expected.get(exchange) or ([result.case.expected] if exchange.violations else [])
-        rows.append((shape, inline("; ".join(dict.fromkeys(wanted))) or "-", inline(exchange.observed)))
+        rows.append((shape, inline(expected[exchange]) or "-", inline(exchange.observed)))
     rows_shown = table(("Packet shape", "Expected result", "Observed result"), rows)
     return lines + rows_shown + left_out(MAX_LINES, len(rounds), "exchanges", WHOLE_IN)
 
