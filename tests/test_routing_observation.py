@@ -45,7 +45,8 @@ ROUTED = "MQTT-4.5.0-1"
 QOS = "MQTT-3.8.4-6"
 TOPIC = "probe/end-of-capture"
 HOST = "127.0.0.1"
-CONFIG = JudgeConfig()
+#: A capture's clock: times are seconds since the epoch, named as UTC times.
+CONFIG = JudgeConfig(wall_clock=True)
 SECOND = 1_000_000_000
 
 # -- a real capture ------------------------------------------------------------------------------------------------
@@ -302,17 +303,17 @@ def test_the_spark_audit_tables_say_the_same(recorded: Recorded, tmp_path: Path,
 SUB = "sub"
 
 
-def replay_talks(talks: dict[str, Talk]) -> tuple[Model, Judgement]:
+def replay_talks(talks: dict[str, Talk], config: JudgeConfig = CONFIG) -> tuple[Model, Judgement]:
     """Each conversation judged alone, then the broker model and the routing judgement of them all."""
     transcripts: dict[str, Transcript] = {}
     for name, talk in talks.items():
-        judge = ConversationJudge(CONFIG, conversation=name)
+        judge = ConversationJudge(config, conversation=name)
         for event in talk.events:
             judge.feed(event)
         judge.finish()
         transcripts[name] = judge.transcript
-    model = build(transcripts, CONFIG)
-    return model, Routing(model, transcripts, CONFIG).judgement()
+    model = build(transcripts, config)
+    return model, Routing(model, transcripts, config).judgement()
 
 
 def subscriber(client_id: str = SUB, *, qos: int = 0, clean_session: bool = True, at: float = 0.0) -> Talk:
@@ -376,6 +377,15 @@ def test_a_missing_delivery_names_its_times_as_utc_times_not_seconds_since_the_e
     [finding] = judgement.findings
     assert f"owed from {tags.utc(expectation.after)}, due by {tags.utc(expectation.deadline)}" in finding.detail
     assert f"seen open until {tags.utc(DEADLINE)}" in finding.detail and " s," not in finding.detail
+
+
+def test_on_the_probers_clock_a_missing_delivery_names_its_times_in_seconds_not_as_dates_of_1970() -> None:
+    """The prober's times count from the start of its observation: as UTC times they would read 1970-01-01."""
+    model, judgement = replay_talks({SUB: subscriber().quiet(at=DEADLINE), "pub": PUBLISHER}, JudgeConfig())
+    [expectation] = owed(model)
+    [finding] = judgement.findings
+    assert f"owed from {expectation.after:.3f} s, due by {expectation.deadline:.3f} s" in finding.detail
+    assert f"seen open until {DEADLINE:.3f} s" in finding.detail and "1970" not in finding.detail
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,9 @@ class JudgeConfig:
     #: The version a connection speaks until its CONNECT says otherwise ("3.1.1" or "5.0"): the prober's own, for a
     #: connection it opens with another packet on purpose (its findings cite that version's statements).
     opening_version: str = "3.1.1"
+    #: The times are a capture's, seconds since the epoch: details name them as UTC times. Otherwise (the prober's
+    #: clock) they count from the start of the observation, and details give those seconds.
+    wall_clock: bool = False
 
     def __post_init__(self) -> None:
         for name in ("close_grace", "answer_timeout", "keep_alive_slack"):

@@ -52,6 +52,12 @@ def reason(tag: str, details: str) -> str:
     return f"{tag}: {details}"
 
 
+def instant(seconds: float, *, wall_clock: bool) -> str:
+    """A time as a detail names it: a capture's (``wall_clock``, seconds since the epoch) as an ISO 8601 UTC time;
+    the prober's (seconds from the start of its observation) as ``2.023 s``."""
+    return utc(seconds) if wall_clock else f"{seconds:.3f} s"
+
+
 def utc(seconds: float) -> str:
     """A capture time (seconds since the epoch) as an ISO 8601 UTC time to the microsecond."""
     try:

@@ -47,6 +47,17 @@ class Routing:
             if link.client_id:  # each empty ClientId is a ClientId of its own [MQTT-3.1.3-6]
                 self._same_client.setdefault(link.client_id, []).append(link)
 
+    def _at(self, seconds: float) -> str:
+        """A time of this observation as its details name it (UTC for a capture's, seconds for the prober's)."""
+        return reasons.instant(seconds, wall_clock=self._config.wall_clock)
+
+    def _unseen_bytes(self, time: float, what: str) -> str:
+        return reasons.reason(
+            reasons.LOST_BYTES,
+            f"bytes the server sent on this connection were not captured or could not be framed (from "
+            f"{self._at(time)}): {what} may be among them",
+        )
+
     def judgement(self) -> Judgement:
         unjudged = self._model.groups_unjudged
         for link in self._model.links:
@@ -105,20 +116,20 @@ class Routing:
         seen open before it: the capture holds nothing of the connection after that time, or nothing of the
         broker at all."""
         horizon = self._model.horizon
-        due = f"{what} by {reasons.utc(deadline)}"
+        due = f"{what} by {self._at(deadline)}"
         if deadline > horizon:
             return reasons.reason(
-                reasons.CAPTURE_ENDS, f"{due}; nothing of this server was captured after {reasons.utc(horizon)}"
+                reasons.CAPTURE_ENDS, f"{due}; nothing of this server was captured after {self._at(horizon)}"
             )
         return reasons.reason(
-            f"{reasons.NO_ACTIVITY} {reasons.utc(link.ended)}",
+            f"{reasons.NO_ACTIVITY} {self._at(link.ended)}",
             f"the connection is not seen after it, though the capture goes on; {due}",
         )
 
     def _unobserved_messages(self, link: Link, count: int) -> str:
         messages = "1 message" if count == 1 else f"{count} messages"
         return reasons.reason(
-            f"{reasons.NO_ACTIVITY} {reasons.utc(link.ended)}",
+            f"{reasons.NO_ACTIVITY} {self._at(link.ended)}",
             f"the connection is not seen after it; {messages} published later would be owed to it if it was still open",
         )
 
@@ -128,14 +139,14 @@ class Routing:
         closed = link.closed
         if closed is None:
             return self._unobserved(link, deadline, what)
-        due = f"{what} by {reasons.utc(deadline)}"
+        due = f"{what} by {self._at(deadline)}"
         if closed.by is SERVER:
             return reasons.reason(
-                reasons.CLOSED_INSTEAD, f"the server closed the connection at {reasons.utc(closed.time)}; {due}"
+                reasons.CLOSED_INSTEAD, f"the server closed the connection at {self._at(closed.time)}; {due}"
             )
         by = "the client" if closed.by is not None else "a side unknown"
         return reasons.reason(
-            reasons.PEER_CLOSED, f"the connection was closed by {by} at {reasons.utc(closed.time)}; {due}"
+            reasons.PEER_CLOSED, f"the connection was closed by {by} at {self._at(closed.time)}; {due}"
         )
 
     # Sessions -------------------------------------------------------------------------------------------------
@@ -275,15 +286,15 @@ class Routing:
         deadline = link.opened + self._config.answer_timeout
         lost = [time for side, time in link.transcript.lost if side is SERVER]
         if lost:
-            self._undecided(link, rule, _unseen_bytes(min(lost), what))
+            self._undecided(link, rule, self._unseen_bytes(min(lost), what))
         elif link.ended >= deadline:
             self._fail(
                 link,
                 rule,
                 link.ended,
                 link.transcript.end_event,
-                f"{what}: the session was resumed on {quoted(link.name)} at {reasons.utc(link.opened)} and the "
-                f"message was not sent again by {reasons.utc(deadline)} (seen open until {reasons.utc(link.ended)})",
+                f"{what}: the session was resumed on {quoted(link.name)} at {self._at(link.opened)} and the "
+                f"message was not sent again by {self._at(deadline)} (seen open until {self._at(link.ended)})",
                 EXPECTED[rule],
                 MISSING,
             )
@@ -729,7 +740,7 @@ class Routing:
         with every byte the server sent observed; otherwise not assessable (about ``what``, when given)."""
         lost = [time for side, time in link.transcript.lost if side is SERVER]
         if lost:
-            self._undecided(link, rule, _unseen_bytes(min(lost), what or "a delivery"))
+            self._undecided(link, rule, self._unseen_bytes(min(lost), what or "a delivery"))
         elif link.ended >= deadline:
             self._held(link, rule)
         elif what is not None:
@@ -756,7 +767,7 @@ class Routing:
             return
         if lost:
             for rule in rules_at_stake:
-                self._undecided(link, rule, _unseen_bytes(min(lost), _what(expectation)), time=expectation.after)
+                self._undecided(link, rule, self._unseen_bytes(min(lost), _what(expectation)), time=expectation.after)
             return
         if link.ended >= expectation.deadline:
             early = _published_early(link, expectation)
@@ -774,9 +785,9 @@ class Routing:
                     rule,
                     link.ended,
                     link.transcript.end_event,
-                    f"{_what(expectation)} never arrived: it was owed from {reasons.utc(expectation.after)}, due by "
-                    f"{reasons.utc(expectation.deadline)}, and the connection was seen open until "
-                    f"{reasons.utc(link.ended)}",
+                    f"{_what(expectation)} never arrived: it was owed from {self._at(expectation.after)}, due by "
+                    f"{self._at(expectation.deadline)}, and the connection was seen open until "
+                    f"{self._at(link.ended)}",
                     EXPECTED[rule],
                     MISSING,
                 )
@@ -825,7 +836,7 @@ class Routing:
         for copy in group.members:
             lost = [time for side, time in copy.link.transcript.lost if side is SERVER]
             if lost:
-                self._undecided(first.link, rules.MESSAGE_ROUTED, _unseen_bytes(min(lost), what), time=first.after)
+                self._undecided(first.link, rules.MESSAGE_ROUTED, self._unseen_bytes(min(lost), what), time=first.after)
                 return
             if copy.link.ended < group.deadline:
                 reason = self._cut_short(copy.link, group.deadline, f"{what} was due")
@@ -836,8 +847,8 @@ class Routing:
             rules.MESSAGE_ROUTED,
             first.link.ended,
             first.link.transcript.end_event,
-            f"{what} reached no member: it was owed from {reasons.utc(first.after)}, due by "
-            f"{reasons.utc(group.deadline)}, and every member was seen open past it",
+            f"{what} reached no member: it was owed from {self._at(first.after)}, due by "
+            f"{self._at(group.deadline)}, and every member was seen open past it",
             "the server sends each message matching a shared subscription to one member session of the group",
             MISSING,
         )
@@ -885,7 +896,7 @@ class Routing:
             return
         lost = [time for side, time in following.transcript.lost if side is SERVER]
         if lost:
-            self._undecided(following, rule, _unseen_bytes(min(lost), what))
+            self._undecided(following, rule, self._unseen_bytes(min(lost), what))
         elif following.ended >= deadline:
             self._fail(
                 following,
@@ -893,7 +904,7 @@ class Routing:
                 following.ended,
                 following.transcript.end_event,
                 f"{what}: the session connected again on {quoted(following.name)} and was not sent it by "
-                f"{reasons.utc(deadline)} (seen open until {reasons.utc(following.ended)})",
+                f"{self._at(deadline)} (seen open until {self._at(following.ended)})",
                 "a QoS 2 delivery to a shared subscriber that broke off is completed when the client reconnects",
                 MISSING,
             )
@@ -927,7 +938,7 @@ class Routing:
                 continue
             lost = [time for side, time in copy.link.transcript.lost if side is SERVER]
             if lost:
-                self._undecided(copy.link, rule, _unseen_bytes(min(lost), what))
+                self._undecided(copy.link, rule, self._unseen_bytes(min(lost), what))
                 return False
             if copy.link.ended < deadline:
                 self._undecided(copy.link, rule, self._cut_short(copy.link, deadline, f"{what} could arrive"))
@@ -1015,14 +1026,6 @@ def _published_early(link: Link, expectation: Expectation) -> bool:
         and other.message.link is message.link
         and other.message.event == message.event
         for other in link.expectations
-    )
-
-
-def _unseen_bytes(time: float, what: str) -> str:
-    return reasons.reason(
-        reasons.LOST_BYTES,
-        f"bytes the server sent on this connection were not captured or could not be framed (from "
-        f"{reasons.utc(time)}): {what} may be among them",
     )
 
 

@@ -293,7 +293,10 @@ class AuditOptions:
         # A broker seen accepting MQTT 5.0 supports it: those connections follow another specification and are
         # not judged against 3.1.1 (rather than blaming the broker for not refusing them).
         return JudgeConfig(
-            close_grace=self.tolerance, answer_timeout=self.tolerance, supported_protocol_levels=frozenset({4, 5})
+            close_grace=self.tolerance,
+            answer_timeout=self.tolerance,
+            supported_protocol_levels=frozenset({4, 5}),
+            wall_clock=True,  # a capture's times are seconds since the epoch
         )
 
     @property
