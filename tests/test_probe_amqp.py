@@ -18,6 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import jsonschema
 import pika
 import pytest
 from pika import spec
@@ -42,6 +43,7 @@ from mqttaudit.probe.brokers import BrokerUnavailable, RunningBroker, free_port,
 from mqttaudit.probe.case import CASES, Target
 from mqttaudit.probe.runner import ProbeRun, run_probe
 from mqttaudit.report import write_probe_reports
+from mqttaudit.report.output_schemas import output_schema
 from mqttaudit.topics import TopicTrie
 
 TIMEOUT = 1.0
@@ -148,6 +150,7 @@ def test_a_binding_that_crosses_exchanges_is_reported_as_a_leak(rabbitmq: Runnin
     assert result.reason.startswith("2 leak: AMQP-3.1.3.3-topic-match: the message published to ")
 
     report = json.loads((tmp_path / "findings.json").read_text())
+    assert [e.message for e in jsonschema.Draft202012Validator(output_schema("findings.json")).iter_errors(report)] == []
     [failed] = [r for r in report["results"] if r["verdict"] == "fail"]
     assert [f["kind"] for f in failed["evidence"]["findings"]] == ["leak", "leak"]
     assert failed["level"] == "MUST"

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from mqttaudit.cli.main import main
@@ -22,6 +23,7 @@ from mqttaudit.probe.brokers import VERSIONS, BrokerName
 from mqttaudit.probe.case import CASES, Target
 from mqttaudit.probe.runner import CaseResult, run_probe
 from mqttaudit.report.output_dir import MARKER
+from mqttaudit.report.output_schemas import output_schema
 from mqttaudit.spec import load_catalogue
 
 from .library_runs import LibraryRuns, by_broker, start_or_fail
@@ -215,6 +217,9 @@ def test_every_case_ran_and_the_reports_are_complete(name: BrokerName, library_r
     markdown = (out / "findings.md").read_text()
     failed = [r["case"] for r in report["results"] if r["verdict"] == "fail"]
     assert all(case in markdown for case in failed)
+    # findings.json is what its shipped schema says, for every broker's whole library
+    validator = jsonschema.Draft202012Validator(output_schema("findings.json"))
+    assert [error.message for error in validator.iter_errors(report)][:5] == []
 
 
 @pytest.mark.parametrize("name", PROBED)

@@ -7,18 +7,16 @@ import json
 
 import click
 
-from .exits import exit_status_help
+from mqttaudit.report.output_schemas import SCHEMAS, output_schema
 
-#: The outputs whose schema ships, by the name the command takes.
-SCHEMAS = ("findings.jsonl",)
+from .exits import exit_status_help
 
 
 @click.command("schema", epilog=exit_status_help(ok="the schema was printed", findings=None, incomplete=None))
-@click.argument("name", type=click.Choice(SCHEMAS))
+@click.argument("name", type=click.Choice(sorted(SCHEMAS)))
 def schema_command(name: str) -> int:
-    """Print the JSON Schema (draft 2020-12) of an output: findings.jsonl (one line of it: a violation or a routing
-    finding of mqttaudit audit, with the EVE flow keys and the Community ID)."""
-    from mqttaudit.report.audit_jsonl import findings_schema
-
-    click.echo(json.dumps(findings_schema(), indent=2))
+    """Print the JSON Schema (draft 2020-12) of an output: findings.json (a probe run: every case, its verdict,
+    statements, evidence and reproducer) or findings.jsonl (one line of it: a violation or a routing finding of
+    mqttaudit audit, with the EVE flow keys and the Community ID)."""
+    click.echo(json.dumps(output_schema(name), indent=2))
     return 0

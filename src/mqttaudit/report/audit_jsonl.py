@@ -18,9 +18,7 @@ from typing import Any
 from .. import __version__
 from ..codec.describe import wire_text
 from .audit_flows import flow_fields
-
-#: The JSON Schema (draft 2020-12) of one line of findings.jsonl, shipped in this package.
-SCHEMA = "schemas/findings.jsonl.schema.json"
+from .output_schemas import output_schema
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
@@ -45,11 +43,8 @@ def finding_record(event_type: str, row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def findings_schema() -> dict[str, Any]:
-    """The JSON Schema of a line of findings.jsonl (:data:`SCHEMA`), as data."""
-    from importlib.resources import files
-
-    schema: dict[str, Any] = json.loads(files("mqttaudit.report").joinpath(SCHEMA).read_text(encoding="utf-8"))
-    return schema
+    """The JSON Schema of a line of findings.jsonl, as data."""
+    return output_schema("findings.jsonl")
 
 
 def iso_time(seconds: float) -> str:
