@@ -150,7 +150,8 @@ def test_a_binding_that_crosses_exchanges_is_reported_as_a_leak(rabbitmq: Runnin
     assert result.reason.startswith("2 leak: AMQP-3.1.3.3-topic-match: the message published to ")
 
     report = json.loads((tmp_path / "findings.json").read_text())
-    assert [e.message for e in jsonschema.Draft202012Validator(output_schema("findings.json")).iter_errors(report)] == []
+    schema = jsonschema.Draft202012Validator(output_schema("findings.json"))
+    assert [error.message for error in schema.iter_errors(report)] == []
     [failed] = [r for r in report["results"] if r["verdict"] == "fail"]
     assert [f["kind"] for f in failed["evidence"]["findings"]] == ["leak", "leak"]
     assert failed["level"] == "MUST"
