@@ -313,7 +313,8 @@ class HostileServer:
         QoS 1, PUBREC 0x00 for QoS 2, PUBCOMP 0x00 for PUBREL; PINGRESP; a FIN after DISCONNECT. Anything else,
         malformed or not, is read and ignored; a packet above ``SCRIPTED_DECODE_BOUND`` is read and dropped as it
         arrives, never held. With ``enforce_maximum``, a fixed header declaring a packet above the CONNACK's Maximum
-        Packet Size gets DISCONNECT 0x95 (Packet too large) and a FIN at once, before the rest of it is read."""
+        Packet Size gets DISCONNECT 0x95 (Packet too large) and a FIN at once, before the rest of it is read (and then
+        dropped until the prober closes)."""
         decoder = StreamDecoder(Direction.FROM_CLIENT, max_packet_size=SCRIPTED_DECODE_BOUND, version=None)
         version = ProtocolVersion.V5
         declared = [f.packet for f in decode(self.connack, Direction.FROM_SERVER, version=ProtocolVersion.V5).frames]
@@ -330,6 +331,11 @@ class HostileServer:
             self.largest_packet = max(self.largest_packet, *sizes)
             if self.enforce_maximum and isinstance(maximum, int) and max(sizes) > maximum:
                 connection.sendall(encode(Disconnect(reason_code=0x95), version=ProtocolVersion.V5))
+                # The FIN right behind it; what is still on its way is read and dropped until the prober closes, so
+                # the close is a FIN: a close with unread bytes would be a reset, which may discard the DISCONNECT
+                # before the prober reads it.
+                connection.shutdown(socket.SHUT_WR)
+                self._read_until_closed(connection)
                 return
             for frame in frames:
                 packet = frame.packet

@@ -276,15 +276,19 @@ class ProbeConnection:
         self._to_server = StreamDecoder(CLIENT, version=self.version, offset=offset + size)
         self._streaming = streaming = asyncio.Event()
         written, ending = 0, ""
+        ended = "; the broker ended the connection before it was all sent"
         try:
             for piece in _pieces(head, payload_length):
+                if self._closed is not None:  # the broker closed (a FIN, after its DISCONNECT): nobody reads on
+                    ending = ended
+                    break
                 self._stream.write(piece)
                 written += len(piece)
                 await within(self._stream.drain(), self.timeout)
         except TimeoutError:
             ending = f"; the connection took none of it for {self.timeout:g} s, so the prober reset the connection"
         except (ConnectionError, OSError):
-            ending = "; the broker ended the connection before it was all sent"
+            ending = ended
         finally:
             self._streaming = None
             streaming.set()
