@@ -13,6 +13,7 @@ a packet declared huge is skipped in memory bounded by ``max_packet_size``.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import tracemalloc
 
@@ -268,6 +269,40 @@ def test_oversized_packet_frame_does_not_depend_on_how_the_input_is_split() -> N
     whole = feed_pieces([wire], "client", max_packet_size=50)
     assert [v.rule for f in whole for v in f.violations] == [rules.SIZE_LIMIT]
     assert feed_pieces(bytewise(wire), "client", max_packet_size=50) == whole
+
+
+@SETTINGS
+@given(data=fuzz_inputs, direction=st.sampled_from(DIRECTIONS), split=st.data())
+def test_counting_from_any_piece_on_accounts_for_every_byte_and_packet_decoding_would_give(
+    data: bytes, direction: str | None, split: st.DataObject
+) -> None:
+    """A decoder switched to counting (the prober's, once a flooding broker filled a connection's evidence) frames
+    exactly as one that decodes: the frames it still returns, the packets it counted by type and their bytes add up
+    to every byte fed, and the whole packets it counted are those decoding returned, type for type."""
+    pieces = split_at(data, _cuts(split, len(data)))
+    switch = split.draw(st.integers(0, len(pieces)), label="switch")
+    decoded = feed_pieces(pieces, direction, max_packet_size=64)
+    decoder = codec.StreamDecoder(direction, max_packet_size=64)
+    frames: list[codec.Frame] = []
+    counted: collections.Counter[int] = collections.Counter()
+    counted_bytes = 0
+    for index, piece in enumerate(pieces):
+        if index == switch:
+            decoder.count_only()
+        frames += decoder.feed(piece)
+        kinds, size = decoder.take_counted()
+        counted.update(kinds)
+        counted_bytes += size
+    frames += decoder.close()
+    assert decoder.take_counted() == ({}, 0)
+    assert sum(frame.length for frame in frames) + counted_bytes == len(data)
+    returned = {(frame.offset, frame.length) for frame in frames}
+    skipped = [frame for frame in decoded if (frame.offset, frame.length) not in returned]
+    assert sum(frame.length for frame in skipped) == counted_bytes
+    assert collections.Counter(frame.raw[0] >> 4 for frame in skipped) == counted
+    assert all(frame.packet is not None or frame.violations for frame in skipped)
+    assert not counted or switch < len(pieces)
+    event("packets counted" if counted else "nothing counted")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -105,6 +105,9 @@ class StreamDecoder:
         self._need = 0  # the whole size of the packet _pending starts, once its fixed header is complete
         self._offset = offset  # stream offset of _pending[0], or of the next byte a run will take
         self._run: _Run | None = None
+        self._counting = False
+        self._counted: dict[int, int] = {}  # packet type -> whole packets passed over since ``take_counted``
+        self._counted_size = 0  # the bytes of those packets
 
     @property
     def version(self) -> ProtocolVersion:
@@ -133,6 +136,24 @@ class StreamDecoder:
         """Bytes held while waiting for the rest of a packet: never more than ``max_packet_size`` once ``feed``
         has returned (after a strict-mode raise, the rest of that call's bytes wait here for the next call)."""
         return len(self._pending) + len(self._more)
+
+    @property
+    def counting(self) -> bool:
+        """Whole packets are counted by type, not decoded (see :meth:`count_only`)."""
+        return self._counting
+
+    def count_only(self) -> None:
+        """From now on whole packets are framed and counted by the type of their first byte, never decoded nor
+        returned (see :meth:`take_counted`): for a reader that keeps nothing more of the stream yet must account
+        for it. Framing stays exact, so offsets go on; an oversized packet, an unframeable run and the truncated
+        end are still returned as frames."""
+        self._counting = True
+
+    def take_counted(self) -> tuple[dict[int, int], int]:
+        """Packets counted since the last call, by packet type, and the bytes they covered."""
+        counted, size = self._counted, self._counted_size
+        self._counted, self._counted_size = {}, 0
+        return counted, size
 
     def feed(self, data: BytesLike) -> list[Frame]:
         """The frames completed by ``data`` (``bytes``, ``bytearray`` or ``memoryview``; what is kept is copied, so
@@ -259,6 +280,12 @@ class StreamDecoder:
             if end > size:
                 need = end - pos
                 break
+            if self._counting:
+                kind = buf[pos] >> 4
+                self._counted[kind] = self._counted.get(kind, 0) + 1
+                self._counted_size += end - pos
+                pos = end
+                continue
             if learn and buf[pos] >> 4 == _CONNECT:
                 self._learn = learn = False
                 self._version = version = connect_version(buf, body, end) or version

@@ -465,8 +465,13 @@ class ProbeConnection:
         now = self._clock()
         if len(self.heard) < HEARD_BYTES:
             self.heard += data[: HEARD_BYTES - len(self.heard)]
-        packets = self._take(now, self._from_server.feed(data))
-        declared = self._from_server.skipping
+        decoder = self._from_server
+        if self.capped and not decoder.counting:
+            decoder.count_only()  # nothing more is kept: framing alone accounts for the rest
+        packets = self._take(now, decoder.feed(data))
+        if decoder.counting:
+            self.overflow.add_counted(now, *decoder.take_counted())
+        declared = decoder.skipping
         if declared is not None:  # still arriving: what hangs on it is not assessable from now on
             self._cap(now, _oversized(declared))
         async with self._changed:

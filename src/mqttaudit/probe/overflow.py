@@ -2,9 +2,9 @@
 
 A broker that floods a connection must not grow the prober's memory, its time or its reports with what it sends:
 a connection keeps the first ``MAX_FRAMES`` frames, ``MAX_BYTES`` bytes or ``MAX_VIOLATIONS`` codec violations
-from the server as judge events, and
-only counts what follows (bytes and packets by type), for a summary such as "then 1,048,576 more bytes in 12,003
-PUBLISH packets". The judge is told that those bytes were not observed, so nothing that hangs on them is judged.
+from the server as judge events, and only counts what follows (bytes and packets by type; framed, never decoded,
+so a flood costs the prober framing alone), for a summary such as "then 1,048,576 more bytes in 12,003 PUBLISH
+packets". The judge is told that those bytes were not observed, so nothing that hangs on them is judged.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..codec import Frame
+from ..codec import Frame, PacketType
 from ..codec.rules import TRUNCATED
 
 #: Frames from the server one connection keeps as evidence; no case of the library needs more than a few dozen.
@@ -28,6 +28,12 @@ MAX_VIOLATIONS: Final = 5000
 #: reason, never a fail. Bound by what decoding costs: 1 MiB of hostile bytes shaped as a SUBACK decodes into a
 #: million violations (about 200 MB), and one shaped as a SUBSCRIBE takes about 10 s per 256 KiB to decode.
 SERVER_MAX_PACKET: Final = 64 * 1024
+
+
+#: A counted packet's name by its type (3.1.1's reserved 15 is 5.0's AUTH: named as the type's both names).
+_TYPE_NAMES: Final = {
+    int(kind): {0: "reserved type 0", 15: "AUTH or reserved type 15"}.get(int(kind), kind.name) for kind in PacketType
+}
 
 
 def packet_name(frame: Frame) -> str:
@@ -61,6 +67,17 @@ class Overflow:
             self.since = time
         self.bytes += frame.length
         self.packets[packet_name(frame)] += 1
+
+    def add_counted(self, time: float, counted: dict[int, int], size: int) -> None:
+        """Adds whole packets the decoder only counted (by the type of their first byte: not decoded, so a
+        malformed one is named by its type too), ``size`` bytes in all."""
+        if not counted:
+            return
+        if self.since is None:
+            self.since = time
+        self.bytes += size
+        for kind, count in counted.items():
+            self.packets[_TYPE_NAMES[kind]] += count
 
     def merge(self, other: Overflow) -> None:
         """Adds what ``other`` counted (which began later) to this count."""

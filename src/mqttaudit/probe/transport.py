@@ -44,6 +44,11 @@ if TYPE_CHECKING:
 #: The WebSocket subprotocol an MQTT client offers and the server must choose [MQTT-6.0.0-4].
 MQTT_SUBPROTOCOL = "mqtt"
 READ_SIZE = 65536
+#: Seconds the TCP connect may take at least, whatever the answer timeout. The handshake is the peer's kernel's,
+#: not the broker's: it takes microseconds when the broker listens, so the floor costs a live broker nothing, while
+#: an answer timeout of half a second would otherwise call a broker unreachable whenever the prober's own event
+#: loop was held up that long (a busy machine) and the connect's completion was read after the timer.
+TCP_CONNECT_FLOOR = 5.0
 
 
 class Secret:
@@ -447,10 +452,10 @@ class WebSocketStream:
 
 async def open_stream(target: Target, timeout: float) -> ByteStream:
     """A connection to ``target`` over its transport, nothing of MQTT sent yet, within ``timeout`` for each step
-    (TCP, TLS, the upgrade). OSError from the TCP connect as it is (refused, unresolvable: the caller says it in
-    words), :class:`TransportError` when TLS or the WebSocket upgrade fails, TimeoutError when a step takes longer.
-    A broker that accepts the TCP connection and resets it at once gives a stream it reset (:class:`ResetStream`),
-    whether the RST overtook the connect or not."""
+    (TLS, the upgrade; the TCP connect within at least :data:`TCP_CONNECT_FLOOR`). OSError from the TCP connect as
+    it is (refused, unresolvable: the caller says it in words), :class:`TransportError` when TLS or the WebSocket
+    upgrade fails, TimeoutError when a step takes longer. A broker that accepts the TCP connection and resets it at
+    once gives a stream it reset (:class:`ResetStream`), whether the RST overtook the connect or not."""
     context = target.tls_context()
     stream: SocketStream | ResetStream
     try:
@@ -462,7 +467,7 @@ async def open_stream(target: Target, timeout: float) -> ByteStream:
                 server_hostname=target.host if context is not None else None,  # SNI, and the name checked
                 ssl_handshake_timeout=timeout if context is not None else None,
             ),
-            timeout,
+            max(timeout, TCP_CONNECT_FLOOR) + (timeout if context is not None else 0.0),
         )
         stream = SocketStream(reader, writer)
     except ssl.SSLCertVerificationError as exc:
