@@ -298,13 +298,14 @@ def _record(capture: Path, broker_port: int) -> tuple[Path, int, str]:
     pcap = capture.with_suffix(".pcap")
     try:
         with connected_before("127.0.0.1", broker_port) as publish, tcpdump_recording(pcap, broker_port):
-            publish()
+            early = publish()
             run_traffic("127.0.0.1", broker_port)
-        _say(
-            "One more client, plant-early, was connected before tcpdump started, as in any capture of a running "
-            "fleet: the recording holds its PUBLISH but not its CONNECT.",
-            indent="   ",
-        )
+        if early:
+            _say(
+                "One more client, plant-early, was connected before tcpdump started, as in any capture of a running "
+                "fleet: the recording holds its PUBLISH but not its CONNECT.",
+                indent="   ",
+            )
         return pcap, broker_port, "tcpdump on loopback"
     except RecorderUnavailable as exc:
         click.echo(f"   tcpdump cannot capture here ({exc}); recording through the relay instead")

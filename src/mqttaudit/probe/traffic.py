@@ -79,18 +79,26 @@ def _paho_client(host: str, port: int, name: str) -> mqtt.Client:
 @contextlib.contextmanager
 def connected_before(
     host: str, port: int, *, timeout: float = 3.0, prefix: str = "plant"
-) -> Iterator[Callable[[], None]]:
+) -> Iterator[Callable[[], bool]]:
     """A client connected to ``host:port`` on entry, before a recording starts: what the recording sees of it begins
     inside the connection (mid-stream), as in any capture of a running fleet. The block gets a function that makes
-    it publish one QoS 1 message (and waits for the PUBACK); the client disconnects on leaving the block."""
+    it publish one QoS 1 message and wait for the PUBACK (False when it could not: the broker did not take the
+    connection, or ended it); the client disconnects on leaving the block."""
     name = f"{prefix}-early"
     client = _paho_client(host, port, name)
     deadline = time.monotonic() + timeout
     while not client.is_connected() and time.monotonic() < deadline:
         time.sleep(0.01)
 
-    def publish() -> None:
-        client.publish(f"{prefix}/line2/temperature", b"19.5", qos=1).wait_for_publish(timeout)
+    def publish() -> bool:
+        if not client.is_connected():
+            return False
+        info = client.publish(f"{prefix}/line2/temperature", b"19.5", qos=1)
+        try:
+            info.wait_for_publish(timeout)
+        except (RuntimeError, ValueError):  # the connection failed meanwhile: paho says so by raising
+            return False
+        return info.is_published()
 
     try:
         yield publish
