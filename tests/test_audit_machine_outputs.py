@@ -26,7 +26,7 @@ from mqttaudit.capture import read_records
 from mqttaudit.capture.link import RAW
 from mqttaudit.capture.writer import TcpSession, pcap_bytes
 from mqttaudit.report.audit_flows import community_id
-from mqttaudit.report.audit_jsonl import findings_schema
+from mqttaudit.report.output_schemas import output_schema
 
 from . import corpus
 from .child import SOURCE, child_env, run_child
@@ -129,7 +129,7 @@ def test_a_findings_frame_is_wiresharks_1_based_number_of_the_record_that_carrie
 
 
 def test_every_line_of_findings_jsonl_validates_against_the_shipped_schema(machine_audit: dict[str, Any]) -> None:
-    schema = findings_schema()
+    schema = output_schema("findings.jsonl")
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
     assert machine_audit["findings"]

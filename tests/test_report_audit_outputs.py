@@ -20,8 +20,9 @@ from mqttaudit.codec import rules as codec_rules
 from mqttaudit.judge import CHECKED_RULES
 from mqttaudit.pipeline.stages import TABLE_COLUMNS, table_schema
 from mqttaudit.report import AuditReportData, audit_flows, audit_tables, write_audit_reports
-from mqttaudit.report.audit_jsonl import findings_schema, json_line
+from mqttaudit.report.audit_jsonl import json_line
 from mqttaudit.report.audit_junit import FindingTally, audit_to_junit, junit_document
+from mqttaudit.report.output_schemas import output_schema
 from mqttaudit.spec import load_catalogue
 
 T0 = 1746093600.0  # 2025-05-01 10:00:00 UTC
@@ -162,7 +163,9 @@ def test_each_line_names_its_connection_as_eve_does_from_the_side_judged(written
     # A flow the connections table does not name: its endpoints are unknown, never guessed.
     assert [unknown[k] for k in ("src_ip", "src_port", "dest_ip", "dest_port", "community_id")] == [None] * 5
     assert unknown["flow_id"] == audit_flows.flow_id("c2@5")
-    validator = jsonschema.Draft202012Validator(findings_schema(), format_checker=jsonschema.FormatChecker())
+    validator = jsonschema.Draft202012Validator(
+        output_schema("findings.jsonl"), format_checker=jsonschema.FormatChecker()
+    )
     for line in written["lines"]:
         assert not [error.message for error in validator.iter_errors(line)], line
 

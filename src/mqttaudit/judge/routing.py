@@ -51,11 +51,16 @@ class Routing:
         """A time of this observation as its details name it (UTC for a capture's, seconds for the prober's)."""
         return reasons.instant(seconds, wall_clock=self._config.wall_clock)
 
-    def _unseen_bytes(self, time: float, what: str) -> str:
+    def _unseen_bytes(self, link: Link, what: str) -> str | None:
+        """Why ``what`` is not assessable on ``link`` when bytes the server sent on it were not observed (from the
+        first such loss); None when every byte it sent was."""
+        lost = [time for side, time in link.transcript.lost if side is SERVER]
+        if not lost:
+            return None
         return reasons.reason(
             reasons.LOST_BYTES,
             f"bytes the server sent on this connection were not captured or could not be framed (from "
-            f"{self._at(time)}): {what} may be among them",
+            f"{self._at(min(lost))}): {what} may be among them",
         )
 
     def judgement(self) -> Judgement:
@@ -284,9 +289,9 @@ class Routing:
             f"Packet Identifier {sent.message.packet_id}), unacknowledged there and since expired"
         )
         deadline = link.opened + self._config.answer_timeout
-        lost = [time for side, time in link.transcript.lost if side is SERVER]
-        if lost:
-            self._undecided(link, rule, self._unseen_bytes(min(lost), what))
+        unseen = self._unseen_bytes(link, what)
+        if unseen is not None:
+            self._undecided(link, rule, unseen)
         elif link.ended >= deadline:
             self._fail(
                 link,
@@ -738,9 +743,9 @@ class Routing:
     def _settle_absence(self, link: Link, rule: str, deadline: float, what: str | None) -> None:
         """Something that must not arrive did not: ``rule`` held if the connection was seen open past ``deadline``
         with every byte the server sent observed; otherwise not assessable (about ``what``, when given)."""
-        lost = [time for side, time in link.transcript.lost if side is SERVER]
-        if lost:
-            self._undecided(link, rule, self._unseen_bytes(min(lost), what or "a delivery"))
+        unseen = self._unseen_bytes(link, what or "a delivery")
+        if unseen is not None:
+            self._undecided(link, rule, unseen)
         elif link.ended >= deadline:
             self._held(link, rule)
         elif what is not None:
@@ -753,7 +758,6 @@ class Routing:
         # [MQTT-1.5.3-3] A copy whose topic holds U+FEFF would show whether the server kept it: unseen, undecided.
         bom = (rules.BOM_KEPT,) if "\ufeff" in expectation.message.publish.topic else ()
         rules_at_stake = (expectation.rule, *expectation.also, expectation.qos_rule, *bom)
-        lost = [time for side, time in link.transcript.lost if side is SERVER]
         unnamed = [d for d in link.transcript.delivered if not d.message.topic]
         if unnamed:
             # A delivery named only by a Topic Alias whose mapping was not seen may be this message.
@@ -765,9 +769,10 @@ class Routing:
             for rule in rules_at_stake:
                 self._undecided(link, rule, reason, time=expectation.after)
             return
-        if lost:
+        unseen = self._unseen_bytes(link, _what(expectation))
+        if unseen is not None:
             for rule in rules_at_stake:
-                self._undecided(link, rule, self._unseen_bytes(min(lost), _what(expectation)), time=expectation.after)
+                self._undecided(link, rule, unseen, time=expectation.after)
             return
         if link.ended >= expectation.deadline:
             early = _published_early(link, expectation)
@@ -834,9 +839,9 @@ class Routing:
         names = ", ".join(quoted(copy.link.name) for copy in group.members)
         what = f"{_what(first)} to share group {quoted(group.share)} ({quoted(group.topic_filter)}; members {names})"
         for copy in group.members:
-            lost = [time for side, time in copy.link.transcript.lost if side is SERVER]
-            if lost:
-                self._undecided(first.link, rules.MESSAGE_ROUTED, self._unseen_bytes(min(lost), what), time=first.after)
+            unseen = self._unseen_bytes(copy.link, what)
+            if unseen is not None:
+                self._undecided(first.link, rules.MESSAGE_ROUTED, unseen, time=first.after)
                 return
             if copy.link.ended < group.deadline:
                 reason = self._cut_short(copy.link, group.deadline, f"{what} was due")
@@ -894,9 +899,9 @@ class Routing:
         if again:
             self._held(following, rule)
             return
-        lost = [time for side, time in following.transcript.lost if side is SERVER]
-        if lost:
-            self._undecided(following, rule, self._unseen_bytes(min(lost), what))
+        unseen = self._unseen_bytes(following, what)
+        if unseen is not None:
+            self._undecided(following, rule, unseen)
         elif following.ended >= deadline:
             self._fail(
                 following,
@@ -936,9 +941,9 @@ class Routing:
         for copy in group.members:
             if copy is chosen or copy.link.session is chosen.link.session:
                 continue
-            lost = [time for side, time in copy.link.transcript.lost if side is SERVER]
-            if lost:
-                self._undecided(copy.link, rule, self._unseen_bytes(min(lost), what))
+            unseen = self._unseen_bytes(copy.link, what)
+            if unseen is not None:
+                self._undecided(copy.link, rule, unseen)
                 return False
             if copy.link.ended < deadline:
                 self._undecided(copy.link, rule, self._cut_short(copy.link, deadline, f"{what} could arrive"))

@@ -18,7 +18,6 @@ from typing import Any
 from .. import __version__
 from ..codec.describe import wire_text
 from .audit_flows import flow_fields
-from .output_schemas import output_schema
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
@@ -40,11 +39,6 @@ def finding_record(event_type: str, row: Mapping[str, Any]) -> dict[str, Any]:
         "capture": values.pop("capture", None),
         **values,
     }
-
-
-def findings_schema() -> dict[str, Any]:
-    """The JSON Schema of a line of findings.jsonl, as data."""
-    return output_schema("findings.jsonl")
 
 
 def iso_time(seconds: float) -> str:
