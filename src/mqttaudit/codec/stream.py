@@ -263,6 +263,7 @@ class StreamDecoder:
         learn = self._learn
         limit = self._max_packet_size
         need = 0
+        counting = self._counting
         out: list[Violation] = []  # reused: a clean packet, the common case, allocates no list
         while pos + 1 < size:
             length_byte = buf[pos + 1]
@@ -280,7 +281,7 @@ class StreamDecoder:
             if end > size:
                 need = end - pos
                 break
-            if self._counting:
+            if counting:
                 kind = buf[pos] >> 4
                 self._counted[kind] = self._counted.get(kind, 0) + 1
                 self._counted_size += end - pos
