@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from typing import Any
 
 import jsonschema
 import pytest
 
 from mqttaudit.report.output_schemas import SCHEMAS, output_schema
+
+from .child import run_child
 
 #: A findings.json of one passing case, as a probe writes it (the shape, not a copy of any run).
 RUN: dict[str, Any] = {
@@ -96,9 +96,7 @@ RUN: dict[str, Any] = {
 def test_each_shipped_schema_is_a_valid_schema_and_printed_as_shipped(name: str) -> None:
     schema = output_schema(name)
     jsonschema.Draft202012Validator.check_schema(schema)
-    printed = subprocess.run(
-        [sys.executable, "-m", "mqttaudit", "schema", name], capture_output=True, text=True, check=False, timeout=60
-    )
+    printed = run_child("schema", name, timeout=60)
     assert printed.returncode == 0, printed.stderr
     assert json.loads(printed.stdout) == schema
 
