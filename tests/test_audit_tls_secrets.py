@@ -262,7 +262,8 @@ def test_a_flow_s_runs_out_of_order_are_judged_as_in_order() -> None:
     import pyarrow as pa
 
     from mqttaudit.capture.segments import ACK, PSH, SYN
-    from mqttaudit.pipeline.stages import SEGMENT_SCHEMA, Runs, judge_segments
+    from mqttaudit.pipeline.stages import Runs, judge_segments
+    from mqttaudit.pipeline.tables import SEGMENT_SCHEMA
 
     client, server = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
     connect, connack = codec.encode(codec.Connect(client_id="c")), codec.encode(codec.Connack())

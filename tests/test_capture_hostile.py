@@ -26,7 +26,7 @@ from mqttaudit.capture.link import RAW
 from mqttaudit.capture.records import MAX_TIME_NS
 from mqttaudit.codec import Connack, Connect, Publish, encode
 from mqttaudit.judge.events import Lost
-from mqttaudit.pipeline import stages
+from mqttaudit.pipeline import stages, tables
 from mqttaudit.pipeline.conversations import Flow, connection_flow, judge_flow
 
 from .cli_in_process import run_mqttaudit
@@ -300,7 +300,7 @@ def pipeline_without_spark(path: Path, out_dir: Path, target: int) -> dict[str, 
     """The audit's stages on one capture, without Spark: chunks planned, read by :func:`stages.read_segments`,
     the runs ordered by flow (as the shuffle does), judged by :func:`stages.judge_partition` (writing its Parquet
     tables), and every broker replayed by :func:`stages.replay_group`. Returns the notes and the judged rows."""
-    for table in (*stages.TABLE_COLUMNS, stages.TRANSCRIPTS_DIR):
+    for table in (*tables.TABLE_COLUMNS, stages.TRANSCRIPTS_DIR):
         (out_dir / table).mkdir(parents=True, exist_ok=True)
     options = stages.AuditOptions(out_dir=str(out_dir))
     try:
@@ -313,13 +313,13 @@ def pipeline_without_spark(path: Path, out_dir: Path, target: int) -> dict[str, 
             "path": [str(path)] * len(chunks),
             "chunk": [pickle.dumps(chunk) for chunk in chunks],
         },
-        schema=stages.CHUNK_SCHEMA,
+        schema=tables.CHUNK_SCHEMA,
     )
-    segments = pa.Table.from_batches(list(stages.read_segments(iter([descriptors]), options)), stages.SEGMENT_SCHEMA)
+    segments = pa.Table.from_batches(list(stages.read_segments(iter([descriptors]), options)), tables.SEGMENT_SCHEMA)
     order = pc.sort_indices(segments, [("flow", "ascending"), ("capture", "ascending"), ("first_record", "ascending")])
     ordered = segments.take(order)
     judged = pa.Table.from_batches(
-        list(stages.judge_partition(iter(ordered.to_batches()), options)), stages.JUDGED_SCHEMA
+        list(stages.judge_partition(iter(ordered.to_batches()), options)), tables.JUDGED_SCHEMA
     ).to_pylist()
     notes = [json.loads(row["note"]) for row in judged if row["note"] is not None]
     connections = [row for row in judged if row["note"] is None and row["server"] != "unknown"]

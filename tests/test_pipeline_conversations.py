@@ -9,9 +9,9 @@ import pytest
 
 from mqttaudit import codec
 from mqttaudit.judge import JudgeConfig
-from mqttaudit.pipeline.conversations import PACKET_COLUMNS, Columns, Flow, digested, judge_flow
-from mqttaudit.pipeline.replay import DELIVERY_COLUMNS, ROUTING_COLUMNS, replay_broker
-from mqttaudit.pipeline.stages import GAP_COLUMNS
+from mqttaudit.pipeline.conversations import Columns, Flow, digested, judge_flow
+from mqttaudit.pipeline.replay import replay_broker
+from mqttaudit.pipeline.tables import DELIVERY_COLUMNS, GAP_COLUMNS, PACKET_COLUMNS, ROUTING_COLUMNS
 
 from .talk import CONNACK_OK, Talk, connected, publish, suback, subscribe
 

@@ -13,13 +13,13 @@ import pytest
 from mqttaudit.capture import Segment
 from mqttaudit.pipeline import stages
 from mqttaudit.pipeline.stages import (
-    SEGMENT_SCHEMA,
     TRANSCRIPTS_DIR,
     Runs,
     TranscriptWriter,
     decode_run,
     read_transcripts,
 )
+from mqttaudit.pipeline.tables import SEGMENT_SCHEMA
 
 CLIENT_A = (b"\x0a\x00\x00\x02", 50000)
 CLIENT_B = (b"\x0a\x00\x00\x03", 50001)

@@ -40,17 +40,16 @@ from .detection import connections_by_port, detection_summary, port_proofs
 from .keylog import KeyLogFile
 from .sealed import new_key
 from .spark import DEFAULT_MASTER, check_environment, check_master_reachable, spark_session
-from .stages import (
+from .stages import TRANSCRIPTS_DIR, AuditOptions, broker_replayer, flow_judge, read_segments
+from .tables import (
     CHUNK_SCHEMA,
+    HOMES_SCHEMA,
     JUDGED_SCHEMA,
     REPLAYED_SCHEMA,
     SEGMENT_SCHEMA,
-    TRANSCRIPTS_DIR,
-    AuditOptions,
-    broker_replayer,
+    SHARDS_SCHEMA,
+    TABLES,
     ddl,
-    flow_judge,
-    read_segments,
     table_schema,
 )
 
@@ -63,16 +62,6 @@ MIN_CHUNK_BYTES = 1024 * 1024
 CHUNKS_PER_CORE = 4
 #: Tasks per core of the judging stage: flows differ widely in length, so more, smaller shares even out better.
 FLOW_PARTITIONS_PER_CORE = 8
-TABLES = (
-    "packets",
-    "violations",
-    "connections",
-    "not_assessable",
-    "lenient",
-    "deliveries",
-    "routing_findings",
-    "gaps",
-)
 #: Every entry an audit writes into its folder: a file of someone else's by one of these names is never replaced.
 OUTPUTS = (*TABLES, "summary.json", "report_data.json", "report.html", "findings.md", "findings.jsonl", "junit.xml")
 SAMPLES_PER_RULE = 5
@@ -335,7 +324,7 @@ def _run(
     known = connections.where("server != 'unknown'").withColumn("client_key", F.coalesce("client_id", "flow"))
     keys = _shard_keys(session, parallelism)
     known = known.join(F.broadcast(_shards(known, keys, session)), "client_key")
-    targets = session.createDataFrame([(key,) for key in keys], "shard bigint")
+    targets = session.createDataFrame([(key,) for key in keys], ddl(SHARDS_SCHEMA))
     progress("replaying routing per broker")
     replayed = (
         known.crossJoin(F.broadcast(targets))
@@ -395,7 +384,7 @@ def _shards(known: DataFrame, keys: list[int], session: SparkSession) -> DataFra
         home = load.index(min(load))
         load[home] += row.weight
         homes.append((row.client_key, keys[home]))
-    return session.createDataFrame(homes, "client_key string, home bigint")
+    return session.createDataFrame(homes, ddl(HOMES_SCHEMA))
 
 
 def _ensure_readable(directory: Path, table: str) -> None:

@@ -55,215 +55,22 @@ from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge import reasons as reason_tags
 
 from . import sources
-from .conversations import (
-    CONNECTION_COLUMNS,
-    LENIENT_COLUMNS,
-    NOT_ASSESSABLE_COLUMNS,
-    PACKET_COLUMNS,
-    VIOLATION_COLUMNS,
-    Columns,
-    connection_flow,
-    judge_flow,
-)
+from .conversations import Columns, connection_flow, judge_flow
 from .keylog import KeyLogFile
-from .replay import DELIVERY_COLUMNS, ROUTING_COLUMNS, replay_batches
+from .replay import replay_batches
 from .sealed import keyed_name, seal, unseal
-
-# -- schemas ------------------------------------------------------------------------------------------------------
-
-#: Arrow types of every table column (Spark needs exact types: int64 for long, int32 for int, float64 for double).
-TYPES: dict[str, pa.DataType] = {
-    "capture": pa.string(),
-    "flow": pa.string(),
-    "event": pa.int64(),
-    "direction": pa.string(),
-    "frame": pa.int64(),
-    "offset": pa.int64(),
-    "length": pa.int64(),
-    "time": pa.float64(),
-    "type": pa.string(),
-    "packet_id": pa.int64(),
-    "qos": pa.int64(),
-    "retain": pa.bool_(),
-    "dup": pa.bool_(),
-    "topic": pa.string(),
-    "client_id": pa.string(),
-    "summary": pa.string(),
-    "rule": pa.string(),
-    "level": pa.string(),
-    "section": pa.string(),
-    "actor": pa.string(),
-    "origin": pa.string(),
-    "kind": pa.string(),
-    "detail": pa.string(),
-    "expected": pa.string(),
-    "evidence": pa.string(),
-    "client": pa.string(),
-    "server": pa.string(),
-    "protocol_level": pa.int64(),
-    "clean_session": pa.bool_(),
-    "keep_alive": pa.int64(),
-    "connack_code": pa.int64(),
-    "start": pa.float64(),
-    "end": pa.float64(),
-    "ended_by": pa.string(),
-    "how": pa.string(),
-    "mid_stream": pa.bool_(),
-    "roles": pa.string(),
-    "transport": pa.string(),
-    "packets": pa.int64(),
-    "violations": pa.int64(),
-    "not_assessable": pa.int64(),
-    "lenient": pa.int64(),
-    "basis": pa.string(),
-    "broker": pa.string(),
-    "publisher_flow": pa.string(),
-    "publisher_event": pa.int64(),
-    "will": pa.bool_(),
-    "subscriber_flow": pa.string(),
-    "observed": pa.bool_(),
-    "copies_allowed": pa.int64(),
-    "copies_observed": pa.int64(),
-    "qos_expected": pa.int64(),
-    "qos_observed": pa.int64(),
-    "side": pa.string(),
-    "reason": pa.string(),
-    "version": pa.string(),
-    "handling": pa.string(),
-    "cause_event": pa.int64(),
-    "cause_frame": pa.int64(),
-    "tag": pa.string(),
-    "rule_version": pa.string(),
-    #: The other statements the act of a violation row breaks (one act, one row: see ``Finding.also``).
-    "also": pa.list_(pa.string()),
-    # The packets table's reason code and MQTT 5.0 properties (null when the packet carries none).
-    "reason_code": pa.int64(),
-    "topic_alias": pa.int64(),
-    "message_expiry_interval": pa.int64(),
-    "content_type": pa.string(),
-    "response_topic": pa.string(),
-    "payload_format_indicator": pa.int64(),
-    "subscription_identifiers": pa.list_(pa.int64()),
-    "session_expiry_interval": pa.int64(),
-    "reason_string": pa.string(),
-    "user_properties": pa.list_(pa.string()),
-    "receive_maximum": pa.int64(),
-    "maximum_packet_size": pa.int64(),
-    "topic_alias_maximum": pa.int64(),
-    "assigned_client_identifier": pa.string(),
-    "authentication_method": pa.string(),
-}
-GAP_COLUMNS = ("capture", "flow", "direction", "offset", "length", "time", "kind", "reason")
-
-
-def struct_type(columns: Sequence[str]) -> pa.StructType:
-    return pa.struct([pa.field(name, TYPES[name]) for name in columns])
-
-
-_SPARK_NAMES = {
-    pa.string(): "string",
-    pa.int64(): "bigint",
-    pa.int32(): "int",
-    pa.float64(): "double",
-    pa.bool_(): "boolean",
-    pa.binary(): "binary",
-}
-
-
-def spark_type(data_type: pa.DataType) -> str:
-    """The Spark DDL of an Arrow type (the few flat ones the stages hand to Spark)."""
-    return _SPARK_NAMES[data_type]
-
-
-def ddl(schema: pa.Schema) -> str:
-    return ", ".join(f"`{field.name}` {spark_type(field.type)}" for field in schema)
-
-
-CHUNK_SCHEMA = pa.schema([("capture", pa.string()), ("path", pa.string()), ("chunk", pa.binary())])
-#: The columns of one TCP segment, in a run of segments (:data:`SEGMENT_SCHEMA`).
-RUN_SCHEMA = pa.schema(
-    [
-        ("record", pa.int64()),
-        ("time_ns", pa.int64()),
-        ("src_ip", pa.binary()),
-        ("src_port", pa.int32()),
-        ("dst_ip", pa.binary()),
-        ("dst_port", pa.int32()),
-        ("seq", pa.int64()),
-        ("ack", pa.int64()),
-        ("flags", pa.int32()),
-        ("payload", pa.binary()),
-    ]
+from .tables import (
+    GAP_COLUMNS,
+    GAP_KINDS,
+    JUDGED_SCHEMA,
+    PIECE_SCHEMA,
+    REPLAYED_SCHEMA,
+    RUN_SCHEMA,
+    SEGMENT_FIELDS,
+    SEGMENT_SCHEMA,
+    TRANSCRIPT_SCHEMA,
+    table_schema,
 )
-#: What the reading stage hands on: runs of one flow's TCP segments from one chunk, each row carrying its segments
-#: as one serialized Arrow record batch (:data:`RUN_SCHEMA`), which the JVM shuffles and sorts as one opaque value
-#: (with a row per segment, converting, shuffling and sorting them cost the JVM about half the audit's CPU); or a
-#: chunk's note (no flow).
-SEGMENT_SCHEMA = pa.schema(
-    [
-        ("flow", pa.string()),
-        ("capture", pa.string()),
-        ("first_record", pa.int64()),
-        ("segments", pa.binary()),
-        ("note", pa.string()),
-    ]
-)
-COUNT_COLUMNS = ("stream_bytes", "packet_bytes", "malformed_bytes", "gap_bytes", "unassessable_bytes")
-#: Per connection, what the summary names beside the byte account: the ranges of conflicting retransmissions
-#: (``conflict`` rows of the gaps table) and their bytes, and the bytes left undecoded
-#: past the cap of malformed frames (:data:`~mqttaudit.capture.conversation.DEFAULT_MAX_MALFORMED`).
-RECORD_COLUMNS = ("conflict_ranges", "conflict_bytes", "capped_bytes")
-#: The ``kind`` of a gaps row: bytes never captured, bytes captured but not framed with confidence, and bytes that
-#: arrived twice with different content (a record beside the byte account: the first copy's bytes are counted
-#: where its frame went).
-GAP_KINDS = {"gap": "gap", "not_assessable": "not-assessable", "conflict": "conflict"}
-#: What the judging stage hands back to Spark per connection (the tables it writes itself): what the summary
-#: adds up, and where the routing replay finds the connection's transcript (:class:`TranscriptWriter`). A row with
-#: ``note`` set carries a chunk's note instead.
-JUDGED_SCHEMA = pa.schema(
-    [
-        ("flow", pa.string()),
-        ("capture", pa.string()),
-        ("server", pa.string()),
-        ("client_id", pa.string()),
-        ("transcripts", pa.string()),
-        ("transcript_row", pa.int64()),
-        ("transcript_bytes", pa.int64()),
-        ("sources_bytes", pa.int64()),
-        *[(name, pa.int64()) for name in COUNT_COLUMNS],
-        *[(name, pa.int64()) for name in RECORD_COLUMNS],
-        ("packet_count", pa.int64()),
-        ("start", pa.float64()),
-        ("end", pa.float64()),
-        ("note", pa.string()),
-    ]
-)
-#: What the replay of one shard hands back (the tables it writes itself).
-REPLAYED_SCHEMA = pa.schema(
-    [
-        ("broker", pa.string()),
-        ("shard", pa.int64()),
-        ("partition", pa.int64()),
-        ("deliveries", pa.int64()),
-        ("routing_findings", pa.int64()),
-        ("not_assessable", pa.string()),
-    ]
-)
-#: The Parquet tables of an audit and the columns of each.
-TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "packets": PACKET_COLUMNS,
-    "violations": VIOLATION_COLUMNS,
-    "connections": CONNECTION_COLUMNS,
-    "gaps": GAP_COLUMNS,
-    "not_assessable": NOT_ASSESSABLE_COLUMNS,
-    "lenient": LENIENT_COLUMNS,
-    "deliveries": DELIVERY_COLUMNS,
-    "routing_findings": ROUTING_COLUMNS,
-}
-
-
-def table_schema(table: str) -> pa.Schema:
-    return pa.schema(list(struct_type(TABLE_COLUMNS[table])))
 
 
 @dataclass(frozen=True)
@@ -360,10 +167,6 @@ def read_segments(batches: Iterator[pa.RecordBatch], options: AuditOptions) -> I
         for capture, path, blob in zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True):
             chunk: Chunk = pickle.loads(blob)
             yield from _chunk_segments(capture, path, chunk, options)
-
-
-#: The segments of a chunk as the reading task gathers them: the run columns and the flow of each.
-PIECE_SCHEMA = pa.schema([("flow", pa.string()), *RUN_SCHEMA])
 
 
 class Runs:
@@ -573,8 +376,6 @@ def _parquet_writer(path: str, schema: pa.Schema) -> pq.ParquetWriter:
 #: The folder of the output directory where the judging tasks leave the transcripts for the routing replay (the
 #: audit removes it when the replay is done).
 TRANSCRIPTS_DIR = "_transcripts"
-#: Each connection's transcript, whole and as a source of messages only (:func:`~.conversations.sources`).
-TRANSCRIPT_SCHEMA = pa.schema([("transcript", pa.binary()), ("sources", pa.binary())])
 
 
 class TranscriptWriter(TaskFile):
@@ -711,10 +512,6 @@ def judge_segments(table: pa.Table, options: AuditOptions) -> list[dict[str, Any
     # A connection that carried no payload byte (the last ACKs of one that ended before the capture began) is no
     # MQTT connection: nothing in it can be judged.
     return [_connection(audit, record_at, options) for audit in audits if audit.total.stream]
-
-
-#: The columns of a run that make a :data:`~mqttaudit.capture.segments.Segment`, in its order.
-SEGMENT_FIELDS = RUN_SCHEMA.names[1:]
 
 
 def flow_segments(table: pa.Table) -> Iterator[Segment]:
