@@ -37,10 +37,13 @@ from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 
 from . import sources
 from .detection import connections_by_port, detection_summary, port_proofs
+from .judging import flow_judge
 from .keylog import KeyLogFile
+from .options import AuditOptions
+from .replaying import broker_replayer
 from .sealed import new_key
+from .segments import read_segments
 from .spark import DEFAULT_MASTER, check_environment, check_master_reachable, spark_session
-from .stages import TRANSCRIPTS_DIR, AuditOptions, broker_replayer, flow_judge, read_segments
 from .tables import (
     CHUNK_SCHEMA,
     HOMES_SCHEMA,
@@ -52,6 +55,7 @@ from .tables import (
     ddl,
     table_schema,
 )
+from .task_files import TRANSCRIPTS_DIR
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

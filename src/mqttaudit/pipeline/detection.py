@@ -21,8 +21,9 @@ from mqttaudit.capture.conversation import ENCRYPTED_VERSION, NOT_DECODED, NOT_M
 from mqttaudit.capture.detect import BY_CONNECT, KNOWN_MQTT_PORTS, StartScanner, stronger
 
 from . import sources
-from .stages import AuditOptions, tune_gc
+from .options import AuditOptions
 from .tables import CHUNK_SCHEMA, LOOSE_STARTS_SCHEMA, STARTS_SCHEMA, ddl
+from .worker_gc import tune_gc
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
