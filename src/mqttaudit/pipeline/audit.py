@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqttaudit import __version__
-from mqttaudit.capture import CaptureError, plan_chunks, read_chunk
+from mqttaudit.capture import CaptureError, Chunk, plan_chunks, read_chunk
 from mqttaudit.capture.conversation import NOT_DECODED
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
 from mqttaudit.report.output_dir import check_output_dir, staged_output
@@ -107,7 +107,7 @@ def readable_connections(summary: dict[str, Any]) -> int:
     return int(summary["counts"]["connections"]) - unreadable
 
 
-def _end_time_ns(path: str, chunks: list[Any]) -> int | None:
+def _end_time_ns(path: str, chunks: list[Chunk]) -> int | None:
     """When observation of a capture ended: the time of its last record (only the last chunk is read)."""
     if not chunks:
         return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -246,7 +246,7 @@ def gaps_only(gaps: DataFrame) -> DataFrame:
 
 
 def _records_of(summary: dict[str, Any], capture: str) -> int:
-    return cast(int, summary.get("records_by_capture", {}).get(capture, 0))
+    return int(summary.get("records_by_capture", {}).get(capture, 0))
 
 
 def _found_by(violations: DataFrame, actor: str) -> DataFrame:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,6 +19,14 @@ from pyspark import TaskContext
 
 from .conversations import Columns
 from .tables import TRANSCRIPT_SCHEMA, table_schema
+
+
+class FileWriter(Protocol):
+    """What a task file writes through: pyarrow's Parquet writer and Arrow IPC file writer alike."""
+
+    def write_table(self, table: pa.Table) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class TaskFile:
@@ -30,7 +38,12 @@ class TaskFile:
     BATCH = 65536
 
     def __init__(
-        self, directory: str, folder: str, name: str, schema: pa.Schema, open_writer: Callable[[str, pa.Schema], Any]
+        self,
+        directory: str,
+        folder: str,
+        name: str,
+        schema: pa.Schema,
+        open_writer: Callable[[str, pa.Schema], FileWriter],
     ) -> None:
         self.schema = schema
         self.name = name
@@ -40,7 +53,7 @@ class TaskFile:
         self._open_writer = open_writer
         self._pending: list[Columns] = []
         self._pending_rows = 0
-        self._writer: Any = None
+        self._writer: FileWriter | None = None
 
     def add(self, columns: Columns) -> None:
         if not len(columns):
@@ -75,8 +88,9 @@ class TableWriter(TaskFile):
         super().__init__(directory, table, f"part-{part}.parquet", table_schema(table), _parquet_writer)
 
 
-def _parquet_writer(path: str, schema: pa.Schema) -> pq.ParquetWriter:
-    return pq.ParquetWriter(path, schema, compression="snappy")
+def _parquet_writer(path: str, schema: pa.Schema) -> FileWriter:
+    writer: FileWriter = pq.ParquetWriter(path, schema, compression="snappy")
+    return writer
 
 
 #: The folder of the output directory where the judging tasks leave the transcripts for the routing replay (the
