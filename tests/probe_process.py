@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SOURCE = Path(__file__).resolve().parents[1] / "src"
+from .child import SOURCE
+
 #: The reports every probe run writes.
 REPORTS = ("findings.json", "findings.md", "junit.xml")
 

@@ -13,9 +13,7 @@ import hashlib
 import io
 import ipaddress
 import json
-import os
 import struct
-import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +29,7 @@ from mqttaudit.report.audit_flows import community_id
 from mqttaudit.report.audit_jsonl import findings_schema
 
 from . import corpus
+from .child import SOURCE, child_env, run_child
 from .cli_in_process import Ran, run_mqttaudit
 
 if TYPE_CHECKING:
@@ -45,7 +44,6 @@ RESERVED_TYPE = SV + "mqtt-events-unassigned-msgtype.pcap"
 EXCESSIVE_PROPERTY_LENGTH = SV + "mqtt5-excessiveproplen.pcap"
 #: A clean MQTT 3.1.1 session (CONNECT, PUBLISH QoS 1, PUBACK, DISCONNECT), cut by the test inside its last record.
 CLEAN = SV + "mqtt311-pub-qos1.pcap"
-SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def audit(*args: str, out: Path) -> Ran:
@@ -194,7 +192,7 @@ def test_a_capture_cut_inside_a_record_is_named_on_stderr_and_does_not_pass(
     else:
         assert "mqttaudit: incomplete: a capture was not read whole" in done.stderr
         assert "no violations" in done.stdout
-        readme = (SRC.parent / "README.md").read_text(encoding="utf-8")
+        readme = (SOURCE.parent / "README.md").read_text(encoding="utf-8")
         assert f"\n{said}\nmqttaudit: incomplete: a capture was not read whole" in readme  # the README shows it
 
 
@@ -204,16 +202,17 @@ def test_a_capture_piped_into_audit_dash_gives_the_findings_of_its_file(
     path = machine_audit["captures"]["mqtt-events-unassigned-msgtype.pcap"]
     spool = tmp_path / "tmp"
     spool.mkdir()
-    environment = {**os.environ, "PYTHONPATH": str(SRC), "TMPDIR": str(spool)}
     with path.open("rb") as capture:
-        done = subprocess.run(
-            [sys.executable, "-m", "mqttaudit", "audit", "-", "--out", str(tmp_path / "out"), "--master", "local[2]"],
+        done = run_child(
+            "audit",
+            "-",
+            "--out",
+            str(tmp_path / "out"),
+            "--master",
+            "local[2]",
             stdin=capture,
-            capture_output=True,
-            text=True,
-            env=environment,
+            env=child_env(TMPDIR=str(spool)),
             timeout=600,
-            check=False,
         )
     assert done.returncode == 1, done.stderr
     piped = [json.loads(line) for line in (tmp_path / "out" / "findings.jsonl").read_text().splitlines()]

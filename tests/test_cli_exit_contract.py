@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,17 +17,17 @@ from mqttaudit.codec import Connack, Connect, encode
 from mqttaudit.probe.brokers import free_port, start_broker
 from mqttaudit.spec import load_catalogue
 
-SOURCE = Path(__file__).resolve().parents[1] / "src"
-ENV = {**os.environ, "PYTHONPATH": str(SOURCE)}
-MQTTAUDIT = f"{shlex.quote(sys.executable)} -m mqttaudit"
+from .child import MQTTAUDIT, child_env, run_child
+
+MQTTAUDIT_IN_A_SHELL = shlex.join(MQTTAUDIT)
 
 
 def piped_to_head(arguments: str, cwd: Path, reader: str = "head -n1") -> tuple[int, str, str]:
     """``mqttaudit ARGUMENTS | head -n1`` in a shell: mqttaudit's exit status, what the reader printed, and what
     mqttaudit wrote to standard error."""
-    script = f"{MQTTAUDIT} {arguments} 2>stderr.txt | {reader}; exit ${{PIPESTATUS[0]}}"
+    script = f"{MQTTAUDIT_IN_A_SHELL} {arguments} 2>stderr.txt | {reader}; exit ${{PIPESTATUS[0]}}"
     ran = subprocess.run(
-        ["bash", "-c", script], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=120, check=False
+        ["bash", "-c", script], cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=120, check=False
     )
     return ran.returncode, ran.stdout, (cwd / "stderr.txt").read_text()
 
@@ -79,14 +78,7 @@ def test_a_probe_whose_reader_leaves_at_once_still_writes_its_reports_and_exits_
 
 @pytest.mark.parametrize("given", [["--hex", ""], ["--hex", "  "], ["--file", os.devnull], ["--file", "-"]])
 def test_decode_of_zero_bytes_judges_nothing_and_exits_4(given: list[str]) -> None:
-    ran = subprocess.run(
-        [sys.executable, "-m", "mqttaudit", "decode", *given, "--format", "json"],
-        env=ENV,
-        input=b"",
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    ran = run_child("decode", *given, "--format", "json", input=b"", text=False, timeout=60)
     assert ran.returncode == 4, ran
     assert ran.stderr.decode() == "mqttaudit: incomplete: nothing was judged: no packet in 0 bytes of input\n"
     assert b'"packets": []' in ran.stdout
@@ -105,15 +97,7 @@ def test_an_audit_whose_spark_master_nobody_answers_at_is_incomplete_before_spar
     frames = [(1_700_000_000_000_000_000 + i * 1_000_000, writer.ethernet(p)) for i, p in enumerate(packets)]
     (tmp_path / "capture.pcap").write_bytes(writer.pcap_bytes(frames, linktype=1))
     master = f"spark://127.0.0.1:{free_port()}"  # nobody listens there
-    ran = subprocess.run(
-        [sys.executable, "-m", "mqttaudit", "audit", "capture.pcap", "--master", master, "--out", "out"],
-        cwd=tmp_path,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    ran = run_child("audit", "capture.pcap", "--master", master, "--out", "out", cwd=tmp_path)
     assert ran.returncode == 4, ran.stderr
     assert ran.stderr.strip().splitlines()[-1] == (
         f"mqttaudit: incomplete: --master {master}: cannot reach the Spark master ({master[8:]}: connection refused): "

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,8 +15,9 @@ import pytest
 from mqttaudit import option_files
 from mqttaudit.cli.decode import MAX_SHOWN_FRAMES
 
+from .child import MQTTAUDIT, child_env, run_child
 from .cli_in_process import run_mqttaudit
-from .probe_process import SOURCE, high_water_kib
+from .probe_process import high_water_kib
 
 #: An address nothing listens on: a run that got past its options would exit 4 here, not 2.
 NOWHERE = "mqtt://user@127.0.0.1:1"
@@ -92,14 +92,7 @@ def test_a_password_of_exactly_the_mqtt_limit_is_accepted(tmp_path: Path) -> Non
 @pytest.mark.parametrize("flag", [[], ["--hex", "-"]], ids=["raw", "hex"])
 def test_decode_of_endless_standard_input_is_a_usage_error(flag: list[str]) -> None:
     with open("/dev/zero", "rb") as zeros:
-        ran = subprocess.run(
-            [sys.executable, "-m", "mqttaudit", "decode", *flag],
-            stdin=zeros,
-            capture_output=True,
-            env={**os.environ, "PYTHONPATH": str(SOURCE)},
-            timeout=120,
-            check=False,
-        )
+        ran = run_child("decode", *flag, stdin=zeros, text=False)
     assert ran.returncode == 2, ran.stderr[-2000:]
     assert b"MiB, the most" in ran.stderr and b"not read further" in ran.stderr
 
@@ -109,10 +102,10 @@ def test_decode_holds_its_first_frames_only_and_counts_the_rest(tmp_path: Path) 
     decode --format json held every one (4.9 GB for 2 MB); now its peak stays under a ceiling."""
     zeros = tmp_path / "zeros.bin"
     zeros.write_bytes(bytes(200_000))
-    command = [sys.executable, "-m", "mqttaudit", "decode", "--file", str(zeros), "--format", "json"]
+    command = [*MQTTAUDIT, "decode", "--file", str(zeros), "--format", "json"]
     out = tmp_path / "decoded.json"
     with out.open("wb") as stdout:
-        child = subprocess.Popen(command, stdout=stdout, env={**os.environ, "PYTHONPATH": str(SOURCE)})
+        child = subprocess.Popen(command, stdout=stdout, env=child_env())
         peak_kib = 0
         while True:  # the child's high-water mark, read while it runs
             peak_kib = max(peak_kib, high_water_kib(child.pid))

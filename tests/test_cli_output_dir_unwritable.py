@@ -12,16 +12,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from .child import MQTTAUDIT, child_env
 from .hostile_server import HostileServer
 
-SOURCE = Path(__file__).resolve().parents[1] / "src"
 NOBODY = 65534
 
 
@@ -39,10 +38,10 @@ def place() -> Iterator[Path]:
 
 
 def as_a_user_modes_bind(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "mqttaudit", *arguments]
+    command = [*MQTTAUDIT, *arguments]
     if os.geteuid() == 0:
         command = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *command]
-    env = {**os.environ, "PYTHONPATH": str(SOURCE), "HOME": str(cwd), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = child_env(HOME=str(cwd), PYTHONDONTWRITEBYTECODE="1")
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False)
 
 

@@ -5,27 +5,19 @@ nothing on it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 from mqttaudit.probe.brokers import RunningBroker, free_port
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+from .child import run_child
+
 PASSING = "ping/pingresp"
 FAILING = "malformed/pingreq-flag-bit-0"  # mosquitto answers PINGRESP and stays open (pinned in test_probe_cli)
 
 
 def matrix(*args: str, out: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mqttaudit", "matrix", *args, "--out", str(out), "--timeout", "0.5"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(SRC)},
-        timeout=300,
-        check=False,
-    )
+    return run_child("matrix", *args, "--out", str(out), "--timeout", "0.5", timeout=300)
 
 
 def test_matrix_format_json_is_one_document_with_the_text_runs_exit_status(

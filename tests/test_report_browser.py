@@ -27,12 +27,20 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 import pytest
 
-from mqttaudit.capture import writer
 from mqttaudit.judge import reasons
 from mqttaudit.pipeline.audit import run_audit
 from mqttaudit.report import AuditReportData, audit_html
 
 from .corpus import capture
+from .crafted import (
+    CLIENT_A,
+    CLIENT_B,
+    CONNACK_ACCEPTED,
+    PUBLISH_QOS1,
+    connect,
+    sessions,
+    write_capture,
+)
 from .test_report_precision import Page
 
 if TYPE_CHECKING:
@@ -49,16 +57,9 @@ SURICATA = (
     "suricata-verify/mqtt311-unsub-qos2.pcap",
 )
 OFFENDING_CLIENT = "[::1]:38848"
-#: 2026-05-28 20:26:40 UTC.
-CRAFTED_START = 1_780_000_000
-BROKER = ("10.0.0.1", 1883)
-CLIENT_A = ("10.0.0.5", 50122)
-CLIENT_B = ("10.0.0.6", 40001)
-CONNACK_ACCEPTED = bytes.fromhex("20 02 00 00")
 #: Flags 0000 where SUBSCRIBE must have 0010 [MQTT-2.2.2-1, MQTT-3.8.1-1], and an empty Topic Filter
 #: [MQTT-4.7.3-1]: one packet, three statements.
 SUBSCRIBE_BROKEN_THRICE = bytes.fromhex("80 05 00 01 00 00 00")
-PUBLISH_QOS1 = bytes.fromhex("32 09 00 03 61 2f 62 00 07 68 69")
 WIDTH, HEIGHT = 1366, 768
 
 #: Added to the page before </body>: measures the layout and writes it into the DOM as JSON.
@@ -88,17 +89,11 @@ MEASURE = """
 """
 
 
-def connect(client_id: bytes) -> bytes:
-    """CONNECT 'MQTT' level 4, clean session, Keep Alive 60."""
-    body = bytes.fromhex("00 04") + b"MQTT" + bytes.fromhex("04 02 00 3c") + len(client_id).to_bytes(2, "big")
-    return bytes([0x10, len(body) + len(client_id)]) + body + client_id
-
-
 def crafted_capture(folder: Path) -> Path:
     """A client that sends a SUBSCRIBE breaking three statements (the broker closes), and one whose QoS 1 PUBLISH
     the capture ends 55 µs after, before any PUBACK could show."""
     records: list[tuple[float, bytes]] = []
-    a = writer.TcpSession(CLIENT_A, BROKER)
+    a, b = sessions()
     records += [(0.001 * i, packet) for i, packet in enumerate(a.handshake())]
     records += [
         (0.010, a.send(0, connect(b"dev-a"))),
@@ -108,7 +103,6 @@ def crafted_capture(folder: Path) -> Path:
         (0.050, a.fin(0)),
         (0.060, a.segment(1)),
     ]
-    b = writer.TcpSession(CLIENT_B, BROKER, client_isn=7000, server_isn=9000)
     records += [(1 + 0.001 * i, packet) for i, packet in enumerate(b.handshake())]
     records += [
         (1.010, b.send(0, connect(b"dev-b"))),
@@ -116,10 +110,7 @@ def crafted_capture(folder: Path) -> Path:
         (1.030, b.send(0, PUBLISH_QOS1)),
         (1.030055, b.segment(1)),  # the capture ends here, 55 µs after the PUBLISH
     ]
-    path = folder / "three-statements-2026.pcap"
-    frames = sorted((round((CRAFTED_START + offset) * 1e9), packet) for offset, packet in records)
-    path.write_bytes(writer.pcap_bytes(frames, linktype=101))
-    return path
+    return write_capture(folder / "three-statements-2026.pcap", records)
 
 
 def chromium() -> str:

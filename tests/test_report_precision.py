@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 import pytest
 
-from mqttaudit.capture import writer
 from mqttaudit.capture.conversation import handling as handling_of
 from mqttaudit.judge import reasons
 from mqttaudit.pipeline.audit import run_audit
@@ -33,6 +32,15 @@ from mqttaudit.report.audit_junit import evidence_lines
 from mqttaudit.report.evidence import packet_label
 
 from .corpus import capture
+from .crafted import (
+    CLIENT_A,
+    CLIENT_B,
+    CONNACK_ACCEPTED,
+    PUBLISH_QOS1,
+    connect,
+    sessions,
+    write_capture,
+)
 from .test_report_audit_outputs import audit_dir
 
 if TYPE_CHECKING:
@@ -44,30 +52,15 @@ THIRD_PARTY = (
     "suricata-verify/mqtt-events-unassigned-msgtype.pcap",
     "arkime/mqtt_synthetic.pcap",
 )
-#: 2026-05-28 20:26:40 UTC.
-CRAFTED_START = 1_780_000_000
-BROKER = ("10.0.0.1", 1883)
-#: Both send an empty ClientId; the first one's server breaks rules too.
-CLIENT_A = ("10.0.0.5", 50122)
-CLIENT_B = ("10.0.0.6", 40001)
-CONNACK_ACCEPTED = bytes.fromhex("20 02 00 00")
 #: [MQTT-4.7.3-1] a Topic Filter of length 0.
 SUBSCRIBE_EMPTY_FILTER = bytes.fromhex("82 05 00 01 00 00 00")
 SUBACK = bytes.fromhex("90 03 00 01 00")
-#: PUBLISH QoS 1, id 7, to 'a/b', payload 'hi': the server acknowledges it at the TCP level and never sends PUBACK.
-PUBLISH_QOS1 = bytes.fromhex("32 09 00 03 61 2f 62 00 07 68 69")
-
-
-def connect(client_id: bytes) -> bytes:
-    """CONNECT 'MQTT' level 4, clean session, Keep Alive 60."""
-    body = bytes.fromhex("00 04") + b"MQTT" + bytes.fromhex("04 02 00 3c") + len(client_id).to_bytes(2, "big")
-    return bytes([0x10, len(body) + len(client_id)]) + body + client_id
 
 
 def crafted_capture(folder: Path) -> Path:
     """Two connections to one broker, raw IP, written with the project's capture writer."""
     records: list[tuple[float, bytes]] = []
-    a = writer.TcpSession(CLIENT_A, BROKER)
+    a, b = sessions()
     records += [(0.001 * i, packet) for i, packet in enumerate(a.handshake())]
     records += [
         (0.010, a.send(0, connect(b""))),
@@ -81,7 +74,6 @@ def crafted_capture(folder: Path) -> Path:
         (30.001, a.fin(1)),
         (30.002, a.segment(0)),
     ]
-    b = writer.TcpSession(CLIENT_B, BROKER, client_isn=7000, server_isn=9000)
     records += [(40 + 0.001 * i, packet) for i, packet in enumerate(b.handshake())]
     records += [
         (40.010, b.send(0, connect(b""))),
@@ -91,10 +83,7 @@ def crafted_capture(folder: Path) -> Path:
         (40.050, b.fin(0)),
         (40.060, b.segment(1)),
     ]
-    path = folder / "empty-client-ids-2026.pcap"
-    frames = sorted((round((CRAFTED_START + offset) * 1e9), packet) for offset, packet in records)
-    path.write_bytes(writer.pcap_bytes(frames, linktype=101))
-    return path
+    return write_capture(folder / "empty-client-ids-2026.pcap", records)
 
 
 # -- the page as a reader sees it --------------------------------------------------------------------------------

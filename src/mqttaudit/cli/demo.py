@@ -293,12 +293,19 @@ def _record(capture: Path, broker_port: int) -> tuple[Path, int, str]:
     capture here; returns the capture, the broker port as seen in it, and how it was recorded."""
     from mqttaudit.probe.recorder import RecorderUnavailable, tcpdump_recording
     from mqttaudit.probe.relay import relay_recording
-    from mqttaudit.probe.traffic import run_traffic
+    from mqttaudit.probe.traffic import connected_before, run_traffic
 
     pcap = capture.with_suffix(".pcap")
     try:
-        with tcpdump_recording(pcap, broker_port):
+        with connected_before("127.0.0.1", broker_port) as publish, tcpdump_recording(pcap, broker_port):
+            early = publish()
             run_traffic("127.0.0.1", broker_port)
+        if early:
+            _say(
+                "One more client, plant-early, was connected before tcpdump started, as in any capture of a running "
+                "fleet: the recording holds its PUBLISH but not its CONNECT.",
+                indent="   ",
+            )
         return pcap, broker_port, "tcpdump on loopback"
     except RecorderUnavailable as exc:
         click.echo(f"   tcpdump cannot capture here ({exc}); recording through the relay instead")

@@ -9,17 +9,21 @@ and wait for the broker to close the connection.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from mqttaudit.spec.ids import R311
 
 from ..codec import Connect, Disconnect, Publish, encode
 from ..extras import missing
+
+if TYPE_CHECKING:
+    import paho.mqtt.client as mqtt
 
 #: (client id, the bytes sent after an accepted CONNECT, the statement they break).
 MISBEHAVIOUR: Final[tuple[tuple[str, bytes, str], ...]] = (
@@ -59,14 +63,52 @@ def _raw_client(host: str, port: int, client_id: str, defect: bytes, timeout: fl
         return False
 
 
-def run_traffic(host: str, port: int, *, rounds: int = 5, timeout: float = 3.0, prefix: str = "plant") -> TrafficReport:
-    """Runs the clients against ``host:port`` and returns what happened (bounded by ``timeout`` per wait)."""
+def _paho_client(host: str, port: int, name: str) -> mqtt.Client:
+    """A paho-mqtt 3.1.1 client named ``name``, connected to ``host:port`` (its CONNECT sent), its loop running."""
     try:
         import paho.mqtt.client as mqtt
         from paho.mqtt.enums import CallbackAPIVersion
     except ImportError as exc:  # the demo extra: named with its pip command
         raise missing("demo", exc) from exc
+    c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=name, protocol=mqtt.MQTTv311)
+    c.connect(host, port, keepalive=30)
+    c.loop_start()
+    return c
 
+
+@contextlib.contextmanager
+def connected_before(
+    host: str, port: int, *, timeout: float = 3.0, prefix: str = "plant"
+) -> Iterator[Callable[[], bool]]:
+    """A client connected to ``host:port`` on entry, before a recording starts: what the recording sees of it begins
+    inside the connection (mid-stream), as in any capture of a running fleet. The block gets a function that makes
+    it publish one QoS 1 message and wait for the PUBACK (False when it could not: the broker did not take the
+    connection, or ended it); the client disconnects on leaving the block."""
+    name = f"{prefix}-early"
+    client = _paho_client(host, port, name)
+    deadline = time.monotonic() + timeout
+    while not client.is_connected() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    def publish() -> bool:
+        if not client.is_connected():
+            return False
+        info = client.publish(f"{prefix}/line2/temperature", b"19.5", qos=1)
+        try:
+            info.wait_for_publish(timeout)
+        except (RuntimeError, ValueError):  # the connection failed meanwhile: paho says so by raising
+            return False
+        return info.is_published()
+
+    try:
+        yield publish
+    finally:
+        client.disconnect()
+        client.loop_stop()
+
+
+def run_traffic(host: str, port: int, *, rounds: int = 5, timeout: float = 3.0, prefix: str = "plant") -> TrafficReport:
+    """Runs the clients against ``host:port`` and returns what happened (bounded by ``timeout`` per wait)."""
     received: dict[str, int] = {}
     lock = threading.Lock()
 
@@ -78,10 +120,7 @@ def run_traffic(host: str, port: int, *, rounds: int = 5, timeout: float = 3.0, 
         return on_message
 
     def client(name: str) -> mqtt.Client:
-        c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=name, protocol=mqtt.MQTTv311)
-        c.connect(host, port, keepalive=30)
-        c.loop_start()
-        return c
+        return _paho_client(host, port, name)
 
     subscribers = []
     plan = ((f"{prefix}-dashboard", f"{prefix}/+/temperature", 1), (f"{prefix}-archiver", f"{prefix}/line1/#", 2))
