@@ -489,7 +489,7 @@ def judge_connections(capture: Path, audits: Iterable[Any], transcripts: list[tu
     each transcript for the replay; returns the packets judged."""
     from mqttaudit.capture.segments import format_endpoint
     from mqttaudit.pipeline.conversations import Flow, judge_flow
-    from mqttaudit.pipeline.stages import AuditOptions
+    from mqttaudit.pipeline.options import AuditOptions
 
     config = AuditOptions(frozenset({capture_gen.BROKER_PORT})).judge_config
     packets = 0
@@ -512,8 +512,9 @@ def worker_pipeline(capture: Path) -> dict[str, Any]:
     (``judge_flow``), and the routing replay of the broker (``replay_broker``). What is left of an audit's time
     beyond these is Spark's."""
     from mqttaudit.capture import audit_records, read_records
+    from mqttaudit.pipeline.options import AuditOptions
     from mqttaudit.pipeline.replay import replay_broker
-    from mqttaudit.pipeline.stages import AuditOptions, tune_gc
+    from mqttaudit.pipeline.worker_gc import tune_gc
 
     tune_gc()
     options = AuditOptions(frozenset({capture_gen.BROKER_PORT}))
@@ -549,8 +550,8 @@ def profile(capture: Path, *, replay: bool, top: int = 25) -> None:
     segments -> connections, reassembled and decoded) then ``judge_flow`` per connection; and, with ``replay``,
     the routing replay of the broker over every transcript (``replay_broker``), profiled on its own."""
     from mqttaudit.capture import audit_records, read_records
+    from mqttaudit.pipeline.options import AuditOptions
     from mqttaudit.pipeline.replay import replay_broker
-    from mqttaudit.pipeline.stages import AuditOptions
 
     options = AuditOptions(frozenset({capture_gen.BROKER_PORT}))
     config = options.judge_config

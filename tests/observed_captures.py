@@ -32,7 +32,7 @@ from mqttaudit.capture.writer import PcapWriter, ethernet, ip_tcp
 from mqttaudit.judge import JudgeConfig, Judgement
 from mqttaudit.judge.conversation import ConversationJudge
 from mqttaudit.pipeline.conversations import Flow, FlowResult, connection_flow, judge_flow
-from mqttaudit.pipeline.stages import AuditOptions
+from mqttaudit.pipeline.options import AuditOptions
 from mqttaudit.probe.brokers import free_port
 
 HOST = "127.0.0.1"

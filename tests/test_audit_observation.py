@@ -40,7 +40,7 @@ from mqttaudit.judge.reasons import (
     TOO_SHORT,
     utc,
 )
-from mqttaudit.pipeline.conversations import NOT_ASSESSABLE_COLUMNS
+from mqttaudit.pipeline.tables import NOT_ASSESSABLE_COLUMNS
 from mqttaudit.probe.brokers import BrokerUnavailable, RunningBroker, start_broker
 from mqttaudit.probe.recorder import tcpdump_recording
 

@@ -28,8 +28,11 @@ from mqttaudit import codec
 from mqttaudit.capture import writer
 from mqttaudit.capture.link import ETHERNET
 from mqttaudit.capture.tls import NO_SERVER_HELLO, NOT_DECRYPTED_REASONS, TAG_MISMATCH
+from mqttaudit.pipeline.judging import flow_judge
 from mqttaudit.pipeline.keylog import KeyLogChanged, KeyLogFile
-from mqttaudit.pipeline.stages import AuditOptions, broker_replayer, flow_judge, read_segments
+from mqttaudit.pipeline.options import AuditOptions
+from mqttaudit.pipeline.replaying import broker_replayer
+from mqttaudit.pipeline.segments import read_segments
 from mqttaudit.report.output_dir import STAGING_PREFIX
 
 from .cli_in_process import run_mqttaudit
@@ -262,7 +265,9 @@ def test_a_flow_s_runs_out_of_order_are_judged_as_in_order() -> None:
     import pyarrow as pa
 
     from mqttaudit.capture.segments import ACK, PSH, SYN
-    from mqttaudit.pipeline.stages import SEGMENT_SCHEMA, Runs, judge_segments
+    from mqttaudit.pipeline.judging import judge_segments
+    from mqttaudit.pipeline.segments import Runs
+    from mqttaudit.pipeline.tables import SEGMENT_SCHEMA
 
     client, server = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
     connect, connack = codec.encode(codec.Connect(client_id="c")), codec.encode(codec.Connack())

@@ -42,7 +42,7 @@ from mqttaudit.judge.reasons import (
 )
 from mqttaudit.judge.reasons import MID_STREAM as MID_STREAM_TAG
 from mqttaudit.pipeline.conversations import Flow, FlowResult, connection_flow, judge_flow, rule_level
-from mqttaudit.pipeline.stages import AuditOptions
+from mqttaudit.pipeline.options import AuditOptions
 
 from . import corpus
 

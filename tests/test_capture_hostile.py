@@ -26,8 +26,11 @@ from mqttaudit.capture.link import RAW
 from mqttaudit.capture.records import MAX_TIME_NS
 from mqttaudit.codec import Connack, Connect, Publish, encode
 from mqttaudit.judge.events import Lost
-from mqttaudit.pipeline import stages
+from mqttaudit.pipeline import judging, replaying, tables
+from mqttaudit.pipeline import segments as reading
 from mqttaudit.pipeline.conversations import Flow, connection_flow, judge_flow
+from mqttaudit.pipeline.options import AuditOptions
+from mqttaudit.pipeline.task_files import TRANSCRIPTS_DIR
 
 from .cli_in_process import run_mqttaudit
 from .corpus import capture
@@ -137,7 +140,7 @@ def test_many_corrupt_records_are_all_counted_the_first_described_and_the_note_s
     reader = read_chunk(opener(out.getvalue()), chunk)
     assert [record[4] for record in reader] == [100]
     assert reader.corrupt_count == 100 and len(reader.corrupt) == ng.KEPT_CORRUPT
-    note = stages.corrupt_note(reader)
+    note = reading.corrupt_note(reader)
     assert len(note) == ng.KEPT_CORRUPT + 1
     assert note[-1]["reason"] == f"{100 - ng.KEPT_CORRUPT} more corrupt record(s) after this one"
     assert note[0] == {"offset": reader.corrupt[0].offset, "frame": 1, "reason": reader.corrupt[0].reason}
@@ -292,17 +295,17 @@ def capture_layer(data: bytes, target: int) -> tuple[int, int, int]:
     mqtt = sum(1 for _index, segment in segments(records) if 1883 in (segment[2], segment[4]))
     for flow in audit_records(records, detect=True):
         assert flow.total.reconciles
-        judge_flow(Flow("mutant", "f", "c", "s", flow.events, []), stages.AuditOptions().judge_config)
+        judge_flow(Flow("mutant", "f", "c", "s", flow.events, []), AuditOptions().judge_config)
     return len(records), errors, mqtt
 
 
 def pipeline_without_spark(path: Path, out_dir: Path, target: int) -> dict[str, Any]:
-    """The audit's stages on one capture, without Spark: chunks planned, read by :func:`stages.read_segments`,
-    the runs ordered by flow (as the shuffle does), judged by :func:`stages.judge_partition` (writing its Parquet
-    tables), and every broker replayed by :func:`stages.replay_group`. Returns the notes and the judged rows."""
-    for table in (*stages.TABLE_COLUMNS, stages.TRANSCRIPTS_DIR):
+    """The audit's stages on one capture, without Spark: chunks planned, read by :func:`reading.read_segments`,
+    the runs ordered by flow (as the shuffle does), judged by :func:`judging.judge_partition` (writing its Parquet
+    tables), and every broker replayed by :func:`replaying.replay_group`. Returns the notes and the judged rows."""
+    for table in (*tables.TABLE_COLUMNS, TRANSCRIPTS_DIR):
         (out_dir / table).mkdir(parents=True, exist_ok=True)
-    options = stages.AuditOptions(out_dir=str(out_dir))
+    options = AuditOptions(out_dir=str(out_dir))
     try:
         chunks = plan_chunks(str(path), target, name=path.name)
     except CaptureError:
@@ -313,13 +316,13 @@ def pipeline_without_spark(path: Path, out_dir: Path, target: int) -> dict[str, 
             "path": [str(path)] * len(chunks),
             "chunk": [pickle.dumps(chunk) for chunk in chunks],
         },
-        schema=stages.CHUNK_SCHEMA,
+        schema=tables.CHUNK_SCHEMA,
     )
-    segments = pa.Table.from_batches(list(stages.read_segments(iter([descriptors]), options)), stages.SEGMENT_SCHEMA)
+    segments = pa.Table.from_batches(list(reading.read_segments(iter([descriptors]), options)), tables.SEGMENT_SCHEMA)
     order = pc.sort_indices(segments, [("flow", "ascending"), ("capture", "ascending"), ("first_record", "ascending")])
     ordered = segments.take(order)
     judged = pa.Table.from_batches(
-        list(stages.judge_partition(iter(ordered.to_batches()), options)), stages.JUDGED_SCHEMA
+        list(judging.judge_partition(iter(ordered.to_batches()), options)), tables.JUDGED_SCHEMA
     ).to_pylist()
     notes = [json.loads(row["note"]) for row in judged if row["note"] is not None]
     connections = [row for row in judged if row["note"] is None and row["server"] != "unknown"]
@@ -336,7 +339,7 @@ def pipeline_without_spark(path: Path, out_dir: Path, target: int) -> dict[str, 
                 "transcript_row": [row["transcript_row"] for row in mine],
             }
         )
-        stages.replay_group(table, options)
+        replaying.replay_group(table, options)
     return {"notes": notes, "judged": judged}
 
 

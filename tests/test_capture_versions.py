@@ -11,7 +11,7 @@ from mqttaudit.capture.conversation import AFTER_GAP, CUT_BY_GAP, NOT_JUDGED, ha
 from mqttaudit.codec import Direction, properties
 from mqttaudit.judge import JudgeConfig, Sent
 from mqttaudit.pipeline.conversations import connection_flow, judge_flow
-from mqttaudit.pipeline.stages import AuditOptions
+from mqttaudit.pipeline.options import AuditOptions
 
 from .test_capture_flows import assert_accounted, only, timed
 

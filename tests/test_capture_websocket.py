@@ -21,7 +21,7 @@ from mqttaudit.capture.link import ETHERNET
 from mqttaudit.capture.websocket import WebSocketLayer
 from mqttaudit.judge import Sent
 from mqttaudit.pipeline.conversations import connection_flow, judge_flow
-from mqttaudit.pipeline.stages import AuditOptions
+from mqttaudit.pipeline.options import AuditOptions
 
 EPOCH = 1_700_000_000 * 10**9
 CLIENT, SERVER = 0, 1

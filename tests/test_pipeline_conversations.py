@@ -9,9 +9,9 @@ import pytest
 
 from mqttaudit import codec
 from mqttaudit.judge import JudgeConfig
-from mqttaudit.pipeline.conversations import PACKET_COLUMNS, Columns, Flow, digested, judge_flow
-from mqttaudit.pipeline.replay import DELIVERY_COLUMNS, ROUTING_COLUMNS, replay_broker
-from mqttaudit.pipeline.stages import GAP_COLUMNS
+from mqttaudit.pipeline.conversations import Columns, Flow, digested, judge_flow
+from mqttaudit.pipeline.replay import replay_broker
+from mqttaudit.pipeline.tables import DELIVERY_COLUMNS, GAP_COLUMNS, PACKET_COLUMNS, ROUTING_COLUMNS
 
 from .talk import CONNACK_OK, Talk, connected, publish, suback, subscribe
 
@@ -122,7 +122,7 @@ def test_a_replay_in_shards_of_client_ids_owes_and_finds_what_the_whole_replay_d
 def test_a_task_table_file_appears_only_when_the_task_completes(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    from mqttaudit.pipeline.stages import TableWriter
+    from mqttaudit.pipeline.task_files import TableWriter
 
     (tmp_path / "gaps").mkdir()
     writer = TableWriter(str(tmp_path), "gaps", "00003")
@@ -141,7 +141,7 @@ def test_a_task_table_file_appears_only_when_the_task_completes(tmp_path: Path) 
 
 
 def test_a_task_without_rows_writes_no_file(tmp_path: Path) -> None:
-    from mqttaudit.pipeline.stages import TableWriter
+    from mqttaudit.pipeline.task_files import TableWriter
 
     (tmp_path / "packets").mkdir()
     writer = TableWriter(str(tmp_path), "packets", "00000")

@@ -22,7 +22,8 @@ from mqttaudit.codec.describe import wire_text
 from mqttaudit.judge import JudgeConfig
 from mqttaudit.pipeline.conversations import Flow, judge_flow
 from mqttaudit.pipeline.replay import replay_broker
-from mqttaudit.pipeline.stages import columns_table, table_schema
+from mqttaudit.pipeline.tables import table_schema
+from mqttaudit.pipeline.task_files import columns_table
 from tests.cli_in_process import Ran, run_mqttaudit
 from tests.memory import PeakMemory
 from tests.test_capture_hostile import (

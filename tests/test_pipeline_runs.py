@@ -11,15 +11,10 @@ import pyarrow as pa
 import pytest
 
 from mqttaudit.capture import Segment
-from mqttaudit.pipeline import stages
-from mqttaudit.pipeline.stages import (
-    SEGMENT_SCHEMA,
-    TRANSCRIPTS_DIR,
-    Runs,
-    TranscriptWriter,
-    decode_run,
-    read_transcripts,
-)
+from mqttaudit.pipeline import segments as reading
+from mqttaudit.pipeline.segments import Runs, decode_run
+from mqttaudit.pipeline.tables import SEGMENT_SCHEMA
+from mqttaudit.pipeline.task_files import TRANSCRIPTS_DIR, TranscriptWriter, read_transcripts
 
 CLIENT_A = (b"\x0a\x00\x00\x02", 50000)
 CLIENT_B = (b"\x0a\x00\x00\x03", 50001)
@@ -95,8 +90,8 @@ def expected(segments: list[tuple[str, int, Segment]], capture: str) -> dict[str
 def test_every_segment_reaches_its_flow_once_in_order(
     count: int, run_segments: int, batch_rows: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(stages, "RUN_SEGMENTS", run_segments)
-    monkeypatch.setattr(stages, "BATCH_ROWS", batch_rows)
+    monkeypatch.setattr(reading, "RUN_SEGMENTS", run_segments)
+    monkeypatch.setattr(reading, "BATCH_ROWS", batch_rows)
     segments = interleaved(count, seed=count + run_segments)
     runs = Runs("cap.pcap")
     for flow, record, seg in segments:
@@ -106,7 +101,7 @@ def test_every_segment_reaches_its_flow_once_in_order(
 
 
 def test_a_long_flow_is_cut_into_runs_of_bounded_length(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stages, "RUN_SEGMENTS", 10)
+    monkeypatch.setattr(reading, "RUN_SEGMENTS", 10)
     runs = Runs("cap.pcap")
     for record in range(95):
         add(runs, "a|b", record, segment(record, CLIENT_A, BROKER, record, b"x"))
@@ -116,8 +111,8 @@ def test_a_long_flow_is_cut_into_runs_of_bounded_length(monkeypatch: pytest.Monk
 
 
 def test_batches_are_cut_by_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stages, "RUN_SEGMENTS", 1)
-    monkeypatch.setattr(stages, "BATCH_BYTES", 4096)
+    monkeypatch.setattr(reading, "RUN_SEGMENTS", 1)
+    monkeypatch.setattr(reading, "BATCH_BYTES", 4096)
     runs = Runs("cap.pcap")
     for record in range(40):
         add(runs, "a|b", record, segment(record, CLIENT_A, BROKER, record, bytes(1000)))
@@ -132,7 +127,7 @@ def test_a_chunk_without_segments_hands_on_nothing() -> None:
 
 
 def test_a_flow_of_large_segments_is_cut_into_runs_of_bounded_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stages, "RUN_BYTES", 10_000)
+    monkeypatch.setattr(reading, "RUN_BYTES", 10_000)
     runs = Runs("cap.pcap")
     for record in range(7):
         add(runs, "a|b", record, segment(record, CLIENT_A, BROKER, record, bytes(4_000)))

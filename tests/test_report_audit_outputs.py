@@ -18,7 +18,7 @@ import pytest
 from mqttaudit import __version__
 from mqttaudit.codec import rules as codec_rules
 from mqttaudit.judge import CHECKED_RULES
-from mqttaudit.pipeline.stages import TABLE_COLUMNS, table_schema
+from mqttaudit.pipeline.tables import TABLE_COLUMNS, table_schema
 from mqttaudit.report import AuditReportData, audit_flows, audit_tables, write_audit_reports
 from mqttaudit.report.audit_jsonl import json_line
 from mqttaudit.report.audit_junit import FindingTally, audit_to_junit, junit_document

@@ -23,13 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqttaudit import __version__
-from mqttaudit.capture import CaptureError, plan_chunks, read_chunk
-from mqttaudit.capture.conversation import (
-    CONFLICT_POLICY,
-    DEFAULT_MAX_MALFORMED,
-    MALFORMED_CAP_POLICY,
-    NOT_DECODED,
-)
+from mqttaudit.capture import CaptureError, Chunk, plan_chunks, read_chunk
+from mqttaudit.capture.conversation import NOT_DECODED
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
 from mqttaudit.report.output_dir import check_output_dir, staged_output
 from mqttaudit.spec import load_catalogue
@@ -37,22 +32,26 @@ from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 
 from . import sources
 from .detection import connections_by_port, detection_summary, port_proofs
+from .judging import flow_judge
 from .keylog import KeyLogFile
+from .options import AuditOptions
+from .replaying import broker_replayer
 from .sealed import new_key
+from .segments import read_segments
 from .spark import DEFAULT_MASTER, check_environment, check_master_reachable, spark_session
-from .stages import (
+from .summary import audit_summary
+from .tables import (
     CHUNK_SCHEMA,
+    HOMES_SCHEMA,
     JUDGED_SCHEMA,
     REPLAYED_SCHEMA,
     SEGMENT_SCHEMA,
-    TRANSCRIPTS_DIR,
-    AuditOptions,
-    broker_replayer,
+    SHARDS_SCHEMA,
+    TABLES,
     ddl,
-    flow_judge,
-    read_segments,
     table_schema,
 )
+from .task_files import TRANSCRIPTS_DIR
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,16 +62,6 @@ MIN_CHUNK_BYTES = 1024 * 1024
 CHUNKS_PER_CORE = 4
 #: Tasks per core of the judging stage: flows differ widely in length, so more, smaller shares even out better.
 FLOW_PARTITIONS_PER_CORE = 8
-TABLES = (
-    "packets",
-    "violations",
-    "connections",
-    "not_assessable",
-    "lenient",
-    "deliveries",
-    "routing_findings",
-    "gaps",
-)
 #: Every entry an audit writes into its folder: a file of someone else's by one of these names is never replaced.
 OUTPUTS = (*TABLES, "summary.json", "report_data.json", "report.html", "findings.md", "findings.jsonl", "junit.xml")
 SAMPLES_PER_RULE = 5
@@ -118,7 +107,7 @@ def readable_connections(summary: dict[str, Any]) -> int:
     return int(summary["counts"]["connections"]) - unreadable
 
 
-def _end_time_ns(path: str, chunks: list[Any]) -> int | None:
+def _end_time_ns(path: str, chunks: list[Chunk]) -> int | None:
     """When observation of a capture ended: the time of its last record (only the last chunk is read)."""
     if not chunks:
         return None
@@ -335,7 +324,7 @@ def _run(
     known = connections.where("server != 'unknown'").withColumn("client_key", F.coalesce("client_id", "flow"))
     keys = _shard_keys(session, parallelism)
     known = known.join(F.broadcast(_shards(known, keys, session)), "client_key")
-    targets = session.createDataFrame([(key,) for key in keys], "shard bigint")
+    targets = session.createDataFrame([(key,) for key in keys], ddl(SHARDS_SCHEMA))
     progress("replaying routing per broker")
     replayed = (
         known.crossJoin(F.broadcast(targets))
@@ -356,7 +345,7 @@ def _run(
     progress("adding up the summary")
     for table in TABLES:
         _ensure_readable(out_dir / table, table)
-    summary = _summary(session, connections, notes, out_dir)
+    summary = audit_summary(session, connections, notes, out_dir)
     summary["detection"] = detection_summary(options, connections_by_port(connections), notes)
     summary["routing_shards"] = [row.asDict() for row in replayed]
     judged.unpersist()
@@ -395,7 +384,7 @@ def _shards(known: DataFrame, keys: list[int], session: SparkSession) -> DataFra
         home = load.index(min(load))
         load[home] += row.weight
         homes.append((row.client_key, keys[home]))
-    return session.createDataFrame(homes, "client_key string, home bigint")
+    return session.createDataFrame(homes, ddl(HOMES_SCHEMA))
 
 
 def _ensure_readable(directory: Path, table: str) -> None:
@@ -404,127 +393,6 @@ def _ensure_readable(directory: Path, table: str) -> None:
 
     if not any(path.suffix == ".parquet" for path in directory.iterdir()):
         pq.write_table(table_schema(table).empty_table(), directory / "part-empty.parquet")
-
-
-def _summary(
-    session: SparkSession, connections: DataFrame, notes: list[dict[str, Any]], out_dir: Path
-) -> dict[str, Any]:
-    from pyspark.sql import functions as F
-
-    sums = connections.agg(
-        F.count("*").alias("connections"),
-        F.countDistinct(F.split("flow", "@").getItem(0)).alias("flows"),
-        F.sum("stream_bytes").alias("stream"),
-        F.sum("packet_bytes").alias("packets"),
-        F.sum("malformed_bytes").alias("malformed"),
-        F.sum("gap_bytes").alias("gaps"),
-        F.sum("unassessable_bytes").alias("unassessable"),
-        F.sum("conflict_ranges").alias("conflict_ranges"),
-        F.sum("conflict_bytes").alias("conflict_bytes"),
-        F.sum("capped_bytes").alias("capped_bytes"),
-        F.sum(F.when(F.col("capped_bytes") > 0, 1).otherwise(0)).alias("capped_connections"),
-        F.sum("packet_count").alias("packet_count"),
-        F.min("start").alias("first"),
-        F.max("end").alias("last"),
-    ).first()
-    violations = session.read.parquet(str(out_dir / "violations"))
-    routing = session.read.parquet(str(out_dir / "routing_findings"))
-    by_level = {row["level"]: row["count"] for row in violations.groupBy("level").count().collect()}
-    by_actor = {row["actor"]: row["count"] for row in violations.groupBy("actor").count().collect()}
-    by_kind = {row["kind"]: row["count"] for row in routing.groupBy("kind").count().collect()}
-    per_version = (
-        session.read.parquet(str(out_dir / "connections"))
-        .groupBy("version", "handling")
-        .agg(F.count("*").alias("connections"), F.sum("packets").alias("packets"))
-    )
-    versions = {
-        row["version"]: {
-            "connections": row["connections"],
-            "handling": row["handling"],
-            "packets": int(row["packets"] or 0),
-        }
-        for row in per_version.collect()
-    }
-    undecided = session.read.parquet(str(out_dir / "not_assessable"))
-    by_tag = {row["tag"]: row["count"] for row in undecided.groupBy("tag").count().collect()}
-    lenient = session.read.parquet(str(out_dir / "lenient"))
-    lenient_by = {
-        (row["actor"], row["rule"]): row["count"] for row in lenient.groupBy("actor", "rule").count().collect()
-    }
-    skipped: dict[str, int] = {}
-    records = segments_kept = 0
-    chunk_errors: list[dict[str, Any]] = []
-    truncated: list[dict[str, Any]] = []
-    records_by_capture: dict[str, int] = {}
-    for note in notes:
-        records += note.get("records", 0)
-        records_by_capture[note["capture"]] = records_by_capture.get(note["capture"], 0) + note.get("records", 0)
-        segments_kept += note.get("segments", 0)
-        for reason, count in note.get("skipped", {}).items():
-            skipped[reason] = skipped.get(reason, 0) + count
-        chunk_errors += [{"capture": note["capture"], **corrupt} for corrupt in note.get("corrupt", [])]
-        if "error" in note:
-            chunk_errors.append({"capture": note["capture"], **note["error"]})
-        if "truncated" in note:
-            truncated.append({"capture": note["capture"], **note["truncated"]})
-    assert sums is not None
-    stream = int(sums["stream"] or 0)
-    accounted = sum(int(sums[k] or 0) for k in ("packets", "malformed", "gaps", "unassessable"))
-    return {
-        "records": records,
-        "records_by_capture": records_by_capture,
-        "segments": segments_kept,
-        "skipped": skipped,
-        "truncated": truncated,
-        "chunk_errors": chunk_errors,
-        "time_span": [sums["first"], sums["last"]],
-        "counts": {
-            "flows": int(sums["flows"] or 0),
-            "connections": int(sums["connections"] or 0),
-            "packets": int(sums["packet_count"] or 0),
-            "violations": sum(by_level.values()),
-            "violations_must": by_level.get("MUST", 0),
-            "violations_by_level": by_level,
-            "violations_by_actor": by_actor,
-            "routing_findings": sum(by_kind.values()),
-            "routing_by_kind": by_kind,
-        },
-        "versions": dict(sorted(versions.items())),
-        "not_assessable": {"rows": sum(by_tag.values()), "by_tag": dict(sorted(by_tag.items()))},
-        # Defects accepted by a receiver no statement bound to detect them (5.0, section 4.13.1): not violations.
-        "lenient": {
-            "rows": sum(lenient_by.values()),
-            "by_actor": _summed(lenient_by, 0),
-            "by_rule": _summed(lenient_by, 1),
-        },
-        "bytes": {
-            "mqtt_bytes": stream,
-            "packet_bytes": int(sums["packets"] or 0),
-            "malformed_bytes": int(sums["malformed"] or 0),
-            "gap_bytes": int(sums["gaps"] or 0),
-            "unsynced_bytes": int(sums["unassessable"] or 0),
-            "reconciles": stream == accounted,
-        },
-        "conflicting_retransmissions": {
-            "ranges": int(sums["conflict_ranges"] or 0),
-            "bytes": int(sums["conflict_bytes"] or 0),
-            "policy": CONFLICT_POLICY,
-        },
-        "malformed_cap": {
-            "per_connection": DEFAULT_MAX_MALFORMED,
-            "connections_capped": int(sums["capped_connections"] or 0),
-            "bytes_not_decoded": int(sums["capped_bytes"] or 0),
-            "policy": MALFORMED_CAP_POLICY,
-        },
-    }
-
-
-def _summed(counts: dict[tuple[str, str], int], part: int) -> dict[str, int]:
-    """``counts`` keyed by (actor, rule) added up by the actor (``part`` 0) or by the rule (1), sorted."""
-    summed: dict[str, int] = {}
-    for key, count in counts.items():
-        summed[key[part]] = summed.get(key[part], 0) + count
-    return dict(sorted(summed.items()))
 
 
 def _reports(session: SparkSession, out_dir: Path, summary: dict[str, Any]) -> list[Path]:

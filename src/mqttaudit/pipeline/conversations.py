@@ -34,7 +34,6 @@ from mqttaudit.codec import (
     Pubrel,
     Suback,
     Unsuback,
-    properties,
 )
 from mqttaudit.codec import rules as codec_rules
 from mqttaudit.codec.describe import wire_text
@@ -50,6 +49,17 @@ from mqttaudit.judge.sides import side_name
 from mqttaudit.judge.transcript import Delivered, Published, Transcript
 from mqttaudit.judge.verdict import Leniency, Undecided
 from mqttaudit.spec import Catalogue, load_catalogue
+
+from .tables import (
+    CONNECTION_COLUMNS,
+    LENIENT_COLUMNS,
+    LIST_PROPERTIES,
+    NOT_ASSESSABLE_COLUMNS,
+    PACKET_COLUMNS,
+    PROPERTY_COLUMNS,
+    PROPERTY_IDS,
+    VIOLATION_COLUMNS,
+)
 
 CATALOGUE = load_catalogue("3.1.1")
 #: The catalogue that names a connection's codec findings, by the connection's version (3.1 findings carry the
@@ -178,144 +188,12 @@ class Columns:
         return len(self.data[self.names[0]])
 
 
-#: The MQTT 5.0 properties the packets table has a column for (by the table's keyword, :data:`properties.PROPERTIES`):
-#: the ones people filter on. A column is null when the packet does not carry the property.
-PROPERTY_IDS: dict[str, int] = {
-    "topic_alias": properties.TOPIC_ALIAS,
-    "message_expiry_interval": properties.MESSAGE_EXPIRY_INTERVAL,
-    "content_type": properties.CONTENT_TYPE,
-    "response_topic": properties.RESPONSE_TOPIC,
-    "payload_format_indicator": properties.PAYLOAD_FORMAT_INDICATOR,
-    "subscription_identifiers": properties.SUBSCRIPTION_IDENTIFIER,
-    "session_expiry_interval": properties.SESSION_EXPIRY_INTERVAL,
-    "reason_string": properties.REASON_STRING,
-    "user_properties": properties.USER_PROPERTY,
-    "receive_maximum": properties.RECEIVE_MAXIMUM,
-    "maximum_packet_size": properties.MAXIMUM_PACKET_SIZE,
-    "topic_alias_maximum": properties.TOPIC_ALIAS_MAXIMUM,
-    "assigned_client_identifier": properties.BY_KEYWORD["assigned_client_identifier"].identifier,
-    "authentication_method": properties.AUTHENTICATION_METHOD,
-}
-#: Property columns that hold a list (every value, in wire order), whether or not the property repeats.
-LIST_PROPERTIES = frozenset({"subscription_identifiers", "user_properties"})
-PROPERTY_COLUMNS = tuple(PROPERTY_IDS)
-PACKET_COLUMNS = (
-    "capture",
-    "flow",
-    "event",
-    "direction",
-    "frame",
-    "offset",
-    "length",
-    "time",
-    "type",
-    "packet_id",
-    "qos",
-    "retain",
-    "dup",
-    "topic",
-    "client_id",
-    "version",
-    "reason_code",
-    *PROPERTY_COLUMNS,
-)
-VIOLATION_COLUMNS = (
-    "capture",
-    "flow",
-    "event",
-    "rule",
-    "level",
-    "section",
-    "actor",
-    "origin",
-    "kind",
-    "frame",
-    "offset",
-    "time",
-    "detail",
-    "expected",
-    "evidence",
-    "cause_event",
-    "cause_frame",
-    "rule_version",
-    "also",
-)
 #: Bytes of evidence kept per violation (hex); longer frames are cut, with the full length in the packets table.
 EVIDENCE_BYTES = 64
 #: Of a longer frame whose offending byte lies past the first bytes: its first bytes kept (the fixed header), and
 #: the bytes kept before the offending one.
 EVIDENCE_HEAD = 8
 EVIDENCE_BEFORE = 16
-CONNECTION_COLUMNS = (
-    "capture",
-    "flow",
-    "client",
-    "server",
-    "client_id",
-    "protocol_level",
-    "clean_session",
-    "keep_alive",
-    "connack_code",
-    "start",
-    "end",
-    "ended_by",
-    "how",
-    "mid_stream",
-    "roles",
-    "transport",
-    "version",
-    "handling",
-    "packets",
-    "violations",
-    "not_assessable",
-    "lenient",
-)
-#: One row per instance of a rule the audit could not decide, with the reason (its tag first, for grouping).
-NOT_ASSESSABLE_COLUMNS = (
-    "capture",
-    "flow",
-    "client",
-    "server",
-    "client_id",
-    "rule",
-    "level",
-    "section",
-    "actor",
-    "event",
-    "frame",
-    "time",
-    "origin",
-    "tag",
-    "reason",
-)
-
-
-#: One row per leniency: a defect the receiver (the ``actor``) accepted, which no statement bound it to detect (MQTT
-#: 5.0, section 4.13.1): the rule the packet broke (its sender's), the others it broke (``also``, as in the
-#: violations table), what was accepted and how, the basis, and the bytes that show it. Not a violation: counted
-#: apart.
-LENIENT_COLUMNS = (
-    "capture",
-    "flow",
-    "client",
-    "server",
-    "client_id",
-    "rule",
-    "level",
-    "section",
-    "actor",
-    "event",
-    "frame",
-    "offset",
-    "time",
-    "detail",
-    "basis",
-    "also",
-    "evidence",
-    "cause_event",
-    "cause_frame",
-    "rule_version",
-)
 
 
 @dataclass

@@ -21,23 +21,13 @@ from mqttaudit.capture.conversation import ENCRYPTED_VERSION, NOT_DECODED, NOT_M
 from mqttaudit.capture.detect import BY_CONNECT, KNOWN_MQTT_PORTS, StartScanner, stronger
 
 from . import sources
-from .stages import CHUNK_SCHEMA, AuditOptions, ddl, tune_gc
+from .options import AuditOptions
+from .tables import CHUNK_SCHEMA, LOOSE_STARTS_SCHEMA, STARTS_SCHEMA, ddl
+from .worker_gc import tune_gc
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-#: What the first pass hands back per chunk: a proven server port (``kind`` "proven", ``how`` the proof), or what
-#: the chunk could not decide alone (a stream start, "start", or a proving start, "connect", matched across chunks
-#: by direction and seq).
-STARTS_SCHEMA = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("direction", pa.string()),
-        ("seq", pa.int64()),
-        ("port", pa.int32()),
-        ("how", pa.string()),
-    ]
-)
 #: Ports listed in the summary's ``other_tcp`` (by frames) and named in the "no MQTT connection" sentence.
 TOP_PORTS = 10
 NAMED_PORTS = 3
@@ -131,7 +121,7 @@ def port_proofs(
             if row.kind == "connect"
         }
         if loose:
-            wanted = session.createDataFrame(list(loose), "direction string, seq bigint")
+            wanted = session.createDataFrame(list(loose), ddl(LOOSE_STARTS_SCHEMA))
             starts = found.where("kind = 'start'").join(F.broadcast(wanted), ["direction", "seq"])
             for row in starts.select("direction", "seq").collect():
                 port, how = loose[(row.direction, int(row.seq))]

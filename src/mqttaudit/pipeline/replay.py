@@ -23,45 +23,13 @@ from mqttaudit.judge.verdict import Judgement, combine
 
 from .conversations import (
     CATALOGUE,
-    NOT_ASSESSABLE_COLUMNS,
     Columns,
     add_undecided,
     finding_text,
     judged_version,
     rule_level,
 )
-
-DELIVERY_COLUMNS = (
-    "broker",
-    "publisher_flow",
-    "publisher_event",
-    "topic",
-    "will",
-    "subscriber_flow",
-    "client_id",
-    "expected",
-    "rule",
-    "retain",
-    "observed",
-    "copies_allowed",
-    "copies_observed",
-    "qos_expected",
-    "qos_observed",
-)
-ROUTING_COLUMNS = (
-    "broker",
-    "flow",
-    "event",
-    "kind",
-    "rule",
-    "level",
-    "section",
-    "time",
-    "detail",
-    "expected",
-    "rule_version",
-)
-
+from .tables import DELIVERY_COLUMNS, NOT_ASSESSABLE_COLUMNS, ROUTING_COLUMNS
 
 #: Deliveries rows per batch handed on by :func:`replay_batches` (a Parquet row group of the writing task).
 BATCH_ROWS = 65536

@@ -6,15 +6,16 @@ connections per MQTT version, the rule instances not assessable and gaps (each l
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
 
 from mqttaudit import __version__
 from mqttaudit.report import AuditReportData
 from mqttaudit.report.audit_format import packet_text
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
 
 TIME_BUCKETS = 60
 #: Rows of the top offending clients and servers.
@@ -35,115 +36,49 @@ def _rows(frame: DataFrame) -> list[dict[str, Any]]:
 def report_data(
     session: SparkSession, out_dir: Path, summary: dict[str, Any], *, samples: int, rows: int
 ) -> AuditReportData:
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     def table(name: str) -> DataFrame:
         return session.read.parquet(str(out_dir / name))
 
     violations = table("violations")
-    by_rule = _rows(
-        violations.groupBy("rule", "rule_version", "level", "section", "actor", "origin")
-        .agg(F.count("*").alias("count"), F.min("time").alias("first_time"))
-        .withColumn("summary", F.lit(""))
-        .orderBy(F.desc("count"), "rule")
-    )
+    by_rule = _rows(violations.transform(violations_by_rule))
     span = summary.get("time_span") or [None, None]
     start, end = span[0], span[1]
     bucket = 0.0
     over_time: list[dict[str, Any]] = []
     if start is not None and end is not None:
         bucket = max((end - start) / TIME_BUCKETS, 1e-3)
-        over_time = _rows(
-            violations.where("time is not null")
-            .withColumn("bucket_start", F.floor((F.col("time") - F.lit(start)) / bucket) * bucket + F.lit(start))
-            .groupBy("bucket_start", "actor")
-            .count()
-            .orderBy("bucket_start", "actor")
-        )
+        over_time = _rows(violations.transform(violations_over_time, start=start, bucket=bucket))
     connections = table("connections")
-    # A client is one per capture: captures of different sites or test runs reuse ClientIds. Its address is that of
-    # its first connection that broke a rule, never of a clean one.
-    top_clients = _rows(
-        connections.join(_found_by(violations, "client"), "flow", "left")
-        .withColumn("found", F.coalesce("found", F.lit(0)))
-        .groupBy("capture", _client_key(F.col("client_id"), F.col("client")).alias("key"))
-        .agg(
-            F.min_by("client", F.struct((F.col("found") == 0).alias("clean"), "start", "client")).alias("client"),
-            F.first("client_id").alias("client_id"),
-            F.sum("found").alias("violations"),
-            F.count("*").alias("connections"),
-        )
-        .where("violations > 0")
-        .orderBy(F.desc("violations"), "key", "capture")
-        .limit(TOP)
-        .select("client", "client_id", "violations", "connections", "capture")
-    )
-    top_servers = _rows(
-        connections.join(_found_by(violations, "server"), "flow", "left")
-        .groupBy(F.coalesce("server", F.lit("unknown")).alias("server"))
-        .agg(F.sum(F.coalesce("found", F.lit(0))).alias("violations"), F.count("*").alias("connections"))
-        .where("violations > 0")
-        .orderBy(F.desc("violations"), "server")
-        .limit(TOP)
-    )
-    ranked = violations.withColumn(
-        "n", F.row_number().over(Window.partitionBy("rule", "actor").orderBy("time", "flow", "event"))
-    )
+    top_clients = _rows(connections.transform(offending_clients, violations=violations))
+    top_servers = _rows(connections.transform(offending_servers, violations=violations))
     violation_samples = _with_causes(
-        table("packets"), _rows(ranked.where(F.col("n") <= samples).drop("n").orderBy("rule", "actor", "time"))
+        table("packets"),
+        _rows(violations.transform(first_rows, per=("rule", "actor"), count=samples).orderBy("rule", "actor", "time")),
     )
     undecided = table("not_assessable")
-    undecided_counts = _rows(
-        undecided.groupBy("tag", "rule", "level", "actor")
-        .count()
-        .orderBy(F.desc("count"), "tag", "rule", "actor")
-        .limit(rows)
-    )
+    undecided_counts = _rows(undecided.transform(not_assessable_counts).limit(rows))
     # The summary counted them by tag; the report shows the largest first.
     by_tag = dict(sorted(summary["not_assessable"]["by_tag"].items(), key=lambda item: (-item[1], item[0])))
-    undecided_ranked = undecided.withColumn(
-        "n", F.row_number().over(Window.partitionBy("tag", "rule", "actor").orderBy("time", "flow", "event"))
-    )
     undecided_rows = _rows(
-        undecided_ranked.where(F.col("n") <= samples).drop("n").orderBy("tag", "rule", "actor", "time").limit(rows)
-    )
-    lenient = table("lenient")
-    lenient_counts = _rows(
-        lenient.groupBy("rule", "rule_version", "level", "section", "actor")
-        .agg(F.count(F.lit(1)).alias("count"), F.min("time").alias("first_time"), F.first("basis").alias("basis"))
-        .orderBy(F.desc("count"), "rule", "actor")
+        undecided.transform(first_rows, per=("tag", "rule", "actor"), count=samples)
+        .orderBy("tag", "rule", "actor", "time")
         .limit(rows)
     )
-    lenient_ranked = lenient.withColumn(
-        "n",
-        F.row_number().over(Window.partitionBy("rule", "rule_version", "actor").orderBy("time", "flow", "event")),
-    )
+    lenient = table("lenient")
+    lenient_counts = _rows(lenient.transform(leniency_counts).limit(rows))
     lenient_rows = _rows(
-        lenient_ranked.where(F.col("n") <= samples).drop("n").orderBy("rule", "actor", "time").limit(rows)
+        lenient.transform(first_rows, per=("rule", "rule_version", "actor"), count=samples)
+        .orderBy("rule", "actor", "time")
+        .limit(rows)
     )
     routing = table("routing_findings")
     routing_findings = _rows(routing.orderBy("time").limit(rows))
     routing_counts = {r["kind"]: r["count"] for r in _rows(routing.groupBy("kind").count())}
-    deliveries = table("deliveries")
-    delivery_counts = _rows(
-        deliveries.agg(
-            F.sum(F.when(F.col("expected") == "owed", 1).otherwise(0)).alias("owed"),
-            F.sum(F.when((F.col("expected") == "owed") & F.col("observed"), 1).otherwise(0)).alias("observed"),
-            F.sum(F.when((F.col("expected") == "owed") & ~F.col("observed"), 1).otherwise(0)).alias("missing"),
-            F.sum(F.when(F.col("expected") == "forbidden", 1).otherwise(0)).alias("leaked"),
-            F.sum(F.when(F.col("expected") == "allowed", 1).otherwise(0)).alias("allowed"),
-        )
-    )[0]
-    connections_sample = _rows(connections.orderBy(F.desc("violations"), "start").limit(rows))
-    gaps = table("gaps")
-    gap_rows = _rows(
-        gaps.where("kind = 'gap'")
-        .orderBy("time")
-        .limit(rows)
-        .select("capture", "flow", "direction", "offset", "length", "time")
-    )
-    gaps_total = gaps.where("kind = 'gap'").count()
+    delivery_counts = _rows(table("deliveries").transform(delivery_totals))[0]
+    connections_sample = _rows(connections.transform(worst_connections_first).limit(rows))
+    gaps = table("gaps").transform(gaps_only)
+    gap_rows = _rows(gaps.orderBy("time").limit(rows).select(*GAP_ROW_COLUMNS))
+    gaps_total = gaps.count()
     counts = summary["counts"]
     report_summary = {
         "captures": [
@@ -207,22 +142,121 @@ def report_data(
     )
 
 
+# -- the transforms: each a table in, the rows one part of the report shows out ------------------------------------
+
+#: The columns of the gaps the report lists.
+GAP_ROW_COLUMNS = ("capture", "flow", "direction", "offset", "length", "time")
+
+
+def violations_by_rule(violations: DataFrame) -> DataFrame:
+    """Violations counted per rule and side (with the time of the first), the most frequent first."""
+    return (
+        violations.groupBy("rule", "rule_version", "level", "section", "actor", "origin")
+        .agg(F.count("*").alias("count"), F.min("time").alias("first_time"))
+        .withColumn("summary", F.lit(""))
+        .orderBy(F.desc("count"), "rule")
+    )
+
+
+def violations_over_time(violations: DataFrame, *, start: float, bucket: float) -> DataFrame:
+    """Violations with a time counted per side in buckets of ``bucket`` seconds from ``start``."""
+    return (
+        violations.where("time is not null")
+        .withColumn("bucket_start", F.floor((F.col("time") - F.lit(start)) / bucket) * bucket + F.lit(start))
+        .groupBy("bucket_start", "actor")
+        .count()
+        .orderBy("bucket_start", "actor")
+    )
+
+
+def offending_clients(connections: DataFrame, *, violations: DataFrame) -> DataFrame:
+    """The :data:`TOP` clients that broke most rules, each charged with its own violations only.
+
+    A client is one per capture: captures of different sites or test runs reuse ClientIds. Its address is that of
+    its first connection that broke a rule, never of a clean one."""
+    return (
+        connections.join(_found_by(violations, "client"), "flow", "left")
+        .withColumn("found", F.coalesce("found", F.lit(0)))
+        .groupBy("capture", _client_key(F.col("client_id"), F.col("client")).alias("key"))
+        .agg(
+            F.min_by("client", F.struct((F.col("found") == 0).alias("clean"), "start", "client")).alias("client"),
+            F.first("client_id").alias("client_id"),
+            F.sum("found").alias("violations"),
+            F.count("*").alias("connections"),
+        )
+        .where("violations > 0")
+        .orderBy(F.desc("violations"), "key", "capture")
+        .limit(TOP)
+        .select("client", "client_id", "violations", "connections", "capture")
+    )
+
+
+def offending_servers(connections: DataFrame, *, violations: DataFrame) -> DataFrame:
+    """The :data:`TOP` servers that broke most rules, each charged with its own violations only."""
+    return (
+        connections.join(_found_by(violations, "server"), "flow", "left")
+        .groupBy(F.coalesce("server", F.lit("unknown")).alias("server"))
+        .agg(F.sum(F.coalesce("found", F.lit(0))).alias("violations"), F.count("*").alias("connections"))
+        .where("violations > 0")
+        .orderBy(F.desc("violations"), "server")
+        .limit(TOP)
+    )
+
+
+def first_rows(rows: DataFrame, *, per: Sequence[str], count: int) -> DataFrame:
+    """The first ``count`` rows (by time, flow and event) of each group of ``rows`` with the same ``per`` columns."""
+    window = Window.partitionBy(*per).orderBy("time", "flow", "event")
+    return rows.withColumn("n", F.row_number().over(window)).where(F.col("n") <= count).drop("n")
+
+
+def not_assessable_counts(undecided: DataFrame) -> DataFrame:
+    """Rule instances not assessable counted per reason tag, rule and side, the most frequent first."""
+    return undecided.groupBy("tag", "rule", "level", "actor").count().orderBy(F.desc("count"), "tag", "rule", "actor")
+
+
+def leniency_counts(lenient: DataFrame) -> DataFrame:
+    """Leniencies counted per rule and side (with the first time and a basis), the most frequent first."""
+    return (
+        lenient.groupBy("rule", "rule_version", "level", "section", "actor")
+        .agg(F.count(F.lit(1)).alias("count"), F.min("time").alias("first_time"), F.first("basis").alias("basis"))
+        .orderBy(F.desc("count"), "rule", "actor")
+    )
+
+
+def delivery_totals(deliveries: DataFrame) -> DataFrame:
+    """One row: the deliveries owed, observed and missing, leaked and allowed."""
+    owed = F.col("expected") == "owed"
+    return deliveries.agg(
+        F.sum(F.when(owed, 1).otherwise(0)).alias("owed"),
+        F.sum(F.when(owed & F.col("observed"), 1).otherwise(0)).alias("observed"),
+        F.sum(F.when(owed & ~F.col("observed"), 1).otherwise(0)).alias("missing"),
+        F.sum(F.when(F.col("expected") == "forbidden", 1).otherwise(0)).alias("leaked"),
+        F.sum(F.when(F.col("expected") == "allowed", 1).otherwise(0)).alias("allowed"),
+    )
+
+
+def worst_connections_first(connections: DataFrame) -> DataFrame:
+    """Connections, those with most violations first, then by start."""
+    return connections.orderBy(F.desc("violations"), "start")
+
+
+def gaps_only(gaps: DataFrame) -> DataFrame:
+    """The rows of the gaps table that are bytes never captured (not the not-assessable or conflicting ranges)."""
+    return gaps.where("kind = 'gap'")
+
+
 def _records_of(summary: dict[str, Any], capture: str) -> int:
-    return cast(int, summary.get("records_by_capture", {}).get(capture, 0))
+    return int(summary.get("records_by_capture", {}).get(capture, 0))
 
 
 def _found_by(violations: DataFrame, actor: str) -> DataFrame:
     """Violations committed by ``actor`` ("client" or "server"), per connection (flow -> ``found``)."""
-    from pyspark.sql import functions as F
-
     return violations.where(F.col("actor") == actor).groupBy("flow").agg(F.count("*").alias("found"))
 
 
 def _client_key(client_id: Column, address: Column) -> Column:
     """Who a client is: its ClientId when it has one; else its address, apart for an empty ClientId and none seen (a
     blank ClientId would lump every such connection together under an empty label)."""
-    from pyspark.sql import functions as F
-
     return (
         F.when(F.length(client_id) > 0, F.concat(F.lit("id "), client_id))
         .when(client_id.isNull(), F.concat(F.lit("none "), address))
@@ -233,8 +267,6 @@ def _client_key(client_id: Column, address: Column) -> Column:
 def _with_causes(packets: DataFrame, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The sample rows, each missing-answer finding with ``cause_packet``: the unanswered packet as the packets table
     describes it (looked up for the few samples only)."""
-    from pyspark.sql import functions as F
-
     wanted = {(row["flow"], row["cause_event"]) for row in samples if row.get("cause_event") is not None}
     found: dict[tuple[str, int], str] = {}
     if wanted:

@@ -1,10 +1,11 @@
 """What the tasks of an audit with a key log hand each other through files and shuffles, unreadable after the run.
 
-The judging tasks leave each connection's transcript in a file for the routing replay (:data:`~.stages.TRANSCRIPTS_DIR`)
-and hand its ClientId to Spark, which shuffles it to the replay's shards (files in Spark's local folders). Decrypted
-from TLS, those bytes are the user's secrets, and a run killed before its clean-up would leave them behind. So with a
-key log the transcripts are sealed (AES-GCM, a fresh nonce each) and the ClientIds replaced by a keyed digest, under a
-key drawn for the run that is never written: it travels in the tasks' closures, in memory, and dies with the run.
+The judging tasks leave each connection's transcript in a file for the routing replay
+(:data:`~.task_files.TRANSCRIPTS_DIR`) and hand its ClientId to Spark, which shuffles it to the replay's shards (files
+in Spark's local folders). Decrypted from TLS, those bytes are the user's secrets, and a run killed before its clean-up
+would leave them behind. So with a key log the transcripts are sealed (AES-GCM, a fresh nonce each) and the ClientIds
+replaced by a keyed digest, under a key drawn for the run that is never written: it travels in the tasks' closures, in
+memory, and dies with the run.
 """
 
 from __future__ import annotations

@@ -1,0 +1,211 @@
+"""Stage 2, judging: :func:`judge_partition` (``mapInArrow`` over runs of segments partitioned and sorted by flow)
+takes one TCP flow at a time (across chunks and rotated files), reassembled per connection and direction, decoded
+and judged; the task writes the packets, violations, gaps and connections tables itself and hands back one small row
+per connection, with the transcript the routing replay needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mqttaudit.capture import FlowAudit, Segment, flow_events, frame_number
+from mqttaudit.judge import reasons as reason_tags
+
+from .conversations import Columns, connection_flow, judge_flow
+from .options import AuditOptions
+from .sealed import keyed_name, seal
+from .segments import BATCH_ROWS, cuts, decode_run
+from .tables import GAP_COLUMNS, GAP_KINDS, JUDGED_SCHEMA, SEGMENT_FIELDS
+from .task_files import TableWriter, TranscriptWriter, columns_table, part_name
+from .worker_gc import tune_gc
+
+
+def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) -> Iterator[pa.RecordBatch]:
+    """Runs of segments sorted by flow in (``mapInArrow`` after ``repartition(flow)`` and ``sortWithinPartitions``),
+    one flow at a time: each is reassembled, decoded and judged, its packets, violations, gaps and connections written
+    to their tables here, and one small row per connection handed back (chunk notes pass through). Only one flow
+    is held at a time."""
+    tune_gc()
+    part = part_name()
+    writers = {
+        table: TableWriter(options.out_dir, table, part)
+        for table in ("packets", "violations", "connections", "gaps", "not_assessable", "lenient")
+    }
+    transcripts = TranscriptWriter(options.out_dir, part)
+    judged = Columns(tuple(JUDGED_SCHEMA.names))
+    for flow, table in _flow_groups(batches):
+        if flow is None:
+            for capture, note in zip(
+                table.column("capture").to_pylist(), table.column("note").to_pylist(), strict=True
+            ):
+                judged.add(capture=capture, note=note)
+            continue
+        for row in judge_segments(table, options):
+            for name, writer in writers.items():
+                writer.add(row[name])
+            transcript, source = row.pop("transcript"), row.pop("sources")
+            key = options.seal_key
+            judged.add(
+                **(row | {"client_id": keyed_name(key, row["client_id"])}),
+                transcripts=transcripts.name,
+                transcript_row=transcripts.add_transcript(seal(key, transcript), seal(key, source)),
+                transcript_bytes=len(transcript),
+                sources_bytes=len(source),
+            )
+        if len(judged) >= BATCH_ROWS:
+            yield columns_table([judged], JUDGED_SCHEMA).to_batches()[0]
+            judged = Columns(tuple(JUDGED_SCHEMA.names))
+    for writer in writers.values():
+        writer.close()
+    transcripts.close()
+    if len(judged):
+        yield columns_table([judged], JUDGED_SCHEMA).to_batches()[0]
+
+
+def _flow_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str | None, pa.Table]]:
+    """The runs of consecutive rows with the same flow, across batch boundaries, each as one table."""
+    pending: list[pa.RecordBatch] = []
+    current: str | None = None
+    for batch in batches:
+        flows = batch.column("flow").to_pylist()
+        start = 0
+        for index in range(1, len(flows) + 1):
+            if index < len(flows) and flows[index] == flows[start]:
+                continue
+            piece = batch.slice(start, index - start)
+            if pending and flows[start] != current:
+                yield current, pa.Table.from_batches(pending)
+                pending = []
+            pending.append(piece)
+            current = flows[start]
+            start = index
+    if pending:
+        yield current, pa.Table.from_batches(pending)
+
+
+def judge_segments(table: pa.Table, options: AuditOptions) -> list[dict[str, Any]]:
+    """All runs of segments of one flow (:data:`SEGMENT_SCHEMA` rows, any order) in; per connection, its table
+    rows and its judged row."""
+    runs = [
+        decode_run(capture, blob.as_buffer())
+        for capture, blob in zip(table.column("capture").to_pylist(), table.column("segments"), strict=True)
+    ]
+    table = pa.Table.from_batches(runs)
+    order = pc.sort_indices(
+        table, sort_keys=[("time_ns", "ascending"), ("capture", "ascending"), ("record", "ascending")]
+    )
+    # Runs already in order (the usual case) are not copied. (Signed: a step back is negative, not an overflow.)
+    if not pc.all(pc.equal(pc.pairwise_diff(order.cast(pa.int64())), 1)).as_py():
+        table = table.take(order)
+    times, captures = table.column("time_ns").to_pylist(), table.column("capture").to_pylist()
+    # The capture record that carried each segment, by time (first wins), to name frames in the evidence.
+    record_at: dict[int, tuple[str, int]] = {}
+    for time_ns, capture, record in zip(times, captures, table.column("record").to_pylist(), strict=True):
+        record_at.setdefault(time_ns, (capture, record))
+    ends = dict(options.end_times)
+    known = [ends[capture] for capture in set(captures) if capture in ends]
+    end = max(known) if known else (times[-1] if times else None)
+    audits = flow_events(flow_segments(table), options=options.flow_options, end_time_ns=end)
+    # A connection that carried no payload byte (the last ACKs of one that ended before the capture began) is no
+    # MQTT connection: nothing in it can be judged.
+    return [_connection(audit, record_at, options) for audit in audits if audit.total.stream]
+
+
+def flow_segments(table: pa.Table) -> Iterator[Segment]:
+    """A flow's segments (:data:`RUN_SCHEMA` rows, in order) as Python objects, made a slice of at most
+    :data:`RUN_BYTES` at a time as the reassembly takes them: a flow's payload is never held twice over whole
+    (the TLS layer holds a bounded part of it, see :data:`~mqttaudit.capture.tls.MAX_WAITING`)."""
+    lengths = pc.binary_length(table.column("payload")).to_pylist()
+    for first, last in cuts(lengths, 0, len(lengths)) if lengths else ():
+        part = table.slice(first, last - first)
+        yield from cast(
+            Iterator[Segment], zip(*(part.column(name).to_pylist() for name in SEGMENT_FIELDS), strict=True)
+        )
+
+
+#: Why the bytes of a ``conflict`` row of the gaps table are not judged.
+CONFLICT_REASON = reason_tags.reason(
+    reason_tags.CONFLICTING,
+    "these bytes arrived again with different content; the first copy was kept, and no packet decoded from them is "
+    "judged",
+)
+
+
+def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options: AuditOptions) -> dict[str, Any]:
+    capture, _ = record_at.get(audit.first_time, ("", 0))
+
+    def record_of(time: int) -> int | None:
+        """The frame number (Wireshark's: 1 for the capture's first record) of the record at ``time``."""
+        record = record_at.get(time, (capture, None))[1]
+        return None if record is None else frame_number(record)
+
+    judged_flow = connection_flow(capture, audit, record_of)
+    connection_id = judged_flow.flow
+    server = None if audit.client is None else judged_flow.server
+    judged = judge_flow(judged_flow, options.judge_config)
+    gaps = Columns(GAP_COLUMNS)
+
+    def add(kind: str, side: int, offset: int, length: int, time_ns: int | None, reason: str) -> None:
+        """One row of the gaps table: a byte range of one side, what kind of range it is and why."""
+        gaps.add(
+            capture=capture,
+            flow=connection_id,
+            direction=_side(audit, side),
+            offset=offset,
+            length=length,
+            time=None if time_ns is None else time_ns / 1e9,
+            kind=GAP_KINDS[kind],
+            reason=reason,
+        )
+
+    for gap in audit.gaps:
+        add("gap", gap.side, gap.offset, gap.length, gap.time, "bytes sent but not captured")
+    for conflict in audit.conflicts:
+        add("conflict", conflict.side, conflict.offset, conflict.length, conflict.time, CONFLICT_REASON)
+    for hole in audit.unassessable:
+        add("not_assessable", hole.side, hole.offset, hole.length, None, hole.reason)
+    total = audit.total
+    connection = judged.connection.data
+    return {
+        "flow": connection_id,
+        "capture": capture,
+        "server": server or "unknown",
+        "client_id": connection["client_id"][0],
+        "transcript": judged.transcript,
+        "sources": judged.sources,
+        "stream_bytes": total.stream,
+        "packet_bytes": total.packets,
+        "malformed_bytes": total.malformed,
+        "gap_bytes": total.gaps,
+        "unassessable_bytes": total.unassessable,
+        "conflict_ranges": len(audit.conflicts),
+        "conflict_bytes": sum(conflict.length for conflict in audit.conflicts),
+        "capped_bytes": audit.capped_bytes,
+        "packet_count": len(judged.packets),
+        "packets": judged.packets,
+        "start": connection["start"][0],
+        "end": connection["end"][0],
+        "violations": judged.violations,
+        "connections": judged.connection,
+        "gaps": gaps,
+        "not_assessable": judged.not_assessable,
+        "lenient": judged.lenient,
+    }
+
+
+def _side(audit: FlowAudit, side: int) -> str:
+    direction = audit.direction(side)
+    return "unknown" if direction is None else direction.value
+
+
+def flow_judge(options: AuditOptions) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """:func:`judge_partition` bound to ``options``."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return judge_partition(batches, options)
+
+    return run

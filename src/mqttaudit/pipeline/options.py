@@ -1,0 +1,53 @@
+"""What an audit tells its tasks: the broker ports, the tolerance, where the tables go, the key log and the seal key
+(pickled into every task's closure; the key log's secrets are not in it, see :mod:`.keylog`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mqttaudit.capture import FlowOptions
+from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
+from mqttaudit.judge import JudgeConfig
+
+from .keylog import KeyLogFile
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    #: The ports whose flows are MQTT: ``--ports``, or the known MQTT port and the proven ones.
+    broker_ports: frozenset[int] = KNOWN_MQTT_PORTS
+    #: Seconds a receiver may take to answer or close, and the broker to deliver (the routing tolerance).
+    tolerance: float = 5.0
+    #: Where observation of each capture ended (ns), by capture name: an open connection is quiet until the end of
+    #: the last capture that holds it (rotated captures continue each other).
+    end_times: tuple[tuple[str, int], ...] = ()
+    #: Where the tasks write the tables (a local directory; each table is a folder of Parquet files).
+    out_dir: str = ""
+    #: The ports ``--ports`` restricts the audit to; None: MQTT is recognised on any port.
+    requested_ports: frozenset[int] | None = None
+    #: Server ports on which a stream started with a CONNECT (found when ``requested_ports`` is None).
+    proven_ports: frozenset[int] = frozenset()
+    #: How each proven port was proven, (port, proof), the proofs named in :mod:`mqttaudit.capture.detect`.
+    port_proofs: tuple[tuple[int, str], ...] = ()
+    #: The key log of ``--keylog``: where each executor reads it, never its secrets (see :mod:`.keylog`).
+    keylog: KeyLogFile | None = None
+    #: With a key log, the run's key that seals what the tasks hand each other (see :mod:`.sealed`); never written.
+    seal_key: bytes | None = field(default=None, repr=False)
+
+    @property
+    def judge_config(self) -> JudgeConfig:
+        # A broker seen accepting MQTT 5.0 supports it: those connections follow another specification and are
+        # not judged against 3.1.1 (rather than blaming the broker for not refusing them).
+        return JudgeConfig(
+            close_grace=self.tolerance,
+            answer_timeout=self.tolerance,
+            supported_protocol_levels=frozenset({4, 5}),
+            wall_clock=True,  # a capture's times are seconds since the epoch
+        )
+
+    @property
+    def flow_options(self) -> FlowOptions:
+        return FlowOptions(
+            broker_ports=self.broker_ports, keylog=self.keylog, mqtt_ports_named=self.requested_ports is not None
+        )

@@ -1,0 +1,147 @@
+"""The audit's ``summary.json`` figures, added up by Spark from what the tasks wrote: the judged connections' totals,
+the tables' counts per level, side, kind, version and tag, and the reading tasks' notes (records, skips, errors)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from mqttaudit.capture.conversation import CONFLICT_POLICY, DEFAULT_MAX_MALFORMED, MALFORMED_CAP_POLICY
+
+
+def audit_summary(
+    session: SparkSession, connections: DataFrame, notes: list[dict[str, Any]], out_dir: Path
+) -> dict[str, Any]:
+    """The summary of an audit from its judged connections (``connections``, :data:`~.tables.JUDGED_SCHEMA` rows),
+    the reading tasks' notes and the tables in ``out_dir``: counts, the byte account, the versions, the limits met."""
+    sums = connections.transform(connection_totals).first()
+    violations = session.read.parquet(str(out_dir / "violations"))
+    routing = session.read.parquet(str(out_dir / "routing_findings"))
+    by_level = _counts_by(violations, "level")
+    by_actor = _counts_by(violations, "actor")
+    by_kind = _counts_by(routing, "kind")
+    per_version = session.read.parquet(str(out_dir / "connections")).transform(connections_per_version)
+    versions = {
+        row["version"]: {
+            "connections": row["connections"],
+            "handling": row["handling"],
+            "packets": int(row["packets"] or 0),
+        }
+        for row in per_version.collect()
+    }
+    undecided = session.read.parquet(str(out_dir / "not_assessable"))
+    by_tag = _counts_by(undecided, "tag")
+    lenient = session.read.parquet(str(out_dir / "lenient"))
+    lenient_by = {
+        (row["actor"], row["rule"]): row["count"] for row in lenient.groupBy("actor", "rule").count().collect()
+    }
+    skipped: dict[str, int] = {}
+    records = segments_kept = 0
+    chunk_errors: list[dict[str, Any]] = []
+    truncated: list[dict[str, Any]] = []
+    records_by_capture: dict[str, int] = {}
+    for note in notes:
+        records += note.get("records", 0)
+        records_by_capture[note["capture"]] = records_by_capture.get(note["capture"], 0) + note.get("records", 0)
+        segments_kept += note.get("segments", 0)
+        for reason, count in note.get("skipped", {}).items():
+            skipped[reason] = skipped.get(reason, 0) + count
+        chunk_errors += [{"capture": note["capture"], **corrupt} for corrupt in note.get("corrupt", [])]
+        if "error" in note:
+            chunk_errors.append({"capture": note["capture"], **note["error"]})
+        if "truncated" in note:
+            truncated.append({"capture": note["capture"], **note["truncated"]})
+    assert sums is not None
+    stream = int(sums["stream"] or 0)
+    accounted = sum(int(sums[k] or 0) for k in ("packets", "malformed", "gaps", "unassessable"))
+    return {
+        "records": records,
+        "records_by_capture": records_by_capture,
+        "segments": segments_kept,
+        "skipped": skipped,
+        "truncated": truncated,
+        "chunk_errors": chunk_errors,
+        "time_span": [sums["first"], sums["last"]],
+        "counts": {
+            "flows": int(sums["flows"] or 0),
+            "connections": int(sums["connections"] or 0),
+            "packets": int(sums["packet_count"] or 0),
+            "violations": sum(by_level.values()),
+            "violations_must": by_level.get("MUST", 0),
+            "violations_by_level": by_level,
+            "violations_by_actor": by_actor,
+            "routing_findings": sum(by_kind.values()),
+            "routing_by_kind": by_kind,
+        },
+        "versions": dict(sorted(versions.items())),
+        "not_assessable": {"rows": sum(by_tag.values()), "by_tag": dict(sorted(by_tag.items()))},
+        # Defects accepted by a receiver no statement bound to detect them (5.0, section 4.13.1): not violations.
+        "lenient": {
+            "rows": sum(lenient_by.values()),
+            "by_actor": _summed(lenient_by, 0),
+            "by_rule": _summed(lenient_by, 1),
+        },
+        "bytes": {
+            "mqtt_bytes": stream,
+            "packet_bytes": int(sums["packets"] or 0),
+            "malformed_bytes": int(sums["malformed"] or 0),
+            "gap_bytes": int(sums["gaps"] or 0),
+            "unsynced_bytes": int(sums["unassessable"] or 0),
+            "reconciles": stream == accounted,
+        },
+        "conflicting_retransmissions": {
+            "ranges": int(sums["conflict_ranges"] or 0),
+            "bytes": int(sums["conflict_bytes"] or 0),
+            "policy": CONFLICT_POLICY,
+        },
+        "malformed_cap": {
+            "per_connection": DEFAULT_MAX_MALFORMED,
+            "connections_capped": int(sums["capped_connections"] or 0),
+            "bytes_not_decoded": int(sums["capped_bytes"] or 0),
+            "policy": MALFORMED_CAP_POLICY,
+        },
+    }
+
+
+def _counts_by(rows: DataFrame, column: str) -> dict[str, int]:
+    """The rows counted by the value of ``column``."""
+    return {row[column]: row["count"] for row in rows.groupBy(column).count().collect()}
+
+
+def _summed(counts: dict[tuple[str, str], int], part: int) -> dict[str, int]:
+    """``counts`` keyed by (actor, rule) added up by the actor (``part`` 0) or by the rule (1), sorted."""
+    summed: dict[str, int] = {}
+    for key, count in counts.items():
+        summed[key[part]] = summed.get(key[part], 0) + count
+    return dict(sorted(summed.items()))
+
+
+def connection_totals(connections: DataFrame) -> DataFrame:
+    """One row: the judged connections and flows, their byte account, conflicting and capped bytes, packets, and
+    the time span they cover."""
+    return connections.agg(
+        F.count("*").alias("connections"),
+        F.countDistinct(F.split("flow", "@").getItem(0)).alias("flows"),
+        F.sum("stream_bytes").alias("stream"),
+        F.sum("packet_bytes").alias("packets"),
+        F.sum("malformed_bytes").alias("malformed"),
+        F.sum("gap_bytes").alias("gaps"),
+        F.sum("unassessable_bytes").alias("unassessable"),
+        F.sum("conflict_ranges").alias("conflict_ranges"),
+        F.sum("conflict_bytes").alias("conflict_bytes"),
+        F.sum("capped_bytes").alias("capped_bytes"),
+        F.sum(F.when(F.col("capped_bytes") > 0, 1).otherwise(0)).alias("capped_connections"),
+        F.sum("packet_count").alias("packet_count"),
+        F.min("start").alias("first"),
+        F.max("end").alias("last"),
+    )
+
+
+def connections_per_version(connections: DataFrame) -> DataFrame:
+    """Connections and their packets counted per MQTT version and how the version was handled."""
+    return connections.groupBy("version", "handling").agg(
+        F.count("*").alias("connections"), F.sum("packets").alias("packets")
+    )
