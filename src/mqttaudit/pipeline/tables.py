@@ -100,8 +100,9 @@ CONNECTION_COLUMNS = (
     "not_assessable",
     "lenient",
 )
-#: One row per instance of a rule the audit could not decide, with the reason (its tag first, for grouping).
-NOT_ASSESSABLE_COLUMNS = (
+#: The columns that place an instance of a rule, first in the not-assessable and leniency tables: where (capture,
+#: connection and its endpoints), whose statement, and which packet.
+_RULE_INSTANCE_COLUMNS = (
     "capture",
     "flow",
     "client",
@@ -113,6 +114,10 @@ NOT_ASSESSABLE_COLUMNS = (
     "actor",
     "event",
     "frame",
+)
+#: One row per instance of a rule the audit could not decide, with the reason (its tag first, for grouping).
+NOT_ASSESSABLE_COLUMNS = (
+    *_RULE_INSTANCE_COLUMNS,
     "time",
     "origin",
     "tag",
@@ -125,17 +130,7 @@ NOT_ASSESSABLE_COLUMNS = (
 #: violations table), what was accepted and how, the basis, and the bytes that show it. Not a violation: counted
 #: apart.
 LENIENT_COLUMNS = (
-    "capture",
-    "flow",
-    "client",
-    "server",
-    "client_id",
-    "rule",
-    "level",
-    "section",
-    "actor",
-    "event",
-    "frame",
+    *_RULE_INSTANCE_COLUMNS,
     "offset",
     "time",
     "detail",
