@@ -22,7 +22,7 @@ def audit(
     force: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> AuditResult:
-    """Audits pcap/pcapng captures (files, folders, globs, filesystem URLs) on Spark into the folder ``out``
+    """Audits pcap/pcapng captures (files, folders, globs, filesystem URLs) on Spark into the folder ``out`` (a path, or a URL such as ``s3://bucket/prefix``)
     (Parquet tables, ``summary.json``, ``report.html``, ``findings.md``, ``findings.jsonl``, ``junit.xml``),
     published only when the audit completes.
 
@@ -34,7 +34,7 @@ def audit(
     locations = [paths] if isinstance(paths, str | PathLike) else list(paths)
     return run_audit(
         [str(location) for location in locations],
-        Path(out),
+        out if isinstance(out, str) else Path(out),
         master=master,
         ports=None if ports is None else list(ports),
         tolerance=tolerance,
