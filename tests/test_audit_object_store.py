@@ -1,10 +1,12 @@
 """Captures read from an object store and tables written to it (issue 31, point 6): a real S3-compatible server
 (moto's server mode) on 127.0.0.1, the real ``mqttaudit audit`` with ``s3://`` inputs and ``--out``, and the same
-tables, summary and exit status as an audit of the same captures into a local folder."""
+tables, summary and exit status as an audit of the same captures into a local folder; and the same audit on a real
+Spark standalone cluster of two workers that share no disk (point 5)."""
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +20,7 @@ from mqttaudit.report.output_dir import MARKER
 from .child import child_env, run_child
 from .corpus import capture
 from .s3_server import S3Server, s3_server
+from .spark_cluster import environment_without_spark, standalone_cluster
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -66,15 +69,66 @@ def runs(server: S3Server, spark: SparkSession, tmp_path_factory: pytest.TempPat
     return {"local": here, "local_out": local / "out", "s3": there}
 
 
+@pytest.mark.captures
+def test_a_standalone_cluster_of_two_workers_without_a_shared_disk_gives_the_tables_of_local_2(
+    server: S3Server, runs: dict[str, Any], tmp_path: Path
+) -> None:
+    """A master and two workers (1 core, their own working and temporary folders each), the captures and the
+    output on the S3 server: the tables of ``local[2]``, tasks on both workers, nothing of the tables or the
+    transcripts written to a worker's folders, and the executors' JVMs started with the audit's JVM options."""
+    import pyarrow.parquet as pq
+
+    from mqttaudit.pipeline.spark import DEFAULT_DRIVER_JAVA_OPTIONS
+
+    env = {**environment_without_spark(child_env(**server.environment())), "PYSPARK_PYTHON": sys.executable}
+    with standalone_cluster(tmp_path, workers=2, env=env, memory="768m") as cluster:
+        result = run_child(
+            "audit",
+            f"s3://{BUCKET}/captures",
+            "--out",
+            f"s3://{BUCKET}/cluster-out",
+            "--master",
+            cluster.master,
+            "--format",
+            "json",
+            timeout=800,
+            env={
+                **env,
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                "MQTTAUDIT_DRIVER_MEMORY": "1g",
+                "PYSPARK_SUBMIT_ARGS": "--conf spark.executor.memory=512m --conf spark.cores.max=2 pyspark-shell",
+            },
+        )
+    assert result.returncode == runs["local"].exit_status, result.stderr
+    assert json.loads(result.stdout)["summary"]["spark_master"] == cluster.master
+    for table in TABLES:
+        there = _s3_table(server, table, "cluster-out")
+        assert _rows(there) == _rows(pq.read_table(runs["local_out"] / table)), table
+    for worker in cluster.workers:
+        logs = list(worker.work_dir.glob("app-*/*/stderr"))
+        assert len(logs) == 1, logs  # one executor per worker
+        log = logs[0].read_text(errors="replace")
+        assert "Running task" in log  # both workers took part
+        command = next(line for line in log.splitlines() if line.startswith("Spark Executor Command"))
+        assert all(f'"{option}"' in command for option in DEFAULT_DRIVER_JAVA_OPTIONS.split())
+        written = [
+            path
+            for folder in (worker.work_dir, worker.local_dir)
+            for path in folder.rglob("*")
+            if path.suffix in {".parquet", ".arrow", ".tmp"}
+        ]
+        assert written == []
+
+
 def _rows(table: Any) -> list[str]:
     """A table's rows in a canonical order (the order tasks write them in is not part of the result)."""
     return sorted(json.dumps(row, sort_keys=True, default=repr) for row in table.to_pylist())
 
 
-def _s3_table(server: S3Server, name: str) -> Any:
+def _s3_table(server: S3Server, name: str, out: str = "out") -> Any:
     import pyarrow.dataset as ds
 
-    return ds.dataset(f"{BUCKET}/out/{name}", filesystem=server.filesystem(), format="parquet").to_table()
+    return ds.dataset(f"{BUCKET}/{out}/{name}", filesystem=server.filesystem(), format="parquet").to_table()
 
 
 @pytest.mark.captures
