@@ -59,8 +59,15 @@ def resolve(location: str | os.PathLike[str]) -> tuple[Any, str]:
     scheme, _, rest = text.partition("://")
     rest, _, query = rest.partition("?")
     root, _, tail = rest.partition("/")
-    # The filesystem of the bucket or host (with the URL's options), then the path below it.
-    filesystem, base = _filesystem(f"{'s3' if scheme == 's3a' else scheme}://{root}" + (f"?{query}" if query else ""))
+    scheme = "s3" if scheme == "s3a" else scheme
+    options = f"?{query}" if query else ""
+    try:
+        if not root:  # no bucket or host (hdfs:///path: the default file system): the URL as pyarrow reads it
+            return _filesystem(f"{scheme}://{rest}{options}")
+        # The filesystem of the bucket or host (with the URL's options), then the path below it.
+        filesystem, base = _filesystem(f"{scheme}://{root}{options}")
+    except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
+        raise LocationError(f"{text}: cannot open this filesystem ({exc})") from exc
     return filesystem, posixpath.join(base or "/", tail) if tail else (base or "/")
 
 
@@ -70,10 +77,7 @@ def _filesystem(root: str) -> tuple[Any, str]:
     credentials once), and the path of the root in it."""
     import pyarrow.fs as pafs
 
-    try:
-        filesystem, base = pafs.FileSystem.from_uri(root)
-    except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
-        raise LocationError(f"{root}: cannot open this filesystem ({exc})") from exc
+    filesystem, base = pafs.FileSystem.from_uri(root)
     return filesystem, cast(str, base)
 
 
