@@ -227,3 +227,30 @@ def test_only_the_files_of_accepted_task_attempts_are_kept_on_s3(
 def _read(server: S3Server, path: str) -> str:
     with server.filesystem().open_input_stream(path) as source:
         return bytes(source.read()).decode("utf-8", errors="replace")
+
+
+def test_an_s3_run_that_fails_leaves_no_output_and_a_marker_that_says_incomplete(
+    server: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The publication of a remote --out: a completed run's marker lists its files; the next run on the same prefix
+    (mqttaudit's own) is not refused; when it fails, what it wrote is removed and the marker says incomplete."""
+    from mqttaudit import locations
+    from mqttaudit.report.remote_output import remote_output
+
+    for key, value in server.environment().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(locations, "_filesystem", locations._filesystem.__wrapped__)  # this server's settings
+    out = f"s3://{BUCKET}/runs"
+    writes = ("packets", "summary.json")
+    with remote_output(out, writes=writes) as local:
+        locations.write_bytes(f"{out}/packets/part-0.parquet", b"first run")
+        (local / "summary.json").write_text("{}")
+    marker = json.loads(_read(server, f"{BUCKET}/runs/{MARKER}"))
+    assert (marker["complete"], marker["entries"]) == (True, ["packets", "summary.json"])
+    assert marker["files"] == ["packets/part-0.parquet", "summary.json"]
+    with pytest.raises(RuntimeError, match="a task failed"), remote_output(out, writes=writes) as local:
+        locations.write_bytes(f"{out}/packets/part-1.parquet", b"second run")
+        raise RuntimeError("a task failed")
+    marker = json.loads(_read(server, f"{BUCKET}/runs/{MARKER}"))
+    assert (marker["complete"], marker["entries"]) == (False, [])
+    assert locations.files_under(out) == [MARKER]
