@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 LONGEST_FIRST = (
     "tests/test_capture_expectations.py",
     "tests/test_pipeline_audit.py",
+    "tests/test_audit_object_store.py",
     "tests/test_pipeline_detection.py",
     "tests/test_probe_hostile.py",
     "tests/test_cli_fail_loudly.py",

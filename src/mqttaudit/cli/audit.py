@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from mqttaudit.locations import join
+
 from .exits import EXIT_INCOMPLETE, EXIT_OK, CannotRun, Incomplete, exit_status_help
 from .options import format_option, output_options
 from .progress import audit_progress
@@ -48,7 +50,7 @@ def _ports(text: str) -> list[int]:
     ),
 )
 @click.argument("paths", nargs=-1, required=True)
-@output_options("mqttaudit-audit", "The Parquet tables, summary.json and the reports")
+@output_options("mqttaudit-audit", "The Parquet tables, summary.json and the reports", urls=True)
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
 @click.option(
     "--ports",
@@ -85,7 +87,7 @@ def _ports(text: str) -> list[int]:
 @click.option("-v", "--verbose", is_flag=True, help="Show Spark's own messages (start-up notices, warnings).")
 def audit_command(
     paths: tuple[str, ...],
-    out_dir: Path,
+    out_dir: Path | str,
     force: bool,
     master: str,
     ports: str | None,
@@ -103,10 +105,11 @@ def audit_command(
     from mqttaudit.extras import MissingExtra, require
     from mqttaudit.pipeline.keylog import KeyLogFile
     from mqttaudit.pipeline.sources import AuditInputError
-    from mqttaudit.report.output_dir import OutputDirError, check_output_dir
+    from mqttaudit.report.output_dir import OutputDirError
+    from mqttaudit.report.remote_output import check_output
 
     try:  # an --out that cannot be used is refused before anything is read (run_audit checks it again, by name)
-        check_output_dir(out_dir, force=force)
+        check_output(out_dir, force=force)
     except OutputDirError as exc:
         raise CannotRun(printable_line(str(exc))) from exc
     # The key log is checked here; the executors read it themselves (its secrets are never shipped to them).
@@ -156,7 +159,7 @@ def audit_command(
             click.echo(printable_line(f"mqttaudit: incomplete: {incomplete}"), err=True)
         return status
     echo_lines(summarize(result.summary))
-    click.echo(f"report: {printable_line(str(out_dir / 'report.html'))}")
+    click.echo(f"report: {printable_line(join(out_dir, 'report.html'))}")
     if incomplete is not None:
         raise Incomplete(incomplete)
     if status == EXIT_INCOMPLETE:
@@ -220,10 +223,11 @@ def lost_lines(summary: dict[str, Any], spooled: Spooled | None = None) -> list[
 
 
 def audit_document(
-    summary: dict[str, Any], out_dir: Path, lost: list[str], incomplete: str | None, status: int
+    summary: dict[str, Any], out_dir: Path | str, lost: list[str], incomplete: str | None, status: int
 ) -> dict[str, Any]:
     """``audit --format json``: what the terminal says, as one document: the exit status, why the run is
     incomplete (or null), what was not read, the reports written, and the whole summary (as summary.json)."""
+    from mqttaudit.locations import exists
     from mqttaudit.pipeline.audit import OUTPUTS
 
     return {
@@ -231,7 +235,7 @@ def audit_document(
         "incomplete": incomplete,
         "lost": lost,
         "out_dir": str(out_dir),
-        "outputs": {name: str(out_dir / name) for name in OUTPUTS if (out_dir / name).exists()},
+        "outputs": {name: join(out_dir, name) for name in OUTPUTS if exists(join(out_dir, name))},
         "summary": summary,
     }
 

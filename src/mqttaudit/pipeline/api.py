@@ -22,9 +22,9 @@ def audit(
     force: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> AuditResult:
-    """Audits pcap/pcapng captures (files, folders, globs, filesystem URLs) on Spark into the folder ``out``
-    (Parquet tables, ``summary.json``, ``report.html``, ``findings.md``, ``findings.jsonl``, ``junit.xml``),
-    published only when the audit completes.
+    """Audits pcap/pcapng captures (files, folders, globs, filesystem URLs) on Spark into the folder ``out`` (a
+    path, or a URL such as ``s3://bucket/prefix``) (Parquet tables, ``summary.json``, ``report.html``,
+    ``findings.md``, ``findings.jsonl``, ``junit.xml``), published only when the audit completes.
 
     ``ports`` restricts the audit to flows on those TCP ports (by default MQTT is recognised on any port).
     Raises ``ValueError`` subclasses before Spark starts when nothing can be audited as asked: no capture
@@ -34,7 +34,7 @@ def audit(
     locations = [paths] if isinstance(paths, str | PathLike) else list(paths)
     return run_audit(
         [str(location) for location in locations],
-        Path(out),
+        out if isinstance(out, str) else Path(out),
         master=master,
         ports=None if ports is None else list(ports),
         tolerance=tolerance,

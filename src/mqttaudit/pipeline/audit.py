@@ -12,7 +12,6 @@ import json
 import os
 import pickle
 import posixpath
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -22,11 +21,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqttaudit import __version__
+from mqttaudit import __version__, locations
 from mqttaudit.capture import CaptureError, Chunk, plan_chunks, read_chunk
 from mqttaudit.capture.conversation import NOT_DECODED
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
-from mqttaudit.report.output_dir import check_output_dir, staged_output
+from mqttaudit.report.output_dir import staged_output
+from mqttaudit.report.remote_output import check_output, remote_output
 from mqttaudit.spec import load_catalogue
 from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 
@@ -51,7 +51,7 @@ from .tables import (
     ddl,
     table_schema,
 )
-from .task_files import TRANSCRIPTS_DIR
+from .task_files import TRANSCRIPTS_DIR, PublishedFiles, accepted_entries, remove_unaccepted
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -70,9 +70,10 @@ REPORT_ROWS = 200
 
 @dataclass
 class AuditResult:
-    out_dir: Path
+    #: A local folder, or the URL of a remote one.
+    out_dir: Path | str
     summary: dict[str, Any]
-    written: list[Path] = field(default_factory=list)
+    written: list[Path | str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -130,7 +131,7 @@ def chunk_size(total: int, largest: int, parallelism: int) -> int:
 
 def run_audit(
     paths: Sequence[str],
-    out_dir: Path,
+    out_dir: Path | str,
     *,
     master: str = DEFAULT_MASTER,
     ports: Iterable[int] | None = None,
@@ -143,7 +144,9 @@ def run_audit(
     force: bool = False,
     keylog: KeyLogFile | None = None,
 ) -> AuditResult:
-    """Audits the captures at ``paths`` into ``out_dir``, published only when the whole audit completes.
+    """Audits the captures at ``paths`` (local paths or URLs, see :mod:`.sources`) into ``out_dir`` (a local folder,
+    or a URL of any filesystem pyarrow.fs reaches: see :mod:`mqttaudit.report.remote_output` for what publishing
+    there guarantees), published only when the whole audit completes.
 
     Raises :class:`sources.AuditInputError` (nothing to audit, a named file that is not a capture),
     :class:`OutputDirError` (``out_dir`` holds files mqttaudit did not write, unless ``force``) and
@@ -154,18 +157,20 @@ def run_audit(
     written nowhere; what the tasks hand each other is sealed, see :mod:`.sealed`).
     """
     started = time.time()
-    check_output_dir(out_dir, force=force, writes=OUTPUTS)  # before any capture is read
+    out = locations.as_output(out_dir)
+    check_output(out, force=force, writes=OUTPUTS)  # before any capture is read
     files = sources.expand(list(paths))
     rejected = dict(sources.check_captures(list(paths), files))
     if spark is None:
         check_environment(master)
         check_master_reachable(master)
     session = spark or spark_session(master, verbose=verbose)
-    with staged_output(out_dir, force=force, writes=OUTPUTS) as staging:
+    with _published(out, force) as (tables, staging):
         summary, written = _audit(
             session,
             files,
             rejected,
+            tables,
             staging,
             ports=ports,
             tolerance=tolerance,
@@ -177,14 +182,29 @@ def run_audit(
         summary["duration"] = round(time.time() - started, 3)
         summary["mqttaudit_version"] = __version__
         (staging / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    return AuditResult(out_dir, summary, [out_dir / path.relative_to(staging) for path in written])
+    located: list[Path | str] = [out / name if isinstance(out, Path) else locations.join(out, name) for name in written]
+    return AuditResult(out, summary, located)
+
+
+@contextmanager
+def _published(out: Path | str, force: bool) -> Iterator[tuple[Path | str, Path]]:
+    """Where the tasks write the tables, and the local folder the driver writes its files into: a staging folder
+    for both, published by renames (:func:`~mqttaudit.report.output_dir.staged_output`), for a local ``out``; ``out``
+    itself and a local folder uploaded at the end, published by the marker, for a remote one."""
+    if isinstance(out, Path):
+        with staged_output(out, force=force, writes=OUTPUTS) as staging:
+            yield staging, staging
+    else:
+        with remote_output(out, force=force, writes=(*OUTPUTS, TRANSCRIPTS_DIR)) as local:
+            yield out, local
 
 
 def _audit(
     session: SparkSession,
     files: list[str],
     rejected: dict[str, str],
-    out_dir: Path,
+    out_dir: Path | str,
+    reports_dir: Path,
     *,
     ports: Iterable[int] | None,
     tolerance: float,
@@ -192,7 +212,9 @@ def _audit(
     progress: Callable[[str], None],
     tasks: Callable[[int, int], None] | None,
     keylog: KeyLogFile | None = None,
-) -> tuple[dict[str, Any], list[Path]]:
+) -> tuple[dict[str, Any], list[str]]:
+    """Audits ``files`` into ``out_dir`` (the tables: a local folder or a URL) and ``reports_dir`` (the driver's
+    files); returns the summary and the names of the entries written."""
     # Captures are named by file name, or by their whole location when two files share a name.
     basenames = [posixpath.basename(path) for path in files]
     unique = len(set(basenames)) == len(basenames)
@@ -238,7 +260,8 @@ def _audit(
         KNOWN_MQTT_PORTS if requested is None else requested,
         tolerance,
         tuple(end_times),
-        str(out_dir.resolve()),
+        str(out_dir.resolve()) if isinstance(out_dir, Path) else out_dir,
+        published=session.sparkContext.accumulator([], PublishedFiles()),
         requested_ports=requested,
         keylog=keylog,
         seal_key=None if keylog is None else new_key(),
@@ -269,30 +292,33 @@ def _audit(
     summary["spark_master"] = session.sparkContext.master
     summary["tolerance_s"] = tolerance
     summary["broker_ports"] = sorted(options.broker_ports)
-    written = [out_dir / name for name in TABLES] + [out_dir / "summary.json"]
+    written = [*TABLES, "summary.json"]
     progress("writing report.html and findings.md")
-    written += _reports(session, out_dir, summary)
+    written += [path.name for path in _reports(session, out_dir, reports_dir, summary)]
     return summary, written
 
 
 @contextmanager
-def _output_folders(out_dir: Path) -> Iterator[None]:
+def _output_folders(out_dir: Path | str) -> Iterator[None]:
     """Empty folders for the tables the tasks write, and for the transcripts they hand to the routing replay,
     which serve the replay only: nothing of them stays in the output, whatever happens."""
     for table in (*TABLES, TRANSCRIPTS_DIR):
-        shutil.rmtree(out_dir / table, ignore_errors=True)
-        (out_dir / table).mkdir(parents=True)
+        folder = locations.join(out_dir, table)
+        locations.delete_tree(folder)
+        filesystem, path = locations.resolve(folder)
+        filesystem.create_dir(path, recursive=True)
     try:
         yield
     finally:
-        shutil.rmtree(out_dir / TRANSCRIPTS_DIR, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            locations.delete_tree(locations.join(out_dir, TRANSCRIPTS_DIR))
 
 
 def _run(
     session: SparkSession,
     chunk_rows: list[dict[str, Any]],
     options: AuditOptions,
-    out_dir: Path,
+    out_dir: Path | str,
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
     from pyspark import StorageLevel
@@ -343,8 +369,7 @@ def _run(
         .collect()
     )
     progress("adding up the summary")
-    for table in TABLES:
-        _ensure_readable(out_dir / table, table)
+    _commit_tables(out_dir, options)
     summary = audit_summary(session, connections, notes, out_dir)
     summary["detection"] = detection_summary(options, connections_by_port(connections), notes)
     summary["routing_shards"] = [row.asDict() for row in replayed]
@@ -387,22 +412,36 @@ def _shards(known: DataFrame, keys: list[int], session: SparkSession) -> DataFra
     return session.createDataFrame(homes, ddl(HOMES_SCHEMA))
 
 
-def _ensure_readable(directory: Path, table: str) -> None:
+def _commit_tables(out_dir: Path | str, options: AuditOptions) -> None:
+    """Keeps in each table's folder the files of the task attempts Spark accepted, one attempt per task (a failed
+    attempt's files, whole or in part, are removed: no row is read twice or from a failed attempt)."""
+    assert options.published is not None
+    remove_unaccepted(str(out_dir), TABLES, accepted_entries(options.published.value))
+    for table in TABLES:
+        _ensure_readable(locations.join(out_dir, table), table)
+
+
+def _ensure_readable(directory: str, table: str) -> None:
     """A table no task wrote a row to still gets a file with its columns, so that it reads as an empty table."""
     import pyarrow.parquet as pq
 
-    if not any(path.suffix == ".parquet" for path in directory.iterdir()):
-        pq.write_table(table_schema(table).empty_table(), directory / "part-empty.parquet")
+    if not any(name.endswith(".parquet") for name in locations.files_under(directory)):
+        filesystem, path = locations.resolve(directory)
+        pq.write_table(
+            table_schema(table).empty_table(), posixpath.join(path, "part-empty.parquet"), filesystem=filesystem
+        )
 
 
-def _reports(session: SparkSession, out_dir: Path, summary: dict[str, Any]) -> list[Path]:
+def _reports(session: SparkSession, out_dir: Path | str, reports_dir: Path, summary: dict[str, Any]) -> list[Path]:
+    """The reports, written into ``reports_dir`` from the tables in ``out_dir``."""
     from mqttaudit.report import write_audit_reports
 
     from .report_data import report_data
 
     data = report_data(session, out_dir, summary, samples=SAMPLES_PER_RULE, rows=REPORT_ROWS)
-    (out_dir / "report_data.json").write_text(data.to_json())
-    return [*write_audit_reports(out_dir, data, load_catalogue("3.1.1")), out_dir / "report_data.json"]
+    (reports_dir / "report_data.json").write_text(data.to_json())
+    written = write_audit_reports(reports_dir, data, load_catalogue("3.1.1"), tables=out_dir)
+    return [*written, reports_dir / "report_data.json"]
 
 
 class _Progress:

@@ -32,10 +32,10 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
     tune_gc()
     part = part_name()
     writers = {
-        table: TableWriter(options.out_dir, table, part)
+        table: TableWriter(options.out_dir, table, part, options.published)
         for table in ("packets", "violations", "connections", "gaps", "not_assessable", "lenient")
     }
-    transcripts = TranscriptWriter(options.out_dir, part)
+    transcripts = TranscriptWriter(options.out_dir, part, options.published)
     judged = Columns(tuple(JUDGED_SCHEMA.names))
     for flow, table in _flow_groups(batches):
         if flow is None:

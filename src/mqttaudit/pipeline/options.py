@@ -5,12 +5,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mqttaudit.capture import FlowOptions
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
 from mqttaudit.judge import JudgeConfig
 
 from .keylog import KeyLogFile
+
+if TYPE_CHECKING:
+    from pyspark.accumulators import Accumulator
+
+    from .task_files import Published
 
 
 @dataclass(frozen=True)
@@ -22,8 +28,12 @@ class AuditOptions:
     #: Where observation of each capture ended (ns), by capture name: an open connection is quiet until the end of
     #: the last capture that holds it (rotated captures continue each other).
     end_times: tuple[tuple[str, int], ...] = ()
-    #: Where the tasks write the tables (a local directory; each table is a folder of Parquet files).
+    #: Where the tasks write the tables: a local directory or a URL every executor reaches (each table is a folder
+    #: of Parquet files).
     out_dir: str = ""
+    #: Hears which files the accepted task attempts published (:class:`~.task_files.PublishedFiles`); None outside
+    #: an audit.
+    published: Accumulator[Published] | None = field(default=None, repr=False, compare=False)
     #: The ports ``--ports`` restricts the audit to; None: MQTT is recognised on any port.
     requested_ports: frozenset[int] | None = None
     #: Server ports on which a stream started with a CONNECT (found when ``requested_ports`` is None).

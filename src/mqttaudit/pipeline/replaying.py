@@ -44,7 +44,7 @@ def replay_group(table: pa.Table, options: AuditOptions) -> pa.Table:
     )
     part = part_name(hashlib.blake2b(broker.encode(), digest_size=6).hexdigest(), shard)
     names = ("deliveries", "routing_findings", "not_assessable")
-    writers = {name: TableWriter(options.out_dir, name, f"{part}-routing") for name in names}
+    writers = {name: TableWriter(options.out_dir, name, f"{part}-routing", options.published) for name in names}
     for batch in batches:
         writers["deliveries"].add(batch)
     writers["routing_findings"].add(findings)

@@ -17,6 +17,8 @@ from mqttaudit import __version__
 from mqttaudit.report import AuditReportData
 from mqttaudit.report.audit_format import packet_text
 
+from .table_reading import read_table
+
 TIME_BUCKETS = 60
 #: Rows of the top offending clients and servers.
 TOP = 20
@@ -34,10 +36,10 @@ def _rows(frame: DataFrame) -> list[dict[str, Any]]:
 
 
 def report_data(
-    session: SparkSession, out_dir: Path, summary: dict[str, Any], *, samples: int, rows: int
+    session: SparkSession, out_dir: Path | str, summary: dict[str, Any], *, samples: int, rows: int
 ) -> AuditReportData:
     def table(name: str) -> DataFrame:
-        return session.read.parquet(str(out_dir / name))
+        return read_table(session, out_dir, name)
 
     violations = table("violations")
     by_rule = _rows(violations.transform(violations_by_rule))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
+from mqttaudit import locations
 from mqttaudit.capture import Opener
 
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap")
@@ -29,17 +30,14 @@ class AuditInputError(ValueError):
 
 
 def is_url(location: str) -> bool:
-    return "://" in location
+    return locations.is_url(location)
 
 
 def _filesystem(url: str) -> tuple[Any, str]:
-    import pyarrow.fs as pafs
-
-    uri = "s3://" + url[len("s3a://") :] if url.startswith("s3a://") else url
     try:
-        return cast(tuple[Any, str], pafs.FileSystem.from_uri(uri))
-    except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
-        raise AuditInputError(f"{url}: cannot open this filesystem ({exc})") from exc
+        return locations.resolve(url)
+    except locations.LocationError as exc:
+        raise AuditInputError(str(exc)) from exc
 
 
 def opener(location: str) -> Opener:

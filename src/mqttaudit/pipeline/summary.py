@@ -11,19 +11,21 @@ from pyspark.sql import functions as F
 
 from mqttaudit.capture.conversation import CONFLICT_POLICY, DEFAULT_MAX_MALFORMED, MALFORMED_CAP_POLICY
 
+from .table_reading import read_table
+
 
 def audit_summary(
-    session: SparkSession, connections: DataFrame, notes: list[dict[str, Any]], out_dir: Path
+    session: SparkSession, connections: DataFrame, notes: list[dict[str, Any]], out_dir: Path | str
 ) -> dict[str, Any]:
     """The summary of an audit from its judged connections (``connections``, :data:`~.tables.JUDGED_SCHEMA` rows),
     the reading tasks' notes and the tables in ``out_dir``: counts, the byte account, the versions, the limits met."""
     sums = connections.transform(connection_totals).first()
-    violations = session.read.parquet(str(out_dir / "violations"))
-    routing = session.read.parquet(str(out_dir / "routing_findings"))
+    violations = read_table(session, out_dir, "violations")
+    routing = read_table(session, out_dir, "routing_findings")
     by_level = _counts_by(violations, "level")
     by_actor = _counts_by(violations, "actor")
     by_kind = _counts_by(routing, "kind")
-    per_version = session.read.parquet(str(out_dir / "connections")).transform(connections_per_version)
+    per_version = read_table(session, out_dir, "connections").transform(connections_per_version)
     versions = {
         row["version"]: {
             "connections": row["connections"],
@@ -32,9 +34,9 @@ def audit_summary(
         }
         for row in per_version.collect()
     }
-    undecided = session.read.parquet(str(out_dir / "not_assessable"))
+    undecided = read_table(session, out_dir, "not_assessable")
     by_tag = _counts_by(undecided, "tag")
-    lenient = session.read.parquet(str(out_dir / "lenient"))
+    lenient = read_table(session, out_dir, "lenient")
     lenient_by = {
         (row["actor"], row["rule"]): row["count"] for row in lenient.groupBy("actor", "rule").count().collect()
     }

@@ -277,7 +277,9 @@ _SPARK_NAMES = {
 
 
 def spark_type(data_type: pa.DataType) -> str:
-    """The Spark DDL of an Arrow type (the few flat ones the stages hand to Spark)."""
+    """The Spark DDL of an Arrow type (the few flat ones the stages hand to Spark, and lists of them in the tables)."""
+    if pa.types.is_list(data_type):
+        return f"array<{spark_type(data_type.value_type)}>"
     return _SPARK_NAMES[data_type]
 
 
@@ -305,6 +307,8 @@ def table_schema(table: str) -> pa.Schema:
 
 # -- what the stages hand each other ----------------------------------------------------------------------------
 
+#: A file to read back (a table's Parquet file on a filesystem Spark cannot read, see :mod:`.table_reading`).
+PATH_SCHEMA = pa.schema([("path", pa.string())])
 #: A chunk of a capture to read: the capture's name, where the task opens it, and the pickled chunk descriptor.
 CHUNK_SCHEMA = pa.schema([("capture", pa.string()), ("path", pa.string()), ("chunk", pa.binary())])
 #: The columns of one TCP segment, in a run of segments (:data:`SEGMENT_SCHEMA`).

@@ -1,21 +1,23 @@
 """The files the tasks write themselves: a table's Parquet file per task, and the transcripts the judging tasks hand
 to the routing replay.
 
-The tasks write Parquet themselves (one file per task and table, published when the task completes) rather than
+The tasks write Parquet themselves (one file per task attempt and table, published when the task completes) rather than
 returning nested rows for Spark to convert, cache and explode: that conversion cost the JVM more CPU than the
 judging itself cost Python, and its cache grew with the capture.
 """
 
 from __future__ import annotations
 
-import os
 import posixpath
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark import TaskContext
+from pyspark.accumulators import Accumulator, AccumulatorParam
+
+from mqttaudit import locations
 
 from .conversations import Columns
 from .tables import TRANSCRIPT_SCHEMA, table_schema
@@ -29,11 +31,30 @@ class FileWriter(Protocol):
     def close(self) -> None: ...
 
 
+#: What the tasks report of the files they published: (slot, entry), the entry a file's path in the output directory
+#: (``violations/part-00003-t17.parquet``), its slot the same without the task attempt (``violations/part-00003``).
+Published = list[tuple[str, str]]
+
+
+class PublishedFiles(AccumulatorParam[Published]):
+    """Adds up the files the task attempts published. Spark merges the updates of the attempts it accepted only: the
+    files of a failed attempt are never in the sum (see :func:`accepted_entries`)."""
+
+    def zero(self, value: Published) -> Published:
+        return []
+
+    def addInPlace(self, value1: Published, value2: Published) -> Published:
+        return value1 + value2
+
+
 class TaskFile:
-    """The rows one task writes to one file of a folder of the output directory: written in batches as they
-    come, under a hidden name until the task completes (Spark and pyarrow skip names starting with '.'), then
-    renamed; a retried task overwrites its own file, so a row is never there twice. ``open_writer`` opens the
-    format (Parquet, Arrow IPC) at a path for a schema."""
+    """The rows one task writes to one file of a folder of the output directory (a local folder or a URL, see
+    :mod:`mqttaudit.locations`), written in batches as they come. The file is written once, under a name unique to
+    the task attempt, and reported to ``published`` when complete: a retried task writes a file of its own, and
+    the driver keeps the files of the attempts Spark accepted (:func:`accepted_entries`, :func:`remove_unaccepted`).
+    On this machine's filesystem the file is written under a hidden name (Spark and pyarrow skip names starting
+    with '.') and renamed when complete; an object store has no rename, and shows an object only once its upload
+    is complete. ``open_writer`` opens the format (Parquet, Arrow IPC) on a stream for a schema."""
 
     BATCH = 65536
 
@@ -43,16 +64,24 @@ class TaskFile:
         folder: str,
         name: str,
         schema: pa.Schema,
-        open_writer: Callable[[str, pa.Schema], FileWriter],
+        open_writer: Callable[[Any, pa.Schema], FileWriter],
+        published: Accumulator[Published] | None = None,
     ) -> None:
         self.schema = schema
-        self.name = name
+        attempt = _attempt()
+        stem, dot, suffix = name.rpartition(".")
+        self.name = name if attempt is None else f"{stem}-t{attempt}{dot}{suffix}"
         self.rows = 0
-        self._path = posixpath.join(directory, folder, name)
-        self._hidden = posixpath.join(directory, folder, f".{name}.tmp")
+        self._slot = (f"{folder}/{name}", f"{folder}/{self.name}")
+        self._filesystem, root = locations.resolve(directory)
+        self._path = posixpath.join(root, folder, self.name)
+        self._renamed = locations.renames(self._filesystem)
+        self._written = posixpath.join(root, folder, f".{self.name}.tmp") if self._renamed else self._path
+        self._published = published
         self._open_writer = open_writer
         self._pending: list[Columns] = []
         self._pending_rows = 0
+        self._stream: Any = None
         self._writer: FileWriter | None = None
 
     def add(self, columns: Columns) -> None:
@@ -66,7 +95,8 @@ class TaskFile:
 
     def _flush(self) -> None:
         if self._writer is None:
-            self._writer = self._open_writer(self._hidden, self.schema)
+            self._stream = self._filesystem.open_output_stream(self._written)
+            self._writer = self._open_writer(self._stream, self.schema)
         if self._pending:
             self._writer.write_table(columns_table(self._pending, self.schema))
         self._pending, self._pending_rows = [], 0
@@ -77,36 +107,48 @@ class TaskFile:
             self._flush()
         if self._writer is not None:
             self._writer.close()
-            os.replace(self._hidden, self._path)
+            self._stream.close()
+            if self._renamed:
+                self._filesystem.move(self._written, self._path)
+            if self._published is not None:
+                self._published.add([self._slot])
+
+
+def _attempt() -> int | None:
+    """The id of the running task attempt (unique in the Spark application), None outside Spark."""
+    context = TaskContext.get()
+    return None if context is None else context.taskAttemptId()
 
 
 class TableWriter(TaskFile):
     """The rows one task adds to one table, as one Parquet file in the table's folder (row groups of
     :attr:`BATCH` rows)."""
 
-    def __init__(self, directory: str, table: str, part: str) -> None:
-        super().__init__(directory, table, f"part-{part}.parquet", table_schema(table), _parquet_writer)
+    def __init__(self, directory: str, table: str, part: str, published: Accumulator[Published] | None = None) -> None:
+        super().__init__(directory, table, f"part-{part}.parquet", table_schema(table), _parquet_writer, published)
 
 
-def _parquet_writer(path: str, schema: pa.Schema) -> FileWriter:
-    writer: FileWriter = pq.ParquetWriter(path, schema, compression="snappy")
+def _parquet_writer(stream: Any, schema: pa.Schema) -> FileWriter:
+    writer: FileWriter = pq.ParquetWriter(stream, schema, compression="snappy")
     return writer
 
 
 #: The folder of the output directory where the judging tasks leave the transcripts for the routing replay (the
-#: audit removes it when the replay is done).
+#: audit removes it when the replay is done). On an object store it is a prefix every executor reaches.
 TRANSCRIPTS_DIR = "_transcripts"
 
 
 class TranscriptWriter(TaskFile):
     """The transcripts one judging task hands to the routing replay, as one Arrow IPC file in the output directory
-    that the replay tasks read memory-mapped: the blobs (a large share of the audit's bytes) never pass through
-    the JVM."""
+    that the replay tasks read (memory-mapped on this machine's filesystem): the blobs (a large share of the audit's
+    bytes) never pass through the JVM."""
 
     BATCH = 1024
 
-    def __init__(self, directory: str, part: str) -> None:
-        super().__init__(directory, TRANSCRIPTS_DIR, f"part-{part}.arrow", TRANSCRIPT_SCHEMA, pa.ipc.new_file)
+    def __init__(self, directory: str, part: str, published: Accumulator[Published] | None = None) -> None:
+        super().__init__(
+            directory, TRANSCRIPTS_DIR, f"part-{part}.arrow", TRANSCRIPT_SCHEMA, pa.ipc.new_file, published
+        )
 
     def add_transcript(self, transcript: bytes, sources: bytes) -> int:
         """Adds one connection's transcript; returns its row in the file."""
@@ -117,11 +159,39 @@ class TranscriptWriter(TaskFile):
 
 
 def read_transcripts(directory: str, names: Iterable[str]) -> dict[str, pa.Table]:
-    """The transcript files ``names`` of an audit's output directory, memory-mapped."""
-    return {
-        name: pa.ipc.open_file(pa.memory_map(posixpath.join(directory, TRANSCRIPTS_DIR, name))).read_all()
-        for name in set(names)
-    }
+    """The transcript files ``names`` of an audit's output directory: memory-mapped on this machine's filesystem,
+    read from any other."""
+    filesystem, root = locations.resolve(directory)
+    paths = {name: posixpath.join(root, TRANSCRIPTS_DIR, name) for name in set(names)}
+    if locations.renames(filesystem):
+        return {name: pa.ipc.open_file(pa.memory_map(path)).read_all() for name, path in paths.items()}
+    tables = {}
+    for name, path in paths.items():
+        with filesystem.open_input_file(path) as source:
+            tables[name] = pa.ipc.open_file(source).read_all()
+    return tables
+
+
+def accepted_entries(published: Published) -> set[str]:
+    """The files to keep of those the accepted task attempts published: one attempt per slot (two attempts of one
+    task are both accepted when Spark computes a lost partition again; their files hold the same rows)."""
+    chosen: dict[str, str] = {}
+    for slot, entry in sorted(published):
+        chosen.setdefault(slot, entry)
+    return set(chosen.values())
+
+
+def remove_unaccepted(directory: str, folders: Iterable[str], accepted: set[str]) -> list[str]:
+    """Removes from ``folders`` of the output directory every file no accepted task attempt published (those of
+    failed attempts, written whole or in part) and returns them, so that each table holds each row once."""
+    removed = []
+    for folder in folders:
+        for name in locations.files_under(locations.join(directory, folder)):
+            entry = f"{folder}/{name}"
+            if entry not in accepted:
+                locations.delete_file(locations.join(directory, entry))
+                removed.append(entry)
+    return removed
 
 
 def columns_table(parts: Sequence[Columns], schema: pa.Schema) -> pa.Table:

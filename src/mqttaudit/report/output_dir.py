@@ -41,8 +41,16 @@ class OutputDirError(ValueError):
 def owned_entries(out: Path) -> set[str]:
     """The names mqttaudit wrote into ``out`` last time (empty when it has no marker)."""
     try:
-        recorded = json.loads((out / MARKER).read_text(encoding="utf-8"))
+        return marker_entries((out / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return set()
+
+
+def marker_entries(text: str) -> set[str]:
+    """The names a marker's ``text`` lists (empty when it is not one)."""
+    try:
+        recorded = json.loads(text)
+    except ValueError:
         return set()
     entries = recorded.get("entries") if isinstance(recorded, dict) else None
     if not isinstance(entries, list):
@@ -60,8 +68,16 @@ def check_output_dir(out: Path, *, force: bool = False, writes: Iterable[str] = 
         return
     if not where.is_dir():
         raise OutputDirError(f"--out {out}: exists and is not a folder")
-    owned = owned_entries(where)
-    foreign = sorted(name for name in os.listdir(where) if name != MARKER and name not in owned)
+    refuse_foreign(out, os.listdir(where), owned_entries(where), force=force, writes=writes)
+
+
+def refuse_foreign(
+    out: Path | str, names: Iterable[str], owned: set[str], *, force: bool, writes: Iterable[str]
+) -> None:
+    """The rule of :func:`check_output_dir` on the entries ``names`` of an output, ``owned`` those its marker
+    lists: an entry of someone else's named like an output is refused even with ``force``; any other only without
+    it."""
+    foreign = sorted(name for name in names if name != MARKER and name not in owned)
     clashes = sorted(set(foreign) & set(writes))
     if clashes:
         raise OutputDirError(_clash_message(out, clashes))
@@ -132,7 +148,7 @@ def _why(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def _clash_message(out: Path, clashes: list[str]) -> str:
+def _clash_message(out: Path | str, clashes: list[str]) -> str:
     shown = ", ".join(clashes[:5]) + (f" and {len(clashes) - 5} more" if len(clashes) > 5 else "")
     return (
         f"--out {out}: holds {shown}, which mqttaudit did not write and would replace; move it away or choose another "
