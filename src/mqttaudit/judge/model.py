@@ -56,7 +56,7 @@ from . import model_rules_5 as rules_5
 from .config import JudgeConfig
 from .discarded_5 import smallest_forwarded
 from .events import Closed
-from .transcript import Delivered, Subscribed, Transcript, Unsubscribed
+from .transcript import Delivered, Published, Subscribed, Transcript, Unsubscribed
 
 INF: Final = math.inf
 #: Up to this many sessions, every message is held against every session.
@@ -506,7 +506,7 @@ def build(
                 routed[id(session)].append(message)
     for session in sessions:
         for message in routed[id(session)]:
-            _route(model, message, session, config)
+            route(model, message, session, config)
         for message, rule in unowned:
             if rule == rules_5.WILL_DROPPED:
                 _forbid_again(message, session, config)
@@ -700,17 +700,13 @@ def _messages(
     unowned: list[tuple[Message, str]] = []
     for name, transcript in transcripts.items():
         link = by_name.get(name)
-        source = link or Link(name, transcript, "", True, transcript.connect_time, transcript.end, None)
-        refused = transcript.connack is not None and transcript.connack.return_code != 0
+        source = sender(name, transcript, link)
         for record in transcript.published:
-            taken = record.accepted if record.accepted is not None else record.sent + config.answer_timeout
-            message = Message(source, record.event, record.message, (record.sent, taken), record.certain)
-            if link is not None and (transcript.client_offence is None or record.event < transcript.client_offence):
-                routed.append(message)
-            elif refused:
-                unowned.append((message, rules.NOTHING_PROCESSED_AFTER_REFUSAL))
-            elif transcript.client_offence is not None and transcript.client_offence_rule:
-                unowned.append((message, transcript.client_offence_rule))
+            taken = message_of(record, source, link is not None, config)
+            if taken is not None and taken[1] is None:
+                routed.append(taken[0])
+            elif taken is not None and taken[1] is not None:
+                unowned.append((taken[0], taken[1]))
         will = None if transcript.connect is None else transcript.connect.will
         if link is None or will is None:
             continue
@@ -728,6 +724,29 @@ def _messages(
         elif transcript.closed is not None:
             routed.append(Message(link, transcript.end_event, publish, closing, True, True, _same_instant(link)))
     return routed, unowned
+
+
+def sender(name: str, transcript: Transcript, link: Link | None) -> Link:
+    """The connection ``name`` as the sender of its messages: its link when the server accepted it."""
+    return link or Link(name, transcript, "", True, transcript.connect_time, transcript.end, None)
+
+
+def message_of(
+    record: Published, source: Link, accepted: bool, config: JudgeConfig
+) -> tuple[Message, str | None] | None:
+    """The message of a client's PUBLISH ``record`` on ``source`` (``accepted``: a connection the server
+    accepted), with None when the server takes it to route, or with the rule it breaks by taking it; None when
+    neither applies (nothing to model)."""
+    transcript = source.transcript
+    taken = record.accepted if record.accepted is not None else record.sent + config.answer_timeout
+    message = Message(source, record.event, record.message, (record.sent, taken), record.certain)
+    if accepted and (transcript.client_offence is None or record.event < transcript.client_offence):
+        return message, None
+    if transcript.connack is not None and transcript.connack.return_code != 0:
+        return message, rules.NOTHING_PROCESSED_AFTER_REFUSAL
+    if transcript.client_offence is not None and transcript.client_offence_rule:
+        return message, transcript.client_offence_rule
+    return None
 
 
 def _will_5_0(
@@ -797,7 +816,7 @@ def _same_instant(link: Link) -> float:
     return 0.0 if closed is None or closed.by is Direction.FROM_CLIENT else SAME_INSTANT
 
 
-def _route(model: Model, message: Message, session: Session, config: JudgeConfig) -> None:
+def route(model: Model, message: Message, session: Session, config: JudgeConfig) -> None:
     """The live delivery of ``message`` to ``session``: owed when a matching subscription surely held for the
     whole time the server was taking the message [MQTT-4.5.0-1]; forbidden when the session has a reason not
     to get it."""
