@@ -7,6 +7,7 @@ Wills and QoS 1 and 2 deliveries in flight across a boundary)."""
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Mapping
 
 import pytest
@@ -17,9 +18,10 @@ from mqttaudit import codec
 from mqttaudit.codec.properties import make
 from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge.conversation import DEFAULT_CONFIG, ConversationJudge
-from mqttaudit.judge.model import INF, build
+from mqttaudit.judge.model import INF, Model, build
 from mqttaudit.judge.stream import (
     BrokerState,
+    FirstTaken,
     Slice,
     alive,
     boundary_states,
@@ -29,6 +31,7 @@ from mqttaudit.judge.stream import (
     named,
     plan_slices,
     skeleton,
+    slice_model,
     traffic,
 )
 from mqttaudit.judge.transcript import Transcript
@@ -92,6 +95,64 @@ def assert_states_agree(conversation: Mapping[str, Talk], config: JudgeConfig = 
         assert state == whole_state(transcripts, time, config), time
 
 
+def held(model: Model) -> Counter[tuple[object, ...]]:
+    """What a model holds for the routing verdicts, named so that two models compare: every expectation, retained
+    watch, undecided rule, uncounted message and share group delivery."""
+    found: Counter[tuple[object, ...]] = Counter()
+    for link in model.links:
+        for e in link.expectations:
+            found[
+                (
+                    link.name,
+                    named(e.message),
+                    e.message.will,
+                    e.rule,
+                    e.must,
+                    e.retained,
+                    e.qos,
+                    e.qos_rule,
+                    e.after,
+                    e.deadline,
+                    e.copies,
+                    e.ceiling,
+                    e.forbidden,
+                    e.withheld_by,
+                    e.also,
+                    e.sure,
+                    e.as_published,
+                    tuple((s.link.name, s.event) for s in e.subscriptions),
+                    e.group is not None,
+                )
+            ] += 1
+        for w in link.watches:
+            states = tuple(sorted(named(x) if not isinstance(x, str | None) else str(x) for x in w.states))
+            found[("watch", link.name, w.topic, w.window, states, tuple(sorted(w.rules)), w.deadline)] += 1
+        for rule, why, time in link.unknown:
+            found[("unknown", link.name, rule, why, time)] += 1
+        for rule, count in link.unobserved.items():
+            found[("unobserved", link.name, rule)] += count
+    for g in model.groups:
+        found[("group", named(g.message), g.share, g.topic_filter, g.must, g.deadline, len(g.members))] += 1
+    return found
+
+
+def assert_slices_add_up(conversation: Mapping[str, Talk], config: JudgeConfig, cuts: list[float]) -> None:
+    """The models of the slices between ``cuts`` hold together what the whole model holds, each thing once."""
+    transcripts = transcribe(conversation, config)
+    skeletons = {name: skeleton(transcript) for name, transcript in transcripts.items()}
+    firsts = FirstTaken(build(skeletons, config), config)
+    edges = [-INF, *sorted(set(cuts)), INF]
+    messages = list(traffic(transcripts))
+    together: Counter[tuple[object, ...]] = Counter()
+    for start, end in itertools.pairwise(edges):
+        part = Slice(start, end, 0)
+        sent = [(name, record) for name, record in messages if start <= record.sent < end]
+        together += held(slice_model(skeletons, part, sent, firsts.records(), config))
+        for name, record in sent:
+            firsts.add(name, record)
+    assert together == held(build(transcripts, config))
+
+
 def _scenarios() -> list[tuple[str, dict[str, Talk], JudgeConfig]]:
     from .test_judge_model_5 import CASES as CASES_5
     from .test_judge_scenario import CASES
@@ -117,6 +178,15 @@ def test_the_state_at_every_boundary_is_the_whole_model_s_on_the_routing_tests_s
     name: str, conversation: dict[str, Talk], config: JudgeConfig
 ) -> None:
     assert_states_agree(conversation, config)
+
+
+@pytest.mark.parametrize(("name", "conversation", "config"), SCENARIOS, ids=[name for name, *_ in SCENARIOS])
+def test_the_slices_models_add_up_to_the_whole_model_on_the_routing_tests_scenarios(
+    name: str, conversation: dict[str, Talk], config: JudgeConfig
+) -> None:
+    cuts = boundaries(transcribe(conversation, config))
+    assert_slices_add_up(conversation, config, cuts)  # a slice between every two events
+    assert_slices_add_up(conversation, config, cuts[::3])  # and wider ones
 
 
 def test_the_scenarios_hold_every_part_of_the_state_somewhere() -> None:
@@ -281,6 +351,14 @@ def test_the_state_at_every_boundary_is_the_whole_model_s_on_generated_scenarios
     conversation: dict[str, Talk],
 ) -> None:
     assert_states_agree(conversation, V5)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(scenarios(), offline_scenarios()), st.integers(1, 4))
+def test_the_slices_models_add_up_to_the_whole_model_on_generated_scenarios(
+    conversation: dict[str, Talk], every: int
+) -> None:
+    assert_slices_add_up(conversation, V5, boundaries(transcribe(conversation, V5))[::every])
 
 
 def test_slices_hold_at_most_the_budget_and_cover_all_time() -> None:

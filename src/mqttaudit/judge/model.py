@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -451,7 +451,10 @@ class Model:
 
 
 def build(
-    transcripts: Mapping[str, Transcript], config: JudgeConfig, subscribers: Collection[str] | None = None
+    transcripts: Mapping[str, Transcript],
+    config: JudgeConfig,
+    subscribers: Collection[str] | None = None,
+    owns: Callable[[float], bool] | None = None,
 ) -> Model:
     """The model of one broker from the transcripts of its connections.
 
@@ -459,7 +462,11 @@ def build(
     a source of messages, so a model per disjoint set of ClientIds (a shard) owes each session exactly what the
     whole model would: a session's expectations depend only on its own connections and on every message. The
     transcripts of other ClientIds need only what they published (their subscriptions and deliveries unused).
+
+    ``owns`` limits it to one slice of time (None: all of it): only the messages the server started taking then,
+    and the subscriptions asked for then, are routed (see :func:`.stream.slice_model`).
     """
+    mine = owns or _always
     every_link = sorted(_links(transcripts), key=lambda link: link.opened)
     sessions = _sessions(every_link)
     # Decided on the whole broker, so that every shard decides alike.
@@ -500,6 +507,8 @@ def build(
     alive = {id(session): _lifetime(session) for session in sessions}
     for message in messages:
         begin, end = message.window
+        if not mine(begin):
+            continue
         for session in sessions if exhaustive else model.filters.concerned(message.publish.topic):
             first, last = alive[id(session)]
             if first <= end and begin <= last:
@@ -508,17 +517,24 @@ def build(
         for message in routed[id(session)]:
             route(model, message, session, config)
         for message, rule in unowned:
+            if not mine(message.window[0]):
+                continue
             if rule == rules_5.WILL_DROPPED:
                 _forbid_again(message, session, config)
             else:
                 _forbid_unowned(message, rule, session, config)
         for subscription in session.subscriptions:
-            _send_retained(model, subscription, config)
+            if mine(subscription.possible[0]):
+                _send_retained(model, subscription, config)
     if subscribers is None:
-        share_groups(model, config)
+        share_groups(model, config, mine)
     elif any(session.shared for session in sessions):
         model.groups_unjudged = "a model of some ClientIds only sees part of each share group"
     return model
+
+
+def _always(time: float) -> bool:
+    return True
 
 
 def _lifetime(session: Session) -> Window:
@@ -924,7 +940,7 @@ def route(model: Model, message: Message, session: Session, config: JudgeConfig)
         earlier.expectations.append(elsewhere)
 
 
-def share_groups(model: Model, config: JudgeConfig) -> None:
+def share_groups(model: Model, config: JudgeConfig, owns: Callable[[float], bool] = _always) -> None:
     """MQTT 5.0 shared subscriptions (section 4.8.2): each message matching a share group's filter goes to one
     member session of the group. Every member open while the server took it may get it (at most at the QoS
     granted to that member [MQTT-4.8.2-3]); the group is owed it when a member surely held throughout."""
@@ -934,7 +950,7 @@ def share_groups(model: Model, config: JudgeConfig) -> None:
             groups.setdefault((subscription.share or "", subscription.topic_filter), []).append(subscription)
     for (share, topic_filter), members in groups.items():
         for message in model.messages:
-            if not matches(topic_filter, message.publish.topic):
+            if not owns(message.window[0]) or not matches(topic_filter, message.publish.topic):
                 continue
             window = message.window
             copies: list[Expectation] = []

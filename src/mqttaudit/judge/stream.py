@@ -269,3 +269,46 @@ def _kept_by(model: Model, link: Link | None, record: Published, config: JudgeCo
                 found += [e for e in each.expectations if _kept_rule(e)]
                 each.expectations.clear()
     return found
+
+
+class FirstTaken:
+    """Per topic, the non-retained message the server took first (by when it surely had it): all a slice needs of
+    the messages before it to say what a new subscription must not get as retained [MQTT-3.3.1-6] (see
+    :func:`.model.not_retained_rule`). Fed the traffic in order; holds one message per topic."""
+
+    def __init__(self, model: Model, config: JudgeConfig) -> None:
+        self._links = {link.name: link for link in model.links}
+        self._config = config
+        self._first: dict[str, tuple[float, str, Published]] = {}
+
+    def add(self, name: str, record: Published) -> None:
+        link = self._links.get(name)
+        taken = None if link is None else message_of(record, link, True, self._config)
+        if taken is None or taken[1] is not None:
+            return  # not routed: it sets nothing (as :func:`.model.build` counts only routed messages)
+        topic, when = record.message.topic, taken[0].window[1]
+        if topic not in self._first or when < self._first[topic][0]:
+            self._first[topic] = (when, name, record)
+
+    def records(self) -> list[tuple[str, Published]]:
+        return [(name, record) for _, name, record in self._first.values()]
+
+
+def slice_model(
+    skeletons: Mapping[str, Transcript],
+    part: Slice,
+    sent: Iterable[tuple[str, Published]],
+    earlier: Iterable[tuple[str, Published]],
+    config: JudgeConfig,
+) -> Model:
+    """The broker model of one slice of its traffic: the expectations (and retained watches, undecided rules and
+    uncounted messages) of the messages the server started taking in ``part`` (``sent``: every non-retained PUBLISH
+    of the clients sent in it; the retained ones and the Wills are in the skeleton) and of the subscriptions asked
+    for in it (the retained messages they get). ``earlier``: :meth:`FirstTaken.records` of the traffic before
+    ``part``. What the models of all slices hold is what the whole model (:func:`.model.build`) holds, each once."""
+    transcripts = {name: replace(t, published=list(t.published)) for name, t in skeletons.items()}
+    for name, record in (*earlier, *sent):
+        transcripts[name].published.append(record)
+    for transcript in transcripts.values():
+        transcript.published.sort(key=lambda record: record.event)
+    return build(transcripts, config, owns=lambda time: part.start <= time < part.end)
