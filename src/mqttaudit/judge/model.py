@@ -719,10 +719,13 @@ def _messages(
         source = sender(name, transcript, link)
         for record in transcript.published:
             taken = message_of(record, source, link is not None, config)
-            if taken is not None and taken[1] is None:
-                routed.append(taken[0])
-            elif taken is not None and taken[1] is not None:
-                unowned.append((taken[0], taken[1]))
+            if taken is None:
+                continue
+            message, rule = taken
+            if rule is None:
+                routed.append(message)
+            else:
+                unowned.append((message, rule))
         will = None if transcript.connect is None else transcript.connect.will
         if link is None or will is None:
             continue
