@@ -1,6 +1,7 @@
-"""The first pass of a streaming routing replay: the time slices of one broker's traffic and the broker state each
-slice starts from. (The replay itself still holds a broker's traffic in one model, :func:`.model.build`; this
-pass is what a replay in slices starts from, proven against that model by the tests.)
+"""The parts of a routing replay in time slices, proven against the whole model (:func:`.model.build`) by the
+tests: the slices of one broker's traffic by bytes, the broker state each slice starts from, and the model of
+one slice. (The pipeline's replay still builds a broker's whole model: the matching of deliveries to what the
+model owes, :class:`.routing.Routing`, does not run per slice yet.)
 
 The state at a time ``t`` is what the server must keep across ``t``: its sessions and which of them are offline,
 their subscriptions, the retained message of every topic, the Wills it has yet to publish, the QoS 1 and 2
