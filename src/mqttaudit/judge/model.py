@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -56,7 +56,7 @@ from . import model_rules_5 as rules_5
 from .config import JudgeConfig
 from .discarded_5 import smallest_forwarded
 from .events import Closed
-from .transcript import Delivered, Subscribed, Transcript, Unsubscribed
+from .transcript import Delivered, Published, Subscribed, Transcript, Unsubscribed
 
 INF: Final = math.inf
 #: Up to this many sessions, every message is held against every session.
@@ -451,7 +451,10 @@ class Model:
 
 
 def build(
-    transcripts: Mapping[str, Transcript], config: JudgeConfig, subscribers: Collection[str] | None = None
+    transcripts: Mapping[str, Transcript],
+    config: JudgeConfig,
+    subscribers: Collection[str] | None = None,
+    owns: Callable[[float], bool] | None = None,
 ) -> Model:
     """The model of one broker from the transcripts of its connections.
 
@@ -459,7 +462,11 @@ def build(
     a source of messages, so a model per disjoint set of ClientIds (a shard) owes each session exactly what the
     whole model would: a session's expectations depend only on its own connections and on every message. The
     transcripts of other ClientIds need only what they published (their subscriptions and deliveries unused).
+
+    ``owns`` limits it to one slice of time (None: all of it): only the messages the server started taking then,
+    and the subscriptions asked for then, are routed (see :func:`.stream.slice_model`).
     """
+    mine = owns or _always
     every_link = sorted(_links(transcripts), key=lambda link: link.opened)
     sessions = _sessions(every_link)
     # Decided on the whole broker, so that every shard decides alike.
@@ -500,25 +507,34 @@ def build(
     alive = {id(session): _lifetime(session) for session in sessions}
     for message in messages:
         begin, end = message.window
+        if not mine(begin):
+            continue
         for session in sessions if exhaustive else model.filters.concerned(message.publish.topic):
             first, last = alive[id(session)]
             if first <= end and begin <= last:
                 routed[id(session)].append(message)
     for session in sessions:
         for message in routed[id(session)]:
-            _route(model, message, session, config)
+            route(model, message, session, config)
         for message, rule in unowned:
+            if not mine(message.window[0]):
+                continue
             if rule == rules_5.WILL_DROPPED:
                 _forbid_again(message, session, config)
             else:
                 _forbid_unowned(message, rule, session, config)
         for subscription in session.subscriptions:
-            _send_retained(model, subscription, config)
+            if mine(subscription.possible[0]):
+                _send_retained(model, subscription, config)
     if subscribers is None:
-        share_groups(model, config)
+        share_groups(model, config, mine)
     elif any(session.shared for session in sessions):
         model.groups_unjudged = "a model of some ClientIds only sees part of each share group"
     return model
+
+
+def _always(time: float) -> bool:
+    return True
 
 
 def _lifetime(session: Session) -> Window:
@@ -700,17 +716,16 @@ def _messages(
     unowned: list[tuple[Message, str]] = []
     for name, transcript in transcripts.items():
         link = by_name.get(name)
-        source = link or Link(name, transcript, "", True, transcript.connect_time, transcript.end, None)
-        refused = transcript.connack is not None and transcript.connack.return_code != 0
+        source = sender(name, transcript, link)
         for record in transcript.published:
-            taken = record.accepted if record.accepted is not None else record.sent + config.answer_timeout
-            message = Message(source, record.event, record.message, (record.sent, taken), record.certain)
-            if link is not None and (transcript.client_offence is None or record.event < transcript.client_offence):
+            taken = message_of(record, source, link is not None, config)
+            if taken is None:
+                continue
+            message, rule = taken
+            if rule is None:
                 routed.append(message)
-            elif refused:
-                unowned.append((message, rules.NOTHING_PROCESSED_AFTER_REFUSAL))
-            elif transcript.client_offence is not None and transcript.client_offence_rule:
-                unowned.append((message, transcript.client_offence_rule))
+            else:
+                unowned.append((message, rule))
         will = None if transcript.connect is None else transcript.connect.will
         if link is None or will is None:
             continue
@@ -728,6 +743,29 @@ def _messages(
         elif transcript.closed is not None:
             routed.append(Message(link, transcript.end_event, publish, closing, True, True, _same_instant(link)))
     return routed, unowned
+
+
+def sender(name: str, transcript: Transcript, link: Link | None) -> Link:
+    """The connection ``name`` as the sender of its messages: its link when the server accepted it."""
+    return link or Link(name, transcript, "", True, transcript.connect_time, transcript.end, None)
+
+
+def message_of(
+    record: Published, source: Link, accepted: bool, config: JudgeConfig
+) -> tuple[Message, str | None] | None:
+    """The message of a client's PUBLISH ``record`` on ``source`` (``accepted``: a connection the server
+    accepted), with None when the server takes it to route, or with the rule it breaks by taking it; None when
+    neither applies (nothing to model)."""
+    transcript = source.transcript
+    taken = record.accepted if record.accepted is not None else record.sent + config.answer_timeout
+    message = Message(source, record.event, record.message, (record.sent, taken), record.certain)
+    if accepted and (transcript.client_offence is None or record.event < transcript.client_offence):
+        return message, None
+    if transcript.connack is not None and transcript.connack.return_code != 0:
+        return message, rules.NOTHING_PROCESSED_AFTER_REFUSAL
+    if transcript.client_offence is not None and transcript.client_offence_rule:
+        return message, transcript.client_offence_rule
+    return None
 
 
 def _will_5_0(
@@ -797,7 +835,7 @@ def _same_instant(link: Link) -> float:
     return 0.0 if closed is None or closed.by is Direction.FROM_CLIENT else SAME_INSTANT
 
 
-def _route(model: Model, message: Message, session: Session, config: JudgeConfig) -> None:
+def route(model: Model, message: Message, session: Session, config: JudgeConfig) -> None:
     """The live delivery of ``message`` to ``session``: owed when a matching subscription surely held for the
     whole time the server was taking the message [MQTT-4.5.0-1]; forbidden when the session has a reason not
     to get it."""
@@ -905,7 +943,7 @@ def _route(model: Model, message: Message, session: Session, config: JudgeConfig
         earlier.expectations.append(elsewhere)
 
 
-def share_groups(model: Model, config: JudgeConfig) -> None:
+def share_groups(model: Model, config: JudgeConfig, owns: Callable[[float], bool] = _always) -> None:
     """MQTT 5.0 shared subscriptions (section 4.8.2): each message matching a share group's filter goes to one
     member session of the group. Every member open while the server took it may get it (at most at the QoS
     granted to that member [MQTT-4.8.2-3]); the group is owed it when a member surely held throughout."""
@@ -915,7 +953,7 @@ def share_groups(model: Model, config: JudgeConfig) -> None:
             groups.setdefault((subscription.share or "", subscription.topic_filter), []).append(subscription)
     for (share, topic_filter), members in groups.items():
         for message in model.messages:
-            if not matches(topic_filter, message.publish.topic):
+            if not owns(message.window[0]) or not matches(topic_filter, message.publish.topic):
                 continue
             window = message.window
             copies: list[Expectation] = []

@@ -1,0 +1,315 @@
+"""The parts of a routing replay in time slices, proven against the whole model (:func:`.model.build`) by the
+tests: the slices of one broker's traffic by bytes, the broker state each slice starts from, and the model of
+one slice. (The pipeline's replay still builds a broker's whole model: the matching of deliveries to what the
+model owes, :class:`.routing.Routing`, does not run per slice yet.)
+
+The state at a time ``t`` is what the server must keep across ``t``: its sessions and which of them are offline,
+their subscriptions, the retained message of every topic, the Wills it has yet to publish, the QoS 1 and 2
+messages it keeps for offline persistent sessions, and the QoS 1 and 2 deliveries not yet acknowledged (a resumed
+session re-sends them [MQTT-4.4.0-1]). Bounded by what the broker itself keeps, not by the traffic.
+
+Sessions, subscriptions, retained messages and Wills come from the broker's *skeleton*: each transcript without
+the deliveries it received and without the non-retained messages it published (what grows with the traffic).
+The broker model built from the skeleton has the sessions, subscriptions, retained messages and Wills of the whole
+model, since none of them depends on what was left out. The messages kept for offline sessions and the deliveries
+in flight come from one walk over the traffic in time order: each message is routed by the model's own rules
+against the skeleton and forgotten at once unless an offline session keeps it; each delivery is forgotten once
+acknowledged (or its identifier used again).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+from . import rules
+from .config import JudgeConfig
+from .model import (
+    INF,
+    UNKNOWN,
+    Expectation,
+    Link,
+    Message,
+    Model,
+    RetainedState,
+    Session,
+    build,
+    message_of,
+    retained_states,
+    route,
+)
+from .transcript import Delivered, Published, Transcript
+
+#: A retained state as the broker state names it: the message (``connection#event``), nothing, or unknown.
+NOTHING: Final = "nothing"
+
+
+@dataclass(frozen=True)
+class Slice:
+    """The messages a client sent from ``start`` (inclusive) to ``end`` (exclusive), ``size`` bytes of them."""
+
+    start: float
+    end: float
+    size: int
+
+
+def plan_slices(messages: Iterable[tuple[float, int]], budget: int) -> list[Slice]:
+    """Consecutive slices that cover all time, each holding at most ``budget`` bytes of the broker's messages,
+    given as (time sent, bytes) in time order; messages sent at one instant stay in one slice, which may then
+    hold more."""
+    if budget < 1:
+        raise ValueError(f"a slice budget must be positive, not {budget}")
+    slices: list[Slice] = []
+    start, size, last = -INF, 0, -INF
+    for time, length in messages:
+        if time < last:
+            raise ValueError(f"messages out of time order: {time} after {last}")
+        if size and size + length > budget and time > last:
+            slices.append(Slice(start, time, size))
+            start, size = time, 0
+        size += length
+        last = time
+    slices.append(Slice(start, INF, size))
+    return slices
+
+
+def skeleton(transcript: Transcript) -> Transcript:
+    """``transcript`` without what grows with the traffic: the deliveries it received and the messages it published
+    without RETAIN (a retained one sets the state of its topic)."""
+    return replace(
+        transcript,
+        published=[record for record in transcript.published if record.message.retain],
+        delivered=[],
+        answers={},
+    )
+
+
+def traffic(transcripts: Mapping[str, Transcript]) -> Iterator[tuple[str, Published]]:
+    """Every non-retained PUBLISH of the clients, (connection, record), in the order they were sent."""
+    streams = [_sent(name, transcript) for name, transcript in transcripts.items()]
+    for _, name, _, record in heapq.merge(*streams, key=lambda item: item[:3]):
+        yield name, record
+
+
+def _sent(name: str, transcript: Transcript) -> Iterator[tuple[float, str, int, Published]]:
+    for record in transcript.published:
+        if not record.message.retain:
+            yield record.sent, name, record.event, record
+
+
+def deliveries(transcripts: Mapping[str, Transcript]) -> Iterator[tuple[str, Delivered, float | None]]:
+    """Every PUBLISH the server sent, in the order it sent them: (connection, delivery, when the client answered
+    it, None if it did not)."""
+    streams = [_delivered(name, transcript) for name, transcript in transcripts.items()]
+    for _, name, _, delivered, answer in heapq.merge(*streams, key=lambda item: item[:3]):
+        yield name, delivered, answer
+
+
+def _delivered(name: str, transcript: Transcript) -> Iterator[tuple[float, str, int, Delivered, float | None]]:
+    for delivered in transcript.delivered:
+        answer = transcript.answers.get(delivered.event)
+        yield delivered.time, name, delivered.event, delivered, None if answer is None else answer[1]
+
+
+@dataclass(frozen=True)
+class BrokerState:
+    """The broker state at ``time``, each part named by connections (a session by its first connection, a
+    message by ``connection#event``) so that states of two models compare."""
+
+    time: float
+    sessions: frozenset[str]
+    offline: frozenset[str]
+    #: Subscriptions that may be in effect: (connection, event of the SUBSCRIBE, filter as subscribed).
+    subscriptions: frozenset[tuple[str, int, str]]
+    #: Per topic ever retained, the retained states it may have (``connection#event``, :data:`NOTHING`, unknown).
+    retained: tuple[tuple[str, frozenset[str]], ...]
+    #: Connections closed whose Will is not due yet.
+    wills: frozenset[str]
+    #: Messages taken before ``time`` kept for a connection of the session opening at ``time`` or later:
+    #: (that connection, message).
+    kept: frozenset[tuple[str, str]]
+    #: Per connection of a live session, the QoS 1 and 2 deliveries sent before ``time`` and not answered by then
+    #: (the last use of each Packet Identifier): (connection, delivery event).
+    in_flight: frozenset[tuple[str, int]]
+
+
+def named(message: Message) -> str:
+    return f"{message.link.name}#{message.event}"
+
+
+def _state_name(state: RetainedState) -> str:
+    if isinstance(state, Message):
+        return named(state)
+    return NOTHING if state is None else UNKNOWN
+
+
+def alive(session: Session, time: float) -> bool:
+    """The server holds ``session`` at ``time``."""
+    return session.links[0].opened <= time < session.ended
+
+
+def model_state(model: Model, time: float) -> BrokerState:
+    """The parts of the broker state at ``time`` a model of the broker holds whole: sessions, subscriptions,
+    retained messages and Wills (the rest, kept messages and deliveries in flight, left empty)."""
+    sessions = [session for session in model.sessions if alive(session, time)]
+    subscriptions = frozenset(
+        (s.link.name, s.event, s.full_filter)
+        for session in sessions
+        for s in (*session.subscriptions, *session.shared)
+        if s.possible[0] <= time <= s.possible[1]
+    )
+    retained = tuple(
+        (topic, frozenset(_state_name(state) for state in retained_states(changes, (time, time))))
+        for topic, changes in sorted(model.retained.items())
+    )
+    wills = frozenset(
+        m.link.name
+        for m in model.messages
+        if m.will and m.link.closed is not None and m.link.closed.time <= time < m.window[0]
+    )
+    return BrokerState(
+        time,
+        frozenset(session.links[0].name for session in sessions),
+        frozenset(session.links[0].name for session in sessions if session.link_at(time) is None),
+        subscriptions,
+        retained,
+        wills,
+        frozenset(),
+        frozenset(),
+    )
+
+
+def kept(expectation: Expectation, time: float) -> bool:
+    """``expectation`` is a message taken before ``time`` that an offline session keeps for a connection opening
+    at ``time`` or later [MQTT-3.1.2-5]."""
+    return (
+        not expectation.forbidden
+        and expectation.rule == rules.OFFLINE_MESSAGES_KEPT
+        and expectation.message.window[0] < time <= expectation.link.opened
+    )
+
+
+def boundary_states(
+    skeletons: Mapping[str, Transcript],
+    sent: Iterable[tuple[str, Published]],
+    delivered: Iterable[tuple[str, Delivered, float | None]],
+    config: JudgeConfig,
+    times: Sequence[float],
+) -> list[BrokerState]:
+    """The broker state at each of ``times`` (ascending), from the broker's :func:`skeleton` and one walk over its
+    traffic: ``sent``, the non-retained messages of the clients in the order they were sent (:func:`traffic`), and
+    ``delivered``, the server's PUBLISHes in the order it sent them (:func:`deliveries`). What the walk holds at a
+    time is what the state names then: the messages kept for offline sessions and the unanswered deliveries."""
+    model = build(skeletons, config)
+    links = {link.name: link for link in model.links}
+    holding = [e for link in model.links for e in link.expectations if _kept_rule(e)]
+    for link in model.links:
+        link.expectations.clear()
+    messages, copies = iter(sent), iter(delivered)
+    message, copy = next(messages, None), next(copies, None)
+    flying: dict[str, dict[int, Delivered]] = {}
+    answers: list[tuple[float, str, int, int]] = []  # (time, connection, Packet Identifier, delivery event)
+    states = []
+    for time in times:
+        while message is not None and message[1].sent < time:
+            holding += _kept_by(model, links.get(message[0]), message[1], config)
+            message = next(messages, None)
+        while copy is not None and copy[1].time < time:
+            name, delivery, answer = copy
+            packet_id = delivery.message.packet_id
+            if delivery.message.qos and packet_id is not None and name in links:
+                flying.setdefault(name, {})[packet_id] = delivery
+                if answer is not None:
+                    heapq.heappush(answers, (answer, name, packet_id, delivery.event))
+            copy = next(copies, None)
+        while answers and answers[0][0] < time:
+            _, name, packet_id, event = heapq.heappop(answers)
+            pending = flying.get(name, {})
+            if packet_id in pending and pending[packet_id].event == event:
+                del pending[packet_id]
+        # Forgotten: what is owed before this time (the earlier slices' own) and the deliveries of ended sessions.
+        holding = [e for e in holding if e.link.opened >= time]
+        flying = {name: pending for name, pending in flying.items() if pending and _held(links[name], time)}
+        state = model_state(model, time)
+        in_flight = frozenset((name, d.event) for name, pending in flying.items() for d in pending.values())
+        kept_now = frozenset((e.link.name, named(e.message)) for e in holding if kept(e, time))
+        states.append(replace(state, kept=kept_now, in_flight=in_flight))
+    return states
+
+
+def _kept_rule(expectation: Expectation) -> bool:
+    return not expectation.forbidden and expectation.rule == rules.OFFLINE_MESSAGES_KEPT
+
+
+def _held(link: Link, time: float) -> bool:
+    """The session of ``link`` is held at ``time`` (the connection may have ended: the session outlives it)."""
+    return link.session is not None and alive(link.session, time)
+
+
+def _kept_by(model: Model, link: Link | None, record: Published, config: JudgeConfig) -> list[Expectation]:
+    """Routes one message of the accepted connection ``link`` against the skeleton as the whole model routes it
+    (:func:`.model.route`) and returns what offline sessions keep of it; everything else it made is forgotten."""
+    if link is None:
+        return []  # not taken to route (a refused connection): owed to nobody
+    taken = message_of(record, link, True, config)
+    if taken is None or taken[1] is not None:
+        return []
+    message = taken[0]
+    begin, end = message.window
+    found: list[Expectation] = []
+    for session in model.filters.concerned(message.publish.topic):
+        last = max(session.ended, *(each.ended for each in session.links))
+        if not (session.links[0].opened <= end and begin <= last):
+            continue  # the session did not exist while the server took it (as :func:`.model.build` asks)
+        route(model, message, session, config)
+        # Its expectations land on the session's connections, and forbidden ones on a later session of its ClientId.
+        for other in (session, *model.by_client.get(session.client_id, ())):
+            for each in other.links:
+                found += [e for e in each.expectations if _kept_rule(e)]
+                each.expectations.clear()
+    return found
+
+
+class FirstTaken:
+    """Per topic, the non-retained message the server took first (by when it surely had it): all a slice needs of
+    the messages before it to say what a new subscription must not get as retained [MQTT-3.3.1-6] (see
+    :func:`.model.not_retained_rule`). Fed the traffic in order; holds one message per topic."""
+
+    def __init__(self, model: Model, config: JudgeConfig) -> None:
+        self._links = {link.name: link for link in model.links}
+        self._config = config
+        self._first: dict[str, tuple[float, str, Published]] = {}
+
+    def add(self, name: str, record: Published) -> None:
+        link = self._links.get(name)
+        taken = None if link is None else message_of(record, link, True, self._config)
+        if taken is None or taken[1] is not None:
+            return  # not routed: it sets nothing (as :func:`.model.build` counts only routed messages)
+        topic, when = record.message.topic, taken[0].window[1]
+        if topic not in self._first or when < self._first[topic][0]:
+            self._first[topic] = (when, name, record)
+
+    def records(self) -> list[tuple[str, Published]]:
+        return [(name, record) for _, name, record in self._first.values()]
+
+
+def slice_model(
+    skeletons: Mapping[str, Transcript],
+    part: Slice,
+    sent: Iterable[tuple[str, Published]],
+    earlier: Iterable[tuple[str, Published]],
+    config: JudgeConfig,
+) -> Model:
+    """The broker model of one slice of its traffic: the expectations (and retained watches, undecided rules and
+    uncounted messages) of the messages the server started taking in ``part`` (``sent``: every non-retained PUBLISH
+    of the clients sent in it; the retained ones and the Wills are in the skeleton) and of the subscriptions asked
+    for in it (the retained messages they get). ``earlier``: :meth:`FirstTaken.records` of the traffic before
+    ``part``. What the models of all slices hold is what the whole model (:func:`.model.build`) holds, each once."""
+    transcripts = {name: replace(t, published=list(t.published)) for name, t in skeletons.items()}
+    for name, record in (*earlier, *sent):
+        transcripts[name].published.append(record)
+    for transcript in transcripts.values():
+        transcript.published.sort(key=lambda record: record.event)
+    return build(transcripts, config, owns=lambda time: part.start <= time < part.end)

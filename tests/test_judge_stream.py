@@ -1,0 +1,391 @@
+"""The first pass of a streaming routing replay (:mod:`mqttaudit.judge.stream`): the broker state at each slice
+boundary, from the broker's skeleton and one walk over its traffic, is the state the whole broker model holds
+there, on every scenario of the judge's routing tests and on scenarios hypothesis writes (boundaries inside
+subscription windows, persistent sessions offline across them, retained messages set before a subscription,
+Wills and QoS 1 and 2 deliveries in flight across a boundary)."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Mapping
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mqttaudit import codec
+from mqttaudit.codec.properties import make
+from mqttaudit.judge import JudgeConfig
+from mqttaudit.judge.conversation import DEFAULT_CONFIG, ConversationJudge
+from mqttaudit.judge.model import INF, Model, build
+from mqttaudit.judge.stream import (
+    BrokerState,
+    FirstTaken,
+    Slice,
+    alive,
+    boundary_states,
+    deliveries,
+    kept,
+    model_state,
+    named,
+    plan_slices,
+    skeleton,
+    slice_model,
+    traffic,
+)
+from mqttaudit.judge.transcript import Transcript
+
+from .talk import DISCONNECT, STEP, C, S, Talk, connected, publish, suback, subscribe, unsubscribe
+
+CONFIG = DEFAULT_CONFIG
+V5 = JudgeConfig(supported_protocol_levels=frozenset({4, 5}))
+
+
+def transcribe(conversation: Mapping[str, Talk], config: JudgeConfig = CONFIG) -> dict[str, Transcript]:
+    transcripts = {}
+    for name, talk in conversation.items():
+        judge = ConversationJudge(config, conversation=name)
+        for event in talk.events:
+            judge.feed(event)
+        judge.finish()
+        transcripts[name] = judge.transcript
+    return transcripts
+
+
+def whole_states(transcripts: Mapping[str, Transcript], times: list[float], config: JudgeConfig) -> list[BrokerState]:
+    """The oracle: the broker state at each of ``times`` read off the whole model (every message, every delivery)."""
+    model = build(transcripts, config)
+    return [_whole_state(model, time) for time in times]
+
+
+def _whole_state(model: Model, time: float) -> BrokerState:
+    in_flight = set()
+    for link in model.links:
+        if link.session is None or not alive(link.session, time):
+            continue
+        last = {}
+        for delivered in link.transcript.delivered:
+            if delivered.time < time and delivered.message.qos and delivered.message.packet_id is not None:
+                last[delivered.message.packet_id] = delivered
+        answers = link.transcript.answers
+        in_flight |= {
+            (link.name, d.event) for d in last.values() if d.event not in answers or answers[d.event][1] >= time
+        }
+    held = {(e.link.name, named(e.message)) for link in model.links for e in link.expectations if kept(e, time)}
+    state = model_state(model, time)
+    return BrokerState(**{**state.__dict__, "kept": frozenset(held), "in_flight": frozenset(in_flight)})
+
+
+def boundaries(transcripts: Mapping[str, Transcript]) -> list[float]:
+    """Every time something happened, and a time between each two: a boundary at, and between, every event."""
+    times = set()
+    for transcript in transcripts.values():
+        times |= {transcript.connect_time, transcript.connack_time, transcript.end}
+        times |= {r.sent for r in transcript.published} | {r.accepted or 0.0 for r in transcript.published}
+        times |= {r.sent for r in transcript.subscribed} | {r.acked or 0.0 for r in transcript.subscribed}
+        times |= {r.sent for r in transcript.unsubscribed} | {r.acked or 0.0 for r in transcript.unsubscribed}
+        times |= {d.time for d in transcript.delivered} | {answer for _, answer in transcript.answers.values()}
+    ordered = sorted(times)
+    return sorted({*ordered, *((a + b) / 2 for a, b in itertools.pairwise(ordered)), ordered[-1] + 60})
+
+
+def assert_states_agree(conversation: Mapping[str, Talk], config: JudgeConfig = CONFIG) -> None:
+    transcripts = transcribe(conversation, config)
+    times = boundaries(transcripts)
+    skeletons = {name: skeleton(transcript) for name, transcript in transcripts.items()}
+    streamed = boundary_states(skeletons, traffic(transcripts), deliveries(transcripts), config, times)
+    for time, state, whole in zip(times, streamed, whole_states(transcripts, times, config), strict=True):
+        assert state == whole, time
+
+
+def held(model: Model) -> Counter[tuple[object, ...]]:
+    """What a model holds for the routing verdicts, named so that two models compare: every expectation, retained
+    watch, undecided rule, uncounted message and share group delivery."""
+    found: Counter[tuple[object, ...]] = Counter()
+    for link in model.links:
+        for e in link.expectations:
+            found[
+                (
+                    link.name,
+                    named(e.message),
+                    e.message.will,
+                    e.rule,
+                    e.must,
+                    e.retained,
+                    e.qos,
+                    e.qos_rule,
+                    e.after,
+                    e.deadline,
+                    e.copies,
+                    e.ceiling,
+                    e.forbidden,
+                    e.withheld_by,
+                    e.also,
+                    e.sure,
+                    e.as_published,
+                    tuple((s.link.name, s.event) for s in e.subscriptions),
+                    e.group is not None,
+                )
+            ] += 1
+        for w in link.watches:
+            states = tuple(sorted(named(x) if not isinstance(x, str | None) else str(x) for x in w.states))
+            found[("watch", link.name, w.topic, w.window, states, tuple(sorted(w.rules)), w.deadline)] += 1
+        for rule, why, time in link.unknown:
+            found[("unknown", link.name, rule, why, time)] += 1
+        for rule, count in link.unobserved.items():
+            found[("unobserved", link.name, rule)] += count
+    for g in model.groups:
+        found[("group", named(g.message), g.share, g.topic_filter, g.must, g.deadline, len(g.members))] += 1
+    return found
+
+
+def assert_slices_add_up(conversation: Mapping[str, Talk], config: JudgeConfig, cuts: list[float]) -> None:
+    """The models of the slices between ``cuts`` hold together what the whole model holds, each thing once."""
+    transcripts = transcribe(conversation, config)
+    skeletons = {name: skeleton(transcript) for name, transcript in transcripts.items()}
+    firsts = FirstTaken(build(skeletons, config), config)
+    edges = [-INF, *sorted(set(cuts)), INF]
+    messages = list(traffic(transcripts))
+    together: Counter[tuple[object, ...]] = Counter()
+    for start, end in itertools.pairwise(edges):
+        part = Slice(start, end, 0)
+        sent = [(name, record) for name, record in messages if start <= record.sent < end]
+        together += held(slice_model(skeletons, part, sent, firsts.records(), config))
+        for name, record in sent:
+            firsts.add(name, record)
+    assert together == held(build(transcripts, config))
+
+
+def _scenarios() -> list[tuple[str, dict[str, Talk], JudgeConfig]]:
+    from .test_judge_model_5 import CASES as CASES_5
+    from .test_judge_scenario import CASES
+
+    found = []
+    for case in CASES:
+        for column in ("fails", "passes", "undecided"):
+            conversation = getattr(case, column)()
+            if isinstance(conversation, dict):
+                found.append((f"{case.id}-{column}", conversation, CONFIG))
+    for rule, name, *makes in CASES_5:
+        for column, scenario in zip(("fails", "passes", "undecided"), makes, strict=True):
+            if scenario is not None:
+                found.append((f"{rule}-{name}-{column}", scenario(), V5))
+    return found
+
+
+SCENARIOS = _scenarios()
+
+
+@pytest.mark.parametrize(("name", "conversation", "config"), SCENARIOS, ids=[name for name, *_ in SCENARIOS])
+def test_the_state_at_every_boundary_is_the_whole_model_s_on_the_routing_tests_scenarios(
+    name: str, conversation: dict[str, Talk], config: JudgeConfig
+) -> None:
+    assert_states_agree(conversation, config)
+
+
+@pytest.mark.parametrize(("name", "conversation", "config"), SCENARIOS, ids=[name for name, *_ in SCENARIOS])
+def test_the_slices_models_add_up_to_the_whole_model_on_the_routing_tests_scenarios(
+    name: str, conversation: dict[str, Talk], config: JudgeConfig
+) -> None:
+    cuts = boundaries(transcribe(conversation, config))
+    assert_slices_add_up(conversation, config, cuts)  # a slice between every two events
+    assert_slices_add_up(conversation, config, cuts[::3])  # and wider ones
+
+
+def test_the_scenarios_hold_every_part_of_the_state_somewhere() -> None:
+    """The comparison above is not empty: the routing tests' scenarios have, at some boundary, an offline session,
+    a retained message, a pending Will, a kept message and a delivery in flight."""
+    parts: dict[str, bool] = {}
+    for _, conversation, config in SCENARIOS:
+        transcripts = transcribe(conversation, config)
+        for state in whole_states(transcripts, boundaries(transcripts), config):
+            for part in ("offline", "wills", "kept", "in_flight", "subscriptions"):
+                parts[part] = parts.get(part, False) or bool(getattr(state, part))
+            parts["retained"] = parts.get("retained", False) or any(
+                states - {"unknown"} for _, states in state.retained
+            )
+    assert parts == dict.fromkeys(("offline", "wills", "kept", "in_flight", "subscriptions", "retained"), True)
+
+
+TOPICS = ("a/1", "a/2", "b")
+FILTERS = ("a/+", "a/1", "#", "b")
+
+
+def _connection(draw: st.DrawFn, client_id: str, at: float) -> Talk:
+    """An accepted connection of ``client_id`` at ``at``: MQTT 3.1.1, or 5.0 with a Session Expiry Interval and a
+    Will that may be delayed."""
+    persistent = draw(st.booleans())
+    v5 = draw(st.booleans())
+    will = None
+    if draw(st.booleans()):
+        delay = make(will_delay_interval=draw(st.sampled_from((1, 4)))) if v5 and draw(st.booleans()) else ()
+        will = codec.Will(
+            topic=draw(st.sampled_from(TOPICS)),
+            message=b"w",
+            qos=draw(st.integers(0, 2)),
+            retain=draw(st.booleans()),
+            properties=delay,
+        )
+    if not v5:
+        return connected(client_id, clean_session=not persistent, will=will, at=at)
+    expiry = draw(st.sampled_from((0, 3, 100)))
+    connect = codec.Connect(
+        client_id=client_id,
+        protocol_level=5,
+        clean_session=not persistent,
+        will=will,
+        properties=make(session_expiry_interval=expiry) if expiry else (),
+    )
+    talk = Talk(version="5")
+    talk.now = at - STEP
+    return talk.client(connect).server(codec.Connack())
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> dict[str, Talk]:
+    """Connections of two or three ClientIds over some seconds: persistent or clean sessions (3.1.1, or 5.0 with
+    a Session Expiry Interval and delayed Wills) that come and go (closed by DISCONNECT, dropped with a Will, or
+    still open when the capture ends), subscribing, unsubscribing, publishing (retained or not, QoS 0 to 2) and
+    receiving QoS 0 to 2 deliveries that are acknowledged or not."""
+    talks: dict[str, Talk] = {}
+    clock = {client_id: 0.0 for client_id in "xyz"}
+    for index in range(draw(st.integers(1, 6))):
+        client_id = draw(st.sampled_from("xxyyz"))
+        now = clock[client_id] + draw(st.sampled_from((0.05, 0.5, 3.0, 8.0)))
+        talk = _connection(draw, client_id, now)
+        v5 = talk.version == "5"
+        packet_id = 1
+        actions = ("subscribe", "subscribe", "unsubscribe", "publish", "publish", "publish", "deliver")
+        for _ in range(draw(st.integers(0, 6))):
+            now += draw(st.sampled_from((0.01, 0.3, 2.5, 7.0)))
+            action = draw(st.sampled_from(actions))
+            if action == "subscribe":
+                qos = draw(st.integers(0, 2))
+                talk.client(subscribe(packet_id, (draw(st.sampled_from(FILTERS)), qos)), at=now)
+                talk.server(suback(packet_id, qos), at=now + 0.01)
+            elif action == "unsubscribe":
+                talk.client(unsubscribe(packet_id, draw(st.sampled_from(FILTERS))), at=now)
+                talk.server(codec.Unsuback(packet_id=packet_id, reason_codes=(0,) if v5 else ()), at=now + 0.01)
+            elif action == "publish":
+                qos = draw(st.sampled_from((0, 1, 1, 2)))
+                topic = draw(st.sampled_from(TOPICS))
+                message = publish(
+                    topic, draw(st.sampled_from((b"p", b"q", b""))), qos, packet_id, retain=draw(st.booleans())
+                )
+                talk.client(message, at=now)
+                if qos == 1:
+                    talk.server(codec.Puback(packet_id=packet_id), at=now + 0.01)
+                elif qos == 2:
+                    talk.server(codec.Pubrec(packet_id=packet_id), at=now + 0.01)
+            else:
+                qos = draw(st.integers(0, 2))
+                delivered_id = draw(st.sampled_from((7, 8))) if qos else None
+                topic = draw(st.sampled_from(TOPICS))
+                talk.server(codec.Publish(topic=topic, payload=b"p", qos=qos, packet_id=delivered_id), at=now)
+                if qos and draw(st.booleans()):
+                    answer = codec.Puback if qos == 1 else codec.Pubrec
+                    talk.client(answer(packet_id=delivered_id or 0), at=now + draw(st.sampled_from((0.01, 4.0))))
+                    now = talk.now
+            packet_id += 1
+        now += draw(st.sampled_from((0.01, 1.0, 6.0)))
+        ending = draw(st.sampled_from(("disconnect", "dropped", "quiet")))
+        if ending == "disconnect":
+            reason = draw(st.sampled_from((0, 4))) if v5 else 0
+            talk.client(codec.Disconnect(reason_code=reason) if v5 else DISCONNECT, at=now).closed(C)
+        elif ending == "dropped":
+            talk.closed(draw(st.sampled_from((C, S))), at=now, abrupt=True)
+        else:
+            talk.quiet(at=now)
+        clock[client_id] = talk.now
+        talks[f"{client_id}{index}"] = talk
+    return talks
+
+
+@st.composite
+def offline_scenarios(draw: st.DrawFn) -> dict[str, Talk]:
+    """:func:`scenarios` beside a persistent session that subscribes, goes away and comes back while another
+    client publishes QoS 1 and 2 messages before, during and after its absence: messages kept for it across
+    whatever boundaries fall in between."""
+    talks = draw(scenarios())
+    v5 = draw(st.booleans())
+    version = "5" if v5 else "3.1.1"
+    properties = make(session_expiry_interval=100) if v5 else ()
+    away, back = draw(st.sampled_from((1.0, 2.0))), draw(st.sampled_from((3.0, 6.0, 12.0)))
+    for index, (start, end) in enumerate(((0.0, away), (back, back + 10.0))):
+        connect = codec.Connect(
+            client_id="k", protocol_level=5 if v5 else 4, clean_session=False, properties=properties
+        )
+        talk = Talk(version=version)
+        talk.now = start
+        talk.client(connect, at=start + STEP).server(codec.Connack(session_present=index == 1), at=start + 2 * STEP)
+        if index == 0:
+            qos = draw(st.integers(0, 2))
+            talk.client(subscribe(1, (draw(st.sampled_from(("#", "a/+", "a/1"))), qos)), at=start + 0.1)
+            talk.server(suback(1, qos), at=start + 0.11)
+            talk.closed(draw(st.sampled_from((C, S))), at=end, abrupt=True)
+        else:
+            talk.quiet(at=end)
+        talks[f"k{index}"] = talk
+    sender = Talk(version=version)
+    sender.client(codec.Connect(client_id="p", protocol_level=5 if v5 else 4), at=0.05).server(codec.Connack(), at=0.06)
+    times = sorted(
+        draw(st.lists(st.sampled_from((0.5, 1.5, 2.5, 4.0, 7.0, 13.0)), min_size=1, max_size=4, unique=True))
+    )
+    for packet_id, at in enumerate(times, start=1):
+        qos = draw(st.integers(1, 2))
+        sender.client(publish("a/1", b"k", qos, packet_id, retain=draw(st.booleans())), at=at)
+        sender.server((codec.Puback if qos == 1 else codec.Pubrec)(packet_id=packet_id), at=at + 0.01)
+    talks["p"] = sender.quiet(at=20.0)
+    return talks
+
+
+@settings(max_examples=100, deadline=None)
+@given(offline_scenarios())
+def test_the_messages_kept_for_an_offline_session_across_boundaries_are_the_whole_model_s(
+    conversation: dict[str, Talk],
+) -> None:
+    assert_states_agree(conversation, V5)
+
+
+@settings(max_examples=150, deadline=None)
+@given(scenarios())
+def test_the_state_at_every_boundary_is_the_whole_model_s_on_generated_scenarios(
+    conversation: dict[str, Talk],
+) -> None:
+    assert_states_agree(conversation, V5)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(scenarios(), offline_scenarios()), st.integers(1, 4))
+def test_the_slices_models_add_up_to_the_whole_model_on_generated_scenarios(
+    conversation: dict[str, Talk], every: int
+) -> None:
+    assert_slices_add_up(conversation, V5, boundaries(transcribe(conversation, V5))[::every])
+
+
+def test_slices_hold_at_most_the_budget_and_cover_all_time() -> None:
+    messages = [(1.0, 40), (1.5, 40), (2.0, 30), (2.0, 30), (2.0, 30), (3.0, 10), (9.0, 100)]
+    slices = plan_slices(messages, 100)
+    assert slices == [
+        Slice(-INF, 2.0, 80),
+        Slice(2.0, 9.0, 100),
+        Slice(9.0, INF, 100),
+    ]
+    # An instant heavier than the budget is one slice: messages sent together are never split.
+    assert plan_slices([(1.0, 60), (1.0, 60), (2.0, 1)], 100) == [Slice(-INF, 2.0, 120), Slice(2.0, INF, 1)]
+    assert plan_slices([], 100) == [Slice(-INF, INF, 0)]
+    with pytest.raises(ValueError, match="out of time order"):
+        plan_slices([(2.0, 1), (1.0, 1)], 100)
+
+
+def test_the_skeleton_leaves_out_what_grows_with_the_traffic() -> None:
+    talk = connected("p").client(publish("t", b"1"), publish("t", b"2", retain=True), publish("t", b"3", 1, 1))
+    talk.server(codec.Puback(packet_id=1), codec.Publish(topic="t", payload=b"d", qos=1, packet_id=5))
+    talk.client(codec.Puback(packet_id=5)).quiet(after=1)
+    whole = transcribe({"p": talk})["p"]
+    bare = skeleton(whole)
+    assert [r.message.payload for r in bare.published] == [b"2"]
+    assert bare.delivered == [] and bare.answers == {}
+    assert (bare.connect, bare.connack, bare.end) == (whole.connect, whole.connack, whole.end)
+    assert len(whole.published) == 3 and len(whole.delivered) == 1  # the whole transcript is left as it was
