@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqttaudit import __version__
 from mqttaudit.capture import CaptureError, Chunk, plan_chunks, read_chunk
+from mqttaudit.capture.budgets import DEFAULT_BUDGETS, Budgets
 from mqttaudit.capture.conversation import NOT_DECODED
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
 from mqttaudit.report.output_dir import check_output_dir, staged_output
@@ -142,6 +143,7 @@ def run_audit(
     verbose: bool = False,
     force: bool = False,
     keylog: KeyLogFile | None = None,
+    budgets: Budgets = DEFAULT_BUDGETS,
 ) -> AuditResult:
     """Audits the captures at ``paths`` into ``out_dir``, published only when the whole audit completes.
 
@@ -150,6 +152,7 @@ def run_audit(
     :class:`SparkEnvironmentError` (no Java, no pyspark, a bad master) and :class:`SparkMasterUnreachable` (a
     ``spark://`` master nobody answers at) before Spark starts. ``progress`` hears each
     phase; ``tasks``, when given, hears ``(done, total)`` Spark tasks of the running stages every second.
+    ``budgets`` bounds what one connection may make a task hold (:mod:`mqttaudit.capture.budgets`).
     ``keylog`` names the TLS key log the executors read and decrypt with (its secrets are shipped nowhere and
     written nowhere; what the tasks hand each other is sealed, see :mod:`.sealed`).
     """
@@ -173,6 +176,7 @@ def run_audit(
             progress=progress,
             tasks=tasks,
             keylog=keylog,
+            budgets=budgets,
         )
         summary["duration"] = round(time.time() - started, 3)
         summary["mqttaudit_version"] = __version__
@@ -192,6 +196,7 @@ def _audit(
     progress: Callable[[str], None],
     tasks: Callable[[int, int], None] | None,
     keylog: KeyLogFile | None = None,
+    budgets: Budgets = DEFAULT_BUDGETS,
 ) -> tuple[dict[str, Any], list[Path]]:
     # Captures are named by file name, or by their whole location when two files share a name.
     basenames = [posixpath.basename(path) for path in files]
@@ -242,6 +247,7 @@ def _audit(
         requested_ports=requested,
         keylog=keylog,
         seal_key=None if keylog is None else new_key(),
+        budgets=budgets,
     )
     if requested is None:
         progress(
@@ -345,7 +351,7 @@ def _run(
     progress("adding up the summary")
     for table in TABLES:
         _ensure_readable(out_dir / table, table)
-    summary = audit_summary(session, connections, notes, out_dir)
+    summary = audit_summary(session, connections, notes, out_dir, options.budgets)
     summary["detection"] = detection_summary(options, connections_by_port(connections), notes)
     summary["routing_shards"] = [row.asDict() for row in replayed]
     judged.unpersist()
