@@ -507,7 +507,11 @@ class _Stream:
             self._decoder = None
             for frame in decoder.close():
                 if not own and any(violation.rule_key == rules.TRUNCATED for violation in frame.violations):
-                    self._skip(frame.offset, frame.length, reason)
+                    why = reason
+                    if above_budget(frame):  # skipped as it arrived, then cut short: both are said
+                        self._count_oversized(frame)
+                        why = f"{self._message_reason(frame)}; {reason}"
+                    self._skip(frame.offset, frame.length, why)
                 else:
                     self._frames([frame], self._time, self._order, decoder)
 
@@ -554,6 +558,8 @@ class _Stream:
                     )
                     return
                 sink.malformed_kept += 1
+            if above_budget(frame):
+                self._count_oversized(frame)
             if is_oversized(frame):
                 self._oversized(frame)
             elif is_malformed(frame, framed=False):
@@ -566,14 +572,16 @@ class _Stream:
         """A packet above the per-message budget, skipped whole as it arrived: the judge still hears of it (its
         type and declared size, from its first bytes), and its bytes are a not-assessable record of what was
         skipped."""
-        budget = self._options.max_packet_size
         self.counts.unassessable += frame.length
+        self._sink.unassessable.append(Unassessable(self.side, frame.offset, frame.length, self._message_reason(frame)))
+
+    def _count_oversized(self, frame: Frame) -> None:
+        """Counts a packet above the per-message budget, however it ended (whole, or cut short)."""
         self.oversized_messages += 1
         self.oversized_bytes += frame.length
-        declared = packet_size(frame) or frame.length
-        self._sink.unassessable.append(
-            Unassessable(self.side, frame.offset, frame.length, message_reason(declared, budget))
-        )
+
+    def _message_reason(self, frame: Frame) -> str:
+        return message_reason(packet_size(frame) or frame.length, self._options.max_packet_size)
 
     def _counts_toward_cap(self, frame: Frame) -> bool:
         """Whether a malformed frame counts toward the cap: when no CONNECT named the connection's version, a
@@ -642,13 +650,17 @@ def not_311(frame: Frame) -> bool:
     )
 
 
+def above_budget(frame: Frame) -> bool:
+    """A packet above the decoder's size bound, skipped as it arrived (whole, or cut short)."""
+    return frame.packet is None and any(violation.rule_key == rules.SIZE_LIMIT for violation in frame.violations)
+
+
 def is_oversized(frame: Frame) -> bool:
     """A whole packet above the decoder's size bound, skipped undecoded, that breaks nothing else: its sender kept
     to the protocol as far as is known (one cut short by its own sender is malformed, and stays so)."""
     return (
-        frame.packet is None
+        above_budget(frame)
         and len(frame.raw) != frame.length
-        and any(violation.rule_key == rules.SIZE_LIMIT for violation in frame.violations)
         and all(rules.is_advisory(violation.rule) for violation in frame.violations)
     )
 
