@@ -9,9 +9,9 @@ the bound (named in every output) and the counter that says how often it applied
   holes are declared gaps until half of it is free; the bytes after them are framed again from a proven boundary.
 - ``max_flow_bytes``: the captured TCP payload of one flow (both directions, every connection on its 4-tuple) a
   judging task holds, the depth to which a flow is audited. A judging task holds one flow at a time, so this is
-  also the per-task memory budget (the task peaks at a few times it, see the README). Past it the flow stops: its
-  later segments are counted, not held; the connection open at the cut is judged up to its last held segment and
-  what the rest carried is a not-assessable record.
+  also the per-task memory budget (the task's worker peaks at its floor plus about twice it, see the README). Past
+  it the flow stops: its later segments are counted, not held; the connection open at the cut is judged up to its
+  last held segment and what the rest carried is a not-assessable record.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ DEFAULT_MAX_OUT_OF_ORDER_BYTES: Final = 1 << 20
 #: measured 125 bytes on CPython 3.11), charged against ``max_out_of_order_bytes``.
 PIECE_COST: Final = 128
 #: Captured payload of one flow a judging task holds by default: 256 MiB. Measured, a judging task's Python worker
-#: peaks at about 4.5 times the flow it holds (a 64 MiB flow: 313 MB), so about 1.2 GB at this bound.
+#: peaks at its floor (about 170 MB: imports, input batches) plus about 2.2 times the flow it holds (a 48 MiB flow:
+#: 276 MB, a 64 MiB flow: 313 MB), so under about 750 MB at this bound.
 DEFAULT_MAX_FLOW_BYTES: Final = 256 << 20
 #: The smallest flow budget: one full-size segment (64 KiB) always fits, whatever the capture's segment sizes.
 MIN_MAX_FLOW_BYTES: Final = 64 << 10

@@ -105,7 +105,7 @@ def _ports(text: str) -> list[int]:
     default=budgets.DEFAULT_MAX_FLOW_BYTES,
     show_default=True,
     help="Per-flow (and per-task) budget of captured TCP payload held; past it the flow stops and the rest is a "
-    "not-assessable record. A judging task peaks at about 4.5 times this.",
+    "not-assessable record. A judging task's worker peaks at about 170 MB plus twice this.",
 )
 @format_option("the summary as one JSON document on standard output (progress and warnings stay on standard error).")
 @click.option("-v", "--verbose", is_flag=True, help="Show Spark's own messages (start-up notices, warnings).")
