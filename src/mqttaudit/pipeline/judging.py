@@ -89,8 +89,9 @@ def _flow_groups(
     batches: Iterator[pa.RecordBatch], budget: int
 ) -> Iterator[tuple[str | None, pa.Table, FlowCut | None]]:
     """The runs of consecutive rows with the same flow, across batch boundaries, each as one table, holding at most
-    ``budget`` payload bytes of the flow's segments (the first segment always): the runs past it are counted in the
-    flow's :class:`FlowCut`, not held (the run that crosses it is cut at a segment)."""
+    ``budget`` payload bytes of the flow's segments (the first segment always; a run that fits whole is weighed by
+    its serialized size, which exceeds its payload): the runs past it are counted in the flow's :class:`FlowCut`,
+    not held (the run that crosses it is cut at a segment)."""
     pending: list[pa.RecordBatch] = []
     current: str | None = None
     held = 0
@@ -110,10 +111,15 @@ def _flow_groups(
             if current is None:
                 pending.append(piece)
                 continue
-            for row in range(piece.num_rows):
+            blobs = pc.binary_length(piece.column("segments")).to_pylist()
+            for row, blob in enumerate(blobs):
                 one = piece.slice(row, 1)
                 if cut is not None:
                     cut.count(_run_of(one))
+                    continue
+                if held + blob <= budget:  # the usual case, read no further: a run's payload is less than its blob
+                    held += blob
+                    pending.append(one)
                     continue
                 run = _run_of(one)
                 sizes = pc.binary_length(run.column("payload")).to_numpy(zero_copy_only=False)
