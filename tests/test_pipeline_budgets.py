@@ -8,13 +8,17 @@ ordinary connection is judged all the same.
 Memory, measured with this module's capture at 48 MiB of the PUBLISH (``SENT``; 58 MB of pcap), psutil polling the
 audit's process tree: unbounded, a Python worker peaked at 276 MB (tree 1,819 MB); with a 2 MiB flow budget at 225 MB
 (tree 1,683 MB); the judging stage alone, on the same runs without Spark, 275 MB against 215 MB over a floor of
-171 MB (the worker's imports and its input batches). At the test's size that floor dominates, so the test holds a
-Python worker to the ceiling the other hostile audits use; the exact bounds are asserted on the stages."""
+171 MB (the worker's imports and its input batches). At the test's size that floor dominates, so the audit's test
+holds a Python worker to the ceiling the other hostile audits use; the judging stage in a process of its own
+(:mod:`tests.judging_child`) shows the bound: flat in the flow's size, under a ceiling the whole flow exceeds."""
 
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +36,7 @@ from mqttaudit.pipeline import segments as reading
 from mqttaudit.pipeline.options import AuditOptions
 from mqttaudit.pipeline.task_files import TRANSCRIPTS_DIR
 from mqttaudit.spec.ids import R311
+from tests.child import SOURCE, child_env
 from tests.cli_in_process import run_mqttaudit
 from tests.memory import PeakMemory
 from tests.test_capture_budgets import EPOCH, huge_publish, out_of_order
@@ -39,6 +44,7 @@ from tests.test_capture_budgets import EPOCH, huge_publish, out_of_order
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+ROOT = SOURCE.parent
 SENT = 8 << 20  # of the huge PUBLISH: 8 MiB in 1,448-byte segments
 FLOW_BUDGET = 1 << 20
 MESSAGE_BUDGET = 64 * 1024
@@ -171,3 +177,34 @@ def test_no_python_worker_grows_with_the_hostile_flows(hostile_audit: dict[str, 
     every megabyte sent, the budgets do not."""
     peak = hostile_audit["peak"]
     assert 20 * 2**20 < peak.python < 500 * 2**20, f"a Python worker reached {peak.python >> 20} MB"
+
+
+def judging_peak(mib: int, budget: int, out: Path) -> dict[str, int]:
+    """The judging stage on a flow carrying ``mib`` MiB of a 256 MB PUBLISH, at a per-flow budget of ``budget``, in
+    a child process (:mod:`tests.judging_child`): its peak resident set size and the connection's row."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.judging_child", str(mib), str(budget), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+        env=child_env(PYTHONPATH=f"{SOURCE}{os.pathsep}{ROOT}"),
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, int] = json.loads(done.stdout)
+    return result
+
+
+def test_the_judging_stage_peaks_flat_in_the_flow_size_at_its_budget(tmp_path: Path) -> None:
+    """Measured: at a 1 MiB budget the stage's process peaks at 220 MB whether the flow carries 16, 64 or 128 MiB
+    (floor: 87 MB of imports, then the judge and the runs made in the process); holding the whole flow, as the
+    stage did before the budget, 347 MB at 64 MiB and 507 MB at 128 MiB."""
+    small = judging_peak(16, 1 << 20, tmp_path / "small")
+    large = judging_peak(128, 1 << 20, tmp_path / "large")
+    whole = judging_peak(128, 1 << 30, tmp_path / "whole")
+    assert large["unheld_bytes"] > (127 << 20) and whole["unheld_bytes"] == 0
+    assert large["stream_bytes"] == whole["stream_bytes"]  # every captured byte accounted for, held or not
+    ceiling = 320 * 2**20
+    assert large["peak"] < ceiling < whole["peak"], (large["peak"] >> 20, whole["peak"] >> 20)
+    assert large["peak"] - small["peak"] < 32 * 2**20, (small["peak"] >> 20, large["peak"] >> 20)
