@@ -10,18 +10,20 @@ sender's FIN or reset is the sender's doing and stays a malformed frame.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from mqttaudit.codec import DEFAULT_MAX_PACKET_SIZE, Direction, Frame, PacketType, StreamDecoder, decode, rules
+from mqttaudit.codec import Direction, Frame, PacketType, StreamDecoder, decode, rules
 from mqttaudit.codec.remaining_length import read_remaining_length
 from mqttaudit.codec.version import ProtocolVersion
 from mqttaudit.judge.events import Closed, Event, Lost, Quiet, Sent
+from mqttaudit.judge.limits import packet_size
 from mqttaudit.judge.reasons import CONFLICTING, reason
 from mqttaudit.judge.rules import CLOSE_ON_VIOLATION, TRANSPORT_RULES
 from mqttaudit.judge.violations import in_text_frame
 from mqttaudit.spec import identity
 
+from .budgets import DEFAULT_BUDGETS, Budgets, flow_reason, message_reason
 from .detect import IS_CONNECT, PREFIX_BYTES, UNKNOWN_VERSION, connect_start, connect_version
 from .layers import (
     ENCRYPTED,
@@ -39,7 +41,6 @@ from .layers import (
 from .reassembly import (
     DEFAULT_BROKER_PORTS,
     DEFAULT_HISTORY,
-    DEFAULT_MAX_BUFFERED,
     Conflict,
     Data,
     End,
@@ -159,9 +160,9 @@ class FlowOptions:
     """How connections are reassembled and decoded (the resync knobs are described in :mod:`.resync`)."""
 
     broker_ports: frozenset[int] = DEFAULT_BROKER_PORTS
-    max_buffered: int = DEFAULT_MAX_BUFFERED
+    #: The per-message and out-of-order budgets (:mod:`.budgets`; the per-flow one is the judging task's).
+    budgets: Budgets = DEFAULT_BUDGETS
     history: int = DEFAULT_HISTORY
-    max_packet_size: int = DEFAULT_MAX_PACKET_SIZE
     min_packets: int = DEFAULT_MIN_PACKETS
     min_unaligned_packets: int = DEFAULT_MIN_UNALIGNED_PACKETS
     max_hunt_bytes: int = DEFAULT_MAX_BYTES
@@ -175,6 +176,16 @@ class FlowOptions:
     #: with. Otherwise a decrypted stream must start with a CONNECT or an Upgrade to MQTT over WebSocket, or it is
     #: reported as not MQTT (:class:`~.layers.InnerChoice`).
     mqtt_ports_named: bool = False
+
+    @property
+    def max_buffered(self) -> int:
+        """Out-of-order bytes (and piece costs) one direction holds behind its holes."""
+        return self.budgets.max_out_of_order_bytes
+
+    @property
+    def max_packet_size(self) -> int:
+        """The largest packet decoded (fixed header included): larger ones are skipped, their bytes recorded."""
+        return self.budgets.max_message_bytes
 
     @property
     def resync(self) -> ResyncRule:
@@ -263,6 +274,13 @@ class FlowAudit:
     withheld: tuple[SideFrame, ...] = ()
     #: Bytes not decoded because the connection reached its cap of malformed frames (``max_malformed``).
     capped_bytes: int = 0
+    #: Packets above the per-message budget (skipped undecoded, their bytes a not-assessable record each).
+    oversized_messages: int = 0
+    oversized_bytes: int = 0
+    #: The flow stopped at the per-flow budget while this connection was open: the later segments of the flow and
+    #: their payload bytes, counted, not held (see :func:`stopped_at_flow_budget`).
+    unheld_segments: int = 0
+    unheld_bytes: int = 0
     #: How many connections of the same flow started at the same capture time before this one (0 for nearly all).
     ordinal: int = 0
 
@@ -332,6 +350,9 @@ class _Stream:
         #: Where the connection's cap of malformed frames stopped decoding this side (None: it did not).
         self._cap_at: int | None = None
         self.capped_bytes = 0  # the side's bytes set aside, not decoded, since
+        #: Packets above the per-message budget, skipped undecoded, and their bytes.
+        self.oversized_messages = 0
+        self.oversized_bytes = 0
         #: Inner stream ranges carried in WebSocket text messages: a frame that starts in one breaks MQTT-6.0.0-1.
         self._texts: list[tuple[int, int]] = []
 
@@ -486,7 +507,11 @@ class _Stream:
             self._decoder = None
             for frame in decoder.close():
                 if not own and any(violation.rule_key == rules.TRUNCATED for violation in frame.violations):
-                    self._skip(frame.offset, frame.length, reason)
+                    why = reason
+                    if above_budget(frame):  # skipped as it arrived, then cut short: both are said
+                        self._count_oversized(frame)
+                        why = f"{self._message_reason(frame)}; {reason}"
+                    self._skip(frame.offset, frame.length, why)
                 else:
                     self._frames([frame], self._time, self._order, decoder)
 
@@ -524,7 +549,7 @@ class _Stream:
                 frame = in_text_frame(frame)  # noqa: PLW2901 - the frame as the judge must see it
             if sink.version is None and decoder is not None and decoder is sink.learner:
                 sink.version = named_version(frame, decoder.version)
-            if is_malformed(frame, framed=False) and self._counts_toward_cap(frame):
+            if is_malformed(frame, framed=False) and not is_oversized(frame) and self._counts_toward_cap(frame):
                 if sink.malformed_kept >= cap:
                     self._cap_at = frame.offset
                     self._decoder = None
@@ -533,11 +558,30 @@ class _Stream:
                     )
                     return
                 sink.malformed_kept += 1
-            if is_malformed(frame, framed=False):
+            if above_budget(frame):
+                self._count_oversized(frame)
+            if is_oversized(frame):
+                self._oversized(frame)
+            elif is_malformed(frame, framed=False):
                 counts.malformed += frame.length
             else:
                 counts.packets += frame.length
             out.append((order, SideFrame(side, time, frame)))
+
+    def _oversized(self, frame: Frame) -> None:
+        """A packet above the per-message budget, skipped whole as it arrived: the judge still hears of it (its
+        type and declared size, from its first bytes), and its bytes are a not-assessable record of what was
+        skipped."""
+        self.counts.unassessable += frame.length
+        self._sink.unassessable.append(Unassessable(self.side, frame.offset, frame.length, self._message_reason(frame)))
+
+    def _count_oversized(self, frame: Frame) -> None:
+        """Counts a packet above the per-message budget, however it ended (whole, or cut short)."""
+        self.oversized_messages += 1
+        self.oversized_bytes += frame.length
+
+    def _message_reason(self, frame: Frame) -> str:
+        return message_reason(packet_size(frame) or frame.length, self._options.max_packet_size)
 
     def _counts_toward_cap(self, frame: Frame) -> bool:
         """Whether a malformed frame counts toward the cap: when no CONNECT named the connection's version, a
@@ -603,6 +647,21 @@ def not_311(frame: Frame) -> bool:
         and violation.rule_key not in TRANSPORT_RULES
         and not rules.is_advisory(violation.rule)
         for violation in frame.violations
+    )
+
+
+def above_budget(frame: Frame) -> bool:
+    """A packet above the decoder's size bound, skipped as it arrived (whole, or cut short)."""
+    return frame.packet is None and any(violation.rule_key == rules.SIZE_LIMIT for violation in frame.violations)
+
+
+def is_oversized(frame: Frame) -> bool:
+    """A whole packet above the decoder's size bound, skipped undecoded, that breaks nothing else: its sender kept
+    to the protocol as far as is known (one cut short by its own sender is malformed, and stays so)."""
+    return (
+        above_budget(frame)
+        and len(frame.raw) != frame.length
+        and all(rules.is_advisory(violation.rule) for violation in frame.violations)
     )
 
 
@@ -699,6 +758,8 @@ class ConnectionAudit:
             layer_notes=() if self._stack is None else tuple(self._stack.notes),
             withheld=tuple(withheld),
             capped_bytes=sum(stream.capped_bytes for stream in self._streams),
+            oversized_messages=sum(stream.oversized_messages for stream in self._streams),
+            oversized_bytes=sum(stream.oversized_bytes for stream in self._streams),
         )
 
     def _conflict(self, conflict: Conflict) -> None:
@@ -766,13 +827,17 @@ class ConnectionAudit:
     def _withhold_frame(self, order: int, side_frame: SideFrame, why: str) -> None:
         side, time, frame = side_frame
         counts = self._streams[side].counts
+        sender = self.reassembler.direction(side)
+        if is_oversized(frame):  # its bytes are a not-assessable record already
+            if sender is not None:
+                self._sink.undecoded.append((order, Lost(time / _NS, sender, frame.length, undecoded=True)))
+            return
         if is_malformed(frame, framed=False):
             counts.malformed -= frame.length
         else:
             counts.packets -= frame.length
         counts.unassessable += frame.length
         self._sink.unassessable.append(Unassessable(side, frame.offset, frame.length, reason(CONFLICTING, why)))
-        sender = self.reassembler.direction(side)
         if sender is not None:
             self._sink.undecoded.append((order, Lost(time / _NS, sender, frame.length, undecoded=True)))
 
@@ -814,7 +879,7 @@ class ConnectionAudit:
         relabelled: list[tuple[int, SideFrame]] = []
         for (order, (side, time, frame)), read in zip(sink.frames, frames, strict=True):
             counts = self._streams[side].counts
-            if is_malformed(frame, framed=False) and not is_malformed(read, framed=framed):
+            if is_malformed(frame, framed=False) and not is_oversized(frame) and not is_malformed(read, framed=framed):
                 counts.malformed -= frame.length
                 counts.packets += frame.length
             relabelled.append((order, SideFrame(side, time, read)))
@@ -959,3 +1024,37 @@ class ConnectionAudit:
         else:
             events.append(Closed(max(now, end.time / _NS), directions[end.side], end.abrupt))
         return events
+
+
+def stopped_at_flow_budget(audit: FlowAudit, unheld: tuple[int, int], segments: int, budget: int) -> FlowAudit:
+    """``audit``, the last connection of a flow that reached the per-flow budget, with what the flow's later
+    ``segments`` carried: ``unheld`` payload bytes per side, captured but not held. Each side's are a not-assessable
+    record after its last stream byte, and the judge hears, where observation of the connection ends, that each
+    side sent bytes it cannot read (an answer a side owed may be among them)."""
+    counts = list(audit.counts)
+    rows = list(audit.unassessable)
+    lost: list[Event] = []
+    events = list(audit.events)
+    quiet = events[-1] if events and isinstance(events[-1], Quiet) else None
+    why = flow_reason(budget, segments, sum(unheld))
+    for side, length in enumerate(unheld):
+        if length <= 0:
+            continue
+        before = counts[side]
+        rows.append(Unassessable(side, before.stream, length, why))
+        counts[side] = ByteCounts(
+            before.stream + length, before.packets, before.malformed, before.gaps, before.unassessable + length
+        )
+        sender = audit.direction(side)
+        if quiet is not None and sender is not None:
+            lost.append(Lost(quiet.time, sender, length, undecoded=True))
+    if lost:
+        events[-1:-1] = lost
+    return replace(
+        audit,
+        counts=(counts[0], counts[1]),
+        unassessable=tuple(rows),
+        events=tuple(events),
+        unheld_segments=segments,
+        unheld_bytes=sum(unheld),
+    )

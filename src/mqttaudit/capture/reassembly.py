@@ -10,9 +10,11 @@ What comes out, in order: :class:`Data` (in-order bytes of one segment, timed by
 deliverable), :class:`Gap` (bytes that were sent but never captured), :class:`Conflict` (bytes that arrived twice
 with different content; the first copy is kept) and :class:`End` (the side's FIN reached in order, or a reset).
 
-A hole is declared a gap once the window has moved past it: the peer acknowledges bytes beyond its start, more than
-``max_buffered`` bytes wait behind it, a reset ends the connection, or the input ends. A FIN alone does not close a
-hole: TCP still retransmits the missing bytes after the FIN, and the peer's acknowledgement settles it.
+A hole is declared a gap once the window has moved past it: the peer acknowledges bytes beyond its start, a reset
+ends the connection, or the input ends. A FIN alone does not close a hole: TCP still retransmits the missing bytes
+after the FIN, and the peer's acknowledgement settles it. What a side holds behind holes is bounded
+(``max_buffered``, each piece charged its bytes plus :data:`~.budgets.PIECE_COST`): at the bound the oldest holes
+are declared gaps (``Gap.budget``) until half of it is free.
 """
 
 from __future__ import annotations
@@ -23,14 +25,13 @@ from typing import Final, NamedTuple
 
 from mqttaudit.codec import Direction
 
+from .budgets import DEFAULT_MAX_OUT_OF_ORDER_BYTES, PIECE_COST
 from .segments import ACK, FIN, RST, SYN, Segment, format_endpoint
 
 #: An endpoint: packed IP address and port.
 Endpoint = tuple[bytes, int]
 
 DEFAULT_BROKER_PORTS: Final = frozenset({1883})
-#: Out-of-order bytes held per direction before the hole in front of them is declared a gap.
-DEFAULT_MAX_BUFFERED: Final = 1 << 20
 #: Delivered bytes kept per direction (at least this many, at most twice), to tell an exact retransmission from one
 #: with different content.
 DEFAULT_HISTORY: Final = 64 * 1024
@@ -52,12 +53,15 @@ class Data(NamedTuple):
 
 
 class Gap(NamedTuple):
-    """``length`` bytes of ``side`` at ``offset`` were sent but not captured; decided at ``time``."""
+    """``length`` bytes of ``side`` at ``offset`` were sent but not captured; decided at ``time``. ``budget``: the
+    gap was declared because the out-of-order bytes held behind it reached the budget (the bytes had not been
+    captured by then; a later retransmission of them is no longer taken)."""
 
     side: int
     offset: int
     length: int
     time: int
+    budget: bool = False
 
 
 class Conflict(NamedTuple):
@@ -104,7 +108,7 @@ class _Half:
     next_seq: int = 0  # sequence number of the next expected byte
     next_offset: int = 0  # its stream offset: delivered bytes plus gap bytes so far
     pending: list[tuple[int, bytes]] = field(default_factory=list)  # out-of-order pieces, sorted, disjoint
-    buffered: int = 0
+    buffered: int = 0  # what the pieces cost: their bytes plus PIECE_COST each
     history: bytearray = field(default_factory=bytearray)  # the last delivered bytes, ending at next_offset
     acked: int = 0  # highest offset the peer acknowledged beyond what was delivered (it declares gaps)
     acked_through: int = 0  # highest offset the peer acknowledged at all: what surely reached it
@@ -133,7 +137,7 @@ class Reassembler:
         self,
         *,
         broker_ports: frozenset[int] = DEFAULT_BROKER_PORTS,
-        max_buffered: int = DEFAULT_MAX_BUFFERED,
+        max_buffered: int = DEFAULT_MAX_OUT_OF_ORDER_BYTES,
         history: int = DEFAULT_HISTORY,
     ) -> None:
         self.broker_ports = broker_ports
@@ -170,6 +174,11 @@ class Reassembler:
 
     def stats(self, side: int) -> SideStats:
         return self._halves[side].stats
+
+    def held(self, side: int) -> int:
+        """What ``side`` holds behind its holes: the pieces' bytes plus :data:`~.budgets.PIECE_COST` each (never
+        more than ``max_buffered`` once :meth:`feed` has returned)."""
+        return self._halves[side].buffered
 
     def next_offset(self, side: int) -> int:
         """How far the stream of ``side`` has been delivered (data and gaps)."""
@@ -345,7 +354,7 @@ class Reassembler:
     ) -> None:
         history_start = half.next_offset - len(half.history)
         known = max(offset, history_start)
-        half.stats.unverified += known - offset
+        half.stats.unverified += min(known, offset + len(payload)) - offset  # the copy's bytes, not its distance
         if known >= offset + len(payload):
             return
         old = half.history[known - history_start : offset + len(payload) - history_start]
@@ -385,7 +394,7 @@ class Reassembler:
             pieces.append((cursor, payload[cursor - offset :]))
         for piece in pieces:
             bisect.insort(pending, piece, key=lambda item: item[0])
-            half.buffered += len(piece[1])
+            half.buffered += len(piece[1]) + PIECE_COST
 
     def _set_fin(self, half: _Half, fin: int) -> None:
         fin = max(fin, half.next_offset)
@@ -396,29 +405,41 @@ class Reassembler:
                 kept.append((start, data))
                 continue
             half.stats.after_end += start + len(data) - max(start, fin)
-            half.buffered -= len(data)
+            half.buffered -= len(data) + PIECE_COST
             if start < fin:
                 kept.append((start, data[: fin - start]))
-                half.buffered += fin - start
+                half.buffered += fin - start + PIECE_COST
         half.pending = kept
         half.acked = min(half.acked, fin)
 
     def _advance(self, side: int, half: _Half, time: int, out: list[Output], *, force: bool) -> None:
-        """Delivers what is in order; declares holes the window has moved past."""
+        """Delivers what is in order; declares holes the window has moved past, and (past the out-of-order budget)
+        the oldest holes until half of the budget is free. Delivered pieces leave the list at once, at the end."""
         pending = half.pending
+        over = half.buffered > self.max_buffered
+        taken = 0
         while True:
-            if pending and pending[0][0] == half.next_offset:
-                _start, data = pending.pop(0)
-                half.buffered -= len(data)
+            if taken < len(pending) and pending[taken][0] == half.next_offset:
+                data = pending[taken][1]
+                taken += 1
+                half.buffered -= len(data) + PIECE_COST
                 self._deliver(side, half, data, time, out)
                 continue
-            hole_end = pending[0][0] if pending else half.fin
+            hole_end = pending[taken][0] if taken < len(pending) else half.fin
             if hole_end is None or hole_end <= half.next_offset:
                 break
-            lost_to = hole_end if force or half.buffered > self.max_buffered else min(half.acked, hole_end)
+            budget = False
+            if force:
+                lost_to = hole_end
+            elif over and half.buffered > self.max_buffered // 2:
+                lost_to, budget = hole_end, half.acked < hole_end
+            else:
+                lost_to = min(half.acked, hole_end)
             if lost_to <= half.next_offset:
                 break
-            self._gap(side, half, lost_to - half.next_offset, time, out)
+            self._gap(side, half, lost_to - half.next_offset, time, out, budget=budget)
+        if taken:
+            del pending[:taken]
         if half.fin is not None and half.next_offset == half.fin and not half.ended:
             half.ended = True
             out.append(End(side, False, half.fin, time))
@@ -439,8 +460,8 @@ class Reassembler:
         if len(history) > 2 * self.history:  # trimmed now and then, not on every segment
             del history[: len(history) - self.history]
 
-    def _gap(self, side: int, half: _Half, length: int, time: int, out: list[Output]) -> None:
-        out.append(Gap(side, half.next_offset, length, time))
+    def _gap(self, side: int, half: _Half, length: int, time: int, out: list[Output], *, budget: bool = False) -> None:
+        out.append(Gap(side, half.next_offset, length, time, budget))
         half.next_offset += length
         half.next_seq = (half.next_seq + length) & _MASK
         half.history.clear()

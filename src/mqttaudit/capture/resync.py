@@ -37,6 +37,11 @@ DEFAULT_MIN_PACKETS: Final = 3
 DEFAULT_MIN_UNALIGNED_PACKETS: Final = 12
 #: How far ahead of a candidate a proof may reach; also what a hunt holds at most.
 DEFAULT_MAX_BYTES: Final = 1 << 20
+#: Pieces a hunt keeps apart at most: each costs about 250 bytes beyond its data (its record and its end), so a
+#: megabyte of one-byte segments would cost a quarter of a gigabyte. Past it, a piece that continues the last one
+#: joins it (timed and ordered as the last one was; its end is no longer a segment end, which only makes a proof
+#: at it ask for more packets).
+MAX_PIECES: Final = 4096
 
 _PROVEN: Final = -1
 _REJECTED: Final = -2
@@ -82,7 +87,8 @@ class BoundaryHunt:
 
     Feed it the contiguous stream data as it arrives; :meth:`feed` returns the proven boundary once there is one,
     and :meth:`stop` applies clause (c) when the contiguous bytes stop. :meth:`pieces_from` then gives the data
-    from the boundary on, split and timed as it was fed. Memory is bounded by ``max_bytes`` and one piece.
+    from the boundary on, split and timed as it was fed. Memory is bounded by ``max_bytes`` and one piece, and by
+    :data:`MAX_PIECES` records of pieces.
     """
 
     def __init__(
@@ -116,8 +122,13 @@ class BoundaryHunt:
             raise ValueError(f"hunt fed offset {offset}, expected {self.end}")
         if data:
             self._buf += data
-            self._pieces.append((offset, len(data), time, order))
-            self._ends.add(offset + len(data))
+            pieces = self._pieces
+            if len(pieces) >= MAX_PIECES and pieces[-1][0] + pieces[-1][1] == offset:
+                last_offset, length, last_time, last_order = pieces[-1]
+                pieces[-1] = (last_offset, length + len(data), last_time, last_order)
+            else:
+                pieces.append((offset, len(data), time, order))
+                self._ends.add(offset + len(data))
         found = self._search()
         if found is None:
             self._trim()

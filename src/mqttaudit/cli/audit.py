@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from mqttaudit.capture import budgets
 from mqttaudit.locations import join
 
 from .exits import EXIT_INCOMPLETE, EXIT_OK, CannotRun, Incomplete, exit_status_help
@@ -83,6 +84,30 @@ def _ports(text: str) -> list[int]:
     help="With '-' (a capture on standard input): MiB spooled at most into a temporary file (TMPDIR); past them "
     "reading stops, and the audit says so and exits 4.",
 )
+@click.option(
+    "--max-message-bytes",
+    type=click.IntRange(min=budgets.MIN_MAX_MESSAGE_BYTES),
+    default=budgets.DEFAULT_MAX_MESSAGE_BYTES,
+    show_default=True,
+    help="Per-message budget: a larger MQTT packet is skipped as it arrives, never buffered; its first bytes and "
+    "declared size are kept, its bytes a not-assessable record.",
+)
+@click.option(
+    "--max-out-of-order-bytes",
+    type=click.IntRange(min=budgets.MIN_MAX_OUT_OF_ORDER_BYTES),
+    default=budgets.DEFAULT_MAX_OUT_OF_ORDER_BYTES,
+    show_default=True,
+    help=f"Per-direction budget of bytes held behind a hole (each piece costs {budgets.PIECE_COST} more); at it "
+    "the oldest holes are declared gaps.",
+)
+@click.option(
+    "--max-flow-bytes",
+    type=click.IntRange(min=budgets.MIN_MAX_FLOW_BYTES),
+    default=budgets.DEFAULT_MAX_FLOW_BYTES,
+    show_default=True,
+    help="Per-flow (and per-task) budget of captured TCP payload held; past it the flow stops and the rest is a "
+    "not-assessable record. A judging task's worker peaks at about 170 MB plus twice this.",
+)
 @format_option("the summary as one JSON document on standard output (progress and warnings stay on standard error).")
 @click.option("-v", "--verbose", is_flag=True, help="Show Spark's own messages (start-up notices, warnings).")
 def audit_command(
@@ -95,6 +120,9 @@ def audit_command(
     chunk_mb: int,
     keylog_path: Path | None,
     stdin_max_mb: int,
+    max_message_bytes: int,
+    max_out_of_order_bytes: int,
+    max_flow_bytes: int,
     output_format: str,
     verbose: bool,
 ) -> int:
@@ -141,6 +169,7 @@ def audit_command(
                 verbose=verbose,
                 force=force,
                 keylog=keylog,
+                budgets=budgets.Budgets(max_message_bytes, max_out_of_order_bytes, max_flow_bytes),
             )
     except (AuditInputError, OutputDirError, SparkEnvironmentError) as exc:
         raise CannotRun(printable_line(str(exc))) from exc
@@ -297,6 +326,33 @@ def _policy_lines(summary: dict[str, object]) -> list[str]:
         lines.append(
             f"{conflicts['ranges']} conflicting retransmission(s) ({conflicts['bytes']} bytes that arrived twice with "
             "different content): the packets they touch are not judged"
+        )
+    return lines + budget_lines(summary)
+
+
+def budget_lines(summary: dict[str, object]) -> list[str]:
+    """The budgets that applied in this audit, each with its counter (the policies are in summary.json)."""
+    budgets = summary.get("budgets")
+    if not isinstance(budgets, dict):
+        return []
+    lines = []
+    message, disorder, flow = (budgets.get(name) or {} for name in ("message", "out_of_order", "flow"))
+    if message.get("messages_skipped"):
+        lines.append(
+            f"{message['messages_skipped']} packet(s) above the per-message budget of {message['max_bytes']} bytes "
+            f"(--max-message-bytes): {message['bytes_skipped']} bytes skipped undecoded, not assessable"
+        )
+    if disorder.get("gaps_declared"):
+        lines.append(
+            f"{disorder['connections']} connection(s) reached the out-of-order budget of {disorder['max_bytes']} "
+            f"bytes (--max-out-of-order-bytes): {disorder['gaps_declared']} gap(s) of {disorder['gap_bytes']} bytes "
+            "declared at it"
+        )
+    if flow.get("flows_stopped"):
+        lines.append(
+            f"{flow['flows_stopped']} flow(s) stopped at the per-flow budget of {flow['max_bytes']} bytes "
+            f"(--max-flow-bytes): {flow['segments_not_held']} segment(s) with {flow['bytes_not_held']} payload bytes "
+            "not held, not assessable"
         )
     return lines
 

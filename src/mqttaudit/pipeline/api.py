@@ -7,9 +7,11 @@ from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
 from pathlib import Path
 
+from mqttaudit.capture.budgets import DEFAULT_BUDGETS, Budgets
+
 from .audit import AuditResult, run_audit
 
-__all__ = ["AuditResult", "audit"]
+__all__ = ["AuditResult", "Budgets", "audit"]
 
 
 def audit(
@@ -21,12 +23,14 @@ def audit(
     tolerance: float = 5.0,
     force: bool = False,
     progress: Callable[[str], None] | None = None,
+    budgets: Budgets = DEFAULT_BUDGETS,
 ) -> AuditResult:
     """Audits pcap/pcapng captures (files, folders, globs, filesystem URLs) on Spark into the folder ``out`` (a
     path, or a URL such as ``s3://bucket/prefix``) (Parquet tables, ``summary.json``, ``report.html``,
     ``findings.md``, ``findings.jsonl``, ``junit.xml``), published only when the audit completes.
 
     ``ports`` restricts the audit to flows on those TCP ports (by default MQTT is recognised on any port).
+    ``budgets`` bounds what one connection may make a task hold (see :class:`Budgets` for each policy).
     Raises ``ValueError`` subclasses before Spark starts when nothing can be audited as asked: no capture
     (``AuditInputError``), an ``out`` folder of someone else's files without ``force`` (``OutputDirError``), no
     Java or pyspark or a bad ``master`` (``SparkEnvironmentError``).
@@ -40,4 +44,5 @@ def audit(
         tolerance=tolerance,
         progress=progress or (lambda message: None),
         force=force,
+        budgets=budgets,
     )

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqttaudit import __version__, locations
 from mqttaudit.capture import CaptureError, Chunk, plan_chunks, read_chunk
+from mqttaudit.capture.budgets import DEFAULT_BUDGETS, Budgets
 from mqttaudit.capture.conversation import NOT_DECODED
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
 from mqttaudit.report.output_dir import staged_output
@@ -143,6 +144,7 @@ def run_audit(
     verbose: bool = False,
     force: bool = False,
     keylog: KeyLogFile | None = None,
+    budgets: Budgets = DEFAULT_BUDGETS,
 ) -> AuditResult:
     """Audits the captures at ``paths`` (local paths or URLs, see :mod:`.sources`) into ``out_dir`` (a local folder,
     or a URL of any filesystem pyarrow.fs reaches: see :mod:`mqttaudit.report.remote_output` for what publishing
@@ -153,6 +155,7 @@ def run_audit(
     :class:`SparkEnvironmentError` (no Java, no pyspark, a bad master) and :class:`SparkMasterUnreachable` (a
     ``spark://`` master nobody answers at) before Spark starts. ``progress`` hears each
     phase; ``tasks``, when given, hears ``(done, total)`` Spark tasks of the running stages every second.
+    ``budgets`` bounds what one connection may make a task hold (:mod:`mqttaudit.capture.budgets`).
     ``keylog`` names the TLS key log the executors read and decrypt with (its secrets are shipped nowhere and
     written nowhere; what the tasks hand each other is sealed, see :mod:`.sealed`).
     """
@@ -178,6 +181,7 @@ def run_audit(
             progress=progress,
             tasks=tasks,
             keylog=keylog,
+            budgets=budgets,
         )
         summary["duration"] = round(time.time() - started, 3)
         summary["mqttaudit_version"] = __version__
@@ -212,6 +216,7 @@ def _audit(
     progress: Callable[[str], None],
     tasks: Callable[[int, int], None] | None,
     keylog: KeyLogFile | None = None,
+    budgets: Budgets = DEFAULT_BUDGETS,
 ) -> tuple[dict[str, Any], list[str]]:
     """Audits ``files`` into ``out_dir`` (the tables: a local folder or a URL) and ``reports_dir`` (the driver's
     files); returns the summary and the names of the entries written."""
@@ -265,6 +270,7 @@ def _audit(
         requested_ports=requested,
         keylog=keylog,
         seal_key=None if keylog is None else new_key(),
+        budgets=budgets,
     )
     if requested is None:
         progress(
@@ -370,7 +376,7 @@ def _run(
     )
     progress("adding up the summary")
     _commit_tables(out_dir, options)
-    summary = audit_summary(session, connections, notes, out_dir)
+    summary = audit_summary(session, connections, notes, out_dir, options.budgets)
     summary["detection"] = detection_summary(options, connections_by_port(connections), notes)
     summary["routing_shards"] = [row.asDict() for row in replayed]
     judged.unpersist()

@@ -7,12 +7,15 @@ per connection, with the transcript the routing replay needs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from mqttaudit.capture import FlowAudit, Segment, flow_events, frame_number
+from mqttaudit.capture.budgets import out_of_order_reason
+from mqttaudit.capture.conversation import stopped_at_flow_budget
 from mqttaudit.judge import reasons as reason_tags
 
 from .conversations import Columns, connection_flow, judge_flow
@@ -37,14 +40,14 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
     }
     transcripts = TranscriptWriter(options.out_dir, part, options.published)
     judged = Columns(tuple(JUDGED_SCHEMA.names))
-    for flow, table in _flow_groups(batches):
+    for flow, table, cut in _flow_groups(batches, options.budgets.max_flow_bytes):
         if flow is None:
             for capture, note in zip(
                 table.column("capture").to_pylist(), table.column("note").to_pylist(), strict=True
             ):
                 judged.add(capture=capture, note=note)
             continue
-        for row in judge_segments(table, options):
+        for row in judge_segments(table, options, cut):
             for name, writer in writers.items():
                 writer.add(row[name])
             transcript, source = row.pop("transcript"), row.pop("sources")
@@ -66,10 +69,33 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
         yield columns_table([judged], JUDGED_SCHEMA).to_batches()[0]
 
 
-def _flow_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str | None, pa.Table]]:
-    """The runs of consecutive rows with the same flow, across batch boundaries, each as one table."""
+@dataclass
+class FlowCut:
+    """What a flow carried past the per-flow budget: its segments counted, their payload bytes by sending endpoint,
+    none of them held."""
+
+    segments: int = 0
+    payload: dict[tuple[bytes, int], int] = field(default_factory=dict)
+
+    def count(self, run: pa.RecordBatch) -> None:
+        self.segments += run.num_rows
+        lengths = pc.binary_length(run.column("payload")).to_pylist()
+        senders = zip(run.column("src_ip").to_pylist(), run.column("src_port").to_pylist(), strict=True)
+        for sender, length in zip(senders, lengths, strict=True):
+            self.payload[sender] = self.payload.get(sender, 0) + length
+
+
+def _flow_groups(
+    batches: Iterator[pa.RecordBatch], budget: int
+) -> Iterator[tuple[str | None, pa.Table, FlowCut | None]]:
+    """The runs of consecutive rows with the same flow, across batch boundaries, each as one table, holding at most
+    ``budget`` payload bytes of the flow's segments (the first segment always; a run that fits whole is weighed by
+    its serialized size, which exceeds its payload): the runs past it are counted in the flow's :class:`FlowCut`,
+    not held (the run that crosses it is cut at a segment)."""
     pending: list[pa.RecordBatch] = []
     current: str | None = None
+    held = 0
+    cut: FlowCut | None = None
     for batch in batches:
         flows = batch.column("flow").to_pylist()
         start = 0
@@ -78,18 +104,55 @@ def _flow_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str | None
                 continue
             piece = batch.slice(start, index - start)
             if pending and flows[start] != current:
-                yield current, pa.Table.from_batches(pending)
-                pending = []
-            pending.append(piece)
+                yield current, pa.Table.from_batches(pending), cut
+                pending, held, cut = [], 0, None
             current = flows[start]
             start = index
+            if current is None:
+                pending.append(piece)
+                continue
+            blobs = pc.binary_length(piece.column("segments")).to_pylist()
+            for row, blob in enumerate(blobs):
+                one = piece.slice(row, 1)
+                if cut is not None:
+                    cut.count(_run_of(one))
+                    continue
+                if held + blob <= budget:  # the usual case, read no further: a run's payload is less than its blob
+                    held += blob
+                    pending.append(one)
+                    continue
+                run = _run_of(one)
+                sizes = pc.binary_length(run.column("payload")).to_numpy(zero_copy_only=False)
+                if held + int(sizes.sum()) <= budget:
+                    held += int(sizes.sum())
+                    pending.append(one)
+                    continue
+                # The crossing run: the segments that still fit are held (the flow's first one always).
+                fits = int((held + sizes.cumsum() <= budget).sum()) or (0 if held else 1)
+                if fits:
+                    pending.append(_with_run(one, run.slice(0, fits)))
+                    held += int(sizes[:fits].sum())
+                cut = FlowCut()
+                cut.count(run.slice(fits))
     if pending:
-        yield current, pa.Table.from_batches(pending)
+        yield current, pa.Table.from_batches(pending), cut
 
 
-def judge_segments(table: pa.Table, options: AuditOptions) -> list[dict[str, Any]]:
+def _run_of(row: pa.RecordBatch) -> pa.RecordBatch:
+    """The segments of a one-row batch of runs (:data:`SEGMENT_SCHEMA`)."""
+    return decode_run(row.column("capture")[0].as_py(), row.column("segments")[0].as_buffer())
+
+
+def _with_run(row: pa.RecordBatch, run: pa.RecordBatch) -> pa.RecordBatch:
+    """The one-row batch of runs ``row`` holding ``run`` (its first segments) instead."""
+    segments = pa.array([run.drop_columns(["capture"]).serialize().to_pybytes()], type=pa.binary())
+    return row.set_column(row.schema.get_field_index("segments"), "segments", segments)
+
+
+def judge_segments(table: pa.Table, options: AuditOptions, cut: FlowCut | None = None) -> list[dict[str, Any]]:
     """All runs of segments of one flow (:data:`SEGMENT_SCHEMA` rows, any order) in; per connection, its table
-    rows and its judged row."""
+    rows and its judged row. ``cut``: the flow reached the per-flow budget, and what its later segments carried
+    goes to its last connection (:func:`~mqttaudit.capture.conversation.stopped_at_flow_budget`)."""
     runs = [
         decode_run(capture, blob.as_buffer())
         for capture, blob in zip(table.column("capture").to_pylist(), table.column("segments"), strict=True)
@@ -110,6 +173,11 @@ def judge_segments(table: pa.Table, options: AuditOptions) -> list[dict[str, Any
     known = [ends[capture] for capture in set(captures) if capture in ends]
     end = max(known) if known else (times[-1] if times else None)
     audits = flow_events(flow_segments(table), options=options.flow_options, end_time_ns=end)
+    if cut is not None and audits:
+        last = audits[-1]
+        unheld = tuple(cut.payload.get(endpoint, 0) for endpoint in last.endpoints)
+        budget = options.budgets.max_flow_bytes
+        audits[-1] = stopped_at_flow_budget(last, (unheld[0], unheld[1]), cut.segments, budget)
     # A connection that carried no payload byte (the last ACKs of one that ended before the capture began) is no
     # MQTT connection: nothing in it can be judged.
     return [_connection(audit, record_at, options) for audit in audits if audit.total.stream]
@@ -162,8 +230,10 @@ def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options
             reason=reason,
         )
 
+    budgets = options.budgets
     for gap in audit.gaps:
-        add("gap", gap.side, gap.offset, gap.length, gap.time, "bytes sent but not captured")
+        why = out_of_order_reason(budgets.max_out_of_order_bytes) if gap.budget else "bytes sent but not captured"
+        add("gap", gap.side, gap.offset, gap.length, gap.time, why)
     for conflict in audit.conflicts:
         add("conflict", conflict.side, conflict.offset, conflict.length, conflict.time, CONFLICT_REASON)
     for hole in audit.unassessable:
@@ -185,6 +255,12 @@ def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options
         "conflict_ranges": len(audit.conflicts),
         "conflict_bytes": sum(conflict.length for conflict in audit.conflicts),
         "capped_bytes": audit.capped_bytes,
+        "oversized_messages": audit.oversized_messages,
+        "oversized_bytes": audit.oversized_bytes,
+        "budget_gaps": sum(1 for gap in audit.gaps if gap.budget),
+        "budget_gap_bytes": sum(gap.length for gap in audit.gaps if gap.budget),
+        "unheld_segments": audit.unheld_segments,
+        "unheld_bytes": audit.unheld_bytes,
         "packet_count": len(judged.packets),
         "packets": judged.packets,
         "start": connection["start"][0],

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from mqttaudit.capture import FlowOptions
+from mqttaudit.capture.budgets import DEFAULT_BUDGETS, Budgets
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
 from mqttaudit.judge import JudgeConfig
 
@@ -44,6 +45,8 @@ class AuditOptions:
     keylog: KeyLogFile | None = None
     #: With a key log, the run's key that seals what the tasks hand each other (see :mod:`.sealed`); never written.
     seal_key: bytes | None = field(default=None, repr=False)
+    #: The per-message, out-of-order and per-flow budgets (``--max-message-bytes`` and the others).
+    budgets: Budgets = DEFAULT_BUDGETS
 
     @property
     def judge_config(self) -> JudgeConfig:
@@ -59,5 +62,8 @@ class AuditOptions:
     @property
     def flow_options(self) -> FlowOptions:
         return FlowOptions(
-            broker_ports=self.broker_ports, keylog=self.keylog, mqtt_ports_named=self.requested_ports is not None
+            broker_ports=self.broker_ports,
+            keylog=self.keylog,
+            mqtt_ports_named=self.requested_ports is not None,
+            budgets=self.budgets,
         )

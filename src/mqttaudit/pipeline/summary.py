@@ -9,16 +9,29 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from mqttaudit.capture.budgets import (
+    DEFAULT_BUDGETS,
+    FLOW_POLICY,
+    MESSAGE_POLICY,
+    OUT_OF_ORDER_POLICY,
+    PIECE_COST,
+    Budgets,
+)
 from mqttaudit.capture.conversation import CONFLICT_POLICY, DEFAULT_MAX_MALFORMED, MALFORMED_CAP_POLICY
 
 from .table_reading import read_table
 
 
 def audit_summary(
-    session: SparkSession, connections: DataFrame, notes: list[dict[str, Any]], out_dir: Path | str
+    session: SparkSession,
+    connections: DataFrame,
+    notes: list[dict[str, Any]],
+    out_dir: Path | str,
+    budgets: Budgets = DEFAULT_BUDGETS,
 ) -> dict[str, Any]:
     """The summary of an audit from its judged connections (``connections``, :data:`~.tables.JUDGED_SCHEMA` rows),
-    the reading tasks' notes and the tables in ``out_dir``: counts, the byte account, the versions, the limits met."""
+    the reading tasks' notes and the tables in ``out_dir``: counts, the byte account, the versions, the limits met
+    (each budget with its bound, its policy and what it did)."""
     sums = connections.transform(connection_totals).first()
     violations = read_table(session, out_dir, "violations")
     routing = read_table(session, out_dir, "routing_findings")
@@ -105,6 +118,39 @@ def audit_summary(
             "bytes_not_decoded": int(sums["capped_bytes"] or 0),
             "policy": MALFORMED_CAP_POLICY,
         },
+        "budgets": budget_counters(sums, budgets),
+    }
+
+
+def budget_counters(sums: Any, budgets: Budgets) -> dict[str, Any]:
+    """Each budget of the audit: its bound, its policy, and how often it applied (from :func:`connection_totals`)."""
+
+    def total(name: str) -> int:
+        return int(sums[name] or 0)
+
+    return {
+        "message": {
+            "max_bytes": budgets.max_message_bytes,
+            "messages_skipped": total("oversized_messages"),
+            "bytes_skipped": total("oversized_bytes"),
+            "connections": total("oversized_connections"),
+            "policy": MESSAGE_POLICY,
+        },
+        "out_of_order": {
+            "max_bytes": budgets.max_out_of_order_bytes,
+            "piece_cost": PIECE_COST,
+            "gaps_declared": total("budget_gaps"),
+            "gap_bytes": total("budget_gap_bytes"),
+            "connections": total("budget_gap_connections"),
+            "policy": OUT_OF_ORDER_POLICY,
+        },
+        "flow": {
+            "max_bytes": budgets.max_flow_bytes,
+            "flows_stopped": total("unheld_connections"),
+            "segments_not_held": total("unheld_segments"),
+            "bytes_not_held": total("unheld_bytes"),
+            "policy": FLOW_POLICY,
+        },
     }
 
 
@@ -136,10 +182,29 @@ def connection_totals(connections: DataFrame) -> DataFrame:
         F.sum("conflict_bytes").alias("conflict_bytes"),
         F.sum("capped_bytes").alias("capped_bytes"),
         F.sum(F.when(F.col("capped_bytes") > 0, 1).otherwise(0)).alias("capped_connections"),
+        *[F.sum(name).alias(name) for name in BUDGET_COLUMNS],
+        *[F.sum(F.when(F.col(name) > 0, 1).otherwise(0)).alias(alias) for name, alias in BUDGET_CONNECTIONS.items()],
         F.sum("packet_count").alias("packet_count"),
         F.min("start").alias("first"),
         F.max("end").alias("last"),
     )
+
+
+#: The judged connections' columns that count what a budget left out, added up by :func:`connection_totals`.
+BUDGET_COLUMNS = (
+    "oversized_messages",
+    "oversized_bytes",
+    "budget_gaps",
+    "budget_gap_bytes",
+    "unheld_segments",
+    "unheld_bytes",
+)
+#: The connections each budget applied to, counted by a column that is positive for them.
+BUDGET_CONNECTIONS = {
+    "oversized_messages": "oversized_connections",
+    "budget_gaps": "budget_gap_connections",
+    "unheld_segments": "unheld_connections",
+}
 
 
 def connections_per_version(connections: DataFrame) -> DataFrame:

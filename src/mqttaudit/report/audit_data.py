@@ -86,6 +86,45 @@ class Conflicts(TypedDict, total=False):
     policy: str
 
 
+class MessageBudget(TypedDict, total=False):
+    """The per-message budget: its bound, its policy, the packets above it and their bytes."""
+
+    max_bytes: int
+    messages_skipped: int
+    bytes_skipped: int
+    connections: int
+    policy: str
+
+
+class OutOfOrderBudget(TypedDict, total=False):
+    """The out-of-order budget per direction: its bound, its policy, the gaps declared at it and their bytes."""
+
+    max_bytes: int
+    piece_cost: int
+    gaps_declared: int
+    gap_bytes: int
+    connections: int
+    policy: str
+
+
+class FlowBudget(TypedDict, total=False):
+    """The per-flow (and per-task) budget: its bound, its policy, the flows stopped at it and what was not held."""
+
+    max_bytes: int
+    flows_stopped: int
+    segments_not_held: int
+    bytes_not_held: int
+    policy: str
+
+
+class Budgets(TypedDict, total=False):
+    """The audit's declared budgets (:mod:`mqttaudit.capture.budgets`), each with what it did."""
+
+    message: MessageBudget
+    out_of_order: OutOfOrderBudget
+    flow: FlowBudget
+
+
 class AuditSummary(TypedDict, total=False):
     """The audit as a whole. Every key is optional; the reports leave out what is missing."""
 
@@ -116,6 +155,8 @@ class AuditSummary(TypedDict, total=False):
     malformed_cap: MalformedCap
     #: Bytes that arrived twice with different content: the policy, the ranges and their bytes.
     conflicting_retransmissions: Conflicts
+    #: The per-message, out-of-order and per-flow budgets, each with its policy and what it did.
+    budgets: Budgets
 
 
 class RuleCount(TypedDict):

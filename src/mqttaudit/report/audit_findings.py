@@ -723,15 +723,16 @@ def accounting(summary: AuditSummary) -> Accounting | None:
             ),
             (
                 "in malformed frames (packets that break a MUST-level codec rule of the version of their connection, "
-                "and frames whose body did not decode: a truncated tail, an oversized packet, the rest of a stream "
-                "after a five-byte length)",
+                "and frames whose body did not decode: a truncated tail, the rest of a stream after a five-byte "
+                "length)",
                 counted.get("malformed_bytes", 0),
             ),
             ("in gaps (never captured)", counted.get("gap_bytes", 0)),
             (
                 "captured but not assessable (before the first proven packet boundary of a connection captured from "
                 "its middle or after a gap, a packet cut short by a gap or by the end of the capture, a packet a "
-                "conflicting retransmission contradicts, or the rest of a stream past the cap of malformed packets)",
+                "conflicting retransmission contradicts, the rest of a stream past the cap of malformed packets, a "
+                "packet above the per-message budget, or what a flow carried past the per-flow budget)",
                 counted.get("unsynced_bytes", 0),
             ),
         ),
@@ -761,7 +762,49 @@ def accounting_notes(summary: AuditSummary) -> tuple[str, ...]:
             else "None were seen."
         )
         notes.append(_policy_note("Conflicting retransmissions", conflicts.get("policy", ""), outcome))
+    notes += budget_notes(summary)
     return tuple(notes)
+
+
+def budget_notes(summary: AuditSummary) -> list[str]:
+    """Each budget of the audit: its bound and policy, then what it did in this audit."""
+    budgets = summary.get("budgets")
+    if not budgets:
+        return []
+    notes: list[str] = []
+    message = budgets.get("message")
+    if message:
+        skipped = message.get("messages_skipped", 0)
+        outcome = (
+            f"{plural(skipped, 'packet')} above it, {plural(message.get('bytes_skipped', 0), 'byte')} skipped."
+            if skipped
+            else "No packet was above it."
+        )
+        title = f"Per-message budget ({plural(message.get('max_bytes', 0), 'byte')})"
+        notes.append(_policy_note(title, message.get("policy", ""), outcome))
+    disorder = budgets.get("out_of_order")
+    if disorder:
+        gaps = disorder.get("gaps_declared", 0)
+        outcome = (
+            f"{plural(disorder.get('connections', 0), 'connection')} reached it: {plural(gaps, 'gap')} of "
+            f"{plural(disorder.get('gap_bytes', 0), 'byte')} declared at it."
+            if gaps
+            else "No connection reached it."
+        )
+        title = f"Out-of-order budget ({plural(disorder.get('max_bytes', 0), 'byte')} per direction)"
+        notes.append(_policy_note(title, disorder.get("policy", ""), outcome))
+    flow = budgets.get("flow")
+    if flow:
+        stopped = flow.get("flows_stopped", 0)
+        outcome = (
+            f"{plural(stopped, 'flow')} stopped at it: {plural(flow.get('segments_not_held', 0), 'segment')} with "
+            f"{plural(flow.get('bytes_not_held', 0), 'payload byte')} not held."
+            if stopped
+            else "No flow reached it."
+        )
+        title = f"Per-flow budget ({plural(flow.get('max_bytes', 0), 'byte')})"
+        notes.append(_policy_note(title, flow.get("policy", ""), outcome))
+    return notes
 
 
 def _policy_note(title: str, policy: str, outcome: str) -> str:
