@@ -86,6 +86,25 @@ class Conflicts(TypedDict, total=False):
     policy: str
 
 
+class ConflictingCopy(TypedDict, total=False):
+    """A connection two files hold with different bytes: the files, the connections judged apart (one per file),
+    the side whose stream differs, its endpoint and the first stream offset where the copies differ."""
+
+    captures: list[str]
+    connections: list[str | None]
+    side: str
+    sender: str
+    offset: int
+
+
+class ConflictingCopies(TypedDict, total=False):
+    """Connections held by several files with different bytes: how many, the first ones, the policy."""
+
+    count: int
+    copies: list[ConflictingCopy]
+    policy: str
+
+
 class AuditSummary(TypedDict, total=False):
     """The audit as a whole. Every key is optional; the reports leave out what is missing."""
 
@@ -116,6 +135,8 @@ class AuditSummary(TypedDict, total=False):
     malformed_cap: MalformedCap
     #: Bytes that arrived twice with different content: the policy, the ranges and their bytes.
     conflicting_retransmissions: Conflicts
+    #: Connections that two files hold with different bytes (each copy judged apart).
+    conflicting_copies: ConflictingCopies
 
 
 class RuleCount(TypedDict):
