@@ -208,15 +208,17 @@ def test_a_repeated_file_is_deduplicated_and_a_reused_four_tuple_is_a_second_con
         tmp_path / "cc-again.pcap", _conversation(TcpSession(CLIENT_A, BROKER, client_isn=90_000)), start=60.0
     )
     alone = run_audit([str(clean)], tmp_path / "alone", spark=spark)
-    result = run_audit([str(clean), str(copy), str(again)], tmp_path / "out", spark=spark)
+    ran = run_mqttaudit("audit", str(clean), str(copy), str(again), "--ports", "1883", "--out", str(tmp_path / "out"))
+    result_summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert "1 copy(ies) of connections left out: another file holds the same bytes" in ran.stdout
     connections = pq.read_table(tmp_path / "out" / "connections").to_pylist()
     assert sorted((row["capture"], row["packets"]) for row in connections) == [
         ("aa-clean.pcap", 4),
         ("cc-again.pcap", 4),
     ]
-    assert result.summary["counts"]["flows"] == 1
-    duplicates = result.summary["duplicate_copies"]
+    assert result_summary["counts"]["flows"] == 1
+    duplicates = result_summary["duplicate_copies"]
     assert [(entry["capture"], entry["of"]) for entry in duplicates["copies"]] == [("bb-copy.pcap", "aa-clean.pcap")]
     assert duplicates["segments"] == len(_conversation(TcpSession(CLIENT_A, BROKER)))
-    assert result.summary["conflicting_copies"]["count"] == 0
-    assert result.exit_status == alone.exit_status == EXIT_OK
+    assert result_summary["conflicting_copies"]["count"] == 0
+    assert ran.returncode == alone.exit_status == EXIT_OK

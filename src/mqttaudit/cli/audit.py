@@ -312,6 +312,12 @@ def _policy_lines(summary: dict[str, object]) -> list[str]:
             f"{conflicts['ranges']} conflicting retransmission(s) ({conflicts['bytes']} bytes that arrived twice with "
             "different content): the packets they touch are not judged"
         )
+    duplicates = summary.get("duplicate_copies")
+    if isinstance(duplicates, dict) and duplicates.get("count"):
+        lines.append(
+            f"{duplicates['count']} copy(ies) of connections left out: another file holds the same bytes "
+            f"({duplicates['bytes']} bytes, {duplicates['segments']} segments; summary.json names the files)"
+        )
     return lines
 
 

@@ -143,7 +143,8 @@ def fleet_rows(table: pa.Table, captures: list[str], end: int | None, options: A
     named: dict[tuple[int, int], str] = {}  # (copy, a time inside the connection) -> the connection's id
     spans: list[tuple[int, int, int, str]] = []
     for copy, indices in enumerate(plan.copies):
-        part = table.take(indices)
+        # The usual plan (a rotation: one copy of every segment) judges the table as it is, without a copy of it.
+        part = table if len(indices) == table.num_rows else table.take(indices)
         record_at = _records_by_time(part)
         for audit in flow_events(flow_segments(part), options=flow_options, end_time_ns=end):
             if not audit.total.stream:
