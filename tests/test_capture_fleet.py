@@ -49,7 +49,7 @@ def planned(files: dict[str, list[Segment]]) -> tuple[fleet.FleetPlan, list[str]
     def segment_at(rows: list[int]) -> Iterator[Segment]:
         return iter([segments[row] for row in rows])
 
-    return fleet.plan(captures, segment_at, fleet.pieces(captures, segments)), captures, segments
+    return fleet.plan(segment_at, fleet.pieces(captures, segments)), captures, segments
 
 
 def test_a_connection_rotated_across_files_is_one_copy_with_nothing_dropped() -> None:

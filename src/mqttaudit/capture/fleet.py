@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
+from mqttaudit.judge.sides import side_name
+
 from .reassembly import DEFAULT_BROKER_PORTS, Data, Endpoint, Reassembler
 from .segments import Segment, format_endpoint
 
@@ -140,7 +142,7 @@ def _closed(piece: Piece, reassembler: Reassembler) -> Piece:
         if start is not None:
             piece.spans[sender] = Span(start, reassembler.next_offset(side), reassembler.isn(side))
             direction = reassembler.direction(side)
-            piece.roles[sender] = "unknown" if direction is None else direction.name.split("_")[-1].lower()
+            piece.roles[sender] = "unknown" if direction is None else side_name(direction)
     return piece
 
 
@@ -204,11 +206,7 @@ def _first_difference(
     return None, common, covered == total
 
 
-def plan(
-    captures: Sequence[str],
-    segment_at: Callable[[list[int]], Iterator[Segment]],
-    found: list[Piece],
-) -> FleetPlan:
+def plan(segment_at: Callable[[list[int]], Iterator[Segment]], found: list[Piece]) -> FleetPlan:
     """How to judge a flow whose ``found`` pieces come from several files (``segment_at`` gives the segments of
     the indices it is given, in order)."""
     streams: dict[int, dict[Endpoint, list[tuple[int, bytes]]]] = {}

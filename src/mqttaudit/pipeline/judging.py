@@ -138,7 +138,7 @@ def fleet_rows(table: pa.Table, captures: list[str], end: int | None, options: A
     then a note row per conflicting copy and per duplicate left out."""
     flow_options = options.flow_options
     found = fleet.pieces(captures, flow_segments(table), flow_options.broker_ports)
-    plan = fleet.plan(captures, lambda rows: flow_segments(table.take(rows)), found)
+    plan = fleet.plan(lambda rows: flow_segments(table.take(rows)), found)
     rows: list[dict[str, Any]] = []
     named: dict[tuple[int, int], str] = {}  # (copy, a time inside the connection) -> the connection's id
     spans: list[tuple[int, int, int, str]] = []
