@@ -184,6 +184,11 @@ class Reassembler:
         """How far the stream of ``side`` has been delivered (data and gaps)."""
         return self._halves[side].next_offset
 
+    def stream_start(self, side: int) -> int | None:
+        """The sequence number of stream offset 0 of ``side`` (None before its stream started)."""
+        half = self._halves[side]
+        return (half.next_seq - half.next_offset) & _MASK if half.started else None
+
     def side_of(self, segment: Segment) -> int:
         """0 or 1 for a segment of this connection; ValueError for another connection's."""
         source, destination = (segment[1], segment[2]), (segment[3], segment[4])

@@ -46,8 +46,8 @@ def _ports(text: str) -> list[int]:
     epilog=exit_status_help(
         findings="findings: a MUST-level violation or a routing finding",
         incomplete="incomplete: no MQTT connection was found in the captures, a capture was not read whole "
-        "(cut short inside a record, a corrupt record, standard input past --stdin-max-mb), or the spark:// master "
-        "cannot be reached",
+        "(cut short inside a record, a corrupt record, standard input past --stdin-max-mb), two files hold a "
+        "connection with different bytes (conflicting copies), or the spark:// master cannot be reached",
     ),
 )
 @click.argument("paths", nargs=-1, required=True)
@@ -192,7 +192,8 @@ def audit_command(
     if incomplete is not None:
         raise Incomplete(incomplete)
     if status == EXIT_INCOMPLETE:
-        click.echo("mqttaudit: incomplete: a capture was not read whole (see the warnings above)", err=True)
+        why = "a capture was not read whole" if result.cut_short else "two files disagree on a connection's bytes"
+        click.echo(f"mqttaudit: incomplete: {why} (see the warnings above)", err=True)
     return status
 
 
@@ -243,12 +244,29 @@ def lost_lines(summary: dict[str, Any], spooled: Spooled | None = None) -> list[
         + f": {e.get('reason') or e.get('detail')}"
         for e in errors
     ]
+    lines += conflicting_copy_lines(summary)
     if spooled is not None and spooled.stopped_at_cap:
         lines.append(
             f"standard input: reading stopped at the bound of {spooled.cap:,} bytes (--stdin-max-mb): the rest of "
             "the capture was not read, and what it held was not judged"
         )
     return [printable_line(line) for line in lines]
+
+
+def conflicting_copy_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per connection two files hold with different bytes (as the summary lists them, then a count)."""
+    conflicts = summary.get("conflicting_copies") or {}
+    listed = conflicts.get("copies") or []
+    lines = [
+        f"conflicting copies: {record['captures'][0]} and {record['captures'][1]} hold the connection "
+        f"{(record['connections'][0] or '?').split('~')[0]} with different bytes, first at offset {record['offset']:,} "
+        f"of the {record['side']}'s stream ({record['sender']}): each copy is judged apart"
+        for record in listed
+    ]
+    more = int(conflicts.get("count", 0)) - len(listed)
+    if more > 0:
+        lines.append(f"conflicting copies: {more:,} more (the summary lists the first {len(listed)})")
+    return lines
 
 
 def audit_document(
@@ -326,6 +344,12 @@ def _policy_lines(summary: dict[str, object]) -> list[str]:
         lines.append(
             f"{conflicts['ranges']} conflicting retransmission(s) ({conflicts['bytes']} bytes that arrived twice with "
             "different content): the packets they touch are not judged"
+        )
+    duplicates = summary.get("duplicate_copies")
+    if isinstance(duplicates, dict) and duplicates.get("count"):
+        lines.append(
+            f"{duplicates['count']} copy(ies) of connections left out: another file holds the same bytes "
+            f"({duplicates['bytes']} bytes, {duplicates['segments']} segments; summary.json names the files)"
         )
     return lines + budget_lines(summary)
 

@@ -94,12 +94,18 @@ class AuditResult:
         return bool(self.summary.get("truncated") or self.summary.get("errors"))
 
     @property
+    def conflicting_copies(self) -> int:
+        """Connections that two files hold with different bytes: which copy was on the wire is unknown."""
+        return int((self.summary.get("conflicting_copies") or {}).get("count", 0))
+
+    @property
     def exit_status(self) -> int:
-        """As ``mqttaudit audit`` exits: 1 findings; else 4 when nothing was judged or a capture was not read whole
-        (the run cannot vouch for what it did not read); else 0 conformant."""
+        """As ``mqttaudit audit`` exits: 1 findings; else 4 when nothing was judged, a capture was not read whole
+        (the run cannot vouch for what it did not read) or two files disagree on a connection's bytes (nor for
+        which copy was on the wire); else 0 conformant."""
         if self.failed:
             return EXIT_FINDINGS
-        return EXIT_INCOMPLETE if self.incomplete or self.cut_short else EXIT_OK
+        return EXIT_INCOMPLETE if self.incomplete or self.cut_short or self.conflicting_copies else EXIT_OK
 
 
 def readable_connections(summary: dict[str, Any]) -> int:
@@ -353,7 +359,11 @@ def _run(
     # The routing replay of each broker in shards of its ClientIds, one task each: a shard judges the sessions
     # of its ClientIds and reads every other connection only for the messages it published.
     # A ClientId's sessions are judged in one shard (a connection without a CONNECT stands for itself).
-    known = connections.where("server != 'unknown'").withColumn("client_key", F.coalesce("client_id", "flow"))
+    # A copy judged apart because another file holds its bytes with other content is not replayed: the first
+    # file's copy stands for the connection (summary.json's conflicting_copies names both).
+    known = connections.where("server != 'unknown' and replayed").withColumn(
+        "client_key", F.coalesce("client_id", "flow")
+    )
     keys = _shard_keys(session, parallelism)
     known = known.join(F.broadcast(_shards(known, keys, session)), "client_key")
     targets = session.createDataFrame([(key,) for key in keys], ddl(SHARDS_SCHEMA))

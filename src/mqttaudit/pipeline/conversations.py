@@ -85,6 +85,8 @@ class Flow:
     #: For each event, the frame number (Wireshark's, from 1) of the capture record that completed it (None when
     #: unknown).
     frames: Sequence[int | None]
+    #: The file that holds each event's frame, when a connection continues from file to file (empty: ``capture``).
+    frame_captures: Sequence[str] = ()
     #: The capture began inside the connection (no SYN seen): what came before is unknown.
     mid_stream: bool = False
     #: How the client/server roles were decided ("handshake", "port", ...).
@@ -106,20 +108,27 @@ class Flow:
 LEVELS = {"3.1": 3, "3.1.1": 4, "5.0": 5}
 
 
-def connection_flow(capture: str, audit: FlowAudit, record_of: Callable[[int], int | None] | None = None) -> Flow:
+def connection_flow(
+    capture: str,
+    audit: FlowAudit,
+    record_of: Callable[[int], int | None] | None = None,
+    capture_of: Callable[[int], str] | None = None,
+) -> Flow:
     """The Flow of one reassembled connection: its id (endpoints, in order, and its first time), client and
     server (in the order seen when the roles are unknown), and, through ``record_of`` (capture time in ns -> frame
-    number, from 1), the capture record that completed each packet."""
+    number, from 1), the capture record that completed each packet; through ``capture_of`` (capture time in ns ->
+    file), the file that holds that record, when a connection continues from file to file."""
     endpoints = [format_endpoint(*endpoint) for endpoint in audit.endpoints]
     client = endpoints[0] if audit.client is None else endpoints[audit.client]
     server = endpoints[1] if audit.client is None else endpoints[1 - audit.client]
     first, second = sorted(audit.endpoints)
     # Each Sent event is the next decoded frame of the connection; the frame's time names its capture record.
     frame_times = iter([side_frame.time for side_frame in audit.frames])
+    times = [next(frame_times, -1) if isinstance(event, Sent) else None for event in audit.events]
     frames: list[int | None] = [
-        record_of(next(frame_times, -1)) if record_of is not None and isinstance(event, Sent) else None
-        for event in audit.events
+        record_of(time) if record_of is not None and time is not None else None for time in times
     ]
+    files = [capture_of(time) if capture_of is not None and time is not None else capture for time in times]
     return Flow(
         capture,
         f"{flow_name((first, second))}@{audit.first_time}" + (f"#{audit.ordinal}" if audit.ordinal else ""),
@@ -127,6 +136,7 @@ def connection_flow(capture: str, audit: FlowAudit, record_of: Callable[[int], i
         server,
         [masked_password(event) for event in audit.events],
         frames,
+        frame_captures=files if any(name != capture for name in files) else (),
         mid_stream=audit.mid_stream,
         roles=audit.direction_reason,
         version=audit.version,
@@ -285,8 +295,9 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
         record = flow.frames[index] if index < len(flow.frames) else None
         side = side_name(event.sender)
         publish = packet if isinstance(packet, Publish) else None
+        held_by = capture_at(flow, index)
         values = (
-            flow.capture,
+            held_by,
             flow.flow,
             index,
             side,
@@ -314,7 +325,7 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
             codec_violations += 1
             level, section = rule_level(violation.rule, flow.version)
             violations.add(
-                capture=flow.capture,
+                capture=held_by,
                 flow=flow.flow,
                 event=index,
                 rule=violation.rule,
@@ -335,7 +346,7 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
     transcript = judge.transcript
     version = judged_version(transcript, config)
     for finding in judgement.findings:
-        add_finding(violations, flow.capture, finding, flow, "judge", version)
+        add_finding(violations, capture_at(flow, finding.event), finding, flow, "judge", version)
     layer_defects = add_layer_defects(violations, flow, rule_version)
     connection = Columns(CONNECTION_COLUMNS)
     row = _connection_row(flow, transcript, len(packets), codec_violations + len(judgement.findings) + layer_defects)
@@ -351,6 +362,12 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
     return FlowResult(
         packets, violations, connection, undecided, lenient, pickle.dumps(replayed), pickle.dumps(sources(replayed))
     )
+
+
+def capture_at(flow: Flow, event: int) -> str:
+    """The file that holds the frame of the flow's ``event`` (the connection's own for any other event)."""
+    files = flow.frame_captures
+    return files[event] if 0 <= event < len(files) else flow.capture
 
 
 #: The origin of the not assessable rows of a frame's codec violations that the bytes cannot uphold.

@@ -6,14 +6,15 @@ per connection, with the transcript the routing replay needs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mqttaudit.capture import FlowAudit, Segment, flow_events, frame_number
+from mqttaudit.capture import FlowAudit, Segment, fleet, flow_events, frame_number
 from mqttaudit.capture.budgets import out_of_order_reason
 from mqttaudit.capture.conversation import stopped_at_flow_budget
 from mqttaudit.judge import reasons as reason_tags
@@ -48,6 +49,9 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
                 judged.add(capture=capture, note=note)
             continue
         for row in judge_segments(table, options, cut):
+            if "note" in row:  # a record of the flow's files (a conflicting copy, a duplicate left out)
+                judged.add(capture=row["capture"], note=row["note"])
+                continue
             for name, writer in writers.items():
                 writer.add(row[name])
             transcript, source = row.pop("transcript"), row.pop("sources")
@@ -151,8 +155,11 @@ def _with_run(row: pa.RecordBatch, run: pa.RecordBatch) -> pa.RecordBatch:
 
 def judge_segments(table: pa.Table, options: AuditOptions, cut: FlowCut | None = None) -> list[dict[str, Any]]:
     """All runs of segments of one flow (:data:`SEGMENT_SCHEMA` rows, any order) in; per connection, its table
-    rows and its judged row. ``cut``: the flow reached the per-flow budget, and what its later segments carried
-    goes to its last connection (:func:`~mqttaudit.capture.conversation.stopped_at_flow_budget`)."""
+    rows and its judged row. Runs of several files go through :func:`fleet_rows` first (rotations merged, copies
+    deduplicated, copies that disagree judged apart); each of the plan's records (a conflicting copy, a
+    duplicate left out) is a row with ``note`` set. ``cut``: the flow reached the per-flow budget, and what its
+    later segments carried goes to its last connection (of the first copy when files hold copies;
+    :func:`~mqttaudit.capture.conversation.stopped_at_flow_budget`)."""
     runs = [
         decode_run(capture, blob.as_buffer())
         for capture, blob in zip(table.column("capture").to_pylist(), table.column("segments"), strict=True)
@@ -164,23 +171,88 @@ def judge_segments(table: pa.Table, options: AuditOptions, cut: FlowCut | None =
     # Runs already in order (the usual case) are not copied. (Signed: a step back is negative, not an overflow.)
     if not pc.all(pc.equal(pc.pairwise_diff(order.cast(pa.int64())), 1)).as_py():
         table = table.take(order)
-    times, captures = table.column("time_ns").to_pylist(), table.column("capture").to_pylist()
-    # The capture record that carried each segment, by time (first wins), to name frames in the evidence.
-    record_at: dict[int, tuple[str, int]] = {}
-    for time_ns, capture, record in zip(times, captures, table.column("record").to_pylist(), strict=True):
-        record_at.setdefault(time_ns, (capture, record))
+    captures = table.column("capture").to_pylist()
     ends = dict(options.end_times)
     known = [ends[capture] for capture in set(captures) if capture in ends]
-    end = max(known) if known else (times[-1] if times else None)
-    audits = flow_events(flow_segments(table), options=options.flow_options, end_time_ns=end)
-    if cut is not None and audits:
-        last = audits[-1]
-        unheld = tuple(cut.payload.get(endpoint, 0) for endpoint in last.endpoints)
-        budget = options.budgets.max_flow_bytes
-        audits[-1] = stopped_at_flow_budget(last, (unheld[0], unheld[1]), cut.segments, budget)
-    # A connection that carried no payload byte (the last ACKs of one that ended before the capture began) is no
-    # MQTT connection: nothing in it can be judged.
-    return [_connection(audit, record_at, options) for audit in audits if audit.total.stream]
+    times = table.column("time_ns")
+    end = max(known) if known else (times[-1].as_py() if len(times) else None)
+    if len(set(captures)) == 1:
+        audits = _stopped(
+            flow_events(flow_segments(table), options=options.flow_options, end_time_ns=end), cut, options
+        )
+        record_at = _records_by_time(table)
+        # A connection that carried no payload byte (the last ACKs of one that ended before the capture began) is
+        # no MQTT connection: nothing in it can be judged.
+        return [_connection(audit, record_at, options) for audit in audits if audit.total.stream]
+    return fleet_rows(table, captures, end, options, cut)
+
+
+def _records_by_time(table: pa.Table) -> dict[int, tuple[str, int]]:
+    """The capture record that carried each segment, by time (first wins), to name frames in the evidence."""
+    record_at: dict[int, tuple[str, int]] = {}
+    columns = (table.column(name).to_pylist() for name in ("time_ns", "capture", "record"))
+    for time_ns, capture, record in zip(*columns, strict=True):
+        record_at.setdefault(time_ns, (capture, record))
+    return record_at
+
+
+def _stopped(audits: list[FlowAudit], cut: FlowCut | None, options: AuditOptions) -> list[FlowAudit]:
+    """``audits``, with what the flow's segments past the per-flow budget carried given to the last one (``cut``:
+    the flow reached the budget)."""
+    if cut is None or not audits:
+        return audits
+    last = audits[-1]
+    unheld = tuple(cut.payload.get(endpoint, 0) for endpoint in last.endpoints)
+    budget = options.budgets.max_flow_bytes
+    return [*audits[:-1], stopped_at_flow_budget(last, (unheld[0], unheld[1]), cut.segments, budget)]
+
+
+def fleet_rows(
+    table: pa.Table, captures: list[str], end: int | None, options: AuditOptions, cut: FlowCut | None = None
+) -> list[dict[str, Any]]:
+    """The connections of one flow held by several files (``table`` in capture-time order, ``captures`` the file
+    of each segment), judged as :func:`~mqttaudit.capture.fleet.plan` says: one judging per copy, each connection
+    of a copy judged apart named by its file (and left out of the routing replay unless it is in the first copy);
+    then a note row per conflicting copy and per duplicate left out."""
+    flow_options = options.flow_options
+    found = fleet.pieces(captures, flow_segments(table), flow_options.broker_ports)
+    plan = fleet.plan(lambda rows: flow_segments(table.take(rows)), found)
+    rows: list[dict[str, Any]] = []
+    named: dict[tuple[int, int], str] = {}  # (copy, a time inside the connection) -> the connection's id
+    spans: list[tuple[int, int, int, str]] = []
+    for copy, indices in enumerate(plan.copies):
+        # The usual plan (a rotation: one copy of every segment) judges the table as it is, without a copy of it.
+        part = table if len(indices) == table.num_rows else table.take(indices)
+        record_at = _records_by_time(part)
+        audits = flow_events(flow_segments(part), options=flow_options, end_time_ns=end)
+        for audit in _stopped(audits, cut, options) if copy == 0 else audits:
+            if not audit.total.stream:
+                continue
+            label = plan.label(copy, audit.first_time, audit.last_time)
+            row = _connection(audit, record_at, options, label)
+            row["replayed"] = copy == 0 or label is None
+            rows.append(row)
+            spans.append((copy, audit.first_time, audit.last_time, row["flow"]))
+    for copy, first, last, flow in spans:
+        for conflict in plan.conflicts:
+            for side in (0, 1):
+                if conflict.copies[side] == copy and first <= conflict.times[side] <= last:
+                    named.setdefault((copy, conflict.times[side]), flow)
+    notes: list[dict[str, Any]] = []
+    for conflict in plan.conflicts:
+        connections = [named.get((conflict.copies[side], conflict.times[side])) for side in (0, 1)]
+        record = {
+            "captures": list(conflict.captures),
+            "connections": connections,
+            "sender": conflict.sender,
+            "side": conflict.side,
+            "offset": conflict.offset,
+        }
+        notes.append({"capture": conflict.captures[1], "note": json.dumps({"conflicting_copy": record})})
+    for duplicate in plan.duplicates:
+        record = {"of": duplicate.of, "bytes": duplicate.bytes, "segments": duplicate.segments}
+        notes.append({"capture": duplicate.capture, "note": json.dumps({"duplicate_copy": record})})
+    return rows + notes
 
 
 def flow_segments(table: pa.Table) -> Iterator[Segment]:
@@ -203,15 +275,26 @@ CONFLICT_REASON = reason_tags.reason(
 )
 
 
-def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options: AuditOptions) -> dict[str, Any]:
+def _connection(
+    audit: FlowAudit, record_at: dict[int, tuple[str, int]], options: AuditOptions, copy: str | None = None
+) -> dict[str, Any]:
+    """One connection's rows; ``copy`` names the file of a copy judged apart (its id says so, and it is that
+    file's connection)."""
     capture, _ = record_at.get(audit.first_time, ("", 0))
+    capture = capture if copy is None else copy
 
     def record_of(time: int) -> int | None:
         """The frame number (Wireshark's: 1 for the capture's first record) of the record at ``time``."""
         record = record_at.get(time, (capture, None))[1]
         return None if record is None else frame_number(record)
 
-    judged_flow = connection_flow(capture, audit, record_of)
+    def capture_of(time: int) -> str:
+        """The file that holds the record at ``time`` (a copy judged apart: its own file)."""
+        return capture if copy is not None else record_at.get(time, (capture, None))[0]
+
+    judged_flow = connection_flow(capture, audit, record_of, capture_of)
+    if copy is not None:
+        judged_flow = replace(judged_flow, flow=f"{judged_flow.flow}~{copy}")
     connection_id = judged_flow.flow
     server = None if audit.client is None else judged_flow.server
     judged = judge_flow(judged_flow, options.judge_config)
@@ -270,6 +353,7 @@ def _connection(audit: FlowAudit, record_at: dict[int, tuple[str, int]], options
         "gaps": gaps,
         "not_assessable": judged.not_assessable,
         "lenient": judged.lenient,
+        "replayed": True,
     }
 
 

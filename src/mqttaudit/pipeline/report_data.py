@@ -96,6 +96,7 @@ def report_data(
         "malformed_cap": summary.get("malformed_cap", {}),
         "conflicting_retransmissions": summary.get("conflicting_retransmissions", {}),
         "budgets": summary.get("budgets", {}),
+        "conflicting_copies": summary.get("conflicting_copies", {}),
         "not_assessable": summary["not_assessable"]["rows"],
         "not_assessable_by_tag": by_tag,
         "lenient": summary.get("lenient", {}).get("rows", 0),

@@ -58,7 +58,10 @@ def audit_summary(
     chunk_errors: list[dict[str, Any]] = []
     truncated: list[dict[str, Any]] = []
     records_by_capture: dict[str, int] = {}
+    copies = fleet_summary(notes)
     for note in notes:
+        if FLEET_NOTES & note.keys():
+            continue
         records += note.get("records", 0)
         records_by_capture[note["capture"]] = records_by_capture.get(note["capture"], 0) + note.get("records", 0)
         segments_kept += note.get("segments", 0)
@@ -112,6 +115,7 @@ def audit_summary(
             "bytes": int(sums["conflict_bytes"] or 0),
             "policy": CONFLICT_POLICY,
         },
+        **copies,
         "malformed_cap": {
             "per_connection": DEFAULT_MAX_MALFORMED,
             "connections_capped": int(sums["capped_connections"] or 0),
@@ -150,6 +154,38 @@ def budget_counters(sums: Any, budgets: Budgets) -> dict[str, Any]:
             "segments_not_held": total("unheld_segments"),
             "bytes_not_held": total("unheld_bytes"),
             "policy": FLOW_POLICY,
+        },
+    }
+
+
+#: The records of a flow held by several files, as the judging tasks note them (:func:`~.judging.fleet_rows`).
+FLEET_NOTES = frozenset({"conflicting_copy", "duplicate_copy"})
+#: Conflicting copies and duplicates the summary lists at most (the rest are counted).
+LISTED_COPIES = 100
+#: What the audit does with two files that hold the same bytes of a connection, as the summary and reports name it.
+COPIES_POLICY = (
+    "a connection is one connection across files, by its endpoints and its continuity (sequence numbers, SYN, FIN, "
+    "reset); a file whose bytes of it another file holds with the same content is left out (deduplicated); when "
+    "the copies disagree, neither is dropped: each file's copy is judged apart as a connection of its own, named "
+    "by its file (the routing replay reads the copy of the file first by name), and the audit is incomplete"
+)
+
+
+def fleet_summary(notes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary's ``conflicting_copies`` and ``duplicate_copies``: the copies of connections that several files
+    hold, those that disagree (the files, the connections judged apart, the side and the first stream offset where
+    they differ) and those left out as duplicates."""
+    conflicts = [note["conflicting_copy"] for note in notes if "conflicting_copy" in note]
+    duplicates = [note["duplicate_copy"] | {"capture": note["capture"]} for note in notes if "duplicate_copy" in note]
+    conflicts.sort(key=lambda record: (record["captures"], record["connections"][0] or "", record["offset"]))
+    duplicates.sort(key=lambda record: (record["capture"], record["of"]))
+    return {
+        "conflicting_copies": {"count": len(conflicts), "copies": conflicts[:LISTED_COPIES], "policy": COPIES_POLICY},
+        "duplicate_copies": {
+            "count": len(duplicates),
+            "bytes": sum(int(record["bytes"]) for record in duplicates),
+            "segments": sum(int(record["segments"]) for record in duplicates),
+            "copies": duplicates[:LISTED_COPIES],
         },
     }
 

@@ -362,7 +362,8 @@ RECORD_COLUMNS = (
 )
 #: What the judging stage hands back to Spark per connection (the tables it writes itself): what the summary
 #: adds up, and where the routing replay finds the connection's transcript
-#: (:class:`~.task_files.TranscriptWriter`). A row with ``note`` set carries a chunk's note instead.
+#: (:class:`~.task_files.TranscriptWriter`). A row with ``note`` set carries a chunk's note instead, or a record of a
+#: flow held by several files (``conflicting_copy``, ``duplicate_copy``: :func:`~.judging.fleet_rows`).
 JUDGED_SCHEMA = pa.schema(
     [
         ("flow", pa.string()),
@@ -378,6 +379,8 @@ JUDGED_SCHEMA = pa.schema(
         ("packet_count", pa.int64()),
         ("start", pa.float64()),
         ("end", pa.float64()),
+        # False for a copy judged apart that the routing replay leaves out (another file's copy stands for it).
+        ("replayed", pa.bool_()),
         ("note", pa.string()),
     ]
 )

@@ -57,14 +57,23 @@ def tcpdump_path() -> str | None:
 
 @contextlib.contextmanager
 def tcpdump_recording(
-    path: Path, port: int | Sequence[int], *, interface: str = "lo", settle: float = 1.0
+    path: Path,
+    port: int | Sequence[int],
+    *,
+    interface: str = "lo",
+    settle: float = 1.0,
+    rotate_mb: int | None = None,
 ) -> Iterator[Path]:
     """Records TCP traffic on ``port`` (one or several) of ``interface`` into the pcap file ``path`` while the
-    block runs; raises :class:`RecordingIncomplete` on leaving it when tcpdump lost packets."""
+    block runs; raises :class:`RecordingIncomplete` on leaving it when tcpdump lost packets. With ``rotate_mb``,
+    tcpdump starts a new file (``path`` then ``path1``, ``path2``...) whenever one exceeds that many million bytes
+    (``-C``), as an operator's rotated captures are written."""
     binary = tcpdump_path()
     if binary is None:
         raise RecorderUnavailable("tcpdump is not installed (Debian package tcpdump)")
     command = [binary, "-i", interface, "--immediate-mode", "-U", "-B", str(BUFFER_KIB), "-s", "0", "-w", str(path)]
+    if rotate_mb is not None:
+        command += ["-C", str(rotate_mb), "-Z", "root"]  # the next files are opened after dropping privileges
     command.append(port_filter(port))
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     said = b""

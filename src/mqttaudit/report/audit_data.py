@@ -125,6 +125,25 @@ class Budgets(TypedDict, total=False):
     flow: FlowBudget
 
 
+class ConflictingCopy(TypedDict, total=False):
+    """A connection two files hold with different bytes: the files, the connections judged apart (one per file),
+    the side whose stream differs, its endpoint and the first stream offset where the copies differ."""
+
+    captures: list[str]
+    connections: list[str | None]
+    side: str
+    sender: str
+    offset: int
+
+
+class ConflictingCopies(TypedDict, total=False):
+    """Connections held by several files with different bytes: how many, the first ones, the policy."""
+
+    count: int
+    copies: list[ConflictingCopy]
+    policy: str
+
+
 class AuditSummary(TypedDict, total=False):
     """The audit as a whole. Every key is optional; the reports leave out what is missing."""
 
@@ -157,6 +176,8 @@ class AuditSummary(TypedDict, total=False):
     conflicting_retransmissions: Conflicts
     #: The per-message, out-of-order and per-flow budgets, each with its policy and what it did.
     budgets: Budgets
+    #: Connections that two files hold with different bytes (each copy judged apart).
+    conflicting_copies: ConflictingCopies
 
 
 class RuleCount(TypedDict):

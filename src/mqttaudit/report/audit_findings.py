@@ -763,6 +763,17 @@ def accounting_notes(summary: AuditSummary) -> tuple[str, ...]:
         )
         notes.append(_policy_note("Conflicting retransmissions", conflicts.get("policy", ""), outcome))
     notes += budget_notes(summary)
+    copies = summary.get("conflicting_copies")
+    if copies:
+        listed = [
+            f"{record.get('captures', ['?', '?'])[0]} and {record.get('captures', ['?', '?'])[1]} differ at offset "
+            f"{record.get('offset', 0)} of the {record.get('side', 'unknown')}'s stream of "
+            f"{(record.get('connections') or [None])[0] or '?'}"
+            for record in copies.get("copies", [])
+        ]
+        count = copies.get("count", 0)
+        outcome = f"Seen: {plural(count, 'connection')}: " + "; ".join(listed) + "." if count else "None were seen."
+        notes.append(_policy_note("Conflicting copies", copies.get("policy", ""), outcome))
     return tuple(notes)
 
 

@@ -1,0 +1,96 @@
+"""One TCP flow held by several files (:mod:`mqttaudit.capture.fleet`): the files of a rotation are one connection,
+a second connection on the same 4-tuple is another, the same bytes in two files are deduplicated, and copies that
+disagree are judged apart with the first stream offset where they differ. Segments are built by the project's
+capture writer (:class:`~mqttaudit.capture.writer.TcpSession`) and decoded by the capture layer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from mqttaudit.capture import fleet
+from mqttaudit.capture.segments import Segment, decode_segment
+from mqttaudit.capture.writer import TcpSession
+
+from .crafted import BROKER, CLIENT_A, CONNACK_ACCEPTED, PUBLISH_QOS1, RAW_IP, connect
+
+SECOND = 1_000_000_000
+PUBACK = bytes.fromhex("40 02 00 07")
+
+
+def timed(packets: Sequence[bytes], start: int = 0) -> list[Segment]:
+    """The packets as segments one second apart from ``start`` seconds."""
+    out = []
+    for number, packet in enumerate(packets):
+        segment = decode_segment((start + number) * SECOND, RAW_IP, packet)
+        assert not isinstance(segment, str)
+        out.append(segment)
+    return out
+
+
+def conversation(session: TcpSession, client_id: bytes = b"a", *, publish: bytes = PUBLISH_QOS1) -> list[bytes]:
+    """Handshake, CONNECT/CONNACK, a PUBLISH and its PUBACK, both FINs."""
+    return [
+        *session.handshake(),
+        session.send(0, connect(client_id)),
+        session.send(1, CONNACK_ACCEPTED),
+        session.send(0, publish),
+        session.send(1, PUBACK),
+        session.fin(0),
+        session.fin(1),
+    ]
+
+
+def planned(files: dict[str, list[Segment]]) -> tuple[fleet.FleetPlan, list[str], list[Segment]]:
+    """The plan for the files' segments, merged in capture-time order as the judging stage merges them."""
+    merged = sorted(((segment, name) for name, held in files.items() for segment in held), key=lambda x: x[0][0])
+    segments = [segment for segment, _name in merged]
+    captures = [name for _segment, name in merged]
+
+    def segment_at(rows: list[int]) -> Iterator[Segment]:
+        return iter([segments[row] for row in rows])
+
+    return fleet.plan(segment_at, fleet.pieces(captures, segments)), captures, segments
+
+
+def test_a_connection_rotated_across_files_is_one_copy_with_nothing_dropped() -> None:
+    segments = timed(conversation(TcpSession(CLIENT_A, BROKER)))
+    plan, _captures, _ = planned({"cap.pcap": segments[:4], "cap.pcap1": segments[4:6], "cap.pcap2": segments[6:]})
+    assert plan.copies == [list(range(len(segments)))]
+    assert (plan.conflicts, plan.duplicates) == ([], [])
+
+
+def test_the_same_bytes_in_two_files_are_one_copy_and_the_duplicate_is_left_out() -> None:
+    segments = timed(conversation(TcpSession(CLIENT_A, BROKER)))
+    plan, captures, _ = planned({"aa.pcap": segments, "bb.pcap": list(segments)})
+    assert len(plan.copies) == 1
+    assert {captures[row] for row in plan.copies[0]} == {"aa.pcap"}
+    assert plan.conflicts == []
+    payload = sum(len(segment[8]) for segment in segments)
+    assert plan.duplicates == [fleet.Duplicate("bb.pcap", "aa.pcap", payload, len(segments))]
+
+
+def test_copies_whose_bytes_differ_are_judged_apart_with_the_first_differing_offset() -> None:
+    clean = timed(conversation(TcpSession(CLIENT_A, BROKER)))
+    # The same connection with one payload byte of the PUBLISH changed: 'hi' -> 'hI'.
+    edited = timed(conversation(TcpSession(CLIENT_A, BROKER), publish=PUBLISH_QOS1[:-1] + b"I"))
+    plan, captures, _ = planned({"aa-clean.pcap": clean, "zz-edited.pcap": edited})
+    assert [{captures[row] for row in copy} for copy in plan.copies] == [{"aa-clean.pcap"}, {"zz-edited.pcap"}]
+    assert plan.duplicates == []
+    (conflict,) = plan.conflicts
+    assert conflict.captures == ("aa-clean.pcap", "zz-edited.pcap")
+    assert (conflict.side, conflict.sender) == ("client", "10.0.0.5:50122")
+    # The client's stream: the CONNECT, then the PUBLISH, whose last byte is the one edited.
+    assert conflict.offset == len(connect(b"a")) + len(PUBLISH_QOS1) - 1
+    assert conflict.copies == (0, 1)
+    assert plan.label(1, clean[0][0], clean[-1][0]) == "zz-edited.pcap"
+
+
+def test_a_second_connection_on_the_same_ports_in_another_file_is_not_a_copy() -> None:
+    first = timed(conversation(TcpSession(CLIENT_A, BROKER)))
+    # The same 4-tuple a minute later, with other initial sequence numbers; by chance its first bytes are equal.
+    second = timed(conversation(TcpSession(CLIENT_A, BROKER, client_isn=1000 + 10, server_isn=5000)), start=60)
+    plan, _captures, _ = planned({"one.pcap": first, "two.pcap": second})
+    assert plan.copies == [list(range(len(first) + len(second)))]
+    assert (plan.conflicts, plan.duplicates) == ([], [])
+    pieces = fleet.pieces(["one.pcap"] * len(first) + ["two.pcap"] * len(second), first + second)
+    assert [(piece.capture, len(piece.rows)) for piece in pieces] == [("one.pcap", 9), ("two.pcap", 9)]
