@@ -31,7 +31,7 @@ from mqttaudit.spec import load_catalogue
 from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 
 from . import sources
-from .detection import connections_by_port, detection_summary, port_proofs
+from .detection import detection_summary, port_proofs
 from .judging import flow_judge
 from .keylog import KeyLogFile
 from .options import AuditOptions
@@ -315,7 +315,6 @@ def _run(
         .mapInArrow(flow_judge(options), ddl(JUDGED_SCHEMA))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    notes = [json.loads(row.note) | {"capture": row.capture} for row in judged.where("note is not null").collect()]
     connections = judged.where("note is null")
     progress(f"balancing the routing replay of each broker over {parallelism} shard(s) of its ClientIds")
     # The routing replay of each broker in shards of its ClientIds, one task each: a shard judges the sessions
@@ -345,8 +344,8 @@ def _run(
     progress("adding up the summary")
     for table in TABLES:
         _ensure_readable(out_dir / table, table)
-    summary = audit_summary(session, connections, notes, out_dir)
-    summary["detection"] = detection_summary(options, connections_by_port(connections), notes)
+    summary, notes, by_port = audit_summary(session, judged, out_dir)
+    summary["detection"] = detection_summary(options, by_port, notes)
     summary["routing_shards"] = [row.asDict() for row in replayed]
     judged.unpersist()
     return summary
