@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import math
 from functools import reduce
+from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, FloatType
+
+from .tables import ddl, table_schema
 
 #: What Spark's JSON writer makes of a float that JSON cannot hold.
 _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -53,3 +56,9 @@ def collect_parts(parts: dict[str, DataFrame]) -> dict[str, list[dict[str, Any]]
                 values[column] = _NON_FINITE.get(value, value)
         rows[names[part]].append((int(row["n"]), values))
     return {name: [values for _, values in sorted(found, key=lambda item: item[0])] for name, found in rows.items()}
+
+
+def read_table(session: SparkSession, out_dir: Path, table: str) -> DataFrame:
+    """A table the tasks wrote into ``out_dir``, read with its declared schema (Spark need not infer it from the
+    files' footers first)."""
+    return session.read.schema(ddl(table_schema(table))).parquet(str(out_dir / table))

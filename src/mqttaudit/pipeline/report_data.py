@@ -18,6 +18,7 @@ from mqttaudit.report import AuditReportData
 from mqttaudit.report.audit_format import packet_text
 
 from .bounded import collect_parts as _collect
+from .bounded import read_table
 
 TIME_BUCKETS = 60
 #: Rows of the top offending clients and servers.
@@ -35,7 +36,7 @@ def report_data(
     session: SparkSession, out_dir: Path, summary: dict[str, Any], *, samples: int, rows: int
 ) -> AuditReportData:
     def table(name: str) -> DataFrame:
-        return session.read.parquet(str(out_dir / name))
+        return read_table(session, out_dir, name)
 
     violations = table("violations")
     span = summary.get("time_span") or [None, None]

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from mqttaudit.capture.conversation import CONFLICT_POLICY, DEFAULT_MAX_MALFORMED, MALFORMED_CAP_POLICY
 
-from .bounded import collect_parts
+from .bounded import collect_parts, read_table
 
 
 class Figures(NamedTuple):
@@ -30,7 +30,7 @@ def audit_summary(session: SparkSession, judged: DataFrame, out_dir: Path) -> Fi
     the limits met. Every figure comes from one Spark query (:func:`~.bounded.collect_parts`)."""
 
     def table(name: str) -> DataFrame:
-        return session.read.parquet(str(out_dir / name))
+        return read_table(session, out_dir, name)
 
     connections = judged.where("note is null")
     figures = collect_parts(

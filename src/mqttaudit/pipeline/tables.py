@@ -282,7 +282,9 @@ _SPARK_NAMES = {
 
 
 def spark_type(data_type: pa.DataType) -> str:
-    """The Spark DDL of an Arrow type (the few flat ones the stages hand to Spark)."""
+    """The Spark DDL of an Arrow type (the few flat ones the stages hand to Spark, and lists of them)."""
+    if pa.types.is_list(data_type):
+        return f"array<{spark_type(data_type.value_type)}>"
     return _SPARK_NAMES[data_type]
 
 
