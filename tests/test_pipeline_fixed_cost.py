@@ -1,0 +1,118 @@
+"""The fixed cost of an audit (issue 31, point 8): a small capture runs few Spark jobs (the summary and the report
+data each come from one query of bounded parts), a small input is judged in one task, and neither changes a table,
+the summary or the report data."""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from mqttaudit.pipeline import audit
+from mqttaudit.pipeline.audit import TABLES, flow_partitions, run_audit
+from mqttaudit.pipeline.bounded import collect_parts
+
+from .corpus import capture
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: Spark jobs of the audit of the corpus's 18-packet capture on the test session: 36 to 40 were counted with the
+#: summary and the report data each one query; a query per figure ran 63.
+MAX_JOBS = 45
+
+SMALL_CAPTURES = (
+    "peafowl/mqtt-1.pcapng",
+    "arkime/mqtt_synthetic.pcap",
+    "suricata-verify/mqtt5-sub-mosquittoprops.pcap",
+    "suricata-verify/mqtt-limit-2.pcap",
+)
+
+
+def _outputs(out: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """What an audit wrote, in a form that does not depend on how many files a table was written in."""
+    kept = {key: value for key, value in summary.items() if key not in ("duration", "routing_shards")}
+    return {
+        "tables": {
+            name: sorted(json.dumps(row, sort_keys=True) for row in pq.read_table(out / name).to_pylist())
+            for name in TABLES
+        },
+        "summary": kept,
+        "report_data": json.loads((out / "report_data.json").read_text()),
+        "findings": (out / "findings.md").read_text(),
+    }
+
+
+@pytest.mark.captures
+def test_an_audit_of_18_packets_runs_few_spark_jobs(spark: SparkSession, tmp_path: Path) -> None:
+    group = f"fixed-cost-{uuid.uuid4()}"
+    spark.sparkContext.setJobGroup(group, "the audit of an 18-packet capture")
+    try:
+        result = run_audit([str(capture("peafowl/mqtt-1.pcapng"))], tmp_path / "out", spark=spark)
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(group)
+    assert result.summary["counts"]["packets"] == 18
+    assert 0 < len(jobs) <= MAX_JOBS, len(jobs)
+
+
+@pytest.mark.captures
+def test_a_small_input_judged_in_one_task_gives_what_sixteen_tasks_give(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = [str(capture(name)) for name in SMALL_CAPTURES]
+    total = sum(Path(path).stat().st_size for path in paths)
+    parallelism = spark.sparkContext.defaultParallelism
+    assert flow_partitions(total, parallelism) == 1
+    one = run_audit(paths, tmp_path / "one", spark=spark)
+    monkeypatch.setattr(audit, "FLOW_PARTITION_BYTES", 1)
+    assert flow_partitions(total, parallelism) == parallelism * audit.FLOW_PARTITIONS_PER_CORE > 1
+    many = run_audit(paths, tmp_path / "many", spark=spark)
+    assert many.summary["counts"]["violations"] > 0 and many.summary["not_assessable"]["rows"] > 0
+    assert _outputs(tmp_path / "one", one.summary) == _outputs(tmp_path / "many", many.summary)
+
+
+def test_judging_tasks_grow_with_the_input_up_to_eight_per_core() -> None:
+    mib = 1024 * 1024
+    assert flow_partitions(0, 2) == flow_partitions(2228, 2) == 1
+    assert flow_partitions(9 * mib, 2) == 3
+    assert flow_partitions(579 * mib, 2) == 16
+    assert flow_partitions(579 * mib, 64) == 145
+
+
+def test_bounded_parts_come_back_as_each_query_collects_them(spark: SparkSession) -> None:
+    from pyspark.sql import functions as F
+
+    rows = spark.createDataFrame(
+        [
+            ("b", 2, 0.5, ["x"]),
+            ("a", 3, math.nan, []),
+            ("c", None, math.inf, None),
+            ("a", 1, None, ["y", "z"]),
+            ("d", 7, -math.inf, ["\u00e9\u2026"]),
+        ],
+        "name string, n bigint, t double, tags array<string>",
+    ).repartition(3)
+    parts = {
+        "sorted": rows.orderBy(F.desc("n"), "name"),
+        "limited": rows.orderBy("name", "n").limit(3),
+        "counted": rows.groupBy("name").agg(F.count("*").alias("count")).orderBy("name"),
+        "none": rows.where("n > 100"),
+        "totals": rows.agg(F.sum("n").alias("n"), F.min("t").alias("t")),
+    }
+    got = collect_parts(parts)
+    assert list(got) == list(parts)
+    for name, frame in parts.items():
+        expected = [row.asDict() for row in frame.collect()]
+        assert [_comparable(row) for row in got[name]] == [_comparable(row) for row in expected], name
+    assert got["none"] == [] and got["counted"][0] == {"name": "a", "count": 2}
+    assert math.isinf(got["sorted"][-1]["t"]) and got["sorted"][-1]["name"] == "c"
+
+
+def _comparable(row: dict[str, Any]) -> dict[str, Any]:
+    return {key: "nan" if isinstance(value, float) and math.isnan(value) else value for key, value in row.items()}
