@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,14 +20,20 @@ import pytest
 from mqttaudit.pipeline import audit
 from mqttaudit.pipeline.audit import TABLES, flow_partitions, run_audit
 from mqttaudit.pipeline.bounded import collect_parts
+from mqttaudit.pipeline.spark import (
+    CLASS_ARCHIVE_SETTING,
+    CLASS_ARCHIVE_SETTLED_S,
+    class_archive_folder,
+    class_archive_options,
+)
 
 from .corpus import capture
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-#: Spark jobs of the audit of the corpus's "18-packet capture" (19 frames, 20 MQTT packets) on the test session: 36 to 40 were counted with the
-#: summary and the report data each one query; a query per figure ran 63.
+#: Spark jobs of the audit of the corpus's "18-packet capture" (19 frames, 20 MQTT packets) on the test session: 36
+#: with the summary and the report data each one query of bounded parts; a query per figure ran BASE_JOBS.
 MAX_JOBS = 45
 
 SMALL_CAPTURES = (
@@ -117,3 +127,38 @@ def test_bounded_parts_come_back_as_each_query_collects_them(spark: SparkSession
 
 def _comparable(row: dict[str, Any]) -> dict[str, Any]:
     return {key: "nan" if isinstance(value, float) and math.isnan(value) else value for key, value in row.items()}
+
+
+def test_the_jvm_writes_its_class_archive_once_then_maps_it(tmp_path: Path) -> None:
+    java = sys.executable  # any file stands for the Java binary: the archive is named by its path and time
+    folder = tmp_path / "cache"
+    first = class_archive_options(folder, java)
+    assert len(first) == 1 and first[0].startswith("-XX:ArchiveClassesAtExit=")
+    written = Path(first[0].split("=", 1)[1])
+    assert written.parent == folder and written.suffix == f".{os.getpid()}"
+    written.write_bytes(b"archive")
+    # While the process that writes it lives, nobody else writes or maps one.
+    assert class_archive_options(folder, java) == []
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
+    dead = written.with_suffix(f".{int(ended.stdout)}")
+    written.rename(dead)
+    assert class_archive_options(folder, java) == []  # just written: the JVM may still be writing it
+    later = time.time() + CLASS_ARCHIVE_SETTLED_S + 1
+    other = dead.with_suffix(".999999999")  # a second one, of an audit that started beside the first
+    other.write_bytes(b"another")
+    mapped = class_archive_options(folder, java, now=later)
+    archive = folder / dead.stem
+    assert mapped == [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
+    assert archive.read_bytes() in (b"archive", b"another") and list(folder.iterdir()) == [archive]
+    assert class_archive_options(folder, java, now=later) == mapped
+
+
+def test_the_class_archive_can_be_turned_off(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(CLASS_ARCHIVE_SETTING, "off")
+    assert class_archive_folder() is None and class_archive_options(None, sys.executable) == []
+    monkeypatch.setenv(CLASS_ARCHIVE_SETTING, str(tmp_path))
+    assert class_archive_folder() == tmp_path
+    monkeypatch.delenv(CLASS_ARCHIVE_SETTING)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert class_archive_folder() == tmp_path / "mqttaudit"
+    assert class_archive_options(tmp_path / "cache", None) == []
