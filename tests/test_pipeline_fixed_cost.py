@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 #: Spark jobs of the audit of the corpus's "18-packet capture" (19 frames, 20 MQTT packets) on the test session: 36
-#: with the summary and the report data each one query of bounded parts; a query per figure ran BASE_JOBS.
+#: with the summary and the report data each one query of bounded parts; a query per figure ran 63.
 MAX_JOBS = 45
 
 SMALL_CAPTURES = (
