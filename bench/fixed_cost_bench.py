@@ -3,9 +3,10 @@
 What is measured
     The capture is ``peafowl/mqtt-1.pcapng`` of the third-party capture corpus (``../shared/captures`` beside the
     checkout, or the folder ``MQTTAUDIT_CAPTURES`` names; ``--capture FILE`` for another), the issue's "18-packet
-    capture" (19 frames, 20 MQTT packets on 2 connections). Its packets cost nothing to judge: what the audit takes is its fixed cost (Python and Spark start-up, the Spark jobs of
-    each stage, the summary, the report data and the reports). The two tools run in turn, each in a fresh
-    subprocess, ``--runs`` times (5 by default) after one warm-up run of each that is not counted:
+    capture" (19 frames, 20 MQTT packets on 2 connections). Its packets cost nothing to judge: what the audit takes
+    is its fixed cost (Python and Spark start-up, the Spark jobs of each stage, the summary, the report data and
+    the reports). The two tools run in turn, each in a fresh subprocess, ``--runs`` times (5 by default) after one
+    warm-up run of each that is not counted:
 
     * ``mqttaudit audit FILE --out DIR`` (the default master, ``local[*]``);
     * ``tshark -r FILE -Y mqtt -T fields -e frame.number -e mqtt.msgtype -e mqtt.topic``, output to /dev/null.
@@ -126,7 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "tools": [
             {
                 "tool": name,
-                "command": rows[0]["command"].replace(str(capture), "FILE").replace(str(out_dir), "DIR"),
+                "command": rows[0]["command"]
+                .replace(f"{sys.executable} -m mqttaudit", "mqttaudit")
+                .replace(str(capture), "FILE")
+                .replace(str(out_dir), "DIR"),
                 "wall_s": spread(rows, "wall_s"),
                 "cpu_s": spread(rows, "cpu_s"),
                 "other_cpu_s": spread(rows, "other_cpu_s"),
