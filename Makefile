@@ -81,6 +81,7 @@ bench: install
 	$(PY) bench/trie_throughput.py
 	$(PY) bench/capture_gen.py
 	$(PY) bench/audit_bench.py
+	$(PY) bench/fixed_cost_bench.py
 	$(PY) bench/memory_growth.py
 	$(PY) bench/probe_bench.py
 	$(PY) bench/transport_bench.py

@@ -32,7 +32,7 @@ from mqttaudit.spec import load_catalogue
 from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 
 from . import sources
-from .detection import connections_by_port, detection_summary, port_proofs
+from .detection import detection_summary, port_proofs
 from .judging import flow_judge
 from .keylog import KeyLogFile
 from .options import AuditOptions
@@ -63,6 +63,9 @@ MIN_CHUNK_BYTES = 1024 * 1024
 CHUNKS_PER_CORE = 4
 #: Tasks per core of the judging stage: flows differ widely in length, so more, smaller shares even out better.
 FLOW_PARTITIONS_PER_CORE = 8
+#: Capture bytes per task of the judging stage at least: a small capture is judged in few tasks (each task costs
+#: its scheduling and a Python worker's set-up, far more than judging a few kilobytes).
+FLOW_PARTITION_BYTES = 4 * 1024 * 1024
 #: Every entry an audit writes into its folder: a file of someone else's by one of these names is never replaced.
 OUTPUTS = (*TABLES, "summary.json", "report_data.json", "report.html", "findings.md", "findings.jsonl", "junit.xml")
 SAMPLES_PER_RULE = 5
@@ -134,6 +137,12 @@ def chunk_size(total: int, largest: int, parallelism: int) -> int:
     per chunk: equal shares keep every core busy until the stage ends)."""
     per_core = max(CHUNKS_PER_CORE, -(-total // (largest * parallelism)))
     return max(min(largest, -(-total // (parallelism * per_core))), MIN_CHUNK_BYTES)
+
+
+def flow_partitions(input_bytes: int, parallelism: int) -> int:
+    """Tasks of the judging stage for ``input_bytes`` of captures: :data:`FLOW_PARTITIONS_PER_CORE` per core, fewer
+    for a small input (one per :data:`FLOW_PARTITION_BYTES`, at least one)."""
+    return max(1, min(parallelism * FLOW_PARTITIONS_PER_CORE, -(-input_bytes // FLOW_PARTITION_BYTES)))
 
 
 def run_audit(
@@ -296,7 +305,7 @@ def _audit(
     watcher.start()
     try:
         with _output_folders(out_dir):
-            summary = _run(session, chunk_rows, options, out_dir, progress)
+            summary = _run(session, chunk_rows, options, out_dir, progress, sum(sizes.values()))
     finally:
         watcher.stop()
     summary["captures"] = captures
@@ -332,6 +341,7 @@ def _run(
     options: AuditOptions,
     out_dir: Path | str,
     progress: Callable[[str], None],
+    input_bytes: int,
 ) -> dict[str, Any]:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -348,12 +358,11 @@ def _run(
     segments = chunks.mapInArrow(partial(read_segments, options=options), ddl(SEGMENT_SCHEMA))
     # Every flow's runs of segments together in one task; the chunk notes (no flow) come through as they are.
     judged = (
-        segments.repartition(parallelism * FLOW_PARTITIONS_PER_CORE, "flow")
+        segments.repartition(flow_partitions(input_bytes, parallelism), "flow")
         .sortWithinPartitions("flow", "capture", "first_record")
         .mapInArrow(flow_judge(options), ddl(JUDGED_SCHEMA))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    notes = [json.loads(row.note) | {"capture": row.capture} for row in judged.where("note is not null").collect()]
     connections = judged.where("note is null")
     progress(f"balancing the routing replay of each broker over {parallelism} shard(s) of its ClientIds")
     # The routing replay of each broker in shards of its ClientIds, one task each: a shard judges the sessions
@@ -386,8 +395,8 @@ def _run(
     )
     progress("adding up the summary")
     _commit_tables(out_dir, options)
-    summary = audit_summary(session, connections, notes, out_dir, options.budgets)
-    summary["detection"] = detection_summary(options, connections_by_port(connections), notes)
+    summary, notes, by_port = audit_summary(session, judged, out_dir, options.budgets)
+    summary["detection"] = detection_summary(options, by_port, notes)
     summary["routing_shards"] = [row.asDict() for row in replayed]
     judged.unpersist()
     return summary

@@ -26,7 +26,7 @@ from .tables import CHUNK_SCHEMA, LOOSE_STARTS_SCHEMA, STARTS_SCHEMA, ddl
 from .worker_gc import tune_gc
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 #: Ports listed in the summary's ``other_tcp`` (by frames) and named in the "no MQTT connection" sentence.
 TOP_PORTS = 10
@@ -129,15 +129,6 @@ def port_proofs(
     finally:
         found.unpersist()
     return proofs
-
-
-def connections_by_port(connections: DataFrame) -> dict[int, int]:
-    """Judged connections per server port (connections whose roles are unknown are left out)."""
-    from pyspark.sql import functions as F
-
-    port = F.regexp_extract("server", r":(\d+)$", 1)
-    rows = connections.where("server != 'unknown'").groupBy(port.alias("port")).count().collect()
-    return {int(row.port): int(row["count"]) for row in rows if row.port}
 
 
 def detection_summary(

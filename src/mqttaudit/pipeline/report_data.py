@@ -17,6 +17,7 @@ from mqttaudit import __version__
 from mqttaudit.report import AuditReportData
 from mqttaudit.report.audit_format import packet_text
 
+from .bounded import collect_parts as _collect
 from .table_reading import read_table
 
 TIME_BUCKETS = 60
@@ -31,10 +32,6 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _rows(frame: DataFrame) -> list[dict[str, Any]]:
-    return [{k: _clean(v) for k, v in row.asDict().items()} for row in frame.collect()]
-
-
 def report_data(
     session: SparkSession, out_dir: Path | str, summary: dict[str, Any], *, samples: int, rows: int
 ) -> AuditReportData:
@@ -42,45 +39,56 @@ def report_data(
         return read_table(session, out_dir, name)
 
     violations = table("violations")
-    by_rule = _rows(violations.transform(violations_by_rule))
     span = summary.get("time_span") or [None, None]
     start, end = span[0], span[1]
     bucket = 0.0
-    over_time: list[dict[str, Any]] = []
+    connections = table("connections")
+    undecided = table("not_assessable")
+    lenient = table("lenient")
+    routing = table("routing_findings")
+    gaps = table("gaps").transform(gaps_only)
+    samples_of = violations.transform(first_rows, per=("rule", "actor"), count=samples).orderBy("rule", "actor", "time")
+    # Every part is bounded (counts per rule, capped samples): all of them come from one Spark query.
+    parts = {
+        "by_rule": violations.transform(violations_by_rule),
+        "top_clients": connections.transform(offending_clients, violations=violations),
+        "top_servers": connections.transform(offending_servers, violations=violations),
+        "samples": samples_of,
+        "causes": table("packets").transform(causes_of, samples=samples_of),
+        "undecided_counts": undecided.transform(not_assessable_counts).limit(rows),
+        "undecided_rows": undecided.transform(first_rows, per=("tag", "rule", "actor"), count=samples)
+        .orderBy("tag", "rule", "actor", "time")
+        .limit(rows),
+        "lenient_counts": lenient.transform(leniency_counts).limit(rows),
+        "lenient_rows": lenient.transform(first_rows, per=("rule", "rule_version", "actor"), count=samples)
+        .orderBy("rule", "actor", "time")
+        .limit(rows),
+        "routing_findings": routing.orderBy("time").limit(rows),
+        "routing_counts": routing.groupBy("kind").count(),
+        "deliveries": table("deliveries").transform(delivery_totals),
+        "connections": connections.transform(worst_connections_first).limit(rows),
+        "gaps": gaps.orderBy("time").limit(rows).select(*GAP_ROW_COLUMNS),
+        "gaps_total": gaps.agg(F.count(F.lit(1)).alias("count")),
+    }
     if start is not None and end is not None:
         bucket = max((end - start) / TIME_BUCKETS, 1e-3)
-        over_time = _rows(violations.transform(violations_over_time, start=start, bucket=bucket))
-    connections = table("connections")
-    top_clients = _rows(connections.transform(offending_clients, violations=violations))
-    top_servers = _rows(connections.transform(offending_servers, violations=violations))
-    violation_samples = _with_causes(
-        table("packets"),
-        _rows(violations.transform(first_rows, per=("rule", "actor"), count=samples).orderBy("rule", "actor", "time")),
-    )
-    undecided = table("not_assessable")
-    undecided_counts = _rows(undecided.transform(not_assessable_counts).limit(rows))
+        parts["over_time"] = violations.transform(violations_over_time, start=start, bucket=bucket)
+    found = {name: [{k: _clean(v) for k, v in row.items()} for row in got] for name, got in _collect(parts).items()}
+    by_rule = found["by_rule"]
+    over_time = found.get("over_time", [])
+    top_clients, top_servers = found["top_clients"], found["top_servers"]
+    violation_samples = _with_causes(found["causes"], found["samples"])
+    undecided_counts = found["undecided_counts"]
     # The summary counted them by tag; the report shows the largest first.
     by_tag = dict(sorted(summary["not_assessable"]["by_tag"].items(), key=lambda item: (-item[1], item[0])))
-    undecided_rows = _rows(
-        undecided.transform(first_rows, per=("tag", "rule", "actor"), count=samples)
-        .orderBy("tag", "rule", "actor", "time")
-        .limit(rows)
-    )
-    lenient = table("lenient")
-    lenient_counts = _rows(lenient.transform(leniency_counts).limit(rows))
-    lenient_rows = _rows(
-        lenient.transform(first_rows, per=("rule", "rule_version", "actor"), count=samples)
-        .orderBy("rule", "actor", "time")
-        .limit(rows)
-    )
-    routing = table("routing_findings")
-    routing_findings = _rows(routing.orderBy("time").limit(rows))
-    routing_counts = {r["kind"]: r["count"] for r in _rows(routing.groupBy("kind").count())}
-    delivery_counts = _rows(table("deliveries").transform(delivery_totals))[0]
-    connections_sample = _rows(connections.transform(worst_connections_first).limit(rows))
-    gaps = table("gaps").transform(gaps_only)
-    gap_rows = _rows(gaps.orderBy("time").limit(rows).select(*GAP_ROW_COLUMNS))
-    gaps_total = gaps.count()
+    undecided_rows = found["undecided_rows"]
+    lenient_counts, lenient_rows = found["lenient_counts"], found["lenient_rows"]
+    routing_findings = found["routing_findings"]
+    routing_counts = {r["kind"]: r["count"] for r in found["routing_counts"]}
+    delivery_counts = found["deliveries"][0]
+    connections_sample = found["connections"]
+    gap_rows = found["gaps"]
+    gaps_total = int(found["gaps_total"][0]["count"])
     counts = summary["counts"]
     report_summary = {
         "captures": [
@@ -268,16 +276,16 @@ def _client_key(client_id: Column, address: Column) -> Column:
     )
 
 
-def _with_causes(packets: DataFrame, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def causes_of(packets: DataFrame, *, samples: DataFrame) -> DataFrame:
+    """The packets that the missing answers among ``samples`` (violation rows) were owed for."""
+    wanted = samples.where("cause_event is not null").select("flow", F.col("cause_event").alias("event")).distinct()
+    return packets.join(wanted, ["flow", "event"], "left_semi")
+
+
+def _with_causes(causes: list[dict[str, Any]], samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The sample rows, each missing-answer finding with ``cause_packet``: the unanswered packet as the packets table
-    describes it (looked up for the few samples only)."""
-    wanted = {(row["flow"], row["cause_event"]) for row in samples if row.get("cause_event") is not None}
-    found: dict[tuple[str, int], str] = {}
-    if wanted:
-        flows, events = sorted({flow for flow, _ in wanted}), sorted({event for _, event in wanted})
-        for row in _rows(packets.where(F.col("flow").isin(flows) & F.col("event").isin(events))):
-            if (row["flow"], row["event"]) in wanted:
-                found[row["flow"], row["event"]] = packet_text(row)
+    describes it (``causes``: the packets table's rows of the samples' causes, :func:`causes_of`)."""
+    found = {(row["flow"], row["event"]): packet_text(row) for row in causes}
     return [
         {
             **row,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import logging
 import os
 import re
@@ -16,7 +17,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import interrupts
@@ -34,6 +37,14 @@ DEFAULT_DRIVER_MEMORY = os.environ.get("MQTTAUDIT_DRIVER_MEMORY", "2g")
 #: compiling Spark's generated code as the JVM spent on the audit's data; the quick compiler alone halved the JVM's
 #: CPU time (the data work is Python's).
 DEFAULT_DRIVER_JAVA_OPTIONS = os.environ.get("MQTTAUDIT_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+#: Where the driver JVM keeps its archive of the classes Spark loads to start (class data sharing: they are mapped
+#: instead of loaded and verified again; the JVM's start-up took half the CPU time): a folder, or "off". The first
+#: audit with a given pyspark and Java writes it as its JVM exits (about 150 MB; that run takes longer to end); the
+#: later ones map it.
+CLASS_ARCHIVE_SETTING = "MQTTAUDIT_CLASS_ARCHIVE"
+#: An archive an exited JVM left under its process's name is taken once it is this old (the JVM writes it as it exits,
+#: after the Python process is gone).
+CLASS_ARCHIVE_SETTLED_S = 30.0
 #: Spark refuses a driver heap below about 450 MB; ask for a little more than that.
 MIN_DRIVER_MEMORY_MB = 512
 MIN_JAVA = 17
@@ -109,6 +120,66 @@ def _java_command() -> str | None:
         candidate = os.path.join(home, "bin", "java")
         return candidate if os.access(candidate, os.X_OK) else None
     return shutil.which("java")
+
+
+def class_archive_folder() -> Path | None:
+    """The folder of the class archive (:data:`CLASS_ARCHIVE_SETTING`, else the user's cache folder); None: off."""
+    setting = os.environ.get(CLASS_ARCHIVE_SETTING)
+    if setting is not None:
+        return None if setting.strip().lower() in ("", "off", "0", "no") else Path(setting).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "mqttaudit"
+
+
+def class_archive_options(folder: Path | None, java: str | None, now: float | None = None) -> list[str]:
+    """The driver JVM's options for class data sharing in ``folder``: map the archive of this pyspark and ``java``
+    when there is one; else take one a JVM finished writing under its process's name; else write one at exit
+    under this process's name. None when there is no folder, no Java, or the folder cannot be made."""
+    if folder is None or java is None:
+        return []
+    import pyspark
+
+    try:
+        identity = f"{os.path.realpath(java)}:{os.stat(java).st_mtime_ns}:{pyspark.__version__}"
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return []
+    name = f"spark-{pyspark.__version__}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}.jsa"
+    archive = folder / name
+    now = time.time() if now is None else now
+    if not archive.exists():
+        for written in sorted(folder.glob(f"{name}.*")):
+            if _settled(written, now):
+                with contextlib.suppress(OSError):
+                    os.replace(written, archive)
+                break
+    if archive.exists():
+        for extra in folder.glob(f"{name}.*"):  # written by audits that started together with the first
+            if _settled(extra, now):
+                extra.unlink(missing_ok=True)
+        return [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
+    if any(folder.glob(f"{name}.*")):
+        return []  # another audit is writing it
+    return [f"-XX:ArchiveClassesAtExit={folder / f'{name}.{os.getpid()}'}"]
+
+
+def _settled(written: Path, now: float) -> bool:
+    """An archive written under a process's name is whole: the process is gone and the file has not changed for
+    :data:`CLASS_ARCHIVE_SETTLED_S`."""
+    try:
+        return not _alive(int(written.suffix.lstrip("."))) and now - written.stat().st_mtime >= CLASS_ARCHIVE_SETTLED_S
+    except (OSError, ValueError):
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _check_java() -> None:
@@ -211,7 +282,10 @@ def spark_session(
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.driver.memory", driver_memory)
-        .config("spark.driver.extraJavaOptions", DEFAULT_DRIVER_JAVA_OPTIONS)
+        .config(
+            "spark.driver.extraJavaOptions",
+            " ".join([DEFAULT_DRIVER_JAVA_OPTIONS, *class_archive_options(class_archive_folder(), _java_command())]),
+        )
         # On a cluster the executors are JVMs of their own, which run Spark's generated code just the same.
         .config("spark.executor.extraJavaOptions", DEFAULT_DRIVER_JAVA_OPTIONS)
     )

@@ -3,8 +3,9 @@ the tables' counts per level, side, kind, version and tag, and the reading tasks
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -19,40 +20,59 @@ from mqttaudit.capture.budgets import (
 )
 from mqttaudit.capture.conversation import CONFLICT_POLICY, DEFAULT_MAX_MALFORMED, MALFORMED_CAP_POLICY
 
+from .bounded import collect_parts
 from .table_reading import read_table
 
 
+class Figures(NamedTuple):
+    """What the driver learns of an audit once its stages ran: the summary, the reading tasks' notes (one per
+    chunk) and the judged connections per server port."""
+
+    summary: dict[str, Any]
+    notes: list[dict[str, Any]]
+    by_port: dict[int, int]
+
+
 def audit_summary(
-    session: SparkSession,
-    connections: DataFrame,
-    notes: list[dict[str, Any]],
-    out_dir: Path | str,
-    budgets: Budgets = DEFAULT_BUDGETS,
-) -> dict[str, Any]:
-    """The summary of an audit from its judged connections (``connections``, :data:`~.tables.JUDGED_SCHEMA` rows),
-    the reading tasks' notes and the tables in ``out_dir``: counts, the byte account, the versions, the limits met
-    (each budget with its bound, its policy and what it did)."""
-    sums = connections.transform(connection_totals).first()
-    violations = read_table(session, out_dir, "violations")
-    routing = read_table(session, out_dir, "routing_findings")
-    by_level = _counts_by(violations, "level")
-    by_actor = _counts_by(violations, "actor")
-    by_kind = _counts_by(routing, "kind")
-    per_version = read_table(session, out_dir, "connections").transform(connections_per_version)
+    session: SparkSession, judged: DataFrame, out_dir: Path | str, budgets: Budgets = DEFAULT_BUDGETS
+) -> Figures:
+    """The summary of an audit from the judging stage's rows (``judged``, :data:`~.tables.JUDGED_SCHEMA`: judged
+    connections and the reading tasks' notes) and the tables in ``out_dir``: counts, the byte account, the versions,
+    the limits met (each budget with its bound, its policy and what it did), the copies several files hold. Every
+    figure comes from one Spark query (:func:`~.bounded.collect_parts`)."""
+
+    def table(name: str) -> DataFrame:
+        return read_table(session, out_dir, name)
+
+    connections = judged.where("note is null")
+    figures = collect_parts(
+        {
+            "totals": connections.transform(connection_totals),
+            "notes": judged.where("note is not null").select("note", "capture"),
+            "violations": table("violations").groupBy("level", "actor").count(),
+            "routing": table("routing_findings").groupBy("kind").count(),
+            "versions": table("connections").transform(connections_per_version),
+            "undecided": table("not_assessable").groupBy("tag").count(),
+            "lenient": table("lenient").groupBy("actor", "rule").count(),
+            "ports": connections.transform(connections_per_port),
+        }
+    )
+    sums = figures["totals"][0]
+    notes = [json.loads(row["note"]) | {"capture": row["capture"]} for row in figures["notes"]]
+    by_level = _counts_by(figures["violations"], "level")
+    by_actor = _counts_by(figures["violations"], "actor")
+    by_kind = _counts_by(figures["routing"], "kind")
     versions = {
         row["version"]: {
             "connections": row["connections"],
             "handling": row["handling"],
             "packets": int(row["packets"] or 0),
         }
-        for row in per_version.collect()
+        for row in figures["versions"]
     }
-    undecided = read_table(session, out_dir, "not_assessable")
-    by_tag = _counts_by(undecided, "tag")
-    lenient = read_table(session, out_dir, "lenient")
-    lenient_by = {
-        (row["actor"], row["rule"]): row["count"] for row in lenient.groupBy("actor", "rule").count().collect()
-    }
+    by_tag = _counts_by(figures["undecided"], "tag")
+    lenient_by = {(row["actor"], row["rule"]): row["count"] for row in figures["lenient"]}
+    by_port = {int(row["port"]): int(row["count"]) for row in figures["ports"] if row["port"]}
     skipped: dict[str, int] = {}
     records = segments_kept = 0
     chunk_errors: list[dict[str, Any]] = []
@@ -72,10 +92,9 @@ def audit_summary(
             chunk_errors.append({"capture": note["capture"], **note["error"]})
         if "truncated" in note:
             truncated.append({"capture": note["capture"], **note["truncated"]})
-    assert sums is not None
     stream = int(sums["stream"] or 0)
     accounted = sum(int(sums[k] or 0) for k in ("packets", "malformed", "gaps", "unassessable"))
-    return {
+    summary = {
         "records": records,
         "records_by_capture": records_by_capture,
         "segments": segments_kept,
@@ -124,6 +143,7 @@ def audit_summary(
         },
         "budgets": budget_counters(sums, budgets),
     }
+    return Figures(summary, notes, by_port)
 
 
 def budget_counters(sums: Any, budgets: Budgets) -> dict[str, Any]:
@@ -190,9 +210,12 @@ def fleet_summary(notes: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _counts_by(rows: DataFrame, column: str) -> dict[str, int]:
-    """The rows counted by the value of ``column``."""
-    return {row[column]: row["count"] for row in rows.groupBy(column).count().collect()}
+def _counts_by(counts: list[dict[str, Any]], column: str) -> dict[str, int]:
+    """Counts of groups (rows with ``column`` and ``count``) added up by the value of ``column``."""
+    summed: dict[str, int] = {}
+    for row in counts:
+        summed[row[column]] = summed.get(row[column], 0) + int(row["count"])
+    return summed
 
 
 def _summed(counts: dict[tuple[str, str], int], part: int) -> dict[str, int]:
@@ -248,3 +271,10 @@ def connections_per_version(connections: DataFrame) -> DataFrame:
     return connections.groupBy("version", "handling").agg(
         F.count("*").alias("connections"), F.sum("packets").alias("packets")
     )
+
+
+def connections_per_port(connections: DataFrame) -> DataFrame:
+    """Judged connections counted per server port (``port``, a string; empty when the server has none), those whose
+    roles are unknown left out."""
+    port = F.regexp_extract("server", r":(\d+)$", 1)
+    return connections.where("server != 'unknown'").groupBy(port.alias("port")).count()

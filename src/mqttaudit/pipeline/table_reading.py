@@ -25,14 +25,15 @@ if TYPE_CHECKING:
 
 def read_table(session: SparkSession, out_dir: str | os.PathLike[str], table: str) -> DataFrame:
     """The rows of ``table`` of the audit whose output is ``out_dir`` (a local folder or a URL)."""
+    schema = table_schema(table)
     if not locations.is_remote(out_dir):
-        return session.read.parquet(str(locations.local_path(out_dir) / table))
+        # With its declared schema: Spark need not infer it from the files' footers first.
+        return session.read.schema(ddl(schema)).parquet(str(locations.local_path(out_dir) / table))
     folder = locations.join(out_dir, table)
     files = [locations.join(folder, name) for name in locations.files_under(folder) if _is_part(name)]
     paths = session.createDataFrame(
         session.sparkContext.parallelize([(path,) for path in files], max(len(files), 1)), ddl(PATH_SCHEMA)
     )
-    schema = table_schema(table)
     return paths.mapInArrow(partial(read_parquet_files, columns=schema.names), ddl(schema))
 
 
