@@ -27,6 +27,7 @@ from mqttaudit.pipeline.spark import (
     class_archive_options,
 )
 
+from .child import child_env, run_child
 from .corpus import capture
 
 if TYPE_CHECKING:
@@ -162,3 +163,26 @@ def test_the_class_archive_can_be_turned_off(monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert class_archive_folder() == tmp_path / "mqttaudit"
     assert class_archive_options(tmp_path / "cache", None) == []
+
+
+@pytest.mark.captures
+def test_a_jvm_writing_its_class_archive_leaves_the_json_document_alone(tmp_path: Path) -> None:
+    """The first audit with an empty archive folder has its JVM write the archive as it exits; the JVM's warnings
+    about the classes it skips (thousands of lines) once went to standard output after the ``--format json``
+    document. Standard output is now the document alone, and the archive is being written."""
+    folder = tmp_path / "archive"
+    done = run_child(
+        "audit",
+        str(capture("peafowl/mqtt-1.pcapng")),
+        "--out",
+        str(tmp_path / "out"),
+        "--format",
+        "json",
+        timeout=600,
+        env=child_env(MQTTAUDIT_CLASS_ARCHIVE=str(folder)),
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)  # one document, nothing after it
+    assert document["exit_status"] == 0
+    assert "[cds]" not in done.stdout + done.stderr
+    assert [path.name for path in folder.iterdir()], "no archive was started: the case this test is about did not arise"

@@ -37,6 +37,11 @@ DEFAULT_DRIVER_MEMORY = os.environ.get("MQTTAUDIT_DRIVER_MEMORY", "2g")
 #: compiling Spark's generated code as the JVM spent on the audit's data; the quick compiler alone halved the JVM's
 #: CPU time (the data work is Python's).
 DEFAULT_DRIVER_JAVA_OPTIONS = os.environ.get("MQTTAUDIT_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+#: The JVM's own log (unified logging) goes to standard error, warnings and errors only, never to standard output,
+#: which is the audit's (``--format json``): a JVM writing its class archive at exit warned there once per class it
+#: skipped, thousands of lines after the JSON document. Those warnings (class data sharing) are off: they are about
+#: the JVM's cache, not the audit.
+JVM_LOG_OPTIONS = ("-Xlog:disable", "-Xlog:all=warning:stderr", "-Xlog:cds*=off:stderr")
 #: Where the driver JVM keeps its archive of the classes Spark loads to start (class data sharing: they are mapped
 #: instead of loaded and verified again; the JVM's start-up took half the CPU time): a folder, or "off". The first
 #: audit with a given pyspark and Java writes it as its JVM exits (about 150 MB; that run takes longer to end); the
@@ -284,10 +289,16 @@ def spark_session(
         .config("spark.driver.memory", driver_memory)
         .config(
             "spark.driver.extraJavaOptions",
-            " ".join([DEFAULT_DRIVER_JAVA_OPTIONS, *class_archive_options(class_archive_folder(), _java_command())]),
+            " ".join(
+                [
+                    DEFAULT_DRIVER_JAVA_OPTIONS,
+                    *JVM_LOG_OPTIONS,
+                    *class_archive_options(class_archive_folder(), _java_command()),
+                ]
+            ),
         )
         # On a cluster the executors are JVMs of their own, which run Spark's generated code just the same.
-        .config("spark.executor.extraJavaOptions", DEFAULT_DRIVER_JAVA_OPTIONS)
+        .config("spark.executor.extraJavaOptions", " ".join([DEFAULT_DRIVER_JAVA_OPTIONS, *JVM_LOG_OPTIONS]))
     )
     if local:
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
