@@ -22,6 +22,7 @@ from mqttaudit.capture.conversation import CONFLICT_POLICY, DEFAULT_MAX_MALFORME
 
 from .bounded import collect_parts
 from .table_reading import read_table
+from .tables import BUDGET_COLUMNS
 
 
 class Figures(NamedTuple):
@@ -249,15 +250,6 @@ def connection_totals(connections: DataFrame) -> DataFrame:
     )
 
 
-#: The judged connections' columns that count what a budget left out, added up by :func:`connection_totals`.
-BUDGET_COLUMNS = (
-    "oversized_messages",
-    "oversized_bytes",
-    "budget_gaps",
-    "budget_gap_bytes",
-    "unheld_segments",
-    "unheld_bytes",
-)
 #: The connections each budget applied to, counted by a column that is positive for them.
 BUDGET_CONNECTIONS = {
     "oversized_messages": "oversized_connections",

@@ -349,10 +349,7 @@ COUNT_COLUMNS = ("stream_bytes", "packet_bytes", "malformed_bytes", "gap_bytes",
 #: past the cap of malformed frames (:data:`~mqttaudit.capture.conversation.DEFAULT_MAX_MALFORMED`); what each budget
 #: (:mod:`mqttaudit.capture.budgets`) left out: packets above the per-message budget and their bytes, gaps declared
 #: at the out-of-order budget and their bytes, and the segments and payload bytes of a flow past the per-flow budget.
-RECORD_COLUMNS = (
-    "conflict_ranges",
-    "conflict_bytes",
-    "capped_bytes",
+BUDGET_COLUMNS = (
     "oversized_messages",
     "oversized_bytes",
     "budget_gaps",
@@ -360,6 +357,7 @@ RECORD_COLUMNS = (
     "unheld_segments",
     "unheld_bytes",
 )
+RECORD_COLUMNS = ("conflict_ranges", "conflict_bytes", "capped_bytes", *BUDGET_COLUMNS)
 #: What the judging stage hands back to Spark per connection (the tables it writes itself): what the summary
 #: adds up, and where the routing replay finds the connection's transcript
 #: (:class:`~.task_files.TranscriptWriter`). A row with ``note`` set carries a chunk's note instead, or a record of a
