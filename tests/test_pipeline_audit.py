@@ -112,6 +112,35 @@ def test_the_routing_replay_runs_one_shard_per_core_each_in_its_own_task(audited
     assert all(not (a & b) for i, a in enumerate(subscribers) for b in subscribers[i + 1 :])
 
 
+def test_client_ids_past_the_weighed_ones_go_to_shards_by_hash_with_the_same_findings(
+    spark: SparkSession,
+    recorded: tuple[Path, int, Any],
+    audited: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With one ClientId weighed per shard on the driver, the recording's other ClientIds are placed by the hash of
+    their key (nothing collected per ClientId): the deliveries and routing findings are those of the audit that
+    weighed them all, and each subscriber's deliveries still come from one shard."""
+    from mqttaudit.pipeline import audit as audit_module
+
+    capture, port, _report = recorded
+    monkeypatch.setattr(audit_module, "WEIGHED_PER_SHARD", 1)
+    out = tmp_path / "out"
+    run_audit([str(capture)], out, spark=spark, ports=[port], tolerance=2.0)
+    client_ids = {row["client_id"] for row in audited["tables"]["connections"] if row["client_id"]}
+    assert len(client_ids) > 2, "the recording has no more ClientIds than are weighed: nothing went by hash"
+
+    def rows(folder: Path, table: str) -> list[str]:
+        return sorted(json.dumps(row, sort_keys=True, default=str) for row in pq.read_table(folder / table).to_pylist())
+
+    for table in ("deliveries", "routing_findings"):
+        assert rows(out, table) == rows(audited["out"], table), table
+    files = sorted((out / "deliveries").glob("part-*.parquet"))
+    subscribers = [set(pq.read_table(f).column("client_id").to_pylist()) for f in files]
+    assert all(not (a & b) for i, a in enumerate(subscribers) for b in subscribers[i + 1 :])
+
+
 def test_the_byte_account_reconciles_and_the_summary_counts_the_tables(audited: dict[str, Any]) -> None:
     summary = json.loads((audited["out"] / "summary.json").read_text())
     account = summary["bytes"]

@@ -32,6 +32,7 @@ from mqttaudit.spec import load_catalogue
 from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 
 from . import sources
+from .bounded import collect_parts
 from .detection import detection_summary, port_proofs
 from .judging import flow_judge
 from .keylog import KeyLogFile
@@ -70,6 +71,9 @@ FLOW_PARTITION_BYTES = 4 * 1024 * 1024
 OUTPUTS = (*TABLES, "summary.json", "report_data.json", "report.html", "findings.md", "findings.jsonl", "junit.xml")
 SAMPLES_PER_RULE = 5
 REPORT_ROWS = 200
+#: ClientIds of a broker's replay placed one by one on the least loaded shard, heaviest first, per shard (the rest
+#: go by hash): the driver holds this many rows per shard, whatever the fleet.
+WEIGHED_PER_SHARD = 64
 
 
 @dataclass
@@ -374,7 +378,7 @@ def _run(
         "client_key", F.coalesce("client_id", "flow")
     )
     keys = _shard_keys(session, parallelism)
-    known = known.join(F.broadcast(_shards(known, keys, session)), "client_key")
+    known = _with_homes(known, keys, session)
     targets = session.createDataFrame([(key,) for key in keys], ddl(SHARDS_SCHEMA))
     progress("replaying routing per broker")
     replayed = (
@@ -416,25 +420,43 @@ def _shard_keys(session: SparkSession, shards: int) -> list[int]:
     return [first[partition] for partition in range(shards)]
 
 
-def _shards(known: DataFrame, keys: list[int], session: SparkSession) -> DataFrame:
-    """Which shard replays the sessions of each ClientId (``client_key``): the heaviest ClientIds first, each to
-    the shard with the least work so far (work: the bytes of its subscriptions and deliveries), so that one busy
-    subscriber does not leave the other shards idle."""
+def _with_homes(known: DataFrame, keys: list[int], session: SparkSession) -> DataFrame:
+    """``known`` with the shard (``home``) that replays the sessions of each ClientId (``client_key``).
+
+    The heaviest ClientIds (at most :data:`WEIGHED_PER_SHARD` per shard; work: the bytes of their subscriptions and
+    deliveries) are placed one by one on the driver, each on the shard with the least work so far, so that one
+    busy subscriber does not leave the other shards idle; every other ClientId goes to a shard by the hash of its
+    key, whose load is counted in first. Both come from one query of bounded results: nothing is collected per
+    ClientId, however many the fleet has."""
     from pyspark.sql import functions as F
 
+    shards = len(keys)
     weights = (
         known.select("client_key", (F.col("transcript_bytes") - F.col("sources_bytes") + F.lit(64)).alias("weight"))
         .groupBy("client_key")
         .agg(F.sum("weight").alias("weight"))
-        .collect()
+        .withColumn("bucket", F.pmod(F.hash("client_key"), F.lit(shards)))
     )
-    load = [0] * len(keys)
+    figures = collect_parts(
+        {
+            "heaviest": weights.orderBy(F.desc("weight"), "client_key").limit(WEIGHED_PER_SHARD * shards),
+            "buckets": weights.groupBy("bucket").agg(F.sum("weight").alias("weight")),
+        }
+    )
+    load = [0] * shards
+    for row in figures["buckets"]:
+        load[int(row["bucket"])] += int(row["weight"])
+    heaviest = figures["heaviest"]
+    for row in heaviest:  # placed below, not by their hash
+        load[int(row["bucket"])] -= int(row["weight"])
     homes: list[tuple[str, int]] = []
-    for row in sorted(weights, key=lambda row: (-row.weight, row.client_key)):
+    for row in heaviest:
         home = load.index(min(load))
-        load[home] += row.weight
-        homes.append((row.client_key, keys[home]))
-    return session.createDataFrame(homes, ddl(HOMES_SCHEMA))
+        load[home] += int(row["weight"])
+        homes.append((row["client_key"], keys[home]))
+    placed = session.createDataFrame(homes, ddl(HOMES_SCHEMA))
+    by_hash = F.element_at(F.array(*[F.lit(key) for key in keys]), F.pmod(F.hash("client_key"), F.lit(shards)) + 1)
+    return known.join(F.broadcast(placed), "client_key", "left").withColumn("home", F.coalesce("home", by_hash))
 
 
 def _commit_tables(out_dir: Path | str, options: AuditOptions) -> None:
