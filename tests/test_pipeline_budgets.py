@@ -181,7 +181,8 @@ def test_no_python_worker_grows_with_the_hostile_flows(hostile_audit: dict[str, 
 
 def judging_peak(mib: int, budget: int, out: Path) -> dict[str, int]:
     """The judging stage on a flow carrying ``mib`` MiB of a 256 MB PUBLISH, at a per-flow budget of ``budget``, in
-    a child process (:mod:`tests.judging_child`): its peak resident set size and the connection's row."""
+    a child process (:mod:`tests.judging_child`): what it held at most, its peak resident set size and the
+    connection's row."""
     done = subprocess.run(
         [sys.executable, "-m", "tests.judging_child", str(mib), str(budget), str(out)],
         capture_output=True,
@@ -196,15 +197,17 @@ def judging_peak(mib: int, budget: int, out: Path) -> dict[str, int]:
     return result
 
 
-def test_the_judging_stage_peaks_flat_in_the_flow_size_at_its_budget(tmp_path: Path) -> None:
-    """Measured: at a 1 MiB budget the stage's process peaks at 220 MB whether the flow carries 16, 64 or 128 MiB
-    (floor: 87 MB of imports, then the judge and the runs made in the process); holding the whole flow, as the
-    stage did before the budget, 347 MB at 64 MiB and 507 MB at 128 MiB."""
+def test_the_judging_stage_holds_flat_in_the_flow_size_at_its_budget(tmp_path: Path) -> None:
+    """Measured (what the stage held at most: Python's traced objects and Arrow's pool): at a 1 MiB budget 61 MB
+    whether the flow carries 16 or 128 MiB (the run being read and the judge's own state); holding the whole flow,
+    as the stage did before the budget, 205 MB at 128 MiB. (The process's peak resident size, 257 MB and 571 MB
+    here, is not asserted: it also counts memory the allocators keep after it was freed, and one CI run peaked at
+    513 MB at the budget.)"""
     small = judging_peak(16, 1 << 20, tmp_path / "small")
     large = judging_peak(128, 1 << 20, tmp_path / "large")
     whole = judging_peak(128, 1 << 30, tmp_path / "whole")
     assert large["unheld_bytes"] > (127 << 20) and whole["unheld_bytes"] == 0
     assert large["stream_bytes"] == whole["stream_bytes"]  # every captured byte accounted for, held or not
-    ceiling = 320 * 2**20
-    assert large["peak"] < ceiling < whole["peak"], (large["peak"] >> 20, whole["peak"] >> 20)
-    assert large["peak"] - small["peak"] < 32 * 2**20, (small["peak"] >> 20, large["peak"] >> 20)
+    ceiling = 128 * 2**20
+    assert large["held"] < ceiling < whole["held"], (large["held"] >> 20, whole["held"] >> 20)
+    assert large["held"] - small["held"] < 16 * 2**20, (small["held"] >> 20, large["held"] >> 20)
