@@ -8,7 +8,6 @@ import contextlib
 import importlib.util
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from mqttaudit.probe.brokers import free_port
 
 HOST = "127.0.0.1"
 #: Seconds the server may take to answer its first request (it imports Flask and botocore on start).
@@ -31,12 +32,6 @@ def _command() -> list[str]:
     if found is None:
         raise RuntimeError("moto's server is not installed: it comes with the test extra (pip install '.[test]')")
     return [found]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -81,7 +76,7 @@ class S3Server:
 @contextlib.contextmanager
 def s3_server(log: Path) -> Iterator[S3Server]:
     """moto's server on a free port of 127.0.0.1 (its output in ``log``), until the block ends."""
-    port = _free_port()
+    port = free_port()
     with log.open("wb") as output:
         process = subprocess.Popen(
             [*_command(), "-H", HOST, "-p", str(port)], stdout=output, stderr=subprocess.STDOUT, env=os.environ.copy()

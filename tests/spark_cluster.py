@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.request
@@ -16,17 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqttaudit.probe.brokers import free_port
+
 HOST = "127.0.0.1"
 #: Seconds the master and its workers may take to start and register (JVMs on a shared machine).
 READY_WITHIN = 120.0
 #: The heap of the master's and the workers' own JVMs (they only schedule and launch executors).
 DAEMON_MEMORY = "256m"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -62,7 +57,7 @@ def standalone_cluster(folder: Path, workers: int, env: dict[str, str], memory: 
     spark_class = str(_spark_home() / "bin" / "spark-class")
     daemon_env = {**env, "SPARK_HOME": str(_spark_home()), "SPARK_DAEMON_MEMORY": DAEMON_MEMORY}
     daemon_env["SPARK_LOCAL_IP"] = HOST
-    port, ui = _free_port(), _free_port()
+    port, ui = free_port(), free_port()
     master = f"spark://{HOST}:{port}"
     processes: list[subprocess.Popen[bytes]] = []
 
@@ -94,9 +89,9 @@ def standalone_cluster(folder: Path, workers: int, env: dict[str, str], memory: 
                     "--host",
                     HOST,
                     "--port",
-                    str(_free_port()),
+                    str(free_port()),
                     "--webui-port",
-                    str(_free_port()),
+                    str(free_port()),
                     "--cores",
                     "1",
                     "--memory",
