@@ -30,7 +30,7 @@ import pytest
 from mqttaudit.capture import plan_chunks, writer
 from mqttaudit.capture.budgets import Budgets, out_of_order_reason
 from mqttaudit.capture.link import RAW
-from mqttaudit.codec import Connack, Connect, Publish, encode
+from mqttaudit.codec import Connack, Connect, Disconnect, Publish, encode
 from mqttaudit.pipeline import judging, tables
 from mqttaudit.pipeline import segments as reading
 from mqttaudit.pipeline.options import AuditOptions
@@ -170,6 +170,36 @@ def test_each_budget_is_named_where_it_applied_and_the_rest_of_the_capture_is_ju
         assert "1 connection reached it: 1 gap of 100 bytes declared at it." in text, report
     assert "1 flow(s) stopped at the per-flow budget of 1048576 bytes" in done.stdout
     assert "reached the out-of-order budget of 1048576 bytes" in done.stdout
+    assert "incomplete" not in done.stderr  # the findings (exit 1) win over what the budgets left unjudged (4)
+
+
+def clean_connection_with_a_large_message(start: int) -> list[tuple[int, bytes]]:
+    """A conforming connection whose client publishes one message of 70,000 bytes (above :data:`MESSAGE_BUDGET`),
+    in 1,448-byte segments, then disconnects."""
+    session = writer.TcpSession(PLAIN_CLIENT, ("10.0.0.2", 1883))
+    packets = session.handshake()
+    packets += [session.send(0, encode(Connect(client_id="large"))), session.send(1, encode(Connack()))]
+    message = encode(Publish(topic="a", payload=bytes(70_000)))
+    packets += [session.send(0, message[at : at + 1448]) for at in range(0, len(message), 1448)]
+    packets += [session.send(0, encode(Disconnect())), session.fin(0), session.fin(1)]
+    return [(start + index * 1000, packet) for index, packet in enumerate(packets)]
+
+
+def test_a_clean_connection_that_hits_a_budget_is_incomplete_not_conformant(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """What a budget left unjudged may break a rule: with nothing else found, the audit exits 4 and says which
+    budget, never 0 (with the default budget, the same capture is conformant)."""
+    capture = tmp_path / "large.pcap"
+    capture.write_bytes(writer.pcap_bytes(clean_connection_with_a_large_message(EPOCH), linktype=RAW))
+    out = tmp_path / "out"
+    done = run_mqttaudit("audit", str(capture), "--out", str(out), "--max-message-bytes", str(MESSAGE_BUDGET))
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "(0 MUST)" in done.stdout and "1 packet(s) above the per-message budget of 65536 bytes" in done.stdout
+    said = "mqttaudit: incomplete: the per-message budget left bytes unjudged (--max-message-bytes, see its line above)"
+    assert done.stderr.endswith(said + "\n"), done.stderr
+    whole = run_mqttaudit("audit", str(capture), "--out", str(tmp_path / "whole"))
+    assert whole.returncode == 0 and "incomplete" not in whole.stderr, whole.stdout + whole.stderr
 
 
 def test_no_python_worker_grows_with_the_hostile_flows(hostile_audit: dict[str, Any]) -> None:

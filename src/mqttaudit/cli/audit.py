@@ -24,6 +24,7 @@ from .terminal import echo_lines, printable_line
 
 if TYPE_CHECKING:
     from mqttaudit.capture.tls import KeyLog
+    from mqttaudit.pipeline.audit import AuditResult
     from mqttaudit.pipeline.sources import Spooled
 
 #: MiB of standard input spooled at most by default (``--stdin-max-mb``): past them reading stops, and the capture
@@ -47,7 +48,8 @@ def _ports(text: str) -> list[int]:
         findings="findings: a MUST-level violation or a routing finding",
         incomplete="incomplete: no MQTT connection was found in the captures, a capture was not read whole "
         "(cut short inside a record, a corrupt record, standard input past --stdin-max-mb), two files hold a "
-        "connection with different bytes (conflicting copies), or the spark:// master cannot be reached",
+        "connection with different bytes (conflicting copies), a budget left bytes unjudged (--max-message-bytes, "
+        "--max-out-of-order-bytes, --max-flow-bytes), or the spark:// master cannot be reached",
     ),
 )
 @click.argument("paths", nargs=-1, required=True)
@@ -129,7 +131,8 @@ def audit_command(
     """Audit captures (files, folders, globs; '-' reads one from standard input): every packet decoded strictly in
     both directions, every connection judged, routing replayed per broker; Parquet tables, summary.json,
     report.html, findings.md, findings.jsonl and junit.xml in --out. Exit status 1 when there are MUST-level
-    violations or routing findings, else 4 when no MQTT connection was found or a capture was not read whole."""
+    violations or routing findings, else 4 when no MQTT connection was found, a capture was not read whole or a
+    budget left bytes unjudged."""
     from mqttaudit.extras import MissingExtra, require
     from mqttaudit.pipeline.keylog import KeyLogFile
     from mqttaudit.pipeline.sources import AuditInputError
@@ -192,9 +195,20 @@ def audit_command(
     if incomplete is not None:
         raise Incomplete(incomplete)
     if status == EXIT_INCOMPLETE:
-        why = "a capture was not read whole" if result.cut_short else "two files disagree on a connection's bytes"
-        click.echo(f"mqttaudit: incomplete: {why} (see the warnings above)", err=True)
+        click.echo(f"mqttaudit: incomplete: {'; '.join(incomplete_reasons(result))}", err=True)
     return status
+
+
+def incomplete_reasons(result: AuditResult) -> list[str]:
+    """Why an audit that judged something cannot vouch for all it was given, each with where it is told."""
+    reasons = ["a capture was not read whole (see the warnings above)"] if result.cut_short else []
+    if result.conflicting_copies:
+        reasons.append("two files disagree on a connection's bytes (see the warnings above)")
+    reasons += [
+        f"the {budget.title} left bytes unjudged ({budget.flag}, see its line above)"
+        for budget in result.budgets_applied
+    ]
+    return reasons
 
 
 @contextlib.contextmanager

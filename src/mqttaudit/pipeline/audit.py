@@ -26,6 +26,7 @@ from mqttaudit.capture import CaptureError, Chunk, plan_chunks, read_chunk
 from mqttaudit.capture.budgets import DEFAULT_BUDGETS, Budgets
 from mqttaudit.capture.conversation import NOT_DECODED
 from mqttaudit.capture.detect import KNOWN_MQTT_PORTS
+from mqttaudit.report.budget_texts import BudgetText, applied_budgets
 from mqttaudit.report.output_dir import staged_output
 from mqttaudit.report.remote_output import check_output, remote_output
 from mqttaudit.spec import load_catalogue
@@ -106,13 +107,21 @@ class AuditResult:
         return int((self.summary.get("conflicting_copies") or {}).get("count", 0))
 
     @property
+    def budgets_applied(self) -> list[BudgetText]:
+        """The budgets that left bytes unjudged: a packet above the per-message budget skipped, gaps declared at the
+        out-of-order budget, a flow stopped at the per-flow budget."""
+        return applied_budgets(self.summary)
+
+    @property
     def exit_status(self) -> int:
         """As ``mqttaudit audit`` exits: 1 findings; else 4 when nothing was judged, a capture was not read whole
-        (the run cannot vouch for what it did not read) or two files disagree on a connection's bytes (nor for
-        which copy was on the wire); else 0 conformant."""
+        (the run cannot vouch for what it did not read), two files disagree on a connection's bytes (nor for
+        which copy was on the wire) or a budget left bytes unjudged (nor for what it did not judge); else 0
+        conformant."""
         if self.failed:
             return EXIT_FINDINGS
-        return EXIT_INCOMPLETE if self.incomplete or self.cut_short or self.conflicting_copies else EXIT_OK
+        unvouched = self.incomplete or self.cut_short or self.conflicting_copies or self.budgets_applied
+        return EXIT_INCOMPLETE if unvouched else EXIT_OK
 
 
 def readable_connections(summary: dict[str, Any]) -> int:
