@@ -14,6 +14,7 @@ holds a Python worker to the ceiling the other hostile audits use; the judging s
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import pickle
@@ -30,11 +31,15 @@ import pytest
 from mqttaudit.capture import plan_chunks, writer
 from mqttaudit.capture.budgets import Budgets, out_of_order_reason
 from mqttaudit.capture.link import RAW
+from mqttaudit.cli.audit import budget_lines
 from mqttaudit.codec import Connack, Connect, Disconnect, Publish, encode
 from mqttaudit.pipeline import judging, tables
 from mqttaudit.pipeline import segments as reading
 from mqttaudit.pipeline.options import AuditOptions
+from mqttaudit.pipeline.summary import budget_counters
 from mqttaudit.pipeline.task_files import TRANSCRIPTS_DIR
+from mqttaudit.report.audit_findings import budget_notes
+from mqttaudit.report.budget_texts import applied_budgets
 from mqttaudit.spec.ids import R311
 from tests.child import SOURCE, child_env
 from tests.cli_in_process import run_mqttaudit
@@ -241,3 +246,29 @@ def test_the_judging_stage_holds_flat_in_the_flow_size_at_its_budget(tmp_path: P
     ceiling = 128 * 2**20
     assert large["held"] < ceiling < whole["held"], (large["held"] >> 20, whole["held"] >> 20)
     assert large["held"] - small["held"] < 16 * 2**20, (small["held"] >> 20, large["held"] >> 20)
+
+
+def test_every_budget_text_counts_what_the_summary_counts() -> None:
+    """The table the terminal and the reports read names each budget's counters as the summary writes them: every
+    budget applied once gives one line each, with every count in it, and the notes say what each did."""
+    sums = collections.defaultdict(lambda: 1)
+    counters = {"budgets": budget_counters(sums, Budgets())}
+    assert [text.key for text in applied_budgets(counters)] == ["message", "out_of_order", "flow"]
+    assert budget_lines(counters) == [
+        "1 packet(s) above the per-message budget of 16777216 bytes (--max-message-bytes): 1 bytes skipped "
+        "undecoded, not assessable",
+        "1 connection(s) reached the out-of-order budget of 1048576 bytes (--max-out-of-order-bytes): 1 gap(s) of 1 "
+        "bytes declared at it",
+        "1 flow(s) stopped at the per-flow budget of 268435456 bytes (--max-flow-bytes): 1 segment(s) with 1 payload "
+        "bytes not held, not assessable",
+    ]
+    notes = budget_notes(counters)
+    assert notes[1].startswith("Out-of-order budget (1,048,576 bytes per direction): out-of-order bytes held")
+    assert notes[1].endswith(". 1 connection reached it: 1 gap of 1 byte declared at it.")
+    nothing = {"budgets": budget_counters(collections.defaultdict(int), Budgets())}
+    assert applied_budgets(nothing) == [] and budget_lines(nothing) == []
+    assert [note.rsplit(". ", 1)[1] for note in budget_notes(nothing)] == [
+        "No packet was above it.",
+        "No connection reached it.",
+        "No flow reached it.",
+    ]

@@ -370,29 +370,14 @@ def _policy_lines(summary: dict[str, object]) -> list[str]:
 
 def budget_lines(summary: dict[str, object]) -> list[str]:
     """The budgets that applied in this audit, each with its counter (the policies are in summary.json)."""
-    budgets = summary.get("budgets")
-    if not isinstance(budgets, dict):
-        return []
-    lines = []
-    message, disorder, flow = (budgets.get(name) or {} for name in ("message", "out_of_order", "flow"))
-    if message.get("messages_skipped"):
-        lines.append(
-            f"{message['messages_skipped']} packet(s) above the per-message budget of {message['max_bytes']} bytes "
-            f"(--max-message-bytes): {message['bytes_skipped']} bytes skipped undecoded, not assessable"
-        )
-    if disorder.get("gaps_declared"):
-        lines.append(
-            f"{disorder['connections']} connection(s) reached the out-of-order budget of {disorder['max_bytes']} "
-            f"bytes (--max-out-of-order-bytes): {disorder['gaps_declared']} gap(s) of {disorder['gap_bytes']} bytes "
-            "declared at it"
-        )
-    if flow.get("flows_stopped"):
-        lines.append(
-            f"{flow['flows_stopped']} flow(s) stopped at the per-flow budget of {flow['max_bytes']} bytes "
-            f"(--max-flow-bytes): {flow['segments_not_held']} segment(s) with {flow['bytes_not_held']} payload bytes "
-            "not held, not assessable"
-        )
-    return lines
+    from mqttaudit.report.budget_texts import budget_lines as lines
+
+    return lines(summary, _terse_count)
+
+
+def _terse_count(value: int, thing: str) -> str:
+    """A count as the terminal's lines write it: ``3 flow(s)``, and bytes always in the plural (``1 bytes``)."""
+    return f"{value} {thing}s" if thing.endswith("byte") else f"{value} {thing}(s)"
 
 
 def summarize(summary: dict[str, object]) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from ..judge import reasons
 from ..spec import Catalogue, Rule, load_catalogue
 from ..spec.ids import R5
+from . import budget_texts
 from .audit_data import (
     AuditReportData,
     AuditSummary,
@@ -779,43 +780,7 @@ def accounting_notes(summary: AuditSummary) -> tuple[str, ...]:
 
 def budget_notes(summary: AuditSummary) -> list[str]:
     """Each budget of the audit: its bound and policy, then what it did in this audit."""
-    budgets = summary.get("budgets")
-    if not budgets:
-        return []
-    notes: list[str] = []
-    message = budgets.get("message")
-    if message:
-        skipped = message.get("messages_skipped", 0)
-        outcome = (
-            f"{plural(skipped, 'packet')} above it, {plural(message.get('bytes_skipped', 0), 'byte')} skipped."
-            if skipped
-            else "No packet was above it."
-        )
-        title = f"Per-message budget ({plural(message.get('max_bytes', 0), 'byte')})"
-        notes.append(_policy_note(title, message.get("policy", ""), outcome))
-    disorder = budgets.get("out_of_order")
-    if disorder:
-        gaps = disorder.get("gaps_declared", 0)
-        outcome = (
-            f"{plural(disorder.get('connections', 0), 'connection')} reached it: {plural(gaps, 'gap')} of "
-            f"{plural(disorder.get('gap_bytes', 0), 'byte')} declared at it."
-            if gaps
-            else "No connection reached it."
-        )
-        title = f"Out-of-order budget ({plural(disorder.get('max_bytes', 0), 'byte')} per direction)"
-        notes.append(_policy_note(title, disorder.get("policy", ""), outcome))
-    flow = budgets.get("flow")
-    if flow:
-        stopped = flow.get("flows_stopped", 0)
-        outcome = (
-            f"{plural(stopped, 'flow')} stopped at it: {plural(flow.get('segments_not_held', 0), 'segment')} with "
-            f"{plural(flow.get('bytes_not_held', 0), 'payload byte')} not held."
-            if stopped
-            else "No flow reached it."
-        )
-        title = f"Per-flow budget ({plural(flow.get('max_bytes', 0), 'byte')})"
-        notes.append(_policy_note(title, flow.get("policy", ""), outcome))
-    return notes
+    return [_policy_note(title, policy, did) for title, policy, did in budget_texts.budget_notes(summary, plural)]
 
 
 def _policy_note(title: str, policy: str, outcome: str) -> str:
