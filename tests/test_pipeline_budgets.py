@@ -29,7 +29,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from mqttaudit.capture import plan_chunks, writer
-from mqttaudit.capture.budgets import Budgets, out_of_order_reason
+from mqttaudit.capture.budgets import (
+    MIN_MAX_FLOW_BYTES,
+    MIN_MAX_MESSAGE_BYTES,
+    MIN_MAX_OUT_OF_ORDER_BYTES,
+    Budgets,
+    out_of_order_reason,
+)
 from mqttaudit.capture.link import RAW
 from mqttaudit.cli.audit import budget_lines
 from mqttaudit.codec import Connack, Connect, Disconnect, Publish, encode
@@ -272,3 +278,19 @@ def test_every_budget_text_counts_what_the_summary_counts() -> None:
         "No connection reached it.",
         "No flow reached it.",
     ]
+
+
+@pytest.mark.parametrize(
+    ("flag", "floor"),
+    [
+        ("--max-message-bytes", MIN_MAX_MESSAGE_BYTES),
+        ("--max-out-of-order-bytes", MIN_MAX_OUT_OF_ORDER_BYTES),
+        ("--max-flow-bytes", MIN_MAX_FLOW_BYTES),
+    ],
+)
+def test_a_budget_below_its_floor_is_a_usage_error(flag: str, floor: int, tmp_path: Path) -> None:
+    """Refused before anything is read (the capture named does not even exist), with the flag and its floor."""
+    done = run_mqttaudit("audit", str(tmp_path / "none.pcap"), "--out", str(tmp_path / "out"), flag, str(floor - 1))
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert f"Invalid value for '{flag}': {floor - 1} is not in the range x>={floor}." in done.stderr
+    assert not (tmp_path / "out").exists()

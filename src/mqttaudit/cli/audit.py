@@ -8,7 +8,7 @@ import json
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +18,7 @@ from mqttaudit.capture import budgets
 from mqttaudit.locations import join
 
 from .exits import EXIT_INCOMPLETE, EXIT_OK, CannotRun, Incomplete, exit_status_help
-from .options import format_option, output_options
+from .options import Command, format_option, output_options
 from .progress import audit_progress
 from .terminal import echo_lines, printable_line
 
@@ -40,6 +40,11 @@ def _ports(text: str) -> list[int]:
     if not ports or any(not 0 < port < 65536 for port in ports):
         raise click.BadParameter(f"{text!r}: ports are 1 to 65535")
     return ports
+
+
+def budget_option(flag: str, least: int, default: int, says: str) -> Callable[[Command], Command]:
+    """A budget's flag: bytes, ``default`` unless given, and a usage error (exit 2) below ``least``, its floor."""
+    return click.option(flag, type=click.IntRange(min=least), default=default, show_default=True, help=says)
 
 
 @click.command(
@@ -86,28 +91,25 @@ def _ports(text: str) -> list[int]:
     help="With '-' (a capture on standard input): MiB spooled at most into a temporary file (TMPDIR); past them "
     "reading stops, and the audit says so and exits 4.",
 )
-@click.option(
+@budget_option(
     "--max-message-bytes",
-    type=click.IntRange(min=budgets.MIN_MAX_MESSAGE_BYTES),
-    default=budgets.DEFAULT_MAX_MESSAGE_BYTES,
-    show_default=True,
-    help="Per-message budget: a larger MQTT packet is skipped as it arrives, never buffered; its first bytes and "
+    budgets.MIN_MAX_MESSAGE_BYTES,
+    budgets.DEFAULT_MAX_MESSAGE_BYTES,
+    "Per-message budget: a larger MQTT packet is skipped as it arrives, never buffered; its first bytes and "
     "declared size are kept, its bytes a not-assessable record.",
 )
-@click.option(
+@budget_option(
     "--max-out-of-order-bytes",
-    type=click.IntRange(min=budgets.MIN_MAX_OUT_OF_ORDER_BYTES),
-    default=budgets.DEFAULT_MAX_OUT_OF_ORDER_BYTES,
-    show_default=True,
-    help=f"Per-direction budget of bytes held behind a hole (each piece costs {budgets.PIECE_COST} more); at it "
-    "the oldest holes are declared gaps.",
+    budgets.MIN_MAX_OUT_OF_ORDER_BYTES,
+    budgets.DEFAULT_MAX_OUT_OF_ORDER_BYTES,
+    f"Per-direction budget of bytes held behind a hole (each piece costs {budgets.PIECE_COST} more); at it the "
+    "oldest holes are declared gaps.",
 )
-@click.option(
+@budget_option(
     "--max-flow-bytes",
-    type=click.IntRange(min=budgets.MIN_MAX_FLOW_BYTES),
-    default=budgets.DEFAULT_MAX_FLOW_BYTES,
-    show_default=True,
-    help="Per-flow (and per-task) budget of captured TCP payload held; past it the flow stops and the rest is a "
+    budgets.MIN_MAX_FLOW_BYTES,
+    budgets.DEFAULT_MAX_FLOW_BYTES,
+    "Per-flow (and per-task) budget of captured TCP payload held; past it the flow stops and the rest is a "
     "not-assessable record. A judging task's worker peaks at about 170 MB plus twice this.",
 )
 @format_option("the summary as one JSON document on standard output (progress and warnings stay on standard error).")
