@@ -150,8 +150,55 @@ def test_the_jvm_writes_its_class_archive_once_then_maps_it(tmp_path: Path) -> N
     mapped = class_archive_options(folder, java, now=later)
     archive = folder / dead.stem
     assert mapped == [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
-    assert archive.read_bytes() in (b"archive", b"another") and list(folder.iterdir()) == [archive]
+    assert archive.read_bytes() in (b"archive", b"another")
+    assert sorted(folder.iterdir()) == [archive, folder / f"{archive.stem}.lock"]  # the writers' lock stays, empty
     assert class_archive_options(folder, java, now=later) == mapped
+
+
+#: A session's archive step in a process of its own: prints its JVM options, then lives until its input ends.
+ARCHIVE_STEP = (
+    "import json, sys\n"
+    "from pathlib import Path\n"
+    "from mqttaudit.pipeline.spark import class_archive_options\n"
+    "print(json.dumps(class_archive_options(Path(sys.argv[1]), sys.executable)), flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+def archive_steps(folder: Path, count: int) -> list[subprocess.Popen[str]]:
+    """``count`` sessions' archive steps started together on ``folder``, all alive until their input is closed."""
+    return [
+        subprocess.Popen(
+            [sys.executable, "-c", ARCHIVE_STEP, str(folder)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+        )
+        for _ in range(count)
+    ]
+
+
+def test_audits_that_start_together_write_one_class_archive_and_a_dead_writer_blocks_no_one(tmp_path: Path) -> None:
+    """Before, each of them had its JVM write an archive (190 MB each) since none was there yet: one takes the
+    lock and writes, the others run without writing one. The lock dies with its process: killed before its JVM
+    wrote anything, the next audit writes the archive."""
+    folder = tmp_path / "cache"
+    steps = archive_steps(folder, 3)
+    try:
+        said = [json.loads(step.stdout.readline()) for step in steps]  # each has decided, and all are alive
+        writers = [options for options in said if options]
+        assert len(writers) == 1 and writers[0][0].startswith("-XX:ArchiveClassesAtExit="), said
+        (writer,) = [step for step, options in zip(steps, said, strict=True) if options]
+        writer.kill()
+        writer.wait(timeout=30)
+        steps += archive_steps(folder, 1)
+        after = json.loads(steps[-1].stdout.readline())
+        assert len(after) == 1 and after[0].startswith("-XX:ArchiveClassesAtExit="), after
+    finally:
+        for step in steps:
+            step.kill()
+            step.wait(timeout=30)
 
 
 def test_the_class_archive_can_be_turned_off(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

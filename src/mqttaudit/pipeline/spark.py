@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import hashlib
 import logging
 import os
@@ -163,9 +164,30 @@ def class_archive_options(folder: Path | None, java: str | None, now: float | No
             if _settled(extra, now):
                 extra.unlink(missing_ok=True)
         return [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
-    if any(folder.glob(f"{name}.*")):
+    if any(folder.glob(f"{name}.*")) or not _archive_writer(folder / f"{archive.stem}.lock"):
         return []  # another audit is writing it
     return [f"-XX:ArchiveClassesAtExit={folder / f'{name}.{os.getpid()}'}"]
+
+
+#: The lock files of the class archives this process writes, held open (and so locked) until it ends.
+_WRITER_LOCKS: list[int] = []
+
+
+def _archive_writer(lock: Path) -> bool:
+    """Whether this process takes ``lock`` (an flock, never waited for), and so is the one audit whose JVM writes
+    the archive: audits that start together on a fresh machine each wrote one (190 MB). The lock is released when
+    the process ends, however it ends, so a writer that died blocks no one."""
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _WRITER_LOCKS.append(fd)
+    return True
 
 
 def _settled(written: Path, now: float) -> bool:
