@@ -312,3 +312,40 @@ def test_a_key_log_line_longer_than_any_key_log_line_is_passed_over_in_bounded_m
     finally:
         tracemalloc.stop()
     assert peak < 6 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB while indexing a 16 MiB line"
+
+
+def test_the_driver_checks_a_key_log_in_one_pass_holding_neither_the_file_nor_a_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``audit --keylog``'s check (the real one, ``read_keylog``) names the lines it cannot use by number as
+    ``KeyLog.parse`` does, and gives the tasks' :class:`KeyLogFile` (its location and digest, the same as
+    ``KeyLogFile.at``). Before, it parsed the whole key log, every secret held: 76 MB at most for this 16 MiB one;
+    now 8.5 MB, and what it returns holds no secret. (Its cap stays: it also refuses /dev/zero and sparse files at
+    once, tests/test_cli_option_files.py.)"""
+    import pickle
+    import tracemalloc
+
+    from mqttaudit.capture.tls import KeyLog
+    from mqttaudit.cli.audit import read_keylog
+
+    held = [f"CLIENT_RANDOM {secrets.token_hex(32)} {secrets.token_hex(48)}" for _ in range(100_000)]
+    twice = held[7].split()
+    bad = ["CLIENT_RANDOM 00", f"CLIENT_RANDOM {twice[1]} {secrets.token_hex(48)}", "# a comment", ""]
+    text = "\n".join([*held[:50], *bad, *held[50:], "CLIENT_TRAFFIC_SECRET_0 zz 00"]) + "\n"
+    path = tmp_path / "keys.log"
+    path.write_text(text)
+    assert path.stat().st_size > 16 * 2**20
+    tracemalloc.start()
+    try:
+        keylog = read_keylog(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 12 * 2**20, f"the check held {peak / 2**20:.1f} MiB for a {path.stat().st_size >> 20} MiB key log"
+    assert keylog == KeyLogFile.at(str(path))
+    parsed = KeyLog.parse(text)
+    said = capsys.readouterr().err.splitlines()
+    assert said == [f"key log: {problem} (skipped)" for problem in parsed.problems]
+    assert [problem.line for problem in parsed.problems] == [51, 52, len(held) + len(bad) + 1]
+    kept = pickle.dumps(keylog) + repr(keylog).encode()
+    assert not any(line.split()[2].encode() in kept or bytes.fromhex(line.split()[2]) in kept for line in held[:1000])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Final
 
@@ -51,9 +52,15 @@ def too_large(option: str, name: object, cap: int, what: str = "") -> OptionFile
 def read_capped(path: Path | str, *, option: str, cap: int, what: str = "") -> bytes:
     """The bytes of the file at ``path``, or :class:`OptionFileError` when it cannot be read (the message calls it
     ``what``, else ``option``) or holds more than ``cap`` bytes."""
+    return b"".join(blocks_capped(path, option=option, cap=cap, what=what))
+
+
+def blocks_capped(path: Path | str, *, option: str, cap: int, what: str = "") -> Iterator[bytes]:
+    """The bytes of the file at ``path`` block by block, as :func:`read_capped` reads them (the same errors, raised
+    when reached), for a reader that holds no more than a block."""
     try:
         with open(path, "rb") as file:
-            return read_open(file, option=option, cap=cap, name=path)
+            yield from blocks_open(file, option=option, cap=cap, name=path)
     except OSError as exc:
         raise OptionFileError(f"cannot read {what or option} {path}: {exc.strerror or exc}") from None
 
@@ -62,23 +69,29 @@ def read_open(stream: BinaryIO, *, option: str, cap: int, name: object) -> bytes
     """What the open ``stream`` holds (a file, a pipe, standard input), read until one byte past ``cap`` at most; a
     regular file larger than ``cap`` is refused by its size, before a byte is read. :class:`OptionFileError` beyond
     the cap or when it cannot be read."""
+    return b"".join(blocks_open(stream, option=option, cap=cap, name=name))
+
+
+def blocks_open(stream: BinaryIO, *, option: str, cap: int, name: object) -> Iterator[bytes]:
+    """What the open ``stream`` holds block by block, as :func:`read_open` reads it (the same errors, raised when
+    reached)."""
     try:
         info = os.fstat(stream.fileno())
     except (OSError, ValueError, io.UnsupportedOperation):  # not backed by a file descriptor (a test's stream)
         info = None
     if info is not None and stat.S_ISREG(info.st_mode) and info.st_size > cap:
         raise too_large(option, name, cap)
-    chunks: list[bytes] = []
     held = 0
-    try:
-        while held <= cap:
+    while held <= cap:
+        try:
             chunk = stream.read(min(_CHUNK, cap + 1 - held))
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-            held += len(chunk)
-    except OSError as exc:
-        raise OptionFileError(f"cannot read {option} {name}: {exc.strerror or exc}") from None
+        except OSError as exc:
+            raise OptionFileError(f"cannot read {option} {name}: {exc.strerror or exc}") from None
+        if not chunk:
+            return
+        held += len(chunk)
+        if held <= cap:
+            yield chunk
     raise too_large(option, name, cap)
 
 

@@ -64,6 +64,7 @@ _FIELDS: Final = {
 }
 #: The labels this layer uses.
 USED_LABELS: Final = frozenset(_FIELDS)
+_LABELS: Final = {name: label for label, name in _FIELDS.items()}
 #: Labels of the format this layer has no use for (exporter and 0-RTT secrets, RSA pre-master secrets).
 IGNORED_LABELS: Final = frozenset(
     {"EXPORTER_SECRET", "CLIENT_EARLY_TRAFFIC_SECRET", "EARLY_EXPORTER_SECRET", "RSA", "PMS_CLIENT_RANDOM"}
@@ -123,36 +124,16 @@ class KeyLog:
         problems: list[KeyLogProblem] = []
         usable = 0
         for number, raw_line in enumerate(text.splitlines(), start=1):
-            line = raw_line.strip()
-            if not line or line.startswith("#"):
+            line = keylog_line(number, raw_line)
+            if line is None:
                 continue
-            parts = line.split()
-            label = parts[0]
-            if label not in _FIELDS:
+            if isinstance(line, KeyLogProblem):
+                problems.append(line)
                 continue
-            if len(parts) != 3:
-                problems.append(KeyLogProblem(number, f"{label}: expected 3 fields, found {len(parts)}"))
-                continue
-            random_hex, secret_hex = parts[1], parts[2]
-            client_random = _hex(random_hex)
-            if client_random is None or len(client_random) != _RANDOM_BYTES:
-                problems.append(
-                    KeyLogProblem(number, f"{label}: the client random is not {2 * _RANDOM_BYTES} hex digits")
-                )
-                continue
-            secret = _hex(secret_hex)
-            if secret is None:
-                problems.append(KeyLogProblem(number, f"{label}: the secret is not hexadecimal"))
-                continue
-            expected = {_MASTER_SECRET_BYTES} if label == CLIENT_RANDOM else _TRAFFIC_SECRET_BYTES
-            if len(secret) not in expected:
-                sizes = " or ".join(str(size) for size in sorted(expected))
-                problems.append(KeyLogProblem(number, f"{label}: the secret is {len(secret)} bytes, not {sizes}"))
-                continue
+            name, client_random, secret = line
             held = found.setdefault(client_random, {})
-            name = _FIELDS[label]
             if name in held and held[name] != secret:
-                problems.append(KeyLogProblem(number, f"{label}: a second, different secret for one client random"))
+                problems.append(KeyLogProblem(number, second_secret(name)))
                 continue
             held[name] = secret
             usable += 1
@@ -176,6 +157,38 @@ class KeyLog:
 
     def __repr__(self) -> str:
         return f"KeyLog(sessions={len(self.sessions)}, problems={len(self.problems)})"
+
+
+def keylog_line(number: int, raw_line: str) -> tuple[str, bytes, bytes] | KeyLogProblem | None:
+    """Line ``number`` of a key log: (the secret's field in :class:`SessionSecrets`, the client random, the secret)
+    for a usable line of a label used, its problem for a malformed one, None for any other line (a comment, a
+    blank line, a label not used)."""
+    line = raw_line.strip()
+    if not line or line.startswith("#"):
+        return None
+    parts = line.split()
+    label = parts[0]
+    if label not in _FIELDS:
+        return None
+    if len(parts) != 3:
+        return KeyLogProblem(number, f"{label}: expected 3 fields, found {len(parts)}")
+    random_hex, secret_hex = parts[1], parts[2]
+    client_random = _hex(random_hex)
+    if client_random is None or len(client_random) != _RANDOM_BYTES:
+        return KeyLogProblem(number, f"{label}: the client random is not {2 * _RANDOM_BYTES} hex digits")
+    secret = _hex(secret_hex)
+    if secret is None:
+        return KeyLogProblem(number, f"{label}: the secret is not hexadecimal")
+    expected = {_MASTER_SECRET_BYTES} if label == CLIENT_RANDOM else _TRAFFIC_SECRET_BYTES
+    if len(secret) not in expected:
+        sizes = " or ".join(str(size) for size in sorted(expected))
+        return KeyLogProblem(number, f"{label}: the secret is {len(secret)} bytes, not {sizes}")
+    return _FIELDS[label], client_random, secret
+
+
+def second_secret(name: str) -> str:
+    """Why a line that gives a session's secret ``name`` again, with another value, is not used."""
+    return f"{_LABELS[name]}: a second, different secret for one client random"
 
 
 def _hex(text: str) -> bytes | None:

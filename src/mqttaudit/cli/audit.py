@@ -23,8 +23,8 @@ from .progress import audit_progress
 from .terminal import echo_lines, printable_line
 
 if TYPE_CHECKING:
-    from mqttaudit.capture.tls import KeyLog
     from mqttaudit.pipeline.audit import AuditResult
+    from mqttaudit.pipeline.keylog import KeyLogFile
     from mqttaudit.pipeline.sources import Spooled
 
 #: MiB of standard input spooled at most by default (``--stdin-max-mb``): past them reading stops, and the capture
@@ -136,7 +136,6 @@ def audit_command(
     violations or routing findings, else 4 when no MQTT connection was found, a capture was not read whole or a
     budget left bytes unjudged."""
     from mqttaudit.extras import MissingExtra, require
-    from mqttaudit.pipeline.keylog import KeyLogFile
     from mqttaudit.pipeline.sources import AuditInputError
     from mqttaudit.report.output_dir import OutputDirError
     from mqttaudit.report.remote_output import check_output
@@ -146,10 +145,7 @@ def audit_command(
     except OutputDirError as exc:
         raise CannotRun(printable_line(str(exc))) from exc
     # The key log is checked here; the executors read it themselves (its secrets are never shipped to them).
-    keylog = None
-    if keylog_path is not None:
-        read_keylog(keylog_path)
-        keylog = KeyLogFile.at(str(keylog_path))
+    keylog = None if keylog_path is None else read_keylog(keylog_path)
     try:
         require("spark")
     except MissingExtra as exc:
@@ -303,36 +299,33 @@ def audit_document(
     }
 
 
-def read_keylog(path: Path) -> KeyLog:
-    """The key log at ``path``, or a usage error: cryptography missing, a file that cannot be read, or no usable
-    line. Lines that cannot be used are named by number on standard error; no secret is ever shown."""
+def read_keylog(path: Path) -> KeyLogFile:
+    """The key log at ``path`` as the tasks reach it, or a usage error: cryptography missing, a file that cannot be
+    read or is over its cap, or no usable line. One pass checks it, holding neither the file nor a secret; lines
+    that cannot be used are named by number on standard error (the first few); no secret is ever shown."""
     from mqttaudit import option_files
-    from mqttaudit.capture.tls import KeyLog, TlsUnavailable, require_cryptography
-    from mqttaudit.option_files import OptionFileError, read_capped
+    from mqttaudit.capture.tls import TlsUnavailable, require_cryptography
+    from mqttaudit.option_files import OptionFileError, blocks_capped
+    from mqttaudit.pipeline.keylog import check_keylog
 
     try:
         require_cryptography()
     except TlsUnavailable as exc:
         raise click.UsageError(f"--keylog: {exc}") from exc
     try:
-        text = read_capped(path, option="--keylog", cap=option_files.KEYLOG).decode("utf-8", errors="replace")
+        checked = check_keylog(str(path), blocks_capped(path, option="--keylog", cap=option_files.KEYLOG))
     except OptionFileError as exc:
         raise click.UsageError(printable_line(str(exc))) from exc
-    keylog = KeyLog.parse(text)
-    for problem in keylog.problems[:MAX_KEYLOG_PROBLEMS]:
+    for problem in checked.problems:
         click.echo(f"key log: {problem} (skipped)", err=True)
-    if len(keylog.problems) > MAX_KEYLOG_PROBLEMS:
-        click.echo(f"key log: {len(keylog.problems) - MAX_KEYLOG_PROBLEMS} more line(s) skipped", err=True)
-    if not keylog.usable_lines:
+    if checked.more_problems:
+        click.echo(f"key log: {checked.more_problems} more line(s) skipped", err=True)
+    if not checked.usable_lines:
         raise click.BadParameter(
             f"{printable_line(str(path))} holds no usable key log line (CLIENT_RANDOM, or the TLS 1.3 traffic secrets)",
             param_hint="--keylog",
         )
-    return keylog
-
-
-#: Key log lines that cannot be used named on standard error at most.
-MAX_KEYLOG_PROBLEMS = 20
+    return checked.keylog
 
 
 def nothing_found(summary: dict[str, object]) -> str:

@@ -10,15 +10,18 @@ secrets are read from their lines when its ClientHello asks for them, and only t
 
 from __future__ import annotations
 
+import codecs
+import dataclasses
 import hashlib
 import os
 import re
 from array import array
 from bisect import bisect_left
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from mqttaudit.capture.tls import USED_LABELS, KeyLog, SessionSecrets
+from mqttaudit.capture.tls import USED_LABELS, KeyLog, KeyLogProblem, SessionSecrets, keylog_line, second_secret
 
 from . import sources
 
@@ -126,7 +129,7 @@ class KeyLogFile:
     @classmethod
     def at(cls, location: str) -> KeyLogFile:
         """The key log at ``location`` as it is now (read once, for its digest)."""
-        located = location if sources.is_url(location) else os.path.abspath(location)
+        located = _located(location)
         digest = hashlib.blake2b(digest_size=32)
         with sources.opener(located)() as file:
             while block := file.read(_READ_BYTES):
@@ -141,3 +144,115 @@ class KeyLogFile:
 
     def __repr__(self) -> str:
         return f"KeyLogFile({self.location!r})"
+
+
+#: Problems of a key log the driver's check keeps, the first by line (the rest are counted).
+KEPT_PROBLEMS: Final = 20
+#: Where ``str.splitlines`` ends a line (``\r\n`` too): a key log's lines are numbered as it numbers them.
+_LINE_ENDS: Final = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_SECRET_NAMES: Final = tuple(field.name for field in dataclasses.fields(SessionSecrets))
+
+
+@dataclass(frozen=True)
+class KeyLogCheck:
+    """What the driver's one pass over a key log found, and no secret: the file as the tasks reach it, how many
+    lines of a label used are usable, the first :data:`KEPT_PROBLEMS` problems by line and how many more."""
+
+    keylog: KeyLogFile
+    usable_lines: int
+    problems: tuple[KeyLogProblem, ...]
+    more_problems: int
+
+
+def check_keylog(location: str, blocks: Iterable[bytes], *, kept: int = KEPT_PROBLEMS) -> KeyLogCheck:
+    """The key log at ``location`` (a path or a URL), whose bytes are ``blocks``, checked line by line as
+    :meth:`KeyLog.parse` reads it (the same line numbers and problems) in one pass that holds neither the file nor
+    a secret: a line's secret is only hashed (keyed by this call, 8 bytes) to find a later line that gives a
+    session's secret again with another value. A line longer than any key log line is judged by its length."""
+    digest = hashlib.blake2b(digest_size=32)
+    key = os.urandom(16)
+    sessions, secrets, numbers, names = array("Q"), array("Q"), array("Q"), array("B")
+    problems: list[KeyLogProblem] = []
+    malformed = 0
+    for number, text in enumerate(_lines(blocks, digest), start=1):
+        line = _long_line(number, text) if len(text) > _LINE_BYTES else keylog_line(number, text)
+        if line is None:
+            continue
+        if isinstance(line, KeyLogProblem):
+            malformed += 1
+            if len(problems) < kept:
+                problems.append(line)
+            continue
+        name, client_random, secret = line
+        sessions.append(_keyed(key, name.encode() + client_random))
+        secrets.append(_keyed(key, secret))
+        numbers.append(number)
+        names.append(_SECRET_NAMES.index(name))
+    # A session's secret given again with another value: the first line's is the one used (as KeyLog.parse does).
+    ordered = sorted(sessions)
+    repeated = {ordered[at] for at in range(1, len(ordered)) if ordered[at] == ordered[at - 1]}
+    del ordered
+    again = []
+    first: dict[int, int] = {}
+    for at, session in enumerate(sessions):
+        if session in repeated and first.setdefault(session, secrets[at]) != secrets[at]:
+            again.append(KeyLogProblem(numbers[at], second_secret(_SECRET_NAMES[names[at]])))
+    found = sorted([*problems, *again])
+    return KeyLogCheck(
+        KeyLogFile(_located(location), digest.hexdigest()),
+        len(sessions) - len(again),
+        tuple(found[:kept]),
+        malformed + len(again) - min(kept, len(found)),
+    )
+
+
+def _located(location: str) -> str:
+    """A key log's location as the tasks reach it: a URL, or a path made absolute."""
+    return location if sources.is_url(location) else os.path.abspath(location)
+
+
+def _keyed(key: bytes, data: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8, key=key).digest(), "big")
+
+
+def _long_line(number: int, text: str) -> KeyLogProblem | None:
+    """A line longer than any key log line: a problem if it starts with a label used, else passed over."""
+    label = text.split(maxsplit=1)[0] if text.strip() else ""
+    if label not in USED_LABELS:
+        return None
+    return KeyLogProblem(number, f"{label}: longer than {_LINE_BYTES:,} characters, which no key log line is")
+
+
+def _lines(blocks: Iterable[bytes], digest: Any) -> Iterator[str]:
+    """The lines of ``blocks`` decoded as UTF-8 (errors replaced), as ``str.splitlines`` gives them from the whole
+    text, each cut to its first :data:`_LINE_BYTES` characters and one more (so that a longer one shows it); every
+    block goes into ``digest`` as it is read."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    head, open_line, skip_lf = "", False, False
+    for block, last in _with_last(blocks):
+        digest.update(block)
+        text = decoder.decode(block, final=last)
+        if skip_lf and text:  # a "\r" ended the previous block: a "\n" here belongs to it
+            text, skip_lf = text[1:] if text[0] == "\n" else text, False
+        parts = text.splitlines(keepends=True)
+        for index, part in enumerate(parts):
+            ended = part[-1] in _LINE_ENDS
+            content = part[:-2] if part.endswith("\r\n") else part[:-1] if ended else part
+            head = (head + content[: _LINE_BYTES + 1])[: _LINE_BYTES + 1]
+            open_line = not ended
+            if ended:
+                yield head
+                head = ""
+                skip_lf = index == len(parts) - 1 and part.endswith("\r")
+    if open_line:
+        yield head
+
+
+def _with_last(blocks: Iterable[bytes]) -> Iterator[tuple[bytes, bool]]:
+    """Each block, and whether it is the last (an empty one when there are none)."""
+    previous: bytes | None = None
+    for block in blocks:
+        if previous is not None:
+            yield previous, False
+        previous = block
+    yield previous or b"", True
