@@ -1,12 +1,21 @@
 """The pieces of the tests' hand-written captures: one broker, two clients, raw IP, written with the project's
-capture writer (``mqttaudit.capture.writer``) at a fixed start time, so a report's dates and times are known."""
+capture writer (``mqttaudit.capture.writer``) at a fixed start time, so a report's dates and times are known; and
+a capture read by the audit's reading stage without Spark."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import pickle
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mqttaudit.capture import writer
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from mqttaudit.capture import Chunk
+    from mqttaudit.pipeline.options import AuditOptions
 
 #: 2026-05-28 20:26:40 UTC.
 CRAFTED_START = 1_780_000_000
@@ -37,3 +46,29 @@ def write_capture(path: Path, records: Iterable[tuple[float, bytes]]) -> Path:
     frames = sorted((round((CRAFTED_START + offset) * 1e9), packet) for offset, packet in records)
     path.write_bytes(writer.pcap_bytes(frames, linktype=RAW_IP))
     return path
+
+
+def ordered_runs(path: Path, chunks: Sequence[Chunk], options: AuditOptions) -> pa.Table:
+    """The audit's reading stage without Spark: the ``chunks`` of the capture at ``path`` read by
+    :func:`~mqttaudit.pipeline.segments.read_segments` (the tables' folders made in ``options.out_dir`` first), its
+    runs ordered by flow as the shuffle orders them, for the judging stage."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from mqttaudit.pipeline import tables
+    from mqttaudit.pipeline.segments import read_segments
+    from mqttaudit.pipeline.task_files import TRANSCRIPTS_DIR
+
+    for table in (*tables.TABLE_COLUMNS, TRANSCRIPTS_DIR):
+        (Path(options.out_dir) / table).mkdir(parents=True, exist_ok=True)
+    descriptors = pa.RecordBatch.from_pydict(
+        {
+            "capture": [path.name] * len(chunks),
+            "path": [str(path)] * len(chunks),
+            "chunk": [pickle.dumps(chunk) for chunk in chunks],
+        },
+        schema=tables.CHUNK_SCHEMA,
+    )
+    runs = pa.Table.from_batches(list(read_segments(iter([descriptors]), options)), tables.SEGMENT_SCHEMA)
+    order = [("flow", "ascending"), ("capture", "ascending"), ("first_record", "ascending")]
+    return runs.take(pc.sort_indices(runs, order))

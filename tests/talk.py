@@ -12,12 +12,14 @@ them into the ``Sent`` events of that step (none while a packet is incomplete). 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
-from mqttaudit.judge import Closed, Event, Quiet, Sent
+from mqttaudit.judge import Closed, Event, JudgeConfig, Quiet, Sent
+from mqttaudit.judge.conversation import DEFAULT_CONFIG, ConversationJudge
+from mqttaudit.judge.transcript import Transcript
 from mqttaudit.judge.violations import in_text_frame
 
 C = codec.Direction.FROM_CLIENT
@@ -236,3 +238,15 @@ def publish5(
         packet_id=pid if qos else None,
         properties=make(**properties),  # type: ignore[arg-type]
     )
+
+
+def transcribe(talks: Mapping[str, Talk], config: JudgeConfig = DEFAULT_CONFIG) -> dict[str, Transcript]:
+    """Each conversation of ``talks`` judged alone, by its name: the transcripts the broker model is built from."""
+    transcripts = {}
+    for name, talk in talks.items():
+        judge = ConversationJudge(config, conversation=name)
+        for event in talk.events:
+            judge.feed(event)
+        judge.finish()
+        transcripts[name] = judge.transcript
+    return transcripts

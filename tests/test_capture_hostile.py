@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import pickle
 import random
 import struct
 from collections.abc import Callable, Iterator
@@ -16,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 
 from mqttaudit.capture import CaptureError, audit_records, plan_chunks, read_chunk, read_records, segments, writer
@@ -30,10 +28,10 @@ from mqttaudit.pipeline import judging, replaying, tables
 from mqttaudit.pipeline import segments as reading
 from mqttaudit.pipeline.conversations import Flow, connection_flow, judge_flow
 from mqttaudit.pipeline.options import AuditOptions
-from mqttaudit.pipeline.task_files import TRANSCRIPTS_DIR
 
 from .cli_in_process import run_mqttaudit
 from .corpus import capture
+from .crafted import ordered_runs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -303,24 +301,12 @@ def pipeline_without_spark(path: Path, out_dir: Path, target: int) -> dict[str, 
     """The audit's stages on one capture, without Spark: chunks planned, read by :func:`reading.read_segments`,
     the runs ordered by flow (as the shuffle does), judged by :func:`judging.judge_partition` (writing its Parquet
     tables), and every broker replayed by :func:`replaying.replay_group`. Returns the notes and the judged rows."""
-    for table in (*tables.TABLE_COLUMNS, TRANSCRIPTS_DIR):
-        (out_dir / table).mkdir(parents=True, exist_ok=True)
     options = AuditOptions(out_dir=str(out_dir))
     try:
         chunks = plan_chunks(str(path), target, name=path.name)
     except CaptureError:
         return {"notes": [], "judged": []}
-    descriptors = pa.RecordBatch.from_pydict(
-        {
-            "capture": [path.name] * len(chunks),
-            "path": [str(path)] * len(chunks),
-            "chunk": [pickle.dumps(chunk) for chunk in chunks],
-        },
-        schema=tables.CHUNK_SCHEMA,
-    )
-    segments = pa.Table.from_batches(list(reading.read_segments(iter([descriptors]), options)), tables.SEGMENT_SCHEMA)
-    order = pc.sort_indices(segments, [("flow", "ascending"), ("capture", "ascending"), ("first_record", "ascending")])
-    ordered = segments.take(order)
+    ordered = ordered_runs(path, chunks, options)
     judged = pa.Table.from_batches(
         list(judging.judge_partition(iter(ordered.to_batches()), options)), tables.JUDGED_SCHEMA
     ).to_pylist()

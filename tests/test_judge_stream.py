@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
 from mqttaudit.judge import JudgeConfig
-from mqttaudit.judge.conversation import DEFAULT_CONFIG, ConversationJudge
+from mqttaudit.judge.conversation import DEFAULT_CONFIG
 from mqttaudit.judge.model import INF, Model, build
 from mqttaudit.judge.stream import (
     BrokerState,
@@ -36,21 +36,10 @@ from mqttaudit.judge.stream import (
 )
 from mqttaudit.judge.transcript import Transcript
 
-from .talk import DISCONNECT, STEP, C, S, Talk, connected, publish, suback, subscribe, unsubscribe
+from .talk import DISCONNECT, STEP, C, S, Talk, connected, publish, suback, subscribe, transcribe, unsubscribe
 
 CONFIG = DEFAULT_CONFIG
 V5 = JudgeConfig(supported_protocol_levels=frozenset({4, 5}))
-
-
-def transcribe(conversation: Mapping[str, Talk], config: JudgeConfig = CONFIG) -> dict[str, Transcript]:
-    transcripts = {}
-    for name, talk in conversation.items():
-        judge = ConversationJudge(config, conversation=name)
-        for event in talk.events:
-            judge.feed(event)
-        judge.finish()
-        transcripts[name] = judge.transcript
-    return transcripts
 
 
 def whole_states(transcripts: Mapping[str, Transcript], times: list[float], config: JudgeConfig) -> list[BrokerState]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -40,15 +39,14 @@ from mqttaudit.capture.link import RAW
 from mqttaudit.cli.audit import budget_lines
 from mqttaudit.codec import Connack, Connect, Disconnect, Publish, encode
 from mqttaudit.pipeline import judging, tables
-from mqttaudit.pipeline import segments as reading
 from mqttaudit.pipeline.options import AuditOptions
 from mqttaudit.pipeline.summary import budget_counters
-from mqttaudit.pipeline.task_files import TRANSCRIPTS_DIR
 from mqttaudit.report.audit_findings import budget_notes
 from mqttaudit.report.budget_texts import applied_budgets
 from mqttaudit.spec.ids import R311
 from tests.child import SOURCE, child_env
 from tests.cli_in_process import run_mqttaudit
+from tests.crafted import ordered_runs
 from tests.memory import PeakMemory
 from tests.test_capture_budgets import EPOCH, huge_publish, out_of_order
 
@@ -85,20 +83,8 @@ def held_prefix(payloads: list[int], budget: int) -> int:
 def run_stages(path: Path, out_dir: Path, budgets: Budgets) -> list[dict[str, Any]]:
     """The reading and judging stages on one capture without Spark (runs ordered by flow, as the shuffle does);
     the judged rows."""
-    for table in (*tables.TABLE_COLUMNS, TRANSCRIPTS_DIR):
-        (out_dir / table).mkdir(parents=True, exist_ok=True)
     options = AuditOptions(out_dir=str(out_dir), budgets=budgets)
-    chunks = plan_chunks(str(path), 1 << 20, name=path.name)
-    descriptors = pa.RecordBatch.from_pydict(
-        {
-            "capture": [path.name] * len(chunks),
-            "path": [str(path)] * len(chunks),
-            "chunk": [pickle.dumps(chunk) for chunk in chunks],
-        },
-        schema=tables.CHUNK_SCHEMA,
-    )
-    runs = pa.Table.from_batches(list(reading.read_segments(iter([descriptors]), options)), tables.SEGMENT_SCHEMA)
-    ordered = runs.take(pc.sort_indices(runs, [("flow", "ascending"), ("first_record", "ascending")]))
+    ordered = ordered_runs(path, plan_chunks(str(path), 1 << 20, name=path.name), options)
     held = [
         table
         for flow, table, _cut in judging._flow_groups(iter(ordered.to_batches()), budgets.max_flow_bytes)

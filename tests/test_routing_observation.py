@@ -27,7 +27,6 @@ from mqttaudit.capture.segments import decode_segment, format_endpoint
 from mqttaudit.capture.writer import PcapWriter
 from mqttaudit.judge import Closed, JudgeConfig, Judgement, Quiet
 from mqttaudit.judge import reasons as tags
-from mqttaudit.judge.conversation import ConversationJudge
 from mqttaudit.judge.model import Expectation, Model, build
 from mqttaudit.judge.routing import Routing
 from mqttaudit.judge.transcript import Transcript
@@ -36,7 +35,7 @@ from mqttaudit.pipeline.replay import replay_broker
 from mqttaudit.probe.brokers import BrokerUnavailable, start_broker
 from mqttaudit.probe.recorder import tcpdump_recording
 
-from .talk import C, S, Talk, connected, publish, publisher, suback, subscribe
+from .talk import C, S, Talk, connected, publish, publisher, suback, subscribe, transcribe
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -305,13 +304,7 @@ SUB = "sub"
 
 def replay_talks(talks: dict[str, Talk], config: JudgeConfig = CONFIG) -> tuple[Model, Judgement]:
     """Each conversation judged alone, then the broker model and the routing judgement of them all."""
-    transcripts: dict[str, Transcript] = {}
-    for name, talk in talks.items():
-        judge = ConversationJudge(config, conversation=name)
-        for event in talk.events:
-            judge.feed(event)
-        judge.finish()
-        transcripts[name] = judge.transcript
+    transcripts = transcribe(talks, config)
     model = build(transcripts, config)
     return model, Routing(model, transcripts, config).judgement()
 
