@@ -171,8 +171,12 @@ def test_a_byte_edited_copy_is_judged_apart_and_reported_with_both_files_and_the
     (record,) = summary["conflicting_copies"]["copies"]
     assert record["captures"] == ["aa-clean.pcap", "zz-edited-reserved-type.pcap"]
     assert (record["side"], record["offset"]) == ("client", len(connect(b"a")))
-    assert [name.rsplit("~", 1)[1] for name in record["connections"]] == record["captures"]
-    assert "conflicting copies: aa-clean.pcap and zz-edited-reserved-type.pcap" in ran.stderr
+    assert record["connections"] == [f"{record['connection']}~{capture}" for capture in record["captures"]]
+    assert "~" not in record["connection"] and "@" in record["connection"]
+    assert (
+        f"conflicting copies: aa-clean.pcap and zz-edited-reserved-type.pcap hold the connection "
+        f"{record['connection']} with different bytes"
+    ) in ran.stderr
     assert f"first at offset {len(connect(b'a'))} of the client's stream" in ran.stderr
     connections = pq.read_table(out / "connections").to_pylist()
     assert sorted(row["capture"] for row in connections) == record["captures"]
@@ -183,7 +187,9 @@ def test_a_byte_edited_copy_is_judged_apart_and_reported_with_both_files_and_the
     assert (R311.MQTT_2_2_1_RESERVED_TYPE, "client") in {(row["rule"], row["actor"]) for row in violations}
     packets = Counter(row["capture"] for row in pq.read_table(out / "packets").to_pylist())
     assert packets == {"aa-clean.pcap": 4, "zz-edited-reserved-type.pcap": 4}
-    assert "Conflicting copies" in (out / "findings.md").read_text()
+    # The report names the connection apart from the files (Markdown escapes its | and @).
+    named = record["connection"].replace("|", "\\|").replace("@", "\\@")
+    assert f"of the client's stream of {named}." in (out / "findings.md").read_text()
 
 
 def test_copies_that_differ_in_a_payload_byte_alone_make_the_audit_incomplete(

@@ -19,7 +19,7 @@ from mqttaudit.capture.budgets import out_of_order_reason
 from mqttaudit.capture.conversation import stopped_at_flow_budget
 from mqttaudit.judge import reasons as reason_tags
 
-from .conversations import Columns, connection_flow, judge_flow
+from .conversations import Columns, connection_flow, connection_id, judge_flow
 from .options import AuditOptions
 from .sealed import keyed_name, seal
 from .segments import BATCH_ROWS, cuts, decode_run
@@ -218,8 +218,9 @@ def fleet_rows(
     found = fleet.pieces(captures, flow_segments(table), flow_options.broker_ports)
     plan = fleet.plan(lambda rows: flow_segments(table.take(rows)), found)
     rows: list[dict[str, Any]] = []
-    named: dict[tuple[int, int], str] = {}  # (copy, a time inside the connection) -> the connection's id
-    spans: list[tuple[int, int, int, str]] = []
+    # (copy, a time inside the connection) -> the connection's id and the id it has when not judged apart
+    named: dict[tuple[int, int], tuple[str, str]] = {}
+    spans: list[tuple[int, int, int, tuple[str, str]]] = []
     for copy, indices in enumerate(plan.copies):
         # The usual plan (a rotation: one copy of every segment) judges the table as it is, without a copy of it.
         part = table if len(indices) == table.num_rows else table.take(indices)
@@ -232,18 +233,20 @@ def fleet_rows(
             row = _connection(audit, record_at, options, label)
             row["replayed"] = copy == 0 or label is None
             rows.append(row)
-            spans.append((copy, audit.first_time, audit.last_time, row["flow"]))
-    for copy, first, last, flow in spans:
+            spans.append((copy, audit.first_time, audit.last_time, (row["flow"], connection_id(audit))))
+    for copy, first, last, ids in spans:
         for conflict in plan.conflicts:
             for side in (0, 1):
                 if conflict.copies[side] == copy and first <= conflict.times[side] <= last:
-                    named.setdefault((copy, conflict.times[side]), flow)
+                    named.setdefault((copy, conflict.times[side]), ids)
     notes: list[dict[str, Any]] = []
     for conflict in plan.conflicts:
-        connections = [named.get((conflict.copies[side], conflict.times[side])) for side in (0, 1)]
+        found = [named.get((conflict.copies[side], conflict.times[side])) for side in (0, 1)]
         record = {
             "captures": list(conflict.captures),
-            "connections": connections,
+            # The connection as the first file's copy names it without its file (each copy's own id has it).
+            "connection": next((ids[1] for ids in found if ids is not None), None),
+            "connections": [None if ids is None else ids[0] for ids in found],
             "sender": conflict.sender,
             "side": conflict.side,
             "offset": conflict.offset,
