@@ -178,14 +178,21 @@ def _streams(segments: Iterable[Segment]) -> dict[Endpoint, list[tuple[int, byte
     return {reassembler.endpoints[side]: found[side] for side in (0, 1)}
 
 
-def _first_difference(
-    mine: list[tuple[int, bytes]], theirs: list[tuple[int, bytes]], shift: int
-) -> tuple[int | None, int, bool]:
-    """Compares two copies of one sender's stream (``theirs`` starts ``shift`` bytes after ``mine``): the first
-    offset (in ``mine``) where they differ (None: nowhere), the bytes they have in common, and whether ``mine``
-    holds every byte of ``theirs``."""
+class Comparison(NamedTuple):
+    """Two copies of one sender's stream compared: the first offset (in the first copy) where they differ (None:
+    nowhere), the bytes they have in common, and whether each copy holds every byte of the other."""
+
+    differs_at: int | None
+    common: int
+    mine_holds_theirs: bool
+    theirs_holds_mine: bool
+
+
+def _compare(mine: list[tuple[int, bytes]], theirs: list[tuple[int, bytes]], shift: int) -> Comparison:
+    """Compares two copies of one sender's stream (``theirs`` starts ``shift`` bytes after ``mine``) in one pass.
+    Each copy's ranges are disjoint (the reassembly delivers each byte once), so the bytes in common are the
+    overlap of both: a copy holds the other's every byte when they are all of the other's."""
     common = 0
-    covered = 0
     index = 0
     for their_offset, data in theirs:
         start, end = their_offset + shift, their_offset + shift + len(data)
@@ -198,12 +205,15 @@ def _first_difference(
             a, b = held[low - offset : high - offset], data[low - start : high - start]
             if a != b:
                 at = next(i for i in range(len(a)) if a[i] != b[i])
-                return low + at, common, False
+                return Comparison(low + at, common, False, False)
             common += high - low
-            covered += high - low
             probe += 1
-    total = sum(len(data) for _offset, data in theirs)
-    return None, common, covered == total
+    return Comparison(
+        None,
+        common,
+        common == sum(len(data) for _offset, data in theirs),
+        common == sum(len(data) for _offset, data in mine),
+    )
 
 
 def plan(segment_at: Callable[[list[int]], Iterator[Segment]], found: list[Piece]) -> FleetPlan:
@@ -234,8 +244,7 @@ def plan(segment_at: Callable[[list[int]], Iterator[Segment]], found: list[Piece
                     i_in_j = i_in_j and not any(data for _o, data in stream(i).get(sender, []))
                     continue
                 shift = _signed(other.start - span.start)
-                at, same, holds_theirs = _first_difference(stream(i)[sender], stream(j)[sender], shift)
-                _unused, _same, holds_mine = _first_difference(stream(j)[sender], stream(i)[sender], -shift)
+                at, same, holds_theirs, holds_mine = _compare(stream(i)[sender], stream(j)[sender], shift)
                 common += same
                 j_in_i, i_in_j = j_in_i and holds_theirs, i_in_j and holds_mine
                 if at is not None and differs is None:
