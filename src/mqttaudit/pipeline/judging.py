@@ -241,12 +241,12 @@ def fleet_rows(
                     named.setdefault((copy, conflict.times[side]), ids)
     notes: list[dict[str, Any]] = []
     for conflict in plan.conflicts:
-        found = [named.get((conflict.copies[side], conflict.times[side])) for side in (0, 1)]
+        copy_ids = [named.get((conflict.copies[side], conflict.times[side])) for side in (0, 1)]
         record = {
             "captures": list(conflict.captures),
             # The connection as the first file's copy names it without its file (each copy's own id has it).
-            "connection": next((ids[1] for ids in found if ids is not None), None),
-            "connections": [None if ids is None else ids[0] for ids in found],
+            "connection": next((ids[1] for ids in copy_ids if ids is not None), None),
+            "connections": [None if ids is None else ids[0] for ids in copy_ids],
             "sender": conflict.sender,
             "side": conflict.side,
             "offset": conflict.offset,
