@@ -34,7 +34,7 @@ _MASK: Final = 0xFFFFFFFF
 _HALF: Final = 1 << 31
 
 
-def _signed(distance: int) -> int:
+def sequence_distance(distance: int) -> int:
     """A sequence-number distance as a signed 32-bit number (wrap-around needs no special case)."""
     distance &= _MASK
     return distance - (1 << 32) if distance >= _HALF else distance
@@ -156,7 +156,7 @@ def _may_be_copies(first: Piece, second: Piece) -> bool:
             continue
         if span.isn is not None and other.isn is not None and span.isn != other.isn:
             return False
-        shift = _signed(other.start - span.start)
+        shift = sequence_distance(other.start - span.start)
         if shift < span.length and shift + other.length > 0 and span.length and other.length:
             overlap = True
     return overlap
@@ -243,7 +243,7 @@ def plan(segment_at: Callable[[list[int]], Iterator[Segment]], found: list[Piece
                 if other is None:
                     i_in_j = i_in_j and not any(data for _o, data in stream(i).get(sender, []))
                     continue
-                shift = _signed(other.start - span.start)
+                shift = sequence_distance(other.start - span.start)
                 at, same, holds_theirs, holds_mine = _compare(stream(i)[sender], stream(j)[sender], shift)
                 common += same
                 j_in_i, i_in_j = j_in_i and holds_theirs, i_in_j and holds_mine

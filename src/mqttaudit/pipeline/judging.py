@@ -14,7 +14,7 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mqttaudit.capture import FlowAudit, Segment, fleet, flow_events, frame_number
+from mqttaudit.capture import Endpoint, FlowAudit, Segment, fleet, flow_events, frame_number
 from mqttaudit.capture.budgets import out_of_order_reason
 from mqttaudit.capture.conversation import stopped_at_flow_budget
 from mqttaudit.judge import reasons as reason_tags
@@ -76,17 +76,30 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
 @dataclass
 class FlowCut:
     """What a flow carried past the per-flow budget: its segments counted, their payload bytes by sending endpoint,
-    none of them held."""
+    none of them held; and per sender, the sequence number just past the furthest payload byte they carried."""
 
     segments: int = 0
-    payload: dict[tuple[bytes, int], int] = field(default_factory=dict)
+    payload: dict[Endpoint, int] = field(default_factory=dict)
+    reach: dict[Endpoint, int] = field(default_factory=dict)
 
-    def count(self, run: pa.RecordBatch) -> None:
+    def count(self, run: pa.RecordBatch | pa.Table) -> None:
         self.segments += run.num_rows
         lengths = pc.binary_length(run.column("payload")).to_pylist()
         senders = zip(run.column("src_ip").to_pylist(), run.column("src_port").to_pylist(), strict=True)
-        for sender, length in zip(senders, lengths, strict=True):
+        for sender, length, seq in zip(senders, lengths, run.column("seq").to_pylist(), strict=True):
             self.payload[sender] = self.payload.get(sender, 0) + length
+            end = (seq + length) & 0xFFFFFFFF
+            if length and (sender not in self.reach or fleet.sequence_distance(end - self.reach[sender]) > 0):
+                self.reach[sender] = end
+
+    def beyond(self, sender: Endpoint, held_end: int | None) -> int:
+        """The payload bytes ``sender`` sent past the budget that lie beyond ``held_end`` (the sequence number just
+        past the bytes held of it; None: nothing held), at most all it sent: the bytes of another file's copy of
+        what was held are not new bytes of the connection."""
+        payload = self.payload.get(sender, 0)
+        if held_end is None or sender not in self.reach:
+            return payload
+        return max(0, min(payload, fleet.sequence_distance(self.reach[sender] - held_end)))
 
 
 def _flow_groups(
@@ -178,7 +191,7 @@ def judge_segments(table: pa.Table, options: AuditOptions, cut: FlowCut | None =
     end = max(known) if known else (times[-1].as_py() if len(times) else None)
     if len(set(captures)) == 1:
         audits = _stopped(
-            flow_events(flow_segments(table), options=options.flow_options, end_time_ns=end), cut, options
+            flow_events(flow_segments(table), options=options.flow_options, end_time_ns=end), cut, table, options
         )
         record_at = _records_by_time(table)
         # A connection that carried no payload byte (the last ACKs of one that ended before the capture began) is
@@ -196,15 +209,21 @@ def _records_by_time(table: pa.Table) -> dict[int, tuple[str, int]]:
     return record_at
 
 
-def _stopped(audits: list[FlowAudit], cut: FlowCut | None, options: AuditOptions) -> list[FlowAudit]:
-    """``audits``, with what the flow's segments past the per-flow budget carried given to the last one (``cut``:
-    the flow reached the budget)."""
+def _stopped(audits: list[FlowAudit], cut: FlowCut | None, table: pa.Table, options: AuditOptions) -> list[FlowAudit]:
+    """``audits`` (judged from the segments held, ``table``), with what the flow's segments past the per-flow budget
+    carried given to the last one (``cut``: the flow reached the budget): each sender's bytes beyond the furthest
+    byte held of it. Bytes within it (a file's copy of bytes another file held, a retransmission) are counted as
+    not held and added to no stream. A connection that reuses the flow's 4-tuple wholly past the budget is not
+    seen: its bytes go to the last connection held."""
     if cut is None or not audits:
         return audits
     last = audits[-1]
-    unheld = tuple(cut.payload.get(endpoint, 0) for endpoint in last.endpoints)
+    held = FlowCut()
+    held.count(table)
+    unheld = tuple(cut.beyond(endpoint, held.reach.get(endpoint)) for endpoint in last.endpoints)
     budget = options.budgets.max_flow_bytes
-    return [*audits[:-1], stopped_at_flow_budget(last, (unheld[0], unheld[1]), cut.segments, budget)]
+    payload = sum(cut.payload.values())
+    return [*audits[:-1], stopped_at_flow_budget(last, (unheld[0], unheld[1]), cut.segments, budget, payload)]
 
 
 def fleet_rows(
@@ -226,7 +245,7 @@ def fleet_rows(
         part = table if len(indices) == table.num_rows else table.take(indices)
         record_at = _records_by_time(part)
         audits = flow_events(flow_segments(part), options=flow_options, end_time_ns=end)
-        for audit in _stopped(audits, cut, options) if copy == 0 else audits:
+        for audit in _stopped(audits, cut, table, options) if copy == 0 else audits:
             if not audit.total.stream:
                 continue
             label = plan.label(copy, audit.first_time, audit.last_time)
