@@ -125,3 +125,28 @@ def test_one_comparison_gives_both_directions_of_holding() -> None:
     assert fleet._compare(whole, [(0, b"cd")], 2) == fleet.Comparison(None, 2, True, False)
     differs = fleet._compare(whole, [(1, b"bX")], 0)
     assert (differs.differs_at, differs.mine_holds_theirs, differs.theirs_holds_mine) == (2, False, False)
+
+
+def _taken(files: dict[str, list[Segment]]) -> list[tuple[str, tuple[bytes, int], int, int]]:
+    """The files' segments as :func:`fleet.files_apart` takes them (SYN and FIN take a sequence number each)."""
+    return [
+        (
+            name,
+            (segment[1], segment[2]),
+            segment[5],
+            len(segment[8]) + bool(segment[7] & 0x02) + bool(segment[7] & 0x01),
+        )
+        for name, held in files.items()
+        for segment in held
+    ]
+
+
+def test_files_of_a_rotation_or_of_a_reused_four_tuple_are_apart_and_copies_are_not() -> None:
+    segments = timed(conversation(TcpSession(CLIENT_A, BROKER)))
+    later = timed(conversation(TcpSession(CLIENT_A, BROKER, client_isn=900_000, server_isn=700_000)), start=60)
+    assert fleet.files_apart(_taken({"r.pcap": segments[:4], "r.pcap1": segments[4:6], "r.pcap2": segments[6:]}))
+    assert fleet.files_apart(_taken({"one.pcap": segments, "two.pcap": later}))
+    # Any byte, SYN or FIN two files both hold: the plan decides.
+    assert not fleet.files_apart(_taken({"aa.pcap": segments, "bb.pcap": list(segments)}))
+    assert not fleet.files_apart(_taken({"aa.pcap": segments[:6], "bb.pcap": segments[4:]}))
+    assert not fleet.files_apart(_taken({"aa.pcap": segments, "bb.pcap": segments[-1:]}))

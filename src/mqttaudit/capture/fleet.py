@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Final, NamedTuple
 
 from mqttaudit.judge.sides import side_name
@@ -106,6 +107,37 @@ class FleetPlan:
             if first_time <= end and start <= last_time:
                 return capture
         return None
+
+
+#: How far from a sender's first sequence number :func:`files_apart` reasons; past it, it leaves the question to
+#: :func:`pieces` and :func:`plan` (a signed 32-bit distance has no meaning near half the sequence space).
+_FAR: Final = 1 << 30
+
+
+def files_apart(segments: Iterable[tuple[str, Endpoint, int, int]]) -> bool:
+    """Whether no two files can hold a common byte of a flow, from its segments as (file, sender, sequence number,
+    the sequence numbers it takes: payload, SYN, FIN): per sender, the ranges each file's segments take (from the
+    sender's first) are disjoint. Then no piece of one file is a copy of another's (a rotation, or connections
+    that reuse the 4-tuple in other files): the files are merged in capture-time order as one file is, and
+    :func:`pieces` and :func:`plan`, which reassemble each file's copy to compare them, have nothing to decide."""
+    origin: dict[Endpoint, int] = {}
+    reach: dict[tuple[Endpoint, str], tuple[int, int]] = {}
+    for capture, sender, seq, length in segments:
+        if length <= 0:
+            continue
+        start = sequence_distance(seq - origin.setdefault(sender, seq))
+        if abs(start) > _FAR:
+            return False
+        low, high = reach.get((sender, capture), (start, start + length))
+        reach[(sender, capture)] = (min(low, start), max(high, start + length))
+    spans: dict[Endpoint, list[tuple[int, int]]] = {}
+    for (sender, _capture), span in reach.items():
+        spans.setdefault(sender, []).append(span)
+    for ranges in spans.values():
+        ranges.sort()
+        if any(following[0] < previous[1] for previous, following in pairwise(ranges)):
+            return False
+    return True
 
 
 def pieces(

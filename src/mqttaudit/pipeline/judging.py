@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from mqttaudit.capture import Endpoint, FlowAudit, Segment, fleet, flow_events, frame_number
 from mqttaudit.capture.budgets import out_of_order_reason
 from mqttaudit.capture.conversation import stopped_at_flow_budget
+from mqttaudit.capture.segments import FIN, SYN
 from mqttaudit.judge import reasons as reason_tags
 
 from .conversations import Columns, connection_flow, connection_id, judge_flow
@@ -189,7 +190,7 @@ def judge_segments(table: pa.Table, options: AuditOptions, cut: FlowCut | None =
     known = [ends[capture] for capture in set(captures) if capture in ends]
     times = table.column("time_ns")
     end = max(known) if known else (times[-1].as_py() if len(times) else None)
-    if len(set(captures)) == 1:
+    if len(set(captures)) == 1 or fleet.files_apart(_sequence_ranges(table, captures)):
         audits = _stopped(
             flow_events(flow_segments(table), options=options.flow_options, end_time_ns=end), cut, table, options
         )
@@ -198,6 +199,17 @@ def judge_segments(table: pa.Table, options: AuditOptions, cut: FlowCut | None =
         # no MQTT connection: nothing in it can be judged.
         return [_connection(audit, record_at, options) for audit in audits if audit.total.stream]
     return fleet_rows(table, captures, end, options, cut)
+
+
+def _sequence_ranges(table: pa.Table, captures: list[str]) -> Iterator[tuple[str, Endpoint, int, int]]:
+    """Each segment of a flow (``captures``: the file of each) as :func:`~mqttaudit.capture.fleet.files_apart`
+    takes it: its file, its sender, its sequence number and the sequence numbers it takes (payload, SYN, FIN)."""
+    flags = table.column("flags").to_numpy()
+    payload = pc.binary_length(table.column("payload")).to_numpy(zero_copy_only=False)
+    takes = payload + ((flags & SYN) != 0) + ((flags & FIN) != 0)
+    columns = (table.column(name).to_pylist() for name in ("src_ip", "src_port", "seq"))
+    for capture, ip, port, seq, length in zip(captures, *columns, takes.tolist(), strict=True):
+        yield capture, (ip, port), seq, length
 
 
 def _records_by_time(table: pa.Table) -> dict[int, tuple[str, int]]:
