@@ -14,7 +14,8 @@ of one connection; their common bytes are compared:
   the first stream offset where they differ).
 
 Pieces that share no sequence number (the files of a rotation, another connection reusing the 4-tuple) are merged
-in capture-time order, where continuity splits them into connections as in one file.
+in capture-time order, where continuity splits them into connections as in one file. When no two files share one
+at all (:func:`files_apart`, from the segments' sequence ranges, without reassembling), there is nothing to plan.
 
 Pure: no Spark, no files.
 """

@@ -169,11 +169,12 @@ def _with_run(row: pa.RecordBatch, run: pa.RecordBatch) -> pa.RecordBatch:
 
 def judge_segments(table: pa.Table, options: AuditOptions, cut: FlowCut | None = None) -> list[dict[str, Any]]:
     """All runs of segments of one flow (:data:`SEGMENT_SCHEMA` rows, any order) in; per connection, its table
-    rows and its judged row. Runs of several files go through :func:`fleet_rows` first (rotations merged, copies
-    deduplicated, copies that disagree judged apart); each of the plan's records (a conflicting copy, a
-    duplicate left out) is a row with ``note`` set. ``cut``: the flow reached the per-flow budget, and what its
-    later segments carried goes to its last connection (of the first copy when files hold copies;
-    :func:`~mqttaudit.capture.conversation.stopped_at_flow_budget`)."""
+    rows and its judged row. Runs of several files that may hold copies (some sequence number in two files:
+    :func:`~mqttaudit.capture.fleet.files_apart`) go through :func:`fleet_rows` (copies deduplicated, copies that
+    disagree judged apart); each of the plan's records (a conflicting copy, a duplicate left out) is a row with
+    ``note`` set; files apart (a rotation) are merged in time order as one file. ``cut``: the flow reached the
+    per-flow budget, and what its later segments carried past the bytes held goes to its last connection (of the
+    first copy when files hold copies; :func:`_stopped`)."""
     runs = [
         decode_run(capture, blob.as_buffer())
         for capture, blob in zip(table.column("capture").to_pylist(), table.column("segments"), strict=True)
