@@ -48,10 +48,10 @@ def write_capture(path: Path, records: Iterable[tuple[float, bytes]]) -> Path:
     return path
 
 
-def ordered_runs(path: Path, chunks: Sequence[Chunk], options: AuditOptions) -> pa.Table:
-    """The audit's reading stage without Spark: the ``chunks`` of the capture at ``path`` read by
-    :func:`~mqttaudit.pipeline.segments.read_segments` (the tables' folders made in ``options.out_dir`` first), its
-    runs ordered by flow as the shuffle orders them, for the judging stage."""
+def ordered_runs(captures: Sequence[tuple[Path, Sequence[Chunk]]], options: AuditOptions) -> pa.Table:
+    """The audit's reading stage without Spark: the chunks of each capture (``(path, chunks)``) read by
+    :func:`~mqttaudit.pipeline.segments.read_segments` (the tables' folders made in ``options.out_dir`` first), the
+    runs of all of them ordered by flow, file and record as the shuffle and sort order them, for the judging stage."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -63,9 +63,9 @@ def ordered_runs(path: Path, chunks: Sequence[Chunk], options: AuditOptions) -> 
         (Path(options.out_dir) / table).mkdir(parents=True, exist_ok=True)
     descriptors = pa.RecordBatch.from_pydict(
         {
-            "capture": [path.name] * len(chunks),
-            "path": [str(path)] * len(chunks),
-            "chunk": [pickle.dumps(chunk) for chunk in chunks],
+            "capture": [path.name for path, chunks in captures for _ in chunks],
+            "path": [str(path) for path, chunks in captures for _ in chunks],
+            "chunk": [pickle.dumps(chunk) for _, chunks in captures for chunk in chunks],
         },
         schema=tables.CHUNK_SCHEMA,
     )

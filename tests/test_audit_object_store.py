@@ -254,3 +254,61 @@ def test_an_s3_run_that_fails_leaves_no_output_and_a_marker_that_says_incomplete
     marker = json.loads(_read(server, f"{BUCKET}/runs/{MARKER}"))
     assert (marker["complete"], marker["entries"]) == (False, [])
     assert locations.files_under(out) == [MARKER]
+
+
+class CountingFile:
+    """A file opened on the object store, counting the bytes read from it (what a reader asks of the remote
+    object: pyarrow's S3 files read ranges)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.read_bytes = 0
+        self.closed = False
+
+    def read(self, size: int = -1) -> bytes:
+        data = bytes(self.inner.read(size))
+        self.read_bytes += len(data)
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return int(self.inner.seek(offset, whence))
+
+    def tell(self) -> int:
+        return int(self.inner.tell())
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+
+def test_the_replay_reads_of_a_remote_transcript_file_only_the_record_batches_it_needs(
+    server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyarrow as pa
+
+    from mqttaudit import locations
+    from mqttaudit.pipeline.task_files import TRANSCRIPTS_DIR, TranscriptWriter, read_rows, transcript_blobs
+
+    for key, value in server.environment().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(locations, "_filesystem", locations._filesystem.__wrapped__)  # this server's settings
+    monkeypatch.setattr(TranscriptWriter, "BATCH", 4)
+    out = f"s3://{BUCKET}/transcripts"
+    writer = TranscriptWriter(out, "00000")
+    written = [(bytes([n]) * 100_000, bytes([n]) * 10) for n in range(12)]  # three record batches of 4 rows
+    for transcript, sources in written:
+        writer.add_transcript(transcript, sources)
+    writer.close()
+    wanted = [(writer.name, 6, "transcript"), (writer.name, 5, "sources"), (writer.name, 9, "transcript")]
+    blobs = [blob.to_pybytes() for blob in transcript_blobs(out, wanted)]
+    assert blobs == [written[6][0], written[5][1], written[9][0]]
+    path = f"{BUCKET}/transcripts/{TRANSCRIPTS_DIR}/{writer.name}"
+    size = server.filesystem().get_file_info(path).size
+    with server.filesystem().open_input_file(path) as remote:
+        counted = CountingFile(remote)
+        (blob,) = read_rows(pa.PythonFile(counted, mode="r"), [(5, "transcript")], copy=True)
+    assert blob.to_pybytes() == written[5][0]
+    # One batch of three (and the footer) read: about a third of the object, never the whole of it.
+    assert 4 * 100_000 < counted.read_bytes < size / 2, (counted.read_bytes, size)

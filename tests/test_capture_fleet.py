@@ -94,3 +94,59 @@ def test_a_second_connection_on_the_same_ports_in_another_file_is_not_a_copy() -
     assert (plan.conflicts, plan.duplicates) == ([], [])
     pieces = fleet.pieces(["one.pcap"] * len(first) + ["two.pcap"] * len(second), first + second)
     assert [(piece.capture, len(piece.rows)) for piece in pieces] == [("one.pcap", 9), ("two.pcap", 9)]
+
+
+def test_a_file_holding_part_of_what_a_later_named_file_holds_is_the_duplicate_left_out() -> None:
+    segments = timed(conversation(TcpSession(CLIENT_A, BROKER)))
+    # The file first by name began recording mid-connection: every byte it holds, the other holds too.
+    plan, captures, _ = planned({"aa-late.pcap": segments[4:], "bb-whole.pcap": list(segments)})
+    assert [{captures[row] for row in copy} for copy in plan.copies] == [{"bb-whole.pcap"}]
+    assert plan.conflicts == []
+    payload = sum(len(segment[8]) for segment in segments[4:])
+    assert plan.duplicates == [fleet.Duplicate("aa-late.pcap", "bb-whole.pcap", payload, len(segments) - 4)]
+
+
+def test_files_that_each_hold_bytes_the_other_lacks_are_merged_into_one_copy() -> None:
+    segments = timed(conversation(TcpSession(CLIENT_A, BROKER)))
+    # Overlapping halves (the CONNACK and the PUBLISH in both): neither holds the other, so nothing is left out.
+    plan, captures, _ = planned({"aa.pcap": segments[:6], "bb.pcap": segments[4:]})
+    assert (plan.conflicts, plan.duplicates) == ([], [])
+    (copy,) = plan.copies
+    assert [captures[row] for row in copy].count("aa.pcap") == 6
+    assert [captures[row] for row in copy].count("bb.pcap") == len(segments) - 4
+
+
+def test_one_comparison_gives_both_directions_of_holding() -> None:
+    whole = [(0, b"abcdef"), (6, b"gh")]
+    part = [(2, b"cd")]
+    assert fleet._compare(whole, part, 0) == fleet.Comparison(None, 2, True, False)
+    assert fleet._compare(part, whole, 0) == fleet.Comparison(None, 2, False, True)
+    # ``theirs`` starting 2 bytes later: their 'cd' at offset 0 lies over the 'cd' of ``whole``.
+    assert fleet._compare(whole, [(0, b"cd")], 2) == fleet.Comparison(None, 2, True, False)
+    differs = fleet._compare(whole, [(1, b"bX")], 0)
+    assert (differs.differs_at, differs.mine_holds_theirs, differs.theirs_holds_mine) == (2, False, False)
+
+
+def _taken(files: dict[str, list[Segment]]) -> list[tuple[str, tuple[bytes, int], int, int]]:
+    """The files' segments as :func:`fleet.files_apart` takes them (SYN and FIN take a sequence number each)."""
+    return [
+        (
+            name,
+            (segment[1], segment[2]),
+            segment[5],
+            len(segment[8]) + bool(segment[7] & 0x02) + bool(segment[7] & 0x01),
+        )
+        for name, held in files.items()
+        for segment in held
+    ]
+
+
+def test_files_of_a_rotation_or_of_a_reused_four_tuple_are_apart_and_copies_are_not() -> None:
+    segments = timed(conversation(TcpSession(CLIENT_A, BROKER)))
+    later = timed(conversation(TcpSession(CLIENT_A, BROKER, client_isn=900_000, server_isn=700_000)), start=60)
+    assert fleet.files_apart(_taken({"r.pcap": segments[:4], "r.pcap1": segments[4:6], "r.pcap2": segments[6:]}))
+    assert fleet.files_apart(_taken({"one.pcap": segments, "two.pcap": later}))
+    # Any byte, SYN or FIN two files both hold: the plan decides.
+    assert not fleet.files_apart(_taken({"aa.pcap": segments, "bb.pcap": list(segments)}))
+    assert not fleet.files_apart(_taken({"aa.pcap": segments[:6], "bb.pcap": segments[4:]}))
+    assert not fleet.files_apart(_taken({"aa.pcap": segments, "bb.pcap": segments[-1:]}))

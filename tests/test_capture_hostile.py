@@ -306,7 +306,7 @@ def pipeline_without_spark(path: Path, out_dir: Path, target: int) -> dict[str, 
         chunks = plan_chunks(str(path), target, name=path.name)
     except CaptureError:
         return {"notes": [], "judged": []}
-    ordered = ordered_runs(path, chunks, options)
+    ordered = ordered_runs([(path, chunks)], options)
     judged = pa.Table.from_batches(
         list(judging.judge_partition(iter(ordered.to_batches()), options)), tables.JUDGED_SCHEMA
     ).to_pylist()

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from mqttaudit.capture import plan_chunks, writer
+from mqttaudit.capture import Segment, plan_chunks, writer
 from mqttaudit.capture.budgets import (
     MIN_MAX_FLOW_BYTES,
     MIN_MAX_MESSAGE_BYTES,
@@ -36,8 +36,9 @@ from mqttaudit.capture.budgets import (
     out_of_order_reason,
 )
 from mqttaudit.capture.link import RAW
+from mqttaudit.capture.segments import decode_segment
 from mqttaudit.cli.audit import budget_lines
-from mqttaudit.codec import Connack, Connect, Disconnect, Publish, encode
+from mqttaudit.codec import Connack, Connect, Disconnect, Puback, Publish, encode
 from mqttaudit.pipeline import judging, tables
 from mqttaudit.pipeline.options import AuditOptions
 from mqttaudit.pipeline.summary import budget_counters
@@ -46,7 +47,7 @@ from mqttaudit.report.budget_texts import applied_budgets
 from mqttaudit.spec.ids import R311
 from tests.child import SOURCE, child_env
 from tests.cli_in_process import run_mqttaudit
-from tests.crafted import ordered_runs
+from tests.crafted import RAW_IP, ordered_runs, write_capture
 from tests.memory import PeakMemory
 from tests.test_capture_budgets import EPOCH, huge_publish, out_of_order
 
@@ -70,6 +71,12 @@ def plain_connection(start: int) -> list[tuple[int, bytes]]:
     return [(start + index * 1000, packet) for index, packet in enumerate(packets)]
 
 
+def crafted_segments(records: list[tuple[float, bytes]]) -> list[Segment]:
+    """The TCP segments of crafted (seconds, raw IP packet) records."""
+    decoded = [decode_segment(round(at * 1e9), RAW_IP, packet) for at, packet in records]
+    return [segment for segment in decoded if not isinstance(segment, str)]
+
+
 def held_prefix(payloads: list[int], budget: int) -> int:
     """How many segments of a flow (payload sizes, in record order) the judging stage holds at ``budget``."""
     held = count = 0
@@ -80,11 +87,17 @@ def held_prefix(payloads: list[int], budget: int) -> int:
     return count
 
 
-def run_stages(path: Path, out_dir: Path, budgets: Budgets) -> list[dict[str, Any]]:
-    """The reading and judging stages on one capture without Spark (runs ordered by flow, as the shuffle does);
-    the judged rows."""
+def run_stages(
+    paths: Path | list[Path], out_dir: Path, budgets: Budgets, *, notes: bool = False
+) -> list[dict[str, Any]]:
+    """The reading and judging stages on captures without Spark (runs ordered by flow, file and record, as the
+    shuffle and sort do); the judged rows (with the fleet's and chunks' note rows when ``notes``)."""
     options = AuditOptions(out_dir=str(out_dir), budgets=budgets)
-    ordered = ordered_runs(path, plan_chunks(str(path), 1 << 20, name=path.name), options)
+    captures = [
+        (path, plan_chunks(str(path), 1 << 20, name=path.name))
+        for path in ([paths] if isinstance(paths, Path) else paths)
+    ]
+    ordered = ordered_runs(captures, options)
     held = [
         table
         for flow, table, _cut in judging._flow_groups(iter(ordered.to_batches()), budgets.max_flow_bytes)
@@ -97,7 +110,8 @@ def run_stages(path: Path, out_dir: Path, budgets: Budgets) -> list[dict[str, An
         )
         assert payload <= budgets.max_flow_bytes
     judged = judging.judge_partition(iter(ordered.to_batches()), options)
-    return [row for row in pa.Table.from_batches(list(judged), tables.JUDGED_SCHEMA).to_pylist() if not row["note"]]
+    rows = pa.Table.from_batches(list(judged), tables.JUDGED_SCHEMA).to_pylist()
+    return [row for row in rows if notes or not row["note"]]
 
 
 def test_the_judging_stage_holds_at_most_the_flow_budget_and_records_the_rest(tmp_path: Path) -> None:
@@ -121,6 +135,95 @@ def test_the_judging_stage_holds_at_most_the_flow_budget_and_records_the_rest(tm
         row["unheld_bytes"],
         "not-assessable",
     )
+
+
+ROTATED_CLIENT = ("10.0.0.7", 50007)
+
+
+def publishing(publishes: int = 24, size: int = 8000) -> tuple[list[tuple[float, bytes]], tuple[int, int]]:
+    """A connection whose client publishes ``publishes`` QoS 1 messages of ``size`` bytes, each acknowledged, as
+    (seconds, packet) records; and the payload bytes each side sent (client, server)."""
+    session = writer.TcpSession(ROTATED_CLIENT, ("10.0.0.2", 1883))
+    sent = [(0, encode(Connect(client_id="rotated"))), (1, encode(Connack()))]
+    for number in range(1, publishes + 1):
+        sent += [(0, encode(Publish(topic="r/t", payload=bytes([number]) * size, qos=1, packet_id=number)))]
+        sent += [(1, encode(Puback(packet_id=number)))]
+    packets = [*session.handshake(), *(session.send(side, data) for side, data in sent), session.fin(0)]
+    totals = (sum(len(data) for side, data in sent if side == 0), sum(len(data) for side, data in sent if side == 1))
+    return [(index * 0.01, packet) for index, packet in enumerate([*packets, session.fin(1)])], totals
+
+
+def budget_rows(out: Path) -> dict[str, tuple[str, int, int]]:
+    """The not-assessable rows naming the per-flow budget, by side: (connection, offset, length)."""
+    return {
+        gap["direction"]: (gap["flow"], gap["offset"], gap["length"])
+        for gap in pq.read_table(out / "gaps").to_pylist()
+        if gap["kind"] == "not-assessable" and gap["reason"].startswith("flow stopped at the per-flow budget")
+    }
+
+
+def test_a_flow_rotated_over_three_files_stops_at_its_budget_on_its_one_connection(tmp_path: Path) -> None:
+    records, totals = publishing()
+    third = len(records) // 3
+    parts = [records[:third], records[third : 2 * third], records[2 * third :]]
+    names = ("r.pcap", "r.pcap1", "r.pcap2")
+    paths = [write_capture(tmp_path / name, part) for name, part in zip(names, parts, strict=True)]
+    budget = 64 * 1024  # reached in the second file
+    (row,) = run_stages(paths, tmp_path / "out", Budgets(max_flow_bytes=budget))
+    assert row["capture"] == "r.pcap" and row["stream_bytes"] == sum(totals)
+    payloads = [len(segment[8]) for segment in crafted_segments(records)]
+    # The segments past the budget are the last ones, from within the second file (a run that fits whole is
+    # weighed by its serialized size, so the stage holds a little less than the budget's payload).
+    unheld = row["unheld_segments"]
+    assert len(crafted_segments(parts[2])) < unheld < len(payloads) - len(crafted_segments(parts[0]))
+    assert row["unheld_bytes"] == sum(payloads[-unheld:]) > sum(totals) - budget
+    # Each side's bytes past the budget: one row on the connection, from its last byte held to its stream's end.
+    stopped = budget_rows(tmp_path / "out")
+    assert set(stopped) == {"client", "server"}
+    for side, total in zip(("client", "server"), totals, strict=True):
+        flow, offset, length = stopped[side]
+        assert flow == row["flow"] and length > 0 and offset + length == total
+    assert sum(length for _flow, _offset, length in stopped.values()) == row["unheld_bytes"]
+
+
+def test_the_audit_counts_a_rotated_flow_stopped_at_its_budget_once(spark: SparkSession, tmp_path: Path) -> None:
+    records, totals = publishing()
+    third = len(records) // 3
+    parts = [records[:third], records[third : 2 * third], records[2 * third :]]
+    (tmp_path / "in").mkdir()
+    for name, part in zip(("r.pcap", "r.pcap1", "r.pcap2"), parts, strict=True):
+        write_capture(tmp_path / "in" / name, part)
+    out = tmp_path / "out"
+    done = run_mqttaudit("audit", str(tmp_path / "in"), "--out", str(out), "--max-flow-bytes", "65536")
+    assert done.returncode == 0, done.stdout + done.stderr  # a budget reached changes no exit status
+    summary = json.loads((out / "summary.json").read_text())
+    (row,) = pq.read_table(out / "connections").to_pylist()
+    flow = summary["budgets"]["flow"]
+    assert (flow["max_bytes"], flow["flows_stopped"]) == (65536, 1)
+    assert flow["segments_not_held"] > 0 and sum(totals) - 65536 < flow["bytes_not_held"] < sum(totals)
+    assert summary["bytes"]["mqtt_bytes"] == sum(totals) and summary["bytes"]["reconciles"]
+    assert set(budget_rows(out)) == {"client", "server"}
+    assert {connection for connection, _offset, _length in budget_rows(out).values()} == {row["flow"]}
+    assert "1 flow(s) stopped at the per-flow budget of 65536 bytes" in done.stdout
+
+
+@pytest.mark.parametrize("budget", [64 * 1024, 300_000], ids=["cut-in-the-first-copy", "cut-in-the-second-copy"])
+def test_a_second_files_copy_past_the_budget_adds_no_bytes_to_the_connection(tmp_path: Path, budget: int) -> None:
+    records, totals = publishing()  # 192,357 payload bytes: the budget falls in the first or the second copy
+    paths = [write_capture(tmp_path / name, records) for name in ("aa.pcap", "bb.pcap")]
+    (row,) = run_stages(paths, tmp_path / "out", Budgets(max_flow_bytes=budget))
+    payloads = [len(segment[8]) for segment in crafted_segments(records)]
+    unheld = row["unheld_segments"]  # the last segments of the files in name order: bb.pcap's, then aa.pcap's
+    assert row["unheld_bytes"] == sum((payloads * 2)[-unheld:]) > 2 * sum(totals) - budget
+    # The connection is as long as one copy: the second copy's bytes are not more of its stream.
+    assert row["stream_bytes"] == sum(totals)
+    stopped = budget_rows(tmp_path / "out")
+    if unheld < len(payloads):  # the first copy held whole: every byte of the connection judged
+        assert row["packet_bytes"] == sum(totals) and stopped == {}
+    else:
+        for side, total in zip(("client", "server"), totals, strict=True):
+            flow, offset, length = stopped[side]
+            assert flow == row["flow"] and offset + length == total
 
 
 @pytest.fixture(scope="module")

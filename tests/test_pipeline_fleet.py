@@ -171,8 +171,12 @@ def test_a_byte_edited_copy_is_judged_apart_and_reported_with_both_files_and_the
     (record,) = summary["conflicting_copies"]["copies"]
     assert record["captures"] == ["aa-clean.pcap", "zz-edited-reserved-type.pcap"]
     assert (record["side"], record["offset"]) == ("client", len(connect(b"a")))
-    assert [name.rsplit("~", 1)[1] for name in record["connections"]] == record["captures"]
-    assert "conflicting copies: aa-clean.pcap and zz-edited-reserved-type.pcap" in ran.stderr
+    assert record["connections"] == [f"{record['connection']}~{capture}" for capture in record["captures"]]
+    assert "~" not in record["connection"] and "@" in record["connection"]
+    assert (
+        f"conflicting copies: aa-clean.pcap and zz-edited-reserved-type.pcap hold the connection "
+        f"{record['connection']} with different bytes"
+    ) in ran.stderr
     assert f"first at offset {len(connect(b'a'))} of the client's stream" in ran.stderr
     connections = pq.read_table(out / "connections").to_pylist()
     assert sorted(row["capture"] for row in connections) == record["captures"]
@@ -183,7 +187,9 @@ def test_a_byte_edited_copy_is_judged_apart_and_reported_with_both_files_and_the
     assert (R311.MQTT_2_2_1_RESERVED_TYPE, "client") in {(row["rule"], row["actor"]) for row in violations}
     packets = Counter(row["capture"] for row in pq.read_table(out / "packets").to_pylist())
     assert packets == {"aa-clean.pcap": 4, "zz-edited-reserved-type.pcap": 4}
-    assert "Conflicting copies" in (out / "findings.md").read_text()
+    # The report names the connection apart from the files (Markdown escapes its | and @).
+    named = record["connection"].replace("|", "\\|").replace("@", "\\@")
+    assert f"of the client's stream of {named}." in (out / "findings.md").read_text()
 
 
 def test_copies_that_differ_in_a_payload_byte_alone_make_the_audit_incomplete(
@@ -222,3 +228,47 @@ def test_a_repeated_file_is_deduplicated_and_a_reused_four_tuple_is_a_second_con
     assert duplicates["segments"] == len(_conversation(TcpSession(CLIENT_A, BROKER)))
     assert result_summary["conflicting_copies"]["count"] == 0
     assert ran.returncode == alone.exit_status == EXIT_OK
+
+
+def test_fleet_records_are_counted_and_capped_in_spark_in_the_order_the_summary_lists_them(
+    spark: SparkSession,
+) -> None:
+    import random
+
+    from mqttaudit.pipeline.bounded import collect_parts
+    from mqttaudit.pipeline.summary import LISTED_COPIES, fleet_parts, fleet_summary
+
+    draw = random.Random(31)
+    conflicts = [
+        {
+            "captures": [f"a{draw.randrange(5)}.pcap", f"z{draw.randrange(5)}.pcap"],
+            "connection": f"c{number}",
+            "connections": [None if number % 7 == 0 else f"c{number}~x", f"c{number}~y"],
+            "sender": "10.0.0.5:50122",
+            "side": "client",
+            "offset": draw.randrange(1000),
+        }
+        for number in range(LISTED_COPIES + 50)
+    ]
+    duplicates = [
+        (f"d{draw.randrange(40)}.pcap", {"of": f"o{number}.pcap", "bytes": number, "segments": 2})
+        for number in range(LISTED_COPIES + 30)
+    ]
+    rows = [(json.dumps({"conflicting_copy": c}), c["captures"][1]) for c in conflicts]
+    rows += [(json.dumps({"duplicate_copy": record}), capture) for capture, record in duplicates]
+    draw.shuffle(rows)
+    notes = spark.createDataFrame(rows, "note string, capture string").repartition(4)
+    summary = fleet_summary(collect_parts(fleet_parts(notes)))
+    # What the driver made of every note before, when each reached it (the keys are distinct: one order).
+    assert len({(str(c["captures"]), c["connections"][0], c["offset"]) for c in conflicts}) == len(conflicts)
+    conflicts.sort(key=lambda record: (record["captures"], record["connections"][0] or "", record["offset"]))
+    listed = [record | {"capture": capture} for capture, record in duplicates]
+    listed.sort(key=lambda record: (record["capture"], record["of"]))
+    assert summary["conflicting_copies"]["count"] == len(conflicts)
+    assert summary["conflicting_copies"]["copies"] == conflicts[:LISTED_COPIES]
+    assert summary["duplicate_copies"] == {
+        "count": len(duplicates),
+        "bytes": sum(record["bytes"] for _capture, record in duplicates),
+        "segments": 2 * len(duplicates),
+        "copies": listed[:LISTED_COPIES],
+    }

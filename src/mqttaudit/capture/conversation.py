@@ -1026,17 +1026,21 @@ class ConnectionAudit:
         return events
 
 
-def stopped_at_flow_budget(audit: FlowAudit, unheld: tuple[int, int], segments: int, budget: int) -> FlowAudit:
+def stopped_at_flow_budget(
+    audit: FlowAudit, unheld: tuple[int, int], segments: int, budget: int, payload: int | None = None
+) -> FlowAudit:
     """``audit``, the last connection of a flow that reached the per-flow budget, with what the flow's later
-    ``segments`` carried: ``unheld`` payload bytes per side, captured but not held. Each side's are a not-assessable
-    record after its last stream byte, and the judge hears, where observation of the connection ends, that each
-    side sent bytes it cannot read (an answer a side owed may be among them)."""
+    ``segments`` carried: ``payload`` bytes (all of ``unheld`` when not given), of which ``unheld`` per side lie
+    past the bytes held, captured but not held. Each side's are a not-assessable record after its last stream byte,
+    and the judge hears, where observation of the connection ends, that each side sent bytes it cannot read (an
+    answer a side owed may be among them)."""
+    payload = sum(unheld) if payload is None else payload
     counts = list(audit.counts)
     rows = list(audit.unassessable)
     lost: list[Event] = []
     events = list(audit.events)
     quiet = events[-1] if events and isinstance(events[-1], Quiet) else None
-    why = flow_reason(budget, segments, sum(unheld))
+    why = flow_reason(budget, segments, payload)
     for side, length in enumerate(unheld):
         if length <= 0:
             continue
@@ -1056,5 +1060,5 @@ def stopped_at_flow_budget(audit: FlowAudit, unheld: tuple[int, int], segments: 
         unassessable=tuple(rows),
         events=tuple(events),
         unheld_segments=segments,
-        unheld_bytes=sum(unheld),
+        unheld_bytes=payload,
     )

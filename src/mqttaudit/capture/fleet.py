@@ -14,7 +14,8 @@ of one connection; their common bytes are compared:
   the first stream offset where they differ).
 
 Pieces that share no sequence number (the files of a rotation, another connection reusing the 4-tuple) are merged
-in capture-time order, where continuity splits them into connections as in one file.
+in capture-time order, where continuity splits them into connections as in one file. When no two files share one
+at all (:func:`files_apart`, from the segments' sequence ranges, without reassembling), there is nothing to plan.
 
 Pure: no Spark, no files.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Final, NamedTuple
 
 from mqttaudit.judge.sides import side_name
@@ -34,7 +36,7 @@ _MASK: Final = 0xFFFFFFFF
 _HALF: Final = 1 << 31
 
 
-def _signed(distance: int) -> int:
+def sequence_distance(distance: int) -> int:
     """A sequence-number distance as a signed 32-bit number (wrap-around needs no special case)."""
     distance &= _MASK
     return distance - (1 << 32) if distance >= _HALF else distance
@@ -108,6 +110,37 @@ class FleetPlan:
         return None
 
 
+#: How far from a sender's first sequence number :func:`files_apart` reasons; past it, it leaves the question to
+#: :func:`pieces` and :func:`plan` (a signed 32-bit distance has no meaning near half the sequence space).
+_FAR: Final = 1 << 30
+
+
+def files_apart(segments: Iterable[tuple[str, Endpoint, int, int]]) -> bool:
+    """Whether no two files can hold a common byte of a flow, from its segments as (file, sender, sequence number,
+    the sequence numbers it takes: payload, SYN, FIN): per sender, the ranges each file's segments take (from the
+    sender's first) are disjoint. Then no piece of one file is a copy of another's (a rotation, or connections
+    that reuse the 4-tuple in other files): the files are merged in capture-time order as one file is, and
+    :func:`pieces` and :func:`plan`, which reassemble each file's copy to compare them, have nothing to decide."""
+    origin: dict[Endpoint, int] = {}
+    reach: dict[tuple[Endpoint, str], tuple[int, int]] = {}
+    for capture, sender, seq, length in segments:
+        if length <= 0:
+            continue
+        start = sequence_distance(seq - origin.setdefault(sender, seq))
+        if abs(start) > _FAR:
+            return False
+        low, high = reach.get((sender, capture), (start, start + length))
+        reach[(sender, capture)] = (min(low, start), max(high, start + length))
+    spans: dict[Endpoint, list[tuple[int, int]]] = {}
+    for (sender, _capture), span in reach.items():
+        spans.setdefault(sender, []).append(span)
+    for ranges in spans.values():
+        ranges.sort()
+        if any(following[0] < previous[1] for previous, following in pairwise(ranges)):
+            return False
+    return True
+
+
 def pieces(
     captures: Sequence[str], segments: Iterable[Segment], broker_ports: frozenset[int] = DEFAULT_BROKER_PORTS
 ) -> list[Piece]:
@@ -156,7 +189,7 @@ def _may_be_copies(first: Piece, second: Piece) -> bool:
             continue
         if span.isn is not None and other.isn is not None and span.isn != other.isn:
             return False
-        shift = _signed(other.start - span.start)
+        shift = sequence_distance(other.start - span.start)
         if shift < span.length and shift + other.length > 0 and span.length and other.length:
             overlap = True
     return overlap
@@ -178,14 +211,21 @@ def _streams(segments: Iterable[Segment]) -> dict[Endpoint, list[tuple[int, byte
     return {reassembler.endpoints[side]: found[side] for side in (0, 1)}
 
 
-def _first_difference(
-    mine: list[tuple[int, bytes]], theirs: list[tuple[int, bytes]], shift: int
-) -> tuple[int | None, int, bool]:
-    """Compares two copies of one sender's stream (``theirs`` starts ``shift`` bytes after ``mine``): the first
-    offset (in ``mine``) where they differ (None: nowhere), the bytes they have in common, and whether ``mine``
-    holds every byte of ``theirs``."""
+class Comparison(NamedTuple):
+    """Two copies of one sender's stream compared: the first offset (in the first copy) where they differ (None:
+    nowhere), the bytes they have in common, and whether each copy holds every byte of the other."""
+
+    differs_at: int | None
+    common: int
+    mine_holds_theirs: bool
+    theirs_holds_mine: bool
+
+
+def _compare(mine: list[tuple[int, bytes]], theirs: list[tuple[int, bytes]], shift: int) -> Comparison:
+    """Compares two copies of one sender's stream (``theirs`` starts ``shift`` bytes after ``mine``) in one pass.
+    Each copy's ranges are disjoint (the reassembly delivers each byte once), so the bytes in common are the
+    overlap of both: a copy holds the other's every byte when they are all of the other's."""
     common = 0
-    covered = 0
     index = 0
     for their_offset, data in theirs:
         start, end = their_offset + shift, their_offset + shift + len(data)
@@ -198,12 +238,15 @@ def _first_difference(
             a, b = held[low - offset : high - offset], data[low - start : high - start]
             if a != b:
                 at = next(i for i in range(len(a)) if a[i] != b[i])
-                return low + at, common, False
+                return Comparison(low + at, common, False, False)
             common += high - low
-            covered += high - low
             probe += 1
-    total = sum(len(data) for _offset, data in theirs)
-    return None, common, covered == total
+    return Comparison(
+        None,
+        common,
+        common == sum(len(data) for _offset, data in theirs),
+        common == sum(len(data) for _offset, data in mine),
+    )
 
 
 def plan(segment_at: Callable[[list[int]], Iterator[Segment]], found: list[Piece]) -> FleetPlan:
@@ -233,9 +276,8 @@ def plan(segment_at: Callable[[list[int]], Iterator[Segment]], found: list[Piece
                 if other is None:
                     i_in_j = i_in_j and not any(data for _o, data in stream(i).get(sender, []))
                     continue
-                shift = _signed(other.start - span.start)
-                at, same, holds_theirs = _first_difference(stream(i)[sender], stream(j)[sender], shift)
-                _unused, _same, holds_mine = _first_difference(stream(j)[sender], stream(i)[sender], -shift)
+                shift = sequence_distance(other.start - span.start)
+                at, same, holds_theirs, holds_mine = _compare(stream(i)[sender], stream(j)[sender], shift)
                 common += same
                 j_in_i, i_in_j = j_in_i and holds_theirs, i_in_j and holds_mine
                 if at is not None and differs is None:

@@ -271,7 +271,7 @@ def conflicting_copy_lines(summary: dict[str, Any]) -> list[str]:
     listed = conflicts.get("copies") or []
     lines = [
         f"conflicting copies: {record['captures'][0]} and {record['captures'][1]} hold the connection "
-        f"{(record['connections'][0] or '?').split('~')[0]} with different bytes, first at offset {record['offset']:,} "
+        f"{record.get('connection') or '?'} with different bytes, first at offset {record['offset']:,} "
         f"of the {record['side']}'s stream ({record['sender']}): each copy is judged apart"
         for record in listed
     ]

@@ -108,6 +108,13 @@ class Flow:
 LEVELS = {"3.1": 3, "3.1.1": 4, "5.0": 5}
 
 
+def connection_id(audit: FlowAudit) -> str:
+    """A connection's id: its endpoints in order, its first time, and its ordinal among the connections of its
+    flow that started at that time (none for the first)."""
+    first, second = sorted(audit.endpoints)
+    return f"{flow_name((first, second))}@{audit.first_time}" + (f"#{audit.ordinal}" if audit.ordinal else "")
+
+
 def connection_flow(
     capture: str,
     audit: FlowAudit,
@@ -121,7 +128,6 @@ def connection_flow(
     endpoints = [format_endpoint(*endpoint) for endpoint in audit.endpoints]
     client = endpoints[0] if audit.client is None else endpoints[audit.client]
     server = endpoints[1] if audit.client is None else endpoints[1 - audit.client]
-    first, second = sorted(audit.endpoints)
     # Each Sent event is the next decoded frame of the connection; the frame's time names its capture record.
     frame_times = iter([side_frame.time for side_frame in audit.frames])
     times = [next(frame_times, -1) if isinstance(event, Sent) else None for event in audit.events]
@@ -131,7 +137,7 @@ def connection_flow(
     files = [capture_of(time) if capture_of is not None and time is not None else capture for time in times]
     return Flow(
         capture,
-        f"{flow_name((first, second))}@{audit.first_time}" + (f"#{audit.ordinal}" if audit.ordinal else ""),
+        connection_id(audit),
         client,
         server,
         [masked_password(event) for event in audit.events],

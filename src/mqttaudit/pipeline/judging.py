@@ -14,12 +14,13 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mqttaudit.capture import FlowAudit, Segment, fleet, flow_events, frame_number
+from mqttaudit.capture import Endpoint, FlowAudit, Segment, fleet, flow_events, frame_number
 from mqttaudit.capture.budgets import out_of_order_reason
 from mqttaudit.capture.conversation import stopped_at_flow_budget
+from mqttaudit.capture.segments import FIN, SYN
 from mqttaudit.judge import reasons as reason_tags
 
-from .conversations import Columns, connection_flow, judge_flow
+from .conversations import Columns, connection_flow, connection_id, judge_flow
 from .options import AuditOptions
 from .sealed import keyed_name, seal
 from .segments import BATCH_ROWS, cuts, decode_run
@@ -76,17 +77,30 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
 @dataclass
 class FlowCut:
     """What a flow carried past the per-flow budget: its segments counted, their payload bytes by sending endpoint,
-    none of them held."""
+    none of them held; and per sender, the sequence number just past the furthest payload byte they carried."""
 
     segments: int = 0
-    payload: dict[tuple[bytes, int], int] = field(default_factory=dict)
+    payload: dict[Endpoint, int] = field(default_factory=dict)
+    reach: dict[Endpoint, int] = field(default_factory=dict)
 
-    def count(self, run: pa.RecordBatch) -> None:
+    def count(self, run: pa.RecordBatch | pa.Table) -> None:
         self.segments += run.num_rows
         lengths = pc.binary_length(run.column("payload")).to_pylist()
         senders = zip(run.column("src_ip").to_pylist(), run.column("src_port").to_pylist(), strict=True)
-        for sender, length in zip(senders, lengths, strict=True):
+        for sender, length, seq in zip(senders, lengths, run.column("seq").to_pylist(), strict=True):
             self.payload[sender] = self.payload.get(sender, 0) + length
+            end = (seq + length) & 0xFFFFFFFF
+            if length and (sender not in self.reach or fleet.sequence_distance(end - self.reach[sender]) > 0):
+                self.reach[sender] = end
+
+    def beyond(self, sender: Endpoint, held_end: int | None) -> int:
+        """The payload bytes ``sender`` sent past the budget that lie beyond ``held_end`` (the sequence number just
+        past the bytes held of it; None: nothing held), at most all it sent: the bytes of another file's copy of
+        what was held are not new bytes of the connection."""
+        payload = self.payload.get(sender, 0)
+        if held_end is None or sender not in self.reach:
+            return payload
+        return max(0, min(payload, fleet.sequence_distance(self.reach[sender] - held_end)))
 
 
 def _flow_groups(
@@ -155,11 +169,12 @@ def _with_run(row: pa.RecordBatch, run: pa.RecordBatch) -> pa.RecordBatch:
 
 def judge_segments(table: pa.Table, options: AuditOptions, cut: FlowCut | None = None) -> list[dict[str, Any]]:
     """All runs of segments of one flow (:data:`SEGMENT_SCHEMA` rows, any order) in; per connection, its table
-    rows and its judged row. Runs of several files go through :func:`fleet_rows` first (rotations merged, copies
-    deduplicated, copies that disagree judged apart); each of the plan's records (a conflicting copy, a
-    duplicate left out) is a row with ``note`` set. ``cut``: the flow reached the per-flow budget, and what its
-    later segments carried goes to its last connection (of the first copy when files hold copies;
-    :func:`~mqttaudit.capture.conversation.stopped_at_flow_budget`)."""
+    rows and its judged row. Runs of several files that may hold copies (some sequence number in two files:
+    :func:`~mqttaudit.capture.fleet.files_apart`) go through :func:`fleet_rows` (copies deduplicated, copies that
+    disagree judged apart); each of the plan's records (a conflicting copy, a duplicate left out) is a row with
+    ``note`` set; files apart (a rotation) are merged in time order as one file. ``cut``: the flow reached the
+    per-flow budget, and what its later segments carried past the bytes held goes to its last connection (of the
+    first copy when files hold copies; :func:`_stopped`)."""
     runs = [
         decode_run(capture, blob.as_buffer())
         for capture, blob in zip(table.column("capture").to_pylist(), table.column("segments"), strict=True)
@@ -176,15 +191,26 @@ def judge_segments(table: pa.Table, options: AuditOptions, cut: FlowCut | None =
     known = [ends[capture] for capture in set(captures) if capture in ends]
     times = table.column("time_ns")
     end = max(known) if known else (times[-1].as_py() if len(times) else None)
-    if len(set(captures)) == 1:
+    if len(set(captures)) == 1 or fleet.files_apart(_sequence_ranges(table, captures)):
         audits = _stopped(
-            flow_events(flow_segments(table), options=options.flow_options, end_time_ns=end), cut, options
+            flow_events(flow_segments(table), options=options.flow_options, end_time_ns=end), cut, table, options
         )
         record_at = _records_by_time(table)
         # A connection that carried no payload byte (the last ACKs of one that ended before the capture began) is
         # no MQTT connection: nothing in it can be judged.
         return [_connection(audit, record_at, options) for audit in audits if audit.total.stream]
     return fleet_rows(table, captures, end, options, cut)
+
+
+def _sequence_ranges(table: pa.Table, captures: list[str]) -> Iterator[tuple[str, Endpoint, int, int]]:
+    """Each segment of a flow (``captures``: the file of each) as :func:`~mqttaudit.capture.fleet.files_apart`
+    takes it: its file, its sender, its sequence number and the sequence numbers it takes (payload, SYN, FIN)."""
+    flags = table.column("flags").to_numpy()
+    payload = pc.binary_length(table.column("payload")).to_numpy(zero_copy_only=False)
+    takes = payload + ((flags & SYN) != 0) + ((flags & FIN) != 0)
+    columns = (table.column(name).to_pylist() for name in ("src_ip", "src_port", "seq"))
+    for capture, ip, port, seq, length in zip(captures, *columns, takes.tolist(), strict=True):
+        yield capture, (ip, port), seq, length
 
 
 def _records_by_time(table: pa.Table) -> dict[int, tuple[str, int]]:
@@ -196,15 +222,21 @@ def _records_by_time(table: pa.Table) -> dict[int, tuple[str, int]]:
     return record_at
 
 
-def _stopped(audits: list[FlowAudit], cut: FlowCut | None, options: AuditOptions) -> list[FlowAudit]:
-    """``audits``, with what the flow's segments past the per-flow budget carried given to the last one (``cut``:
-    the flow reached the budget)."""
+def _stopped(audits: list[FlowAudit], cut: FlowCut | None, table: pa.Table, options: AuditOptions) -> list[FlowAudit]:
+    """``audits`` (judged from the segments held, ``table``), with what the flow's segments past the per-flow budget
+    carried given to the last one (``cut``: the flow reached the budget): each sender's bytes beyond the furthest
+    byte held of it. Bytes within it (a file's copy of bytes another file held, a retransmission) are counted as
+    not held and added to no stream. A connection that reuses the flow's 4-tuple wholly past the budget is not
+    seen: its bytes go to the last connection held."""
     if cut is None or not audits:
         return audits
     last = audits[-1]
-    unheld = tuple(cut.payload.get(endpoint, 0) for endpoint in last.endpoints)
+    held = FlowCut()
+    held.count(table)
+    unheld = tuple(cut.beyond(endpoint, held.reach.get(endpoint)) for endpoint in last.endpoints)
     budget = options.budgets.max_flow_bytes
-    return [*audits[:-1], stopped_at_flow_budget(last, (unheld[0], unheld[1]), cut.segments, budget)]
+    payload = sum(cut.payload.values())
+    return [*audits[:-1], stopped_at_flow_budget(last, (unheld[0], unheld[1]), cut.segments, budget, payload)]
 
 
 def fleet_rows(
@@ -218,32 +250,35 @@ def fleet_rows(
     found = fleet.pieces(captures, flow_segments(table), flow_options.broker_ports)
     plan = fleet.plan(lambda rows: flow_segments(table.take(rows)), found)
     rows: list[dict[str, Any]] = []
-    named: dict[tuple[int, int], str] = {}  # (copy, a time inside the connection) -> the connection's id
-    spans: list[tuple[int, int, int, str]] = []
+    # (copy, a time inside the connection) -> the connection's id and the id it has when not judged apart
+    named: dict[tuple[int, int], tuple[str, str]] = {}
+    spans: list[tuple[int, int, int, tuple[str, str]]] = []
     for copy, indices in enumerate(plan.copies):
         # The usual plan (a rotation: one copy of every segment) judges the table as it is, without a copy of it.
         part = table if len(indices) == table.num_rows else table.take(indices)
         record_at = _records_by_time(part)
         audits = flow_events(flow_segments(part), options=flow_options, end_time_ns=end)
-        for audit in _stopped(audits, cut, options) if copy == 0 else audits:
+        for audit in _stopped(audits, cut, table, options) if copy == 0 else audits:
             if not audit.total.stream:
                 continue
             label = plan.label(copy, audit.first_time, audit.last_time)
             row = _connection(audit, record_at, options, label)
             row["replayed"] = copy == 0 or label is None
             rows.append(row)
-            spans.append((copy, audit.first_time, audit.last_time, row["flow"]))
-    for copy, first, last, flow in spans:
+            spans.append((copy, audit.first_time, audit.last_time, (row["flow"], connection_id(audit))))
+    for copy, first, last, ids in spans:
         for conflict in plan.conflicts:
             for side in (0, 1):
                 if conflict.copies[side] == copy and first <= conflict.times[side] <= last:
-                    named.setdefault((copy, conflict.times[side]), flow)
+                    named.setdefault((copy, conflict.times[side]), ids)
     notes: list[dict[str, Any]] = []
     for conflict in plan.conflicts:
-        connections = [named.get((conflict.copies[side], conflict.times[side])) for side in (0, 1)]
+        copy_ids = [named.get((conflict.copies[side], conflict.times[side])) for side in (0, 1)]
         record = {
             "captures": list(conflict.captures),
-            "connections": connections,
+            # The connection as the first file's copy names it without its file (each copy's own id has it).
+            "connection": next((ids[1] for ids in copy_ids if ids is not None), None),
+            "connections": [None if ids is None else ids[0] for ids in copy_ids],
             "sender": conflict.sender,
             "side": conflict.side,
             "offset": conflict.offset,

@@ -16,7 +16,7 @@ from .options import AuditOptions
 from .replay import replay_batches
 from .sealed import unseal
 from .tables import REPLAYED_SCHEMA
-from .task_files import TableWriter, columns_table, part_name, partition, read_transcripts
+from .task_files import TableWriter, columns_table, part_name, partition, transcript_blobs
 from .worker_gc import tune_gc
 
 
@@ -31,13 +31,13 @@ def replay_group(table: pa.Table, options: AuditOptions) -> pa.Table:
     mine = table.column("own").to_pylist()
     own = [flow for flow, owned in zip(flows, mine, strict=True) if owned]
     files = table.column("transcripts").to_pylist()
-    opened = read_transcripts(options.out_dir, files)
-    # Each transcript's bytes are copied out of the mapped file only while it is unpickled.
+    rows = table.column("transcript_row").to_pylist()
+    wanted = [
+        (name, row, "transcript" if owned else "sources") for name, row, owned in zip(files, rows, mine, strict=True)
+    ]
+    # Each transcript's bytes are copied out of the mapped file (or the ranged read) only while it is unpickled.
     key = options.seal_key
-    blobs = (
-        unseal(key, opened[name].column("transcript" if owned else "sources")[row].as_buffer().to_pybytes())
-        for name, row, owned in zip(files, table.column("transcript_row").to_pylist(), mine, strict=True)
-    )
+    blobs = (unseal(key, blob.to_pybytes()) for blob in transcript_blobs(options.out_dir, wanted))
     captures = dict(zip(flows, table.column("capture").to_pylist(), strict=True))
     batches, findings, undecided = replay_batches(
         broker, zip(flows, blobs, strict=True), options.judge_config, own, captures=captures

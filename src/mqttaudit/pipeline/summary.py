@@ -46,10 +46,15 @@ def audit_summary(
         return read_table(session, out_dir, name)
 
     connections = judged.where("note is null")
+    notes_of = judged.where("note is not null")
+    # The records of a flow held by several files (:func:`~.judging.fleet_rows`), apart from the chunks' notes.
+    conflicting = F.get_json_object("note", "$.conflicting_copy")
+    duplicate = F.get_json_object("note", "$.duplicate_copy")
     figures = collect_parts(
         {
             "totals": connections.transform(connection_totals),
-            "notes": judged.where("note is not null").select("note", "capture"),
+            "notes": notes_of.where(conflicting.isNull() & duplicate.isNull()).select("note", "capture"),
+            **fleet_parts(notes_of.where(conflicting.isNotNull() | duplicate.isNotNull())),
             "violations": table("violations").groupBy("level", "actor").count(),
             "routing": table("routing_findings").groupBy("kind").count(),
             "versions": table("connections").transform(connections_per_version),
@@ -79,10 +84,8 @@ def audit_summary(
     chunk_errors: list[dict[str, Any]] = []
     truncated: list[dict[str, Any]] = []
     records_by_capture: dict[str, int] = {}
-    copies = fleet_summary(notes)
+    copies = fleet_summary(figures)
     for note in notes:
-        if FLEET_NOTES & note.keys():
-            continue
         records += note.get("records", 0)
         records_by_capture[note["capture"]] = records_by_capture.get(note["capture"], 0) + note.get("records", 0)
         segments_kept += note.get("segments", 0)
@@ -179,8 +182,6 @@ def budget_counters(sums: Any, budgets: Budgets) -> dict[str, Any]:
     }
 
 
-#: The records of a flow held by several files, as the judging tasks note them (:func:`~.judging.fleet_rows`).
-FLEET_NOTES = frozenset({"conflicting_copy", "duplicate_copy"})
 #: Conflicting copies and duplicates the summary lists at most (the rest are counted).
 LISTED_COPIES = 100
 #: What the audit does with two files that hold the same bytes of a connection, as the summary and reports name it.
@@ -190,23 +191,56 @@ COPIES_POLICY = (
     "the copies disagree, neither is dropped: each file's copy is judged apart as a connection of its own, named "
     "by its file (the routing replay reads the copy of the file first by name), and the audit is incomplete"
 )
+#: The fields of a ``conflicting_copy`` record that order the listed ones, and of a ``duplicate_copy`` record.
+_CONFLICT_KEYS = "struct<captures: array<string>, connections: array<string>, offset: bigint>"
+_DUPLICATE_SIZES = "struct<bytes: bigint, segments: bigint>"
 
 
-def fleet_summary(notes: list[dict[str, Any]]) -> dict[str, Any]:
-    """The summary's ``conflicting_copies`` and ``duplicate_copies``: the copies of connections that several files
-    hold, those that disagree (the files, the connections judged apart, the side and the first stream offset where
-    they differ) and those left out as duplicates."""
-    conflicts = [note["conflicting_copy"] for note in notes if "conflicting_copy" in note]
-    duplicates = [note["duplicate_copy"] | {"capture": note["capture"]} for note in notes if "duplicate_copy" in note]
-    conflicts.sort(key=lambda record: (record["captures"], record["connections"][0] or "", record["offset"]))
-    duplicates.sort(key=lambda record: (record["capture"], record["of"]))
+def fleet_parts(notes: DataFrame) -> dict[str, DataFrame]:
+    """The parts of the summary query (:func:`~.bounded.collect_parts`) that :func:`fleet_summary` reads, from the
+    judging stage's fleet notes: one row of counts, and at most :data:`LISTED_COPIES` notes of each kind, in the
+    order the summary lists them (conflicts by their files, first connection and offset; duplicates by file and
+    the file holding them). Nothing per note reaches the driver past those."""
+    conflict = F.from_json(F.get_json_object("note", "$.conflicting_copy"), _CONFLICT_KEYS)
+    duplicate = F.from_json(F.get_json_object("note", "$.duplicate_copy"), _DUPLICATE_SIZES)
+    is_conflict = F.get_json_object("note", "$.conflicting_copy").isNotNull()
+    conflicts = notes.where(is_conflict)
+    duplicates = notes.where(~is_conflict)
+    of = F.get_json_object("note", "$.duplicate_copy.of")
     return {
-        "conflicting_copies": {"count": len(conflicts), "copies": conflicts[:LISTED_COPIES], "policy": COPIES_POLICY},
+        "fleet_counts": notes.agg(
+            F.sum(F.when(is_conflict, 1).otherwise(0)).alias("conflicts"),
+            F.sum(F.when(is_conflict, 0).otherwise(1)).alias("duplicates"),
+            F.sum(duplicate.getField("bytes")).alias("duplicate_bytes"),
+            F.sum(duplicate.getField("segments")).alias("duplicate_segments"),
+        ),
+        "conflicting_copies": conflicts.orderBy(
+            conflict.getField("captures"),
+            F.coalesce(conflict.getField("connections").getItem(0), F.lit("")),
+            conflict.getField("offset"),
+        )
+        .limit(LISTED_COPIES)
+        .select("note"),
+        "duplicate_copies": duplicates.orderBy("capture", of).limit(LISTED_COPIES).select("note", "capture"),
+    }
+
+
+def fleet_summary(figures: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The summary's ``conflicting_copies`` and ``duplicate_copies`` from the parts :func:`fleet_parts` made: the
+    copies of connections that several files hold, those that disagree (the files, the connection, the copies
+    judged apart, the side and the first stream offset where they differ) and those left out as duplicates."""
+    counts = figures["fleet_counts"][0]
+    conflicts = [json.loads(row["note"])["conflicting_copy"] for row in figures["conflicting_copies"]]
+    duplicates = [
+        json.loads(row["note"])["duplicate_copy"] | {"capture": row["capture"]} for row in figures["duplicate_copies"]
+    ]
+    return {
+        "conflicting_copies": {"count": int(counts["conflicts"] or 0), "copies": conflicts, "policy": COPIES_POLICY},
         "duplicate_copies": {
-            "count": len(duplicates),
-            "bytes": sum(int(record["bytes"]) for record in duplicates),
-            "segments": sum(int(record["segments"]) for record in duplicates),
-            "copies": duplicates[:LISTED_COPIES],
+            "count": int(counts["duplicates"] or 0),
+            "bytes": int(counts["duplicate_bytes"] or 0),
+            "segments": int(counts["duplicate_segments"] or 0),
+            "copies": duplicates,
         },
     }
 

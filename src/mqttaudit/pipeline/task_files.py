@@ -138,17 +138,22 @@ def _parquet_writer(stream: Any, schema: pa.Schema) -> FileWriter:
 TRANSCRIPTS_DIR = "_transcripts"
 
 
+#: The key of a transcript file's schema metadata that gives the rows of each of its record batches but the last.
+ROWS_PER_BATCH = b"mqttaudit.rows_per_batch"
+
+
 class TranscriptWriter(TaskFile):
     """The transcripts one judging task hands to the routing replay, as one Arrow IPC file in the output directory
-    that the replay tasks read (memory-mapped on this machine's filesystem): the blobs (a large share of the audit's
-    bytes) never pass through the JVM."""
+    that the replay tasks read a record batch at a time (:func:`transcript_blobs`): the blobs (a large share of the
+    audit's bytes) never pass through the JVM. Rows are added one at a time, so every record batch but the last
+    holds exactly :attr:`BATCH` rows; the file's schema says so (:data:`ROWS_PER_BATCH`), and a row's batch is
+    found without reading another."""
 
     BATCH = 1024
 
     def __init__(self, directory: str, part: str, published: Accumulator[Published] | None = None) -> None:
-        super().__init__(
-            directory, TRANSCRIPTS_DIR, f"part-{part}.arrow", TRANSCRIPT_SCHEMA, pa.ipc.new_file, published
-        )
+        schema = TRANSCRIPT_SCHEMA.with_metadata({ROWS_PER_BATCH: str(self.BATCH).encode()})
+        super().__init__(directory, TRANSCRIPTS_DIR, f"part-{part}.arrow", schema, pa.ipc.new_file, published)
 
     def add_transcript(self, transcript: bytes, sources: bytes) -> int:
         """Adds one connection's transcript; returns its row in the file."""
@@ -158,18 +163,51 @@ class TranscriptWriter(TaskFile):
         return self.rows - 1
 
 
-def read_transcripts(directory: str, names: Iterable[str]) -> dict[str, pa.Table]:
-    """The transcript files ``names`` of an audit's output directory: memory-mapped on this machine's filesystem,
-    read from any other."""
+def transcript_blobs(directory: str, wanted: Sequence[tuple[str, int, str]]) -> list[pa.Buffer]:
+    """The blobs ``wanted`` ((file name, row, column) in the transcript files of an audit's output directory), in
+    order. Only the record batches that hold a wanted row are read: memory-mapped on this machine's filesystem (the
+    blobs are slices of the mapping), through ranged reads from any other (each wanted blob copied out, its batch
+    released once read), so a replay task holds what it needs of a file, not the file."""
     filesystem, root = locations.resolve(directory)
-    paths = {name: posixpath.join(root, TRANSCRIPTS_DIR, name) for name in set(names)}
-    if locations.renames(filesystem):
-        return {name: pa.ipc.open_file(pa.memory_map(path)).read_all() for name, path in paths.items()}
-    tables = {}
-    for name, path in paths.items():
-        with filesystem.open_input_file(path) as source:
-            tables[name] = pa.ipc.open_file(source).read_all()
-    return tables
+    mapped = locations.renames(filesystem)
+    by_file: dict[str, list[int]] = {}
+    for index, (name, _row, _column) in enumerate(wanted):
+        by_file.setdefault(name, []).append(index)
+    blobs: list[pa.Buffer] = [pa.py_buffer(b"")] * len(wanted)
+    for name, indices in by_file.items():
+        path = posixpath.join(root, TRANSCRIPTS_DIR, name)
+        rows = [(wanted[index][1], wanted[index][2]) for index in indices]
+        if mapped:  # the mapping stays open as long as a blob refers to it
+            found = read_rows(pa.memory_map(path), rows, copy=False)
+        else:
+            with filesystem.open_input_file(path) as source:
+                found = read_rows(source, rows, copy=True)
+        for index, blob in zip(indices, found, strict=True):
+            blobs[index] = blob
+    return blobs
+
+
+def read_rows(source: Any, rows: Sequence[tuple[int, str]], *, copy: bool) -> list[pa.Buffer]:
+    """The blobs at ``rows`` ((row, column)) of one transcript file opened as ``source`` (random access), in
+    order, reading each record batch that holds one once, and no other; ``copy``: each blob copied out of its
+    batch (which is then released), else a slice of it."""
+    reader = pa.ipc.open_file(source)
+    per_batch = int((reader.schema.metadata or {}).get(ROWS_PER_BATCH, 0))
+    if per_batch <= 0:
+        raise ValueError(f"a transcript file without its rows per record batch ({ROWS_PER_BATCH.decode()})")
+    positions: dict[int, list[int]] = {}
+    for position, (row, _column) in enumerate(rows):
+        positions.setdefault(row // per_batch, []).append(position)
+    found: list[pa.Buffer] = [pa.py_buffer(b"")] * len(rows)
+    for number in sorted(positions):
+        batch = reader.get_batch(number)
+        if number < reader.num_record_batches - 1 and batch.num_rows != per_batch:
+            raise ValueError(f"record batch {number} of a transcript file holds {batch.num_rows} rows, not {per_batch}")
+        for position in positions[number]:
+            row, column = rows[position]
+            blob = batch.column(column)[row - number * per_batch].as_buffer()
+            found[position] = pa.py_buffer(blob.to_pybytes()) if copy else blob
+    return found
 
 
 def accepted_entries(published: Published) -> set[str]:

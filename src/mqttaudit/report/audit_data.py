@@ -130,6 +130,8 @@ class ConflictingCopy(TypedDict, total=False):
     the side whose stream differs, its endpoint and the first stream offset where the copies differ."""
 
     captures: list[str]
+    #: The connection, as the first file's copy names it apart from its file (None: no copy was judged).
+    connection: str | None
     connections: list[str | None]
     side: str
     sender: str

@@ -769,7 +769,7 @@ def accounting_notes(summary: AuditSummary) -> tuple[str, ...]:
         listed = [
             f"{record.get('captures', ['?', '?'])[0]} and {record.get('captures', ['?', '?'])[1]} differ at offset "
             f"{record.get('offset', 0)} of the {record.get('side', 'unknown')}'s stream of "
-            f"{(record.get('connections') or [None])[0] or '?'}"
+            f"{record.get('connection') or '?'}"
             for record in copies.get("copies", [])
         ]
         count = copies.get("count", 0)
