@@ -211,6 +211,16 @@ class Message:
         return expiry_5.message_expiry(self.publish.properties)
 
 
+def in_memory(message: Message, time: float, config: JudgeConfig) -> bool:
+    """A copy observed at ``time`` may repeat ``message``: the broker's state holds it (a retained PUBLISH or a
+    Will, kept in the skeleton of :mod:`.stream`), or ``time`` falls between when the server could start taking it
+    and its deadline plus the late window (:attr:`.JudgeConfig.late_window`)."""
+    if message.will or message.publish.retain:
+        return True
+    begin, end = message.window
+    return begin - message.early <= time <= end + config.answer_timeout + config.late_window
+
+
 #: The retained state of a topic nobody in the scenario set: unknown, never a finding.
 UNKNOWN: Final = "unknown"
 RetainedState = Message | None | str  # a message, None (nothing retained), or UNKNOWN
@@ -267,6 +277,11 @@ class Expectation:
     @property
     def highest(self) -> int:
         return self.qos if self.ceiling is None else self.ceiling
+
+    def matches_at(self, time: float, late_window: float) -> bool:
+        """A copy observed at ``time`` may be this delivery: not before it could be sent, and no later than its
+        deadline plus the late window (:attr:`.JudgeConfig.late_window`)."""
+        return self.after <= time <= self.deadline + late_window
 
 
 @dataclass(eq=False)

@@ -16,7 +16,18 @@ from ..codec.describe import quoted
 from . import expiry_5, forwarding_5, reasons, rules
 from . import model_rules_5 as rules_5
 from .config import JudgeConfig
-from .model import INF, Expectation, GroupDelivery, Link, Model, RetainedWatch, existed, forbid, not_retained_rule
+from .model import (
+    INF,
+    Expectation,
+    GroupDelivery,
+    Link,
+    Model,
+    RetainedWatch,
+    existed,
+    forbid,
+    in_memory,
+    not_retained_rule,
+)
 from .transcript import Delivered, Transcript
 from .verdict import DUPLICATE, LEAK, MISSING, QOS, Judgement, Ledger, combine
 
@@ -50,6 +61,12 @@ class Routing:
     def _at(self, seconds: float) -> str:
         """A time of this observation as its details name it (UTC for a capture's, seconds for the prober's)."""
         return reasons.instant(seconds, wall_clock=self._config.wall_clock)
+
+    def _within(self, link: Link, start: float, deadline: float) -> list[Delivered]:
+        """The deliveries on ``link`` from ``start`` to ``deadline`` plus the late window: all a check of what was
+        due by ``deadline`` may look at (a replay that forgets holds no more of them)."""
+        end = deadline + self._config.late_window
+        return [d for d in link.transcript.delivered if start <= d.time <= end]
 
     def _unseen_bytes(self, link: Link, what: str) -> str | None:
         """Why ``what`` is not assessable on ``link`` when bytes the server sent on it were not observed (from the
@@ -243,7 +260,7 @@ class Routing:
             self._undecided(link, rules.DUP_ON_REDELIVERY, reasons.reason(reasons.EARLIER_SESSION, why))
             return
         again: dict[int, Delivered] = {}
-        for delivered in link.transcript.delivered:
+        for delivered in self._within(link, link.opened, link.opened + self._config.answer_timeout):
             packet_id = delivered.message.packet_id
             if packet_id in pending and packet_id not in again:
                 again[packet_id] = delivered
@@ -349,7 +366,8 @@ class Routing:
     def _deliver(self, link: Link, delivered: Delivered, by_key: dict[tuple[str, bytes], list[Expectation]]) -> None:
         publish = delivered.message
         key = (publish.topic, publish.payload)
-        matching = [e for e in by_key.get(key, ()) if e.after <= delivered.time]
+        late = self._config.late_window
+        matching = [e for e in by_key.get(key, ()) if e.matches_at(delivered.time, late)]
         owed = [
             e for e in matching if not e.forbidden and (len(e.delivered) < e.copies or (publish.dup and e.delivered))
         ]
@@ -431,6 +449,7 @@ class Routing:
             sent = expectation.message.publish
             if (
                 expectation.forbidden
+                or not expectation.matches_at(delivered.time, self._config.late_window)
                 or "\ufeff" not in sent.topic
                 or sent.payload != publish.payload
                 or sent.topic.replace("\ufeff", "") != publish.topic
@@ -453,10 +472,13 @@ class Routing:
         the message it repeats, if the topic did not hold it as retained then, becomes a forbidden expectation
         (delivered) under the rule that says why."""
         publish = delivered.message
-        candidates = self._model.by_key.get((publish.topic, publish.payload), ())
+        time = delivered.time
+        candidates = [
+            m for m in self._model.by_key.get((publish.topic, publish.payload), ()) if in_memory(m, time, self._config)
+        ]
         changes = self._model.retained.get(publish.topic, [])
         for watch in link.watches:
-            if watch.topic != publish.topic or watch.window[0] > delivered.time:
+            if watch.topic != publish.topic or not watch.window[0] <= time <= watch.deadline + self._config.late_window:
                 continue
             for message in candidates:
                 rule = None if message in watch.states else not_retained_rule(message, changes, watch.window)
@@ -619,7 +641,11 @@ class Routing:
         (those made on this one are the conversation judge's: :mod:`.deliveries_5`)."""
         message = expectation.message
         checks: list[forwarding_5.Check] = []
-        siblings = self._model.by_key.get(message.key, [message])
+        siblings = [
+            m
+            for m in self._model.by_key.get(message.key, [message])
+            if m is message or in_memory(m, delivered.time, self._config)
+        ]
         shapes = {forwarding_5.compared(m.publish.properties) for m in siblings}
         if len(shapes) > 1:
             why = reasons.reason(
@@ -758,7 +784,7 @@ class Routing:
         # [MQTT-1.5.3-3] A copy whose topic holds U+FEFF would show whether the server kept it: unseen, undecided.
         bom = (rules.BOM_KEPT,) if "\ufeff" in expectation.message.publish.topic else ()
         rules_at_stake = (expectation.rule, *expectation.also, expectation.qos_rule, *bom)
-        unnamed = [d for d in link.transcript.delivered if not d.message.topic]
+        unnamed = [d for d in self._within(link, expectation.after, expectation.deadline) if not d.message.topic]
         if unnamed:
             # A delivery named only by a Topic Alias whose mapping was not seen may be this message.
             reason = reasons.reason(
@@ -777,7 +803,7 @@ class Routing:
         if link.ended >= expectation.deadline:
             early = _published_early(link, expectation)
             for rule in (expectation.rule, *expectation.also):
-                if rule == rules_5.WILL_STORED and _arrived_early(link, expectation):
+                if rule == rules_5.WILL_STORED and _arrived_early(link, expectation, self._config.late_window):
                     # The Will reached this connection before its delay ran out: the server held it (stored), and
                     # published it too soon, which [MQTT-3.1.2-8] reports; 5.0 statement 3.1.2-7 (key WILL_STORED)
                     # is kept.
@@ -792,7 +818,8 @@ class Routing:
                     link.transcript.end_event,
                     f"{_what(expectation)} never arrived: it was owed from {self._at(expectation.after)}, due by "
                     f"{self._at(expectation.deadline)}, and the connection was seen open until "
-                    f"{self._at(link.ended)}",
+                    f"{self._at(link.ended)} (a copy counts up to the late window, "
+                    f"{self._config.late_window:g} s past the deadline)",
                     EXPECTED[rule],
                     MISSING,
                 )
@@ -895,7 +922,11 @@ class Routing:
             return
         deadline = following.opened + self._config.answer_timeout
         key = chosen.key
-        again = [d for d in following.transcript.delivered if (d.message.topic, d.message.payload) == key]
+        again = [
+            d
+            for d in self._within(following, following.opened, deadline)
+            if (d.message.topic, d.message.payload) == key
+        ]
         if again:
             self._held(following, rule)
             return
@@ -1034,11 +1065,14 @@ def _published_early(link: Link, expectation: Expectation) -> bool:
     )
 
 
-def _arrived_early(link: Link, expectation: Expectation) -> bool:
-    """A copy of ``expectation``'s message (same Topic Name and payload) reached ``link`` before it was owed."""
+def _arrived_early(link: Link, expectation: Expectation, late_window: float) -> bool:
+    """A copy of ``expectation``'s message (same Topic Name and payload) reached ``link`` before it was owed (and
+    no earlier than the late window before that)."""
     publish = expectation.message.publish
     return any(
-        d.message.topic == publish.topic and d.message.payload == publish.payload and d.time < expectation.after
+        d.message.topic == publish.topic
+        and d.message.payload == publish.payload
+        and expectation.after - late_window <= d.time < expectation.after
         for d in link.transcript.delivered
     )
 

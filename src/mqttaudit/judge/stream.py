@@ -15,6 +15,26 @@ model, since none of them depends on what was left out. The messages kept for of
 in flight come from one walk over the traffic in time order: each message is routed by the model's own rules
 against the skeleton and forgotten at once unless an offline session keeps it; each delivery is forgotten once
 acknowledged (or its identifier used again).
+
+What the routing verdicts (:class:`.routing.Routing`) may look back at, so that a replay that forgets can give
+them: each look-back is bounded by the late window (:attr:`.JudgeConfig.late_window`, 60 s by default) or by the
+state above, in the whole model as in a slice.
+
+- A delivered copy is matched to an expectation only from its ``after`` to its deadline plus the late window
+  (:meth:`.model.Expectation.matches_at`), owed or forbidden alike. A copy later than that matches no message held
+  and is no finding of routing (as any unmatched copy: whether a subscription of its connection matches it is the
+  conversation judge's [MQTT-3.3.2-3]); a message owed and not matched in its window is missing, and the finding
+  names the window.
+- A delivery named only by a Topic Alias never resolved leaves a missing message undecided only if it came within
+  that message's window; a Will that arrived early counts only within the late window before it was owed; the
+  re-sent copies of a resumed session, and of a share group's interrupted QoS 2 message, count only up to the
+  re-send's deadline plus the late window.
+- A RETAIN 1 copy is held against a new subscription's retained watch up to the watch's deadline plus the late
+  window, and against the messages it may repeat that are still held: retained PUBLISHes and Wills (the skeleton
+  keeps them) and other messages within their deadline plus the late window (:func:`.model.in_memory`). The same
+  messages are the siblings whose properties a forwarded copy is compared with.
+- What settles a missing message (the connection's end, the bytes lost, the session's next connection) is state
+  of the connections, which the skeleton holds.
 """
 
 from __future__ import annotations
