@@ -6,9 +6,10 @@ Wills and QoS 1 and 2 deliveries in flight across a boundary)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import pytest
 from hypothesis import given, settings
@@ -19,10 +20,12 @@ from mqttaudit.codec.properties import make
 from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge.conversation import DEFAULT_CONFIG, ConversationJudge
 from mqttaudit.judge.model import INF, Model, build
+from mqttaudit.judge.routing import Routing
 from mqttaudit.judge.stream import (
     BrokerState,
     FirstTaken,
     Slice,
+    SlicedRouting,
     alive,
     boundary_states,
     deliveries,
@@ -30,11 +33,14 @@ from mqttaudit.judge.stream import (
     model_state,
     named,
     plan_slices,
+    reach,
     skeleton,
     slice_model,
     traffic,
 )
 from mqttaudit.judge.transcript import Transcript
+from mqttaudit.judge.verdict import Judgement, combine
+from mqttaudit.pipeline.replay import delivery_row
 
 from .talk import DISCONNECT, STEP, C, S, Talk, connected, publish, suback, subscribe, unsubscribe
 
@@ -389,3 +395,80 @@ def test_the_skeleton_leaves_out_what_grows_with_the_traffic() -> None:
     assert bare.delivered == [] and bare.answers == {}
     assert (bare.connect, bare.connack, bare.end) == (whole.connect, whole.connack, whole.end)
     assert len(whole.published) == 3 and len(whole.delivered) == 1  # the whole transcript is left as it was
+
+
+# -- the routing verdicts slice by slice ---------------------------------------------------------------------------
+
+
+def verdicts(rows: Iterable[object], judgement: Judgement) -> dict[str, object]:
+    """What the routing replay writes, named so that two replays compare: the ``deliveries`` rows, the findings
+    (each act with every statement it breaks), the not-assessable rows and the rules assessed."""
+    return {
+        "rows": Counter(rows),
+        "findings": Counter(
+            (f.conversation, f.event, f.side, f.time, f.kind, f.detail, frozenset(f.rules)) for f in judgement.findings
+        ),
+        "undecided": set(judgement.undecided),
+        "assessed": judgement.assessed,
+        "not assessable": set(judgement.not_assessable),
+    }
+
+
+def whole_verdicts(transcripts: Mapping[str, Transcript], config: JudgeConfig) -> dict[str, object]:
+    model = build(transcripts, config)
+    judgement = Routing(model, transcripts, config).judgement()
+    return verdicts((delivery_row("b", e) for link in model.links for e in link.expectations), judgement)
+
+
+def sliced_verdicts(transcripts: Mapping[str, Transcript], config: JudgeConfig, cuts: list[float]) -> dict[str, object]:
+    """The slices' verdicts together: each slice given the messages sent in it and the deliveries within
+    :func:`reach` of it."""
+    skeletons = {name: skeleton(transcript) for name, transcript in transcripts.items()}
+    sliced = SlicedRouting(skeletons, config)
+    messages = list(traffic(transcripts))
+    rows: list[object] = []
+    judgements = []
+    horizon = reach(config)
+    for start, end in itertools.pairwise([-INF, *sorted(set(cuts)), INF]):
+        sent = [(name, record) for name, record in messages if start <= record.sent < end]
+        seen = {
+            name: [d for d in t.delivered if start - horizon <= d.time < end + horizon]
+            for name, t in transcripts.items()
+        }
+        answers = {
+            name: {d.event: t.answers[d.event] for d in seen[name] if d.event in t.answers}
+            for name, t in transcripts.items()
+        }
+        decided, judgement = sliced.run(Slice(start, end, 0), sent, seen, answers)
+        rows += [delivery_row("b", e) for e in decided]
+        judgements.append(judgement)
+    return verdicts(rows, combine(judgements))
+
+
+def assert_sliced_routing_is_whole(conversation: Mapping[str, Talk], config: JudgeConfig, cuts: list[float]) -> None:
+    transcripts = transcribe(conversation, config)
+    assert sliced_verdicts(transcripts, config, cuts) == whole_verdicts(transcripts, config)
+
+
+#: A late window short enough that the routing tests' scenarios (some seconds each) outlive it.
+SHORT = 0.5
+
+
+@pytest.mark.parametrize(("name", "conversation", "config"), SCENARIOS, ids=[name for name, *_ in SCENARIOS])
+def test_the_slices_routing_verdicts_are_the_whole_model_s_on_the_routing_tests_scenarios(
+    name: str, conversation: dict[str, Talk], config: JudgeConfig
+) -> None:
+    cuts = boundaries(transcribe(conversation, config))
+    for late in (SHORT, config.late_window):
+        each = dataclasses.replace(config, late_window=late)
+        assert_sliced_routing_is_whole(conversation, each, cuts)
+        assert_sliced_routing_is_whole(conversation, each, cuts[::3])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(scenarios(), offline_scenarios()), st.integers(1, 4), st.sampled_from((SHORT, 3.0, 60.0)))
+def test_the_slices_routing_verdicts_are_the_whole_model_s_on_generated_scenarios(
+    conversation: dict[str, Talk], every: int, late: float
+) -> None:
+    config = dataclasses.replace(V5, late_window=late)
+    assert_sliced_routing_is_whole(conversation, config, boundaries(transcribe(conversation, config))[::every])

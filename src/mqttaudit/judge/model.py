@@ -206,6 +206,11 @@ class Message:
         return (self.publish.topic, self.publish.payload)
 
     @property
+    def name(self) -> tuple[str, int, bool]:
+        """What names it in any model of the broker: its connection, event and whether it is a Will."""
+        return (self.link.name, self.event, self.will)
+
+    @property
     def expiry(self) -> float | None:
         """Its MQTT 5.0 Message Expiry Interval (None: it does not expire)."""
         return expiry_5.message_expiry(self.publish.properties)
@@ -269,6 +274,8 @@ class Expectation:
     #: Why the server may withhold a message it would otherwise owe here (see :func:`withheld`): delivered, it is
     #: judged as an owed one; absent, its rules are not assessable for this reason.
     withheld_by: str | None = None
+    #: The routing verdicts decided it (no later copy can change it).
+    decided: bool = False
 
     @property
     def key(self) -> tuple[str, bytes]:
@@ -295,6 +302,8 @@ class GroupDelivery:
     members: list[Expectation]
     must: bool
     deadline: float
+    #: The routing verdicts decided it.
+    decided: bool = False
 
 
 @dataclass(eq=False)
@@ -313,6 +322,8 @@ class RetainedWatch:
     #: The rules the forbidden messages of the topic answer to.
     rules: frozenset[str]
     deadline: float
+    #: The routing verdicts decided it.
+    decided: bool = False
 
 
 @dataclass(frozen=True)
@@ -522,8 +533,8 @@ def build(
     alive = {id(session): _lifetime(session) for session in sessions}
     for message in messages:
         begin, end = message.window
-        if not mine(begin):
-            continue
+        if not mine(begin - message.early):
+            continue  # a slice owns the messages a copy observed in it may be first (see :mod:`.stream`)
         for session in sessions if exhaustive else model.filters.concerned(message.publish.topic):
             first, last = alive[id(session)]
             if first <= end and begin <= last:
