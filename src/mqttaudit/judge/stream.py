@@ -47,8 +47,9 @@ and retained watches not decided, the messages within their late window, per con
 and 2 deliveries (last use of each Packet Identifier) and the last copy per publisher, topic and QoS (ordering),
 and the count of messages published after a connection was last seen (one row each, at the end). The session
 checks of a connection (Session Present, takeover, re-sent copies) are made once its re-sent copies are in and its
-session's previous connection ended. What a slice does not hold: a session's connections open at one time beyond
-two (the earlier connection's copies are looked up only within :func:`reach`).
+session's previous connection ended. A slice's task sees the deliveries within :func:`reach` of it; a decision
+made later than that after what it looks up (a session check whose previous connection was seen long after the
+next one opened) is the one place where a slice could see less than the whole replay.
 """
 
 from __future__ import annotations
@@ -375,7 +376,6 @@ class SlicedRouting:
         self._config = config
         self._firsts = FirstTaken(build(skeletons, config), config)
         self._memory = Memory(unacknowledged={})
-        self._flights: dict[str, dict[int, tuple[Delivered, bool]]] = {}
         self._expectations: list[Expectation] = []
         self._watches: list[tuple[str, RetainedWatch]] = []
         self._groups: list[GroupDelivery] = []
@@ -426,15 +426,17 @@ class SlicedRouting:
     def _acknowledge(self, part: Slice, links: Mapping[str, Link]) -> None:
         """Per connection, the last use of each Packet Identifier by a QoS 1 or 2 delivery of the slice, and whether
         the client ever answered it (what a resumed session is re-sent [MQTT-4.4.0-1])."""
+        unacknowledged = self._memory.unacknowledged
+        assert unacknowledged is not None
         for name, link in links.items():
-            flights = self._flights.setdefault(name, {})
+            pending = unacknowledged.setdefault(name, {})
             for delivered in link.transcript.delivered:
                 packet_id = delivered.message.packet_id
                 if part.start <= delivered.time < part.end and delivered.message.qos and packet_id is not None:
-                    flights[packet_id] = (delivered, delivered.event in link.transcript.answers)
-            unacknowledged = {packet_id: d for packet_id, (d, answered) in flights.items() if not answered}
-            assert self._memory.unacknowledged is not None
-            self._memory.unacknowledged[name] = unacknowledged
+                    if delivered.event in link.transcript.answers:
+                        pending.pop(packet_id, None)  # its last use was answered
+                    else:
+                        pending[packet_id] = delivered
 
     def _hand_on(self, model: Model, end: float, already: set[int]) -> list[Expectation]:
         """What the next slice needs; returns the expectations decided in this one."""
@@ -449,4 +451,9 @@ class SlicedRouting:
         self._watches = [(link.name, w) for link in model.links for w in link.watches if not w.decided]
         self._groups = [group for group in model.groups if not group.decided]
         self._memory.messages = [m for m in self._memory.messages if m.window[1] + config.answer_timeout + late >= end]
+        # What is handed on still names this model's connections (a message names its publisher's): they keep
+        # only what the skeleton holds, so that no slice's deliveries or expectations outlive it.
+        for link in model.links:
+            link.expectations, link.watches = [], []
+            link.transcript = self._skeletons[link.name]
         return decided
