@@ -249,11 +249,12 @@ def _connection(draw: st.DrawFn, client_id: str, at: float) -> Talk:
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> dict[str, Talk]:
+def scenarios(draw: st.DrawFn, overlapping: bool = False) -> dict[str, Talk]:
     """Connections of two or three ClientIds over some seconds: persistent or clean sessions (3.1.1, or 5.0 with
     a Session Expiry Interval and delayed Wills) that come and go (closed by DISCONNECT, dropped with a Will, or
     still open when the capture ends), subscribing, unsubscribing, publishing (retained or not, QoS 0 to 2) and
-    receiving QoS 0 to 2 deliveries that are acknowledged or not."""
+    receiving QoS 0 to 2 deliveries that are acknowledged or not. ``overlapping``: a ClientId may connect again
+    before its previous connection ended (a takeover, or a connection whose end was not seen)."""
     talks: dict[str, Talk] = {}
     clock = {client_id: 0.0 for client_id in "xyz"}
     for index in range(draw(st.integers(1, 6))):
@@ -303,7 +304,8 @@ def scenarios(draw: st.DrawFn) -> dict[str, Talk]:
             talk.closed(draw(st.sampled_from((C, S))), at=now, abrupt=True)
         else:
             talk.quiet(at=now)
-        clock[client_id] = talk.now
+        back = draw(st.sampled_from((0.0, 5.0, 20.0))) if overlapping else 0.0
+        clock[client_id] = max(0.1, talk.now - back) if back else talk.now
         talks[f"{client_id}{index}"] = talk
     return talks
 
@@ -475,7 +477,11 @@ def test_the_slices_routing_verdicts_are_the_whole_model_s_on_the_routing_tests_
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.one_of(scenarios(), offline_scenarios()), st.integers(1, 4), st.sampled_from((SHORT, 3.0, 60.0)))
+@given(
+    st.one_of(scenarios(), scenarios(overlapping=True), offline_scenarios()),
+    st.integers(1, 4),
+    st.sampled_from((SHORT, 3.0, 60.0)),
+)
 def test_the_slices_routing_verdicts_are_the_whole_model_s_on_generated_scenarios(
     conversation: dict[str, Talk], every: int, late: float
 ) -> None:

@@ -127,7 +127,7 @@ class Routing:
                 reason = reasons.reason(reasons.NOT_REPLAYED, f"shared subscriptions: {unjudged}")
                 self._undecided(link, rules.MESSAGE_ROUTED, reason)
         for link in self._model.links:
-            if link.name not in opened and self._session_closes(link) < end:
+            if link.name not in opened and self._due(self._session_closes(link), end):
                 opened.add(link.name)
                 self._session_present(link)
                 self._takeover(link)
@@ -142,11 +142,11 @@ class Routing:
                     self._deliver(link, delivered, by_key)
             self._check_order(link)
             for expectation in list(link.expectations):
-                if not expectation.decided and closes(expectation, late) < end:
+                if not expectation.decided and self._due(closes(expectation, late), end):
                     expectation.decided = True
                     self._settle(link, expectation)
             for watch in link.watches:
-                if not watch.decided and min(watch.deadline + late, link.ended) < end:
+                if not watch.decided and self._due(min(watch.deadline + late, link.ended), end):
                     watch.decided = True
                     self._settle_watch(link, watch)
             for rule, count in link.unobserved.items():
@@ -154,11 +154,16 @@ class Routing:
             for rule, why, time in link.unknown:
                 self._undecided(link, rule, reasons.reason(reasons.EARLIER_SESSION, why), time=time)
         for group in self._model.groups:
-            if not group.decided and group_closes(group, self._config) < end:
+            if not group.decided and self._due(group_closes(group, self._config), end):
                 group.decided = True
                 self._settle_group(group)
         ledgers = [*self._ledgers.values(), *self._ledgers_5_0.values()]
         return combine(ledger.judgement() for ledger in ledgers)
+
+    @staticmethod
+    def _due(closing: float, end: float) -> bool:
+        """Decided in a slice ending at ``end``: it closes before; the last slice decides everything left."""
+        return end == INF or closing < end
 
     def _session_closes(self, link: Link) -> float:
         """When the session checks of ``link`` can be made: its re-sent copies are in (their deadline plus the late
