@@ -564,7 +564,7 @@ def test_a_copy_past_the_late_window_is_no_copy_of_the_message_which_is_missing_
     assert [(f.conversation, rule, f.kind) for f in judgement.findings for rule in f.rules] == [
         (SUB, ROUTED, "missing")
     ]
-    assert f"a copy counts up to the late window, {LATE:g} s past the deadline" in judgement.findings[0].detail
+    assert f"no copy came within the late window, {LATE:g} s past the deadline" in judgement.findings[0].detail
     wider = JudgeConfig(wall_clock=True, late_window=LATE + 2)
     model, judgement = replay_talks({SUB: sub, "pub": PUBLISHER}, wider)
     assert len(owed(model)[0].delivered) == 1 and judgement.findings == ()

@@ -884,10 +884,10 @@ class Routing:
                     rule,
                     link.ended,
                     link.transcript.end_event,
-                    f"{_what(expectation)} never arrived: it was owed from {self._at(expectation.after)}, due by "
-                    f"{self._at(expectation.deadline)}, and the connection was seen open until "
-                    f"{self._at(link.ended)} (a copy counts up to the late window, "
-                    f"{self._config.late_window:g} s past the deadline)",
+                    f"{_what(expectation)} never arrived in time: it was owed from {self._at(expectation.after)}, "
+                    f"due by {self._at(expectation.deadline)}, and the connection was seen open until "
+                    f"{self._at(link.ended)}; no copy came within the late window, "
+                    f"{self._config.late_window:g} s past the deadline",
                     EXPECTED[rule],
                     MISSING,
                 )
