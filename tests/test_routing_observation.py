@@ -25,6 +25,7 @@ from mqttaudit import codec
 from mqttaudit.capture import FlowOptions, Record, audit_records, read_records
 from mqttaudit.capture.segments import decode_segment, format_endpoint
 from mqttaudit.capture.writer import PcapWriter
+from mqttaudit.codec.properties import make
 from mqttaudit.judge import Closed, JudgeConfig, Judgement, Quiet
 from mqttaudit.judge import reasons as tags
 from mqttaudit.judge.model import Expectation, Model, build
@@ -35,7 +36,7 @@ from mqttaudit.pipeline.replay import replay_broker
 from mqttaudit.probe.brokers import BrokerUnavailable, start_broker
 from mqttaudit.probe.recorder import tcpdump_recording
 
-from .talk import C, S, Talk, connected, publish, publisher, suback, subscribe, transcribe
+from .talk import C, S, Talk, connected, publish, publisher, suback, subscribe, transcribe, unsubscribe
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -530,3 +531,65 @@ def test_a_message_published_after_a_persistent_session_was_last_seen_may_arrive
         ("first", "MQTT-3.2.2-3", tags.EARLIER_SESSION),
         ("second", "MQTT-3.3.1-3", tags.EARLIER_SESSION),  # DUP 0: the copy may repeat one sent before
     }
+
+
+# -- the late window: how late a copy may be and still be the message it repeats -----------------------------------
+
+LATE = CONFIG.late_window
+
+
+def test_a_copy_after_the_deadline_but_within_the_late_window_is_the_message_delivered() -> None:
+    sub = subscriber().server(publish(TOPIC), at=DEADLINE + LATE - 1).quiet(at=DEADLINE + LATE + 5)
+    model, judgement = replay_talks({SUB: sub, "pub": PUBLISHER})
+    [expectation] = owed(model)
+    assert len(expectation.delivered) == 1
+    assert (judgement.findings, rows(judgement)) == ((), set())
+    assert ROUTED in judgement.passed
+
+
+def test_a_copy_past_the_late_window_is_no_copy_of_the_message_which_is_missing_and_says_the_window() -> None:
+    """Matched to nothing, the late copy breaks no rule of its own; the message owed is missing, and the finding
+    names the window that left the copy out. A larger window (the setting) takes the copy in."""
+    sub = subscriber().server(publish(TOPIC), at=DEADLINE + LATE + 1).quiet(at=DEADLINE + LATE + 5)
+    model, judgement = replay_talks({SUB: sub, "pub": PUBLISHER})
+    [expectation] = owed(model)
+    assert expectation.delivered == []
+    assert [(f.conversation, rule, f.kind) for f in judgement.findings for rule in f.rules] == [
+        (SUB, ROUTED, "missing")
+    ]
+    assert f"no copy came within the late window, {LATE:g} s past the deadline" in judgement.findings[0].detail
+    wider = JudgeConfig(wall_clock=True, late_window=LATE + 2)
+    model, judgement = replay_talks({SUB: sub, "pub": PUBLISHER}, wider)
+    assert len(owed(model)[0].delivered) == 1 and judgement.findings == ()
+
+
+def test_a_copy_of_a_message_that_must_not_arrive_is_a_leak_only_within_the_late_window() -> None:
+    """After its UNSUBSCRIBE the subscriber must not get the message [MQTT-3.10.4-2]: a copy just past the deadline
+    is that message leaked; one past the late window matches no message held, and is no finding."""
+    unsubscribed = "MQTT-3.10.4-2"
+
+    def leaks(at: float) -> list[tuple[str, str]]:
+        sub = subscriber().client(unsubscribe(2, TOPIC), at=0.5).server(codec.Unsuback(packet_id=2), at=0.51)
+        sub.server(publish(TOPIC), at=at).quiet(at=at + 5)
+        _, judgement = replay_talks({SUB: sub, "pub": PUBLISHER})
+        return [(rule, f.kind) for f in judgement.findings for rule in f.rules]
+
+    assert leaks(DEADLINE + 1) == [(unsubscribed, "leak")]
+    assert leaks(DEADLINE + LATE + 1) == []
+
+
+def test_a_delivery_named_only_by_an_unresolved_topic_alias_leaves_undecided_only_what_it_could_be() -> None:
+    """A delivery whose Topic Alias was never mapped may be any message owed then: within the message's window
+    (deadline plus the late window) it leaves the missing message undecided; later, it cannot be that message."""
+    config = JudgeConfig(wall_clock=True, supported_protocol_levels=frozenset({4, 5}))
+
+    def outcome(at: float) -> tuple[list[str], set[tuple[str, str, str]]]:
+        talk = Talk(version="5")
+        talk.client(codec.Connect(client_id=SUB, protocol_level=5), at=0.0).server(codec.Connack())
+        talk.client(subscribe(1, (TOPIC, 0))).server(suback(1, 0))
+        talk.server(codec.Publish(topic="", payload=b"x", properties=make(topic_alias=3)), at=at).quiet(at=at + 1)
+        _, judgement = replay_talks({SUB: talk, "pub": PUBLISHER}, config)
+        return [f.kind for f in judgement.findings], {r for r in rows(judgement) if r[1] == ROUTED}
+
+    assert outcome(DEADLINE + 1) == ([], {(SUB, ROUTED, tags.AMBIGUOUS)})
+    assert outcome(DEADLINE + LATE + 1)[0] == ["missing"]

@@ -14,6 +14,11 @@ class JudgeConfig:
     #: UNSUBACK, PINGRESP) and a server to deliver a message it accepted. The spec sets no limit: past this one
     #: the judge reports the answer as missing.
     answer_timeout: float = 5.0
+    #: Seconds past its deadline a delivered copy may still be matched to a message it repeats (the late window): a
+    #: copy observed later than a message's deadline plus this is no copy of it (the message, if owed, is missing;
+    #: the copy breaks no rule of it). A replay that forgets messages holds each this long past its deadline; every
+    #: check of the routing replay that looks back over deliveries is bounded by it (see :mod:`.stream`).
+    late_window: float = 60.0
     #: The server must drop a client silent for this many Keep Alive periods [MQTT-3.1.2-24].
     keep_alive_factor: float = 1.5
     #: Timer granularity allowed on top of every Keep Alive limit, for both sides.
@@ -30,7 +35,7 @@ class JudgeConfig:
     wall_clock: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("close_grace", "answer_timeout", "keep_alive_slack"):
+        for name in ("close_grace", "answer_timeout", "keep_alive_slack", "late_window"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
         if self.keep_alive_factor < 1:

@@ -206,9 +206,24 @@ class Message:
         return (self.publish.topic, self.publish.payload)
 
     @property
+    def name(self) -> tuple[str, int, bool]:
+        """What names it in any model of the broker: its connection, event and whether it is a Will."""
+        return (self.link.name, self.event, self.will)
+
+    @property
     def expiry(self) -> float | None:
         """Its MQTT 5.0 Message Expiry Interval (None: it does not expire)."""
         return expiry_5.message_expiry(self.publish.properties)
+
+
+def in_memory(message: Message, time: float, config: JudgeConfig) -> bool:
+    """A copy observed at ``time`` may repeat ``message``: the broker's state holds it (a retained PUBLISH or a
+    Will, kept in the skeleton of :mod:`.stream`), or ``time`` falls between when the server could start taking it
+    and its deadline plus the late window (:attr:`.JudgeConfig.late_window`)."""
+    if message.will or message.publish.retain:
+        return True
+    begin, end = message.window
+    return begin - message.early <= time <= end + config.answer_timeout + config.late_window
 
 
 #: The retained state of a topic nobody in the scenario set: unknown, never a finding.
@@ -259,6 +274,8 @@ class Expectation:
     #: Why the server may withhold a message it would otherwise owe here (see :func:`withheld`): delivered, it is
     #: judged as an owed one; absent, its rules are not assessable for this reason.
     withheld_by: str | None = None
+    #: The routing verdicts decided it (no later copy can change it).
+    decided: bool = False
 
     @property
     def key(self) -> tuple[str, bytes]:
@@ -267,6 +284,11 @@ class Expectation:
     @property
     def highest(self) -> int:
         return self.qos if self.ceiling is None else self.ceiling
+
+    def matches_at(self, time: float, late_window: float) -> bool:
+        """A copy observed at ``time`` may be this delivery: not before it could be sent, and no later than its
+        deadline plus the late window (:attr:`.JudgeConfig.late_window`)."""
+        return self.after <= time <= self.deadline + late_window
 
 
 @dataclass(eq=False)
@@ -280,6 +302,8 @@ class GroupDelivery:
     members: list[Expectation]
     must: bool
     deadline: float
+    #: The routing verdicts decided it.
+    decided: bool = False
 
 
 @dataclass(eq=False)
@@ -298,6 +322,8 @@ class RetainedWatch:
     #: The rules the forbidden messages of the topic answer to.
     rules: frozenset[str]
     deadline: float
+    #: The routing verdicts decided it.
+    decided: bool = False
 
 
 @dataclass(frozen=True)
@@ -507,8 +533,8 @@ def build(
     alive = {id(session): _lifetime(session) for session in sessions}
     for message in messages:
         begin, end = message.window
-        if not mine(begin):
-            continue
+        if not mine(begin - message.early):
+            continue  # a slice owns the messages a copy observed in it may be first (see :mod:`.stream`)
         for session in sessions if exhaustive else model.filters.concerned(message.publish.topic):
             first, last = alive[id(session)]
             if first <= end and begin <= last:

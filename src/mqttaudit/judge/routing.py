@@ -5,6 +5,7 @@ takeover of a connected ClientId."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Final
 
 from mqttaudit.codec import Direction, Publish
@@ -16,19 +17,51 @@ from ..codec.describe import quoted
 from . import expiry_5, forwarding_5, reasons, rules
 from . import model_rules_5 as rules_5
 from .config import JudgeConfig
-from .model import INF, Expectation, GroupDelivery, Link, Model, RetainedWatch, existed, forbid, not_retained_rule
+from .model import (
+    INF,
+    Expectation,
+    GroupDelivery,
+    Link,
+    Message,
+    Model,
+    RetainedWatch,
+    existed,
+    forbid,
+    in_memory,
+    not_retained_rule,
+)
 from .transcript import Delivered, Transcript
 from .verdict import DUPLICATE, LEAK, MISSING, QOS, Judgement, Ledger, combine
 
 SERVER: Final = Direction.FROM_SERVER
 
 
-class Routing:
-    """Judges a built model; one ledger per conversation, so every finding points into its own events."""
+@dataclass
+class Memory:
+    """What the routing verdicts of one slice of time hand on to the next (see :mod:`.stream`): per connection, the
+    last copy of each publisher's topic and QoS it got (ordering), and the QoS 1 and 2 deliveries not acknowledged
+    (per Packet Identifier, their last use); the messages still within their late window; and the connections
+    whose session checks were made."""
 
-    def __init__(self, model: Model, transcripts: Mapping[str, Transcript], config: JudgeConfig) -> None:
+    last: dict[str, dict[tuple[str, str, int], tuple[Delivered, Expectation]]] = field(default_factory=dict)
+    unacknowledged: dict[str, dict[int, Delivered]] | None = None
+    messages: list[Message] = field(default_factory=list)
+    opened: set[str] = field(default_factory=set)
+
+
+class Routing:
+    """Judges a built model; one ledger per conversation, so every finding points into its own events.
+
+    :meth:`judgement` judges all of it. :meth:`between` judges one slice of time: it matches the deliveries
+    observed in it and decides what can get no more copies by its end (:func:`closes`), leaving the rest (still
+    on the model's connections) for the next slice, with ``memory``."""
+
+    def __init__(
+        self, model: Model, transcripts: Mapping[str, Transcript], config: JudgeConfig, memory: Memory | None = None
+    ) -> None:
         self._model = model
         self._config = config
+        self._memory = memory or Memory()
         self._ledgers = {
             name: Ledger(name, version=V5 if transcript.speaks_5_0 else V3_1_1)
             for name, transcript in transcripts.items()
@@ -51,6 +84,21 @@ class Routing:
         """A time of this observation as its details name it (UTC for a capture's, seconds for the prober's)."""
         return reasons.instant(seconds, wall_clock=self._config.wall_clock)
 
+    def _held_messages(self, key: tuple[str, bytes], time: float) -> list[Message]:
+        """The messages of topic and payload ``key`` a copy observed at ``time`` may repeat (:func:`.model.in_memory`),
+        each once, in the order the server started taking them."""
+        found: dict[tuple[str, int, bool], Message] = {}
+        for message in (*self._model.by_key.get(key, ()), *self._memory.messages):
+            if message.key == key and in_memory(message, time, self._config):
+                found.setdefault(message.name, message)
+        return sorted(found.values(), key=lambda m: (m.window[0], m.name))
+
+    def _within(self, link: Link, start: float, deadline: float) -> list[Delivered]:
+        """The deliveries on ``link`` from ``start`` to ``deadline`` plus the late window: all a check of what was
+        due by ``deadline`` may look at (a replay that forgets holds no more of them)."""
+        end = deadline + self._config.late_window
+        return [d for d in link.transcript.delivered if start <= d.time <= end]
+
     def _unseen_bytes(self, link: Link, what: str) -> str | None:
         """Why ``what`` is not assessable on ``link`` when bytes the server sent on it were not observed (from the
         first such loss); None when every byte it sent was."""
@@ -64,35 +112,71 @@ class Routing:
         )
 
     def judgement(self) -> Judgement:
+        return self.between(-INF, INF)
+
+    def between(self, start: float, end: float) -> Judgement:
+        """Matches the deliveries observed from ``start`` to ``end`` (excluded) and decides what no later copy can
+        change by ``end``: expectations, retained watches and share group messages (marked ``decided``), and the
+        session checks of connections (in :attr:`Memory.opened`). The model's own undecided rules and uncounted
+        messages are reported here."""
+        late = self._config.late_window
+        opened = self._memory.opened
         unjudged = self._model.groups_unjudged
         for link in self._model.links:
-            if unjudged is not None and link.session is not None and link.session.shared:
+            if unjudged is not None and link.session is not None and link.session.shared and start <= link.opened < end:
                 reason = reasons.reason(reasons.NOT_REPLAYED, f"shared subscriptions: {unjudged}")
                 self._undecided(link, rules.MESSAGE_ROUTED, reason)
         for link in self._model.links:
-            self._session_present(link)
-            self._takeover(link)
-            self._redelivered(link)
+            if link.name not in opened and self._due(self._session_closes(link), end):
+                opened.add(link.name)
+                self._session_present(link)
+                self._takeover(link)
+                self._redelivered(link)
         for link in self._model.links:  # in the order they opened: a message missed on one may be owed on the next
             by_key: dict[tuple[str, bytes], list[Expectation]] = {}
             for expectation in link.expectations:
                 by_key.setdefault(expectation.key, []).append(expectation)
             self._arrivals = []
             for delivered in link.transcript.delivered:
-                self._deliver(link, delivered, by_key)
+                if start <= delivered.time < end:
+                    self._deliver(link, delivered, by_key)
             self._check_order(link)
             for expectation in list(link.expectations):
-                self._settle(link, expectation)
+                if not expectation.decided and self._due(closes(expectation, late), end):
+                    expectation.decided = True
+                    self._settle(link, expectation)
             for watch in link.watches:
-                self._settle_watch(link, watch)
+                if not watch.decided and self._due(min(watch.deadline + late, link.ended), end):
+                    watch.decided = True
+                    self._settle_watch(link, watch)
             for rule, count in link.unobserved.items():
                 self._undecided(link, rule, self._unobserved_messages(link, count))
             for rule, why, time in link.unknown:
                 self._undecided(link, rule, reasons.reason(reasons.EARLIER_SESSION, why), time=time)
         for group in self._model.groups:
-            self._settle_group(group)
+            if not group.decided and self._due(group_closes(group, self._config), end):
+                group.decided = True
+                self._settle_group(group)
         ledgers = [*self._ledgers.values(), *self._ledgers_5_0.values()]
         return combine(ledger.judgement() for ledger in ledgers)
+
+    @staticmethod
+    def _due(closing: float, end: float) -> bool:
+        """Decided in a slice ending at ``end``: it closes before; the last slice decides everything left."""
+        return end == INF or closing < end
+
+    def _session_closes(self, link: Link) -> float:
+        """When the session checks of ``link`` can be made: its re-sent copies are in (their deadline plus the late
+        window, or its end), and its session's previous connection ended (what it left unacknowledged is known)."""
+        window = min(link.opened + self._config.answer_timeout + self._config.late_window, link.ended)
+        session = link.session
+        if session is None or link not in session.links or session.links.index(link) == 0:
+            return window
+        return max(window, session.links[session.links.index(link) - 1].ended)
+
+    def _unacknowledged(self, link: Link) -> dict[int, Delivered]:
+        known = self._memory.unacknowledged
+        return _unacknowledged(link) if known is None else known.get(link.name, {})
 
     def _settled(self, link: Link, rule: str, event: int) -> None:
         """``rule`` was decided (held or broken) for delivery ``event`` on ``link``."""
@@ -235,7 +319,7 @@ class Routing:
         if position == 0:
             return
         earlier = session.links[position - 1]
-        pending = _unacknowledged(earlier)
+        pending = self._unacknowledged(earlier)
         if not pending:
             return
         if any(side is not SERVER for side, _ in earlier.transcript.lost):
@@ -243,7 +327,7 @@ class Routing:
             self._undecided(link, rules.DUP_ON_REDELIVERY, reasons.reason(reasons.EARLIER_SESSION, why))
             return
         again: dict[int, Delivered] = {}
-        for delivered in link.transcript.delivered:
+        for delivered in self._within(link, link.opened, link.opened + self._config.answer_timeout):
             packet_id = delivered.message.packet_id
             if packet_id in pending and packet_id not in again:
                 again[packet_id] = delivered
@@ -349,7 +433,8 @@ class Routing:
     def _deliver(self, link: Link, delivered: Delivered, by_key: dict[tuple[str, bytes], list[Expectation]]) -> None:
         publish = delivered.message
         key = (publish.topic, publish.payload)
-        matching = [e for e in by_key.get(key, ()) if e.after <= delivered.time]
+        late = self._config.late_window
+        matching = [e for e in by_key.get(key, ()) if e.matches_at(delivered.time, late)]
         owed = [
             e for e in matching if not e.forbidden and (len(e.delivered) < e.copies or (publish.dup and e.delivered))
         ]
@@ -364,6 +449,9 @@ class Routing:
                     e.deadline < delivered.time,
                     not e.must,
                     e.after,
+                    e.message.window[0],
+                    e.message.name,
+                    e.rule,
                 ),
             )
             first = not chosen.delivered
@@ -397,7 +485,9 @@ class Routing:
             return
         forbidden = [e for e in matching if e.forbidden and (publish.retain or not e.retained)]
         # one still within its window before one whose deadline passed (a Will discarded, then dropped for good)
-        forbidden.sort(key=lambda e: e.deadline < delivered.time)
+        forbidden.sort(
+            key=lambda e: (e.deadline < delivered.time, e.after, e.message.window[0], e.message.name, e.rule)
+        )
         if publish.retain and not any(e.retained for e in forbidden):
             # A RETAIN 1 copy on a new subscription is judged as the retained message it claims to be: one the topic
             # no longer held breaks the rule that replaced it, before any rule against its live delivery.
@@ -427,39 +517,43 @@ class Routing:
         """[MQTT-1.5.3-3] A delivery no expectation explains whose topic is that of a message owed here with its
         U+FEFF characters left out: the server stripped them."""
         publish = delivered.message
-        for expectation in link.expectations:
-            sent = expectation.message.publish
-            if (
-                expectation.forbidden
-                or "\ufeff" not in sent.topic
-                or sent.payload != publish.payload
-                or sent.topic.replace("\ufeff", "") != publish.topic
-            ):
-                continue
-            self._fail(
-                link,
-                rules.BOM_KEPT,
-                delivered.time,
-                delivered.event,
-                f"PUBLISH to {quoted(publish.topic)} (event {delivered.event}) delivers {_what(expectation)} without "
-                "its U+FEFF (EF BB BF)",
-                EXPECTED[rules.BOM_KEPT],
-            )
-            return True
-        return False
+        stripped = [
+            expectation
+            for expectation in link.expectations
+            if not expectation.forbidden
+            and expectation.matches_at(delivered.time, self._config.late_window)
+            and "\ufeff" in expectation.message.publish.topic
+            and expectation.message.publish.payload == publish.payload
+            and expectation.message.publish.topic.replace("\ufeff", "") == publish.topic
+        ]
+        if not stripped:
+            return False
+        expectation = min(stripped, key=lambda e: (e.after, e.message.window[0], e.message.name, e.rule))
+        self._fail(
+            link,
+            rules.BOM_KEPT,
+            delivered.time,
+            delivered.event,
+            f"PUBLISH to {quoted(publish.topic)} (event {delivered.event}) delivers {_what(expectation)} without "
+            "its U+FEFF (EF BB BF)",
+            EXPECTED[rules.BOM_KEPT],
+        )
+        return True
 
     def _retained_leak(self, link: Link, delivered: Delivered) -> list[Expectation]:
         """A RETAIN 1 delivery no expectation explains, held against the new subscriptions' watches of its topic:
         the message it repeats, if the topic did not hold it as retained then, becomes a forbidden expectation
         (delivered) under the rule that says why."""
         publish = delivered.message
-        candidates = self._model.by_key.get((publish.topic, publish.payload), ())
+        time = delivered.time
+        candidates = self._held_messages((publish.topic, publish.payload), time)
         changes = self._model.retained.get(publish.topic, [])
         for watch in link.watches:
-            if watch.topic != publish.topic or watch.window[0] > delivered.time:
+            if watch.topic != publish.topic or not watch.window[0] <= time <= watch.deadline + self._config.late_window:
                 continue
             for message in candidates:
-                rule = None if message in watch.states else not_retained_rule(message, changes, watch.window)
+                states = {state.name for state in watch.states if isinstance(state, Message)}
+                rule = None if message.name in states else not_retained_rule(message, changes, watch.window)
                 if rule is not None:
                     return [forbid(link, message, rule, retained=True, after=watch.window[0], deadline=watch.deadline)]
         return []
@@ -515,7 +609,7 @@ class Routing:
     def _check_order(self, link: Link) -> None:
         """[MQTT-4.6.0-5, -6] On a 5.0 connection's non-shared subscriptions, the messages of one publishing
         connection, topic and QoS arrive in the order the publisher sent them."""
-        last: dict[tuple[str, str, int], tuple[Delivered, Expectation]] = {}
+        last = self._memory.last.setdefault(link.name, {})
         for delivered, expectation in self._arrivals:
             if expectation.group is not None:
                 continue  # a shared subscription's topics need not be Ordered Topics [MQTT-4.6.0-6]
@@ -619,7 +713,7 @@ class Routing:
         (those made on this one are the conversation judge's: :mod:`.deliveries_5`)."""
         message = expectation.message
         checks: list[forwarding_5.Check] = []
-        siblings = self._model.by_key.get(message.key, [message])
+        siblings = [message, *(m for m in self._held_messages(message.key, delivered.time) if m.name != message.name)]
         shapes = {forwarding_5.compared(m.publish.properties) for m in siblings}
         if len(shapes) > 1:
             why = reasons.reason(
@@ -646,7 +740,7 @@ class Routing:
                 )
                 checks.append(forwarding_5.Check(rules_5.EXPIRY_REMAINING, forwarding_5.UNDECIDED, why))
         subscriptions = expectation.subscriptions
-        if subscriptions and any(s.link is not link for s in subscriptions):
+        if subscriptions and any(s.link.name != link.name for s in subscriptions):
             if expectation.sure:
                 held = {s.identifier: s.full_filter for s in subscriptions if s.identifier is not None}
                 carried = forwarding_5.carried_identifiers(delivered.message.properties)
@@ -758,7 +852,7 @@ class Routing:
         # [MQTT-1.5.3-3] A copy whose topic holds U+FEFF would show whether the server kept it: unseen, undecided.
         bom = (rules.BOM_KEPT,) if "\ufeff" in expectation.message.publish.topic else ()
         rules_at_stake = (expectation.rule, *expectation.also, expectation.qos_rule, *bom)
-        unnamed = [d for d in link.transcript.delivered if not d.message.topic]
+        unnamed = [d for d in self._within(link, expectation.after, expectation.deadline) if not d.message.topic]
         if unnamed:
             # A delivery named only by a Topic Alias whose mapping was not seen may be this message.
             reason = reasons.reason(
@@ -777,7 +871,7 @@ class Routing:
         if link.ended >= expectation.deadline:
             early = _published_early(link, expectation)
             for rule in (expectation.rule, *expectation.also):
-                if rule == rules_5.WILL_STORED and _arrived_early(link, expectation):
+                if rule == rules_5.WILL_STORED and _arrived_early(link, expectation, self._config.late_window):
                     # The Will reached this connection before its delay ran out: the server held it (stored), and
                     # published it too soon, which [MQTT-3.1.2-8] reports; 5.0 statement 3.1.2-7 (key WILL_STORED)
                     # is kept.
@@ -790,9 +884,10 @@ class Routing:
                     rule,
                     link.ended,
                     link.transcript.end_event,
-                    f"{_what(expectation)} never arrived: it was owed from {self._at(expectation.after)}, due by "
-                    f"{self._at(expectation.deadline)}, and the connection was seen open until "
-                    f"{self._at(link.ended)}",
+                    f"{_what(expectation)} never arrived in time: it was owed from {self._at(expectation.after)}, "
+                    f"due by {self._at(expectation.deadline)}, and the connection was seen open until "
+                    f"{self._at(link.ended)}; no copy came within the late window, "
+                    f"{self._config.late_window:g} s past the deadline",
                     EXPECTED[rule],
                     MISSING,
                 )
@@ -895,7 +990,11 @@ class Routing:
             return
         deadline = following.opened + self._config.answer_timeout
         key = chosen.key
-        again = [d for d in following.transcript.delivered if (d.message.topic, d.message.payload) == key]
+        again = [
+            d
+            for d in self._within(following, following.opened, deadline)
+            if (d.message.topic, d.message.payload) == key
+        ]
         if again:
             self._held(following, rule)
             return
@@ -968,6 +1067,30 @@ class Routing:
         )
 
 
+def closes(expectation: Expectation, late_window: float) -> float:
+    """The time after which no copy can change what ``expectation`` decides: its deadline plus the late window, or
+    the end of its connection if earlier; and no sooner than the copy allowed on the session's earlier connection
+    instead (:attr:`.model.Expectation.elsewhere`) is decided."""
+    own = min(expectation.deadline + late_window, expectation.link.ended)
+    elsewhere = expectation.elsewhere
+    if elsewhere is None:
+        return own
+    return max(own, min(elsewhere.deadline + late_window, elsewhere.link.ended))
+
+
+def group_closes(group: GroupDelivery, config: JudgeConfig) -> float:
+    """When a share group's message can be decided: every member's copy is (:func:`closes`), and so is what the
+    session of each member may be re-sent on its next connection (its deadline plus the late window)."""
+    late = config.late_window
+    times = [closes(member, late) for member in group.members]
+    for member in group.members:
+        session = member.link.session
+        following = None if session is None else session.link_after(member.link.ended)
+        if following is not None:
+            times.append(min(following.opened + config.answer_timeout + late, following.ended))
+    return max(times)
+
+
 def _unacknowledged(link: Link) -> dict[int, Delivered]:
     """The QoS 1 and 2 PUBLISH packets the server sent on ``link`` that the client never answered (no PUBACK, no
     PUBREC), per Packet Identifier: only the last use of an identifier counts."""
@@ -1028,17 +1151,19 @@ def _published_early(link: Link, expectation: Expectation) -> bool:
         other.forbidden
         and other.delivered
         and other.rule == rules.WILL_PUBLISHED
-        and other.message.link is message.link
-        and other.message.event == message.event
+        and other.message.name == message.name
         for other in link.expectations
     )
 
 
-def _arrived_early(link: Link, expectation: Expectation) -> bool:
-    """A copy of ``expectation``'s message (same Topic Name and payload) reached ``link`` before it was owed."""
+def _arrived_early(link: Link, expectation: Expectation, late_window: float) -> bool:
+    """A copy of ``expectation``'s message (same Topic Name and payload) reached ``link`` before it was owed (and
+    no earlier than the late window before that)."""
     publish = expectation.message.publish
     return any(
-        d.message.topic == publish.topic and d.message.payload == publish.payload and d.time < expectation.after
+        d.message.topic == publish.topic
+        and d.message.payload == publish.payload
+        and expectation.after - late_window <= d.time < expectation.after
         for d in link.transcript.delivered
     )
 

@@ -1,7 +1,8 @@
-"""The parts of a routing replay in time slices, proven against the whole model (:func:`.model.build`) by the
-tests: the slices of one broker's traffic by bytes, the broker state each slice starts from, and the model of
-one slice. (The pipeline's replay still builds a broker's whole model: the matching of deliveries to what the
-model owes, :class:`.routing.Routing`, does not run per slice yet.)
+"""The parts of a routing replay in time slices, proven against the whole model (:func:`.model.build`) and its
+routing verdicts (:class:`.routing.Routing`) by the tests: the slices of one broker's traffic by bytes, the broker
+state each slice starts from, the model of one slice, and the routing verdicts slice after slice
+(:class:`SlicedRouting`: the same deliveries rows and findings, each once). (The pipeline's replay still builds a
+broker's whole model.)
 
 The state at a time ``t`` is what the server must keep across ``t``: its sessions and which of them are offline,
 their subscriptions, the retained message of every topic, the Wills it has yet to publish, the QoS 1 and 2
@@ -15,6 +16,40 @@ model, since none of them depends on what was left out. The messages kept for of
 in flight come from one walk over the traffic in time order: each message is routed by the model's own rules
 against the skeleton and forgotten at once unless an offline session keeps it; each delivery is forgotten once
 acknowledged (or its identifier used again).
+
+What the routing verdicts (:class:`.routing.Routing`) may look back at, so that a replay that forgets can give
+them: each look-back is bounded by the late window (:attr:`.JudgeConfig.late_window`, 60 s by default) or by the
+state above, in the whole model as in a slice.
+
+- A delivered copy is matched to an expectation only from its ``after`` to its deadline plus the late window
+  (:meth:`.model.Expectation.matches_at`), owed or forbidden alike. A copy later than that matches no message held
+  and is no finding of routing (as any unmatched copy: whether a subscription of its connection matches it is the
+  conversation judge's [MQTT-3.3.2-3]); a message owed and not matched in its window is missing, and the finding
+  names the window.
+- A delivery named only by a Topic Alias never resolved leaves a missing message undecided only if it came within
+  that message's window; a Will that arrived early counts only within the late window before it was owed; the
+  re-sent copies of a resumed session, and of a share group's interrupted QoS 2 message, count only up to the
+  re-send's deadline plus the late window.
+- A RETAIN 1 copy is held against a new subscription's retained watch up to the watch's deadline plus the late
+  window, and against the messages it may repeat that are still held: retained PUBLISHes and Wills (the skeleton
+  keeps them) and other messages within their deadline plus the late window (:func:`.model.in_memory`). The same
+  messages are the siblings whose properties a forwarded copy is compared with.
+- What settles a missing message (the connection's end, the bytes lost, the session's next connection) is state
+  of the connections, which the skeleton holds.
+
+Slice after slice (:class:`SlicedRouting`), a slice matches the copies observed in it, and decides what no later
+copy can change by its end (:func:`.routing.closes`: an expectation's deadline plus the late window, or its
+connection's end); the rest is handed on. A slice owns the messages a copy observed in it may be first: those the
+server started taking in it (a Will from when it may be seen, :data:`.model.SAME_INSTANT` before its close). A
+copy matches the candidate a deterministic order picks (the one still owed, then by time and name), so that
+which slice holds a candidate changes nothing. Handed on: the expectations not decided, the share group messages
+and retained watches not decided, the messages within their late window, per connection the unacknowledged QoS 1
+and 2 deliveries (last use of each Packet Identifier) and the last copy per publisher, topic and QoS (ordering),
+and the count of messages published after a connection was last seen (one row each, at the end). The session
+checks of a connection (Session Present, takeover, re-sent copies) are made once its re-sent copies are in and its
+session's previous connection ended. A slice's task sees the deliveries within :func:`reach` of it; a decision
+made later than that after what it looks up (a session check whose previous connection was seen long after the
+next one opened) is the one place where a slice could see less than the whole replay.
 """
 
 from __future__ import annotations
@@ -30,17 +65,21 @@ from .model import (
     INF,
     UNKNOWN,
     Expectation,
+    GroupDelivery,
     Link,
     Message,
     Model,
     RetainedState,
+    RetainedWatch,
     Session,
     build,
     message_of,
     retained_states,
     route,
 )
+from .routing import Memory, Routing, closes
 from .transcript import Delivered, Published, Transcript
+from .verdict import Judgement
 
 #: A retained state as the broker state names it: the message (``connection#event``), nothing, or unknown.
 NOTHING: Final = "nothing"
@@ -313,3 +352,108 @@ def slice_model(
     for transcript in transcripts.values():
         transcript.published.sort(key=lambda record: record.event)
     return build(transcripts, config, owns=lambda time: part.start <= time < part.end)
+
+
+def reach(config: JudgeConfig) -> float:
+    """How far before its start and after its end a slice's task sees the deliveries (it matches only those in the
+    slice): what a decision made in the slice may look up (a copy re-sent, an unresolved Topic Alias, a Will seen
+    early) lies within the late window and the answer timeout of it."""
+    return 2 * config.late_window + 3 * config.answer_timeout
+
+
+class SlicedRouting:
+    """The routing verdicts of one broker, one slice of time after another, holding only what the broker keeps
+    and what is still within its late window: the union of what :meth:`run` decides over the slices is what
+    :class:`.routing.Routing` decides over the whole model (the tests prove it).
+
+    Each slice's model is :func:`slice_model` (the messages sent in it and the subscriptions asked for in it).
+    Handed on from one slice to the next: the expectations no later copy can change yet (until the late window
+    after they are decided: a Will's early copy is looked up once more), the retained watches and share group
+    messages not decided, the messages still within their late window, and :class:`.routing.Memory`."""
+
+    def __init__(self, skeletons: Mapping[str, Transcript], config: JudgeConfig) -> None:
+        self._skeletons = skeletons
+        self._config = config
+        self._firsts = FirstTaken(build(skeletons, config), config)
+        self._memory = Memory(unacknowledged={})
+        self._expectations: list[Expectation] = []
+        self._watches: list[tuple[str, RetainedWatch]] = []
+        self._groups: list[GroupDelivery] = []
+        #: Per connection, the messages published after it was last seen, per rule: one row each, at the end.
+        self._unobserved: dict[str, dict[str, int]] = {}
+
+    def run(
+        self,
+        part: Slice,
+        sent: Sequence[tuple[str, Published]],
+        seen: Mapping[str, Sequence[Delivered]],
+        answers: Mapping[str, Mapping[int, tuple[int, float]]],
+    ) -> tuple[list[Expectation], Judgement]:
+        """Judges slice ``part``, given the non-retained messages sent in it (:func:`traffic`), per connection the
+        deliveries observed from :func:`reach` before its start to :func:`reach` after its end, and the answers to
+        them (per delivery event: Reason Code and time). Returns the expectations it decided (one ``deliveries``
+        row each) and the judgement of what it decided."""
+        config = self._config
+        model = slice_model(self._skeletons, part, sent, self._firsts.records(), config)
+        links = {link.name: link for link in model.links}
+        for link in model.links:
+            delivered = sorted(seen.get(link.name, ()), key=lambda d: (d.time, d.event))
+            link.transcript = replace(link.transcript, delivered=delivered, answers=dict(answers.get(link.name, {})))
+        carried: dict[str, list[Expectation]] = {}
+        for expectation in self._expectations:  # onto this model's connections, before its own
+            expectation.link = links[expectation.link.name]
+            carried.setdefault(expectation.link.name, []).append(expectation)
+        for name, expectations in carried.items():
+            links[name].expectations[:0] = expectations
+        already = {id(e) for e in self._expectations if e.decided}
+        for name, watch in self._watches:
+            links[name].watches.append(watch)
+        model.groups[:0] = self._groups
+        for link in model.links:
+            counts = self._unobserved.setdefault(link.name, {})
+            for rule, count in link.unobserved.items():
+                counts[rule] = counts.get(rule, 0) + count
+            link.unobserved = counts if part.end == INF else {}
+        owned = [m for m in model.messages if part.start <= m.window[0] - m.early < part.end]
+        self._memory.messages += [m for m in owned if not (m.will or m.publish.retain)]
+        self._acknowledge(part, links)
+        transcripts = {name: links[name].transcript if name in links else t for name, t in self._skeletons.items()}
+        judgement = Routing(model, transcripts, config, self._memory).between(part.start, part.end)
+        for name, record in sent:
+            self._firsts.add(name, record)
+        return self._hand_on(model, part.end, already), judgement
+
+    def _acknowledge(self, part: Slice, links: Mapping[str, Link]) -> None:
+        """Per connection, the last use of each Packet Identifier by a QoS 1 or 2 delivery of the slice, and whether
+        the client ever answered it (what a resumed session is re-sent [MQTT-4.4.0-1])."""
+        unacknowledged = self._memory.unacknowledged
+        assert unacknowledged is not None
+        for name, link in links.items():
+            pending = unacknowledged.setdefault(name, {})
+            for delivered in link.transcript.delivered:
+                packet_id = delivered.message.packet_id
+                if part.start <= delivered.time < part.end and delivered.message.qos and packet_id is not None:
+                    if delivered.event in link.transcript.answers:
+                        pending.pop(packet_id, None)  # its last use was answered
+                    else:
+                        pending[packet_id] = delivered
+
+    def _hand_on(self, model: Model, end: float, already: set[int]) -> list[Expectation]:
+        """What the next slice needs; returns the expectations decided in this one."""
+        config = self._config
+        late, horizon = config.late_window, reach(config)
+        every = [e for link in model.links for e in link.expectations]
+        in_groups = {id(member) for group in model.groups if not group.decided for member in group.members}
+        decided = [e for e in every if e.decided and id(e) not in already]
+        self._expectations = [
+            e for e in every if not e.decided or id(e) in in_groups or closes(e, late) + horizon >= end
+        ]
+        self._watches = [(link.name, w) for link in model.links for w in link.watches if not w.decided]
+        self._groups = [group for group in model.groups if not group.decided]
+        self._memory.messages = [m for m in self._memory.messages if m.window[1] + config.answer_timeout + late >= end]
+        # What is handed on still names this model's connections (a message names its publisher's): they keep
+        # only what the skeleton holds, so that no slice's deliveries or expectations outlive it.
+        for link in model.links:
+            link.expectations, link.watches = [], []
+            link.transcript = self._skeletons[link.name]
+        return decided

@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 
 from mqttaudit.codec.describe import wire_text
 from mqttaudit.judge import JudgeConfig
-from mqttaudit.judge.model import Model, build
+from mqttaudit.judge.model import Expectation, Model, build
 from mqttaudit.judge.routing import Routing
 from mqttaudit.judge.scenario import across_connections
 from mqttaudit.judge.transcript import Transcript
@@ -127,37 +127,50 @@ def client_of(flow: str | None, broker: str) -> str | None:
 
 
 def _deliveries(broker: str, model: Model, rows: int) -> Iterator[Columns]:
+    return delivery_batches(broker, (e for link in model.links for e in link.expectations), rows)
+
+
+def delivery_batches(broker: str, expectations: Iterable[Expectation], rows: int) -> Iterator[Columns]:
+    """The ``deliveries`` rows of ``expectations`` (a forbidden one only when it arrived), in batches of ``rows``."""
     deliveries = Columns(DELIVERY_COLUMNS)
     # Appended by position (one row per expectation of the model: the replay's largest output).
     columns = [deliveries.data[name] for name in DELIVERY_COLUMNS]
-    for link in model.links:
-        for expectation in link.expectations:
-            if expectation.forbidden and not expectation.delivered:
-                continue
-            message = expectation.message
-            seen = expectation.delivered
-            values = (
-                broker,
-                message.link.name,
-                message.event,
-                wire_text(message.publish.topic),
-                message.will,
-                link.name,
-                wire_text(link.client_id),
-                "forbidden" if expectation.forbidden else ("owed" if expectation.must else "allowed"),
-                expectation.rule,
-                expectation.retained,
-                bool(seen),
-                0 if expectation.forbidden else expectation.copies,
-                len(seen),
-                None if expectation.forbidden else expectation.qos,
-                max((p.qos for p in seen), default=None),
-            )
-            for column, value in zip(columns, values, strict=True):
-                column.append(value)
-            if len(columns[0]) >= rows:
-                yield deliveries
-                deliveries = Columns(DELIVERY_COLUMNS)
-                columns = [deliveries.data[name] for name in DELIVERY_COLUMNS]
+    for expectation in expectations:
+        values = delivery_row(broker, expectation)
+        if values is None:
+            continue
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+        if len(columns[0]) >= rows:
+            yield deliveries
+            deliveries = Columns(DELIVERY_COLUMNS)
+            columns = [deliveries.data[name] for name in DELIVERY_COLUMNS]
     if len(deliveries):
         yield deliveries
+
+
+def delivery_row(broker: str, expectation: Expectation) -> tuple[object, ...] | None:
+    """The ``deliveries`` row of one expectation, in :data:`.tables.DELIVERY_COLUMNS` order (None: a forbidden
+    delivery that did not arrive has none)."""
+    if expectation.forbidden and not expectation.delivered:
+        return None
+    message = expectation.message
+    link = expectation.link
+    seen = expectation.delivered
+    return (
+        broker,
+        message.link.name,
+        message.event,
+        wire_text(message.publish.topic),
+        message.will,
+        link.name,
+        wire_text(link.client_id),
+        "forbidden" if expectation.forbidden else ("owed" if expectation.must else "allowed"),
+        expectation.rule,
+        expectation.retained,
+        bool(seen),
+        0 if expectation.forbidden else expectation.copies,
+        len(seen),
+        None if expectation.forbidden else expectation.qos,
+        max((p.qos for p in seen), default=None),
+    )
