@@ -195,7 +195,8 @@ def test_the_audit_counts_a_rotated_flow_stopped_at_its_budget_once(spark: Spark
         write_capture(tmp_path / "in" / name, part)
     out = tmp_path / "out"
     done = run_mqttaudit("audit", str(tmp_path / "in"), "--out", str(out), "--max-flow-bytes", "65536")
-    assert done.returncode == 0, done.stdout + done.stderr  # a budget reached changes no exit status
+    assert done.returncode == 4, done.stdout + done.stderr  # what the budget left unjudged: incomplete
+    assert "incomplete: the per-flow budget left bytes unjudged (--max-flow-bytes" in done.stderr
     summary = json.loads((out / "summary.json").read_text())
     (row,) = pq.read_table(out / "connections").to_pylist()
     flow = summary["budgets"]["flow"]
