@@ -1,4 +1,4 @@
-"""Verdicts a broker maintainer could contest, each pinned on a scripted broker (tests/scripted_defects_broker.py) that
+"""Verdicts a broker maintainer could contest, each pinned on a scripted broker (tests/scripted_broker.py) that
 behaves as a conforming broker but for one act, described in bytes, driven by the real ``mqttaudit probe``."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from mqttaudit.probe.runner import FAIL, PASS, phases, run_probe
 from mqttaudit.spec.ids import R311
 
 from .cli_in_process import run_mqttaudit
-from .scripted_defects_broker import (
+from .scripted_broker import (
     ACCEPTS_ANY_AUTHENTICATION_METHOD,
     CLOSES_ON_SECOND_REPEAT,
     DISCONNECTS_3_1_1_IN_5_0_FORM,
