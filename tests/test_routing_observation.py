@@ -593,3 +593,17 @@ def test_a_delivery_named_only_by_an_unresolved_topic_alias_leaves_undecided_onl
 
     assert outcome(DEADLINE + 1) == ([], {(SUB, ROUTED, tags.AMBIGUOUS)})
     assert outcome(DEADLINE + LATE + 1)[0] == ["missing"]
+
+
+def test_a_missing_will_is_owed_from_the_close_not_from_the_allowance_for_the_two_sockets_order() -> None:
+    """A Will may be seen a moment before the server's close it is published for (one act, two sockets): that
+    moment widens the match, but the finding says the Will was owed from the close (on the prober's clock, a close
+    just after the start read as owed from a negative time)."""
+    will = codec.Will(topic=TOPIC, message=b"gone")
+    dropped = connected("will", will=will, at=0.01).closed(S)
+    model, judgement = replay_talks({SUB: subscriber().quiet(at=30.0), "will": dropped}, JudgeConfig())
+    [expectation] = owed(model)
+    assert expectation.message.will and expectation.message.early > 0  # the allowance this test is about
+    [finding] = judgement.findings
+    assert f"owed from {expectation.message.window[0]:.3f} s," in finding.detail
+    assert f"owed from {expectation.after:.3f} s," not in finding.detail and "owed from -" not in finding.detail

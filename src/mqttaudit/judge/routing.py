@@ -884,7 +884,7 @@ class Routing:
                     rule,
                     link.ended,
                     link.transcript.end_event,
-                    f"{_what(expectation)} never arrived in time: it was owed from {self._at(expectation.after)}, "
+                    f"{_what(expectation)} never arrived in time: it was owed from {self._at(_owed_from(expectation))}, "
                     f"due by {self._at(expectation.deadline)}, and the connection was seen open until "
                     f"{self._at(link.ended)}; no copy came within the late window, "
                     f"{self._config.late_window:g} s past the deadline",
@@ -947,7 +947,7 @@ class Routing:
             rules.MESSAGE_ROUTED,
             first.link.ended,
             first.link.transcript.end_event,
-            f"{what} reached no member: it was owed from {self._at(first.after)}, due by "
+            f"{what} reached no member: it was owed from {self._at(_owed_from(first))}, due by "
             f"{self._at(group.deadline)}, and every member was seen open past it",
             "the server sends each message matching a shared subscription to one member session of the group",
             MISSING,
@@ -1235,3 +1235,13 @@ EXPECTED: Final[dict[str, str]] = {
     rules.DELIVERY_QOS: "a message is delivered at the lower of its publish QoS and the granted QoS",
     rules.HIGHEST_QOS_OF_OVERLAPPING: "overlapping subscriptions get the message at the highest QoS among them",
 }
+
+
+def _owed_from(expectation: Expectation) -> float:
+    """When ``expectation``'s message was owed, as a finding names it: when the server took it. (A Will may be seen
+    a moment before the close it is published for, and its expectation starts that moment earlier; the moment is
+    an allowance for the capture's clock, not when the Will was owed.)"""
+    message = expectation.message
+    if message.early and expectation.after == message.window[0] - message.early:
+        return message.window[0]
+    return expectation.after
