@@ -884,8 +884,9 @@ class Routing:
                     rule,
                     link.ended,
                     link.transcript.end_event,
-                    f"{_what(expectation)} never arrived in time: it was owed from {self._at(_owed_from(expectation))}, "
-                    f"due by {self._at(expectation.deadline)}, and the connection was seen open until "
+                    f"{_what(expectation)} never arrived in time: it was owed from "
+                    f"{self._at(_owed_from(expectation))}, due by {self._at(expectation.deadline)}, "
+                    f"and the connection was seen open until "
                     f"{self._at(link.ended)}; no copy came within the late window, "
                     f"{self._config.late_window:g} s past the deadline",
                     EXPECTED[rule],
