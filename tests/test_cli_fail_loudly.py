@@ -126,7 +126,7 @@ def test_environment_mistakes_are_usage_errors_without_a_traceback(
 
 @pytest.mark.captures
 def test_no_java_is_a_usage_error_that_says_what_is_missing(tmp_path: Path) -> None:
-    result = run_without_java("audit", str(SMALL), "--out", str(tmp_path / "out"))
+    result = run_without_java("audit", str(SMALL), "--out", str(tmp_path / "out"), "--engine", "spark")
     assert result.returncode == 2
     assert "mqttaudit audit needs Java 17 or newer (java not found on PATH and JAVA_HOME unset)" in result.stderr
 
@@ -136,11 +136,22 @@ def test_missing_pyspark_is_a_usage_error_with_the_pip_command(tmp_path: Path) -
     # A process of its own: pyspark made unimportable in it, as on an install without the [spark] extra.
     code = (
         "import sys; sys.modules['pyspark'] = None; from mqttaudit.cli.main import main; "
-        f"sys.exit(main(['audit', {str(SMALL)!r}, '--out', {str(tmp_path / 'out')!r}]))"
+        f"sys.exit(main(['audit', {str(SMALL)!r}, '--out', {str(tmp_path / 'out')!r}, '--engine', 'spark']))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 2, result.stderr
     assert "pip install 'mqttaudit[spark]'" in result.stderr
+
+
+@pytest.mark.captures
+def test_without_pyspark_a_small_capture_is_still_audited_by_the_local_engine(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['pyspark'] = None; from mqttaudit.cli.main import main; "
+        f"sys.exit(main(['audit', {str(SMALL)!r}, '--out', {str(tmp_path / 'out')!r}]))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "engine: local" in result.stdout
 
 
 def http_only_capture(path: Path) -> None:
@@ -157,7 +168,9 @@ def test_an_audit_that_finds_no_mqtt_connection_is_incomplete(tmp_path: Path) ->
     capture = tmp_path / "http.pcap"
     http_only_capture(capture)
     # A process of its own: the JVM it starts must keep its start-up messages off the process's standard error.
-    result = mqttaudit("audit", str(capture), "--out", str(tmp_path / "out"), "--master", "local[1]")
+    result = mqttaudit(
+        "audit", str(capture), "--out", str(tmp_path / "out"), "--master", "local[1]", "--engine", "spark"
+    )
     assert result.returncode == 4, result.stderr
     assert "no MQTT connection found" in result.stderr
     assert "Traceback" not in result.stderr
