@@ -2,7 +2,9 @@
 per broker -> Parquet tables, ``summary.json``, ``report.html`` and ``findings.md``.
 
 The driver plans chunks (one pass over record headers) and collects only aggregates and bounded samples for the
-reports; every row of every table is written by the executors.
+reports; every row of every table is written by the executors. Small inputs on a local master run the same stages
+in the driver's own process instead (the local engine, :mod:`.local`; which engine: :mod:`.engines`): only the
+engine differs, the planning here is shared.
 """
 
 from __future__ import annotations

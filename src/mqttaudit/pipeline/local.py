@@ -25,6 +25,7 @@ from mqttaudit import locations
 from mqttaudit.report import AuditReportData
 
 from .detection import detection_summary, local_port_proofs
+from .engines import LOCAL
 from .judging import flow_judge
 from .options import AuditOptions
 from .replaying import broker_replayer
@@ -45,7 +46,7 @@ REPLAY_COLUMNS = ("server", "shard", "flow", "capture", "transcripts", "transcri
 class LocalEngine:
     """Runs an audit's stages in this process (see the module)."""
 
-    name = "local"
+    name = LOCAL
     #: Cores the planning divides the captures between: one process.
     parallelism = 1
     master = None
@@ -71,29 +72,42 @@ class LocalEngine:
         input_bytes: int,
     ) -> dict[str, Any]:
         """The stages of :func:`~.audit._run`, in this process; returns the summary."""
-        chunks = pa.Table.from_pylist(chunk_rows, schema=CHUNK_SCHEMA)
         progress(f"reading {len(chunk_rows)} chunk(s), then reassembling and judging connections (in this process)")
-        segments = _table(read_segments(iter(chunks.to_batches()), options), SEGMENT_SCHEMA)
-        flows = segments.column("flow")
-        notes, runs = segments.filter(pc.is_null(flows)), segments.filter(pc.is_valid(flows)).sort_by(FLOW_ORDER)
-        runs = pa.concat_tables([notes, runs])  # as Spark sorts them: nulls first
-        judged = _table(flow_judge(options)(iter(runs.to_batches())), JUDGED_SCHEMA)
+        judged = judge(chunk_rows, options)
         progress("replaying routing per broker")
-        replay = broker_replayer(options)
-        replayed = [
-            rows_of(replay(pa.Table.from_pylist([{name: row[name] for name in REPLAY_COLUMNS} for row in group])))
-            for _, group in sorted(groups(_replayed_connections(judged), ("server",)).items())
-        ]
+        replayed = replay(judged, options)
         for table in TABLES:
             ensure_readable(locations.join(out_dir, table), table)
         progress("adding up the summary")
         summary, notes, by_port = local_audit_summary(judged, out_dir, options.budgets)
         summary["detection"] = detection_summary(options, by_port, notes)
-        summary["routing_shards"] = [row for rows in replayed for row in rows]
+        summary["routing_shards"] = replayed
         return summary
 
     def report_data(self, out_dir: Path | str, summary: dict[str, Any], *, samples: int, rows: int) -> AuditReportData:
         return local_report_data(out_dir, summary, samples=samples, rows=rows)
+
+
+def judge(chunk_rows: list[dict[str, Any]], options: AuditOptions) -> pa.Table:
+    """The reading and judging stages over the chunks (:data:`~.tables.CHUNK_SCHEMA` rows): the judged
+    connections and the reading tasks' notes (:data:`~.tables.JUDGED_SCHEMA`); the tables written."""
+    chunks = pa.Table.from_pylist(chunk_rows, schema=CHUNK_SCHEMA)
+    segments = _table(read_segments(iter(chunks.to_batches()), options), SEGMENT_SCHEMA)
+    flows = segments.column("flow")
+    notes, runs = segments.filter(pc.is_null(flows)), segments.filter(pc.is_valid(flows)).sort_by(FLOW_ORDER)
+    runs = pa.concat_tables([notes, runs])  # as Spark sorts them: nulls first
+    return _table(flow_judge(options)(iter(runs.to_batches())), JUDGED_SCHEMA)
+
+
+def replay(judged: pa.Table, options: AuditOptions) -> list[dict[str, Any]]:
+    """The routing replay of every broker of the judged connections, one shard each: its tables written, a row of
+    counts per broker returned (:data:`~.tables.REPLAYED_SCHEMA`)."""
+    replayer = broker_replayer(options)
+    return [
+        row
+        for _, group in sorted(groups(_replayed_connections(judged), ("server",)).items())
+        for row in rows_of(replayer(pa.Table.from_pylist([{name: r[name] for name in REPLAY_COLUMNS} for r in group])))
+    ]
 
 
 def _table(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
