@@ -4,11 +4,13 @@ What is measured
     The capture is ``peafowl/mqtt-1.pcapng`` of the third-party capture corpus (``../shared/captures`` beside the
     checkout, or the folder ``MQTTAUDIT_CAPTURES`` names; ``--capture FILE`` for another), the issue's "18-packet
     capture" (19 frames, 20 MQTT packets on 2 connections). Its packets cost nothing to judge: what the audit takes
-    is its fixed cost (Python and Spark start-up, the Spark jobs of each stage, the summary, the report data and
-    the reports). The two tools run in turn, each in a fresh subprocess, ``--runs`` times (5 by default) after one
-    warm-up run of each that is not counted:
+    is its fixed cost (Python start-up and imports; on Spark, the JVM, the Spark jobs of each stage and the queries
+    of the summary and the report data; the reports). The three commands run in turn, each in a fresh subprocess,
+    ``--runs`` times (5 by default) after one warm-up run of each that is not counted:
 
-    * ``mqttaudit audit FILE --out DIR`` (the default master, ``local[*]``);
+    * ``mqttaudit audit FILE --out DIR`` with the default engine (``auto``: for a capture this small on the
+      default master, ``local[*]``, the local engine, in one process without Spark);
+    * the same with ``--engine spark`` (the Spark engine on ``local[*]``);
     * ``tshark -r FILE -Y mqtt -T fields -e frame.number -e mqtt.msgtype -e mqtt.topic``, output to /dev/null.
 
     Each run is watched as ``bench/audit_bench.py`` watches its tools (``/usr/bin/time -v`` when it exists, and
@@ -72,8 +74,13 @@ def render(results: dict[str, Any]) -> str:
             f"| `{tool['command']}` | {fmt(wall['median'], 2)} ({fmt(wall['min'], 2)}-{fmt(wall['max'], 2)}) "
             f"| {fmt(cpu['median'], 2)} ({fmt(cpu['min'], 2)}-{fmt(cpu['max'], 2)}) | {fmt(other['median'], 1)} |"
         )
-    audit, tshark = results["tools"]
-    lines += ["", f"audit / tshark, median wall: {audit['wall_s']['median'] / tshark['wall_s']['median']:.1f}x"]
+    audit, spark, tshark = results["tools"]
+    lines += [
+        "",
+        f"median wall: audit (local engine) / tshark {audit['wall_s']['median'] / tshark['wall_s']['median']:.1f}x, "
+        f"audit on Spark / tshark {spark['wall_s']['median'] / tshark['wall_s']['median']:.1f}x, "
+        f"local engine / Spark {audit['wall_s']['median'] / spark['wall_s']['median']:.2f}",
+    ]
     return "\n".join(lines)
 
 
@@ -97,12 +104,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     (BENCH_DIR / "out").mkdir(exist_ok=True)
     env = child_env()
-    measured: dict[str, list[dict[str, Any]]] = {"audit": [], "tshark": []}
+    measured: dict[str, list[dict[str, Any]]] = {"audit": [], "audit on spark": [], "tshark": []}
     with tempfile.TemporaryDirectory(prefix="mqttaudit-fixed-") as scratch:
         out_dir = Path(scratch) / "audit"
         audit = [sys.executable, "-m", "mqttaudit", "audit", str(capture), "--out", str(out_dir), "--force"]
+        commands = (
+            ("audit", audit, (0, 1)),
+            ("audit on spark", [*audit, "--engine", "spark"], (0, 1)),
+            ("tshark", tshark_command(capture), (0,)),
+        )
         for run in range(args.runs + 1):  # the first of each is a warm-up
-            for name, command, success in (("audit", audit, (0, 1)), ("tshark", tshark_command(capture), (0,))):
+            for name, command, success in commands:
                 row = run_tool(
                     f"fixed cost {name}",
                     command,

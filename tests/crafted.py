@@ -56,6 +56,7 @@ def ordered_runs(captures: Sequence[tuple[Path, Sequence[Chunk]]], options: Audi
     import pyarrow.compute as pc
 
     from mqttaudit.pipeline import tables
+    from mqttaudit.pipeline.local import FLOW_ORDER
     from mqttaudit.pipeline.segments import read_segments
     from mqttaudit.pipeline.task_files import TRANSCRIPTS_DIR
 
@@ -70,5 +71,4 @@ def ordered_runs(captures: Sequence[tuple[Path, Sequence[Chunk]]], options: Audi
         schema=tables.CHUNK_SCHEMA,
     )
     runs = pa.Table.from_batches(list(read_segments(iter([descriptors]), options)), tables.SEGMENT_SCHEMA)
-    order = [("flow", "ascending"), ("capture", "ascending"), ("first_record", "ascending")]
-    return runs.take(pc.sort_indices(runs, order))
+    return runs.take(pc.sort_indices(runs, FLOW_ORDER))

@@ -61,6 +61,8 @@ def runs(server: S3Server, spark: SparkSession, tmp_path_factory: pytest.TempPat
         f"s3://{BUCKET}/out",
         "--master",
         "local[2]",
+        "--engine",
+        "spark",  # the tasks' way of reaching a bucket (the local engine's is the same code, in one process)
         "--format",
         "json",
         timeout=600,

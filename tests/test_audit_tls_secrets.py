@@ -137,7 +137,7 @@ def test_a_killed_audit_leaves_neither_the_password_nor_a_key_log_secret_on_disk
         "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={java}",
     }
     command = [sys.executable, "-m", "mqttaudit", "audit", str(capture), "--keylog", str(keylog), "--out", str(out)]
-    command += ["--master", "local[2]", "--tolerance", "1"]
+    command += ["--master", "local[2]", "--engine", "spark", "--tolerance", "1"]  # the JVM's folders too
     process = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True
     )

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
 import random
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-import pyarrow as pa
 import pytest
 
 from mqttaudit.capture import CaptureError, audit_records, plan_chunks, read_chunk, read_records, segments, writer
@@ -24,14 +24,14 @@ from mqttaudit.capture.link import RAW
 from mqttaudit.capture.records import MAX_TIME_NS
 from mqttaudit.codec import Connack, Connect, Publish, encode
 from mqttaudit.judge.events import Lost
-from mqttaudit.pipeline import judging, replaying, tables
+from mqttaudit.pipeline import local, tables
 from mqttaudit.pipeline import segments as reading
 from mqttaudit.pipeline.conversations import Flow, connection_flow, judge_flow
 from mqttaudit.pipeline.options import AuditOptions
+from mqttaudit.pipeline.task_files import TRANSCRIPTS_DIR
 
 from .cli_in_process import run_mqttaudit
 from .corpus import capture
-from .crafted import ordered_runs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -298,34 +298,22 @@ def capture_layer(data: bytes, target: int) -> tuple[int, int, int]:
 
 
 def pipeline_without_spark(path: Path, out_dir: Path, target: int) -> dict[str, Any]:
-    """The audit's stages on one capture, without Spark: chunks planned, read by :func:`reading.read_segments`,
-    the runs ordered by flow (as the shuffle does), judged by :func:`judging.judge_partition` (writing its Parquet
-    tables), and every broker replayed by :func:`replaying.replay_group`. Returns the notes and the judged rows."""
+    """The audit's stages on one capture, without Spark, as the local engine runs them: chunks planned, read,
+    the runs ordered by flow (as Spark's shuffle does) and judged, writing their Parquet tables
+    (:func:`local.judge`), and every broker replayed (:func:`local.replay`). Returns the notes and the judged
+    rows."""
+    for table in (*tables.TABLE_COLUMNS, TRANSCRIPTS_DIR):
+        (out_dir / table).mkdir(parents=True, exist_ok=True)
     options = AuditOptions(out_dir=str(out_dir))
     try:
         chunks = plan_chunks(str(path), target, name=path.name)
     except CaptureError:
         return {"notes": [], "judged": []}
-    ordered = ordered_runs([(path, chunks)], options)
-    judged = pa.Table.from_batches(
-        list(judging.judge_partition(iter(ordered.to_batches()), options)), tables.JUDGED_SCHEMA
-    ).to_pylist()
+    chunk_rows = [{"capture": path.name, "path": str(path), "chunk": pickle.dumps(chunk)} for chunk in chunks]
+    judged_table = local.judge(chunk_rows, options)
+    local.replay(judged_table, options)
+    judged = judged_table.to_pylist()
     notes = [json.loads(row["note"]) for row in judged if row["note"] is not None]
-    connections = [row for row in judged if row["note"] is None and row["server"] != "unknown"]
-    for broker in {row["server"] for row in connections}:
-        mine = [row for row in connections if row["server"] == broker]
-        table = pa.table(
-            {
-                "server": [broker] * len(mine),
-                "shard": [0] * len(mine),
-                "flow": [row["flow"] for row in mine],
-                "capture": [row["capture"] for row in mine],
-                "own": [True] * len(mine),
-                "transcripts": [row["transcripts"] for row in mine],
-                "transcript_row": [row["transcript_row"] for row in mine],
-            }
-        )
-        replaying.replay_group(table, options)
     return {"notes": notes, "judged": judged}
 
 

@@ -57,7 +57,8 @@ def audited(
     summary it wrote and its tables, read by every test of it."""
     capture, port, report = recorded
     out = tmp_path_factory.mktemp("audit")
-    ran = run_mqttaudit("audit", str(capture), "--ports", str(port), "--out", str(out), "--tolerance", "2")
+    options = ("--ports", str(port), "--out", str(out), "--tolerance", "2", "--engine", "spark")
+    ran = run_mqttaudit("audit", str(capture), *options)
     summary = json.loads((out / "summary.json").read_text())
     tables = {name: pq.read_table(out / name).to_pylist() for name in TABLES}
     return {"ran": ran, "summary": summary, "tables": tables, "out": out, "traffic": report}

@@ -237,8 +237,10 @@ def hostile_audit(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory)
     capture.write_bytes(writer.pcap_bytes(sorted(records), linktype=RAW))
     out = tmp / "out"
     budget_options = ["--max-message-bytes", str(MESSAGE_BUDGET), "--max-flow-bytes", str(FLOW_BUDGET)]
-    with PeakMemory() as peak:
-        done = run_mqttaudit("audit", str(capture), "--out", str(out), "--master", "local[2]", *budget_options)
+    with PeakMemory() as peak:  # the Spark engine's Python workers, where the per-task budget applies
+        done = run_mqttaudit(
+            "audit", str(capture), "--out", str(out), "--master", "local[2]", "--engine", "spark", *budget_options
+        )
     summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     tables_read = {name: pq.read_table(out / name).to_pylist() for name in ("gaps", "violations", "connections")}
     return {"done": done, "summary": summary, "out": out, "peak": peak, "tables": tables_read}

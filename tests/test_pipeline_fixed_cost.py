@@ -225,6 +225,8 @@ def test_a_jvm_writing_its_class_archive_leaves_the_json_document_alone(tmp_path
         str(tmp_path / "out"),
         "--format",
         "json",
+        "--engine",
+        "spark",  # the JVM's archive: an audit this small would run without Spark by default
         timeout=600,
         env=child_env(MQTTAUDIT_CLASS_ARCHIVE=str(folder)),
     )

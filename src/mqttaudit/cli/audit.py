@@ -4,6 +4,7 @@ input)."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import shutil
 import sys
@@ -15,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from mqttaudit.capture import budgets
+from mqttaudit.extras import missing
 from mqttaudit.locations import join
+from mqttaudit.pipeline.engines import AUTO, ENGINES, LOCAL_MAX_BYTES, SPARK
 
 from .exits import EXIT_INCOMPLETE, EXIT_OK, CannotRun, Incomplete, exit_status_help
 from .options import Command, format_option, output_options
@@ -60,6 +63,15 @@ def budget_option(flag: str, least: int, default: int, says: str) -> Callable[[C
 @click.argument("paths", nargs=-1, required=True)
 @output_options("mqttaudit-audit", "The Parquet tables, summary.json and the reports", urls=True)
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default=AUTO,
+    show_default=True,
+    help=f"Where the stages run: 'spark' on --master; 'local' in this process, without Spark (no JVM: an audit of "
+    f"a few MB takes seconds, not the half minute Spark's start costs); 'auto' local when --master is local "
+    f"(local, local[N]) and the captures hold at most {LOCAL_MAX_BYTES // (1024 * 1024)} MiB, else spark.",
+)
 @click.option(
     "--ports",
     default=None,
@@ -119,6 +131,7 @@ def audit_command(
     out_dir: Path | str,
     force: bool,
     master: str,
+    engine: str,
     ports: str | None,
     tolerance: float,
     chunk_mb: int,
@@ -146,10 +159,12 @@ def audit_command(
         raise CannotRun(printable_line(str(exc))) from exc
     # The key log is checked here; the executors read it themselves (its secrets are never shipped to them).
     keylog = None if keylog_path is None else read_keylog(keylog_path)
-    try:
-        require("spark")
+    try:  # the local engine needs pyarrow alone (the spark extra's); Spark's modules are checked when it is chosen
+        require("spark") if engine == SPARK else importlib.import_module("pyarrow")
     except MissingExtra as exc:
         raise CannotRun(str(exc)) from exc
+    except ImportError as exc:
+        raise CannotRun(str(missing("spark", exc))) from exc
     from mqttaudit.pipeline.audit import run_audit
     from mqttaudit.pipeline.spark import SparkEnvironmentError, SparkMasterUnreachable
 
@@ -162,6 +177,7 @@ def audit_command(
                 locations,
                 out_dir,
                 master=master,
+                engine=engine,
                 ports=None if ports is None else _ports(ports),
                 tolerance=tolerance,
                 chunk_bytes=chunk_mb * 1024 * 1024,
@@ -399,7 +415,15 @@ def summarize(summary: dict[str, object]) -> str:
     lines += _version_lines(summary)
     lines += _detection_lines(summary)
     lines += _policy_lines(summary)
+    lines.append(engine_line(summary))
     return "\n".join(lines)
+
+
+def engine_line(summary: dict[str, object]) -> str:
+    """Which engine ran the audit (``--engine``), and on what."""
+    if summary.get("engine") == SPARK:
+        return f"engine: spark (master {printable_line(str(summary.get('spark_master')))})"
+    return "engine: local (in this process, without Spark)"
 
 
 def _version_lines(summary: dict[str, object]) -> list[str]:

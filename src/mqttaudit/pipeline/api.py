@@ -10,6 +10,7 @@ from pathlib import Path
 from mqttaudit.capture.budgets import DEFAULT_BUDGETS, Budgets
 
 from .audit import AuditResult, run_audit
+from .engines import AUTO
 
 __all__ = ["AuditResult", "Budgets", "audit"]
 
@@ -24,6 +25,7 @@ def audit(
     force: bool = False,
     progress: Callable[[str], None] | None = None,
     budgets: Budgets = DEFAULT_BUDGETS,
+    engine: str = AUTO,
 ) -> AuditResult:
     """Audits pcap/pcapng captures (files, folders, globs, filesystem URLs) on Spark into the folder ``out`` (a
     path, or a URL such as ``s3://bucket/prefix``) (Parquet tables, ``summary.json``, ``report.html``,
@@ -31,6 +33,8 @@ def audit(
 
     ``ports`` restricts the audit to flows on those TCP ports (by default MQTT is recognised on any port).
     ``budgets`` bounds what one connection may make a task hold (see :class:`Budgets` for each policy).
+    ``engine`` is ``auto``, ``spark`` or ``local`` as ``mqttaudit audit --engine`` takes it (by default a small
+    input on a local master is audited in this process, without Spark).
     Raises ``ValueError`` subclasses before Spark starts when nothing can be audited as asked: no capture
     (``AuditInputError``), an ``out`` folder of someone else's files without ``force`` (``OutputDirError``), no
     Java or pyspark or a bad ``master`` (``SparkEnvironmentError``).
@@ -45,4 +49,5 @@ def audit(
         progress=progress or (lambda message: None),
         force=force,
         budgets=budgets,
+        engine=engine,
     )

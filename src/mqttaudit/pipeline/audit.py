@@ -2,7 +2,9 @@
 per broker -> Parquet tables, ``summary.json``, ``report.html`` and ``findings.md``.
 
 The driver plans chunks (one pass over record headers) and collects only aggregates and bounded samples for the
-reports; every row of every table is written by the executors.
+reports; every row of every table is written by the executors. Small inputs on a local master run the same stages
+in the driver's own process instead (the local engine, :mod:`.local`; which engine: :mod:`.engines`): only the
+engine differs, the planning here is shared.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ import pickle
 import posixpath
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mqttaudit import __version__, locations
 from mqttaudit.capture import CaptureError, Chunk, plan_chunks, read_chunk
@@ -33,8 +35,8 @@ from mqttaudit.spec import load_catalogue
 from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 
 from . import sources
-from .bounded import collect_parts
 from .detection import detection_summary, port_proofs
+from .engines import AUTO, LOCAL, LOCAL_MAX_BYTES, SPARK, choose_engine
 from .judging import flow_judge
 from .keylog import KeyLogFile
 from .options import AuditOptions
@@ -52,12 +54,16 @@ from .tables import (
     SHARDS_SCHEMA,
     TABLES,
     ddl,
-    table_schema,
 )
-from .task_files import TRANSCRIPTS_DIR, PublishedFiles, accepted_entries, remove_unaccepted
+from .task_files import TRANSCRIPTS_DIR, accepted_entries, ensure_readable, remove_unaccepted
 
 if TYPE_CHECKING:
+    from pyspark.accumulators import Accumulator
     from pyspark.sql import DataFrame, SparkSession
+
+    from mqttaudit.report import AuditReportData
+
+    from .task_files import Published
 
 DEFAULT_CHUNK_BYTES = 64 * 1024 * 1024
 MIN_CHUNK_BYTES = 1024 * 1024
@@ -173,6 +179,8 @@ def run_audit(
     force: bool = False,
     keylog: KeyLogFile | None = None,
     budgets: Budgets = DEFAULT_BUDGETS,
+    engine: str = AUTO,
+    local_max_bytes: int = LOCAL_MAX_BYTES,
 ) -> AuditResult:
     """Audits the captures at ``paths`` (local paths or URLs, see :mod:`.sources`) into ``out_dir`` (a local folder,
     or a URL of any filesystem pyarrow.fs reaches: see :mod:`mqttaudit.report.remote_output` for what publishing
@@ -186,20 +194,30 @@ def run_audit(
     ``budgets`` bounds what one connection may make a task hold (:mod:`mqttaudit.capture.budgets`).
     ``keylog`` names the TLS key log the executors read and decrypt with (its secrets are shipped nowhere and
     written nowhere; what the tasks hand each other is sealed, see :mod:`.sealed`).
+    ``engine`` (:data:`ENGINES`) runs the stages on Spark, or in this process (:mod:`.local`; ``master``, ``verbose``
+    and ``tasks`` then unused); ``auto`` chooses (:func:`choose_engine`, with ``local_max_bytes``).
     """
     started = time.time()
     out = locations.as_output(out_dir)
     check_output(out, force=force, writes=OUTPUTS)  # before any capture is read
     files = sources.expand(list(paths))
     rejected = dict(sources.check_captures(list(paths), files))
-    if spark is None:
-        check_environment(master)
-        check_master_reachable(master)
-    session = spark or spark_session(master, verbose=verbose)
+    sizes = _sizes([path for path in files if path not in rejected])
+    runner: Engine
+    if choose_engine(engine, master, sum(sizes.values()), local_max_bytes, session=spark) == LOCAL:
+        from .local import LocalEngine
+
+        runner = LocalEngine()
+    else:
+        if spark is None:
+            check_environment(master)
+            check_master_reachable(master)
+        runner = SparkEngine(spark or spark_session(master, verbose=verbose))
     with _published(out, force) as (tables, staging):
         summary, written = _audit(
-            session,
+            runner,
             files,
+            sizes,
             rejected,
             tables,
             staging,
@@ -231,9 +249,104 @@ def _published(out: Path | str, force: bool) -> Iterator[tuple[Path | str, Path]
             yield out, local
 
 
+def _sizes(files: list[str]) -> dict[str, int]:
+    """The size of each capture that can be asked (one that cannot is reported when it is read)."""
+    sizes: dict[str, int] = {}
+    for path in files:
+        try:
+            sizes[path] = sources.size(path)
+        except (OSError, sources.AuditInputError):
+            continue
+    return sizes
+
+
+class Engine(Protocol):
+    """What runs an audit's stages: Spark (:class:`SparkEngine`) or this process (:class:`~.local.LocalEngine`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def parallelism(self) -> int: ...
+
+    @property
+    def master(self) -> str | None: ...
+
+    def accumulator(self) -> Accumulator[Published] | None: ...
+
+    def port_proofs(self, chunk_rows: list[dict[str, Any]], tls_randoms: Container[bytes]) -> dict[int, str]: ...
+
+    def watching(
+        self, progress: Callable[[str], None], tasks: Callable[[int, int], None] | None
+    ) -> AbstractContextManager[None]: ...
+
+    def run(
+        self,
+        chunk_rows: list[dict[str, Any]],
+        options: AuditOptions,
+        out_dir: Path | str,
+        progress: Callable[[str], None],
+        input_bytes: int,
+    ) -> dict[str, Any]: ...
+
+    def report_data(
+        self, out_dir: Path | str, summary: dict[str, Any], *, samples: int, rows: int
+    ) -> AuditReportData: ...
+
+
+class SparkEngine:
+    """Runs an audit's stages as Spark jobs of ``session``."""
+
+    name = SPARK
+
+    def __init__(self, session: SparkSession) -> None:
+        self.session = session
+
+    @property
+    def parallelism(self) -> int:
+        return max(self.session.sparkContext.defaultParallelism, 1)
+
+    @property
+    def master(self) -> str | None:
+        return self.session.sparkContext.master
+
+    def accumulator(self) -> Accumulator[Published] | None:
+        from .accumulators import PublishedFiles
+
+        return self.session.sparkContext.accumulator([], PublishedFiles())
+
+    def port_proofs(self, chunk_rows: list[dict[str, Any]], tls_randoms: Container[bytes]) -> dict[int, str]:
+        return port_proofs(self.session, chunk_rows, tls_randoms)
+
+    @contextmanager
+    def watching(self, progress: Callable[[str], None], tasks: Callable[[int, int], None] | None) -> Iterator[None]:
+        watcher = _Progress(self.session, progress, tasks)
+        watcher.start()
+        try:
+            yield
+        finally:
+            watcher.stop()
+
+    def run(
+        self,
+        chunk_rows: list[dict[str, Any]],
+        options: AuditOptions,
+        out_dir: Path | str,
+        progress: Callable[[str], None],
+        input_bytes: int,
+    ) -> dict[str, Any]:
+        return _run(self.session, chunk_rows, options, out_dir, progress, input_bytes)
+
+    def report_data(self, out_dir: Path | str, summary: dict[str, Any], *, samples: int, rows: int) -> AuditReportData:
+        from .report_data import report_data
+
+        return report_data(self.session, out_dir, summary, samples=samples, rows=rows)
+
+
 def _audit(
-    session: SparkSession,
+    engine: Engine,
     files: list[str],
+    sizes: dict[str, int],
     rejected: dict[str, str],
     out_dir: Path | str,
     reports_dir: Path,
@@ -252,17 +365,11 @@ def _audit(
     basenames = [posixpath.basename(path) for path in files]
     unique = len(set(basenames)) == len(basenames)
     names = {path: base if unique else path for path, base in zip(files, basenames, strict=True)}
-    parallelism = max(session.sparkContext.defaultParallelism, 1)
+    parallelism = engine.parallelism
     errors: list[dict[str, Any]] = [
         {"capture": names[path], "offset": 0, "reason": why} for path, why in rejected.items()
     ]
     files = [path for path in files if path not in rejected]
-    sizes: dict[str, int] = {}
-    for path in files:
-        try:
-            sizes[path] = sources.size(path)
-        except (OSError, sources.AuditInputError):
-            continue
     chunk_bytes = chunk_size(sum(sizes.values()), chunk_bytes, parallelism)
     progress(f"planning chunks of {len(files)} capture(s) ({chunk_bytes:,} bytes at most each)")
     chunk_rows: list[dict[str, Any]] = []
@@ -294,7 +401,7 @@ def _audit(
         tolerance,
         tuple(end_times),
         str(out_dir.resolve()) if isinstance(out_dir, Path) else out_dir,
-        published=session.sparkContext.accumulator([], PublishedFiles()),
+        published=engine.accumulator(),
         requested_ports=requested,
         keylog=keylog,
         seal_key=None if keylog is None else new_key(),
@@ -306,7 +413,7 @@ def _audit(
             + (", or a TLS session of the key log" if keylog is not None else "")
             + ", on any port"
         )
-        proofs = port_proofs(session, chunk_rows, frozenset() if keylog is None else keylog)
+        proofs = engine.port_proofs(chunk_rows, frozenset() if keylog is None else keylog)
         proven = frozenset(proofs)
         options = replace(
             options,
@@ -314,21 +421,17 @@ def _audit(
             proven_ports=proven,
             port_proofs=tuple(sorted(proofs.items())),
         )
-    watcher = _Progress(session, progress, tasks)
-    watcher.start()
-    try:
-        with _output_folders(out_dir):
-            summary = _run(session, chunk_rows, options, out_dir, progress, sum(sizes.values()))
-    finally:
-        watcher.stop()
+    with engine.watching(progress, tasks), _output_folders(out_dir):
+        summary = engine.run(chunk_rows, options, out_dir, progress, sum(sizes.values()))
     summary["captures"] = captures
     summary["errors"] = errors + summary.pop("chunk_errors")
-    summary["spark_master"] = session.sparkContext.master
+    summary["engine"] = engine.name
+    summary["spark_master"] = engine.master
     summary["tolerance_s"] = tolerance
     summary["broker_ports"] = sorted(options.broker_ports)
     written = [*TABLES, "summary.json"]
     progress("writing report.html and findings.md")
-    written += [path.name for path in _reports(session, out_dir, reports_dir, summary)]
+    written += [path.name for path in _reports(engine, out_dir, reports_dir, summary)]
     return summary, written
 
 
@@ -439,6 +542,8 @@ def _with_homes(known: DataFrame, keys: list[int], session: SparkSession) -> Dat
     ClientId, however many the fleet has."""
     from pyspark.sql import functions as F
 
+    from .bounded import collect_parts
+
     shards = len(keys)
     weights = (
         known.select("client_key", (F.col("transcript_bytes") - F.col("sources_bytes") + F.lit(64)).alias("weight"))
@@ -474,27 +579,14 @@ def _commit_tables(out_dir: Path | str, options: AuditOptions) -> None:
     assert options.published is not None
     remove_unaccepted(str(out_dir), TABLES, accepted_entries(options.published.value))
     for table in TABLES:
-        _ensure_readable(locations.join(out_dir, table), table)
+        ensure_readable(locations.join(out_dir, table), table)
 
 
-def _ensure_readable(directory: str, table: str) -> None:
-    """A table no task wrote a row to still gets a file with its columns, so that it reads as an empty table."""
-    import pyarrow.parquet as pq
-
-    if not any(name.endswith(".parquet") for name in locations.files_under(directory)):
-        filesystem, path = locations.resolve(directory)
-        pq.write_table(
-            table_schema(table).empty_table(), posixpath.join(path, "part-empty.parquet"), filesystem=filesystem
-        )
-
-
-def _reports(session: SparkSession, out_dir: Path | str, reports_dir: Path, summary: dict[str, Any]) -> list[Path]:
+def _reports(engine: Engine, out_dir: Path | str, reports_dir: Path, summary: dict[str, Any]) -> list[Path]:
     """The reports, written into ``reports_dir`` from the tables in ``out_dir``."""
     from mqttaudit.report import write_audit_reports
 
-    from .report_data import report_data
-
-    data = report_data(session, out_dir, summary, samples=SAMPLES_PER_RULE, rows=REPORT_ROWS)
+    data = engine.report_data(out_dir, summary, samples=SAMPLES_PER_RULE, rows=REPORT_ROWS)
     (reports_dir / "report_data.json").write_text(data.to_json())
     written = write_audit_reports(reports_dir, data, load_catalogue("3.1.1"), tables=out_dir)
     return [*written, reports_dir / "report_data.json"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pickle
 from collections import Counter
-from collections.abc import Callable, Container, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -110,25 +110,51 @@ def port_proofs(
     scan = start_scanner(tls_randoms)
     found = chunks.mapInArrow(scan, ddl(STARTS_SCHEMA)).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        decided = found.where("kind != 'start'").collect()
-        proofs: dict[int, str] = {}
-        for row in decided:
-            if row.kind == "proven":
-                proofs[int(row.port)] = stronger(proofs.get(int(row.port)), row.how or BY_CONNECT)
-        loose = {
-            (row.direction, int(row.seq)): (int(row.port), row.how or BY_CONNECT)
-            for row in decided
-            if row.kind == "connect"
-        }
+        proofs, loose = decided_proofs(found.where("kind != 'start'").collect())
         if loose:
             wanted = session.createDataFrame(list(loose), ddl(LOOSE_STARTS_SCHEMA))
             starts = found.where("kind = 'start'").join(F.broadcast(wanted), ["direction", "seq"])
-            for row in starts.select("direction", "seq").collect():
-                port, how = loose[(row.direction, int(row.seq))]
-                proofs[port] = stronger(proofs.get(port), how)
+            add_started(proofs, loose, starts.select("direction", "seq").collect())
     finally:
         found.unpersist()
     return proofs
+
+
+def local_port_proofs(chunk_rows: list[dict[str, Any]], tls_randoms: Container[bytes] = frozenset()) -> dict[int, str]:
+    """The local twin of :func:`port_proofs`: the same scan, over the chunks in this process."""
+    chunks = pa.Table.from_pylist(chunk_rows, schema=CHUNK_SCHEMA)
+    found = pa.Table.from_batches(list(scan_starts(iter(chunks.to_batches()), tls_randoms)), schema=STARTS_SCHEMA)
+    rows = found.to_pylist()
+    proofs, loose = decided_proofs([row for row in rows if row["kind"] != "start"])
+    add_started(
+        proofs, loose, [row for row in rows if row["kind"] == "start" and (row["direction"], row["seq"]) in loose]
+    )
+    return proofs
+
+
+#: Loose CONNECTs (a chunk's first data byte of a stream, whose handshake another chunk holds), by (direction, seq):
+#: the port and the proof they give when the stream does start there.
+Loose = dict[tuple[str, int], tuple[int, str]]
+
+
+def decided_proofs(decided: Iterable[Any]) -> tuple[dict[int, str], Loose]:
+    """The proofs decided within a chunk, and the loose CONNECTs, from the scan's rows other than stream starts
+    (Spark rows or dictionaries)."""
+    proofs: dict[int, str] = {}
+    loose: Loose = {}
+    for row in decided:
+        if row["kind"] == "proven":
+            proofs[int(row["port"])] = stronger(proofs.get(int(row["port"])), row["how"] or BY_CONNECT)
+        elif row["kind"] == "connect":
+            loose[(row["direction"], int(row["seq"]))] = (int(row["port"]), row["how"] or BY_CONNECT)
+    return proofs, loose
+
+
+def add_started(proofs: dict[int, str], loose: Loose, started: Iterable[Any]) -> None:
+    """Adds to ``proofs`` those of the loose CONNECTs at a stream start (``started``: rows of its direction, seq)."""
+    for row in started:
+        port, how = loose[(row["direction"], int(row["seq"]))]
+        proofs[port] = stronger(proofs.get(port), how)
 
 
 def detection_summary(

@@ -1,14 +1,20 @@
-"""The audit's ``summary.json`` figures, added up by Spark from what the tasks wrote: the judged connections' totals,
-the tables' counts per level, side, kind, version and tag, and the reading tasks' notes (records, skips, errors)."""
+"""The audit's ``summary.json`` figures, added up from what the tasks wrote: the judged connections' totals, the
+tables' counts per level, side, kind, version and tag, and the reading tasks' notes (records, skips, errors).
+
+Each engine adds up the same parts (:data:`PARTS`): the Spark engine with one Spark query (:func:`audit_summary`),
+the local engine over the rows of the tables in its own process (:func:`local_audit_summary`); the summary is built
+from the parts by one function (:func:`summary_of`). Each Spark transform has its local twin beside it, named
+``<transform>_rows``.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+import pyarrow as pa
 
 from mqttaudit.capture.budgets import (
     DEFAULT_BUDGETS,
@@ -20,9 +26,12 @@ from mqttaudit.capture.budgets import (
 )
 from mqttaudit.capture.conversation import CONFLICT_POLICY, DEFAULT_MAX_MALFORMED, MALFORMED_CAP_POLICY
 
-from .bounded import collect_parts
-from .table_reading import read_table
+from .rows import Rows, counted, greatest, groups, least, rows_of, total, where
+from .table_reading import read_arrow_table, read_table
 from .tables import BUDGET_COLUMNS
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 
 class Figures(NamedTuple):
@@ -34,6 +43,10 @@ class Figures(NamedTuple):
     by_port: dict[int, int]
 
 
+#: The parts the summary is built from, each the rows of a bounded result (an aggregate): see :func:`summary_of`.
+PARTS = ("totals", "notes", "violations", "routing", "versions", "undecided", "lenient", "ports")
+
+
 def audit_summary(
     session: SparkSession, judged: DataFrame, out_dir: Path | str, budgets: Budgets = DEFAULT_BUDGETS
 ) -> Figures:
@@ -41,6 +54,9 @@ def audit_summary(
     connections and the reading tasks' notes) and the tables in ``out_dir``: counts, the byte account, the versions,
     the limits met (each budget with its bound, its policy and what it did), the copies several files hold. Every
     figure comes from one Spark query (:func:`~.bounded.collect_parts`)."""
+    from pyspark.sql import functions as F
+
+    from .bounded import collect_parts
 
     def table(name: str) -> DataFrame:
         return read_table(session, out_dir, name)
@@ -63,6 +79,34 @@ def audit_summary(
             "ports": connections.transform(connections_per_port),
         }
     )
+    return summary_of(figures, budgets)
+
+
+def local_audit_summary(judged: pa.Table, out_dir: Path | str, budgets: Budgets = DEFAULT_BUDGETS) -> Figures:
+    """:func:`audit_summary` of the local engine: the same parts, from the rows of ``judged`` and of the tables,
+    in this process."""
+
+    def table(name: str) -> Rows:
+        return rows_of(read_arrow_table(out_dir, name))
+
+    rows = rows_of(judged)
+    connections = where(rows, lambda row: row["note"] is None)
+    figures = {
+        "totals": connection_totals_rows(connections),
+        "notes": [{"note": row["note"], "capture": row["capture"]} for row in rows if _chunk_note(row["note"])],
+        **fleet_parts_rows([row for row in rows if row["note"] is not None and not _chunk_note(row["note"])]),
+        "violations": counted(table("violations"), ("level", "actor")),
+        "routing": counted(table("routing_findings"), ("kind",)),
+        "versions": connections_per_version_rows(table("connections")),
+        "undecided": counted(table("not_assessable"), ("tag",)),
+        "lenient": counted(table("lenient"), ("actor", "rule")),
+        "ports": connections_per_port_rows(connections),
+    }
+    return summary_of(figures, budgets)
+
+
+def summary_of(figures: dict[str, Rows], budgets: Budgets) -> Figures:
+    """The summary from its parts (:data:`PARTS`), whichever engine added them up."""
     sums = figures["totals"][0]
     notes = [json.loads(row["note"]) | {"capture": row["capture"]} for row in figures["notes"]]
     by_level = _counts_by(figures["violations"], "level")
@@ -201,6 +245,8 @@ def fleet_parts(notes: DataFrame) -> dict[str, DataFrame]:
     judging stage's fleet notes: one row of counts, and at most :data:`LISTED_COPIES` notes of each kind, in the
     order the summary lists them (conflicts by their files, first connection and offset; duplicates by file and
     the file holding them). Nothing per note reaches the driver past those."""
+    from pyspark.sql import functions as F
+
     conflict = F.from_json(F.get_json_object("note", "$.conflicting_copy"), _CONFLICT_KEYS)
     duplicate = F.from_json(F.get_json_object("note", "$.duplicate_copy"), _DUPLICATE_SIZES)
     is_conflict = F.get_json_object("note", "$.conflicting_copy").isNotNull()
@@ -223,6 +269,36 @@ def fleet_parts(notes: DataFrame) -> dict[str, DataFrame]:
         .select("note"),
         "duplicate_copies": duplicates.orderBy("capture", of).limit(LISTED_COPIES).select("note", "capture"),
     }
+
+
+def fleet_parts_rows(notes: Rows) -> dict[str, Rows]:
+    """:func:`fleet_parts` of the local engine, over the fleet notes' rows."""
+    parsed = [(row, json.loads(row["note"])) for row in notes]
+    conflicts = [(row, note["conflicting_copy"]) for row, note in parsed if note.get("conflicting_copy") is not None]
+    duplicates = [(row, note["duplicate_copy"]) for row, note in parsed if note.get("conflicting_copy") is None]
+    conflicts.sort(key=lambda item: (item[1]["captures"], (item[1]["connections"] or [""])[0] or "", item[1]["offset"]))
+    duplicates.sort(key=lambda item: (item[0]["capture"], item[1]["of"]))
+    sizes = [copy for _, copy in duplicates]
+    return {
+        "fleet_counts": [
+            {
+                "conflicts": len(conflicts),
+                "duplicates": len(duplicates),
+                "duplicate_bytes": sum(int(copy["bytes"]) for copy in sizes),
+                "duplicate_segments": sum(int(copy["segments"]) for copy in sizes),
+            }
+        ],
+        "conflicting_copies": [{"note": row["note"]} for row, _ in conflicts[:LISTED_COPIES]],
+        "duplicate_copies": [{"note": row["note"], "capture": row["capture"]} for row, _ in duplicates[:LISTED_COPIES]],
+    }
+
+
+def _chunk_note(note: str | None) -> bool:
+    """A reading task's note (records, skips, errors), not one of the fleet's records (:func:`fleet_parts`)."""
+    if note is None:
+        return False
+    parsed = json.loads(note)
+    return parsed.get("conflicting_copy") is None and parsed.get("duplicate_copy") is None
 
 
 def fleet_summary(figures: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -264,17 +340,12 @@ def _summed(counts: dict[tuple[str, str], int], part: int) -> dict[str, int]:
 def connection_totals(connections: DataFrame) -> DataFrame:
     """One row: the judged connections and flows, their byte account, conflicting and capped bytes, packets, and
     the time span they cover."""
+    from pyspark.sql import functions as F
+
     return connections.agg(
         F.count("*").alias("connections"),
         F.countDistinct(F.split("flow", "@").getItem(0)).alias("flows"),
-        F.sum("stream_bytes").alias("stream"),
-        F.sum("packet_bytes").alias("packets"),
-        F.sum("malformed_bytes").alias("malformed"),
-        F.sum("gap_bytes").alias("gaps"),
-        F.sum("unassessable_bytes").alias("unassessable"),
-        F.sum("conflict_ranges").alias("conflict_ranges"),
-        F.sum("conflict_bytes").alias("conflict_bytes"),
-        F.sum("capped_bytes").alias("capped_bytes"),
+        *[F.sum(column).alias(name) for name, column in _SUMMED.items()],
         F.sum(F.when(F.col("capped_bytes") > 0, 1).otherwise(0)).alias("capped_connections"),
         *[F.sum(name).alias(name) for name in BUDGET_COLUMNS],
         *[F.sum(F.when(F.col(name) > 0, 1).otherwise(0)).alias(alias) for name, alias in BUDGET_CONNECTIONS.items()],
@@ -282,6 +353,43 @@ def connection_totals(connections: DataFrame) -> DataFrame:
         F.min("start").alias("first"),
         F.max("end").alias("last"),
     )
+
+
+def connection_totals_rows(connections: Rows) -> Rows:
+    """The local twin of :func:`connection_totals`."""
+
+    def summed(name: str) -> Any:
+        return total(row[name] for row in connections)
+
+    def positive(name: str) -> Any:
+        return total(1 if (row[name] is not None and row[name] > 0) else 0 for row in connections)
+
+    return [
+        {
+            "connections": len(connections),
+            "flows": len({row["flow"].split("@")[0] for row in connections if row["flow"] is not None}),
+            **{name: summed(column) for name, column in _SUMMED.items()},
+            "capped_connections": positive("capped_bytes"),
+            **{name: summed(name) for name in BUDGET_COLUMNS},
+            **{alias: positive(name) for name, alias in BUDGET_CONNECTIONS.items()},
+            "packet_count": summed("packet_count"),
+            "first": least(row["start"] for row in connections),
+            "last": greatest(row["end"] for row in connections),
+        }
+    ]
+
+
+#: The sums of :func:`connection_totals` (and its twin), by the column summed.
+_SUMMED = {
+    "stream": "stream_bytes",
+    "packets": "packet_bytes",
+    "malformed": "malformed_bytes",
+    "gaps": "gap_bytes",
+    "unassessable": "unassessable_bytes",
+    "conflict_ranges": "conflict_ranges",
+    "conflict_bytes": "conflict_bytes",
+    "capped_bytes": "capped_bytes",
+}
 
 
 #: The connections each budget applied to, counted by a column that is positive for them.
@@ -294,13 +402,46 @@ BUDGET_CONNECTIONS = {
 
 def connections_per_version(connections: DataFrame) -> DataFrame:
     """Connections and their packets counted per MQTT version and how the version was handled."""
+    from pyspark.sql import functions as F
+
     return connections.groupBy("version", "handling").agg(
         F.count("*").alias("connections"), F.sum("packets").alias("packets")
     )
 
 
+def connections_per_version_rows(connections: Rows) -> Rows:
+    """The local twin of :func:`connections_per_version`."""
+    return [
+        {
+            "version": version,
+            "handling": handling,
+            "connections": len(group),
+            "packets": total(r["packets"] for r in group),
+        }
+        for (version, handling), group in groups(connections, ("version", "handling")).items()
+    ]
+
+
 def connections_per_port(connections: DataFrame) -> DataFrame:
     """Judged connections counted per server port (``port``, a string; empty when the server has none), those whose
     roles are unknown left out."""
+    from pyspark.sql import functions as F
+
     port = F.regexp_extract("server", r":(\d+)$", 1)
     return connections.where("server != 'unknown'").groupBy(port.alias("port")).count()
+
+
+def connections_per_port_rows(connections: Rows) -> Rows:
+    """The local twin of :func:`connections_per_port`."""
+
+    def port(server: str) -> str:
+        found = _PORT.search(server)
+        return "" if found is None else found.group(1)
+
+    known = [
+        {"port": port(row["server"])} for row in connections if row["server"] is not None and row["server"] != "unknown"
+    ]
+    return counted(known, ("port",))
+
+
+_PORT = re.compile(r":(\d+)$")

@@ -1,10 +1,12 @@
-"""The audit's tables read back into Spark (for the summary and the report data): Spark's own Parquet reader on this
+"""The audit's tables read back (for the summary and the report data). Into Spark: Spark's own Parquet reader on this
 machine's filesystem; on any other filesystem the tasks read the files through ``pyarrow.fs``, one task per file
-(pyspark ships no Hadoop connector for ``s3a://``, and nothing of a table passes through the driver)."""
+(pyspark ships no Hadoop connector for ``s3a://``, and nothing of a table passes through the driver). In the local
+engine's process (:func:`read_arrow_table`): pyarrow, on any filesystem."""
 
 from __future__ import annotations
 
 import os
+import posixpath
 from collections.abc import Iterator
 from functools import partial
 from typing import TYPE_CHECKING
@@ -35,6 +37,20 @@ def read_table(session: SparkSession, out_dir: str | os.PathLike[str], table: st
         session.sparkContext.parallelize([(path,) for path in files], max(len(files), 1)), ddl(PATH_SCHEMA)
     )
     return paths.mapInArrow(partial(read_parquet_files, columns=schema.names), ddl(schema))
+
+
+def read_arrow_table(out_dir: str | os.PathLike[str], table: str) -> pa.Table:
+    """The rows of ``table`` of the audit whose output is ``out_dir``, as one Arrow table (the local engine: a small
+    audit's tables), its files read in the order of their names."""
+    folder = locations.join(out_dir, table)
+    filesystem, path = locations.resolve(folder)
+    schema = table_schema(table)
+    parts = [
+        pq.read_table(posixpath.join(path, name), filesystem=filesystem, schema=schema)
+        for name in locations.files_under(folder)
+        if _is_part(name)
+    ]
+    return pa.concat_tables(parts) if parts else table_schema(table).empty_table()
 
 
 def _is_part(name: str) -> bool:

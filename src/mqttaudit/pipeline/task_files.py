@@ -9,18 +9,21 @@ judging itself cost Python, and its cache grew with the capture.
 from __future__ import annotations
 
 import posixpath
+import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark import TaskContext
-from pyspark.accumulators import Accumulator, AccumulatorParam
 
 from mqttaudit import locations
 
 from .conversations import Columns
 from .tables import TRANSCRIPT_SCHEMA, table_schema
+
+if TYPE_CHECKING:
+    from pyspark import TaskContext
+    from pyspark.accumulators import Accumulator
 
 
 class FileWriter(Protocol):
@@ -34,17 +37,6 @@ class FileWriter(Protocol):
 #: What the tasks report of the files they published: (slot, entry), the entry a file's path in the output directory
 #: (``violations/part-00003-t17.parquet``), its slot the same without the task attempt (``violations/part-00003``).
 Published = list[tuple[str, str]]
-
-
-class PublishedFiles(AccumulatorParam[Published]):
-    """Adds up the files the task attempts published. Spark merges the updates of the attempts it accepted only: the
-    files of a failed attempt are never in the sum (see :func:`accepted_entries`)."""
-
-    def zero(self, value: Published) -> Published:
-        return []
-
-    def addInPlace(self, value1: Published, value2: Published) -> Published:
-        return value1 + value2
 
 
 class TaskFile:
@@ -114,9 +106,17 @@ class TaskFile:
                 self._published.add([self._slot])
 
 
+def _task() -> TaskContext | None:
+    """The running Spark task; None outside Spark: in the local engine (:mod:`.local`), which never imports pyspark
+    (a Spark worker has always imported it)."""
+    pyspark = sys.modules.get("pyspark")
+    context: TaskContext | None = None if pyspark is None else pyspark.TaskContext.get()
+    return context
+
+
 def _attempt() -> int | None:
     """The id of the running task attempt (unique in the Spark application), None outside Spark."""
-    context = TaskContext.get()
+    context = _task()
     return None if context is None else context.taskAttemptId()
 
 
@@ -232,6 +232,16 @@ def remove_unaccepted(directory: str, folders: Iterable[str], accepted: set[str]
     return removed
 
 
+def ensure_readable(directory: str, table: str) -> None:
+    """A table no task wrote a row to still gets a file with its columns (in ``directory``, the table's folder), so
+    that it reads as an empty table."""
+    if not any(name.endswith(".parquet") for name in locations.files_under(directory)):
+        filesystem, path = locations.resolve(directory)
+        pq.write_table(
+            table_schema(table).empty_table(), posixpath.join(path, "part-empty.parquet"), filesystem=filesystem
+        )
+
+
 def columns_table(parts: Sequence[Columns], schema: pa.Schema) -> pa.Table:
     """The rows of several column sets, one after the other, as one table, built column by column."""
     arrays = [pa.array([v for part in parts for v in part.data[field.name]], type=field.type) for field in schema]
@@ -244,5 +254,5 @@ def part_name(*keys: object) -> str:
 
 
 def partition() -> int:
-    context = TaskContext.get()
+    context = _task()
     return 0 if context is None else context.partitionId()

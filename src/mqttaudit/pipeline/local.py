@@ -1,0 +1,124 @@
+"""The local engine: a small audit in one process, without Spark (which costs an audit of a few packets some 20
+seconds: the JVM, a job per stage, a query per report part).
+
+The driver runs the stage functions the Spark engine's Python workers run (:mod:`.segments`, :mod:`.judging`,
+:mod:`.replaying`, :mod:`.detection`'s first pass) over Arrow tables, in the order Spark would hand them their rows,
+writing the same Parquet tables through the same task-file code; the summary and the report data are the same
+parts, added up over the rows of the (small) tables (:func:`~.summary.local_audit_summary`,
+:func:`~.report_data.local_report_data`). The routing replay runs one shard per broker: the shards of the Spark
+engine divide a broker's ClientIds between tasks, each judging its own sessions, so that one shard judges them all.
+
+Nothing here imports pyspark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mqttaudit import locations
+from mqttaudit.report import AuditReportData
+
+from .detection import detection_summary, local_port_proofs
+from .engines import LOCAL
+from .judging import flow_judge
+from .options import AuditOptions
+from .replaying import broker_replayer
+from .report_data import local_report_data
+from .rows import groups, rows_of
+from .segments import read_segments
+from .summary import local_audit_summary
+from .tables import CHUNK_SCHEMA, JUDGED_SCHEMA, SEGMENT_SCHEMA, TABLES
+from .task_files import ensure_readable
+
+#: The order Spark's judging stage sorts the runs of segments in (``sortWithinPartitions``), after the reading
+#: tasks' notes (no flow: nulls first).
+FLOW_ORDER = [("flow", "ascending"), ("capture", "ascending"), ("first_record", "ascending")]
+#: The columns of a broker's connections the replay reads (as the Spark engine selects them).
+REPLAY_COLUMNS = ("server", "shard", "flow", "capture", "transcripts", "transcript_row", "own")
+
+
+class LocalEngine:
+    """Runs an audit's stages in this process (see the module)."""
+
+    name = LOCAL
+    #: Cores the planning divides the captures between: one process.
+    parallelism = 1
+    master = None
+
+    def accumulator(self) -> None:
+        """Which files the tasks published needs no accumulator: every task runs once, here."""
+        return None
+
+    def port_proofs(self, chunk_rows: list[dict[str, Any]], tls_randoms: Container[bytes]) -> dict[int, str]:
+        return local_port_proofs(chunk_rows, tls_randoms)
+
+    @contextmanager
+    def watching(self, progress: Callable[[str], None], tasks: Callable[[int, int], None] | None) -> Iterator[None]:
+        """No task progress to watch: the stages say what they do through ``progress``."""
+        yield
+
+    def run(
+        self,
+        chunk_rows: list[dict[str, Any]],
+        options: AuditOptions,
+        out_dir: Path | str,
+        progress: Callable[[str], None],
+        input_bytes: int,
+    ) -> dict[str, Any]:
+        """The stages of :func:`~.audit._run`, in this process; returns the summary."""
+        progress(f"reading {len(chunk_rows)} chunk(s), then reassembling and judging connections (in this process)")
+        judged = judge(chunk_rows, options)
+        progress("replaying routing per broker")
+        replayed = replay(judged, options)
+        for table in TABLES:
+            ensure_readable(locations.join(out_dir, table), table)
+        progress("adding up the summary")
+        summary, notes, by_port = local_audit_summary(judged, out_dir, options.budgets)
+        summary["detection"] = detection_summary(options, by_port, notes)
+        summary["routing_shards"] = replayed
+        return summary
+
+    def report_data(self, out_dir: Path | str, summary: dict[str, Any], *, samples: int, rows: int) -> AuditReportData:
+        return local_report_data(out_dir, summary, samples=samples, rows=rows)
+
+
+def judge(chunk_rows: list[dict[str, Any]], options: AuditOptions) -> pa.Table:
+    """The reading and judging stages over the chunks (:data:`~.tables.CHUNK_SCHEMA` rows): the judged
+    connections and the reading tasks' notes (:data:`~.tables.JUDGED_SCHEMA`); the tables written."""
+    chunks = pa.Table.from_pylist(chunk_rows, schema=CHUNK_SCHEMA)
+    segments = _table(read_segments(iter(chunks.to_batches()), options), SEGMENT_SCHEMA)
+    flows = segments.column("flow")
+    notes, runs = segments.filter(pc.is_null(flows)), segments.filter(pc.is_valid(flows)).sort_by(FLOW_ORDER)
+    runs = pa.concat_tables([notes, runs])  # as Spark sorts them: nulls first
+    return _table(flow_judge(options)(iter(runs.to_batches())), JUDGED_SCHEMA)
+
+
+def replay(judged: pa.Table, options: AuditOptions) -> list[dict[str, Any]]:
+    """The routing replay of every broker of the judged connections, one shard each: its tables written, a row of
+    counts per broker returned (:data:`~.tables.REPLAYED_SCHEMA`)."""
+    replayer = broker_replayer(options)
+    return [
+        row
+        for _, group in sorted(groups(_replayed_connections(judged), ("server",)).items())
+        for row in rows_of(replayer(pa.Table.from_pylist([{name: r[name] for name in REPLAY_COLUMNS} for r in group])))
+    ]
+
+
+def _table(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_batches(list(batches), schema=schema)
+
+
+def _replayed_connections(judged: pa.Table) -> list[dict[str, Any]]:
+    """The connections the routing replay reads (as the Spark engine's ``known``: judged, of a known broker, not a
+    copy judged apart), all in the one shard of their broker."""
+    return [
+        row | {"shard": 0, "own": True}
+        for row in rows_of(judged.select(["note", "server", "replayed", *REPLAY_COLUMNS[2:6]]))
+        if row["note"] is None and row["server"] is not None and row["server"] != "unknown" and row["replayed"]
+    ]

@@ -1,0 +1,220 @@
+"""The local engine (issue 31, point 8: a small audit kept off Spark) against the Spark engine: the same tables (row
+sets), the same summary.json and the same report_data.json, on the 31 shared captures audited together and on
+captures written here with the project's capture writer that make routing findings, gaps, a TLS session decrypted
+with its key log, corrupt records and a truncated file. Each Spark audit runs on the test session's ``local[2]``,
+once per case (module-scoped). Also: which engine ``--engine auto`` picks, and that the local engine never imports
+pyspark."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from mqttaudit import codec
+from mqttaudit.pipeline.audit import LOCAL, SPARK, TABLES, AuditResult, choose_engine, run_audit
+from mqttaudit.pipeline.keylog import KeyLogFile
+from mqttaudit.pipeline.spark import SparkMasterUnreachable
+from mqttaudit.probe.brokers import free_port
+
+from .cli_in_process import run_mqttaudit
+from .corpus import capture, inventory, require_captures
+from .crafted import CONNACK_ACCEPTED, PUBLISH_QOS1, connect, sessions, write_capture
+from .test_audit_tls_secrets import tls_capture
+from .test_capture_hostile import timestamp_capture
+from .tls_sessions import session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: What differs between two runs of the same audit by design: when and how long it ran, and on what.
+RUN_ONLY = ("duration", "spark_master", "engine", "routing_shards")
+#: SUBSCRIBE id 1 to 'a/b' at QoS 1, and its SUBACK granting QoS 1.
+SUBSCRIBE = bytes.fromhex("82 08 00 01 00 03 61 2f 62 01")
+SUBACK = bytes.fromhex("90 03 00 01 01")
+PUBACK = bytes.fromhex("40 02 00 07")
+PINGREQ, PINGRESP = bytes.fromhex("c0 00"), bytes.fromhex("d0 00")
+
+
+def routing_capture(path: Path) -> Path:
+    """Client A subscribes to 'a/b' at QoS 1; client B publishes to it at QoS 1 and the broker acknowledges; the
+    broker never delivers it to A, who goes on pinging for 30 s (a missing delivery, a routing finding). One of A's
+    PINGREQs was not captured (a gap), and B's PUBLISH is sent twice, the first copy of its bytes differing."""
+    a, b = sessions()
+    records: list[tuple[float, bytes]] = []
+    records += [(0.001 * i, packet) for i, packet in enumerate(a.handshake())]
+    records += [(0.1, a.send(0, connect(b"sub"))), (0.11, a.send(1, CONNACK_ACCEPTED))]
+    records += [(0.2, a.send(0, SUBSCRIBE)), (0.21, a.send(1, SUBACK))]
+    records += [(1 + 0.001 * i, packet) for i, packet in enumerate(b.handshake())]
+    records += [(1.1, b.send(0, connect(b"pub"))), (1.11, b.send(1, CONNACK_ACCEPTED))]
+    records += [(2.0, b.send(0, PUBLISH_QOS1)), (2.01, b.send(1, PUBACK))]
+    for second in range(10, 31, 5):
+        ping = a.send(0, PINGREQ)
+        if second != 15:  # never captured: a gap in A's stream
+            records.append((second, ping))
+        records.append((second + 0.01, a.send(1, PINGRESP)))
+    return write_capture(path, records)
+
+
+def corpus_case(folder: Path) -> tuple[list[str], dict[str, Any]]:
+    require_captures()
+    return [str(capture(name)) for name in sorted(inventory())], {}
+
+
+def routing_case(folder: Path) -> tuple[list[str], dict[str, Any]]:
+    return [str(routing_capture(folder / "routing.pcap"))], {}
+
+
+def tls_case(folder: Path) -> tuple[list[str], dict[str, Any]]:
+    made = session(
+        [codec.encode(codec.Connect(client_id="dev-1", keep_alive=30)), codec.encode(codec.Pingreq())],
+        [codec.encode(codec.Connack()), codec.encode(codec.Pingresp())],
+        maximum=ssl.TLSVersion.TLSv1_2,
+        ciphers="ECDHE-RSA-AES128-GCM-SHA256",
+    )
+    (folder / "keys.log").write_text(made.keylog)
+    return [str(tls_capture(made, folder / "tls.pcap", connections=3))], {
+        "keylog": KeyLogFile.at(str(folder / "keys.log"))
+    }
+
+
+def broken_case(folder: Path) -> tuple[list[str], dict[str, Any]]:
+    """A pcapng with records whose timestamps overflow (corrupt, skipped), and the routing capture cut inside its
+    last record (truncated)."""
+    (folder / "timestamps.pcapng").write_bytes(timestamp_capture()[0])
+    whole = routing_capture(folder / "whole.pcap").read_bytes()
+    (folder / "truncated.pcap").write_bytes(whole[:-7])
+    (folder / "whole.pcap").unlink()
+    return [str(folder / "timestamps.pcapng"), str(folder / "truncated.pcap")], {}
+
+
+CASES: dict[str, Callable[[Path], tuple[list[str], dict[str, Any]]]] = {
+    "31-shared-captures": corpus_case,
+    "routing-findings-and-gaps": routing_case,
+    "tls-key-log": tls_case,
+    "corrupt-and-truncated": broken_case,
+}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def both(
+    request: pytest.FixtureRequest, spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[tuple[Path, AuditResult], tuple[Path, AuditResult]]:
+    """One case audited by the Spark engine (the test session) and by the local engine."""
+    folder = tmp_path_factory.mktemp(request.param)
+    paths, options = CASES[request.param](folder)
+    on_spark = run_audit(paths, folder / "spark", spark=spark, tolerance=5.0, **options)
+    local = run_audit(paths, folder / "local", engine=LOCAL, tolerance=5.0, **options)
+    assert on_spark.summary["engine"] == SPARK and local.summary["engine"] == LOCAL
+    return (folder / "spark", on_spark), (folder / "local", local)
+
+
+def rows(out: Path, table: str) -> list[str]:
+    return sorted(json.dumps(row, sort_keys=True) for row in pq.read_table(out / table).to_pylist())
+
+
+def test_the_local_engine_writes_the_same_rows_to_every_table(both: Any) -> None:
+    (spark_out, on_spark), (local_out, _) = both
+    assert on_spark.summary["counts"]["connections"] > 0
+    for table in TABLES:
+        assert rows(local_out, table) == rows(spark_out, table), table
+
+
+def per_broker(shards: list[dict[str, Any]]) -> dict[str, tuple[int, int, dict[str, str]]]:
+    """The routing replay's shards added up per broker: deliveries, routing findings, rules not assessable."""
+    totals: dict[str, tuple[int, int, dict[str, str]]] = {}
+    for shard in shards:
+        deliveries, findings, undecided = totals.get(shard["broker"], (0, 0, {}))
+        totals[shard["broker"]] = (
+            deliveries + shard["deliveries"],
+            findings + shard["routing_findings"],
+            undecided | json.loads(shard["not_assessable"]),
+        )
+    return totals
+
+
+def test_the_local_engine_writes_the_same_summary(both: Any) -> None:
+    (spark_out, _), (local_out, _) = both
+    on_spark = json.loads((spark_out / "summary.json").read_text())
+    local = json.loads((local_out / "summary.json").read_text())
+    assert {k: v for k, v in local.items() if k not in RUN_ONLY} == {
+        k: v for k, v in on_spark.items() if k not in RUN_ONLY
+    }
+    assert per_broker(local["routing_shards"]) == per_broker(on_spark["routing_shards"])
+    assert (local["engine"], local["spark_master"]) == (LOCAL, None)
+    assert (on_spark["engine"], on_spark["spark_master"]) == (SPARK, "local[2]")
+
+
+def test_the_local_engine_writes_the_same_report_data_and_exit_status(both: Any) -> None:
+    (spark_out, on_spark), (local_out, local) = both
+    spark_data = json.loads((spark_out / "report_data.json").read_text())
+    local_data = json.loads((local_out / "report_data.json").read_text())
+    assert spark_data["summary"].pop("spark_master") == "local[2]"
+    assert local_data["summary"].pop("spark_master") == ""
+    assert local_data == spark_data
+    assert local.exit_status == on_spark.exit_status
+
+
+def test_the_cases_make_what_they_are_for(both: Any) -> None:
+    """Each case holds what it is there to compare (so that an equality of empty parts proves nothing less)."""
+    (_, on_spark), _ = both
+    summary = on_spark.summary
+    case = on_spark.out_dir.parent.name
+    if case.startswith("routing"):
+        assert summary["counts"]["routing_findings"] >= 1
+        assert summary["bytes"]["gap_bytes"] > 0
+    elif case.startswith("tls"):
+        assert summary["versions"]["3.1.1"]["connections"] == 3
+    elif case.startswith("corrupt"):
+        assert summary["truncated"] and summary["errors"]
+    else:
+        assert summary["counts"]["violations_must"] >= 1 and summary["duplicate_copies"]["count"] >= 1
+
+
+def test_auto_audits_a_small_capture_on_a_local_master_in_this_process(tmp_path: Path) -> None:
+    path = routing_capture(tmp_path / "routing.pcap")
+    ran = run_mqttaudit("audit", str(path), "--out", str(tmp_path / "out"), "--master", "local[2]")
+    assert ran.returncode == 1, ran.stderr
+    assert "engine: local" in ran.stdout
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["engine"] == LOCAL
+
+
+def test_auto_audits_past_the_threshold_on_spark(spark: SparkSession, tmp_path: Path) -> None:
+    del spark  # the session the audit joins
+    path = routing_capture(tmp_path / "routing.pcap")
+    size = path.stat().st_size
+    result = run_audit([str(path)], tmp_path / "out", master="local[2]", local_max_bytes=size - 1)
+    assert result.summary["engine"] == SPARK
+    assert choose_engine("auto", "local[2]", size, size) == LOCAL
+
+
+def test_auto_with_a_cluster_master_is_spark_whatever_the_size(tmp_path: Path) -> None:
+    path = routing_capture(tmp_path / "routing.pcap")
+    master = f"spark://127.0.0.1:{free_port()}"  # nobody answers: only the Spark engine asks
+    with pytest.raises(SparkMasterUnreachable):
+        run_audit([str(path)], tmp_path / "out", master=master)
+    for cluster in (master, "yarn", "k8s://https://127.0.0.1:6443", "local-cluster[2,1,1024]"):
+        assert choose_engine("auto", cluster, 1) == SPARK
+    assert choose_engine("local", master, 10**12) == LOCAL
+    assert choose_engine("spark", "local[2]", 1) == SPARK
+
+
+def test_the_local_engine_never_imports_pyspark(tmp_path: Path) -> None:
+    path = routing_capture(tmp_path / "routing.pcap")
+    script = (
+        "import sys\n"
+        "from mqttaudit.cli.main import main\n"
+        f"status = main(['audit', {str(path)!r}, '--out', {str(tmp_path / 'out')!r}])\n"
+        "assert 'pyspark' not in sys.modules and 'py4j' not in sys.modules, 'pyspark imported'\n"
+        "sys.exit(status)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "engine: local" in done.stdout
