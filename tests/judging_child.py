@@ -64,6 +64,7 @@ def runs(sent: int) -> Iterator[pa.RecordBatch]:
                 "flow": ["10.0.0.1:50000|10.0.0.2:1883"],
                 "capture": ["huge.pcap"],
                 "first_record": [first],
+                "first_time_ns": [run.column("time_ns")[0].as_py()],
                 "segments": [run.serialize().to_pybytes()],
                 "note": [None],
             },

@@ -186,6 +186,24 @@ def test_a_flow_rotated_over_three_files_stops_at_its_budget_on_its_one_connecti
     assert sum(length for _flow, _offset, length in stopped.values()) == row["unheld_bytes"]
 
 
+def test_a_flow_rotated_over_twelve_files_is_held_in_the_order_they_were_written_not_by_name(tmp_path: Path) -> None:
+    """``tcpdump -C`` names its files r.pcap, r.pcap1 ... r.pcap11: by name r.pcap10 and r.pcap11 come before
+    r.pcap2. The budget holds the flow's first bytes in time, whatever the names: what it does not hold is the
+    flow's last segments, and the bytes held have no hole."""
+    records, totals = publishing()
+    parts = [records[len(records) * number // 12 : len(records) * (number + 1) // 12] for number in range(12)]
+    names = ["r.pcap", *(f"r.pcap{number}" for number in range(1, len(parts)))]
+    assert len(parts) == 12 and sorted(names)[2] == "r.pcap10"  # what name order would get wrong
+    paths = [write_capture(tmp_path / name, part) for name, part in zip(names, parts, strict=True)]
+    (row,) = run_stages(paths, tmp_path / "out", Budgets(max_flow_bytes=64 * 1024))
+    payloads = [len(segment[8]) for segment in crafted_segments(records)]
+    unheld = row["unheld_segments"]
+    assert 0 < unheld < len(payloads) and row["unheld_bytes"] == sum(payloads[-unheld:])
+    gaps = [gap for gap in pq.read_table(tmp_path / "out" / "gaps").to_pylist() if gap["kind"] == "gap"]
+    assert gaps == [] and row["gap_bytes"] == 0
+    assert row["stream_bytes"] == sum(totals)
+
+
 def test_the_audit_counts_a_rotated_flow_stopped_at_its_budget_once(spark: SparkSession, tmp_path: Path) -> None:
     records, totals = publishing()
     third = len(records) // 3

@@ -47,6 +47,7 @@ from .spark import DEFAULT_MASTER, check_environment, check_master_reachable, sp
 from .summary import audit_summary
 from .tables import (
     CHUNK_SCHEMA,
+    FLOW_ORDER,
     HOMES_SCHEMA,
     JUDGED_SCHEMA,
     REPLAYED_SCHEMA,
@@ -475,7 +476,7 @@ def _run(
     # Every flow's runs of segments together in one task; the chunk notes (no flow) come through as they are.
     judged = (
         segments.repartition(flow_partitions(input_bytes, parallelism), "flow")
-        .sortWithinPartitions("flow", "capture", "first_record")
+        .sortWithinPartitions(*FLOW_ORDER)
         .mapInArrow(flow_judge(options), ddl(JUDGED_SCHEMA))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from mqttaudit import locations
 from mqttaudit.report import AuditReportData
 
+from . import tables
 from .detection import detection_summary, local_port_proofs
 from .engines import LOCAL
 from .judging import flow_judge
@@ -38,7 +39,7 @@ from .task_files import ensure_readable
 
 #: The order Spark's judging stage sorts the runs of segments in (``sortWithinPartitions``), after the reading
 #: tasks' notes (no flow: nulls first).
-FLOW_ORDER = [("flow", "ascending"), ("capture", "ascending"), ("first_record", "ascending")]
+FLOW_ORDER = [(name, "ascending") for name in tables.FLOW_ORDER]
 #: The columns of a broker's connections the replay reads (as the Spark engine selects them).
 REPLAY_COLUMNS = ("server", "shard", "flow", "capture", "transcripts", "transcript_row", "own")
 

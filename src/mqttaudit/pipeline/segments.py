@@ -107,6 +107,7 @@ class Runs:
                 done["flow"].append(flow)
                 done["capture"].append(self.capture)
                 done["first_record"].append(run.column("record")[0].as_py())
+                done["first_time_ns"].append(run.column("time_ns")[0].as_py())
                 done["segments"].append(blob)
                 done["note"].append(None)
                 size += len(blob)

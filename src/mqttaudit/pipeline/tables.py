@@ -339,10 +339,15 @@ SEGMENT_SCHEMA = pa.schema(
         ("flow", pa.string()),
         ("capture", pa.string()),
         ("first_record", pa.int64()),
+        ("first_time_ns", pa.int64()),
         ("segments", pa.binary()),
         ("note", pa.string()),
     ]
 )
+#: The order the judging stage takes a flow's runs of segments in: by flow, then by the time of each run's first
+#: segment (the files of a rotation in the order they were written, whatever their names: ``r.pcap10`` after
+#: ``r.pcap9``), then by file and record. The per-flow budget holds a flow's first runs in this order.
+FLOW_ORDER = ("flow", "first_time_ns", "capture", "first_record")
 COUNT_COLUMNS = ("stream_bytes", "packet_bytes", "malformed_bytes", "gap_bytes", "unassessable_bytes")
 #: Per connection, what the summary names beside the byte account: the ranges of conflicting retransmissions
 #: (``conflict`` rows of the gaps table) and their bytes, and the bytes left undecoded
