@@ -85,6 +85,15 @@ def budget_option(flag: str, least: int, default: int, says: str) -> Callable[[C
     help="Seconds a side may take to answer or close, and a broker to deliver.",
 )
 @click.option(
+    "--late-window",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    help="Seconds past --tolerance a delivery still counts as the copy of its message; a later copy is matched to "
+    "none (neither a leak nor a duplicate), and a message it would have copied is missing. The replay holds each "
+    "message this long past its deadline, and no longer.",
+)
+@click.option(
     "--chunk-mb", type=click.IntRange(min=1), default=64, show_default=True, help="Capture bytes per Spark task."
 )
 @click.option(
@@ -134,6 +143,7 @@ def audit_command(
     engine: str,
     ports: str | None,
     tolerance: float,
+    late_window: float,
     chunk_mb: int,
     keylog_path: Path | None,
     stdin_max_mb: int,
@@ -180,6 +190,7 @@ def audit_command(
                 engine=engine,
                 ports=None if ports is None else _ports(ports),
                 tolerance=tolerance,
+                late_window=late_window,
                 chunk_bytes=chunk_mb * 1024 * 1024,
                 progress=progress.phase,
                 tasks=progress.tasks,

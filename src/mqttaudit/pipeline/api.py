@@ -22,6 +22,7 @@ def audit(
     master: str = "local[*]",
     ports: Iterable[int] | None = None,
     tolerance: float = 5.0,
+    late_window: float = 60.0,
     force: bool = False,
     progress: Callable[[str], None] | None = None,
     budgets: Budgets = DEFAULT_BUDGETS,
@@ -32,6 +33,8 @@ def audit(
     ``findings.md``, ``findings.jsonl``, ``junit.xml``), published only when the audit completes.
 
     ``ports`` restricts the audit to flows on those TCP ports (by default MQTT is recognised on any port).
+    ``tolerance`` is how long a side may take to answer or close and a broker to deliver; ``late_window`` how long
+    past that a delivery still counts as the copy of its message (a later one is matched to nothing).
     ``budgets`` bounds what one connection may make a task hold (see :class:`Budgets` for each policy).
     ``engine`` is ``auto``, ``spark`` or ``local`` as ``mqttaudit audit --engine`` takes it (by default a small
     input on a local master is audited in this process, without Spark).
@@ -46,6 +49,7 @@ def audit(
         master=master,
         ports=None if ports is None else list(ports),
         tolerance=tolerance,
+        late_window=late_window,
         progress=progress or (lambda message: None),
         force=force,
         budgets=budgets,

@@ -172,6 +172,7 @@ def run_audit(
     master: str = DEFAULT_MASTER,
     ports: Iterable[int] | None = None,
     tolerance: float = 5.0,
+    late_window: float = 60.0,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     progress: Callable[[str], None] = lambda message: None,
     tasks: Callable[[int, int], None] | None = None,
@@ -224,6 +225,7 @@ def run_audit(
             staging,
             ports=ports,
             tolerance=tolerance,
+            late_window=late_window,
             chunk_bytes=chunk_bytes,
             progress=progress,
             tasks=tasks,
@@ -354,6 +356,7 @@ def _audit(
     *,
     ports: Iterable[int] | None,
     tolerance: float,
+    late_window: float,
     chunk_bytes: int,
     progress: Callable[[str], None],
     tasks: Callable[[int, int], None] | None,
@@ -407,6 +410,7 @@ def _audit(
         keylog=keylog,
         seal_key=None if keylog is None else new_key(),
         budgets=budgets,
+        late_window=late_window,
     )
     if requested is None:
         progress(
@@ -429,6 +433,7 @@ def _audit(
     summary["engine"] = engine.name
     summary["spark_master"] = engine.master
     summary["tolerance_s"] = tolerance
+    summary["late_window_s"] = late_window
     summary["broker_ports"] = sorted(options.broker_ports)
     written = [*TABLES, "summary.json"]
     progress("writing report.html and findings.md")

@@ -47,6 +47,9 @@ class AuditOptions:
     seal_key: bytes | None = field(default=None, repr=False)
     #: The per-message, out-of-order and per-flow budgets (``--max-message-bytes`` and the others).
     budgets: Budgets = DEFAULT_BUDGETS
+    #: Seconds past its deadline a delivery is still matched to the message it copies (``--late-window``; see
+    #: :attr:`~mqttaudit.judge.config.JudgeConfig.late_window`).
+    late_window: float = 60.0
 
     @property
     def judge_config(self) -> JudgeConfig:
@@ -55,6 +58,7 @@ class AuditOptions:
         return JudgeConfig(
             close_grace=self.tolerance,
             answer_timeout=self.tolerance,
+            late_window=self.late_window,
             supported_protocol_levels=frozenset({4, 5}),
             wall_clock=True,  # a capture's times are seconds since the epoch
         )
