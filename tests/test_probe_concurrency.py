@@ -22,6 +22,7 @@ import pytest
 from mqttaudit.codec import ProtocolVersion
 from mqttaudit.probe.brokers import BrokerName, start_broker
 from mqttaudit.probe.case import Case, Target, all_cases
+from mqttaudit.probe.confirm import UNSTABLE
 from mqttaudit.probe.runner import DEFAULT_CONCURRENCY, run_probe
 
 from .library_runs import BROKERS, LibraryRuns, by_broker, library_3_1_1
@@ -41,17 +42,30 @@ UNSTEADY: dict[tuple[BrokerName, str], str] = {
 
 #: Acts a broker commits in some runs and not others, whatever the case (its own race), and the rules they break: a
 #: MUST the broker breaks by its own act fails the case it happens in, so a case may pass in one run and fail on
-#: the act in the other. aedes 1.2.0 sets DUP on some QoS 0 forwards [MQTT-3.3.1-2, MQTT-4.3.1-1].
-UNSTEADY_ACTS: dict[BrokerName, tuple[str, ...]] = {"aedes": ("MQTT-3.3.1-2", "MQTT-4.3.1-1")}
+#: the act in the other (or, a timing case, fail on it once and pass its second run: inconclusive, "unstable").
+#: aedes 1.2.0 sets DUP on some QoS 0 forwards [MQTT-3.3.1-2, MQTT-4.3.1-1]. amqtt 0.12.1 keeps retained messages a
+#: zero-byte retained PUBLISH should clear and sends them to clients whose subscriptions they do not match
+#: [MQTT-3.3.2-3]; a CI run at the default concurrency saw one of another case's reach the Will case's subscriber.
+UNSTEADY_ACTS: dict[BrokerName, tuple[str, ...]] = {
+    "aedes": ("MQTT-3.3.1-2", "MQTT-4.3.1-1"),
+    "amqtt": ("MQTT-3.3.2-3",),
+}
+#: How a timing case that failed once and passed its second run is reported (:mod:`mqttaudit.probe.confirm`).
+UNSTABLE_FIRST_RUN = f"{UNSTABLE}; first run: "
 
 
 def _unsteady_act(name: BrokerName, one: tuple[str, str], other: tuple[str, str]) -> bool:
-    """The two verdicts differ only by such an act: one passes, the other fails naming only its rules."""
+    """The two verdicts differ only by such an act: one passes, the other fails naming only its rules (or failed
+    on them once and passed on its second run)."""
     rules = UNSTEADY_ACTS.get(name, ())
-    verdicts = {one[0], other[0]}
-    failed = one if one[0] == "fail" else other
-    named = failed[1].split(":", 1)[0].split(", ")
-    return bool(rules) and verdicts == {"pass", "fail"} and all(rule in rules for rule in named)
+    failed = one if one[0] != "pass" else other
+    reason = failed[1]
+    if failed[0] == "inconclusive" and reason.startswith(UNSTABLE_FIRST_RUN):
+        reason = reason[len(UNSTABLE_FIRST_RUN) :]
+    elif failed[0] != "fail":
+        return False
+    named = reason.split(":", 1)[0].split(", ")
+    return bool(rules) and "pass" in {one[0], other[0]} and all(rule in rules for rule in named)
 
 
 @pytest.mark.parametrize("name", by_broker(*BROKERS))
