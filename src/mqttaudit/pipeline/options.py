@@ -20,6 +20,12 @@ if TYPE_CHECKING:
     from .task_files import Published
 
 
+#: How the routing replay may run (:attr:`AuditOptions.replay`).
+REPLAYS = ("shards", "sliced")
+#: Bytes of a broker's messages per slice of the sliced replay at most (payload and topic bytes).
+SLICE_BYTES = 4 * 1024 * 1024
+
+
 @dataclass(frozen=True)
 class AuditOptions:
     #: The ports whose flows are MQTT: ``--ports``, or the known MQTT port and the proven ones.
@@ -47,6 +53,12 @@ class AuditOptions:
     seal_key: bytes | None = field(default=None, repr=False)
     #: The per-message, out-of-order and per-flow budgets (``--max-message-bytes`` and the others).
     budgets: Budgets = DEFAULT_BUDGETS
+    #: How the routing replay runs: "shards" (the default: each broker in shards of its ClientIds, each shard with
+    #: every connection's whole transcript, :mod:`.replaying`) or "sliced" (one task per broker, its traffic in time
+    #: slices, :mod:`.slicing`; the judging stage then hands on skeletons and pieces instead of transcripts).
+    replay: str = "shards"
+    #: The sliced replay's bytes of messages per slice at most.
+    slice_bytes: int = SLICE_BYTES
 
     @property
     def judge_config(self) -> JudgeConfig:
