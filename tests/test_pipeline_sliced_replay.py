@@ -7,12 +7,13 @@ with pieces and slices far smaller than the traffic, and on Spark on recordings 
 from __future__ import annotations
 
 import dataclasses
+import json
 import pickle
 import tempfile
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,16 +21,26 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mqttaudit import codec
+from mqttaudit.codec.properties import make
 from mqttaudit.judge import JudgeConfig
+from mqttaudit.judge.discarded_5 import declared_maximum, judge_discarded
+from mqttaudit.judge.stream import skeleton
 from mqttaudit.judge.transcript import Transcript
+from mqttaudit.pipeline.audit import run_audit
 from mqttaudit.pipeline.conversations import Columns
 from mqttaudit.pipeline.options import AuditOptions
 from mqttaudit.pipeline.replay import replay_batches
-from mqttaudit.pipeline.slicing import connection_pieces, replay_sliced
+from mqttaudit.pipeline.slicing import SLICED_SHARD, connection_pieces, replay_sliced
 from mqttaudit.pipeline.task_files import PieceWriter
 
-from .talk import transcribe
+from .corpus import require_captures
+from .crafted import CONNACK_ACCEPTED, connect, sessions, write_capture
+from .talk import Talk, publish, publish5, suback, subscribe, transcribe, unsubscribe, wire
 from .test_judge_stream import CONFIG, SCENARIOS, V5, busy_broker, offline_scenarios, scenarios
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 BROKER = "10.0.0.1:1883"
 TABLES = ("deliveries", "routing_findings", "not_assessable")
@@ -113,3 +124,103 @@ def test_a_busy_broker_s_traffic_in_many_pieces_and_slices_gives_the_same_tables
     assert sum(whole["deliveries"].values()) == 600
     assert sliced_tables(transcripts, CONFIG, tmp_path, 500, 2000) == whole
     assert len(list((tmp_path / "_transcripts").iterdir())) == 1
+
+
+def routed_capture(path: Path, messages: int) -> Path:
+    """A broker that forwards a publisher's QoS 1 messages to a subscriber of ``t/+``, one a second, but leaves
+    out every fifth (missing), and forwards one to ``x/leak`` ten seconds after the subscriber unsubscribed from
+    ``x/#`` (a leak)."""
+    a, b = sessions()
+    records: list[tuple[float, bytes]] = [(0.001 * i, packet) for i, packet in enumerate(a.handshake())]
+    records += [
+        (0.010, a.send(0, connect(b"sub"))),
+        (0.020, a.send(1, CONNACK_ACCEPTED)),
+        (0.030, a.send(0, wire(subscribe(1, ("t/+", 1), ("x/#", 1))))),
+        (0.040, a.send(1, wire(suback(1, 1, 1)))),
+    ]
+    records += [(0.5 + 0.001 * i, packet) for i, packet in enumerate(b.handshake())]
+    records += [(0.510, b.send(0, connect(b"pub"))), (0.520, b.send(1, CONNACK_ACCEPTED))]
+    for index in range(messages):
+        at, packet_id = 1.0 + index, index + 1
+        if index == messages - 10:
+            unsuback = codec.Unsuback(packet_id=2)
+            records += [(at - 0.5, a.send(0, wire(unsubscribe(2, "x/#")))), (at - 0.4, a.send(1, wire(unsuback)))]
+        message = publish(f"t/{index % 3}", b"%d" % index, 1, packet_id)
+        records += [(at, b.send(0, wire(message))), (at + 0.01, b.send(1, wire(codec.Puback(packet_id=packet_id))))]
+        if index % 5 != 4:
+            delivered = [a.send(1, wire(message)), a.send(0, wire(codec.Puback(packet_id=packet_id)))]
+            records += [(at + 0.02, delivered[0]), (at + 0.03, delivered[1])]
+    end = 1.0 + messages
+    leak = publish("x/leak", b"!", 1, 60000)
+    records += [(end, b.send(0, wire(leak))), (end + 0.01, b.send(1, wire(codec.Puback(packet_id=60000))))]
+    records += [(end + 0.02, a.send(1, wire(leak))), (end + 0.03, a.send(0, wire(codec.Puback(packet_id=60000))))]
+    records += [(end + 1, b.send(0, wire(codec.Disconnect()))), (end + 1.01, b.fin(0)), (end + 1.02, b.fin(1))]
+    records += [(end + 2, a.segment(1)), (end + 3, a.segment(0))]
+    return write_capture(path, records)
+
+
+def audited_tables(out: Path) -> dict[str, Counter[str]]:
+    return {
+        name: Counter(json.dumps(row, sort_keys=True, default=str) for row in pq.read_table(out / name).to_pylist())
+        for name in TABLES
+    }
+
+
+def assert_sliced_audit_is_the_shard_audit(
+    spark: SparkSession, paths: list[Path], folder: Path, **kwargs: Any
+) -> dict[str, Counter[str]]:
+    shards = run_audit([str(p) for p in paths], folder / "shards", spark=spark, **kwargs)
+    sliced = run_audit(
+        [str(p) for p in paths], folder / "sliced", spark=spark, replay="sliced", slice_bytes=200, **kwargs
+    )
+    assert [row["shard"] for row in sliced.summary["routing_shards"]] == [SLICED_SHARD] * len(
+        sliced.summary["routing_shards"]
+    )
+    tables = audited_tables(folder / "shards")
+    assert audited_tables(folder / "sliced") == tables
+    assert sliced.summary["counts"] == shards.summary["counts"] and sliced.exit_status == shards.exit_status
+    return tables
+
+
+def test_the_sliced_audit_writes_the_shard_audit_s_routing_tables(spark: SparkSession, tmp_path: Path) -> None:
+    """On Spark, a crafted broker with missing deliveries and a leak, its traffic in slices of about five messages:
+    the same deliveries, routing findings and not-assessable rows, and the same summary counts."""
+    capture = routed_capture(tmp_path / "routed.pcap", 40)
+    tables = assert_sliced_audit_is_the_shard_audit(spark, [capture], tmp_path, tolerance=2.0)
+    kinds = Counter(json.loads(row)["kind"] for row in tables["routing_findings"])
+    assert kinds["missing"] == 8 and kinds["leak"] == 1, kinds
+    assert sum(tables["deliveries"].values()) == 41
+
+
+@pytest.mark.captures
+def test_the_sliced_audit_of_the_shared_captures_as_one_fleet_is_the_shard_audit_s(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    tables = assert_sliced_audit_is_the_shard_audit(spark, [require_captures()], tmp_path)
+    assert sum(tables["deliveries"].values()) and sum(tables["not_assessable"].values())
+
+
+def discard_scenario(delivered: bool) -> dict[str, Talk]:
+    """A 5.0 subscriber that declared a Maximum Packet Size of 40 bytes, a message too large for it (the server
+    must discard it) and the next one that fits (delivered, or not: [MQTT-3.1.2-25])."""
+    connect = codec.Connect(client_id="small", protocol_level=5, properties=make(maximum_packet_size=40))
+    sub = Talk(version="5").client(connect, at=0.0).server(codec.Connack())
+    sub.client(subscribe(1, "t")).server(suback(1, 0))
+    pub = Talk(version="5").client(codec.Connect(client_id="pub", protocol_level=5), at=1.0).server(codec.Connack())
+    small = publish5("t", b"fits")
+    pub.client(publish5("t", b"x" * 100), at=2.0).client(small, at=3.0)
+    if delivered:
+        sub.server(small, at=3.1)
+    return {"sub": sub.quiet(at=20.0), "pub": pub.quiet(at=20.0)}
+
+
+@pytest.mark.parametrize("delivered", [True, False])
+def test_a_subscriber_with_a_maximum_packet_size_has_the_discarded_message_rule_judged_on_its_whole_traffic(
+    delivered: bool, tmp_path: Path
+) -> None:
+    """The one check judged on whole transcripts rebuilt from the pieces (:mod:`.slicing`): the same rows."""
+    transcripts = transcribe(discard_scenario(delivered), V5)
+    assert [declared_maximum(t) for t in transcripts.values()] == [40, None]
+    skeletons = {name: skeleton(transcript) for name, transcript in transcripts.items()}
+    assert judge_discarded(transcripts) != judge_discarded(skeletons)  # the skeletons would not do
+    assert sliced_tables(transcripts, V5, tmp_path, 1, 1) == shard_tables(transcripts, V5)
