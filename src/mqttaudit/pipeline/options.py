@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 #: How the routing replay may run (:attr:`AuditOptions.replay`).
 REPLAYS = ("shards", "sliced")
 #: Bytes of a broker's messages per slice of the sliced replay at most (payload and topic bytes).
-SLICE_BYTES = 4 * 1024 * 1024
+SLICE_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
