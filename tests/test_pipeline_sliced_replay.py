@@ -224,3 +224,56 @@ def test_a_subscriber_with_a_maximum_packet_size_has_the_discarded_message_rule_
     skeletons = {name: skeleton(transcript) for name, transcript in transcripts.items()}
     assert judge_discarded(transcripts) != judge_discarded(skeletons)  # the skeletons would not do
     assert sliced_tables(transcripts, V5, tmp_path, 1, 1) == shard_tables(transcripts, V5)
+
+
+def replay_peaks(transcripts: Mapping[str, Transcript], folder: Path) -> tuple[int, int]:
+    """The most memory (bytes, traced) the shard replay of one broker (every session judged: the largest shard)
+    and the sliced replay task (slices and pieces of 64 KiB) held at once, beyond their inputs."""
+    import tracemalloc
+
+    blobs = [(name, pickle.dumps(transcript)) for name, transcript in transcripts.items()]
+    tracemalloc.start()
+    try:
+        batches, _, _ = replay_batches(BROKER, blobs, CONFIG)
+        for _ in batches:
+            pass
+        shards = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    for table in (*TABLES, "_transcripts"):
+        (folder / table).mkdir(parents=True)
+    writer = PieceWriter(str(folder), "judging")
+    rows = []
+    for transcript in transcripts.values():
+        head, *pieces = connection_pieces(transcript, 64 * 1024)
+        rows.append(writer.add_transcript(head, b""))
+        for piece in pieces:
+            writer.add_transcript(piece, b"")
+    writer.close()
+    names = list(transcripts)
+    table = pa.table(
+        {
+            "server": [BROKER] * len(names),
+            "flow": names,
+            "capture": ["capture.pcap"] * len(names),
+            "transcripts": [writer.name] * len(names),
+            "transcript_row": rows,
+        }
+    )
+    tracemalloc.start()
+    try:
+        replay_sliced(table, AuditOptions(out_dir=str(folder), slice_bytes=64 * 1024), CONFIG)
+        return shards, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_sliced_replay_task_holds_memory_bounded_by_its_slices_not_by_the_broker_s_traffic(tmp_path: Path) -> None:
+    """Four times the traffic (a subscriber of one long connection, one message a second), the same slices: the
+    sliced replay task's peak stays flat while the shard replay's grows with the traffic."""
+    replay_peaks(busy_broker(100), tmp_path / "warm-up")  # the first writers and imports are not the replay's
+    shards_small, sliced_small = replay_peaks(busy_broker(3000), tmp_path / "small")
+    shards_large, sliced_large = replay_peaks(busy_broker(12000), tmp_path / "large")
+    # Measured: shards 4.9 MB -> 19.3 MB, sliced 1.62 MB -> 1.64 MB.
+    assert shards_large > 3 * shards_small
+    assert sliced_large < 1.5 * sliced_small and sliced_large < shards_large / 4

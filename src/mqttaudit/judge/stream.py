@@ -1,8 +1,9 @@
 """The parts of a routing replay in time slices, proven against the whole model (:func:`.model.build`) and its
 routing verdicts (:class:`.routing.Routing`) by the tests: the slices of one broker's traffic by bytes, the broker
 state each slice starts from, the model of one slice, and the routing verdicts slice after slice
-(:class:`SlicedRouting`: the same deliveries rows and findings, each once). (The pipeline's replay still builds a
-broker's whole model.)
+(:class:`SlicedRouting`: the same deliveries rows and findings, each once). The pipeline runs it with
+``replay="sliced"`` (:mod:`mqttaudit.pipeline.slicing`, off by default); its default replay builds a broker's
+whole model.
 
 The state at a time ``t`` is what the server must keep across ``t``: its sessions and which of them are offline,
 their subscriptions, the retained message of every topic, the Wills it has yet to publish, the QoS 1 and 2

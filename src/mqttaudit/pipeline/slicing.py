@@ -20,6 +20,7 @@ transcripts, rebuilt from the pieces (the one part of this replay whose memory g
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import heapq
 import json
@@ -60,9 +61,14 @@ Sent = tuple[float, int, Published]
 Received = tuple[float, int, Delivered, tuple[int, float] | None]
 
 
+#: What an event costs in a task's memory beside its topic and payload (its record, its packet, the tuple that
+#: carries it: a few hundred bytes of Python objects), so that a piece or a slice of many small messages stays small.
+EVENT_BYTES = 256
+
+
 def _weight(message: Publish) -> int:
     """The bytes a message counts for in a piece and a slice."""
-    return len(message.payload) + len(message.topic) + 16
+    return len(message.payload) + len(message.topic) + EVENT_BYTES
 
 
 def _cut(items: Sequence[object], size: Callable[[int], int], limit: int) -> list[bytes]:
@@ -95,6 +101,13 @@ def connection_pieces(transcript: Transcript, limit: int = PIECE_BYTES) -> list[
     received_pieces = _cut(received, lambda index: _weight(received[index][2].message), limit)
     head = pickle.dumps((skeleton(transcript), len(sent_pieces), len(received_pieces)))
     return [head, *sent_pieces, *received_pieces]
+
+
+class SliceRows(TableWriter):
+    """A table's rows as the sliced replay writes them: in row groups of few rows, so that what the task holds
+    before writing stays small beside a slice (the rows are those the shard replay writes)."""
+
+    BATCH = 2048
 
 
 class _Pieces:
@@ -158,7 +171,7 @@ def replay_sliced(table: pa.Table, options: AuditOptions, config: JudgeConfig | 
     skeletons = pieces.skeletons
     part = part_name(hashlib.blake2b(broker.encode(), digest_size=6).hexdigest(), SLICED_SHARD)
     names = ("deliveries", "routing_findings", "not_assessable")
-    writers = {name: TableWriter(options.out_dir, name, f"{part}-routing", options.published) for name in names}
+    writers = {name: SliceRows(options.out_dir, name, f"{part}-routing", options.published) for name in names}
     versions = {flow: judged_version(transcript, config) for flow, transcript in skeletons.items()}
     client_ids = {flow: connect_client_id(transcript) for flow, transcript in skeletons.items()}
     reasons: dict[str, str] = {}
@@ -171,7 +184,7 @@ def replay_sliced(table: pa.Table, options: AuditOptions, config: JudgeConfig | 
             reasons.setdefault(rule, reason)
 
     for decided, judgement in _slices(pieces, config, options.slice_bytes):
-        for batch in delivery_batches(broker, decided, TableWriter.BATCH):
+        for batch in delivery_batches(broker, decided, SliceRows.BATCH):
             writers["deliveries"].add(batch)
         write(judgement)
     discards = any(declared_maximum(transcript) is not None for transcript in skeletons.values())
@@ -213,6 +226,9 @@ def _slices(pieces: _Pieces, config: JudgeConfig, budget: int) -> Iterator[tuple
             if answer is not None:
                 answers.setdefault(flow, {})[event] = answer
         yield sliced.run(span, [(flow, record) for _, flow, _, record in messages], seen, answers)
+        # A slice's model is reference cycles (connections, sessions, expectations): freed now, not when the
+        # worker's rare full collections come (:func:`.worker_gc.tune_gc`), or the slices' garbage would add up.
+        gc.collect()
 
 
 def sliced_replayer(options: AuditOptions) -> Callable[[pa.Table], pa.Table]:
