@@ -4,12 +4,12 @@ What is measured
     The audit's stages without Spark, on the captures of ``bench/capture_gen.py`` (same seed: the small one is the
     start of the large one; one broker; :data:`CLIENTS` clients): the reading and judging stages run in this
     process and write what they hand the replay (whole transcripts for ``shards``, skeletons and pieces for
-    ``sliced``); then the replay task
-    of the broker runs alone in a fresh subprocess: ``shards`` as one shard that judges every session
-    (:func:`mqttaudit.pipeline.replaying.replay_group`, what the largest shard of a busy broker holds), ``sliced``
-    as :func:`mqttaudit.pipeline.slicing.replay_sliced`. Reported per run: the subprocess's peak resident set
-    (``ru_maxrss``, the interpreter and pyarrow included) and the peak Python allocation traced by tracemalloc
-    over the replay call with ``--traced``, and the rows written. Printed as JSON lines.
+    ``sliced``); then the replay task of the broker runs alone in a fresh subprocess: ``shards`` as one shard
+    that judges every session (:func:`mqttaudit.pipeline.replaying.replay_group`, what the largest shard of a busy
+    broker holds), ``sliced`` as :func:`mqttaudit.pipeline.slicing.replay_sliced`. Reported per run: the
+    subprocess's peak resident set (``ru_maxrss``, the interpreter and pyarrow included) and the peak Python
+    allocation traced by tracemalloc over the replay call with ``--traced``, and the rows written. Printed as JSON
+    lines.
 
 How to reproduce
     PYTHONPATH=src .venv/bin/python bench/replay_memory.py --packets 100000 400000 [--traced]
