@@ -60,13 +60,10 @@ def judge_discarded(transcripts: Mapping[str, Transcript]) -> Judgement:
     """[MQTT-3.1.2-25] on every 5.0 subscriber that declared a Maximum Packet Size (see the module's text)."""
     ledgers: list[Ledger] = []
     for name, subscriber in transcripts.items():
-        connect = subscriber.connect
-        if connect is None or not subscriber.speaks_5_0 or not subscriber.accepted or subscriber.lost:
+        maximum = declared_maximum(subscriber)
+        if maximum is None or subscriber.connect is None:
             continue
-        maximum = first(connect.properties, MAXIMUM_PACKET_SIZE)
-        if not isinstance(maximum, int):
-            continue
-        aliases = (first(connect.properties, TOPIC_ALIAS_MAXIMUM) or 0) != 0
+        aliases = (first(subscriber.connect.properties, TOPIC_ALIAS_MAXIMUM) or 0) != 0
         ledger = Ledger(conversation=name, version=V5)
         for publisher_name, publisher in transcripts.items():
             if publisher_name == name or publisher.lost:
@@ -74,6 +71,16 @@ def judge_discarded(transcripts: Mapping[str, Transcript]) -> Judgement:
             _judge_publisher(ledger, subscriber, publisher, maximum, aliases=aliases)
         ledgers.append(ledger)
     return combine([ledger.judgement() for ledger in ledgers])
+
+
+def declared_maximum(subscriber: Transcript) -> int | None:
+    """The Maximum Packet Size of a 5.0 subscriber this rule judges (accepted, no bytes lost), None for any other
+    connection: a server whose connections declare none has nothing to judge here."""
+    connect = subscriber.connect
+    if connect is None or not subscriber.speaks_5_0 or not subscriber.accepted or subscriber.lost:
+        return None
+    maximum = first(connect.properties, MAXIMUM_PACKET_SIZE)
+    return maximum if isinstance(maximum, int) else None
 
 
 def _judge_publisher(

@@ -1,8 +1,9 @@
 """The parts of a routing replay in time slices, proven against the whole model (:func:`.model.build`) and its
 routing verdicts (:class:`.routing.Routing`) by the tests: the slices of one broker's traffic by bytes, the broker
 state each slice starts from, the model of one slice, and the routing verdicts slice after slice
-(:class:`SlicedRouting`: the same deliveries rows and findings, each once). (The pipeline's replay still builds a
-broker's whole model.)
+(:class:`SlicedRouting`: the same deliveries rows and findings, each once). The pipeline runs it with
+``replay="sliced"`` (:mod:`mqttaudit.pipeline.slicing`, off by default); its default replay builds a broker's
+whole model.
 
 The state at a time ``t`` is what the server must keep across ``t``: its sessions and which of them are offline,
 their subscriptions, the retained message of every topic, the Wills it has yet to publish, the QoS 1 and 2
@@ -55,9 +56,9 @@ next one opened) is the one place where a slice could see less than the whole re
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import Final, TypeVar
 
 from . import rules
 from .config import JudgeConfig
@@ -81,6 +82,8 @@ from .routing import Memory, Routing, closes
 from .transcript import Delivered, Published, Transcript
 from .verdict import Judgement
 
+T = TypeVar("T")
+
 #: A retained state as the broker state names it: the message (``connection#event``), nothing, or unknown.
 NOTHING: Final = "nothing"
 
@@ -98,20 +101,29 @@ def plan_slices(messages: Iterable[tuple[float, int]], budget: int) -> list[Slic
     """Consecutive slices that cover all time, each holding at most ``budget`` bytes of the broker's messages,
     given as (time sent, bytes) in time order; messages sent at one instant stay in one slice, which may then
     hold more."""
+    return [part for part, _ in cut_slices(messages, budget, lambda message: message)]
+
+
+def cut_slices(
+    items: Iterable[T], budget: int, weigh: Callable[[T], tuple[float, int]]
+) -> Iterator[tuple[Slice, list[T]]]:
+    """:func:`plan_slices` as the items come (``weigh``: an item's time sent and bytes), each slice with its items,
+    handed on as soon as the first item of the next one is seen: only one slice's items are held."""
     if budget < 1:
         raise ValueError(f"a slice budget must be positive, not {budget}")
-    slices: list[Slice] = []
     start, size, last = -INF, 0, -INF
-    for time, length in messages:
+    held: list[T] = []
+    for item in items:
+        time, length = weigh(item)
         if time < last:
             raise ValueError(f"messages out of time order: {time} after {last}")
         if size and size + length > budget and time > last:
-            slices.append(Slice(start, time, size))
-            start, size = time, 0
+            yield Slice(start, time, size), held
+            start, size, held = time, 0, []
         size += length
         last = time
-    slices.append(Slice(start, INF, size))
-    return slices
+        held.append(item)
+    yield Slice(start, INF, size), held
 
 
 def skeleton(transcript: Transcript) -> Transcript:

@@ -39,10 +39,11 @@ from .detection import detection_summary, port_proofs
 from .engines import AUTO, LOCAL, LOCAL_MAX_BYTES, SPARK, choose_engine
 from .judging import flow_judge
 from .keylog import KeyLogFile
-from .options import AuditOptions
+from .options import REPLAYS, SLICE_BYTES, AuditOptions
 from .replaying import broker_replayer
 from .sealed import new_key
 from .segments import read_segments
+from .slicing import SLICED_SHARD, sliced_replayer
 from .spark import DEFAULT_MASTER, check_environment, check_master_reachable, spark_session
 from .summary import audit_summary
 from .tables import (
@@ -82,6 +83,9 @@ REPORT_ROWS = 200
 #: ClientIds of a broker's replay placed one by one on the least loaded shard, heaviest first, per shard (the rest
 #: go by hash): the driver holds this many rows per shard, whatever the fleet.
 WEIGHED_PER_SHARD = 64
+#: The environment variable that picks the routing replay when :func:`run_audit` is not told ("shards" or
+#: "sliced", :attr:`.AuditOptions.replay`): how the benchmarks run the sliced replay, which is off by default.
+REPLAY_VARIABLE = "MQTTAUDIT_REPLAY"
 
 
 @dataclass
@@ -183,6 +187,8 @@ def run_audit(
     budgets: Budgets = DEFAULT_BUDGETS,
     engine: str = AUTO,
     local_max_bytes: int = LOCAL_MAX_BYTES,
+    replay: str | None = None,
+    slice_bytes: int = SLICE_BYTES,
 ) -> AuditResult:
     """Audits the captures at ``paths`` (local paths or URLs, see :mod:`.sources`) into ``out_dir`` (a local folder,
     or a URL of any filesystem pyarrow.fs reaches: see :mod:`mqttaudit.report.remote_output` for what publishing
@@ -198,8 +204,14 @@ def run_audit(
     written nowhere; what the tasks hand each other is sealed, see :mod:`.sealed`).
     ``engine`` (:data:`ENGINES`) runs the stages on Spark, or in this process (:mod:`.local`; ``master``, ``verbose``
     and ``tasks`` then unused); ``auto`` chooses (:func:`choose_engine`, with ``local_max_bytes``).
+    ``replay``: how the routing replay runs (:attr:`.AuditOptions.replay`), "shards" when not given unless the
+    environment variable :data:`REPLAY_VARIABLE` says "sliced" (for the benchmarks: the sliced replay is not on
+    by default yet); ``slice_bytes``: the sliced replay's slices.
     """
     started = time.time()
+    replay = replay or os.environ.get(REPLAY_VARIABLE) or "shards"
+    if replay not in REPLAYS:
+        raise ValueError(f"the routing replay runs as one of {', '.join(REPLAYS)}, not {replay!r}")
     out = locations.as_output(out_dir)
     check_output(out, force=force, writes=OUTPUTS)  # before any capture is read
     files = sources.expand(list(paths))
@@ -231,6 +243,8 @@ def run_audit(
             tasks=tasks,
             keylog=keylog,
             budgets=budgets,
+            replay=replay,
+            slice_bytes=slice_bytes,
         )
         summary["duration"] = round(time.time() - started, 3)
         summary["mqttaudit_version"] = __version__
@@ -362,6 +376,8 @@ def _audit(
     tasks: Callable[[int, int], None] | None,
     keylog: KeyLogFile | None = None,
     budgets: Budgets = DEFAULT_BUDGETS,
+    replay: str = "shards",
+    slice_bytes: int = SLICE_BYTES,
 ) -> tuple[dict[str, Any], list[str]]:
     """Audits ``files`` into ``out_dir`` (the tables: a local folder or a URL) and ``reports_dir`` (the driver's
     files); returns the summary and the names of the entries written."""
@@ -411,6 +427,8 @@ def _audit(
         seal_key=None if keylog is None else new_key(),
         budgets=budgets,
         late_window=late_window,
+        replay=replay,
+        slice_bytes=slice_bytes,
     )
     if requested is None:
         progress(
@@ -466,7 +484,6 @@ def _run(
     input_bytes: int,
 ) -> dict[str, Any]:
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
     parallelism = max(session.sparkContext.defaultParallelism, 1)
     # One chunk per task (the scheduler hands the next chunk to whichever core is free).
@@ -486,20 +503,42 @@ def _run(
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     connections = judged.where("note is null")
-    progress(f"balancing the routing replay of each broker over {parallelism} shard(s) of its ClientIds")
-    # The routing replay of each broker in shards of its ClientIds, one task each: a shard judges the sessions
-    # of its ClientIds and reads every other connection only for the messages it published.
-    # A ClientId's sessions are judged in one shard (a connection without a CONNECT stands for itself).
     # A copy judged apart because another file holds its bytes with other content is not replayed: the first
     # file's copy stands for the connection (summary.json's conflicting_copies names both).
-    known = connections.where("server != 'unknown' and replayed").withColumn(
-        "client_key", F.coalesce("client_id", "flow")
-    )
+    known = connections.where("server != 'unknown' and replayed")
+    if options.replay == "sliced":
+        progress("replaying routing per broker, in time slices")
+        replayed = _sliced_replay(known, options)
+    else:
+        progress(f"balancing the routing replay of each broker over {parallelism} shard(s) of its ClientIds")
+        replayed = _shard_replay(known, options, session, parallelism, progress)
+    progress("adding up the summary")
+    _commit_tables(out_dir, options)
+    summary, notes, by_port = audit_summary(session, judged, out_dir, options.budgets)
+    summary["detection"] = detection_summary(options, by_port, notes)
+    summary["routing_shards"] = [row.asDict() for row in replayed]
+    judged.unpersist()
+    return summary
+
+
+def _shard_replay(
+    known: DataFrame,
+    options: AuditOptions,
+    session: SparkSession,
+    parallelism: int,
+    progress: Callable[[str], None],
+) -> list[Any]:
+    """The routing replay of each broker in shards of its ClientIds, one task each: a shard judges the sessions of
+    its ClientIds and reads every other connection only for the messages it published. A ClientId's sessions are
+    judged in one shard (a connection without a CONNECT stands for itself). Returns each shard's row."""
+    from pyspark.sql import functions as F
+
+    known = known.withColumn("client_key", F.coalesce("client_id", "flow"))
     keys = _shard_keys(session, parallelism)
     known = _with_homes(known, keys, session)
     targets = session.createDataFrame([(key,) for key in keys], ddl(SHARDS_SCHEMA))
     progress("replaying routing per broker")
-    replayed = (
+    shard_rows: list[Any] = (
         known.crossJoin(F.broadcast(targets))
         .select(
             "server",
@@ -515,13 +554,23 @@ def _run(
         .applyInArrow(broker_replayer(options), ddl(REPLAYED_SCHEMA))
         .collect()
     )
-    progress("adding up the summary")
-    _commit_tables(out_dir, options)
-    summary, notes, by_port = audit_summary(session, judged, out_dir, options.budgets)
-    summary["detection"] = detection_summary(options, by_port, notes)
-    summary["routing_shards"] = [row.asDict() for row in replayed]
-    judged.unpersist()
-    return summary
+    return shard_rows
+
+
+def _sliced_replay(known: DataFrame, options: AuditOptions) -> list[Any]:
+    """The routing replay of each broker in one task that walks its traffic slice by slice (:mod:`.slicing`): the
+    task is handed a row per connection (where its head and pieces are), never the traffic. Returns each broker's
+    row."""
+    from pyspark.sql import functions as F
+
+    shard = F.lit(SLICED_SHARD).cast("long").alias("shard")
+    rows: list[Any] = (
+        known.select("server", shard, "flow", "capture", "transcripts", "transcript_row")
+        .groupBy("server", "shard")
+        .applyInArrow(sliced_replayer(options), ddl(REPLAYED_SCHEMA))
+        .collect()
+    )
+    return rows
 
 
 def _shard_keys(session: SparkSession, shards: int) -> list[int]:

@@ -7,6 +7,7 @@ per connection, with the transcript the routing replay needs.
 from __future__ import annotations
 
 import json
+import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -24,8 +25,9 @@ from .conversations import Columns, connection_flow, connection_id, judge_flow
 from .options import AuditOptions
 from .sealed import keyed_name, seal
 from .segments import BATCH_ROWS, cuts, decode_run
+from .slicing import connection_pieces
 from .tables import GAP_COLUMNS, GAP_KINDS, JUDGED_SCHEMA, SEGMENT_FIELDS
-from .task_files import TableWriter, TranscriptWriter, columns_table, part_name
+from .task_files import PieceWriter, TableWriter, TranscriptWriter, columns_table, part_name
 from .worker_gc import tune_gc
 
 
@@ -40,7 +42,8 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
         table: TableWriter(options.out_dir, table, part, options.published)
         for table in ("packets", "violations", "connections", "gaps", "not_assessable", "lenient")
     }
-    transcripts = TranscriptWriter(options.out_dir, part, options.published)
+    sliced = options.replay == "sliced"
+    transcripts = (PieceWriter if sliced else TranscriptWriter)(options.out_dir, part, options.published)
     judged = Columns(tuple(JUDGED_SCHEMA.names))
     for flow, table, cut in _flow_groups(batches, options.budgets.max_flow_bytes):
         if flow is None:
@@ -57,10 +60,17 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
                 writer.add(row[name])
             transcript, source = row.pop("transcript"), row.pop("sources")
             key = options.seal_key
+            if sliced:  # the connection's head (its skeleton), then its pieces, on the rows after it
+                head, *pieces = connection_pieces(pickle.loads(transcript))
+                at = transcripts.add_transcript(seal(key, head), b"")
+                for piece in pieces:
+                    transcripts.add_transcript(seal(key, piece), b"")
+            else:
+                at = transcripts.add_transcript(seal(key, transcript), seal(key, source))
             judged.add(
                 **(row | {"client_id": keyed_name(key, row["client_id"])}),
                 transcripts=transcripts.name,
-                transcript_row=transcripts.add_transcript(seal(key, transcript), seal(key, source)),
+                transcript_row=at,
                 transcript_bytes=len(transcript),
                 sources_bytes=len(source),
             )

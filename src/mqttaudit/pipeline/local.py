@@ -33,6 +33,7 @@ from .replaying import broker_replayer
 from .report_data import local_report_data
 from .rows import groups, rows_of
 from .segments import read_segments
+from .slicing import sliced_replayer
 from .summary import local_audit_summary
 from .tables import CHUNK_SCHEMA, JUDGED_SCHEMA, SEGMENT_SCHEMA, TABLES
 from .task_files import ensure_readable
@@ -101,9 +102,10 @@ def judge(chunk_rows: list[dict[str, Any]], options: AuditOptions) -> pa.Table:
 
 
 def replay(judged: pa.Table, options: AuditOptions) -> list[dict[str, Any]]:
-    """The routing replay of every broker of the judged connections, one shard each: its tables written, a row of
-    counts per broker returned (:data:`~.tables.REPLAYED_SCHEMA`)."""
-    replayer = broker_replayer(options)
+    """The routing replay of every broker of the judged connections, one shard each (or, ``options.replay``
+    "sliced", its traffic slice by slice: :mod:`.slicing`): its tables written, a row of counts per broker returned
+    (:data:`~.tables.REPLAYED_SCHEMA`)."""
+    replayer = sliced_replayer(options) if options.replay == "sliced" else broker_replayer(options)
     return [
         row
         for _, group in sorted(groups(_replayed_connections(judged), ("server",)).items())

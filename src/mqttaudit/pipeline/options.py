@@ -20,6 +20,12 @@ if TYPE_CHECKING:
     from .task_files import Published
 
 
+#: How the routing replay may run (:attr:`AuditOptions.replay`).
+REPLAYS = ("shards", "sliced")
+#: Bytes of a broker's messages per slice of the sliced replay at most (payload and topic bytes).
+SLICE_BYTES = 256 * 1024
+
+
 @dataclass(frozen=True)
 class AuditOptions:
     #: The ports whose flows are MQTT: ``--ports``, or the known MQTT port and the proven ones.
@@ -50,6 +56,12 @@ class AuditOptions:
     #: Seconds past its deadline a delivery is still matched to the message it copies (``--late-window``; see
     #: :attr:`~mqttaudit.judge.config.JudgeConfig.late_window`).
     late_window: float = 60.0
+    #: How the routing replay runs: "shards" (the default: each broker in shards of its ClientIds, each shard with
+    #: every connection's whole transcript, :mod:`.replaying`) or "sliced" (one task per broker, its traffic in time
+    #: slices, :mod:`.slicing`; the judging stage then hands on skeletons and pieces instead of transcripts).
+    replay: str = "shards"
+    #: The sliced replay's bytes of messages per slice at most.
+    slice_bytes: int = SLICE_BYTES
 
     @property
     def judge_config(self) -> JudgeConfig:

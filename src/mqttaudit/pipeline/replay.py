@@ -81,8 +81,17 @@ def replay_batches(
             tuple(u for u in across.undecided if u.conversation in mine),
         )
     judgement = combine([routing, across])
-    findings = Columns(ROUTING_COLUMNS)
     versions = {flow: judged_version(transcript, config) for flow, transcript in loaded.items()}
+    findings = finding_rows(broker, judgement, versions)
+    client_ids = {flow: connect_client_id(transcript) for flow, transcript in loaded.items()}
+    undecided = undecided_rows(broker, judgement, versions, captures or {}, client_ids)
+    return _deliveries(broker, model, rows), findings, undecided
+
+
+def finding_rows(broker: str, judgement: Judgement, versions: Mapping[str, str]) -> Columns:
+    """The ``routing_findings`` rows of ``judgement``'s findings (``versions``: the version each connection was
+    judged in, :func:`~.conversations.judged_version`)."""
+    findings = Columns(ROUTING_COLUMNS)
     for finding in judgement.findings:
         version = versions.get(finding.conversation, CATALOGUE.version)
         level, section = rule_level(finding.rule, version)
@@ -99,6 +108,18 @@ def replay_batches(
             expected=finding_text(finding.expected),
             rule_version=version,
         )
+    return findings
+
+
+def undecided_rows(
+    broker: str,
+    judgement: Judgement,
+    versions: Mapping[str, str],
+    captures: Mapping[str, str | None],
+    client_ids: Mapping[str, str | None],
+) -> Columns:
+    """The ``not_assessable`` rows of what ``judgement`` left undecided, with the capture and the ClientId of each
+    connection (``client_ids``: :func:`connect_client_id` of its transcript)."""
     undecided = Columns(NOT_ASSESSABLE_COLUMNS)
     for instance in judgement.undecided:
         add_undecided(undecided, "", instance, None, version=versions.get(instance.conversation, CATALOGUE.version))
@@ -106,12 +127,12 @@ def replay_batches(
     undecided.data["server"] = [broker] * len(undecided)
     undecided.data["client"] = [client_of(flow, broker) for flow in undecided.data["flow"]]
     # The connection's capture and ClientId, as the judge's rows of the same connection have them.
-    undecided.data["capture"] = [(captures or {}).get(flow) or "" for flow in undecided.data["flow"]]
-    undecided.data["client_id"] = [_client_id(loaded.get(flow)) for flow in undecided.data["flow"]]
-    return _deliveries(broker, model, rows), findings, undecided
+    undecided.data["capture"] = [captures.get(flow) or "" for flow in undecided.data["flow"]]
+    undecided.data["client_id"] = [client_ids.get(flow) for flow in undecided.data["flow"]]
+    return undecided
 
 
-def _client_id(transcript: Transcript | None) -> str | None:
+def connect_client_id(transcript: Transcript | None) -> str | None:
     """The ClientId of a connection's CONNECT, as the tables write text (None when no CONNECT was captured)."""
     connect = None if transcript is None else transcript.connect
     return None if connect is None else wire_text(connect.client_id)

@@ -163,6 +163,13 @@ class TranscriptWriter(TaskFile):
         return self.rows - 1
 
 
+class PieceWriter(TranscriptWriter):
+    """The heads and pieces one judging task hands to the sliced routing replay (:mod:`.slicing`), in the
+    transcript file's format, in record batches of few rows: a piece is read alone, a batch at a time."""
+
+    BATCH = 16
+
+
 def transcript_blobs(directory: str, wanted: Sequence[tuple[str, int, str]]) -> list[pa.Buffer]:
     """The blobs ``wanted`` ((file name, row, column) in the transcript files of an audit's output directory), in
     order. Only the record batches that hold a wanted row are read: memory-mapped on this machine's filesystem (the

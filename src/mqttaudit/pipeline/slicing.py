@@ -1,0 +1,240 @@
+"""Stage 3 sliced (``--replay sliced``, off by default): the routing replay of one broker endpoint in time slices
+(:class:`~mqttaudit.judge.stream.SlicedRouting`), one task per broker that never holds the broker's whole traffic.
+
+The judging stage hands each connection on as its *skeleton* (:func:`~mqttaudit.judge.stream.skeleton`: CONNECT,
+subscriptions, retained messages, how it ended) followed by its traffic in time-ordered *pieces* of at most
+:data:`PIECE_BYTES` each (:func:`connection_pieces`): the non-retained messages it published, by the time sent, and
+the deliveries it received with the client's answers, by the time sent. The replay task (:func:`replay_sliced`)
+reads the skeletons of all the broker's connections, then merges the pieces of all connections in time order,
+one piece per connection and kind loaded at a time; the messages sent are cut into slices of at most
+:attr:`.AuditOptions.slice_bytes` (:func:`~mqttaudit.judge.stream.cut_slices`), each judged with the deliveries within
+:func:`~mqttaudit.judge.stream.reach` of it, and the rows it decides are written at once.
+
+What the task holds: the skeletons, the state :class:`~mqttaudit.judge.stream.SlicedRouting` hands on (bounded by what
+the broker keeps and by the late window), one slice's messages and the deliveries within reach of it, and one
+piece per connection. The checks of :func:`~mqttaudit.judge.scenario.across_connections` run on the skeletons
+(unique Assigned Client Identifiers need only CONNECTs, CONNACKs and ends), except the discarded-message rule
+[MQTT-3.1.2-25]: when a 5.0 subscriber of the broker declared a Maximum Packet Size, it is judged on the whole
+transcripts, rebuilt from the pieces (the one part of this replay whose memory grows with the traffic).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import heapq
+import json
+import pickle
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from typing import Any
+
+import pyarrow as pa
+
+from mqttaudit.codec import Publish
+from mqttaudit.judge import JudgeConfig
+from mqttaudit.judge.discarded_5 import declared_maximum
+from mqttaudit.judge.model import Expectation
+from mqttaudit.judge.scenario import across_connections
+from mqttaudit.judge.stream import SlicedRouting, cut_slices, reach, skeleton
+from mqttaudit.judge.transcript import Delivered, Published, Transcript
+from mqttaudit.judge.verdict import Judgement
+
+from .conversations import Columns, judged_version
+from .options import AuditOptions
+from .replay import connect_client_id, delivery_batches, finding_rows, undecided_rows
+from .replaying import first_reasons
+from .sealed import unseal
+from .tables import REPLAYED_SCHEMA
+from .task_files import TableWriter, columns_table, part_name, partition, transcript_blobs
+from .worker_gc import tune_gc
+
+#: Bytes of a connection's traffic per piece at most (payloads are digests: a piece is a few thousand messages).
+PIECE_BYTES = 256 * 1024
+#: What :func:`replay_sliced` names the shard of its one task per broker.
+SLICED_SHARD = 0
+
+#: A message sent: (time sent, event, record).
+Sent = tuple[float, int, Published]
+#: A delivery: (time sent, event, delivery, the client's answer (Reason Code, time) or None).
+Received = tuple[float, int, Delivered, tuple[int, float] | None]
+
+
+#: What an event costs in a task's memory beside its topic and payload (its record, its packet, the tuple that
+#: carries it: a few hundred bytes of Python objects), so that a piece or a slice of many small messages stays small.
+EVENT_BYTES = 256
+
+
+def _weight(message: Publish) -> int:
+    """The bytes a message counts for in a piece and a slice."""
+    return len(message.payload) + len(message.topic) + EVENT_BYTES
+
+
+def _cut(items: Sequence[object], size: Callable[[int], int], limit: int) -> list[bytes]:
+    """``items`` in pieces of at most ``limit`` bytes (``size``: of the item at an index; one item at least each),
+    each pickled."""
+    pieces: list[bytes] = []
+    start, held = 0, 0
+    for index in range(len(items)):
+        length = size(index)
+        if held and held + length > limit:
+            pieces.append(pickle.dumps(list(items[start:index])))
+            start, held = index, 0
+        held += length
+    if start < len(items):
+        pieces.append(pickle.dumps(list(items[start:])))
+    return pieces
+
+
+def connection_pieces(transcript: Transcript, limit: int = PIECE_BYTES) -> list[bytes]:
+    """What the judging stage hands the sliced replay of one connection: its head (the pickled :func:`skeleton`
+    with the number of pieces of each kind), then its messages sent, then its deliveries, each kind in time order
+    in pieces of at most ``limit`` bytes."""
+    sent: list[Sent] = sorted(
+        ((r.sent, r.event, r) for r in transcript.published if not r.message.retain), key=lambda item: item[:2]
+    )
+    received: list[Received] = sorted(
+        ((d.time, d.event, d, transcript.answers.get(d.event)) for d in transcript.delivered), key=lambda item: item[:2]
+    )
+    sent_pieces = _cut(sent, lambda index: _weight(sent[index][2].message), limit)
+    received_pieces = _cut(received, lambda index: _weight(received[index][2].message), limit)
+    head = pickle.dumps((skeleton(transcript), len(sent_pieces), len(received_pieces)))
+    return [head, *sent_pieces, *received_pieces]
+
+
+class SliceRows(TableWriter):
+    """A table's rows as the sliced replay writes them: in row groups of few rows, so that what the task holds
+    before writing stays small beside a slice (the rows are those the shard replay writes)."""
+
+    BATCH = 2048
+
+
+class _Pieces:
+    """Where the head and pieces of the broker's connections are, read one piece at a time."""
+
+    def __init__(self, table: pa.Table, options: AuditOptions) -> None:
+        self._out, self._key = options.out_dir, options.seal_key
+        self.flows: list[str] = table.column("flow").to_pylist()
+        self.skeletons: dict[str, Transcript] = {}
+        self._places: dict[str, tuple[str, range, range]] = {}
+        files = table.column("transcripts").to_pylist()
+        rows = table.column("transcript_row").to_pylist()
+        heads = transcript_blobs(self._out, [(name, row, "transcript") for name, row in zip(files, rows, strict=True)])
+        for flow, name, row, blob in zip(self.flows, files, rows, heads, strict=True):
+            head, sent, received = pickle.loads(unseal(self._key, blob.to_pybytes()))
+            self.skeletons[flow] = head
+            first = row + 1
+            self._places[flow] = (name, range(first, first + sent), range(first + sent, first + sent + received))
+
+    def _load(self, name: str, row: int) -> Any:
+        blob = transcript_blobs(self._out, [(name, row, "transcript")])[0]
+        return pickle.loads(unseal(self._key, blob.to_pybytes()))
+
+    def sent(self, flow: str) -> Iterator[tuple[float, str, int, Published]]:
+        """The messages ``flow`` sent, in time order, keyed as :func:`~mqttaudit.judge.stream.traffic` orders them."""
+        name, rows, _ = self._places[flow]
+        for row in rows:
+            piece: list[Sent] = self._load(name, row)
+            for time, event, record in piece:
+                yield time, flow, event, record
+
+    def received(self, flow: str) -> Iterator[tuple[float, str, int, Delivered, tuple[int, float] | None]]:
+        """The deliveries ``flow`` received, in time order, with the client's answers."""
+        name, _, rows = self._places[flow]
+        for row in rows:
+            piece: list[Received] = self._load(name, row)
+            for time, event, delivery, answer in piece:
+                yield time, flow, event, delivery, answer
+
+    def whole(self) -> dict[str, Transcript]:
+        """Every connection's whole transcript again (for the one rule that needs it, see the module's text)."""
+        whole = {}
+        for flow, transcript in self.skeletons.items():
+            published = sorted([*transcript.published, *(r for *_, r in self.sent(flow))], key=lambda r: r.event)
+            received = list(self.received(flow))
+            delivered = sorted((d for _, _, _, d, _ in received), key=lambda d: d.event)
+            answers = {event: answer for _, _, event, _, answer in received if answer is not None}
+            whole[flow] = replace(transcript, published=published, delivered=delivered, answers=answers)
+        return whole
+
+
+def replay_sliced(table: pa.Table, options: AuditOptions, config: JudgeConfig | None = None) -> pa.Table:
+    """The routing replay of one broker (every row of ``table`` a connection to it: where its head and pieces
+    are), slice after slice; writes the deliveries, routing findings and not-assessable rows as each slice
+    decides them and returns their counts. ``config``: the judge's (the audit's when not given)."""
+    tune_gc()
+    broker = table.column("server")[0].as_py()
+    captures = dict(zip(table.column("flow").to_pylist(), table.column("capture").to_pylist(), strict=True))
+    config = config or options.judge_config
+    pieces = _Pieces(table, options)
+    skeletons = pieces.skeletons
+    part = part_name(hashlib.blake2b(broker.encode(), digest_size=6).hexdigest(), SLICED_SHARD)
+    names = ("deliveries", "routing_findings", "not_assessable")
+    writers = {name: SliceRows(options.out_dir, name, f"{part}-routing", options.published) for name in names}
+    versions = {flow: judged_version(transcript, config) for flow, transcript in skeletons.items()}
+    client_ids = {flow: connect_client_id(transcript) for flow, transcript in skeletons.items()}
+    reasons: dict[str, str] = {}
+
+    def write(judgement: Judgement) -> None:
+        writers["routing_findings"].add(finding_rows(broker, judgement, versions))
+        left = undecided_rows(broker, judgement, versions, captures, client_ids)
+        writers["not_assessable"].add(left)
+        for rule, reason in first_reasons(left).items():
+            reasons.setdefault(rule, reason)
+
+    for decided, judgement in _slices(pieces, config, options.slice_bytes):
+        for batch in delivery_batches(broker, decided, SliceRows.BATCH):
+            writers["deliveries"].add(batch)
+        write(judgement)
+    discards = any(declared_maximum(transcript) is not None for transcript in skeletons.values())
+    write(across_connections(pieces.whole() if discards else skeletons))
+    for writer in writers.values():
+        writer.close()
+    row = Columns(tuple(REPLAYED_SCHEMA.names))
+    row.add(
+        broker=broker,
+        shard=SLICED_SHARD,
+        partition=partition(),
+        deliveries=writers["deliveries"].rows,
+        routing_findings=writers["routing_findings"].rows,
+        not_assessable=json.dumps(reasons, sort_keys=True),
+    )
+    return columns_table([row], REPLAYED_SCHEMA)
+
+
+def _slices(pieces: _Pieces, config: JudgeConfig, budget: int) -> Iterator[tuple[list[Expectation], Judgement]]:
+    """What :class:`~mqttaudit.judge.stream.SlicedRouting` decides slice after slice: the messages sent merged in
+    time order and cut into slices of ``budget`` bytes, each judged with the deliveries within
+    :func:`~mqttaudit.judge.stream.reach` of it (a window that moves on with the slices)."""
+    sliced = SlicedRouting(pieces.skeletons, config)
+    horizon = reach(config)
+    sent = heapq.merge(*(pieces.sent(flow) for flow in pieces.flows))
+    received = heapq.merge(*(pieces.received(flow) for flow in pieces.flows))
+    upcoming = next(received, None)
+    window: deque[tuple[float, str, int, Delivered, tuple[int, float] | None]] = deque()
+    for span, messages in cut_slices(sent, budget, lambda item: (item[0], _weight(item[3].message))):
+        while upcoming is not None and upcoming[0] < span.end + horizon:
+            window.append(upcoming)
+            upcoming = next(received, None)
+        while window and window[0][0] < span.start - horizon:
+            window.popleft()
+        seen: dict[str, list[Delivered]] = {}
+        answers: dict[str, dict[int, tuple[int, float]]] = {}
+        for _, flow, event, delivery, answer in window:
+            seen.setdefault(flow, []).append(delivery)
+            if answer is not None:
+                answers.setdefault(flow, {})[event] = answer
+        yield sliced.run(span, [(flow, record) for _, flow, _, record in messages], seen, answers)
+        # A slice's model is reference cycles (connections, sessions, expectations): freed now, not when the
+        # worker's rare full collections come (:func:`.worker_gc.tune_gc`), or the slices' garbage would add up.
+        gc.collect()
+
+
+def sliced_replayer(options: AuditOptions) -> Callable[[pa.Table], pa.Table]:
+    """:func:`replay_sliced` bound to ``options``, with the type hints Spark reads to pick the grouped Arrow API."""
+
+    def run(table: pa.Table) -> pa.Table:
+        return replay_sliced(table, options)
+
+    return run
