@@ -61,10 +61,9 @@ def shard_tables(transcripts: Mapping[str, Transcript], config: JudgeConfig) -> 
     return {"deliveries": deliveries, "routing_findings": _rows(findings), "not_assessable": _rows(undecided)}
 
 
-def sliced_tables(
-    transcripts: Mapping[str, Transcript], config: JudgeConfig, folder: Path, slice_bytes: int, piece_bytes: int
-) -> dict[str, Counter[tuple[Any, ...]]]:
-    """The tables the sliced replay task writes, from the heads and pieces the judging stage writes."""
+def piece_table(transcripts: Mapping[str, Transcript], folder: Path, piece_bytes: int) -> pa.Table:
+    """The heads and pieces of ``transcripts`` written in ``folder`` as the judging stage writes them (pieces of
+    ``piece_bytes``), and the rows a sliced replay task of :data:`BROKER` is handed."""
     for table in (*TABLES, "_transcripts"):
         (folder / table).mkdir(parents=True)
     writer = PieceWriter(str(folder), "judging")
@@ -85,6 +84,14 @@ def sliced_tables(
             "transcript_row": rows,
         }
     )
+    return table
+
+
+def sliced_tables(
+    transcripts: Mapping[str, Transcript], config: JudgeConfig, folder: Path, slice_bytes: int, piece_bytes: int
+) -> dict[str, Counter[tuple[Any, ...]]]:
+    """The tables the sliced replay task writes, from the heads and pieces the judging stage writes."""
+    table = piece_table(transcripts, folder, piece_bytes)
     replayed = replay_sliced(table, AuditOptions(out_dir=str(folder), slice_bytes=slice_bytes), config).to_pylist()
     tables = {}
     for name in TABLES:
@@ -253,26 +260,7 @@ def replay_peaks(transcripts: Mapping[str, Transcript], folder: Path) -> tuple[i
         shards = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    for table in (*TABLES, "_transcripts"):
-        (folder / table).mkdir(parents=True)
-    writer = PieceWriter(str(folder), "judging")
-    rows = []
-    for transcript in transcripts.values():
-        head, *pieces = connection_pieces(transcript, 64 * 1024)
-        rows.append(writer.add_transcript(head, b""))
-        for piece in pieces:
-            writer.add_transcript(piece, b"")
-    writer.close()
-    names = list(transcripts)
-    table = pa.table(
-        {
-            "server": [BROKER] * len(names),
-            "flow": names,
-            "capture": ["capture.pcap"] * len(names),
-            "transcripts": [writer.name] * len(names),
-            "transcript_row": rows,
-        }
-    )
+    table = piece_table(transcripts, folder, 64 * 1024)
     tracemalloc.start()
     try:
         replay_sliced(table, AuditOptions(out_dir=str(folder), slice_bytes=64 * 1024), CONFIG)

@@ -42,23 +42,39 @@ def replay_group(table: pa.Table, options: AuditOptions) -> pa.Table:
     batches, findings, undecided = replay_batches(
         broker, zip(flows, blobs, strict=True), options.judge_config, own, captures=captures
     )
-    part = part_name(hashlib.blake2b(broker.encode(), digest_size=6).hexdigest(), shard)
-    names = ("deliveries", "routing_findings", "not_assessable")
-    writers = {name: TableWriter(options.out_dir, name, f"{part}-routing", options.published) for name in names}
+    writers = replay_writers(broker, shard, options)
     for batch in batches:
         writers["deliveries"].add(batch)
     writers["routing_findings"].add(findings)
     writers["not_assessable"].add(undecided)
-    for writer in writers.values():
-        writer.close()
+    return replayed_row(broker, shard, writers, first_reasons(undecided))
+
+
+#: The tables a routing replay task writes.
+REPLAY_TABLES = ("deliveries", "routing_findings", "not_assessable")
+
+
+def replay_writers(
+    broker: str, shard: int, options: AuditOptions, writer: type[TableWriter] = TableWriter
+) -> dict[str, TableWriter]:
+    """A writer of each of :data:`REPLAY_TABLES` for the replay task of ``broker``'s ``shard``."""
+    part = part_name(hashlib.blake2b(broker.encode(), digest_size=6).hexdigest(), shard)
+    return {name: writer(options.out_dir, name, f"{part}-routing", options.published) for name in REPLAY_TABLES}
+
+
+def replayed_row(broker: str, shard: int, writers: dict[str, TableWriter], reasons: dict[str, str]) -> pa.Table:
+    """Closes a replay task's ``writers`` and returns its row (:data:`~.tables.REPLAYED_SCHEMA`): what it wrote, and
+    the first reason of each rule it could not decide (``reasons``)."""
+    for table_writer in writers.values():
+        table_writer.close()
     row = Columns(tuple(REPLAYED_SCHEMA.names))
     row.add(
         broker=broker,
         shard=shard,
         partition=partition(),
         deliveries=writers["deliveries"].rows,
-        routing_findings=len(findings),
-        not_assessable=json.dumps(first_reasons(undecided), sort_keys=True),
+        routing_findings=writers["routing_findings"].rows,
+        not_assessable=json.dumps(reasons, sort_keys=True),
     )
     return columns_table([row], REPLAYED_SCHEMA)
 

@@ -21,9 +21,7 @@ transcripts, rebuilt from the pieces (the one part of this replay whose memory g
 from __future__ import annotations
 
 import gc
-import hashlib
 import heapq
-import json
 import pickle
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -41,13 +39,12 @@ from mqttaudit.judge.stream import SlicedRouting, cut_slices, reach, skeleton
 from mqttaudit.judge.transcript import Delivered, Published, Transcript
 from mqttaudit.judge.verdict import Judgement
 
-from .conversations import Columns, judged_version
+from .conversations import judged_version
 from .options import AuditOptions
 from .replay import connect_client_id, delivery_batches, finding_rows, undecided_rows
-from .replaying import first_reasons
+from .replaying import first_reasons, replay_writers, replayed_row
 from .sealed import unseal
-from .tables import REPLAYED_SCHEMA
-from .task_files import TableWriter, columns_table, part_name, partition, transcript_blobs
+from .task_files import TableWriter, transcript_blobs
 from .worker_gc import tune_gc
 
 #: Bytes of a connection's traffic per piece at most (payloads are digests: a piece is a few thousand messages).
@@ -169,9 +166,7 @@ def replay_sliced(table: pa.Table, options: AuditOptions, config: JudgeConfig | 
     config = config or options.judge_config
     pieces = _Pieces(table, options)
     skeletons = pieces.skeletons
-    part = part_name(hashlib.blake2b(broker.encode(), digest_size=6).hexdigest(), SLICED_SHARD)
-    names = ("deliveries", "routing_findings", "not_assessable")
-    writers = {name: SliceRows(options.out_dir, name, f"{part}-routing", options.published) for name in names}
+    writers = replay_writers(broker, SLICED_SHARD, options, SliceRows)
     versions = {flow: judged_version(transcript, config) for flow, transcript in skeletons.items()}
     client_ids = {flow: connect_client_id(transcript) for flow, transcript in skeletons.items()}
     reasons: dict[str, str] = {}
@@ -189,18 +184,7 @@ def replay_sliced(table: pa.Table, options: AuditOptions, config: JudgeConfig | 
         write(judgement)
     discards = any(declared_maximum(transcript) is not None for transcript in skeletons.values())
     write(across_connections(pieces.whole() if discards else skeletons))
-    for writer in writers.values():
-        writer.close()
-    row = Columns(tuple(REPLAYED_SCHEMA.names))
-    row.add(
-        broker=broker,
-        shard=SLICED_SHARD,
-        partition=partition(),
-        deliveries=writers["deliveries"].rows,
-        routing_findings=writers["routing_findings"].rows,
-        not_assessable=json.dumps(reasons, sort_keys=True),
-    )
-    return columns_table([row], REPLAYED_SCHEMA)
+    return replayed_row(broker, SLICED_SHARD, writers, reasons)
 
 
 def _slices(pieces: _Pieces, config: JudgeConfig, budget: int) -> Iterator[tuple[list[Expectation], Judgement]]:
