@@ -45,8 +45,14 @@ def _spark_home() -> Path:
 
 
 def _alive_workers(status_url: str) -> int:
+    """The workers the master's status page says are alive; 0 while the page is not its JSON yet (a CI run got the
+    master's HTML page from ``/json/`` while the master was starting)."""
     with urllib.request.urlopen(status_url, timeout=5) as answer:
-        status = json.load(answer)
+        text = answer.read()
+    try:
+        status = json.loads(text)
+    except ValueError:
+        return 0
     return sum(1 for worker in status.get("workers", []) if worker.get("state") == "ALIVE")
 
 
