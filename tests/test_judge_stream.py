@@ -536,3 +536,88 @@ def test_a_slice_holds_memory_bounded_by_the_slice_not_by_the_broker_s_traffic()
     # Measured: sliced 329 KB -> 429 KB (494 KB at 12,000), whole 322 KB -> 3,135 KB (9,756 KB at 12,000).
     assert whole_large > 5 * whole_small
     assert sliced_large < 2 * sliced_small and sliced_large < whole_large / 4
+
+
+# -- a copy later than the late window: not assessable, the same in both replays ------------------------------------
+
+LATE_TOPIC = "late/copy"
+
+
+def late_copy_broker(copy_at: float | None, *, payload: bytes = b"x", reconnect: bool = False) -> dict[str, Talk]:
+    """A subscriber at QoS 1 (a persistent session when ``reconnect``); a publisher's QoS 1 message taken at about
+    1 s; the broker's copy at ``copy_at`` (None: none), on the subscriber's connection or, when ``reconnect``, on its
+    session's next connection (the first one closed at 70 s, past the late window)."""
+    sub = connected("sub", clean_session=not reconnect).client(subscribe(1, (LATE_TOPIC, 1))).server(suback(1, 1))
+    pub = connected("pub", at=1.0).client(publish(LATE_TOPIC, qos=1, packet_id=7))
+    pub.server(codec.Puback(packet_id=7)).client(DISCONNECT).closed(C)
+    talks = {"sub": sub, "pub": pub}
+    target = sub
+    if reconnect:
+        sub.client(DISCONNECT, at=70.0).closed(C)
+        target = connected("sub", clean_session=False, session_present=True, at=75.0)
+        talks["again"] = target
+    if copy_at is not None:
+        target.server(publish(LATE_TOPIC, payload, qos=1, packet_id=1), at=copy_at)
+        target.client(codec.Puback(packet_id=1))
+    target.quiet(at=120.0)
+    return talks
+
+
+def routing_outcome(judgement: Judgement) -> tuple[list[str], set[tuple[str, str, str]]]:
+    return [f.kind for f in judgement.findings], {
+        (row.conversation, row.rule, row.reason.split(":")[0]) for row in judgement.undecided
+    }
+
+
+@pytest.mark.parametrize("reconnect", [False, True], ids=["same-connection", "next-connection"])
+def test_a_copy_90_s_late_is_not_assessable_not_missing_in_the_whole_and_the_sliced_replay(reconnect: bool) -> None:
+    """A copy 90 s after the message was taken, past its late window (60 s past a 5 s deadline): the message's
+    routing rule is not assessable, the reason naming how late the copy came, and no finding; another payload, or no
+    copy, leaves it missing. The sliced replay, which forgets the message after its late window and holds the
+    missing verdict back until the session ends, says the same, whatever the cuts."""
+    late = "copy after the late window"
+    cases = {
+        "late": (late_copy_broker(91.0, reconnect=reconnect), [], {("sub", "MQTT-4.5.0-1", late)}),
+        "other": (late_copy_broker(91.0, payload=b"y", reconnect=reconnect), ["missing"], set()),
+        "none": (late_copy_broker(None, reconnect=reconnect), ["missing"], set()),
+    }
+    for name, (talks, kinds, undecided) in cases.items():
+        transcripts = transcribe(talks, CONFIG)
+        judgement = Routing(build(transcripts, CONFIG), transcripts, CONFIG).judgement()
+        kept = {row for row in routing_outcome(judgement)[1] if row[2] == late}
+        assert (routing_outcome(judgement)[0], kept) == (kinds, undecided), name
+        if undecided:
+            [row] = [row for row in judgement.undecided if row.reason.startswith(late)]
+            assert "came 1 min 30 s after the server took" in row.reason
+            assert "after the late window of 60 s" in row.reason and "no time limit on delivery" in row.reason
+        cuts = boundaries(transcripts)
+        for every in (1, 3):
+            assert sliced_verdicts(transcripts, CONFIG, cuts[::every]) == whole_verdicts(transcripts, CONFIG), name
+
+
+def test_the_sliced_replay_holds_at_most_the_cap_of_missing_messages_per_connection() -> None:
+    """Every message of a busy broker missed by its subscriber, none copied later: the sliced replay holds at most
+    :attr:`.JudgeConfig.late_copies_held` of them for a late copy (the rest reported at once, saying so), and gives
+    the whole replay's verdicts."""
+    sub = connected("s", at=0.0).client(subscribe(1, ("a/+", 1))).server(suback(1, 1))
+    pub = connected("p", at=0.5)
+    for index in range(40):
+        pub.client(publish(f"a/{index % 7}", b"%d" % index, 1, index + 1), at=1.0 + index)
+        pub.server(codec.Puback(packet_id=index + 1))
+    transcripts = transcribe({"s": sub.quiet(at=200.0), "p": pub.quiet(at=200.0)})
+    config = dataclasses.replace(CONFIG, late_copies_held=5)
+    sliced = SlicedRouting({name: skeleton(t) for name, t in transcripts.items()}, config)
+    messages = list(traffic(transcripts))
+    most = 0
+    findings = []
+    for start, end in itertools.pairwise([-INF, *range(10, 200, 10), INF]):
+        part = Slice(start, end, 0)
+        sent = [(name, record) for name, record in messages if part.start <= record.sent < part.end]
+        _, judgement = sliced.run(part, sent, {}, {})
+        most = max(most, len(sliced._memory.missing))
+        findings += judgement.findings
+    assert most == 5
+    capped = [f for f in findings if "(the cap)" in f.detail]
+    assert (len(findings), len(capped)) == (40, 35)
+    cuts = boundaries(transcripts)
+    assert sliced_verdicts(transcripts, config, cuts[::5]) == whole_verdicts(transcripts, config)

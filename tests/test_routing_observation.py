@@ -36,7 +36,7 @@ from mqttaudit.pipeline.replay import replay_broker
 from mqttaudit.probe.brokers import BrokerUnavailable, start_broker
 from mqttaudit.probe.recorder import tcpdump_recording
 
-from .talk import C, S, Talk, connected, publish, publisher, suback, subscribe, transcribe, unsubscribe
+from .talk import DISCONNECT, C, S, Talk, connected, publish, publisher, suback, subscribe, transcribe, unsubscribe
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -551,20 +551,71 @@ def test_a_copy_after_the_deadline_but_within_the_late_window_is_the_message_del
     assert ROUTED in judgement.passed
 
 
-def test_a_copy_past_the_late_window_is_no_copy_of_the_message_which_is_missing_and_says_the_window() -> None:
-    """Matched to nothing, the late copy breaks no rule of its own; the message owed is missing, and the finding
-    names the window that left the copy out. A larger window (the setting) takes the copy in."""
-    sub = subscriber().server(publish(TOPIC), at=DEADLINE + LATE + 1).quiet(at=DEADLINE + LATE + 5)
+def test_a_copy_past_the_late_window_leaves_the_message_not_assessable_and_without_one_it_is_missing() -> None:
+    """A copy 90 s after the server took the message, past its late window: matched to no message (the owed one is
+    not observed within its window), it breaks no rule of its own, and the message owed is not missing: MQTT sets no
+    time limit on delivery, so its routing rule is not assessable, the reason naming how late the copy came. With
+    no copy, the message is missing and the finding names the window. A larger window (the setting) takes the copy
+    in."""
+    late_at = 1.04 + 90.0
+    assert late_at > DEADLINE + LATE
+    sub = subscriber().server(publish(TOPIC), at=late_at).quiet(at=late_at + 5)
     model, judgement = replay_talks({SUB: sub, "pub": PUBLISHER})
     [expectation] = owed(model)
     assert expectation.delivered == []
+    assert judgement.findings == ()
+    assert rows(judgement) == {(SUB, ROUTED, tags.LATE_COPY)}
+    [row] = judgement.undecided
+    assert "came 1 min 30 s after the server took" in row.reason
+    assert f"after the late window of {LATE:g} s" in row.reason
+    assert "the specification sets no time limit on delivery" in row.reason
+
+    alone = subscriber().quiet(at=late_at + 5)
+    _, judgement = replay_talks({SUB: alone, "pub": PUBLISHER})
     assert [(f.conversation, rule, f.kind) for f in judgement.findings for rule in f.rules] == [
         (SUB, ROUTED, "missing")
     ]
     assert f"no copy came within the late window, {LATE:g} s past the deadline" in judgement.findings[0].detail
-    wider = JudgeConfig(wall_clock=True, late_window=LATE + 2)
+    assert "none came later while its session lasted" in judgement.findings[0].detail
+    assert rows(judgement) == set()
+
+    other = subscriber().server(publish(TOPIC, b"other"), at=late_at).quiet(at=late_at + 5)
+    _, judgement = replay_talks({SUB: other, "pub": PUBLISHER})
+    assert [f.kind for f in judgement.findings] == ["missing"]  # another payload is no copy of it
+
+    wider = JudgeConfig(wall_clock=True, late_window=100.0)
     model, judgement = replay_talks({SUB: sub, "pub": PUBLISHER}, wider)
-    assert len(owed(model)[0].delivered) == 1 and judgement.findings == ()
+    assert len(owed(model)[0].delivered) == 1 and judgement.findings == () and rows(judgement) == set()
+
+
+def test_a_late_copy_on_the_session_s_next_connection_leaves_the_message_not_assessable() -> None:
+    """The persistent session's first connection stays open past the message's late window with no copy, closes,
+    and its next connection gets a copy: that may be the message, late; not missing."""
+    first = subscriber(qos=1, clean_session=False).client(DISCONNECT, at=DEADLINE + LATE + 3).closed(C)
+    second = connected(SUB, clean_session=False, session_present=True, at=DEADLINE + LATE + 10)
+    second.server(publish(TOPIC, qos=1, packet_id=1)).client(codec.Puback(packet_id=1)).quiet(at=DEADLINE + 100)
+    _, judgement = replay_talks({"first": first, "second": second, "pub": publisher(publish(TOPIC, qos=1))})
+    assert judgement.findings == ()
+    assert ("first", ROUTED, tags.LATE_COPY) in rows(judgement)
+    [row] = [row for row in judgement.undecided if tags.tag_of(row.reason) == tags.LATE_COPY]
+    assert "on 'second'" in row.reason
+
+
+def test_past_the_cap_a_connection_s_missing_messages_are_reported_at_once_and_say_so() -> None:
+    """With one missing message held per connection (the cap), the second one is missing at once though a copy came
+    later, and its finding names the cap; the first, held, is left not assessable by its own late copy."""
+    pub = publisher(publish(TOPIC, b"one"), publish(TOPIC, b"two"))
+    sub = subscriber()
+    sub.server(publish(TOPIC, b"one"), at=DEADLINE + LATE + 5).server(publish(TOPIC, b"two"), at=DEADLINE + LATE + 6)
+    sub.quiet(at=DEADLINE + LATE + 10)
+    capped = JudgeConfig(wall_clock=True, late_copies_held=1)
+    _, judgement = replay_talks({SUB: sub, "pub": pub}, capped)
+    [finding] = judgement.findings
+    assert finding.kind == "missing"
+    assert "1 missing messages of this connection were held for one already (the cap)" in finding.detail
+    assert rows(judgement) == {(SUB, ROUTED, tags.LATE_COPY)}
+    _, judgement = replay_talks({SUB: sub, "pub": pub})
+    assert judgement.findings == ()
 
 
 def test_a_copy_of_a_message_that_must_not_arrive_is_a_leak_only_within_the_late_window() -> None:

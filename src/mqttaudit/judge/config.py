@@ -15,10 +15,17 @@ class JudgeConfig:
     #: the judge reports the answer as missing.
     answer_timeout: float = 5.0
     #: Seconds past its deadline a delivered copy may still be matched to a message it repeats (the late window): a
-    #: copy observed later than a message's deadline plus this is no copy of it (the message, if owed, is missing;
-    #: the copy breaks no rule of it). A replay that forgets messages holds each this long past its deadline; every
-    #: check of the routing replay that looks back over deliveries is bounded by it (see :mod:`.stream`).
+    #: copy observed later than a message's deadline plus this is no copy of it (the message, if owed, is missing,
+    #: unless such a copy comes later on its session: MQTT sets no time limit on delivery, so it is then not
+    #: assessable; the copy breaks no rule of it). A replay that forgets messages holds each this long past its
+    #: deadline; every check of the routing replay that looks back over deliveries is bounded by it (see
+    #: :mod:`.stream`).
     late_window: float = 60.0
+    #: Per connection, how many messages owed and missing (no copy within the late window) the routing replay holds
+    #: until the connection's session ends, for a copy that comes later (its rules are then not assessable: MQTT
+    #: sets no time limit on delivery). A connection's missing messages past this many are reported missing at once,
+    #: and their findings say so.
+    late_copies_held: int = 1000
     #: The server must drop a client silent for this many Keep Alive periods [MQTT-3.1.2-24].
     keep_alive_factor: float = 1.5
     #: Timer granularity allowed on top of every Keep Alive limit, for both sides.
@@ -38,6 +45,8 @@ class JudgeConfig:
         for name in ("close_grace", "answer_timeout", "keep_alive_slack", "late_window"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
+        if self.late_copies_held < 0:
+            raise ValueError("late_copies_held must not be negative")
         if self.keep_alive_factor < 1:
             raise ValueError("keep_alive_factor must be at least 1")
         if self.opening_version not in ("3.1.1", "5.0"):

@@ -45,6 +45,9 @@ NOT_OWED: Final = "allowed to withhold"
 #: A delivery may stand for more than one message (the same topic and payload, live and retained): which one it is
 #: decides the rule, and the bytes cannot tell.
 AMBIGUOUS: Final = "which message is ambiguous"
+#: A message owed was not delivered within its window (its deadline plus the late window), but a copy that can be it
+#: came later on its session: the specification sets no time limit on delivery, so it is not surely missing.
+LATE_COPY: Final = "copy after the late window"
 
 
 def reason(tag: str, details: str) -> str:
@@ -125,6 +128,7 @@ TAGS: Final = (
     EARLIER_SESSION,
     NOT_OWED,
     AMBIGUOUS,
+    LATE_COPY,
 )
 
 
@@ -151,4 +155,8 @@ EXPLANATIONS: Final[dict[str, str]] = {
     EARLIER_SESSION: "the session began on an earlier connection that the capture does not hold",
     NOT_OWED: "the specification lets the server withhold it (a SHOULD), so its absence decides nothing",
     AMBIGUOUS: "a delivery may stand for more than one message, and the bytes cannot tell which",
+    LATE_COPY: (
+        "a copy of the message came after its late window: the specification sets no time limit on delivery, so "
+        "it is not surely missing"
+    ),
 }

@@ -4,6 +4,7 @@ takeover of a connected ClientId."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -36,17 +37,54 @@ from .verdict import DUPLICATE, LEAK, MISSING, QOS, Judgement, Ledger, combine
 SERVER: Final = Direction.FROM_SERVER
 
 
+@dataclass(frozen=True)
+class Missing:
+    """A message owed to a connection and not delivered within its window (its deadline plus the late window), held
+    until the connection's session can get no more copies: a copy that can be it (on this connection or a later one
+    of the session, same topic and payload, a QoS allowed, matched by nothing else) arriving later makes its rules
+    not assessable, since MQTT sets no time limit on delivery; with none, they are broken (missing). What it holds
+    is bounded: the topic, a digest of the payload, and the findings it makes."""
+
+    link: str
+    v5: bool
+    #: Its session, by the session's first connection, and when its own connection opened.
+    session: str
+    opened: float
+    topic: str
+    digest: bytes
+    highest: int
+    owed_from: float
+    deadline: float
+    #: A copy later than this can be it (the late window is past, and the message was decided missing).
+    after: float
+    #: When the session can get no more copies (its last connection's end).
+    until: float
+    #: The order missing messages are held and matched in: when decided, then the message's name and the rule.
+    order: tuple[float, str, int, bool, str]
+    what: str
+    #: The findings it makes if no copy comes: (rule, time, event, detail, expected).
+    failures: tuple[tuple[str, float, int, str, str], ...]
+
+
+def digest(payload: bytes) -> bytes:
+    """What a held missing message keeps of its payload (:class:`Missing`)."""
+    return hashlib.blake2b(payload, digest_size=16).digest()
+
+
 @dataclass
 class Memory:
     """What the routing verdicts of one slice of time hand on to the next (see :mod:`.stream`): per connection, the
     last copy of each publisher's topic and QoS it got (ordering), and the QoS 1 and 2 deliveries not acknowledged
     (per Packet Identifier, their last use); the messages still within their late window; and the connections
-    whose session checks were made."""
+    whose session checks were made; the messages decided missing, held until their session ends for a later copy
+    (:class:`Missing`), and per connection how many were held (at most :attr:`.JudgeConfig.late_copies_held`)."""
 
     last: dict[str, dict[tuple[str, str, int], tuple[Delivered, Expectation]]] = field(default_factory=dict)
     unacknowledged: dict[str, dict[int, Delivered]] | None = None
     messages: list[Message] = field(default_factory=list)
     opened: set[str] = field(default_factory=set)
+    missing: list[Missing] = field(default_factory=list)
+    held_missing: dict[str, int] = field(default_factory=dict)
 
 
 class Routing:
@@ -75,6 +113,9 @@ class Routing:
         #: Per 5.0 connection, the first copies of live messages in the order they arrived.
         self._arrivals: list[tuple[Delivered, Expectation]] = []
         self._replacing: dict[int, bool] = {}
+        #: Decided missing in this call of :meth:`between`, and the deliveries it matched to nothing.
+        self._missing: list[Missing] = []
+        self._strays: list[tuple[Link, Delivered]] = []
         self._same_client: dict[str, list[Link]] = {}
         for link in model.links:
             if link.client_id:  # each empty ClientId is a ClientId of its own [MQTT-3.1.3-6]
@@ -157,6 +198,7 @@ class Routing:
             if not group.decided and self._due(group_closes(group, self._config), end):
                 group.decided = True
                 self._settle_group(group)
+        self._late_copies(end)
         ledgers = [*self._ledgers.values(), *self._ledgers_5_0.values()]
         return combine(ledger.judgement() for ledger in ledgers)
 
@@ -186,9 +228,12 @@ class Routing:
             self.settled.setdefault((link.name, named), set()).add(event)
 
     def _ledger(self, link: Link, rule: str) -> Ledger:
-        if rule in rules_5.ONLY_5_0 and not link.v5:
-            return self._ledgers_5_0[link.name]
-        return self._ledgers[link.name]
+        return self._ledger_of(link.name, link.v5, rule)
+
+    def _ledger_of(self, name: str, v5: bool, rule: str) -> Ledger:
+        if rule in rules_5.ONLY_5_0 and not v5:
+            return self._ledgers_5_0[name]
+        return self._ledgers[name]
 
     def _fail(self, link: Link, rule: str, time: float, event: int, detail: str, expected: str, kind: str = "") -> None:
         self._ledger(link, rule).fail(rule, SERVER, time, event, detail, expected, kind)
@@ -511,6 +556,8 @@ class Routing:
             return
         if self._stripped(link, delivered):
             return
+        if not matching:
+            self._strays.append((link, delivered))  # may be a late copy of a message missing (:meth:`_late_copies`)
         self._duplicate(link, delivered, [e for e in matching if e.delivered])
 
     def _stripped(self, link: Link, delivered: Delivered) -> bool:
@@ -846,7 +893,8 @@ class Routing:
             self._undecided(link, rule, self._cut_short(link, deadline, f"{what}, which must not arrive, could arrive"))
 
     def _settle_missing(self, link: Link, expectation: Expectation) -> None:
-        """Missing while the connection was seen open past the deadline: a finding. Missing because it closed
+        """Missing while the connection was seen open past the deadline: a finding, held back until the session ends
+        (:meth:`_late_copies`: a copy later than the late window makes it not assessable). Missing because it closed
         first: a CleanSession 0 session owes a QoS 1 or 2 message on its next connection [MQTT-3.1.2-5];
         otherwise, and when observation of the connection stopped first, not assessable."""
         # [MQTT-1.5.3-3] A copy whose topic holds U+FEFF would show whether the server kept it: unseen, undecided.
@@ -870,6 +918,7 @@ class Routing:
             return
         if link.ended >= expectation.deadline:
             early = _published_early(link, expectation)
+            failures: list[tuple[str, float, int, str, str]] = []
             for rule in (expectation.rule, *expectation.also):
                 if rule == rules_5.WILL_STORED and _arrived_early(link, expectation, self._config.late_window):
                     # The Will reached this connection before its delay ran out: the server held it (stored), and
@@ -879,19 +928,21 @@ class Routing:
                     continue
                 if early:
                     continue  # one act, one finding: the Will went out once, too soon, which its delivery reported
-                self._fail(
-                    link,
-                    rule,
-                    link.ended,
-                    link.transcript.end_event,
-                    f"{_what(expectation)} never arrived in time: it was owed from "
-                    f"{self._at(_owed_from(expectation))}, due by {self._at(expectation.deadline)}, "
-                    f"and the connection was seen open until "
-                    f"{self._at(link.ended)}; no copy came within the late window, "
-                    f"{self._config.late_window:g} s past the deadline",
-                    EXPECTED[rule],
-                    MISSING,
+                failures.append(
+                    (
+                        rule,
+                        link.ended,
+                        link.transcript.end_event,
+                        f"{_what(expectation)} never arrived in time: it was owed from "
+                        f"{self._at(_owed_from(expectation))}, due by {self._at(expectation.deadline)}, "
+                        f"and the connection was seen open until "
+                        f"{self._at(link.ended)}; no copy came within the late window, "
+                        f"{self._config.late_window:g} s past the deadline",
+                        EXPECTED[rule],
+                    )
                 )
+            if failures:
+                self._missing.append(self._held_missing(link, expectation, failures))
             return
         session = link.session
         following = None if session is None else session.link_after(link.ended)
@@ -919,6 +970,99 @@ class Routing:
                 ceiling=expectation.ceiling,
             )
         )
+
+    def _held_missing(
+        self, link: Link, expectation: Expectation, failures: Sequence[tuple[str, float, int, str, str]]
+    ) -> Missing:
+        late = self._config.late_window
+        decided = closes(expectation, late)
+        session = link.session
+        until = link.ended if session is None else max(session.ended, *(each.ended for each in session.links))
+        message = expectation.message
+        return Missing(
+            link.name,
+            link.v5,
+            link.name if session is None else session.links[0].name,
+            link.opened,
+            message.publish.topic,
+            digest(message.publish.payload),
+            expectation.highest,
+            _owed_from(expectation),
+            expectation.deadline,
+            max(expectation.deadline + late, decided),
+            until,
+            (decided, *message.name, expectation.rule),
+            _what(expectation),
+            tuple(failures),
+        )
+
+    def _late_copies(self, end: float) -> None:
+        """The messages decided missing in this call are held (at most :attr:`.JudgeConfig.late_copies_held` per
+        connection, in the order :attr:`Missing.order`; past that, reported at once); each delivery matched to
+        nothing, in the order they came, is the late copy of the first held message it can be (its rules are then
+        not assessable); a held message whose session can get no more copies by ``end`` is missing."""
+        memory = self._memory
+        cap = self._config.late_copies_held
+        for missing in sorted(self._missing, key=lambda m: m.order):
+            held = memory.held_missing.get(missing.link, 0)
+            if held >= cap:
+                self._report_missing(
+                    missing,
+                    f"; a later copy was not looked for: {cap} missing messages of this connection were held for "
+                    "one already (the cap)",
+                )
+                continue
+            memory.held_missing[missing.link] = held + 1
+            memory.missing.append(missing)
+        self._missing = []
+        for link, delivered in sorted(self._strays, key=lambda stray: (stray[1].time, stray[0].name, stray[1].event)):
+            self._late_copy(link, delivered)
+        self._strays = []
+        kept: list[Missing] = []
+        for missing in memory.missing:
+            if self._due(missing.until, end):
+                self._report_missing(missing, "; none came later while its session lasted")
+                memory.held_missing.pop(missing.link, None)  # the session ended: nothing more is owed to it
+            else:
+                kept.append(missing)
+        memory.missing = kept
+
+    def _late_copy(self, link: Link, delivered: Delivered) -> None:
+        publish = delivered.message
+        session = link.name if link.session is None else link.session.links[0].name
+        payload = digest(publish.payload)
+        candidates = [
+            missing
+            for missing in self._memory.missing
+            if missing.session == session
+            and missing.opened <= link.opened
+            and missing.topic == publish.topic
+            and missing.digest == payload
+            and publish.qos <= missing.highest
+            and delivered.time > missing.after
+        ]
+        if not candidates:
+            return
+        missing = min(candidates, key=lambda m: m.order)
+        self._memory.missing.remove(missing)
+        late = self._config.late_window
+        where = "" if link.name == missing.link else f" on {quoted(link.name)}"
+        reason = reasons.reason(
+            reasons.LATE_COPY,
+            f"a copy (event {delivered.event}{where}, at {self._at(delivered.time)}) came "
+            f"{reasons.elapsed(delivered.time - missing.owed_from)} after the server took {missing.what}, due by "
+            f"{self._at(missing.deadline)}: after the late window of {late:g} s past that; the specification sets "
+            "no time limit on delivery",
+        )
+        for rule, *_ in missing.failures:
+            ledger = self._ledger_of(missing.link, missing.v5, rule)
+            ledger.undecided(rule, reason, side=SERVER, event=-1, time=missing.owed_from)
+
+    def _report_missing(self, missing: Missing, note: str) -> None:
+        for rule, time, event, detail, expected in missing.failures:
+            self._ledger_of(missing.link, missing.v5, rule).fail(
+                rule, SERVER, time, event, detail + note, expected, MISSING
+            )
 
     def _settle_group(self, group: GroupDelivery) -> None:
         """A message owed to a share group: one member's copy keeps [MQTT-4.5.0-1] for the group; none, while every

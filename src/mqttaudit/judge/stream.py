@@ -25,8 +25,15 @@ state above, in the whole model as in a slice.
 - A delivered copy is matched to an expectation only from its ``after`` to its deadline plus the late window
   (:meth:`.model.Expectation.matches_at`), owed or forbidden alike. A copy later than that matches no message held
   and is no finding of routing (as any unmatched copy: whether a subscription of its connection matches it is the
-  conversation judge's [MQTT-3.3.2-3]); a message owed and not matched in its window is missing, and the finding
-  names the window.
+  conversation judge's [MQTT-3.3.2-3]). A message owed and not matched in its window is decided missing, but MQTT
+  sets no time limit on delivery: the verdict is held back (:class:`.routing.Missing`: the connection, its session,
+  the topic, a digest of the payload, the QoS allowed, the times, and the findings it would make) until the session
+  can get no more copies (its last connection's end, or the end of the traffic). A copy matched by nothing, later
+  than the late window, on that connection or a later one of its session, with the same topic and payload and a QoS
+  allowed, makes the message's rules not assessable (the reason says how late the copy came); with none, the
+  findings are made, naming the window. Held per connection: at most :attr:`.JudgeConfig.late_copies_held` (1000)
+  in the order they were decided; past the cap a connection's missing messages are reported at once, and their
+  findings say a later copy was not looked for (the cap). The whole replay holds them the same way, so both agree.
 - A delivery named only by a Topic Alias never resolved leaves a missing message undecided only if it came within
   that message's window; a Will that arrived early counts only within the late window before it was owed; the
   re-sent copies of a resumed session, and of a share group's interrupted QoS 2 message, count only up to the
@@ -381,7 +388,9 @@ class SlicedRouting:
     Each slice's model is :func:`slice_model` (the messages sent in it and the subscriptions asked for in it).
     Handed on from one slice to the next: the expectations no later copy can change yet (until the late window
     after they are decided: a Will's early copy is looked up once more), the retained watches and share group
-    messages not decided, the messages still within their late window, and :class:`.routing.Memory`."""
+    messages not decided, the messages still within their late window, and :class:`.routing.Memory` (which holds the
+    messages decided missing until their session ends, for a later copy: at most
+    :attr:`.JudgeConfig.late_copies_held` per connection)."""
 
     def __init__(self, skeletons: Mapping[str, Transcript], config: JudgeConfig) -> None:
         self._skeletons = skeletons

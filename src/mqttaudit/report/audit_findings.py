@@ -107,6 +107,10 @@ TAG_MEANINGS = {
     reasons.ANOTHER_SPECIFICATION: "the connection follows another specification",
     reasons.EARLIER_SESSION: "the session began on an earlier connection the capture does not hold",
     reasons.AMBIGUOUS: "a delivery may stand for more than one message, and which one decides the rule",
+    reasons.LATE_COPY: (
+        "the message was not delivered within its late window, but a copy that can be it came later on its "
+        "session; MQTT sets no time limit on delivery"
+    ),
 }
 #: Why accepting what a receiver was not bound to detect is not a violation, in the words of MQTT 5.0.
 LENIENCY_TEXT = (
