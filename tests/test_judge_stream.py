@@ -617,6 +617,7 @@ def test_the_sliced_replay_holds_at_most_the_cap_of_missing_messages_per_connect
         most = max(most, len(sliced._memory.missing))
         findings += judgement.findings
     assert most == 5
+    assert (sliced._memory.missing, sliced._memory.held_missing) == ([], {})  # the traffic ended: all reported
     capped = [f for f in findings if "(the cap)" in f.detail]
     assert (len(findings), len(capped)) == (40, 35)
     cuts = boundaries(transcripts)

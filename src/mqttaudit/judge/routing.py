@@ -77,14 +77,15 @@ class Memory:
     last copy of each publisher's topic and QoS it got (ordering), and the QoS 1 and 2 deliveries not acknowledged
     (per Packet Identifier, their last use); the messages still within their late window; and the connections
     whose session checks were made; the messages decided missing, held until their session ends for a later copy
-    (:class:`Missing`), and per connection how many were held (at most :attr:`.JudgeConfig.late_copies_held`)."""
+    (:class:`Missing`), and per connection how many were held (at most :attr:`.JudgeConfig.late_copies_held`) and
+    until when its session lasts (then forgotten)."""
 
     last: dict[str, dict[tuple[str, str, int], tuple[Delivered, Expectation]]] = field(default_factory=dict)
     unacknowledged: dict[str, dict[int, Delivered]] | None = None
     messages: list[Message] = field(default_factory=list)
     opened: set[str] = field(default_factory=set)
     missing: list[Missing] = field(default_factory=list)
-    held_missing: dict[str, int] = field(default_factory=dict)
+    held_missing: dict[str, tuple[int, float]] = field(default_factory=dict)
 
 
 class Routing:
@@ -1004,7 +1005,7 @@ class Routing:
         memory = self._memory
         cap = self._config.late_copies_held
         for missing in sorted(self._missing, key=lambda m: m.order):
-            held = memory.held_missing.get(missing.link, 0)
+            held, _ = memory.held_missing.get(missing.link, (0, missing.until))
             if held >= cap:
                 self._report_missing(
                     missing,
@@ -1012,7 +1013,7 @@ class Routing:
                     "one already (the cap)",
                 )
                 continue
-            memory.held_missing[missing.link] = held + 1
+            memory.held_missing[missing.link] = (held + 1, missing.until)
             memory.missing.append(missing)
         self._missing = []
         for link, delivered in sorted(self._strays, key=lambda stray: (stray[1].time, stray[0].name, stray[1].event)):
@@ -1022,10 +1023,13 @@ class Routing:
         for missing in memory.missing:
             if self._due(missing.until, end):
                 self._report_missing(missing, "; none came later while its session lasted")
-                memory.held_missing.pop(missing.link, None)  # the session ended: nothing more is owed to it
             else:
                 kept.append(missing)
         memory.missing = kept
+        # A session that ended is owed nothing more: what its connections held is forgotten.
+        for name, (_, until) in list(memory.held_missing.items()):
+            if self._due(until, end):
+                del memory.held_missing[name]
 
     def _late_copy(self, link: Link, delivered: Delivered) -> None:
         publish = delivered.message

@@ -11,11 +11,13 @@ one piece per connection and kind loaded at a time; the messages sent are cut in
 :func:`~mqttaudit.judge.stream.reach` of it, and the rows it decides are written at once.
 
 What the task holds: the skeletons, the state :class:`~mqttaudit.judge.stream.SlicedRouting` hands on (bounded by what
-the broker keeps and by the late window), one slice's messages and the deliveries within reach of it, and one
-piece per connection. The checks of :func:`~mqttaudit.judge.scenario.across_connections` run on the skeletons
-(unique Assigned Client Identifiers need only CONNECTs, CONNACKs and ends), except the discarded-message rule
-[MQTT-3.1.2-25]: when a 5.0 subscriber of the broker declared a Maximum Packet Size, it is judged on the whole
-transcripts, rebuilt from the pieces (the one part of this replay whose memory grows with the traffic).
+the broker keeps and by the late window; the messages decided missing wait, with their findings, until their session
+ends for a later copy, at most :attr:`.JudgeConfig.late_copies_held` per connection), one slice's messages and the
+deliveries within reach of it, and one piece per connection. The checks of
+:func:`~mqttaudit.judge.scenario.across_connections` run on the skeletons (unique Assigned Client Identifiers need only
+CONNECTs, CONNACKs and ends), except the discarded-message rule [MQTT-3.1.2-25]: when a 5.0 subscriber of the broker
+declared a Maximum Packet Size, it is judged on the whole transcripts, rebuilt from the pieces (the one part of this
+replay whose memory grows with the traffic).
 """
 
 from __future__ import annotations
