@@ -1016,11 +1016,20 @@ class Routing:
             memory.held_missing[missing.link] = (held + 1, missing.until)
             memory.missing.append(missing)
         self._missing = []
+        index: dict[tuple[str, str, bytes], list[Missing]] = {}
+        for missing in memory.missing:
+            index.setdefault((missing.session, missing.topic, missing.digest), []).append(missing)
+        copied: set[int] = set()
         for link, delivered in sorted(self._strays, key=lambda stray: (stray[1].time, stray[0].name, stray[1].event)):
-            self._late_copy(link, delivered)
+            session = link.name if link.session is None else link.session.links[0].name
+            same = index.get((session, delivered.message.topic, digest(delivered.message.payload)))
+            if same:
+                copied |= self._late_copy(link, delivered, same)
         self._strays = []
         kept: list[Missing] = []
         for missing in memory.missing:
+            if id(missing) in copied:
+                continue
             if self._due(missing.until, end):
                 self._report_missing(missing, "; none came later while its session lasted")
             else:
@@ -1031,24 +1040,20 @@ class Routing:
             if self._due(until, end):
                 del memory.held_missing[name]
 
-    def _late_copy(self, link: Link, delivered: Delivered) -> None:
+    def _late_copy(self, link: Link, delivered: Delivered, held: list[Missing]) -> set[int]:
+        """``delivered``, matched to nothing, as the late copy of the first of ``held`` (the missing messages of its
+        session, topic and payload) it can be: that one's rules are not assessable, and it is no longer held.
+        Returns the ``id`` of the message it was taken as (none: an empty set)."""
         publish = delivered.message
-        session = link.name if link.session is None else link.session.links[0].name
-        payload = digest(publish.payload)
         candidates = [
             missing
-            for missing in self._memory.missing
-            if missing.session == session
-            and missing.opened <= link.opened
-            and missing.topic == publish.topic
-            and missing.digest == payload
-            and publish.qos <= missing.highest
-            and delivered.time > missing.after
+            for missing in held
+            if missing.opened <= link.opened and publish.qos <= missing.highest and delivered.time > missing.after
         ]
         if not candidates:
-            return
+            return set()
         missing = min(candidates, key=lambda m: m.order)
-        self._memory.missing.remove(missing)
+        held.remove(missing)
         late = self._config.late_window
         where = "" if link.name == missing.link else f" on {quoted(link.name)}"
         reason = reasons.reason(
@@ -1061,6 +1066,7 @@ class Routing:
         for rule, *_ in missing.failures:
             ledger = self._ledger_of(missing.link, missing.v5, rule)
             ledger.undecided(rule, reason, side=SERVER, event=-1, time=missing.owed_from)
+        return {id(missing)}
 
     def _report_missing(self, missing: Missing, note: str) -> None:
         for rule, time, event, detail, expected in missing.failures:
