@@ -36,7 +36,7 @@ from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 
 from . import sources
 from .detection import detection_summary, port_proofs
-from .engines import AUTO, LOCAL, LOCAL_MAX_BYTES, SPARK, choose_engine
+from .engines import AUTO, LOCAL, LOCAL_LIMIT_BYTES, LOCAL_MAX_BYTES, SPARK, choose_engine
 from .judging import flow_judge
 from .keylog import KeyLogFile
 from .options import REPLAYS, SLICE_BYTES, AuditOptions
@@ -187,6 +187,7 @@ def run_audit(
     budgets: Budgets = DEFAULT_BUDGETS,
     engine: str = AUTO,
     local_max_bytes: int = LOCAL_MAX_BYTES,
+    local_limit_bytes: int = LOCAL_LIMIT_BYTES,
     replay: str | None = None,
     slice_bytes: int = SLICE_BYTES,
 ) -> AuditResult:
@@ -203,7 +204,9 @@ def run_audit(
     ``keylog`` names the TLS key log the executors read and decrypt with (its secrets are shipped nowhere and
     written nowhere; what the tasks hand each other is sealed, see :mod:`.sealed`).
     ``engine`` (:data:`ENGINES`) runs the stages on Spark, or in this process (:mod:`.local`; ``master``, ``verbose``
-    and ``tasks`` then unused); ``auto`` chooses (:func:`choose_engine`, with ``local_max_bytes``).
+    and ``tasks`` then unused); ``auto`` chooses (:func:`choose_engine`, with ``local_max_bytes``). The local
+    engine holds the captures' segments at once: past ``local_limit_bytes`` of captures it refuses
+    (:class:`~.engines.LocalEngineLimit`, before any capture is read) and ``auto`` picks Spark.
     ``replay``: how the routing replay runs (:attr:`.AuditOptions.replay`), "shards" when not given unless the
     environment variable :data:`REPLAY_VARIABLE` says "sliced" (for the benchmarks: the sliced replay is not on
     by default yet); ``slice_bytes``: the sliced replay's slices.
@@ -218,7 +221,8 @@ def run_audit(
     rejected = dict(sources.check_captures(list(paths), files))
     sizes = _sizes([path for path in files if path not in rejected])
     runner: Engine
-    if choose_engine(engine, master, sum(sizes.values()), local_max_bytes, session=spark) == LOCAL:
+    chosen = choose_engine(engine, master, sum(sizes.values()), local_max_bytes, spark, local_limit_bytes)
+    if chosen == LOCAL:
         from .local import LocalEngine
 
         runner = LocalEngine()
