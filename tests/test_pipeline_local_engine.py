@@ -224,14 +224,14 @@ def test_the_local_engine_refuses_captures_past_its_limit(tmp_path: Path) -> Non
     size = path.stat().st_size
     assert size > 1024 * 1024
     out = tmp_path / "out"
-    ran = run_mqttaudit("audit", str(path), "--out", str(out), "--engine", "local", "--local-max-mb", "1")
+    ran = run_mqttaudit("audit", str(path), "--out", str(out), "--engine", "local", "--local-limit-mb", "1")
     assert ran.returncode == 2, ran.stderr
     assert f"the captures hold {size:,} bytes" in ran.stderr
-    assert "limit of 1,048,576 bytes (1 MiB, --local-max-mb)" in ran.stderr
+    assert "limit of 1,048,576 bytes (1 MiB, --local-limit-mb)" in ran.stderr
     assert "--engine spark" in ran.stderr
     assert not out.exists()  # refused before anything was read or written
     # Within the limit the same capture is audited, in this process; past it, auto picks Spark.
-    ran = run_mqttaudit("audit", str(path), "--out", str(out), "--engine", "local", "--local-max-mb", "2")
+    ran = run_mqttaudit("audit", str(path), "--out", str(out), "--engine", "local", "--local-limit-mb", "2")
     assert ran.returncode == 0, ran.stderr
     assert json.loads((out / "summary.json").read_text())["engine"] == LOCAL
     assert choose_engine("auto", "local[2]", size, local_limit_bytes=1024 * 1024) == SPARK

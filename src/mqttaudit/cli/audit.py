@@ -70,11 +70,11 @@ def budget_option(flag: str, least: int, default: int, says: str) -> Callable[[C
     show_default=True,
     help=f"Where the stages run: 'spark' on --master; 'local' in this process, without Spark (no JVM: an audit of "
     f"a few MB takes seconds, not the half minute Spark's start costs); 'auto' local when --master is local "
-    f"(local, local[N]) and the captures hold at most {LOCAL_MAX_BYTES // MIB} MiB (and --local-max-mb), else "
+    f"(local, local[N]) and the captures hold at most {LOCAL_MAX_BYTES // MIB} MiB (and --local-limit-mb), else "
     f"spark.",
 )
 @click.option(
-    "--local-max-mb",
+    "--local-limit-mb",
     type=click.IntRange(min=1),
     default=LOCAL_LIMIT_BYTES // MIB,
     show_default=True,
@@ -151,7 +151,7 @@ def audit_command(
     force: bool,
     master: str,
     engine: str,
-    local_max_mb: int,
+    local_limit_mb: int,
     ports: str | None,
     tolerance: float,
     late_window: float,
@@ -199,7 +199,7 @@ def audit_command(
                 out_dir,
                 master=master,
                 engine=engine,
-                local_limit_bytes=local_max_mb * MIB,
+                local_limit_bytes=local_limit_mb * MIB,
                 ports=None if ports is None else _ports(ports),
                 tolerance=tolerance,
                 late_window=late_window,

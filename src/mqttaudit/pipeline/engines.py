@@ -15,7 +15,7 @@ ENGINES = (AUTO, SPARK, LOCAL)
 #: 95.3 s at 57.8 MB, where its memory (it holds the captures' MQTT segments at once) reached 1.3 GB: below 32 MiB
 #: it takes at most half Spark's time, in under 1 GB.
 LOCAL_MAX_BYTES = 32 * 1024 * 1024
-#: Bytes of captures past which the local engine refuses to run, whoever chose it (``--local-max-mb``): it holds
+#: Bytes of captures past which the local engine refuses to run, whoever chose it (``--local-limit-mb``): it holds
 #: every MQTT segment of the captures in memory at once, so its peak grows with them (468 MB at 14.4 MB of capture,
 #: 813 MB at 33.1 MB, 1,283 MB at 57.8 MB, in the measure above). Twice the ``auto`` threshold: an ``--engine
 #: local`` a little past it is honoured, a large capture goes to Spark, which reads it chunk by chunk.
@@ -31,9 +31,9 @@ class LocalEngineLimit(ValueError):
         self.input_bytes, self.limit = input_bytes, limit
         super().__init__(
             f"--engine local: the captures hold {input_bytes:,} bytes ({input_bytes / MIB:.1f} MiB), more than the "
-            f"local engine's limit of {limit:,} bytes ({limit / MIB:g} MiB, --local-max-mb): it holds every MQTT "
+            f"local engine's limit of {limit:,} bytes ({limit / MIB:g} MiB, --local-limit-mb): it holds every MQTT "
             f"segment of them in memory at once; audit them with --engine spark, which reads them chunk by chunk in "
-            f"its tasks, or raise --local-max-mb"
+            f"its tasks, or raise --local-limit-mb"
         )
 
 
