@@ -1,10 +1,24 @@
 """Which engine runs an audit's stages: Spark (on ``--master``), or this process without Spark (:mod:`.local`), which
 an audit of small captures on a local master is better off with (Spark's start-up, a job per stage and a query per
-report part cost some 20 seconds whatever the input). Nothing here imports more than the standard library: the
-command line's options are built from it.
+report part cost some 20 seconds whatever the input); what an engine is (:class:`Engine`) and the job it runs
+(:class:`Job`). Nothing here imports more than the standard library: the command line's options are built from it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Container
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pyspark.accumulators import Accumulator
+
+    from mqttaudit.report import AuditReportData
+
+    from .options import AuditOptions
+    from .task_files import Published
 
 #: What ``--engine`` chooses from: ``auto`` is :data:`LOCAL` for small inputs on a local master, else :data:`SPARK`.
 AUTO, LOCAL, SPARK = "auto", "local", "spark"
@@ -63,3 +77,52 @@ def choose_engine(
         return engine
     small = input_bytes <= min(local_max_bytes, local_limit_bytes)
     return LOCAL if session is None and is_local_master(master) and small else SPARK
+
+
+@dataclass(frozen=True)
+class Job:
+    """An audit's stages as an engine runs them (:meth:`Engine.run`, :meth:`Engine.report_data`)."""
+
+    #: The captures' chunks (:data:`~.tables.CHUNK_SCHEMA` rows), the stages' input.
+    chunk_rows: list[dict[str, Any]]
+    #: What the tasks read: ports, tolerance, budgets, where they write.
+    options: AuditOptions
+    #: The folder of the tables (a local path or a URL).
+    out_dir: Path | str
+    #: Hears each phase.
+    progress: Callable[[str], None]
+    #: The captures' bytes (how many tasks judge them).
+    input_bytes: int
+    #: The report data keep this many sample violations per rule and side, and this many rows of each table.
+    samples: int
+    rows: int
+
+
+class Engine(Protocol):
+    """What runs an audit's stages: Spark (:class:`~.audit.SparkEngine`) or this process
+    (:class:`~.local.LocalEngine`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def parallelism(self) -> int: ...
+
+    @property
+    def master(self) -> str | None: ...
+
+    def accumulator(self) -> Accumulator[Published] | None: ...
+
+    def port_proofs(self, chunk_rows: list[dict[str, Any]], tls_randoms: Container[bytes]) -> dict[int, str]: ...
+
+    def watching(
+        self, progress: Callable[[str], None], tasks: Callable[[int, int], None] | None
+    ) -> AbstractContextManager[None]: ...
+
+    def run(self, job: Job) -> dict[str, Any]:
+        """The reading, judging and replay stages; the tables written, the summary returned."""
+        ...
+
+    def report_data(self, job: Job, summary: dict[str, Any]) -> AuditReportData:
+        """The report data, from the tables ``job`` wrote."""
+        ...
