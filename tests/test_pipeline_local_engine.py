@@ -20,14 +20,16 @@ import pytest
 
 from mqttaudit import codec
 from mqttaudit.pipeline.audit import LOCAL, SPARK, TABLES, AuditResult, choose_engine, run_audit
-from mqttaudit.pipeline.engines import LocalEngineLimit
+from mqttaudit.pipeline.engines import LOCAL_LIMIT_BYTES, LocalEngineLimit
 from mqttaudit.pipeline.keylog import KeyLogFile
 from mqttaudit.pipeline.spark import SparkMasterUnreachable
 from mqttaudit.probe.brokers import free_port
 
+from .child import run_child
 from .cli_in_process import run_mqttaudit
 from .corpus import capture, inventory, require_captures
 from .crafted import CONNACK_ACCEPTED, PUBLISH_QOS1, connect, sessions, write_capture
+from .memory import PeakMemory
 from .test_audit_tls_secrets import tls_capture
 from .test_capture_hostile import timestamp_capture
 from .tls_sessions import session
@@ -238,6 +240,19 @@ def test_the_local_engine_refuses_captures_past_its_limit(tmp_path: Path) -> Non
     with pytest.raises(LocalEngineLimit):
         choose_engine("local", "local[2]", size, local_limit_bytes=size - 1)
     assert choose_engine("local", "local[2]", size, local_limit_bytes=size) == LOCAL
+
+
+def test_the_local_engine_refuses_a_capture_past_its_default_limit_in_little_memory(tmp_path: Path) -> None:
+    """Unfixed, ``--engine local`` audited this 65.6 MiB capture in one process of 786 MB peak (29 s, exit 0; the
+    limit refuses it at 94 MB)."""
+    path = publish_capture(tmp_path / "past.pcap", 47_000)
+    assert path.stat().st_size > LOCAL_LIMIT_BYTES
+    with PeakMemory() as peak:
+        done = run_child("audit", str(path), "--out", str(tmp_path / "out"), "--engine", "local")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "limit of 67,108,864 bytes (64 MiB, --local-limit-mb)" in done.stderr and "--engine spark" in done.stderr
+    assert peak.python < 300 * 2**20, f"the command reached {peak.python >> 20} MB"
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_local_engine_never_imports_pyspark(tmp_path: Path) -> None:
