@@ -48,27 +48,24 @@ def write_capture(path: Path, records: Iterable[tuple[float, bytes]]) -> Path:
     return path
 
 
-def ordered_runs(captures: Sequence[tuple[Path, Sequence[Chunk]]], options: AuditOptions) -> pa.Table:
-    """The audit's reading stage without Spark: the chunks of each capture (``(path, chunks)``) read by
-    :func:`~mqttaudit.pipeline.segments.read_segments` (the tables' folders made in ``options.out_dir`` first), the
-    runs of all of them ordered by flow, file and record as the shuffle and sort order them, for the judging stage."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
+def chunk_rows(captures: Sequence[tuple[Path, Sequence[Chunk]]], out_dir: str) -> list[dict[str, object]]:
+    """The chunks of each capture (``(path, chunks)``) as the audit hands them to its engine
+    (:data:`~mqttaudit.pipeline.tables.CHUNK_SCHEMA` rows), the tables' folders made in ``out_dir`` first."""
     from mqttaudit.pipeline import tables
-    from mqttaudit.pipeline.local import FLOW_ORDER
-    from mqttaudit.pipeline.segments import read_segments
     from mqttaudit.pipeline.task_files import TRANSCRIPTS_DIR
 
     for table in (*tables.TABLE_COLUMNS, TRANSCRIPTS_DIR):
-        (Path(options.out_dir) / table).mkdir(parents=True, exist_ok=True)
-    descriptors = pa.RecordBatch.from_pydict(
-        {
-            "capture": [path.name for path, chunks in captures for _ in chunks],
-            "path": [str(path) for path, chunks in captures for _ in chunks],
-            "chunk": [pickle.dumps(chunk) for _, chunks in captures for chunk in chunks],
-        },
-        schema=tables.CHUNK_SCHEMA,
-    )
-    runs = pa.Table.from_batches(list(read_segments(iter([descriptors]), options)), tables.SEGMENT_SCHEMA)
-    return runs.take(pc.sort_indices(runs, FLOW_ORDER))
+        (Path(out_dir) / table).mkdir(parents=True, exist_ok=True)
+    return [
+        {"capture": path.name, "path": str(path), "chunk": pickle.dumps(chunk)}
+        for path, chunks in captures
+        for chunk in chunks
+    ]
+
+
+def ordered_runs(captures: Sequence[tuple[Path, Sequence[Chunk]]], options: AuditOptions) -> pa.Table:
+    """The audit's reading stage without Spark: the chunks of each capture (``(path, chunks)``, :func:`chunk_rows`)
+    read and ordered for the judging stage by the local engine (:func:`~mqttaudit.pipeline.local.ordered_runs`)."""
+    from mqttaudit.pipeline import local
+
+    return local.ordered_runs(chunk_rows(captures, options.out_dir), options)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import pickle
 import random
 import struct
 from collections.abc import Callable, Iterator
@@ -24,14 +23,14 @@ from mqttaudit.capture.link import RAW
 from mqttaudit.capture.records import MAX_TIME_NS
 from mqttaudit.codec import Connack, Connect, Publish, encode
 from mqttaudit.judge.events import Lost
-from mqttaudit.pipeline import local, tables
+from mqttaudit.pipeline import local
 from mqttaudit.pipeline import segments as reading
 from mqttaudit.pipeline.conversations import Flow, connection_flow, judge_flow
 from mqttaudit.pipeline.options import AuditOptions
-from mqttaudit.pipeline.task_files import TRANSCRIPTS_DIR
 
 from .cli_in_process import run_mqttaudit
 from .corpus import capture
+from .crafted import chunk_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -302,15 +301,12 @@ def pipeline_without_spark(path: Path, out_dir: Path, target: int) -> dict[str, 
     the runs ordered by flow (as Spark's shuffle does) and judged, writing their Parquet tables
     (:func:`local.judge`), and every broker replayed (:func:`local.replay`). Returns the notes and the judged
     rows."""
-    for table in (*tables.TABLE_COLUMNS, TRANSCRIPTS_DIR):
-        (out_dir / table).mkdir(parents=True, exist_ok=True)
     options = AuditOptions(out_dir=str(out_dir))
     try:
         chunks = plan_chunks(str(path), target, name=path.name)
     except CaptureError:
         return {"notes": [], "judged": []}
-    chunk_rows = [{"capture": path.name, "path": str(path), "chunk": pickle.dumps(chunk)} for chunk in chunks]
-    judged_table = local.judge(chunk_rows, options)
+    judged_table = local.judge(chunk_rows([(path, chunks)], options.out_dir), options)
     local.replay(judged_table, options)
     judged = judged_table.to_pylist()
     notes = [json.loads(row["note"]) for row in judged if row["note"] is not None]

@@ -20,13 +20,16 @@ import pytest
 
 from mqttaudit import codec
 from mqttaudit.pipeline.audit import LOCAL, SPARK, TABLES, AuditResult, choose_engine, run_audit
+from mqttaudit.pipeline.engines import LOCAL_LIMIT_BYTES, LocalEngineLimit
 from mqttaudit.pipeline.keylog import KeyLogFile
 from mqttaudit.pipeline.spark import SparkMasterUnreachable
 from mqttaudit.probe.brokers import free_port
 
+from .child import run_child
 from .cli_in_process import run_mqttaudit
 from .corpus import capture, inventory, require_captures
 from .crafted import CONNACK_ACCEPTED, PUBLISH_QOS1, connect, sessions, write_capture
+from .memory import PeakMemory
 from .test_audit_tls_secrets import tls_capture
 from .test_capture_hostile import timestamp_capture
 from .tls_sessions import session
@@ -202,8 +205,54 @@ def test_auto_with_a_cluster_master_is_spark_whatever_the_size(tmp_path: Path) -
         run_audit([str(path)], tmp_path / "out", master=master)
     for cluster in (master, "yarn", "k8s://https://127.0.0.1:6443", "local-cluster[2,1,1024]"):
         assert choose_engine("auto", cluster, 1) == SPARK
-    assert choose_engine("local", master, 10**12) == LOCAL
+    assert choose_engine("local", master, 10**12, local_limit_bytes=10**12) == LOCAL
     assert choose_engine("spark", "local[2]", 1) == SPARK
+
+
+def publish_capture(path: Path, publishes: int) -> Path:
+    """One client connects and publishes ``publishes`` QoS 0 messages of 1,400 bytes to 'a/b' (some 1.5 KB of
+    capture each)."""
+    a, _ = sessions()
+    payload = b"\x00\x03a/b" + bytes(1400)
+    publish = bytes([0x30]) + codec.encode_remaining_length(len(payload)) + payload
+    records = [(0.001 * i, packet) for i, packet in enumerate(a.handshake())]
+    records += [(0.1, a.send(0, connect(b"big"))), (0.11, a.send(1, CONNACK_ACCEPTED))]
+    records += [(1 + 0.001 * i, a.send(0, publish)) for i in range(publishes)]
+    return write_capture(path, records)
+
+
+def test_the_local_engine_refuses_captures_past_its_limit(tmp_path: Path) -> None:
+    path = publish_capture(tmp_path / "big.pcap", 800)
+    size = path.stat().st_size
+    assert size > 1024 * 1024
+    out = tmp_path / "out"
+    ran = run_mqttaudit("audit", str(path), "--out", str(out), "--engine", "local", "--local-limit-mb", "1")
+    assert ran.returncode == 2, ran.stderr
+    assert f"the captures hold {size:,} bytes" in ran.stderr
+    assert "limit of 1,048,576 bytes (1 MiB, --local-limit-mb)" in ran.stderr
+    assert "--engine spark" in ran.stderr
+    assert not out.exists()  # refused before anything was read or written
+    # Within the limit the same capture is audited, in this process; past it, auto picks Spark.
+    ran = run_mqttaudit("audit", str(path), "--out", str(out), "--engine", "local", "--local-limit-mb", "2")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads((out / "summary.json").read_text())["engine"] == LOCAL
+    assert choose_engine("auto", "local[2]", size, local_limit_bytes=1024 * 1024) == SPARK
+    with pytest.raises(LocalEngineLimit):
+        choose_engine("local", "local[2]", size, local_limit_bytes=size - 1)
+    assert choose_engine("local", "local[2]", size, local_limit_bytes=size) == LOCAL
+
+
+def test_the_local_engine_refuses_a_capture_past_its_default_limit_in_little_memory(tmp_path: Path) -> None:
+    """Unfixed, ``--engine local`` audited this 65.6 MiB capture in one process of 786 MB peak (29 s, exit 0; the
+    limit refuses it at 94 MB)."""
+    path = publish_capture(tmp_path / "past.pcap", 47_000)
+    assert path.stat().st_size > LOCAL_LIMIT_BYTES
+    with PeakMemory() as peak:
+        done = run_child("audit", str(path), "--out", str(tmp_path / "out"), "--engine", "local")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "limit of 67,108,864 bytes (64 MiB, --local-limit-mb)" in done.stderr and "--engine spark" in done.stderr
+    assert peak.python < 300 * 2**20, f"the command reached {peak.python >> 20} MB"
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_local_engine_never_imports_pyspark(tmp_path: Path) -> None:

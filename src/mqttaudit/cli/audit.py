@@ -18,7 +18,7 @@ import click
 from mqttaudit.capture import budgets
 from mqttaudit.extras import missing
 from mqttaudit.locations import join
-from mqttaudit.pipeline.engines import AUTO, ENGINES, LOCAL_MAX_BYTES, SPARK
+from mqttaudit.pipeline.engines import AUTO, ENGINES, LOCAL_LIMIT_BYTES, LOCAL_MAX_BYTES, MIB, SPARK, LocalEngineLimit
 
 from .exits import EXIT_INCOMPLETE, EXIT_OK, CannotRun, Incomplete, exit_status_help
 from .options import Command, format_option, output_options
@@ -70,7 +70,17 @@ def budget_option(flag: str, least: int, default: int, says: str) -> Callable[[C
     show_default=True,
     help=f"Where the stages run: 'spark' on --master; 'local' in this process, without Spark (no JVM: an audit of "
     f"a few MB takes seconds, not the half minute Spark's start costs); 'auto' local when --master is local "
-    f"(local, local[N]) and the captures hold at most {LOCAL_MAX_BYTES // (1024 * 1024)} MiB, else spark.",
+    f"(local, local[N]) and the captures hold at most {LOCAL_MAX_BYTES // MIB} MiB (and --local-limit-mb), else "
+    f"spark.",
+)
+@click.option(
+    "--local-limit-mb",
+    type=click.IntRange(min=1),
+    default=LOCAL_LIMIT_BYTES // MIB,
+    show_default=True,
+    help="MiB of captures at most for the local engine, which holds every MQTT segment of them in memory at once "
+    "(some 1.3 GB at 58 MB of capture): past them '--engine local' is a usage error (exit 2) naming --engine "
+    "spark, and 'auto' picks spark.",
 )
 @click.option(
     "--ports",
@@ -141,6 +151,7 @@ def audit_command(
     force: bool,
     master: str,
     engine: str,
+    local_limit_mb: int,
     ports: str | None,
     tolerance: float,
     late_window: float,
@@ -188,6 +199,7 @@ def audit_command(
                 out_dir,
                 master=master,
                 engine=engine,
+                local_limit_bytes=local_limit_mb * MIB,
                 ports=None if ports is None else _ports(ports),
                 tolerance=tolerance,
                 late_window=late_window,
@@ -199,7 +211,7 @@ def audit_command(
                 keylog=keylog,
                 budgets=budgets.Budgets(max_message_bytes, max_out_of_order_bytes, max_flow_bytes),
             )
-    except (AuditInputError, OutputDirError, SparkEnvironmentError) as exc:
+    except (AuditInputError, OutputDirError, SparkEnvironmentError, LocalEngineLimit) as exc:
         raise CannotRun(printable_line(str(exc))) from exc
     except SparkMasterUnreachable as exc:
         raise Incomplete(f"{printable_line(str(exc))}: nothing was audited") from exc

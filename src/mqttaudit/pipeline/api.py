@@ -10,7 +10,7 @@ from pathlib import Path
 from mqttaudit.capture.budgets import DEFAULT_BUDGETS, Budgets
 
 from .audit import AuditResult, run_audit
-from .engines import AUTO
+from .engines import AUTO, LOCAL_LIMIT_BYTES
 
 __all__ = ["AuditResult", "Budgets", "audit"]
 
@@ -27,6 +27,7 @@ def audit(
     progress: Callable[[str], None] | None = None,
     budgets: Budgets = DEFAULT_BUDGETS,
     engine: str = AUTO,
+    local_limit_bytes: int = LOCAL_LIMIT_BYTES,
 ) -> AuditResult:
     """Audits pcap/pcapng captures (files, folders, globs, filesystem URLs) on Spark into the folder ``out`` (a
     path, or a URL such as ``s3://bucket/prefix``) (Parquet tables, ``summary.json``, ``report.html``,
@@ -37,10 +38,12 @@ def audit(
     past that a delivery still counts as the copy of its message (a later one is matched to nothing).
     ``budgets`` bounds what one connection may make a task hold (see :class:`Budgets` for each policy).
     ``engine`` is ``auto``, ``spark`` or ``local`` as ``mqttaudit audit --engine`` takes it (by default a small
-    input on a local master is audited in this process, without Spark).
+    input on a local master is audited in this process, without Spark); the local engine holds the captures'
+    segments in memory at once, and refuses captures of more than ``local_limit_bytes`` (64 MiB by default).
     Raises ``ValueError`` subclasses before Spark starts when nothing can be audited as asked: no capture
     (``AuditInputError``), an ``out`` folder of someone else's files without ``force`` (``OutputDirError``), no
-    Java or pyspark or a bad ``master`` (``SparkEnvironmentError``).
+    Java or pyspark or a bad ``master`` (``SparkEnvironmentError``), ``engine="local"`` on captures past
+    ``local_limit_bytes`` (``LocalEngineLimit``).
     """
     locations = [paths] if isinstance(paths, str | PathLike) else list(paths)
     return run_audit(
@@ -54,4 +57,5 @@ def audit(
         force=force,
         budgets=budgets,
         engine=engine,
+        local_limit_bytes=local_limit_bytes,
     )

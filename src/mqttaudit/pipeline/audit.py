@@ -17,11 +17,11 @@ import posixpath
 import threading
 import time
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from mqttaudit import __version__, locations
 from mqttaudit.capture import CaptureError, Chunk, plan_chunks, read_chunk
@@ -36,7 +36,7 @@ from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK
 
 from . import sources
 from .detection import detection_summary, port_proofs
-from .engines import AUTO, LOCAL, LOCAL_MAX_BYTES, SPARK, choose_engine
+from .engines import AUTO, LOCAL, LOCAL_LIMIT_BYTES, LOCAL_MAX_BYTES, SPARK, Engine, Job, choose_engine
 from .judging import flow_judge
 from .keylog import KeyLogFile
 from .options import REPLAYS, SLICE_BYTES, AuditOptions
@@ -187,6 +187,7 @@ def run_audit(
     budgets: Budgets = DEFAULT_BUDGETS,
     engine: str = AUTO,
     local_max_bytes: int = LOCAL_MAX_BYTES,
+    local_limit_bytes: int = LOCAL_LIMIT_BYTES,
     replay: str | None = None,
     slice_bytes: int = SLICE_BYTES,
 ) -> AuditResult:
@@ -203,7 +204,9 @@ def run_audit(
     ``keylog`` names the TLS key log the executors read and decrypt with (its secrets are shipped nowhere and
     written nowhere; what the tasks hand each other is sealed, see :mod:`.sealed`).
     ``engine`` (:data:`ENGINES`) runs the stages on Spark, or in this process (:mod:`.local`; ``master``, ``verbose``
-    and ``tasks`` then unused); ``auto`` chooses (:func:`choose_engine`, with ``local_max_bytes``).
+    and ``tasks`` then unused); ``auto`` chooses (:func:`choose_engine`, with ``local_max_bytes``). The local
+    engine holds the captures' segments at once: past ``local_limit_bytes`` of captures it refuses
+    (:class:`~.engines.LocalEngineLimit`, before any capture is read) and ``auto`` picks Spark.
     ``replay``: how the routing replay runs (:attr:`.AuditOptions.replay`), "shards" when not given unless the
     environment variable :data:`REPLAY_VARIABLE` says "sliced" (for the benchmarks: the sliced replay is not on
     by default yet); ``slice_bytes``: the sliced replay's slices.
@@ -218,7 +221,8 @@ def run_audit(
     rejected = dict(sources.check_captures(list(paths), files))
     sizes = _sizes([path for path in files if path not in rejected])
     runner: Engine
-    if choose_engine(engine, master, sum(sizes.values()), local_max_bytes, session=spark) == LOCAL:
+    chosen = choose_engine(engine, master, sum(sizes.values()), local_max_bytes, spark, local_limit_bytes)
+    if chosen == LOCAL:
         from .local import LocalEngine
 
         runner = LocalEngine()
@@ -277,40 +281,6 @@ def _sizes(files: list[str]) -> dict[str, int]:
     return sizes
 
 
-class Engine(Protocol):
-    """What runs an audit's stages: Spark (:class:`SparkEngine`) or this process (:class:`~.local.LocalEngine`)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def parallelism(self) -> int: ...
-
-    @property
-    def master(self) -> str | None: ...
-
-    def accumulator(self) -> Accumulator[Published] | None: ...
-
-    def port_proofs(self, chunk_rows: list[dict[str, Any]], tls_randoms: Container[bytes]) -> dict[int, str]: ...
-
-    def watching(
-        self, progress: Callable[[str], None], tasks: Callable[[int, int], None] | None
-    ) -> AbstractContextManager[None]: ...
-
-    def run(
-        self,
-        chunk_rows: list[dict[str, Any]],
-        options: AuditOptions,
-        out_dir: Path | str,
-        progress: Callable[[str], None],
-        input_bytes: int,
-    ) -> dict[str, Any]: ...
-
-    def report_data(
-        self, out_dir: Path | str, summary: dict[str, Any], *, samples: int, rows: int
-    ) -> AuditReportData: ...
-
-
 class SparkEngine:
     """Runs an audit's stages as Spark jobs of ``session``."""
 
@@ -344,20 +314,13 @@ class SparkEngine:
         finally:
             watcher.stop()
 
-    def run(
-        self,
-        chunk_rows: list[dict[str, Any]],
-        options: AuditOptions,
-        out_dir: Path | str,
-        progress: Callable[[str], None],
-        input_bytes: int,
-    ) -> dict[str, Any]:
-        return _run(self.session, chunk_rows, options, out_dir, progress, input_bytes)
+    def run(self, job: Job) -> dict[str, Any]:
+        return _run(self.session, job)
 
-    def report_data(self, out_dir: Path | str, summary: dict[str, Any], *, samples: int, rows: int) -> AuditReportData:
+    def report_data(self, job: Job, summary: dict[str, Any]) -> AuditReportData:
         from .report_data import report_data
 
-        return report_data(self.session, out_dir, summary, samples=samples, rows=rows)
+        return report_data(self.session, job.out_dir, summary, samples=job.samples, rows=job.rows)
 
 
 def _audit(
@@ -444,8 +407,9 @@ def _audit(
             proven_ports=proven,
             port_proofs=tuple(sorted(proofs.items())),
         )
+    job = Job(chunk_rows, options, out_dir, progress, sum(sizes.values()), SAMPLES_PER_RULE, REPORT_ROWS)
     with engine.watching(progress, tasks), _output_folders(out_dir):
-        summary = engine.run(chunk_rows, options, out_dir, progress, sum(sizes.values()))
+        summary = engine.run(job)
     summary["captures"] = captures
     summary["errors"] = errors + summary.pop("chunk_errors")
     summary["engine"] = engine.name
@@ -455,7 +419,7 @@ def _audit(
     summary["broker_ports"] = sorted(options.broker_ports)
     written = [*TABLES, "summary.json"]
     progress("writing report.html and findings.md")
-    written += [path.name for path in _reports(engine, out_dir, reports_dir, summary)]
+    written += [path.name for path in _reports(engine, job, reports_dir, summary)]
     return summary, written
 
 
@@ -475,16 +439,10 @@ def _output_folders(out_dir: Path | str) -> Iterator[None]:
             locations.delete_tree(locations.join(out_dir, TRANSCRIPTS_DIR))
 
 
-def _run(
-    session: SparkSession,
-    chunk_rows: list[dict[str, Any]],
-    options: AuditOptions,
-    out_dir: Path | str,
-    progress: Callable[[str], None],
-    input_bytes: int,
-) -> dict[str, Any]:
+def _run(session: SparkSession, job: Job) -> dict[str, Any]:
     from pyspark import StorageLevel
 
+    chunk_rows, options, out_dir, progress = job.chunk_rows, job.options, job.out_dir, job.progress
     parallelism = max(session.sparkContext.defaultParallelism, 1)
     # One chunk per task (the scheduler hands the next chunk to whichever core is free).
     chunks = session.createDataFrame(
@@ -497,7 +455,7 @@ def _run(
     segments = chunks.mapInArrow(partial(read_segments, options=options), ddl(SEGMENT_SCHEMA))
     # Every flow's runs of segments together in one task; the chunk notes (no flow) come through as they are.
     judged = (
-        segments.repartition(flow_partitions(input_bytes, parallelism), "flow")
+        segments.repartition(flow_partitions(job.input_bytes, parallelism), "flow")
         .sortWithinPartitions(*FLOW_ORDER)
         .mapInArrow(flow_judge(options), ddl(JUDGED_SCHEMA))
         .persist(StorageLevel.MEMORY_AND_DISK)
@@ -637,13 +595,13 @@ def _commit_tables(out_dir: Path | str, options: AuditOptions) -> None:
         ensure_readable(locations.join(out_dir, table), table)
 
 
-def _reports(engine: Engine, out_dir: Path | str, reports_dir: Path, summary: dict[str, Any]) -> list[Path]:
-    """The reports, written into ``reports_dir`` from the tables in ``out_dir``."""
+def _reports(engine: Engine, job: Job, reports_dir: Path, summary: dict[str, Any]) -> list[Path]:
+    """The reports, written into ``reports_dir`` from the tables ``job`` wrote."""
     from mqttaudit.report import write_audit_reports
 
-    data = engine.report_data(out_dir, summary, samples=SAMPLES_PER_RULE, rows=REPORT_ROWS)
+    data = engine.report_data(job, summary)
     (reports_dir / "report_data.json").write_text(data.to_json())
-    written = write_audit_reports(reports_dir, data, load_catalogue("3.1.1"), tables=out_dir)
+    written = write_audit_reports(reports_dir, data, load_catalogue("3.1.1"), tables=job.out_dir)
     return [*written, reports_dir / "report_data.json"]
 
 

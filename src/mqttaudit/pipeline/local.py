@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -26,7 +25,7 @@ from mqttaudit.report import AuditReportData
 
 from . import tables
 from .detection import detection_summary, local_port_proofs
-from .engines import LOCAL
+from .engines import LOCAL, Job
 from .judging import flow_judge
 from .options import AuditOptions
 from .replaying import broker_replayer
@@ -65,40 +64,40 @@ class LocalEngine:
         """No task progress to watch: the stages say what they do through ``progress``."""
         yield
 
-    def run(
-        self,
-        chunk_rows: list[dict[str, Any]],
-        options: AuditOptions,
-        out_dir: Path | str,
-        progress: Callable[[str], None],
-        input_bytes: int,
-    ) -> dict[str, Any]:
+    def run(self, job: Job) -> dict[str, Any]:
         """The stages of :func:`~.audit._run`, in this process; returns the summary."""
-        progress(f"reading {len(chunk_rows)} chunk(s), then reassembling and judging connections (in this process)")
-        judged = judge(chunk_rows, options)
+        options, progress = job.options, job.progress
+        progress(f"reading {len(job.chunk_rows)} chunk(s), then reassembling and judging connections (in this process)")
+        judged = judge(job.chunk_rows, options)
         progress("replaying routing per broker")
         replayed = replay(judged, options)
         for table in TABLES:
-            ensure_readable(locations.join(out_dir, table), table)
+            ensure_readable(locations.join(job.out_dir, table), table)
         progress("adding up the summary")
-        summary, notes, by_port = local_audit_summary(judged, out_dir, options.budgets)
+        summary, notes, by_port = local_audit_summary(judged, job.out_dir, options.budgets)
         summary["detection"] = detection_summary(options, by_port, notes)
         summary["routing_shards"] = replayed
         return summary
 
-    def report_data(self, out_dir: Path | str, summary: dict[str, Any], *, samples: int, rows: int) -> AuditReportData:
-        return local_report_data(out_dir, summary, samples=samples, rows=rows)
+    def report_data(self, job: Job, summary: dict[str, Any]) -> AuditReportData:
+        return local_report_data(job.out_dir, summary, samples=job.samples, rows=job.rows)
 
 
 def judge(chunk_rows: list[dict[str, Any]], options: AuditOptions) -> pa.Table:
     """The reading and judging stages over the chunks (:data:`~.tables.CHUNK_SCHEMA` rows): the judged
     connections and the reading tasks' notes (:data:`~.tables.JUDGED_SCHEMA`); the tables written."""
+    return _table(flow_judge(options)(iter(ordered_runs(chunk_rows, options).to_batches())), JUDGED_SCHEMA)
+
+
+def ordered_runs(chunk_rows: list[dict[str, Any]], options: AuditOptions) -> pa.Table:
+    """The reading stage over the chunks (:data:`~.tables.CHUNK_SCHEMA` rows): its segments
+    (:data:`~.tables.SEGMENT_SCHEMA`) in the order the judging stage reads them, the reading tasks' notes first,
+    then the runs ordered by flow, file and record (:data:`FLOW_ORDER`), as Spark's shuffle and sort hand them."""
     chunks = pa.Table.from_pylist(chunk_rows, schema=CHUNK_SCHEMA)
     segments = _table(read_segments(iter(chunks.to_batches()), options), SEGMENT_SCHEMA)
     flows = segments.column("flow")
     notes, runs = segments.filter(pc.is_null(flows)), segments.filter(pc.is_valid(flows)).sort_by(FLOW_ORDER)
-    runs = pa.concat_tables([notes, runs])  # as Spark sorts them: nulls first
-    return _table(flow_judge(options)(iter(runs.to_batches())), JUDGED_SCHEMA)
+    return pa.concat_tables([notes, runs])  # as Spark sorts them: nulls first
 
 
 def replay(judged: pa.Table, options: AuditOptions) -> list[dict[str, Any]]:

@@ -91,10 +91,12 @@ def local_audit_summary(judged: pa.Table, out_dir: Path | str, budgets: Budgets 
 
     rows = rows_of(judged)
     connections = where(rows, lambda row: row["note"] is None)
+    notes = [(row, json.loads(row["note"])) for row in rows if row["note"] is not None]
+    fleet = [(row, note) for row, note in notes if _fleet_note(note)]
     figures = {
         "totals": connection_totals_rows(connections),
-        "notes": [{"note": row["note"], "capture": row["capture"]} for row in rows if _chunk_note(row["note"])],
-        **fleet_parts_rows([row for row in rows if row["note"] is not None and not _chunk_note(row["note"])]),
+        "notes": [{"note": row["note"], "capture": row["capture"]} for row, note in notes if not _fleet_note(note)],
+        **fleet_parts_rows(fleet),
         "violations": counted(table("violations"), ("level", "actor")),
         "routing": counted(table("routing_findings"), ("kind",)),
         "versions": connections_per_version_rows(table("connections")),
@@ -271,11 +273,10 @@ def fleet_parts(notes: DataFrame) -> dict[str, DataFrame]:
     }
 
 
-def fleet_parts_rows(notes: Rows) -> dict[str, Rows]:
-    """:func:`fleet_parts` of the local engine, over the fleet notes' rows."""
-    parsed = [(row, json.loads(row["note"])) for row in notes]
-    conflicts = [(row, note["conflicting_copy"]) for row, note in parsed if note.get("conflicting_copy") is not None]
-    duplicates = [(row, note["duplicate_copy"]) for row, note in parsed if note.get("conflicting_copy") is None]
+def fleet_parts_rows(notes: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Rows]:
+    """:func:`fleet_parts` of the local engine, over the fleet notes' rows, each with its note parsed."""
+    conflicts = [(row, note["conflicting_copy"]) for row, note in notes if note.get("conflicting_copy") is not None]
+    duplicates = [(row, note["duplicate_copy"]) for row, note in notes if note.get("conflicting_copy") is None]
     conflicts.sort(key=lambda item: (item[1]["captures"], (item[1]["connections"] or [""])[0] or "", item[1]["offset"]))
     duplicates.sort(key=lambda item: (item[0]["capture"], item[1]["of"]))
     sizes = [copy for _, copy in duplicates]
@@ -293,12 +294,9 @@ def fleet_parts_rows(notes: Rows) -> dict[str, Rows]:
     }
 
 
-def _chunk_note(note: str | None) -> bool:
-    """A reading task's note (records, skips, errors), not one of the fleet's records (:func:`fleet_parts`)."""
-    if note is None:
-        return False
-    parsed = json.loads(note)
-    return parsed.get("conflicting_copy") is None and parsed.get("duplicate_copy") is None
+def _fleet_note(note: dict[str, Any]) -> bool:
+    """One of the fleet's records (:func:`fleet_parts`), not a reading task's note (records, skips, errors)."""
+    return note.get("conflicting_copy") is not None or note.get("duplicate_copy") is not None
 
 
 def fleet_summary(figures: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
