@@ -488,7 +488,7 @@ def _run(
     # A copy judged apart because another file holds its bytes with other content is not replayed: the first
     # file's copy stands for the connection (summary.json's conflicting_copies names both).
     known = connections.where("server != 'unknown' and replayed")
-    progress("replaying routing per broker, in time slices")
+    progress("replaying routing per broker")
     replayed = _replay(known, options)
     progress("adding up the summary")
     _commit_tables(out_dir, options)

@@ -23,7 +23,7 @@ from mqttaudit.judge import reasons as reason_tags
 
 from .conversations import Columns, connection_flow, connection_id, judge_flow
 from .options import AuditOptions
-from .sealed import keyed_name, seal
+from .sealed import seal
 from .segments import BATCH_ROWS, cuts, decode_run
 from .slicing import connection_pieces
 from .tables import GAP_COLUMNS, GAP_KINDS, JUDGED_SCHEMA, SEGMENT_FIELDS
@@ -64,11 +64,7 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
             at = transcripts.add_transcript(seal(key, head))
             for piece in pieces:
                 transcripts.add_transcript(seal(key, piece))
-            judged.add(
-                **(row | {"client_id": keyed_name(key, row["client_id"])}),
-                transcripts=transcripts.name,
-                transcript_row=at,
-            )
+            judged.add(**row, transcripts=transcripts.name, transcript_row=at)
         if len(judged) >= BATCH_ROWS:
             yield columns_table([judged], JUDGED_SCHEMA).to_batches()[0]
             judged = Columns(tuple(JUDGED_SCHEMA.names))
@@ -367,7 +363,6 @@ def _connection(
         "flow": connection_id,
         "capture": capture,
         "server": server or "unknown",
-        "client_id": connection["client_id"][0],
         "transcript": judged.transcript,
         "stream_bytes": total.stream,
         "packet_bytes": total.packets,

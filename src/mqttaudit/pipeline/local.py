@@ -74,7 +74,7 @@ class LocalEngine:
         """The stages of :func:`~.audit._run`, in this process; returns the summary."""
         progress(f"reading {len(chunk_rows)} chunk(s), then reassembling and judging connections (in this process)")
         judged = judge(chunk_rows, options)
-        progress("replaying routing per broker, in time slices")
+        progress("replaying routing per broker")
         replayed = replay(judged, options)
         for table in TABLES:
             ensure_readable(locations.join(out_dir, table), table)

@@ -372,7 +372,6 @@ JUDGED_SCHEMA = pa.schema(
         ("flow", pa.string()),
         ("capture", pa.string()),
         ("server", pa.string()),
-        ("client_id", pa.string()),
         ("transcripts", pa.string()),
         ("transcript_row", pa.int64()),
         *[(name, pa.int64()) for name in COUNT_COLUMNS],
