@@ -9,8 +9,8 @@ What is measured
     * ``mqttaudit audit FILE --out DIR --master local[1] --ports 1883``, then the same with ``local[2]``: the
       whole job, from planning the chunks to the HTML report, on the embedded Spark master. The times at which
       its progress lines appear split the run into phases (Python and Spark start-up, planning the chunks, reading
-      frames and judging connections (one pipelined Spark job that writes their tables), weighing ClientIds for
-      the replay shards, the routing replay, the summary, the reports). Exit
+      frames and judging connections (one pipelined Spark job that writes their tables), the routing replay (one
+      task per broker, in time slices), the summary, the reports). Exit
       status 1 (findings: the capture holds deliberate violations) counts as finished, any other as failed; an
       audit that fails because the JVM ran out of heap is run once more with ``--retry-driver-memory``
       (``BENCH_RETRY_DRIVER_MEMORY``, default 8g; both rows are reported, the ratios use the finished one);
@@ -104,7 +104,6 @@ TIME = Path("/usr/bin/time") if Path("/usr/bin/time").exists() else None
 PHASES = (
     ("planning chunks", "planning chunks"),
     ("reading ", "reading frames, judging connections, writing their tables"),
-    ("balancing the routing replay", "weighing ClientIds for the replay shards"),
     ("replaying routing", "routing replay per broker, writing its tables"),
     ("adding up the summary", "summary"),
     ("writing report", "reports"),

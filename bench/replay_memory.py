@@ -1,12 +1,12 @@
-"""Peak memory of one broker's routing replay task, shard replay against sliced replay, at two capture sizes.
+"""Peak memory of one broker's routing replay task (it walks the broker's traffic in time slices), at two capture
+sizes.
 
 What is measured
     The audit's stages without Spark, on the captures of ``bench/capture_gen.py`` (same seed: the small one is the
     start of the large one; one broker; :data:`CLIENTS` clients): the reading and judging stages run in this
-    process and write what they hand the replay (whole transcripts for ``shards``, skeletons and pieces for
-    ``sliced``); then the replay task of the broker runs alone in a fresh subprocess: ``shards`` as one shard
-    that judges every session (:func:`mqttaudit.pipeline.replaying.replay_group`, what the largest shard of a busy
-    broker holds), ``sliced`` as :func:`mqttaudit.pipeline.slicing.replay_sliced`. Reported per run: the
+    process and write what they hand the replay (each connection's skeleton and pieces); then the replay task of
+    the broker (:func:`mqttaudit.pipeline.slicing.replay_sliced`) runs alone in a fresh subprocess. Reported per
+    run: the
     subprocess's peak resident set (``ru_maxrss``, the interpreter and pyarrow included) and the peak Python
     allocation traced by tracemalloc over the replay call with ``--traced``, and the rows written. Printed as JSON
     lines.
@@ -41,8 +41,8 @@ BROKER_PORT = 1883
 CLIENTS = 20
 
 
-def prepare(capture: Path, folder: Path, replay: str, slice_bytes: int) -> Path:
-    """The reading and judging stages of ``capture`` into ``folder`` for ``replay``; returns the file of the
+def prepare(capture: Path, folder: Path, slice_bytes: int) -> Path:
+    """The reading and judging stages of ``capture`` into ``folder``; returns the file of the
     replay task's rows (the judged connections of the busiest broker) and its options."""
     import pyarrow as pa
     from tests.crafted import ordered_runs
@@ -57,7 +57,6 @@ def prepare(capture: Path, folder: Path, replay: str, slice_bytes: int) -> Path:
         broker_ports=frozenset({BROKER_PORT}),
         out_dir=str(folder),
         requested_ports=frozenset({BROKER_PORT}),
-        replay=replay,
         slice_bytes=slice_bytes,
     )
     chunks = plan_chunks(sources.opener(str(capture)), 64 * 1024 * 1024, name=capture.name)
@@ -70,12 +69,10 @@ def prepare(capture: Path, folder: Path, replay: str, slice_bytes: int) -> Path:
     table = pa.table(
         {
             "server": rows.column("server"),
-            "shard": pa.array([0] * rows.num_rows, pa.int64()),
             "flow": rows.column("flow"),
             "capture": rows.column("capture"),
             "transcripts": rows.column("transcripts"),
             "transcript_row": rows.column("transcript_row"),
-            "own": pa.array([True] * rows.num_rows),
         }
     )
     path = folder / "replay-task.pickle"
@@ -88,15 +85,13 @@ def replay_task(path: Path, traced: bool) -> dict[str, Any]:
     Python allocations too, which tracemalloc's own bookkeeping then adds to the resident set)."""
     import tracemalloc
 
-    from mqttaudit.pipeline.replaying import replay_group
     from mqttaudit.pipeline.slicing import replay_sliced
 
     table, options = pickle.loads(path.read_bytes())
-    run = replay_sliced if options.replay == "sliced" else replay_group
     started = time.perf_counter()
     if traced:
         tracemalloc.start()
-    result = run(table, options).to_pylist()[0]
+    result = replay_sliced(table, options).to_pylist()[0]
     peak = tracemalloc.get_traced_memory()[1] if traced else None
     tracemalloc.stop()
     return {
@@ -112,9 +107,8 @@ def replay_task(path: Path, traced: bool) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--packets", type=int, nargs="+", default=[100_000, 400_000])
-    parser.add_argument("--replays", nargs="+", default=["shards", "sliced"])
     parser.add_argument("--clients", type=int, default=CLIENTS, help="clients of the generated captures")
-    parser.add_argument("--slice-bytes", type=int, default=None, help="the sliced replay's slices (the default's)")
+    parser.add_argument("--slice-bytes", type=int, default=None, help="the replay's slices (the default's)")
     parser.add_argument("--traced", action="store_true", help="trace the Python allocations (slower)")
     parser.add_argument("--task", type=Path, help=argparse.SUPPRESS)  # the measuring subprocess
     args = parser.parse_args(argv)
@@ -127,13 +121,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = BENCH_DIR / "out" / f"replay-memory-{args.clients}"
         capture_gen.main(["--packets", str(packets), "--only", "--clients", str(args.clients), "--out-dir", str(out)])
         capture = capture_gen.capture_path(packets, out)
-        for replay in args.replays:
-            with tempfile.TemporaryDirectory() as folder:
-                task = prepare(capture, Path(folder), replay, args.slice_bytes or SLICE_BYTES)
-                command = [sys.executable, __file__, "--task", str(task), *(["--traced"] if args.traced else [])]
-                ran = subprocess.run(command, capture_output=True, text=True, check=True)
-                row = {"packets": packets, "replay": replay, **json.loads(ran.stdout.splitlines()[-1])}
-                print(json.dumps(row), flush=True)
+        with tempfile.TemporaryDirectory() as folder:
+            task = prepare(capture, Path(folder), args.slice_bytes or SLICE_BYTES)
+            command = [sys.executable, __file__, "--task", str(task), *(["--traced"] if args.traced else [])]
+            ran = subprocess.run(command, capture_output=True, text=True, check=True)
+            row = {"packets": packets, **json.loads(ran.stdout.splitlines()[-1])}
+            print(json.dumps(row), flush=True)
     return 0
 
 

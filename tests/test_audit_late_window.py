@@ -2,7 +2,8 @@
 (the bound that lets the routing replay forget a message). A delivery 90 s after its message was taken is past the
 default 60 s late window (after a 5 s tolerance): it settles nothing and is no leak, but MQTT sets no time limit on
 delivery, so the message is not assessable (the reason says how late the copy came), not missing; with no copy at
-all it is missing; a 120 s window takes the copy in. The same from the whole replay and the sliced one."""
+all it is missing; a 120 s window takes the copy in (the sliced replay; the whole model agrees in
+:mod:`tests.test_judge_stream`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from mqttaudit.judge import reasons
-from mqttaudit.pipeline.audit import REPLAY_VARIABLE
 
 from .cli_in_process import run_mqttaudit
 from .crafted import CONNACK_ACCEPTED, PUBLISH_QOS1, connect, sessions, write_capture
@@ -46,7 +46,6 @@ def late_delivery(path: Path, copy_at: float | None) -> Path:
     return write_capture(path, records)
 
 
-@pytest.mark.parametrize("replay", ["shards", "sliced"])
 @pytest.mark.parametrize(
     ("copy_at", "window", "status", "kinds", "tags"),
     [
@@ -58,15 +57,12 @@ def late_delivery(path: Path, copy_at: float | None) -> Path:
 )
 def test_a_copy_later_than_the_late_window_is_no_leak_and_leaves_the_message_not_assessable_not_missing(
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    replay: str,
     copy_at: float | None,
     window: str | None,
     status: int,
     kinds: list[str],
     tags: list[str],
 ) -> None:
-    monkeypatch.setenv(REPLAY_VARIABLE, replay)
     capture = late_delivery(tmp_path / "late.pcap", copy_at)
     out = tmp_path / "out"
     args = ["audit", str(capture), "--out", str(out), *(["--late-window", window] if window else [])]

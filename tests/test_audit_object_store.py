@@ -34,7 +34,7 @@ CAPTURES = (
 )
 BUCKET = "fleet"
 #: What differs between two runs of the same captures: the time taken, where the captures were, the master.
-RUN_ONLY = {"duration", "captures", "spark_master", "routing_shards"}
+RUN_ONLY = {"duration", "captures", "spark_master", "routing_replays"}
 
 
 @pytest.fixture(scope="module")
@@ -299,18 +299,18 @@ def test_the_replay_reads_of_a_remote_transcript_file_only_the_record_batches_it
     monkeypatch.setattr(TranscriptWriter, "BATCH", 4)
     out = f"s3://{BUCKET}/transcripts"
     writer = TranscriptWriter(out, "00000")
-    written = [(bytes([n]) * 100_000, bytes([n]) * 10) for n in range(12)]  # three record batches of 4 rows
-    for transcript, sources in written:
-        writer.add_transcript(transcript, sources)
+    written = [bytes([n]) * 100_000 for n in range(12)]  # three record batches of 4 rows
+    for transcript in written:
+        writer.add_transcript(transcript)
     writer.close()
-    wanted = [(writer.name, 6, "transcript"), (writer.name, 5, "sources"), (writer.name, 9, "transcript")]
+    wanted = [(writer.name, 6, "transcript"), (writer.name, 9, "transcript")]
     blobs = [blob.to_pybytes() for blob in transcript_blobs(out, wanted)]
-    assert blobs == [written[6][0], written[5][1], written[9][0]]
+    assert blobs == [written[6], written[9]]
     path = f"{BUCKET}/transcripts/{TRANSCRIPTS_DIR}/{writer.name}"
     size = server.filesystem().get_file_info(path).size
     with server.filesystem().open_input_file(path) as remote:
         counted = CountingFile(remote)
         (blob,) = read_rows(pa.PythonFile(counted, mode="r"), [(5, "transcript")], copy=True)
-    assert blob.to_pybytes() == written[5][0]
+    assert blob.to_pybytes() == written[5]
     # One batch of three (and the footer) read: about a third of the object, never the whole of it.
     assert 4 * 100_000 < counted.read_bytes < size / 2, (counted.read_bytes, size)

@@ -31,8 +31,8 @@ from mqttaudit.capture.tls import NO_SERVER_HELLO, NOT_DECRYPTED_REASONS, TAG_MI
 from mqttaudit.pipeline.judging import flow_judge
 from mqttaudit.pipeline.keylog import KeyLogChanged, KeyLogFile
 from mqttaudit.pipeline.options import AuditOptions
-from mqttaudit.pipeline.replaying import broker_replayer
 from mqttaudit.pipeline.segments import read_segments
+from mqttaudit.pipeline.slicing import sliced_replayer
 from mqttaudit.report.output_dir import STAGING_PREFIX
 
 from .cli_in_process import run_mqttaudit
@@ -218,7 +218,7 @@ def test_the_tasks_are_given_the_key_log_s_location_never_its_secrets(made: Sess
 
     keylog = KeyLogFile.at(str(big_keylog(made, tmp_path / "keys.log", 12_000)))
     options = AuditOptions(keylog=keylog, seal_key=new_key())
-    for task in (partial(read_segments, options=options), flow_judge(options), broker_replayer(options)):
+    for task in (partial(read_segments, options=options), flow_judge(options), sliced_replayer(options)):
         shipped = cloudpickle.dumps(task)
         assert len(shipped) < 8192
         assert not [name for name, needle in needles(made).items() if needle in shipped]

@@ -31,6 +31,7 @@ from mqttaudit.report.output_dir import MARKER
 
 from .cli_in_process import run_mqttaudit
 from .corpus import capture, require_captures
+from .whole_replay import whole_model_audit
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,7 +62,7 @@ def audited(
     ran = run_mqttaudit("audit", str(capture), *options)
     summary = json.loads((out / "summary.json").read_text())
     tables = {name: pq.read_table(out / name).to_pylist() for name in TABLES}
-    return {"ran": ran, "summary": summary, "tables": tables, "out": out, "traffic": report}
+    return {"ran": ran, "summary": summary, "tables": tables, "out": out, "traffic": report, "port": port}
 
 
 def test_every_misbehaving_client_is_caught_with_the_statement_it_broke(audited: dict[str, Any]) -> None:
@@ -99,47 +100,32 @@ def test_no_routing_finding_and_every_owed_delivery_observed_where_the_capture_s
         assert len(observed) == sum(audited["traffic"].received.values())
 
 
-def test_the_routing_replay_runs_one_shard_per_core_each_in_its_own_task(audited: dict[str, Any]) -> None:
-    """Spark ``local[2]``: two shards of the broker's ClientIds, in two partitions, their deliveries adding up to
-    the table's."""
-    shards = audited["summary"]["routing_shards"]
-    assert len(shards) == 2
-    assert len({s["shard"] for s in shards}) == 2 and len({s["partition"] for s in shards}) == 2
-    assert sum(s["deliveries"] for s in shards) == len(audited["tables"]["deliveries"])
-    assert sum(s["routing_findings"] for s in shards) == len(audited["tables"]["routing_findings"])
-    # Every subscriber's deliveries come from one shard: a ClientId's sessions are judged in one place.
-    files = sorted((audited["out"] / "deliveries").glob("part-*.parquet"))
-    subscribers = [set(pq.read_table(f).column("client_id").to_pylist()) for f in files]
-    assert all(not (a & b) for i, a in enumerate(subscribers) for b in subscribers[i + 1 :])
+def test_the_routing_replay_runs_one_task_for_the_broker_whose_row_counts_its_tables(audited: dict[str, Any]) -> None:
+    """One broker: one replay task (its row in ``routing_replays``), whose counts are the tables' rows."""
+    replays = audited["summary"]["routing_replays"]
+    (broker,) = {row["server"] for row in audited["tables"]["connections"]}
+    assert [row["broker"] for row in replays] == [broker] and broker.endswith(f":{audited['port']}")
+    assert replays[0]["deliveries"] == len(audited["tables"]["deliveries"])
+    assert replays[0]["routing_findings"] == len(audited["tables"]["routing_findings"])
 
 
-def test_client_ids_past_the_weighed_ones_go_to_shards_by_hash_with_the_same_findings(
-    spark: SparkSession,
-    recorded: tuple[Path, int, Any],
-    audited: dict[str, Any],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+def test_the_recording_s_many_client_ids_get_the_whole_model_s_deliveries_and_findings(
+    recorded: tuple[Path, int, Any], audited: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With one ClientId weighed per shard on the driver, the recording's other ClientIds are placed by the hash of
-    their key (nothing collected per ClientId): the deliveries and routing findings are those of the audit that
-    weighed them all, and each subscriber's deliveries still come from one shard."""
-    from mqttaudit.pipeline import audit as audit_module
-
+    """The recording's ClientIds (paho clients and the raw misbehaving ones) replayed slice by slice on Spark: the
+    deliveries, routing findings and not-assessable rows of the whole model, every session at once."""
     capture, port, _report = recorded
-    monkeypatch.setattr(audit_module, "WEIGHED_PER_SHARD", 1)
-    out = tmp_path / "out"
-    run_audit([str(capture)], out, spark=spark, ports=[port], tolerance=2.0)
+    out = tmp_path / "whole"
+    whole_model_audit(monkeypatch, [capture], out, ports=[port], tolerance=2.0)
     client_ids = {row["client_id"] for row in audited["tables"]["connections"] if row["client_id"]}
-    assert len(client_ids) > 2, "the recording has no more ClientIds than are weighed: nothing went by hash"
+    assert len(client_ids) > 2, client_ids
 
     def rows(folder: Path, table: str) -> list[str]:
         return sorted(json.dumps(row, sort_keys=True, default=str) for row in pq.read_table(folder / table).to_pylist())
 
-    for table in ("deliveries", "routing_findings"):
-        assert rows(out, table) == rows(audited["out"], table), table
-    files = sorted((out / "deliveries").glob("part-*.parquet"))
-    subscribers = [set(pq.read_table(f).column("client_id").to_pylist()) for f in files]
-    assert all(not (a & b) for i, a in enumerate(subscribers) for b in subscribers[i + 1 :])
+    for table in ("deliveries", "routing_findings", "not_assessable"):
+        assert rows(audited["out"], table) == rows(out, table), table
+    assert rows(out, "deliveries")  # something was owed
 
 
 def test_the_byte_account_reconciles_and_the_summary_counts_the_tables(audited: dict[str, Any]) -> None:

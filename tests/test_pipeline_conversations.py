@@ -11,7 +11,7 @@ from mqttaudit import codec
 from mqttaudit.judge import JudgeConfig
 from mqttaudit.pipeline.conversations import Columns, Flow, digested, judge_flow
 from mqttaudit.pipeline.replay import replay_broker
-from mqttaudit.pipeline.tables import DELIVERY_COLUMNS, GAP_COLUMNS, PACKET_COLUMNS, ROUTING_COLUMNS
+from mqttaudit.pipeline.tables import GAP_COLUMNS, PACKET_COLUMNS, ROUTING_COLUMNS
 
 from .talk import CONNACK_OK, Talk, connected, publish, suback, subscribe
 
@@ -91,32 +91,20 @@ def _scenarios() -> list[tuple[str, dict[str, Talk]]]:
     return scenarios
 
 
-def _rows(columns: Columns) -> list[tuple[object, ...]]:
-    return sorted(zip(*columns.data.values(), strict=True), key=repr)
-
-
 SCENARIOS = _scenarios()
 
 
 @pytest.mark.parametrize(("name", "conversation"), SCENARIOS, ids=[name for name, _ in SCENARIOS])
-def test_a_replay_in_shards_of_client_ids_owes_and_finds_what_the_whole_replay_does(
-    name: str, conversation: dict[str, Talk]
+def test_the_sliced_replay_of_the_judging_stage_s_transcripts_owes_and_finds_what_the_whole_replay_does(
+    name: str, conversation: dict[str, Talk], tmp_path: Path
 ) -> None:
-    judged = {flow_name: judge_flow(flow(flow_name, talk), CONFIG) for flow_name, talk in conversation.items()}
-    whole_deliveries, whole_findings, _ = replay_broker("b", [(n, j.transcript) for n, j in judged.items()], CONFIG)
-    client_ids = sorted({j.connection.data["client_id"][0] or n for n, j in judged.items()})
-    for shards in (1, 2, len(client_ids)):
-        home = {client_id: index % shards for index, client_id in enumerate(client_ids)}
-        deliveries, findings = Columns(DELIVERY_COLUMNS), Columns(ROUTING_COLUMNS)
-        for shard in range(shards):
-            own = [n for n, j in judged.items() if home[j.connection.data["client_id"][0] or n] == shard]
-            blobs = [(n, j.transcript if n in own else j.sources) for n, j in judged.items()]
-            part_deliveries, part_findings, _ = replay_broker("b", blobs, CONFIG, own)
-            for whole, part in ((deliveries, part_deliveries), (findings, part_findings)):
-                for values in zip(*part.data.values(), strict=True):
-                    whole.add(**dict(zip(part.names, values, strict=True)))
-        assert _rows(deliveries) == _rows(whole_deliveries), (name, shards)
-        assert _rows(findings) == _rows(whole_findings), (name, shards)
+    """The transcripts as the judging stage hands them on (payloads digested, :func:`judge_flow`), in slices of one
+    message and pieces of one event: the whole model's deliveries, routing findings and not-assessable rows."""
+    from .test_pipeline_sliced_replay import sliced_tables, whole_tables
+
+    transcripts = {n: pickle.loads(judge_flow(flow(n, talk), CONFIG).transcript) for n, talk in conversation.items()}
+    whole = whole_tables(transcripts, CONFIG)
+    assert sliced_tables(transcripts, CONFIG, tmp_path, 1, 1) == whole, name
 
 
 def test_a_task_table_file_appears_only_when_the_task_completes(tmp_path: Path) -> None:
@@ -187,10 +175,13 @@ def test_a_routing_finding_of_a_5_0_subscriber_is_numbered_and_levelled_by_5_0()
     assert rows == [("MQTT-3.3.1-11", "5.0", "3.3.1.3")]  # the 5.0 section of Retain Handling
 
 
-def test_the_replay_decides_the_rules_of_a_server_s_connections_together_once_per_shard_too() -> None:
-    """[MQTT-3.1.3-6] two connections open at once, both assigned the Client Identifier 'same': the capture audit's
-    replay finds it, as the probe's scenarios do, and a replay in shards finds it once, in the later connection."""
+def test_the_replay_decides_the_rules_of_a_server_s_connections_together_once_sliced_too(tmp_path: Path) -> None:
+    """[MQTT-3.1.3-6] two connections open at once, both assigned the Client Identifier 'same': the whole model's
+    replay finds it, as the probe's scenarios do, and the sliced replay (slices of one message) finds it once, in
+    the later connection."""
     from mqttaudit.codec.properties import make
+
+    from .test_pipeline_sliced_replay import sliced_tables
 
     config = JudgeConfig(close_grace=2.0, answer_timeout=2.0, supported_protocol_levels=frozenset({4, 5}))
 
@@ -199,15 +190,19 @@ def test_the_replay_decides_the_rules_of_a_server_s_connections_together_once_pe
         connack = codec.Connack(properties=make(assigned_client_identifier=identifier))
         return Talk(version="5").client(connect, at=at).server(connack).quiet(at=10.0)
 
-    def found(talks: dict[str, Talk], shards: list[list[str]] | None) -> list[tuple[object, ...]]:
+    def found(talks: dict[str, Talk], sliced: bool) -> list[tuple[object, ...]]:
         blobs = [(name, judge_flow(flow(name, talk), config).transcript) for name, talk in talks.items()]
-        rows: list[tuple[object, ...]] = []
-        for own in shards or [None]:
-            _deliveries, findings, _ = replay_broker("10.0.0.1:1883", blobs, config, own)
-            rows += list(zip(findings.data["flow"], findings.data["rule"], strict=True))
-        return rows
+        if sliced:
+            folder = tmp_path / str(len(list(tmp_path.iterdir())))
+            transcripts = {name: pickle.loads(blob) for name, blob in blobs}
+            rows = sliced_tables(transcripts, config, folder, 1, 1)["routing_findings"].elements()
+            at = ROUTING_COLUMNS.index("flow"), ROUTING_COLUMNS.index("rule")
+            return [(row[at[0]], row[at[1]]) for row in rows]
+        _deliveries, findings, _ = replay_broker("10.0.0.1:1883", blobs, config)
+        return list(zip(findings.data["flow"], findings.data["rule"], strict=True))
 
     same = {"a": assigned(0.5, "same"), "b": assigned(1.0, "same")}
-    assert found(same, None) == [("b", "MQTT-3.1.3-6")]
-    assert found(same, [["a"], ["b"]]) == [("b", "MQTT-3.1.3-6")]
-    assert found({"a": assigned(0.5, "one"), "b": assigned(1.0, "two")}, None) == []
+    assert found(same, False) == [("b", "MQTT-3.1.3-6")]
+    assert found(same, True) == [("b", "MQTT-3.1.3-6")]
+    assert found({"a": assigned(0.5, "one"), "b": assigned(1.0, "two")}, False) == []
+    assert found({"a": assigned(0.5, "one"), "b": assigned(1.0, "two")}, True) == []

@@ -47,7 +47,7 @@ SMALL_CAPTURES = (
 
 def _outputs(out: Path, summary: dict[str, Any]) -> dict[str, Any]:
     """What an audit wrote, in a form that does not depend on how many files a table was written in."""
-    kept = {key: value for key, value in summary.items() if key not in ("duration", "routing_shards")}
+    kept = {key: value for key, value in summary.items() if key not in ("duration", "routing_replays")}
     return {
         "tables": {
             name: sorted(json.dumps(row, sort_keys=True) for row in pq.read_table(out / name).to_pylist())

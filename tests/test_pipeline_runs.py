@@ -148,15 +148,15 @@ def test_transcripts_are_handed_to_the_replay_through_a_file_published_when_the_
     monkeypatch.setattr(TranscriptWriter, "BATCH", 2)
     (tmp_path / TRANSCRIPTS_DIR).mkdir()
     writer = TranscriptWriter(str(tmp_path), "00003")
-    written = [(bytes([n]) * n, bytes([n])) for n in range(5)]
-    assert [writer.add_transcript(whole, source) for whole, source in written] == [0, 1, 2, 3, 4]
+    written = [bytes([n]) * n for n in range(5)]
+    assert [writer.add_transcript(blob) for blob in written] == [0, 1, 2, 3, 4]
     assert all(p.name.startswith(".") for p in (tmp_path / TRANSCRIPTS_DIR).iterdir())  # hidden until done
     writer.close()
-    # Asked in any order, each column apart: the rows come back in the order asked (batches of 2 rows, the last 1).
+    # Asked in any order: the rows come back in the order asked (batches of 2 rows, the last 1).
     order = [4, 0, 3, 1, 2]
-    wanted = [(writer.name, row, column) for row in order for column in ("transcript", "sources")]
+    wanted = [(writer.name, row, "transcript") for row in order]
     blobs = [blob.to_pybytes() for blob in transcript_blobs(str(tmp_path), wanted)]
-    assert list(zip(blobs[::2], blobs[1::2], strict=True)) == [written[row] for row in order]
+    assert blobs == [written[row] for row in order]
     assert sorted(p.name for p in (tmp_path / TRANSCRIPTS_DIR).iterdir()) == [writer.name]
 
 

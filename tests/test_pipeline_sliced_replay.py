@@ -1,8 +1,9 @@
-"""The sliced routing replay on the pipeline's path (:mod:`mqttaudit.pipeline.slicing`, ``replay="sliced"``): the
-judging stage's heads and pieces, merged in time order and judged slice by slice in one task per broker, give the
-tables the shard replay gives (:func:`~mqttaudit.pipeline.replay.replay_batches` over whole transcripts): the same
-``deliveries``, ``routing_findings`` and ``not_assessable`` rows, on every routing scenario of the judge's tests
-with pieces and slices far smaller than the traffic, and on Spark on recordings with routing findings."""
+"""The audit's routing replay (:mod:`mqttaudit.pipeline.slicing`): the judging stage's heads and pieces, merged in
+time order and judged slice by slice in one task per broker, give the tables of the whole model
+(:func:`~mqttaudit.pipeline.replay.replay_batches` over whole transcripts): the same ``deliveries``,
+``routing_findings`` and ``not_assessable`` rows, on every routing scenario of the judge's tests with pieces and
+slices far smaller than the traffic, and on Spark on captures with routing findings and on the shared captures as
+one fleet of brokers (against the whole model run by the local engine, :mod:`tests.whole_replay`)."""
 
 from __future__ import annotations
 
@@ -27,17 +28,18 @@ from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge.discarded_5 import declared_maximum, judge_discarded
 from mqttaudit.judge.stream import skeleton
 from mqttaudit.judge.transcript import Transcript
-from mqttaudit.pipeline.audit import run_audit
+from mqttaudit.pipeline.audit import AuditResult, run_audit
 from mqttaudit.pipeline.conversations import Columns
 from mqttaudit.pipeline.options import AuditOptions
 from mqttaudit.pipeline.replay import replay_batches
-from mqttaudit.pipeline.slicing import SLICED_SHARD, connection_pieces, replay_sliced
+from mqttaudit.pipeline.slicing import connection_pieces, replay_sliced
 from mqttaudit.pipeline.task_files import PieceWriter
 
 from .corpus import require_captures
 from .crafted import CONNACK_ACCEPTED, connect, sessions, write_capture
 from .talk import Talk, publish, publish5, suback, subscribe, transcribe, unsubscribe, wire
 from .test_judge_stream import CONFIG, SCENARIOS, V5, busy_broker, offline_scenarios, scenarios
+from .whole_replay import audited_tables, whole_model_audit
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,8 +52,8 @@ def _rows(columns: Columns) -> Counter[tuple[Any, ...]]:
     return Counter(zip(*columns.data.values(), strict=True))
 
 
-def shard_tables(transcripts: Mapping[str, Transcript], config: JudgeConfig) -> dict[str, Counter[tuple[Any, ...]]]:
-    """The tables of today's replay of one broker, every session judged (as the shards together judge them)."""
+def whole_tables(transcripts: Mapping[str, Transcript], config: JudgeConfig) -> dict[str, Counter[tuple[Any, ...]]]:
+    """The tables of the whole model's replay of one broker (every transcript held at once)."""
     blobs = [(name, pickle.dumps(transcript)) for name, transcript in transcripts.items()]
     captures = {name: "capture.pcap" for name in transcripts}
     batches, findings, undecided = replay_batches(BROKER, blobs, config, captures=captures)
@@ -70,9 +72,9 @@ def piece_table(transcripts: Mapping[str, Transcript], folder: Path, piece_bytes
     rows = []
     for transcript in transcripts.values():
         head, *pieces = connection_pieces(transcript, piece_bytes)
-        rows.append(writer.add_transcript(head, b""))
+        rows.append(writer.add_transcript(head))
         for piece in pieces:
-            writer.add_transcript(piece, b"")
+            writer.add_transcript(piece)
     writer.close()
     names = list(transcripts)
     table = pa.table(
@@ -104,30 +106,30 @@ def sliced_tables(
 
 
 @pytest.mark.parametrize(("name", "conversation", "config"), SCENARIOS, ids=[name for name, *_ in SCENARIOS])
-def test_the_sliced_replay_task_writes_the_shard_replay_s_tables_on_the_routing_tests_scenarios(
+def test_the_sliced_replay_task_writes_the_whole_model_s_tables_on_the_routing_tests_scenarios(
     name: str, conversation: dict[str, Any], config: JudgeConfig, tmp_path: Path
 ) -> None:
     """Slices of one message and pieces of one event each: every boundary the traffic has is a slice's."""
     transcripts = transcribe(conversation, config)
-    whole = shard_tables(transcripts, config)
+    whole = whole_tables(transcripts, config)
     assert sliced_tables(transcripts, config, tmp_path / "small", 1, 1) == whole
     assert sliced_tables(transcripts, config, tmp_path / "large", 1 << 30, 1 << 30) == whole
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.one_of(scenarios(), scenarios(overlapping=True), offline_scenarios()), st.sampled_from((0.5, 3.0, 60.0)))
-def test_the_sliced_replay_task_writes_the_shard_replay_s_tables_on_generated_scenarios(
+def test_the_sliced_replay_task_writes_the_whole_model_s_tables_on_generated_scenarios(
     conversation: dict[str, Any], late: float
 ) -> None:
     config = dataclasses.replace(V5, late_window=late)
     transcripts = transcribe(conversation, config)
     with tempfile.TemporaryDirectory() as folder:
-        assert sliced_tables(transcripts, config, Path(folder), 40, 200) == shard_tables(transcripts, config)
+        assert sliced_tables(transcripts, config, Path(folder), 40, 200) == whole_tables(transcripts, config)
 
 
 def test_a_busy_broker_s_traffic_in_many_pieces_and_slices_gives_the_same_tables(tmp_path: Path) -> None:
     transcripts = busy_broker(600)
-    whole = shard_tables(transcripts, CONFIG)
+    whole = whole_tables(transcripts, CONFIG)
     assert sum(whole["deliveries"].values()) == 600
     assert sliced_tables(transcripts, CONFIG, tmp_path, 500, 2000) == whole
     assert len(list((tmp_path / "_transcripts").iterdir())) == 1
@@ -166,57 +168,60 @@ def routed_capture(path: Path, messages: int) -> Path:
     return write_capture(path, records)
 
 
-def audited_tables(out: Path) -> dict[str, Counter[str]]:
-    return {
-        name: Counter(json.dumps(row, sort_keys=True, default=str) for row in pq.read_table(out / name).to_pylist())
-        for name in TABLES
-    }
-
-
-def assert_sliced_audit_is_the_shard_audit(
-    spark: SparkSession, paths: list[Path], folder: Path, **kwargs: Any
+def assert_audit_is_the_whole_model_s(
+    audited: AuditResult, out: Path, whole: AuditResult, whole_out: Path
 ) -> dict[str, Counter[str]]:
-    shards = run_audit([str(p) for p in paths], folder / "shards", spark=spark, **kwargs)
-    sliced = run_audit(
-        [str(p) for p in paths], folder / "sliced", spark=spark, replay="sliced", slice_bytes=200, **kwargs
-    )
-    assert [row["shard"] for row in sliced.summary["routing_shards"]] == [SLICED_SHARD] * len(
-        sliced.summary["routing_shards"]
-    )
-    tables = audited_tables(folder / "shards")
-    assert audited_tables(folder / "sliced") == tables
-    assert sliced.summary["counts"] == shards.summary["counts"] and sliced.exit_status == shards.exit_status
+    """``audited`` (into ``out``) wrote the tables, summary counts and exit status of the whole model's audit, and
+    one row per broker in ``routing_replays`` (one replay task each), adding up to its tables."""
+    tables = audited_tables(whole_out)
+    assert audited_tables(out) == tables
+    assert audited.summary["counts"] == whole.summary["counts"] and audited.exit_status == whole.exit_status
+    replays = audited.summary["routing_replays"]
+    brokers = {json.loads(row)["server"] for row in tables["connections"]} - {"unknown"}
+    assert sorted(row["broker"] for row in replays) == sorted(brokers)
+    assert sum(row["deliveries"] for row in replays) == sum(tables["deliveries"].values())
+    assert sum(row["routing_findings"] for row in replays) == sum(tables["routing_findings"].values())
     return tables
 
 
-def test_the_sliced_audit_writes_the_shard_audit_s_routing_tables(spark: SparkSession, tmp_path: Path) -> None:
+def test_the_audit_writes_the_whole_model_s_routing_tables(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """On Spark, a crafted broker with missing deliveries and a leak, its traffic in slices of about five messages:
-    the same deliveries, routing findings and not-assessable rows, and the same summary counts."""
+    the deliveries, routing findings and not-assessable rows and the summary counts of the whole model."""
     capture = routed_capture(tmp_path / "routed.pcap", 40)
-    tables = assert_sliced_audit_is_the_shard_audit(spark, [capture], tmp_path, tolerance=2.0)
+    whole = whole_model_audit(monkeypatch, [capture], tmp_path / "whole", tolerance=2.0)
+    sliced = run_audit([str(capture)], tmp_path / "sliced", spark=spark, engine="spark", slice_bytes=200, tolerance=2.0)
+    assert sliced.summary["engine"] == "spark"
+    tables = assert_audit_is_the_whole_model_s(sliced, tmp_path / "sliced", whole, tmp_path / "whole")
     kinds = Counter(json.loads(row)["kind"] for row in tables["routing_findings"])
     assert kinds["missing"] == 8 and kinds["leak"] == 1, kinds
     assert sum(tables["deliveries"].values()) == 41
 
 
-def test_the_local_engine_runs_the_sliced_replay_too(tmp_path: Path) -> None:
-    """The local engine (a small audit without Spark) replays slice by slice when asked, with the same tables."""
+def test_the_local_engine_writes_the_whole_model_s_routing_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local engine (a small audit without Spark) replays slice by slice as well, with the whole model's tables."""
     capture = routed_capture(tmp_path / "routed.pcap", 40)
-    audits = {
-        mode: run_audit([str(capture)], tmp_path / mode, engine="local", replay=mode, slice_bytes=200, tolerance=2.0)
-        for mode in ("shards", "sliced")
-    }
-    assert {mode: audit.summary["engine"] for mode, audit in audits.items()} == {"shards": "local", "sliced": "local"}
-    assert audited_tables(tmp_path / "sliced") == audited_tables(tmp_path / "shards")
-    kinds = Counter(json.loads(row)["kind"] for row in audited_tables(tmp_path / "sliced")["routing_findings"])
+    whole = whole_model_audit(monkeypatch, [capture], tmp_path / "whole", tolerance=2.0)
+    sliced = run_audit([str(capture)], tmp_path / "sliced", engine="local", slice_bytes=200, tolerance=2.0)
+    assert sliced.summary["engine"] == "local"
+    tables = assert_audit_is_the_whole_model_s(sliced, tmp_path / "sliced", whole, tmp_path / "whole")
+    kinds = Counter(json.loads(row)["kind"] for row in tables["routing_findings"])
     assert kinds["missing"] == 8 and kinds["leak"] == 1, kinds
 
 
 @pytest.mark.captures
-def test_the_sliced_audit_of_the_shared_captures_as_one_fleet_is_the_shard_audit_s(
-    spark: SparkSession, tmp_path: Path
+def test_the_audit_of_the_shared_captures_as_one_fleet_is_the_whole_model_s(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tables = assert_sliced_audit_is_the_shard_audit(spark, [require_captures()], tmp_path)
+    """The 31 shared captures, several brokers, on Spark with small slices: each broker replayed in one task, the
+    tables of the whole model."""
+    whole = whole_model_audit(monkeypatch, [require_captures()], tmp_path / "whole")
+    sliced = run_audit([str(require_captures())], tmp_path / "sliced", spark=spark, engine="spark", slice_bytes=200)
+    tables = assert_audit_is_the_whole_model_s(sliced, tmp_path / "sliced", whole, tmp_path / "whole")
+    assert len(sliced.summary["routing_replays"]) > 1  # several brokers
     assert sum(tables["deliveries"].values()) and sum(tables["not_assessable"].values())
 
 
@@ -243,12 +248,12 @@ def test_a_subscriber_with_a_maximum_packet_size_has_the_discarded_message_rule_
     assert [declared_maximum(t) for t in transcripts.values()] == [40, None]
     skeletons = {name: skeleton(transcript) for name, transcript in transcripts.items()}
     assert judge_discarded(transcripts) != judge_discarded(skeletons)  # the skeletons would not do
-    assert sliced_tables(transcripts, V5, tmp_path, 1, 1) == shard_tables(transcripts, V5)
+    assert sliced_tables(transcripts, V5, tmp_path, 1, 1) == whole_tables(transcripts, V5)
 
 
 def replay_peaks(transcripts: Mapping[str, Transcript], folder: Path) -> tuple[int, int]:
-    """The most memory (bytes, traced) the shard replay of one broker (every session judged: the largest shard)
-    and the sliced replay task (slices and pieces of 64 KiB) held at once, beyond their inputs."""
+    """The most memory (bytes, traced) the whole model's replay of one broker and the sliced replay task (slices
+    and pieces of 64 KiB) held at once, beyond their inputs."""
     import tracemalloc
 
     blobs = [(name, pickle.dumps(transcript)) for name, transcript in transcripts.items()]
@@ -257,24 +262,24 @@ def replay_peaks(transcripts: Mapping[str, Transcript], folder: Path) -> tuple[i
         batches, _, _ = replay_batches(BROKER, blobs, CONFIG)
         for _ in batches:
             pass
-        shards = tracemalloc.get_traced_memory()[1]
+        whole = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     table = piece_table(transcripts, folder, 64 * 1024)
     tracemalloc.start()
     try:
         replay_sliced(table, AuditOptions(out_dir=str(folder), slice_bytes=64 * 1024), CONFIG)
-        return shards, tracemalloc.get_traced_memory()[1]
+        return whole, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
 
 
 def test_the_sliced_replay_task_holds_memory_bounded_by_its_slices_not_by_the_broker_s_traffic(tmp_path: Path) -> None:
     """Four times the traffic (a subscriber of one long connection, one message a second), the same slices: the
-    sliced replay task's peak stays flat while the shard replay's grows with the traffic."""
+    sliced replay task's peak stays flat while the whole model's grows with the traffic."""
     replay_peaks(busy_broker(100), tmp_path / "warm-up")  # the first writers and imports are not the replay's
-    shards_small, sliced_small = replay_peaks(busy_broker(3000), tmp_path / "small")
-    shards_large, sliced_large = replay_peaks(busy_broker(12000), tmp_path / "large")
-    # Measured: shards 4.9 MB -> 19.3 MB, sliced 1.62 MB -> 1.64 MB.
-    assert shards_large > 3 * shards_small
-    assert sliced_large < 1.5 * sliced_small and sliced_large < shards_large / 4
+    whole_small, sliced_small = replay_peaks(busy_broker(3000), tmp_path / "small")
+    whole_large, sliced_large = replay_peaks(busy_broker(12000), tmp_path / "large")
+    # Measured: whole model 4.9 MB -> 19.3 MB, sliced 1.62 MB -> 1.64 MB.
+    assert whole_large > 3 * whole_small
+    assert sliced_large < 1.5 * sliced_small and sliced_large < whole_large / 4

@@ -270,14 +270,10 @@ def _ports(record: Record) -> tuple[int, int]:
     return segment[2], segment[4]
 
 
-@pytest.mark.parametrize("replay", ["shards", "sliced"])
 @pytest.mark.parametrize("cut", ["after", "before"])
-def test_the_spark_audit_tables_say_the_same(
-    recorded: Recorded, tmp_path: Path, spark: SparkSession, cut: str, replay: str
-) -> None:
+def test_the_spark_audit_tables_say_the_same(recorded: Recorded, tmp_path: Path, spark: SparkSession, cut: str) -> None:
     """The audit on Spark: the deliveries table holds the delivery the capture ends with as observed; without it,
-    the not_assessable table holds the routing replay's two rows on the subscriber's connection. The sliced
-    replay (``replay="sliced"``) says the same."""
+    the not_assessable table holds the routing replay's two rows on the subscriber's connection."""
     import pyarrow.parquet as pq
 
     from mqttaudit.pipeline.audit import run_audit
@@ -285,7 +281,7 @@ def test_the_spark_audit_tables_say_the_same(
     end = recorded.delivery + 1 if cut == "after" else recorded.delivery
     path = _write(tmp_path / f"cut-{cut}.pcap", recorded.records[:end])
     out = tmp_path / "audit"
-    run_audit([str(path)], out, ports=[recorded.port], spark=spark, replay=replay)
+    run_audit([str(path)], out, ports=[recorded.port], spark=spark, engine="spark")
     tables = {name: pq.read_table(out / name).to_pylist() for name in ("connections", "deliveries", "not_assessable")}
     port_of = {row["flow"]: int(row["client"].rsplit(":", 1)[1]) for row in tables["connections"]}
     [delivery] = [row for row in tables["deliveries"] if port_of[row["subscriber_flow"]] == recorded.subscriber]

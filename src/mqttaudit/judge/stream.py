@@ -1,9 +1,9 @@
 """The parts of a routing replay in time slices, proven against the whole model (:func:`.model.build`) and its
 routing verdicts (:class:`.routing.Routing`) by the tests: the slices of one broker's traffic by bytes, the broker
 state each slice starts from, the model of one slice, and the routing verdicts slice after slice
-(:class:`SlicedRouting`: the same deliveries rows and findings, each once). The pipeline runs it with
-``replay="sliced"`` (:mod:`mqttaudit.pipeline.slicing`, off by default); its default replay builds a broker's
-whole model.
+(:class:`SlicedRouting`: the same deliveries rows and findings, each once). The audit replays every broker so
+(:mod:`mqttaudit.pipeline.slicing`); the whole model (:func:`mqttaudit.pipeline.replay.replay_broker`) is the
+reference the tests hold it against.
 
 The state at a time ``t`` is what the server must keep across ``t``: its sessions and which of them are offline,
 their subscriptions, the retained message of every topic, the Wills it has yet to publish, the QoS 1 and 2

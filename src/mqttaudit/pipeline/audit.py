@@ -39,21 +39,18 @@ from .detection import detection_summary, port_proofs
 from .engines import AUTO, LOCAL, LOCAL_LIMIT_BYTES, LOCAL_MAX_BYTES, SPARK, Engine, Job, choose_engine
 from .judging import flow_judge
 from .keylog import KeyLogFile
-from .options import REPLAYS, SLICE_BYTES, AuditOptions
-from .replaying import broker_replayer
+from .options import SLICE_BYTES, AuditOptions
 from .sealed import new_key
 from .segments import read_segments
-from .slicing import SLICED_SHARD, sliced_replayer
+from .slicing import sliced_replayer
 from .spark import DEFAULT_MASTER, check_environment, check_master_reachable, spark_session
 from .summary import audit_summary
 from .tables import (
     CHUNK_SCHEMA,
     FLOW_ORDER,
-    HOMES_SCHEMA,
     JUDGED_SCHEMA,
     REPLAYED_SCHEMA,
     SEGMENT_SCHEMA,
-    SHARDS_SCHEMA,
     TABLES,
     ddl,
 )
@@ -80,12 +77,6 @@ FLOW_PARTITION_BYTES = 4 * 1024 * 1024
 OUTPUTS = (*TABLES, "summary.json", "report_data.json", "report.html", "findings.md", "findings.jsonl", "junit.xml")
 SAMPLES_PER_RULE = 5
 REPORT_ROWS = 200
-#: ClientIds of a broker's replay placed one by one on the least loaded shard, heaviest first, per shard (the rest
-#: go by hash): the driver holds this many rows per shard, whatever the fleet.
-WEIGHED_PER_SHARD = 64
-#: The environment variable that picks the routing replay when :func:`run_audit` is not told ("shards" or
-#: "sliced", :attr:`.AuditOptions.replay`): how the benchmarks run the sliced replay, which is off by default.
-REPLAY_VARIABLE = "MQTTAUDIT_REPLAY"
 
 
 @dataclass
@@ -188,7 +179,6 @@ def run_audit(
     engine: str = AUTO,
     local_max_bytes: int = LOCAL_MAX_BYTES,
     local_limit_bytes: int = LOCAL_LIMIT_BYTES,
-    replay: str | None = None,
     slice_bytes: int = SLICE_BYTES,
 ) -> AuditResult:
     """Audits the captures at ``paths`` (local paths or URLs, see :mod:`.sources`) into ``out_dir`` (a local folder,
@@ -207,14 +197,9 @@ def run_audit(
     and ``tasks`` then unused); ``auto`` chooses (:func:`choose_engine`, with ``local_max_bytes``). The local
     engine holds the captures' segments at once: past ``local_limit_bytes`` of captures it refuses
     (:class:`~.engines.LocalEngineLimit`, before any capture is read) and ``auto`` picks Spark.
-    ``replay``: how the routing replay runs (:attr:`.AuditOptions.replay`), "shards" when not given unless the
-    environment variable :data:`REPLAY_VARIABLE` says "sliced" (for the benchmarks: the sliced replay is not on
-    by default yet); ``slice_bytes``: the sliced replay's slices.
+    ``slice_bytes``: the bytes of messages per slice of each broker's routing replay (:mod:`.slicing`).
     """
     started = time.time()
-    replay = replay or os.environ.get(REPLAY_VARIABLE) or "shards"
-    if replay not in REPLAYS:
-        raise ValueError(f"the routing replay runs as one of {', '.join(REPLAYS)}, not {replay!r}")
     out = locations.as_output(out_dir)
     check_output(out, force=force, writes=OUTPUTS)  # before any capture is read
     files = sources.expand(list(paths))
@@ -247,7 +232,6 @@ def run_audit(
             tasks=tasks,
             keylog=keylog,
             budgets=budgets,
-            replay=replay,
             slice_bytes=slice_bytes,
         )
         summary["duration"] = round(time.time() - started, 3)
@@ -339,7 +323,6 @@ def _audit(
     tasks: Callable[[int, int], None] | None,
     keylog: KeyLogFile | None = None,
     budgets: Budgets = DEFAULT_BUDGETS,
-    replay: str = "shards",
     slice_bytes: int = SLICE_BYTES,
 ) -> tuple[dict[str, Any], list[str]]:
     """Audits ``files`` into ``out_dir`` (the tables: a local folder or a URL) and ``reports_dir`` (the driver's
@@ -390,7 +373,6 @@ def _audit(
         seal_key=None if keylog is None else new_key(),
         budgets=budgets,
         late_window=late_window,
-        replay=replay,
         slice_bytes=slice_bytes,
     )
     if requested is None:
@@ -464,126 +446,28 @@ def _run(session: SparkSession, job: Job) -> dict[str, Any]:
     # A copy judged apart because another file holds its bytes with other content is not replayed: the first
     # file's copy stands for the connection (summary.json's conflicting_copies names both).
     known = connections.where("server != 'unknown' and replayed")
-    if options.replay == "sliced":
-        progress("replaying routing per broker, in time slices")
-        replayed = _sliced_replay(known, options)
-    else:
-        progress(f"balancing the routing replay of each broker over {parallelism} shard(s) of its ClientIds")
-        replayed = _shard_replay(known, options, session, parallelism, progress)
+    progress("replaying routing per broker")
+    replayed = _replay(known, options)
     progress("adding up the summary")
     _commit_tables(out_dir, options)
     summary, notes, by_port = audit_summary(session, judged, out_dir, options.budgets)
     summary["detection"] = detection_summary(options, by_port, notes)
-    summary["routing_shards"] = [row.asDict() for row in replayed]
+    summary["routing_replays"] = [row.asDict() for row in replayed]
     judged.unpersist()
     return summary
 
 
-def _shard_replay(
-    known: DataFrame,
-    options: AuditOptions,
-    session: SparkSession,
-    parallelism: int,
-    progress: Callable[[str], None],
-) -> list[Any]:
-    """The routing replay of each broker in shards of its ClientIds, one task each: a shard judges the sessions of
-    its ClientIds and reads every other connection only for the messages it published. A ClientId's sessions are
-    judged in one shard (a connection without a CONNECT stands for itself). Returns each shard's row."""
-    from pyspark.sql import functions as F
-
-    known = known.withColumn("client_key", F.coalesce("client_id", "flow"))
-    keys = _shard_keys(session, parallelism)
-    known = _with_homes(known, keys, session)
-    targets = session.createDataFrame([(key,) for key in keys], ddl(SHARDS_SCHEMA))
-    progress("replaying routing per broker")
-    shard_rows: list[Any] = (
-        known.crossJoin(F.broadcast(targets))
-        .select(
-            "server",
-            "shard",
-            "flow",
-            "capture",
-            "transcripts",
-            "transcript_row",
-            (F.col("home") == F.col("shard")).alias("own"),
-        )
-        .repartition(len(keys), "shard")  # one task per shard: each key hashes to its own partition
-        .groupBy("server", "shard")
-        .applyInArrow(broker_replayer(options), ddl(REPLAYED_SCHEMA))
-        .collect()
-    )
-    return shard_rows
-
-
-def _sliced_replay(known: DataFrame, options: AuditOptions) -> list[Any]:
+def _replay(known: DataFrame, options: AuditOptions) -> list[Any]:
     """The routing replay of each broker in one task that walks its traffic slice by slice (:mod:`.slicing`): the
     task is handed a row per connection (where its head and pieces are), never the traffic. Returns each broker's
-    row."""
-    from pyspark.sql import functions as F
-
-    shard = F.lit(SLICED_SHARD).cast("long").alias("shard")
+    row (:data:`~.tables.REPLAYED_SCHEMA`)."""
     rows: list[Any] = (
-        known.select("server", shard, "flow", "capture", "transcripts", "transcript_row")
-        .groupBy("server", "shard")
+        known.select("server", "flow", "capture", "transcripts", "transcript_row")
+        .groupBy("server")
         .applyInArrow(sliced_replayer(options), ddl(REPLAYED_SCHEMA))
         .collect()
     )
     return rows
-
-
-def _shard_keys(session: SparkSession, shards: int) -> list[int]:
-    """One key per shard such that Spark's hash partitioning into ``shards`` partitions sends each to its own
-    partition (range partitioning, which samples, was seen to put two shards in one)."""
-    from pyspark.sql import functions as F
-
-    candidates = session.range(64 * shards).select("id", F.pmod(F.hash("id"), F.lit(shards)).alias("partition"))
-    first: dict[int, int] = {}
-    for row in candidates.collect():
-        first.setdefault(row.partition, row.id)
-    if len(first) < shards:  # not seen with 64 candidates per partition; the shards then share tasks
-        return list(range(shards))
-    return [first[partition] for partition in range(shards)]
-
-
-def _with_homes(known: DataFrame, keys: list[int], session: SparkSession) -> DataFrame:
-    """``known`` with the shard (``home``) that replays the sessions of each ClientId (``client_key``).
-
-    The heaviest ClientIds (at most :data:`WEIGHED_PER_SHARD` per shard; work: the bytes of their subscriptions and
-    deliveries) are placed one by one on the driver, each on the shard with the least work so far, so that one
-    busy subscriber does not leave the other shards idle; every other ClientId goes to a shard by the hash of its
-    key, whose load is counted in first. Both come from one query of bounded results: nothing is collected per
-    ClientId, however many the fleet has."""
-    from pyspark.sql import functions as F
-
-    from .bounded import collect_parts
-
-    shards = len(keys)
-    weights = (
-        known.select("client_key", (F.col("transcript_bytes") - F.col("sources_bytes") + F.lit(64)).alias("weight"))
-        .groupBy("client_key")
-        .agg(F.sum("weight").alias("weight"))
-        .withColumn("bucket", F.pmod(F.hash("client_key"), F.lit(shards)))
-    )
-    figures = collect_parts(
-        {
-            "heaviest": weights.orderBy(F.desc("weight"), "client_key").limit(WEIGHED_PER_SHARD * shards),
-            "buckets": weights.groupBy("bucket").agg(F.sum("weight").alias("weight")),
-        }
-    )
-    load = [0] * shards
-    for row in figures["buckets"]:
-        load[int(row["bucket"])] += int(row["weight"])
-    heaviest = figures["heaviest"]
-    for row in heaviest:  # placed below, not by their hash
-        load[int(row["bucket"])] -= int(row["weight"])
-    homes: list[tuple[str, int]] = []
-    for row in heaviest:
-        home = load.index(min(load))
-        load[home] += int(row["weight"])
-        homes.append((row["client_key"], keys[home]))
-    placed = session.createDataFrame(homes, ddl(HOMES_SCHEMA))
-    by_hash = F.element_at(F.array(*[F.lit(key) for key in keys]), F.pmod(F.hash("client_key"), F.lit(shards)) + 1)
-    return known.join(F.broadcast(placed), "client_key", "left").withColumn("home", F.coalesce("home", by_hash))
 
 
 def _commit_tables(out_dir: Path | str, options: AuditOptions) -> None:

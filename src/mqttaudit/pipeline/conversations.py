@@ -222,8 +222,6 @@ class FlowResult:
     lenient: Columns
     #: The transcript for the routing replay (payloads replaced by digests), pickled.
     transcript: bytes
-    #: The same without subscriptions and deliveries (:func:`sources`), pickled.
-    sources: bytes
 
 
 #: A lone surrogate U+DC80..U+DCFF as ``repr()`` writes it (``\\udcff``), not preceded by an escaped backslash.
@@ -365,9 +363,7 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
         add_lenient(lenient, flow.capture, entry, flow, row["client_id"], version)
     connection.add(**row, not_assessable=len(undecided), lenient=len(lenient))
     replayed = digested(transcript)
-    return FlowResult(
-        packets, violations, connection, undecided, lenient, pickle.dumps(replayed), pickle.dumps(sources(replayed))
-    )
+    return FlowResult(packets, violations, connection, undecided, lenient, pickle.dumps(replayed))
 
 
 def capture_at(flow: Flow, event: int) -> str:
@@ -701,9 +697,3 @@ def digested(transcript: Transcript) -> Transcript:
             for d in transcript.delivered
         ],
     )
-
-
-def sources(transcript: Transcript) -> Transcript:
-    """What a shard of the routing replay needs of a connection whose sessions it does not judge: all but its
-    subscriptions and deliveries (the bulk of a subscriber's transcript)."""
-    return replace(transcript, subscribed=[], unsubscribed=[], delivered=[])

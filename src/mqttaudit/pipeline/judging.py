@@ -23,11 +23,11 @@ from mqttaudit.judge import reasons as reason_tags
 
 from .conversations import Columns, connection_flow, connection_id, judge_flow
 from .options import AuditOptions
-from .sealed import keyed_name, seal
+from .sealed import seal
 from .segments import BATCH_ROWS, cuts, decode_run
 from .slicing import connection_pieces
 from .tables import GAP_COLUMNS, GAP_KINDS, JUDGED_SCHEMA, SEGMENT_FIELDS
-from .task_files import PieceWriter, TableWriter, TranscriptWriter, columns_table, part_name
+from .task_files import PieceWriter, TableWriter, columns_table, part_name
 from .worker_gc import tune_gc
 
 
@@ -42,8 +42,7 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
         table: TableWriter(options.out_dir, table, part, options.published)
         for table in ("packets", "violations", "connections", "gaps", "not_assessable", "lenient")
     }
-    sliced = options.replay == "sliced"
-    transcripts = (PieceWriter if sliced else TranscriptWriter)(options.out_dir, part, options.published)
+    transcripts = PieceWriter(options.out_dir, part, options.published)
     judged = Columns(tuple(JUDGED_SCHEMA.names))
     for flow, table, cut in _flow_groups(batches, options.budgets.max_flow_bytes):
         if flow is None:
@@ -58,22 +57,14 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
                 continue
             for name, writer in writers.items():
                 writer.add(row[name])
-            transcript, source = row.pop("transcript"), row.pop("sources")
+            transcript = row.pop("transcript")
             key = options.seal_key
-            if sliced:  # the connection's head (its skeleton), then its pieces, on the rows after it
-                head, *pieces = connection_pieces(pickle.loads(transcript))
-                at = transcripts.add_transcript(seal(key, head), b"")
-                for piece in pieces:
-                    transcripts.add_transcript(seal(key, piece), b"")
-            else:
-                at = transcripts.add_transcript(seal(key, transcript), seal(key, source))
-            judged.add(
-                **(row | {"client_id": keyed_name(key, row["client_id"])}),
-                transcripts=transcripts.name,
-                transcript_row=at,
-                transcript_bytes=len(transcript),
-                sources_bytes=len(source),
-            )
+            # The connection's head (its skeleton), then its pieces, on the rows after it (see .slicing).
+            head, *pieces = connection_pieces(pickle.loads(transcript))
+            at = transcripts.add_transcript(seal(key, head))
+            for piece in pieces:
+                transcripts.add_transcript(seal(key, piece))
+            judged.add(**row, transcripts=transcripts.name, transcript_row=at)
         if len(judged) >= BATCH_ROWS:
             yield columns_table([judged], JUDGED_SCHEMA).to_batches()[0]
             judged = Columns(tuple(JUDGED_SCHEMA.names))
@@ -372,9 +363,7 @@ def _connection(
         "flow": connection_id,
         "capture": capture,
         "server": server or "unknown",
-        "client_id": connection["client_id"][0],
         "transcript": judged.transcript,
-        "sources": judged.sources,
         "stream_bytes": total.stream,
         "packet_bytes": total.packets,
         "malformed_bytes": total.malformed,

@@ -2,11 +2,10 @@
 seconds: the JVM, a job per stage, a query per report part).
 
 The driver runs the stage functions the Spark engine's Python workers run (:mod:`.segments`, :mod:`.judging`,
-:mod:`.replaying`, :mod:`.detection`'s first pass) over Arrow tables, in the order Spark would hand them their rows,
+:mod:`.slicing`, :mod:`.detection`'s first pass) over Arrow tables, in the order Spark would hand them their rows,
 writing the same Parquet tables through the same task-file code; the summary and the report data are the same
 parts, added up over the rows of the (small) tables (:func:`~.summary.local_audit_summary`,
-:func:`~.report_data.local_report_data`). The routing replay runs one shard per broker: the shards of the Spark
-engine divide a broker's ClientIds between tasks, each judging its own sessions, so that one shard judges them all.
+:func:`~.report_data.local_report_data`). The routing replay runs per broker, slice by slice, as on Spark.
 
 Nothing here imports pyspark.
 """
@@ -28,7 +27,6 @@ from .detection import detection_summary, local_port_proofs
 from .engines import LOCAL, Job
 from .judging import flow_judge
 from .options import AuditOptions
-from .replaying import broker_replayer
 from .report_data import local_report_data
 from .rows import groups, rows_of
 from .segments import read_segments
@@ -41,7 +39,7 @@ from .task_files import ensure_readable
 #: tasks' notes (no flow: nulls first).
 FLOW_ORDER = [(name, "ascending") for name in tables.FLOW_ORDER]
 #: The columns of a broker's connections the replay reads (as the Spark engine selects them).
-REPLAY_COLUMNS = ("server", "shard", "flow", "capture", "transcripts", "transcript_row", "own")
+REPLAY_COLUMNS = ("server", "flow", "capture", "transcripts", "transcript_row")
 
 
 class LocalEngine:
@@ -76,7 +74,7 @@ class LocalEngine:
         progress("adding up the summary")
         summary, notes, by_port = local_audit_summary(judged, job.out_dir, options.budgets)
         summary["detection"] = detection_summary(options, by_port, notes)
-        summary["routing_shards"] = replayed
+        summary["routing_replays"] = replayed
         return summary
 
     def report_data(self, job: Job, summary: dict[str, Any]) -> AuditReportData:
@@ -101,10 +99,9 @@ def ordered_runs(chunk_rows: list[dict[str, Any]], options: AuditOptions) -> pa.
 
 
 def replay(judged: pa.Table, options: AuditOptions) -> list[dict[str, Any]]:
-    """The routing replay of every broker of the judged connections, one shard each (or, ``options.replay``
-    "sliced", its traffic slice by slice: :mod:`.slicing`): its tables written, a row of counts per broker returned
-    (:data:`~.tables.REPLAYED_SCHEMA`)."""
-    replayer = sliced_replayer(options) if options.replay == "sliced" else broker_replayer(options)
+    """The routing replay of every broker of the judged connections, its traffic slice by slice (:mod:`.slicing`):
+    its tables written, a row of counts per broker returned (:data:`~.tables.REPLAYED_SCHEMA`)."""
+    replayer = sliced_replayer(options)
     return [
         row
         for _, group in sorted(groups(_replayed_connections(judged), ("server",)).items())
@@ -118,9 +115,9 @@ def _table(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
 
 def _replayed_connections(judged: pa.Table) -> list[dict[str, Any]]:
     """The connections the routing replay reads (as the Spark engine's ``known``: judged, of a known broker, not a
-    copy judged apart), all in the one shard of their broker."""
+    copy judged apart)."""
     return [
-        row | {"shard": 0, "own": True}
-        for row in rows_of(judged.select(["note", "server", "replayed", *REPLAY_COLUMNS[2:6]]))
+        row
+        for row in rows_of(judged.select(["note", "replayed", *REPLAY_COLUMNS]))
         if row["note"] is None and row["server"] is not None and row["server"] != "unknown" and row["replayed"]
     ]

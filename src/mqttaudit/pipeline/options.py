@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from .task_files import Published
 
 
-#: How the routing replay may run (:attr:`AuditOptions.replay`).
-REPLAYS = ("shards", "sliced")
 #: Bytes of a broker's messages per slice of the sliced replay at most (payload and topic bytes).
 SLICE_BYTES = 256 * 1024
 
@@ -56,11 +54,8 @@ class AuditOptions:
     #: Seconds past its deadline a delivery is still matched to the message it copies (``--late-window``; see
     #: :attr:`~mqttaudit.judge.config.JudgeConfig.late_window`).
     late_window: float = 60.0
-    #: How the routing replay runs: "shards" (the default: each broker in shards of its ClientIds, each shard with
-    #: every connection's whole transcript, :mod:`.replaying`) or "sliced" (one task per broker, its traffic in time
-    #: slices, :mod:`.slicing`; the judging stage then hands on skeletons and pieces instead of transcripts).
-    replay: str = "shards"
-    #: The sliced replay's bytes of messages per slice at most.
+    #: The routing replay's bytes of messages per slice at most (one task per broker walks its traffic in time
+    #: slices, :mod:`.slicing`).
     slice_bytes: int = SLICE_BYTES
 
     @property

@@ -1,5 +1,7 @@
-"""The routing replay of one broker endpoint: the transcripts of all its captured connections held against the
-broker model. Pure; the Spark stage groups transcripts by server endpoint and calls :func:`replay_broker`.
+"""The routing replay of one broker endpoint's whole model: the transcripts of all its captured connections held
+against the broker model at once (:func:`replay_broker`), and the rows every routing replay writes. Pure. The audit
+replays each broker slice by slice (:mod:`.slicing`), writing these rows; the whole model is the reference that replay
+is proven equal to, and the benchmarks' measure of the judge alone.
 
 Every expectation of the model becomes a ``deliveries`` row (expected or allowed, observed or not, the QoS owed and
 the QoS seen) and every routing finding a ``routing_findings`` row with its kind (leak, missing, duplicate, qos).
@@ -11,7 +13,7 @@ Topics, ClientIds and findings are written by the tables' one rule for ill-forme
 from __future__ import annotations
 
 import pickle
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from mqttaudit.codec.describe import wire_text
 from mqttaudit.judge import JudgeConfig
@@ -39,14 +41,10 @@ def replay_broker(
     broker: str,
     transcripts: Iterable[tuple[str, bytes]],
     config: JudgeConfig,
-    own: Collection[str] | None = None,
 ) -> tuple[Columns, Columns, Columns]:
     """``transcripts``: (flow id, pickled transcript) of every connection to ``broker``. Returns the deliveries
-    rows, the routing findings rows, and the ``not_assessable`` rows of what the replay could not decide.
-
-    ``own`` makes it the replay of one shard: only the sessions of the ClientIds of those flows are judged (the
-    other transcripts are only sources of messages, see :func:`~.conversations.sources`); None judges every session."""
-    batches, findings, undecided = replay_batches(broker, transcripts, config, own)
+    rows, the routing findings rows, and the ``not_assessable`` rows of what the replay could not decide."""
+    batches, findings, undecided = replay_batches(broker, transcripts, config)
     deliveries = Columns(DELIVERY_COLUMNS)
     for batch in batches:
         for name in DELIVERY_COLUMNS:
@@ -58,7 +56,6 @@ def replay_batches(
     broker: str,
     transcripts: Iterable[tuple[str, bytes]],
     config: JudgeConfig,
-    own: Collection[str] | None = None,
     rows: int = BATCH_ROWS,
     captures: Mapping[str, str | None] | None = None,
 ) -> tuple[Iterator[Columns], Columns, Columns]:
@@ -66,21 +63,8 @@ def replay_batches(
     task writing them never holds them all (there is one per expectation of the model). ``captures``: the capture
     of each flow, written on the ``not_assessable`` rows the replay leaves (with the ClientId of their connection)."""
     loaded: dict[str, Transcript] = {flow: pickle.loads(blob) for flow, blob in transcripts}
-    subscribers = None
-    if own is not None:
-        subscribers = {c.client_id for c in (loaded[flow].connect for flow in own if flow in loaded) if c is not None}
-    model = build(loaded, config, subscribers)
-    routing = Routing(model, loaded, config).judgement()
-    across = across_connections(loaded)
-    if own is not None:  # a shard reports what it decides of its own connections: each shard sees them all
-        mine = set(own)
-        across = Judgement(
-            tuple(f for f in across.findings if f.conversation in mine),
-            across.assessed,
-            across.not_assessable,
-            tuple(u for u in across.undecided if u.conversation in mine),
-        )
-    judgement = combine([routing, across])
+    model = build(loaded, config)
+    judgement = combine([Routing(model, loaded, config).judgement(), across_connections(loaded)])
     versions = {flow: judged_version(transcript, config) for flow, transcript in loaded.items()}
     findings = finding_rows(broker, judgement, versions)
     client_ids = {flow: connect_client_id(transcript) for flow, transcript in loaded.items()}

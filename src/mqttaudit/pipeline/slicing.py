@@ -1,4 +1,4 @@
-"""Stage 3 sliced (``--replay sliced``, off by default): the routing replay of one broker endpoint in time slices
+"""Stage 3: the routing replay of one broker endpoint in time slices
 (:class:`~mqttaudit.judge.stream.SlicedRouting`), one task per broker that never holds the broker's whole traffic.
 
 The judging stage hands each connection on as its *skeleton* (:func:`~mqttaudit.judge.stream.skeleton`: CONNECT,
@@ -51,8 +51,6 @@ from .worker_gc import tune_gc
 
 #: Bytes of a connection's traffic per piece at most (payloads are digests: a piece is a few thousand messages).
 PIECE_BYTES = 256 * 1024
-#: What :func:`replay_sliced` names the shard of its one task per broker.
-SLICED_SHARD = 0
 
 #: A message sent: (time sent, event, record).
 Sent = tuple[float, int, Published]
@@ -104,7 +102,7 @@ def connection_pieces(transcript: Transcript, limit: int = PIECE_BYTES) -> list[
 
 class SliceRows(TableWriter):
     """A table's rows as the sliced replay writes them: in row groups of few rows, so that what the task holds
-    before writing stays small beside a slice (the rows are those the shard replay writes)."""
+    before writing stays small beside a slice (the rows are those the whole model's replay writes, :mod:`.replay`)."""
 
     BATCH = 2048
 
@@ -168,7 +166,7 @@ def replay_sliced(table: pa.Table, options: AuditOptions, config: JudgeConfig | 
     config = config or options.judge_config
     pieces = _Pieces(table, options)
     skeletons = pieces.skeletons
-    writers = replay_writers(broker, SLICED_SHARD, options, SliceRows)
+    writers = replay_writers(broker, options, SliceRows)
     versions = {flow: judged_version(transcript, config) for flow, transcript in skeletons.items()}
     client_ids = {flow: connect_client_id(transcript) for flow, transcript in skeletons.items()}
     reasons: dict[str, str] = {}
@@ -186,7 +184,7 @@ def replay_sliced(table: pa.Table, options: AuditOptions, config: JudgeConfig | 
         write(judgement)
     discards = any(declared_maximum(transcript) is not None for transcript in skeletons.values())
     write(across_connections(pieces.whole() if discards else skeletons))
-    return replayed_row(broker, SLICED_SHARD, writers, reasons)
+    return replayed_row(broker, writers, reasons)
 
 
 def _slices(pieces: _Pieces, config: JudgeConfig, budget: int) -> Iterator[tuple[list[Expectation], Judgement]]:

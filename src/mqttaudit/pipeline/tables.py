@@ -1,5 +1,5 @@
 """Every table of an audit, in one place: the Parquet tables the tasks write, and what the stages hand each other
-(chunk descriptors, runs of segments, judged connections, replayed shards, transcripts, the first pass's stream
+(chunk descriptors, runs of segments, judged connections, each broker's replay, transcripts, the first pass's stream
 starts). Each is an Arrow schema (a Parquet table's columns are a tuple of names, typed by :data:`TYPES`); the DDL
 Spark is given is derived from it (:func:`ddl`), never written out.
 
@@ -372,11 +372,8 @@ JUDGED_SCHEMA = pa.schema(
         ("flow", pa.string()),
         ("capture", pa.string()),
         ("server", pa.string()),
-        ("client_id", pa.string()),
         ("transcripts", pa.string()),
         ("transcript_row", pa.int64()),
-        ("transcript_bytes", pa.int64()),
-        ("sources_bytes", pa.int64()),
         *[(name, pa.int64()) for name in COUNT_COLUMNS],
         *[(name, pa.int64()) for name in RECORD_COLUMNS],
         ("packet_count", pa.int64()),
@@ -387,23 +384,20 @@ JUDGED_SCHEMA = pa.schema(
         ("note", pa.string()),
     ]
 )
-#: Each connection's transcript, whole and as a source of messages only (:func:`~.conversations.sources`).
-TRANSCRIPT_SCHEMA = pa.schema([("transcript", pa.binary()), ("sources", pa.binary())])
-#: What the replay of one shard hands back (the tables it writes itself).
+#: What the judging stage hands the routing replay: each connection's head, then its pieces, a row each
+#: (:func:`~.slicing.connection_pieces`).
+TRANSCRIPT_SCHEMA = pa.schema([("transcript", pa.binary())])
+#: What the routing replay of one broker hands back (the tables it writes itself): ``summary.json``'s
+#: ``routing_replays``.
 REPLAYED_SCHEMA = pa.schema(
     [
         ("broker", pa.string()),
-        ("shard", pa.int64()),
         ("partition", pa.int64()),
         ("deliveries", pa.int64()),
         ("routing_findings", pa.int64()),
         ("not_assessable", pa.string()),
     ]
 )
-#: Which shard replays the sessions of each ClientId (``client_key``: its ClientId, or its flow when it has none).
-HOMES_SCHEMA = pa.schema([("client_key", pa.string()), ("home", pa.int64())])
-#: The key of each shard of the routing replay.
-SHARDS_SCHEMA = pa.schema([("shard", pa.int64())])
 #: What the first pass hands back per chunk: a proven server port (``kind`` "proven", ``how`` the proof), or what
 #: the chunk could not decide alone (a stream start, "start", or a proving start, "connect", matched across chunks
 #: by direction and seq).

@@ -155,10 +155,10 @@ class TranscriptWriter(TaskFile):
         schema = TRANSCRIPT_SCHEMA.with_metadata({ROWS_PER_BATCH: str(self.BATCH).encode()})
         super().__init__(directory, TRANSCRIPTS_DIR, f"part-{part}.arrow", schema, pa.ipc.new_file, published)
 
-    def add_transcript(self, transcript: bytes, sources: bytes) -> int:
-        """Adds one connection's transcript; returns its row in the file."""
+    def add_transcript(self, transcript: bytes) -> int:
+        """Adds one blob (a connection's head or one of its pieces); returns its row in the file."""
         row = Columns(tuple(TRANSCRIPT_SCHEMA.names))
-        row.add(transcript=transcript, sources=sources)
+        row.add(transcript=transcript)
         self.add(row)
         return self.rows - 1
 
