@@ -13,6 +13,7 @@ import hashlib
 import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, TypeVar
 
 from mqttaudit.capture.conversation import FRAMED_ONLY, INFERRED_5, NOT_JUDGED, FlowAudit, handling
@@ -220,10 +221,18 @@ class FlowResult:
     not_assessable: Columns
     #: The defects a receiver accepted without being bound to detect them (see :data:`LENIENT_COLUMNS`).
     lenient: Columns
-    #: The transcript for the routing replay (payloads replaced by digests), pickled.
-    transcript: bytes
-    #: The same without subscriptions and deliveries (:func:`sources`), pickled.
-    sources: bytes
+    #: The transcript for the routing replay (payloads replaced by digests).
+    replayed: Transcript
+
+    @cached_property
+    def transcript(self) -> bytes:
+        """:attr:`replayed`, pickled (what the shard replay reads)."""
+        return pickle.dumps(self.replayed)
+
+    @cached_property
+    def sources(self) -> bytes:
+        """:attr:`replayed` without subscriptions and deliveries (:func:`sources`), pickled."""
+        return pickle.dumps(sources(self.replayed))
 
 
 #: A lone surrogate U+DC80..U+DCFF as ``repr()`` writes it (``\\udcff``), not preceded by an escaped backslash.
@@ -364,10 +373,7 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
     for entry in judgement.lenient:
         add_lenient(lenient, flow.capture, entry, flow, row["client_id"], version)
     connection.add(**row, not_assessable=len(undecided), lenient=len(lenient))
-    replayed = digested(transcript)
-    return FlowResult(
-        packets, violations, connection, undecided, lenient, pickle.dumps(replayed), pickle.dumps(sources(replayed))
-    )
+    return FlowResult(packets, violations, connection, undecided, lenient, digested(transcript))
 
 
 def capture_at(flow: Flow, event: int) -> str:

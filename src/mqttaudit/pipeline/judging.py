@@ -7,7 +7,6 @@ per connection, with the transcript the routing replay needs.
 from __future__ import annotations
 
 import json
-import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -21,7 +20,7 @@ from mqttaudit.capture.conversation import stopped_at_flow_budget
 from mqttaudit.capture.segments import FIN, SYN
 from mqttaudit.judge import reasons as reason_tags
 
-from .conversations import Columns, connection_flow, connection_id, judge_flow
+from .conversations import Columns, FlowResult, connection_flow, connection_id, judge_flow
 from .options import AuditOptions
 from .sealed import keyed_name, seal
 from .segments import BATCH_ROWS, cuts, decode_run
@@ -58,21 +57,24 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
                 continue
             for name, writer in writers.items():
                 writer.add(row[name])
-            transcript, source = row.pop("transcript"), row.pop("sources")
+            result: FlowResult = row.pop("judged")
             key = options.seal_key
             if sliced:  # the connection's head (its skeleton), then its pieces, on the rows after it
-                head, *pieces = connection_pieces(pickle.loads(transcript))
+                head, *pieces = connection_pieces(result.replayed)
                 at = transcripts.add_transcript(seal(key, head), b"")
                 for piece in pieces:
                     transcripts.add_transcript(seal(key, piece), b"")
+                # Not pickled whole: what it weighs is what was written of it.
+                weight, source_weight = len(head) + sum(len(piece) for piece in pieces), 0
             else:
-                at = transcripts.add_transcript(seal(key, transcript), seal(key, source))
+                at = transcripts.add_transcript(seal(key, result.transcript), seal(key, result.sources))
+                weight, source_weight = len(result.transcript), len(result.sources)
             judged.add(
                 **(row | {"client_id": keyed_name(key, row["client_id"])}),
                 transcripts=transcripts.name,
                 transcript_row=at,
-                transcript_bytes=len(transcript),
-                sources_bytes=len(source),
+                transcript_bytes=weight,
+                sources_bytes=source_weight,
             )
         if len(judged) >= BATCH_ROWS:
             yield columns_table([judged], JUDGED_SCHEMA).to_batches()[0]
@@ -373,8 +375,7 @@ def _connection(
         "capture": capture,
         "server": server or "unknown",
         "client_id": connection["client_id"][0],
-        "transcript": judged.transcript,
-        "sources": judged.sources,
+        "judged": judged,
         "stream_bytes": total.stream,
         "packet_bytes": total.packets,
         "malformed_bytes": total.malformed,
