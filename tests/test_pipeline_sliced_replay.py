@@ -88,11 +88,18 @@ def piece_table(transcripts: Mapping[str, Transcript], folder: Path, piece_bytes
 
 
 def sliced_tables(
-    transcripts: Mapping[str, Transcript], config: JudgeConfig, folder: Path, slice_bytes: int, piece_bytes: int
+    transcripts: Mapping[str, Transcript],
+    config: JudgeConfig,
+    folder: Path,
+    slice_bytes: int,
+    piece_bytes: int,
+    slice_span: float | None = 0.0,
 ) -> dict[str, Counter[tuple[Any, ...]]]:
-    """The tables the sliced replay task writes, from the heads and pieces the judging stage writes."""
+    """The tables the sliced replay task writes, from the heads and pieces the judging stage writes (slices by
+    bytes alone unless ``slice_span`` says otherwise)."""
     table = piece_table(transcripts, folder, piece_bytes)
-    replayed = replay_sliced(table, AuditOptions(out_dir=str(folder), slice_bytes=slice_bytes), config).to_pylist()
+    options = AuditOptions(out_dir=str(folder), slice_bytes=slice_bytes, slice_span=slice_span)
+    replayed = replay_sliced(table, options, config).to_pylist()
     tables = {}
     for name in TABLES:
         files = sorted((folder / name).glob("*.parquet"))
@@ -131,6 +138,8 @@ def test_a_busy_broker_s_traffic_in_many_pieces_and_slices_gives_the_same_tables
     assert sum(whole["deliveries"].values()) == 600
     assert sliced_tables(transcripts, CONFIG, tmp_path, 500, 2000) == whole
     assert len(list((tmp_path / "_transcripts").iterdir())) == 1
+    # The default span (the judge's reach): slices of many seconds each, by bytes past it, the same tables.
+    assert sliced_tables(transcripts, CONFIG, tmp_path / "span", 500, 2000, None) == whole
 
 
 def routed_capture(path: Path, messages: int) -> Path:
@@ -178,7 +187,13 @@ def assert_sliced_audit_is_the_shard_audit(
 ) -> dict[str, Counter[str]]:
     shards = run_audit([str(p) for p in paths], folder / "shards", spark=spark, **kwargs)
     sliced = run_audit(
-        [str(p) for p in paths], folder / "sliced", spark=spark, replay="sliced", slice_bytes=200, **kwargs
+        [str(p) for p in paths],
+        folder / "sliced",
+        spark=spark,
+        replay="sliced",
+        slice_bytes=200,
+        slice_span=0,
+        **kwargs,
     )
     assert [row["shard"] for row in sliced.summary["routing_shards"]] == [SLICED_SHARD] * len(
         sliced.summary["routing_shards"]
@@ -203,7 +218,9 @@ def test_the_local_engine_runs_the_sliced_replay_too(tmp_path: Path) -> None:
     """The local engine (a small audit without Spark) replays slice by slice when asked, with the same tables."""
     capture = routed_capture(tmp_path / "routed.pcap", 40)
     audits = {
-        mode: run_audit([str(capture)], tmp_path / mode, engine="local", replay=mode, slice_bytes=200, tolerance=2.0)
+        mode: run_audit(
+            [str(capture)], tmp_path / mode, engine="local", replay=mode, slice_bytes=200, slice_span=0, tolerance=2.0
+        )
         for mode in ("shards", "sliced")
     }
     assert {mode: audit.summary["engine"] for mode, audit in audits.items()} == {"shards": "local", "sliced": "local"}

@@ -189,6 +189,7 @@ def run_audit(
     local_max_bytes: int = LOCAL_MAX_BYTES,
     replay: str | None = None,
     slice_bytes: int = SLICE_BYTES,
+    slice_span: float | None = None,
 ) -> AuditResult:
     """Audits the captures at ``paths`` (local paths or URLs, see :mod:`.sources`) into ``out_dir`` (a local folder,
     or a URL of any filesystem pyarrow.fs reaches: see :mod:`mqttaudit.report.remote_output` for what publishing
@@ -206,7 +207,7 @@ def run_audit(
     and ``tasks`` then unused); ``auto`` chooses (:func:`choose_engine`, with ``local_max_bytes``).
     ``replay``: how the routing replay runs (:attr:`.AuditOptions.replay`), "shards" when not given unless the
     environment variable :data:`REPLAY_VARIABLE` says "sliced" (for the benchmarks: the sliced replay is not on
-    by default yet); ``slice_bytes``: the sliced replay's slices.
+    by default yet); ``slice_bytes`` and ``slice_span``: the sliced replay's slices (:class:`.AuditOptions`).
     """
     started = time.time()
     replay = replay or os.environ.get(REPLAY_VARIABLE) or "shards"
@@ -245,6 +246,7 @@ def run_audit(
             budgets=budgets,
             replay=replay,
             slice_bytes=slice_bytes,
+            slice_span=slice_span,
         )
         summary["duration"] = round(time.time() - started, 3)
         summary["mqttaudit_version"] = __version__
@@ -378,6 +380,7 @@ def _audit(
     budgets: Budgets = DEFAULT_BUDGETS,
     replay: str = "shards",
     slice_bytes: int = SLICE_BYTES,
+    slice_span: float | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Audits ``files`` into ``out_dir`` (the tables: a local folder or a URL) and ``reports_dir`` (the driver's
     files); returns the summary and the names of the entries written."""
@@ -429,6 +432,7 @@ def _audit(
         late_window=late_window,
         replay=replay,
         slice_bytes=slice_bytes,
+        slice_span=slice_span,
     )
     if requested is None:
         progress(

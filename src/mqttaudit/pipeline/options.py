@@ -60,8 +60,11 @@ class AuditOptions:
     #: every connection's whole transcript, :mod:`.replaying`) or "sliced" (one task per broker, its traffic in time
     #: slices, :mod:`.slicing`; the judging stage then hands on skeletons and pieces instead of transcripts).
     replay: str = "shards"
-    #: The sliced replay's bytes of messages per slice at most.
+    #: The sliced replay's bytes of messages per slice at most, once the slice spans :attr:`slice_span`.
     slice_bytes: int = SLICE_BYTES
+    #: Seconds of traffic a slice of the sliced replay spans at least (None: the judge's
+    #: :func:`~mqttaudit.judge.stream.reach`, the window of deliveries each slice looks at; 0: by bytes alone).
+    slice_span: float | None = None
 
     @property
     def judge_config(self) -> JudgeConfig:
