@@ -8,7 +8,11 @@ the deliveries it received with the client's answers, by the time sent. The repl
 reads the skeletons of all the broker's connections, then merges the pieces of all connections in time order,
 one piece per connection and kind loaded at a time; the messages sent are cut into slices of at most
 :attr:`.AuditOptions.slice_bytes` (:func:`~mqttaudit.judge.stream.cut_slices`), each judged with the deliveries within
-:func:`~mqttaudit.judge.stream.reach` of it, and the rows it decides are written at once.
+:func:`~mqttaudit.judge.stream.reach` of it, and the rows it decides are written at once. A slice spans at least
+:attr:`.AuditOptions.slice_span` seconds, by default that reach: the deliveries within reach of a slice are held and
+walked by every slice they reach: slices much shorter than the reach walk each delivery many times over (74 times in
+a 68 s capture of 200,000 packets cut by 256 KiB alone) for little memory saved (a slice as long as the reach adds
+its messages sent to the deliveries of three times as long that are held anyway).
 
 What the task holds: the skeletons, the state :class:`~mqttaudit.judge.stream.SlicedRouting` hands on (bounded by what
 the broker keeps and by the late window), one slice's messages and the deliveries within reach of it, and one
