@@ -291,7 +291,13 @@ def test_the_replay_reads_of_a_remote_transcript_file_only_the_record_batches_it
     import pyarrow as pa
 
     from mqttaudit import locations
-    from mqttaudit.pipeline.task_files import TRANSCRIPTS_DIR, TranscriptWriter, read_rows, transcript_blobs
+    from mqttaudit.pipeline.task_files import (
+        TRANSCRIPTS_DIR,
+        TranscriptFiles,
+        TranscriptWriter,
+        read_rows,
+        transcript_blobs,
+    )
 
     for key, value in server.environment().items():
         monkeypatch.setenv(key, value)
@@ -306,6 +312,11 @@ def test_the_replay_reads_of_a_remote_transcript_file_only_the_record_batches_it
     wanted = [(writer.name, 6, "transcript"), (writer.name, 9, "transcript")]
     blobs = [blob.to_pybytes() for blob in transcript_blobs(out, wanted)]
     assert blobs == [written[6], written[9]]
+    files = TranscriptFiles(out)  # the sliced replay's reader: the object opened once, read a blob at a time
+    try:
+        assert [files.blob(*each) for each in wanted] == blobs
+    finally:
+        files.close()
     path = f"{BUCKET}/transcripts/{TRANSCRIPTS_DIR}/{writer.name}"
     size = server.filesystem().get_file_info(path).size
     with server.filesystem().open_input_file(path) as remote:

@@ -28,6 +28,7 @@ from mqttaudit.judge.stream import (
     SlicedRouting,
     alive,
     boundary_states,
+    cut_slices,
     deliveries,
     kept,
     model_state,
@@ -374,6 +375,15 @@ def test_slices_hold_at_most_the_budget_and_cover_all_time() -> None:
     assert plan_slices([], 100) == [Slice(-INF, INF, 0)]
     with pytest.raises(ValueError, match="out of time order"):
         plan_slices([(2.0, 1), (1.0, 1)], 100)
+
+
+def test_a_slice_spans_at_least_the_span_asked_before_its_bytes_cut_it() -> None:
+    messages = [(1.0, 40), (1.5, 40), (2.0, 30), (2.0, 30), (2.0, 30), (3.0, 10), (9.0, 100), (9.5, 1)]
+    parts = [part for part, _ in cut_slices(messages, 100, lambda message: message, 1.5)]
+    # Past its budget at 2.0, the first slice runs on until 1.5 s after its first message; the last one, past its
+    # budget at 9.5, is 0.5 s long: it holds on.
+    assert parts == [Slice(-INF, 3.0, 170), Slice(3.0, 9.0, 10), Slice(9.0, INF, 101)]
+    assert [part for part, _ in cut_slices(messages, 100, lambda message: message, 0.0)] == plan_slices(messages, 100)
 
 
 def test_the_skeleton_leaves_out_what_grows_with_the_traffic() -> None:

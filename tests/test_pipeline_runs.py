@@ -14,7 +14,7 @@ from mqttaudit.capture import Segment
 from mqttaudit.pipeline import segments as reading
 from mqttaudit.pipeline.segments import Runs, decode_run
 from mqttaudit.pipeline.tables import SEGMENT_SCHEMA
-from mqttaudit.pipeline.task_files import TRANSCRIPTS_DIR, TranscriptWriter, transcript_blobs
+from mqttaudit.pipeline.task_files import TRANSCRIPTS_DIR, TranscriptFiles, TranscriptWriter, transcript_blobs
 
 CLIENT_A = (b"\x0a\x00\x00\x02", 50000)
 CLIENT_B = (b"\x0a\x00\x00\x03", 50001)
@@ -157,6 +157,9 @@ def test_transcripts_are_handed_to_the_replay_through_a_file_published_when_the_
     wanted = [(writer.name, row, "transcript") for row in order]
     blobs = [blob.to_pybytes() for blob in transcript_blobs(str(tmp_path), wanted)]
     assert blobs == [written[row] for row in order]
+    files = TranscriptFiles(str(tmp_path))  # the sliced replay's reader, the file kept open: the same blobs
+    assert [files.blob(*each) for each in wanted] == blobs
+    files.close()
     assert sorted(p.name for p in (tmp_path / TRANSCRIPTS_DIR).iterdir()) == [writer.name]
 
 

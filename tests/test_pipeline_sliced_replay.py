@@ -90,11 +90,18 @@ def piece_table(transcripts: Mapping[str, Transcript], folder: Path, piece_bytes
 
 
 def sliced_tables(
-    transcripts: Mapping[str, Transcript], config: JudgeConfig, folder: Path, slice_bytes: int, piece_bytes: int
+    transcripts: Mapping[str, Transcript],
+    config: JudgeConfig,
+    folder: Path,
+    slice_bytes: int,
+    piece_bytes: int,
+    slice_span: float | None = 0.0,
 ) -> dict[str, Counter[tuple[Any, ...]]]:
-    """The tables the sliced replay task writes, from the heads and pieces the judging stage writes."""
+    """The tables the sliced replay task writes, from the heads and pieces the judging stage writes (slices by
+    bytes alone unless ``slice_span`` says otherwise)."""
     table = piece_table(transcripts, folder, piece_bytes)
-    replayed = replay_sliced(table, AuditOptions(out_dir=str(folder), slice_bytes=slice_bytes), config).to_pylist()
+    options = AuditOptions(out_dir=str(folder), slice_bytes=slice_bytes, slice_span=slice_span)
+    replayed = replay_sliced(table, options, config).to_pylist()
     tables = {}
     for name in TABLES:
         files = sorted((folder / name).glob("*.parquet"))
@@ -133,6 +140,8 @@ def test_a_busy_broker_s_traffic_in_many_pieces_and_slices_gives_the_same_tables
     assert sum(whole["deliveries"].values()) == 600
     assert sliced_tables(transcripts, CONFIG, tmp_path, 500, 2000) == whole
     assert len(list((tmp_path / "_transcripts").iterdir())) == 1
+    # The default span (the judge's reach): slices of many seconds each, by bytes past it, the same tables.
+    assert sliced_tables(transcripts, CONFIG, tmp_path / "span", 500, 2000, None) == whole
 
 
 def routed_capture(path: Path, messages: int) -> Path:
@@ -191,7 +200,9 @@ def test_the_audit_writes_the_whole_model_s_routing_tables(
     the deliveries, routing findings and not-assessable rows and the summary counts of the whole model."""
     capture = routed_capture(tmp_path / "routed.pcap", 40)
     whole = whole_model_audit(monkeypatch, [capture], tmp_path / "whole", tolerance=2.0)
-    sliced = run_audit([str(capture)], tmp_path / "sliced", spark=spark, engine="spark", slice_bytes=200, tolerance=2.0)
+    sliced = run_audit(
+        [str(capture)], tmp_path / "sliced", spark=spark, engine="spark", slice_bytes=200, slice_span=0, tolerance=2.0
+    )
     assert sliced.summary["engine"] == "spark"
     tables = assert_audit_is_the_whole_model_s(sliced, tmp_path / "sliced", whole, tmp_path / "whole")
     kinds = Counter(json.loads(row)["kind"] for row in tables["routing_findings"])
@@ -205,9 +216,14 @@ def test_the_local_engine_writes_the_whole_model_s_routing_tables(
     """The local engine (a small audit without Spark) replays slice by slice as well, with the whole model's tables."""
     capture = routed_capture(tmp_path / "routed.pcap", 40)
     whole = whole_model_audit(monkeypatch, [capture], tmp_path / "whole", tolerance=2.0)
-    sliced = run_audit([str(capture)], tmp_path / "sliced", engine="local", slice_bytes=200, tolerance=2.0)
+    sliced = run_audit(
+        [str(capture)], tmp_path / "sliced", engine="local", slice_bytes=200, slice_span=0, tolerance=2.0
+    )
     assert sliced.summary["engine"] == "local"
     tables = assert_audit_is_the_whole_model_s(sliced, tmp_path / "sliced", whole, tmp_path / "whole")
+    # The default slices (each spans at least the judge's reach) give the same tables.
+    spanned = run_audit([str(capture)], tmp_path / "spanned", engine="local", slice_bytes=200, tolerance=2.0)
+    assert_audit_is_the_whole_model_s(spanned, tmp_path / "spanned", whole, tmp_path / "whole")
     kinds = Counter(json.loads(row)["kind"] for row in tables["routing_findings"])
     assert kinds["missing"] == 8 and kinds["leak"] == 1, kinds
 
@@ -219,7 +235,9 @@ def test_the_audit_of_the_shared_captures_as_one_fleet_is_the_whole_model_s(
     """The 31 shared captures, several brokers, on Spark with small slices: each broker replayed in one task, the
     tables of the whole model."""
     whole = whole_model_audit(monkeypatch, [require_captures()], tmp_path / "whole")
-    sliced = run_audit([str(require_captures())], tmp_path / "sliced", spark=spark, engine="spark", slice_bytes=200)
+    sliced = run_audit(
+        [str(require_captures())], tmp_path / "sliced", spark=spark, engine="spark", slice_bytes=200, slice_span=0
+    )
     tables = assert_audit_is_the_whole_model_s(sliced, tmp_path / "sliced", whole, tmp_path / "whole")
     assert len(sliced.summary["routing_replays"]) > 1  # several brokers
     assert sum(tables["deliveries"].values()) and sum(tables["not_assessable"].values())

@@ -112,21 +112,24 @@ def plan_slices(messages: Iterable[tuple[float, int]], budget: int) -> list[Slic
 
 
 def cut_slices(
-    items: Iterable[T], budget: int, weigh: Callable[[T], tuple[float, int]]
+    items: Iterable[T], budget: int, weigh: Callable[[T], tuple[float, int]], span: float = 0.0
 ) -> Iterator[tuple[Slice, list[T]]]:
     """:func:`plan_slices` as the items come (``weigh``: an item's time sent and bytes), each slice with its items,
-    handed on as soon as the first item of the next one is seen: only one slice's items are held."""
+    handed on as soon as the first item of the next one is seen: only one slice's items are held. ``span``: a slice
+    is cut only once its items span that many seconds (from its first item's time), whatever their bytes."""
     if budget < 1:
         raise ValueError(f"a slice budget must be positive, not {budget}")
-    start, size, last = -INF, 0, -INF
+    start, size, first, last = -INF, 0, -INF, -INF
     held: list[T] = []
     for item in items:
         time, length = weigh(item)
         if time < last:
             raise ValueError(f"messages out of time order: {time} after {last}")
-        if size and size + length > budget and time > last:
+        if size and size + length > budget and time > last and time - first >= span:
             yield Slice(start, time, size), held
             start, size, held = time, 0, []
+        if not held:
+            first = time
         size += length
         last = time
         held.append(item)

@@ -180,6 +180,7 @@ def run_audit(
     local_max_bytes: int = LOCAL_MAX_BYTES,
     local_limit_bytes: int = LOCAL_LIMIT_BYTES,
     slice_bytes: int = SLICE_BYTES,
+    slice_span: float | None = None,
 ) -> AuditResult:
     """Audits the captures at ``paths`` (local paths or URLs, see :mod:`.sources`) into ``out_dir`` (a local folder,
     or a URL of any filesystem pyarrow.fs reaches: see :mod:`mqttaudit.report.remote_output` for what publishing
@@ -197,7 +198,8 @@ def run_audit(
     and ``tasks`` then unused); ``auto`` chooses (:func:`choose_engine`, with ``local_max_bytes``). The local
     engine holds the captures' segments at once: past ``local_limit_bytes`` of captures it refuses
     (:class:`~.engines.LocalEngineLimit`, before any capture is read) and ``auto`` picks Spark.
-    ``slice_bytes``: the bytes of messages per slice of each broker's routing replay (:mod:`.slicing`).
+    ``slice_bytes`` and ``slice_span``: the slices of each broker's routing replay (:mod:`.slicing`,
+    :class:`.AuditOptions`).
     """
     started = time.time()
     out = locations.as_output(out_dir)
@@ -233,6 +235,7 @@ def run_audit(
             keylog=keylog,
             budgets=budgets,
             slice_bytes=slice_bytes,
+            slice_span=slice_span,
         )
         summary["duration"] = round(time.time() - started, 3)
         summary["mqttaudit_version"] = __version__
@@ -324,6 +327,7 @@ def _audit(
     keylog: KeyLogFile | None = None,
     budgets: Budgets = DEFAULT_BUDGETS,
     slice_bytes: int = SLICE_BYTES,
+    slice_span: float | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Audits ``files`` into ``out_dir`` (the tables: a local folder or a URL) and ``reports_dir`` (the driver's
     files); returns the summary and the names of the entries written."""
@@ -374,6 +378,7 @@ def _audit(
         budgets=budgets,
         late_window=late_window,
         slice_bytes=slice_bytes,
+        slice_span=slice_span,
     )
     if requested is None:
         progress(

@@ -10,7 +10,6 @@ column lists it returns into record batches.
 from __future__ import annotations
 
 import hashlib
-import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -220,8 +219,8 @@ class FlowResult:
     not_assessable: Columns
     #: The defects a receiver accepted without being bound to detect them (see :data:`LENIENT_COLUMNS`).
     lenient: Columns
-    #: The transcript for the routing replay (payloads replaced by digests), pickled.
-    transcript: bytes
+    #: The transcript for the routing replay (payloads replaced by digests).
+    replayed: Transcript
 
 
 #: A lone surrogate U+DC80..U+DCFF as ``repr()`` writes it (``\\udcff``), not preceded by an escaped backslash.
@@ -362,8 +361,7 @@ def judge_flow(flow: Flow, config: JudgeConfig) -> FlowResult:
     for entry in judgement.lenient:
         add_lenient(lenient, flow.capture, entry, flow, row["client_id"], version)
     connection.add(**row, not_assessable=len(undecided), lenient=len(lenient))
-    replayed = digested(transcript)
-    return FlowResult(packets, violations, connection, undecided, lenient, pickle.dumps(replayed))
+    return FlowResult(packets, violations, connection, undecided, lenient, digested(transcript))
 
 
 def capture_at(flow: Flow, event: int) -> str:

@@ -7,7 +7,6 @@ per connection, with the transcript the routing replay needs.
 from __future__ import annotations
 
 import json
-import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -20,6 +19,7 @@ from mqttaudit.capture.budgets import out_of_order_reason
 from mqttaudit.capture.conversation import stopped_at_flow_budget
 from mqttaudit.capture.segments import FIN, SYN
 from mqttaudit.judge import reasons as reason_tags
+from mqttaudit.judge.transcript import Transcript
 
 from .conversations import Columns, connection_flow, connection_id, judge_flow
 from .options import AuditOptions
@@ -57,10 +57,10 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
                 continue
             for name, writer in writers.items():
                 writer.add(row[name])
-            transcript = row.pop("transcript")
+            transcript: Transcript = row.pop("transcript")
             key = options.seal_key
             # The connection's head (its skeleton), then its pieces, on the rows after it (see .slicing).
-            head, *pieces = connection_pieces(pickle.loads(transcript))
+            head, *pieces = connection_pieces(transcript)
             at = transcripts.add_transcript(seal(key, head))
             for piece in pieces:
                 transcripts.add_transcript(seal(key, piece))
@@ -363,7 +363,7 @@ def _connection(
         "flow": connection_id,
         "capture": capture,
         "server": server or "unknown",
-        "transcript": judged.transcript,
+        "transcript": judged.replayed,
         "stream_bytes": total.stream,
         "packet_bytes": total.packets,
         "malformed_bytes": total.malformed,

@@ -54,9 +54,12 @@ class AuditOptions:
     #: Seconds past its deadline a delivery is still matched to the message it copies (``--late-window``; see
     #: :attr:`~mqttaudit.judge.config.JudgeConfig.late_window`).
     late_window: float = 60.0
-    #: The routing replay's bytes of messages per slice at most (one task per broker walks its traffic in time
-    #: slices, :mod:`.slicing`).
+    #: The routing replay's bytes of messages per slice at most, once the slice spans :attr:`slice_span` (one task
+    #: per broker walks its traffic in time slices, :mod:`.slicing`).
     slice_bytes: int = SLICE_BYTES
+    #: Seconds of traffic a slice of the sliced replay spans at least (None: the judge's
+    #: :func:`~mqttaudit.judge.stream.reach`, the window of deliveries each slice looks at; 0: by bytes alone).
+    slice_span: float | None = None
 
     @property
     def judge_config(self) -> JudgeConfig:

@@ -8,7 +8,11 @@ the deliveries it received with the client's answers, by the time sent. The repl
 reads the skeletons of all the broker's connections, then merges the pieces of all connections in time order,
 one piece per connection and kind loaded at a time; the messages sent are cut into slices of at most
 :attr:`.AuditOptions.slice_bytes` (:func:`~mqttaudit.judge.stream.cut_slices`), each judged with the deliveries within
-:func:`~mqttaudit.judge.stream.reach` of it, and the rows it decides are written at once.
+:func:`~mqttaudit.judge.stream.reach` of it, and the rows it decides are written at once. A slice spans at least
+:attr:`.AuditOptions.slice_span` seconds, by default that reach: the deliveries within reach of a slice are held and
+walked by every slice they reach: slices much shorter than the reach walk each delivery many times over (74 times in
+a 68 s capture of 200,000 packets cut by 256 KiB alone) for little memory saved (a slice as long as the reach adds
+its messages sent to the deliveries of three times as long that are held anyway).
 
 What the task holds: the skeletons, the state :class:`~mqttaudit.judge.stream.SlicedRouting` hands on (bounded by what
 the broker keeps and by the late window; the messages decided missing wait, with their findings, until their session
@@ -46,7 +50,7 @@ from .options import AuditOptions
 from .replay import connect_client_id, delivery_batches, finding_rows, undecided_rows
 from .replaying import first_reasons, replay_writers, replayed_row
 from .sealed import unseal
-from .task_files import TableWriter, transcript_blobs
+from .task_files import TableWriter, TranscriptFiles, transcript_blobs
 from .worker_gc import tune_gc
 
 #: Bytes of a connection's traffic per piece at most (payloads are digests: a piece is a few thousand messages).
@@ -110,23 +114,24 @@ class SliceRows(TableWriter):
 class _Pieces:
     """Where the head and pieces of the broker's connections are, read one piece at a time."""
 
-    def __init__(self, table: pa.Table, options: AuditOptions) -> None:
-        self._out, self._key = options.out_dir, options.seal_key
+    def __init__(self, table: pa.Table, options: AuditOptions, files: TranscriptFiles) -> None:
+        self._files, self._key = files, options.seal_key
         self.flows: list[str] = table.column("flow").to_pylist()
         self.skeletons: dict[str, Transcript] = {}
         self._places: dict[str, tuple[str, range, range]] = {}
-        files = table.column("transcripts").to_pylist()
+        names = table.column("transcripts").to_pylist()
         rows = table.column("transcript_row").to_pylist()
-        heads = transcript_blobs(self._out, [(name, row, "transcript") for name, row in zip(files, rows, strict=True)])
-        for flow, name, row, blob in zip(self.flows, files, rows, heads, strict=True):
+        heads = transcript_blobs(
+            options.out_dir, [(name, row, "transcript") for name, row in zip(names, rows, strict=True)]
+        )
+        for flow, name, row, blob in zip(self.flows, names, rows, heads, strict=True):
             head, sent, received = pickle.loads(unseal(self._key, blob.to_pybytes()))
             self.skeletons[flow] = head
             first = row + 1
             self._places[flow] = (name, range(first, first + sent), range(first + sent, first + sent + received))
 
     def _load(self, name: str, row: int) -> Any:
-        blob = transcript_blobs(self._out, [(name, row, "transcript")])[0]
-        return pickle.loads(unseal(self._key, blob.to_pybytes()))
+        return pickle.loads(unseal(self._key, self._files.blob(name, row, "transcript")))
 
     def sent(self, flow: str) -> Iterator[tuple[float, str, int, Published]]:
         """The messages ``flow`` sent, in time order, keyed as :func:`~mqttaudit.judge.stream.traffic` orders them."""
@@ -161,10 +166,17 @@ def replay_sliced(table: pa.Table, options: AuditOptions, config: JudgeConfig | 
     are), slice after slice; writes the deliveries, routing findings and not-assessable rows as each slice
     decides them and returns their counts. ``config``: the judge's (the audit's when not given)."""
     tune_gc()
+    files = TranscriptFiles(options.out_dir)
+    try:
+        return _replay(table, options, config or options.judge_config, _Pieces(table, options, files))
+    finally:
+        files.close()
+
+
+def _replay(table: pa.Table, options: AuditOptions, config: JudgeConfig, pieces: _Pieces) -> pa.Table:
+    """:func:`replay_sliced` with its pieces' files open."""
     broker = table.column("server")[0].as_py()
     captures = dict(zip(table.column("flow").to_pylist(), table.column("capture").to_pylist(), strict=True))
-    config = config or options.judge_config
-    pieces = _Pieces(table, options)
     skeletons = pieces.skeletons
     writers = replay_writers(broker, options, SliceRows)
     versions = {flow: judged_version(transcript, config) for flow, transcript in skeletons.items()}
@@ -178,7 +190,8 @@ def replay_sliced(table: pa.Table, options: AuditOptions, config: JudgeConfig | 
         for rule, reason in first_reasons(left).items():
             reasons.setdefault(rule, reason)
 
-    for decided, judgement in _slices(pieces, config, options.slice_bytes):
+    span = reach(config) if options.slice_span is None else options.slice_span
+    for decided, judgement in _slices(pieces, config, options.slice_bytes, span):
         for batch in delivery_batches(broker, decided, SliceRows.BATCH):
             writers["deliveries"].add(batch)
         write(judgement)
@@ -187,21 +200,23 @@ def replay_sliced(table: pa.Table, options: AuditOptions, config: JudgeConfig | 
     return replayed_row(broker, writers, reasons)
 
 
-def _slices(pieces: _Pieces, config: JudgeConfig, budget: int) -> Iterator[tuple[list[Expectation], Judgement]]:
+def _slices(
+    pieces: _Pieces, config: JudgeConfig, budget: int, span: float
+) -> Iterator[tuple[list[Expectation], Judgement]]:
     """What :class:`~mqttaudit.judge.stream.SlicedRouting` decides slice after slice: the messages sent merged in
-    time order and cut into slices of ``budget`` bytes, each judged with the deliveries within
-    :func:`~mqttaudit.judge.stream.reach` of it (a window that moves on with the slices)."""
+    time order and cut into slices of ``budget`` bytes that span ``span`` seconds at least, each judged with the
+    deliveries within :func:`~mqttaudit.judge.stream.reach` of it (a window that moves on with the slices)."""
     sliced = SlicedRouting(pieces.skeletons, config)
     horizon = reach(config)
     sent = heapq.merge(*(pieces.sent(flow) for flow in pieces.flows))
     received = heapq.merge(*(pieces.received(flow) for flow in pieces.flows))
     upcoming = next(received, None)
     window: deque[tuple[float, str, int, Delivered, tuple[int, float] | None]] = deque()
-    for span, messages in cut_slices(sent, budget, lambda item: (item[0], _weight(item[3].message))):
-        while upcoming is not None and upcoming[0] < span.end + horizon:
+    for part, messages in cut_slices(sent, budget, lambda item: (item[0], _weight(item[3].message)), span):
+        while upcoming is not None and upcoming[0] < part.end + horizon:
             window.append(upcoming)
             upcoming = next(received, None)
-        while window and window[0][0] < span.start - horizon:
+        while window and window[0][0] < part.start - horizon:
             window.popleft()
         seen: dict[str, list[Delivered]] = {}
         answers: dict[str, dict[int, tuple[int, float]]] = {}
@@ -209,7 +224,7 @@ def _slices(pieces: _Pieces, config: JudgeConfig, budget: int) -> Iterator[tuple
             seen.setdefault(flow, []).append(delivery)
             if answer is not None:
                 answers.setdefault(flow, {})[event] = answer
-        yield sliced.run(span, [(flow, record) for _, flow, _, record in messages], seen, answers)
+        yield sliced.run(part, [(flow, record) for _, flow, _, record in messages], seen, answers)
         # A slice's model is reference cycles (connections, sessions, expectations): freed now, not when the
         # worker's rare full collections come (:func:`.worker_gc.tune_gc`), or the slices' garbage would add up.
         gc.collect()

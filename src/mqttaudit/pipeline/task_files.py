@@ -199,22 +199,60 @@ def read_rows(source: Any, rows: Sequence[tuple[int, str]], *, copy: bool) -> li
     order, reading each record batch that holds one once, and no other; ``copy``: each blob copied out of its
     batch (which is then released), else a slice of it."""
     reader = pa.ipc.open_file(source)
-    per_batch = int((reader.schema.metadata or {}).get(ROWS_PER_BATCH, 0))
-    if per_batch <= 0:
-        raise ValueError(f"a transcript file without its rows per record batch ({ROWS_PER_BATCH.decode()})")
+    per_batch = _rows_per_batch(reader)
     positions: dict[int, list[int]] = {}
     for position, (row, _column) in enumerate(rows):
         positions.setdefault(row // per_batch, []).append(position)
     found: list[pa.Buffer] = [pa.py_buffer(b"")] * len(rows)
     for number in sorted(positions):
-        batch = reader.get_batch(number)
-        if number < reader.num_record_batches - 1 and batch.num_rows != per_batch:
-            raise ValueError(f"record batch {number} of a transcript file holds {batch.num_rows} rows, not {per_batch}")
+        batch = _batch(reader, number, per_batch)
         for position in positions[number]:
             row, column = rows[position]
             blob = batch.column(column)[row - number * per_batch].as_buffer()
             found[position] = pa.py_buffer(blob.to_pybytes()) if copy else blob
     return found
+
+
+def _rows_per_batch(reader: pa.ipc.RecordBatchFileReader) -> int:
+    """The rows of each record batch but the last of a transcript file (:data:`ROWS_PER_BATCH`)."""
+    per_batch = int((reader.schema.metadata or {}).get(ROWS_PER_BATCH, 0))
+    if per_batch <= 0:
+        raise ValueError(f"a transcript file without its rows per record batch ({ROWS_PER_BATCH.decode()})")
+    return per_batch
+
+
+def _batch(reader: pa.ipc.RecordBatchFileReader, number: int, per_batch: int) -> pa.RecordBatch:
+    """Record batch ``number`` of a transcript file, checked to hold the rows the file says."""
+    batch = reader.get_batch(number)
+    if number < reader.num_record_batches - 1 and batch.num_rows != per_batch:
+        raise ValueError(f"record batch {number} of a transcript file holds {batch.num_rows} rows, not {per_batch}")
+    return batch
+
+
+class TranscriptFiles:
+    """The transcript files of an audit's output directory, each opened once and kept open, read one blob at a
+    time (as the sliced replay reads its pieces, one after another from many files): each read reads the record
+    batch that holds the blob and copies the blob out (not memory-mapped: what was read is not held)."""
+
+    def __init__(self, directory: str) -> None:
+        self._filesystem, self._root = locations.resolve(directory)
+        self._open: dict[str, tuple[Any, pa.ipc.RecordBatchFileReader, int]] = {}
+
+    def blob(self, name: str, row: int, column: str) -> bytes:
+        """The blob at ``row`` and ``column`` of transcript file ``name``."""
+        if name not in self._open:
+            source = self._filesystem.open_input_file(posixpath.join(self._root, TRANSCRIPTS_DIR, name))
+            reader = pa.ipc.open_file(source)
+            self._open[name] = (source, reader, _rows_per_batch(reader))
+        _, reader, per_batch = self._open[name]
+        number = row // per_batch
+        blob: bytes = _batch(reader, number, per_batch).column(column)[row - number * per_batch].as_py()
+        return blob
+
+    def close(self) -> None:
+        for source, _, _ in self._open.values():
+            source.close()
+        self._open.clear()
 
 
 def accepted_entries(published: Published) -> set[str]:
