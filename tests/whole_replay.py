@@ -23,6 +23,7 @@ from mqttaudit.pipeline.replay import replay_batches
 from mqttaudit.pipeline.replaying import first_reasons, replay_writers, replayed_row
 from mqttaudit.pipeline.slicing import _Pieces
 from mqttaudit.pipeline.tables import TABLES
+from mqttaudit.pipeline.task_files import TranscriptFiles
 
 
 def whole_replayer(options: AuditOptions) -> Callable[[pa.Table], pa.Table]:
@@ -32,7 +33,11 @@ def whole_replayer(options: AuditOptions) -> Callable[[pa.Table], pa.Table]:
     def run(table: pa.Table) -> pa.Table:
         broker = table.column("server")[0].as_py()
         captures = dict(zip(table.column("flow").to_pylist(), table.column("capture").to_pylist(), strict=True))
-        whole = _Pieces(table, options).whole()
+        files = TranscriptFiles(options.out_dir)
+        try:
+            whole = _Pieces(table, options, files).whole()
+        finally:
+            files.close()
         blobs = [(flow, pickle.dumps(transcript)) for flow, transcript in whole.items()]
         batches, findings, undecided = replay_batches(broker, blobs, options.judge_config, captures=captures)
         writers = replay_writers(broker, options)
