@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -472,37 +472,23 @@ class Model:
     horizon: float = INF
     #: MQTT 5.0 messages owed to one member of a share group.
     groups: list[GroupDelivery] = field(default_factory=list)
-    #: Why share groups are not judged (a model of some sessions only sees part of each group), if they are not.
-    groups_unjudged: str | None = None
 
 
 def build(
     transcripts: Mapping[str, Transcript],
     config: JudgeConfig,
-    subscribers: Collection[str] | None = None,
     owns: Callable[[float], bool] | None = None,
 ) -> Model:
     """The model of one broker from the transcripts of its connections.
-
-    ``subscribers`` limits it to the sessions of those ClientIds (None: every session). Every transcript is still
-    a source of messages, so a model per disjoint set of ClientIds (a shard) owes each session exactly what the
-    whole model would: a session's expectations depend only on its own connections and on every message. The
-    transcripts of other ClientIds need only what they published (their subscriptions and deliveries unused).
 
     ``owns`` limits it to one slice of time (None: all of it): only the messages the server started taking then,
     and the subscriptions asked for then, are routed (see :func:`.stream.slice_model`).
     """
     mine = owns or _always
-    every_link = sorted(_links(transcripts), key=lambda link: link.opened)
-    sessions = _sessions(every_link)
-    # Decided on the whole broker, so that every shard decides alike.
+    links = sorted(_links(transcripts), key=lambda link: link.opened)
+    sessions = _sessions(links)
     exhaustive = len(sessions) <= EXHAUSTIVE_SESSIONS
-    messages, unowned = _messages(transcripts, every_link, config)
-    if subscribers is None:
-        links = every_link
-    else:
-        links = [link for link in every_link if link.client_id in subscribers]
-        sessions = [session for session in sessions if session.client_id in subscribers]
+    messages, unowned = _messages(transcripts, links, config)
     for session in sessions:
         every = list(_subscriptions(session))
         session.subscriptions = [s for s in every if s.share is None]
@@ -552,10 +538,7 @@ def build(
         for subscription in session.subscriptions:
             if mine(subscription.possible[0]):
                 _send_retained(model, subscription, config)
-    if subscribers is None:
-        share_groups(model, config, mine)
-    elif any(session.shared for session in sessions):
-        model.groups_unjudged = "a model of some ClientIds only sees part of each share group"
+    share_groups(model, config, mine)
     return model
 
 

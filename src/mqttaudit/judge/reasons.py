@@ -35,8 +35,6 @@ UNDECODED: Final = "bytes not decoded"
 CONFLICTING: Final = "conflicting retransmission"
 #: The connection follows another specification (another protocol name, or a level the server supports).
 ANOTHER_SPECIFICATION: Final = "another specification"
-#: The routing replay does not follow this connection's version.
-NOT_REPLAYED: Final = "routing not replayed"
 #: The session began on an earlier connection the capture does not hold (or did not tie to this one).
 EARLIER_SESSION: Final = "earlier session unknown"
 #: A statement would owe it, but the text lets the server withhold it (a SHOULD: section 4.7.2 asks the server to
@@ -151,7 +149,6 @@ EXPLANATIONS: Final[dict[str, str]] = {
     UNDECODED: "bytes were captured but could not be decoded as a packet",
     CONFLICTING: "bytes arrived twice with different content, so which copy the receiver kept is unknown",
     ANOTHER_SPECIFICATION: "the connection follows another specification (another protocol name or level)",
-    NOT_REPLAYED: "the routing replay does not follow this connection's MQTT version",
     EARLIER_SESSION: "the session began on an earlier connection that the capture does not hold",
     NOT_OWED: "the specification lets the server withhold it (a SHOULD), so its absence decides nothing",
     AMBIGUOUS: "a delivery may stand for more than one message, and the bytes cannot tell which",

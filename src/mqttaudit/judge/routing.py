@@ -163,11 +163,6 @@ class Routing:
         messages are reported here."""
         late = self._config.late_window
         opened = self._memory.opened
-        unjudged = self._model.groups_unjudged
-        for link in self._model.links:
-            if unjudged is not None and link.session is not None and link.session.shared and start <= link.opened < end:
-                reason = reasons.reason(reasons.NOT_REPLAYED, f"shared subscriptions: {unjudged}")
-                self._undecided(link, rules.MESSAGE_ROUTED, reason)
         for link in self._model.links:
             if link.name not in opened and self._due(self._session_closes(link), end):
                 opened.add(link.name)
