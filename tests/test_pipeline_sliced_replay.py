@@ -33,7 +33,7 @@ from mqttaudit.pipeline.conversations import Columns
 from mqttaudit.pipeline.options import AuditOptions
 from mqttaudit.pipeline.replay import replay_batches
 from mqttaudit.pipeline.slicing import connection_pieces, replay_sliced
-from mqttaudit.pipeline.task_files import PieceWriter
+from mqttaudit.pipeline.task_files import TranscriptWriter
 
 from .corpus import require_captures
 from .crafted import CONNACK_ACCEPTED, connect, sessions, write_capture
@@ -68,7 +68,7 @@ def piece_table(transcripts: Mapping[str, Transcript], folder: Path, piece_bytes
     ``piece_bytes``), and the rows a sliced replay task of :data:`BROKER` is handed."""
     for table in (*TABLES, "_transcripts"):
         (folder / table).mkdir(parents=True)
-    writer = PieceWriter(str(folder), "judging")
+    writer = TranscriptWriter(str(folder), "judging")
     rows = []
     for transcript in transcripts.values():
         head, *pieces = connection_pieces(transcript, piece_bytes)

@@ -27,7 +27,7 @@ from .sealed import seal
 from .segments import BATCH_ROWS, cuts, decode_run
 from .slicing import connection_pieces
 from .tables import GAP_COLUMNS, GAP_KINDS, JUDGED_SCHEMA, SEGMENT_FIELDS
-from .task_files import PieceWriter, TableWriter, columns_table, part_name
+from .task_files import TableWriter, TranscriptWriter, columns_table, part_name
 from .worker_gc import tune_gc
 
 
@@ -42,7 +42,7 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
         table: TableWriter(options.out_dir, table, part, options.published)
         for table in ("packets", "violations", "connections", "gaps", "not_assessable", "lenient")
     }
-    transcripts = PieceWriter(options.out_dir, part, options.published)
+    transcripts = TranscriptWriter(options.out_dir, part, options.published)
     judged = Columns(tuple(JUDGED_SCHEMA.names))
     for flow, table, cut in _flow_groups(batches, options.budgets.max_flow_bytes):
         if flow is None:

@@ -143,13 +143,14 @@ ROWS_PER_BATCH = b"mqttaudit.rows_per_batch"
 
 
 class TranscriptWriter(TaskFile):
-    """The transcripts one judging task hands to the routing replay, as one Arrow IPC file in the output directory
-    that the replay tasks read a record batch at a time (:func:`transcript_blobs`): the blobs (a large share of the
-    audit's bytes) never pass through the JVM. Rows are added one at a time, so every record batch but the last
-    holds exactly :attr:`BATCH` rows; the file's schema says so (:data:`ROWS_PER_BATCH`), and a row's batch is
-    found without reading another."""
+    """The heads and pieces of the transcripts one judging task hands to the sliced routing replay (:mod:`.slicing`),
+    as one Arrow IPC file in the output directory that the replay tasks read a record batch at a time
+    (:func:`transcript_blobs`, :class:`TranscriptFiles`): the blobs (a large share of the audit's bytes) never pass
+    through the JVM. Rows are added one at a time, so every record batch but the last holds exactly :attr:`BATCH`
+    rows, few of them, since a piece is read alone; the file's schema says so (:data:`ROWS_PER_BATCH`), and a
+    row's batch is found without reading another."""
 
-    BATCH = 1024
+    BATCH = 16
 
     def __init__(self, directory: str, part: str, published: Accumulator[Published] | None = None) -> None:
         schema = TRANSCRIPT_SCHEMA.with_metadata({ROWS_PER_BATCH: str(self.BATCH).encode()})
@@ -161,13 +162,6 @@ class TranscriptWriter(TaskFile):
         row.add(transcript=transcript)
         self.add(row)
         return self.rows - 1
-
-
-class PieceWriter(TranscriptWriter):
-    """The heads and pieces one judging task hands to the sliced routing replay (:mod:`.slicing`), in the
-    transcript file's format, in record batches of few rows: a piece is read alone, a batch at a time."""
-
-    BATCH = 16
 
 
 def transcript_blobs(directory: str, wanted: Sequence[tuple[str, int, str]]) -> list[pa.Buffer]:
