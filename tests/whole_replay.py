@@ -21,7 +21,7 @@ from mqttaudit.pipeline.audit import AuditResult, run_audit
 from mqttaudit.pipeline.options import AuditOptions
 from mqttaudit.pipeline.replay import replay_batches
 from mqttaudit.pipeline.replaying import first_reasons, replay_writers, replayed_row
-from mqttaudit.pipeline.slicing import _Pieces
+from mqttaudit.pipeline.slicing import _Pieces, broker_rows
 from mqttaudit.pipeline.tables import TABLES
 from mqttaudit.pipeline.task_files import TranscriptFiles
 
@@ -31,8 +31,7 @@ def whole_replayer(options: AuditOptions) -> Callable[[pa.Table], pa.Table]:
     rebuilds every connection's whole transcript from its head and pieces and replays them all at once."""
 
     def run(table: pa.Table) -> pa.Table:
-        broker = table.column("server")[0].as_py()
-        captures = dict(zip(table.column("flow").to_pylist(), table.column("capture").to_pylist(), strict=True))
+        broker, captures = broker_rows(table)
         files = TranscriptFiles(options.out_dir)
         try:
             whole = _Pieces(table, options, files).whole()

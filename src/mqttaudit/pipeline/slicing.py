@@ -173,10 +173,15 @@ def replay_sliced(table: pa.Table, options: AuditOptions, config: JudgeConfig | 
         files.close()
 
 
+def broker_rows(table: pa.Table) -> tuple[str, dict[str, str | None]]:
+    """The broker of a replay task's rows (every row a connection to it), and the capture of each connection."""
+    captures = dict(zip(table.column("flow").to_pylist(), table.column("capture").to_pylist(), strict=True))
+    return table.column("server")[0].as_py(), captures
+
+
 def _replay(table: pa.Table, options: AuditOptions, config: JudgeConfig, pieces: _Pieces) -> pa.Table:
     """:func:`replay_sliced` with its pieces' files open."""
-    broker = table.column("server")[0].as_py()
-    captures = dict(zip(table.column("flow").to_pylist(), table.column("capture").to_pylist(), strict=True))
+    broker, captures = broker_rows(table)
     skeletons = pieces.skeletons
     writers = replay_writers(broker, options, SliceRows)
     versions = {flow: judged_version(transcript, config) for flow, transcript in skeletons.items()}

@@ -193,7 +193,13 @@ def read_rows(source: Any, rows: Sequence[tuple[int, str]], *, copy: bool) -> li
     order, reading each record batch that holds one once, and no other; ``copy``: each blob copied out of its
     batch (which is then released), else a slice of it."""
     reader = pa.ipc.open_file(source)
-    per_batch = _rows_per_batch(reader)
+    return _read_rows(reader, _rows_per_batch(reader), rows, copy=copy)
+
+
+def _read_rows(
+    reader: pa.ipc.RecordBatchFileReader, per_batch: int, rows: Sequence[tuple[int, str]], *, copy: bool
+) -> list[pa.Buffer]:
+    """:func:`read_rows` from a transcript file's open reader, whose record batches hold ``per_batch`` rows."""
     positions: dict[int, list[int]] = {}
     for position, (row, _column) in enumerate(rows):
         positions.setdefault(row // per_batch, []).append(position)
@@ -239,9 +245,9 @@ class TranscriptFiles:
             reader = pa.ipc.open_file(source)
             self._open[name] = (source, reader, _rows_per_batch(reader))
         _, reader, per_batch = self._open[name]
-        number = row // per_batch
-        blob: bytes = _batch(reader, number, per_batch).column(column)[row - number * per_batch].as_py()
-        return blob
+        (blob,) = _read_rows(reader, per_batch, [(row, column)], copy=False)
+        data: bytes = blob.to_pybytes()
+        return data
 
     def close(self) -> None:
         for source, _, _ in self._open.values():
