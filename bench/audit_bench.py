@@ -157,7 +157,9 @@ class TreeWatch:
                 with process.oneshot():
                     resident = process.memory_info().rss
                     times = process.cpu_times()
-                    if process.pid not in self.roles:
+                    # Spark's launcher script execs the JVM in the same process: a process still "other" is
+                    # looked at again, or the JVM would keep the role its launcher had when first seen.
+                    if self.roles.get(process.pid, "other") == "other":
                         self.roles[process.pid] = role(process)
                 self.cpu[process.pid] = times.user + times.system
                 alive.append(process)
