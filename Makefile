@@ -13,8 +13,9 @@ DEMO_STAMP := $(VENV)/.demo-installed-$(shell cat $(SOURCES) | cksum | cut -d' '
 PURE_TESTS := tests/test_codec_build.py tests/test_codec_vectors.py tests/test_codec_properties.py tests/test_codec_hostile.py
 # Tests run in worker processes side by side (pytest-xdist): most of a test's time is waiting on brokers, deadlines
 # and timers, so there are more workers than cores. A module's tests go to one worker (its fixtures are made once),
-# and so do the tests that read the whole library's runs (tests/library_runs.py); tests/conftest.py hands the longest
-# out first. Tests marked `alone` run afterwards, one at a time.
+# and so do the tests that read the whole library's runs (tests/library_runs.py) and those that read the Spark audit
+# of the shared captures (tests/shared_captures_on_spark.py); tests/conftest.py hands the longest out first. Tests
+# marked `alone` run afterwards, one at a time.
 TEST_WORKERS ?= 4
 PARALLEL := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 

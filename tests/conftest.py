@@ -1,6 +1,6 @@
 """Fixtures shared across test files: one Spark session (``local[2]``) for every test that needs Spark, a mosquitto
-and an mqttools broker per test module that probes them, and the whole library's runs per broker; and how the tests
-are shared out among pytest-xdist's workers."""
+and an mqttools broker per test module that probes them, the whole library's runs per broker, and the Spark audit of
+the shared captures; and how the tests are shared out among pytest-xdist's workers."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from mqttaudit.probe.brokers import RunningBroker
 
     from .library_runs import LibraryRuns
+    from .shared_captures_on_spark import SharedCapturesAudit
 
 
 # -- sharing the tests out among pytest-xdist's workers (make test: -n 4 --dist loadgroup --no-loadscope-reorder) -----
@@ -97,6 +98,14 @@ def library_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LibraryRu
     from .library_runs import library_runs
 
     yield from library_runs(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def shared_captures_on_spark(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> SharedCapturesAudit:
+    """The shared captures audited together on Spark with small slices, once (:mod:`tests.shared_captures_on_spark`)."""
+    from .shared_captures_on_spark import audit_on_spark
+
+    return audit_on_spark(spark, tmp_path_factory.mktemp("shared-captures-on-spark"))
 
 
 @pytest.fixture(scope="module")

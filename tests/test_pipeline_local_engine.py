@@ -2,8 +2,9 @@
 sets), the same summary.json and the same report_data.json, on the 31 shared captures audited together and on
 captures written here with the project's capture writer that make routing findings, gaps, a TLS session decrypted
 with its key log, corrupt records and a truncated file. Each Spark audit runs on the test session's ``local[2]``,
-once per case (module-scoped). Also: which engine ``--engine auto`` picks, and that the local engine never imports
-pyspark."""
+once per case (module-scoped); the shared captures' is the test session's audit of them, with far smaller slices
+of each broker's routing replay than the local engine's defaults (:mod:`tests.shared_captures_on_spark`). Also:
+which engine ``--engine auto`` picks, and that the local engine never imports pyspark."""
 
 from __future__ import annotations
 
@@ -27,9 +28,9 @@ from mqttaudit.probe.brokers import free_port
 
 from .child import run_child
 from .cli_in_process import run_mqttaudit
-from .corpus import capture, inventory, require_captures
 from .crafted import CONNACK_ACCEPTED, PUBLISH_QOS1, connect, sessions, write_capture
 from .memory import PeakMemory
+from .shared_captures_on_spark import GROUP, SharedCapturesAudit
 from .test_audit_tls_secrets import tls_capture
 from .test_capture_hostile import timestamp_capture
 from .tls_sessions import session
@@ -66,11 +67,6 @@ def routing_capture(path: Path) -> Path:
     return write_capture(path, records)
 
 
-def corpus_case(folder: Path) -> tuple[list[str], dict[str, Any]]:
-    require_captures()
-    return [str(capture(name)) for name in sorted(inventory())], {}
-
-
 def routing_case(folder: Path) -> tuple[list[str], dict[str, Any]]:
     return [str(routing_capture(folder / "routing.pcap"))], {}
 
@@ -98,25 +94,35 @@ def broken_case(folder: Path) -> tuple[list[str], dict[str, Any]]:
     return [str(folder / "timestamps.pcapng"), str(folder / "truncated.pcap")], {}
 
 
+#: The case of the 31 shared captures audited together, whose Spark audit is the test session's.
+SHARED_CAPTURES = "31-shared-captures"
+#: The other cases: their captures written into a folder, and the audit's options.
 CASES: dict[str, Callable[[Path], tuple[list[str], dict[str, Any]]]] = {
-    "31-shared-captures": corpus_case,
     "routing-findings-and-gaps": routing_case,
     "tls-key-log": tls_case,
     "corrupt-and-truncated": broken_case,
 }
 
 
-@pytest.fixture(scope="module", params=list(CASES))
+@pytest.fixture(scope="module", params=[pytest.param(SHARED_CAPTURES, marks=[GROUP, pytest.mark.captures]), *CASES])
 def both(
-    request: pytest.FixtureRequest, spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[tuple[Path, AuditResult], tuple[Path, AuditResult]]:
-    """One case audited by the Spark engine (the test session) and by the local engine."""
+    """One case audited by the Spark engine (on the test session's Spark) and by the local engine (its default
+    slices)."""
     folder = tmp_path_factory.mktemp(request.param)
-    paths, options = CASES[request.param](folder)
-    on_spark = run_audit(paths, folder / "spark", spark=spark, tolerance=5.0, **options)
+    if request.param == SHARED_CAPTURES:
+        shared: SharedCapturesAudit = request.getfixturevalue("shared_captures_on_spark")
+        paths, options = shared.paths, {}
+        spark_out, on_spark = shared.out, shared.result
+    else:
+        spark: SparkSession = request.getfixturevalue("spark")
+        paths, options = CASES[request.param](folder)
+        spark_out = folder / "spark"
+        on_spark = run_audit(paths, spark_out, spark=spark, tolerance=5.0, **options)
     local = run_audit(paths, folder / "local", engine=LOCAL, tolerance=5.0, **options)
     assert on_spark.summary["engine"] == SPARK and local.summary["engine"] == LOCAL
-    return (folder / "spark", on_spark), (folder / "local", local)
+    return (spark_out, on_spark), (folder / "local", local)
 
 
 def rows(out: Path, table: str) -> list[str]:
@@ -163,11 +169,11 @@ def test_the_local_engine_writes_the_same_report_data_and_exit_status(both: Any)
     assert local.exit_status == on_spark.exit_status
 
 
-def test_the_cases_make_what_they_are_for(both: Any) -> None:
+def test_the_cases_make_what_they_are_for(both: Any, request: pytest.FixtureRequest) -> None:
     """Each case holds what it is there to compare (so that an equality of empty parts proves nothing less)."""
     (_, on_spark), _ = both
     summary = on_spark.summary
-    case = on_spark.out_dir.parent.name
+    case = request.node.callspec.params["both"]
     if case.startswith("routing"):
         assert summary["counts"]["routing_findings"] >= 1
         assert summary["bytes"]["gap_bytes"] > 0

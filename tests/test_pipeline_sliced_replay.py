@@ -3,7 +3,8 @@ time order and judged slice by slice in one task per broker, give the tables of 
 (:func:`~mqttaudit.pipeline.replay.replay_batches` over whole transcripts): the same ``deliveries``,
 ``routing_findings`` and ``not_assessable`` rows, on every routing scenario of the judge's tests with pieces and
 slices far smaller than the traffic, and on Spark on captures with routing findings and on the shared captures as
-one fleet of brokers (against the whole model run by the local engine, :mod:`tests.whole_replay`)."""
+one fleet of brokers (against the whole model run by the local engine, :mod:`tests.whole_replay`; the shared
+captures' Spark audit is the test session's, :mod:`tests.shared_captures_on_spark`)."""
 
 from __future__ import annotations
 
@@ -35,8 +36,8 @@ from mqttaudit.pipeline.replay import replay_batches
 from mqttaudit.pipeline.slicing import connection_pieces, replay_sliced
 from mqttaudit.pipeline.task_files import TranscriptWriter
 
-from .corpus import require_captures
 from .crafted import CONNACK_ACCEPTED, connect, sessions, write_capture
+from .shared_captures_on_spark import GROUP, SharedCapturesAudit
 from .talk import Talk, publish, publish5, suback, subscribe, transcribe, unsubscribe, wire
 from .test_judge_stream import CONFIG, SCENARIOS, V5, busy_broker, offline_scenarios, scenarios
 from .whole_replay import audited_tables, whole_model_audit
@@ -229,17 +230,16 @@ def test_the_local_engine_writes_the_whole_model_s_routing_tables(
 
 
 @pytest.mark.captures
+@GROUP
 def test_the_audit_of_the_shared_captures_as_one_fleet_is_the_whole_model_s(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    shared_captures_on_spark: SharedCapturesAudit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The 31 shared captures, several brokers, on Spark with small slices: each broker replayed in one task, the
-    tables of the whole model."""
-    whole = whole_model_audit(monkeypatch, [require_captures()], tmp_path / "whole")
-    sliced = run_audit(
-        [str(require_captures())], tmp_path / "sliced", spark=spark, engine="spark", slice_bytes=200, slice_span=0
-    )
-    tables = assert_audit_is_the_whole_model_s(sliced, tmp_path / "sliced", whole, tmp_path / "whole")
-    assert len(sliced.summary["routing_replays"]) > 1  # several brokers
+    """The 31 shared captures, several brokers, on Spark with small slices (the test session's audit of them): each
+    broker replayed in one task, the tables of the whole model."""
+    sliced = shared_captures_on_spark
+    whole = whole_model_audit(monkeypatch, sliced.paths, tmp_path / "whole")
+    tables = assert_audit_is_the_whole_model_s(sliced.result, sliced.out, whole, tmp_path / "whole")
+    assert len(sliced.result.summary["routing_replays"]) > 1  # several brokers
     assert sum(tables["deliveries"].values()) and sum(tables["not_assessable"].values())
 
 
