@@ -28,8 +28,11 @@ What is measured
       (``TopicTrie`` holding every Topic Filter the capture subscribes, matching the Topic Name of every PUBLISH a
       client sent);
     * the audit's own Python work alone, in one subprocess with the collector settings of the Spark tasks:
-      ``audit_records`` (reading, reassembly, decoding), ``judge_flow`` over every connection and ``replay_broker``
-      over the broker (what is left of an audit's time beyond these is Spark's);
+      ``audit_records`` (reading, reassembly, decoding), ``judge_flow`` over every connection, writing what the
+      judging tasks hand the routing replay (each connection's head and pieces, ``connection_pieces``, into a
+      temporary folder beside the capture, built as the tests build it: ``tests/replay_pieces.py``), and the
+      routing replay of the broker as its one Spark task runs it (``replay_sliced`` over those files, slice by
+      slice, the audit's default slices); what is left of an audit's time beyond these is Spark's;
     * on the comparison capture, the audit with ``local[1]`` (with the JVM heap the large capture needed) and
       tshark again, for peak memory against size.
 
@@ -77,12 +80,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -92,8 +96,14 @@ from mqttaudit import codec
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 sys.path.insert(0, str(BENCH_DIR))
+sys.path.insert(0, str(ROOT))  # tests.replay_pieces: the routing replay's input, as the tests build it
 import capture_gen  # noqa: E402
 from machine import cpu_model  # noqa: E402  (bench/machine.py)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from mqttaudit.judge.transcript import Transcript
 
 DEFAULT_JSON = BENCH_DIR / "results.json"
 DEFAULT_MD = BENCH_DIR / "results.md"
@@ -485,9 +495,9 @@ def timed_row(tool: str, capture: str, count: int, timing: dict[str, float], not
     }
 
 
-def judge_connections(capture: Path, audits: Iterable[Any], transcripts: list[tuple[str, bytes]]) -> int:
+def judge_connections(capture: Path, audits: Iterable[Any], transcripts: dict[str, Transcript]) -> int:
     """``judge_flow`` over every connection the capture layer reassembled (as the judging tasks run it), keeping
-    each transcript for the replay; returns the packets judged."""
+    each transcript for the replay (its payloads as digests) by flow; returns the packets judged."""
     from mqttaudit.capture.segments import format_endpoint
     from mqttaudit.pipeline.conversations import Flow, judge_flow
     from mqttaudit.pipeline.options import AuditOptions
@@ -503,18 +513,44 @@ def judge_connections(capture: Path, audits: Iterable[Any], transcripts: list[tu
         flow = Flow(capture.name, name, client, server, audit.events, [None] * len(audit.events))
         result = judge_flow(flow, config)
         packets += len(result.packets)
-        transcripts.append((name, result.transcript))
+        transcripts[name] = result.replayed
     return packets
+
+
+def hand_on(capture: Path, transcripts: dict[str, Transcript], folder: Path) -> pa.Table:
+    """What the judging tasks hand the routing replay: each connection's head and pieces written in ``folder`` as
+    they write them (:func:`tests.replay_pieces.piece_table`, the audit's pieces), and the rows of the broker's
+    replay task. ``transcripts`` is emptied: the replay task holds none of them."""
+    from tests.replay_pieces import piece_table
+
+    from mqttaudit.capture.segments import format_endpoint
+
+    broker = format_endpoint(capture_gen.BROKER_IP, capture_gen.BROKER_PORT)
+    table = piece_table(transcripts, folder, broker=broker, capture=capture.name)
+    transcripts.clear()
+    return table
+
+
+def replay_task(table: pa.Table, folder: Path) -> dict[str, Any]:
+    """The routing replay of the broker as its one Spark task runs it: ``replay_sliced`` over the heads and pieces
+    in ``folder`` (``table``: from :func:`hand_on`), slice by slice with the audit's default slices, writing its
+    tables there; returns the task's row (the deliveries and routing findings it wrote)."""
+    from mqttaudit.pipeline.options import AuditOptions
+    from mqttaudit.pipeline.slicing import replay_sliced
+
+    options = AuditOptions(frozenset({capture_gen.BROKER_PORT}), out_dir=str(folder))
+    [row] = replay_sliced(table, options).to_pylist()
+    return row
 
 
 def worker_pipeline(capture: Path) -> dict[str, Any]:
     """The audit's own Python work, without Spark, in this one process with the tasks' collector settings:
     reading and reassembling every connection and decoding it (``audit_records``), judging each connection
-    (``judge_flow``), and the routing replay of the broker (``replay_broker``). What is left of an audit's time
-    beyond these is Spark's."""
+    (``judge_flow``), writing each connection's head and pieces for the routing replay (:func:`hand_on`), and the
+    routing replay of the broker slice by slice from those files (``replay_sliced``, :func:`replay_task`). What is
+    left of an audit's time beyond these is Spark's."""
     from mqttaudit.capture import audit_records, read_records
     from mqttaudit.pipeline.options import AuditOptions
-    from mqttaudit.pipeline.replay import replay_broker
     from mqttaudit.pipeline.worker_gc import tune_gc
 
     tune_gc()
@@ -523,20 +559,25 @@ def worker_pipeline(capture: Path) -> dict[str, Any]:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     audits = list(audit_records(read_records(str(capture)), options=options.flow_options))
     timings["reassembly"] = {"wall_s": time.perf_counter() - wall0, "cpu_s": time.process_time() - cpu0}
-    transcripts: list[tuple[str, bytes]] = []
+    transcripts: dict[str, Transcript] = {}
     wall0, cpu0 = time.perf_counter(), time.process_time()
     packets = judge_connections(capture, audits, transcripts)
     timings["judge"] = {"wall_s": time.perf_counter() - wall0, "cpu_s": time.process_time() - cpu0}
     del audits
-    wall0, cpu0 = time.perf_counter(), time.process_time()
-    deliveries, findings, _ = replay_broker("broker", transcripts, options.judge_config)
-    timings["replay"] = {"wall_s": time.perf_counter() - wall0, "cpu_s": time.process_time() - cpu0}
+    connections = len(transcripts)
+    with tempfile.TemporaryDirectory(prefix="replay-", dir=capture.parent) as folder:
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        table = hand_on(capture, transcripts, Path(folder))
+        timings["pieces"] = {"wall_s": time.perf_counter() - wall0, "cpu_s": time.process_time() - cpu0}
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        replayed = replay_task(table, Path(folder))
+        timings["replay"] = {"wall_s": time.perf_counter() - wall0, "cpu_s": time.process_time() - cpu0}
     return {
         **timings,
-        "connections": len(transcripts),
+        "connections": connections,
         "packets": packets,
-        "deliveries": len(deliveries),
-        "routing_findings": len(findings),
+        "deliveries": replayed["deliveries"],
+        "routing_findings": replayed["routing_findings"],
         "codec_build": "compiled" if codec.COMPILED else "pure-python",
     }
 
@@ -549,37 +590,43 @@ def worker_pipeline(capture: Path) -> dict[str, Any]:
 def profile(capture: Path, *, replay: bool, top: int = 25) -> None:
     """cProfile of what each Spark task of the judging stage runs, in one process: ``audit_records`` (frames ->
     segments -> connections, reassembled and decoded) then ``judge_flow`` per connection; and, with ``replay``,
-    the routing replay of the broker over every transcript (``replay_broker``), profiled on its own."""
+    the routing replay task of the broker (``replay_sliced`` over the heads and pieces the judging tasks write,
+    written beforehand outside the profiler: :func:`hand_on`, :func:`replay_task`), profiled on its own."""
     from mqttaudit.capture import audit_records, read_records
     from mqttaudit.pipeline.options import AuditOptions
-    from mqttaudit.pipeline.replay import replay_broker
 
     options = AuditOptions(frozenset({capture_gen.BROKER_PORT}))
-    config = options.judge_config
-    transcripts: list[tuple[str, bytes]] = []
+    transcripts: dict[str, Transcript] = {}
 
     def judge_all() -> int:
         audits = audit_records(read_records(str(capture)), options=options.flow_options)
         return judge_connections(capture, audits, transcripts)
 
-    for title, run in (("audit_records + judge_flow", judge_all),) + (
-        (("replay_broker", lambda: len(replay_broker("broker", transcripts, config)[0])),) if replay else ()
-    ):
-        profiler = cProfile.Profile()
-        wall0 = time.perf_counter()
-        profiler.enable()
-        count = run()
-        profiler.disable()
-        wall = time.perf_counter() - wall0
-        build = "compiled" if codec.COMPILED else "pure Python"
-        print(f"\n## cProfile of {title} on {capture.name}: {wall:.2f} s under the profiler ({count:,} rows)")
-        print(f"codec build: {build}; compiled functions do not show individually\n")
-        for key, label in ((pstats.SortKey.CUMULATIVE, "cumulative"), (pstats.SortKey.TIME, "tottime")):
-            report = io.StringIO()
-            pstats.Stats(profiler, stream=report).sort_stats(key).print_stats(top)
-            text = report.getvalue()
-            print(f"### top {top} by {label}\n")
-            print(text[text.find("   ncalls") :].rstrip() + "\n")
+    profiled("audit_records + judge_flow", capture, judge_all, top)
+    if replay:
+        with tempfile.TemporaryDirectory(prefix="replay-", dir=capture.parent) as folder:
+            table = hand_on(capture, transcripts, Path(folder))
+            profiled("replay_sliced", capture, lambda: int(replay_task(table, Path(folder))["deliveries"]), top)
+
+
+def profiled(title: str, capture: Path, run: Callable[[], int], top: int) -> None:
+    """Prints the cProfile of ``run`` (which returns the rows it made), its top ``top`` functions by cumulative
+    and by own time."""
+    profiler = cProfile.Profile()
+    wall0 = time.perf_counter()
+    profiler.enable()
+    count = run()
+    profiler.disable()
+    wall = time.perf_counter() - wall0
+    build = "compiled" if codec.COMPILED else "pure Python"
+    print(f"\n## cProfile of {title} on {capture.name}: {wall:.2f} s under the profiler ({count:,} rows)")
+    print(f"codec build: {build}; compiled functions do not show individually\n")
+    for key, label in ((pstats.SortKey.CUMULATIVE, "cumulative"), (pstats.SortKey.TIME, "tottime")):
+        report = io.StringIO()
+        pstats.Stats(profiler, stream=report).sort_stats(key).print_stats(top)
+        text = report.getvalue()
+        print(f"### top {top} by {label}\n")
+        print(text[text.find("   ncalls") :].rstrip() + "\n")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -874,14 +921,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"judge_flow, {work['connections']:,} connections",
             ),
             (
+                "pieces",
+                "audit without Spark: handing the routing replay each connection's head and pieces",
+                f"connection_pieces, written as the judging tasks write them, {work['connections']:,} connections",
+            ),
+            (
                 "replay",
-                "audit without Spark: routing replay",
-                f"replay_broker, {work['deliveries']:,} deliveries, {work['routing_findings']} routing findings",
+                "audit without Spark: routing replay, the broker's one task slice by slice",
+                f"replay_sliced, {work['deliveries']:,} deliveries, {work['routing_findings']} routing findings",
             ),
         ):
             note = what + "; timed inside one process, the tasks' collector settings"
             work_rows.append(timed_row(label, main_path.name, work["packets"], work[key], note))
-        pipeline_row["note"] = "the process that timed the three rows above (the audit's Python work, no Spark)"
+        pipeline_row["note"] = "the process that timed the four rows above (the audit's Python work, no Spark)"
 
     local1 = audits.get((main_path.name, "local[1]"))
     local2 = audits.get((main_path.name, "local[2]"))

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -33,10 +32,10 @@ from mqttaudit.pipeline.audit import AuditResult, run_audit
 from mqttaudit.pipeline.conversations import Columns
 from mqttaudit.pipeline.options import AuditOptions
 from mqttaudit.pipeline.replay import replay_batches
-from mqttaudit.pipeline.slicing import connection_pieces, replay_sliced
-from mqttaudit.pipeline.task_files import TranscriptWriter
+from mqttaudit.pipeline.slicing import replay_sliced
 
 from .crafted import CONNACK_ACCEPTED, connect, sessions, write_capture
+from .replay_pieces import BROKER, piece_table
 from .shared_captures_on_spark import GROUP, SharedCapturesAudit
 from .talk import Talk, publish, publish5, suback, subscribe, transcribe, unsubscribe, wire
 from .test_judge_stream import CONFIG, SCENARIOS, V5, busy_broker, offline_scenarios, scenarios
@@ -45,7 +44,6 @@ from .whole_replay import audited_tables, whole_model_audit
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-BROKER = "10.0.0.1:1883"
 TABLES = ("deliveries", "routing_findings", "not_assessable")
 
 
@@ -62,32 +60,6 @@ def whole_tables(transcripts: Mapping[str, Transcript], config: JudgeConfig) -> 
     for batch in batches:
         deliveries += _rows(batch)
     return {"deliveries": deliveries, "routing_findings": _rows(findings), "not_assessable": _rows(undecided)}
-
-
-def piece_table(transcripts: Mapping[str, Transcript], folder: Path, piece_bytes: int) -> pa.Table:
-    """The heads and pieces of ``transcripts`` written in ``folder`` as the judging stage writes them (pieces of
-    ``piece_bytes``), and the rows a sliced replay task of :data:`BROKER` is handed."""
-    for table in (*TABLES, "_transcripts"):
-        (folder / table).mkdir(parents=True)
-    writer = TranscriptWriter(str(folder), "judging")
-    rows = []
-    for transcript in transcripts.values():
-        head, *pieces = connection_pieces(transcript, piece_bytes)
-        rows.append(writer.add_transcript(head))
-        for piece in pieces:
-            writer.add_transcript(piece)
-    writer.close()
-    names = list(transcripts)
-    table = pa.table(
-        {
-            "server": [BROKER] * len(names),
-            "flow": names,
-            "capture": ["capture.pcap"] * len(names),
-            "transcripts": [writer.name] * len(names),
-            "transcript_row": rows,
-        }
-    )
-    return table
 
 
 def sliced_tables(
