@@ -34,7 +34,7 @@ from mqttaudit.judge.stream import (
     model_state,
     named,
     plan_slices,
-    reach,
+    sight,
     skeleton,
     slice_model,
     traffic,
@@ -428,15 +428,12 @@ def run_slices(
     slices: Iterable[Slice],
 ) -> Iterator[tuple[list[Expectation], Judgement]]:
     """Each slice's routing verdicts, given the messages sent in it (``messages``: :func:`traffic`) and the
-    deliveries within :func:`reach` of it, with their answers."""
+    deliveries in :func:`sight` of it, with their answers."""
     sliced = SlicedRouting({name: skeleton(transcript) for name, transcript in transcripts.items()}, config)
-    horizon = reach(config)
     for part in slices:
+        first, end = sight(part, config)
         sent = [(name, record) for name, record in messages if part.start <= record.sent < part.end]
-        seen = {
-            name: [d for d in t.delivered if part.start - horizon <= d.time < part.end + horizon]
-            for name, t in transcripts.items()
-        }
+        seen = {name: [d for d in t.delivered if first <= d.time < end] for name, t in transcripts.items()}
         answers = {
             name: {d.event: t.answers[d.event] for d in seen[name] if d.event in t.answers}
             for name, t in transcripts.items()
@@ -536,7 +533,7 @@ def whole_peak(transcripts: Mapping[str, Transcript], config: JudgeConfig) -> in
 
 def test_a_slice_holds_memory_bounded_by_the_slice_not_by_the_broker_s_traffic() -> None:
     """Ten times the traffic, the same slices (by bytes): the most the sliced replay holds at once (its state
-    handed on, one slice's model, its inputs within :func:`reach`) stays flat, while the whole model and its
+    handed on, one slice's model, its inputs in :func:`sight`) stays flat, while the whole model and its
     verdicts grow with the traffic."""
     small, large = busy_broker(400), busy_broker(4000)
     sliced_small, rows_small = sliced_peak(small, CONFIG, 2000)

@@ -55,7 +55,8 @@ and retained watches not decided, the messages within their late window, per con
 and 2 deliveries (last use of each Packet Identifier) and the last copy per publisher, topic and QoS (ordering),
 and the count of messages published after a connection was last seen (one row each, at the end). The session
 checks of a connection (Session Present, takeover, re-sent copies) are made once its re-sent copies are in and its
-session's previous connection ended. A slice's task sees the deliveries within :func:`reach` of it; a decision
+session's previous connection ended. A slice's task sees the deliveries from :func:`reach` before it to its end
+(:func:`sight`); a decision
 made later than that after what it looks up (a session check whose previous connection was seen long after the
 next one opened) is the one place where a slice could see less than the whole replay.
 """
@@ -377,10 +378,20 @@ def slice_model(
 
 
 def reach(config: JudgeConfig) -> float:
-    """How far before its start and after its end a slice's task sees the deliveries (it matches only those in the
-    slice): what a decision made in the slice may look up (a copy re-sent, an unresolved Topic Alias, a Will seen
-    early) lies within the late window and the answer timeout of it."""
+    """How far before its start a slice's task sees the deliveries (it matches only those in the slice): what a
+    decision made in the slice may look up (a copy re-sent, an unresolved Topic Alias, a Will seen early) lies
+    within the late window and the answer timeout before it."""
     return 2 * config.late_window + 3 * config.answer_timeout
+
+
+def sight(part: Slice, config: JudgeConfig) -> tuple[float, float]:
+    """The times of the deliveries the task of ``part`` sees, from :func:`reach` before its start to its end
+    (excluded). Nothing later: a slice matches only the copies observed in it, and what it decides by its end looks
+    up only copies before the decision (each look-up ends at the decision's own time: a re-send's deadline plus the
+    late window, or the connection's end). The window of a slice that spans the reach is then two reaches long,
+    not three: at 8,000,000 packets it held 518,238 deliveries with a reach after its end as well, as many as a
+    capture of 338 s holds in all."""
+    return part.start - reach(config), part.end
 
 
 class SlicedRouting:
@@ -398,7 +409,10 @@ class SlicedRouting:
     def __init__(self, skeletons: Mapping[str, Transcript], config: JudgeConfig) -> None:
         self._skeletons = skeletons
         self._config = config
-        self._firsts = FirstTaken(build(skeletons, config), config)
+        # Its connections only: a model that routes nothing (the whole skeleton's retained messages and Wills routed
+        # made an expectation per message and subscriber of the whole capture, 155,092 at 8,000,000 packets, held
+        # as long as the replay ran).
+        self._firsts = FirstTaken(build(skeletons, config, owns=lambda time: False), config)
         self._memory = Memory(unacknowledged={})
         self._expectations: list[Expectation] = []
         self._watches: list[tuple[str, RetainedWatch]] = []
@@ -414,7 +428,7 @@ class SlicedRouting:
         answers: Mapping[str, Mapping[int, tuple[int, float]]],
     ) -> tuple[list[Expectation], Judgement]:
         """Judges slice ``part``, given the non-retained messages sent in it (:func:`traffic`), per connection the
-        deliveries observed from :func:`reach` before its start to :func:`reach` after its end, and the answers to
+        deliveries observed in :func:`sight` of it (from :func:`reach` before its start to its end), and the answers to
         them (per delivery event: Reason Code and time). Returns the expectations it decided (one ``deliveries``
         row each) and the judgement of what it decided."""
         config = self._config

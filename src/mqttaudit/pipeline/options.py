@@ -58,7 +58,7 @@ class AuditOptions:
     #: per broker walks its traffic in time slices, :mod:`.slicing`).
     slice_bytes: int = SLICE_BYTES
     #: Seconds of traffic a slice of the sliced replay spans at least (None: the judge's
-    #: :func:`~mqttaudit.judge.stream.reach`, the window of deliveries each slice looks at; 0: by bytes alone).
+    #: :func:`~mqttaudit.judge.stream.reach`, how far before a slice it looks at deliveries; 0: by bytes alone).
     slice_span: float | None = None
 
     @property

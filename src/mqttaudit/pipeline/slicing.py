@@ -5,19 +5,21 @@ The judging stage hands each connection on as its *skeleton* (:func:`~mqttaudit.
 subscriptions, retained messages, how it ended) followed by its traffic in time-ordered *pieces* of at most
 :data:`PIECE_BYTES` each (:func:`connection_pieces`): the non-retained messages it published, by the time sent, and
 the deliveries it received with the client's answers, by the time sent. The replay task (:func:`replay_sliced`)
-reads the skeletons of all the broker's connections, then merges the pieces of all connections in time order,
-one piece per connection and kind loaded at a time; the messages sent are cut into slices of at most
-:attr:`.AuditOptions.slice_bytes` (:func:`~mqttaudit.judge.stream.cut_slices`), each judged with the deliveries within
-:func:`~mqttaudit.judge.stream.reach` of it, and the rows it decides are written at once. A slice spans at least
-:attr:`.AuditOptions.slice_span` seconds, by default that reach: the deliveries within reach of a slice are held and
-walked by every slice they reach: slices much shorter than the reach walk each delivery many times over (74 times in
-a 68 s capture of 200,000 packets cut by 256 KiB alone) for little memory saved (a slice as long as the reach adds
-its messages sent to the deliveries of three times as long that are held anyway).
+reads the skeletons of all the broker's connections, then merges the pieces of all connections in time order
+(:func:`staggered_merge`: a connection's pieces are opened when the merge reaches its first message, one piece per
+connection and kind loaded at a time); the messages sent are cut into slices of at most
+:attr:`.AuditOptions.slice_bytes` (:func:`~mqttaudit.judge.stream.cut_slices`), each judged with the deliveries in
+:func:`~mqttaudit.judge.stream.sight` of it (from :func:`~mqttaudit.judge.stream.reach` before it to its end), and the
+rows it decides are written at once. A slice spans at least :attr:`.AuditOptions.slice_span` seconds, by default that
+reach: the deliveries in sight of a slice are held and walked by every slice that sees them: slices much shorter than
+the reach walk each delivery many times over (74 times in a 68 s capture of 200,000 packets cut by 256 KiB alone)
+for little memory saved (a slice as long as the reach adds its messages sent to the deliveries of twice as long
+that are held anyway).
 
 What the task holds: the skeletons, the state :class:`~mqttaudit.judge.stream.SlicedRouting` hands on (bounded by what
 the broker keeps and by the late window; the messages decided missing wait, with their findings, until their session
 ends for a later copy, at most :attr:`.JudgeConfig.late_copies_held` per connection), one slice's messages and the
-deliveries within reach of it, and one piece per connection. The checks of
+deliveries in sight of it, and one piece per connection that has begun and not ended. The checks of
 :func:`~mqttaudit.judge.scenario.across_connections` run on the skeletons (unique Assigned Client Identifiers need only
 CONNECTs, CONNACKs and ends), except the discarded-message rule [MQTT-3.1.2-25]: when a 5.0 subscriber of the broker
 declared a Maximum Packet Size, it is judged on the whole transcripts, rebuilt from the pieces (the one part of this
@@ -30,18 +32,18 @@ import gc
 import heapq
 import pickle
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
 from mqttaudit.codec import Publish
 from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge.discarded_5 import declared_maximum
-from mqttaudit.judge.model import Expectation
+from mqttaudit.judge.model import INF, Expectation
 from mqttaudit.judge.scenario import across_connections
-from mqttaudit.judge.stream import SlicedRouting, cut_slices, reach, skeleton
+from mqttaudit.judge.stream import SlicedRouting, cut_slices, reach, sight, skeleton
 from mqttaudit.judge.transcript import Delivered, Published, Transcript
 from mqttaudit.judge.verdict import Judgement
 
@@ -90,8 +92,8 @@ def _cut(items: Sequence[object], size: Callable[[int], int], limit: int) -> lis
 
 def connection_pieces(transcript: Transcript, limit: int = PIECE_BYTES) -> list[bytes]:
     """What the judging stage hands the sliced replay of one connection: its head (the pickled :func:`skeleton`
-    with the number of pieces of each kind), then its messages sent, then its deliveries, each kind in time order
-    in pieces of at most ``limit`` bytes."""
+    with the number of pieces of each kind and the time of the first message of each, :data:`INF` for none), then
+    its messages sent, then its deliveries, each kind in time order in pieces of at most ``limit`` bytes."""
     sent: list[Sent] = sorted(
         ((r.sent, r.event, r) for r in transcript.published if not r.message.retain), key=lambda item: item[:2]
     )
@@ -100,7 +102,8 @@ def connection_pieces(transcript: Transcript, limit: int = PIECE_BYTES) -> list[
     )
     sent_pieces = _cut(sent, lambda index: _weight(sent[index][2].message), limit)
     received_pieces = _cut(received, lambda index: _weight(received[index][2].message), limit)
-    head = pickle.dumps((skeleton(transcript), len(sent_pieces), len(received_pieces)))
+    firsts = (sent[0][0] if sent else INF, received[0][0] if received else INF)
+    head = pickle.dumps((skeleton(transcript), len(sent_pieces), len(received_pieces), firsts))
     return [head, *sent_pieces, *received_pieces]
 
 
@@ -119,14 +122,18 @@ class _Pieces:
         self.flows: list[str] = table.column("flow").to_pylist()
         self.skeletons: dict[str, Transcript] = {}
         self._places: dict[str, tuple[str, range, range]] = {}
+        #: Per kind (sent, received), when each connection's first message of that kind was sent: (time, flow).
+        self.firsts: tuple[list[tuple[float, str]], list[tuple[float, str]]] = ([], [])
         names = table.column("transcripts").to_pylist()
         rows = table.column("transcript_row").to_pylist()
         heads = transcript_blobs(
             options.out_dir, [(name, row, "transcript") for name, row in zip(names, rows, strict=True)]
         )
         for flow, name, row, blob in zip(self.flows, names, rows, heads, strict=True):
-            head, sent, received = pickle.loads(unseal(self._key, blob.to_pybytes()))
+            head, sent, received, (first_sent, first_received) = pickle.loads(unseal(self._key, blob.to_pybytes()))
             self.skeletons[flow] = head
+            self.firsts[0].append((first_sent, flow))
+            self.firsts[1].append((first_received, flow))
             first = row + 1
             self._places[flow] = (name, range(first, first + sent), range(first + sent, first + sent + received))
 
@@ -210,18 +217,18 @@ def _slices(
 ) -> Iterator[tuple[list[Expectation], Judgement]]:
     """What :class:`~mqttaudit.judge.stream.SlicedRouting` decides slice after slice: the messages sent merged in
     time order and cut into slices of ``budget`` bytes that span ``span`` seconds at least, each judged with the
-    deliveries within :func:`~mqttaudit.judge.stream.reach` of it (a window that moves on with the slices)."""
+    deliveries in :func:`~mqttaudit.judge.stream.sight` of it (a window that moves on with the slices)."""
     sliced = SlicedRouting(pieces.skeletons, config)
-    horizon = reach(config)
-    sent = heapq.merge(*(pieces.sent(flow) for flow in pieces.flows))
-    received = heapq.merge(*(pieces.received(flow) for flow in pieces.flows))
+    sent = staggered_merge(pieces.firsts[0], pieces.sent)
+    received = staggered_merge(pieces.firsts[1], pieces.received)
     upcoming = next(received, None)
     window: deque[tuple[float, str, int, Delivered, tuple[int, float] | None]] = deque()
     for part, messages in cut_slices(sent, budget, lambda item: (item[0], _weight(item[3].message)), span):
-        while upcoming is not None and upcoming[0] < part.end + horizon:
+        first, end = sight(part, config)
+        while upcoming is not None and upcoming[0] < end:
             window.append(upcoming)
             upcoming = next(received, None)
-        while window and window[0][0] < part.start - horizon:
+        while window and window[0][0] < first:
             window.popleft()
         seen: dict[str, list[Delivered]] = {}
         answers: dict[str, dict[int, tuple[int, float]]] = {}
@@ -233,6 +240,38 @@ def _slices(
         # A slice's model is reference cycles (connections, sessions, expectations): freed now, not when the
         # worker's rare full collections come (:func:`.worker_gc.tune_gc`), or the slices' garbage would add up.
         gc.collect()
+
+
+Item = TypeVar("Item", bound=tuple[Any, ...])
+
+
+def staggered_merge(firsts: Iterable[tuple[float, str]], stream: Callable[[str], Iterator[Item]]) -> Iterator[Item]:
+    """The items of every connection's ``stream`` (each in order of its first three fields: time, connection,
+    event) merged in that order, a connection's stream opened only once the merge reaches the time of its first item
+    (``firsts``: (that time, connection); :data:`INF` for a stream with none, never opened). A stream holds a piece
+    loaded while it is open: merging all of them from the start (``heapq.merge``) held the first piece of every
+    connection of the broker at once, most of a capture's traffic when most connections are short (684 MiB of
+    messages sent at 8,000,000 packets, 8,104 connections); now what is held is a piece per connection that has
+    begun and not ended."""
+    waiting = sorted(first for first in firsts if first[0] != INF)
+    heap: list[tuple[tuple[Any, ...], Item, Iterator[Item]]] = []
+    index = 0
+    while True:
+        while index < len(waiting) and (not heap or waiting[index][0] <= heap[0][0][0]):
+            items = stream(waiting[index][1])
+            index += 1
+            item = next(items, None)
+            if item is not None:
+                heapq.heappush(heap, (item[:3], item, items))
+        if not heap:
+            return
+        _, item, items = heap[0]
+        yield item
+        following = next(items, None)
+        if following is None:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (following[:3], following, items))
 
 
 def sliced_replayer(options: AuditOptions) -> Callable[[pa.Table], pa.Table]:
