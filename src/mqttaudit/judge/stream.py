@@ -479,13 +479,11 @@ class SlicedRouting:
     def _hand_on(self, model: Model, end: float, already: set[int]) -> list[Expectation]:
         """What the next slice needs; returns the expectations decided in this one."""
         config = self._config
-        late, horizon = config.late_window, reach(config)
+        late = config.late_window
         every = [e for link in model.links for e in link.expectations]
         in_groups = {id(member) for group in model.groups if not group.decided for member in group.members}
         decided = [e for e in every if e.decided and id(e) not in already]
-        self._expectations = [
-            e for e in every if not e.decided or id(e) in in_groups or closes(e, late) + horizon >= end
-        ]
+        self._expectations = [e for e in every if not e.decided or id(e) in in_groups or closes(e, late) + late >= end]
         self._watches = [(link.name, w) for link in model.links for w in link.watches if not w.decided]
         self._groups = [group for group in model.groups if not group.decided]
         self._memory.messages = [m for m in self._memory.messages if m.window[1] + config.answer_timeout + late >= end]
