@@ -57,8 +57,9 @@ class AuditOptions:
     #: The routing replay's bytes of messages per slice at most, once the slice spans :attr:`slice_span` (one task
     #: per broker walks its traffic in time slices, :mod:`.slicing`).
     slice_bytes: int = SLICE_BYTES
-    #: Seconds of traffic a slice of the sliced replay spans at least (None: the judge's
-    #: :func:`~mqttaudit.judge.stream.reach`, how far before a slice it looks at deliveries; 0: by bytes alone).
+    #: Seconds of traffic a slice of the sliced replay spans at least (None: a third of the judge's
+    #: :func:`~mqttaudit.judge.stream.reach`, how far before a slice it looks at deliveries,
+    #: :data:`.slicing.SPAN_OF_REACH`; 0: by bytes alone).
     slice_span: float | None = None
 
     @property

@@ -10,11 +10,10 @@ reads the skeletons of all the broker's connections, then merges the pieces of a
 connection and kind loaded at a time); the messages sent are cut into slices of at most
 :attr:`.AuditOptions.slice_bytes` (:func:`~mqttaudit.judge.stream.cut_slices`), each judged with the deliveries in
 :func:`~mqttaudit.judge.stream.sight` of it (from :func:`~mqttaudit.judge.stream.reach` before it to its end), and the
-rows it decides are written at once. A slice spans at least :attr:`.AuditOptions.slice_span` seconds, by default that
-reach: the deliveries in sight of a slice are held and walked by every slice that sees them: slices much shorter than
-the reach walk each delivery many times over (74 times in a 68 s capture of 200,000 packets cut by 256 KiB alone)
-for little memory saved (a slice as long as the reach adds its messages sent to the deliveries of twice as long
-that are held anyway).
+rows it decides are written at once. A slice spans at least :attr:`.AuditOptions.slice_span` seconds, by default a
+third of that reach (:data:`SPAN_OF_REACH`): the deliveries in sight of a slice are held and walked by every slice
+that sees them: slices much shorter than the reach walk each delivery many times over (74 times in a 68 s capture
+of 200,000 packets cut by 256 KiB alone) for little memory saved.
 
 What the task holds: the skeletons, the state :class:`~mqttaudit.judge.stream.SlicedRouting` hands on (bounded by what
 the broker keeps and by the late window; the messages decided missing wait, with their findings, until their session
@@ -57,6 +56,13 @@ from .worker_gc import tune_gc
 
 #: Bytes of a connection's traffic per piece at most (payloads are digests: a piece is a few thousand messages).
 PIECE_BYTES = 256 * 1024
+
+#: The least time a slice spans by default, as a share of :func:`~mqttaudit.judge.stream.reach` (45 s at the
+#: judge's defaults). A slice's task holds its messages and the deliveries in its sight (the reach before it and
+#: itself): slices as long as the reach held 130,000 messages and 345,000 deliveries at 8,000,000 packets, 1,100 MB
+#: in the replay task; a third of it, 44,000 and 230,000, 730 MB. Shorter slices walk each delivery more times
+#: (each is in the sight of reach / span + 1 slices) and build more slice models, for little memory saved.
+SPAN_OF_REACH = 1 / 3
 
 #: A message sent: (time sent, event, record).
 Sent = tuple[float, int, Published]
@@ -202,7 +208,7 @@ def _replay(table: pa.Table, options: AuditOptions, config: JudgeConfig, pieces:
         for rule, reason in first_reasons(left).items():
             reasons.setdefault(rule, reason)
 
-    span = reach(config) if options.slice_span is None else options.slice_span
+    span = reach(config) * SPAN_OF_REACH if options.slice_span is None else options.slice_span
     for decided, judgement in _slices(pieces, config, options.slice_bytes, span):
         for batch in delivery_batches(broker, decided, SliceRows.BATCH):
             writers["deliveries"].add(batch)
