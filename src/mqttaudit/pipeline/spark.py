@@ -31,9 +31,13 @@ if TYPE_CHECKING:
 
 DEFAULT_MASTER = "local[*]"
 #: The JVM heap of the driver (and, in local mode, of the executors). The tasks write the tables and the replay's
-#: transcripts themselves, so the JVM holds only runs of segments being shuffled and sorted (it spills to disk)
-#: and a small row per connection: a 4,000,000-packet capture was audited with 1 GB (about 5% slower, one run).
-DEFAULT_DRIVER_MEMORY = os.environ.get("MQTTAUDIT_DRIVER_MEMORY", "2g")
+#: transcripts themselves, so the JVM holds only runs of segments being shuffled and sorted (it spills to disk),
+#: a small row per connection, and the summary's aggregates: nothing in it grows with the capture, but the
+#: collector grows the heap toward its cap as the work goes on (at 8,000,000 packets the heap reached 1,014 MB of a
+#: 1 GB cap in the summary's queries, and the JVM 1,504 MB; at 1,000,000 it stayed at its first 380 MB). With
+#: 512 MB the 8,000,000-packet audit gave the same tables, its JVM at most 898 MB (944 s, against 1,019 s with 1 GB:
+#: one run each, on a loaded machine).
+DEFAULT_DRIVER_MEMORY = os.environ.get("MQTTAUDIT_DRIVER_MEMORY", "512m")
 #: The driver JVM's options, and the executors' on a cluster. Its optimising compiler (C2) spent as much CPU
 #: compiling Spark's generated code as the JVM spent on the audit's data; the quick compiler alone halved the JVM's
 #: CPU time (the data work is Python's).
