@@ -29,7 +29,7 @@ What is measured
       client sent);
     * the audit's own Python work alone, in one subprocess with the collector settings of the Spark tasks:
       ``audit_records`` (reading, reassembly, decoding), ``judge_flow`` over every connection, writing what the
-      judging tasks hand the routing replay (each connection's head and pieces, ``connection_pieces``, into a
+      judging tasks hand the routing replay (each connection's head and pieces, ``write_pieces``, into a
       temporary folder beside the capture, built as the tests build it: ``tests/replay_pieces.py``), and the
       routing replay of the broker as its one Spark task runs it (``replay_sliced`` over those files, slice by
       slice, the audit's default slices); what is left of an audit's time beyond these is Spark's;
@@ -923,7 +923,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             (
                 "pieces",
                 "audit without Spark: handing the routing replay each connection's head and pieces",
-                f"connection_pieces, written as the judging tasks write them, {work['connections']:,} connections",
+                f"write_pieces, written as the judging tasks write them, {work['connections']:,} connections",
             ),
             (
                 "replay",

@@ -1,6 +1,6 @@
 """What a broker's sliced replay task (:func:`mqttaudit.pipeline.slicing.replay_sliced`) is handed, made from
 transcripts without the reading and judging stages: each connection's head and pieces written as the judging stage
-writes them (:func:`mqttaudit.pipeline.judging.judge_partition`), and the task's rows, one per connection, saying
+writes them (:func:`mqttaudit.pipeline.slicing.write_pieces`), and the task's rows, one per connection, saying
 where its head is. The tests hold the sliced replay against the whole model on it, and ``bench/audit_bench.py``
 times and profiles the replay on it.
 """
@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from mqttaudit.judge.transcript import Transcript
 from mqttaudit.pipeline.replaying import REPLAY_TABLES
-from mqttaudit.pipeline.slicing import PIECE_BYTES, connection_pieces
+from mqttaudit.pipeline.slicing import PIECE_BYTES, write_pieces
 from mqttaudit.pipeline.task_files import TRANSCRIPTS_DIR, TranscriptWriter
 
 #: The broker endpoint the tests' connections are to.
@@ -35,12 +35,7 @@ def piece_table(
     for table in (*REPLAY_TABLES, TRANSCRIPTS_DIR):
         (folder / table).mkdir(parents=True)
     writer = TranscriptWriter(str(folder), "judging")
-    rows = []
-    for transcript in transcripts.values():
-        head, *pieces = connection_pieces(transcript, piece_bytes)
-        rows.append(writer.add_transcript(head))
-        for piece in pieces:
-            writer.add_transcript(piece)
+    rows = [write_pieces(writer, transcript, None, piece_bytes) for transcript in transcripts.values()]
     writer.close()
     names = list(transcripts)
     return pa.table(

@@ -23,6 +23,8 @@ from mqttaudit.pipeline.bounded import collect_parts
 from mqttaudit.pipeline.spark import (
     CLASS_ARCHIVE_SETTING,
     CLASS_ARCHIVE_SETTLED_S,
+    MALLOC_ARENAS,
+    _jvm_environment,
     class_archive_folder,
     class_archive_options,
 )
@@ -95,6 +97,29 @@ def test_judging_tasks_grow_with_the_input_up_to_eight_per_core() -> None:
     assert flow_partitions(9 * mib, 2) == 3
     assert flow_partitions(579 * mib, 2) == 16
     assert flow_partitions(579 * mib, 64) == 145
+
+
+def test_the_jvm_and_the_executors_get_the_malloc_arena_cap(spark: SparkSession) -> None:
+    """The JVM the session started (whose environment its Python workers inherit) and a cluster's executors cap the
+    C library's memory arenas, at the environment's own cap when it sets one."""
+    expected = os.environ.get("MALLOC_ARENA_MAX", MALLOC_ARENAS)
+    jvm = spark.sparkContext._gateway.proc.pid  # type: ignore[attr-defined]
+    environment = Path(f"/proc/{jvm}/environ").read_bytes().split(b"\0")
+    assert f"MALLOC_ARENA_MAX={expected}".encode() in environment
+    assert spark.conf.get("spark.executorEnv.MALLOC_ARENA_MAX") == expected
+
+
+def test_the_arena_cap_is_set_only_while_the_jvm_starts_and_never_overrides_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    with _jvm_environment():
+        assert os.environ["MALLOC_ARENA_MAX"] == MALLOC_ARENAS
+    assert "MALLOC_ARENA_MAX" not in os.environ  # this process's environment is left as it was
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "8")
+    with _jvm_environment():
+        assert os.environ["MALLOC_ARENA_MAX"] == "8"
+    assert os.environ["MALLOC_ARENA_MAX"] == "8"
 
 
 def test_bounded_parts_come_back_as_each_query_collects_them(spark: SparkSession) -> None:

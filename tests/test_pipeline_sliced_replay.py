@@ -13,7 +13,7 @@ import json
 import pickle
 import tempfile
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +26,14 @@ from mqttaudit import codec
 from mqttaudit.codec.properties import make
 from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge.discarded_5 import declared_maximum, judge_discarded
+from mqttaudit.judge.model import INF
 from mqttaudit.judge.stream import skeleton
 from mqttaudit.judge.transcript import Transcript
 from mqttaudit.pipeline.audit import AuditResult, run_audit
 from mqttaudit.pipeline.conversations import Columns
 from mqttaudit.pipeline.options import AuditOptions
 from mqttaudit.pipeline.replay import replay_batches
-from mqttaudit.pipeline.slicing import replay_sliced
+from mqttaudit.pipeline.slicing import replay_sliced, staggered_merge
 
 from .crafted import CONNACK_ACCEPTED, connect, sessions, write_capture
 from .replay_pieces import BROKER, piece_table
@@ -303,3 +304,31 @@ def test_the_sliced_replay_task_opens_a_connection_s_pieces_only_when_the_merge_
     # Measured: whole model 11.5 MB -> 45.4 MB; sliced 9.4 MB -> 10.8 MB (15.7 MB when every connection's pieces
     # were opened at the start).
     assert sliced_large < 1.5 * sliced_small and sliced_large < whole_large / 3
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 50), max_size=6), max_size=8))
+def test_the_staggered_merge_gives_heapq_s_order_and_opens_a_stream_only_at_its_first_item(
+    times: list[list[int]],
+) -> None:
+    """Streams of (time, connection, event) merged: every item once, in order; a stream is opened only once every
+    item before its first has been handed on, and one with no item (first time INF) never."""
+    streams = {
+        f"c{index}": [(float(t), f"c{index}", event) for event, t in enumerate(sorted(ts))]
+        for index, ts in enumerate(times)
+    }
+    firsts = [(items[0][0] if items else INF, name) for name, items in streams.items()]
+    every = sorted(item for items in streams.values() for item in items)
+    handed: list[tuple[float, str, int]] = []
+    opened: list[str] = []
+
+    def stream(name: str) -> Iterator[tuple[float, str, int]]:
+        earlier = [item for item in every if item[0] < streams[name][0][0]]
+        assert handed[: len(earlier)] == earlier  # the merge reached its first time: every earlier item is out
+        opened.append(name)
+        return iter(streams[name])
+
+    for item in staggered_merge(firsts, stream):
+        handed.append(item)  # noqa: PERF402 (each item seen by the next stream opened, as it comes)
+    assert handed == every
+    assert sorted(opened) == sorted(name for name, items in streams.items() if items)

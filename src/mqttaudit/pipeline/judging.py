@@ -23,9 +23,8 @@ from mqttaudit.judge.transcript import Transcript
 
 from .conversations import Columns, connection_flow, connection_id, judge_flow
 from .options import AuditOptions
-from .sealed import seal
 from .segments import BATCH_ROWS, cuts, decode_run
-from .slicing import connection_pieces
+from .slicing import write_pieces
 from .tables import GAP_COLUMNS, GAP_KINDS, JUDGED_SCHEMA, SEGMENT_FIELDS
 from .task_files import TableWriter, TranscriptWriter, columns_table, part_name
 from .worker_gc import tune_gc
@@ -58,12 +57,8 @@ def judge_partition(batches: Iterator[pa.RecordBatch], options: AuditOptions) ->
             for name, writer in writers.items():
                 writer.add(row[name])
             transcript: Transcript = row.pop("transcript")
-            key = options.seal_key
             # The connection's head (its skeleton), then its pieces, on the rows after it (see .slicing).
-            head, *pieces = connection_pieces(transcript)
-            at = transcripts.add_transcript(seal(key, head))
-            for piece in pieces:
-                transcripts.add_transcript(seal(key, piece))
+            at = write_pieces(transcripts, transcript, options.seal_key)
             judged.add(**row, transcripts=transcripts.name, transcript_row=at)
         if len(judged) >= BATCH_ROWS:
             yield columns_table([judged], JUDGED_SCHEMA).to_batches()[0]

@@ -50,8 +50,8 @@ from .conversations import judged_version
 from .options import AuditOptions
 from .replay import connect_client_id, delivery_batches, finding_rows, undecided_rows
 from .replaying import first_reasons, replay_writers, replayed_row
-from .sealed import unseal
-from .task_files import TableWriter, TranscriptFiles, transcript_blobs
+from .sealed import seal, unseal
+from .task_files import TableWriter, TranscriptFiles, TranscriptWriter, transcript_blobs
 from .worker_gc import tune_gc
 
 #: Bytes of a connection's traffic per piece at most (payloads are digests: a piece is a few thousand messages).
@@ -111,6 +111,16 @@ def connection_pieces(transcript: Transcript, limit: int = PIECE_BYTES) -> list[
     firsts = (sent[0][0] if sent else INF, received[0][0] if received else INF)
     head = pickle.dumps((skeleton(transcript), len(sent_pieces), len(received_pieces), firsts))
     return [head, *sent_pieces, *received_pieces]
+
+
+def write_pieces(writer: TranscriptWriter, transcript: Transcript, key: bytes | None, limit: int = PIECE_BYTES) -> int:
+    """Writes what the judging stage hands the sliced replay of one connection (:func:`connection_pieces`, each
+    sealed with ``key``): its head, then its pieces on the rows after it; returns the head's row."""
+    head, *pieces = connection_pieces(transcript, limit)
+    at = writer.add_transcript(seal(key, head))
+    for piece in pieces:
+        writer.add_transcript(seal(key, piece))
+    return at
 
 
 class SliceRows(TableWriter):

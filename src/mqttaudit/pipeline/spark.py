@@ -243,6 +243,20 @@ def _check_java() -> None:
 
 
 @contextlib.contextmanager
+def _jvm_environment() -> Iterator[None]:
+    """While the JVM starts, the environment it inherits (and the Python workers it forks) caps the C library's
+    memory arenas (:data:`MALLOC_ARENAS`, unless the environment sets its own); this process's is left as it was."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        yield
+        return
+    os.environ["MALLOC_ARENA_MAX"] = MALLOC_ARENAS
+    try:
+        yield
+    finally:
+        os.environ.pop("MALLOC_ARENA_MAX", None)
+
+
+@contextlib.contextmanager
 def _jvm_output_to(log: str | None) -> Iterator[None]:
     """While the JVM starts, our standard error (which it inherits for its whole life) is ``log``: Spark's start-up
     notices and warnings go there instead of the terminal. ``None`` leaves the terminal as it is (``--verbose``)."""
@@ -303,8 +317,6 @@ def spark_session(
     when this call starts the JVM). Unless ``verbose``, the JVM's own output goes to :func:`jvm_log_path`."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    # The JVM this starts (and the Python workers it forks) get it from this process's environment: see the constant.
-    os.environ.setdefault("MALLOC_ARENA_MAX", MALLOC_ARENAS)
     local = master.startswith("local")
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -335,6 +347,7 @@ def spark_session(
         )
         # On a cluster the executors are JVMs of their own, which run Spark's generated code just the same.
         .config("spark.executor.extraJavaOptions", " ".join([DEFAULT_DRIVER_JAVA_OPTIONS, *JVM_LOG_OPTIONS]))
+        .config("spark.executorEnv.MALLOC_ARENA_MAX", os.environ.get("MALLOC_ARENA_MAX", MALLOC_ARENAS))
     )
     if local:
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
@@ -345,7 +358,7 @@ def spark_session(
         # a real failure still reaches us as an exception.
         logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
         logging.getLogger().addFilter(_not_from_py4j)  # it also logs through the root logger
-    with _jvm_output_to(None if verbose else jvm_log_path()):
+    with _jvm_environment(), _jvm_output_to(None if verbose else jvm_log_path()):
         try:
             session = builder.getOrCreate()
         except Exception as exc:
