@@ -15,6 +15,7 @@ it unchanged, and the codec leaves out the 3.1.1 rules 3.1 does not state.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Final
 
@@ -269,7 +270,15 @@ def statement_id(key: str, version: str) -> StatementId | None:
     3.1.1; a 3.1.1 key names itself in 3.1 (unless 3.1 does not state it) and 3.1.1, and the table above in 5.0. A
     plain string (read back from a report, written in a test) is a 3.1.1 key, or a 5.0 one when it ends "@5.0" or
     no 3.1.1 rule has that id."""
-    text, own = _key(key)
+    return _named(str(key), getattr(key, "version", None), version)
+
+
+@lru_cache(maxsize=4096)
+def _named(text: str, key_version: str | None, version: str) -> StatementId | None:
+    """:func:`statement_id` of the key ``text`` (a :class:`~mqttaudit.spec.registry.StatementId` of
+    ``key_version``, or a plain string when None): a pure function of its arguments, asked millions of times by a
+    broker's routing replay (once per delivery and rule decided), so remembered."""
+    text, own = _key(text if key_version is None else StatementId(text, key_version))
     if own == V5:
         return StatementId(text, V5) if version == V5 else None
     if version == V5:
