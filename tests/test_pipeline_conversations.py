@@ -63,7 +63,10 @@ def test_the_replay_finds_a_missing_delivery_and_lists_what_was_owed() -> None:
     message = publish("t/1", b"x" * 40, qos=1, packet_id=1)
     sub = connected("sub").client(subscribe(1, ("t/+", 1))).server(suback(1, 1)).quiet(at=10.0)
     pub = connected("pub", at=1.0).client(message).server(codec.Puback(packet_id=1)).quiet(at=10.0)
-    blobs = [(name, judge_flow(flow(name, talk), CONFIG).transcript) for name, talk in (("sub", sub), ("pub", pub))]
+    blobs = [
+        (name, pickle.dumps(judge_flow(flow(name, talk), CONFIG).replayed))
+        for name, talk in (("sub", sub), ("pub", pub))
+    ]
     deliveries, findings, _ = replay_broker("10.0.0.1:1883", blobs, CONFIG)
     assert deliveries.data["subscriber_flow"] == ["sub"] and deliveries.data["expected"] == ["owed"]
     assert deliveries.data["observed"] == [False] and deliveries.data["qos_expected"] == [1]
@@ -73,7 +76,7 @@ def test_the_replay_finds_a_missing_delivery_and_lists_what_was_owed() -> None:
 def test_payload_digests_keep_equality_and_emptiness() -> None:
     talk = Talk().client(codec.Connect(client_id="d")).server(CONNACK_OK)
     talk.client(publish("a", b"y" * 100, retain=True), publish("a", b"", retain=True))
-    transcript = pickle.loads(judge_flow(flow("d", talk), CONFIG).transcript)
+    transcript = judge_flow(flow("d", talk), CONFIG).replayed
     big, empty = (p.message.payload for p in transcript.published)
     assert len(big) == 16 and empty == b""
     assert digested(transcript).published[0].message.payload == big
@@ -102,7 +105,7 @@ def test_the_sliced_replay_of_the_judging_stage_s_transcripts_owes_and_finds_wha
     message and pieces of one event: the whole model's deliveries, routing findings and not-assessable rows."""
     from .test_pipeline_sliced_replay import sliced_tables, whole_tables
 
-    transcripts = {n: pickle.loads(judge_flow(flow(n, talk), CONFIG).transcript) for n, talk in conversation.items()}
+    transcripts = {n: judge_flow(flow(n, talk), CONFIG).replayed for n, talk in conversation.items()}
     whole = whole_tables(transcripts, CONFIG)
     assert sliced_tables(transcripts, CONFIG, tmp_path, 1, 1) == whole, name
 
@@ -169,7 +172,10 @@ def test_a_routing_finding_of_a_5_0_subscriber_is_numbered_and_levelled_by_5_0()
         .server(codec.Suback(packet_id=1, return_codes=(0,)))
     )
     sub = sub.server(codec.Publish(topic="t", payload=b"r", qos=0, retain=True)).quiet(at=10.0)
-    blobs = [(name, judge_flow(flow(name, talk), config).transcript) for name, talk in (("pub", pub), ("sub", sub))]
+    blobs = [
+        (name, pickle.dumps(judge_flow(flow(name, talk), config).replayed))
+        for name, talk in (("pub", pub), ("sub", sub))
+    ]
     _deliveries, findings, _ = replay_broker("10.0.0.1:1883", blobs, config)
     rows = list(zip(findings.data["rule"], findings.data["rule_version"], findings.data["section"], strict=True))
     assert rows == [("MQTT-3.3.1-11", "5.0", "3.3.1.3")]  # the 5.0 section of Retain Handling
@@ -191,7 +197,7 @@ def test_the_replay_decides_the_rules_of_a_server_s_connections_together_once_sl
         return Talk(version="5").client(connect, at=at).server(connack).quiet(at=10.0)
 
     def found(talks: dict[str, Talk], sliced: bool) -> list[tuple[object, ...]]:
-        blobs = [(name, judge_flow(flow(name, talk), config).transcript) for name, talk in talks.items()]
+        blobs = [(name, pickle.dumps(judge_flow(flow(name, talk), config).replayed)) for name, talk in talks.items()]
         if sliced:
             folder = tmp_path / str(len(list(tmp_path.iterdir())))
             transcripts = {name: pickle.loads(blob) for name, blob in blobs}

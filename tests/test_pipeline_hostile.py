@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -171,7 +172,10 @@ def test_the_routing_replay_writes_ill_formed_topics_and_client_ids_to_its_table
     flows = audit_records(read_records(lambda: io.BytesIO(traffic)))
     config = JudgeConfig(answer_timeout=1.0, close_grace=1.0)
     transcripts = [
-        (f"flow{index}", judge_flow(Flow("t.pcap", f"flow{index}", "c", "s", flow.events, []), config).transcript)
+        (
+            f"flow{index}",
+            pickle.dumps(judge_flow(Flow("t.pcap", f"flow{index}", "c", "s", flow.events, []), config).replayed),
+        )
         for index, flow in enumerate(flows)
     ]
     deliveries, findings, _undecided = replay_broker("10.0.0.2:1883", transcripts, config)

@@ -164,8 +164,8 @@ def replay(path: Path, port: int) -> Replayed:
         )
         judged = judge_flow(flow, CONFIG)
         flows[client[1]] = flow
-        transcripts[client[1]] = pickle.loads(judged.transcript)
-        blobs.append((flow.flow, judged.transcript))
+        transcripts[client[1]] = judged.replayed
+        blobs.append((flow.flow, pickle.dumps(judged.replayed)))
     deliveries, findings, undecided = replay_broker(f"{HOST}:{port}", blobs, CONFIG)
     return Replayed(flows, transcripts, _rows(deliveries), _rows(findings), _rows(undecided))
 

@@ -21,7 +21,7 @@ from mqttaudit.pipeline.audit import AuditResult, run_audit
 from mqttaudit.pipeline.options import AuditOptions
 from mqttaudit.pipeline.replay import replay_batches
 from mqttaudit.pipeline.replaying import first_reasons, replay_writers, replayed_row
-from mqttaudit.pipeline.slicing import _Pieces, broker_rows
+from mqttaudit.pipeline.slicing import Pieces, broker_rows
 from mqttaudit.pipeline.tables import TABLES
 from mqttaudit.pipeline.task_files import TranscriptFiles
 
@@ -34,7 +34,7 @@ def whole_replayer(options: AuditOptions) -> Callable[[pa.Table], pa.Table]:
         broker, captures = broker_rows(table)
         files = TranscriptFiles(options.out_dir)
         try:
-            whole = _Pieces(table, options, files).whole()
+            whole = Pieces(table, options, files).whole()
         finally:
             files.close()
         blobs = [(flow, pickle.dumps(transcript)) for flow, transcript in whole.items()]

@@ -10,7 +10,6 @@ column lists it returns into record batches.
 from __future__ import annotations
 
 import hashlib
-import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -222,11 +221,6 @@ class FlowResult:
     lenient: Columns
     #: The transcript for the routing replay (payloads replaced by digests).
     replayed: Transcript
-
-    @property
-    def transcript(self) -> bytes:
-        """:attr:`replayed` pickled, as the whole model's replay takes it (:func:`.replay.replay_broker`)."""
-        return pickle.dumps(self.replayed)
 
 
 #: A lone surrogate U+DC80..U+DCFF as ``repr()`` writes it (``\\udcff``), not preceded by an escaped backslash.

@@ -130,8 +130,9 @@ class SliceRows(TableWriter):
     BATCH = 2048
 
 
-class _Pieces:
-    """Where the head and pieces of the broker's connections are, read one piece at a time."""
+class Pieces:
+    """Where the head and pieces of the broker's connections are, read one piece at a time (or, :meth:`whole`,
+    every connection's transcript rebuilt: what the tests' whole-model replay reads)."""
 
     def __init__(self, table: pa.Table, options: AuditOptions, files: TranscriptFiles) -> None:
         self._files, self._key = files, options.seal_key
@@ -191,7 +192,7 @@ def replay_sliced(table: pa.Table, options: AuditOptions, config: JudgeConfig | 
     tune_gc()
     files = TranscriptFiles(options.out_dir)
     try:
-        return _replay(table, options, config or options.judge_config, _Pieces(table, options, files))
+        return _replay(table, options, config or options.judge_config, Pieces(table, options, files))
     finally:
         files.close()
 
@@ -202,7 +203,7 @@ def broker_rows(table: pa.Table) -> tuple[str, dict[str, str | None]]:
     return table.column("server")[0].as_py(), captures
 
 
-def _replay(table: pa.Table, options: AuditOptions, config: JudgeConfig, pieces: _Pieces) -> pa.Table:
+def _replay(table: pa.Table, options: AuditOptions, config: JudgeConfig, pieces: Pieces) -> pa.Table:
     """:func:`replay_sliced` with its pieces' files open."""
     broker, captures = broker_rows(table)
     skeletons = pieces.skeletons
@@ -229,7 +230,7 @@ def _replay(table: pa.Table, options: AuditOptions, config: JudgeConfig, pieces:
 
 
 def _slices(
-    pieces: _Pieces, config: JudgeConfig, budget: int, span: float
+    pieces: Pieces, config: JudgeConfig, budget: int, span: float
 ) -> Iterator[tuple[list[Expectation], Judgement]]:
     """What :class:`~mqttaudit.judge.stream.SlicedRouting` decides slice after slice: the messages sent merged in
     time order and cut into slices of ``budget`` bytes that span ``span`` seconds at least, each judged with the
