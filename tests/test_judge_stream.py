@@ -34,6 +34,7 @@ from mqttaudit.judge.stream import (
     model_state,
     named,
     plan_slices,
+    shard_connections,
     sight,
     skeleton,
     slice_model,
@@ -629,3 +630,33 @@ def test_the_sliced_replay_holds_at_most_the_cap_of_missing_messages_per_connect
     assert (len(findings), len(capped)) == (40, 35)
     cuts = boundaries(transcripts)
     assert sliced_verdicts(transcripts, config, cuts[::5]) == whole_verdicts(transcripts, config)
+
+
+def test_shards_hold_a_client_id_s_connections_and_a_share_group_whole_and_balance_by_weight() -> None:
+    """Every connection of a ClientId in one shard, the ClientIds that subscribed with one ShareName in one shard, an
+    empty ClientId a session of its own, the heaviest groups spread first; the same sets from any order of input."""
+    talks = {
+        "a1": connected("a", at=0.0).quiet(at=1.0),
+        "a2": connected("a", at=2.0).quiet(at=3.0),
+        "g1": connected("g", at=0.0).client(subscribe(1, ("$share/grp/t", 1))).server(suback(1, 1)).quiet(at=3.0),
+        "h1": connected("h", at=0.0).client(subscribe(1, ("$share/grp/u", 0))).server(suback(1, 0)).quiet(at=3.0),
+        "b1": connected("b", at=0.0).quiet(at=3.0),
+        "e1": connected("", at=0.0).quiet(at=3.0),
+        "e2": connected("", at=1.0).quiet(at=3.0),
+    }
+    skeletons = transcribe(talks)
+    weights = {"a1": 10, "a2": 10, "g1": 5, "h1": 5, "b1": 3, "e1": 1, "e2": 1}
+    sets = shard_connections(skeletons, weights, 3)
+    assert sorted(name for shard in sets for name in shard) == sorted(talks)  # each connection once
+    (of_a,) = [shard for shard in sets if "a1" in shard]
+    (of_g,) = [shard for shard in sets if "g1" in shard]
+    assert "a2" in of_a and "h1" in of_g and of_a is not of_g  # 22 and 12: the two heaviest apart
+    assert {frozenset(shard) for shard in sets} == {
+        frozenset({"a1", "a2"}),
+        frozenset({"g1", "h1"}),
+        frozenset({"b1", "e1", "e2"}),
+    }
+    reordered = {name: skeletons[name] for name in reversed(list(skeletons))}
+    assert shard_connections(reordered, weights, 3) == sets
+    assert shard_connections(skeletons, weights, 1) == [set(talks)]
+    assert [len(shard) for shard in shard_connections(skeletons, weights, 9)].count(0) == 9 - 5  # five groups

@@ -100,11 +100,15 @@ def test_no_routing_finding_and_every_owed_delivery_observed_where_the_capture_s
         assert len(observed) == sum(audited["traffic"].received.values())
 
 
-def test_the_routing_replay_runs_one_task_for_the_broker_whose_row_counts_its_tables(audited: dict[str, Any]) -> None:
-    """One broker: one replay task (its row in ``routing_replays``), whose counts are the tables' rows."""
+def test_the_routing_replay_runs_a_task_per_core_for_the_broker_whose_row_counts_its_tables(
+    audited: dict[str, Any],
+) -> None:
+    """One broker: its row in ``routing_replays``, whose counts are the tables' rows, replayed by two tasks side by
+    side on ``local[2]`` (a shard of its connections each)."""
     replays = audited["summary"]["routing_replays"]
     (broker,) = {row["server"] for row in audited["tables"]["connections"]}
     assert [row["broker"] for row in replays] == [broker] and broker.endswith(f":{audited['port']}")
+    assert replays[0]["tasks"] == 2
     assert replays[0]["deliveries"] == len(audited["tables"]["deliveries"])
     assert replays[0]["routing_findings"] == len(audited["tables"]["routing_findings"])
 

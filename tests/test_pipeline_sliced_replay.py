@@ -70,19 +70,22 @@ def sliced_tables(
     slice_bytes: int,
     piece_bytes: int,
     slice_span: float | None = 0.0,
+    shards: int = 1,
 ) -> dict[str, Counter[tuple[Any, ...]]]:
-    """The tables the sliced replay task writes, from the heads and pieces the judging stage writes (slices by
-    bytes alone unless ``slice_span`` says otherwise)."""
+    """The tables the sliced replay tasks write, from the heads and pieces the judging stage writes (slices by
+    bytes alone unless ``slice_span`` says otherwise), one task per shard of the broker's connections."""
     table = piece_table(transcripts, folder, piece_bytes)
     options = AuditOptions(out_dir=str(folder), slice_bytes=slice_bytes, slice_span=slice_span)
-    replayed = replay_sliced(table, options, config).to_pylist()
+    replayed = [
+        row for index in range(shards) for row in replay_sliced(table, options, config, (index, shards)).to_pylist()
+    ]
     tables = {}
     for name in TABLES:
         files = sorted((folder / name).glob("*.parquet"))
         read = [pq.read_table(path).to_pylist() for path in files]
         tables[name] = Counter(tuple(row.values()) for rows_ in read for row in rows_)
-    assert replayed[0]["deliveries"] == sum(tables["deliveries"].values())
-    assert replayed[0]["routing_findings"] == sum(tables["routing_findings"].values())
+    assert sum(row["deliveries"] for row in replayed) == sum(tables["deliveries"].values())
+    assert sum(row["routing_findings"] for row in replayed) == sum(tables["routing_findings"].values())
     return tables
 
 
@@ -90,22 +93,30 @@ def sliced_tables(
 def test_the_sliced_replay_task_writes_the_whole_model_s_tables_on_the_routing_tests_scenarios(
     name: str, conversation: dict[str, Any], config: JudgeConfig, tmp_path: Path
 ) -> None:
-    """Slices of one message and pieces of one event each: every boundary the traffic has is a slice's."""
+    """Slices of one message and pieces of one event each: every boundary the traffic has is a slice's. In one
+    task, and in two and three tasks side by side (shards of the connections, some of them empty)."""
     transcripts = transcribe(conversation, config)
     whole = whole_tables(transcripts, config)
     assert sliced_tables(transcripts, config, tmp_path / "small", 1, 1) == whole
     assert sliced_tables(transcripts, config, tmp_path / "large", 1 << 30, 1 << 30) == whole
+    assert sliced_tables(transcripts, config, tmp_path / "two", 1, 1, shards=2) == whole
+    assert sliced_tables(transcripts, config, tmp_path / "three", 1 << 30, 1 << 30, shards=3) == whole
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.one_of(scenarios(), scenarios(overlapping=True), offline_scenarios()), st.sampled_from((0.5, 3.0, 60.0)))
+@given(
+    st.one_of(scenarios(), scenarios(overlapping=True), offline_scenarios()),
+    st.sampled_from((0.5, 3.0, 60.0)),
+    st.integers(1, 3),
+)
 def test_the_sliced_replay_task_writes_the_whole_model_s_tables_on_generated_scenarios(
-    conversation: dict[str, Any], late: float
+    conversation: dict[str, Any], late: float, shards: int
 ) -> None:
     config = dataclasses.replace(V5, late_window=late)
     transcripts = transcribe(conversation, config)
     with tempfile.TemporaryDirectory() as folder:
-        assert sliced_tables(transcripts, config, Path(folder), 40, 200) == whole_tables(transcripts, config)
+        sliced = sliced_tables(transcripts, config, Path(folder), 40, 200, shards=shards)
+        assert sliced == whole_tables(transcripts, config)
 
 
 def test_a_busy_broker_s_traffic_in_many_pieces_and_slices_gives_the_same_tables(tmp_path: Path) -> None:
@@ -116,6 +127,8 @@ def test_a_busy_broker_s_traffic_in_many_pieces_and_slices_gives_the_same_tables
     assert len(list((tmp_path / "_transcripts").iterdir())) == 1
     # The default span (the judge's reach): slices of many seconds each, by bytes past it, the same tables.
     assert sliced_tables(transcripts, CONFIG, tmp_path / "span", 500, 2000, None) == whole
+    # Its connections in two shards replayed side by side: the same tables between them.
+    assert sliced_tables(transcripts, CONFIG, tmp_path / "shards", 500, 2000, None, shards=2) == whole
 
 
 def routed_capture(path: Path, messages: int) -> Path:

@@ -20,7 +20,7 @@ from mqttaudit.pipeline import local
 from mqttaudit.pipeline.audit import AuditResult, run_audit
 from mqttaudit.pipeline.options import AuditOptions
 from mqttaudit.pipeline.replay import replay_batches
-from mqttaudit.pipeline.replaying import first_reasons, replay_writers, replayed_row
+from mqttaudit.pipeline.replaying import replay_writers, replayed_row, rule_reasons
 from mqttaudit.pipeline.slicing import Pieces, broker_rows
 from mqttaudit.pipeline.tables import TABLES
 from mqttaudit.pipeline.task_files import TranscriptFiles
@@ -44,7 +44,7 @@ def whole_replayer(options: AuditOptions) -> Callable[[pa.Table], pa.Table]:
             writers["deliveries"].add(batch)
         writers["routing_findings"].add(findings)
         writers["not_assessable"].add(undecided)
-        return replayed_row(broker, writers, first_reasons(undecided))
+        return replayed_row(broker, writers, rule_reasons(undecided))
 
     return run
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -472,23 +472,40 @@ class Model:
     horizon: float = INF
     #: MQTT 5.0 messages owed to one member of a share group.
     groups: list[GroupDelivery] = field(default_factory=list)
+    #: Every session of the broker, when the model holds some of them only (``subscribers`` of :func:`build`):
+    #: whether another ClientId's session was held is a question about all of them [MQTT-3.1.3-2].
+    every_session: list[Session] | None = None
 
 
 def build(
     transcripts: Mapping[str, Transcript],
     config: JudgeConfig,
     owns: Callable[[float], bool] | None = None,
+    subscribers: Collection[str] | None = None,
 ) -> Model:
     """The model of one broker from the transcripts of its connections.
 
     ``owns`` limits it to one slice of time (None: all of it): only the messages the server started taking then,
     and the subscriptions asked for then, are routed (see :func:`.stream.slice_model`).
+
+    ``subscribers`` limits it to the sessions of those connections (None: every session), given whole: every
+    connection of a ClientId, and every connection of a session in a share group with one of them (see
+    :func:`.stream.shard_connections`). Every transcript is still a source of messages, so a model per such set
+    of connections (a shard) owes each session exactly what the whole model owes it: a session's expectations
+    depend only on its own connections, its share groups and every message.
     """
     mine = owns or _always
-    links = sorted(_links(transcripts), key=lambda link: link.opened)
-    sessions = _sessions(links)
+    every_link = sorted(_links(transcripts), key=lambda link: link.opened)
+    sessions = _sessions(every_link)
+    # Decided on the whole broker, so that every shard decides alike.
     exhaustive = len(sessions) <= EXHAUSTIVE_SESSIONS
-    messages, unowned = _messages(transcripts, links, config)
+    messages, unowned = _messages(transcripts, every_link, config)
+    every_session = sessions
+    if subscribers is None:
+        links = every_link
+    else:
+        links = [link for link in every_link if link.name in subscribers]
+        sessions = [session for session in sessions if session.links[0].name in subscribers]
     for session in sessions:
         every = list(_subscriptions(session))
         session.subscriptions = [s for s in every if s.share is None]
@@ -499,6 +516,7 @@ def build(
             retained.setdefault(message.publish.topic, []).append(message)
     topics = TopicIndex(dict.fromkeys(message.publish.topic for message in messages))  # each topic once
     model = Model(links, sessions, messages, retained, SessionFilters(sessions), topics)
+    model.every_session = every_session
     model.horizon = max((transcript.end for transcript in transcripts.values()), default=INF)
     for message in messages:
         model.by_key.setdefault(message.key, []).append(message)

@@ -440,7 +440,7 @@ class Routing:
             and session.client_id != link.client_id
             and session.links[0].opened < connected
             and connected < session.ended - expiry_5.GRANULARITY
-            for session in self._model.sessions
+            for session in self._model.every_session or self._model.sessions
         )
 
     def _takeover(self, link: Link) -> None:

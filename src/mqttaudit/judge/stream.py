@@ -64,7 +64,7 @@ next one opened) is the one place where a slice could see less than the whole re
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, TypeVar
 
@@ -363,18 +363,20 @@ def slice_model(
     sent: Iterable[tuple[str, Published]],
     earlier: Iterable[tuple[str, Published]],
     config: JudgeConfig,
+    subscribers: Collection[str] | None = None,
 ) -> Model:
     """The broker model of one slice of its traffic: the expectations (and retained watches, undecided rules and
     uncounted messages) of the messages the server started taking in ``part`` (``sent``: every non-retained PUBLISH
     of the clients sent in it; the retained ones and the Wills are in the skeleton) and of the subscriptions asked
     for in it (the retained messages they get). ``earlier``: :meth:`FirstTaken.records` of the traffic before
-    ``part``. What the models of all slices hold is what the whole model (:func:`.model.build`) holds, each once."""
+    ``part``. What the models of all slices hold is what the whole model (:func:`.model.build`) holds, each once.
+    ``subscribers``: the connections of one shard (:func:`shard_connections`; None: all of them)."""
     transcripts = {name: replace(t, published=list(t.published)) for name, t in skeletons.items()}
     for name, record in (*earlier, *sent):
         transcripts[name].published.append(record)
     for transcript in transcripts.values():
         transcript.published.sort(key=lambda record: record.event)
-    return build(transcripts, config, owns=lambda time: part.start <= time < part.end)
+    return build(transcripts, config, owns=lambda time: part.start <= time < part.end, subscribers=subscribers)
 
 
 def reach(config: JudgeConfig) -> float:
@@ -394,6 +396,49 @@ def sight(part: Slice, config: JudgeConfig) -> tuple[float, float]:
     return part.start - reach(config), part.end
 
 
+#: A shared subscription's Topic Filter begins so (MQTT 5.0 section 4.8.2); its ShareName follows.
+SHARE_PREFIX: Final = "$share/"
+
+
+def shard_connections(skeletons: Mapping[str, Transcript], weights: Mapping[str, int], shards: int) -> list[set[str]]:
+    """The broker's connections in ``shards`` disjoint sets whose routing verdicts can be decided apart, side by
+    side (:class:`SlicedRouting` with ``subscribers``; see :func:`.model.build`). Each set is whole: every connection
+    of a ClientId is in it (a session and its takeovers, and the later session a forbidden copy lands on), with
+    every connection that subscribed with the same ShareName (a message owed to one member of a share group; a
+    3.1.1 ``$share/`` filter is grouped too, which costs balance and nothing else), while a connection with no
+    ClientId is a session of its own [MQTT-3.1.3-6]. The sets are balanced by ``weights`` (per connection: the
+    deliveries it received, what a shard's replay works through, plus one), the heaviest group first onto the
+    lightest set: every task that computes them from the same skeletons gets the same sets."""
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    key_of: dict[str, str] = {}
+    for flow, transcript in sorted(skeletons.items()):
+        connect = transcript.connect
+        key = f"client {connect.client_id}" if connect is not None and connect.client_id else f"connection {flow}"
+        key_of[flow] = root(key)
+        for subscribed in transcript.subscribed:
+            if subscribed.topic_filter.startswith(SHARE_PREFIX):
+                share = subscribed.topic_filter[len(SHARE_PREFIX) :].split("/", 1)[0]
+                parent[root(key)] = root(f"share {share}")
+    groups: dict[str, list[str]] = {}
+    for flow, key in key_of.items():
+        groups.setdefault(root(key), []).append(flow)
+    loads = [0] * max(shards, 1)
+    sets: list[set[str]] = [set() for _ in loads]
+    weighed = sorted(groups.values(), key=lambda flows: (-sum(weights.get(f, 0) + 1 for f in flows), min(flows)))
+    for flows in weighed:
+        lightest = min(range(len(loads)), key=lambda index: (loads[index], index))
+        sets[lightest].update(flows)
+        loads[lightest] += sum(weights.get(f, 0) + 1 for f in flows)
+    return sets
+
+
 class SlicedRouting:
     """The routing verdicts of one broker, one slice of time after another, holding only what the broker keeps
     and what is still within its late window: the union of what :meth:`run` decides over the slices is what
@@ -406,9 +451,12 @@ class SlicedRouting:
     messages decided missing until their session ends, for a later copy: at most
     :attr:`.JudgeConfig.late_copies_held` per connection)."""
 
-    def __init__(self, skeletons: Mapping[str, Transcript], config: JudgeConfig) -> None:
+    def __init__(
+        self, skeletons: Mapping[str, Transcript], config: JudgeConfig, subscribers: Collection[str] | None = None
+    ) -> None:
         self._skeletons = skeletons
         self._config = config
+        self._subscribers = subscribers
         # Its connections only: a model that routes nothing (the whole skeleton's retained messages and Wills routed
         # made an expectation per message and subscriber of the whole capture, 155,092 at 8,000,000 packets, held
         # as long as the replay ran).
@@ -432,7 +480,7 @@ class SlicedRouting:
         them (per delivery event: Reason Code and time). Returns the expectations it decided (one ``deliveries``
         row each) and the judgement of what it decided."""
         config = self._config
-        model = slice_model(self._skeletons, part, sent, self._firsts.records(), config)
+        model = slice_model(self._skeletons, part, sent, self._firsts.records(), config, self._subscribers)
         links = {link.name: link for link in model.links}
         for link in model.links:
             delivered = sorted(seen.get(link.name, ()), key=lambda d: (d.time, d.event))

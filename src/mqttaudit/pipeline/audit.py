@@ -40,6 +40,7 @@ from .engines import AUTO, LOCAL, LOCAL_LIMIT_BYTES, LOCAL_MAX_BYTES, SPARK, Eng
 from .judging import flow_judge
 from .keylog import KeyLogFile
 from .options import SLICE_BYTES, AuditOptions
+from .replaying import SHARD, broker_replays
 from .sealed import new_key
 from .segments import read_segments
 from .slicing import sliced_replayer
@@ -73,6 +74,9 @@ FLOW_PARTITIONS_PER_CORE = 8
 #: Capture bytes per task of the judging stage at least: a small capture is judged in few tasks (each task costs
 #: its scheduling and a Python worker's set-up, far more than judging a few kilobytes).
 FLOW_PARTITION_BYTES = 4 * 1024 * 1024
+#: Replay tasks per broker at most (one per core up to this): each reads every message of the broker and decides
+#: the routing verdicts of its shard of the connections, so that more shards repeat the reading for less work each.
+MAX_REPLAY_SHARDS = 4
 #: Every entry an audit writes into its folder: a file of someone else's by one of these names is never replaced.
 OUTPUTS = (*TABLES, "summary.json", "report_data.json", "report.html", "findings.md", "findings.jsonl", "junit.xml")
 SAMPLES_PER_RULE = 5
@@ -452,27 +456,31 @@ def _run(session: SparkSession, job: Job) -> dict[str, Any]:
     # file's copy stands for the connection (summary.json's conflicting_copies names both).
     known = connections.where("server != 'unknown' and replayed")
     progress("replaying routing per broker")
-    replayed = _replay(known, options)
+    replayed = _replay(known, options, min(parallelism, MAX_REPLAY_SHARDS))
     progress("adding up the summary")
     _commit_tables(out_dir, options)
     summary, notes, by_port = audit_summary(session, judged, out_dir, options.budgets)
     summary["detection"] = detection_summary(options, by_port, notes)
-    summary["routing_replays"] = [row.asDict() for row in replayed]
+    summary["routing_replays"] = broker_replays(row.asDict() for row in replayed)
     judged.unpersist()
     return summary
 
 
-def _replay(known: DataFrame, options: AuditOptions) -> list[Any]:
-    """The routing replay of each broker in one task that walks its traffic slice by slice (:mod:`.slicing`): the
-    task is handed a row per connection (where its head and pieces are), never the traffic. Returns each broker's
-    row (:data:`~.tables.REPLAYED_SCHEMA`)."""
-    rows: list[Any] = (
-        known.select("server", "flow", "capture", "transcripts", "transcript_row")
-        .groupBy("server")
-        .applyInArrow(sliced_replayer(options), ddl(REPLAYED_SCHEMA))
-        .collect()
+def _replay(known: DataFrame, options: AuditOptions, shards: int) -> list[Any]:
+    """The routing replay of each broker in ``shards`` tasks side by side, each walking the broker's traffic slice
+    by slice (:mod:`.slicing`) and deciding the routing verdicts of its shard of the connections (every connection
+    of a ClientId and of a share group together: :func:`~mqttaudit.judge.stream.shard_connections`). A task is
+    handed a row per connection of the broker (where its head and pieces are), never the traffic. Returns each
+    task's row (:data:`~.tables.REPLAYED_SCHEMA`)."""
+    rows = known.select("server", "flow", "capture", "transcripts", "transcript_row")
+    keys = ["server"]
+    if shards > 1:
+        rows = rows.crossJoin(known.sparkSession.range(shards).withColumnRenamed("id", SHARD))
+        keys.append(SHARD)
+    replayed: list[Any] = (
+        rows.groupBy(*keys).applyInArrow(sliced_replayer(options, shards), ddl(REPLAYED_SCHEMA)).collect()
     )
-    return rows
+    return replayed
 
 
 def _commit_tables(out_dir: Path | str, options: AuditOptions) -> None:

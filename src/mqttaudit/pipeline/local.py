@@ -27,6 +27,7 @@ from .detection import detection_summary, local_port_proofs
 from .engines import LOCAL, Job
 from .judging import flow_judge
 from .options import AuditOptions
+from .replaying import broker_replays
 from .report_data import local_report_data
 from .rows import groups, rows_of
 from .segments import read_segments
@@ -102,11 +103,11 @@ def replay(judged: pa.Table, options: AuditOptions) -> list[dict[str, Any]]:
     """The routing replay of every broker of the judged connections, its traffic slice by slice (:mod:`.slicing`):
     its tables written, a row of counts per broker returned (:data:`~.tables.REPLAYED_SCHEMA`)."""
     replayer = sliced_replayer(options)
-    return [
+    return broker_replays(
         row
         for _, group in sorted(groups(_replayed_connections(judged), ("server",)).items())
         for row in rows_of(replayer(pa.Table.from_pylist([{name: r[name] for name in REPLAY_COLUMNS} for r in group])))
-    ]
+    )
 
 
 def _table(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> pa.Table:

@@ -31,7 +31,7 @@ import gc
 import heapq
 import pickle
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -42,14 +42,14 @@ from mqttaudit.judge import JudgeConfig
 from mqttaudit.judge.discarded_5 import declared_maximum
 from mqttaudit.judge.model import INF, Expectation
 from mqttaudit.judge.scenario import across_connections
-from mqttaudit.judge.stream import SlicedRouting, cut_slices, reach, sight, skeleton
+from mqttaudit.judge.stream import SlicedRouting, cut_slices, reach, shard_connections, sight, skeleton
 from mqttaudit.judge.transcript import Delivered, Published, Transcript
 from mqttaudit.judge.verdict import Judgement
 
 from .conversations import judged_version
 from .options import AuditOptions
 from .replay import connect_client_id, delivery_batches, finding_rows, undecided_rows
-from .replaying import first_reasons, replay_writers, replayed_row
+from .replaying import SHARD, merge_reasons, replay_writers, replayed_row, rule_reasons
 from .sealed import seal, unseal
 from .task_files import TableWriter, TranscriptFiles, TranscriptWriter, transcript_blobs
 from .worker_gc import tune_gc
@@ -154,6 +154,10 @@ class Pieces:
             first = row + 1
             self._places[flow] = (name, range(first, first + sent), range(first + sent, first + sent + received))
 
+    def weights(self) -> dict[str, int]:
+        """Per connection, the pieces of deliveries it received: what replaying it weighs (by bytes)."""
+        return {flow: len(received) for flow, (_, _, received) in self._places.items()}
+
     def _load(self, name: str, row: int) -> Any:
         return pickle.loads(unseal(self._key, self._files.blob(name, row, "transcript")))
 
@@ -185,14 +189,19 @@ class Pieces:
         return whole
 
 
-def replay_sliced(table: pa.Table, options: AuditOptions, config: JudgeConfig | None = None) -> pa.Table:
+def replay_sliced(
+    table: pa.Table, options: AuditOptions, config: JudgeConfig | None = None, shard: tuple[int, int] = (0, 1)
+) -> pa.Table:
     """The routing replay of one broker (every row of ``table`` a connection to it: where its head and pieces
     are), slice after slice; writes the deliveries, routing findings and not-assessable rows as each slice
-    decides them and returns their counts. ``config``: the judge's (the audit's when not given)."""
+    decides them and returns their counts. ``config``: the judge's (the audit's when not given). ``shard``: (this
+    task's index, how many): the task decides the routing verdicts of one set of the broker's connections
+    (:func:`~mqttaudit.judge.stream.shard_connections`), reading every message: the tasks of one broker, side by
+    side, write between them what one task writes alone."""
     tune_gc()
     files = TranscriptFiles(options.out_dir)
     try:
-        return _replay(table, options, config or options.judge_config, Pieces(table, options, files))
+        return _replay(table, options, config or options.judge_config, Pieces(table, options, files), shard)
     finally:
         files.close()
 
@@ -203,11 +212,15 @@ def broker_rows(table: pa.Table) -> tuple[str, dict[str, str | None]]:
     return table.column("server")[0].as_py(), captures
 
 
-def _replay(table: pa.Table, options: AuditOptions, config: JudgeConfig, pieces: Pieces) -> pa.Table:
+def _replay(
+    table: pa.Table, options: AuditOptions, config: JudgeConfig, pieces: Pieces, shard: tuple[int, int]
+) -> pa.Table:
     """:func:`replay_sliced` with its pieces' files open."""
     broker, captures = broker_rows(table)
     skeletons = pieces.skeletons
-    writers = replay_writers(broker, options, SliceRows)
+    index, shards = shard
+    subscribers = None if shards == 1 else shard_connections(skeletons, pieces.weights(), shards)[index]
+    writers = replay_writers(broker, options, SliceRows, index)
     versions = {flow: judged_version(transcript, config) for flow, transcript in skeletons.items()}
     client_ids = {flow: connect_client_id(transcript) for flow, transcript in skeletons.items()}
     reasons: dict[str, str] = {}
@@ -216,28 +229,30 @@ def _replay(table: pa.Table, options: AuditOptions, config: JudgeConfig, pieces:
         writers["routing_findings"].add(finding_rows(broker, judgement, versions))
         left = undecided_rows(broker, judgement, versions, captures, client_ids)
         writers["not_assessable"].add(left)
-        for rule, reason in first_reasons(left).items():
-            reasons.setdefault(rule, reason)
+        merge_reasons(reasons, rule_reasons(left).items())
 
     span = reach(config) * SPAN_OF_REACH if options.slice_span is None else options.slice_span
-    for decided, judgement in _slices(pieces, config, options.slice_bytes, span):
+    for decided, judgement in _slices(pieces, config, options.slice_bytes, span, subscribers):
         for batch in delivery_batches(broker, decided, SliceRows.BATCH):
             writers["deliveries"].add(batch)
         write(judgement)
-    discards = any(declared_maximum(transcript) is not None for transcript in skeletons.values())
-    write(across_connections(pieces.whole() if discards else skeletons))
+    if index == 0:  # the checks across the broker's connections, once
+        discards = any(declared_maximum(transcript) is not None for transcript in skeletons.values())
+        write(across_connections(pieces.whole() if discards else skeletons))
     return replayed_row(broker, writers, reasons)
 
 
 def _slices(
-    pieces: Pieces, config: JudgeConfig, budget: int, span: float
+    pieces: Pieces, config: JudgeConfig, budget: int, span: float, subscribers: Collection[str] | None = None
 ) -> Iterator[tuple[list[Expectation], Judgement]]:
     """What :class:`~mqttaudit.judge.stream.SlicedRouting` decides slice after slice: the messages sent merged in
     time order and cut into slices of ``budget`` bytes that span ``span`` seconds at least, each judged with the
-    deliveries in :func:`~mqttaudit.judge.stream.sight` of it (a window that moves on with the slices)."""
-    sliced = SlicedRouting(pieces.skeletons, config)
+    deliveries in :func:`~mqttaudit.judge.stream.sight` of it (a window that moves on with the slices).
+    ``subscribers``: the connections of the task's shard, whose deliveries alone it reads (None: all)."""
+    sliced = SlicedRouting(pieces.skeletons, config, subscribers)
     sent = staggered_merge(pieces.firsts[0], pieces.sent)
-    received = staggered_merge(pieces.firsts[1], pieces.received)
+    mine = [first for first in pieces.firsts[1] if subscribers is None or first[1] in subscribers]
+    received = staggered_merge(mine, pieces.received)
     upcoming = next(received, None)
     window: deque[tuple[float, str, int, Delivered, tuple[int, float] | None]] = deque()
     for part, messages in cut_slices(sent, budget, lambda item: (item[0], _weight(item[3].message)), span):
@@ -291,10 +306,12 @@ def staggered_merge(firsts: Iterable[tuple[float, str]], stream: Callable[[str],
             heapq.heapreplace(heap, (following[:3], following, items))
 
 
-def sliced_replayer(options: AuditOptions) -> Callable[[pa.Table], pa.Table]:
-    """:func:`replay_sliced` bound to ``options``, with the type hints Spark reads to pick the grouped Arrow API."""
+def sliced_replayer(options: AuditOptions, shards: int = 1) -> Callable[[pa.Table], pa.Table]:
+    """:func:`replay_sliced` bound to ``options``, with the type hints Spark reads to pick the grouped Arrow API.
+    With ``shards`` above one, each group's rows carry its shard's index (column ``shard``)."""
 
     def run(table: pa.Table) -> pa.Table:
-        return replay_sliced(table, options)
+        index = table.column(SHARD)[0].as_py() if SHARD in table.column_names else 0
+        return replay_sliced(table, options, shard=(index, shards))
 
     return run
