@@ -29,6 +29,7 @@ from mqttaudit.judge.discarded_5 import declared_maximum, judge_discarded
 from mqttaudit.judge.model import INF
 from mqttaudit.judge.stream import skeleton
 from mqttaudit.judge.transcript import Transcript
+from mqttaudit.pipeline import slicing
 from mqttaudit.pipeline.audit import AuditResult, run_audit
 from mqttaudit.pipeline.conversations import Columns
 from mqttaudit.pipeline.options import AuditOptions
@@ -229,9 +230,10 @@ def test_the_audit_of_the_shared_captures_as_one_fleet_is_the_whole_model_s(
     assert sum(tables["deliveries"].values()) and sum(tables["not_assessable"].values())
 
 
-def discard_scenario(delivered: bool) -> dict[str, Talk]:
+def discard_scenario(delivered: bool, bystanders: int = 0) -> dict[str, Talk]:
     """A 5.0 subscriber that declared a Maximum Packet Size of 40 bytes, a message too large for it (the server
-    must discard it) and the next one that fits (delivered, or not: [MQTT-3.1.2-25])."""
+    must discard it) and the next one that fits (delivered, or not: [MQTT-3.1.2-25]); ``bystanders``: more
+    publishers whose messages all fit, each also delivered."""
     connect = codec.Connect(client_id="small", protocol_level=5, properties=make(maximum_packet_size=40))
     sub = Talk(version="5").client(connect, at=0.0).server(codec.Connack())
     sub.client(subscribe(1, "t")).server(suback(1, 0))
@@ -240,7 +242,13 @@ def discard_scenario(delivered: bool) -> dict[str, Talk]:
     pub.client(publish5("t", b"x" * 100), at=2.0).client(small, at=3.0)
     if delivered:
         sub.server(small, at=3.1)
-    return {"sub": sub.quiet(at=20.0), "pub": pub.quiet(at=20.0)}
+    talks = {"pub": pub.quiet(at=20.0)}
+    for index in range(bystanders):
+        other = Talk(version="5").client(codec.Connect(client_id=f"o{index}", protocol_level=5), at=4.0 + index)
+        message = publish5("t", b"o%d" % index)
+        talks[f"o{index}"] = other.server(codec.Connack()).client(message, at=4.5 + index).quiet(at=20.0)
+        sub.server(message, at=4.6 + index)
+    return {"sub": sub.quiet(at=20.0), **talks}
 
 
 @pytest.mark.parametrize("delivered", [True, False])
@@ -253,6 +261,32 @@ def test_a_subscriber_with_a_maximum_packet_size_has_the_discarded_message_rule_
     skeletons = {name: skeleton(transcript) for name, transcript in transcripts.items()}
     assert judge_discarded(transcripts) != judge_discarded(skeletons)  # the skeletons would not do
     assert sliced_tables(transcripts, V5, tmp_path, 1, 1) == whole_tables(transcripts, V5)
+
+
+def test_the_discarded_message_rule_rebuilds_only_the_subscriber_and_the_publisher_of_a_message_too_large(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Of a broker whose subscriber declared a Maximum Packet Size, only that subscriber and the publisher of a message
+    too large for it are rebuilt whole for the rule (the bystanders' messages all fit): the same rows as the whole
+    model's, the rule's row among them; and with no message too large, nothing is rebuilt."""
+    import mqttaudit.judge.scenario as scenario_module
+
+    read: list[list[str]] = []
+    across = scenario_module.across_connections
+
+    def spy(transcripts: Mapping[str, Transcript], discarding: Mapping[str, Transcript] | None = None) -> Any:
+        read.append(sorted(discarding or {}))
+        return across(transcripts, discarding)
+
+    monkeypatch.setattr(slicing, "across_connections", spy)
+    transcripts = transcribe(discard_scenario(False, bystanders=3), V5)
+    whole = whole_tables(transcripts, V5)
+    assert any("MQTT-3.1.2-25" in row for row in whole["not_assessable"])  # no later message of its publisher came
+    assert sliced_tables(transcripts, V5, tmp_path / "large", 1, 1) == whole
+    assert read == [["pub", "sub"]]
+    fitting = {name: t for name, t in transcribe(discard_scenario(True, bystanders=3), V5).items() if name != "pub"}
+    assert sliced_tables(fitting, V5, tmp_path / "fitting", 1, 1) == whole_tables(fitting, V5)
+    assert read[1:] == [[]]
 
 
 def replay_peaks(transcripts: Mapping[str, Transcript], folder: Path) -> tuple[int, int]:

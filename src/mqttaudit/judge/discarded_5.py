@@ -13,7 +13,7 @@ maximum, [MQTT-3.1.2-24] and this rule).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Final
 
 from mqttaudit.codec import Direction, Publish
@@ -60,17 +60,38 @@ def judge_discarded(transcripts: Mapping[str, Transcript]) -> Judgement:
     """[MQTT-3.1.2-25] on every 5.0 subscriber that declared a Maximum Packet Size (see the module's text)."""
     ledgers: list[Ledger] = []
     for name, subscriber in transcripts.items():
-        maximum = declared_maximum(subscriber)
-        if maximum is None or subscriber.connect is None:
+        limit = _limit(subscriber)
+        if limit is None:
             continue
-        aliases = (first(subscriber.connect.properties, TOPIC_ALIAS_MAXIMUM) or 0) != 0
         ledger = Ledger(conversation=name, version=V5)
         for publisher_name, publisher in transcripts.items():
             if publisher_name == name or publisher.lost:
                 continue
-            _judge_publisher(ledger, subscriber, publisher, maximum, aliases=aliases)
+            _judge_publisher(ledger, subscriber, publisher, *limit)
         ledgers.append(ledger)
     return combine([ledger.judgement() for ledger in ledgers])
+
+
+def too_large_for(subscribers: Mapping[str, Transcript], name: str, publisher: Transcript) -> set[str]:
+    """The subscribers (by name; their CONNECT, CONNACK and subscriptions are all it reads, so skeletons do) to which
+    the whole transcript ``publisher`` (connection ``name``) published a message this rule judges: the only pairs
+    of connections :func:`judge_discarded` says anything about, so that it may be given those connections alone."""
+    if publisher.lost:
+        return set()
+    found = set()
+    for subscriber_name, subscriber in subscribers.items():
+        limit = _limit(subscriber)
+        if subscriber_name != name and limit is not None and next(_too_large(subscriber, publisher, *limit), None):
+            found.add(subscriber_name)
+    return found
+
+
+def _limit(subscriber: Transcript) -> tuple[int, bool] | None:
+    """The subscriber's Maximum Packet Size and whether it allows Topic Aliases, if this rule judges it."""
+    maximum = declared_maximum(subscriber)
+    if maximum is None or subscriber.connect is None:
+        return None
+    return maximum, (first(subscriber.connect.properties, TOPIC_ALIAS_MAXIMUM) or 0) != 0
 
 
 def declared_maximum(subscriber: Transcript) -> int | None:
@@ -83,19 +104,27 @@ def declared_maximum(subscriber: Transcript) -> int | None:
     return maximum if isinstance(maximum, int) else None
 
 
-def _judge_publisher(
-    ledger: Ledger, subscriber: Transcript, publisher: Transcript, maximum: int, *, aliases: bool
-) -> None:
+def _too_large(
+    subscriber: Transcript, publisher: Transcript, maximum: int, aliases: bool
+) -> Iterator[tuple[int, Published, list[Published], int]]:
+    """Each message of ``publisher`` too large for ``subscriber`` to get: its index among the publisher's messages
+    the subscriber could get, the message, those messages, and the fewest bytes its PUBLISH could take."""
     published = [p for p in publisher.published if p.message.topic and p.sent > subscriber.connack_time]
     for index, publication in enumerate(published):
         message = publication.message
         subscription = _granted(subscriber, publication)
         if subscription is None or message.topic.startswith("$"):
             continue
-        qos = min(message.qos, subscription.granted or 0)
-        size = smallest_forwarded(message, qos, aliases=aliases)
-        if size <= maximum:
-            continue
+        size = smallest_forwarded(message, min(message.qos, subscription.granted or 0), aliases=aliases)
+        if size > maximum:
+            yield index, publication, published, size
+
+
+def _judge_publisher(
+    ledger: Ledger, subscriber: Transcript, publisher: Transcript, maximum: int, aliases: bool
+) -> None:
+    for index, publication, published, size in _too_large(subscriber, publisher, maximum, aliases):
+        message = publication.message
         if any(_same(d.message, message) for d in subscriber.delivered):
             continue  # sent after all: the packet over the maximum is limits' finding
         later = {(p.message.topic, p.message.payload) for p in published[index + 1 :]}

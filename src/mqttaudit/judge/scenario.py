@@ -57,12 +57,17 @@ def judge_scenario(conversations: Mapping[str, Sequence[Event]], config: JudgeCo
     return combine(parts)
 
 
-def across_connections(transcripts: Mapping[str, Transcript]) -> Judgement:
+def across_connections(
+    transcripts: Mapping[str, Transcript], discarding: Mapping[str, Transcript] | None = None
+) -> Judgement:
     """The 5.0 rules decided from one server's connections together, beside the routing model: a unique Assigned
     Client Identifier for connections open at once [MQTT-3.1.3-6], and a message too large for a subscriber's
     Maximum Packet Size discarded, the next one still delivered [MQTT-3.1.2-25]. The probe's scenarios and the
-    capture audit's replay of a broker both run them."""
-    return combine([unique_assigned_identifiers(transcripts), judge_discarded(transcripts)])
+    capture audit's replay of a broker both run them. ``discarding``: the whole transcripts the second rule reads
+    (None: ``transcripts``), which may be only the connections it concerns
+    (:func:`~.discarded_5.too_large_for`)."""
+    whole = transcripts if discarding is None else discarding
+    return combine([unique_assigned_identifiers(transcripts), judge_discarded(whole)])
 
 
 def _without_settled(

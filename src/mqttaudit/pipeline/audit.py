@@ -16,6 +16,7 @@ import pickle
 import posixpath
 import threading
 import time
+import zlib
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -43,14 +44,13 @@ from .options import SLICE_BYTES, AuditOptions
 from .replaying import SHARD, broker_replays
 from .sealed import new_key
 from .segments import read_segments
-from .slicing import sliced_replayer
+from .slicing import replay_groups, sliced_replayer
 from .spark import DEFAULT_MASTER, check_environment, check_master_reachable, spark_session
 from .summary import audit_summary
 from .tables import (
     CHUNK_SCHEMA,
     FLOW_ORDER,
     JUDGED_SCHEMA,
-    REPLAYED_SCHEMA,
     SEGMENT_SCHEMA,
     TABLES,
     ddl,
@@ -456,31 +456,46 @@ def _run(session: SparkSession, job: Job) -> dict[str, Any]:
     # file's copy stands for the connection (summary.json's conflicting_copies names both).
     known = connections.where("server != 'unknown' and replayed")
     progress("replaying routing per broker")
-    replayed = _replay(known, options, min(parallelism, MAX_REPLAY_SHARDS))
+    replayed = _replay(known, options, min(parallelism, MAX_REPLAY_SHARDS), parallelism)
     progress("adding up the summary")
     _commit_tables(out_dir, options)
     summary, notes, by_port = audit_summary(session, judged, out_dir, options.budgets)
     summary["detection"] = detection_summary(options, by_port, notes)
-    summary["routing_replays"] = broker_replays(row.asDict() for row in replayed)
+    summary["routing_replays"] = broker_replays(replayed)
     judged.unpersist()
     return summary
 
 
-def _replay(known: DataFrame, options: AuditOptions, shards: int) -> list[Any]:
+def _replay(known: DataFrame, options: AuditOptions, shards: int, parallelism: int) -> list[dict[str, Any]]:
     """The routing replay of each broker in ``shards`` tasks side by side, each walking the broker's traffic slice
     by slice (:mod:`.slicing`) and deciding the routing verdicts of its shard of the connections (every connection
     of a ClientId and of a share group together: :func:`~mqttaudit.judge.stream.shard_connections`). A task is
-    handed a row per connection of the broker (where its head and pieces are), never the traffic. Returns each
-    task's row (:data:`~.tables.REPLAYED_SCHEMA`)."""
+    handed a row per connection of its brokers (where its head and pieces are), never the traffic. Returns each
+    task's row per broker (:data:`~.tables.REPLAYED_SCHEMA`).
+
+    The tasks are laid out by hand (:func:`replay_slot`), not by ``groupBy``: Spark's adaptive execution merges the
+    small partitions of a few thousand rows into one task, which ran a broker's shards one after the other."""
     rows = known.select("server", "flow", "capture", "transcripts", "transcript_row")
-    keys = ["server"]
-    if shards > 1:
-        rows = rows.crossJoin(known.sparkSession.range(shards).withColumnRenamed("id", SHARD))
-        keys.append(SHARD)
-    replayed: list[Any] = (
-        rows.groupBy(*keys).applyInArrow(sliced_replayer(options, shards), ddl(REPLAYED_SCHEMA)).collect()
+    rows = rows.crossJoin(known.sparkSession.range(shards).withColumnRenamed("id", SHARD))
+    buckets = max(1, -(-parallelism // shards))
+    replayer = sliced_replayer(options, shards)
+    replayed: list[dict[str, Any]] = (
+        rows.rdd.map(partial(replay_slot, buckets=buckets, shards=shards))
+        .partitionBy(buckets * shards, _slot_number)
+        .mapPartitions(lambda slotted: replay_groups((row.asDict() for _, row in slotted), replayer))
+        .collect()
     )
     return replayed
+
+
+def replay_slot(row: Any, buckets: int, shards: int) -> tuple[int, Any]:
+    """The task of a broker's shard: its shard's own among its broker's (``shards`` in a row), its broker's bucket
+    among ``buckets`` by a hash of its name (brokers in one bucket are replayed one after another)."""
+    return zlib.crc32(row["server"].encode()) % buckets * shards + row[SHARD], row
+
+
+def _slot_number(slot: int) -> int:
+    return slot
 
 
 def _commit_tables(out_dir: Path | str, options: AuditOptions) -> None:

@@ -29,9 +29,9 @@ from .judging import flow_judge
 from .options import AuditOptions
 from .replaying import broker_replays
 from .report_data import local_report_data
-from .rows import groups, rows_of
+from .rows import rows_of
 from .segments import read_segments
-from .slicing import sliced_replayer
+from .slicing import replay_groups, sliced_replayer
 from .summary import local_audit_summary
 from .tables import CHUNK_SCHEMA, JUDGED_SCHEMA, SEGMENT_SCHEMA, TABLES
 from .task_files import ensure_readable
@@ -102,12 +102,8 @@ def ordered_runs(chunk_rows: list[dict[str, Any]], options: AuditOptions) -> pa.
 def replay(judged: pa.Table, options: AuditOptions) -> list[dict[str, Any]]:
     """The routing replay of every broker of the judged connections, its traffic slice by slice (:mod:`.slicing`):
     its tables written, a row of counts per broker returned (:data:`~.tables.REPLAYED_SCHEMA`)."""
-    replayer = sliced_replayer(options)
-    return broker_replays(
-        row
-        for _, group in sorted(groups(_replayed_connections(judged), ("server",)).items())
-        for row in rows_of(replayer(pa.Table.from_pylist([{name: r[name] for name in REPLAY_COLUMNS} for r in group])))
-    )
+    connections = ({name: row[name] for name in REPLAY_COLUMNS} for row in _replayed_connections(judged))
+    return broker_replays(replay_groups(connections, sliced_replayer(options)))
 
 
 def _table(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> pa.Table:

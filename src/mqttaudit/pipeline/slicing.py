@@ -1,5 +1,7 @@
 """Stage 3: the routing replay of one broker endpoint in time slices
-(:class:`~mqttaudit.judge.stream.SlicedRouting`), one task per broker that never holds the broker's whole traffic.
+(:class:`~mqttaudit.judge.stream.SlicedRouting`), by tasks that never hold the broker's whole traffic: one per core
+(at most :data:`~.audit.MAX_REPLAY_SHARDS`), side by side, each deciding the verdicts of one shard of the broker's
+connections (:func:`~mqttaudit.judge.stream.shard_connections`) while it reads every message.
 
 The judging stage hands each connection on as its *skeleton* (:func:`~mqttaudit.judge.stream.skeleton`: CONNECT,
 subscriptions, retained messages, how it ended) followed by its traffic in time-ordered *pieces* of at most
@@ -21,8 +23,10 @@ ends for a later copy, at most :attr:`.JudgeConfig.late_copies_held` per connect
 deliveries in sight of it, and one piece per connection that has begun and not ended. The checks of
 :func:`~mqttaudit.judge.scenario.across_connections` run on the skeletons (unique Assigned Client Identifiers need only
 CONNECTs, CONNACKs and ends), except the discarded-message rule [MQTT-3.1.2-25]: when a 5.0 subscriber of the broker
-declared a Maximum Packet Size, it is judged on the whole transcripts, rebuilt from the pieces (the one part of this
-replay whose memory grows with the traffic).
+declared a Maximum Packet Size, the connections that published a message too large for it are found by reading one
+connection's messages at a time, and the rule is judged on the whole transcripts of those publishers and
+subscribers alone, rebuilt from the pieces (:meth:`Pieces.discarding`: what this part holds grows with their
+traffic, not the broker's; nothing when no message was too large).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import pyarrow as pa
 
 from mqttaudit.codec import Publish
 from mqttaudit.judge import JudgeConfig
-from mqttaudit.judge.discarded_5 import declared_maximum
+from mqttaudit.judge.discarded_5 import declared_maximum, too_large_for
 from mqttaudit.judge.model import INF, Expectation
 from mqttaudit.judge.scenario import across_connections
 from mqttaudit.judge.stream import SlicedRouting, cut_slices, reach, shard_connections, sight, skeleton
@@ -178,15 +182,32 @@ class Pieces:
                 yield time, flow, event, delivery, answer
 
     def whole(self) -> dict[str, Transcript]:
-        """Every connection's whole transcript again (for the one rule that needs it, see the module's text)."""
-        whole = {}
-        for flow, transcript in self.skeletons.items():
-            published = sorted([*transcript.published, *(r for *_, r in self.sent(flow))], key=lambda r: r.event)
-            received = list(self.received(flow))
-            delivered = sorted((d for _, _, _, d, _ in received), key=lambda d: d.event)
-            answers = {event: answer for _, _, event, _, answer in received if answer is not None}
-            whole[flow] = replace(transcript, published=published, delivered=delivered, answers=answers)
-        return whole
+        """Every connection's whole transcript again (what the tests' whole-model replay reads)."""
+        return {flow: self.whole_of(flow) for flow in self.skeletons}
+
+    def whole_of(self, flow: str, *, received: bool = True) -> Transcript:
+        """The whole transcript of connection ``flow`` again (without the deliveries it received unless
+        ``received``)."""
+        transcript = self.skeletons[flow]
+        published = sorted([*transcript.published, *(r for *_, r in self.sent(flow))], key=lambda r: r.event)
+        if not received:
+            return replace(transcript, published=published)
+        got = list(self.received(flow))
+        delivered = sorted((d for _, _, _, d, _ in got), key=lambda d: d.event)
+        answers = {event: answer for _, _, event, _, answer in got if answer is not None}
+        return replace(transcript, published=published, delivered=delivered, answers=answers)
+
+    def discarding(self) -> dict[str, Transcript]:
+        """The whole transcripts the discarded-message rule [MQTT-3.1.2-25] reads: of each 5.0 subscriber that
+        declared a Maximum Packet Size and each connection that published a message too large for it, found by
+        reading one connection's messages at a time (none when no subscriber declared one)."""
+        limited = {flow: t for flow, t in self.skeletons.items() if declared_maximum(t) is not None}
+        concerned: set[str] = set()
+        for flow in self.skeletons if limited else ():
+            found = too_large_for(limited, flow, self.whole_of(flow, received=False))
+            if found:
+                concerned |= {flow, *found}
+        return {flow: self.whole_of(flow) for flow in self.skeletons if flow in concerned}
 
 
 def replay_sliced(
@@ -237,8 +258,7 @@ def _replay(
             writers["deliveries"].add(batch)
         write(judgement)
     if index == 0:  # the checks across the broker's connections, once
-        discards = any(declared_maximum(transcript) is not None for transcript in skeletons.values())
-        write(across_connections(pieces.whole() if discards else skeletons))
+        write(across_connections(skeletons, pieces.discarding()))
     return replayed_row(broker, writers, reasons)
 
 
@@ -307,11 +327,22 @@ def staggered_merge(firsts: Iterable[tuple[float, str]], stream: Callable[[str],
 
 
 def sliced_replayer(options: AuditOptions, shards: int = 1) -> Callable[[pa.Table], pa.Table]:
-    """:func:`replay_sliced` bound to ``options``, with the type hints Spark reads to pick the grouped Arrow API.
-    With ``shards`` above one, each group's rows carry its shard's index (column ``shard``)."""
+    """:func:`replay_sliced` bound to ``options``: a task of one group of rows, every row a connection of one broker
+    with its shard's index (column ``shard``, 0 when absent) of ``shards``."""
 
     def run(table: pa.Table) -> pa.Table:
         index = table.column(SHARD)[0].as_py() if SHARD in table.column_names else 0
         return replay_sliced(table, options, shard=(index, shards))
 
     return run
+
+
+def replay_groups(rows: Iterable[dict[str, Any]], replayer: Callable[[pa.Table], pa.Table]) -> list[dict[str, Any]]:
+    """The rows ``replayer`` (:func:`sliced_replayer`) returns for each group of ``rows`` by broker and shard, the
+    groups one after another in the order of their keys."""
+    found: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        found.setdefault((row["server"], row.get(SHARD, 0)), []).append(row)
+    return [
+        replayed for _, group in sorted(found.items()) for replayed in replayer(pa.Table.from_pylist(group)).to_pylist()
+    ]
