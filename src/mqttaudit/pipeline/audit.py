@@ -16,7 +16,6 @@ import pickle
 import posixpath
 import threading
 import time
-import zlib
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -44,13 +43,14 @@ from .options import SLICE_BYTES, AuditOptions
 from .replaying import SHARD, broker_replays
 from .sealed import new_key
 from .segments import read_segments
-from .slicing import replay_groups, sliced_replayer
+from .slicing import sliced_replayer
 from .spark import DEFAULT_MASTER, check_environment, check_master_reachable, spark_session
 from .summary import audit_summary
 from .tables import (
     CHUNK_SCHEMA,
     FLOW_ORDER,
     JUDGED_SCHEMA,
+    REPLAYED_SCHEMA,
     SEGMENT_SCHEMA,
     TABLES,
     ddl,
@@ -74,6 +74,8 @@ FLOW_PARTITIONS_PER_CORE = 8
 #: Capture bytes per task of the judging stage at least: a small capture is judged in few tasks (each task costs
 #: its scheduling and a Python worker's set-up, far more than judging a few kilobytes).
 FLOW_PARTITION_BYTES = 4 * 1024 * 1024
+#: The column that places a broker's shard in a partition of its own (see :func:`_replay`).
+SLOT = "slot"
 #: Replay tasks per broker at most (one per core up to this): each reads every message of the broker and decides
 #: the routing verdicts of its shard of the connections, so that more shards repeat the reading for less work each.
 MAX_REPLAY_SHARDS = 4
@@ -470,32 +472,27 @@ def _replay(known: DataFrame, options: AuditOptions, shards: int, parallelism: i
     """The routing replay of each broker in ``shards`` tasks side by side, each walking the broker's traffic slice
     by slice (:mod:`.slicing`) and deciding the routing verdicts of its shard of the connections (every connection
     of a ClientId and of a share group together: :func:`~mqttaudit.judge.stream.shard_connections`). A task is
-    handed a row per connection of its brokers (where its head and pieces are), never the traffic. Returns each
-    task's row per broker (:data:`~.tables.REPLAYED_SCHEMA`).
+    handed a row per connection of its broker (where its head and pieces are), never the traffic. Returns each
+    task's row (:data:`~.tables.REPLAYED_SCHEMA`).
 
-    The tasks are laid out by hand (:func:`replay_slot`), not by ``groupBy``: Spark's adaptive execution merges the
-    small partitions of a few thousand rows into one task, which ran a broker's shards one after the other."""
+    Each broker's shard gets a slot of its own (its shard among its broker's, its broker's bucket among
+    ``parallelism / shards`` by a hash of its name), and the rows are range-partitioned by slot into that many
+    partitions, which Spark's adaptive execution does not merge: grouped by broker and shard alone, the few thousand
+    rows were merged into one partition, and one task ran a broker's shards one after the other."""
+    from pyspark.sql import functions as F
+
+    buckets = max(1, -(-parallelism // shards))
     rows = known.select("server", "flow", "capture", "transcripts", "transcript_row")
     rows = rows.crossJoin(known.sparkSession.range(shards).withColumnRenamed("id", SHARD))
-    buckets = max(1, -(-parallelism // shards))
-    replayer = sliced_replayer(options, shards)
-    replayed: list[dict[str, Any]] = (
-        rows.rdd.map(partial(replay_slot, buckets=buckets, shards=shards))
-        .partitionBy(buckets * shards, _slot_number)
-        .mapPartitions(lambda slotted: replay_groups((row.asDict() for _, row in slotted), replayer))
+    slot = F.pmod(F.crc32(F.col("server")), F.lit(buckets)) * shards + F.col(SHARD)
+    replayed = (
+        rows.withColumn(SLOT, slot)
+        .repartitionByRange(buckets * shards, SLOT)
+        .groupBy(SLOT, "server", SHARD)
+        .applyInArrow(sliced_replayer(options, shards), ddl(REPLAYED_SCHEMA))
         .collect()
     )
-    return replayed
-
-
-def replay_slot(row: Any, buckets: int, shards: int) -> tuple[int, Any]:
-    """The task of a broker's shard: its shard's own among its broker's (``shards`` in a row), its broker's bucket
-    among ``buckets`` by a hash of its name (brokers in one bucket are replayed one after another)."""
-    return zlib.crc32(row["server"].encode()) % buckets * shards + row[SHARD], row
-
-
-def _slot_number(slot: int) -> int:
-    return slot
+    return [row.asDict() for row in replayed]
 
 
 def _commit_tables(out_dir: Path | str, options: AuditOptions) -> None:
