@@ -475,24 +475,39 @@ def _replay(known: DataFrame, options: AuditOptions, shards: int, parallelism: i
     handed a row per connection of its broker (where its head and pieces are), never the traffic. Returns each
     task's row (:data:`~.tables.REPLAYED_SCHEMA`).
 
-    Each broker's shard gets a slot of its own (its shard among its broker's, its broker's bucket among
-    ``parallelism / shards`` by a hash of its name), and the rows are range-partitioned by slot into that many
-    partitions, which Spark's adaptive execution does not merge: grouped by broker and shard alone, the few thousand
-    rows were merged into one partition, and one task ran a broker's shards one after the other."""
+    Each broker's shard gets a partition of its own (its shard among its broker's, its broker's bucket among
+    ``parallelism / shards`` by a hash of its name), named by a slot value that Spark's hash partitioning places
+    there (:func:`_slot_values`): grouped by broker and shard alone, Spark's adaptive execution merged the few
+    thousand rows into one partition, and range partitioning by slot put both shards of the bench capture's broker
+    in one partition (its bounds come from a sample), so one task ran them one after the other."""
     from pyspark.sql import functions as F
 
     buckets = max(1, -(-parallelism // shards))
+    values = _slot_values(known.sparkSession, buckets * shards)
     rows = known.select("server", "flow", "capture", "transcripts", "transcript_row")
     rows = rows.crossJoin(known.sparkSession.range(shards).withColumnRenamed("id", SHARD))
-    slot = F.pmod(F.crc32(F.col("server")), F.lit(buckets)) * shards + F.col(SHARD)
+    index = F.pmod(F.crc32(F.col("server")), F.lit(buckets)) * shards + F.col(SHARD)
+    slot = F.element_at(F.array(*(F.lit(value) for value in values)), (index + 1).cast("int"))
     replayed = (
         rows.withColumn(SLOT, slot)
-        .repartitionByRange(buckets * shards, SLOT)
+        .repartition(buckets * shards, SLOT)
         .groupBy(SLOT, "server", SHARD)
         .applyInArrow(sliced_replayer(options, shards), ddl(REPLAYED_SCHEMA))
         .collect()
     )
     return [row.asDict() for row in replayed]
+
+
+def _slot_values(session: SparkSession, slots: int) -> list[int]:
+    """For each of ``slots`` partitions, a value that Spark's hash partitioning (``repartition(slots, column)``:
+    the Murmur3 hash Spark's ``hash`` computes, modulo ``slots``) places in it, found among the first integers by
+    one query of Spark's own hash (a partition none of them reaches keeps its own number)."""
+    from pyspark.sql import functions as F
+
+    found: dict[int, int] = {}
+    for row in session.range(64 * slots).select("id", F.pmod(F.hash("id"), F.lit(slots)).alias("at")).collect():
+        found.setdefault(row["at"], row["id"])
+    return [found.get(partition, partition) for partition in range(slots)]
 
 
 def _commit_tables(out_dir: Path | str, options: AuditOptions) -> None:
