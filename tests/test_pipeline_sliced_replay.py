@@ -379,3 +379,20 @@ def test_the_staggered_merge_gives_heapq_s_order_and_opens_a_stream_only_at_its_
         handed.append(item)  # noqa: PERF402 (each item seen by the next stream opened, as it comes)
     assert handed == every
     assert sorted(opened) == sorted(name for name, items in streams.items() if items)
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3, 4, 8])
+def test_each_replay_slot_value_lands_in_a_partition_of_its_own(spark: SparkSession, slots: int) -> None:
+    """The values the Spark engine places a broker's shards by (:func:`~mqttaudit.pipeline.audit._slot_values`):
+    hash partitioning into ``slots`` partitions puts the i-th in partition i, each alone (grouped by broker and shard
+    alone, Spark merged both shards into one task, which ran them one after the other)."""
+    from pyspark.sql import functions as F
+
+    from mqttaudit.pipeline.audit import _slot_values
+
+    values = _slot_values(spark, slots)
+    frame = spark.createDataFrame([(value,) for value in values for _ in range(3)], "slot long").repartition(
+        slots, "slot"
+    )
+    placed = {(row["slot"], row["at"]) for row in frame.select("slot", F.spark_partition_id().alias("at")).collect()}
+    assert len(set(values)) == slots and placed == set(zip(values, range(slots), strict=True))
