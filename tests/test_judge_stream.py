@@ -633,13 +633,20 @@ def test_the_sliced_replay_holds_at_most_the_cap_of_missing_messages_per_connect
 
 
 def test_shards_hold_a_client_id_s_connections_and_a_share_group_whole_and_balance_by_weight() -> None:
-    """Every connection of a ClientId in one shard, the ClientIds that subscribed with one ShareName in one shard, an
-    empty ClientId a session of its own, the heaviest groups spread first; the same sets from any order of input."""
+    """Every connection of a ClientId in one shard, the 5.0 ClientIds that subscribed with one ShareName in one
+    shard (a 3.1.1 ``$share/`` filter is an ordinary filter: no group), an empty ClientId a session of its own, the
+    heaviest groups spread first; the same sets from any order of input."""
+
+    def shared(client_id: str, topic_filter: str, version: str = "5") -> Talk:
+        connect = codec.Connect(client_id=client_id, protocol_level=5 if version == "5" else 4)
+        talk = Talk(version=version).client(connect, at=0.0).server(codec.Connack())
+        return talk.client(subscribe(1, (topic_filter, 1))).server(suback(1, 1)).quiet(at=3.0)
+
     talks = {
         "a1": connected("a", at=0.0).quiet(at=1.0),
         "a2": connected("a", at=2.0).quiet(at=3.0),
-        "g1": connected("g", at=0.0).client(subscribe(1, ("$share/grp/t", 1))).server(suback(1, 1)).quiet(at=3.0),
-        "h1": connected("h", at=0.0).client(subscribe(1, ("$share/grp/u", 0))).server(suback(1, 0)).quiet(at=3.0),
+        "g1": shared("g", "$share/grp/t"),
+        "h1": shared("h", "$share/grp/u"),
         "b1": connected("b", at=0.0).quiet(at=3.0),
         "e1": connected("", at=0.0).quiet(at=3.0),
         "e2": connected("", at=1.0).quiet(at=3.0),
@@ -660,3 +667,5 @@ def test_shards_hold_a_client_id_s_connections_and_a_share_group_whole_and_balan
     assert shard_connections(reordered, weights, 3) == sets
     assert shard_connections(skeletons, weights, 1) == [set(talks)]
     assert [len(shard) for shard in shard_connections(skeletons, weights, 9)].count(0) == 9 - 5  # five groups
+    old = transcribe({"g1": shared("g", "$share/grp/t", "3.1.1"), "h1": shared("h", "$share/grp/u", "3.1.1")})
+    assert sorted(map(len, shard_connections(old, {}, 2))) == [1, 1]

@@ -68,6 +68,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, replace
 from typing import Final, TypeVar
 
+from mqttaudit.topics import InvalidTopic, parse_shared
+
 from . import rules
 from .config import JudgeConfig
 from .model import (
@@ -396,16 +398,12 @@ def sight(part: Slice, config: JudgeConfig) -> tuple[float, float]:
     return part.start - reach(config), part.end
 
 
-#: A shared subscription's Topic Filter begins so (MQTT 5.0 section 4.8.2); its ShareName follows.
-SHARE_PREFIX: Final = "$share/"
-
-
 def shard_connections(skeletons: Mapping[str, Transcript], weights: Mapping[str, int], shards: int) -> list[set[str]]:
     """The broker's connections in ``shards`` disjoint sets whose routing verdicts can be decided apart, side by
     side (:class:`SlicedRouting` with ``subscribers``; see :func:`.model.build`). Each set is whole: every connection
     of a ClientId is in it (a session and its takeovers, and the later session a forbidden copy lands on), with
-    every connection that subscribed with the same ShareName (a message owed to one member of a share group; a
-    3.1.1 ``$share/`` filter is grouped too, which costs balance and nothing else), while a connection with no
+    every connection that subscribed with the same ShareName (a message owed to one member of a share group: a
+    5.0 shared subscription as the broker model reads it, :func:`share_name`), while a connection with no
     ClientId is a session of its own [MQTT-3.1.3-6]. The sets are balanced by ``weights`` (per connection: the
     deliveries it received, what a shard's replay works through, plus one), the heaviest group first onto the
     lightest set: every task that computes them from the same skeletons gets the same sets."""
@@ -422,21 +420,31 @@ def shard_connections(skeletons: Mapping[str, Transcript], weights: Mapping[str,
         connect = transcript.connect
         key = f"client {connect.client_id}" if connect is not None and connect.client_id else f"connection {flow}"
         key_of[flow] = root(key)
-        for subscribed in transcript.subscribed:
-            if subscribed.topic_filter.startswith(SHARE_PREFIX):
-                share = subscribed.topic_filter[len(SHARE_PREFIX) :].split("/", 1)[0]
+        for subscribed in transcript.subscribed if transcript.speaks_5_0 else ():
+            share = share_name(subscribed.topic_filter)
+            if share is not None:
                 parent[root(key)] = root(f"share {share}")
     groups: dict[str, list[str]] = {}
     for flow, key in key_of.items():
         groups.setdefault(root(key), []).append(flow)
+    weighed = sorted((-sum(weights.get(f, 0) + 1 for f in flows), min(flows), flows) for flows in groups.values())
     loads = [0] * max(shards, 1)
     sets: list[set[str]] = [set() for _ in loads]
-    weighed = sorted(groups.values(), key=lambda flows: (-sum(weights.get(f, 0) + 1 for f in flows), min(flows)))
-    for flows in weighed:
+    for minus_weight, _, flows in weighed:
         lightest = min(range(len(loads)), key=lambda index: (loads[index], index))
         sets[lightest].update(flows)
-        loads[lightest] += sum(weights.get(f, 0) + 1 for f in flows)
+        loads[lightest] -= minus_weight
     return sets
+
+
+def share_name(topic_filter: str) -> str | None:
+    """The ShareName of a 5.0 shared subscription's filter, as the broker model reads it (:func:`.model.build`:
+    a filter :func:`~mqttaudit.topics.parse_shared` refuses is no share, matched as it is); None for any other."""
+    try:
+        shared = parse_shared(topic_filter)
+    except InvalidTopic:
+        return None
+    return None if shared is None else shared[0]
 
 
 class SlicedRouting:

@@ -485,7 +485,10 @@ def _replay(known: DataFrame, options: AuditOptions, shards: int, parallelism: i
     buckets = max(1, -(-parallelism // shards))
     values = _slot_values(known.sparkSession, buckets * shards)
     rows = known.select("server", "flow", "capture", "transcripts", "transcript_row")
-    rows = rows.crossJoin(known.sparkSession.range(shards).withColumnRenamed("id", SHARD))
+    if shards == 1:
+        rows = rows.withColumn(SHARD, F.lit(0).cast("long"))
+    else:
+        rows = rows.crossJoin(known.sparkSession.range(shards).withColumnRenamed("id", SHARD))
     index = F.pmod(F.crc32(F.col("server")), F.lit(buckets)) * shards + F.col(SHARD)
     slot = F.element_at(F.array(*(F.lit(value) for value in values)), (index + 1).cast("int"))
     replayed = (
@@ -504,6 +507,8 @@ def _slot_values(session: SparkSession, slots: int) -> list[int]:
     one query of Spark's own hash (a partition none of them reaches keeps its own number)."""
     from pyspark.sql import functions as F
 
+    if slots == 1:
+        return [0]  # one partition: no query (an audit on one core pays for no Spark job of its own here)
     found: dict[int, int] = {}
     for row in session.range(64 * slots).select("id", F.pmod(F.hash("id"), F.lit(slots)).alias("at")).collect():
         found.setdefault(row["at"], row["id"])

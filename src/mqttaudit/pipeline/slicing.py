@@ -53,7 +53,7 @@ from mqttaudit.judge.verdict import Judgement
 from .conversations import judged_version
 from .options import AuditOptions
 from .replay import connect_client_id, delivery_batches, finding_rows, undecided_rows
-from .replaying import SHARD, merge_reasons, replay_writers, replayed_row, rule_reasons
+from .replaying import SHARD, merge_reasons, replay_writers, replayed_row
 from .sealed import seal, unseal
 from .task_files import TableWriter, TranscriptFiles, TranscriptWriter, transcript_blobs
 from .worker_gc import tune_gc
@@ -250,7 +250,7 @@ def _replay(
         writers["routing_findings"].add(finding_rows(broker, judgement, versions))
         left = undecided_rows(broker, judgement, versions, captures, client_ids)
         writers["not_assessable"].add(left)
-        merge_reasons(reasons, rule_reasons(left).items())
+        merge_reasons(reasons, zip(left.data["rule"], left.data["reason"], strict=True))
 
     span = reach(config) * SPAN_OF_REACH if options.slice_span is None else options.slice_span
     for decided, judgement in _slices(pieces, config, options.slice_bytes, span, subscribers):
