@@ -37,6 +37,7 @@ from .pipes import reader_may_leave
 from .probe import matrix_command, probe_command
 from .rules import rules_command
 from .schema import schema_command
+from .serve import serve_command
 from .terminal import printable_line
 
 __all__ = ["cli", "main"]
@@ -55,6 +56,7 @@ cli.add_command(probe_command)
 cli.add_command(matrix_command)
 cli.add_command(audit_command)
 cli.add_command(schema_command)
+cli.add_command(serve_command)
 
 
 class Terminated(KeyboardInterrupt):

@@ -119,6 +119,9 @@ class Judgement:
     undecided: tuple[Undecided, ...] = ()
     #: Malformed packets and Protocol Errors accepted by a receiver not bound to detect them (not failures).
     lenient: tuple[Leniency, ...] = ()
+    #: The rules of ``assessed`` that the client's own conduct decided (a rule binding both sides may have been
+    #: decided by the server's alone): what a client's statement coverage counts.
+    client_assessed: frozenset[str] = frozenset()
 
     @property
     def failed(self) -> frozenset[str]:
@@ -148,7 +151,11 @@ def combine(judgements: Iterable[Judgement]) -> Judgement:
     assessed = {rule for part in parts for rule in part.assessed} - undecided.keys() | failed
     rows = tuple({row: None for part in parts for row in part.undecided})
     lenient = tuple({row: None for part in parts for row in part.lenient})
-    return Judgement(tuple(findings), frozenset(assessed), MappingProxyType(undecided), rows, lenient)
+    by_client = {rule for part in parts for rule in part.client_assessed} & assessed
+    by_client |= {rule for finding in findings if finding.side is Direction.FROM_CLIENT for rule in finding.rules}
+    return Judgement(
+        tuple(findings), frozenset(assessed), MappingProxyType(undecided), rows, lenient, frozenset(by_client)
+    )
 
 
 @dataclass
@@ -163,6 +170,8 @@ class Ledger:
     version: str = identity.V3_1_1
     findings: list[Finding] = field(default_factory=list)
     held_rules: set[str] = field(default_factory=set)
+    #: The held rules the client's conduct decided.
+    client_held: set[str] = field(default_factory=set)
     undecided_rules: dict[str, str] = field(default_factory=dict)
     undecided_rows: dict[Undecided, None] = field(default_factory=dict)
     lenient_rows: dict[Leniency, None] = field(default_factory=dict)
@@ -217,6 +226,8 @@ class Ledger:
         named = identity.statement_id(rule, self.version)
         if named is not None and (side is None or binds(named, side)):
             self.held_rules.add(named)
+            if side is Direction.FROM_CLIENT or (side is None and not binds(named, Direction.FROM_SERVER)):
+                self.client_held.add(named)
 
     def undecided(
         self,
@@ -267,5 +278,6 @@ class Ledger:
             MappingProxyType(dict(self.undecided_rules)),
             tuple(self.undecided_rows),
             tuple(self.lenient_rows),
+            frozenset(self.client_held),
         )
         return combine([part, Judgement(tuple(self.findings), frozenset(), MappingProxyType({}))])

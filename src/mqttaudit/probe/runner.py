@@ -20,9 +20,9 @@ from typing import Any
 
 from ..codec import Connack, Connect, Direction, ProtocolVersion
 from ..codec.describe import describe_packet
-from ..judge import ENFORCED_CODEC_RULES, Finding, JudgeConfig, Judgement, Leniency, judge_scenario
+from ..judge import Finding, JudgeConfig, Judgement, Leniency, judge_scenario
 from ..judge.events import Closed, Event, Lost, Quiet, Sent
-from ..judge.rules import SENDER_CODEC_RULES_5_0
+from ..judge.sender_violations import frame_finding
 from ..judge.verdict import binds
 from ..spec.registry import StatementId, rule_of
 from .baseline import BaselineDiff
@@ -429,25 +429,14 @@ def server_violations(connection: ProbeConnection) -> list[Finding]:
     findings: list[Finding] = []
     if _speaks_another_version(connection):
         return findings
-    held_to = SENDER_CODEC_RULES_5_0 if connection.version is ProtocolVersion.V5 else ENFORCED_CODEC_RULES
+    v5 = connection.version is ProtocolVersion.V5
     for index, event in enumerate(connection.events):
-        if not isinstance(event, Sent) or event.sender is not Direction.FROM_SERVER:
-            continue
-        cited: set[str] = set()
-        for violation in event.frame.violations:
-            if violation.rule_key in held_to and violation.rule not in cited and binds(violation.rule, event.sender):
-                cited.add(violation.rule)
-                findings.append(
-                    Finding(
-                        violation.rule,
-                        Direction.FROM_SERVER,
-                        event.time,
-                        index,
-                        f"the server sent {violation.detail} (byte {violation.offset} of its stream)",
-                        f"the server sends only packets that keep {violation.rule}",
-                        connection.name,
-                    )
-                )
+        if isinstance(event, Sent) and event.sender is Direction.FROM_SERVER:
+            found = frame_finding(
+                event.frame, event.sender, v5=v5, time=event.time, event=index, conversation=connection.name
+            )
+            if found is not None:
+                findings.append(found)
     return findings
 
 

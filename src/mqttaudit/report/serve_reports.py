@@ -1,0 +1,171 @@
+"""Reports of a serve run: ``findings.json`` and ``findings.md``, one section per client connection and one per
+finding (statement, side, expected behaviour, the bytes that show it), and the statement coverage per version.
+
+What a client broke is a finding of the client; what the broker broke is a defect of mqttaudit serve and is
+reported apart, never as the client's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Final
+
+from ..judge import Finding
+from ..serve.coverage import NOT_EXERCISED, VERSIONS, Coverage, coverage
+from ..serve.server import ServedClient, ServeRun
+from ..spec import load_catalogue
+from .evidence import printable, transcript
+from .probe_json import leniency_json
+from .statements import rule_json, rule_text
+
+#: The entries a serve run writes into its folder.
+SERVE_REPORTS: Final = ("findings.json", "findings.md")
+
+
+def write_serve_reports(run: ServeRun, out_dir: Path | str) -> list[Path]:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / name for name in SERVE_REPORTS]
+    paths[0].write_text(json.dumps(serve_run_to_json(run), indent=2) + "\n", encoding="utf-8")
+    paths[1].write_text(serve_run_to_markdown(run), encoding="utf-8")
+    return paths
+
+
+def coverages(run: ServeRun) -> list[Coverage]:
+    """The coverage of each version some client spoke."""
+    spoken = {client.version for client in run.clients}
+    return [coverage(run.clients, version) for version in VERSIONS if version in spoken]
+
+
+def serve_run_to_json(run: ServeRun) -> dict[str, Any]:
+    limits = run.limits
+    return {
+        "tool": "mqttaudit serve",
+        "listen": run.listen,
+        "started": run.started,
+        "duration": round(run.duration, 3),
+        "protocol_levels": list(run.levels),
+        "limits": {
+            "receive_maximum": limits.receive_maximum,
+            "topic_alias_maximum": limits.topic_alias_maximum,
+            "maximum_packet_size": limits.maximum_packet_size,
+            "queued_messages": limits.queued_messages,
+        },
+        "summary": {
+            "clients": len(run.clients),
+            "clients_with_findings": sum(1 for c in run.clients if c.client_findings),
+            "client_findings": sum(len(c.client_findings) for c in run.clients),
+            "server_findings": sum(len(c.server_findings) for c in run.clients),
+        },
+        "clients": [_client_json(client) for client in run.clients],
+        "coverage": [_coverage_json(c) for c in coverages(run)],
+    }
+
+
+def _client_json(client: ServedClient) -> dict[str, Any]:
+    catalogue = load_catalogue(client.version or "3.1.1")
+    judgement = client.judgement
+    return {
+        "name": client.name,
+        "peer": client.peer,
+        "client_id": client.client_id,
+        "version": client.version or None,
+        "opened": round(client.opened, 6),
+        "closed": None if client.closed is None else round(client.closed, 6),
+        "ending": client.ending,
+        "findings": [_finding_json(f, catalogue) for f in client.client_findings],
+        "server_findings": [_finding_json(f, catalogue) for f in client.server_findings],
+        "lenient": [] if judgement is None else [leniency_json(row, catalogue) for row in judgement.lenient],
+        "not_assessable": {} if judgement is None else dict(sorted(judgement.not_assessable.items())),
+        "events": client.events,
+        "events_omitted": client.events_omitted,
+    }
+
+
+def _finding_json(finding: Finding, catalogue: Any) -> dict[str, Any]:
+    return {
+        "statement": rule_json(finding.rule, catalogue),
+        "also": [str(rule) for rule in finding.also],
+        "side": finding.side.value,
+        "time": round(finding.time, 6),
+        "event": finding.event,
+        "cause": finding.cause,
+        "detail": finding.detail,
+        "expected": finding.expected,
+    }
+
+
+def _coverage_json(c: Coverage) -> dict[str, Any]:
+    return {
+        "version": c.version,
+        "statements": len(c.statements),
+        "exercised": c.exercised,
+        "counts": {verdict: c.count(verdict) for verdict in ("pass", "fail", "not assessable", NOT_EXERCISED)},
+        "verdicts": [
+            {"statement": s.statement, "level": s.level, "verdict": s.verdict, "connections": list(s.connections)}
+            | ({"reason": s.reason} if s.reason else {})
+            for s in c.statements
+        ],
+    }
+
+
+def serve_run_to_markdown(run: ServeRun) -> str:
+    findings = sum(len(c.client_findings) for c in run.clients)
+    defects = sum(len(c.server_findings) for c in run.clients)
+    lines = [
+        "# mqttaudit serve: client conformance",
+        "",
+        f"Listened on {run.listen} for {run.duration:.1f} s (MQTT {', '.join(_level(v) for v in run.levels)}); "
+        f"{len(run.clients)} client connection(s), {findings} client finding(s).",
+        "",
+    ]
+    if defects:
+        lines += [
+            f"**{defects} finding(s) against the broker itself: defects of mqttaudit serve, not of the clients.**",
+            "",
+        ]
+    if not run.clients:
+        lines += ["No client connected: nothing was judged.", ""]
+    for cov in coverages(run):
+        lines += [
+            f"Statement coverage, MQTT {cov.version}: {cov.exercised} of {len(cov.statements)} client statements "
+            f"exercised ({cov.count('pass')} pass, {cov.count('fail')} fail, {cov.count('not assessable')} not "
+            "assessable).",
+            "",
+        ]
+    for client in run.clients:
+        lines += _client_section(client)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _level(level: int) -> str:
+    return "5.0" if level == 5 else "3.1.1"
+
+
+def _client_section(client: ServedClient) -> list[str]:
+    catalogue = load_catalogue(client.version or "3.1.1")
+    title = f"{client.name} ({printable(client.peer)})"
+    ident = f", client id {printable(client.client_id)!r}" if client.client_id else ""
+    found = client.client_findings
+    lines = [
+        f"## {title}",
+        "",
+        f"MQTT {client.version or 'unknown'}{ident}; {client.ending or 'open'}; {len(found)} finding(s).",
+        "",
+    ]
+    for finding in [*found, *client.server_findings]:
+        against = "the client" if finding.side.value == "client" else "the broker (a defect of mqttaudit serve)"
+        lines += [
+            f"### {finding.rule}: {printable(finding.detail)}",
+            "",
+            f"- Statement: {rule_text(finding.rule, catalogue)}",
+            *([f"- The same act also breaks: {', '.join(finding.also)}"] if finding.also else []),
+            f"- Broken by: {against}, event [{finding.event}] at {finding.time:.3f} s",
+            f"- Expected: {printable(finding.expected)}",
+            "",
+        ]
+    if found or client.server_findings:
+        connection = {"name": client.name, "client_id": client.client_id, "events": client.events}
+        lines += ["Evidence:", "", "```", transcript([connection]), "```", ""]
+    return lines

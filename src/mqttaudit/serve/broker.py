@@ -1,0 +1,645 @@
+"""The reference broker's state machine: sessions, subscriptions, retained messages, Wills and the QoS flows of
+MQTT 3.1.1 and 5.0, sans-I/O.
+
+A :class:`Link` is one network connection. The I/O layer hands the broker each packet a link received
+(:meth:`Broker.receive`), each malformed frame (:meth:`Broker.malformed`) and each close (:meth:`Broker.lost`),
+and calls :meth:`Broker.tick` at :meth:`Broker.next_deadline`; the broker answers by appending packets, and at
+most one :data:`CLOSE`, to the outboxes of the links concerned (:meth:`Broker.take_outboxes`). Nothing here reads
+a clock or touches a socket.
+
+It is a strict, small broker for testing clients, not a production one: everything lives in memory, every queue
+is bounded, and it advertises small limits (:class:`Limits`) so that a client must honour them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..codec import (
+    Auth,
+    Connack,
+    Connect,
+    Disconnect,
+    Packet,
+    Pingreq,
+    Pingresp,
+    Property,
+    Puback,
+    Pubcomp,
+    Publish,
+    Pubrec,
+    Pubrel,
+    Suback,
+    Subscribe,
+    Unsuback,
+    Unsubscribe,
+    Will,
+    encode,
+)
+from ..codec.properties import (
+    AUTHENTICATION_METHOD,
+    MAXIMUM_PACKET_SIZE,
+    MESSAGE_EXPIRY_INTERVAL,
+    RECEIVE_MAXIMUM,
+    SESSION_EXPIRY_INTERVAL,
+    SUBSCRIPTION_IDENTIFIER,
+    TOPIC_ALIAS,
+    first,
+    make,
+)
+from ..topics import MQTT, MQTT5, TopicTrie, matches, parse_shared
+from .session import NEVER, Granted, Message, Outgoing, Session, publish_of
+
+#: What an outbox holds after the packets to send when the connection must be closed.
+CLOSE: Final = "close"
+#: Protocol levels.
+V3: Final = 4
+V5: Final = 5
+#: Properties a PUBLISH carries that the server does not forward as they are [MQTT-3.3.2-17..20 keep the rest].
+_NOT_FORWARDED: Final = frozenset({TOPIC_ALIAS, SUBSCRIPTION_IDENTIFIER, MESSAGE_EXPIRY_INTERVAL})
+_WILL_DELAY: Final = 0x18
+_UNLIMITED_EXPIRY: Final = 0xFFFFFFFF
+# 5.0 Reason Codes the broker sends.
+SUCCESS: Final = 0x00
+NO_SUBSCRIPTION_EXISTED: Final = 0x11
+MALFORMED: Final = 0x81
+PROTOCOL_ERROR: Final = 0x82
+UNSUPPORTED_VERSION: Final = 0x84
+BAD_AUTH_METHOD: Final = 0x8C
+KEEP_ALIVE_TIMEOUT: Final = 0x8D
+TAKEN_OVER: Final = 0x8E
+NOT_FOUND: Final = 0x92
+RECEIVE_MAXIMUM_EXCEEDED: Final = 0x93
+TOPIC_ALIAS_INVALID: Final = 0x94
+PACKET_TOO_LARGE: Final = 0x95
+SHUTTING_DOWN: Final = 0x8B
+DISCONNECT_WITH_WILL: Final = 0x04
+#: 3.1.1 CONNACK return codes.
+REFUSED_VERSION: Final = 0x01
+REFUSED_IDENTIFIER: Final = 0x02
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the broker advertises to 5.0 clients (small by default, so a client must honour them) and the bounds
+    of what it keeps."""
+
+    #: Receive Maximum: QoS 1 and 2 PUBLISHes a client may have unacknowledged towards the broker.
+    receive_maximum: int = 2
+    #: Topic Alias Maximum: the highest Topic Alias a client may use towards the broker (0: none).
+    topic_alias_maximum: int = 2
+    #: Maximum Packet Size the broker accepts from a 5.0 client (whole packet).
+    maximum_packet_size: int = 256
+    #: The largest packet accepted from a 3.1.1 client, which is told no limit: a bound on memory only.
+    maximum_packet_size_3_1_1: int = 1024 * 1024
+    #: Messages queued per session for a client offline or out of Receive Maximum room; more are dropped.
+    queued_messages: int = 1000
+    #: Server Keep Alive (5.0), None to accept the client's.
+    server_keep_alive: int | None = None
+    #: A client silent for this many Keep Alive periods is disconnected [MQTT-3.1.2-24].
+    keep_alive_factor: float = 1.5
+    #: Seconds the broker waits for a client to close after its DISCONNECT [MQTT-3.14.4-1] before closing itself.
+    close_wait: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.receive_maximum <= 0xFFFF:
+            raise ValueError("receive_maximum is 1..65535")
+        if not 0 <= self.topic_alias_maximum <= 0xFFFF:
+            raise ValueError("topic_alias_maximum is 0..65535")
+        if not 5 <= self.maximum_packet_size <= 268_435_460:
+            raise ValueError("maximum_packet_size is 5..268435460")
+        if self.queued_messages < 0:
+            raise ValueError("queued_messages must not be negative")
+
+
+@dataclass(eq=False)
+class Link:
+    """One network connection to the broker."""
+
+    name: str
+    opened: float
+    level: int | None = None
+    session: Session | None = None
+    #: CONNACK accepted the connection.
+    connected: bool = False
+    outbox: list[Packet | str] = field(default_factory=list)
+    closing: bool = False
+    last_heard: float = 0.0
+    keep_alive: int = 0
+    #: What the client declared (5.0): how many QoS 1/2 PUBLISHes it takes unacknowledged, the largest packet it
+    #: takes, the highest Topic Alias it takes (the broker uses none).
+    receive_maximum: int = 0xFFFF
+    maximum_packet_size: int | None = None
+    #: Topic Aliases the client set towards the broker.
+    aliases: dict[int, str] = field(default_factory=dict)
+    #: QoS 1 and 2 PUBLISHes received and not yet acknowledged (PUBACK sent, or PUBCOMP for QoS 2).
+    unacknowledged: int = 0
+    #: The client sent DISCONNECT (with 5.0 Reason Code 0x04 its Will is still published).
+    disconnected: bool = False
+    disconnected_at: float = 0.0
+    keep_will: bool = False
+    #: Messages discarded for this client because they exceeded its Maximum Packet Size [MQTT-3.1.2-25].
+    too_large: int = 0
+
+    @property
+    def v5(self) -> bool:
+        return self.level == V5
+
+    def send(self, packet: Packet) -> None:
+        if not self.closing:
+            self.outbox.append(packet)
+
+    def close(self) -> None:
+        if not self.closing:
+            self.closing = True
+            self.outbox.append(CLOSE)
+
+
+class Broker:
+    """Sessions, subscriptions and retained messages of one broker, shared by every link."""
+
+    def __init__(self, limits: Limits | None = None, levels: Iterable[int] = (V3, V5)) -> None:
+        self.limits = limits or Limits()
+        self.levels = frozenset(levels)
+        self.sessions: dict[str, Session] = {}
+        self.retained: dict[str, Message] = {}
+        self._tries: dict[int, TopicTrie[str]] = {V3: TopicTrie(MQTT), V5: TopicTrie(MQTT5)}
+        self._links: dict[str, Link] = {}  # ClientId -> the link holding its session
+        self._touched: dict[int, Link] = {}
+        self._turns: dict[tuple[str, str], int] = {}  # share group -> next member
+        self._assigned = itertools.count(1)
+
+    # -- what the I/O layer calls ----------------------------------------------------------------------------
+
+    def open(self, name: str, now: float) -> Link:
+        return Link(name=name, opened=now, last_heard=now)
+
+    def take_outboxes(self) -> list[tuple[Link, list[Packet | str]]]:
+        """Every link's packets to send (and CLOSE), emptied."""
+        out = [(link, link.outbox) for link in self._touched.values() if link.outbox]
+        for link, _ in out:
+            link.outbox = []
+        self._touched.clear()
+        return out
+
+    def receive(self, link: Link, packet: Packet, now: float) -> None:
+        """A well-formed packet from the client of ``link``."""
+        self._touch(link)
+        if link.closing:
+            return
+        link.last_heard = now
+        if link.disconnected:
+            return  # nothing after DISCONNECT is acted on [MQTT-3.14.4-2]
+        if not link.connected:
+            if isinstance(packet, Connect) and link.level is None:
+                self._connect(link, packet, now)
+            else:
+                link.close()  # [MQTT-3.1.0-1] the first packet is CONNECT; nothing before CONNACK accepted it
+            return
+        handler = _HANDLERS.get(type(packet))
+        if handler is None:  # a second CONNECT [MQTT-3.1.0-2], or a packet only a server sends
+            self._refuse(link, PROTOCOL_ERROR, now)
+            return
+        handler(self, link, packet, now)
+
+    def malformed(self, link: Link, now: float, *, too_large: bool = False) -> None:
+        """The client sent a frame with a MUST-level violation: close, in 5.0 after DISCONNECT [MQTT-4.13.1-1]."""
+        self._touch(link)
+        self._refuse(link, PACKET_TOO_LARGE if too_large else MALFORMED, now)
+
+    def lost(self, link: Link, now: float) -> None:
+        """The network connection of ``link`` ended (either side closed it)."""
+        self._touch(link)
+        link.closing = True
+        session = link.session
+        if session is None or self._links.get(session.client_id) is not link:
+            return
+        del self._links[session.client_id]
+        will = session.will
+        if will is not None and (not link.disconnected or link.keep_will):
+            delay = first(will.properties, _WILL_DELAY) if link.v5 else 0
+            session.will_at = now + float(delay if isinstance(delay, int) else 0)
+        else:
+            session.will = None
+        session.ends_at = now + session.expiry
+        if session.will_at is not None and session.ends_at <= session.will_at:
+            session.will_at = session.ends_at  # [MQTT-3.1.3-9] the Will goes when the session ends, at the latest
+        self.tick(now)
+
+    def shut_down(self, now: float) -> None:
+        """Closes every link (5.0: DISCONNECT 0x8B Server shutting down)."""
+        for link in list(self._links.values()):
+            self._touch(link)
+            if link.v5:
+                link.send(Disconnect(reason_code=SHUTTING_DOWN))
+            link.close()
+
+    def next_deadline(self) -> float | None:
+        deadlines = [s.will_at for s in self.sessions.values() if s.will_at is not None]
+        deadlines += [s.ends_at for s in self.sessions.values() if s.ends_at is not None and s.ends_at < NEVER]
+        for link in self._links.values():
+            if link.disconnected:
+                deadlines.append(link.disconnected_at + self.limits.close_wait)
+            elif link.keep_alive:
+                deadlines.append(link.last_heard + link.keep_alive * self.limits.keep_alive_factor)
+        return min(deadlines, default=None)
+
+    def tick(self, now: float) -> None:
+        """Publishes the Wills due, ends the sessions that expired, drops silent clients [MQTT-3.1.2-24]."""
+        for link in list(self._links.values()):
+            if link.disconnected:
+                if now >= link.disconnected_at + self.limits.close_wait:
+                    self._touch(link)
+                    link.close()
+            elif link.keep_alive and now >= link.last_heard + link.keep_alive * self.limits.keep_alive_factor:
+                self._touch(link)
+                self._refuse(link, KEEP_ALIVE_TIMEOUT, now)
+        for session in list(self.sessions.values()):
+            if session.will_at is not None and now >= session.will_at and session.will is not None:
+                will, session.will, session.will_at = session.will, None, None
+                self._publish_will(session, will, now)
+            if session.ends_at is not None and now >= session.ends_at:
+                self._end_session(session)
+
+    # -- connection ------------------------------------------------------------------------------------------
+
+    def _connect(self, link: Link, connect: Connect, now: float) -> None:
+        level = connect.protocol_level
+        if level not in self.levels or level not in (V3, V5):
+            if level == V5:
+                link.level = V5
+                link.send(Connack(return_code=UNSUPPORTED_VERSION))
+            else:
+                link.send(Connack(return_code=REFUSED_VERSION))  # [MQTT-3.1.2-2] in the 3.1.1 form
+            link.close()
+            return
+        link.level = level
+        v5 = level == V5
+        client_id = connect.client_id
+        assigned = None
+        if not client_id:
+            if not v5 and not connect.clean_session:
+                link.send(Connack(return_code=REFUSED_IDENTIFIER))  # [MQTT-3.1.3-8]
+                link.close()
+                return
+            client_id = assigned = f"mqttaudit-{next(self._assigned)}"  # [MQTT-3.1.3-6]
+        if v5 and first(connect.properties, AUTHENTICATION_METHOD) is not None:
+            link.send(Connack(return_code=BAD_AUTH_METHOD))  # no extended authentication here
+            link.close()
+            return
+        previous = self._links.get(client_id)
+        if previous is not None:  # [MQTT-3.1.4-2] the existing client is disconnected
+            self._touch(previous)
+            if previous.v5:
+                previous.send(Disconnect(reason_code=TAKEN_OVER))
+            previous.close()
+            self.lost(previous, now)
+        session = self.sessions.get(client_id)
+        if session is not None and session.will is not None:
+            session.will, session.will_at = None, None  # [MQTT-3.1.3-9] a new connection before the Will Delay
+        present = session is not None and not connect.clean_session
+        if session is not None and not present:
+            self._end_session(session)
+            session = None
+        if session is None:
+            session = self.sessions[client_id] = Session(client_id=client_id, level=level)
+        session.ends_at = None
+        if v5:
+            expiry = first(connect.properties, SESSION_EXPIRY_INTERVAL)
+            seconds = expiry if isinstance(expiry, int) else 0
+            session.expiry = NEVER if seconds == _UNLIMITED_EXPIRY else float(seconds)
+            maximum = first(connect.properties, RECEIVE_MAXIMUM)
+            link.receive_maximum = maximum if isinstance(maximum, int) and maximum > 0 else 0xFFFF
+            size = first(connect.properties, MAXIMUM_PACKET_SIZE)
+            link.maximum_packet_size = size if isinstance(size, int) and size > 0 else None
+        else:
+            session.expiry = 0.0 if connect.clean_session else NEVER
+        session.will = connect.will
+        link.session = session
+        link.keep_alive = connect.keep_alive
+        if v5 and self.limits.server_keep_alive is not None:
+            link.keep_alive = self.limits.server_keep_alive
+        link.connected = True
+        self._links[client_id] = link
+        link.send(Connack(session_present=present, properties=self._connack_properties(assigned) if v5 else ()))
+        if present:
+            self._resume(link, session, now)
+        self._drain(link, now)
+
+    def _connack_properties(self, assigned: str | None) -> tuple[Property, ...]:
+        limits = self.limits
+        values: dict[str, int | str] = {}
+        if limits.receive_maximum != 0xFFFF:
+            values["receive_maximum"] = limits.receive_maximum
+        if limits.topic_alias_maximum:
+            values["topic_alias_maximum"] = limits.topic_alias_maximum
+        values["maximum_packet_size"] = limits.maximum_packet_size
+        if assigned is not None:
+            values["assigned_client_identifier"] = assigned
+        if limits.server_keep_alive is not None:
+            values["server_keep_alive"] = limits.server_keep_alive
+        return make(**values)
+
+    def _resume(self, link: Link, session: Session, now: float) -> None:
+        """A resumed session: every message in flight again, in order, PUBLISH with DUP or PUBREL [MQTT-4.4.0-1]."""
+        for outgoing in list(session.inflight.values()):
+            if outgoing.released:
+                link.send(Pubrel(packet_id=outgoing.packet_id))
+            elif outgoing.message.expired(now) and link.v5:
+                session.inflight.pop(outgoing.packet_id or 0)  # [MQTT-3.3.2-5] an expired message is not sent
+            else:
+                link.send(publish_of(outgoing, now, link.v5))
+
+    def _refuse(self, link: Link, reason: int, now: float) -> None:
+        """Closes ``link`` for a Protocol Error or a Malformed Packet: in 5.0 with a DISCONNECT first."""
+        if link.v5 and link.connected:
+            link.send(Disconnect(reason_code=reason))
+        link.close()
+
+    def _end_session(self, session: Session) -> None:
+        trie = self._tries[session.level]
+        for topic_filter in session.subscriptions:
+            trie.remove(_BROKER, topic_filter, session.client_id)
+        self.sessions.pop(session.client_id, None)
+
+    # -- packets ---------------------------------------------------------------------------------------------
+
+    def _publish(self, link: Link, packet: Publish, now: float) -> None:
+        session = link.session
+        assert session is not None
+        topic = packet.topic
+        properties = packet.properties
+        if link.v5:
+            alias = first(properties, TOPIC_ALIAS)
+            if isinstance(alias, int):
+                if alias == 0 or alias > self.limits.topic_alias_maximum:
+                    self._refuse(link, TOPIC_ALIAS_INVALID, now)  # [MQTT-3.3.2-9]
+                    return
+                if topic:
+                    link.aliases[alias] = topic
+                elif alias in link.aliases:
+                    topic = link.aliases[alias]
+                else:
+                    self._refuse(link, PROTOCOL_ERROR, now)  # an alias never set names no topic
+                    return
+            elif not topic:
+                self._refuse(link, PROTOCOL_ERROR, now)  # [MQTT-3.3.2-1] no Topic Name and no alias
+                return
+        if packet.qos > 0 and link.v5 and link.unacknowledged >= self.limits.receive_maximum:
+            self._refuse(link, RECEIVE_MAXIMUM_EXCEEDED, now)  # [MQTT-3.3.4-9]
+            return
+        if packet.qos == 2 and packet.packet_id in session.unreleased:
+            link.send(Pubrec(packet_id=packet.packet_id))  # [MQTT-4.3.3-2] not delivered again
+            return
+        expiry = first(properties, MESSAGE_EXPIRY_INTERVAL) if link.v5 else None
+        message = Message(
+            topic=topic,
+            payload=packet.payload,
+            qos=packet.qos,
+            retain=packet.retain,
+            publisher=session.client_id,
+            received=now,
+            properties=tuple(p for p in properties if p.identifier not in _NOT_FORWARDED) if link.v5 else (),
+            expiry=expiry if isinstance(expiry, int) else None,
+        )
+        self._accept(message, now)
+        if packet.qos == 1:
+            link.send(Puback(packet_id=packet.packet_id))
+        elif packet.qos == 2:
+            assert packet.packet_id is not None
+            session.unreleased.add(packet.packet_id)
+            link.unacknowledged += 1
+            link.send(Pubrec(packet_id=packet.packet_id))
+
+    def _pubrel(self, link: Link, packet: Pubrel, now: float) -> None:
+        session = link.session
+        assert session is not None and packet.packet_id is not None
+        if packet.packet_id in session.unreleased:
+            session.unreleased.discard(packet.packet_id)
+            link.unacknowledged = max(0, link.unacknowledged - 1)
+            link.send(Pubcomp(packet_id=packet.packet_id))
+        elif link.v5:
+            link.send(Pubcomp(packet_id=packet.packet_id, reason_code=NOT_FOUND))
+        else:
+            link.send(Pubcomp(packet_id=packet.packet_id))
+
+    def _puback(self, link: Link, packet: Puback | Pubcomp, now: float) -> None:
+        session = link.session
+        assert session is not None
+        outgoing = session.inflight.get(packet.packet_id or 0)
+        if outgoing is None:
+            return
+        if outgoing.qos == 1 if isinstance(packet, Puback) else outgoing.released:
+            del session.inflight[packet.packet_id or 0]
+            self._drain(link, now)
+
+    def _pubrec(self, link: Link, packet: Pubrec, now: float) -> None:
+        session = link.session
+        assert session is not None
+        outgoing = session.inflight.get(packet.packet_id or 0)
+        if outgoing is None or outgoing.qos != 2:
+            if link.v5:
+                link.send(Pubrel(packet_id=packet.packet_id, reason_code=NOT_FOUND))
+            else:
+                link.send(Pubrel(packet_id=packet.packet_id))
+            return
+        if link.v5 and (packet.reason_code or 0) >= 0x80:
+            del session.inflight[packet.packet_id or 0]  # the flow ends here [MQTT-4.3.3-?]
+            self._drain(link, now)
+            return
+        outgoing.released = True
+        link.send(Pubrel(packet_id=packet.packet_id))
+
+    def _subscribe(self, link: Link, packet: Subscribe, now: float) -> None:
+        session = link.session
+        assert session is not None
+        trie = self._tries[session.level]
+        identifier = first(packet.properties, SUBSCRIPTION_IDENTIFIER) if link.v5 else None
+        codes: list[int] = []
+        retained: list[Outgoing] = []
+        for subscription in packet.subscriptions:
+            topic_filter = subscription.topic_filter
+            new = topic_filter not in session.subscriptions
+            session.subscriptions[topic_filter] = Granted(
+                subscription, identifier if isinstance(identifier, int) else None
+            )
+            trie.add(_BROKER, topic_filter, session.client_id)  # [MQTT-3.8.4-3] replaces the options
+            codes.append(subscription.qos)
+            shared = link.v5 and parse_shared(topic_filter) is not None
+            send_retained = not shared and (
+                not link.v5 or subscription.retain_handling == 0 or (subscription.retain_handling == 1 and new)
+            )
+            if send_retained:
+                retained += self._retained_for(topic_filter, subscription.qos, identifier, now)
+        link.send(Suback(packet_id=packet.packet_id, return_codes=codes))
+        for outgoing in retained:  # after the SUBACK, with RETAIN set [MQTT-3.3.1-6]
+            self._deliver(session, outgoing, now)
+
+    def _retained_for(self, topic_filter: str, qos: int, identifier: object, now: float) -> list[Outgoing]:
+        """The retained messages a new subscription gets, RETAIN set [MQTT-3.3.1-6], at most at its QoS."""
+        ids = (identifier,) if isinstance(identifier, int) else ()
+        return [
+            Outgoing(message, min(qos, message.qos), True, ids)
+            for topic, message in self.retained.items()
+            if matches(topic_filter, topic) and not message.expired(now)
+        ]
+
+    def _unsubscribe(self, link: Link, packet: Unsubscribe, now: float) -> None:
+        session = link.session
+        assert session is not None
+        trie = self._tries[session.level]
+        codes = []
+        for topic_filter in packet.topic_filters:
+            held = session.subscriptions.pop(topic_filter, None)
+            if held is not None:
+                trie.remove(_BROKER, topic_filter, session.client_id)
+            codes.append(SUCCESS if held is not None else NO_SUBSCRIPTION_EXISTED)
+        link.send(Unsuback(packet_id=packet.packet_id, reason_codes=codes if link.v5 else ()))
+
+    def _pingreq(self, link: Link, packet: Pingreq, now: float) -> None:
+        link.send(Pingresp())  # [MQTT-3.12.4-1]
+
+    def _disconnect(self, link: Link, packet: Disconnect, now: float) -> None:
+        session = link.session
+        assert session is not None
+        if link.v5:
+            expiry = first(packet.properties, SESSION_EXPIRY_INTERVAL)
+            if isinstance(expiry, int):
+                if session.expiry == 0 and expiry != 0:
+                    self._refuse(link, PROTOCOL_ERROR, now)  # [MQTT-3.14.2-2]
+                    return
+                session.expiry = NEVER if expiry == _UNLIMITED_EXPIRY else float(expiry)
+            link.keep_will = packet.reason_code == DISCONNECT_WITH_WILL
+        link.disconnected, link.disconnected_at = True, now  # the client closes next [MQTT-3.14.4-1]
+
+    def _auth(self, link: Link, packet: Auth, now: float) -> None:
+        self._refuse(link, PROTOCOL_ERROR, now)  # no Authentication Method was agreed in CONNECT [MQTT-4.12.0-7]
+
+    # -- routing ---------------------------------------------------------------------------------------------
+
+    def _accept(self, message: Message, now: float) -> None:
+        if message.retain:
+            if message.payload:
+                self.retained[message.topic] = message  # [MQTT-3.3.1-5]
+            else:
+                self.retained.pop(message.topic, None)  # [MQTT-3.3.1-10]
+        self._route(message, now)
+
+    def _route(self, message: Message, now: float) -> None:
+        owed: dict[str, Outgoing] = {}
+        groups: dict[tuple[str, str], list[tuple[Session, Granted]]] = {}
+        for level, trie in self._tries.items():
+            for topic_filter, client_id in trie.match_subscriptions(_BROKER, message.topic):
+                session = self.sessions.get(client_id)
+                if session is None:
+                    continue
+                granted = session.subscriptions.get(topic_filter)
+                if granted is None:
+                    continue
+                option = granted.subscription
+                shared = parse_shared(topic_filter) if level == V5 else None
+                if shared is not None:
+                    groups.setdefault(shared, []).append((session, granted))
+                    continue
+                if level == V5 and option.no_local and client_id == message.publisher:
+                    continue  # [MQTT-3.8.3-3]
+                qos = min(message.qos, option.qos)
+                retain = message.retain and level == V5 and option.retain_as_published  # [MQTT-3.3.1-12/13]
+                ids = (granted.identifier,) if granted.identifier is not None else ()
+                held = owed.get(client_id)
+                if held is None:
+                    owed[client_id] = Outgoing(message, qos, retain, ids)
+                else:  # one copy at the highest QoS [MQTT-3.3.5-1], every identifier [MQTT-3.3.4-3]
+                    held.qos = max(held.qos, qos)
+                    held.retain = held.retain or retain
+                    held.subscription_ids += ids
+        for group, members in groups.items():
+            members.sort(key=lambda member: member[0].client_id)
+            online = [m for m in members if m[0].client_id in self._links] or members
+            turn = self._turns.get(group, 0)
+            session, granted = online[turn % len(online)]
+            self._turns[group] = turn + 1
+            ids = (granted.identifier,) if granted.identifier is not None else ()
+            retain = message.retain and granted.subscription.retain_as_published
+            self._deliver(session, Outgoing(message, min(message.qos, granted.subscription.qos), retain, ids), now)
+        for client_id, outgoing in owed.items():
+            self._deliver(self.sessions[client_id], outgoing, now)
+
+    def _publish_will(self, session: Session, will: Will, now: float) -> None:
+        properties = tuple(p for p in will.properties if p.identifier not in (_WILL_DELAY, *_NOT_FORWARDED))
+        expiry = first(will.properties, MESSAGE_EXPIRY_INTERVAL)
+        message = Message(
+            topic=will.topic,
+            payload=will.message,
+            qos=will.qos,
+            retain=will.retain,
+            publisher=session.client_id,
+            received=now,
+            properties=properties if session.level == V5 else (),
+            expiry=expiry if isinstance(expiry, int) else None,
+        )
+        self._accept(message, now)
+
+    def _deliver(self, session: Session, outgoing: Outgoing, now: float) -> None:
+        link = self._links.get(session.client_id)
+        if link is None:
+            if outgoing.qos > 0 and session.expiry > 0:
+                session.enqueue(outgoing, self.limits.queued_messages)  # QoS 0 is not kept [MQTT-3.1.2-5]
+            return
+        if outgoing.qos == 0:
+            self._transmit(link, session, outgoing, now)
+            return
+        session.enqueue(outgoing, self.limits.queued_messages)
+        self._drain(link, now)
+
+    def _drain(self, link: Link, now: float) -> None:
+        """Sends queued messages while the client's Receive Maximum has room [MQTT-3.3.4-9]."""
+        session = link.session
+        if session is None or link.closing:
+            return
+        self._touch(link)
+        while session.queue and len(session.inflight) < link.receive_maximum:
+            outgoing = session.queue.popleft()
+            if outgoing.message.expired(now):
+                continue  # [MQTT-3.3.2-5]
+            self._transmit(link, session, outgoing, now)
+
+    def _transmit(self, link: Link, session: Session, outgoing: Outgoing, now: float) -> None:
+        if outgoing.qos > 0:
+            packet_id = session.packet_id()
+            if packet_id is None:
+                session.queue.appendleft(outgoing)
+                return
+            outgoing.packet_id = packet_id
+        packet = publish_of(outgoing, now, link.v5)
+        if link.maximum_packet_size is not None:
+            size = len(encode(packet, version=V5, validate=False))
+            if size > link.maximum_packet_size:
+                link.too_large += 1  # [MQTT-3.1.2-25] discarded as if delivered
+                return
+        if outgoing.qos > 0:
+            session.inflight[outgoing.packet_id or 0] = outgoing
+        outgoing.sent = True
+        self._touch(link)
+        link.send(packet)
+
+    def _touch(self, link: Link) -> None:
+        self._touched[id(link)] = link
+
+
+_BROKER: Final = "broker"
+_HANDLERS: Final[dict[type, Callable[[Broker, Link, Any, float], None]]] = {
+    Publish: Broker._publish,
+    Puback: Broker._puback,
+    Pubrec: Broker._pubrec,
+    Pubrel: Broker._pubrel,
+    Pubcomp: Broker._puback,
+    Subscribe: Broker._subscribe,
+    Unsubscribe: Broker._unsubscribe,
+    Pingreq: Broker._pingreq,
+    Disconnect: Broker._disconnect,
+    Auth: Broker._auth,
+}

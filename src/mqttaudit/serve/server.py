@@ -1,0 +1,311 @@
+"""The reference broker on the network: an asyncio server that runs :class:`~.broker.Broker`, records each client
+connection as judge events (every byte both ways, framed by the codec) and judges it live with the same judge as
+the probe and the audit.
+
+Each connection's findings on the client's side are the point: what the client broke. Findings on the server's
+side are defects of this broker (they make the run an internal error). Every buffer a client can grow is bounded:
+the decoder by the largest packet accepted, the evidence by :data:`EVIDENCE_EVENTS`, queues by :class:`Limits`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import ssl
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..codec import Connect, Direction, Frame, Packet, ProtocolVersion, StreamDecoder, encode
+from ..codec import rules as codec_rules
+from ..judge import ConversationJudge, Finding, JudgeConfig, Judgement
+from ..judge.events import Closed, Event, Quiet, Sent
+from ..judge.sender_violations import frame_finding
+from ..probe.runner import events_to_dicts
+from .broker import CLOSE, V3, V5, Broker, Limits, Link
+
+CLIENT: Final = Direction.FROM_CLIENT
+SERVER: Final = Direction.FROM_SERVER
+READ_SIZE: Final = 65536
+#: Events kept per connection as evidence; the judge sees them all.
+EVIDENCE_EVENTS: Final = 400
+#: Seconds a connection may stay open after the broker closed its side before the socket is dropped.
+CLOSE_WAIT: Final = 1.0
+
+
+@dataclass
+class ServedClient:
+    """One client connection and its verdict."""
+
+    name: str
+    peer: str
+    opened: float
+    client_id: str = ""
+    version: str = ""
+    closed: float | None = None
+    #: How it ended: "client closed", "client reset", "server closed", "server stopped".
+    ending: str = ""
+    judgement: Judgement | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    events_omitted: int = 0
+    #: The client's malformed packets: the codec's violations of its own frames (the judge judges the reaction).
+    malformed: list[Finding] = field(default_factory=list)
+
+    @property
+    def client_findings(self) -> list[Finding]:
+        judged = [] if self.judgement is None else [f for f in self.judgement.findings if f.side is CLIENT]
+        return sorted([*self.malformed, *judged], key=lambda f: (f.event, f.rule))
+
+    @property
+    def server_findings(self) -> list[Finding]:
+        """Findings against this broker: defects of mqttaudit serve."""
+        return [] if self.judgement is None else [f for f in self.judgement.findings if f.side is SERVER]
+
+
+@dataclass
+class ServeRun:
+    """What a serve session amounts to: every client connection judged."""
+
+    listen: str
+    started: str
+    levels: tuple[int, ...]
+    limits: Limits
+    clients: list[ServedClient] = field(default_factory=list)
+    duration: float = 0.0
+
+
+class _Connection:
+    """One client connection: bytes in and out, recorded as judge events and judged as they happen."""
+
+    def __init__(self, server: ServeServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.server = server
+        self.reader, self.writer = reader, writer
+        peername = writer.get_extra_info("peername")
+        name = f"client-{next(server.numbers)}"
+        now = server.now()
+        self.served = ServedClient(name=name, peer=_address(peername), opened=now)
+        self.link: Link = server.broker.open(name, now)
+        limits = server.broker.limits
+        self.decoder = StreamDecoder(CLIENT, version=None, max_packet_size=limits.maximum_packet_size_3_1_1)
+        self.encoder_view = StreamDecoder(SERVER, peer=self.decoder, max_packet_size=2**28 + 5)
+        self.judge = ConversationJudge(server.judge_config, conversation=name)
+        self.count = 0
+        self.ended = False
+        self.closing = False
+
+    def record(self, event: Event) -> None:
+        if self.ended:
+            return
+        index, self.count = self.count, self.count + 1
+        if isinstance(event, Sent) and event.sender is CLIENT:
+            v5 = self.decoder.version is ProtocolVersion.V5
+            found = frame_finding(
+                event.frame, CLIENT, v5=v5, time=event.time, event=index, conversation=self.served.name
+            )
+            if found is not None:
+                self.served.malformed.append(found)
+                self.server.report(self.served, found)
+        if len(self.served.events) < EVIDENCE_EVENTS:
+            self.served.events.extend(events_to_dicts([event]))
+        else:
+            self.served.events_omitted += 1
+        for finding in self.judge.feed(event):
+            self.server.report(self.served, finding)
+
+    async def run(self) -> None:
+        try:
+            while not self.closing:
+                try:
+                    data = await self.reader.read(READ_SIZE)
+                except (ConnectionError, OSError):
+                    self.finish(Closed(self.server.now(), CLIENT, abrupt=True), "client reset")
+                    return
+                if not data:
+                    self.finish(Closed(self.server.now(), CLIENT, abrupt=False), "client closed")
+                    return
+                self.receive(data)
+        finally:
+            with contextlib.suppress(Exception):
+                self.writer.close()
+
+    def receive(self, data: bytes) -> None:
+        now = self.server.now()
+        broker = self.server.broker
+        for frame in self.decoder.feed(data):
+            self.record(Sent(now, CLIENT, frame))
+            if self.link.closing:
+                continue  # bytes after the broker decided to close: recorded, not acted on
+            if _malformed(frame):
+                broker.malformed(self.link, now, too_large=frame.packet is None and _oversized(frame))
+            elif frame.packet is not None:
+                if self.link.v5 and frame.length > broker.limits.maximum_packet_size:
+                    broker.malformed(self.link, now, too_large=True)  # [MQTT-3.2.2-15] the client's duty
+                else:
+                    if isinstance(frame.packet, Connect):
+                        self.served.client_id = frame.packet.client_id
+                        self.served.version = "5.0" if frame.packet.protocol_level == V5 else "3.1.1"
+                    broker.receive(self.link, frame.packet, now)
+            self.server.flush()
+
+    def transmit(self, items: Iterable[Packet | str]) -> None:
+        for item in items:
+            if item == CLOSE:
+                self.close_by_server()
+                return
+            assert not isinstance(item, str)
+            version = V5 if self.link.v5 else V3
+            data = encode(item, version=version, validate=False)
+            now = self.server.now()
+            for frame in self.encoder_view.feed(data):
+                self.record(Sent(now, SERVER, frame))
+            if not self.writer.is_closing():
+                self.writer.write(data)
+
+    def close_by_server(self) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        self.finish(Closed(self.server.now(), SERVER, abrupt=False), "server closed")
+        with contextlib.suppress(Exception):
+            self.writer.close()
+
+    def finish(self, closed: Closed | None, ending: str) -> None:
+        """Ends the conversation: the broker learns the link is gone, the judge gives its verdict."""
+        if self.ended:
+            return
+        now = self.server.now()
+        self.server.broker.lost(self.link, now)
+        self.record(closed if closed is not None else Quiet(now))
+        self.ended = True
+        self.served.closed = now
+        self.served.ending = ending
+        self.served.judgement = self.judge.finish()
+        self.server.done(self)
+        self.server.flush()
+
+
+class ServeServer:
+    """Runs the broker on ``host:port`` (0: a free port) until :meth:`stop`."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 1883,
+        *,
+        levels: Iterable[int] = (V3, V5),
+        limits: Limits | None = None,
+        tls: ssl.SSLContext | None = None,
+        on_finding: Callable[[ServedClient, Finding], None] | None = None,
+        on_client: Callable[[ServedClient], None] | None = None,
+    ) -> None:
+        self.host, self.port, self.tls = host, port, tls
+        self.levels = tuple(sorted(set(levels)))
+        self.broker = Broker(limits, self.levels)
+        self.judge_config = JudgeConfig(supported_protocol_levels=frozenset(self.levels))
+        self.numbers = itertools.count(1)
+        self._origin = time.monotonic()
+        self._connections: dict[int, _Connection] = {}
+        self._server: asyncio.base_events.Server | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._on_finding, self._on_client = on_finding, on_client
+        self.run = ServeRun(
+            listen="",
+            started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            levels=self.levels,
+            limits=self.broker.limits,
+        )
+
+    def now(self) -> float:
+        return time.monotonic() - self._origin
+
+    @property
+    def url(self) -> str:
+        scheme = "mqtts" if self.tls is not None else "mqtt"
+        return f"{scheme}://{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, ssl=self.tls)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.run.listen = self.url
+        self._ticker = asyncio.create_task(self._tick())
+
+    async def stop(self) -> ServeRun:
+        """Stops listening, closes every connection (5.0: DISCONNECT 0x8B) and judges what is left."""
+        self._stopping = True
+        if self._server is not None:
+            self._server.close()
+        self.broker.shut_down(self.now())
+        self.flush()
+        for connection in list(self._connections.values()):
+            connection.finish(None, "server stopped")
+            with contextlib.suppress(Exception):
+                connection.writer.close()
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+        if self._tasks:  # their sockets are closed: each reader ends at once
+            _done, pending = await asyncio.wait(list(self._tasks), timeout=CLOSE_WAIT)
+            for task in pending:
+                task.cancel()
+        self.run.duration = self.now()
+        return self.run
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connection = _Connection(self, reader, writer)
+        self._connections[id(connection.link)] = connection
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            await connection.run()
+        finally:
+            if task is not None:
+                self._tasks.discard(task)
+            connection.finish(None, "server stopped")
+
+    async def _tick(self) -> None:
+        while not self._stopping:  # a flag: wait_for may swallow a cancel that meets a wake-up (Python 3.11)
+            deadline = self.broker.next_deadline()
+            wait = 1.0 if deadline is None else max(0.0, min(1.0, deadline - self.now()))
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait)
+            self.broker.tick(self.now())
+            self.flush()
+
+    def flush(self) -> None:
+        for link, items in self.broker.take_outboxes():
+            connection = self._connections.get(id(link))
+            if connection is not None and not connection.ended:
+                connection.transmit(items)
+        self._wake.set()
+
+    def report(self, client: ServedClient, finding: Finding) -> None:
+        if self._on_finding is not None:
+            self._on_finding(client, finding)
+
+    def done(self, connection: _Connection) -> None:
+        self._connections.pop(id(connection.link), None)
+        self.run.clients.append(connection.served)
+        if self._on_client is not None:
+            self._on_client(connection.served)
+
+
+def _address(peername: object) -> str:
+    if isinstance(peername, tuple) and len(peername) >= 2:
+        return f"{peername[0]}:{peername[1]}"
+    return str(peername)
+
+
+def _malformed(frame: Frame) -> bool:
+    return frame.packet is None or any(not codec_rules.is_advisory(v.rule) for v in frame.violations)
+
+
+def _oversized(frame: Frame) -> bool:
+    return any(v.rule_key == codec_rules.SIZE_LIMIT for v in frame.violations)
