@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the broker tests need when it is missing: mosquitto, its clients (mosquitto_pub, mosquitto_sub), its
 # plugin headers (mosquitto-dev) and gcc, which build the test plugin that gives mosquitto an enhanced authentication
-# method, rabbitmq-server and tcpdump from Debian, node and npm, and the aedes npm package in .node/ (git ignores it).
+# method, rabbitmq-server and tcpdump from Debian, node and npm, and the aedes and mqtt (MQTT.js) npm packages in .node/ (git ignores it).
 # amqtt and mqttools (an MQTT 5.0 broker) come from pip with the test extra. The tests start every broker themselves,
 # on free ports of 127.0.0.1; no daemon is started here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# MQTT.js, the client the serve tests drive with node.
+MQTTJS_VERSION=5.16.0
 AEDES_VERSION=1.2.0
 
 daemons=(mosquitto rabbitmq-server)
@@ -44,7 +46,8 @@ if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
     echo "aedes $AEDES_VERSION needs node >= 20, found $(node --version)" >&2
     exit 1
 fi
-installed=$(node -p "require('./.node/node_modules/aedes/package.json').version" 2>/dev/null || true)
-if [ "$installed" != "$AEDES_VERSION" ]; then
-    npm install --prefix .node --no-audit --no-fund --no-save --loglevel=error "aedes@$AEDES_VERSION"
+version_of() { node -p "require('./.node/node_modules/$1/package.json').version" 2>/dev/null || true; }
+if [ "$(version_of aedes)" != "$AEDES_VERSION" ] || [ "$(version_of mqtt)" != "$MQTTJS_VERSION" ]; then
+    npm install --prefix .node --no-audit --no-fund --no-save --loglevel=error "aedes@$AEDES_VERSION" \
+        "mqtt@$MQTTJS_VERSION"
 fi

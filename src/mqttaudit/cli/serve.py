@@ -28,7 +28,7 @@ _LEVELS = {"3.1.1": (4,), "5": (5,), "5.0": (5,), "all": (4, 5)}
 def serve_status(run: ServeRun) -> int:
     """3 when the broker itself broke a rule (a defect of mqttaudit serve), else 1 when a client did, else 4 when
     no client connection was judged, else 0."""
-    if any(client.server_findings for client in run.clients):
+    if any(client.server_findings or client.crash for client in run.clients):
         return EXIT_INTERNAL
     if any(client.client_findings for client in run.clients):
         return EXIT_FINDINGS

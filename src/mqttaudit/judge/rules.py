@@ -139,6 +139,8 @@ _ENCODER_ONLY: Final[frozenset[str]] = frozenset(
 _ANSWERED_BY_CONNACK: Final[frozenset[str]] = frozenset(
     {codec_rules.PROTOCOL_NAME, codec_rules.PROTOCOL_LEVEL, codec_rules.CLIENT_ID_EMPTY_NEEDS_CLEAN_SESSION}
 )
+#: Those a server answers with a CONNACK refusal (a Protocol Name it does not know it may also close on).
+ANSWERED_BY_CONNACK: Final[frozenset[str]] = _ANSWERED_BY_CONNACK - {codec_rules.PROTOCOL_NAME}
 
 #: The MUST-level codec rules a receiver upholds by closing on a packet that breaks them (a truncation is left
 #: out: bytes cut off by a close are nothing anybody could answer).

@@ -57,6 +57,7 @@ def serve_run_to_json(run: ServeRun) -> dict[str, Any]:
             "clients_with_findings": sum(1 for c in run.clients if c.client_findings),
             "client_findings": sum(len(c.client_findings) for c in run.clients),
             "server_findings": sum(len(c.server_findings) for c in run.clients),
+            "internal_errors": sum(1 for c in run.clients if c.crash),
         },
         "clients": [_client_json(client) for client in run.clients],
         "coverage": [_coverage_json(c) for c in coverages(run)],
@@ -74,6 +75,7 @@ def _client_json(client: ServedClient) -> dict[str, Any]:
         "opened": round(client.opened, 6),
         "closed": None if client.closed is None else round(client.closed, 6),
         "ending": client.ending,
+        "internal_error": client.crash,
         "findings": [_finding_json(f, catalogue) for f in client.client_findings],
         "server_findings": [_finding_json(f, catalogue) for f in client.server_findings],
         "lenient": [] if judgement is None else [leniency_json(row, catalogue) for row in judgement.lenient],
@@ -154,6 +156,15 @@ def _client_section(client: ServedClient) -> list[str]:
         f"MQTT {client.version or 'unknown'}{ident}; {client.ending or 'open'}; {len(found)} finding(s).",
         "",
     ]
+    if client.crash:
+        lines += [
+            "**The connection ended on an internal error of mqttaudit serve (a bug):**",
+            "",
+            "```",
+            client.crash.rstrip(),
+            "```",
+            "",
+        ]
     for finding in [*found, *client.server_findings]:
         against = "the client" if finding.side.value == "client" else "the broker (a defect of mqttaudit serve)"
         lines += [

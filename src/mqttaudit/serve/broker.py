@@ -76,7 +76,6 @@ RECEIVE_MAXIMUM_EXCEEDED: Final = 0x93
 TOPIC_ALIAS_INVALID: Final = 0x94
 PACKET_TOO_LARGE: Final = 0x95
 SHUTTING_DOWN: Final = 0x8B
-DISCONNECT_WITH_WILL: Final = 0x04
 #: 3.1.1 CONNACK return codes.
 REFUSED_VERSION: Final = 0x01
 REFUSED_IDENTIFIER: Final = 0x02
@@ -348,9 +347,7 @@ class Broker:
         for outgoing in list(session.inflight.values()):
             if outgoing.released:
                 link.send(Pubrel(packet_id=outgoing.packet_id))
-            elif outgoing.message.expired(now) and link.v5:
-                session.inflight.pop(outgoing.packet_id or 0)  # [MQTT-3.3.2-5] an expired message is not sent
-            else:
+            else:  # even when expired since: a PUBLISH once sent is not subject to expiry [MQTT-4.3.3-7]
                 link.send(publish_of(outgoing, now, link.v5))
 
     def _refuse(self, link: Link, reason: int, now: float) -> None:
@@ -512,7 +509,8 @@ class Broker:
                     self._refuse(link, PROTOCOL_ERROR, now)  # [MQTT-3.14.2-2]
                     return
                 session.expiry = NEVER if expiry == _UNLIMITED_EXPIRY else float(expiry)
-            link.keep_will = packet.reason_code == DISCONNECT_WITH_WILL
+            # [MQTT-3.1.2-8] only Normal disconnection (0x00, or no Reason Code) deletes the Will
+            link.keep_will = packet.reason_code not in (None, SUCCESS)
         link.disconnected, link.disconnected_at = True, now  # the client closes next [MQTT-3.14.4-1]
 
     def _auth(self, link: Link, packet: Auth, now: float) -> None:

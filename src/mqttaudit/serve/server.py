@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import ssl
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -22,7 +23,9 @@ from ..codec import Connect, Direction, Frame, Packet, ProtocolVersion, StreamDe
 from ..codec import rules as codec_rules
 from ..judge import ConversationJudge, Finding, JudgeConfig, Judgement
 from ..judge.events import Closed, Event, Quiet, Sent
+from ..judge.rules import ANSWERED_BY_CONNACK
 from ..judge.sender_violations import frame_finding
+from ..probe.connection import client_frames
 from ..probe.runner import events_to_dicts
 from .broker import CLOSE, V3, V5, Broker, Limits, Link
 
@@ -50,6 +53,8 @@ class ServedClient:
     judgement: Judgement | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
     events_omitted: int = 0
+    #: The traceback of a defect of mqttaudit serve that ended the connection.
+    crash: str | None = None
     #: The client's malformed packets: the codec's violations of its own frames (the judge judges the reaction).
     malformed: list[Finding] = field(default_factory=list)
 
@@ -92,6 +97,7 @@ class _Connection:
         self.encoder_view = StreamDecoder(SERVER, peer=self.decoder, max_packet_size=2**28 + 5)
         self.judge = ConversationJudge(server.judge_config, conversation=name)
         self.count = 0
+        self.begun: int | None = None  # a packet recorded while still arriving (its first byte broke a rule)
         self.ended = False
         self.closing = False
 
@@ -126,14 +132,18 @@ class _Connection:
                     self.finish(Closed(self.server.now(), CLIENT, abrupt=False), "client closed")
                     return
                 self.receive(data)
+        except Exception:  # a defect of this broker: reported, and the connection closed; the others go on
+            self.served.crash = traceback.format_exc()
+            self.finish(None, "closed: internal error of mqttaudit serve")
         finally:
             with contextlib.suppress(Exception):
                 self.writer.close()
 
     def receive(self, data: bytes) -> None:
-        now = self.server.now()
         broker = self.server.broker
-        for frame in self.decoder.feed(data):
+        frames, self.begun = client_frames(self.decoder, data, self.begun)
+        for frame in frames:
+            now = self.server.now()  # per frame: the answer to the one before was stamped after the bytes came
             self.record(Sent(now, CLIENT, frame))
             if self.link.closing:
                 continue  # bytes after the broker decided to close: recorded, not acted on
@@ -304,7 +314,11 @@ def _address(peername: object) -> str:
 
 
 def _malformed(frame: Frame) -> bool:
-    return frame.packet is None or any(not codec_rules.is_advisory(v.rule) for v in frame.violations)
+    """Whether the broker closes on ``frame``: bytes that frame no packet, or any MUST-level violation but those
+    of a CONNECT that CONNACK answers (an unsupported Protocol Level, an empty ClientId without a clean session)."""
+    return frame.packet is None or any(
+        not codec_rules.is_advisory(v.rule) and v.rule_key not in ANSWERED_BY_CONNACK for v in frame.violations
+    )
 
 
 def _oversized(frame: Frame) -> bool:
