@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
@@ -62,6 +63,16 @@ class BackgroundServe:
     def clients_done(self) -> int:
         """How many client connections have ended and been judged so far."""
         return len(self._server.run.clients)
+
+    def wait_for_clients(self, count: int, timeout: float = 10.0) -> bool:
+        """Waits until ``count`` client connections have ended and been judged; False when ``timeout`` passed
+        first."""
+        deadline = time.monotonic() + timeout
+        while self.clients_done() < count:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
 
     def __enter__(self) -> BackgroundServe:
         return self.start()
