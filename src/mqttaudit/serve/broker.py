@@ -40,6 +40,7 @@ from ..codec import (
     encode,
 )
 from ..codec.properties import (
+    AUTHENTICATION_DATA,
     AUTHENTICATION_METHOD,
     MAXIMUM_PACKET_SIZE,
     MESSAGE_EXPIRY_INTERVAL,
@@ -76,6 +77,17 @@ RECEIVE_MAXIMUM_EXCEEDED: Final = 0x93
 TOPIC_ALIAS_INVALID: Final = 0x94
 PACKET_TOO_LARGE: Final = 0x95
 SHUTTING_DOWN: Final = 0x8B
+NOT_AUTHORIZED: Final = 0x87
+CONTINUE_AUTHENTICATION: Final = 0x18
+REAUTHENTICATE: Final = 0x19
+#: The one enhanced authentication method (MQTT 5.0 section 4.12) the broker knows: one round of challenge and
+#: response with fixed data, enough for a client (or the probe, given a profile) to exercise AUTH.
+AUTH_METHOD: Final = "mqttaudit-challenge"
+AUTH_CLIENT_FIRST: Final = b"client-first"
+AUTH_CHALLENGE: Final = b"mqttaudit-nonce"
+AUTH_RESPONSE: Final = b"ecnon-tiduattqm"
+CONNECTING: Final = "connecting"
+REAUTHENTICATING: Final = "reauthenticating"
 #: 3.1.1 CONNACK return codes.
 REFUSED_VERSION: Final = 0x01
 REFUSED_IDENTIFIER: Final = 0x02
@@ -142,6 +154,11 @@ class Link:
     keep_will: bool = False
     #: Messages discarded for this client because they exceeded its Maximum Packet Size [MQTT-3.1.2-25].
     too_large: int = 0
+    #: The enhanced authentication agreed in CONNECT (5.0), its stage while an exchange goes on, and the CONNECT
+    #: waiting for its end.
+    method: str | None = None
+    authenticating: str | None = None
+    pending: tuple[Connect, str, str | None] | None = None
 
     @property
     def v5(self) -> bool:
@@ -195,6 +212,11 @@ class Broker:
         if not link.connected:
             if isinstance(packet, Connect) and link.level is None:
                 self._connect(link, packet, now)
+            elif link.authenticating == CONNECTING and isinstance(packet, Auth | Disconnect):
+                self._authenticate(link, packet, now)
+            elif link.authenticating == CONNECTING:
+                link.send(Connack(return_code=PROTOCOL_ERROR))  # only AUTH or DISCONNECT before CONNACK [MQTT-4.12.0-4]
+                link.close()
             else:
                 link.close()  # [MQTT-3.1.0-1] the first packet is CONNECT; nothing before CONNACK accepted it
             return
@@ -285,10 +307,25 @@ class Broker:
                 link.close()
                 return
             client_id = assigned = f"mqttaudit-{next(self._assigned)}"  # [MQTT-3.1.3-6]
-        if v5 and first(connect.properties, AUTHENTICATION_METHOD) is not None:
-            link.send(Connack(return_code=BAD_AUTH_METHOD))  # no extended authentication here
-            link.close()
+        method = first(connect.properties, AUTHENTICATION_METHOD) if v5 else None
+        if method is not None:
+            if method != AUTH_METHOD:
+                link.send(Connack(return_code=BAD_AUTH_METHOD))  # [MQTT-4.12.0-1]
+                link.close()
+            elif first(connect.properties, AUTHENTICATION_DATA) != AUTH_CLIENT_FIRST:
+                link.send(Connack(return_code=NOT_AUTHORIZED))
+                link.close()
+            else:  # one round of challenge and response before CONNACK
+                link.authenticating, link.pending = CONNECTING, (connect, client_id, assigned)
+                link.send(Auth(reason_code=CONTINUE_AUTHENTICATION, properties=_challenge()))
             return
+        self._accept_connection(link, connect, client_id, assigned, now)
+
+    def _accept_connection(
+        self, link: Link, connect: Connect, client_id: str, assigned: str | None, now: float
+    ) -> None:
+        level = connect.protocol_level
+        v5 = level == V5
         previous = self._links.get(client_id)
         if previous is not None:  # [MQTT-3.1.4-2] the existing client is disconnected
             self._touch(previous)
@@ -323,7 +360,10 @@ class Broker:
             link.keep_alive = self.limits.server_keep_alive
         link.connected = True
         self._links[client_id] = link
-        link.send(Connack(session_present=present, properties=self._connack_properties(assigned) if v5 else ()))
+        properties = self._connack_properties(assigned) if v5 else ()
+        if link.method is not None:
+            properties += make(authentication_method=link.method)  # [MQTT-4.12.0-5] the method agreed
+        link.send(Connack(session_present=present, properties=properties))
         if present:
             self._resume(link, session, now)
         self._drain(link, now)
@@ -444,7 +484,7 @@ class Broker:
                 link.send(Pubrel(packet_id=packet.packet_id))
             return
         if link.v5 and (packet.reason_code or 0) >= 0x80:
-            del session.inflight[packet.packet_id or 0]  # the flow ends here [MQTT-4.3.3-?]
+            del session.inflight[packet.packet_id or 0]  # no PUBREL after a refusal [MQTT-4.3.3-4]: the flow ends
             self._drain(link, now)
             return
         outgoing.released = True
@@ -514,7 +554,52 @@ class Broker:
         link.disconnected, link.disconnected_at = True, now  # the client closes next [MQTT-3.14.4-1]
 
     def _auth(self, link: Link, packet: Auth, now: float) -> None:
-        self._refuse(link, PROTOCOL_ERROR, now)  # no Authentication Method was agreed in CONNECT [MQTT-4.12.0-7]
+        if link.method is None:
+            self._refuse(link, PROTOCOL_ERROR, now)  # no Authentication Method was agreed in CONNECT [MQTT-4.12.0-7]
+            return
+        self._authenticate(link, packet, now)
+
+    def _authenticate(self, link: Link, packet: Auth | Disconnect, now: float) -> None:
+        """One step of the ``mqttaudit-challenge`` exchange: CONNECT (or AUTH 0x19) with the client's first data,
+        AUTH 0x18 with the challenge, AUTH 0x18 with the response, then CONNACK (or AUTH 0x00)."""
+        if isinstance(packet, Disconnect):
+            link.close()
+            return
+        method = first(packet.properties, AUTHENTICATION_METHOD)
+        data = first(packet.properties, AUTHENTICATION_DATA)
+        if method != (link.method or AUTH_METHOD):
+            self._refuse_authentication(link, PROTOCOL_ERROR, now)  # [MQTT-4.12.0-5] the same method throughout
+            return
+        code = packet.reason_code or SUCCESS
+        if code == REAUTHENTICATE and link.connected and link.authenticating is None:
+            if data == AUTH_CLIENT_FIRST:
+                link.authenticating = REAUTHENTICATING
+                link.send(Auth(reason_code=CONTINUE_AUTHENTICATION, properties=_challenge()))
+            else:
+                self._refuse_authentication(link, NOT_AUTHORIZED, now)
+            return
+        if code != CONTINUE_AUTHENTICATION or link.authenticating is None:
+            self._refuse_authentication(link, PROTOCOL_ERROR, now)
+            return
+        if data != AUTH_RESPONSE:
+            self._refuse_authentication(link, NOT_AUTHORIZED, now)
+            return
+        stage, link.authenticating = link.authenticating, None
+        if stage == CONNECTING:
+            assert link.pending is not None
+            connect, client_id, assigned = link.pending
+            link.pending, link.method = None, AUTH_METHOD
+            self._accept_connection(link, connect, client_id, assigned, now)
+        else:
+            link.send(Auth(reason_code=SUCCESS, properties=make(authentication_method=AUTH_METHOD)))
+
+    def _refuse_authentication(self, link: Link, reason: int, now: float) -> None:
+        """Before CONNACK a refusal is a CONNACK with the reason; after it, a DISCONNECT [MQTT-4.12.1-2]."""
+        if link.connected:
+            self._refuse(link, reason, now)
+        else:
+            link.send(Connack(return_code=reason))
+            link.close()
 
     # -- routing ---------------------------------------------------------------------------------------------
 
@@ -528,6 +613,7 @@ class Broker:
 
     def _route(self, message: Message, now: float) -> None:
         owed: dict[str, Outgoing] = {}
+        copies: list[tuple[Session, Outgoing]] = []
         groups: dict[tuple[str, str], list[tuple[Session, Granted]]] = {}
         for level, trie in self._tries.items():
             for topic_filter, client_id in trie.match_subscriptions(_BROKER, message.topic):
@@ -545,15 +631,16 @@ class Broker:
                 if level == V5 and option.no_local and client_id == message.publisher:
                     continue  # [MQTT-3.8.3-3]
                 qos = min(message.qos, option.qos)
-                retain = message.retain and level == V5 and option.retain_as_published  # [MQTT-3.3.1-12/13]
+                retain = message.retain and level == V5 and option.retain_as_published  # [MQTT-3.3.1-12, MQTT-3.3.1-13]
                 ids = (granted.identifier,) if granted.identifier is not None else ()
+                if level == V5:  # a copy per subscription, each with its own identifier [MQTT-3.3.4-5]
+                    copies.append((session, Outgoing(message, qos, retain, ids)))
+                    continue
                 held = owed.get(client_id)
                 if held is None:
                     owed[client_id] = Outgoing(message, qos, retain, ids)
-                else:  # one copy at the highest QoS [MQTT-3.3.5-1], every identifier [MQTT-3.3.4-3]
+                else:  # one copy at the highest QoS [MQTT-3.3.5-1]
                     held.qos = max(held.qos, qos)
-                    held.retain = held.retain or retain
-                    held.subscription_ids += ids
         for group, members in groups.items():
             members.sort(key=lambda member: member[0].client_id)
             online = [m for m in members if m[0].client_id in self._links] or members
@@ -565,6 +652,8 @@ class Broker:
             self._deliver(session, Outgoing(message, min(message.qos, granted.subscription.qos), retain, ids), now)
         for client_id, outgoing in owed.items():
             self._deliver(self.sessions[client_id], outgoing, now)
+        for session, outgoing in copies:
+            self._deliver(session, outgoing, now)
 
     def _publish_will(self, session: Session, will: Will, now: float) -> None:
         properties = tuple(p for p in will.properties if p.identifier not in (_WILL_DELAY, *_NOT_FORWARDED))
@@ -629,6 +718,12 @@ class Broker:
 
 
 _BROKER: Final = "broker"
+
+
+def _challenge() -> tuple[Property, ...]:
+    return make(authentication_method=AUTH_METHOD, authentication_data=AUTH_CHALLENGE)
+
+
 _HANDLERS: Final[dict[type, Callable[[Broker, Link, Any, float], None]]] = {
     Publish: Broker._publish,
     Puback: Broker._puback,
