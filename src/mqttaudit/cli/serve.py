@@ -17,6 +17,7 @@ from mqttaudit.report.evidence import printable
 from mqttaudit.report.output_dir import OutputDirError, staged_output
 from mqttaudit.report.serve_reports import SERVE_REPORTS, write_serve_reports
 from mqttaudit.serve import Limits, ServedClient, ServeRun, ServeServer
+from mqttaudit.serve.server import Listener
 from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_INTERNAL, EXIT_OK
 
 from .exits import CannotRun, exit_status_help
@@ -60,7 +61,12 @@ def parse_listen(text: str) -> tuple[str, int]:
     show_default=True,
     help="The MQTT versions accepted; a CONNECT of another is refused as the spec says.",
 )
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="TLS: certificate.")
+@click.option("--tls-listen", metavar="HOST:PORT", help="Also listen for MQTT over TLS (needs --tls-cert, --tls-key).")
+@click.option("--ws-listen", metavar="HOST:PORT", help="Also listen for MQTT over WebSocket (any path).")
+@click.option("--wss-listen", metavar="HOST:PORT", help="Also listen for MQTT over WebSocket over TLS.")
+@click.option(
+    "--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="TLS: certificate chain."
+)
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="TLS: private key.")
 @click.option("--receive-maximum", type=click.IntRange(1, 65535), default=Limits.receive_maximum, show_default=True)
 @click.option(
@@ -79,6 +85,9 @@ def parse_listen(text: str) -> tuple[str, int]:
 def serve_command(
     listen: str,
     protocol: str,
+    tls_listen: str | None,
+    ws_listen: str | None,
+    wss_listen: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
     receive_maximum: int,
@@ -98,12 +107,23 @@ def serve_command(
     context = None
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
+    if (tls_listen or wss_listen) and tls_cert is None:
+        raise click.UsageError("--tls-listen and --wss-listen need --tls-cert and --tls-key")
     if tls_cert is not None and tls_key is not None:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         try:
             context.load_cert_chain(tls_cert, tls_key)
         except (ssl.SSLError, OSError) as exc:
             raise CannotRun(f"cannot load the TLS certificate and key: {exc}") from None
+    listeners = [
+        Listener(*parse_listen(where), tls, websocket)
+        for where, tls, websocket in (
+            (tls_listen, context, False),
+            (ws_listen, None, True),
+            (wss_listen, context, True),
+        )
+        if where
+    ]
     limits = Limits(
         receive_maximum=receive_maximum,
         topic_alias_maximum=topic_alias_maximum,
@@ -111,7 +131,7 @@ def serve_command(
     )
     try:
         with staged_output(out_dir, force=force, writes=SERVE_REPORTS) as staging:
-            run = asyncio.run(_serve(host, port, _LEVELS[protocol], limits, context, clients, duration))
+            run = asyncio.run(_serve(host, port, _LEVELS[protocol], limits, listeners, clients, duration))
             write_serve_reports(run, staging)
     except OutputDirError as exc:
         raise CannotRun(str(exc)) from None
@@ -131,7 +151,7 @@ async def _serve(
     port: int,
     levels: tuple[int, ...],
     limits: Limits,
-    context: ssl.SSLContext | None,
+    listeners: list[Listener],
     clients: int | None,
     duration: float | None,
 ) -> ServeRun:
@@ -151,10 +171,10 @@ async def _serve(
         _say(f"  {client.name}: {finding.rule} broken by the {who}: {finding.detail}")
 
     server = ServeServer(
-        host, port, levels=levels, limits=limits, tls=context, on_finding=on_finding, on_client=on_client
+        host, port, levels=levels, limits=limits, listeners=listeners, on_finding=on_finding, on_client=on_client
     )
     await server.start()
-    _say(f"mqttaudit serve: listening on {server.url} (Ctrl-C stops and writes the reports)")
+    _say(f"mqttaudit serve: listening on {' '.join(server.urls)} (Ctrl-C stops and writes the reports)")
     loop = asyncio.get_running_loop()
     for number in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):

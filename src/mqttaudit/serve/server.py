@@ -15,8 +15,8 @@ import itertools
 import ssl
 import time
 import traceback
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from ..codec import Connect, Direction, Frame, Packet, ProtocolVersion, StreamDecoder, encode
@@ -25,9 +25,11 @@ from ..judge import ConversationJudge, Finding, JudgeConfig, Judgement
 from ..judge.events import Closed, Event, Quiet, Sent
 from ..judge.rules import ANSWERED_BY_CONNACK
 from ..judge.sender_violations import frame_finding
+from ..judge.violations import in_text_frame
 from ..probe.connection import client_frames
 from ..probe.runner import events_to_dicts
 from .broker import CLOSE, V3, V5, Broker, Limits, Link
+from .websocket import ServerWebSocket
 
 CLIENT: Final = Direction.FROM_CLIENT
 SERVER: Final = Direction.FROM_SERVER
@@ -36,6 +38,22 @@ READ_SIZE: Final = 65536
 EVIDENCE_EVENTS: Final = 400
 #: Seconds a connection may stay open after the broker closed its side before the socket is dropped.
 CLOSE_WAIT: Final = 1.0
+
+
+@dataclass(frozen=True)
+class Listener:
+    """Where the broker listens: TCP, with TLS when ``tls`` is given, with WebSocket when ``websocket``."""
+
+    host: str = "127.0.0.1"
+    port: int = 1883
+    tls: ssl.SSLContext | None = None
+    websocket: bool = False
+
+    @property
+    def scheme(self) -> str:
+        if self.websocket:
+            return "wss" if self.tls is not None else "ws"
+        return "mqtts" if self.tls is not None else "mqtt"
 
 
 @dataclass
@@ -84,8 +102,11 @@ class ServeRun:
 class _Connection:
     """One client connection: bytes in and out, recorded as judge events and judged as they happen."""
 
-    def __init__(self, server: ServeServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, server: ServeServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, websocket: bool
+    ) -> None:
         self.server = server
+        self.websocket = ServerWebSocket() if websocket else None
         self.reader, self.writer = reader, writer
         peername = writer.get_extra_info("peername")
         name = f"client-{next(server.numbers)}"
@@ -131,7 +152,18 @@ class _Connection:
                 if not data:
                     self.finish(Closed(self.server.now(), CLIENT, abrupt=False), "client closed")
                     return
-                self.receive(data)
+                if self.websocket is None:
+                    self.receive(data)
+                    continue
+                got = self.websocket.receive(data)
+                if got.reply:
+                    self.writer.write(got.reply)
+                for piece, text in got.pieces:
+                    self.receive(piece, text=text)
+                if got.closed:
+                    ending = "client closed" if got.trouble is None else f"client closed: {got.trouble}"
+                    self.finish(Closed(self.server.now(), CLIENT, abrupt=got.trouble is not None), ending)
+                    return
         except Exception:  # a defect of this broker: reported, and the connection closed; the others go on
             self.served.crash = traceback.format_exc()
             self.finish(None, "closed: internal error of mqttaudit serve")
@@ -139,9 +171,12 @@ class _Connection:
             with contextlib.suppress(Exception):
                 self.writer.close()
 
-    def receive(self, data: bytes) -> None:
+    def receive(self, data: bytes, *, text: bool = False) -> None:
+        """Bytes from the client (``text``: carried in a WebSocket text frame, which breaks MQTT-6.0.0-1)."""
         broker = self.server.broker
         frames, self.begun = client_frames(self.decoder, data, self.begun)
+        if text:
+            frames = [in_text_frame(frame) for frame in frames]
         for frame in frames:
             now = self.server.now()  # per frame: the answer to the one before was stamped after the bytes came
             self.record(Sent(now, CLIENT, frame))
@@ -170,6 +205,8 @@ class _Connection:
             now = self.server.now()
             for frame in self.encoder_view.feed(data):
                 self.record(Sent(now, SERVER, frame))
+            if self.websocket is not None:
+                data = self.websocket.wrap(data)
             if not self.writer.is_closing():
                 self.writer.write(data)
 
@@ -179,6 +216,8 @@ class _Connection:
         self.closing = True
         self.finish(Closed(self.server.now(), SERVER, abrupt=False), "server closed")
         with contextlib.suppress(Exception):
+            if self.websocket is not None and not self.writer.is_closing():
+                self.writer.write(self.websocket.close())
             self.writer.close()
 
     def finish(self, closed: Closed | None, ending: str) -> None:
@@ -207,17 +246,19 @@ class ServeServer:
         levels: Iterable[int] = (V3, V5),
         limits: Limits | None = None,
         tls: ssl.SSLContext | None = None,
+        websocket: bool = False,
+        listeners: Sequence[Listener] = (),
         on_finding: Callable[[ServedClient, Finding], None] | None = None,
         on_client: Callable[[ServedClient], None] | None = None,
     ) -> None:
-        self.host, self.port, self.tls = host, port, tls
+        self.listeners = [Listener(host, port, tls, websocket), *listeners]
         self.levels = tuple(sorted(set(levels)))
         self.broker = Broker(limits, self.levels)
         self.judge_config = JudgeConfig(supported_protocol_levels=frozenset(self.levels))
         self.numbers = itertools.count(1)
         self._origin = time.monotonic()
         self._connections: dict[int, _Connection] = {}
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
         self._ticker: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._stopping = False
@@ -234,21 +275,43 @@ class ServeServer:
         return time.monotonic() - self._origin
 
     @property
+    def host(self) -> str:
+        return self.listeners[0].host
+
+    @property
+    def port(self) -> int:
+        return self.listeners[0].port
+
+    @property
     def url(self) -> str:
-        scheme = "mqtts" if self.tls is not None else "mqtt"
-        return f"{scheme}://{self.host}:{self.port}"
+        return self.urls[0]
+
+    @property
+    def urls(self) -> list[str]:
+        """The URL of each listener (its port once listening, when 0 was asked for)."""
+        return [
+            f"{each.scheme}://{each.host}:{each.port}" + ("/mqtt" if each.websocket else "") for each in self.listeners
+        ]
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, ssl=self.tls)
-        self.port = self._server.sockets[0].getsockname()[1]
-        self.run.listen = self.url
+        for index, listener in enumerate(self.listeners):
+
+            async def accept(
+                reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ws: bool = listener.websocket
+            ) -> None:
+                await self._accept(reader, writer, ws)
+
+            server = await asyncio.start_server(accept, listener.host, listener.port, ssl=listener.tls)
+            self._servers.append(server)
+            self.listeners[index] = replace(listener, port=server.sockets[0].getsockname()[1])
+        self.run.listen = " ".join(self.urls)
         self._ticker = asyncio.create_task(self._tick())
 
     async def stop(self) -> ServeRun:
         """Stops listening, closes every connection (5.0: DISCONNECT 0x8B) and judges what is left."""
         self._stopping = True
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         self.broker.shut_down(self.now())
         self.flush()
         for connection in list(self._connections.values()):
@@ -266,8 +329,8 @@ class ServeServer:
         self.run.duration = self.now()
         return self.run
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connection = _Connection(self, reader, writer)
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, websocket: bool) -> None:
+        connection = _Connection(self, reader, writer, websocket)
         self._connections[id(connection.link)] = connection
         task = asyncio.current_task()
         if task is not None:
