@@ -29,8 +29,10 @@ from mqttaudit.codec import (
     read_remaining_length,
 )
 from mqttaudit.codec.packets import Properties
+from mqttaudit.codec.properties import BY_KEYWORD as _PROPERTIES
 from mqttaudit.codec.properties import (
     MAXIMUM_PACKET_SIZE,
+    MAXIMUM_QOS,
     RECEIVE_MAXIMUM,
     TOPIC_ALIAS,
     TOPIC_ALIAS_MAXIMUM,
@@ -80,6 +82,10 @@ SERVER_RECEIVE_MAXIMUM: Final[str] = R5.MQTT_3_3_4_9
 SERVER_PACKET_SIZE: Final[str] = R5.MQTT_3_1_2_24.key
 #: [MQTT-3.2.2-15] The Client sends no packet larger than the Server's Maximum Packet Size.
 CLIENT_PACKET_SIZE: Final[str] = R5.MQTT_3_2_2_15
+#: [MQTT-3.2.2-11] The Client sends no PUBLISH above the Maximum QoS of the Server's CONNACK.
+CLIENT_WITHIN_MAXIMUM_QOS: Final[str] = R5.MQTT_3_2_2_11
+#: [MQTT-3.2.2-14] After CONNACK Retain Available 0 the Client sends no PUBLISH with RETAIN set.
+CLIENT_NO_RETAIN_UNAVAILABLE: Final[str] = R5.MQTT_3_2_2_14
 
 #: Every rule this module decides.
 LIMIT_RULES: Final = frozenset(
@@ -96,10 +102,13 @@ LIMIT_RULES: Final = frozenset(
         SERVER_RECEIVE_MAXIMUM,
         SERVER_PACKET_SIZE,
         CLIENT_PACKET_SIZE,
+        CLIENT_WITHIN_MAXIMUM_QOS,
+        CLIENT_NO_RETAIN_UNAVAILABLE,
         DISCARD_TOO_LARGE,
     }
 )
 
+RETAIN_AVAILABLE: Final = _PROPERTIES["retain_available"].identifier
 #: Property defaults when absent: Topic Alias Maximum 0 (3.1.2.11.5, 3.2.2.3.8), Receive Maximum 65,535
 #: (3.1.2.11.3, 3.2.2.3.3); an absent Maximum Packet Size sets no limit beyond the protocol's (3.1.2.11.4).
 DEFAULT_TOPIC_ALIAS_MAXIMUM: Final = 0
@@ -135,6 +144,9 @@ class Declaration:
         size = first(properties, MAXIMUM_PACKET_SIZE)
         #: None: no Maximum Packet Size declared.
         self.maximum_packet_size: int | None = size if isinstance(size, int) else None
+        #: What a CONNACK declares of the Server's capabilities: Maximum QoS (2 when absent) and Retain Available.
+        self.maximum_qos = _integer(properties, MAXIMUM_QOS, 2)
+        self.retain_available = _integer(properties, RETAIN_AVAILABLE, 1) != 0
 
     def where(self) -> str:
         """``the client's CONNECT (event 0)``."""
@@ -210,6 +222,8 @@ class Limits:
             if not seen.offends:  # a malformed PUBLISH (Topic Alias 0 included) is the codec's finding
                 self._topic_alias(seen, packet)
                 self._publish_in_flight(seen, packet)
+                if seen.sender is CLIENT:
+                    self._capabilities(seen, packet)
         elif isinstance(packet, (Puback, Pubrec, Pubcomp)):
             self._acknowledged(seen, packet)
         elif isinstance(packet, Pubrel):
@@ -434,6 +448,37 @@ class Limits:
         # PUBACK or PUBCOMP in response, the Server uses a DISCONNECT packet with Reason Code 0x93 (Receive Maximum
         # exceeded) as described in section 4.13 Handling errors."
         self._offend(seen, f"exceeds the server's Receive Maximum {maximum}", (rule,))
+
+    # Maximum QoS and Retain Available (3.2.2.3.4, 3.2.2.3.5) ----------------------------------------------------
+
+    def _capabilities(self, seen: Seen, packet: Publish) -> None:
+        """[MQTT-3.2.2-11] no PUBLISH above the Server's Maximum QoS; [MQTT-3.2.2-14] no RETAIN after Retain
+        Available 0. Each breach is a Protocol Error the Server closes on (DISCONNECT 0x9B, 0x9A)."""
+        declared = self._declared.get(SERVER)
+        if declared is None:
+            for rule in (CLIENT_WITHIN_MAXIMUM_QOS, CLIENT_NO_RETAIN_UNAVAILABLE):
+                self._undecided(seen, rule)
+            return
+        checks = (
+            (
+                CLIENT_WITHIN_MAXIMUM_QOS,
+                packet.qos > declared.maximum_qos,
+                f"is QoS {packet.qos}; {declared.where()} declared Maximum QoS {declared.maximum_qos}",
+                "the client sends no PUBLISH above the Maximum QoS of the server's CONNACK",
+            ),
+            (
+                CLIENT_NO_RETAIN_UNAVAILABLE,
+                packet.retain and not declared.retain_available,
+                f"has RETAIN set; {declared.where()} declared Retain Available 0",
+                "after Retain Available 0 the client sends no PUBLISH with RETAIN set",
+            ),
+        )
+        for rule, broken, what, expected in checks:
+            if not broken:
+                self._ctx.ledger.held(rule, CLIENT)
+                continue
+            self._ctx.ledger.fail(rule, CLIENT, seen.time, seen.event, f"{seen.describe()} {what}", expected)
+            self._offend(seen, what, (rule,))
 
     # Maximum Packet Size (3.1.2.11.4, 3.2.2.3.6) ---------------------------------------------------------------
 

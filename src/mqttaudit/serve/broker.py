@@ -14,6 +14,7 @@ is bounded, and it advertises small limits (:class:`Limits`) so that a client mu
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -48,10 +49,12 @@ from ..codec.properties import (
     SESSION_EXPIRY_INTERVAL,
     SUBSCRIPTION_IDENTIFIER,
     TOPIC_ALIAS,
+    TOPIC_ALIAS_MAXIMUM,
     first,
     make,
 )
 from ..topics import MQTT, MQTT5, TopicTrie, matches, parse_shared
+from .scenarios import Scenario
 from .session import NEVER, Granted, Message, Outgoing, Session, publish_of
 
 #: What an outbox holds after the packets to send when the connection must be closed.
@@ -76,6 +79,7 @@ NOT_FOUND: Final = 0x92
 RECEIVE_MAXIMUM_EXCEEDED: Final = 0x93
 TOPIC_ALIAS_INVALID: Final = 0x94
 PACKET_TOO_LARGE: Final = 0x95
+RETAIN_NOT_SUPPORTED: Final = 0x9A
 SHUTTING_DOWN: Final = 0x8B
 NOT_AUTHORIZED: Final = 0x87
 CONTINUE_AUTHENTICATION: Final = 0x18
@@ -136,7 +140,7 @@ class Link:
     session: Session | None = None
     #: CONNACK accepted the connection.
     connected: bool = False
-    outbox: list[Packet | str] = field(default_factory=list)
+    outbox: list[Packet | bytes | str] = field(default_factory=list)
     closing: bool = False
     last_heard: float = 0.0
     keep_alive: int = 0
@@ -159,12 +163,25 @@ class Link:
     method: str | None = None
     authenticating: str | None = None
     pending: tuple[Connect, str, str | None] | None = None
+    #: What the broker declared to this client in CONNACK (5.0): its Receive Maximum, Topic Alias Maximum and
+    #: Maximum Packet Size, and whether it takes retained messages.
+    receive_limit: int = 0xFFFF
+    alias_limit: int = 0
+    packet_limit: int | None = None
+    retain_available: bool = True
+    #: The Topic Alias Maximum the client declared in CONNECT (the broker sends none unless hostile).
+    client_alias_maximum: int = 0
+    #: A scenario's acknowledgements held back: (when due, packet), in order.
+    held: deque[tuple[float, Packet]] = field(default_factory=deque)
+    #: When a scenario's server DISCONNECT is due.
+    disconnect_at: float | None = None
 
     @property
     def v5(self) -> bool:
         return self.level == V5
 
-    def send(self, packet: Packet) -> None:
+    def send(self, packet: Packet | bytes) -> None:
+        """Queues a packet, or raw bytes (a hostile scenario's), unless the link is closing."""
         if not self.closing:
             self.outbox.append(packet)
 
@@ -177,8 +194,14 @@ class Link:
 class Broker:
     """Sessions, subscriptions and retained messages of one broker, shared by every link."""
 
-    def __init__(self, limits: Limits | None = None, levels: Iterable[int] = (V3, V5)) -> None:
+    def __init__(
+        self, limits: Limits | None = None, levels: Iterable[int] = (V3, V5), scenario: Scenario | None = None
+    ) -> None:
         self.limits = limits or Limits()
+        self.scenario = scenario
+        self._known: set[str] = set()  # ClientIds that connected before (a scenario treats later connections apart)
+        self._dropped: set[str] = set()  # ClientIds whose connection a scenario dropped mid-flow
+        self._commanded: set[str] = set()  # ClientIds the scenario's commands were sent to
         self.levels = frozenset(levels)
         self.sessions: dict[str, Session] = {}
         self.retained: dict[str, Message] = {}
@@ -193,7 +216,7 @@ class Broker:
     def open(self, name: str, now: float) -> Link:
         return Link(name=name, opened=now, last_heard=now)
 
-    def take_outboxes(self) -> list[tuple[Link, list[Packet | str]]]:
+    def take_outboxes(self) -> list[tuple[Link, list[Packet | bytes | str]]]:
         """Every link's packets to send (and CLOSE), emptied."""
         out = [(link, link.outbox) for link in self._touched.values() if link.outbox]
         for link, _ in out:
@@ -262,6 +285,10 @@ class Broker:
         deadlines = [s.will_at for s in self.sessions.values() if s.will_at is not None]
         deadlines += [s.ends_at for s in self.sessions.values() if s.ends_at is not None and s.ends_at < NEVER]
         for link in self._links.values():
+            if link.held:
+                deadlines.append(link.held[0][0])
+            if link.disconnect_at is not None:
+                deadlines.append(link.disconnect_at)
             if link.disconnected:
                 deadlines.append(link.disconnected_at + self.limits.close_wait)
             elif link.keep_alive:
@@ -271,6 +298,15 @@ class Broker:
     def tick(self, now: float) -> None:
         """Publishes the Wills due, ends the sessions that expired, drops silent clients [MQTT-3.1.2-24]."""
         for link in list(self._links.values()):
+            while link.held and link.held[0][0] <= now and not link.closing:
+                self._touch(link)
+                self._release(link, link.held.popleft()[1])
+            if link.disconnect_at is not None and now >= link.disconnect_at and self.scenario is not None:
+                self._touch(link)
+                code, short = self.scenario.disconnect, self.scenario.short
+                link.send(Disconnect(reason_code=code, properties=None if short else ()))
+                link.close()  # [MQTT-3.14.4-2]
+                continue
             if link.disconnected:
                 if now >= link.disconnected_at + self.limits.close_wait:
                     self._touch(link)
@@ -356,31 +392,73 @@ class Broker:
         session.will = connect.will
         link.session = session
         link.keep_alive = connect.keep_alive
-        if v5 and self.limits.server_keep_alive is not None:
-            link.keep_alive = self.limits.server_keep_alive
+        scenario = self._scenario_for(link)
+        later = client_id in self._known
+        self._known.add(client_id)
+        values: dict[str, int | str] = {}
+        if v5:
+            alias = first(connect.properties, TOPIC_ALIAS_MAXIMUM)
+            link.client_alias_maximum = alias if isinstance(alias, int) else 0
+            values = self._declared(link, scenario, later)
+            if scenario is not None and scenario.session_expiry_interval is not None:
+                session.expiry = float(scenario.session_expiry_interval)  # CONNACK overrides the client's
+                values["session_expiry_interval"] = scenario.session_expiry_interval
+            if "server_keep_alive" in values:
+                link.keep_alive = int(values["server_keep_alive"])  # [MQTT-3.2.2-22]
+            if assigned is not None:
+                values["assigned_client_identifier"] = assigned
+            if link.method is not None:
+                values["authentication_method"] = link.method  # [MQTT-4.12.0-5] the method agreed
         link.connected = True
         self._links[client_id] = link
-        properties = self._connack_properties(assigned) if v5 else ()
-        if link.method is not None:
-            properties += make(authentication_method=link.method)  # [MQTT-4.12.0-5] the method agreed
-        link.send(Connack(session_present=present, properties=properties))
+        if scenario is not None and scenario.lie_session_present:
+            present = True  # hostile: Session Present 1 on a clean start
+        if scenario is not None and scenario.raw and scenario.instead_of_connack:
+            link.send(scenario.raw)
+        else:
+            link.send(Connack(session_present=present, properties=make(**values)))
+        if scenario is not None and scenario.raw and not scenario.instead_of_connack:
+            link.send(scenario.raw)
+        if scenario is not None and scenario.disconnect is not None:
+            link.disconnect_at = now + 1.0  # or at once after the client's first SUBSCRIBE or PUBLISH
         if present:
             self._resume(link, session, now)
         self._drain(link, now)
 
-    def _connack_properties(self, assigned: str | None) -> tuple[Property, ...]:
+    def _scenario_for(self, link: Link) -> Scenario | None:
+        """The scenario, when it concerns this link's version."""
+        scenario = self.scenario
+        if scenario is None or (scenario.version == "5.0" and not link.v5):
+            return None
+        return scenario
+
+    def _declared(self, link: Link, scenario: Scenario | None, later: bool) -> dict[str, int | str]:
+        """The limits CONNACK declares to a 5.0 client (a scenario's, else the broker's), kept on the link."""
         limits = self.limits
+        link.receive_limit = limits.receive_maximum
+        link.alias_limit = limits.topic_alias_maximum
+        link.packet_limit = limits.maximum_packet_size
+        keep_alive = limits.server_keep_alive
+        if scenario is not None:
+            link.receive_limit = scenario.receive_maximum or link.receive_limit
+            if scenario.topic_alias_maximum is not None:
+                link.alias_limit = scenario.topic_alias_maximum
+            if later and scenario.alias_later_given:
+                link.alias_limit = scenario.topic_alias_maximum_later or 0
+            link.packet_limit = scenario.maximum_packet_size or link.packet_limit
+            keep_alive = scenario.server_keep_alive if scenario.server_keep_alive is not None else keep_alive
+            link.retain_available = scenario.retain_available
         values: dict[str, int | str] = {}
-        if limits.receive_maximum != 0xFFFF:
-            values["receive_maximum"] = limits.receive_maximum
-        if limits.topic_alias_maximum:
-            values["topic_alias_maximum"] = limits.topic_alias_maximum
-        values["maximum_packet_size"] = limits.maximum_packet_size
-        if assigned is not None:
-            values["assigned_client_identifier"] = assigned
-        if limits.server_keep_alive is not None:
-            values["server_keep_alive"] = limits.server_keep_alive
-        return make(**values)
+        if link.receive_limit != 0xFFFF:
+            values["receive_maximum"] = link.receive_limit
+        if link.alias_limit:
+            values["topic_alias_maximum"] = link.alias_limit
+        values["maximum_packet_size"] = link.packet_limit
+        if not link.retain_available:
+            values["retain_available"] = 0
+        if keep_alive is not None:
+            values["server_keep_alive"] = keep_alive
+        return values
 
     def _resume(self, link: Link, session: Session, now: float) -> None:
         """A resumed session: every message in flight again, in order, PUBLISH with DUP or PUBREL [MQTT-4.4.0-1]."""
@@ -412,7 +490,7 @@ class Broker:
         if link.v5:
             alias = first(properties, TOPIC_ALIAS)
             if isinstance(alias, int):
-                if alias == 0 or alias > self.limits.topic_alias_maximum:
+                if alias == 0 or alias > link.alias_limit:
                     self._refuse(link, TOPIC_ALIAS_INVALID, now)  # [MQTT-3.3.2-9]
                     return
                 if topic:
@@ -425,9 +503,17 @@ class Broker:
             elif not topic:
                 self._refuse(link, PROTOCOL_ERROR, now)  # [MQTT-3.3.2-1] no Topic Name and no alias
                 return
-        if packet.qos > 0 and link.v5 and link.unacknowledged >= self.limits.receive_maximum:
-            self._refuse(link, RECEIVE_MAXIMUM_EXCEEDED, now)  # [MQTT-3.3.4-9]
+        if packet.qos > 0 and link.v5 and link.unacknowledged >= link.receive_limit:
+            self._refuse(link, RECEIVE_MAXIMUM_EXCEEDED, now)  # the client broke [MQTT-3.3.4-7]
             return
+        if packet.retain and not link.retain_available:
+            self._refuse(link, RETAIN_NOT_SUPPORTED, now)  # the client broke [MQTT-3.2.2-14]
+            return
+        scenario = self._scenario_for(link)
+        if scenario is not None:
+            link.disconnect_at = now if link.disconnect_at is not None else None
+            if packet.qos > 0 and self._drops(link, session, scenario, "publish"):
+                return  # as if lost in the network: nothing routed, nothing acknowledged
         if packet.qos == 2 and packet.packet_id in session.unreleased:
             link.send(Pubrec(packet_id=packet.packet_id))  # [MQTT-4.3.3-2] not delivered again
             return
@@ -444,16 +530,46 @@ class Broker:
         )
         self._accept(message, now)
         if packet.qos == 1:
-            link.send(Puback(packet_id=packet.packet_id))
+            link.unacknowledged += 1
+            self._acknowledge(link, Puback(packet_id=packet.packet_id), now, scenario)
         elif packet.qos == 2:
             assert packet.packet_id is not None
             session.unreleased.add(packet.packet_id)
-            link.unacknowledged += 1
-            link.send(Pubrec(packet_id=packet.packet_id))
+            link.unacknowledged += 1  # until PUBCOMP
+            self._acknowledge(link, Pubrec(packet_id=packet.packet_id), now, scenario)
+
+    def _acknowledge(self, link: Link, packet: Puback | Pubrec, now: float, scenario: Scenario | None) -> None:
+        """Sends a PUBACK or PUBREC, or holds it back as the scenario asks (in order, behind those held)."""
+        if (scenario is not None and scenario.hold_acks > 0) or link.held:
+            link.held.append((now + (scenario.hold_acks if scenario is not None else 0.0), packet))
+            return
+        self._release(link, packet)
+
+    def _release(self, link: Link, packet: Packet) -> None:
+        link.send(packet)
+        if isinstance(packet, Puback):
+            link.unacknowledged = max(0, link.unacknowledged - 1)
+
+    def _drops(self, link: Link, session: Session, scenario: Scenario, stage: str) -> bool:
+        """Whether the scenario drops the connection here (the first time for the ClientId): a network failure in
+        the middle of the flow, which the client must resume on its next connection (or discard, told Session
+        Present 0)."""
+        if scenario.drop_at != stage or session.client_id in self._dropped:
+            return False
+        self._dropped.add(session.client_id)
+        link.close()
+        return True
 
     def _pubrel(self, link: Link, packet: Pubrel, now: float) -> None:
         session = link.session
         assert session is not None and packet.packet_id is not None
+        scenario = self._scenario_for(link)
+        if (
+            scenario is not None
+            and packet.packet_id in session.unreleased
+            and self._drops(link, session, scenario, "pubrel")
+        ):
+            return
         if packet.packet_id in session.unreleased:
             session.unreleased.discard(packet.packet_id)
             link.unacknowledged = max(0, link.unacknowledged - 1)
@@ -497,8 +613,16 @@ class Broker:
         identifier = first(packet.properties, SUBSCRIPTION_IDENTIFIER) if link.v5 else None
         codes: list[int] = []
         retained: list[Outgoing] = []
+        scenario = self._scenario_for(link)
+        commands: tuple[str, ...] = ()
         for subscription in packet.subscriptions:
             topic_filter = subscription.topic_filter
+            if scenario is not None and topic_filter == behaviour_topic(session.client_id):
+                if session.client_id not in self._commanded:  # once per ClientId, not on every resubscription
+                    self._commanded.add(session.client_id)
+                    commands = scenario.commands
+            elif scenario is not None and scenario.seed_retained:
+                self._seed(topic_filter, now)
             new = topic_filter not in session.subscriptions
             session.subscriptions[topic_filter] = Granted(
                 subscription, identifier if isinstance(identifier, int) else None
@@ -514,6 +638,19 @@ class Broker:
         link.send(Suback(packet_id=packet.packet_id, return_codes=codes))
         for outgoing in retained:  # after the SUBACK, with RETAIN set [MQTT-3.3.1-6]
             self._deliver(session, outgoing, now)
+        if link.disconnect_at is not None:
+            link.disconnect_at = now  # the scenario's DISCONNECT goes once the client has subscribed
+        for command in commands:  # behaviour topic: the scenario's commands, in order
+            message = Message(behaviour_topic(session.client_id), command.encode(), 0, False, "", now)
+            self._deliver(session, Outgoing(message, 0, False), now)
+
+    def _seed(self, topic_filter: str, now: float) -> None:
+        """A retained QoS 2 message on a topic the filter matches, unless one is there (scenario ``retained``)."""
+        shared = parse_shared(topic_filter) if topic_filter.startswith("$share/") else None
+        inner = topic_filter if shared is None else shared[1]
+        topic = "/".join("retained" if level in ("+", "#") else level for level in inner.split("/"))
+        if topic not in self.retained and not topic.startswith("$"):
+            self.retained[topic] = Message(topic, b"retained by mqttaudit serve", 2, True, "", now)
 
     def _retained_for(self, topic_filter: str, qos: int, identifier: object, now: float) -> list[Outgoing]:
         """The retained messages a new subscription gets, RETAIN set [MQTT-3.3.1-6], at most at its QoS."""
@@ -702,6 +839,18 @@ class Broker:
                 return
             outgoing.packet_id = packet_id
         packet = publish_of(outgoing, now, link.v5)
+        scenario = self._scenario_for(link)
+        if scenario is not None and scenario.server_alias:  # hostile: an alias beyond what the client allowed
+            alias = Property(TOPIC_ALIAS, link.client_alias_maximum + 1)
+            packet = Publish(
+                topic=packet.topic,
+                payload=packet.payload,
+                qos=packet.qos,
+                retain=packet.retain,
+                dup=packet.dup,
+                packet_id=packet.packet_id,
+                properties=(*packet.properties, alias),
+            )
         if link.maximum_packet_size is not None:
             size = len(encode(packet, version=V5, validate=False))
             if size > link.maximum_packet_size:
@@ -718,6 +867,11 @@ class Broker:
 
 
 _BROKER: Final = "broker"
+
+
+def behaviour_topic(client_id: str) -> str:
+    """Where a scenario's commands reach the client with this ClientId (behaviour topics)."""
+    return f"mqttaudit/behaviour/{client_id}"
 
 
 def _challenge() -> tuple[Property, ...]:

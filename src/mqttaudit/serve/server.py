@@ -27,8 +27,10 @@ from ..judge.rules import ANSWERED_BY_CONNACK
 from ..judge.sender_violations import frame_finding
 from ..judge.violations import in_text_frame
 from ..probe.connection import client_frames
-from ..probe.runner import events_to_dicts
-from .broker import CLOSE, V3, V5, Broker, Limits, Link
+from ..probe.runner import events_to_dicts, owed
+from .broker import V3, V5, Broker, Limits, Link
+from .resumption import ClientFlows, Owed
+from .scenarios import Scenario
 from .websocket import ServerWebSocket
 
 CLIENT: Final = Direction.FROM_CLIENT
@@ -75,16 +77,28 @@ class ServedClient:
     crash: str | None = None
     #: The client's malformed packets: the codec's violations of its own frames (the judge judges the reaction).
     malformed: list[Finding] = field(default_factory=list)
+    #: What the client did on this connection about the flows its previous one left open (:mod:`.resumption`).
+    resumed: list[Finding] = field(default_factory=list)
+    #: The scenario that served it, and the server statements the scenario breaks on purpose.
+    scenario: str = ""
+    provoked: frozenset[str] = frozenset()
 
     @property
     def client_findings(self) -> list[Finding]:
         judged = [] if self.judgement is None else [f for f in self.judgement.findings if f.side is CLIENT]
-        return sorted([*self.malformed, *judged], key=lambda f: (f.event, f.rule))
+        return one_per_act(sorted([*self.malformed, *self.resumed, *judged], key=lambda f: (f.event, f.rule)))
 
     @property
     def server_findings(self) -> list[Finding]:
-        """Findings against this broker: defects of mqttaudit serve."""
-        return [] if self.judgement is None else [f for f in self.judgement.findings if f.side is SERVER]
+        """Findings against this broker that a scenario did not provoke: defects of mqttaudit serve."""
+        judged = [] if self.judgement is None else self.judgement.findings
+        return [f for f in judged if f.side is SERVER and f.rule not in self.provoked]
+
+    @property
+    def provoked_findings(self) -> list[Finding]:
+        """The broker's deliberate breaches of a hostile scenario, as the judge saw them: the stimulus."""
+        judged = [] if self.judgement is None else self.judgement.findings
+        return [f for f in judged if f.side is SERVER and f.rule in self.provoked]
 
 
 @dataclass
@@ -118,6 +132,10 @@ class _Connection:
         self.encoder_view = StreamDecoder(SERVER, peer=self.decoder, max_packet_size=2**28 + 5)
         self.judge = ConversationJudge(server.judge_config, conversation=name)
         self.count = 0
+        self.flows: ClientFlows | None = None
+        scenario = server.broker.scenario
+        if scenario is not None:
+            self.served.scenario, self.served.provoked = scenario.name, frozenset(map(str, scenario.provoked))
         self.begun: int | None = None  # a packet recorded while still arriving (its first byte broke a rule)
         self.ended = False
         self.closing = False
@@ -126,6 +144,8 @@ class _Connection:
         if self.ended:
             return
         index, self.count = self.count, self.count + 1
+        if isinstance(event, Sent) and event.frame.packet is not None:
+            self._follow(index, event.time, event.sender, event.frame.packet)
         if isinstance(event, Sent) and event.sender is CLIENT:
             v5 = self.decoder.version is ProtocolVersion.V5
             found = frame_finding(
@@ -140,6 +160,20 @@ class _Connection:
             self.served.events_omitted += 1
         for finding in self.judge.feed(event):
             self.server.report(self.served, finding)
+
+    def _follow(self, index: int, time: float, sender: Direction, packet: Packet) -> None:
+        """Feeds the client's flows across connections (created at its CONNECT)."""
+        if self.flows is None and sender is CLIENT and isinstance(packet, Connect):
+            client_id = packet.client_id
+            leftovers = self.server.leftovers
+            self.flows = ClientFlows(
+                self.served.name,
+                packet.protocol_level == V5,
+                (lambda: leftovers.pop(client_id, [])) if client_id else list,
+                self.server.judge_config.answer_timeout,
+            )
+        if self.flows is not None:
+            self.flows.on(index, time, sender, packet)
 
     async def run(self) -> None:
         try:
@@ -185,7 +219,7 @@ class _Connection:
             if _malformed(frame):
                 broker.malformed(self.link, now, too_large=frame.packet is None and _oversized(frame))
             elif frame.packet is not None:
-                if self.link.v5 and frame.length > broker.limits.maximum_packet_size:
+                if self.link.packet_limit is not None and frame.length > self.link.packet_limit:
                     broker.malformed(self.link, now, too_large=True)  # [MQTT-3.2.2-15] the client's duty
                 else:
                     if isinstance(frame.packet, Connect):
@@ -194,14 +228,12 @@ class _Connection:
                     broker.receive(self.link, frame.packet, now)
             self.server.flush()
 
-    def transmit(self, items: Iterable[Packet | str]) -> None:
+    def transmit(self, items: Iterable[Packet | bytes | str]) -> None:
         for item in items:
-            if item == CLOSE:
+            if isinstance(item, str):  # CLOSE
                 self.close_by_server()
                 return
-            assert not isinstance(item, str)
-            version = V5 if self.link.v5 else V3
-            data = encode(item, version=version, validate=False)
+            data = item if isinstance(item, bytes) else encode(item, version=V5 if self.link.v5 else V3, validate=False)
             now = self.server.now()
             for frame in self.encoder_view.feed(data):
                 self.record(Sent(now, SERVER, frame))
@@ -228,6 +260,11 @@ class _Connection:
         self.server.broker.lost(self.link, now)
         self.record(closed if closed is not None else Quiet(now))
         self.ended = True
+        if self.flows is not None:
+            left = self.flows.finish(now)
+            self.served.resumed = self.flows.findings
+            if self.served.client_id and self.flows.connack is not None:
+                self.server.leftovers[self.served.client_id] = left
         self.served.closed = now
         self.served.ending = ending
         self.served.judgement = self.judge.finish()
@@ -248,12 +285,15 @@ class ServeServer:
         tls: ssl.SSLContext | None = None,
         websocket: bool = False,
         listeners: Sequence[Listener] = (),
+        scenario: Scenario | None = None,
         on_finding: Callable[[ServedClient, Finding], None] | None = None,
         on_client: Callable[[ServedClient], None] | None = None,
     ) -> None:
         self.listeners = [Listener(host, port, tls, websocket), *listeners]
         self.levels = tuple(sorted(set(levels)))
-        self.broker = Broker(limits, self.levels)
+        self.broker = Broker(limits, self.levels, scenario)
+        #: ClientId -> the flows its last connection left open (:mod:`.resumption`).
+        self.leftovers: dict[str, list[Owed]] = {}
         self.judge_config = JudgeConfig(supported_protocol_levels=frozenset(self.levels))
         self.numbers = itertools.count(1)
         self._origin = time.monotonic()
@@ -368,6 +408,25 @@ class ServeServer:
         self.run.clients.append(connection.served)
         if self._on_client is not None:
             self._on_client(connection.served)
+
+
+def one_per_act(findings: Iterable[Finding]) -> list[Finding]:
+    """One act is one finding: the findings after the first of an act (a packet of the connection; an answer or
+    close owed is no act) join it as the statements it also breaks."""
+    out: list[Finding] = []
+    first_of: dict[tuple[str, int], int] = {}
+    for finding in findings:
+        key = None if owed(finding) else (finding.conversation, finding.event)
+        at = None if key is None else first_of.get(key)
+        if at is None:
+            if key is not None:
+                first_of[key] = len(out)
+            out.append(finding)
+            continue
+        lead = out[at]
+        more = tuple(rule for rule in finding.rules if rule not in lead.rules)
+        out[at] = replace(lead, also=(*lead.also, *more))
+    return out
 
 
 def _address(peername: object) -> str:
