@@ -17,6 +17,7 @@ from mqttaudit.report.evidence import printable
 from mqttaudit.report.output_dir import OutputDirError, staged_output
 from mqttaudit.report.serve_reports import SERVE_REPORTS, write_serve_reports
 from mqttaudit.serve import Limits, ServedClient, ServeRun, ServeServer
+from mqttaudit.serve.scenarios import SCENARIOS, Scenario
 from mqttaudit.serve.server import Listener
 from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_INTERNAL, EXIT_OK
 
@@ -79,6 +80,14 @@ def parse_listen(text: str) -> tuple[str, int]:
     show_default=True,
     help="The largest packet a 5.0 client may send (advertised in CONNACK).",
 )
+@click.option(
+    "--scenario",
+    metavar="NAME",
+    help="Put every client in this situation (see --list-scenarios): small limits, held acknowledgements, a dropped "
+    "connection, a server DISCONNECT...",
+)
+@click.option("--hostile", metavar="NAME", help="A hostile scenario: --hostile NAME is --scenario hostile/NAME.")
+@click.option("--list-scenarios", is_flag=True, help="List the scenarios with the client statements each provokes.")
 @click.option("--clients", type=click.IntRange(1), help="Stop after this many client connections have ended.")
 @click.option("--duration", type=click.FloatRange(0, min_open=True), help="Stop after this many seconds.")
 @output_options("serve-report", "Folder for findings.json and findings.md")
@@ -93,6 +102,9 @@ def serve_command(
     receive_maximum: int,
     topic_alias_maximum: int,
     maximum_packet_size: int,
+    scenario: str | None,
+    hostile: str | None,
+    list_scenarios: bool,
     clients: int | None,
     duration: float | None,
     out_dir: Path,
@@ -103,6 +115,18 @@ def serve_command(
 
     It advertises small limits (Receive Maximum 2, Topic Alias Maximum 2, Maximum Packet Size 256) so that a 5.0
     client must honour them. Ctrl-C stops it and writes the reports."""
+    if list_scenarios:
+        for line in scenario_lines():
+            click.echo(line)
+        return EXIT_OK
+    if scenario and hostile:
+        raise click.UsageError("--scenario and --hostile choose one scenario: give one of them")
+    chosen = None
+    if scenario or hostile:
+        name = scenario or f"hostile/{hostile}"
+        if name not in SCENARIOS:
+            raise click.BadParameter(f"no scenario {name!r} (--list-scenarios lists them)", param_hint="--scenario")
+        chosen = SCENARIOS[name]
     host, port = parse_listen(listen)
     context = None
     if (tls_cert is None) != (tls_key is None):
@@ -131,7 +155,7 @@ def serve_command(
     )
     try:
         with staged_output(out_dir, force=force, writes=SERVE_REPORTS) as staging:
-            run = asyncio.run(_serve(host, port, _LEVELS[protocol], limits, listeners, clients, duration))
+            run = asyncio.run(_serve(host, port, _LEVELS[protocol], limits, listeners, chosen, clients, duration))
             write_serve_reports(run, staging)
     except OutputDirError as exc:
         raise CannotRun(str(exc)) from None
@@ -152,6 +176,7 @@ async def _serve(
     levels: tuple[int, ...],
     limits: Limits,
     listeners: list[Listener],
+    scenario: Scenario | None,
     clients: int | None,
     duration: float | None,
 ) -> ServeRun:
@@ -167,11 +192,20 @@ async def _serve(
             stop.set()
 
     def on_finding(client: ServedClient, finding: Finding) -> None:
+        if finding.side.value == "server" and finding.rule in client.provoked:
+            return  # the hostile scenario's own stimulus
         who = "client" if finding.side.value == "client" else "BROKER (a defect of mqttaudit serve)"
         _say(f"  {client.name}: {finding.rule} broken by the {who}: {finding.detail}")
 
     server = ServeServer(
-        host, port, levels=levels, limits=limits, listeners=listeners, on_finding=on_finding, on_client=on_client
+        host,
+        port,
+        levels=levels,
+        limits=limits,
+        listeners=listeners,
+        scenario=scenario,
+        on_finding=on_finding,
+        on_client=on_client,
     )
     await server.start()
     _say(f"mqttaudit serve: listening on {' '.join(server.urls)} (Ctrl-C stops and writes the reports)")
@@ -187,6 +221,20 @@ async def _serve(
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(number)
     return await server.stop()
+
+
+def scenario_lines() -> list[str]:
+    """``--list-scenarios``: each scenario, what it does, and the statements it provokes (and, hostile, breaks)."""
+    lines = []
+    for scenario in SCENARIOS.values():
+        versions = "MQTT 5.0 clients" if scenario.version == "5.0" else "every client"
+        lines.append(f"{scenario.name}  ({versions})")
+        lines.append(f"    {scenario.summary}")
+        cited = ", ".join(f"{s} ({s.version})" for s in scenario.statements)
+        lines.append(f"    client statements: {cited}")
+        if scenario.provoked:
+            lines.append(f"    breaks on purpose: {', '.join(f'{s} ({s.version})' for s in scenario.provoked)}")
+    return lines
 
 
 def _say(line: str) -> None:

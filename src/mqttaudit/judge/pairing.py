@@ -1137,8 +1137,9 @@ class Pairing:
                 stray.expected,
                 also=also,
             )
-        if packet_type is PacketType.PUBREL and self._v5:
-            # [MQTT-4.3.3-11] Every PUBREL gets its PUBCOMP, here "Packet Identifier not found" or Success.
+        if packet_type is PacketType.PUBREL:
+            # Every PUBREL gets its PUBCOMP: [MQTT-4.3.3-11], here "Packet Identifier not found" or Success; 3.1.1's
+            # receiver "MUST respond to a PUBREL packet by sending a PUBCOMP packet" [MQTT-4.3.3-2] whatever it holds.
             self._await_pubcomp(seen, packet_id, "pubcomp-unknown")
         if packet_type is PacketType.PUBREC and self._v5:
             self._unknown_pubrecs[owner][packet_id] = seen

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from ..judge import Finding
 from ..serve.coverage import NOT_EXERCISED, VERSIONS, Coverage, coverage
+from ..serve.scenarios import SCENARIOS
 from ..serve.server import ServedClient, ServeRun
 from ..spec import load_catalogue
 from .evidence import printable, transcript
@@ -46,6 +47,7 @@ def serve_run_to_json(run: ServeRun) -> dict[str, Any]:
         "started": run.started,
         "duration": round(run.duration, 3),
         "protocol_levels": list(run.levels),
+        "scenario": run.scenario,
         "limits": {
             "receive_maximum": limits.receive_maximum,
             "topic_alias_maximum": limits.topic_alias_maximum,
@@ -78,6 +80,7 @@ def _client_json(client: ServedClient) -> dict[str, Any]:
         "internal_error": client.crash,
         "findings": [_finding_json(f, catalogue) for f in client.client_findings],
         "server_findings": [_finding_json(f, catalogue) for f in client.server_findings],
+        "provoked": [_finding_json(f, catalogue) for f in client.provoked_findings],
         "lenient": [] if judgement is None else [leniency_json(row, catalogue) for row in judgement.lenient],
         "not_assessable": {} if judgement is None else dict(sorted(judgement.not_assessable.items())),
         "events": client.events,
@@ -122,6 +125,12 @@ def serve_run_to_markdown(run: ServeRun) -> str:
         f"{len(run.clients)} client connection(s), {findings} client finding(s).",
         "",
     ]
+    if run.scenario:
+        scenario = SCENARIOS[run.scenario]
+        lines += [f"Scenario `{scenario.name}`: {scenario.summary}.", ""]
+        if scenario.provoked:
+            breaks = ", ".join(map(str, scenario.provoked))
+            lines += [f"It breaks {breaks} on purpose: those findings against the broker are its stimulus.", ""]
     if defects:
         lines += [
             f"**{defects} finding(s) against the broker itself: defects of mqttaudit serve, not of the clients.**",

@@ -222,43 +222,46 @@ SCENARIOS: Final[dict[str, Scenario]] = {
         # Hostile: what a conforming server never does.
         Scenario(
             "hostile/server-topic-alias",
-            "every delivery carries Topic Alias 1, which the client never allowed (Topic Alias Maximum absent or 0): "
-            "the client must close the connection",
-            (R5.MQTT_3_3_2_10, R5.MQTT_4_13_1_1),
+            "every delivery carries a Topic Alias above the Topic Alias Maximum the client declared: a Protocol Error "
+            "the client SHOULD close on (4.13.1; not closing is leniency), and must not crash on",
+            (),
             V5_ONLY,
             server_alias=True,
-            provoked=(R5.MQTT_3_3_2_11,),
+            provoked=(R5.MQTT_3_3_2_11, R5.MQTT_3_1_2_26, R5.MQTT_3_1_2_27),
+            commands=("publish 1 0 mqttaudit/hostile",),  # the command itself comes with the alias
         ),
         Scenario(
             "hostile/session-present-on-clean-start",
-            "CONNACK Session Present 1 on a clean start: a client without session state must close",
+            "CONNACK Session Present 1 on every connection, a clean start's included: a client without session "
+            "state must close",
             (R5.MQTT_3_2_2_4,),
             V5_ONLY,
             lie_session_present=True,
-            provoked=(R5.MQTT_3_2_2_2,),
+            provoked=(R5.MQTT_3_2_2_2, R5.MQTT_3_2_2_3),
         ),
         Scenario(
             "hostile/connack-properties-overrun",
-            "a CONNACK whose Property Length runs past the packet (20 05 00 00 10 21 00): the client must close",
-            (R5.MQTT_4_13_1_1,),
+            "a CONNACK whose Property Length runs past the packet (20 05 00 00 10 21 00 02): a Malformed Packet the "
+            "client SHOULD close on (4.13.1; not closing is leniency), and must not crash on",
+            (),
             V5_ONLY,
             raw=bytes.fromhex("2005000010210002"),
             instead_of_connack=True,
-            provoked=(R5.MQTT_2_1_4_OVERRUN,),
+            provoked=(R5.MQTT_2_2_2_PROPERTY_LENGTH,),
         ),
         Scenario(
             "hostile/connack-reserved-flags",
-            "a CONNACK with fixed-header flags 0010 (22 02 00 00): the client must close",
-            (R311.MQTT_4_8_0_1, R5.MQTT_4_13_1_1),
+            "a CONNACK with fixed-header flags 0010 (22 02 00 00): a 3.1.1 client must close; a 5.0 client SHOULD",
+            (R311.MQTT_2_2_2_2,),
             raw=bytes.fromhex("22020000"),
             instead_of_connack=True,
-            provoked=(R311.MQTT_2_2_2_2, R5.MQTT_2_1_3_1),
+            provoked=(R311.MQTT_2_2_2_1, R5.MQTT_2_1_3_1),
         ),
         Scenario(
             "hostile/five-byte-remaining-length",
-            "after CONNACK, a PUBLISH whose Remaining Length takes five bytes (30 ff ff ff ff 01): the client must "
-            "close",
-            (R311.MQTT_4_8_0_1, R5.MQTT_4_13_1_1),
+            "after CONNACK, a PUBLISH whose Remaining Length takes five bytes (30 ff ff ff ff 01): a 3.1.1 client "
+            "must close; a 5.0 client SHOULD",
+            (R311.MQTT_4_8_0_1,),
             raw=bytes.fromhex("30ffffffff01"),
             provoked=(R311.MQTT_2_2_3_FOUR_BYTES, R5.MQTT_1_5_5_FOUR_BYTES),
         ),
@@ -268,6 +271,7 @@ SCENARIOS: Final[dict[str, Scenario]] = {
             "answer PUBCOMP (0x92 in 5.0) or close, and must not crash",
             (R311.MQTT_4_3_3_1, R5.MQTT_4_3_3_11),
             raw=bytes.fromhex("62021234"),
+            provoked=(R311.MQTT_2_3_1_6, R5.MQTT_2_2_1_5),
         ),
     ]
 }

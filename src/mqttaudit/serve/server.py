@@ -77,6 +77,8 @@ class ServedClient:
     crash: str | None = None
     #: The client's malformed packets: the codec's violations of its own frames (the judge judges the reaction).
     malformed: list[Finding] = field(default_factory=list)
+    #: The broker's own malformed packets (a hostile scenario's; otherwise defects of serve).
+    sent_malformed: list[Finding] = field(default_factory=list)
     #: What the client did on this connection about the flows its previous one left open (:mod:`.resumption`).
     resumed: list[Finding] = field(default_factory=list)
     #: The scenario that served it, and the server statements the scenario breaks on purpose.
@@ -92,13 +94,13 @@ class ServedClient:
     def server_findings(self) -> list[Finding]:
         """Findings against this broker that a scenario did not provoke: defects of mqttaudit serve."""
         judged = [] if self.judgement is None else self.judgement.findings
-        return [f for f in judged if f.side is SERVER and f.rule not in self.provoked]
+        return [f for f in (*self.sent_malformed, *judged) if f.side is SERVER and f.rule not in self.provoked]
 
     @property
     def provoked_findings(self) -> list[Finding]:
         """The broker's deliberate breaches of a hostile scenario, as the judge saw them: the stimulus."""
         judged = [] if self.judgement is None else self.judgement.findings
-        return [f for f in judged if f.side is SERVER and f.rule in self.provoked]
+        return [f for f in (*self.sent_malformed, *judged) if f.side is SERVER and f.rule in self.provoked]
 
 
 @dataclass
@@ -111,6 +113,8 @@ class ServeRun:
     limits: Limits
     clients: list[ServedClient] = field(default_factory=list)
     duration: float = 0.0
+    #: The scenario's name, "" when none.
+    scenario: str = ""
 
 
 class _Connection:
@@ -146,13 +150,15 @@ class _Connection:
         index, self.count = self.count, self.count + 1
         if isinstance(event, Sent) and event.frame.packet is not None:
             self._follow(index, event.time, event.sender, event.frame.packet)
-        if isinstance(event, Sent) and event.sender is CLIENT:
+        # The broker's refusals of a version it does not speak are in another version's form: not held to this one.
+        if isinstance(event, Sent) and (event.sender is CLIENT or self.link.connected):
             v5 = self.decoder.version is ProtocolVersion.V5
             found = frame_finding(
-                event.frame, CLIENT, v5=v5, time=event.time, event=index, conversation=self.served.name
+                event.frame, event.sender, v5=v5, time=event.time, event=index, conversation=self.served.name
             )
             if found is not None:
-                self.served.malformed.append(found)
+                mine = event.sender is SERVER
+                (self.served.sent_malformed if mine else self.served.malformed).append(found)
                 self.server.report(self.served, found)
         if len(self.served.events) < EVIDENCE_EVENTS:
             self.served.events.extend(events_to_dicts([event]))
@@ -305,6 +311,7 @@ class ServeServer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._on_finding, self._on_client = on_finding, on_client
         self.run = ServeRun(
+            scenario="" if scenario is None else scenario.name,
             listen="",
             started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             levels=self.levels,
