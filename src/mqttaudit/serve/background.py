@@ -64,6 +64,16 @@ class BackgroundServe:
         """How many client connections have ended and been judged so far."""
         return len(self._server.run.clients)
 
+    def wait_for_open_connections_to_end(self, timeout: float) -> bool:
+        """Waits until every connection has ended (the clients closed them); False when ``timeout`` passed first
+        (:meth:`stop` then closes the rest)."""
+        deadline = time.monotonic() + timeout
+        while self._server.open_connections:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
     def wait_for_clients(self, count: int, timeout: float = 10.0) -> bool:
         """Waits until ``count`` client connections have ended and been judged; False when ``timeout`` passed
         first."""

@@ -322,6 +322,11 @@ class ServeServer:
         return time.monotonic() - self._origin
 
     @property
+    def open_connections(self) -> int:
+        """Client connections not ended yet."""
+        return len(self._connections)
+
+    @property
     def host(self) -> str:
         return self.listeners[0].host
 
