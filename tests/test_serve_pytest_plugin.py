@@ -9,7 +9,7 @@ import pytest
 pytest_plugins = ["pytester"]
 
 PLUGIN = ("-p", "mqttaudit.serve.pytest_plugin")
-TESTS = '''
+TESTS = """
 import socket
 
 import paho.mqtt.client as mqtt
@@ -44,7 +44,7 @@ def test_a_scenario_chosen_by_marker(mqttaudit_serve):
         for packet_id in (1, 2):
             raw.sendall(codec.encode(codec.Publish(topic="t", qos=1, packet_id=packet_id), version=5))
         raw.recv(64)
-'''
+"""
 
 
 def test_the_fixture_fails_a_test_whose_client_broke_a_statement(pytester: pytest.Pytester) -> None:
