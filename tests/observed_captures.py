@@ -68,22 +68,30 @@ def subscribed_client(port: int, *args: str) -> subprocess.Popen[str]:
 
 
 class RawClient:
-    """An MQTT client on a plain socket: sends the packets it is given, encoded by the codec, and reads the
-    server's packets with a StreamDecoder."""
+    """An MQTT client on a plain socket: sends the packets it is given, encoded by the codec in ``version`` (without
+    validation: a test's client may break rules on purpose), and reads the server's packets with a StreamDecoder."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, version: int = 4) -> None:
         self.socket = socket.create_connection((HOST, port), timeout=5)
-        self._decoder = codec.StreamDecoder(codec.Direction.FROM_SERVER)
+        self.version = version
+        self._decoder = codec.StreamDecoder(codec.Direction.FROM_SERVER, version=version)
         self._received: list[codec.Packet] = []
         #: The client's own port: the connection's name in the capture.
         self.port: int = self.socket.getsockname()[1]
 
     def send(self, *packets: codec.Packet) -> None:
         """Sends the packets in one write (one TCP segment on loopback)."""
-        self.socket.sendall(b"".join(codec.encode(packet) for packet in packets))
+        self.socket.sendall(b"".join(codec.encode(p, version=self.version, validate=False) for p in packets))
 
     def receive(self, kind: type) -> codec.Packet:
         """Reads until the server sends a packet of type ``kind``; returns it."""
+        packet = self.expect(kind)
+        if packet is None:
+            raise AssertionError(f"the server closed before sending {kind.__name__}")
+        return packet
+
+    def expect(self, kind: type) -> codec.Packet | None:
+        """Reads until the server sends a packet of type ``kind`` (returned), or closes (None)."""
         while True:
             for index, packet in enumerate(self._received):
                 if isinstance(packet, kind):
@@ -91,7 +99,7 @@ class RawClient:
                     return packet
             data = self.socket.recv(65536)
             if not data:
-                raise AssertionError(f"the server closed before sending {kind.__name__}")
+                return None
             self._received += [frame.packet for frame in self._decoder.feed(data) if frame.packet is not None]
 
     def close(self) -> None:

@@ -16,7 +16,6 @@ from mqttaudit.serve.background import BackgroundServe
 from mqttaudit.serve.server import ServedClient
 
 from .observed_captures import RawClient, mosquitto_client
-from .test_serve_scenarios import Raw
 
 
 def _client_rules(client: ServedClient) -> set[str]:
@@ -33,7 +32,7 @@ def test_a_capture_of_clients_talking_to_serve_audits_with_the_findings_serve_re
         wildcard.socket.sendall(codec.encode(codec.Publish(topic="sensor/#", payload=b"21.5"), validate=False))
         assert wildcard.socket.recv(16) == b""
         wildcard.close()
-        alias = Raw(serve.port, 5)
+        alias = RawClient(serve.port, 5)
         alias.send(codec.Connect(protocol_level=5, client_id="alias"))
         assert alias.expect(codec.Connack) is not None
         alias.send(codec.Publish(topic="t", payload=b"x", properties=make(topic_alias=3)))  # the maximum is 2

@@ -10,7 +10,6 @@ the broker said it no longer has [MQTT-3.2.2-5].
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ from mqttaudit.serve.background import BackgroundServe
 from mqttaudit.serve.behaviour import parse_command
 from mqttaudit.serve.scenarios import SCENARIOS, scenario
 from mqttaudit.serve.server import ServedClient, ServeRun
+
+from .observed_captures import RawClient
 
 HARNESS = Path(__file__).parent / "clients" / "paho_behaviour.py"
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,36 +113,8 @@ def test_paho_mqtt_handles_server_disconnects_in_both_forms() -> None:
 # -- raw clients: each verdict shown able to fail ------------------------------------------------------------------
 
 
-class Raw:
-    """A client on a socket, sending what it is given in the version it speaks."""
-
-    def __init__(self, port: int, version: int = 5) -> None:
-        self.version = version
-        self.socket = socket.create_connection(("127.0.0.1", port), timeout=5)
-        self.decoder = codec.StreamDecoder(codec.Direction.FROM_SERVER, version=version)
-        self.got: list[codec.Packet] = []
-
-    def send(self, *packets: codec.Packet) -> None:
-        self.socket.sendall(b"".join(codec.encode(p, version=self.version, validate=False) for p in packets))
-
-    def expect(self, kind: type) -> codec.Packet | None:
-        """The next packet of ``kind`` from the server, None when it closed first."""
-        while True:
-            for index, packet in enumerate(self.got):
-                if isinstance(packet, kind):
-                    del self.got[: index + 1]
-                    return packet
-            data = self.socket.recv(65536)
-            if not data:
-                return None
-            self.got += [f.packet for f in self.decoder.feed(data) if f.packet is not None]
-
-    def close(self) -> None:
-        self.socket.close()
-
-
-def _connect(port: int, client_id: str, version: int = 5, **fields: object) -> Raw:
-    raw = Raw(port, version)
+def _connect(port: int, client_id: str, version: int = 5, **fields: object) -> RawClient:
+    raw = RawClient(port, version)
     properties = make(session_expiry_interval=300) if version == 5 else ()
     raw.send(codec.Connect(protocol_level=version, client_id=client_id, clean_session=False, properties=properties,
                            **fields))  # type: ignore[arg-type]  # fmt: skip
@@ -199,11 +172,11 @@ def test_a_client_that_honours_receive_maximum_1_is_not_faulted() -> None:
 
 def test_a_hostile_connack_with_reserved_flags_is_closed_on_by_a_strict_client_and_provokes_no_defect() -> None:
     with BackgroundServe(scenario=scenario("hostile/connack-reserved-flags")) as serve:
-        raw = Raw(serve.port, 4)
+        raw = RawClient(serve.port, 4)
         raw.send(codec.Connect(client_id="strict"))
         raw.socket.recv(16)
         raw.close()  # a strict client closes on the malformed CONNACK
-        lenient = Raw(serve.port, 4)
+        lenient = RawClient(serve.port, 4)
         lenient.send(codec.Connect(client_id="lenient"))
         lenient.socket.recv(16)
         lenient.send(codec.Pingreq())  # carries on as if the CONNACK were sound

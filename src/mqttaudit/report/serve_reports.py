@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..judge import Finding
+from ..probe.runner import finding_to_dict
 from ..serve.coverage import NOT_EXERCISED, VERSIONS, Coverage, coverage
 from ..serve.scenarios import SCENARIOS
 from ..serve.server import ServedClient, ServeRun
@@ -89,16 +90,8 @@ def _client_json(client: ServedClient) -> dict[str, Any]:
 
 
 def _finding_json(finding: Finding, catalogue: Any) -> dict[str, Any]:
-    return {
-        "statement": rule_json(finding.rule, catalogue),
-        "also": [str(rule) for rule in finding.also],
-        "side": finding.side.value,
-        "time": round(finding.time, 6),
-        "event": finding.event,
-        "cause": finding.cause,
-        "detail": finding.detail,
-        "expected": finding.expected,
-    }
+    """A finding as the probe's findings.json holds one, with its statement and the event that called for it."""
+    return {**finding_to_dict(finding), "cause": finding.cause, "statement": rule_json(finding.rule, catalogue)}
 
 
 def _coverage_json(c: Coverage) -> dict[str, Any]:

@@ -838,19 +838,11 @@ class Broker:
                 session.queue.appendleft(outgoing)
                 return
             outgoing.packet_id = packet_id
-        packet = publish_of(outgoing, now, link.v5)
         scenario = self._scenario_for(link)
+        extra: tuple[Property, ...] = ()
         if scenario is not None and scenario.server_alias:  # hostile: an alias beyond what the client allowed
-            alias = Property(TOPIC_ALIAS, link.client_alias_maximum + 1)
-            packet = Publish(
-                topic=packet.topic,
-                payload=packet.payload,
-                qos=packet.qos,
-                retain=packet.retain,
-                dup=packet.dup,
-                packet_id=packet.packet_id,
-                properties=(*packet.properties, alias),
-            )
+            extra = (Property(TOPIC_ALIAS, link.client_alias_maximum + 1),)
+        packet = publish_of(outgoing, now, link.v5, extra)
         if link.maximum_packet_size is not None:
             size = len(encode(packet, version=V5, validate=False))
             if size > link.maximum_packet_size:

@@ -100,24 +100,18 @@ def _disconnects() -> list[Scenario]:
 SCENARIOS: Final[dict[str, Scenario]] = {
     s.name: s
     for s in [
-        Scenario(
-            "receive-maximum-1",
-            "CONNACK Receive Maximum 1, and the broker holds each PUBACK and PUBREC for 1 s: a client must not have "
-            "a second QoS 1 or 2 PUBLISH unacknowledged",
-            (R5.MQTT_3_3_4_7, R5.MQTT_3_3_4_8),
-            V5_ONLY,
-            receive_maximum=1,
-            hold_acks=1.0,
-            commands=_FLOOD,
-        ),
-        Scenario(
-            "receive-maximum-2",
-            "CONNACK Receive Maximum 2, and the broker holds each PUBACK and PUBREC for 1 s",
-            (R5.MQTT_3_3_4_7, R5.MQTT_3_3_4_8),
-            V5_ONLY,
-            receive_maximum=2,
-            hold_acks=1.0,
-            commands=_FLOOD,
+        *(
+            Scenario(
+                f"receive-maximum-{maximum}",
+                f"CONNACK Receive Maximum {maximum}, and the broker holds each PUBACK and PUBREC for 1 s: a client "
+                f"must not have more than {maximum} QoS 1 and 2 PUBLISHes unacknowledged",
+                (R5.MQTT_3_3_4_7, R5.MQTT_3_3_4_8),
+                V5_ONLY,
+                receive_maximum=maximum,
+                hold_acks=1.0,
+                commands=_FLOOD,
+            )
+            for maximum in (1, 2)
         ),
         Scenario(
             "topic-alias-maximum-0",

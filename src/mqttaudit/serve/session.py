@@ -111,19 +111,19 @@ class Session:
         return True
 
 
-def publish_of(outgoing: Outgoing, now: float, v5: bool) -> Publish:
+def publish_of(outgoing: Outgoing, now: float, v5: bool, extra: tuple[Property, ...] = ()) -> Publish:
     """The PUBLISH that carries ``outgoing``: DUP on a re-send of QoS 1 or 2 [MQTT-3.3.1-1], never on QoS 0
     [MQTT-3.3.1-2]; in 5.0 the forwarded properties, the remaining Message Expiry Interval [MQTT-3.3.2-6] and the
-    Subscription Identifiers of the matching subscriptions [MQTT-3.3.4-3]."""
+    Subscription Identifiers of the matching subscriptions [MQTT-3.3.4-3]; then ``extra``."""
     message = outgoing.message
     properties: tuple[Property, ...] = ()
     if v5:
-        extra: list[Property] = []
+        more: list[Property] = []
         left = message.remaining(now)
         if left is not None:
-            extra.append(Property(MESSAGE_EXPIRY_INTERVAL, max(left, 1)))
-        extra += [Property(SUBSCRIPTION_IDENTIFIER, identifier) for identifier in outgoing.subscription_ids]
-        properties = message.properties + tuple(extra)
+            more.append(Property(MESSAGE_EXPIRY_INTERVAL, max(left, 1)))
+        more += [Property(SUBSCRIPTION_IDENTIFIER, identifier) for identifier in outgoing.subscription_ids]
+        properties = (*message.properties, *more, *extra)
     return Publish(
         topic=message.topic,
         payload=message.payload,
