@@ -11,7 +11,6 @@ Then the cases the default (small) limits leave not applicable run against a ser
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ import pytest
 import trustme
 
 from mqttaudit.serve.broker import AUTH_CLIENT_FIRST, AUTH_METHOD, AUTH_RESPONSE
+
+from .serve_process import Served, ServeProcess
 
 TRANSPORTS = ("mqtt", "mqtts", "ws", "wss")
 #: How long the four runs may take together (about 65 s on two idle cores).
@@ -47,13 +48,6 @@ ALLOWED_NOT_APPLICABLE = (
 
 
 @dataclass
-class Served:
-    status: int
-    report: dict[str, Any]
-    said: str
-
-
-@dataclass
 class ProbeRuns:
     runs: dict[str, dict[str, Any]]
     statuses: dict[str, int]
@@ -69,37 +63,6 @@ def _profile(folder: Path) -> Path:
         f'[authentication]\nmethod = "{AUTH_METHOD}"\ndata = ["{AUTH_CLIENT_FIRST.hex()}", "{AUTH_RESPONSE.hex()}"]\n'
     )
     return path
-
-
-class ServeProcess:
-    """``mqttaudit serve`` in a process of its own, listening on free ports; :meth:`stop` sends SIGINT (how a user
-    stops it) and returns its exit status, its report and what it said."""
-
-    def __init__(self, folder: Path, *options: str) -> None:
-        self.folder = folder
-        self.log = folder / "serve.log"
-        command = [sys.executable, "-m", "mqttaudit", "serve", "--listen", "127.0.0.1:0", "--out", str(folder / "out")]
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen([*command, *options], stdout=log, stderr=subprocess.STDOUT)
-        self.urls = self._wait_listening()
-
-    def _wait_listening(self, timeout: float = 30.0) -> list[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in self.log.read_text(errors="replace").splitlines():
-                if "listening on " in line:
-                    return line.split("listening on ", 1)[1].split(" (", 1)[0].split()
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.05)
-        self.process.kill()
-        raise AssertionError(f"mqttaudit serve did not start: {self.log.read_text(errors='replace')}")
-
-    def stop(self) -> Served:
-        self.process.send_signal(signal.SIGINT)
-        status = self.process.wait(timeout=60)
-        report = json.loads((self.folder / "out" / "findings.json").read_text())
-        return Served(status, report, self.log.read_text(errors="replace"))
 
 
 def _probe(url: str, out: Path, profile: Path, ca: Path, *options: str) -> subprocess.Popen[bytes]:

@@ -8,6 +8,7 @@ import contextlib
 import signal
 import ssl
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -17,6 +18,7 @@ from mqttaudit.report.evidence import printable
 from mqttaudit.report.output_dir import OutputDirError, staged_output
 from mqttaudit.report.serve_reports import SERVE_REPORTS, write_serve_reports
 from mqttaudit.serve import Limits, ServedClient, ServeRun, ServeServer
+from mqttaudit.serve.profile import ServeProfileError, load_limits
 from mqttaudit.serve.scenarios import SCENARIOS, Scenario
 from mqttaudit.serve.server import Listener
 from mqttaudit.status import EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_INTERNAL, EXIT_OK
@@ -69,16 +71,18 @@ def parse_listen(text: str) -> tuple[str, int]:
     "--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="TLS: certificate chain."
 )
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="TLS: private key.")
-@click.option("--receive-maximum", type=click.IntRange(1, 65535), default=Limits.receive_maximum, show_default=True)
 @click.option(
-    "--topic-alias-maximum", type=click.IntRange(0, 65535), default=Limits.topic_alias_maximum, show_default=True
+    "--profile",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A TOML file of the limits the broker advertises (receive_maximum = 10, topic_alias_maximum = 0, "
+    "maximum_packet_size = 1024, server_keep_alive = 30, queued_messages = 100); the options below override it.",
 )
+@click.option("--receive-maximum", type=click.IntRange(1, 65535), help=f"[default: {Limits.receive_maximum}]")
+@click.option("--topic-alias-maximum", type=click.IntRange(0, 65535), help=f"[default: {Limits.topic_alias_maximum}]")
 @click.option(
     "--maximum-packet-size",
     type=click.IntRange(5, 268_435_460),
-    default=Limits.maximum_packet_size,
-    show_default=True,
-    help="The largest packet a 5.0 client may send (advertised in CONNACK).",
+    help=f"The largest packet a 5.0 client may send (advertised in CONNACK).  [default: {Limits.maximum_packet_size}]",
 )
 @click.option(
     "--scenario",
@@ -99,9 +103,10 @@ def serve_command(
     wss_listen: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
-    receive_maximum: int,
-    topic_alias_maximum: int,
-    maximum_packet_size: int,
+    profile: Path | None,
+    receive_maximum: int | None,
+    topic_alias_maximum: int | None,
+    maximum_packet_size: int | None,
     scenario: str | None,
     hostile: str | None,
     list_scenarios: bool,
@@ -148,11 +153,16 @@ def serve_command(
         )
         if where
     ]
-    limits = Limits(
-        receive_maximum=receive_maximum,
-        topic_alias_maximum=topic_alias_maximum,
-        maximum_packet_size=maximum_packet_size,
-    )
+    try:
+        limits = load_limits(profile) if profile is not None else Limits()
+    except ServeProfileError as exc:
+        raise CannotRun(str(exc)) from None
+    given = {
+        "receive_maximum": receive_maximum,
+        "topic_alias_maximum": topic_alias_maximum,
+        "maximum_packet_size": maximum_packet_size,
+    }
+    limits = replace(limits, **{key: value for key, value in given.items() if value is not None})
     try:
         with staged_output(out_dir, force=force, writes=SERVE_REPORTS) as staging:
             run = asyncio.run(_serve(host, port, _LEVELS[protocol], limits, listeners, chosen, clients, duration))

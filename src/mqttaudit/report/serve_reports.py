@@ -82,6 +82,7 @@ def _client_json(client: ServedClient) -> dict[str, Any]:
         "findings": [_finding_json(f, catalogue) for f in client.client_findings],
         "server_findings": [_finding_json(f, catalogue) for f in client.server_findings],
         "provoked": [_finding_json(f, catalogue) for f in client.provoked_findings],
+        "reaction": client.reaction or None,
         "lenient": [] if judgement is None else [leniency_json(row, catalogue) for row in judgement.lenient],
         "not_assessable": {} if judgement is None else dict(sorted(judgement.not_assessable.items())),
         "events": client.events,
@@ -138,6 +139,20 @@ def serve_run_to_markdown(run: ServeRun) -> str:
             "assessable).",
             "",
         ]
+    for cov in coverages(run):
+        exercised = [row for row in cov.statements if row.verdict != NOT_EXERCISED]
+        if exercised:
+            lines += [
+                f"### Client statements exercised, MQTT {cov.version}",
+                "",
+                "| statement | verdict | |",
+                "| --- | --- | --- |",
+            ]
+            lines += [
+                f"| {row.statement} | {row.verdict} | {printable(row.reason or row.summary).replace('|', '/')} |"
+                for row in exercised
+            ]
+            lines.append("")
     for client in run.clients:
         lines += _client_section(client)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -97,6 +97,22 @@ class ServedClient:
         return [f for f in (*self.sent_malformed, *judged) if f.side is SERVER and f.rule not in self.provoked]
 
     @property
+    def reaction(self) -> str:
+        """What the client did after a hostile scenario's stimulus (its first provoked finding): "closed" (FIN),
+        "reset" (RST: a crash looks like this), "carried on" (sent packets after it and did not close), "hung"
+        (neither, until the connection ended otherwise); "" when nothing was provoked."""
+        provoked = self.provoked_findings
+        if not provoked:
+            return ""
+        stimulus = min(finding.event for finding in provoked)
+        after = self.events[stimulus + 1 :]
+        sent = any(event.get("from") == "client" for event in after)
+        for event in after:
+            if event.get("closed_by") == "client":
+                return "reset" if event.get("how") == "rst" else ("carried on, then closed" if sent else "closed")
+        return "carried on" if sent else "hung"
+
+    @property
     def provoked_findings(self) -> list[Finding]:
         """The broker's deliberate breaches of a hostile scenario, as the judge saw them: the stimulus."""
         judged = [] if self.judgement is None else self.judgement.findings

@@ -1,0 +1,162 @@
+"""``mqttaudit serve`` as a user runs it: a process listening on a free port, stopped by Ctrl-C (SIGINT), --clients
+or --duration, with its reports and exit status; its profile of limits; the enhanced authentication it offers; and
+what a client does after a hostile scenario's stimulus."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mqttaudit import codec
+from mqttaudit.codec.properties import make
+from mqttaudit.serve.background import BackgroundServe
+from mqttaudit.serve.broker import AUTH_CHALLENGE, AUTH_CLIENT_FIRST, AUTH_METHOD, AUTH_RESPONSE
+from mqttaudit.serve.scenarios import scenario
+
+from .observed_captures import RawClient
+from .serve_process import ServeProcess
+
+
+def _mqttaudit(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mqttaudit", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def test_serve_reports_a_wildcard_publisher_and_exits_1(tmp_path: Path) -> None:
+    serve = ServeProcess(tmp_path, "--clients", "2")
+    port = int(serve.urls[0].rsplit(":", 1)[1])
+    good = RawClient(port)
+    good.send(codec.Connect(client_id="good"))
+    good.receive(codec.Connack)
+    good.send(codec.Disconnect())
+    good.close()
+    bad = RawClient(port)
+    bad.send(codec.Connect(client_id="bad"))
+    bad.receive(codec.Connack)
+    bad.send(codec.Publish(topic="sensor/#", payload=b"1"))
+    bad.close()
+    status = serve.process.wait(timeout=30)  # --clients 2: it stops by itself
+    assert status == 1
+    report = json.loads((tmp_path / "out" / "findings.json").read_text())
+    assert report["summary"]["clients"] == 2 and report["summary"]["client_findings"] == 1
+    (finding,) = next(c for c in report["clients"] if c["client_id"] == "bad")["findings"]
+    assert finding["statement"]["id"] == "MQTT-3.3.2-2" and finding["side"] == "client"
+    markdown = (tmp_path / "out" / "findings.md").read_text()
+    assert "MQTT-3.3.2-2" in markdown and "30 0b 00 08 73 65 6e 73 6f 72 2f 23" in markdown
+    assert "Statement coverage, MQTT 3.1.1:" in markdown
+
+
+def test_serve_stopped_before_any_client_is_incomplete(tmp_path: Path) -> None:
+    done = _mqttaudit("serve", "--listen", "127.0.0.1:0", "--duration", "0.5", "--out", str(tmp_path / "out"))
+    assert done.returncode == 4, done.stderr
+    assert json.loads((tmp_path / "out" / "findings.json").read_text())["summary"]["clients"] == 0
+
+
+def test_serve_refuses_what_it_cannot_do(tmp_path: Path) -> None:
+    cases = [
+        (["--listen", "nowhere"], "expected HOST:PORT"),
+        (["--scenario", "no-such"], "no scenario 'no-such'"),
+        (["--tls-listen", "127.0.0.1:0"], "need --tls-cert and --tls-key"),
+        (["--scenario", "receive-maximum-1", "--hostile", "unsolicited-pubrel"], "choose one scenario"),
+    ]
+    for args, said in cases:
+        done = _mqttaudit("serve", *args, "--out", str(tmp_path / "never"))
+        assert done.returncode == 2, (args, done.stderr)
+        assert said in done.stderr, (args, done.stderr)
+    profile = tmp_path / "bad.toml"
+    profile.write_text("receive_maximum = 0\n")
+    done = _mqttaudit("serve", "--profile", str(profile), "--out", str(tmp_path / "never"))
+    assert done.returncode == 2 and "receive_maximum must be an integer from 1 to 65535, not 0" in done.stderr
+    profile.write_text("receive_maximun = 3\n")
+    done = _mqttaudit("serve", "--profile", str(profile), "--out", str(tmp_path / "never"))
+    assert done.returncode == 2 and "unknown key 'receive_maximun'" in done.stderr
+    assert not (tmp_path / "never").exists()
+    listing = _mqttaudit("serve", "--list-scenarios")
+    assert listing.returncode == 0 and "reconnect-mid-qos1" in listing.stdout and "MQTT-4.4.0-1" in listing.stdout
+
+
+def test_a_profile_sets_the_limits_connack_declares_and_options_override_it(tmp_path: Path) -> None:
+    profile = tmp_path / "limits.toml"
+    profile.write_text("receive_maximum = 10\ntopic_alias_maximum = 0\nmaximum_packet_size = 1024\n")
+    serve = ServeProcess(tmp_path, "--profile", str(profile), "--receive-maximum", "7")
+    port = int(serve.urls[0].rsplit(":", 1)[1])
+    client = RawClient(port, 5)
+    client.send(codec.Connect(protocol_level=5, client_id="limits"))
+    connack = client.receive(codec.Connack)
+    client.send(codec.Disconnect())
+    client.close()
+    served = serve.stop()
+    assert isinstance(connack, codec.Connack)
+    assert connack.properties == make(receive_maximum=7, maximum_packet_size=1024)  # no Topic Alias Maximum: 0
+    assert served.status == 0
+
+
+def test_the_challenge_authentication_and_a_client_that_sends_auth_without_a_method() -> None:
+    with BackgroundServe() as serve:
+        client = RawClient(serve.port, 5)
+        client.send(
+            codec.Connect(
+                protocol_level=5,
+                client_id="authenticated",
+                properties=make(authentication_method=AUTH_METHOD, authentication_data=AUTH_CLIENT_FIRST),
+            )
+        )
+        challenge = client.receive(codec.Auth)
+        assert challenge == codec.Auth(
+            reason_code=0x18, properties=make(authentication_method=AUTH_METHOD, authentication_data=AUTH_CHALLENGE)
+        )
+        answer = make(authentication_method=AUTH_METHOD, authentication_data=AUTH_RESPONSE)
+        client.send(codec.Auth(reason_code=0x18, properties=answer))
+        connack = client.receive(codec.Connack)
+        assert connack == codec.Connack(properties=(*connack.properties[:-1], *make(authentication_method=AUTH_METHOD)))
+        client.send(
+            codec.Auth(
+                reason_code=0x19,
+                properties=make(authentication_method=AUTH_METHOD, authentication_data=AUTH_CLIENT_FIRST),
+            )
+        )
+        client.receive(codec.Auth)
+        client.send(codec.Auth(reason_code=0x18, properties=answer))
+        assert client.receive(codec.Auth) == codec.Auth(
+            reason_code=0x00, properties=make(authentication_method=AUTH_METHOD)
+        )
+        client.send(codec.Disconnect())
+        client.close()
+        rogue = RawClient(serve.port, 5)
+        rogue.send(codec.Connect(protocol_level=5, client_id="rogue"))
+        rogue.receive(codec.Connack)
+        rogue.send(codec.Auth(reason_code=0x19, properties=make(authentication_method=AUTH_METHOD)))
+        assert rogue.receive(codec.Disconnect) == codec.Disconnect(reason_code=0x82)
+        rogue.close()
+        assert serve.wait_for_clients(2)
+    run = serve.stop()
+    by_id = {client.client_id: client for client in run.clients}
+    assert by_id["authenticated"].client_findings == []
+    assert "MQTT-4.12.0-3" in by_id["authenticated"].judgement.client_assessed  # type: ignore[union-attr]
+    assert "MQTT-4.12.0-7" in {rule for f in by_id["rogue"].client_findings for rule in f.rules}
+    assert all(client.server_findings == [] for client in run.clients)
+
+
+def test_what_a_client_does_after_a_hostile_stimulus_is_named() -> None:
+    with BackgroundServe(scenario=scenario("hostile/five-byte-remaining-length")) as serve:
+        closes = RawClient(serve.port)
+        closes.send(codec.Connect(client_id="closes"))
+        closes.receive(codec.Connack)
+        time.sleep(0.1)
+        closes.close()
+        carries_on = RawClient(serve.port)
+        carries_on.send(codec.Connect(client_id="carries-on"))
+        carries_on.receive(codec.Connack)
+        time.sleep(0.1)
+        carries_on.send(codec.Pingreq())
+        seen = b""
+        while b"\xd0\x00" not in seen:  # the PINGRESP, behind the stimulus's undecodable bytes
+            seen += carries_on.socket.recv(4096)
+        assert serve.wait_for_clients(1)
+    run = serve.stop()
+    reactions = {client.client_id: client.reaction for client in run.clients}
+    assert reactions == {"closes": "closed", "carries-on": "carried on"}
