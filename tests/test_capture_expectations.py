@@ -98,6 +98,9 @@ V5_CLIENT_KEEP_ALIVE = "MQTT-3.1.2-20"
 V5_SERVER_DROPS_SILENT_CLIENT = "MQTT-3.1.2-22"
 V5_CLIENT_RECEIVE_MAXIMUM = "MQTT-3.3.4-7"
 V5_SEND_QUOTA = "MQTT-4.9.0-2"
+#: [MQTT-3.2.2-11] No PUBLISH above the Server's Maximum QoS; [MQTT-3.2.2-14] no RETAIN after Retain Available 0.
+V5_WITHIN_MAXIMUM_QOS = "MQTT-3.2.2-11"
+V5_NO_RETAIN_UNAVAILABLE = "MQTT-3.2.2-14"
 V5_SUBACK_SENT = "MQTT-3.8.4-1"
 V5_SUBACK_ID = "MQTT-3.8.4-2"
 V5_ACK_ID = "MQTT-2.2.1-6"
@@ -420,11 +423,14 @@ EXPECTED |= {
         NO_SERVER + "; an MQTT 5.0 session judged as 54321 (SUBSCRIBE id 1, PUBLISH QoS 1 id 2, silent after 2.1 s), "
         "under its 5.0 ids; the capture goes on 57.2 s, short of the Keep Alive deadlines. No CONNACK declared the "
         "server's Receive Maximum; one QoS 1 PUBLISH in flight keeps any (it is never 0) [MQTT-3.3.4-7], but the "
-        "send quota it starts is not judged [MQTT-4.9.0-2]",
+        "send quota it starts is not judged [MQTT-4.9.0-2], nor its QoS and RETAIN against the Maximum QoS and "
+        "Retain Available no CONNACK declared [MQTT-3.2.2-11, MQTT-3.2.2-14]",
         not_assessable={
             ("server", V5_CONNACK_FOR_VALID_CONNECT, NO_ACTIVITY),
             ("server", V5_SESSION_PRESENT_0, NO_ANSWER),
             ("client", V5_SEND_QUOTA, NO_ANSWER),
+            ("client", V5_WITHIN_MAXIMUM_QOS, NO_ANSWER),
+            ("client", V5_NO_RETAIN_UNAVAILABLE, NO_ANSWER),
         }
         | {
             ("server", rule, NOT_ACCEPTED)

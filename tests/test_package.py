@@ -198,7 +198,7 @@ def test_the_ci_recipes_install_from_the_projects_git_repository_and_that_instal
     compile. Their command is run here against a Git repository of this checkout (its dependencies are this
     environment's, so nothing is fetched)."""
     recipes = ci_recipes()
-    assert len(recipes) == 2
+    assert len(recipes) == 3  # the probe's GitHub Actions and GitLab CI, serve's pytest plugin in GitHub Actions
     requirement = f'"mqttaudit @ git+{PROJECT["urls"]["Source"]}"'
     for recipe in recipes:
         installs = [line for line in recipe.splitlines() if "pip install" in line]

@@ -4,11 +4,18 @@ scenario chosen by marker applies, and the session ends with the statement cover
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
+
 import pytest
 
 pytest_plugins = ["pytester"]
 
-PLUGIN = ("-p", "mqttaudit.serve.pytest_plugin")
+#: The plugin, named when the installed mqttaudit does not register it already (a source tree on PYTHONPATH).
+PLUGIN = (
+    ()
+    if any(e.name == "mqttaudit" for e in entry_points(group="pytest11"))
+    else ("-p", "mqttaudit.serve.pytest_plugin")
+)
 TESTS = """
 import socket
 
