@@ -28,6 +28,7 @@ LONGEST_FIRST = (
     "tests/test_audit_object_store.py",
     "tests/test_pipeline_detection.py",
     "tests/test_probe_hostile.py",
+    "tests/test_serve_probe.py",
     "tests/test_cli_fail_loudly.py",
     "tests/test_routing_observation.py",
     "tests/test_probe_concurrency.py",
@@ -41,6 +42,7 @@ LONGEST_FIRST = (
     "tests/test_codec_properties_5.py",
     "tests/test_audit_observation.py",
     "tests/test_probe_brokers.py",
+    "tests/test_serve_scenarios.py",
 )
 
 
