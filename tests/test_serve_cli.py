@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
+from xml.etree import ElementTree
 
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
+from mqttaudit.probe.brokers import free_port
 from mqttaudit.serve.background import BackgroundServe
 from mqttaudit.serve.broker import AUTH_CHALLENGE, AUTH_CLIENT_FIRST, AUTH_METHOD, AUTH_RESPONSE
 from mqttaudit.serve.scenarios import scenario
@@ -48,6 +49,37 @@ def test_serve_reports_a_wildcard_publisher_and_exits_1(tmp_path: Path) -> None:
     markdown = (tmp_path / "out" / "findings.md").read_text()
     assert "MQTT-3.3.2-2" in markdown and "30 0b 00 08 73 65 6e 73 6f 72 2f 23" in markdown
     assert "Statement coverage, MQTT 3.1.1:" in markdown
+    suite = ElementTree.parse(tmp_path / "out" / "junit.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
+    assert [failure.get("type") for failure in suite.iter("failure")] == ["MQTT-3.3.2-2"]
+    reproducers = sorted((tmp_path / "out" / "reproducers").iterdir())
+    assert len(reproducers) == 1  # the connection with a finding only
+    _replay(reproducers[0])
+
+
+def _replay(script: Path) -> None:
+    """The reproducer plays serve's side against a client that sends the same bytes: it prints them, answers
+    with serve's CONNACK, and closes where serve closed."""
+    port = free_port()
+    replay = subprocess.Popen(
+        [sys.executable, str(script), str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert replay.stdout is not None
+    assert replay.stdout.readline().strip() == f"listening on 127.0.0.1:{port}"
+    client = RawClient(port)
+    client.send(codec.Connect(client_id="bad"))
+    assert client.receive(codec.Connack) == codec.Connack()
+    client.send(codec.Publish(topic="sensor/#", payload=b"1"))
+    assert client.socket.recv(16) == b""  # closed, as serve closed
+    client.close()
+    said, _ = replay.communicate(timeout=30)
+    assert replay.returncode == 0, said
+    assert said.splitlines() == [
+        "client -> 10 0f 00 04 4d 51 54 54 04 02 00 00 00 03 62 61 64",
+        "server -> 20 02 00 00",
+        "client -> 30 0b 00 08 73 65 6e 73 6f 72 2f 23 31",
+        "server closes the connection",
+    ]
 
 
 def test_serve_stopped_before_any_client_is_incomplete(tmp_path: Path) -> None:
@@ -141,21 +173,27 @@ def test_the_challenge_authentication_and_a_client_that_sends_auth_without_a_met
     assert all(client.server_findings == [] for client in run.clients)
 
 
+def _read(client: RawClient, count: int) -> bytes:
+    got = b""
+    while len(got) < count:
+        more = client.socket.recv(count - len(got))
+        assert more, f"closed after {got.hex(' ')}"
+        got += more
+    return got
+
+
 def test_what_a_client_does_after_a_hostile_stimulus_is_named() -> None:
+    stimulus = bytes.fromhex("20020000") + bytes.fromhex("30ffffffff01")  # CONNACK, then the hostile bytes
     with BackgroundServe(scenario=scenario("hostile/five-byte-remaining-length")) as serve:
         closes = RawClient(serve.port)
         closes.send(codec.Connect(client_id="closes"))
-        closes.receive(codec.Connack)
-        time.sleep(0.1)
+        _read(closes, len(stimulus))  # all of it: a socket closed with bytes unread would reset the connection
         closes.close()
         carries_on = RawClient(serve.port)
         carries_on.send(codec.Connect(client_id="carries-on"))
-        carries_on.receive(codec.Connack)
-        time.sleep(0.1)
+        _read(carries_on, len(stimulus))
         carries_on.send(codec.Pingreq())
-        seen = b""
-        while b"\xd0\x00" not in seen:  # the PINGRESP, behind the stimulus's undecodable bytes
-            seen += carries_on.socket.recv(4096)
+        _read(carries_on, 2)  # its PINGRESP
         assert serve.wait_for_clients(1)
     run = serve.stop()
     reactions = {client.client_id: client.reaction for client in run.clients}

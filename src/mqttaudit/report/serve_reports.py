@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any, Final
+from xml.etree import ElementTree as ET
 
 from ..judge import Finding
 from ..probe.runner import finding_to_dict
@@ -18,20 +19,71 @@ from ..serve.scenarios import SCENARIOS
 from ..serve.server import ServedClient, ServeRun
 from ..spec import load_catalogue
 from .evidence import printable, transcript
+from .junit import junit_bytes
 from .probe_json import leniency_json
+from .reproducer import FOLDER
+from .serve_reproducer import write_serve_reproducers
 from .statements import rule_json, rule_text
 
-#: The entries a serve run writes into its folder.
-SERVE_REPORTS: Final = ("findings.json", "findings.md")
+#: The entries a serve run writes into its folder (``reproducers/`` only when a client broke a statement).
+SERVE_REPORTS: Final = ("findings.json", "findings.md", "junit.xml", FOLDER)
 
 
 def write_serve_reports(run: ServeRun, out_dir: Path | str) -> list[Path]:
+    """findings.json, findings.md, junit.xml and a reproducer per client connection with a finding."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / name for name in SERVE_REPORTS]
+    paths = [out / name for name in SERVE_REPORTS[:-1]]
     paths[0].write_text(json.dumps(serve_run_to_json(run), indent=2) + "\n", encoding="utf-8")
     paths[1].write_text(serve_run_to_markdown(run), encoding="utf-8")
-    return paths
+    paths[2].write_bytes(junit_bytes(serve_run_to_junit(run)))
+    folder = write_serve_reproducers(run, out)
+    return paths if folder is None else [*paths, folder]
+
+
+def serve_run_to_junit(run: ServeRun) -> ET.Element:
+    """A ``<testsuite>`` with one test case per client connection: a ``<failure>`` per statement the client broke,
+    an ``<error>`` for a defect of mqttaudit serve; a connection that never sent a CONNECT is skipped."""
+    failures = sum(1 for c in run.clients if c.client_findings)
+    errors = sum(1 for c in run.clients if c.server_findings or c.crash)
+    skipped = sum(1 for c in run.clients if not c.version)
+    suite = ET.Element(
+        "testsuite",
+        {
+            "name": printable(f"mqttaudit serve {run.listen}"),
+            "tests": str(len(run.clients)),
+            "failures": str(failures),
+            "errors": str(errors),
+            "skipped": str(skipped),
+            "time": f"{run.duration:.3f}",
+            "timestamp": printable(run.started),
+        },
+    )
+    for client in run.clients:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            {
+                "classname": f"mqttaudit.serve.mqtt-{client.version or 'unknown'}",
+                "name": printable(f"{client.name} {client.client_id!r} ({client.peer})"),
+                "time": f"{(client.closed or client.opened) - client.opened:.3f}",
+            },
+        )
+        if not client.version:
+            ET.SubElement(case, "skipped", {"message": "no CONNECT: nothing of the client was judged"})
+        for finding in client.client_findings:
+            failure = ET.SubElement(
+                case, "failure", {"message": printable(f"{finding.rule}: {finding.detail}"), "type": str(finding.rule)}
+            )
+            failure.text = printable(f"expected: {finding.expected}")
+        for finding in client.server_findings:
+            ET.SubElement(
+                case, "error", {"message": printable(f"a defect of mqttaudit serve: {finding.rule}: {finding.detail}")}
+            )
+        if client.crash:
+            error = ET.SubElement(case, "error", {"message": "internal error of mqttaudit serve"})
+            error.text = printable(client.crash)
+    return suite
 
 
 def coverages(run: ServeRun) -> list[Coverage]:
