@@ -28,7 +28,6 @@ LONGEST_FIRST = (
     "tests/test_audit_object_store.py",
     "tests/test_pipeline_detection.py",
     "tests/test_probe_hostile.py",
-    "tests/test_serve_probe.py",
     "tests/test_cli_fail_loudly.py",
     "tests/test_routing_observation.py",
     "tests/test_probe_concurrency.py",

@@ -26,6 +26,11 @@ from mqttaudit.serve.broker import AUTH_CLIENT_FIRST, AUTH_METHOD, AUTH_RESPONSE
 
 from .serve_process import Served, ServeProcess
 
+#: Four whole-library runs at once and the broker judging all their connections hold both cores for a minute: beside
+#: the parallel suite they would slow the timed tests of others (an amqtt case turned inconclusive in clean-clone CI),
+#: and no case here may end inconclusive. So they run after it, alone.
+pytestmark = pytest.mark.alone
+
 TRANSPORTS = ("mqtt", "mqtts", "ws", "wss")
 #: How long the four runs may take together (about 65 s on two idle cores).
 RUN_LIMIT = 600.0
