@@ -13,6 +13,7 @@ from xml.etree import ElementTree
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
 from mqttaudit.probe.brokers import free_port
+from mqttaudit.report.serve_reports import serve_html
 from mqttaudit.serve.background import BackgroundServe
 from mqttaudit.serve.broker import AUTH_CHALLENGE, AUTH_CLIENT_FIRST, AUTH_METHOD, AUTH_RESPONSE
 from mqttaudit.serve.scenarios import scenario
@@ -49,6 +50,8 @@ def test_serve_reports_a_wildcard_publisher_and_exits_1(tmp_path: Path) -> None:
     markdown = (tmp_path / "out" / "findings.md").read_text()
     assert "MQTT-3.3.2-2" in markdown and "30 0b 00 08 73 65 6e 73 6f 72 2f 23" in markdown
     assert "Statement coverage, MQTT 3.1.1:" in markdown
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "MQTT-3.3.2-2" in page and "30 0b 00 08 73 65 6e 73 6f 72 2f 23" in page
     suite = ElementTree.parse(tmp_path / "out" / "junit.xml").getroot()
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
     assert [failure.get("type") for failure in suite.iter("failure")] == ["MQTT-3.3.2-2"]
@@ -198,3 +201,16 @@ def test_what_a_client_does_after_a_hostile_stimulus_is_named() -> None:
     run = serve.stop()
     reactions = {client.client_id: client.reaction for client in run.clients}
     assert reactions == {"closes": "closed", "carries-on": "carried on"}
+
+
+def test_the_html_report_escapes_what_a_client_sent() -> None:
+    with BackgroundServe() as serve:
+        client = RawClient(serve.port)
+        client.send(codec.Connect(client_id="<script>alert(1)</script>"))
+        client.receive(codec.Connack)
+        client.send(codec.Publish(topic="<b>/#", payload=b"1"))
+        client.close()
+        assert serve.wait_for_clients(1)
+    page = serve_html(serve.stop())
+    assert "<script>alert" not in page and "<b>/#" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "MQTT-3.3.2-2" in page

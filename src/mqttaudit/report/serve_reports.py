@@ -18,7 +18,8 @@ from ..serve.coverage import NOT_EXERCISED, VERSIONS, Coverage, coverage
 from ..serve.scenarios import SCENARIOS
 from ..serve.server import ServedClient, ServeRun
 from ..spec import load_catalogue
-from .evidence import printable, transcript
+from .audit_html import html_environment
+from .evidence import Budget, printable, transcript
 from .junit import junit_bytes
 from .probe_json import leniency_json
 from .reproducer import FOLDER
@@ -26,19 +27,44 @@ from .serve_reproducer import write_serve_reproducers
 from .statements import rule_json, rule_text
 
 #: The entries a serve run writes into its folder (``reproducers/`` only when a client broke a statement).
-SERVE_REPORTS: Final = ("findings.json", "findings.md", "junit.xml", FOLDER)
+SERVE_REPORTS: Final = ("findings.json", "findings.md", "junit.xml", "report.html", FOLDER)
 
 
 def write_serve_reports(run: ServeRun, out_dir: Path | str) -> list[Path]:
-    """findings.json, findings.md, junit.xml and a reproducer per client connection with a finding."""
+    """findings.json, findings.md, junit.xml, report.html and a reproducer per client connection with a finding."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / name for name in SERVE_REPORTS[:-1]]
     paths[0].write_text(json.dumps(serve_run_to_json(run), indent=2) + "\n", encoding="utf-8")
     paths[1].write_text(serve_run_to_markdown(run), encoding="utf-8")
     paths[2].write_bytes(junit_bytes(serve_run_to_junit(run)))
+    paths[3].write_text(serve_html(run), encoding="utf-8")
     folder = write_serve_reproducers(run, out)
     return paths if folder is None else [*paths, folder]
+
+
+class _Page:
+    """What serve.html.j2 shows, computed once."""
+
+    def __init__(self, run: ServeRun) -> None:
+        self.run = run
+        self.levels = ", ".join(_level(level) for level in run.levels)
+        self.findings = sum(len(c.client_findings) for c in run.clients)
+        self.defects = sum(len(c.server_findings) for c in run.clients)
+        self.coverages = coverages(run)
+        self.scenario_summary = SCENARIOS[run.scenario].summary if run.scenario else ""
+        self._budget = Budget()
+
+    def statement(self, rule: str, version: str) -> str:
+        return rule_text(rule, load_catalogue(version or "3.1.1")).split(": ", 1)[0]
+
+    def evidence(self, client: ServedClient) -> str:
+        return transcript([{"name": client.name, "client_id": client.client_id, "events": client.events}], self._budget)
+
+
+def serve_html(run: ServeRun) -> str:
+    """report.html: one self-contained page (inline CSS, no script), escaped by the template environment."""
+    return html_environment().get_template("serve.html.j2").render(view=_Page(run))
 
 
 def serve_run_to_junit(run: ServeRun) -> ET.Element:
