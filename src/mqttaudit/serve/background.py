@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
@@ -67,22 +67,12 @@ class BackgroundServe:
     def wait_for_open_connections_to_end(self, timeout: float) -> bool:
         """Waits until every connection has ended (the clients closed them); False when ``timeout`` passed first
         (:meth:`stop` then closes the rest)."""
-        deadline = time.monotonic() + timeout
-        while self._server.open_connections:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.02)
-        return True
+        return _until(lambda: not self._server.open_connections, timeout)
 
     def wait_for_clients(self, count: int, timeout: float = 10.0) -> bool:
         """Waits until ``count`` client connections have ended and been judged; False when ``timeout`` passed
         first."""
-        deadline = time.monotonic() + timeout
-        while self.clients_done() < count:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.02)
-        return True
+        return _until(lambda: self.clients_done() >= count, timeout)
 
     def __enter__(self) -> BackgroundServe:
         return self.start()
@@ -91,3 +81,13 @@ class BackgroundServe:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def _until(test: Callable[[], bool], timeout: float) -> bool:
+    """Polls ``test`` (the broker's thread updates what it reads) until it holds or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while not test():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
