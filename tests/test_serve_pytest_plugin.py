@@ -1,4 +1,4 @@
-"""The pytest plugin a client library's suite uses (mqttaudit.serve.pytest_plugin), run by pytest's own pytester
+"""The pytest plugin a client library's suite uses (mqttaudit.cli.pytest_plugin), run by pytest's own pytester
 in a subprocess: a well-behaved client passes, one that breaks a statement fails the test with the finding, a
 scenario chosen by marker applies, and the session ends with the statement coverage."""
 
@@ -12,9 +12,7 @@ pytest_plugins = ["pytester"]
 
 #: The plugin, named when the installed mqttaudit does not register it already (a source tree on PYTHONPATH).
 PLUGIN = (
-    ()
-    if any(e.name == "mqttaudit" for e in entry_points(group="pytest11"))
-    else ("-p", "mqttaudit.serve.pytest_plugin")
+    () if any(e.name == "mqttaudit" for e in entry_points(group="pytest11")) else ("-p", "mqttaudit.cli.pytest_plugin")
 )
 TESTS = """
 import socket

@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from .background import BackgroundServe
-from .coverage import VERSIONS, coverage
-from .scenarios import SCENARIOS
-from .server import ServedClient
+from ..report.serve_reports import write_serve_reports
+from ..serve.background import BackgroundServe
+from ..serve.coverage import VERSIONS, coverage
+from ..serve.scenarios import SCENARIOS
+from ..serve.server import ServedClient
 
 _RUNS: pytest.StashKey[list[ServedClient]] = pytest.StashKey()
 #: Seconds the fixture waits at teardown for the test's connections to be judged.
@@ -90,8 +91,6 @@ def _finish(item: pytest.Item, serve: BackgroundServe) -> None:
     item.config.stash[_RUNS].extend(run.clients)
     folder = item.config.getoption("--mqttaudit-report")
     if folder:
-        from ..report.serve_reports import write_serve_reports
-
         write_serve_reports(run, Path(folder) / re.sub(r"[^\w.-]+", "_", item.nodeid))
 
 
