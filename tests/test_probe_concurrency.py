@@ -37,6 +37,10 @@ UNSTEADY: dict[tuple[BrokerName, str], str] = {
     ),
     # The same race, ten rounds in one case (issue 29): in CI it lost a round at one concurrency and none at the other.
     ("aedes", "retain/qos0-replaces-qos1-rounds"): "MQTT-3.3.1-7",
+    # Seen in clean-clone CI (issue 32's stop): amqtt 0.12.1, alone at concurrency 1 on a fresh broker, answered a
+    # CleanSession 0 CONNECT of a ClientId it held no session for with Session Present 1; at 32 the case passed, and
+    # it passed at both in the runs before.
+    ("amqtt", "session/present-flag"): "MQTT-3.2.2-3",
 }
 
 
