@@ -41,7 +41,15 @@ AMQTT_TRANSPORT_DIFFERENCES = {"malformed/publish-topic-empty": ("fail", "pass")
 #: PUBLISH to a '$' topic (QoS 0 or 1) its WebSocket listener closed the connection in some runs (not applicable),
 #: went on in others (pass) and dropped the next message in others (fail), while its TCP listener drops it every
 #: time (a fail, pinned in test_probe_brokers).
-AMQTT_UNSTEADY = frozenset(f"topics/normal-after-dollar-{word}" for word, _before, _qos in delivery.DOLLAR_FIRST)
+#: And the message amqtt queues for an offline session: run again alone, beside the parallel suite, it was missing
+#: over TCP [MQTT-3.1.2-5] and undecided over WebSocket in two clean-clone runs of issue 32's stop, and the same over
+#: both in the other runs: its delivery on reconnection races its session's resumption, whatever the transport.
+AMQTT_UNSTEADY = frozenset(
+    {
+        *(f"topics/normal-after-dollar-{word}" for word, _before, _qos in delivery.DOLLAR_FIRST),
+        "session/queued-while-offline",
+    }
+)
 
 
 #: The family that differs by design: its cases send MQTT in WebSocket text frames [MQTT-6.0.0-1], so over TCP or

@@ -16,6 +16,7 @@ from mqttaudit.codec import (
     Subscribe,
     Subscription,
     Will,
+    encode,
 )
 from mqttaudit.codec.properties import make
 from mqttaudit.serve.broker import CLOSE, Broker, Limits, Link
@@ -207,3 +208,40 @@ def test_no_local_and_shared_subscriptions_route_as_5_0_says() -> None:
     got = sorted(p.payload for name in ("w0", "w1") for p in sent[name])  # type: ignore[attr-defined]
     assert got == [b"\x00", b"\x01", b"\x02", b"\x03"]  # each message to one member of the group
     assert len(sent["w0"]) == len(sent["w1"]) == 2
+
+
+def test_sessions_subscriptions_and_retained_topics_are_bounded_with_refusals_the_spec_allows() -> None:
+    broker = Broker(Limits(sessions=2, subscriptions=1, retained_messages=1))
+    first = _connect(broker, "a", clean_session=False)
+    _connect(broker, "b", protocol_level=5)
+    _sent(broker)
+    third = _connect(broker, "c")
+    fourth = _connect(broker, "d", protocol_level=5)
+    sent = _sent(broker)
+    assert sent["c"] == [Connack(return_code=0x03), CLOSE]  # 3.1.1 Server unavailable
+    assert sent["d"] == [Connack(return_code=0x97), CLOSE]  # 5.0 Quota exceeded
+    assert third.closing and fourth.closing
+    broker.receive(
+        first,
+        Subscribe(packet_id=1, subscriptions=[Subscription(topic_filter="x"), Subscription(topic_filter="y")]),
+        1.0,
+    )
+    assert _sent(broker)["a"] == [Suback(packet_id=1, return_codes=[0, 0x80])]  # the second: Failure
+    assert set(broker.sessions["a"].subscriptions) == {"x"}
+    broker.receive(first, Publish(topic="r/1", payload=b"1", retain=True), 2.0)
+    broker.receive(first, Publish(topic="r/1", payload=b"2", retain=True), 2.0)  # the same topic: replaced
+    assert broker.retained["r/1"].payload == b"2"
+    broker.receive(first, Publish(topic="r/2", payload=b"3", retain=True), 2.0)
+    assert _sent(broker)["a"][-1] == CLOSE and set(broker.retained) == {"r/1"}
+
+
+def test_a_message_too_large_for_the_subscriber_s_maximum_packet_size_is_discarded() -> None:
+    broker = Broker()
+    sub = _connect(broker, "small", protocol_level=5, properties=make(maximum_packet_size=20))
+    _subscribe(broker, sub, "t", 0)
+    pub = _connect(broker, "pub")
+    _sent(broker)
+    broker.receive(pub, Publish(topic="t", payload=b"fits"), 1.0)
+    broker.receive(pub, Publish(topic="t", payload=b"x" * 30), 1.0)  # 35 bytes: more than 20
+    assert _sent(broker)["small"] == [encode(Publish(topic="t", payload=b"fits"), version=5)]  # [MQTT-3.1.2-25]
+    assert sub.too_large == 1

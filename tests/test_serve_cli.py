@@ -13,7 +13,7 @@ from xml.etree import ElementTree
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
 from mqttaudit.probe.brokers import free_port
-from mqttaudit.report.serve_reports import serve_html
+from mqttaudit.report.serve_reports import serve_html, write_serve_reports
 from mqttaudit.serve.background import BackgroundServe
 from mqttaudit.serve.broker import AUTH_CHALLENGE, AUTH_CLIENT_FIRST, AUTH_METHOD, AUTH_RESPONSE
 from mqttaudit.serve.scenarios import scenario
@@ -214,3 +214,20 @@ def test_the_html_report_escapes_what_a_client_sent() -> None:
     page = serve_html(serve.stop())
     assert "<script>alert" not in page and "<b>/#" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "MQTT-3.3.2-2" in page
+
+
+def test_a_client_s_password_is_masked_in_everything_serve_writes(tmp_path: Path) -> None:
+    secret = b"s3cret-pass"
+    with BackgroundServe() as serve:
+        client = RawClient(serve.port)
+        client.send(codec.Connect(client_id="with-password", username="user", password=secret))
+        client.receive(codec.Connack)
+        client.send(codec.Publish(topic="sensor/#", payload=b"1"))  # a finding, so a reproducer is written too
+        client.close()
+        assert serve.wait_for_clients(1)
+    paths = write_serve_reports(serve.stop(), tmp_path)
+    written = b"".join(p.read_bytes() for path in paths for p in ([path] if path.is_file() else path.iterdir()))
+    assert (tmp_path / "reproducers").is_dir()
+    for shown in (secret, secret.hex().encode(), secret.hex(" ").encode()):
+        assert shown not in written
+    assert b"*" * len(secret) in written or ("2a " * len(secret)).strip().encode() in written

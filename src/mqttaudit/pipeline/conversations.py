@@ -36,12 +36,11 @@ from mqttaudit.codec import (
 )
 from mqttaudit.codec import rules as codec_rules
 from mqttaudit.codec.describe import wire_text
-from mqttaudit.codec.masking import mask_password, mask_password_bytes
 from mqttaudit.codec.packets import Packet, Property, Value
 from mqttaudit.codec.remaining_length import read_remaining_length
 from mqttaudit.judge import ConversationJudge, Finding, JudgeConfig, reasons
 from mqttaudit.judge.connection import connect_version
-from mqttaudit.judge.events import Closed, Event, Quiet, Sent
+from mqttaudit.judge.events import Closed, Event, Quiet, Sent, masked_password
 from mqttaudit.judge.reasons import tag_of
 from mqttaudit.judge.rules import TRANSPORT_RULES
 from mqttaudit.judge.sides import side_name
@@ -164,16 +163,6 @@ def _withheld_reason(audit: FlowAudit, side: int, frame: Frame) -> str:
         ),
         reasons.reason(reasons.CONFLICTING, "its bytes arrived twice with different content"),
     )
-
-
-def masked_password(event: Event) -> Event:
-    """A CONNECT's password as the probe's reports show it, asterisks of its length, in the packet and its bytes:
-    what the judge, the tables and the routing replay's transcripts see (the password is never written)."""
-    if not isinstance(event, Sent) or not isinstance(event.frame.packet, Connect) or not event.frame.packet.password:
-        return event
-    frame, connect = event.frame, event.frame.packet
-    raw = mask_password_bytes(frame.raw, connect.password)
-    return replace(event, frame=Frame(frame.offset, frame.length, raw, mask_password(connect), frame.violations))
 
 
 def _role(audit: FlowAudit, side: int) -> str:

@@ -256,7 +256,7 @@ def _client_section(client: ServedClient) -> list[str]:
             "**The connection ended on an internal error of mqttaudit serve (a bug):**",
             "",
             "```",
-            client.crash.rstrip(),
+            *(printable(line) for line in client.crash.rstrip().splitlines()),
             "```",
             "",
         ]

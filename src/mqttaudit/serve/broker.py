@@ -80,6 +80,10 @@ RECEIVE_MAXIMUM_EXCEEDED: Final = 0x93
 TOPIC_ALIAS_INVALID: Final = 0x94
 PACKET_TOO_LARGE: Final = 0x95
 RETAIN_NOT_SUPPORTED: Final = 0x9A
+QUOTA_EXCEEDED: Final = 0x97
+#: 3.1.1 codes for a refusal: CONNACK 0x03 Server unavailable, SUBACK 0x80 Failure.
+SERVER_UNAVAILABLE: Final = 0x03
+SUBSCRIBE_FAILURE: Final = 0x80
 SHUTTING_DOWN: Final = 0x8B
 NOT_AUTHORIZED: Final = 0x87
 CONTINUE_AUTHENTICATION: Final = 0x18
@@ -112,6 +116,14 @@ class Limits:
     maximum_packet_size_3_1_1: int = 1024 * 1024
     #: Messages queued per session for a client offline or out of Receive Maximum room; more are dropped.
     queued_messages: int = 1000
+    #: Sessions the broker keeps at once; a CONNECT that would start one more is refused (CONNACK 0x97 Quota
+    #: exceeded in 5.0, 0x03 Server unavailable in 3.1.1).
+    sessions: int = 10_000
+    #: Subscriptions per session; one more is refused in its SUBACK (0x97 in 5.0, 0x80 in 3.1.1).
+    subscriptions: int = 1_000
+    #: Topics with a retained message; a client's retained PUBLISH to one more closes its connection (5.0: after
+    #: DISCONNECT 0x97), as a server may for a quota. (A Will's message past it is published, not kept.)
+    retained_messages: int = 10_000
     #: Server Keep Alive (5.0), None to accept the client's.
     server_keep_alive: int | None = None
     #: A client silent for this many Keep Alive periods is disconnected [MQTT-3.1.2-24].
@@ -126,8 +138,9 @@ class Limits:
             raise ValueError("topic_alias_maximum is 0..65535")
         if not 5 <= self.maximum_packet_size <= 268_435_460:
             raise ValueError("maximum_packet_size is 5..268435460")
-        if self.queued_messages < 0:
-            raise ValueError("queued_messages must not be negative")
+        for name in ("queued_messages", "sessions", "subscriptions", "retained_messages"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
 
 
 @dataclass(eq=False)
@@ -181,7 +194,7 @@ class Link:
         return self.level == V5
 
     def send(self, packet: Packet | bytes) -> None:
-        """Queues a packet, or raw bytes (a hostile scenario's), unless the link is closing."""
+        """Queues a packet, or bytes (encoded already, or a hostile scenario's), unless the link is closing."""
         if not self.closing:
             self.outbox.append(packet)
 
@@ -362,6 +375,10 @@ class Broker:
     ) -> None:
         level = connect.protocol_level
         v5 = level == V5
+        if client_id not in self.sessions and len(self.sessions) >= self.limits.sessions:
+            link.send(Connack(return_code=QUOTA_EXCEEDED if v5 else SERVER_UNAVAILABLE))  # a bound on memory
+            link.close()
+            return
         previous = self._links.get(client_id)
         if previous is not None:  # [MQTT-3.1.4-2] the existing client is disconnected
             self._touch(previous)
@@ -509,6 +526,9 @@ class Broker:
         if packet.retain and not link.retain_available:
             self._refuse(link, RETAIN_NOT_SUPPORTED, now)  # the client broke [MQTT-3.2.2-14]
             return
+        if packet.retain and self._retained_full(topic):
+            self._refuse(link, QUOTA_EXCEEDED, now)  # a bound on memory
+            return
         scenario = self._scenario_for(link)
         if scenario is not None:
             link.disconnect_at = now if link.disconnect_at is not None else None
@@ -624,6 +644,9 @@ class Broker:
             elif scenario is not None and scenario.seed_retained:
                 self._seed(topic_filter, now)
             new = topic_filter not in session.subscriptions
+            if new and len(session.subscriptions) >= self.limits.subscriptions:
+                codes.append(QUOTA_EXCEEDED if link.v5 else SUBSCRIBE_FAILURE)  # a bound on memory
+                continue
             session.subscriptions[topic_filter] = Granted(
                 subscription, identifier if isinstance(identifier, int) else None
             )
@@ -740,12 +763,14 @@ class Broker:
 
     # -- routing ---------------------------------------------------------------------------------------------
 
+    def _retained_full(self, topic: str) -> bool:
+        return topic not in self.retained and len(self.retained) >= self.limits.retained_messages
+
     def _accept(self, message: Message, now: float) -> None:
-        if message.retain:
-            if message.payload:
-                self.retained[message.topic] = message  # [MQTT-3.3.1-5]
-            else:
-                self.retained.pop(message.topic, None)  # [MQTT-3.3.1-10]
+        if message.retain and not message.payload:
+            self.retained.pop(message.topic, None)  # [MQTT-3.3.1-10]
+        elif message.retain and not self._retained_full(message.topic):  # a Will past the bound is not kept
+            self.retained[message.topic] = message  # [MQTT-3.3.1-5]
         self._route(message, now)
 
     def _route(self, message: Message, now: float) -> None:
@@ -842,10 +867,11 @@ class Broker:
         extra: tuple[Property, ...] = ()
         if scenario is not None and scenario.server_alias:  # hostile: an alias beyond what the client allowed
             extra = (Property(TOPIC_ALIAS, link.client_alias_maximum + 1),)
-        packet = publish_of(outgoing, now, link.v5, extra)
+        packet: Packet | bytes = publish_of(outgoing, now, link.v5, extra)
         if link.maximum_packet_size is not None:
-            size = len(encode(packet, version=V5, validate=False))
-            if size > link.maximum_packet_size:
+            assert isinstance(packet, Publish)
+            packet = encode(packet, version=V5, validate=False)  # encoded once: these bytes are what is sent
+            if len(packet) > link.maximum_packet_size:
                 link.too_large += 1  # [MQTT-3.1.2-25] discarded as if delivered
                 return
         if outgoing.qos > 0:

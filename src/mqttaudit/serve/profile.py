@@ -5,6 +5,9 @@
     maximum_packet_size = 1024    # CONNACK Maximum Packet Size (5..268435460)
     server_keep_alive = 30        # CONNACK Server Keep Alive (0..65535; absent: the client's Keep Alive)
     queued_messages = 100         # messages kept per session for an offline client (0..1000000)
+    sessions = 10000              # sessions kept at once; more CONNECTs are refused
+    subscriptions = 1000          # subscriptions per session; more are refused in SUBACK
+    retained_messages = 10000     # topics with a retained message
 
 Every key is optional (an absent one keeps the default); another key, a wrong type or a value out of range is
 refused with a message that names it. Options on the command line override the file.
@@ -28,6 +31,9 @@ KEYS: Final[dict[str, tuple[int, int]]] = {
     "maximum_packet_size": (5, 268_435_460),
     "server_keep_alive": (0, 0xFFFF),
     "queued_messages": (0, 1_000_000),
+    "sessions": (1, 10_000_000),
+    "subscriptions": (1, 10_000_000),
+    "retained_messages": (0, 10_000_000),
 }
 
 

@@ -22,7 +22,7 @@ from typing import Any, Final
 from ..codec import Connect, Direction, Frame, Packet, ProtocolVersion, StreamDecoder, encode
 from ..codec import rules as codec_rules
 from ..judge import ConversationJudge, Finding, JudgeConfig, Judgement
-from ..judge.events import Closed, Event, Quiet, Sent
+from ..judge.events import Closed, Event, Quiet, Sent, password_masked
 from ..judge.rules import ANSWERED_BY_CONNACK
 from ..judge.sender_violations import frame_finding
 from ..judge.violations import in_text_frame
@@ -35,6 +35,8 @@ from .websocket import ServerWebSocket
 
 CLIENT: Final = Direction.FROM_CLIENT
 SERVER: Final = Direction.FROM_SERVER
+#: The judge's own timing, from an instance: the compiled judge keeps no class-level defaults.
+_JUDGE_DEFAULTS: Final = JudgeConfig()
 READ_SIZE: Final = 65536
 #: Events kept per connection as evidence; the judge sees them all.
 EVIDENCE_EVENTS: Final = 400
@@ -105,6 +107,8 @@ class ServedClient:
         if not provoked:
             return ""
         stimulus = min(finding.event for finding in provoked)
+        if stimulus >= len(self.events) - 1 and self.events_omitted:
+            return "not known (past the events kept as evidence)"
         after = self.events[stimulus + 1 :]
         sent = any(event.get("from") == "client" for event in after)
         for event in after:
@@ -231,6 +235,7 @@ class _Connection:
         """Bytes from the client (``text``: carried in a WebSocket text frame, which breaks MQTT-6.0.0-1)."""
         broker = self.server.broker
         frames, self.begun = client_frames(self.decoder, data, self.begun)
+        frames = [password_masked(frame) for frame in frames]  # nothing keeps or writes a client's password
         if text:
             frames = [in_text_frame(frame) for frame in frames]
         for frame in frames:
@@ -308,6 +313,8 @@ class ServeServer:
         websocket: bool = False,
         listeners: Sequence[Listener] = (),
         scenario: Scenario | None = None,
+        answer_timeout: float = _JUDGE_DEFAULTS.answer_timeout,
+        close_grace: float = _JUDGE_DEFAULTS.close_grace,
         on_finding: Callable[[ServedClient, Finding], None] | None = None,
         on_client: Callable[[ServedClient], None] | None = None,
     ) -> None:
@@ -316,7 +323,9 @@ class ServeServer:
         self.broker = Broker(limits, self.levels, scenario)
         #: ClientId -> the flows its last connection left open (:mod:`.resumption`).
         self.leftovers: dict[str, list[Owed]] = {}
-        self.judge_config = JudgeConfig(supported_protocol_levels=frozenset(self.levels))
+        self.judge_config = JudgeConfig(
+            supported_protocol_levels=frozenset(self.levels), answer_timeout=answer_timeout, close_grace=close_grace
+        )
         self.numbers = itertools.count(1)
         self._origin = time.monotonic()
         self._connections: dict[int, _Connection] = {}
