@@ -6,7 +6,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-SOURCES := pyproject.toml setup.py constraints.txt $(sort $(shell find src -type f \( -name '*.py' -o -name '*.tsv' -o -name '*.js' -o -name '*.j2' \)))
+SOURCES := pyproject.toml setup.py constraints.txt $(sort $(shell find src -type f \( -name '*.py' -o -name '*.tsv' -o -name '*.js' -o -name '*.j2' -o -name '*.c' -o -name '*.pyi' \)))
 STAMP := $(VENV)/.installed-$(shell cat $(SOURCES) | cksum | cut -d' ' -f1)
 DEMO_STAMP := $(VENV)/.demo-installed-$(shell cat $(SOURCES) | cksum | cut -d' ' -f1)
 # The codec tests run a second time on the pure-Python fallback, straight from the source tree.

@@ -12,7 +12,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 # The modules on the decoding path. errors.py stays pure Python so that user code may subclass its exceptions.
@@ -87,6 +87,12 @@ PIPELINE = [f"src/mqttaudit/pipeline/{name}.py" for name in ("conversations", "r
 # Topic matching: the judge's subscription checks and the replay's routing look-ups.
 TOPICS = [f"src/mqttaudit/topics/{name}.py" for name in ("matching", "trie", "validation")]
 COMPILED = CODEC + CAPTURE + JUDGE + PIPELINE + TOPICS
+# The capture's reading path in C (mqttaudit.capture.native): records, link/IP/TCP, the flow table, columns out.
+NATIVE = Extension(
+    "mqttaudit.capture._native",
+    ["src/mqttaudit/capture/_native.c"],
+    extra_compile_args=["-O3", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
+)
 
 
 def parallel_compile(compiler: Any) -> None:
@@ -152,7 +158,7 @@ def ext_modules() -> list[object]:
     except ImportError:
         print("mqttaudit: mypyc not available; installing the pure-Python codec", file=sys.stderr)
         return []
-    return list(mypycify(COMPILED, opt_level="3", group_name="mqttaudit_codec", multi_file=True))
+    return [*mypycify(COMPILED, opt_level="3", group_name="mqttaudit_codec", multi_file=True), NATIVE]
 
 
 setup(ext_modules=ext_modules(), cmdclass={"build_ext": OptionalBuildExt})

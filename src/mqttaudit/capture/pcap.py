@@ -96,9 +96,10 @@ class PcapParser:
         self.source = source
         self.index = index
         self.offset = offset
-        self._linktype = interface.linktype
-        self._multiplier = interface.scale()[0]
-        self._limit = caplen_limit(interface.snaplen)
+        self.byteorder = byteorder
+        self.linktype = interface.linktype
+        self.multiplier = interface.scale()[0]
+        self.limit = caplen_limit(interface.snaplen)
         self._header = struct.Struct(byteorder + "IIII")
         #: Every pcap timestamp (32-bit seconds and fraction) fits 64-bit nanoseconds: none is skipped.
         self.corrupt: list[CorruptRecord] = []
@@ -115,7 +116,7 @@ class PcapParser:
     def parse(self, buf: bytes) -> tuple[list[Record], int]:
         """The whole records at the start of ``buf``, and how many bytes they take (the rest waits for more)."""
         unpack = self._header.unpack_from
-        linktype, multiplier, limit = self._linktype, self._multiplier, self._limit
+        linktype, multiplier, limit = self.linktype, self.multiplier, self.limit
         records: list[Record] = []
         append = records.append
         pos, size, index, base = 0, len(buf), self.index, self.offset
@@ -143,9 +144,9 @@ class PcapParser:
         return records, pos
 
     def _check(self, caplen: int, offset: int, index: int) -> None:
-        if caplen > self._limit:
+        if caplen > self.limit:
             raise CaptureError(
                 self.source,
                 offset,
-                f"record {index} declares {caplen} captured bytes, above the {self._limit}-byte limit: corrupt header",
+                f"record {index} declares {caplen} captured bytes, above the {self.limit}-byte limit: corrupt header",
             )

@@ -110,6 +110,15 @@ class PcapngParser:
         entry = (interface.linktype, multiplier, divisor, interface.tsoffset * 1_000_000_000, interface.snaplen)
         self._scales.append(entry)
 
+    def scales(self) -> list[tuple[int, int, int, int, int]]:
+        """Per interface of the section: ``(linktype, multiplier, divisor, offset_ns, snaplen)``, a timestamp in
+        nanoseconds being ``units * multiplier // divisor + offset_ns``."""
+        return self._scales
+
+    def keep_error(self, error: CaptureError) -> None:
+        """Keeps ``error`` for the next call to raise (a caller that read records before it hands those on first)."""
+        self._error = error
+
     def needed(self, buf: bytes) -> int:
         """How many bytes the block at the start of ``buf`` takes (its header alone while that is incomplete)."""
         if self._error is not None:
@@ -131,8 +140,9 @@ class PcapngParser:
             raise CaptureError(self.source, offset, f"block length {length} is above the {MAX_BLOCK_SIZE}-byte limit")
         return length
 
-    def parse(self, buf: bytes) -> tuple[list[Record], int]:
-        """The packets of the whole blocks at the start of ``buf``, and how many bytes those blocks take.
+    def parse(self, buf: bytes, blocks: int = -1) -> tuple[list[Record], int]:
+        """The packets of the whole blocks at the start of ``buf`` (at most ``blocks`` of them when that is not
+        negative), and how many bytes those blocks take.
 
         A corrupt block raises :class:`CaptureError`; when records come before it in ``buf``, they are returned
         first and the error is raised by the next call."""
@@ -140,7 +150,7 @@ class PcapngParser:
             raise self._error
         records: list[Record] = []
         try:
-            pos = self._parse(buf, records)
+            pos = self._parse(buf, records, blocks)
         except CaptureError as error:
             if not records:
                 raise
@@ -149,12 +159,13 @@ class PcapngParser:
         self.offset += pos
         return records, pos
 
-    def _parse(self, buf: bytes, records: list[Record]) -> int:
+    def _parse(self, buf: bytes, records: list[Record], blocks: int) -> int:
         pos, size = 0, len(buf)
         source = self.source
         append = records.append
         base = self.offset
-        while pos + 12 <= size:
+        while pos + 12 <= size and blocks:
+            blocks -= 1
             self._block = pos
             # The Section Header Block type reads the same in both byte orders.
             kind, length = struct.unpack_from((self.byteorder or "<") + "II", buf, pos)

@@ -5,13 +5,15 @@ The parsers (:mod:`.pcap`, :mod:`.pcapng`) work on bytes handed in; this module 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Final
+from collections.abc import Callable, Iterator
+from typing import Final, TypeVar
 
 from .chunks import PCAP, Chunk, Opener, Source, resolve, whole_file
 from .pcap import PcapParser
 from .pcapng import PcapngParser
 from .records import CorruptRecord, Record, Truncation
+
+T = TypeVar("T")
 
 #: Bytes read at a time; a batch of records comes from one read.
 READ_SIZE: Final = 1 << 20
@@ -48,7 +50,8 @@ class ChunkReader:
     def corrupt_count(self) -> int:
         return 0 if self._parser is None else self._parser.corrupt_count
 
-    def batches(self) -> Iterator[list[Record]]:
+    def parser(self) -> PcapParser | PcapngParser:
+        """A new parser positioned at the chunk's start (with the state the chunk carries from before it)."""
         chunk = self.chunk
         parser: PcapParser | PcapngParser
         if chunk.format == PCAP:
@@ -60,6 +63,22 @@ class ChunkReader:
                 chunk.byteorder, chunk.interfaces, source=chunk.source, index=chunk.first_index, offset=chunk.start
             )
         self._parser = parser
+        return parser
+
+    def batches(self) -> Iterator[list[Record]]:
+        parser = self.parser()
+
+        def parse(buf: bytes) -> tuple[list[Record], int, int]:
+            records, used = parser.parse(buf)
+            return records, used, len(records)
+
+        return self.read(parser, parse)
+
+    def read(self, parser: PcapParser | PcapngParser, parse: Callable[[bytes], tuple[T, int, int]]) -> Iterator[T]:
+        """The chunk's bytes handed to ``parse`` a read at a time (with what the last call left unparsed in front):
+        it returns what it made of them, the bytes it used and the records it read; what it made is yielded when
+        it read any. ``parser`` (made by :meth:`parser`) says how many bytes the next record needs."""
+        chunk = self.chunk
         left = chunk.end - chunk.start
         buf = b""
         with self._opener() as file:
@@ -69,14 +88,14 @@ class ChunkReader:
                 data = file.read(want) if want > 0 else b""
                 left -= len(data)
                 buf = buf + data if buf else data
-                records, used = parser.parse(buf)
+                made, used, count = parse(buf)
                 if used:
                     buf = buf[used:]
-                if records:
-                    self.records += len(records)
-                    yield records
+                if count:
+                    self.records += count
+                    yield made
                 got = len(data)
-                del records, data  # before the next read: one batch in memory at a time
+                del made, data  # before the next read: one batch in memory at a time
                 if not left or not got:  # the chunk is read, or the file ends early
                     break
         if buf:

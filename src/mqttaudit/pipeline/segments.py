@@ -17,8 +17,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mqttaudit.capture import CaptureError, Chunk, ChunkReader, frame_number, read_chunk
+from mqttaudit.capture import CaptureError, Chunk, ChunkReader, frame_number, native, read_chunk
 from mqttaudit.capture.flows import OtherTcp, SegmentRow, broker_segments
+from mqttaudit.capture.native import Columns, NativeChunk
 
 from . import sources
 from .options import AuditOptions
@@ -86,6 +87,11 @@ class Runs:
         self._pieces.append(pa.RecordBatch.from_arrays(arrays, schema=PIECE_SCHEMA))
         self._rows = []
 
+    def add(self, piece: pa.RecordBatch) -> None:
+        """Adds segments already in Arrow form (:data:`PIECE_SCHEMA`), as the native path reads them."""
+        if piece.num_rows:
+            self._pieces.append(piece)
+
     def finish(self) -> Iterator[pa.RecordBatch]:
         """The chunk's runs, in batches of at most :data:`BATCH_BYTES` (nothing when it had no segment)."""
         if self._rows:
@@ -142,16 +148,27 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
     skipped: Counter[str] = Counter()
     other = OtherTcp()
     kept = 0
-    reader = read_chunk(sources.opener(path), chunk)
+    opener = sources.opener(path)
+    native_chunk = NativeChunk(opener, chunk, options.broker_ports) if native.available() else None
+    reader = read_chunk(opener, chunk) if native_chunk is None else native_chunk.reader
     error = None
     try:
-        for rows in broker_segments(reader, options.broker_ports, skipped, BATCH_ROWS, other):
-            kept += len(rows)
-            runs.extend(rows)
+        if native_chunk is None:
+            for rows in broker_segments(reader, options.broker_ports, skipped, BATCH_ROWS, other):
+                kept += len(rows)
+                runs.extend(rows)
+        else:
+            names = FlowNames(native_chunk.names)
+            for columns in native_chunk.columns():
+                kept += columns.rows
+                runs.add(native_piece(columns, names.array()))
     except CaptureError as exc:
         error = {"offset": exc.offset, "reason": exc.detail}
     except (OSError, sources.AuditInputError) as exc:
         error = {"offset": chunk.start, "reason": f"cannot read: {exc}"}
+    if native_chunk is not None:
+        skipped.update(native_chunk.skipped())
+        other = native_chunk.other_tcp()
     yield from runs.finish()
     truncation = getattr(reader, "truncation", None)
     note: dict[str, Any] = {
@@ -174,6 +191,48 @@ def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions
     if reader.corrupt_count:
         note["corrupt"] = corrupt_note(reader)
     yield _batch(_note(capture, **note))
+
+
+class FlowNames:
+    """The names of a native chunk's flows (:attr:`~mqttaudit.capture.native.NativeChunk.names`, which grows) as an
+    Arrow array, made again only when flows were added."""
+
+    def __init__(self, names: list[str]) -> None:
+        self._names = names
+        self._array = pa.array([], type=pa.string())
+
+    def array(self) -> pa.Array:
+        if len(self._array) != len(self._names):
+            self._array = pa.array(self._names, type=pa.string())
+        return self._array
+
+
+def native_piece(columns: Columns, names: pa.Array) -> pa.RecordBatch:
+    """The segments of one native read as a :data:`PIECE_SCHEMA` batch, built on the extension's buffers (the flow
+    column taken from ``names``, the flows' names by index)."""
+    rows = columns.rows
+
+    def fixed(kind: pa.DataType, data: bytes) -> pa.Array:
+        return pa.Array.from_buffers(kind, rows, [None, pa.py_buffer(data)])
+
+    def binary(offsets: bytes, values: bytes) -> pa.Array:
+        return pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(values)])
+
+    flows = names.take(fixed(pa.int32(), columns.flow))
+    arrays = [
+        flows,
+        fixed(pa.int64(), columns.record),
+        fixed(pa.int64(), columns.time_ns),
+        binary(columns.src_ip_offsets, columns.src_ip),
+        fixed(pa.int32(), columns.src_port),
+        binary(columns.dst_ip_offsets, columns.dst_ip),
+        fixed(pa.int32(), columns.dst_port),
+        fixed(pa.int64(), columns.seq),
+        fixed(pa.int64(), columns.ack),
+        fixed(pa.int32(), columns.flags),
+        binary(columns.payload_offsets, columns.payload),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=PIECE_SCHEMA)
 
 
 def corrupt_note(reader: ChunkReader) -> list[dict[str, Any]]:

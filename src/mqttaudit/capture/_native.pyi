@@ -1,0 +1,23 @@
+# Type stubs of the C extension (src/mqttaudit/capture/_native.c); see mqttaudit.capture.native.
+from collections.abc import Iterable
+
+Buffer = bytes | bytearray | memoryview
+
+SKIP_REASONS: tuple[str, ...]
+
+class Scanner:
+    def __init__(self, broker_ports: Iterable[int]) -> None: ...
+    def pcap(
+        self, buf: Buffer, pos: int, little: bool, multiplier: int, linktype: int, limit: int, index: int
+    ) -> tuple[int, int]: ...
+    def pcapng(
+        self, buf: Buffer, pos: int, little: bool, scales: tuple[tuple[int, int, int, int] | None, ...], index: int
+    ) -> tuple[int, int]: ...
+    def record(self, time_ns: int, linktype: int, data: Buffer, index: int) -> None: ...
+    def take(
+        self,
+    ) -> tuple[
+        int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes
+    ]: ...
+    def flows(self, start: int) -> list[tuple[bytes, int, bytes, int, bool, int, int, int]]: ...
+    def counts(self) -> tuple[int, dict[str, int]]: ...
