@@ -17,6 +17,7 @@ import pytest
 
 import mqttaudit
 from mqttaudit import codec
+from mqttaudit.capture import native
 
 #: The package is imported from a checkout's src/ (the source tree, never compiled in place), not an install.
 FROM_SOURCE_TREE = (Path(mqttaudit.__file__).resolve().parents[2] / "pyproject.toml").is_file()
@@ -27,6 +28,13 @@ def test_the_expected_codec_build_is_running() -> None:
     assert EXPECTED in {"compiled", "pure"}
     compiled = codec.COMPILED
     assert compiled is (EXPECTED == "compiled"), f"expected the {EXPECTED} codec, got {codec.__file__}"
+
+
+def test_the_native_reading_path_comes_with_the_compiled_build() -> None:
+    """The compiled build has the capture's C extension and reads with it; the pure build has none and reads with
+    the pure path (its reference, tests/test_native_reading.py)."""
+    assert native.built() is (EXPECTED == "compiled")
+    assert native.available() is (EXPECTED == "compiled" and os.environ.get(native.SWITCH, "1") != "0")
 
 
 SAMPLES = [

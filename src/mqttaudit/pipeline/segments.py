@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from mqttaudit.capture import CaptureError, Chunk, ChunkReader, frame_number, native, read_chunk
 from mqttaudit.capture.flows import OtherTcp, SegmentRow, broker_segments
 from mqttaudit.capture.native import Columns, NativeChunk
+from mqttaudit.capture.reader import READ_SIZE
 
 from . import sources
 from .options import AuditOptions
@@ -59,7 +60,7 @@ def read_segments(batches: Iterator[pa.RecordBatch], options: AuditOptions) -> I
     for batch in batches:
         for capture, path, blob in zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True):
             chunk: Chunk = pickle.loads(blob)
-            yield from _chunk_segments(capture, path, chunk, options)
+            yield from chunk_segments(capture, path, chunk, options)
 
 
 class Runs:
@@ -143,14 +144,16 @@ def decode_run(capture: str, blob: pa.Buffer) -> pa.RecordBatch:
     return batch.append_column("capture", pa.array([capture] * batch.num_rows, type=pa.string()))
 
 
-def _chunk_segments(capture: str, path: str, chunk: Chunk, options: AuditOptions) -> Iterator[pa.RecordBatch]:
+def chunk_segments(
+    capture: str, path: str, chunk: Chunk, options: AuditOptions, read_size: int = READ_SIZE
+) -> Iterator[pa.RecordBatch]:
     runs = Runs(capture)
     skipped: Counter[str] = Counter()
     other = OtherTcp()
     kept = 0
     opener = sources.opener(path)
-    native_chunk = NativeChunk(opener, chunk, options.broker_ports) if native.available() else None
-    reader = read_chunk(opener, chunk) if native_chunk is None else native_chunk.reader
+    native_chunk = NativeChunk(opener, chunk, options.broker_ports, read_size=read_size) if native.available() else None
+    reader = read_chunk(opener, chunk, read_size=read_size) if native_chunk is None else native_chunk.reader
     error = None
     try:
         if native_chunk is None:
