@@ -48,7 +48,8 @@ ARTIFACTS: Final = REPO / "bench" / "out" / "fuzz-native"
 DEFAULT_RUNS: Final = 200_000
 MAX_INPUT: Final = 64 * 1024
 #: A capture the ops build stops growing at (ops can write more bytes than the input holds).
-MAX_FILE: Final = 512 * 1024
+MAX_FILE: Final = 256 * 1024
+MAX_CHUNKS: Final = 8
 #: Bytes of each real capture taken as a seed.
 SEED_BYTES: Final = 4096
 WORK_ENV: Final = "FUZZ_NATIVE_WORK"
@@ -481,8 +482,8 @@ class Checker:
         case = Case(data)
         with open(self.path, "wb") as file:
             file.write(case.capture)
-        try:
-            chunks = self.plan_chunks(self.path, case.target)
+        try:  # at most MAX_CHUNKS chunks: each costs two reads
+            chunks = self.plan_chunks(self.path, max(case.target, len(case.capture) // MAX_CHUNKS))
         except self.capture_error:
             return  # not a capture at all: the reading stage never sees it
         options = self.options(broker_ports=case.ports)
@@ -591,11 +592,10 @@ def seeds(captures: Path) -> Iterator[bytes]:
     big.write(0, timed[2][0], writer.linux_sll(packets[2]))
     yield params(VERBATIM) + out.getvalue()
     yield params(VERBATIM, target=64, ports=1, read=6) + out.getvalue()
-    many = [
-        (EPOCH_S * 10**9 + i, writer.ethernet(writer.ip_tcp("10.0.0.1", "10.0.0.2", 1024 + i, 1883 + i % 2)))
-        for i in range(700)
-    ]  # more flows than the extension's first flow table holds
-    yield params(VERBATIM, ports=5) + writer.pcap_bytes(many, 1)
+    # More flows than the extension's first flow table holds (fresh-flow frames: op, what, kind 7, a, port, flags,
+    # link, how).
+    fresh = b"".join(bytes([0x10, 0, 7, i & 0xC3, i & 0xFF, i >> 8, 2, 0, 0]) for i in range(600))
+    yield params(PCAP_OPS, ports=0, target=0xFFFF) + bytes([0, 0]) + fresh
     # Op-built captures: the op bytes are the seed (every byte string means some capture).
     for linktype in (0, 1, 2, 3, 8):  # indexes into LINKTYPES
         yield params(PCAP_OPS, flags=linktype & 1, target=300) + bytes([linktype, 0]) + _session_ops(False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from types import MappingProxyType
 
 from mqttaudit.codec import Direction
@@ -23,8 +24,36 @@ QOS = "qos"
 def binds(rule: str, side: Direction) -> bool:
     """Whether the statement ``rule`` (a registry id) binds ``side``: its actor is that side or both. A finding
     against a side cites only a statement that binds it; a rule outside the MQTT catalogues binds whoever it names."""
-    entry = registry.rule_of(rule, identity.V3_1_1)
+    return _binds(str(rule), _own_version(rule), side)
+
+
+def _own_version(rule: str) -> str | None:
+    own = getattr(rule, "version", None)
+    return own if isinstance(own, str) else None
+
+
+def _as_key(text: str, version: str | None) -> str:
+    """The key or id :func:`binds` and :meth:`Ledger.held` were given, back from its text and its own version."""
+    return text if version is None else registry.StatementId(text, version)
+
+
+@lru_cache(maxsize=8192)
+def _binds(text: str, version: str | None, side: Direction) -> bool:
+    """:func:`binds` of the id ``text`` of ``version``: a pure function of its arguments, asked for every rule
+    decided (millions of times in an audit's judging and routing replay), so remembered."""
+    entry = registry.rule_of(_as_key(text, version), identity.V3_1_1)
     return entry is None or entry.binds("client" if side is Direction.FROM_CLIENT else "server")
+
+
+@lru_cache(maxsize=8192)
+def _held_as(text: str, key_version: str | None, version: str, side: Direction | None) -> tuple[str | None, bool]:
+    """What :meth:`Ledger.held` records for the key ``text`` (of ``key_version``) in a conversation of ``version``
+    decided by ``side``: the statement id (None: not recorded) and whether the client's conduct decided it."""
+    named = identity.statement_id(_as_key(text, key_version), version)
+    if named is None or (side is not None and not binds(named, side)):
+        return None, False
+    client = side is Direction.FROM_CLIENT or (side is None and not binds(named, Direction.FROM_SERVER))
+    return named, client
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,10 +252,10 @@ class Ledger:
     def held(self, rule: str, side: Direction | None = None) -> None:
         """One instance of ``rule`` was decided and passed (by ``side``, when one side's conduct decided it: not
         recorded when the rule does not bind that side, as :meth:`fail` records no such finding)."""
-        named = identity.statement_id(rule, self.version)
-        if named is not None and (side is None or binds(named, side)):
+        named, client = _held_as(str(rule), _own_version(rule), self.version, side)
+        if named is not None:
             self.held_rules.add(named)
-            if side is Direction.FROM_CLIENT or (side is None and not binds(named, Direction.FROM_SERVER)):
+            if client:
                 self.client_held.add(named)
 
     def undecided(
