@@ -1,28 +1,29 @@
 """Coverage-guided differential fuzzing of the native capture reading path against the pure-Python one.
 
-Each fuzz input becomes a capture file (pcap or pcapng, any link type, well-formed frames written with
-:mod:`mqttaudit.capture.writer` and then mutated, raw records and blocks, or bytes after a valid header), cut into
-chunks of a fuzz-chosen size, and every chunk is read by :func:`mqttaudit.pipeline.segments._chunk_segments` twice:
-``MQTTAUDIT_NATIVE=0`` (pure) and ``=1`` (the C extension). The two must give equal record batches and neither may
-raise: any difference or escaping exception is a crash, as is anything AddressSanitizer or UBSan sees in the C code.
+Why: the C extension (``mqttaudit.capture._native``) must give exactly what the pure path gives, on every input,
+corrupt ones included. Each fuzz input becomes a capture file (pcap or pcapng, any link type; frames written with
+:mod:`mqttaudit.capture.writer` then mutated, raw records and blocks, or raw bytes after a valid header: see
+:class:`Case`), cut into chunks of a fuzz-chosen size and read with a fuzz-chosen read size and broker ports by the
+reading stage (``mqttaudit.pipeline.segments.chunk_segments``, once ``_chunk_segments``) twice,
+``MQTTAUDIT_NATIVE=0`` and ``=1``. Any difference in the record batches, any exception escaping either, and
+anything AddressSanitizer or UBSan sees in the C code is a crash.
 
-Run it through ``scripts/fuzz-native.sh``, which installs atheris, builds the extension with ASan/UBSan into a copy
-of the package in a temporary directory and preloads gcc's ASan runtime. ``python bench/fuzz_native.py [-runs=N]
-[--corpus=DIR] [--captures=DIR] [libFuzzer flags] [crash files]``: ``-runs`` defaults to 200000; crash files are
-replayed instead of fuzzing. It prints the executions, the time and atheris's coverage figures, and exits 0 when
-nothing was found (crash inputs go to ``bench/out/fuzz-native/`` unless ``-artifact_prefix`` says otherwise).
+Run it through ``scripts/fuzz-native.sh`` (atheris, the sanitizer build, the preloads). Arguments: ``-runs=N``
+(default 200000), ``--corpus=DIR`` (kept, seeds added), ``--captures=DIR`` (real captures to seed from, default
+``../shared/captures`` beside the repository), other libFuzzer flags, or crash files to replay. It prints the
+executions, the time and atheris's coverage figures and exits 0 when nothing was found; crash inputs go to
+``bench/out/fuzz-native/``.
 
-Coverage guidance. The Python code (the pure parsers, the native driver, the reading stage) is instrumented by
-atheris. The C code cannot get edge coverage from gcc: gcc's only block instrumentation,
-``-fsanitize-coverage=trace-pc``, calls ``__sanitizer_cov_trace_pc``, which atheris's bundled libFuzzer defines only
-to print that the instrumentation is deprecated and exit (it counts ``inline-8bit-counters`` with a ``pc-table``,
-which gcc does not emit). gcc's ``-fsanitize-coverage=trace-cmp`` works: its ``__sanitizer_cov_trace_cmp*`` and
-``trace_switch`` callbacks feed libFuzzer's table of compared values (mutation hints) and, with
-``-use_value_profile=1`` (on by default here), count as features, so the C side's comparisons (its branches on
-header fields) guide the search. Since gcc's ASan runtime defines weak no-op callbacks that would win the symbol
-lookup, the build links a small shim that forwards them (tail calls, so libFuzzer sees the caller's address) to
-atheris's libFuzzer once this harness hands it their addresses. Everything else on the C side is checked by
-ASan and UBSan.
+Coverage guidance: atheris instruments the Python side (pure parsers, native driver, reading stage). gcc cannot
+give the C side edge coverage that atheris's bundled libFuzzer reads: gcc's block instrumentation,
+``-fsanitize-coverage=trace-pc``, calls ``__sanitizer_cov_trace_pc``, which that libFuzzer defines only to print
+"deprecated instrumentation" and exit (it reads ``inline-8bit-counters`` and ``pc-table``, clang-only). gcc's
+``-fsanitize-coverage=trace-cmp`` does feed it: the ``__sanitizer_cov_trace_cmp*``/``trace_switch`` callbacks fill
+libFuzzer's table of compared values (mutation hints) and, with ``-use_value_profile=1`` (on here), count as
+features, so the C code's comparisons on header fields guide the search. That needs atheris's libFuzzer to come
+before gcc's ASan runtime, whose weak no-op callbacks would otherwise take those calls and atheris's Python
+coverage too (the script preloads both in that order; :func:`cmp_feedback` checks it). The rest of the C side
+is checked by ASan and UBSan only.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import pickle
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -24,7 +24,7 @@ from mqttaudit.capture.reader import READ_SIZE
 
 from . import sources
 from .options import AuditOptions
-from .tables import PIECE_SCHEMA, RUN_SCHEMA, SEGMENT_SCHEMA
+from .tables import RUN_SCHEMA, SEGMENT_SCHEMA
 from .worker_gc import tune_gc
 
 BATCH_ROWS = 8192
@@ -34,6 +34,9 @@ RUN_SEGMENTS = 16384
 RUN_BYTES = 8 * 1024 * 1024
 #: Bytes of runs per batch handed to Spark at most.
 BATCH_BYTES = 16 * 1024 * 1024
+#: The segments of a chunk as the reading task gathers them: the run columns and the id of each one's flow (an
+#: index into :attr:`Runs.names`).
+ID_PIECE_SCHEMA = pa.schema([("flow", pa.int32()), *RUN_SCHEMA])
 
 
 def _segment_columns() -> dict[str, list[Any]]:
@@ -69,10 +72,17 @@ class Runs:
     Segments are turned into Arrow data every :data:`BATCH_ROWS` (so that the chunk's segments do not stay alive
     as Python objects for the collector to walk); when the chunk ends they are ordered by flow and record, and
     each flow's segments become runs of at most :data:`RUN_SEGMENTS` and :data:`RUN_BYTES`, one serialized record
-    batch each."""
+    batch each.
 
-    def __init__(self, capture: str) -> None:
+    Pieces carry a flow id (an index into :attr:`names`) rather than the flow's name: ordering by the names' rank
+    and the record sorts integers, and a name is written once per run."""
+
+    def __init__(self, capture: str, names: list[str] | None = None) -> None:
         self.capture = capture
+        #: The flows' names by id: the native chunk's (:attr:`~mqttaudit.capture.native.NativeChunk.names`), or
+        #: those :meth:`extend` met.
+        self.names: list[str] = [] if names is None else names
+        self._ids: dict[str, int] = {}
         self._rows: list[SegmentRow] = []
         self._pieces: list[pa.RecordBatch] = []
 
@@ -83,13 +93,19 @@ class Runs:
             self._piece()
 
     def _piece(self) -> None:
-        columns = zip(*self._rows, strict=True)
-        arrays = [pa.array(values, type=field.type) for values, field in zip(columns, PIECE_SCHEMA, strict=True)]
-        self._pieces.append(pa.RecordBatch.from_arrays(arrays, schema=PIECE_SCHEMA))
+        columns = list(zip(*self._rows, strict=True))
+        ids = self._ids
+        for name in dict.fromkeys(columns[0]):
+            if name not in ids:
+                ids[name] = len(self.names)
+                self.names.append(name)
+        columns[0] = tuple(ids[name] for name in columns[0])
+        arrays = [pa.array(values, type=field.type) for values, field in zip(columns, ID_PIECE_SCHEMA, strict=True)]
+        self._pieces.append(pa.RecordBatch.from_arrays(arrays, schema=ID_PIECE_SCHEMA))
         self._rows = []
 
     def add(self, piece: pa.RecordBatch) -> None:
-        """Adds segments already in Arrow form (:data:`PIECE_SCHEMA`), as the native path reads them."""
+        """Adds segments already in Arrow form (:data:`ID_PIECE_SCHEMA`), as the native path reads them."""
         if piece.num_rows:
             self._pieces.append(piece)
 
@@ -99,19 +115,29 @@ class Runs:
             self._piece()
         if not self._pieces:
             return
-        table = pa.Table.from_batches(self._pieces, schema=PIECE_SCHEMA)
+        table = pa.Table.from_batches(self._pieces, schema=ID_PIECE_SCHEMA)
         self._pieces = []
-        table = table.take(pc.sort_indices(table, sort_keys=[("flow", "ascending"), ("record", "ascending")]))
+        rank = [0] * len(self.names)
+        for position, flow in enumerate(sorted(range(len(self.names)), key=self.names.__getitem__)):
+            rank[flow] = position
+        order = pa.table({"rank": pa.array(rank, pa.int32()).take(table.column("flow")), "record": table["record"]})
+        table = table.take(pc.sort_indices(order, sort_keys=[("rank", "ascending"), ("record", "ascending")]))
         flows = pc.run_end_encode(table.column("flow").combine_chunks())
         segments = table.select(RUN_SCHEMA.names).combine_chunks()
-        lengths = pc.binary_length(segments.column("payload")).to_pylist()
+        lengths = pc.binary_length(segments.column("payload"))
+        totals = pc.cumulative_sum(lengths).to_pylist()
         done = _segment_columns()
         size = start = 0
         for flow, end in zip(flows.values.to_pylist(), flows.run_ends.to_pylist(), strict=True):
-            for first, last in cuts(lengths, start, end):
+            payload = totals[end - 1] - (totals[start - 1] if start else 0)
+            if end - start <= RUN_SEGMENTS and payload <= RUN_BYTES:
+                pieces: Iterable[tuple[int, int]] = ((start, end),)  # the whole flow is one run
+            else:
+                pieces = cuts(lengths.slice(start, end - start).to_pylist(), 0, end - start, start)
+            for first, last in pieces:
                 run = segments.slice(first, last - first).to_batches()[0]
                 blob = run.serialize().to_pybytes()
-                done["flow"].append(flow)
+                done["flow"].append(self.names[flow])
                 done["capture"].append(self.capture)
                 done["first_record"].append(run.column("record")[0].as_py())
                 done["first_time_ns"].append(run.column("time_ns")[0].as_py())
@@ -126,16 +152,16 @@ class Runs:
             yield _batch(done)
 
 
-def cuts(lengths: list[int], start: int, end: int) -> Iterator[tuple[int, int]]:
+def cuts(lengths: list[int], start: int, end: int, shift: int = 0) -> Iterator[tuple[int, int]]:
     """Segments ``[start, end)`` of one flow cut into runs of at most :data:`RUN_SEGMENTS` segments and
-    :data:`RUN_BYTES` of payload (a longer segment is a run of its own)."""
+    :data:`RUN_BYTES` of payload (a longer segment is a run of its own); each run's bounds plus ``shift``."""
     first, size = start, 0
     for index in range(start, end):
         if index > first and (index - first >= RUN_SEGMENTS or size + lengths[index] > RUN_BYTES):
-            yield first, index
+            yield first + shift, index + shift
             first, size = index, 0
         size += lengths[index]
-    yield first, end
+    yield first + shift, end + shift
 
 
 def decode_run(capture: str, blob: pa.Buffer) -> pa.RecordBatch:
@@ -147,13 +173,13 @@ def decode_run(capture: str, blob: pa.Buffer) -> pa.RecordBatch:
 def chunk_segments(
     capture: str, path: str, chunk: Chunk, options: AuditOptions, read_size: int = READ_SIZE
 ) -> Iterator[pa.RecordBatch]:
-    runs = Runs(capture)
     skipped: Counter[str] = Counter()
     other = OtherTcp()
     kept = 0
     opener = sources.opener(path)
     native_chunk = NativeChunk(opener, chunk, options.broker_ports, read_size=read_size) if native.available() else None
     reader = read_chunk(opener, chunk, read_size=read_size) if native_chunk is None else native_chunk.reader
+    runs = Runs(capture, None if native_chunk is None else native_chunk.names)
     error = None
     try:
         if native_chunk is None:
@@ -161,10 +187,9 @@ def chunk_segments(
                 kept += len(rows)
                 runs.extend(rows)
         else:
-            names = FlowNames(native_chunk.names)
             for columns in native_chunk.columns():
                 kept += columns.rows
-                runs.add(native_piece(columns, names.array()))
+                runs.add(native_piece(columns))
     except CaptureError as exc:
         error = {"offset": exc.offset, "reason": exc.detail}
     except (OSError, sources.AuditInputError) as exc:
@@ -196,23 +221,8 @@ def chunk_segments(
     yield _batch(_note(capture, **note))
 
 
-class FlowNames:
-    """The names of a native chunk's flows (:attr:`~mqttaudit.capture.native.NativeChunk.names`, which grows) as an
-    Arrow array, made again only when flows were added."""
-
-    def __init__(self, names: list[str]) -> None:
-        self._names = names
-        self._array = pa.array([], type=pa.string())
-
-    def array(self) -> pa.Array:
-        if len(self._array) != len(self._names):
-            self._array = pa.array(self._names, type=pa.string())
-        return self._array
-
-
-def native_piece(columns: Columns, names: pa.Array) -> pa.RecordBatch:
-    """The segments of one native read as a :data:`PIECE_SCHEMA` batch, built on the extension's buffers (the flow
-    column taken from ``names``, the flows' names by index)."""
+def native_piece(columns: Columns) -> pa.RecordBatch:
+    """The segments of one native read as an :data:`ID_PIECE_SCHEMA` batch, built on the extension's buffers."""
     rows = columns.rows
 
     def fixed(kind: pa.DataType, data: bytes) -> pa.Array:
@@ -221,9 +231,8 @@ def native_piece(columns: Columns, names: pa.Array) -> pa.RecordBatch:
     def binary(offsets: bytes, values: bytes) -> pa.Array:
         return pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(values)])
 
-    flows = names.take(fixed(pa.int32(), columns.flow))
     arrays = [
-        flows,
+        fixed(pa.int32(), columns.flow),
         fixed(pa.int64(), columns.record),
         fixed(pa.int64(), columns.time_ns),
         binary(columns.src_ip_offsets, columns.src_ip),
@@ -235,7 +244,7 @@ def native_piece(columns: Columns, names: pa.Array) -> pa.RecordBatch:
         fixed(pa.int32(), columns.flags),
         binary(columns.payload_offsets, columns.payload),
     ]
-    return pa.RecordBatch.from_arrays(arrays, schema=PIECE_SCHEMA)
+    return pa.RecordBatch.from_arrays(arrays, schema=ID_PIECE_SCHEMA)
 
 
 def corrupt_note(reader: ChunkReader) -> list[dict[str, Any]]:

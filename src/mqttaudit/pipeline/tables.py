@@ -328,8 +328,6 @@ RUN_SCHEMA = pa.schema(
 )
 #: The columns of a run that make a :data:`~mqttaudit.capture.segments.Segment`, in its order.
 SEGMENT_FIELDS = RUN_SCHEMA.names[1:]
-#: The segments of a chunk as the reading task gathers them: the run columns and the flow of each.
-PIECE_SCHEMA = pa.schema([("flow", pa.string()), *RUN_SCHEMA])
 #: What the reading stage hands on: runs of one flow's TCP segments from one chunk, each row carrying its segments
 #: as one serialized Arrow record batch (:data:`RUN_SCHEMA`), which the JVM shuffles and sorts as one opaque value
 #: (with a row per segment, converting, shuffling and sorting them cost the JVM about half the audit's CPU); or a
