@@ -43,7 +43,8 @@ def needs_native() -> None:
 
 
 def stage(path: Path, chunk: Chunk, ports: frozenset[int], read_size: int, switch: str) -> list[pa.RecordBatch]:
-    """The reading stage's output for one chunk, the native path on (``"1"``) or off (``"0"``)."""
+    """The reading stage's output for one chunk, the native path on (``"1"``) or off (``"0"``): by the switch the
+    audit reads (``MQTTAUDIT_NATIVE``)."""
     saved = os.environ.get(native.SWITCH)
     os.environ[native.SWITCH] = switch
     try:

@@ -171,13 +171,22 @@ def decode_run(capture: str, blob: pa.Buffer) -> pa.RecordBatch:
 
 
 def chunk_segments(
-    capture: str, path: str, chunk: Chunk, options: AuditOptions, read_size: int = READ_SIZE
+    capture: str,
+    path: str,
+    chunk: Chunk,
+    options: AuditOptions,
+    read_size: int = READ_SIZE,
+    native_path: bool | None = None,
 ) -> Iterator[pa.RecordBatch]:
+    """The runs of MQTT segments of one chunk, then its note. ``native_path`` picks the path (None: the native one
+    when :func:`~mqttaudit.capture.native.available`); both give the same batches."""
+    if native_path is None:
+        native_path = native.available()
     skipped: Counter[str] = Counter()
     other = OtherTcp()
     kept = 0
     opener = sources.opener(path)
-    native_chunk = NativeChunk(opener, chunk, options.broker_ports, read_size=read_size) if native.available() else None
+    native_chunk = NativeChunk(opener, chunk, options.broker_ports, read_size=read_size) if native_path else None
     reader = read_chunk(opener, chunk, read_size=read_size) if native_chunk is None else native_chunk.reader
     runs = Runs(capture, None if native_chunk is None else native_chunk.names)
     error = None
