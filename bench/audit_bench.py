@@ -965,7 +965,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "reading stage, native path: frames -> runs of MQTT segments",
                     f"chunk_segments, one chunk, {stage['runs']:,} runs; {same} to the pure path's",
                 ),
-                ("stage_pure", "reading stage, pure path: frames -> runs of MQTT segments", "chunk_segments, one chunk"),
+                (
+                    "stage_pure",
+                    "reading stage, pure path: frames -> runs of MQTT segments",
+                    "chunk_segments, one chunk",
+                ),
             ):
                 part_rows.append(
                     timed_row(label, main_path.name, packets, stage[key], f"{note}; timed inside one process")
