@@ -17,6 +17,8 @@ PURE_TESTS := tests/test_codec_build.py tests/test_codec_vectors.py tests/test_c
 # of the shared captures (tests/shared_captures_on_spark.py); tests/conftest.py hands the longest out first. Tests
 # marked `alone` run afterwards, one at a time.
 TEST_WORKERS ?= 4
+# Executions of the native reading path's differential fuzzer in `make bench` (scripts/fuzz-native.sh).
+FUZZ_RUNS ?= 20000
 PARALLEL := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 .PHONY: install demo-install build-deps system-deps demo wheel test lint typecheck unit bench clean
@@ -82,6 +84,7 @@ bench: install
 	$(PY) bench/trie_throughput.py
 	$(PY) bench/capture_gen.py
 	$(PY) bench/audit_bench.py
+	PYTHON=$(PY) bash scripts/fuzz-native.sh -runs=$(FUZZ_RUNS)
 	$(PY) bench/fixed_cost_bench.py
 	$(PY) bench/memory_growth.py
 	$(PY) bench/probe_bench.py

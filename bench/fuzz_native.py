@@ -28,9 +28,11 @@ is checked by ASan and UBSan only.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import inspect
 import io
+import ipaddress
 import os
 import re
 import struct
@@ -49,7 +51,7 @@ ARTIFACTS: Final = REPO / "bench" / "out" / "fuzz-native"
 DEFAULT_RUNS: Final = 200_000
 MAX_INPUT: Final = 64 * 1024
 #: A capture the ops build stops growing at (ops can write more bytes than the input holds).
-MAX_FILE: Final = 256 * 1024
+MAX_FILE: Final = 128 * 1024
 MAX_CHUNKS: Final = 8
 #: Bytes of each real capture taken as a seed.
 SEED_BYTES: Final = 4096
@@ -82,6 +84,7 @@ ENDPOINTS: Final = (
     (("::1", 65535), ("::1", 0)),
 )
 EPOCH_S: Final = 1_700_000_000
+V6_NET: Final = bytes.fromhex("20010db8") + bytes(9)
 PAYLOAD: Final = bytes(range(256)) * 6
 
 
@@ -151,6 +154,10 @@ class Case:
         return ng.build()
 
 
+def _packed(endpoint: tuple[str, int]) -> tuple[bytes, int]:
+    return ipaddress.ip_address(endpoint[0]).packed, endpoint[1]
+
+
 def _pad(data: bytes) -> bytes:
     return data + b"\0" * (-len(data) % 4)
 
@@ -165,8 +172,9 @@ class Frames:
         from mqttaudit.capture import writer
 
         self.inp = inp
-        self.writer = writer
-        self.sessions = [writer.TcpSession(client, server) for client, server in ENDPOINTS]
+        self.writer: Any = writer  # given packed addresses, which it takes though it declares text
+        # Packed addresses: the writer then never parses address text (it costs more than the frames).
+        self.sessions = [self.writer.TcpSession(_packed(client), _packed(server)) for client, server in ENDPOINTS]
 
     def frame(self, linktype: int) -> bytes:
         inp = self.inp
@@ -175,7 +183,7 @@ class Frames:
         side = what >> 3 & 1
         kind = inp.byte()
         payload = PAYLOAD[: (kind >> 3) * 47 % 1461]
-        version = 6 if ":" in session.endpoints[0][0] else 4
+        version = 6 if len(session.endpoints[0][0]) == 16 else 4
         match kind & 7:
             case 0:
                 packet = session.handshake()[(what >> 4) % 3]
@@ -199,9 +207,9 @@ class Frames:
         a, port, flags = inp.byte(), inp.u16(), inp.byte()
         service = (1883, 8883, 80, port ^ 0x5A5A)[a & 3]
         if a & 0x80:
-            src, dst = f"2001:db8::{a:x}:{port:x}", "2001:db8::2"
+            src, dst = V6_NET + bytes([a]) + port.to_bytes(2, "big"), V6_NET + b"\0\0\x02"
         else:
-            src, dst = f"10.1.{a}.{port >> 8}", "10.0.0.2"
+            src, dst = bytes([10, 1, a, port >> 8]), bytes([10, 0, 0, 2])
         pair = (src, dst, port, service) if a & 0x40 else (dst, src, service, port)
         return w.ip_tcp(*pair, payload, seq=port << 8, flags=flags), 6 if a & 0x80 else 4
 
@@ -213,7 +221,7 @@ class Frames:
         options = bytes([2, 4, 5, 180]) if v & 0x80 else b""
         flags = inp.byte() | v << 1 & 0x100
         segment = w.tcp(src, dst, sport, dport, payload, seq=session.next[side], flags=flags, options=options)
-        if ":" not in src:
+        if len(src) == 4:
             match v % 5:
                 case 0:
                     return w.ipv4(src, dst, segment, options=b"\x01" * (v >> 3 & 7)), 4
@@ -243,19 +251,20 @@ class Frames:
         ethertype = 0x86DD if version == 6 else 0x0800
         if v & 0xE0 == 0xE0:
             ethertype = (0x0806, 0x0800, 0x86DD, 0x8100)[v >> 2 & 3]
+        frame: bytes = packet  # raw IP
         if linktype == 1:
             vlans = [((0x8100, 0x88A8, 0x9100, 0x9300)[i], i) for i in range(v & 3)]
-            return w.ethernet(packet, ethertype=ethertype, vlans=vlans)
-        if linktype == 113:
-            return w.linux_sll(packet, protocol=ethertype)
-        if linktype == 276:
-            return w.linux_sll2(packet, protocol=ethertype)
-        if linktype in (0, 108):
+            frame = w.ethernet(packet, ethertype=ethertype, vlans=vlans)
+        elif linktype == 113:
+            frame = w.linux_sll(packet, protocol=ethertype)
+        elif linktype == 276:
+            frame = w.linux_sll2(packet, protocol=ethertype)
+        elif linktype in (0, 108):
             family = 2 if version == 4 else (10, 23, 24, 28, 30)[v % 5]
             if v & 0x70 == 0x70:
                 family = v << 8 | v
-            return w.loopback(packet, family=family, byteorder="<" if v & 0x08 else ">")
-        return packet
+            frame = w.loopback(packet, family=family, byteorder="<" if v & 0x08 else ">")
+        return frame
 
     def _mutate(self, frame: bytes) -> bytes:
         """Up to three bytes changed (3 frames in 8), and now and then the frame cut short."""
@@ -473,14 +482,19 @@ class Checker:
         self.read_size = reader.READ_SIZE
         # The reading stage's function (``chunk_segments``, once ``_chunk_segments``); one that takes no read size
         # gets it through the defaults of the readers it makes.
-        self.read: Callable[..., Iterator[Any]] = getattr(segments, "chunk_segments", None) or segments._chunk_segments
+        stage = vars(segments)
+        self.read: Callable[..., Iterator[Any]] = stage.get("chunk_segments") or stage["_chunk_segments"]
         self.takes_read_size = "read_size" in inspect.signature(self.read).parameters
         self.defaults: list[dict[str, Any]] = []
         if not self.takes_read_size:
-            self.defaults = [reader.read_chunk.__kwdefaults__, native.NativeChunk.__init__.__kwdefaults__]
+            kwdefaults = (reader.read_chunk.__kwdefaults__, native.NativeChunk.__init__.__kwdefaults__)
+            self.defaults = [defaults for defaults in kwdefaults if defaults is not None]
 
     def __call__(self, data: bytes) -> None:
         case = Case(data)
+        # A new file each time: truncating one makes some file systems (ext4) flush it at close.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
         with open(self.path, "wb") as file:
             file.write(case.capture)
         try:  # at most MAX_CHUNKS chunks: each costs two reads
@@ -550,7 +564,8 @@ def _session_ops(pcapng: bool) -> bytes:
 
 
 def seeds(captures: Path) -> Iterator[bytes]:
-    """Seed inputs: the first KiB of the real captures, and captures written with the writer."""
+    """Seed inputs: the first SEED_BYTES of each real capture (read, never copied into the project) and captures
+    written with the writer, verbatim or as the op bytes that build them."""
     from mqttaudit import codec
     from mqttaudit.capture import writer
 
@@ -593,9 +608,9 @@ def seeds(captures: Path) -> Iterator[bytes]:
     big.write(0, timed[2][0], writer.linux_sll(packets[2]))
     yield params(VERBATIM) + out.getvalue()
     yield params(VERBATIM, target=64, ports=1, read=6) + out.getvalue()
-    # More flows than the extension's first flow table holds (fresh-flow frames: op, what, kind 7, a, port, flags,
-    # link, how).
-    fresh = b"".join(bytes([0x10, 0, 7, i & 0xC3, i & 0xFF, i >> 8, 2, 0, 0]) for i in range(600))
+    # More flows than the extension's first flow table holds, most of them on port 80 (fresh-flow frames: op, what,
+    # kind 7, a, port, flags, link, how).
+    fresh = b"".join(bytes([0x10, 0, 7, 0xC2 if i % 16 else 0, i & 0xFF, i >> 8, 2, 0, 0]) for i in range(540))
     yield params(PCAP_OPS, ports=0, target=0xFFFF) + bytes([0, 0]) + fresh
     # Op-built captures: the op bytes are the seed (every byte string means some capture).
     for linktype in (0, 1, 2, 3, 8):  # indexes into LINKTYPES
@@ -671,7 +686,7 @@ def main(args: list[str]) -> int:
     if not any(f.startswith("-artifact_prefix=") for f in flags):
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         flags.append(f"-artifact_prefix={ARTIFACTS}/")
-    with tempfile.TemporaryDirectory(prefix="fuzz-native-") as work:
+    with tempfile.TemporaryDirectory(prefix="fuzz-native-", dir=_memory_dir()) as work:
         if inputs:  # replay crash files
             command = [*flags, *inputs]
         else:
@@ -681,7 +696,13 @@ def main(args: list[str]) -> int:
             for count, seed in enumerate(seeds(captures), 1):
                 (corpus_dir / f"seed-{count:03d}").write_bytes(seed[:MAX_INPUT])
             print(f"fuzz-native: {count} seeds, {runs} runs", file=sys.stderr)
-            defaults = [f"-max_len={MAX_INPUT}", "-use_value_profile=1", "-print_final_stats=1", "-timeout=60"]
+            defaults = [
+                f"-max_len={MAX_INPUT}",
+                "-use_value_profile=1",
+                "-print_final_stats=1",
+                "-timeout=60",
+                "-rss_limit_mb=8192",
+            ]
             command = [*defaults, *flags, f"-runs={runs}", str(corpus_dir)]
         env = {**os.environ, WORK_ENV: work}
         started = time.monotonic()
@@ -709,6 +730,12 @@ def main(args: list[str]) -> int:
     for artifact in artifacts:
         print(f"fuzz-native: crash input {artifact}")
     return 0 if code == 0 and not artifacts else (code or 1)
+
+
+def _memory_dir() -> str | None:
+    """A memory file system for the input file written at every execution, when the machine has one."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
 if __name__ == "__main__":

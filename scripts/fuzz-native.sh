@@ -26,8 +26,7 @@ fi
 include=$("$python" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 suffix=$("$python" -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 
-# UBSan reports are recoverable only so that the suppressions below can apply; halt_on_error=1 stops at any other.
-gcc -shared -fPIC -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fsanitize-recover=undefined \
+gcc -shared -fPIC -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
     $coverage -I"$include" src/mqttaudit/capture/_native.c -o "$work/mqttaudit/capture/_native$suffix"
 
 # atheris's libFuzzer first, then gcc's ASan runtime: both runtimes define the __sanitizer_cov_* callbacks (ASan's
@@ -35,16 +34,11 @@ gcc -shared -fPIC -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -f
 # coverage alike. ASan does not come first then, which it accepts with verify_asan_link_order=0 (its interceptors
 # still precede libc; the libFuzzer library defines no allocator).
 libfuzzer=$("$python" -c "import atheris, pathlib; print(next(pathlib.Path(atheris.__file__).parent.glob('core_with_libfuzzer*.so')))")
-# Known findings, reported, that would otherwise stop every run (remove a line once its finding is fixed):
-# buf_put calls memcpy(NULL, value, 0) when the first value of a column is empty (a payload-less segment).
-cat >"$work/ubsan.supp" <<'EOF'
-nonnull-attribute:buf_put
-EOF
 
 # PYTHONMALLOC=malloc: Python's own allocator would hide the extension's small buffers from ASan.
 LD_PRELOAD="$libfuzzer:$(gcc -print-file-name=libasan.so)" \
     ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 \
-    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions="$work/ubsan.supp" \
+    UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1 \
     PYTHONMALLOC=malloc \
     PYTHONPATH="$work" \
     "$python" bench/fuzz_native.py "$@"

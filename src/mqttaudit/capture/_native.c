@@ -75,6 +75,8 @@ static int buf_reserve(Buf *b, size_t more) {
 }
 
 static inline int buf_put(Buf *b, const void *value, size_t size) {
+    if (size == 0) /* nothing to copy (and the buffer may not be allocated yet: memcpy takes no NULL) */
+        return 0;
     if (buf_reserve(b, size) < 0)
         return -1;
     memcpy(b->data + b->len, value, size);
