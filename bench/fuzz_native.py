@@ -35,6 +35,7 @@ import io
 import ipaddress
 import os
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -665,6 +666,7 @@ def child(argv: list[str]) -> None:
 STATUS = re.compile(r"^#(\d+)\s+(?:DONE|pulse|NEW|REDUCE|INITED)\s+cov: (\d+) ft: (\d+) corp: (\S+)")
 DONE = re.compile(r"^Done (\d+) runs in (\d+) second")
 ARTIFACT = re.compile(r"Test unit written to (\S+)")
+REPLAYED = re.compile(r"^Executed \S+ in")
 
 
 def main(args: list[str]) -> int:
@@ -683,6 +685,8 @@ def main(args: list[str]) -> int:
             flags.append(arg)
         else:
             inputs.append(arg)
+    # Stopped from outside: leave through the with-blocks, so that the temporary directory goes.
+    signal.signal(signal.SIGTERM, lambda _number, _frame: sys.exit(143))
     if not any(f.startswith("-artifact_prefix=") for f in flags):
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         flags.append(f"-artifact_prefix={ARTIFACTS}/")
@@ -717,14 +721,20 @@ def main(args: list[str]) -> int:
         status: re.Match[str] | None = None
         done: re.Match[str] | None = None
         artifacts: list[str] = []
-        for line in process.stderr:
-            sys.stderr.write(line)
-            status = STATUS.match(line) or status
-            done = DONE.match(line) or done
-            artifacts += ARTIFACT.findall(line)
-        code = process.wait()
+        replayed = 0
+        try:
+            for line in process.stderr:
+                sys.stderr.write(line)
+                status = STATUS.match(line) or status
+                done = DONE.match(line) or done
+                artifacts += ARTIFACT.findall(line)
+                replayed += bool(REPLAYED.match(line))
+        finally:
+            if process.poll() is None:  # this process was stopped: so is the fuzzing one
+                process.terminate()
+            code = process.wait()
         elapsed = time.monotonic() - started
-    executions = done.group(1) if done else (status.group(1) if status else "?")
+    executions = done.group(1) if done else (status.group(1) if status else str(replayed))
     coverage = f"cov {status.group(2)}, ft {status.group(3)}, corpus {status.group(4)}" if status else "cov ?"
     print(f"fuzz-native: {executions} executions in {elapsed:.0f} s; {coverage}; exit {code}")
     for artifact in artifacts:

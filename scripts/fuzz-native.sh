@@ -2,9 +2,9 @@
 # Fuzzes the native capture reading path (src/mqttaudit/capture/_native.c) against the pure-Python one with
 # bench/fuzz_native.py: installs atheris when missing, builds the extension with AddressSanitizer, UBSan (halting on
 # the first error) and gcc's trace-cmp coverage into a copy of the package in a temporary directory (src/ keeps its
-# own build), and runs the harness with gcc's ASan runtime preloaded. Arguments go to the harness: -runs=N
-# (default 200000), --corpus=DIR, --captures=DIR, libFuzzer flags, or crash files to replay. Exits 0 when nothing
-# was found. FUZZ_NATIVE_CMP=0 leaves the C comparisons out of the guidance (to compare).
+# own build), and runs the harness with atheris's libFuzzer and gcc's ASan runtime preloaded. Arguments go to the
+# harness: -runs=N (default 200000), --corpus=DIR, --captures=DIR, libFuzzer flags, or crash files to replay. Exits
+# 0 when nothing was found. FUZZ_NATIVE_CMP=0 leaves the C comparisons out of the guidance (to compare).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +35,8 @@ gcc -shared -fPIC -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
 # still precede libc; the libFuzzer library defines no allocator).
 libfuzzer=$("$python" -c "import atheris, pathlib; print(next(pathlib.Path(atheris.__file__).parent.glob('core_with_libfuzzer*.so')))")
 
-# PYTHONMALLOC=malloc: Python's own allocator would hide the extension's small buffers from ASan.
+# PYTHONMALLOC=malloc: Python's own allocator would hide the extension's small buffers from ASan. abort_on_error:
+# UBSan then dies by SIGABRT, which libFuzzer catches to save the input (UBSan's own exit would lose it).
 LD_PRELOAD="$libfuzzer:$(gcc -print-file-name=libasan.so)" \
     ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 \
     UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1 \
