@@ -13,6 +13,7 @@ records back; the differential tests hold the two paths to one output.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -22,7 +23,7 @@ from .chunks import Chunk, Opener
 from .errors import CaptureError
 from .flows import FlowKey, OtherTcp, flow_name
 from .pcap import PcapParser
-from .pcapng import PcapngParser
+from .pcapng import PcapngParser, is_pcapng, section_byteorder
 from .reader import READ_SIZE, ChunkReader
 
 _native: ModuleType | None
@@ -118,7 +119,6 @@ class NativeChunk:
         """Reads the whole blocks of ``buf``: Enhanced Packet Blocks in C, any other block in Python."""
         scanner = self._scanner
         pos = count = 0
-        view = memoryview(buf)
         while True:
             if parser.byteorder:
                 end, read = scanner.pcapng(buf, pos, parser.byteorder == "<", _scales(parser), parser.index)
@@ -127,7 +127,7 @@ class NativeChunk:
                 count += read
                 pos = end
             try:
-                records, used = parser.parse(view[pos:], 1)  # type: ignore[arg-type]
+                records, used = parser.parse(buf[pos : _block_end(parser, buf, pos)], 1)
             except CaptureError as error:
                 if not count:
                     raise
@@ -157,6 +157,25 @@ class NativeChunk:
                 key: FlowKey = ((ip_a, port_a), (ip_b, port_b))
                 other.flows[key] = [frames, payload, shown]
         return other
+
+
+def _block_end(parser: PcapngParser, buf: bytes, pos: int) -> int:
+    """Where the block at ``pos`` ends in ``buf`` as its header says (the end of ``buf`` when the block is not
+    wholly in it, or its header cannot tell): the bytes the Python parser needs for that one block, copied alone so
+    that a file of blocks left to Python costs no copy of the rest of each read."""
+    size = len(buf)
+    if pos + 12 > size:
+        return size
+    byteorder = parser.byteorder
+    if is_pcapng(buf[pos : pos + 4]):  # a Section Header Block: its own byte order
+        try:
+            byteorder = section_byteorder(buf[pos : pos + 12], 0, "")
+        except CaptureError:
+            byteorder = ""  # the parser reports it
+    if not byteorder:
+        return size
+    length: int = struct.unpack_from(byteorder + "I", buf, pos + 4)[0]
+    return min(size, pos + max(length, 12))
 
 
 def _scales(parser: PcapngParser) -> tuple[tuple[int, int, int, int] | None, ...]:
