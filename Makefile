@@ -17,8 +17,10 @@ PURE_TESTS := tests/test_codec_build.py tests/test_codec_vectors.py tests/test_c
 # of the shared captures (tests/shared_captures_on_spark.py); tests/conftest.py hands the longest out first. Tests
 # marked `alone` run afterwards, one at a time.
 TEST_WORKERS ?= 4
-# Executions of the native reading path's differential fuzzer in `make bench` (scripts/fuzz-native.sh).
+# Executions of the native reading path's differential fuzzer in `make bench` (scripts/fuzz-native.sh): guided by
+# the pure-Python parsers' coverage (FUZZ_RUNS), then beside the installed compiled parsers (FUZZ_COMPILED_RUNS).
 FUZZ_RUNS ?= 20000
+FUZZ_COMPILED_RUNS ?= 10000
 PARALLEL := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 .PHONY: install demo-install build-deps system-deps demo wheel test lint typecheck unit bench clean
@@ -85,6 +87,7 @@ bench: install
 	$(PY) bench/capture_gen.py
 	$(PY) bench/audit_bench.py
 	PYTHON=$(PY) bash scripts/fuzz-native.sh -runs=$(FUZZ_RUNS)
+	PYTHON=$(PY) bash scripts/fuzz-native.sh --compiled -runs=$(FUZZ_COMPILED_RUNS)
 	$(PY) bench/fixed_cost_bench.py
 	$(PY) bench/memory_growth.py
 	$(PY) bench/probe_bench.py

@@ -57,6 +57,9 @@ MAX_CHUNKS: Final = 8
 #: Bytes of each real capture taken as a seed.
 SEED_BYTES: Final = 4096
 WORK_ENV: Final = "FUZZ_NATIVE_WORK"
+#: Set by ``scripts/fuzz-native.sh --compiled``: the directory of the sanitizer build of the extension, put before
+#: the installed one in ``mqttaudit.capture``'s path, so that it runs beside the installed (mypyc-compiled) parsers.
+EXTENSION_ENV: Final = "FUZZ_NATIVE_EXTENSION"
 
 # Modes: how the bytes after the parameters become a capture file.
 VERBATIM, PCAP_RAW, PCAPNG_RAW, PCAP_OPS, PCAPNG_OPS = range(5)
@@ -252,19 +255,14 @@ class Frames:
         ethertype = 0x86DD if version == 6 else 0x0800
         if v & 0xE0 == 0xE0:
             ethertype = (0x0806, 0x0800, 0x86DD, 0x8100)[v >> 2 & 3]
-        frame: bytes = packet  # raw IP
-        if linktype == 1:
-            vlans = [((0x8100, 0x88A8, 0x9100, 0x9300)[i], i) for i in range(v & 3)]
-            frame = w.ethernet(packet, ethertype=ethertype, vlans=vlans)
-        elif linktype == 113:
-            frame = w.linux_sll(packet, protocol=ethertype)
-        elif linktype == 276:
-            frame = w.linux_sll2(packet, protocol=ethertype)
-        elif linktype in (0, 108):
-            family = 2 if version == 4 else (10, 23, 24, 28, 30)[v % 5]
-            if v & 0x70 == 0x70:
-                family = v << 8 | v
-            frame = w.loopback(packet, family=family, byteorder="<" if v & 0x08 else ">")
+        vlans = [((0x8100, 0x88A8, 0x9100, 0x9300)[i], i) for i in range(v & 3)]
+        family = 2 if version == 4 else (10, 23, 24, 28, 30)[v % 5]
+        if v & 0x70 == 0x70:
+            family = v << 8 | v
+        byteorder = "<" if v & 0x08 else ">"
+        frame: bytes = w.link_frame(
+            linktype, packet, ethertype=ethertype, vlans=vlans, family=family, byteorder=byteorder
+        )
         return frame
 
     def _mutate(self, frame: bytes) -> bytes:
@@ -649,11 +647,20 @@ def child(argv: list[str]) -> None:
     import atheris
 
     work = Path(os.environ[WORK_ENV])
+    extension = os.environ.get(EXTENSION_ENV)
+    if extension:
+        import mqttaudit.capture
+
+        mqttaudit.capture.__path__.insert(0, extension)
     with atheris.instrument_imports(include=["mqttaudit"]):
         checker = Checker(work)
-    from mqttaudit.capture import _native
+    from mqttaudit.capture import _native, pcapng
 
     print(f"fuzz-native: extension {_native.__file__}", file=sys.stderr)
+    if extension and not str(_native.__file__).startswith(extension):
+        raise SystemExit(f"fuzz-native: the sanitizer build in {extension} was not the one imported")
+    compiled = not str(pcapng.__file__).endswith(".py")
+    print(f"fuzz-native: Python parsers {'compiled (mypyc)' if compiled else 'pure Python'}", file=sys.stderr)
 
     def test_one_input(data: bytes) -> None:
         checker(data)

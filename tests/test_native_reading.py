@@ -159,18 +159,10 @@ def frames(draw: st.DrawFn, linktype: int) -> bytes:
     ethertype = ETHERTYPE_IPV6 if six else 0x0800
     if draw(st.integers(0, 9)) == 0:
         ethertype = draw(st.sampled_from([0x0806, 0x8100, 0x88A8]))
-    if linktype == 1:
-        vlans = draw(st.lists(st.tuples(st.sampled_from([0x8100, 0x88A8, 0x9100]), st.integers(0, 4095)), max_size=2))
-        frame = writer.ethernet(packet, ethertype=ethertype, vlans=vlans)
-    elif linktype == 113:
-        frame = writer.linux_sll(packet, protocol=ethertype)
-    elif linktype == 276:
-        frame = writer.linux_sll2(packet, protocol=ethertype)
-    elif linktype in (0, 108):
-        family = draw(st.sampled_from([AF_INET, 10, 24, 28, 30, 7])) if six else AF_INET
-        frame = writer.loopback(packet, family=family, byteorder=draw(st.sampled_from("<>")))
-    else:
-        frame = packet
+    vlans = draw(st.lists(st.tuples(st.sampled_from([0x8100, 0x88A8, 0x9100]), st.integers(0, 4095)), max_size=2))
+    family = draw(st.sampled_from([AF_INET, 10, 24, 28, 30, 7])) if six else AF_INET
+    byteorder = draw(st.sampled_from("<>"))
+    frame = writer.link_frame(linktype, packet, ethertype=ethertype, vlans=vlans, family=family, byteorder=byteorder)
     if draw(st.integers(0, 7)) == 0:
         frame = frame[: draw(st.integers(0, len(frame)))]
     return frame
@@ -279,6 +271,8 @@ def test_a_pcapng_file_of_every_block_kind_reads_the_same_with_its_records_in_bo
         pcap.write_block(6, struct.pack("<IIIII", shifted, 1, index, len(packet), len(packet)) + packet)
     pcap.write_simple(writer.ethernet(packets[-1]))
     pcap.write_obsolete(0, EPOCH, writer.ethernet(packets[0]))
+    late = pcap.add_interface(113)  # an interface described after packets: the table the C reads grows
+    pcap.write(late, EPOCH, writer.linux_sll(packets[2], protocol=0x0800))
     data = bytearray(out.getvalue())
     good = len(data)
     pcap.write(0, EPOCH, writer.ethernet(packets[1]))
@@ -291,6 +285,15 @@ def test_a_pcapng_file_of_every_block_kind_reads_the_same_with_its_records_in_bo
     [chunk] = plan_chunks(path, 1 << 40)
     note = stage(path, chunk, frozenset({1883}), 1 << 20, "1")[-1].column("note")[0].as_py()
     assert '"error"' in note and "different length field" in note
+
+
+def test_a_scanner_is_set_up_once() -> None:
+    """Setting a scanner up again would keep the flow table of its first chunk: refused."""
+    needs_native()
+    assert native._native is not None
+    scanner = native._native.Scanner({BROKER})
+    with pytest.raises(RuntimeError, match="set up once"):
+        scanner.__init__({BROKER})  # type: ignore[misc]
 
 
 def native_decode(linktype: int, frame: bytes) -> str | tuple[bytes, int, bytes, int, int, int, int, bytes]:

@@ -134,6 +134,7 @@ typedef struct {
     size_t nslots;
     int64_t skipped[SK_COUNT];
     int64_t records;
+    int ready; /* set up by __init__, which runs once: a second call would keep the flow table of the first */
     /* the columns of the segments kept since the last take() */
     Py_ssize_t rows;
     Buf record, time_ns, flow, src_port, dst_port, seq, ack, flags;
@@ -451,6 +452,10 @@ static int Scanner_init(Scanner *s, PyObject *args, PyObject *kwds) {
     PyObject *ports;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", names, &ports))
         return -1;
+    if (s->ready) {
+        PyErr_SetString(PyExc_RuntimeError, "a Scanner is set up once: make a new one for another chunk");
+        return -1;
+    }
     PyObject *it = PyObject_GetIter(ports);
     if (it == NULL)
         return -1;
@@ -470,7 +475,10 @@ static int Scanner_init(Scanner *s, PyObject *args, PyObject *kwds) {
     Py_DECREF(it);
     if (PyErr_Occurred())
         return -1;
-    return start_columns(s);
+    if (start_columns(s) < 0)
+        return -1;
+    s->ready = 1;
+    return 0;
 }
 
 static void Scanner_dealloc(Scanner *s) {

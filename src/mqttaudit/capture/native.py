@@ -13,7 +13,6 @@ records back; the differential tests hold the two paths to one output.
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -23,7 +22,7 @@ from .chunks import Chunk, Opener
 from .errors import CaptureError
 from .flows import FlowKey, OtherTcp, flow_name
 from .pcap import PcapParser
-from .pcapng import PcapngParser, is_pcapng, section_byteorder
+from .pcapng import PcapngParser
 from .reader import READ_SIZE, ChunkReader
 
 _native: ModuleType | None
@@ -94,6 +93,7 @@ class NativeChunk:
         self._scanner = _native.Scanner(broker_ports)
         #: Per flow the scanner has seen, in its order: its name (an MQTT flow) or "" (a flow left out).
         self.names: list[str] = []
+        self._scales = _Scales()
 
     def columns(self) -> Iterator[Columns]:
         """The MQTT segments of each read that held any records. A corrupt header raises
@@ -121,7 +121,7 @@ class NativeChunk:
         pos = count = 0
         while True:
             if parser.byteorder:
-                end, read = scanner.pcapng(buf, pos, parser.byteorder == "<", _scales(parser), parser.index)
+                end, read = scanner.pcapng(buf, pos, parser.byteorder == "<", self._scales.of(parser), parser.index)
                 parser.index += read
                 parser.offset += end - pos
                 count += read
@@ -163,27 +163,31 @@ def _block_end(parser: PcapngParser, buf: bytes, pos: int) -> int:
     """Where the block at ``pos`` ends in ``buf`` as its header says (the end of ``buf`` when the block is not
     wholly in it, or its header cannot tell): the bytes the Python parser needs for that one block, copied alone so
     that a file of blocks left to Python costs no copy of the rest of each read."""
-    size = len(buf)
-    if pos + 12 > size:
-        return size
-    byteorder = parser.byteorder
-    if is_pcapng(buf[pos : pos + 4]):  # a Section Header Block: its own byte order
-        try:
-            byteorder = section_byteorder(buf[pos : pos + 12], 0, "")
-        except CaptureError:
-            byteorder = ""  # the parser reports it
-    if not byteorder:
-        return size
-    length: int = struct.unpack_from(byteorder + "I", buf, pos + 4)[0]
-    return min(size, pos + max(length, 12))
+    try:
+        return min(len(buf), pos + parser.needed(buf[pos : pos + 12]))
+    except CaptureError:  # the parser reports it on the rest
+        return len(buf)
 
 
-def _scales(parser: PcapngParser) -> tuple[tuple[int, int, int, int] | None, ...]:
+class _Scales:
     """The parser's interfaces as the extension takes them: None for one whose arithmetic needs more than 64 bits
-    (its blocks are left to Python)."""
-    return tuple(
-        (linktype, multiplier, divisor, offset_ns)
-        if multiplier < _INT64 and divisor < _INT64 and -_INT64 <= offset_ns < _INT64
-        else None
-        for linktype, multiplier, divisor, offset_ns, _snaplen in parser.scales()
-    )
+    (its blocks are left to Python). Built again only when the parser's interface table changed: it grows with an
+    Interface Description Block and is a new list after a Section Header Block (the list kept here cannot be freed,
+    so no new one can take its identity)."""
+
+    def __init__(self) -> None:
+        self._table: list[tuple[int, int, int, int, int]] | None = None
+        self._size = -1
+        self._value: tuple[tuple[int, int, int, int] | None, ...] = ()
+
+    def of(self, parser: PcapngParser) -> tuple[tuple[int, int, int, int] | None, ...]:
+        table = parser.scales()
+        if table is not self._table or len(table) != self._size:
+            self._table, self._size = table, len(table)
+            self._value = tuple(
+                (linktype, multiplier, divisor, offset_ns)
+                if multiplier < _INT64 and divisor < _INT64 and -_INT64 <= offset_ns < _INT64
+                else None
+                for linktype, multiplier, divisor, offset_ns, _snaplen in table
+            )
+        return self._value

@@ -160,6 +160,29 @@ def loopback(payload: bytes, *, family: int = link.AF_INET, byteorder: str = "<"
     return struct.pack(byteorder + "I", family) + payload
 
 
+def link_frame(
+    linktype: int,
+    packet: bytes,
+    *,
+    ethertype: int = link.ETHERTYPE_IPV4,
+    vlans: Sequence[tuple[int, int]] = (),
+    family: int = link.AF_INET,
+    byteorder: str = "<",
+) -> bytes:
+    """``packet`` in a frame of ``linktype``: Ethernet with ``vlans`` and ``ethertype``, Linux cooked v1 and v2 with
+    ``ethertype`` as protocol, BSD loopback (``NULL``, ``LOOP``) with ``family`` in ``byteorder``; any other link type
+    carries it as it is (raw IP, or a link type the reader does not know)."""
+    if linktype == link.ETHERNET:
+        return ethernet(packet, ethertype=ethertype, vlans=vlans)
+    if linktype == link.LINUX_SLL:
+        return linux_sll(packet, protocol=ethertype)
+    if linktype == link.LINUX_SLL2:
+        return linux_sll2(packet, protocol=ethertype)
+    if linktype in (link.NULL, link.LOOP):
+        return loopback(packet, family=family, byteorder=byteorder)
+    return packet
+
+
 def checksum(data: bytes) -> int:
     """The Internet checksum (RFC 1071)."""
     if len(data) % 2:
