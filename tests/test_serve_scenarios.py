@@ -139,10 +139,22 @@ def test_mqtt_js_in_scenarios(name: str, protocol: int, broken: str | None) -> N
 
 
 def test_paho_mqtt_handles_server_disconnects_in_both_forms() -> None:
+    """serve sends its DISCONNECT once paho has subscribed; paho connects again by itself, and the harness leaves
+    when it has been idle: a connection paho opened again and closed before serve's DISCONNECT came is the harness
+    leaving, not the scenario (how the two interleave depends on the machine's load). Every connection that got the
+    DISCONNECT ended by serve's close, with nothing from paho after it."""
     for name in ("disconnect-0x8b-short", "disconnect-0x8e-long"):
         run = _paho(name, idle=1.5)
         assert _rules(run) == set()
-        assert all(client.ending == "server closed" for client in run.clients)
+        endings = [(client.ending, _got_disconnect(client)) for client in run.clients]
+        assert ("server closed", True) in endings, endings
+        assert all(ending == ("server closed" if got else "client closed") for ending, got in endings), endings
+
+
+def _got_disconnect(client: ServedClient) -> bool:
+    return any(
+        event.get("from") == "server" and str(event.get("packet")).startswith("DISCONNECT ") for event in client.events
+    )
 
 
 # -- raw clients: each verdict shown able to fail ------------------------------------------------------------------
