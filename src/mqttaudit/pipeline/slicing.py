@@ -31,7 +31,6 @@ traffic, not the broker's; nothing when no message was too large).
 
 from __future__ import annotations
 
-import gc
 import heapq
 import pickle
 from collections import deque
@@ -56,7 +55,7 @@ from .replay import connect_client_id, delivery_batches, finding_rows, undecided
 from .replaying import SHARD, merge_reasons, replay_writers, replayed_row
 from .sealed import seal, unseal
 from .task_files import TableWriter, TranscriptFiles, TranscriptWriter, transcript_blobs
-from .worker_gc import tune_gc
+from .worker_gc import SliceGarbage, tune_gc
 
 #: Bytes of a connection's traffic per piece at most (payloads are digests: a piece is a few thousand messages).
 PIECE_BYTES = 256 * 1024
@@ -257,6 +256,7 @@ def _replay(
         for batch in delivery_batches(broker, decided, SliceRows.BATCH):
             writers["deliveries"].add(batch)
         write(judgement)
+        del decided, judgement  # unreferenced when the next slice's garbage is collected
     if index == 0:  # the checks across the broker's connections, once
         write(across_connections(skeletons, pieces.discarding()))
     return replayed_row(broker, writers, reasons)
@@ -275,6 +275,7 @@ def _slices(
     received = staggered_merge(mine, pieces.received)
     upcoming = next(received, None)
     window: deque[tuple[float, str, int, Delivered, tuple[int, float] | None]] = deque()
+    garbage = SliceGarbage()
     for part, messages in cut_slices(sent, budget, lambda item: (item[0], _weight(item[3].message)), span):
         first, end = sight(part, config)
         while upcoming is not None and upcoming[0] < end:
@@ -288,10 +289,8 @@ def _slices(
             seen.setdefault(flow, []).append(delivery)
             if answer is not None:
                 answers.setdefault(flow, {})[event] = answer
-        yield sliced.run(part, [(flow, record) for _, flow, _, record in messages], seen, answers)
-        # A slice's model is reference cycles (connections, sessions, expectations): freed now, not when the
-        # worker's rare full collections come (:func:`.worker_gc.tune_gc`), or the slices' garbage would add up.
-        gc.collect()
+        with garbage.slice():  # the slice's model is reference cycles: freed at its end (see SliceGarbage)
+            yield sliced.run(part, [(flow, record) for _, flow, _, record in messages], seen, answers)
 
 
 Item = TypeVar("Item", bound=tuple[Any, ...])
