@@ -661,6 +661,8 @@ def child(argv: list[str]) -> None:
         raise SystemExit(f"fuzz-native: the sanitizer build in {extension} was not the one imported")
     compiled = not str(pcapng.__file__).endswith(".py")
     print(f"fuzz-native: Python parsers {'compiled (mypyc)' if compiled else 'pure Python'}", file=sys.stderr)
+    if extension and not compiled:  # --compiled would have fuzzed the pure pair again and said it checked the other
+        raise SystemExit(f"fuzz-native: --compiled, but the parsers imported are pure Python ({pcapng.__file__})")
 
     def test_one_input(data: bytes) -> None:
         checker(data)

@@ -152,9 +152,8 @@ def test_paho_mqtt_handles_server_disconnects_in_both_forms() -> None:
 
 
 def _got_disconnect(client: ServedClient) -> bool:
-    return any(
-        event.get("from") == "server" and str(event.get("packet")).startswith("DISCONNECT ") for event in client.events
-    )
+    """Whether serve sent ``client`` a DISCONNECT: a frame from the server whose first byte is 0xE0 (type 14)."""
+    return any(event.get("from") == "server" and str(event.get("hex", "")).startswith("e0") for event in client.events)
 
 
 # -- raw clients: each verdict shown able to fail ------------------------------------------------------------------
