@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from mqttaudit import codec
 from mqttaudit.codec.properties import make
-from mqttaudit.judge import JudgeConfig
+from mqttaudit.judge import JudgeConfig, rules
 from mqttaudit.judge.conversation import DEFAULT_CONFIG
 from mqttaudit.judge.model import INF, Expectation, Model, build
 from mqttaudit.judge.routing import Routing
@@ -361,6 +361,38 @@ def test_the_slices_models_add_up_to_the_whole_model_on_generated_scenarios(
     conversation: dict[str, Talk], every: int
 ) -> None:
     assert_slices_add_up(conversation, V5, boundaries(transcribe(conversation, V5))[::every])
+
+
+#: What the model built through the topic tries leaves out (:func:`.model.build`): a leak to a session none of
+#: whose filters matches [MQTT-3.3.2-3], and a filter matching only once normalised [MQTT-4.7.3-4] (the trie
+#: matches as written).
+LEFT_TO_EXHAUSTIVE = frozenset({rules.DELIVERY_MATCHES_SUBSCRIPTION, rules.NO_NORMALISATION})
+
+
+def assert_the_tries_route_as_every_pair(conversation: Mapping[str, Talk], config: JudgeConfig) -> None:
+    """The model that asks only the sessions a message's topic concerns (the one of a broker with many
+    sessions) holds what the model that asks every session holds, but for :data:`LEFT_TO_EXHAUSTIVE`."""
+    transcripts = transcribe(conversation, config)
+    by_trie = held(build(transcripts, config, exhaustive=False))
+    every_pair = held(build(transcripts, config, exhaustive=True))
+    assert not by_trie - every_pair
+    left = every_pair - by_trie
+    assert all(key[3] in LEFT_TO_EXHAUSTIVE and key[12] for key in left), left
+
+
+@pytest.mark.parametrize(("name", "conversation", "config"), SCENARIOS, ids=[name for name, *_ in SCENARIOS])
+def test_the_model_through_the_tries_is_the_every_pair_model_on_the_routing_tests_scenarios(
+    name: str, conversation: dict[str, Talk], config: JudgeConfig
+) -> None:
+    assert_the_tries_route_as_every_pair(conversation, config)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(scenarios(), scenarios(overlapping=True), offline_scenarios()))
+def test_the_model_through_the_tries_is_the_every_pair_model_on_generated_scenarios(
+    conversation: dict[str, Talk],
+) -> None:
+    assert_the_tries_route_as_every_pair(conversation, V5)
 
 
 def test_slices_hold_at_most_the_budget_and_cover_all_time() -> None:

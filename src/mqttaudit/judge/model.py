@@ -482,6 +482,7 @@ def build(
     config: JudgeConfig,
     owns: Callable[[float], bool] | None = None,
     subscribers: Collection[str] | None = None,
+    exhaustive: bool | None = None,
 ) -> Model:
     """The model of one broker from the transcripts of its connections.
 
@@ -493,12 +494,17 @@ def build(
     :func:`.stream.shard_connections`). Every transcript is still a source of messages, so a model per such set
     of connections (a shard) owes each session exactly what the whole model owes it: a session's expectations
     depend only on its own connections, its share groups and every message.
+
+    ``exhaustive``: every message is put to every session (True) or only to the sessions its topic concerns
+    (False, :meth:`SessionFilters.concerned`); None decides by the number of sessions
+    (:data:`EXHAUSTIVE_SESSIONS`).
     """
     mine = owns or _always
     every_link = sorted(_links(transcripts), key=lambda link: link.opened)
     sessions = _sessions(every_link)
     # Decided on the whole broker, so that every shard decides alike.
-    exhaustive = len(sessions) <= EXHAUSTIVE_SESSIONS
+    if exhaustive is None:
+        exhaustive = len(sessions) <= EXHAUSTIVE_SESSIONS
     messages, unowned = _messages(transcripts, every_link, config)
     every_session = sessions
     if subscribers is None:
@@ -543,12 +549,24 @@ def build(
             first, last = alive[id(session)]
             if first <= end and begin <= last:
                 routed[id(session)].append(message)
+    # A message the server must not have taken is barred from the sessions that had a connection open while it
+    # was taken, with a filter that matches its topic (the only ones :func:`_forbid_unowned` and
+    # :func:`_forbid_again` act on): the slice's own messages, asked of the sessions alive then among those its
+    # topic concerns. (Every session asked of every such message of the capture, in every slice, grew with the
+    # square of the capture.)
+    barred: dict[int, list[tuple[Message, str]]] = {id(session): [] for session in sessions}
+    for message, rule in unowned:
+        begin, end = message.window
+        if not mine(begin):
+            continue
+        for session in sessions if exhaustive else model.filters.concerned(message.publish.topic):
+            first, last = alive[id(session)]
+            if first <= end and begin <= last:
+                barred[id(session)].append((message, rule))
     for session in sessions:
         for message in routed[id(session)]:
             route(model, message, session, config)
-        for message, rule in unowned:
-            if not mine(message.window[0]):
-                continue
+        for message, rule in barred[id(session)]:
             if rule == rules_5.WILL_DROPPED:
                 _forbid_again(message, session, config)
             else:

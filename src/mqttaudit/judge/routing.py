@@ -117,6 +117,9 @@ class Routing:
         #: Decided missing in this call of :meth:`between`, and the deliveries it matched to nothing.
         self._missing: list[Missing] = []
         self._strays: list[tuple[Link, Delivered]] = []
+        #: The connection's expectations being matched whose topic holds U+FEFF, by that topic without them and
+        #: the payload (what :meth:`_stripped` looks up).
+        self._bom: dict[tuple[str, bytes], list[Expectation]] = {}
         self._same_client: dict[str, list[Link]] = {}
         for link in model.links:
             if link.client_id:  # each empty ClientId is a ClientId of its own [MQTT-3.1.3-6]
@@ -171,8 +174,13 @@ class Routing:
                 self._redelivered(link)
         for link in self._model.links:  # in the order they opened: a message missed on one may be owed on the next
             by_key: dict[tuple[str, bytes], list[Expectation]] = {}
+            self._bom = {}
             for expectation in link.expectations:
                 by_key.setdefault(expectation.key, []).append(expectation)
+                topic = expectation.message.publish.topic
+                if "\ufeff" in topic and not expectation.forbidden:
+                    key = (topic.replace("\ufeff", ""), expectation.message.publish.payload)
+                    self._bom.setdefault(key, []).append(expectation)
             self._arrivals = []
             for delivered in link.transcript.delivered:
                 if start <= delivered.time < end:
@@ -562,12 +570,8 @@ class Routing:
         publish = delivered.message
         stripped = [
             expectation
-            for expectation in link.expectations
-            if not expectation.forbidden
-            and expectation.matches_at(delivered.time, self._config.late_window)
-            and "\ufeff" in expectation.message.publish.topic
-            and expectation.message.publish.payload == publish.payload
-            and expectation.message.publish.topic.replace("\ufeff", "") == publish.topic
+            for expectation in self._bom.get((publish.topic, publish.payload), ())
+            if expectation.matches_at(delivered.time, self._config.late_window)
         ]
         if not stripped:
             return False

@@ -64,6 +64,8 @@ next one opened) is the one place where a slice could see less than the whole re
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
+from operator import attrgetter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, TypeVar
@@ -137,6 +139,12 @@ def cut_slices(
         last = time
         held.append(item)
     yield Slice(start, INF, size), held
+
+
+#: The order of a connection's records by event, and of its deliveries by time then event.
+_EVENT: Final = attrgetter("event")
+_SENT: Final = attrgetter("time", "event")
+_TIME: Final = attrgetter("time")
 
 
 def skeleton(transcript: Transcript) -> Transcript:
@@ -373,11 +381,17 @@ def slice_model(
     for in it (the retained messages they get). ``earlier``: :meth:`FirstTaken.records` of the traffic before
     ``part``. What the models of all slices hold is what the whole model (:func:`.model.build`) holds, each once.
     ``subscribers``: the connections of one shard (:func:`shard_connections`; None: all of them)."""
-    transcripts = {name: replace(t, published=list(t.published)) for name, t in skeletons.items()}
+    added: dict[str, list[Published]] = {}
     for name, record in (*earlier, *sent):
-        transcripts[name].published.append(record)
-    for transcript in transcripts.values():
-        transcript.published.sort(key=lambda record: record.event)
+        added.setdefault(name, []).append(record)
+    # A connection that sent nothing in the slice keeps its skeleton (the model reads it, never changes it): a copy
+    # of each of the broker's transcripts in each slice grew with the connections times the slices.
+    transcripts = dict(skeletons)
+    for name, t in skeletons.items():
+        if name in added or len(t.published) > 1:
+            published = [*t.published, *added.get(name, ())]
+            published.sort(key=_EVENT)
+            transcripts[name] = replace(t, published=published)
     return build(transcripts, config, owns=lambda time: part.start <= time < part.end, subscribers=subscribers)
 
 
@@ -491,8 +505,10 @@ class SlicedRouting:
         model = slice_model(self._skeletons, part, sent, self._firsts.records(), config, self._subscribers)
         links = {link.name: link for link in model.links}
         for link in model.links:
-            delivered = sorted(seen.get(link.name, ()), key=lambda d: (d.time, d.event))
-            link.transcript = replace(link.transcript, delivered=delivered, answers=dict(answers.get(link.name, {})))
+            got = seen.get(link.name)
+            if got:  # else the skeleton's: no delivery, no answer
+                delivered = sorted(got, key=_SENT)
+                link.transcript = replace(link.transcript, delivered=delivered, answers=dict(answers.get(link.name, {})))
         carried: dict[str, list[Expectation]] = {}
         for expectation in self._expectations:  # onto this model's connections, before its own
             expectation.link = links[expectation.link.name]
@@ -524,9 +540,13 @@ class SlicedRouting:
         assert unacknowledged is not None
         for name, link in links.items():
             pending = unacknowledged.setdefault(name, {})
-            for delivered in link.transcript.delivered:
+            every = link.transcript.delivered  # in time order: the slice's are those from its start to its end
+            for index in range(bisect_left(every, part.start, key=_TIME), len(every)):
+                delivered = every[index]
+                if delivered.time >= part.end:
+                    break
                 packet_id = delivered.message.packet_id
-                if part.start <= delivered.time < part.end and delivered.message.qos and packet_id is not None:
+                if delivered.message.qos and packet_id is not None:
                     if delivered.event in link.transcript.answers:
                         pending.pop(packet_id, None)  # its last use was answered
                     else:

@@ -275,20 +275,28 @@ def _slices(
     received = staggered_merge(mine, pieces.received)
     upcoming = next(received, None)
     window: deque[tuple[float, str, int, Delivered, tuple[int, float] | None]] = deque()
+    # The window per connection, kept as it moves (each delivery is in the sight of several slices).
+    seen: dict[str, deque[Delivered]] = {}
+    answers: dict[str, dict[int, tuple[int, float]]] = {}
     garbage = SliceGarbage()
     for part, messages in cut_slices(sent, budget, lambda item: (item[0], _weight(item[3].message)), span):
         first, end = sight(part, config)
         while upcoming is not None and upcoming[0] < end:
+            _, flow, event, delivery, answer = upcoming
             window.append(upcoming)
-            upcoming = next(received, None)
-        while window and window[0][0] < first:
-            window.popleft()
-        seen: dict[str, list[Delivered]] = {}
-        answers: dict[str, dict[int, tuple[int, float]]] = {}
-        for _, flow, event, delivery, answer in window:
-            seen.setdefault(flow, []).append(delivery)
+            seen.setdefault(flow, deque()).append(delivery)
             if answer is not None:
                 answers.setdefault(flow, {})[event] = answer
+            upcoming = next(received, None)
+        while window and window[0][0] < first:
+            _, flow, event, _, answer = window.popleft()
+            seen[flow].popleft()  # the oldest of its connection's too: the window is first in, first out
+            if not seen[flow]:
+                del seen[flow]
+            if answer is not None:
+                del answers[flow][event]
+                if not answers[flow]:
+                    del answers[flow]
         with garbage.slice():  # the slice's model is reference cycles: freed at its end (see SliceGarbage)
             yield sliced.run(part, [(flow, record) for _, flow, _, record in messages], seen, answers)
 
