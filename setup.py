@@ -75,6 +75,7 @@ JUDGE = [
         "pairing",
         "routing",
         "sides",
+        "stream",
         "subscriptions",
         "topic_alias",
         "verdict",

@@ -71,7 +71,7 @@ def _whole_state(model: Model, time: float) -> BrokerState:
         }
     held = {(e.link.name, named(e.message)) for link in model.links for e in link.expectations if kept(e, time)}
     state = model_state(model, time)
-    return BrokerState(**{**state.__dict__, "kept": frozenset(held), "in_flight": frozenset(in_flight)})
+    return dataclasses.replace(state, kept=frozenset(held), in_flight=frozenset(in_flight))
 
 
 def boundaries(transcripts: Mapping[str, Transcript]) -> list[float]:

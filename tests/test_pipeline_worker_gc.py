@@ -81,3 +81,18 @@ def test_garbage_older_than_its_slice_waits_for_the_full_collection_every_few_sl
     with garbage.slice():  # the third slice: a full collection after it
         pass
     assert watched() is None
+
+
+def test_no_automatic_collection_runs_during_a_slice_and_the_collector_is_as_it_was_after() -> None:
+    garbage = SliceGarbage()
+    gc.enable()
+    with garbage.slice():
+        assert not gc.isenabled()  # the slice's model lives until its end: nothing to collect before
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), garbage.slice():
+        raise RuntimeError("a slice that fails")
+    assert gc.isenabled()
+    gc.disable()
+    with garbage.slice():
+        pass
+    assert not gc.isenabled()  # left off by its owner: not turned on by the slice

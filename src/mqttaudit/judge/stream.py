@@ -65,9 +65,9 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left
-from operator import attrgetter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from typing import Final, TypeVar
 
 from mqttaudit.topics import InvalidTopic, parse_shared
@@ -507,8 +507,8 @@ class SlicedRouting:
         for link in model.links:
             got = seen.get(link.name)
             if got:  # else the skeleton's: no delivery, no answer
-                delivered = sorted(got, key=_SENT)
-                link.transcript = replace(link.transcript, delivered=delivered, answers=dict(answers.get(link.name, {})))
+                given = dict(answers.get(link.name, {}))
+                link.transcript = replace(link.transcript, delivered=sorted(got, key=_SENT), answers=given)
         carried: dict[str, list[Expectation]] = {}
         for expectation in self._expectations:  # onto this model's connections, before its own
             expectation.link = links[expectation.link.name]
