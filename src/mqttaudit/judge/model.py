@@ -409,6 +409,8 @@ class SessionFilters:
                 topic_filter = subscription.topic_filter
                 if topic_filter.startswith(("+", "#")):
                     self._odd.add(position)  # it may concern '$' topics under [MQTT-4.7.2-1]
+                if not unchanged_by_normalising(topic_filter):
+                    self._odd.add(position)  # it may match once normalised what it does not match [MQTT-4.7.3-4]
                 try:
                     self._trie.add(key, topic_filter, index)
                     self._broker.add(BROKER, topic_filter, position)
@@ -428,6 +430,10 @@ class SessionFilters:
     def _find_concerned(self, topic: str) -> list[Session]:
         try:
             positions = set(self._broker.match(BROKER, topic))
+            if not unchanged_by_normalising(topic):
+                # [MQTT-4.7.3-4] A filter that matches it only once both are normalised: one that normalising
+                # changes is odd (above), one it leaves as it is matches the normalised topic as written.
+                positions.update(self._broker.match(BROKER, normalised(topic)))
         except InvalidTopic:
             return list(self._sessions)
         for position in list(positions):
@@ -1230,6 +1236,13 @@ def normalised(text: str) -> str:
     empty levels left out."""
     folded = unicodedata.normalize("NFKC", text).replace("\ufeff", "").casefold()
     return "/".join(level for level in folded.split("/") if level)
+
+
+def unchanged_by_normalising(text: str) -> bool:
+    """``text`` is its own :func:`normalised` form (lower-case ASCII with no empty level, at once)."""
+    if text.isascii():
+        return text == text.lower() and "//" not in text and not text.startswith("/") and not text.endswith("/")
+    return normalised(text) == text
 
 
 def matches_once_normalised(topic_filter: str, topic: str) -> bool:
