@@ -396,3 +396,25 @@ def test_each_replay_slot_value_lands_in_a_partition_of_its_own(spark: SparkSess
     )
     placed = {(row["slot"], row["at"]) for row in frame.select("slot", F.spark_partition_id().alias("at")).collect()}
     assert len(set(values)) == slots and placed == set(zip(values, range(slots), strict=True))
+
+
+def test_a_replay_that_fails_between_slices_leaves_the_collector_as_it_found_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writing a slice's rows fails while the slice is open (its collector off, what existed before it frozen): the
+    error reaches the caller, and the worker's collector is on and nothing frozen, for the tasks it runs next."""
+    import gc
+
+    def failing(*args: Any) -> Any:
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(slicing, "delivery_batches", failing)
+    table = piece_table(busy_broker(50), tmp_path, 1)
+    gc.enable()
+    with pytest.raises(OSError, match="no space left") as caught:
+        replay_sliced(table, AuditOptions(out_dir=str(tmp_path), slice_bytes=1, slice_span=0.0), CONFIG)
+    # The traceback, still held, holds the replay's frames (as an error kept in a cycle would): the slice is
+    # closed all the same.
+    assert caught.traceback
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == 0

@@ -34,7 +34,8 @@ from __future__ import annotations
 import heapq
 import pickle
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -252,11 +253,14 @@ def _replay(
         merge_reasons(reasons, zip(left.data["rule"], left.data["reason"], strict=True))
 
     span = reach(config) * SPAN_OF_REACH if options.slice_span is None else options.slice_span
-    for decided, judgement in _slices(pieces, config, options.slice_bytes, span, subscribers):
-        for batch in delivery_batches(broker, decided, SliceRows.BATCH):
-            writers["deliveries"].add(batch)
-        write(judgement)
-        del decided, judgement  # unreferenced when the next slice's garbage is collected
+    # Closed however this loop ends: a slice left open keeps the worker's collector off and its objects frozen
+    # (SliceGarbage) for as long as anything holds the generator (a frame kept by a traceback would).
+    with closing(_slices(pieces, config, options.slice_bytes, span, subscribers)) as slices:
+        for decided, judgement in slices:
+            for batch in delivery_batches(broker, decided, SliceRows.BATCH):
+                writers["deliveries"].add(batch)
+            write(judgement)
+            del decided, judgement  # unreferenced when the next slice's garbage is collected
     if index == 0:  # the checks across the broker's connections, once
         write(across_connections(skeletons, pieces.discarding()))
     return replayed_row(broker, writers, reasons)
@@ -264,7 +268,7 @@ def _replay(
 
 def _slices(
     pieces: Pieces, config: JudgeConfig, budget: int, span: float, subscribers: Collection[str] | None = None
-) -> Iterator[tuple[list[Expectation], Judgement]]:
+) -> Generator[tuple[list[Expectation], Judgement], None, None]:
     """What :class:`~mqttaudit.judge.stream.SlicedRouting` decides slice after slice: the messages sent merged in
     time order and cut into slices of ``budget`` bytes that span ``span`` seconds at least, each judged with the
     deliveries in :func:`~mqttaudit.judge.stream.sight` of it (a window that moves on with the slices).
