@@ -121,7 +121,10 @@ def test_the_311_library_gives_the_same_verdicts_over_tcp_and_websocket(
     assert len(plain) > 200
     assert websocket.run.target.url.startswith("ws://")
     assert len(differing) < len(plain) // 2, differing
-    assert again == AMQTT_TRANSPORT_DIFFERENCES, reasons
+    # Each differing case's reasons in full (a dict's repr is cut short in the failure): what the next one needs.
+    assert again == AMQTT_TRANSPORT_DIFFERENCES, "\n".join(
+        f"{case}: TCP {tcp_reason!r}; WebSocket {ws_reason!r}" for case, (tcp_reason, ws_reason) in reasons.items()
+    )
 
 
 def test_wss_reaches_amqtt_through_tls_and_websocket(tmp_path: Path, material: TlsMaterial) -> None:
