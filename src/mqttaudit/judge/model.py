@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -547,27 +547,26 @@ def build(
     # sessions alive then are asked (without this, every message of a topic meets every session that ever
     # subscribed to it, which grows with the square of the capture).
     alive = {id(session): _lifetime(session) for session in sessions}
-    for message in messages:
+
+    def asked(message: Message) -> Iterator[Session]:
+        """The sessions alive while the server took ``message`` among those its topic concerns."""
         begin, end = message.window
-        if not mine(begin - message.early):
-            continue  # a slice owns the messages a copy observed in it may be first (see :mod:`.stream`)
         for session in sessions if exhaustive else model.filters.concerned(message.publish.topic):
             first, last = alive[id(session)]
             if first <= end and begin <= last:
+                yield session
+
+    for message in messages:
+        if mine(message.window[0] - message.early):  # a slice owns the messages a copy observed in it may be first
+            for session in asked(message):
                 routed[id(session)].append(message)
-    # A message the server must not have taken is barred from the sessions that had a connection open while it
-    # was taken, with a filter that matches its topic (the only ones :func:`_forbid_unowned` and
-    # :func:`_forbid_again` act on): the slice's own messages, asked of the sessions alive then among those its
-    # topic concerns. (Every session asked of every such message of the capture, in every slice, grew with the
-    # square of the capture.)
+    # A message the server must not have taken is barred only from sessions with a connection open while it was
+    # taken and a filter that matches its topic (all :func:`_forbid_unowned` and :func:`_forbid_again` act on).
+    # (Every session asked of every such message of the capture, in every slice, grew with the square of it.)
     barred: dict[int, list[tuple[Message, str]]] = {id(session): [] for session in sessions}
     for message, rule in unowned:
-        begin, end = message.window
-        if not mine(begin):
-            continue
-        for session in sessions if exhaustive else model.filters.concerned(message.publish.topic):
-            first, last = alive[id(session)]
-            if first <= end and begin <= last:
+        if mine(message.window[0]):
+            for session in asked(message):
                 barred[id(session)].append((message, rule))
     for session in sessions:
         for message in routed[id(session)]:

@@ -117,9 +117,10 @@ class Routing:
         #: Decided missing in this call of :meth:`between`, and the deliveries it matched to nothing.
         self._missing: list[Missing] = []
         self._strays: list[tuple[Link, Delivered]] = []
-        #: The connection's expectations being matched whose topic holds U+FEFF, by that topic without them and
-        #: the payload (what :meth:`_stripped` looks up).
-        self._bom: dict[tuple[str, bytes], list[Expectation]] = {}
+        #: The expectations of the connection being matched whose topic holds U+FEFF, by that topic without them
+        #: and the payload: what :meth:`_stripped` looks up, made at its first call for the connection (rare: a
+        #: delivery no expectation explains), None until then.
+        self._bom: dict[tuple[str, bytes], list[Expectation]] | None = None
         self._same_client: dict[str, list[Link]] = {}
         for link in model.links:
             if link.client_id:  # each empty ClientId is a ClientId of its own [MQTT-3.1.3-6]
@@ -174,13 +175,9 @@ class Routing:
                 self._redelivered(link)
         for link in self._model.links:  # in the order they opened: a message missed on one may be owed on the next
             by_key: dict[tuple[str, bytes], list[Expectation]] = {}
-            self._bom = {}
+            self._bom = None
             for expectation in link.expectations:
                 by_key.setdefault(expectation.key, []).append(expectation)
-                topic = expectation.message.publish.topic
-                if "\ufeff" in topic and not expectation.forbidden:
-                    key = (topic.replace("\ufeff", ""), expectation.message.publish.payload)
-                    self._bom.setdefault(key, []).append(expectation)
             self._arrivals = []
             for delivered in link.transcript.delivered:
                 if start <= delivered.time < end:
@@ -568,6 +565,12 @@ class Routing:
         """[MQTT-1.5.3-3] A delivery no expectation explains whose topic is that of a message owed here with its
         U+FEFF characters left out: the server stripped them."""
         publish = delivered.message
+        if self._bom is None:
+            self._bom = {}
+            for each in link.expectations:
+                topic = each.message.publish.topic
+                if "\ufeff" in topic and not each.forbidden:
+                    self._bom.setdefault((topic.replace("\ufeff", ""), each.message.publish.payload), []).append(each)
         stripped = [
             expectation
             for expectation in self._bom.get((publish.topic, publish.payload), ())

@@ -385,7 +385,8 @@ def slice_model(
     for name, record in (*earlier, *sent):
         added.setdefault(name, []).append(record)
     # A connection that sent nothing in the slice keeps its skeleton (the model reads it, never changes it): a copy
-    # of each of the broker's transcripts in each slice grew with the connections times the slices.
+    # of each of the broker's transcripts in each slice grew with the connections times the slices. One with
+    # several retained records is still sorted by event, as every transcript the model reads is.
     transcripts = dict(skeletons)
     for name, t in skeletons.items():
         if name in added or len(t.published) > 1:
