@@ -40,6 +40,22 @@ class Seen:
     #: False when the receiver's TCP never acknowledged the frame (a capture shows it): it may never have had it.
     received: bool = True
 
+    def __init__(  # written out: the compiled build runs it natively (a generated __init__ is interpreted)
+        self,
+        event: int,
+        time: float,
+        sender: Direction,
+        frame: Frame,
+        errors: tuple[Violation, ...],
+        received: bool = True,
+    ) -> None:
+        object.__setattr__(self, "event", event)
+        object.__setattr__(self, "time", time)
+        object.__setattr__(self, "sender", sender)
+        object.__setattr__(self, "frame", frame)
+        object.__setattr__(self, "errors", errors)
+        object.__setattr__(self, "received", received)
+
     @classmethod
     def of(cls, event: int, time: float, sender: Direction, frame: Frame, *, received: bool = True) -> Seen:
         errors = tuple(

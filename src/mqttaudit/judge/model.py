@@ -185,6 +185,34 @@ class Subscription:
     #: The ShareName of a shared subscription (None: not shared).
     share: str | None = None
 
+    def __init__(  # written out: the compiled build runs it natively (a generated __init__ is interpreted)
+        self,
+        link: Link,
+        event: int,
+        topic_filter: str,
+        qos: int,
+        possible: Window,
+        definite: Window | None,
+        full_filter: str = "",
+        no_local: bool = False,
+        as_published: bool = False,
+        retain_handling: int = 0,
+        identifier: int | None = None,
+        share: str | None = None,
+    ) -> None:
+        object.__setattr__(self, "link", link)
+        object.__setattr__(self, "event", event)
+        object.__setattr__(self, "topic_filter", topic_filter)
+        object.__setattr__(self, "qos", qos)
+        object.__setattr__(self, "possible", possible)
+        object.__setattr__(self, "definite", definite)
+        object.__setattr__(self, "full_filter", full_filter)
+        object.__setattr__(self, "no_local", no_local)
+        object.__setattr__(self, "as_published", as_published)
+        object.__setattr__(self, "retain_handling", retain_handling)
+        object.__setattr__(self, "identifier", identifier)
+        object.__setattr__(self, "share", share)
+
 
 @dataclass(frozen=True, eq=False)
 class Message:
@@ -200,6 +228,24 @@ class Message:
     will: bool = False
     #: A Will: how long before ``window`` a copy may be seen and still be this message (see :func:`_same_instant`).
     early: float = 0.0
+
+    def __init__(  # written out: the compiled build runs it natively (a generated __init__ is interpreted)
+        self,
+        link: Link,
+        event: int,
+        publish: Publish,
+        window: Window,
+        certain: bool,
+        will: bool = False,
+        early: float = 0.0,
+    ) -> None:
+        object.__setattr__(self, "link", link)
+        object.__setattr__(self, "event", event)
+        object.__setattr__(self, "publish", publish)
+        object.__setattr__(self, "window", window)
+        object.__setattr__(self, "certain", certain)
+        object.__setattr__(self, "will", will)
+        object.__setattr__(self, "early", early)
 
     @property
     def key(self) -> tuple[str, bytes]:
@@ -276,6 +322,54 @@ class Expectation:
     withheld_by: str | None = None
     #: The routing verdicts decided it (no later copy can change it).
     decided: bool = False
+
+    def __init__(  # written out: the compiled build runs it natively (a generated __init__ is interpreted)
+        self,
+        link: Link,
+        message: Message,
+        must: bool,
+        rule: str,
+        retained: bool,
+        qos: int,
+        qos_rule: str,
+        after: float,
+        deadline: float,
+        copies: int = 1,
+        ceiling: int | None = None,
+        forbidden: bool = False,
+        delivered: list[Publish] | None = None,
+        arrivals: list[Delivered] | None = None,
+        elsewhere: Expectation | None = None,
+        as_published: bool | None = False,
+        subscriptions: tuple[Subscription, ...] = (),
+        also: tuple[str, ...] = (),
+        sure: bool = True,
+        group: GroupDelivery | None = None,
+        withheld_by: str | None = None,
+        decided: bool = False,
+    ) -> None:
+        self.link = link
+        self.message = message
+        self.must = must
+        self.rule = rule
+        self.retained = retained
+        self.qos = qos
+        self.qos_rule = qos_rule
+        self.after = after
+        self.deadline = deadline
+        self.copies = copies
+        self.ceiling = ceiling
+        self.forbidden = forbidden
+        self.delivered = [] if delivered is None else delivered
+        self.arrivals = [] if arrivals is None else arrivals
+        self.elsewhere = elsewhere
+        self.as_published = as_published
+        self.subscriptions = subscriptions
+        self.also = also
+        self.sure = sure
+        self.group = group
+        self.withheld_by = withheld_by
+        self.decided = decided
 
     @property
     def key(self) -> tuple[str, bytes]:

@@ -86,6 +86,40 @@ class Obligation:
     #: The owing side is not bound to this close: missing it is leniency (see :class:`Lenient`), not a finding.
     lenient: Lenient | None = None
 
+    def __init__(  # written out: the compiled build runs it natively (a generated __init__ is interpreted)
+        self,
+        rule: str,
+        side: Direction,
+        event: int,
+        since: float,
+        due: float,
+        text: tuple[str, str] | Callable[[], tuple[str, str]],
+        on_close: OnClose,
+        exercised_after: float = -math.inf,
+        informs: tuple[str, ...] = (),
+        lost: str | None = None,
+        enforces: tuple[str, ...] = (),
+        needs_acceptance: bool = False,
+        answers: bool = True,
+        close_excuse: str | None = None,
+        lenient: Lenient | None = None,
+    ) -> None:
+        self.rule = rule
+        self.side = side
+        self.event = event
+        self.since = since
+        self.due = due
+        self.text = text
+        self.on_close = on_close
+        self.exercised_after = exercised_after
+        self.informs = informs
+        self.lost = lost
+        self.enforces = enforces
+        self.needs_acceptance = needs_acceptance
+        self.answers = answers
+        self.close_excuse = close_excuse
+        self.lenient = lenient
+
     @property
     def decided(self) -> tuple[str, ...]:
         """Every rule settled with the obligation, its own first (none for a close that keeps nothing)."""

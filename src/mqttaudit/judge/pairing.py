@@ -224,6 +224,42 @@ class Flow:
     #: MQTT 5.0 SUBSCRIBE: it requests a QoS above the Maximum QoS the server declared [MQTT-3.2.2-10].
     above_maximum: bool = False
 
+    def __init__(  # written out: the compiled build runs it natively (a generated __init__ is interpreted)
+        self,
+        owner: Direction,
+        packet_id: int,
+        request: Seen,
+        stage: Stage,
+        last: Seen,
+        missing: str | None = None,
+        due: Obligation | None = None,
+        subscribed: list[Subscribed] | None = None,
+        unsubscribed: list[Unsubscribed] | None = None,
+        published: Published | None = None,
+        outcomes: str | None = None,
+        held: list[bool | None] | None = None,
+        topic: str | None = None,
+        unsubscribed_in_flight: bool = False,
+        expired: str | None = None,
+        above_maximum: bool = False,
+    ) -> None:
+        self.owner = owner
+        self.packet_id = packet_id
+        self.request = request
+        self.stage = stage
+        self.last = last
+        self.missing = missing
+        self.due = due
+        self.subscribed = [] if subscribed is None else subscribed
+        self.unsubscribed = [] if unsubscribed is None else unsubscribed
+        self.published = published
+        self.outcomes = outcomes
+        self.held = [] if held is None else held
+        self.topic = topic
+        self.unsubscribed_in_flight = unsubscribed_in_flight
+        self.expired = expired
+        self.above_maximum = above_maximum
+
 
 class Pairing:
     def __init__(

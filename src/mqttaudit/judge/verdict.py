@@ -110,6 +110,22 @@ class Undecided:
     time: float | None = None
     conversation: str = ""
 
+    def __init__(  # written out: the compiled build runs it natively (a generated __init__ is interpreted)
+        self,
+        rule: str,
+        reason: str,
+        side: Direction | None = None,
+        event: int = -1,
+        time: float | None = None,
+        conversation: str = "",
+    ) -> None:
+        object.__setattr__(self, "rule", rule)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "side", side)
+        object.__setattr__(self, "event", event)
+        object.__setattr__(self, "time", time)
+        object.__setattr__(self, "conversation", conversation)
+
 
 @dataclass(frozen=True, slots=True)
 class Leniency:
@@ -151,6 +167,22 @@ class Judgement:
     #: The rules of ``assessed`` that the client's own conduct decided (a rule binding both sides may have been
     #: decided by the server's alone): what a client's statement coverage counts.
     client_assessed: frozenset[str] = frozenset()
+
+    def __init__(  # written out: the compiled build runs it natively (a generated __init__ is interpreted)
+        self,
+        findings: tuple[Finding, ...],
+        assessed: frozenset[str],
+        not_assessable: Mapping[str, str],
+        undecided: tuple[Undecided, ...] = (),
+        lenient: tuple[Leniency, ...] = (),
+        client_assessed: frozenset[str] = frozenset(),
+    ) -> None:
+        object.__setattr__(self, "findings", findings)
+        object.__setattr__(self, "assessed", assessed)
+        object.__setattr__(self, "not_assessable", not_assessable)
+        object.__setattr__(self, "undecided", undecided)
+        object.__setattr__(self, "lenient", lenient)
+        object.__setattr__(self, "client_assessed", client_assessed)
 
     @property
     def failed(self) -> frozenset[str]:

@@ -1,0 +1,153 @@
+"""Dataclasses of the compiled modules whose ``__init__`` is written out.
+
+A dataclass's generated ``__init__`` is interpreted code even in the compiled build (``dataclasses`` makes it at
+import), and a frozen one sets each field through ``object.__setattr__``: for the classes made several times per
+packet or per expected delivery, the construction alone was a measurable part of the audit. Those classes write
+their ``__init__`` out, which mypyc compiles. What the generated one did must stay true: these tests hold each
+written ``__init__`` to its class's fields (names, order, defaults, every field set), read from the source so that
+both builds are checked the same way, and check that the compiled build runs them natively.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import types
+from pathlib import Path
+
+import pytest
+
+from mqttaudit import codec
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+#: The modules with written-out dataclass initialisers (each is compiled: see setup.py).
+MODULES = (
+    "mqttaudit.judge.context",
+    "mqttaudit.judge.model",
+    "mqttaudit.judge.obligations",
+    "mqttaudit.judge.pairing",
+    "mqttaudit.judge.verdict",
+)
+
+
+def _is_dataclass(node: ast.ClassDef) -> bool:
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if isinstance(target, ast.Name) and target.id == "dataclass":
+            return True
+    return False
+
+
+def _written(module: str) -> list[tuple[str, ast.ClassDef, ast.FunctionDef]]:
+    path = SRC / (module.replace(".", "/") + ".py")
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and _is_dataclass(node):
+            init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+            if init is not None:
+                found.append((module, node, init))
+    return found
+
+
+WRITTEN = [entry for module in MODULES for entry in _written(module)]
+
+
+def _factory(value: ast.expr | None) -> str | None:
+    """The ``default_factory`` of a ``field(...)`` default, as source text (None: not a factory)."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "field":
+        for keyword in value.keywords:
+            if keyword.arg == "default_factory":
+                return ast.unparse(keyword.value)
+    return None
+
+
+def _assigned(init: ast.FunctionDef) -> dict[str, ast.expr]:
+    """What the body sets each attribute to: ``self.name = value`` or ``object.__setattr__(self, "name", value)``."""
+    found: dict[str, ast.expr] = {}
+    for statement in init.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target = statement.targets[0]
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                found[target.attr] = statement.value
+        elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+            call = statement.value
+            if ast.unparse(call.func) == "object.__setattr__" and isinstance(call.args[1], ast.Constant):
+                found[str(call.args[1].value)] = call.args[2]
+    return found
+
+
+def test_the_modules_name_some_written_initialisers() -> None:
+    assert {node.name for _, node, _ in WRITTEN} >= {
+        "Seen",
+        "Obligation",
+        "Flow",
+        "Subscription",
+        "Message",
+        "Expectation",
+        "Undecided",
+        "Judgement",
+    }
+
+
+@pytest.mark.parametrize(("module", "node", "init"), WRITTEN, ids=[f"{m}.{n.name}" for m, n, _ in WRITTEN])
+def test_a_written_initialiser_takes_and_sets_every_field_as_the_generated_one_would(
+    module: str, node: ast.ClassDef, init: ast.FunctionDef
+) -> None:
+    fields = [n for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)]
+    fields = [f for f in fields if "ClassVar" not in ast.unparse(f.annotation)]
+    names = [f.target.id for f in fields if isinstance(f.target, ast.Name)]
+    arguments = init.args.args[1:]
+    assert [a.arg for a in arguments] == names, "the parameters are the fields, in their order"
+    assert not init.args.kwonlyargs and init.args.vararg is None and init.args.kwarg is None
+    defaults = [None] * (len(arguments) - len(init.args.defaults)) + list(init.args.defaults)
+    assigned = _assigned(init)
+    assert sorted(assigned) == sorted(names), "every field is set, and nothing else"
+    for field_node, argument, default in zip(fields, arguments, defaults, strict=True):
+        name = argument.arg
+        factory = _factory(field_node.value)
+        if factory is None:
+            # The same default, and the field set to its parameter as given.
+            assert (default is None) == (field_node.value is None), name
+            if default is not None and field_node.value is not None:
+                assert ast.unparse(default) == ast.unparse(field_node.value), name
+            assert ast.unparse(assigned[name]) == name, name
+        else:
+            # A fresh value of the factory when the parameter is left out (None), else the value given.
+            assert default is not None and ast.unparse(default) == "None", name
+            empty = {"list": "[]", "dict": "{}", "set": "set()"}[factory]
+            assert ast.unparse(assigned[name]) == f"{empty} if {name} is None else {name}", name
+
+
+@pytest.mark.parametrize(("module", "node", "init"), WRITTEN, ids=[f"{m}.{n.name}" for m, n, _ in WRITTEN])
+def test_a_written_initialiser_is_kept_by_the_dataclass_and_native_when_compiled(
+    module: str, node: ast.ClassDef, init: ast.FunctionDef
+) -> None:
+    cls = getattr(importlib.import_module(module), node.name)
+    assert dataclasses.is_dataclass(cls)
+    written = cls.__dict__["__init__"]
+    if codec.COMPILED:
+        assert not isinstance(written, types.FunctionType), "the compiled build runs it natively"
+    else:
+        assert isinstance(written, types.FunctionType) and written.__code__.co_filename.endswith(".py")
+
+
+def test_a_frozen_class_with_a_written_initialiser_is_still_frozen_and_replace_still_works() -> None:
+    from mqttaudit.judge.verdict import Undecided
+
+    undecided = Undecided("rule", "why", event=3)
+    assert (undecided.rule, undecided.reason, undecided.side, undecided.event, undecided.time) == (
+        "rule",
+        "why",
+        None,
+        3,
+        None,
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        undecided.rule = "other"  # type: ignore[misc]
+    changed = dataclasses.replace(undecided, time=1.5)
+    assert changed == Undecided("rule", "why", None, 3, 1.5) and hash(changed) == hash(
+        Undecided("rule", "why", None, 3, 1.5)
+    )
+    assert changed != undecided
