@@ -35,9 +35,9 @@ CODEC = [
     )
 ]
 # The capture layer's reading, reassembly and framing (its chunk descriptors stay pure Python: they are pickled
-# from the driver to Spark's workers), and the judge with its broker model and routing replay (its events and
-# transcripts stay pure Python, as they travel between Spark stages pickled; its rule table is built from the
-# module's own names at import).
+# from the driver to Spark's workers), and the judge with its broker model and routing replay (its rule table is
+# built from the module's own names at import). Its events and transcripts, which travel from the judging stage to
+# the routing replay pickled, pickle by position (__reduce__), which the compiled classes support.
 CAPTURE = [
     f"src/mqttaudit/capture/{name}.py"
     for name in (
@@ -62,6 +62,7 @@ JUDGE = [
         "conversation",
         "deliveries",
         "deliveries_5",
+        "events",
         "expiry_5",
         "forwarding_5",
         "handshake_5",
@@ -78,6 +79,7 @@ JUDGE = [
         "stream",
         "subscriptions",
         "topic_alias",
+        "transcript",
         "verdict",
         "violations",
     )

@@ -24,9 +24,11 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 #: The modules with written-out dataclass initialisers (each is compiled: see setup.py).
 MODULES = (
     "mqttaudit.judge.context",
+    "mqttaudit.judge.events",
     "mqttaudit.judge.model",
     "mqttaudit.judge.obligations",
     "mqttaudit.judge.pairing",
+    "mqttaudit.judge.transcript",
     "mqttaudit.judge.verdict",
 )
 
@@ -151,3 +153,34 @@ def test_a_frozen_class_with_a_written_initialiser_is_still_frozen_and_replace_s
         Undecided("rule", "why", None, 3, 1.5)
     )
     assert changed != undecided
+
+
+def test_events_and_transcript_records_pickle_by_position_and_come_back_equal() -> None:
+    import pickle
+
+    from mqttaudit.codec import Direction, Publish, StreamDecoder, encode
+    from mqttaudit.judge.events import Closed, Lost, Quiet, Sent
+    from mqttaudit.judge.transcript import Delivered, Published, Subscribed, Transcript, Unsubscribed
+
+    client = Direction.FROM_CLIENT
+    publish = Publish(topic="a/b", payload=b"x", qos=1, packet_id=7)
+    frame = StreamDecoder(client).feed(encode(publish))[0]
+    closed = Closed(2.0, None, True)
+    published = Published(3, publish, 0.9, accepted=1.0, certain=True)
+    delivered = Delivered(4, 1.1, publish)
+    records: list[object] = [
+        Sent(1.5, client, frame, True),
+        Sent(1.5, client, frame),
+        closed,
+        Quiet(3.0, 4.0),
+        Lost(2.5, client, 10, undecoded=True),
+        Subscribed(1, "a/#", 1, 0.5, granted=1, acked=0.6, no_local=True, retain_handling=2, identifier=4),
+        Unsubscribed(2, "a/#", 0.7, acked=0.8),
+        published,
+        delivered,
+    ]
+    for record in records:
+        back = pickle.loads(pickle.dumps(record))
+        assert type(back) is type(record) and back == record, record
+    transcript = Transcript(published=[published], delivered=[delivered], closed=closed, answers={4: (0, 1.2)})
+    assert pickle.loads(pickle.dumps(transcript)) == transcript

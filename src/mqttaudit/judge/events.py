@@ -2,6 +2,9 @@
 
 The live prober and the capture pipeline both turn what they saw into these events; the judge never learns which
 one fed it. Times are seconds from any origin and never decrease along a conversation.
+
+The events pickle by position (``__reduce__``), as the transcripts' records do: the compiled build's frozen classes
+have no settable state to restore.
 """
 
 from __future__ import annotations
@@ -23,6 +26,17 @@ class Sent:
     #: live prober's own sends). False: the frame may never have reached the receiver, which then owed it nothing.
     acked: bool | None = None
 
+    def __init__(  # written out: the compiled build runs it natively (a generated __init__ is interpreted)
+        self, time: float, sender: Direction, frame: Frame, acked: bool | None = None
+    ) -> None:
+        object.__setattr__(self, "time", time)
+        object.__setattr__(self, "sender", sender)
+        object.__setattr__(self, "frame", frame)
+        object.__setattr__(self, "acked", acked)
+
+    def __reduce__(self) -> tuple[type[Sent], tuple[object, ...]]:
+        return Sent, (self.time, self.sender, self.frame, self.acked)
+
 
 @dataclass(frozen=True, slots=True)
 class Closed:
@@ -31,6 +45,16 @@ class Closed:
     time: float
     by: Direction | None
     abrupt: bool
+
+    def __init__(  # written out: the compiled build runs it natively (a generated __init__ is interpreted)
+        self, time: float, by: Direction | None, abrupt: bool
+    ) -> None:
+        object.__setattr__(self, "time", time)
+        object.__setattr__(self, "by", by)
+        object.__setattr__(self, "abrupt", abrupt)
+
+    def __reduce__(self) -> tuple[type[Closed], tuple[object, ...]]:
+        return Closed, (self.time, self.by, self.abrupt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +68,15 @@ class Quiet:
     time: float
     capture_end: float | None = None
 
+    def __init__(  # written out: the compiled build runs it natively (a generated __init__ is interpreted)
+        self, time: float, capture_end: float | None = None
+    ) -> None:
+        object.__setattr__(self, "time", time)
+        object.__setattr__(self, "capture_end", capture_end)
+
+    def __reduce__(self) -> tuple[type[Quiet], tuple[object, ...]]:
+        return Quiet, (self.time, self.capture_end)
+
 
 @dataclass(frozen=True, slots=True)
 class Lost:
@@ -56,6 +89,17 @@ class Lost:
     #: The bytes were captured but no packet could be framed from them (a stream seen from its middle, or after a
     #: gap, before a packet boundary was proven): as unknown as bytes never captured.
     undecoded: bool = False
+
+    def __init__(  # written out: the compiled build runs it natively (a generated __init__ is interpreted)
+        self, time: float, sender: Direction, length: int, undecoded: bool = False
+    ) -> None:
+        object.__setattr__(self, "time", time)
+        object.__setattr__(self, "sender", sender)
+        object.__setattr__(self, "length", length)
+        object.__setattr__(self, "undecoded", undecoded)
+
+    def __reduce__(self) -> tuple[type[Lost], tuple[object, ...]]:
+        return Lost, (self.time, self.sender, self.length, self.undecoded)
 
 
 Event = Sent | Closed | Quiet | Lost

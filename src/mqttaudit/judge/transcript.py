@@ -31,6 +31,30 @@ class Subscribed:
     retain_handling: int = 0
     identifier: int | None = None
 
+    def __init__(  # written out: the compiled build runs it natively (a generated __init__ is interpreted)
+        self,
+        event: int,
+        topic_filter: str,
+        requested: int,
+        sent: float,
+        granted: int | None = None,
+        acked: float | None = None,
+        no_local: bool = False,
+        retain_as_published: bool = False,
+        retain_handling: int = 0,
+        identifier: int | None = None,
+    ) -> None:
+        self.event = event
+        self.topic_filter = topic_filter
+        self.requested = requested
+        self.sent = sent
+        self.granted = granted
+        self.acked = acked
+        self.no_local = no_local
+        self.retain_as_published = retain_as_published
+        self.retain_handling = retain_handling
+        self.identifier = identifier
+
     def __reduce__(self) -> tuple[type[Subscribed], tuple[object, ...]]:
         return Subscribed, (
             self.event,
@@ -53,6 +77,14 @@ class Unsubscribed:
     sent: float
     acked: float | None = None
 
+    def __init__(  # written out: the compiled build runs it natively (a generated __init__ is interpreted)
+        self, event: int, topic_filter: str, sent: float, acked: float | None = None
+    ) -> None:
+        self.event = event
+        self.topic_filter = topic_filter
+        self.sent = sent
+        self.acked = acked
+
     def __reduce__(self) -> tuple[type[Unsubscribed], tuple[object, ...]]:
         return Unsubscribed, (self.event, self.topic_filter, self.sent, self.acked)
 
@@ -68,6 +100,15 @@ class Published:
     accepted: float | None = None
     certain: bool = False
 
+    def __init__(  # written out: the compiled build runs it natively (a generated __init__ is interpreted)
+        self, event: int, message: Publish, sent: float, accepted: float | None = None, certain: bool = False
+    ) -> None:
+        self.event = event
+        self.message = message
+        self.sent = sent
+        self.accepted = accepted
+        self.certain = certain
+
     def __reduce__(self) -> tuple[type[Published], tuple[object, ...]]:
         return Published, (self.event, self.message, self.sent, self.accepted, self.certain)
 
@@ -79,6 +120,13 @@ class Delivered:
     event: int
     time: float
     message: Publish
+
+    def __init__(  # written out: the compiled build runs it natively (a generated __init__ is interpreted)
+        self, event: int, time: float, message: Publish
+    ) -> None:
+        object.__setattr__(self, "event", event)
+        object.__setattr__(self, "time", time)
+        object.__setattr__(self, "message", message)
 
     def __reduce__(self) -> tuple[type[Delivered], tuple[object, ...]]:
         return Delivered, (self.event, self.time, self.message)
