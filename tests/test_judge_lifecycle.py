@@ -3,6 +3,10 @@ names a statement of that version, and walks through it keep the invariants of s
 
 from __future__ import annotations
 
+import enum
+import pickle
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,6 +24,7 @@ from mqttaudit.judge.lifecycle import (
     input_of,
     step,
 )
+from mqttaudit.judge.pairing import Stage
 from mqttaudit.spec import identity, load_catalogue
 
 CLIENT = Direction.FROM_CLIENT
@@ -107,3 +112,18 @@ def test_inputs_of_packets() -> None:
     assert input_of(Connack(), "3.1.1") is Input.CONNACK_ACCEPTING
     assert input_of(Auth(reason_code=0x18), "5.0") is Input.AUTH
     assert input_of(Pingreq(), "3.1.1") is Input.PINGREQ
+
+
+@pytest.mark.parametrize("enum_type", [Direction, Stage, Phase, Input], ids=lambda t: t.__name__)
+def test_the_enums_looked_up_per_packet_hash_by_identity_and_survive_pickling(enum_type: type[enum.Enum]) -> None:
+    """The members of the enums the judge looks up per packet (the lifecycle's table, the pairing's steps) hash by
+    identity, in C (Enum's own __hash__ is Python code): consistent with their equality, which is identity, and
+    with pickling, which gives back the same member."""
+    assert enum_type.__hash__ is object.__hash__
+    members = list(enum_type)
+    table = {member: index for index, member in enumerate(members)}
+    for index, member in enumerate(members):
+        assert hash(member) == object.__hash__(member)
+        assert table[member] == index
+        assert pickle.loads(pickle.dumps(member)) is member
+    assert len(set(members)) == len(members)

@@ -58,6 +58,8 @@ class Phase(enum.Enum):
     #: MQTT 5.0: the server sent DISCONNECT.
     SERVER_DISCONNECTED = "DISCONNECT sent by the server"
 
+    __hash__ = object.__hash__  # singletons compared by identity (see codec's Direction): TRANSITIONS, per packet
+
 
 class Input(enum.Enum):
     """A packet as the lifecycle sees it: its type, with CONNECT and CONNACK split by what they change."""
@@ -80,6 +82,8 @@ class Input(enum.Enum):
     PINGRESP = "PINGRESP"
     DISCONNECT = "DISCONNECT"
     AUTH = "AUTH"
+
+    __hash__ = object.__hash__  # singletons compared by identity (see codec's Direction): TRANSITIONS, per packet
 
 
 @dataclass(frozen=True, slots=True)
