@@ -59,10 +59,10 @@ class Seen:
     @classmethod
     def of(cls, event: int, time: float, sender: Direction, frame: Frame, *, received: bool = True) -> Seen:
         violations = frame.violations
-        if not violations:  # the usual case: no generator to run
-            return cls(event, time, sender, frame, (), received)
-        errors = tuple(
-            v for v in violations if not codec_rules.is_advisory(v.rule) and v.rule_key != codec_rules.TRUNCATED
+        errors = (  # most frames have none: no generator to run then
+            tuple(v for v in violations if not codec_rules.is_advisory(v.rule) and v.rule_key != codec_rules.TRUNCATED)
+            if violations
+            else ()
         )
         return cls(event, time, sender, frame, errors, received)
 
