@@ -401,7 +401,7 @@ def test_each_replay_slot_value_lands_in_a_partition_of_its_own(spark: SparkSess
 def test_a_replay_that_fails_between_slices_leaves_the_collector_as_it_found_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Writing a slice's rows fails while the slice is open (its collector off, what existed before it frozen): the
+    """Writing a slice's rows fails while the replay runs (its collector off, what existed before it frozen): the
     error reaches the caller, and the worker's collector is on and nothing frozen, for the tasks it runs next."""
     import gc
 
@@ -413,8 +413,8 @@ def test_a_replay_that_fails_between_slices_leaves_the_collector_as_it_found_it(
     gc.enable()
     with pytest.raises(OSError, match="no space left") as caught:
         replay_sliced(table, AuditOptions(out_dir=str(tmp_path), slice_bytes=1, slice_span=0.0), CONFIG)
-    # The traceback, still held, holds the replay's frames (as an error kept in a cycle would): the slice is
-    # closed all the same.
+    # The traceback, still held, holds the replay's frames (as an error kept in a cycle would): the replay is
+    # ended all the same.
     assert caught.traceback
     assert gc.isenabled()
     assert gc.get_freeze_count() == 0

@@ -56,7 +56,7 @@ from .replay import connect_client_id, delivery_batches, finding_rows, undecided
 from .replaying import SHARD, merge_reasons, replay_writers, replayed_row
 from .sealed import seal, unseal
 from .task_files import TableWriter, TranscriptFiles, TranscriptWriter, transcript_blobs
-from .worker_gc import SliceGarbage, tune_gc
+from .worker_gc import ReplayGarbage, tune_gc
 
 #: Bytes of a connection's traffic per piece at most (payloads are digests: a piece is a few thousand messages).
 PIECE_BYTES = 256 * 1024
@@ -253,8 +253,8 @@ def _replay(
         merge_reasons(reasons, zip(left.data["rule"], left.data["reason"], strict=True))
 
     span = reach(config) * SPAN_OF_REACH if options.slice_span is None else options.slice_span
-    # Closed however this loop ends: a slice left open keeps the worker's collector off and its objects frozen
-    # (SliceGarbage) for as long as anything holds the generator (a frame kept by a traceback would).
+    # Closed however this loop ends: a replay left open keeps the worker's collector off and its objects frozen
+    # (ReplayGarbage) for as long as anything holds the generator (a frame kept by a traceback would).
     with closing(_slices(pieces, config, options.slice_bytes, span, subscribers)) as slices:
         for decided, judgement in slices:
             for batch in delivery_batches(broker, decided, SliceRows.BATCH):
@@ -282,27 +282,27 @@ def _slices(
     # The window per connection, kept as it moves (each delivery is in the sight of several slices).
     seen: dict[str, deque[Delivered]] = {}
     answers: dict[str, dict[int, tuple[int, float]]] = {}
-    garbage = SliceGarbage()
-    for part, messages in cut_slices(sent, budget, lambda item: (item[0], _weight(item[3].message)), span):
-        first, end = sight(part, config)
-        while upcoming is not None and upcoming[0] < end:
-            _, flow, event, delivery, answer = upcoming
-            window.append(upcoming)
-            seen.setdefault(flow, deque()).append(delivery)
-            if answer is not None:
-                answers.setdefault(flow, {})[event] = answer
-            upcoming = next(received, None)
-        while window and window[0][0] < first:
-            _, flow, event, _, answer = window.popleft()
-            seen[flow].popleft()  # the oldest of its connection's too: the window is first in, first out
-            if not seen[flow]:
-                del seen[flow]
-            if answer is not None:
-                del answers[flow][event]
-                if not answers[flow]:
-                    del answers[flow]
-        with garbage.slice():  # the slice's model is reference cycles: freed at its end (see SliceGarbage)
+    with ReplayGarbage() as garbage:  # the slices' models are reference cycles: see ReplayGarbage
+        for part, messages in cut_slices(sent, budget, lambda item: (item[0], _weight(item[3].message)), span):
+            first, end = sight(part, config)
+            while upcoming is not None and upcoming[0] < end:
+                _, flow, event, delivery, answer = upcoming
+                window.append(upcoming)
+                seen.setdefault(flow, deque()).append(delivery)
+                if answer is not None:
+                    answers.setdefault(flow, {})[event] = answer
+                upcoming = next(received, None)
+            while window and window[0][0] < first:
+                _, flow, event, _, answer = window.popleft()
+                seen[flow].popleft()  # the oldest of its connection's too: the window is first in, first out
+                if not seen[flow]:
+                    del seen[flow]
+                if answer is not None:
+                    del answers[flow][event]
+                    if not answers[flow]:
+                        del answers[flow]
             yield sliced.run(part, [(flow, record) for _, flow, _, record in messages], seen, answers)
+            garbage.sliced()
 
 
 Item = TypeVar("Item", bound=tuple[Any, ...])
