@@ -185,7 +185,10 @@ def retain_handling(
 
 
 def identifiers(
-    *carried: int, filters: tuple[tuple[str, int], ...] = (("t", 7),), unsubscribing: bool = False
+    *carried: int,
+    filters: tuple[tuple[str, int], ...] = (("t", 7),),
+    unsubscribing: bool = False,
+    payload: bytes = b"later",
 ) -> Scenario:
     """'keeper' subscribes (each filter with its identifier), leaves, resumes at 2 s and gets a message to 't'
     (published at 3 s) carrying ``carried``; ``unsubscribing``: it unsubscribes from 't' meanwhile."""
@@ -196,7 +199,7 @@ def identifiers(
     second = client("keeper", at=2.0, clean_start=False, expiry=100, session_present=True)
     if unsubscribing:
         second.client(codec.Unsubscribe(packet_id=9, topic_filters=["t"]), at=2.9)
-    sent = message("t", b"later")
+    sent = message("t", payload)
     ids = make(subscription_identifier=list(carried)) if carried else ()
     receives(second, copy(sent, properties=ids), at=3.2)
     if unsubscribing:
@@ -224,19 +227,20 @@ def shared(*receivers: str, early: str = "", granted: int = 1, delivered_qos: in
 SHORT_LIVED = message("t", b"brief", message_expiry_interval=2)
 
 
-def expiring(*, back_at: float, got: bool) -> Scenario:
+def expiring(*, back_at: float, got: bool, payload: bytes = SHORT_LIVED.payload) -> Scenario:
     """A persistent subscriber leaves at 0.5 s; a message living 2 s is published at 1 s; it resumes at
     ``back_at``."""
+    sent = message("t", payload, message_expiry_interval=2)
     first = subscribed(client("keeper", expiry=100), option("t"))
     first.client(codec.Disconnect()).closed(C, at=0.5)
     second = client("keeper", at=back_at, clean_start=False, expiry=100, session_present=True)
     if got:
-        receives(second, copy(SHORT_LIVED), at=back_at + 0.1)
-    return {"first": first, "second": second.quiet(at=LATE), "pub": publisher(SHORT_LIVED)}
+        receives(second, copy(sent), at=back_at + 0.1)
+    return {"first": first, "second": second.quiet(at=LATE), "pub": publisher(sent)}
 
 
-def remaining(carried: int | None, *twins: codec.Publish) -> Scenario:
-    sent = message("t", b"long", message_expiry_interval=60)
+def remaining(carried: int | None, *twins: codec.Publish, payload: bytes = b"long") -> Scenario:
+    sent = message("t", payload, message_expiry_interval=60)
     properties = make(message_expiry_interval=carried) if carried is not None else ()
     sub = receives(subscribed(client("sub"), option("t")), copy(sent, properties=properties), at=3.0)
     return {"sub": sub.quiet(at=LATE), "pub": publisher(sent, *twins)}
@@ -310,9 +314,10 @@ RICH = message(
 )
 
 
-def forwarded(properties: codec.Properties, *twins: codec.Publish) -> Scenario:
-    sub = receives(subscribed(client("sub"), option("t")), copy(RICH, properties=properties), at=3.0)
-    return {"sub": sub.quiet(at=LATE), "pub": publisher(RICH, *twins)}
+def forwarded(properties: codec.Properties, *twins: codec.Publish, payload: bytes = RICH.payload) -> Scenario:
+    sent = copy(RICH, pid=1, retain=False, payload=payload)
+    sub = receives(subscribed(client("sub"), option("t")), copy(sent, properties=properties), at=3.0)
+    return {"sub": sub.quiet(at=LATE), "pub": publisher(sent, *twins)}
 
 
 ALTERED = make(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -212,3 +213,94 @@ def test_the_replay_decides_the_rules_of_a_server_s_connections_together_once_sl
     assert found(same, True) == [("b", "MQTT-3.1.3-6")]
     assert found({"a": assigned(0.5, "one"), "b": assigned(1.0, "two")}, False) == []
     assert found({"a": assigned(0.5, "one"), "b": assigned(1.0, "two")}, True) == []
+
+
+LONG = bytes(range(40))  # above the digest's size: the judging stage hands on its digest
+
+
+def test_a_digest_replaces_the_payload_and_nothing_else() -> None:
+    """The replay compares what a 5.0 copy carries with what was published (properties unaltered, the remaining
+    Message Expiry Interval, the Subscription Identifiers): the transcript handed on keeps every field of each
+    PUBLISH and of the Will but the payload."""
+    from mqttaudit.codec.properties import make
+
+    from .test_judge_model_5 import client, copy, message
+
+    will = codec.Will(topic="w", message=LONG, qos=1, properties=make(content_type="text/plain", will_delay_interval=3))
+    sent = message("t", LONG, user_property=[("k", "v")], message_expiry_interval=60, content_type="c")
+    delivered = copy(sent, properties=(*sent.properties, *make(subscription_identifier=[7])))
+    talk = client("d", will=will).client(sent).server(codec.Puback(packet_id=1)).server(delivered)
+    talk.client(codec.Puback(packet_id=delivered.packet_id or 0)).quiet(after=5)
+    config = JudgeConfig(close_grace=2.0, answer_timeout=2.0, supported_protocol_levels=frozenset({4, 5}))
+    transcript = judge_flow(flow("d", talk), config).replayed
+
+    def all_but_payload(value: codec.Publish | codec.Will) -> dict[str, object]:
+        fields = value.as_dict()
+        fields.pop("payload" if isinstance(value, codec.Publish) else "message")
+        return fields
+
+    assert transcript.connect is not None and transcript.connect.will is not None
+    assert len(transcript.connect.will.message) == 16
+    assert all_but_payload(transcript.connect.will) == all_but_payload(will)
+    [published] = transcript.published
+    assert len(published.message.payload) == 16 and all_but_payload(published.message) == all_but_payload(sent)
+    [arrived] = transcript.delivered
+    assert arrived.message.payload == published.message.payload
+    assert all_but_payload(arrived.message) == all_but_payload(delivered)
+
+
+def _routing_cases() -> list[tuple[str, Any, str]]:
+    from . import test_judge_model_5 as five
+
+    return [
+        ("identifiers carried", lambda: five.identifiers(7, payload=LONG), five.named(five.rules_5.IDENTIFIERS_SENT)),
+        ("identifiers missing", lambda: five.identifiers(payload=LONG), five.named(five.rules_5.IDENTIFIERS_SENT)),
+        (
+            "expired, not delivered",
+            lambda: five.expiring(back_at=5.0, got=False, payload=LONG),
+            five.named(five.rules_5.EXPIRED_NOT_DELIVERED),
+        ),
+        (
+            "expired, delivered",
+            lambda: five.expiring(back_at=5.0, got=True, payload=LONG),
+            five.named(five.rules_5.EXPIRED_NOT_DELIVERED),
+        ),
+        ("expiry counted down", lambda: five.remaining(59, payload=LONG), five.named(five.rules_5.EXPIRY_REMAINING)),
+        (
+            "expiry not counted down",
+            lambda: five.remaining(30, payload=LONG),
+            five.named(five.rules_5.EXPIRY_REMAINING),
+        ),
+        (
+            "properties altered",
+            lambda: five.forwarded(five.ALTERED, payload=LONG),
+            five.named(five.rules_5.CONTENT_TYPE_FORWARDED),
+        ),
+        (
+            "properties forwarded",
+            lambda: five.forwarded(five.RICH.properties, payload=LONG),
+            five.named(five.rules_5.CONTENT_TYPE_FORWARDED),
+        ),
+    ]
+
+
+ROUTING_CASES = _routing_cases()
+
+
+@pytest.mark.parametrize(("name", "scenario", "rule"), ROUTING_CASES, ids=[case[0] for case in ROUTING_CASES])
+def test_the_replay_of_the_judging_stage_s_transcripts_judges_5_0_forwarding_as_the_judge_does(
+    name: str, scenario: Any, rule: str
+) -> None:
+    """5.0 messages whose payloads the judging stage hands on as digests: the audit's replay finds what the judge
+    finds over the whole conversations (:func:`~mqttaudit.judge.judge_scenario`, payloads and all; every finding of
+    these scenarios is the replay's), the rule's finding or none. (The digest dropped the properties: a copy
+    carrying its Subscription Identifier was reported as missing it [MQTT-3.3.4-3], an expired message as one the
+    session had to keep [MQTT-3.1.2-23], an altered property and an expiry not counted down were passed.)"""
+    from .test_judge_model_5 import V5, judged
+
+    conversation = scenario()
+    whole = judged(conversation)
+    assert rule in whole.assessed, name  # the scenario decides the rule
+    blobs = [(n, pickle.dumps(judge_flow(flow(n, talk), V5).replayed)) for n, talk in conversation.items()]
+    _, findings, _ = replay_broker("10.0.0.1:1883", blobs, V5)
+    assert sorted(findings.data["rule"]) == sorted(r for f in whole.findings for r in f.rules), name

@@ -652,6 +652,8 @@ def _with(value: V, **changes: object) -> V:
 
 
 def _digest_publish(publish: Publish) -> Publish:
+    """The PUBLISH with its payload's digest: every other field kept, its 5.0 properties too (the replay compares
+    a copy's with the message's, and reads the Message Expiry Interval)."""
     digest = _digest(publish.payload)
     if digest is publish.payload:
         return publish
@@ -662,6 +664,7 @@ def _digest_publish(publish: Publish) -> Publish:
         retain=publish.retain,
         dup=publish.dup,
         packet_id=publish.packet_id,
+        properties=publish.properties,
     )
 
 
