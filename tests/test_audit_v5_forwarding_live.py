@@ -6,6 +6,7 @@ transcripts: it once lost them, and blamed mosquitto for a Subscription Identifi
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import mqttaudit
-from mqttaudit.probe.brokers import BrokerUnavailable, RunningBroker, start_broker
+from mqttaudit.probe.brokers import RunningBroker
 from mqttaudit.probe.recorder import tcpdump_recording
+
+from .library_runs import start_or_fail
 
 PAYLOAD = b"q" * 40  # above the digest's 16 bytes
 IDENTIFIER = 7
@@ -24,11 +27,7 @@ IDENTIFIER = 7
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[RunningBroker]:
-    try:
-        running = start_broker("mosquitto")
-    except BrokerUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    with running:
+    with start_or_fail("mosquitto") as running:
         yield running
 
 
@@ -63,13 +62,17 @@ def _session(port: int, received: list[tuple[bytes, list[int] | None, int | None
     client.connect("127.0.0.1", port, clean_start=False, properties=connect)
     client.loop_start()
     if action == "subscribe":
+        acknowledged = threading.Event()
+        client.on_subscribe = lambda *_args: acknowledged.set()
         properties = Properties(PacketTypes.SUBSCRIBE)
         properties.SubscriptionIdentifier = IDENTIFIER
         client.subscribe("t", qos=1, properties=properties)
-    deadline = time.monotonic() + 5.0
-    while action == "resume" and not received and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)
+        assert acknowledged.wait(5.0), "no SUBACK"
+    else:
+        deadline = time.monotonic() + 5.0
+        while not received and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)  # the client's PUBACK of the copy goes out before its DISCONNECT
     client.disconnect()
     client.loop_stop()
 
